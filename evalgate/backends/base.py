@@ -1,0 +1,120 @@
+"""The backend contract: ``generate(requests) -> results``, and the registry of backends by name.
+
+Every backend receives prompts rendered by evalgate and sampling values taken only from the protocol
+(``EffectiveParams``); it returns, per request, one completion per requested seed with its text, completion token
+count and finish_reason (``stop``: EOS or a stop sequence; ``length``: max_tokens reached). Heavy engines are
+imported only when their backend is chosen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from evalgate.errors import BadInput, MissingExtra
+
+
+@dataclass(frozen=True)
+class EffectiveParams:
+    """Sampling values actually sent to the engine (all from the protocol)."""
+
+    temperature: float
+    top_p: float
+    top_k: int
+    max_tokens: int
+    stop: tuple[str, ...]
+    repetition_penalty: float
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["stop"] = list(self.stop)
+        return d
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """One prompt and the samples wanted from it.
+
+    Attributes:
+        key: caller's id for the request (the item id).
+        prompt: fully rendered prompt text.
+        sample_indices: which samples of the item these are (len == len(seeds)).
+        seeds: per-sample sampling seeds (see ``sample_seed``).
+        params: effective sampling parameters.
+    """
+
+    key: str
+    prompt: str
+    sample_indices: tuple[int, ...]
+    seeds: tuple[int, ...]
+    params: EffectiveParams
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sample: text (stop sequence excluded), completion tokens, finish_reason ``stop`` or ``length``."""
+
+    text: str
+    completion_tokens: int
+    finish_reason: str
+    prompt_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class GenerationResult:
+    """Completions for one request, in the order of its seeds."""
+
+    request: GenerationRequest
+    completions: tuple[Completion, ...]
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A generation engine.
+
+    ``generate`` gets every pending request at once (so engines can batch) and may call ``on_result`` as each
+    request finishes, so the caller can store results as they come (resume after a crash).
+    """
+
+    name: str
+
+    def generate(self, requests: Sequence[GenerationRequest],
+                 on_result: Callable[[GenerationResult], None] | None = None) -> list[GenerationResult]: ...
+
+    def info(self) -> dict[str, Any]:
+        """Engine name and library versions, recorded with the run."""
+        ...
+
+
+def sample_seed(protocol_seed: int, item_id: str, sample_index: int) -> int:
+    """Per-sample seed: first 8 bytes of sha256(``"{protocol_seed}:{item_id}:{sample_index}"``) as an unsigned int,
+    masked to 63 bits. Independent of batch composition and item order."""
+    h = hashlib.sha256(f"{protocol_seed}:{item_id}:{sample_index}".encode()).digest()
+    return int.from_bytes(h[:8], "big") & ((1 << 63) - 1)
+
+
+# name -> (module, class, pip extra)
+BACKENDS: dict[str, tuple[str, str, str]] = {
+    "hf": ("evalgate.backends.hf", "HFBackend", "hf"),
+}
+
+
+def get_backend(name: str, model_dir: str, **options: Any) -> Backend:
+    """Instantiate backend ``name`` for a model directory.
+
+    Raises:
+        BadInput: unknown backend name (lists the known ones).
+        MissingExtra: the backend's engine is not installed (names the pip extra).
+    """
+    if name not in BACKENDS:
+        raise BadInput(f"unknown backend {name!r}; known backends: {', '.join(sorted(BACKENDS))}")
+    module, cls, extra = BACKENDS[name]
+    try:
+        mod = importlib.import_module(module)
+    except ImportError as e:
+        raise MissingExtra(f"backend {name!r} needs extra packages: pip install 'evalgate[{extra}]' ({e})") from e
+    factory: Callable[..., Backend] = getattr(mod, cls)
+    return factory(model_dir, **options)

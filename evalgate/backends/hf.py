@@ -1,0 +1,212 @@
+"""The ``hf`` backend: transformers ``generate`` on CPU or GPU, batched and left-padded.
+
+- Rows (one per sample) are sorted by prompt length and packed into batches whose padded size
+  ``rows * (longest prompt + max_tokens)`` stays within ``token_budget``, which cuts padding.
+- Sampling is per row: ``SeededSampler`` draws each row's next token from its own ``torch.Generator`` seeded with
+  the sample's seed, so a sample does not depend on which other rows share its batch. Generation then runs in
+  greedy mode over the sampler's one-hot output, with HF's repetition penalty applied before it.
+- Stop sequences end generation while it runs (``stop_strings``); the returned text is cut before the stop
+  sequence and finish_reason is ``stop``. A row that reaches max_tokens without EOS or a stop sequence is
+  ``length``.
+- The checkpoint's ``generation_config.json`` never applies: the model's generation config is replaced by one
+  holding only the special token ids, and every sampling value comes from the protocol.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import transformers
+from transformers import AutoModelForCausalLM, GenerationConfig, LogitsProcessor, LogitsProcessorList
+
+from evalgate.backends.base import Completion, EffectiveParams, GenerationRequest, GenerationResult
+from evalgate.checkpoints import load_tokenizer
+from evalgate.errors import EngineError
+
+
+class SeededSampler(LogitsProcessor):
+    """Per-row seeded sampling with temperature, top-k and top-p (Holtzman et al. 2020, nucleus sampling).
+
+    Returns scores that are 0 at the drawn token and -inf elsewhere, so greedy decoding emits the draw.
+
+    Args:
+        seeds: one seed per batch row.
+        temperature: > 0.
+        top_k: keep the k largest logits (0 disables).
+        top_p: keep the smallest set of tokens whose probability mass reaches top_p (1 disables).
+    """
+
+    def __init__(self, seeds: Sequence[int], temperature: float, top_k: int, top_p: float):
+        self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
+        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        logits = scores.float() / self.temperature
+        if self.top_k > 0:
+            kth = torch.topk(logits, min(self.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
+            logits = logits.masked_fill(logits < kth, float("-inf"))
+        if self.top_p < 1.0:
+            sorted_logits, idx = torch.sort(logits, descending=True, dim=-1)
+            cum = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
+            drop = cum - torch.softmax(sorted_logits, dim=-1) >= self.top_p  # keep the token that crosses top_p
+            logits = logits.masked_fill(drop.scatter(1, idx, drop), float("-inf"))
+        probs = torch.softmax(logits, dim=-1).cpu()
+        chosen = torch.stack([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(self.generators)])
+        out = torch.full_like(scores, float("-inf"))
+        return out.scatter(1, chosen.to(scores.device), 0.0)
+
+
+class HFBackend:
+    """transformers backend.
+
+    Args:
+        model_dir: HF checkpoint directory.
+        device: ``cpu`` (default), ``cuda``, ``cuda:N``.
+        dtype: ``float32`` (default on CPU), ``bfloat16``, ``float16``.
+        token_budget: max padded tokens per batch (rows x (prompt + max_tokens)). Default 32768.
+    """
+
+    name = "hf"
+
+    def __init__(self, model_dir: str, device: str = "cpu", dtype: str | None = None, token_budget: int = 32768):
+        self.model_dir, self.device, self.token_budget = str(model_dir), device, token_budget
+        self.dtype = dtype or ("float32" if device == "cpu" else "bfloat16")
+        self._model: Any = None
+        self._ckpt_eos: Any = None
+        self.tokenizer = load_tokenizer(self.model_dir)
+        self.load_s: float | None = None
+        self.ignored_generation_config: dict[str, Any] = {}
+
+    def info(self) -> dict[str, Any]:
+        return {"engine": "transformers", "transformers": transformers.__version__, "torch": torch.__version__,
+                "device": self.device, "dtype": self.dtype, "token_budget": self.token_budget,
+                "eos_token_ids": self._eos_ids(), "ignored_generation_config": self.ignored_generation_config}
+
+    def _eos_ids(self) -> list[int]:
+        ids = set()
+        if self.tokenizer.eos_token_id is not None:
+            ids.add(int(self.tokenizer.eos_token_id))
+        if self._model is not None:
+            for i in [self._ckpt_eos] if isinstance(self._ckpt_eos, int) else (self._ckpt_eos or []):
+                ids.add(int(i))
+        return sorted(ids)
+
+    @property
+    def model(self) -> Any:
+        """The model, loaded on first use (a fully cached run never loads it)."""
+        if self._model is None:
+            t0 = time.perf_counter()
+            try:
+                model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.dtype))
+            except (OSError, ValueError) as e:
+                raise EngineError(f"transformers could not load {self.model_dir}: {e}") from e
+            model.to(self.device).eval()
+            gc = model.generation_config
+            self._ckpt_eos = gc.eos_token_id
+            self.ignored_generation_config = {
+                k: v for k, v in gc.to_diff_dict().items()
+                if k not in ("bos_token_id", "eos_token_id", "pad_token_id", "transformers_version")}
+            self._model = model
+            # Replace, not merge: transformers fills unset generate() values from model.generation_config.
+            model.generation_config = GenerationConfig(
+                bos_token_id=gc.bos_token_id, eos_token_id=self._eos_ids(), pad_token_id=self._pad_id())
+            self.load_s = time.perf_counter() - t0
+        return self._model
+
+    def _pad_id(self) -> int:
+        tok = self.tokenizer
+        return int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of a rendered prompt. Special tokens are not added when the text already starts with the BOS
+        token (chat templates write it), so a prompt holds one BOS, never two."""
+        tok = self.tokenizer
+        bos = tok.bos_token
+        add = not (bos and text.startswith(bos))
+        return tok(text, add_special_tokens=add)["input_ids"]
+
+    def generate(self, requests: Sequence[GenerationRequest],
+                 on_result: Callable[[GenerationResult], None] | None = None) -> list[GenerationResult]:
+        """Generate every sample of every request; see the module docstring for batching and sampling.
+
+        Raises:
+            EngineError: generation failed.
+        """
+        rows = []  # (request index, position in request, prompt ids, seed)
+        encoded = [self.encode(r.prompt) for r in requests]
+        for ri, r in enumerate(requests):
+            for j, seed in enumerate(r.seeds):
+                rows.append((ri, j, encoded[ri], seed))
+        rows.sort(key=lambda row: len(row[2]))
+        done: dict[int, dict[int, Completion]] = {i: {} for i in range(len(requests))}
+        results: list[GenerationResult | None] = [None] * len(requests)
+        i = 0
+        while i < len(rows):
+            params = requests[rows[i][0]].params
+            batch = [rows[i]]
+            while i + len(batch) < len(rows):
+                nxt = rows[i + len(batch)]
+                if requests[nxt[0]].params != params:
+                    break
+                if (len(batch) + 1) * (len(nxt[2]) + params.max_tokens) > self.token_budget:
+                    break
+                batch.append(nxt)
+            i += len(batch)
+            for (ri, j, ids, _), comp in zip(batch, self._generate_batch(batch, params), strict=True):
+                done[ri][j] = comp
+                if len(done[ri]) == len(requests[ri].seeds):
+                    res = GenerationResult(requests[ri], tuple(done[ri][k] for k in range(len(requests[ri].seeds))))
+                    results[ri] = res
+                    if on_result:
+                        on_result(res)
+        return [r for r in results if r is not None]
+
+    def _generate_batch(self, batch: list[tuple[int, int, list[int], int]], p: EffectiveParams) -> list[Completion]:
+        model, pad = self.model, self._pad_id()
+        width = max(len(b[2]) for b in batch)
+        input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
+        attention = torch.zeros((len(batch), width), dtype=torch.long)
+        for k, (_, _, ids, _) in enumerate(batch):  # left padding
+            input_ids[k, width - len(ids):] = torch.tensor(ids)
+            attention[k, width - len(ids):] = 1
+        gen = GenerationConfig(
+            max_new_tokens=p.max_tokens, do_sample=False, num_beams=1,
+            repetition_penalty=p.repetition_penalty if p.repetition_penalty != 1.0 else None,
+            stop_strings=list(p.stop) or None, eos_token_id=self._eos_ids(), pad_token_id=pad,
+            bos_token_id=model.generation_config.bos_token_id,
+        )
+        processors = LogitsProcessorList()
+        if p.temperature > 0:
+            processors.append(SeededSampler([b[3] for b in batch], p.temperature, p.top_k, p.top_p))
+        try:
+            with torch.inference_mode():
+                out = model.generate(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
+                                     generation_config=gen, logits_processor=processors,
+                                     tokenizer=self.tokenizer if p.stop else None)
+        except Exception as e:  # noqa: BLE001 - any engine failure becomes an EngineError with context
+            raise EngineError(f"transformers generate failed: {type(e).__name__}: {e}") from e
+        new = out[:, width:].cpu().tolist()
+        return [self._completion(ids, p, len(b[2])) for ids, b in zip(new, batch, strict=True)]
+
+    def _completion(self, ids: list[int], p: EffectiveParams, prompt_tokens: int) -> Completion:
+        eos = set(self._eos_ids())
+        n_tokens, hit_eos = len(ids), False
+        for k, t in enumerate(ids):
+            if t in eos:
+                n_tokens, hit_eos = k, True
+                break
+        # After a stop string ends a row, transformers pads it with pad (== an EOS id for many models); those
+        # pads are caught by the EOS scan above. A pad that is not EOS is trimmed here.
+        toks = ids[:n_tokens]
+        pad = self._pad_id()
+        while toks and toks[-1] == pad and pad not in eos:
+            toks.pop()
+        text = self.tokenizer.decode(toks, skip_special_tokens=True)
+        cut = min((text.find(s) for s in p.stop if s in text), default=-1)
+        if cut >= 0:
+            return Completion(text[:cut], len(toks), "stop", prompt_tokens)
+        finish = "stop" if hit_eos or len(toks) < p.max_tokens else "length"
+        return Completion(text, len(toks), finish, prompt_tokens)

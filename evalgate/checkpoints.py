@@ -1,0 +1,198 @@
+"""Checkpoint identity: weight digests, HF directories and GGUF files, training run / seed / step.
+
+A checkpoint is an HF model directory (config + safetensors + tokenizer) or a GGUF file. Its identity is a sha256
+over the files that decide its outputs (weights, config, tokenizer), so the generation cache can never confuse
+two checkpoints. A GGUF file is converted once to an HF safetensors directory under ``$EVALGATE_HOME/models/``,
+keyed by the GGUF's digest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+from evalgate.errors import BadInput, EngineError, MissingExtra
+
+# Files whose bytes decide what a checkpoint generates. generation_config.json is deliberately absent: evalgate
+# never lets it change what is sent to the engine (sampling comes only from the protocol).
+_IDENTITY_GLOBS = ("*.safetensors", "*.bin", "*.gguf", "config.json", "tokenizer.json", "tokenizer_config.json",
+                   "special_tokens_map.json", "tokenizer.model", "vocab.json", "merges.txt", "chat_template.jinja",
+                   "chat_template.json")
+_STEP_RE = re.compile(r"checkpoint-(\d+)$")
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A resolved checkpoint.
+
+    Attributes:
+        path: what the user passed (directory or GGUF file), absolute.
+        kind: ``hf`` or ``gguf``.
+        digest: hex sha256 identity (see module docstring).
+        model_dir: HF directory the engines load (the conversion cache for a GGUF).
+        train_run, train_seed, step: training provenance (flags, else ``checkpoint-N`` and trainer_state.json).
+    """
+
+    path: Path
+    kind: str
+    digest: str
+    model_dir: Path
+    train_run: str | None = None
+    train_seed: int | None = None
+    step: int | None = None
+
+
+def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
+    """Hex sha256 of a file, read in 4 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def dir_digest(model_dir: Path) -> str:
+    """sha256 over ``name\\0file_sha256\\n`` of the identity files of an HF directory, sorted by name.
+
+    Raises:
+        BadInput: the directory holds no weights or no config.json.
+    """
+    files = sorted({p for g in _IDENTITY_GLOBS for p in model_dir.glob(g) if p.is_file()})
+    names = {p.name for p in files}
+    if "config.json" not in names or not any(n.endswith((".safetensors", ".bin")) for n in names):
+        raise BadInput(
+            f"{model_dir} is not an HF checkpoint directory (needs config.json and *.safetensors or *.bin); "
+            "pass a model directory or a .gguf file"
+        )
+    h = hashlib.sha256()
+    for p in files:
+        h.update(f"{p.name}\0{file_sha256(p)}\n".encode())
+    return h.hexdigest()
+
+
+def models_dir() -> Path:
+    """Where converted GGUF checkpoints are cached: ``$EVALGATE_MODELS``, else ``$EVALGATE_HOME/models``."""
+    if os.environ.get("EVALGATE_MODELS"):
+        return Path(os.environ["EVALGATE_MODELS"])
+    return Path(os.environ.get("EVALGATE_HOME", ".evalgate")) / "models"
+
+
+def convert_gguf(gguf: Path, digest: str) -> Path:
+    """Convert a GGUF file once to an HF safetensors directory ``$EVALGATE_HOME/models/<digest[:16]>``.
+
+    transformers de-quantizes GGUF weights on load but refuses ``save_pretrained`` for such a model, so the state
+    dict is saved with safetensors (tied ``lm_head`` dropped), with the config minus ``quantization_config``, the
+    generation config and the tokenizer. The directory is written to a temporary name and renamed, under a file
+    lock, so concurrent runs convert once and never see half a directory.
+
+    Raises:
+        MissingExtra: transformers/torch/gguf not installed.
+        EngineError: the conversion failed.
+    """
+    out = models_dir() / digest[:16]
+    if (out / "config.json").is_file():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(out) + ".lock"):
+        if (out / "config.json").is_file():
+            return out
+        try:
+            import torch  # noqa: F401
+            from safetensors.torch import save_file
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as e:
+            raise MissingExtra(f"converting a GGUF checkpoint needs the hf extra: pip install 'evalgate[hf]' ({e})")
+        tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
+        try:
+            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            state = {k: v.contiguous() for k, v in model.state_dict().items()}
+            if getattr(model.config, "tie_word_embeddings", False):
+                state.pop("lm_head.weight", None)
+            save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+            cfg = model.config.to_dict()
+            cfg.pop("quantization_config", None)
+            cfg["architectures"] = [type(model).__name__]
+            (tmp / "config.json").write_text(json.dumps(cfg, indent=2))
+            model.generation_config.save_pretrained(str(tmp))
+            tok.save_pretrained(str(tmp))
+            (tmp / "SOURCE").write_text(f"converted from {gguf} (sha256 {digest})\n")
+            tmp.chmod(0o755)
+            os.replace(tmp, out)
+        except Exception as e:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(e, MissingExtra):
+                raise
+            raise EngineError(f"could not convert GGUF {gguf} to an HF directory: {e}") from e
+    return out
+
+
+def _trainer_state(dir_: Path) -> dict | None:
+    f = dir_ / "trainer_state.json"
+    if f.is_file():
+        try:
+            return json.loads(f.read_text())
+        except json.JSONDecodeError:
+            return None
+    return None
+
+
+def resolve_checkpoint(
+    path: str | Path,
+    train_run: str | None = None,
+    train_seed: int | None = None,
+    step: int | None = None,
+) -> Checkpoint:
+    """Resolve a checkpoint path to its identity and loadable HF directory.
+
+    Training provenance comes from the arguments, else from the directory: step from ``checkpoint-N`` or
+    trainer_state.json's ``global_step``; run name from the parent directory of a ``checkpoint-N`` directory.
+
+    Raises:
+        BadInput: path missing or neither an HF directory nor a ``.gguf`` file.
+    """
+    p = Path(path).expanduser().resolve()
+    if not p.exists():
+        raise BadInput(f"checkpoint {path} not found; pass an HF model directory or a .gguf file")
+    if p.is_file():
+        if p.suffix != ".gguf":
+            raise BadInput(f"checkpoint {path} is a file but not .gguf; pass an HF model directory or a .gguf file")
+        digest = file_sha256(p)
+        return Checkpoint(p, "gguf", digest, convert_gguf(p, digest), train_run, train_seed, step)
+    digest = dir_digest(p)
+    if step is None:
+        m = _STEP_RE.search(p.name)
+        state = _trainer_state(p)
+        if m:
+            step = int(m.group(1))
+        elif state and isinstance(state.get("global_step"), int):
+            step = state["global_step"]
+    if train_run is None and _STEP_RE.search(p.name):
+        train_run = p.parent.name
+    return Checkpoint(p, "hf", digest, p, train_run, train_seed, step)
+
+
+def load_tokenizer(model_dir: str | Path) -> Any:
+    """The checkpoint's tokenizer (transformers ``AutoTokenizer``), which evalgate uses to render chat templates.
+
+    Raises:
+        MissingExtra: transformers not installed.
+        BadInput: the directory has no loadable tokenizer.
+    """
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as e:
+        raise MissingExtra(f"rendering prompts with a checkpoint's tokenizer needs: pip install 'evalgate[hf]' ({e})")
+    try:
+        return AutoTokenizer.from_pretrained(str(model_dir))
+    except (OSError, ValueError) as e:
+        raise BadInput(f"{model_dir}: no loadable tokenizer ({e}); a checkpoint directory needs its tokenizer files")

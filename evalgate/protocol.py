@@ -1,0 +1,429 @@
+"""Frozen evaluation protocols: pydantic models of protocol files, canonical hash, freeze, verify, diff.
+
+A protocol file (YAML) fixes *how* a model is evaluated: prompt and chat template, sampling, pass@k, scorer,
+answer extraction, tool permissions and execution limits. Its identity is ``name@version`` plus a sha256 over the
+canonical JSON of the resolved protocol (template and few-shot files inlined, file paths dropped), so moving a
+template file keeps the hash and editing one byte of it changes the hash.
+
+``freeze`` writes ``<file>.lock`` (JSON: name, version, sha256, resolved content). A run refuses a protocol whose
+content no longer matches its lock, and the store remembers every ``name@version -> sha256`` so changed content
+cannot be re-frozen under a version that was already used.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from evalgate.errors import BadInput, ProtocolDrift
+
+LOCK_SUFFIX = ".lock"
+
+
+class StrictModel(BaseModel):
+    """Base for user-written files: unknown keys are errors, values are immutable after load."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class PromptSpec(StrictModel):
+    """How an item becomes the text sent to the engine."""
+
+    template: str | None = None
+    """Inline jinja2 template for the user turn; item fields are variables (``{{ prompt }}``). One of
+    ``template`` / ``template_file`` is required."""
+    template_file: str | None = None
+    """Path (relative to the protocol file) of a jinja2 template file; its content is inlined into the hash."""
+    chat_template: str = "model"
+    """``model``: wrap the user turn with the checkpoint tokenizer's chat template; ``none``: send the rendered
+    template as raw text; any other value: path of a jinja2 chat template file (inlined into the hash)."""
+    system_prompt: str | None = None
+    """System message text, or none. Default: none."""
+    system_role: Literal["merge", "fail"] = "merge"
+    """When the chat template rejects or drops a system role: ``merge`` prepends the system text to the first user
+    turn, ``fail`` stops the run with an error. The system text is never dropped silently. Default: merge."""
+    fewshot_file: str | None = None
+    """JSONL file of few-shot exemplars (each rendered by ``template`` and answered by its ``target`` field),
+    relative to the protocol file; inlined into the hash. Default: none."""
+    fewshot_target_field: str = "target"
+    """Field of a few-shot record holding the assistant's answer. Default: ``target``."""
+    response_prefix: str | None = None
+    """jinja2 template appended after the generation prompt (the start of the assistant turn, e.g. an opened code
+    block and the function signature); the completion continues it. Default: none."""
+
+
+class SamplingSpec(StrictModel):
+    """Sampling parameters. These are the only values sent to the engine: a checkpoint's
+    ``generation_config.json`` and engine defaults never apply."""
+
+    temperature: float = Field(0.0, ge=0.0)
+    """Softmax temperature; 0 means greedy decoding. Default: 0."""
+    top_p: float = Field(1.0, gt=0.0, le=1.0)
+    """Nucleus sampling mass in (0, 1]; 1 disables. Default: 1."""
+    top_k: int = Field(0, ge=0)
+    """Keep the k most likely tokens; 0 disables. Default: 0."""
+    max_tokens: int = Field(256, ge=1)
+    """Maximum completion length in tokens; a completion that reaches it has finish_reason ``length``.
+    Default: 256."""
+    stop: list[str] = []
+    """Stop sequences, applied by the engine while it generates; the returned text excludes them. Choose sequences
+    that cannot occur inside an answer (e.g. not ``.``, which would cut ``2.5``). Default: none."""
+    n: int = Field(1, ge=1)
+    """Samples per item. Default: 1."""
+    seed: int = 0
+    """Protocol sampling seed; per-sample seeds derive from (seed, item id, sample index). Default: 0."""
+    repetition_penalty: float = Field(1.0, gt=0.0)
+    """Repetition penalty (CTRL, Keskar et al. 2019); 1 disables. Default: 1."""
+    allow_greedy_n: bool = False
+    """Allow n > 1 with temperature 0 (all n samples are then identical). Default: false."""
+
+    @model_validator(mode="after")
+    def _greedy_n(self) -> SamplingSpec:
+        if self.temperature == 0 and self.n > 1 and not self.allow_greedy_n:
+            raise ValueError(
+                f"temperature 0 (greedy) with n={self.n} gives {self.n} identical samples; "
+                "set temperature > 0, set n: 1, or set allow_greedy_n: true"
+            )
+        return self
+
+
+class ScorerSpec(StrictModel):
+    """Which scorer judges a completion, by registry name, and its options."""
+
+    name: str
+    """Scorer name: ``humaneval`` (run the item's unit tests), ``math`` (math-verify equivalence), ``exact``
+    (normalised exact match)."""
+    options: dict[str, Any] = {}
+    """Scorer-specific options (see the scorer's docstring). Default: none."""
+
+
+class ExtractionSpec(StrictModel):
+    """How the answer is taken from a completion."""
+
+    rule: Literal["code", "boxed", "last_number", "gsm8k", "raw"] = "raw"
+    """``code``: the program (prefix + completion, fenced block if present); ``boxed``: the last ``\\boxed{}``;
+    ``last_number``: the last number; ``gsm8k``: text after ``####`` or "The answer is", else the last number;
+    ``raw``: the whole completion. Default: raw."""
+    score_truncated: bool = False
+    """Score completions cut off by max_tokens (finish_reason ``length``). Default: false, they count as truncated
+    and wrong."""
+
+
+class ToolPermissions(StrictModel):
+    """Tools the model may call during an agentic evaluation."""
+
+    allowed: list[str] = []
+    """Names of tools the model may call. Default: none."""
+    network: bool = False
+    """Whether tools and executed code may use the network. Default: false."""
+    timeout_s: float = Field(10.0, gt=0)
+    """Per-call timeout in seconds. Default: 10."""
+    max_calls: int = Field(0, ge=0)
+    """Maximum tool calls per sample. Default: 0."""
+    memory_mb: int = Field(1024, ge=16)
+    """Memory limit per tool call, MiB. Default: 1024."""
+
+
+class ExecutionLimits(StrictModel):
+    """Limits for executing model-written code (the ``humaneval`` scorer)."""
+
+    timeout_s: float = Field(10.0, gt=0)
+    """Wall-clock timeout per program, seconds. Default: 10."""
+    cpu_s: int = Field(10, ge=1)
+    """CPU-time limit per program (RLIMIT_CPU), seconds. Default: 10."""
+    memory_mb: int = Field(1024, ge=64)
+    """Address-space limit per program (RLIMIT_AS), MiB. Default: 1024."""
+    file_size_mb: int = Field(16, ge=1)
+    """Largest file a program may write (RLIMIT_FSIZE), MiB. Default: 16."""
+    workers: int = Field(0, ge=0)
+    """Programs run in parallel; 0 means one per CPU core. Default: 0."""
+
+
+class Protocol(StrictModel):
+    """A protocol file. Identity: ``name@version`` plus the sha256 of its resolved canonical JSON."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """Protocol name (letters, digits, ``.``, ``_``, ``-``)."""
+    version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """Protocol version; bump it whenever the content changes."""
+    description: str = ""
+    """Free text; part of the hash. Default: empty."""
+    prompt: PromptSpec
+    """Prompt and chat template handling."""
+    sampling: SamplingSpec = SamplingSpec()
+    """Sampling parameters sent to the engine."""
+    pass_at_k: list[int] = [1]
+    """k values for pass@k; every k must be <= sampling.n. Default: [1]."""
+    scorer: ScorerSpec
+    """Scorer and its options."""
+    extraction: ExtractionSpec = ExtractionSpec()
+    """Answer extraction rules."""
+    tools: ToolPermissions = ToolPermissions()
+    """Tool permissions."""
+    execution: ExecutionLimits = ExecutionLimits()
+    """Code execution limits."""
+
+    @model_validator(mode="after")
+    def _check(self) -> Protocol:
+        if (self.prompt.template is None) == (self.prompt.template_file is None):
+            raise ValueError("prompt: give exactly one of template / template_file")
+        bad = [k for k in self.pass_at_k if k < 1 or k > self.sampling.n]
+        if bad:
+            raise ValueError(
+                f"pass_at_k {bad} exceed sampling.n={self.sampling.n} (or are < 1): pass@k needs k <= n samples; "
+                "raise sampling.n or drop those k"
+            )
+        if len(set(self.pass_at_k)) != len(self.pass_at_k):
+            raise ValueError("pass_at_k has repeated values")
+        return self
+
+    @property
+    def ref(self) -> str:
+        """``name@version``."""
+        return f"{self.name}@{self.version}"
+
+
+@dataclass(frozen=True)
+class LoadedProtocol:
+    """A validated protocol with its resolved content and hash.
+
+    Attributes:
+        path: the protocol file.
+        spec: the validated model.
+        resolved: canonical dict (template, chat template and few-shot files inlined, paths dropped).
+        sha256: hex sha256 of ``canonical_json(resolved)``.
+        template: the user-turn jinja2 source.
+        chat_template: ``"model"``, ``"none"`` or the chat template source.
+        fewshot: few-shot records (possibly empty).
+    """
+
+    path: Path
+    spec: Protocol
+    resolved: dict[str, Any]
+    sha256: str
+    template: str
+    chat_template: str
+    fewshot: tuple[dict[str, Any], ...]
+
+    @property
+    def ref(self) -> str:
+        return self.spec.ref
+
+    @property
+    def lock_path(self) -> Path:
+        return lock_path_for(self.path)
+
+
+def canonical_json(obj: Any) -> str:
+    """Canonical JSON: sorted keys, no whitespace, UTF-8 kept, floats as Python's shortest repr."""
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def sha256_text(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def lock_path_for(path: Path) -> Path:
+    return path.with_name(path.name + LOCK_SUFFIX)
+
+
+def _yaml_line(text: str, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the YAML node at pydantic error location ``loc`` (deepest node that exists)."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((kv for kv in node.value if kv[0].value == part), None)
+            if match is None:
+                break
+            line = match[0].start_mark.line + 1
+            node = match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    model: type[BaseModel] | None = Protocol
+    for part in loc[:-1]:
+        if model is None or not isinstance(part, str) or part not in model.model_fields:
+            return None
+        ann = model.model_fields[part].annotation
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+    return model
+
+
+def format_validation_error(path: Path, text: str, err: ValidationError) -> str:
+    """One message per problem: ``file:line: field: what (nearest known key)``."""
+    lines = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        where = ".".join(str(p) for p in loc) or "(top level)"
+        line = _yaml_line(text, loc)
+        prefix = f"{path}:{line}" if line else str(path)
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            model = _model_for(loc)
+            known = list(model.model_fields) if model else []
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
+            msg = f"unknown key '{loc[-1]}'{hint}"
+        lines.append(f"{prefix}: {where}: {msg}")
+    return "invalid protocol:\n  " + "\n  ".join(lines)
+
+
+def _read_file(base: Path, rel: str, what: str) -> str:
+    p = (base / rel).resolve()
+    if not p.is_file():
+        raise BadInput(f"{what} '{rel}' not found (looked at {p}); fix the path in the protocol file")
+    return p.read_text(encoding="utf-8")
+
+
+def load_protocol(path: str | Path) -> LoadedProtocol:
+    """Load, validate and hash a protocol file.
+
+    Args:
+        path: YAML protocol file.
+
+    Returns:
+        The LoadedProtocol with its resolved content and sha256.
+
+    Raises:
+        BadInput: file missing, YAML malformed (with line), a field invalid (with line and nearest known key), or a
+            referenced template/few-shot file missing.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"protocol file {path} not found; pass the path of a protocol YAML file")
+    text = path.read_text(encoding="utf-8")
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        raise BadInput(f"{where}: protocol is not valid YAML ({getattr(e, 'problem', e)}); fix the syntax") from e
+    if not isinstance(raw, dict):
+        raise BadInput(f"{path}: a protocol file must be a YAML mapping with name, version, prompt, scorer")
+    try:
+        spec = Protocol.model_validate(raw)
+    except ValidationError as e:
+        raise BadInput(format_validation_error(path, text, e)) from e
+    base = path.parent
+    p = spec.prompt
+    template = p.template if p.template is not None else _read_file(base, p.template_file or "", "template_file")
+    chat = p.chat_template
+    if chat not in ("model", "none"):
+        chat = _read_file(base, chat, "chat_template file")
+    fewshot: list[dict[str, Any]] = []
+    if p.fewshot_file:
+        for i, line in enumerate(_read_file(base, p.fewshot_file, "fewshot_file").splitlines(), 1):
+            if line.strip():
+                try:
+                    fewshot.append(json.loads(line))
+                except json.JSONDecodeError as e:
+                    raise BadInput(f"{base / p.fewshot_file}:{i}: not valid JSON ({e.msg}); fix that line") from e
+    resolved = spec.model_dump(mode="json")
+    resolved["prompt"]["template"] = template
+    resolved["prompt"]["chat_template"] = chat
+    resolved["prompt"]["fewshot"] = fewshot
+    for key in ("template_file", "fewshot_file"):
+        resolved["prompt"].pop(key)
+    digest = sha256_text(canonical_json(resolved))
+    return LoadedProtocol(path, spec, resolved, digest, template, chat, tuple(fewshot))
+
+
+def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
+    """Flatten nested dicts/lists to ``{"a.b[0]": value}`` for field-level diffs."""
+    out: dict[str, Any] = {}
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out.update(flatten(v, f"{prefix}.{k}" if prefix else str(k)))
+    elif isinstance(obj, list) and obj and any(isinstance(v, dict | list) for v in obj):
+        for i, v in enumerate(obj):
+            out.update(flatten(v, f"{prefix}[{i}]"))
+    else:
+        out[prefix] = obj
+    return out
+
+
+def diff_resolved(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Field-level differences between two resolved protocols.
+
+    Returns:
+        Sorted rows ``(field, value_in_a, value_in_b)``; a missing field shows as ``None``.
+    """
+    fa, fb = flatten(a), flatten(b)
+    return [(k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
+
+
+def read_lock(lp: LoadedProtocol) -> dict[str, Any] | None:
+    """The lock file's content, or None when the protocol was never frozen.
+
+    Raises:
+        BadInput: the lock file exists but is not valid lock JSON.
+    """
+    if not lp.lock_path.is_file():
+        return None
+    try:
+        lock = json.loads(lp.lock_path.read_text(encoding="utf-8"))
+        lock["sha256"], lock["resolved"]  # noqa: B018 - required keys
+    except (json.JSONDecodeError, KeyError, TypeError) as e:
+        raise BadInput(f"{lp.lock_path}: not a valid protocol lock file; delete it and run protocol freeze") from e
+    return lock
+
+
+def verify(lp: LoadedProtocol) -> None:
+    """Check a protocol against its lock.
+
+    Raises:
+        BadInput: no lock file (the protocol was never frozen).
+        ProtocolDrift: content differs from the lock; ``diff`` holds the field-level rows (field, locked, now).
+    """
+    lock = read_lock(lp)
+    if lock is None:
+        raise BadInput(
+            f"protocol {lp.path} has no lock file {lp.lock_path.name}; run 'evalgate protocol freeze {lp.path}' "
+            "before evaluating with it"
+        )
+    if lock["sha256"] != lp.sha256:
+        rows = diff_resolved(lock["resolved"], lp.resolved)
+        raise ProtocolDrift(
+            f"protocol {lp.path} ({lp.ref}) no longer matches its lock: {len(rows)} field(s) changed. "
+            "Revert the change, or bump 'version' and freeze again.\n" + format_diff(rows, "locked", "now"),
+            rows,
+        )
+
+
+def format_diff(rows: list[tuple[str, Any, Any]], left: str = "a", right: str = "b") -> str:
+    """Human-readable field-level diff: one ``field: left=... right=...`` line per row."""
+
+    def short(v: Any) -> str:
+        s = json.dumps(v, ensure_ascii=False)
+        return s if len(s) <= 120 else s[:117] + "..."
+
+    return "\n".join(f"  {f}: {left}={short(a)} {right}={short(b)}" for f, a, b in rows)
+
+
+def lock_document(lp: LoadedProtocol) -> dict[str, Any]:
+    """The JSON document written to ``<file>.lock``."""
+    return {
+        "name": lp.spec.name,
+        "version": lp.spec.version,
+        "sha256": lp.sha256,
+        "frozen_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "resolved": lp.resolved,
+    }

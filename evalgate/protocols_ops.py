@@ -1,0 +1,38 @@
+"""Protocol operations that touch the store: freezing a protocol and recording ``name@version -> hash``."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from evalgate.protocol import load_protocol, lock_document
+from evalgate.store import Store
+
+
+def freeze(path: str | Path, store: Store | None = None) -> dict[str, Any]:
+    """Hash a protocol, record ``name@version -> sha256`` in the store, and write ``<path>.lock`` atomically.
+
+    Re-freezing unchanged content is a no-op that keeps the first ``frozen_at``.
+
+    Returns:
+        The lock document.
+
+    Raises:
+        BadInput: invalid protocol, or changed content under a version the store already holds (bump the version).
+    """
+    lp = load_protocol(path)
+    (store or Store()).record_protocol(lp.spec.name, lp.spec.version, lp.sha256, lp.resolved)
+    if lp.lock_path.is_file():
+        try:
+            old = json.loads(lp.lock_path.read_text())
+            if old.get("sha256") == lp.sha256:
+                return old
+        except json.JSONDecodeError:
+            pass
+    doc = lock_document(lp)
+    tmp = lp.lock_path.with_name(lp.lock_path.name + ".tmp")
+    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    os.replace(tmp, lp.lock_path)
+    return doc

@@ -1,0 +1,242 @@
+"""``evaluate()``: protocol x checkpoint x split x sampling seed -> samples, scores and metrics in the store.
+
+Order of work: verify the protocol against its lock; resolve the checkpoint; check the split's tier policy
+(refusals are logged); read the items; render prompts; look every sample up in the generation cache; log the
+read (cached or not); generate only what is missing, storing each request's completions as they finish (so a
+killed run resumes where it stopped); score; write samples and metrics and mark the run complete in one
+transaction.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+import sys
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalgate.backends.base import (
+    EffectiveParams,
+    GenerationRequest,
+    GenerationResult,
+    get_backend,
+    sample_seed,
+)
+from evalgate.checkpoints import Checkpoint, load_tokenizer, resolve_checkpoint
+from evalgate.errors import BadInput, EvalgateError
+from evalgate.prompts import chat_template_sha256, render_prompt
+from evalgate.protocol import LoadedProtocol, load_protocol, verify
+from evalgate.scoring import SampleToScore, aggregate_behavior, get_scorer, pass_at_k, sample_behavior
+from evalgate.splits import SplitManager, actor_name
+from evalgate.stats import mean_stderr
+from evalgate.store import Store
+
+
+@dataclass
+class RunOptions:
+    """What ``evaluate`` needs beyond protocol, checkpoint and split.
+
+    Attributes:
+        backend: backend name (``hf``, ...).
+        seed: sampling seed; None uses the protocol's ``sampling.seed``.
+        train_run, train_seed, step: training provenance of the checkpoint (else read from its directory).
+        purpose: why the split is read (logged); ``release-gate`` is reserved for the gate.
+        actor: who reads (default: ``$EVALGATE_ACTOR`` or the OS user).
+        override_reason: reason to exceed a soft budget (logged).
+        backend_options: keyword options for the backend (device, dtype, token_budget, ...).
+        progress: show progress bars on stderr.
+    """
+
+    backend: str = "hf"
+    seed: int | None = None
+    train_run: str | None = None
+    train_seed: int | None = None
+    step: int | None = None
+    purpose: str = "evaluation"
+    actor: str | None = None
+    override_reason: str | None = None
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    progress: bool = True
+
+
+def effective_params(protocol: LoadedProtocol) -> EffectiveParams:
+    """The sampling values sent to the engine, taken only from the protocol."""
+    s = protocol.spec.sampling
+    return EffectiveParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_tokens,
+                           stop=tuple(s.stop), repetition_penalty=s.repetition_penalty)
+
+
+def _versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for pkg in ("evalgate", "transformers", "torch", "vllm", "duckdb", "math-verify"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def _progress(total: int, desc: str, enabled: bool) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc=desc, unit="sample", file=sys.stderr, disable=not enabled, leave=False)
+
+
+def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Run metrics from scored samples grouped by item.
+
+    pass@k is the unbiased estimator per item, averaged over items (Chen et al. 2021), with the stderr of that
+    mean over items. Behaviour metrics are means over samples.
+    """
+    metrics: dict[str, Any] = {}
+    counts = [(len(ss), sum(1 for s in ss if s["status"] == "correct")) for ss in per_item.values()]
+    for k in protocol.spec.pass_at_k:
+        mean, se = mean_stderr([pass_at_k(n, c, k) for n, c in counts])
+        metrics[f"pass@{k}"] = mean
+        metrics[f"pass@{k}_stderr"] = se
+    mean, se = mean_stderr([sum(s["score"] for s in ss) / len(ss) for ss in per_item.values()])
+    metrics["mean_score"], metrics["mean_score_stderr"] = mean, se
+    metrics.update(aggregate_behavior([s["behavior"] for ss in per_item.values() for s in ss]))
+    return metrics
+
+
+def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str,
+             options: RunOptions | None = None, store: Store | None = None) -> dict[str, Any]:
+    """Evaluate a checkpoint on a split under a frozen protocol.
+
+    Args:
+        protocol_path: protocol YAML (must match its ``.lock``).
+        checkpoint: HF directory, GGUF file, or a resolved Checkpoint.
+        split: split name.
+        options: RunOptions.
+        store: the Store (default: ``$EVALGATE_HOME/evalgate.duckdb``).
+
+    Returns:
+        The run document (what ``evalgate run --json`` prints): run_id, protocol, checkpoint, split, backend,
+        versions, effective parameters, metrics, counts, wall_s.
+
+    Raises:
+        BadInput: malformed protocol, unknown split, missing checkpoint, bad template (nothing is written).
+        ProtocolDrift: the protocol no longer matches its lock.
+        RefusedByPolicy: the split's tier policy refuses the read (the refusal is logged).
+        EngineError: generation failed (the run is marked failed; stored generations are kept for resume).
+    """
+    opts = options or RunOptions()
+    t0 = time.perf_counter()
+    protocol = load_protocol(protocol_path)
+    verify(protocol)
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
+        checkpoint, opts.train_run, opts.train_seed, opts.step)
+    store = store or Store()
+    store.record_protocol(protocol.spec.name, protocol.spec.version, protocol.sha256, protocol.resolved)
+    actor = actor_name(opts.actor)
+    manager = SplitManager(store)
+    manifest, warnings = manager.check(split, opts.purpose, actor, opts.override_reason, ckpt.digest,
+                                       protocol.sha256)
+    items = manager.read(manifest)
+    if not items:
+        raise BadInput(f"split {split} has no items")
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+
+    tokenizer = load_tokenizer(ckpt.model_dir) if protocol.chat_template != "none" else None
+    rendered = {str(it["id"]): render_prompt(protocol, it, tokenizer) for it in items}
+    sampling = protocol.spec.sampling
+    run_seed = sampling.seed if opts.seed is None else opts.seed
+    keys = [(iid, j, sample_seed(run_seed, iid, j)) for iid in rendered for j in range(sampling.n)]
+    cached = store.cached_generations(ckpt.digest, protocol.sha256, keys)
+    missing = [k for k in keys if k not in cached]
+    run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    manager.log_read(manifest, actor, opts.purpose, cached=not missing, checkpoint_digest=ckpt.digest,
+                     protocol_hash=protocol.sha256, run_id=run_id, override_reason=opts.override_reason)
+    params = effective_params(protocol)
+    store.upsert_checkpoint(ckpt.digest, str(ckpt.path), ckpt.kind, ckpt.train_run, ckpt.train_seed, ckpt.step)
+    backend_info: dict[str, Any] = {"name": opts.backend, "options": opts.backend_options,
+                                    "chat_template_sha256": chat_template_sha256(protocol, tokenizer),
+                                    "model_loaded": False}
+    store.create_run({
+        "run_id": run_id, "protocol_name": protocol.spec.name, "protocol_version": protocol.spec.version,
+        "protocol_hash": protocol.sha256, "checkpoint_digest": ckpt.digest, "checkpoint_path": str(ckpt.path),
+        "train_run": ckpt.train_run, "train_seed": ckpt.train_seed, "step": ckpt.step, "split": split,
+        "tier": manifest.tier, "split_sha256": manifest.content_sha256, "sampling_seed": run_seed,
+        "backend": opts.backend, "backend_info": backend_info,
+        "effective_params": {**params.as_dict(), "n": sampling.n, "seed": run_seed,
+                             "per_sample_seed": "sha256(f'{seed}:{item_id}:{sample_index}')[:8] & (2**63-1)"},
+        "actor": actor, "purpose": opts.purpose})
+
+    gen_s = 0.0
+    try:
+        if missing:
+            by_item: dict[str, list[tuple[int, int]]] = defaultdict(list)
+            for iid, j, s in missing:
+                by_item[iid].append((j, s))
+            requests = [GenerationRequest(iid, rendered[iid].text, tuple(j for j, _ in js), tuple(s for _, s in js),
+                                          params) for iid, js in by_item.items()]
+            backend = get_backend(opts.backend, str(ckpt.model_dir), **opts.backend_options)
+            bar = _progress(len(missing), "generate", opts.progress)
+
+            def store_result(res: GenerationResult) -> None:
+                r = res.request
+                prompt = rendered[r.key]
+                rows = [{"item_id": r.key, "sample_index": j, "seed": s, "prompt_sha256": prompt.sha256,
+                         "text": c.text, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+                         "finish_reason": c.finish_reason}
+                        for j, s, c in zip(r.sample_indices, r.seeds, res.completions, strict=True)]
+                store.put_generations(ckpt.digest, protocol.sha256, rows, {prompt.sha256: prompt.text})
+                for row in rows:
+                    cached[(row["item_id"], row["sample_index"], row["seed"])] = {**row, "fresh": True}
+                bar.update(len(rows))
+
+            g0 = time.perf_counter()
+            backend.generate(requests, on_result=store_result)
+            gen_s = time.perf_counter() - g0
+            bar.close()
+            backend_info.update(backend.info(), model_loaded=True)
+            still = [k for k in keys if k not in cached]
+            if still:
+                raise EvalgateError(f"backend {opts.backend} returned no completion for {len(still)} samples")
+
+        scorer = get_scorer(protocol)
+        items_by_id = {str(it["id"]): it for it in items}
+        to_score = [SampleToScore(items_by_id[k[0]], cached[k]["text"], rendered[k[0]].response_prefix,
+                                  cached[k]["finish_reason"]) for k in keys]
+        s0 = time.perf_counter()
+        results = scorer.score(to_score)
+        score_s = time.perf_counter() - s0
+    except BaseException as e:
+        store.fail_run(run_id, f"{type(e).__name__}: {e}")
+        raise
+
+    samples, per_item = [], defaultdict(list)
+    for (iid, j, seed), res in zip(keys, results, strict=True):
+        g = cached[(iid, j, seed)]
+        sample = {"item_id": iid, "sample_index": j, "seed": seed, "score": res.score, "status": res.status,
+                  "extracted": res.extracted, "detail": res.detail, "cached": not g.get("fresh", False),
+                  "behavior": sample_behavior(g["text"], g["completion_tokens"], g["finish_reason"])}
+        samples.append(sample)
+        per_item[iid].append(sample)
+    metrics = compute_metrics(protocol, per_item)
+    new_tokens = sum(cached[k]["completion_tokens"] for k in missing)
+    counts = {"items": len(items), "samples": len(keys), "generated": len(missing), "cached": len(keys) - len(missing),
+              "by_status": {st: sum(1 for s in samples if s["status"] == st) for st in
+                            sorted({s["status"] for s in samples})}}
+    wall = time.perf_counter() - t0
+    timing = {"wall_s": wall, "generate_s": gen_s, "score_s": score_s, "new_completion_tokens": new_tokens,
+              "tokens_per_s": new_tokens / gen_s if gen_s > 0 else None}
+    counts["timing"] = timing
+    store.finish_run(run_id, samples, metrics, counts, wall)
+    return {
+        "run_id": run_id, "status": "complete",
+        "protocol": {"name": protocol.spec.name, "version": protocol.spec.version, "sha256": protocol.sha256,
+                     "path": str(protocol.path)},
+        "checkpoint": {"path": str(ckpt.path), "digest": ckpt.digest, "kind": ckpt.kind,
+                       "train_run": ckpt.train_run, "train_seed": ckpt.train_seed, "step": ckpt.step},
+        "split": {"name": split, "tier": manifest.tier, "sha256": manifest.content_sha256, "items": len(items)},
+        "backend": backend_info, "versions": _versions(),
+        "effective_params": {**params.as_dict(), "n": sampling.n, "seed": run_seed},
+        "metrics": metrics, "counts": counts, "warnings": warnings, "wall_s": wall,
+    }

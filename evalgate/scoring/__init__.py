@@ -1,0 +1,9 @@
+"""Scoring: pass@k, sandboxed code execution, behaviour metrics, and the scorer registry."""
+
+from evalgate.scoring.base import SCORERS, SampleToScore, Scorer, ScoreResult, get_scorer
+from evalgate.scoring.behavior import aggregate_behavior, repetition_ratio, sample_behavior
+from evalgate.scoring.code import ExecResult, run_code, run_many
+from evalgate.scoring.passk import mean_pass_at_k, pass_at_k
+
+__all__ = ["SCORERS", "ExecResult", "SampleToScore", "ScoreResult", "Scorer", "aggregate_behavior", "get_scorer",
+           "mean_pass_at_k", "pass_at_k", "repetition_ratio", "run_code", "run_many", "sample_behavior"]

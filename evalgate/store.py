@@ -1,0 +1,300 @@
+"""The DuckDB store: schema migrations, all SQL, and a file lock for every connection.
+
+DuckDB lets one process hold a database file open for writing, and a read-write connection excludes every other
+process. So each operation here opens the file under ``filelock`` on ``<db>.lock``, runs one short transaction and
+closes it: concurrent ``evalgate`` processes queue for a few milliseconds instead of failing, and nothing is lost.
+
+Schema changes are numbered migrations (``_m001_...``) recorded in ``schema_migrations``; opening a store applies
+the ones it has not seen.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from filelock import FileLock
+
+from evalgate.errors import BadInput, EvalgateError
+
+
+def home() -> Path:
+    """``$EVALGATE_HOME`` (default ``./.evalgate``)."""
+    return Path(os.environ.get("EVALGATE_HOME", ".evalgate"))
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _m001_initial(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute("""
+        CREATE TABLE protocols (
+            name VARCHAR NOT NULL, version VARCHAR NOT NULL, sha256 VARCHAR NOT NULL,
+            resolved JSON NOT NULL, frozen_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (name, version))""")
+    con.execute("""
+        CREATE TABLE checkpoints (
+            digest VARCHAR PRIMARY KEY, path VARCHAR NOT NULL, kind VARCHAR NOT NULL,
+            train_run VARCHAR, train_seed INTEGER, step INTEGER, registered_at TIMESTAMPTZ NOT NULL)""")
+    con.execute("""
+        CREATE TABLE runs (
+            run_id VARCHAR PRIMARY KEY, status VARCHAR NOT NULL,
+            protocol_name VARCHAR NOT NULL, protocol_version VARCHAR NOT NULL, protocol_hash VARCHAR NOT NULL,
+            checkpoint_digest VARCHAR NOT NULL, checkpoint_path VARCHAR NOT NULL,
+            train_run VARCHAR, train_seed INTEGER, step INTEGER,
+            split VARCHAR NOT NULL, tier VARCHAR NOT NULL, split_sha256 VARCHAR NOT NULL,
+            sampling_seed BIGINT NOT NULL, backend VARCHAR NOT NULL, backend_info JSON, effective_params JSON,
+            actor VARCHAR, purpose VARCHAR, started_at TIMESTAMPTZ NOT NULL, finished_at TIMESTAMPTZ,
+            wall_s DOUBLE, metrics JSON, counts JSON, error VARCHAR)""")
+    con.execute("""
+        CREATE TABLE prompts (sha256 VARCHAR PRIMARY KEY, text VARCHAR NOT NULL)""")
+    # The generation cache: the key is every input that decides a completion, never less.
+    con.execute("""
+        CREATE TABLE generations (
+            checkpoint_digest VARCHAR NOT NULL, protocol_hash VARCHAR NOT NULL, item_id VARCHAR NOT NULL,
+            sample_index INTEGER NOT NULL, seed UBIGINT NOT NULL,
+            prompt_sha256 VARCHAR NOT NULL, text VARCHAR NOT NULL, prompt_tokens INTEGER,
+            completion_tokens INTEGER NOT NULL, finish_reason VARCHAR NOT NULL, created_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (checkpoint_digest, protocol_hash, item_id, sample_index, seed))""")
+    con.execute("""
+        CREATE TABLE samples (
+            run_id VARCHAR NOT NULL, item_id VARCHAR NOT NULL, sample_index INTEGER NOT NULL,
+            seed UBIGINT NOT NULL, score DOUBLE NOT NULL, status VARCHAR NOT NULL, extracted VARCHAR,
+            detail VARCHAR, cached BOOLEAN NOT NULL, behavior JSON,
+            PRIMARY KEY (run_id, item_id, sample_index))""")
+    con.execute("""
+        CREATE TABLE access_log (
+            seq BIGINT PRIMARY KEY, ts TIMESTAMPTZ NOT NULL, actor VARCHAR NOT NULL, ci VARCHAR,
+            split VARCHAR NOT NULL, tier VARCHAR NOT NULL, purpose VARCHAR NOT NULL, outcome VARCHAR NOT NULL,
+            cached BOOLEAN NOT NULL, checkpoint_digest VARCHAR, protocol_hash VARCHAR, run_id VARCHAR,
+            detail VARCHAR, prev_hash VARCHAR NOT NULL, row_hash VARCHAR NOT NULL)""")
+
+
+MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
+    (1, "initial", _m001_initial),
+]
+
+GENESIS_HASH = "0" * 64
+ACCESS_FIELDS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outcome", "cached",
+                 "checkpoint_digest", "protocol_hash", "run_id", "detail")
+
+
+def access_row_hash(prev_hash: str, row: dict[str, Any]) -> str:
+    """sha256 of ``prev_hash`` and the canonical JSON of the row's fields (``ACCESS_FIELDS``; ts as ISO text).
+
+    Each row commits to its predecessor, so an edited, deleted or inserted row breaks every later hash.
+    """
+    payload = {k: (row[k].isoformat() if isinstance(row[k], datetime) else row[k]) for k in ACCESS_FIELDS}
+    text = prev_hash + json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class Store:
+    """The evalgate database. Every method opens, uses and closes the DuckDB file under the lock.
+
+    Args:
+        path: database file; default ``$EVALGATE_HOME/evalgate.duckdb``.
+    """
+
+    def __init__(self, path: str | Path | None = None):
+        self.path = Path(path) if path else home() / "evalgate.duckdb"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(self.path) + ".lock")
+        with self.connect():
+            pass
+
+    @contextmanager
+    def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A locked connection inside one transaction; committed on success, rolled back on error."""
+        with self._lock:
+            try:
+                con = duckdb.connect(str(self.path))
+            except duckdb.Error as e:
+                raise EvalgateError(f"cannot open the store {self.path}: {e}") from e
+            try:
+                self._migrate(con)
+                con.execute("BEGIN TRANSACTION")
+                try:
+                    yield con
+                    con.execute("COMMIT")
+                except BaseException:
+                    con.execute("ROLLBACK")
+                    raise
+            finally:
+                con.close()
+
+    @staticmethod
+    def _migrate(con: duckdb.DuckDBPyConnection) -> None:
+        con.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                    "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMPTZ)")
+        done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+        for version, name, fn in MIGRATIONS:
+            if version not in done:
+                con.execute("BEGIN TRANSACTION")
+                fn(con)
+                con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, now()])
+                con.execute("COMMIT")
+
+    # -- protocols ---------------------------------------------------------------------------------------------
+    def protocol_hash(self, name: str, version: str) -> str | None:
+        """The hash frozen under ``name@version``, or None."""
+        with self.connect() as con:
+            row = con.execute("SELECT sha256 FROM protocols WHERE name=? AND version=?", [name, version]).fetchone()
+        return row[0] if row else None
+
+    def record_protocol(self, name: str, version: str, sha256: str, resolved: dict[str, Any]) -> None:
+        """Remember ``name@version -> sha256``.
+
+        Raises:
+            BadInput: the version is already recorded with another hash (bump the version).
+        """
+        with self.connect() as con:
+            row = con.execute("SELECT sha256 FROM protocols WHERE name=? AND version=?", [name, version]).fetchone()
+            if row and row[0] != sha256:
+                raise BadInput(
+                    f"protocol {name}@{version} was already frozen with hash {row[0][:12]}; this content hashes to "
+                    f"{sha256[:12]}. Bump 'version' in the protocol file, then freeze again"
+                )
+            if not row:
+                con.execute("INSERT INTO protocols VALUES (?, ?, ?, ?, ?)",
+                            [name, version, sha256, json.dumps(resolved), now()])
+
+    # -- checkpoints and runs ----------------------------------------------------------------------------------
+    def upsert_checkpoint(self, digest: str, path: str, kind: str, train_run: str | None,
+                          train_seed: int | None, step: int | None) -> None:
+        with self.connect() as con:
+            con.execute("""INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?)
+                           ON CONFLICT (digest) DO UPDATE SET path=excluded.path""",
+                        [digest, path, kind, train_run, train_seed, step, now()])
+
+    def create_run(self, row: dict[str, Any]) -> None:
+        """Insert a run with status ``running``; ``row`` maps runs columns to values."""
+        row = {**row, "status": "running", "started_at": now()}
+        cols = ", ".join(row)
+        with self.connect() as con:
+            con.execute(f"INSERT INTO runs ({cols}) VALUES ({', '.join('?' * len(row))})",
+                        [json.dumps(v) if isinstance(v, dict) else v for v in row.values()])
+
+    def finish_run(self, run_id: str, samples: Sequence[dict[str, Any]], metrics: dict[str, Any],
+                   counts: dict[str, Any], wall_s: float) -> None:
+        """Write a run's scored samples and mark it complete, in one transaction: a run is complete only when
+        every sample row is stored."""
+        with self.connect() as con:
+            con.execute("DELETE FROM samples WHERE run_id=?", [run_id])
+            if samples:
+                con.executemany(
+                    "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [[run_id, s["item_id"], s["sample_index"], s["seed"], s["score"], s["status"],
+                      s.get("extracted"), s.get("detail"), s["cached"], json.dumps(s.get("behavior") or {})]
+                     for s in samples])
+            con.execute("""UPDATE runs SET status='complete', finished_at=?, wall_s=?, metrics=?, counts=?
+                           WHERE run_id=?""", [now(), wall_s, json.dumps(metrics), json.dumps(counts), run_id])
+
+    def fail_run(self, run_id: str, error: str) -> None:
+        with self.connect() as con:
+            con.execute("UPDATE runs SET status='failed', finished_at=?, error=? WHERE run_id=?",
+                        [now(), error, run_id])
+
+    def runs(self, **where: Any) -> list[dict[str, Any]]:
+        """Runs matching column equalities (e.g. ``protocol_name=..., split=..., status='complete'``), oldest
+        first, JSON columns decoded."""
+        clause = " AND ".join(f"{k}=?" for k in where) or "TRUE"
+        with self.connect() as con:
+            cur = con.execute(f"SELECT * FROM runs WHERE {clause} ORDER BY started_at", list(where.values()))
+            cols = [d[0] for d in cur.description]
+            rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        for r in rows:
+            for k in ("backend_info", "effective_params", "metrics", "counts"):
+                if isinstance(r[k], str):
+                    r[k] = json.loads(r[k])
+        return rows
+
+    def samples(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's samples joined with their cached generations and prompts."""
+        with self.connect() as con:
+            cur = con.execute("""
+                SELECT s.*, g.text, g.completion_tokens, g.prompt_tokens, g.finish_reason, p.text AS prompt
+                FROM samples s JOIN runs r USING (run_id)
+                LEFT JOIN generations g ON g.checkpoint_digest=r.checkpoint_digest
+                     AND g.protocol_hash=r.protocol_hash AND g.item_id=s.item_id
+                     AND g.sample_index=s.sample_index AND g.seed=s.seed
+                LEFT JOIN prompts p ON p.sha256=g.prompt_sha256
+                WHERE s.run_id=? ORDER BY s.item_id, s.sample_index""", [run_id])
+            cols = [d[0] for d in cur.description]
+            rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+        for r in rows:
+            r["behavior"] = json.loads(r["behavior"]) if r["behavior"] else {}
+        return rows
+
+    # -- generation cache --------------------------------------------------------------------------------------
+    def cached_generations(self, checkpoint_digest: str, protocol_hash: str,
+                           keys: Sequence[tuple[str, int, int]]) -> dict[tuple[str, int, int], dict[str, Any]]:
+        """Cached generations for ``(item_id, sample_index, seed)`` keys under one checkpoint and protocol."""
+        if not keys:
+            return {}
+        with self.connect() as con:
+            con.execute("CREATE TEMP TABLE want (item_id VARCHAR, sample_index INTEGER, seed UBIGINT)")
+            con.executemany("INSERT INTO want VALUES (?, ?, ?)", [list(k) for k in keys])
+            cur = con.execute("""
+                SELECT g.item_id, g.sample_index, g.seed, g.text, g.completion_tokens, g.prompt_tokens,
+                       g.finish_reason, g.prompt_sha256
+                FROM generations g JOIN want w USING (item_id, sample_index, seed)
+                WHERE g.checkpoint_digest=? AND g.protocol_hash=?""", [checkpoint_digest, protocol_hash])
+            out = {(r[0], r[1], r[2]): {"text": r[3], "completion_tokens": r[4], "prompt_tokens": r[5],
+                                        "finish_reason": r[6], "prompt_sha256": r[7]} for r in cur.fetchall()}
+            con.execute("DROP TABLE want")
+        return out
+
+    def put_generations(self, checkpoint_digest: str, protocol_hash: str, rows: Sequence[dict[str, Any]],
+                        prompts: dict[str, str]) -> None:
+        """Store generations (and the prompts they came from, once per prompt hash) in one transaction."""
+        with self.connect() as con:
+            if prompts:
+                con.executemany("INSERT INTO prompts VALUES (?, ?) ON CONFLICT DO NOTHING",
+                                [[h, t] for h, t in prompts.items()])
+            con.executemany(
+                "INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                [[checkpoint_digest, protocol_hash, r["item_id"], r["sample_index"], r["seed"], r["prompt_sha256"],
+                  r["text"], r.get("prompt_tokens"), r["completion_tokens"], r["finish_reason"], now()]
+                 for r in rows])
+
+    # -- access log --------------------------------------------------------------------------------------------
+    def append_access(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Append one hash-chained access-log row (fields: ``ACCESS_FIELDS`` minus seq and ts).
+
+        Returns:
+            The stored row with seq, ts, prev_hash and row_hash.
+        """
+        with self.connect() as con:
+            last = con.execute("SELECT seq, row_hash FROM access_log ORDER BY seq DESC LIMIT 1").fetchone()
+            seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS_HASH)
+            full = {k: row.get(k) for k in ACCESS_FIELDS}
+            full.update(seq=seq, ts=now(), cached=bool(row.get("cached", False)))
+            full["prev_hash"] = prev
+            full["row_hash"] = access_row_hash(prev, full)
+            cols = [*ACCESS_FIELDS, "prev_hash", "row_hash"]
+            con.execute(f"INSERT INTO access_log ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                        [full[c] for c in cols])
+        return full
+
+    def access_rows(self, split: str | None = None, since: datetime | None = None) -> list[dict[str, Any]]:
+        """Access-log rows in sequence order, optionally for one split and from a time on."""
+        sql, args = "SELECT * FROM access_log WHERE TRUE", []
+        if split:
+            sql += " AND split=?"
+            args.append(split)
+        if since:
+            sql += " AND ts>=?"
+            args.append(since)
+        with self.connect() as con:
+            cur = con.execute(sql + " ORDER BY seq", args)
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]

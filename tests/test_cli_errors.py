@@ -1,0 +1,89 @@
+"""Bad input gives one clear line, exit code 2, and leaves the store unchanged."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from evalgate.splits import import_humaneval
+from tests.conftest import REPO
+
+
+def evalgate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "evalgate.cli", *args], capture_output=True, text=True,
+                          env=os.environ.copy(), cwd=REPO, timeout=300)
+
+
+def store_snapshot(home: Path) -> bytes:
+    db = home / "home" / "evalgate.duckdb"
+    if not db.exists():
+        return b""
+    import duckdb
+
+    con = duckdb.connect(str(db), read_only=True)
+    rows = [con.execute(f"SELECT * FROM {t} ORDER BY ALL").fetchall()
+            for t in ("runs", "samples", "generations", "access_log", "checkpoints")]
+    con.close()
+    return repr(rows).encode()
+
+
+@pytest.fixture
+def frozen(home: Path) -> Path:
+    import_humaneval()
+    assert evalgate("protocol", "freeze", str(REPO / "protocols" / "humaneval-smoke.yaml")).returncode == 0
+    return REPO / "protocols" / "humaneval-smoke.yaml"
+
+
+def test_missing_checkpoint(home: Path, frozen: Path) -> None:
+    before = store_snapshot(home)
+    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(home / "nope"), "--split", "humaneval-smoke")
+    assert r.returncode == 2
+    assert r.stderr.strip().splitlines() == [f"error: checkpoint {home / 'nope'} not found; pass an HF model "
+                                             "directory or a .gguf file"]
+    assert store_snapshot(home) == before
+
+
+def test_unknown_split(home: Path, frozen: Path, smollm2_dir: Path) -> None:
+    before = store_snapshot(home)
+    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(smollm2_dir), "--split", "nope")
+    assert r.returncode == 2
+    assert "unknown split 'nope'" in r.stderr and "known splits: humaneval-dev" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert store_snapshot(home) == before
+
+
+def test_malformed_protocol(home: Path, smollm2_dir: Path) -> None:
+    import_humaneval()
+    bad = home / "bad.yaml"
+    bad.write_text("name: x\nversion: 1\nprompt:\n  template: hi\nscorer:\n  name: humaneval\nsampling:\n  tempreature: 1\n")
+    r = evalgate("run", "--protocol", str(bad), "--checkpoint", str(smollm2_dir), "--split", "humaneval-smoke")
+    assert r.returncode == 2
+    assert f"{bad}:8: sampling.tempreature: unknown key 'tempreature'; did you mean 'temperature'?" in r.stderr
+    assert store_snapshot(home) == b""
+
+
+def test_protocol_drift_exits_1(home: Path, tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text((REPO / "protocols" / "humaneval-smoke.yaml").read_text())
+    assert evalgate("protocol", "freeze", str(p)).returncode == 0
+    p.write_text(p.read_text().replace("max_tokens: 192", "max_tokens: 193"))
+    r = evalgate("protocol", "verify", str(p))
+    assert r.returncode == 1 and "sampling.max_tokens: locked=192 now=193" in r.stderr
+
+
+def test_release_gate_purpose_is_reserved(home: Path, frozen: Path, smollm2_dir: Path) -> None:
+    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(smollm2_dir), "--split", "humaneval-private",
+                 "--purpose", "release-gate")
+    assert r.returncode == 2 and "reserved for 'evalgate gate'" in r.stderr
+
+
+def test_private_split_read_by_run_is_refused_and_logged(home: Path, frozen: Path, smollm2_dir: Path) -> None:
+    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(smollm2_dir), "--split", "humaneval-private")
+    assert r.returncode == 2 and "may be read only for purpose release-gate" in r.stderr
+    import duckdb
+
+    con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
+    assert con.execute("SELECT outcome, split FROM access_log").fetchall() == [("refused", "humaneval-private")]
+    assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)

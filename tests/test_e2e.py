@@ -1,0 +1,85 @@
+"""End to end with the real SmolLM2-135M-Instruct model, through the real CLI in subprocesses."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def evalgate(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    r = subprocess.run([sys.executable, "-m", "evalgate.cli", *args], capture_output=True, text=True,
+                       env=os.environ.copy(), cwd=REPO, timeout=900)
+    if check and r.returncode not in (0, 1):
+        raise AssertionError(f"evalgate {args} exited {r.returncode}: {r.stderr}")
+    return r
+
+
+def test_run_then_gate_on_two_smoke_items(home: Path, smollm2_gguf: Path, smollm2_dir: Path,
+                                          humaneval_records: list[dict]) -> None:
+    data = home / "two.jsonl"
+    data.write_text("".join(json.dumps({"id": r["task_id"], **r}) + "\n" for r in humaneval_records[:2]))
+    assert evalgate("splits", "add", "he-two", "--tier", "smoke", "--file", str(data)).returncode == 0
+    proto = yaml.safe_load((REPO / "protocols" / "humaneval-smoke.yaml").read_text())
+    proto.update(name="he-e2e", version="1")
+    proto["sampling"].update(max_tokens=24, n=2)
+    proto["pass_at_k"] = [1, 2]
+    ppath = home / "he-e2e.yaml"
+    ppath.write_text(yaml.safe_dump(proto))
+    assert evalgate("protocol", "freeze", str(ppath)).returncode == 0
+
+    r = evalgate("run", "--protocol", str(ppath), "--checkpoint", str(smollm2_gguf), "--split", "he-two",
+                 "--json", "--train-run", "smoke-test", "--step", "0")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["protocol"]["name"] == "he-e2e" and len(doc["protocol"]["sha256"]) == 64
+    assert doc["split"] == {"name": "he-two", "tier": "smoke", "sha256": doc["split"]["sha256"], "items": 2}
+    assert doc["checkpoint"]["kind"] == "gguf" and len(doc["checkpoint"]["digest"]) == 64
+    assert doc["effective_params"]["max_tokens"] == 24 and doc["effective_params"]["temperature"] == 0.8
+    assert doc["counts"]["samples"] == 4 and doc["counts"]["generated"] == 4
+    assert set(doc["metrics"]) >= {"pass@1", "pass@2", "mean_completion_tokens", "truncation_rate"}
+    assert 0 < doc["metrics"]["mean_completion_tokens"] <= 24
+    assert "transformers" in doc["versions"] and doc["backend"]["model_loaded"] is True
+
+    con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
+    assert con.execute("SELECT status FROM runs WHERE run_id=?", [doc["run_id"]]).fetchone() == ("complete",)
+    assert con.execute("SELECT count(*) FROM samples WHERE run_id=?", [doc["run_id"]]).fetchone() == (4,)
+    assert con.execute("SELECT count(*) FROM generations").fetchone() == (4,)
+    reads = con.execute("SELECT split, tier, purpose, actor, cached, run_id FROM access_log ORDER BY seq").fetchall()
+    con.close()
+    assert ("he-two", "smoke", "evaluation", "test-actor", False, doc["run_id"]) in reads
+
+    # an identical rerun comes from the cache, without loading the model, and is logged as a cached read
+    r2 = json.loads(evalgate("run", "--protocol", str(ppath), "--checkpoint", str(smollm2_gguf), "--split",
+                             "he-two", "--json").stdout)
+    assert r2["counts"]["cached"] == 4 and r2["backend"]["model_loaded"] is False
+    assert r2["metrics"] == doc["metrics"]
+
+    policy = home / "gate.yaml"
+    policy.write_text(yaml.safe_dump({"name": "e2e", "protocol": "he-e2e@1", "split": "he-two", "metric": "pass@1",
+                                      "rules": {"min_value": 0.0, "max_truncation_rate": 1.0}}))
+    report = home / "report.html"
+    g = evalgate("gate", "--policy", str(policy), "--report", str(report), "--json")
+    assert g.returncode == 0, g.stderr
+    verdict = json.loads(g.stdout)
+    assert verdict["verdict"] == "PASS" and verdict["best"]["run_id"] in (doc["run_id"], r2["run_id"])
+    html = report.read_text()
+    assert doc["protocol"]["sha256"] in html and "PASS" in html
+    assert "<script src" not in html and "<link" not in html and "http://" not in html and "https://" not in html
+
+    strict = home / "strict.yaml"
+    strict.write_text(yaml.safe_dump({"name": "strict", "protocol": "he-e2e@1", "split": "he-two",
+                                      "rules": {"min_value": 1.01}}))
+    assert evalgate("gate", "--policy", str(strict)).returncode == 1
+
+    a = json.loads(evalgate("audit", "--json").stdout)
+    assert a["splits"]["he-two"]["reads"] == 4  # two runs, two gate reports
+    assert a["splits"]["he-two"]["cached_reads"] == 3 and a["chain"]["ok"]

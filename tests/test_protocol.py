@@ -1,0 +1,129 @@
+"""Protocol loading, hashing, freezing and drift detection."""
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evalgate.errors import BadInput, ProtocolDrift
+from evalgate.protocol import load_protocol, verify
+from evalgate.protocols_ops import freeze
+
+BASE = {
+    "name": "t",
+    "version": "1",
+    "prompt": {"template": "Q: {{ question }}\nA:", "chat_template": "none"},
+    "sampling": {"temperature": 0.7, "top_p": 0.9, "max_tokens": 32, "n": 2, "seed": 3, "stop": ["\n\n"]},
+    "pass_at_k": [1, 2],
+    "scorer": {"name": "humaneval"},
+}
+
+
+def write(tmp_path: Path, doc: dict, name: str = "p.yaml") -> Path:
+    p = tmp_path / name
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return p
+
+
+def test_same_content_same_hash_regardless_of_key_order(tmp_path: Path) -> None:
+    a = load_protocol(write(tmp_path, BASE, "a.yaml"))
+    reordered = dict(reversed(list(BASE.items())))
+    b = load_protocol(write(tmp_path, reordered, "b.yaml"))
+    assert a.sha256 == b.sha256
+
+
+@pytest.mark.parametrize(
+    ("path", "value"),
+    [
+        (("sampling", "temperature"), 0.8), (("sampling", "top_p"), 0.95), (("sampling", "max_tokens"), 33),
+        (("sampling", "n"), 3), (("sampling", "seed"), 4), (("sampling", "stop"), ["\n"]),
+        (("sampling", "top_k"), 5), (("sampling", "repetition_penalty"), 1.1),
+        (("prompt", "template"), "Q: {{ question }}\nAnswer:"), (("prompt", "system_prompt"), "Be brief."),
+        (("prompt", "chat_template"), "model"), (("pass_at_k",), [1]), (("scorer", "options"), {"x": 1}),
+        (("description",), "changed"), (("version",), "2"), (("execution", "timeout_s"), 3.0),
+        (("tools", "network"), True), (("extraction", "rule"), "boxed"),
+    ],
+)
+def test_any_field_change_changes_hash(tmp_path: Path, path: tuple, value: object) -> None:
+    base = load_protocol(write(tmp_path, BASE, "a.yaml")).sha256
+    doc = json.loads(json.dumps(BASE))
+    d = doc
+    for key in path[:-1]:
+        d = d.setdefault(key, {})
+    d[path[-1]] = value
+    assert load_protocol(write(tmp_path, doc, "b.yaml")).sha256 != base
+
+
+def test_template_file_is_inlined_in_the_hash(tmp_path: Path) -> None:
+    (tmp_path / "t.j2").write_text("Q: {{ question }}\nA:")
+    doc = {**BASE, "prompt": {"template_file": "t.j2", "chat_template": "none"}}
+    from_file = load_protocol(write(tmp_path, doc))
+    inline = load_protocol(write(tmp_path, BASE, "inline.yaml"))
+    assert from_file.sha256 == inline.sha256  # same text, same hash, wherever it lives
+    (tmp_path / "t.j2").write_text("Q: {{ question }}\nA: ")
+    assert load_protocol(tmp_path / "p.yaml").sha256 != from_file.sha256
+
+
+def test_freeze_then_verify_then_drift(tmp_path: Path) -> None:
+    p = write(tmp_path, BASE)
+    freeze(p)
+    verify(load_protocol(p))
+    doc = json.loads(json.dumps(BASE))
+    doc["sampling"]["temperature"] = 1.0
+    write(tmp_path, doc)
+    with pytest.raises(ProtocolDrift) as e:
+        verify(load_protocol(p))
+    assert ("sampling.temperature", 0.7, 1.0) in e.value.diff
+    assert "sampling.temperature: locked=0.7 now=1.0" in e.value.message
+
+
+def test_unfrozen_protocol_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match="no lock file"):
+        verify(load_protocol(write(tmp_path, BASE)))
+
+
+def test_refreeze_changed_content_under_used_version_is_refused(tmp_path: Path) -> None:
+    p = write(tmp_path, BASE)
+    freeze(p)
+    doc = json.loads(json.dumps(BASE))
+    doc["sampling"]["max_tokens"] = 64
+    write(tmp_path, doc)
+    with pytest.raises(BadInput, match="Bump 'version'"):
+        freeze(p)
+    doc["version"] = "2"
+    write(tmp_path, doc)
+    assert freeze(p)["version"] == "2"
+
+
+def test_pass_at_k_above_n_rejected_with_line(tmp_path: Path) -> None:
+    doc = json.loads(json.dumps(BASE))
+    doc["pass_at_k"] = [1, 5]
+    with pytest.raises(BadInput, match=r"pass_at_k \[5\] exceed sampling.n=2"):
+        load_protocol(write(tmp_path, doc))
+
+
+def test_greedy_with_n_above_one_needs_explicit_allow(tmp_path: Path) -> None:
+    doc = json.loads(json.dumps(BASE))
+    doc["sampling"]["temperature"] = 0
+    with pytest.raises(BadInput, match="allow_greedy_n"):
+        load_protocol(write(tmp_path, doc))
+    doc["sampling"]["allow_greedy_n"] = True
+    load_protocol(write(tmp_path, doc))
+
+
+def test_unknown_key_names_file_line_and_nearest_key(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    text = yaml.safe_dump(BASE, sort_keys=False).replace("  top_p: 0.9", "  top_pp: 0.9")
+    p.write_text(text)
+    line = text.splitlines().index("  top_pp: 0.9") + 1
+    with pytest.raises(BadInput) as e:
+        load_protocol(p)
+    assert f"{p}:{line}: sampling.top_pp: unknown key 'top_pp'; did you mean 'top_p'?" in e.value.message
+
+
+def test_malformed_yaml_names_line(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text("name: t\nversion: 1\nprompt: [unclosed\n")
+    with pytest.raises(BadInput, match=r"p.yaml:\d+: protocol is not valid YAML"):
+        load_protocol(p)

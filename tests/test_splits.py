@@ -1,0 +1,71 @@
+"""Split partition, manifests, encryption of private data, tier policies and the access log."""
+
+from pathlib import Path
+
+import pytest
+
+from evalgate.audit import verify_chain
+from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.splits import SplitManager, import_humaneval, load_manifest, partition, splits_dir
+from evalgate.store import Store
+
+
+def test_partition_is_deterministic_disjoint_and_complete() -> None:
+    ids = [f"HumanEval/{i}" for i in range(164)]
+    a, b = partition(ids), partition(list(reversed(ids)))
+    assert a == b  # independent of input order
+    sizes = {k: len(v) for k, v in a.items()}
+    assert sizes == {"smoke": 8, "dev": 52, "public": 52, "private": 52}
+    flat = [i for v in a.values() for i in v]
+    assert len(flat) == len(set(flat)) == 164 and set(flat) == set(ids)
+
+
+def test_humaneval_import_manifests_and_private_encryption(home: Path) -> None:
+    paths = import_humaneval()
+    assert sorted(p.stem for p in paths) == ["humaneval-dev", "humaneval-private", "humaneval-public",
+                                             "humaneval-smoke"]
+    priv = load_manifest("humaneval-private")
+    assert priv.encrypted and priv.count == 52
+    data = (splits_dir() / priv.data).read_bytes()
+    assert b"HumanEval/" not in data and b"def " not in data  # no plaintext at rest
+    smoke = load_manifest("humaneval-smoke")
+    assert smoke.count == 8 and not smoke.encrypted and len(smoke.sha256) == 64
+
+
+def test_changed_data_file_is_refused(home: Path) -> None:
+    import_humaneval()
+    m = load_manifest("humaneval-smoke")
+    f = splits_dir() / m.data
+    f.write_bytes(f.read_bytes().replace(b"def ", b"def  ", 1))
+    with pytest.raises(BadInput, match="changed since its manifest"):
+        SplitManager(Store()).open("humaneval-smoke", "evaluation", "me")
+
+
+def test_private_needs_key_and_release_gate_purpose(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import_humaneval()
+    mgr = SplitManager(Store())
+    with pytest.raises(RefusedByPolicy, match="release-gate"):
+        mgr.open("humaneval-private", "evaluation", "me")
+    assert len(mgr.open("humaneval-private", "release-gate", "me").items) == 52
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "elsewhere"))  # the key file is no longer found
+    with pytest.raises(RefusedByPolicy, match="no key was found"):
+        mgr.open("humaneval-private", "release-gate", "me")
+
+
+def test_every_read_and_refusal_is_logged_in_a_valid_chain(home: Path) -> None:
+    import_humaneval()
+    store = Store()
+    mgr = SplitManager(store)
+    mgr.open("humaneval-smoke", "evaluation", "alice")
+    with pytest.raises(RefusedByPolicy):
+        mgr.open("humaneval-private", "tuning", "bob")
+    rows = store.access_rows()
+    assert [(r["split"], r["actor"], r["outcome"]) for r in rows] == [
+        ("humaneval-smoke", "alice", "read"), ("humaneval-private", "bob", "refused")]
+    assert verify_chain(store)["ok"]
+
+
+def test_unknown_split_lists_known(home: Path) -> None:
+    import_humaneval()
+    with pytest.raises(BadInput, match="known splits: humaneval-dev"):
+        SplitManager(Store()).open("humaneval-nope", "evaluation", "me")
