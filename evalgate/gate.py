@@ -21,6 +21,7 @@ metric, the baseline (a checkpoint, or a fixed value) and the rules.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -208,7 +209,7 @@ class Verdict:
 
 
 def load_policy(path: str | Path) -> GatePolicy:
-    """Load a gate policy file; relative paths in it are resolved against the file's directory.
+    """Load a gate policy file. Paths in it may use ``$VARS`` and are resolved against the file's directory.
 
     Raises:
         BadInput: missing file, malformed YAML, invalid or unknown fields (with the field path).
@@ -227,6 +228,10 @@ def load_policy(path: str | Path) -> GatePolicy:
     base = path.resolve().parent
 
     def rel(p: str) -> str:
+        p = os.path.expandvars(p)
+        if "$" in p:
+            raise BadInput(f"{path}: path {p!r} names an environment variable that is not set; set it or write the "
+                           "path out")
         return str((base / p).resolve()) if not Path(p).is_absolute() else p
 
     name = policy.protocol.split("@", 1)[0]
@@ -645,3 +650,33 @@ def _audit_samples(store: Store, chosen: list[dict[str, Any]], k: int = 3, max_c
         "longest": sorted(rows, key=lambda r: (-(r["completion_tokens"] or 0), r["item_id"]))[:k],
     }
 
+
+
+def gate_and_report(policy_path: str | Path, store: Store | None = None, report: str | Path | None = None,
+                    junit: str | Path | None = None, json_out: str | Path | None = None,
+                    markdown: str | Path | None = None, actor: str | None = None) -> tuple[Verdict, dict[str, Any]]:
+    """Load a policy, run the gate and write the requested outputs (what ``evalgate gate`` does).
+
+    The Markdown summary is also appended to ``$GITHUB_STEP_SUMMARY`` when that is set.
+
+    Returns:
+        (verdict, the verdict's JSON document with the paths written).
+    """
+    from evalgate.audit import audit_summary
+    from evalgate.report import write_html, write_json, write_junit, write_markdown
+
+    store = store or Store()
+    verdict = run_gate(load_policy(policy_path), store, actor)
+    audit = audit_summary(store, verdict.policy.decision_split)
+    doc = verdict.as_dict()
+    if report:
+        doc["report"] = str(write_html(verdict, report, audit))
+    if junit:
+        doc["junit"] = str(write_junit(verdict, junit))
+    if json_out:
+        doc["json_out"] = str(write_json(verdict, json_out, audit))
+    written = write_markdown(verdict, markdown)
+    if markdown:
+        doc["markdown"] = str(markdown)
+    doc["step_summary"] = [str(p) for p in written if not markdown or str(p) != str(markdown)]
+    return verdict, doc

@@ -33,6 +33,7 @@ from evalgate.store import Store
 
 PROTO = ("fx", "1")
 HASH = "ab" * 32
+PRIVATE_MARKER = "private-output-marker"
 ITEMS = [{"id": f"q{i}", "question": f"{i}+{i}", "answer": str(2 * i)} for i in range(10)]
 DEV = {1: [0.3, 0.5, 0.6, 0.5], 2: [0.4, 0.7, 0.2, 0.6], 3: [0.2, 0.4, 0.9, 0.9]}
 STEPS = [10, 20, 30, 40]
@@ -83,7 +84,8 @@ def add_run(store: Store, run_id: str, digest: str, path: Path | str, split: str
         return
     assert scores is not None
     samples = [{"item_id": f"q{i}", "sample_index": 0, "seed": 1, "score": float(s),
-                "status": "correct" if s else "incorrect", "extracted": "1", "detail": None, "cached": False,
+                "status": "correct" if s else "incorrect",
+                "extracted": PRIVATE_MARKER if tier == "private" else "1", "detail": None, "cached": False,
                 "behavior": {"completion_tokens": tokens}} for i, s in enumerate(scores)]
     store.finish_run(run_id, samples, _metrics(scores, tokens), {"samples": len(scores)}, 1.0)
 
