@@ -398,7 +398,7 @@ def _guard_trips(policy: GatePolicy, log: TrainLog | None) -> list[Diagnostic]:
     return [d for d in trips if g.nan or d.kind != "nan"]
 
 
-def _baseline_digest(policy: GatePolicy, store: Store, resolve: bool) -> str | None:
+def _baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], resolve: bool) -> str | None:
     """The baseline checkpoint's digest (it is no training candidate), or None for a fixed value."""
     path = policy.baseline.checkpoint
     if path is None:
@@ -407,7 +407,7 @@ def _baseline_digest(policy: GatePolicy, store: Store, resolve: bool) -> str | N
         from evalgate.checkpoints import resolve_checkpoint
 
         return resolve_checkpoint(path).digest
-    prior = [r for r in store.runs(checkpoint_path=path)]
+    prior = [r for r in decision_runs if r["checkpoint_path"] == path]
     return prior[-1]["checkpoint_digest"] if prior else None
 
 
@@ -445,9 +445,11 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     where: dict[str, Any] = {"protocol_name": name, "protocol_version": version, "split": policy.selection_split}
     if policy.train_run:
         where["train_run"] = policy.train_run
-    runs = [r for r in store.runs(**where) if r["status"] in ("complete", "failed")]
-    base_digest = _baseline_digest(policy, store, evaluate_decision)
-    runs = [r for r in runs if r["checkpoint_digest"] != base_digest]
+    sel_runs = store.runs(**where)
+    dec_runs = [] if evaluate_decision else store.runs(protocol_name=name, protocol_version=version,
+                                                       split=policy.decision_split, status="complete")
+    base_digest = _baseline_digest(policy, dec_runs, evaluate_decision)
+    runs = [r for r in sel_runs if r["status"] in ("complete", "failed") and r["checkpoint_digest"] != base_digest]
     manager.check(policy.selection_split, SELECTION_PURPOSE, who)
     manager.log_read(sel_m, who, SELECTION_PURPOSE, cached=True, detail=f"gate {policy.name}")
     protocol_hash = store.protocol_hash(name, version)
@@ -486,8 +488,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
         if evaluate_decision:
             doc = _evaluate(proto_file, path, policy.decision_split, RELEASE_GATE, who, store, info)
             return {"run_id": doc["run_id"], "metrics": doc["metrics"], "digest": doc["checkpoint"]["digest"]}
-        prior = [r for r in store.runs(protocol_name=name, protocol_version=version, split=policy.decision_split,
-                                       status="complete") if digest is None or r["checkpoint_digest"] == digest]
+        prior = [r for r in dec_runs if digest is None or r["checkpoint_digest"] == digest]
         prior = [r for r in prior if digest is not None or r["checkpoint_path"] == path]
         if not prior:
             raise BadInput(f"no decision run of {path} on {policy.decision_split} in the store")
@@ -499,8 +500,8 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
 
     if bl.checkpoint:
         baseline["decision"] = decision_run(bl.checkpoint, None, None)
-        dev_runs = [r for r in store.runs(protocol_name=name, protocol_version=version, split=policy.selection_split,
-                                          status="complete") if r["checkpoint_digest"] == baseline["decision"]["digest"]]
+        dev_runs = [r for r in sel_runs if r["status"] == "complete"
+                    and r["checkpoint_digest"] == baseline["decision"]["digest"]]
         if dev_runs:
             baseline["dev"] = {"run_id": dev_runs[-1]["run_id"], "metrics": dev_runs[-1]["metrics"]}
         elif evaluate_decision:

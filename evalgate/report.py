@@ -51,7 +51,7 @@ def _thin(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
 
 def _svg(fig: Any) -> str:
     buf = io.StringIO()
-    fig.savefig(buf, format="svg", bbox_inches="tight")
+    fig.savefig(buf, format="svg")
     text = buf.getvalue()
     text = text[text.index("<svg"):]
     # inline SVG in HTML needs no namespace declarations; dropping them (and the metadata block) leaves the file
@@ -82,7 +82,7 @@ def charts(verdict: Verdict) -> list[dict[str, str]]:
                 series.append((s, pts))
         if not series:
             continue
-        fig, ax = plt.subplots(figsize=(5.2, 2.6))
+        fig, ax = plt.subplots(figsize=(5.2, 2.6), layout="constrained")
         for s, pts in series:
             (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o" if key is None else None,
                               markersize=3, linewidth=1.2, label=f"seed {s['train_seed']}")
