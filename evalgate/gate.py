@@ -559,7 +559,7 @@ def _statistics(policy: GatePolicy, chosen: list[dict[str, Any]], baseline: dict
             raise BadInput(f"the baseline's decision run lacks {len(missing)} items the candidates have")
         b = np.array([bvals[i] for i in items])
         bmean, bse = mean_stderr(list(b))
-        baseline["decision"].update(value=bmean, stderr=bse)
+        baseline["decision"].update(value=bmean, stderr=bse, items=len(items))
         base: np.ndarray | float = b
         diffs = cand.mean(axis=0) - b
         out["paired_stderr"] = float(diffs.std(ddof=1) / math.sqrt(len(items))) if len(items) > 1 else float("nan")
