@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.scoring.passk import pass_at_k
 from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
-from evalgate.stats import mean_stderr, paired_bootstrap_diff, stderr_mean_of_means
+from evalgate.stats import bootstrap_ci, mean_stderr, paired_bootstrap_diff, stderr_mean_of_means
 from evalgate.store import Store
 from evalgate.trainlogs import Diagnostic, TrainLog, find_train_log, guard_diagnostics, read_path, reward_hacking
 
@@ -62,7 +62,7 @@ class Baseline(_Strict):
 class Selection(_Strict):
     """How checkpoints are marked failed before the best is picked."""
 
-    collapse_drop: float | None = Field(0.1, ge=0)
+    collapse_drop: float | None = Field(default=0.1, ge=0)
     """A checkpoint whose metric fell more than this (absolute) from the seed's previous checkpoint is failed.
     None: no collapse check. Default: 0.1."""
     check_weights: bool = False
@@ -73,17 +73,17 @@ class Selection(_Strict):
 class Guards(_Strict):
     """Training-log guards (see ``evalgate.trainlogs.guard_diagnostics``); null turns one off."""
 
-    kl_target: float | None = Field(None, gt=0)
+    kl_target: float | None = Field(default=None, gt=0)
     """KL target; KL above 2x this trips. Default: off."""
-    clip_fraction_max: float | None = Field(0.4, ge=0, le=1)
+    clip_fraction_max: float | None = Field(default=0.4, ge=0, le=1)
     """Clip fraction above this for ``clip_window`` consecutive logged steps trips. Default: 0.4."""
-    clip_window: int = Field(5, ge=1)
+    clip_window: int = Field(default=5, ge=1)
     """Consecutive logged steps for the clip-fraction guard. Default: 5."""
     entropy_floor: float | None = None
     """Entropy below this trips. Default: off."""
-    grad_norm_spike: float | None = Field(10.0, gt=1)
+    grad_norm_spike: float | None = Field(default=10.0, gt=1)
     """Grad norm above this times the median of the previous ``grad_norm_window`` values trips. Default: 10."""
-    grad_norm_window: int = Field(10, ge=3)
+    grad_norm_window: int = Field(default=10, ge=3)
     """Previous logged values for the grad-norm median. Default: 10."""
     nan: bool = True
     """NaN/inf in any logged value trips. Default: true."""
@@ -95,19 +95,19 @@ class GateRules(_Strict):
     min_improvement: float | None = None
     """The lower end of the paired bootstrap CI of (candidate - baseline) on the decision split must be at least
     this (absolute metric units; 0 = better than the baseline with the stated confidence). Default: off."""
-    confidence: float = Field(0.95, gt=0, lt=1)
+    confidence: float = Field(default=0.95, gt=0, lt=1)
     """Two-sided confidence level of that interval. Default: 0.95."""
-    min_seeds: int | None = Field(None, ge=1)
+    min_seeds: int | None = Field(default=None, ge=1)
     """At least this many training seeds must have a best checkpoint that is not failed. Default: off."""
-    seeds_beat_baseline_share: float | None = Field(None, ge=0, le=1)
+    seeds_beat_baseline_share: float | None = Field(default=None, ge=0, le=1)
     """At least this share of the seeds' best checkpoints must score >= the baseline on the decision split
     (1 = all seeds). Default: off."""
-    max_truncation_rate: float | None = Field(None, ge=0, le=1)
+    max_truncation_rate: float | None = Field(default=None, ge=0, le=1)
     """Each best checkpoint's share of samples cut off by max_tokens on the decision split, at most. Default: off."""
-    max_length_inflation: float | None = Field(None, gt=0)
+    max_length_inflation: float | None = Field(default=None, gt=0)
     """Each best checkpoint's mean completion tokens / the baseline checkpoint's, at most (decision split).
     Default: off."""
-    max_repetition: float | None = Field(None, ge=0, le=1)
+    max_repetition: float | None = Field(default=None, ge=0, le=1)
     """Each best checkpoint's mean repetition ratio on the decision split, at most. Default: off."""
     training_guards: bool = True
     """Fail when any seed's training log trips a guard. Default: true."""
@@ -128,7 +128,7 @@ class GatePolicy(_Strict):
     """Dev-tier split that picks each seed's best checkpoint (public and private tiers are refused)."""
     decision_split: str
     """Private-tier split that decides release."""
-    metric: str = Field("pass@1", pattern=r"^(pass@\d+|mean_score)$")
+    metric: str = Field(default="pass@1", pattern=r"^(pass@\d+|mean_score)$")
     """``pass@k`` or ``mean_score`` (both have per-item values for paired statistics). Default: pass@1."""
     train_run: str | None = None
     """Only checkpoints of this training run name. Default: every run of the protocol on the selection split."""
@@ -143,7 +143,7 @@ class GatePolicy(_Strict):
     to the policy file. Default: found next to the checkpoints."""
     rules: GateRules = GateRules()
     """Rules; every rule must pass."""
-    bootstrap_resamples: int = Field(10_000, ge=100)
+    bootstrap_resamples: int = Field(default=10_000, ge=100)
     """Bootstrap resamples. Default: 10000."""
     bootstrap_seed: int = 0
     """Seed of the bootstrap's numpy generator. Default: 0."""
@@ -529,7 +529,9 @@ def _statistics(policy: GatePolicy, chosen: list[dict[str, Any]], baseline: dict
         vals = item_values(store.sample_scores(s["decision"]["run_id"]), metric)
         s["decision"]["items"] = len(vals)
         mean, se = mean_stderr(list(vals.values()))
-        s["decision"].update(value=mean, stderr=se)
+        ci = bootstrap_ci(list(vals.values()), policy.rules.confidence, policy.bootstrap_resamples,
+                          policy.bootstrap_seed)
+        s["decision"].update(value=mean, stderr=se, ci=list(ci))
         per_seed.append(vals)
     items = sorted(set.intersection(*(set(v) for v in per_seed)))
     if not items:
@@ -566,12 +568,11 @@ def _statistics(policy: GatePolicy, chosen: list[dict[str, Any]], baseline: dict
         out["paired_stderr_formula"] = "sd_items(mean_s x_s,i - b_i) / sqrt(n)"
     else:
         base = float(baseline["value"])
-    boot = paired_bootstrap_diff(cand, base, policy.rules.confidence, policy.bootstrap_resamples,
-                                 policy.bootstrap_seed)
-    boot["method"] = ("paired bootstrap over items" if len(chosen) == 1
-                      else "two-stage bootstrap: seeds, then items (same item draw for the baseline)")
-    if not baseline.get("decision"):
-        boot["method"] += "; baseline is a fixed value"
+    boot: dict[str, Any] = dict(paired_bootstrap_diff(cand, base, policy.rules.confidence,
+                                                      policy.bootstrap_resamples, policy.bootstrap_seed))
+    method = ("paired bootstrap over items" if len(chosen) == 1
+              else "two-stage bootstrap: seeds, then items (same item draw for the baseline)")
+    boot["method"] = method + ("" if baseline.get("decision") else "; baseline is a fixed value")
     out["difference"] = boot
     return out
 

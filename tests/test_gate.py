@@ -125,3 +125,17 @@ def test_fixed_value_baseline(tmp_path: Path) -> None:
     assert v.stats["difference"]["diff"] == pytest.approx(0.1)  # X1 mean 0.6 - 0.5
     assert "fixed value" in v.stats["difference"]["method"]
     assert {r.rule: r.passed for r in v.rules}["seeds_beat_baseline"] is True
+
+
+def test_nan_weights_mark_a_checkpoint_failed(tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    from evalgate.gate import weights_finite
+
+    ok, bad = tmp_path / "ok", tmp_path / "bad"
+    ok.mkdir()
+    bad.mkdir()
+    save_file({"w": torch.ones(3)}, str(ok / "model.safetensors"))
+    save_file({"w": torch.tensor([1.0, float("inf"), 0.0])}, str(bad / "model.safetensors"))
+    assert weights_finite(ok) is True and weights_finite(bad) is False and weights_finite(tmp_path) is None
