@@ -269,7 +269,7 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
     except ValidationError as e:
         raise BadInput(f"split {name!r}: {e.errors()[0]['msg']}") from e
     for path, content in ((d / data_name, stored),
-                          (d / f"{name}.yaml", yaml.safe_dump(manifest.model_dump(mode="json", exclude_none=True),
+                          (d / f"{name}.yaml", yaml.safe_dump(manifest.model_dump(mode="json", exclude_none=True, exclude_unset=True),
                                                               sort_keys=False).encode())):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(content)
