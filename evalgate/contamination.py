@@ -165,19 +165,25 @@ def overlaps(texts: dict[str, str], chunks: Iterable[tuple[bool, list[str]]], n:
         threshold: items with overlap >= threshold are flagged.
 
     Returns:
-        (one ItemOverlap per item in ``texts`` order, corpus tokens read).
+        (one ItemOverlap per item in ``texts`` order, corpus tokens read). Reading stops early once every
+        n-gram is found, or is skipped when no item has n words.
     """
     if n < 1 or not 0 <= threshold <= 1:
         raise BadInput(f"--ngram must be >= 1 (got {n}) and --threshold in [0, 1] (got {threshold})")
     item_grams = {iid: set(ngrams(tokens(t), n)) for iid, t in texts.items()}
     wanted: set[tuple[str, ...]] = set().union(*item_grams.values()) if item_grams else set()
+    in_items = {t for g in wanted for t in g}.__contains__
+    # Only runs of >= n consecutive tokens that all occur in some item can hold a matching n-gram: find those
+    # runs on a 0/1 byte mask with the regex engine, and build n-grams only inside them.
+    runs = re.compile(rb"\x01{%d,}" % n)
     found: set[tuple[str, ...]] = set()
     tail: list[str] = []
     total = 0
-    for new_doc, toks in chunks:
+    for new_doc, toks in chunks if wanted else ():  # no item has n words: nothing to look for
         total += len(toks)
         stream = toks if new_doc else tail + toks
-        found.update(wanted.intersection(ngrams(stream, n)))
+        for run in runs.finditer(bytes(map(in_items, stream))):
+            found.update(wanted.intersection(ngrams(stream[run.start():run.end()], n)))
         tail = stream[-(n - 1):] if n > 1 else []
         if len(found) == len(wanted):
             break  # every n-gram is already found; the rest of the corpus cannot change the result
