@@ -158,16 +158,24 @@ def splits_import(dataset: str, source: Path | None) -> None:
 @click.option("--tier", required=True, type=click.Choice(["smoke", "dev", "public", "private", "human-audit"]))
 @click.option("--file", "file", required=True, type=click.Path(path_type=Path), help="JSONL with an 'id' per line.")
 @click.option("--source", default=None, help="Provenance: where the data came from.")
+@click.option("--purpose", "purposes", multiple=True, help="Policy: allow only these purposes (repeatable).")
+@click.option("--max-reads", type=int, default=None, help="Policy: reads allowed per window.")
+@click.option("--window-days", type=int, default=None, help="Policy: budget window, days.")
+@click.option("--hard", is_flag=True, default=None, help="Policy: a hard budget (no override).")
 @handle_errors
-def splits_add(name: str, tier: str, file: Path, source: str | None) -> None:
-    """Add a split from a JSONL file."""
+def splits_add(name: str, tier: str, file: Path, source: str | None, purposes: tuple[str, ...],
+               max_reads: int | None, window_days: int | None, hard: bool | None) -> None:
+    """Add a split from a JSONL file; policy options may only tighten the tier's default."""
     from evalgate.errors import BadInput
-    from evalgate.splits import parse_jsonl, write_split
+    from evalgate.splits import Policy, parse_jsonl, write_split
 
     if not file.is_file():
         raise BadInput(f"{file} not found; pass a JSONL file with --file")
     items = parse_jsonl(file.read_bytes(), str(file))
-    p = write_split(name, tier, items, {"source": source or str(file)})
+    given = {"purposes": list(purposes) or None, "max_reads": max_reads, "window_days": window_days, "hard": hard}
+    policy = Policy(**{k: v for k, v in given.items() if v is not None}) if any(
+        v is not None for v in given.values()) else None
+    p = write_split(name, tier, items, {"source": source or str(file)}, policy=policy)
     click.echo(f"added split {name} (tier {tier}, {len(items)} items) -> {p}")
 
 

@@ -268,9 +268,11 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
                             provenance=provenance, policy=policy)
     except ValidationError as e:
         raise BadInput(f"split {name!r}: {e.errors()[0]['msg']}") from e
+    manifest.effective_policy()  # refuse a policy that loosens the tier's default before writing anything
     for path, content in ((d / data_name, stored),
-                          (d / f"{name}.yaml", yaml.safe_dump(manifest.model_dump(mode="json", exclude_none=True, exclude_unset=True),
-                                                              sort_keys=False).encode())):
+                          (d / f"{name}.yaml", yaml.safe_dump(
+                              manifest.model_dump(mode="json", exclude_none=True, exclude_unset=True),
+                              sort_keys=False).encode())):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(content)
         os.replace(tmp, path)

@@ -199,3 +199,23 @@ def test_ci_runs_are_marked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CI", "false")
     assert ci_marker() is None
     assert [r["ci"] for r in store.access_rows("s")] == [None, "github_actions"]
+
+
+def test_splits_add_cli_policy_options_and_bad_lines(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from evalgate.cli import main
+
+    f = tmp_path / "items.jsonl"
+    f.write_text("".join(f'{{"id": "{it["id"]}", "question": "{it["question"]}"}}\n' for it in ITEMS))
+    r = CliRunner().invoke(main, ["splits", "add", "pub", "--tier", "public", "--file", str(f), "--max-reads", "5"])
+    assert r.exit_code == 0, r.output
+    p = load_manifest("pub").effective_policy()
+    assert (p.max_reads, p.hard, p.window_days) == (5, False, 30)
+    r = CliRunner().invoke(main, ["splits", "add", "pub2", "--tier", "public", "--file", str(f),
+                                  "--max-reads", "50"])
+    assert r.exit_code == 2 and "loosens the public tier's default in max_reads" in r.stderr
+    assert not (splits_dir() / "pub2.yaml").exists()
+    f.write_text('{"id": "a"}\n{"id": "b", }\n')
+    r = CliRunner().invoke(main, ["splits", "add", "bad", "--tier", "dev", "--file", str(f)])
+    assert r.exit_code == 2 and f"{f}:2: not valid JSON" in r.stderr
