@@ -54,7 +54,8 @@ def main() -> None:
             out = subprocess.run([sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, check=True)
             r = json.loads(out.stdout)
             size = path.stat().st_size / 1e6
-            print(f"{size:7.0f} MB  {r['tokens']:>11,d} tokens  scan {r['scan_s']:6.1f} s ({size / r['scan_s']:5.1f} MB/s)"
+            print(f"{size:7.0f} MB  {r['tokens']:>11,d} tokens  scan {r['scan_s']:6.1f} s "
+                  f"({size / r['scan_s']:5.1f} MB/s)"
                   f"  plain read {r['read_s']:5.1f} s  scan/read {r['scan_s'] / r['read_s']:5.1f}x"
                   f"  peak RSS {r['max_rss_mb']:6.0f} MB")
             path.unlink()

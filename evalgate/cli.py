@@ -173,8 +173,8 @@ def splits_add(name: str, tier: str, file: Path, source: str | None, purposes: t
         raise BadInput(f"{file} not found; pass a JSONL file with --file")
     items = parse_jsonl(file.read_bytes(), str(file))
     given = {"purposes": list(purposes) or None, "max_reads": max_reads, "window_days": window_days, "hard": hard}
-    policy = Policy(**{k: v for k, v in given.items() if v is not None}) if any(
-        v is not None for v in given.values()) else None
+    set_fields = {k: v for k, v in given.items() if v is not None}
+    policy = Policy.model_validate(set_fields) if set_fields else None
     p = write_split(name, tier, items, {"source": source or str(file)}, policy=policy)
     click.echo(f"added split {name} (tier {tier}, {len(items)} items) -> {p}")
 
@@ -371,7 +371,7 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
         _dump(doc)
         return
     click.echo(f"{'split':20s} {'tier':11s} {'reads':>5s} {'cached':>6s} {'override':>8s} {'refused':>7s}  "
-               f"{'budget used/max (left)':24s}")
+               "budget used/max (left)")
     for name, a in doc["splits"].items():
         b = a.get("budget")
         budget = f"{b['used']}/{b['max_reads']} per {b['window_days']}d ({b['left']} left)" if b else "-"
@@ -382,7 +382,7 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
             if a[key]:
                 click.echo(f"    {label + ':':12s} " + ", ".join(f"{k} {n}" for k, n in a[key].items()))
         if a["ci_reads"]:
-            click.echo(f"    {'in CI:':12s} {a['ci_reads']} reads")
+            click.echo(f"    {'in CI:':12s} {a['ci_reads']} of the reads")
         if len(a["tiers_seen"]) > 1:
             click.echo(f"    WARNING: logged under tiers {', '.join(a['tiers_seen'])} (its manifest was changed)")
     c = doc["chain"]

@@ -135,7 +135,9 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
         _human_audit_manifest(manager, split)
         item_ids[split] = {str(it["id"]) for it in manager.open(split, IMPORT_PURPOSE, who, detail=p.name).items}
     auto: dict[str, dict[tuple[str, int], float]] = {}
-    rows, skipped = [], 0
+    rows: list[dict[str, Any]] = []
+    pairs: list[tuple[float, float]] = []
+    skipped = 0
     for i, r in records:
         if r.human_score is None:
             skipped += 1
@@ -149,6 +151,7 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
             if r.sample_index is None or (r.item_id, r.sample_index) not in auto[r.run_id]:
                 raise BadInput(f"{p}:{i}: run {r.run_id} has no sample {r.item_id!r} #{r.sample_index}")
             auto_score = auto[r.run_id][(r.item_id, r.sample_index)]
+            pairs.append((r.human_score, auto_score))
         rows.append({"split": r.split, "item_id": r.item_id, "run_id": r.run_id or "",
                      "sample_index": -1 if r.sample_index is None else r.sample_index,
                      "rater": r.rater or rater or who, "score": r.human_score, "auto_score": auto_score,
@@ -156,7 +159,7 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
                      "imported_at": now()})
     store.put_human_scores(rows)
     return {"imported": len(rows), "skipped_unscored": skipped, "splits": sorted(item_ids),
-            "agreement": agreement([(r["score"], r["auto_score"]) for r in rows if r["auto_score"] is not None])}
+            "agreement": agreement(pairs)}
 
 
 def agreement(pairs: list[tuple[float, float]]) -> dict[str, Any]:
