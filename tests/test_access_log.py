@@ -99,15 +99,25 @@ def test_deleted_final_rows_are_caught_against_a_recorded_head(five_rows: Path) 
 
 READER = """
 import os, sys, time
+from pathlib import Path
 from evalgate.errors import RefusedByPolicy
 from evalgate.splits import SplitManager
 from evalgate.store import Store
-while not os.path.exists(sys.argv[1]):
-    time.sleep(0.005)
+barrier, me = Path(sys.argv[1]), sys.argv[2]
+
+def wait(name):
+    while not (barrier / name).exists():
+        time.sleep(0.005)
+
+wait("go")
 mgr = SplitManager(Store())
-mgr.open("free", "tuning", "reader-" + sys.argv[2])
+mgr.open("free", "tuning", "reader-" + me)
+# Every process passes the budget check before any logs its read: only the atomic append can hold the budget.
+m, _ = mgr.check("budgeted", "tuning", "reader-" + me)
+(barrier / ("checked-" + me)).touch()
+wait("go2")
 try:
-    mgr.open("budgeted", "tuning", "reader-" + sys.argv[2])
+    mgr.log_read(m, "reader-" + me, "tuning", cached=False)
 except RefusedByPolicy:
     pass
 """
@@ -117,11 +127,17 @@ def test_eight_concurrent_reader_processes(home: Path) -> None:
     write_split("free", "dev", ITEMS, {"source": "test"})
     write_split("budgeted", "dev", ITEMS, {"source": "test"}, policy=Policy(max_reads=3, hard=True))
     Store()  # create the database before the race
-    go = home / "go"
-    procs = [subprocess.Popen([sys.executable, "-c", READER, str(go), str(i)], cwd=REPO, env=os.environ.copy(),
+    barrier = home / "barrier"
+    barrier.mkdir()
+    procs = [subprocess.Popen([sys.executable, "-c", READER, str(barrier), str(i)], cwd=REPO, env=os.environ.copy(),
                               stderr=subprocess.PIPE, text=True) for i in range(8)]
     time.sleep(1.5)  # let every interpreter start and wait on the barrier
-    go.touch()
+    (barrier / "go").touch()
+    deadline = time.monotonic() + 120
+    while len(list(barrier.glob("checked-*"))) < 8:
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a reader died"
+        time.sleep(0.01)
+    (barrier / "go2").touch()
     for p in procs:
         assert p.wait(timeout=120) == 0, p.stderr.read() if p.stderr else ""
     store = Store()
