@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from datetime import datetime
 from typing import Any
 
+from evalgate.errors import BadInput
 from evalgate.splits import list_manifests
 from evalgate.store import GENESIS_HASH, Store, access_row_hash, now
 
@@ -72,9 +73,15 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
         ``by_day`` (ISO date -> reads), ``refusals_by_actor``, ``ci_reads``, ``first_read``, ``last_read``
         (ISO text or None), ``tiers_seen`` (more than one means the manifest's tier was changed), and ``budget``
         (``max_reads``, ``window_days``, ``hard``, ``used``, ``left``) for budgeted splits.
+
+    Raises:
+        BadInput: ``split`` has neither a manifest nor any access-log row.
     """
     rows = store.access_rows(split, since)
     manifests = {m.name: m for m in list_manifests()}
+    if split and split not in manifests and not store.access_rows(split):
+        raise BadInput(f"unknown split {split!r}: no manifest and no access-log rows; known splits: "
+                       f"{', '.join(sorted(manifests)) or 'none'}")
     by_split: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_split[r["split"]].append(r)

@@ -176,5 +176,8 @@ def test_audit_reports_reads_by_split_actor_purpose_day_budget_and_refusals(home
     assert "pub" in text and "3/20 per 30d (17 left)" in text and "alice 1, bob 2" in text and "priv" not in text
     future = CliRunner().invoke(main, ["audit", "--since", "2999-01-01", "--json"]).output
     assert json.loads(future)["splits"]["pub"]["reads"] == 0
+    unknown = CliRunner().invoke(main, ["audit", "--split", "nope"])
+    assert unknown.exit_code == 2 and "unknown split 'nope'" in unknown.stderr
+    assert "known splits: priv, pub" in unknown.stderr
     bad = CliRunner().invoke(main, ["audit", "--since", "yesterday"])
     assert bad.exit_code == 2 and "not an ISO date" in bad.stderr
