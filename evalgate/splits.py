@@ -425,8 +425,8 @@ class SplitManager:
             (manifest, warnings); a warning from ``warn_at`` of the budget on, or when an override is used.
 
         Raises:
-            BadInput: unknown split or invalid manifest.
-            RefusedByPolicy: the read is refused (the refusal is logged first).
+            BadInput: unknown split or invalid manifest; data file missing or changed (logged as refused).
+            RefusedByPolicy: the policy refuses the read, or no key (the refusal is logged first).
         """
         m = self.manifest(name)
         policy = m.effective_policy()
@@ -435,7 +435,8 @@ class SplitManager:
         self._overridden.discard(name)
         if policy.purposes is not None and purpose not in policy.purposes:
             refusal = (f"split {name} (tier {m.tier}) may be read only for purpose {', '.join(policy.purposes)}, "
-                       f"not {purpose!r}; private splits are read by 'evalgate gate'")
+                       f"not {purpose!r}" + ("; private splits are read by 'evalgate gate'" if m.tier == "private"
+                                              else "; its manifest's policy sets the purposes"))
         elif policy.max_reads is not None:
             used = self.reads_in_window(name, policy)
             if used >= policy.max_reads:

@@ -219,3 +219,13 @@ def test_splits_add_cli_policy_options_and_bad_lines(tmp_path: Path) -> None:
     f.write_text('{"id": "a"}\n{"id": "b", }\n')
     r = CliRunner().invoke(main, ["splits", "add", "bad", "--tier", "dev", "--file", str(f)])
     assert r.exit_code == 2 and f"{f}:2: not valid JSON" in r.stderr
+
+
+def test_a_changed_data_file_is_refused_and_the_refusal_logged() -> None:
+    store = Store()
+    split("s", "dev")
+    f = splits_dir() / "s.jsonl"
+    f.write_bytes(f.read_bytes().replace(b"what is 1", b"what is 7"))
+    with pytest.raises(BadInput, match="changed since its manifest was written"):
+        SplitManager(store).open("s", "tuning", "alice")
+    assert [(r["outcome"], r["actor"]) for r in store.access_rows("s")] == [("refused", "alice")]
