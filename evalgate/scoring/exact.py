@@ -53,8 +53,8 @@ class ExactScorer:
         if opts:
             from evalgate.errors import BadInput
 
-            raise BadInput(f"exact scorer: unknown options {sorted(opts)}; known: answer_field, case, punctuation, "
-                           "articles")
+            raise BadInput(f"exact scorer: unknown options {sorted(opts)} in scorer.options; known: "
+                           "answer_field, case, punctuation, articles")
         self.rule = protocol.spec.extraction.rule
         self.score_truncated = protocol.spec.extraction.score_truncated
 
