@@ -47,8 +47,8 @@ def repetition_ratio(text: str, n: int = 4) -> float:
 
     Returns:
         A value in [0, 1): 0 for text with fewer than n words or no repeated n-gram; approaches 1 for text
-        that loops on one phrase (distinct-n, Li et al. 2016, "A Diversity-Promoting Objective Function for Neural
-        Conversation Models", subtracted from 1).
+        that loops on one phrase. This is 1 - distinct-n (Li et al. 2016, "A Diversity-Promoting Objective
+        Function for Neural Conversation Models") over one completion.
     """
     words = text.split()
     grams = [tuple(words[i:i + n]) for i in range(len(words) - n + 1)]
