@@ -20,6 +20,11 @@ from evalgate.scoring import exact_match, normalize
         ("x²", "x2"),  # NFKC: superscript two is 2
         ("Café", "café"),  # composed and decomposed é agree after NFKC
         ("Cafe\u0301", "café"),
+        ("\u00abParis\u00bb", "paris"),  # guillemets are unicode punctuation, not in string.punctuation
+        ("\u00bfQu\u00e9?", "qué"),
+        ("Tokyo\u3002", "tokyo"),  # ideographic full stop
+        ("don\u2019t", "dont"),  # curly apostrophe, like "don't"
+        ("1990\u20132000", "19902000"),  # en dash removed like "-"
     ],
 )
 def test_normalize(text: str, expected: str) -> None:
