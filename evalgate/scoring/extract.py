@@ -3,8 +3,8 @@
 - ``raw``: the whole completion, stripped.
 - ``last_number``: the last number in the completion (``-1,234.5`` style; thousands separators removed).
 - ``gsm8k``: the text after the last ``####``, else after the last "The answer is", else the last number.
-- ``boxed``: the content of the *last* ``\\boxed{...}`` (or ``\\fbox{...}``), braces balanced; repeated
-  boxes are never joined.
+- ``boxed``: the content of the *last* ``\\boxed{...}`` (or ``\\fbox{...}``), braces balanced; repeated boxes are
+  never joined.
 - ``code``: the completion as is (code scorers extract programs themselves).
 
 Returns None when the rule finds no answer.
