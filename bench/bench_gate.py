@@ -61,7 +61,8 @@ def build(root: Path, n_ckpt: int, n_items: int, n_private: int = 500) -> dict:
                 FROM samples GROUP BY run_id) m WHERE runs.run_id = m.run_id""")
         con.execute("UPDATE samples SET status = CASE WHEN score > 0 THEN 'correct' ELSE 'incorrect' END")
         best = {s: con.execute("""SELECT k, plan.step, digest FROM plan JOIN runs USING (run_id) WHERE seed=?
-                                  ORDER BY CAST(json_extract(metrics, '$."pass@1"') AS DOUBLE) DESC, plan.step LIMIT 1""",
+                                  ORDER BY CAST(json_extract(metrics, '$."pass@1"') AS DOUBLE) DESC, plan.step
+                                  LIMIT 1""",
                                [s]).fetchone() for s in seeds}
         dec = [(f"dec-{s}", best[s][2], f"{root}/runs/seed-{s}/checkpoint-{best[s][1]}", s, best[s][1], 0.55)
                for s in seeds] + [("dec-base", "d-base", str(root / "base"), None, None, 0.45)]

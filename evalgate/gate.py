@@ -587,7 +587,8 @@ def _rules(policy: GatePolicy, seeds: list[dict[str, Any]], chosen: list[dict[st
     if r.min_seeds is not None:
         out.append(RuleOutcome("min_seeds", len(chosen) >= r.min_seeds,
                                f"{len(chosen)} seed(s) with a non-failed best checkpoint "
-                               f"({', '.join(str(s['train_seed']) for s in chosen) or 'none'}), required >= {r.min_seeds}"))
+                               f"({', '.join(str(s['train_seed']) for s in chosen) or 'none'}), "
+                               f"required >= {r.min_seeds}"))
     b_value = baseline["decision"]["value"] if baseline.get("decision") else baseline.get("value")
     if r.min_improvement is not None and stats:
         d = stats["difference"]
@@ -597,11 +598,11 @@ def _rules(policy: GatePolicy, seeds: list[dict[str, Any]], chosen: list[dict[st
                                f"{r.min_improvement:+g}"))
     if r.seeds_beat_baseline_share is not None and chosen and b_value is not None:
         beat = [s for s in chosen if s["decision"]["value"] >= b_value]
+        each = ", ".join(f"seed {s['train_seed']}: {s['decision']['value']:.4f}" for s in chosen)
         share = len(beat) / len(chosen)
         out.append(RuleOutcome("seeds_beat_baseline", share >= r.seeds_beat_baseline_share,
                                f"{len(beat)} of {len(chosen)} seeds' best >= baseline {b_value:.4f} "
-                               "(" + ", ".join(f"seed {s['train_seed']}: {s['decision']['value']:.4f}" for s in chosen) + ")"
-                               f"; required share >= {r.seeds_beat_baseline_share:g}"))
+                               f"({each}); required share >= {r.seeds_beat_baseline_share:g}"))
     for key, label, limit in (("truncation_rate", "max_truncation_rate", r.max_truncation_rate),
                               ("mean_repetition", "max_repetition", r.max_repetition)):
         if limit is None:

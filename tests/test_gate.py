@@ -27,7 +27,8 @@ def test_best_last_failed_and_triad(tmp_path: Path) -> None:
     seeds = {s["train_seed"]: s for s in v.seeds}
     assert set(seeds) == {1, 2, 3}
     assert (seeds[1]["best"]["step"], seeds[1]["last"]["step"], [c["step"] for c in seeds[1]["failed"]]) == (30, 40, [])
-    assert (seeds[2]["best"]["step"], seeds[2]["last"]["step"], [c["step"] for c in seeds[2]["failed"]]) == (20, 40, [30])
+    s2 = seeds[2]
+    assert (s2["best"]["step"], s2["last"]["step"], [c["step"] for c in s2["failed"]]) == (20, 40, [30])
     assert "collapse" in seeds[2]["failed"][0]["failed_reasons"][0]
     assert (seeds[3]["best"]["step"], seeds[3]["last"]["step"]) == (20, 50)
     assert [c["step"] for c in seeds[3]["failed"]] == [30, 40, 50]
