@@ -36,7 +36,7 @@ TRAIN_CONFIG: dict[str, Any] = {
     "task": "addition-2digit-v1", "data_seed": DATA_SEED, "train_items": 256, "seeds": [1, 2],
     "max_steps": 12, "save_steps": 3, "per_device_train_batch_size": 8, "learning_rate": 1e-4,
     "lr_scheduler_type": "constant", "warmup_steps": 0, "weight_decay": 0.0, "logging_steps": 1,
-    "save_dtype": "bfloat16", "loss": "assistant tokens only", "torch_threads": 2,
+    "save_dtype": "bfloat16", "saved_config_use_cache": True, "loss": "assistant tokens only", "torch_threads": 2,
 }
 
 
@@ -101,13 +101,20 @@ def _collate(pad_id: int):  # noqa: ANN202 - returns a collator closure
     return collate
 
 
-def _to_bf16(ckpt_dir: Path) -> None:
+def _finish_checkpoint(ckpt_dir: Path) -> None:
+    """Rewrite the saved weights in bfloat16, and set ``use_cache: true`` in config.json: the Trainer saves
+    ``use_cache: false`` (it trains without the KV cache), which makes every later generation recompute the whole
+    sequence at each step (measured here: 32 s vs 24 s to generate the 40 dev answers of one checkpoint)."""
     import torch
     from safetensors.torch import load_file, save_file
 
     f = ckpt_dir / "model.safetensors"
     state = {k: v.to(torch.bfloat16).contiguous() for k, v in load_file(str(f)).items()}
     save_file(state, str(f), metadata={"format": "pt"})
+    cfg_path = ckpt_dir / "config.json"
+    cfg = json.loads(cfg_path.read_text())
+    cfg["use_cache"] = True
+    cfg_path.write_text(json.dumps(cfg, indent=2, sort_keys=True) + "\n")
 
 
 def _train_seed(base_dir: Path, out: Path, seed: int) -> None:
@@ -122,7 +129,7 @@ def _train_seed(base_dir: Path, out: Path, seed: int) -> None:
 
     class Bf16OnSave(TrainerCallback):
         def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            _to_bf16(Path(args.output_dir) / f"checkpoint-{state.global_step}")
+            _finish_checkpoint(Path(args.output_dir) / f"checkpoint-{state.global_step}")
 
     args = TrainingArguments(
         output_dir=str(out), seed=seed, data_seed=seed, max_steps=c["max_steps"], save_steps=c["save_steps"],
