@@ -110,10 +110,11 @@ def stop_cuts_answers(stop: Sequence[str]) -> list[str]:
 class MathScorer:
     """Scores 1 when the extracted answer is mathematically equal to the item's gold answer (``math_equal``).
 
-    The answer is taken from the completion by the protocol's ``extraction.rule`` (``gsm8k``, ``boxed`` or
-    ``last_number``). Status per sample: ``correct``; ``wrong`` (an answer was found and differs; the detail
-    gives the gold answer); ``no_answer`` (the rule found none); ``truncated`` (finish_reason ``length``: cut
-    off at max_tokens, never scored from partial reasoning unless ``extraction.score_truncated`` is set).
+    The answer is taken from the response prefix (if any) plus the completion by the protocol's
+    ``extraction.rule`` (``gsm8k``, ``boxed`` or ``last_number``). Status per sample: ``correct``; ``wrong``
+    (an answer was found and differs; the detail gives the gold answer); ``no_answer`` (the rule found none);
+    ``truncated`` (finish_reason ``length``: cut off at max_tokens, never scored from partial reasoning unless
+    ``extraction.score_truncated`` is set).
 
     Options (``scorer.options``): ``answer_field`` (item field holding the gold answer, default ``answer``).
 
@@ -148,7 +149,7 @@ class MathScorer:
             if s.finish_reason == "length" and not self.score_truncated:
                 out.append(ScoreResult(0.0, "truncated", None, "finish_reason length: cut off at max_tokens"))
                 continue
-            pred = extract_answer(s.text, self.rule)
+            pred = extract_answer(s.response_prefix + s.text, self.rule)
             if pred is None:
                 out.append(ScoreResult(0.0, "no_answer", None, f"rule {self.rule} found no answer"))
                 continue
