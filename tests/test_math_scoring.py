@@ -89,7 +89,11 @@ def test_scorer_statuses_keep_extracted_answer_and_reason() -> None:
                         _sample("I do not know."), _sample("9 * 2 = 18. The answer is 18", "length")])
     assert [(r.status, r.score, r.extracted) for r in got] == [
         ("correct", 1.0, "18"), ("wrong", 0.0, "19"), ("no_answer", 0.0, None), ("truncated", 0.0, None)]
-    assert "18" in (got[1].detail or "")
+    assert got[1].detail == "expected '18'"
+    # no "The answer is" / "####" / \boxed: the last number is used, and the detail says so
+    fallback = scorer.score([_sample("She makes 9 * 2 = 19 dollars")])[0]
+    assert (fallback.status, fallback.extracted) == ("wrong", "19")
+    assert fallback.detail is not None and "last number used" in fallback.detail
 
 
 def test_truncated_completion_is_not_scored_from_partial_reasoning_unless_the_protocol_says_so(

@@ -29,6 +29,7 @@ from evalgate.scoring.extract import extract_answer, last_boxed
 _DELIMS = ((r"$$", r"$$"), ("$", "$"), (r"\(", r"\)"), (r"\[", r"\]"))
 _NUMBER_WITH_WORDS = re.compile(r"^\s*(-?[\d,]*\.?\d+)\s*[A-Za-z]{2,}[A-Za-z .]*$")
 _TIMEOUT_S = 5
+_MARKER = re.compile(r"####|answer is|\\boxed|\\fbox", re.I)
 
 # Forms a numeric answer takes in GSM8K and MATH; a stop sequence found inside any of them could end
 # generation in the middle of an answer (e.g. "." cuts "2.5" to "2").
@@ -114,7 +115,8 @@ class MathScorer:
     ``extraction.rule`` (``gsm8k``, ``boxed`` or ``last_number``). Status per sample: ``correct``; ``wrong``
     (an answer was found and differs; the detail gives the gold answer); ``no_answer`` (the rule found none);
     ``truncated`` (finish_reason ``length``: cut off at max_tokens, never scored from partial reasoning unless
-    ``extraction.score_truncated`` is set).
+    ``extraction.score_truncated`` is set). When the ``gsm8k`` rule found no final-answer marker and fell back
+    to the last number, the detail says so, so a report can tell "answered wrongly" from "never answered".
 
     Options (``scorer.options``): ``answer_field`` (item field holding the gold answer, default ``answer``).
 
@@ -155,6 +157,9 @@ class MathScorer:
                 continue
             gold = str(s.item[self.answer_field])
             ok = math_equal(pred, gold)
+            notes = [] if ok else [f"expected {gold!r}"]
+            if self.rule == "gsm8k" and not _MARKER.search(s.response_prefix + s.text):
+                notes.append("no final-answer marker (####, 'answer is', \\boxed): last number used")
             out.append(ScoreResult(1.0 if ok else 0.0, "correct" if ok else "wrong", pred,
-                                   None if ok else f"expected {gold!r}"))
+                                   "; ".join(notes) or None))
         return out
