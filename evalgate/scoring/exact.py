@@ -1,8 +1,13 @@
 """Normalised exact match (the ``exact`` scorer).
 
-Normalisation (SQuAD-style, Rajpurkar et al. 2016, extended): unicode NFKC; lower case; punctuation removed;
-the articles "a", "an", "the" removed as whole words only (so "theory" and "an" inside "banana" survive);
-whitespace collapsed.
+Normalisation (SQuAD-style, Rajpurkar et al. 2016, extended), in this order:
+
+1. unicode NFKC (fullwidth forms, ligatures and superscripts fold to their plain forms; é composed);
+2. lower case;
+3. punctuation removed: ASCII punctuation (``string.punctuation``) and every unicode punctuation character
+   (categories P*: curly quotes, guillemets, dashes, "¿", "。"), without a space, so "U.S.A." is "usa";
+4. the articles "a", "an", "the" removed as whole words only ("theory" and the "an" in "banana" survive);
+5. whitespace collapsed to single spaces and stripped.
 """
 
 from __future__ import annotations
@@ -21,19 +26,35 @@ _PUNCT = str.maketrans("", "", string.punctuation)
 
 
 def normalize(text: str, case: bool = True, punctuation: bool = True, articles: bool = True) -> str:
-    """Normalise ``text`` for exact match (see module docstring); each step can be turned off."""
+    """Normalise ``text`` for exact match (see the module docstring).
+
+    Args:
+        text: a prediction or gold answer.
+        case: lower-case (step 2).
+        punctuation: remove punctuation (step 3).
+        articles: remove the articles a / an / the as whole words (step 4). NFKC and whitespace always apply.
+
+    Returns:
+        The normalised string.
+    """
     t = unicodedata.normalize("NFKC", text)
     if case:
         t = t.lower()
     if punctuation:
-        t = t.translate(_PUNCT)
+        t = "".join(ch for ch in t.translate(_PUNCT) if not unicodedata.category(ch).startswith("P"))
     if articles:
         t = _ARTICLES.sub(" ", t)
     return " ".join(t.split())
 
 
 def exact_match(prediction: str, gold: str, **options: bool) -> bool:
-    """True when the normalised prediction equals the normalised gold answer (options as in ``normalize``)."""
+    """Whether the normalised prediction equals the normalised gold answer.
+
+    Args:
+        prediction: the extracted answer.
+        gold: the reference answer.
+        **options: ``case``, ``punctuation``, ``articles`` as in ``normalize`` (all default true).
+    """
     return normalize(prediction, **options) == normalize(gold, **options)
 
 
@@ -53,8 +74,8 @@ class ExactScorer:
         if opts:
             from evalgate.errors import BadInput
 
-            raise BadInput(f"exact scorer: unknown options {sorted(opts)}; known: answer_field, case, punctuation, "
-                           "articles")
+            raise BadInput(f"exact scorer: unknown options {sorted(opts)} in scorer.options; known: "
+                           "answer_field, case, punctuation, articles")
         self.rule = protocol.spec.extraction.rule
         self.score_truncated = protocol.spec.extraction.score_truncated
 
