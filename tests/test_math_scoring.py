@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from evalgate.errors import BadInput
-from evalgate.protocol import load_protocol
+from evalgate.protocol import load_protocol, verify
 from evalgate.scoring import SampleToScore, extract_answer, get_scorer, math_equal
 from evalgate.scoring.math import stop_cuts_answers
 from tests.conftest import REPO
@@ -120,8 +120,9 @@ def test_stop_sequence_that_could_cut_a_decimal_is_refused(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("name", ["gsm8k-cot", "gsm8k-cot-8shot", "gsm8k-cot-8shot-base", "gsm8k-cot-sampled",
                                   "math500", "math500-sampled"])
-def test_shipped_math_protocols_load_and_their_stops_cannot_cut_answers(name: str) -> None:
+def test_shipped_math_protocols_match_their_locks_and_their_stops_cannot_cut_answers(name: str) -> None:
     p = load_protocol(REPO / "protocols" / f"{name}.yaml")
+    verify(p)  # the committed .lock is current
     assert get_scorer(p).name == "math" and not stop_cuts_answers(p.spec.sampling.stop)
 
 
