@@ -133,6 +133,15 @@ def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
         click.echo(format_diff(rows, "a", "b"))
 
 
+@protocol.command("docs")
+@handle_errors
+def protocol_docs() -> None:
+    """Print the protocol file reference (Markdown, docs/PROTOCOL.md), generated from the protocol models."""
+    from evalgate.protocol_docs import protocol_reference
+
+    click.echo(protocol_reference(), nl=False)
+
+
 # -- splits ------------------------------------------------------------------------------------------------------
 @main.group()
 def splits() -> None:
