@@ -41,13 +41,18 @@ def tokenizer_copy(smollm2_dir: Path, dest: Path, single: list | None = None) ->
     for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         shutil.copy(smollm2_dir / f, dest / f)
     if single is not None:
-        tj = json.loads((dest / "tokenizer.json").read_text())
-        tj["post_processor"] = {
-            "type": "TemplateProcessing", "single": single, "pair": [*single, {"Sequence": {"id": "B", "type_id": 1}}],
-            "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]}
-                               for t, i in (("<|im_start|>", BOS), ("<|im_end|>", EOS))}}
-        (dest / "tokenizer.json").write_text(json.dumps(tj))
+        set_post_processor(dest / "tokenizer.json", single)
     return dest
+
+
+def set_post_processor(tokenizer_json: Path, single: list) -> None:
+    """Make a SmolLM2 tokenizer.json add special tokens by default, per a TemplateProcessing 'single' template."""
+    tj = json.loads(tokenizer_json.read_text())
+    tj["post_processor"] = {
+        "type": "TemplateProcessing", "single": single, "pair": [*single, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]}
+                           for t, i in (("<|im_start|>", BOS), ("<|im_end|>", EOS))}}
+    tokenizer_json.write_text(json.dumps(tj))
 
 
 ADD_BOS = [{"SpecialToken": {"id": "<|im_start|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]
