@@ -57,7 +57,7 @@ def main() -> None:
 # -- protocol ----------------------------------------------------------------------------------------------------
 @main.group()
 def protocol() -> None:
-    """Freeze, verify, show and diff protocol files."""
+    """Freeze, verify, show and diff protocol files; print the protocol file reference."""
 
 
 @protocol.command("freeze")
