@@ -2,7 +2,8 @@
 
 The models are the documentation: each field's docstring gives its meaning, unit and default, and this module
 only lays them out as Markdown tables, one per section of the file, with each field's type, constraints and
-default read from the model. ``evalgate protocol docs`` prints it; a test checks that the committed file matches.
+default read from the model. ``evalgate protocol docs`` prints it; a test checks that the committed file
+matches.
 """
 
 from __future__ import annotations
@@ -45,8 +46,8 @@ def _type(ann: Any) -> str:
 
 
 def _constraints(field: FieldInfo) -> str:
-    bounds = {annotated_types.Gt: (">", "gt"), annotated_types.Ge: (">=", "ge"), annotated_types.Lt: ("<", "lt"),
-              annotated_types.Le: ("<=", "le")}
+    bounds = {annotated_types.Gt: (">", "gt"), annotated_types.Ge: (">=", "ge"),
+              annotated_types.Lt: ("<", "lt"), annotated_types.Le: ("<=", "le")}
     out = []
     for m in field.metadata:
         for cls, (sym, attr) in bounds.items():
@@ -89,14 +90,14 @@ def protocol_reference() -> str:
     lines = [
         "# Protocol file reference",
         "",
-        "<!-- Generated from the pydantic models in evalgate/protocol.py by `evalgate protocol docs`; do not edit.",
-        f"     Regenerate: evalgate protocol docs > {DOC_PATH} (a test fails when this file is out of date). -->",
+        "<!-- Generated from the pydantic models in evalgate/protocol.py by `evalgate protocol docs`;",
+        f"     do not edit. Regenerate: evalgate protocol docs > {DOC_PATH} (a test checks it). -->",
         "",
     ]
     doc = (protocol_module.__doc__ or "").split("\n\n")
     lines += [_md(par) + "\n" for par in doc[1:] if par.strip()]
-    lines += ["Unknown keys are errors: the message names the file, the line, the key and the nearest known key.",
-              "An example: `protocols/humaneval-smoke.yaml`.", ""]
+    lines += ["Unknown keys are errors: the message names the file, the line, the key and the nearest known "
+              "key.", "", "An example: `protocols/humaneval-smoke.yaml`.", ""]
     for key, model in _sections(Protocol, ""):
         title = "Top level" if not key else f"`{key}`"
         lines += [f"## {model.__name__}", "", f"{title}: {_md(model.__doc__ or '')}", "",

@@ -13,8 +13,8 @@ from evalgate.errors import BadInput
 from evalgate.prompts import PromptEncoder, render_prompt
 from evalgate.protocol import load_protocol
 
-# SmolLM2's special tokens: <|im_start|> (id 1) is both its BOS token and its turn marker; <|im_end|> (id 2) is
-# EOS and PAD.
+# SmolLM2's special tokens: <|im_start|> (id 1) is both its BOS token and its turn marker; <|im_end|> (id 2)
+# is EOS and PAD.
 BOS, EOS = 1, 2
 # A chat template in SmolLM2's format that refuses a system message, as Gemma's and Mistral's templates do.
 NO_SYSTEM = (
@@ -35,8 +35,8 @@ WRITES_BOS = (
 
 
 def tokenizer_copy(smollm2_dir: Path, dest: Path, single: list | None = None) -> Path:
-    """The SmolLM2 tokenizer files in ``dest``; ``single``: a TemplateProcessing 'single' template, to make the
-    tokenizer add special tokens by default (as Llama/Gemma tokenizers add BOS)."""
+    """The SmolLM2 tokenizer files in ``dest``; ``single``: a TemplateProcessing 'single' template, to make
+    the tokenizer add special tokens by default (as Llama/Gemma tokenizers add BOS)."""
     dest.mkdir()
     for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
         shutil.copy(smollm2_dir / f, dest / f)
@@ -46,10 +46,11 @@ def tokenizer_copy(smollm2_dir: Path, dest: Path, single: list | None = None) ->
 
 
 def set_post_processor(tokenizer_json: Path, single: list) -> None:
-    """Make a SmolLM2 tokenizer.json add special tokens by default, per a TemplateProcessing 'single' template."""
+    """Make a SmolLM2 tokenizer.json add special tokens by default, per a TemplateProcessing template."""
     tj = json.loads(tokenizer_json.read_text())
     tj["post_processor"] = {
-        "type": "TemplateProcessing", "single": single, "pair": [*single, {"Sequence": {"id": "B", "type_id": 1}}],
+        "type": "TemplateProcessing", "single": single,
+        "pair": [*single, {"Sequence": {"id": "B", "type_id": 1}}],
         "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]}
                            for t, i in (("<|im_start|>", BOS), ("<|im_end|>", EOS))}}
     tokenizer_json.write_text(json.dumps(tj))
@@ -61,7 +62,7 @@ ADD_BOS_EOS = [*ADD_BOS, {"SpecialToken": {"id": "<|im_end|>", "type_id": 0}}]
 
 @pytest.fixture(scope="module")
 def tok(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    return AutoTokenizer.from_pretrained(str(tokenizer_copy(smollm2_dir, tmp_path_factory.mktemp("t") / "tok")))
+    return AutoTokenizer.from_pretrained(str(tokenizer_copy(smollm2_dir, tmp_path_factory.mktemp("t") / "t")))
 
 
 def protocol(tmp_path: Path, chat_template: str = "model", files: dict[str, str] | None = None, **prompt):
@@ -84,7 +85,8 @@ def test_system_role_rejected_by_template_is_merged_into_first_user_turn(tmp_pat
 
 
 def test_system_role_rejected_by_template_fails_loudly_when_protocol_says_fail(tmp_path: Path, tok) -> None:
-    p = protocol(tmp_path, "nosys.jinja", {"nosys.jinja": NO_SYSTEM}, system_prompt="Be terse.", system_role="fail")
+    p = protocol(tmp_path, "nosys.jinja", {"nosys.jinja": NO_SYSTEM}, system_prompt="Be terse.",
+                 system_role="fail")
     with pytest.raises(BadInput) as e:
         render_prompt(p, ITEM, tok)
     assert "the chat template rejects a system role (System role not supported)" in e.value.message
@@ -94,7 +96,8 @@ def test_system_role_rejected_by_template_fails_loudly_when_protocol_says_fail(t
 def test_system_prompt_silently_dropped_by_template_is_caught(tmp_path: Path, tok) -> None:
     p = protocol(tmp_path, "drop.jinja", {"drop.jinja": DROPS_SYSTEM}, system_prompt="Be terse.")
     assert render_prompt(p, ITEM, tok).text.startswith("<|im_start|>user\nBe terse.\n\nQ: 2+2?<|im_end|>")
-    p = protocol(tmp_path, "drop.jinja", {"drop.jinja": DROPS_SYSTEM}, system_prompt="Be terse.", system_role="fail")
+    p = protocol(tmp_path, "drop.jinja", {"drop.jinja": DROPS_SYSTEM}, system_prompt="Be terse.",
+                 system_role="fail")
     with pytest.raises(BadInput, match="the chat template drops the system prompt"):
         render_prompt(p, ITEM, tok)
 
@@ -121,7 +124,8 @@ def test_fewshot_file_content_is_hashed_and_its_path_is_not(tmp_path: Path) -> N
     shots = '{"question": "1+1?", "target": "2"}\n'
     h = protocol(tmp_path, "none", {"shots.jsonl": shots}, fewshot_file="shots.jsonl").sha256
     assert protocol(tmp_path, "none", {"other.jsonl": shots}, fewshot_file="other.jsonl").sha256 == h
-    changed = protocol(tmp_path, "none", {"shots.jsonl": shots.replace('"2"', '"two"')}, fewshot_file="shots.jsonl")
+    changed = protocol(tmp_path, "none", {"shots.jsonl": shots.replace('"2"', '"two"')},
+                       fewshot_file="shots.jsonl")
     assert changed.sha256 != h
 
 
@@ -156,12 +160,13 @@ def test_smollm2_chat_prompt_starts_with_one_bos_and_nothing_is_added(tmp_path: 
     enc = PromptEncoder(tok)
     assert not enc.adds_bos and not enc.adds_eos
     t = enc.encode(render_prompt(protocol(tmp_path), ITEM, tok).text)
-    # SmolLM2's template writes <|im_start|> for its default system turn, the user turn and the assistant turn.
+    # SmolLM2's template writes <|im_start|> for its default system turn, the user turn and the assistant
+    # turn.
     assert t.ids[0] == BOS and t.ids[1] != BOS and t.bos_count == 3 and not t.bos_added
     assert enc.special_tokens() == {
         "bos_token": "<|im_start|>", "bos_token_id": BOS, "eos_token": "<|im_end|>", "eos_token_id": EOS,
-        "pad_token": "<|im_end|>", "pad_token_id": EOS, "tokenizer_adds_bos": False, "tokenizer_adds_eos": False,
-        "add_special_tokens": False, "eos_appended": False}
+        "pad_token": "<|im_end|>", "pad_token_id": EOS, "tokenizer_adds_bos": False,
+        "tokenizer_adds_eos": False, "add_special_tokens": False, "eos_appended": False}
 
 
 def test_eos_is_never_appended_to_a_prompt(smollm2_dir: Path, tmp_path: Path) -> None:

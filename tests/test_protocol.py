@@ -169,7 +169,8 @@ def test_template_and_template_file_together_rejected_with_line(tmp_path: Path) 
     p = write(tmp_path, doc)
     with pytest.raises(BadInput) as e:
         load_protocol(p)
-    assert f"{p}:{line_of(p, 'prompt:')}: prompt: give exactly one of template / template_file" in e.value.message
+    line = line_of(p, "prompt:")
+    assert f"{p}:{line}: prompt: give exactly one of template / template_file" in e.value.message
 
 
 def test_every_field_docstring_gives_its_default_or_says_required() -> None:
