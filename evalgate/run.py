@@ -28,7 +28,13 @@ from evalgate.backends.base import (
 )
 from evalgate.checkpoints import Checkpoint, load_tokenizer, resolve_checkpoint
 from evalgate.errors import BadInput, EvalgateError
-from evalgate.prompts import PromptEncoder, chat_template_sha256, render_prompt
+from evalgate.prompts import (
+    PromptEncoder,
+    RenderedPrompt,
+    TokenizedPrompt,
+    chat_template_sha256,
+    render_prompt,
+)
 from evalgate.protocol import LoadedProtocol, load_protocol, verify
 from evalgate.scoring import SampleToScore, aggregate_behavior, get_scorer, pass_at_k, sample_behavior
 from evalgate.splits import SplitManager, actor_name
@@ -95,6 +101,14 @@ def _tokenizer(protocol: LoadedProtocol, ckpt: Checkpoint) -> Any:
         if protocol.chat_template == "none":
             return None
         raise
+
+
+def _prompt_record(r: RenderedPrompt, t: TokenizedPrompt | None) -> dict[str, Any]:
+    """A ``run_prompts`` row: the prompt's hash and how its special tokens were handled (None: no tokenizer).
+    """
+    return {"item_id": r.item_id, "prompt_sha256": r.sha256, "system_merged": r.system_merged,
+            "prompt_tokens": len(t.ids) if t else None, "bos_count": t.bos_count if t else None,
+            "bos_added": t.bos_added if t else None}
 
 
 def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -183,12 +197,8 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
         "effective_params": {**params.as_dict(), "n": sampling.n, "seed": run_seed,
                              "per_sample_seed": "sha256(f'{seed}:{item_id}:{sample_index}')[:8] & (2**63-1)"},
         "actor": actor, "purpose": opts.purpose})
-    store.put_run_prompts(run_id, [
-        {"item_id": iid, "prompt_sha256": r.sha256,
-         "prompt_tokens": len(tokenized[iid].ids) if encoder else None,
-         "bos_count": tokenized[iid].bos_count if encoder else None,
-         "bos_added": tokenized[iid].bos_added if encoder else None, "system_merged": r.system_merged}
-        for iid, r in rendered.items()], {r.sha256: r.text for r in rendered.values()})
+    store.put_run_prompts(run_id, [_prompt_record(r, tokenized.get(iid)) for iid, r in rendered.items()],
+                          {r.sha256: r.text for r in rendered.values()})
 
     gen_s = 0.0
     try:
@@ -197,7 +207,7 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
             for iid, j, s in missing:
                 by_item[iid].append((j, s))
             requests = [GenerationRequest(iid, rendered[iid].text, tuple(j for j, _ in js), tuple(s for _, s in js),
-                                          params, tokenized[iid].ids if encoder else None)
+                                          params, tokenized[iid].ids if iid in tokenized else None)
                         for iid, js in by_item.items()]
             backend = get_backend(opts.backend, str(ckpt.model_dir), **opts.backend_options)
             bar = _progress(len(missing), "generate", opts.progress)
