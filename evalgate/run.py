@@ -104,8 +104,7 @@ def _tokenizer(protocol: LoadedProtocol, ckpt: Checkpoint) -> Any:
 
 
 def _prompt_record(r: RenderedPrompt, t: TokenizedPrompt | None) -> dict[str, Any]:
-    """A ``run_prompts`` row: the prompt's hash and how its special tokens were handled (None: no tokenizer).
-    """
+    """A ``run_prompts`` row: the prompt's hash and its special-token handling (None without a tokenizer)."""
     return {"item_id": r.item_id, "prompt_sha256": r.sha256, "system_merged": r.system_merged,
             "prompt_tokens": len(t.ids) if t else None, "bos_count": t.bos_count if t else None,
             "bos_added": t.bos_added if t else None}
