@@ -57,7 +57,7 @@ def main() -> None:
 # -- protocol ----------------------------------------------------------------------------------------------------
 @main.group()
 def protocol() -> None:
-    """Freeze, verify, show and diff protocol files."""
+    """Freeze, verify, show and diff protocol files; print the protocol file reference."""
 
 
 @protocol.command("freeze")
@@ -131,6 +131,15 @@ def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
     else:
         click.echo(f"{len(rows)} field(s) differ between {pa.ref} and {pb.ref}:")
         click.echo(format_diff(rows, "a", "b"))
+
+
+@protocol.command("docs")
+@handle_errors
+def protocol_docs() -> None:
+    """Print the protocol file reference (Markdown, docs/PROTOCOL.md), generated from the protocol models."""
+    from evalgate.protocol_docs import protocol_reference
+
+    click.echo(protocol_reference(), nl=False)
 
 
 # -- splits ------------------------------------------------------------------------------------------------------
