@@ -44,6 +44,9 @@ class GenerationRequest:
         sample_indices: which samples of the item these are (len == len(seeds)).
         seeds: per-sample sampling seeds (see ``sample_seed``).
         params: effective sampling parameters.
+        prompt_ids: the prompt's token ids from ``prompts.PromptEncoder`` (one BOS, never two); a backend that
+            takes token ids sends these instead of re-tokenizing ``prompt``. None: the backend encodes
+            ``prompt`` with a ``PromptEncoder`` itself.
     """
 
     key: str
@@ -51,6 +54,7 @@ class GenerationRequest:
     sample_indices: tuple[int, ...]
     seeds: tuple[int, ...]
     params: EffectiveParams
+    prompt_ids: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
