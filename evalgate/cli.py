@@ -333,33 +333,30 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
 @click.option("--policy", "policy_path", required=True, type=click.Path(path_type=Path))
 @click.option("--report", type=click.Path(path_type=Path), default=None, help="Write the HTML report here.")
 @click.option("--junit", type=click.Path(path_type=Path), default=None, help="Write JUnit XML here.")
+@click.option("--json-out", type=click.Path(path_type=Path), default=None, help="Write the verdict JSON here.")
+@click.option("--markdown", type=click.Path(path_type=Path), default=None,
+              help="Write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set).")
 @click.option("--actor", default=None)
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, actor: str | None, as_json: bool) -> None:
-    """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports."""
-    from evalgate.audit import audit_summary
-    from evalgate.gate import load_policy, run_gate
-    from evalgate.report import write_html, write_junit
-    from evalgate.store import Store
+def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_out: Path | None,
+             markdown: Path | None, actor: str | None, as_json: bool) -> None:
+    """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
+    refused)."""
+    from evalgate.gate import gate_and_report
 
-    store = Store()
-    verdict = run_gate(load_policy(policy_path), store, actor)
-    doc = verdict.as_dict()
-    if report:
-        write_html(verdict, report, audit_summary(store, verdict.policy.split))
-        doc["report"] = str(report)
-    if junit:
-        write_junit(verdict, junit)
-        doc["junit"] = str(junit)
+    verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out, markdown=markdown,
+                                   actor=actor)
     if as_json:
         _dump(doc)
     else:
-        click.echo(f"{doc['verdict']}: gate {doc['gate']} ({doc['protocol']} on {doc['split']})")
+        click.echo(f"{doc['verdict']}: gate {doc['gate']} ({doc['protocol']}, selection on {doc['selection_split']}, "
+                   f"decision on {doc['decision_split']})")
         for r in verdict.rules:
             click.echo(f"  [{'pass' if r.passed else 'FAIL'}] {r.rule}: {r.detail}")
-        if report:
-            click.echo(f"report: {report}")
+        for k in ("report", "junit", "json_out", "markdown"):
+            if doc.get(k):
+                click.echo(f"{k}: {doc[k]}")
     sys.exit(0 if verdict.passed else 1)
 
 

@@ -1,18 +1,23 @@
-"""Gate outputs: a self-contained HTML release report (jinja2), JSON and JUnit XML.
+"""Gate outputs: a self-contained HTML release report (jinja2, charts as inline SVG from matplotlib), JSON, JUnit XML
+and a Markdown summary (appended to ``$GITHUB_STEP_SUMMARY`` when set).
 
 The HTML file has no external scripts, styles, fonts or images: everything is inline, so it opens offline and
-from a CI artifact store.
+from a CI artifact store. No output holds per-item outputs of the private split.
 """
 
 from __future__ import annotations
 
+import io
 import json
+import math
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from evalgate.gate import Verdict
 from evalgate.store import now
@@ -21,13 +26,88 @@ _ENV = jinja2.Environment(loader=jinja2.PackageLoader("evalgate", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
 
 
-def _fmt(v: Any) -> str:
+def _fmt(v: Any, digits: int = 4) -> str:
     if isinstance(v, float):
-        return "n/a" if v != v else f"{v:.4f}"
+        return "n/a" if not math.isfinite(v) else f"{v:.{digits}f}"
     return "" if v is None else str(v)
 
 
 _ENV.filters["fmt"] = _fmt
+
+# (title, canonical training-log key or None for the dev metric)
+CHARTS: tuple[tuple[str, str | None], ...] = (
+    ("dev metric", None), ("training reward", "reward"), ("KL", "kl"), ("entropy", "entropy"),
+    ("completion length", "completion_length"), ("loss", "loss"), ("grad norm", "grad_norm"),
+)
+_MAX_POINTS = 400
+
+
+def _thin(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    if len(points) <= _MAX_POINTS:
+        return points
+    stride = math.ceil(len(points) / _MAX_POINTS)
+    return points[::stride] + ([points[-1]] if (len(points) - 1) % stride else [])
+
+
+def _svg(fig: Any) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg")
+    text = buf.getvalue()
+    text = text[text.index("<svg"):]
+    # inline SVG in HTML needs no namespace declarations; dropping them (and the metadata block) leaves the file
+    # with no URL at all, so a reader can check at a glance that nothing is fetched
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+    return re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", text)
+
+
+def charts(verdict: Verdict) -> list[dict[str, str]]:
+    """Inline SVG charts, one per series that any seed has: dev metric per checkpoint (best and failed marked),
+    training reward, KL, entropy, completion length, loss and grad norm over steps, one line per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "evalgate"})
+    out = []
+    for title, key in CHARTS:
+        series = []
+        for s in verdict.seeds:
+            if key is None:
+                pts = [(c["step"], c["value"]) for c in s["checkpoints"]
+                       if c["step"] is not None and isinstance(c["value"], float) and math.isfinite(c["value"])]
+            else:
+                pts = _thin(s.get("train_series", {}).get(key, []))
+            if pts:
+                series.append((s, pts))
+        if not series:
+            continue
+        fig, ax = plt.subplots(figsize=(5.2, 2.6), layout="constrained")
+        for s, pts in series:
+            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o" if key is None else None,
+                              markersize=3, linewidth=1.2, label=f"seed {s['train_seed']}")
+            if key is None:
+                if s["best"]:
+                    ax.plot([s["best"]["step"]], [s["best"]["value"]], marker="*", markersize=12,
+                            color=line.get_color(), linestyle="none")
+                for c in s["failed"]:
+                    if isinstance(c["value"], float) and math.isfinite(c["value"]):
+                        ax.plot([c["step"]], [c["value"]], marker="x", markersize=8, color="#cf222e",
+                                linestyle="none")
+            for d in s.get("diagnostics", []):
+                if key is not None or d["kind"] == "reward_hacking":
+                    ax.axvline(d["step"], color=line.get_color(), linestyle=":", linewidth=1)
+        if key is None and verdict.baseline.get("dev"):
+            v = verdict.baseline["dev"]["metrics"].get(verdict.policy.metric)
+            if isinstance(v, float):
+                ax.axhline(v, color="#57606a", linestyle="--", linewidth=1, label="baseline")
+        ax.set_xlabel("training step")
+        ax.set_title(f"{verdict.policy.metric} on {verdict.policy.selection_split}" if key is None else title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+        out.append({"title": title, "svg": Markup(_svg(fig))})
+        plt.close(fig)
+    return out
 
 
 def _atomic_write(path: Path, text: str) -> None:
@@ -38,9 +118,10 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def render_html(verdict: Verdict, audit: dict[str, Any] | None = None) -> str:
-    """The release report as one HTML document."""
+    """The release report as one self-contained HTML document."""
     return _ENV.get_template("report.html.j2").render(
-        v=verdict, d=verdict.as_dict(), generated_at=now().isoformat(timespec="seconds"), audit=audit or {})
+        v=verdict, d=verdict.as_dict(), charts=charts(verdict), generated_at=now().isoformat(timespec="seconds"),
+        audit=audit or {})
 
 
 def write_html(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None = None) -> Path:
@@ -49,23 +130,25 @@ def write_html(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None 
     return p
 
 
-def write_json(verdict: Verdict, path: str | Path) -> Path:
+def write_json(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None = None) -> Path:
+    """The verdict as JSON (``Verdict.as_dict`` plus the decision split's access table)."""
     p = Path(path)
-    _atomic_write(p, json.dumps(verdict.as_dict(), indent=2, default=str))
+    _atomic_write(p, json.dumps({**verdict.as_dict(), "access": audit or {}}, indent=2, default=str))
     return p
 
 
 def junit_xml(verdict: Verdict) -> str:
     """JUnit XML: one testsuite for the gate, one testcase per rule; failed rules carry a <failure>."""
     suite = ET.Element("testsuite", name=f"evalgate.{verdict.policy.name}", tests=str(len(verdict.rules)),
-                       failures=str(sum(not r.passed for r in verdict.rules)), errors="0")
+                       failures=str(sum(not r.passed for r in verdict.rules)), errors="0", skipped="0")
     for r in verdict.rules:
         case = ET.SubElement(suite, "testcase", classname=f"evalgate.{verdict.policy.name}", name=r.rule)
         if not r.passed:
-            ET.SubElement(case, "failure", message=r.detail).text = r.detail
+            ET.SubElement(case, "failure", message=r.detail, type="GateRuleFailed").text = r.detail
         else:
             ET.SubElement(case, "system-out").text = r.detail
-    root = ET.Element("testsuites")
+    root = ET.Element("testsuites", name="evalgate", tests=suite.get("tests", "0"),
+                      failures=suite.get("failures", "0"))
     root.append(suite)
     return ET.tostring(root, encoding="unicode", xml_declaration=True)
 
@@ -74,3 +157,56 @@ def write_junit(verdict: Verdict, path: str | Path) -> Path:
     p = Path(path)
     _atomic_write(p, junit_xml(verdict))
     return p
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def markdown_summary(verdict: Verdict) -> str:
+    """A short Markdown summary: verdict, rules table, per-seed best/last/failed."""
+    d = verdict.as_dict()
+    lines = [f"## evalgate gate `{d['gate']}`: **{d['verdict']}**", "",
+             f"protocol `{d['protocol']}` (sha256 `{(d['protocol_hash'] or 'n/a')[:16]}`), metric {d['metric']}, "
+             f"selection on `{d['selection_split']}`, decision on `{d['decision_split']}`", "",
+             "| rule | outcome | detail |", "|---|---|---|"]
+    lines += [f"| {r.rule} | {'pass' if r.passed else '**FAIL**'} | {_md(r.detail)} |" for r in verdict.rules]
+    lines += ["", "| seed | best (step, dev) | decision | last step | failed steps |", "|---|---|---|---|---|"]
+    for s in verdict.seeds:
+        b = s["best"]
+        dec = s.get("decision", {})
+        best = f"{b['step']}, {_fmt(b['value'])}" if b else "none"
+        lines.append(f"| {s['train_seed']} | {best} | "
+                     f"{_fmt(dec.get('value'))} ± {_fmt(dec.get('stderr'))} | "
+                     f"{s['last']['step'] if s['last'] else ''} | "
+                     f"{', '.join(str(c['step']) for c in s['failed']) or 'none'} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(verdict: Verdict, path: str | Path | None = None) -> list[Path]:
+    """Write the Markdown summary to ``path`` (if given) and append it to ``$GITHUB_STEP_SUMMARY`` (if set).
+
+    Returns:
+        The files written or appended to.
+    """
+    text = markdown_summary(verdict)
+    out = []
+    if path:
+        _atomic_write(Path(path), text)
+        out.append(Path(path))
+    gh = os.environ.get("GITHUB_STEP_SUMMARY")
+    if gh:
+        with open(gh, "a", encoding="utf-8") as f:
+            f.write(text + "\n")
+        out.append(Path(gh))
+    return out
+
+
+def write_all(verdict: Verdict, out_dir: str | Path, stem: str, audit: dict[str, Any] | None = None) -> dict[str, str]:
+    """HTML, JSON, JUnit and Markdown beside each other: ``<out_dir>/<stem>.html|.json|.junit.xml|.md``."""
+    o = Path(out_dir)
+    paths = {"html": write_html(verdict, o / f"{stem}.html", audit), "json": write_json(verdict, o / f"{stem}.json",
+                                                                                         audit),
+             "junit": write_junit(verdict, o / f"{stem}.junit.xml")}
+    md = write_markdown(verdict, o / f"{stem}.md")
+    return {**{k: str(v) for k, v in paths.items()}, "markdown": [str(p) for p in md]}  # type: ignore[dict-item]

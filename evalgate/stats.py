@@ -42,3 +42,67 @@ def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: i
     means = arr[rng.integers(0, len(arr), size=(resamples, len(arr)))].mean(axis=1)
     alpha = (1 - confidence) / 2
     return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+
+
+def stderr_mean_of_means(stderrs: Sequence[float]) -> float:
+    """Stderr of an unweighted mean of k independent subset means: ``sqrt(sum(se_j^2)) / k``.
+
+    For two subsets this is ``0.5 * sqrt(se_a^2 + se_b^2)`` (variance of a sum of independent estimates; Var(cX) =
+    c^2 Var(X)). It treats the subsets (e.g. training seeds) as fixed and their item-level errors as independent.
+
+    Raises:
+        ValueError: no stderrs.
+    """
+    if len(stderrs) == 0:
+        raise ValueError("stderr of a mean of zero subsets")
+    return float(math.sqrt(sum(s * s for s in stderrs)) / len(stderrs))
+
+
+def paired_bootstrap_diff(candidate: np.ndarray, baseline: np.ndarray | float, confidence: float = 0.95,
+                          resamples: int = 10_000, seed: int = 0) -> dict[str, float]:
+    """Paired bootstrap of the mean difference between a candidate and a baseline over the same items.
+
+    Args:
+        candidate: per-item scores, shape ``(items,)`` for one training seed or ``(seeds, items)`` for several;
+            all rows score the same items in the same order.
+        baseline: per-item baseline scores, shape ``(items,)``, or a fixed value.
+        confidence: two-sided level of the percentile interval.
+        resamples: bootstrap resamples.
+        seed: numpy ``default_rng`` seed (results are reproducible).
+
+    Returns:
+        ``{"diff", "low", "high", "stderr", "resamples", "confidence"}``: the observed difference of means, the
+        percentile interval (Efron & Tibshirani 1993, ch. 13) and the bootstrap stderr (sd of the resampled
+        differences). One seed: items are resampled with replacement and the same draw is applied to candidate
+        and baseline (paired). Several seeds: a two-stage bootstrap (Davison & Hinkley 1997, sec. 3.8) resamples
+        seeds, then items; the baseline uses the same item draw.
+
+    Raises:
+        ValueError: shapes disagree or no items.
+    """
+    cand = np.atleast_2d(np.asarray(candidate, dtype=float))
+    n_seeds, n_items = cand.shape
+    if n_items == 0:
+        raise ValueError("paired bootstrap over zero items")
+    fixed = np.isscalar(baseline) or np.ndim(baseline) == 0
+    base = np.full(n_items, float(baseline)) if fixed else np.asarray(baseline, dtype=float)  # type: ignore[arg-type]
+    if base.shape != (n_items,):
+        raise ValueError(f"baseline has shape {base.shape}, candidate items {n_items}")
+    rng = np.random.default_rng(seed)
+    observed = float(cand.mean() - base.mean())
+    diffs = np.empty(resamples)
+    chunk = max(1, 2_000_000 // max(1, n_items * n_seeds))
+    for start in range(0, resamples, chunk):
+        m = min(chunk, resamples - start)
+        items = rng.integers(0, n_items, size=(m, n_items))
+        if n_seeds > 1:
+            seeds = rng.integers(0, n_seeds, size=(m, n_seeds))
+            # mean over resampled seeds of the per-seed mean over resampled items
+            per_seed = np.take_along_axis(cand[seeds], items[:, None, :].repeat(n_seeds, axis=1), axis=2)
+            c = per_seed.mean(axis=(1, 2))
+        else:
+            c = cand[0][items].mean(axis=1)
+        diffs[start:start + m] = c - base[items].mean(axis=1)
+    alpha = (1 - confidence) / 2
+    return {"diff": observed, "low": float(np.quantile(diffs, alpha)), "high": float(np.quantile(diffs, 1 - alpha)),
+            "stderr": float(diffs.std(ddof=1)), "resamples": resamples, "confidence": confidence}

@@ -373,3 +373,11 @@ class Store:
             cur = con.execute(sql + " ORDER BY item_id, run_id, sample_index, rater", args)
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+    def sample_scores(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's per-sample scores only (item_id, sample_index, score, status): what paired statistics need,
+        without joining the completions."""
+        with self.connect() as con:
+            cur = con.execute("SELECT item_id, sample_index, score, status FROM samples WHERE run_id=? "
+                              "ORDER BY item_id, sample_index", [run_id])
+            return [{"item_id": r[0], "sample_index": r[1], "score": r[2], "status": r[3]} for r in cur.fetchall()]

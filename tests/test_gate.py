@@ -1,0 +1,142 @@
+"""The gate over fixture training runs whose best/last/failed checkpoints, triad steps and verdicts are known by
+construction (see tests/gate_fixtures.py)."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.gate import GatePolicy, load_policy, run_gate
+from tests import gate_fixtures as fx
+
+
+def _policy(tmp_path: Path, d: dict) -> GatePolicy:
+    p = tmp_path / "gate.yaml"
+    p.write_text(yaml.safe_dump(d))
+    return load_policy(p)
+
+
+def test_best_last_failed_and_triad(tmp_path: Path) -> None:
+    built = fx.build(tmp_path / "runs")
+    v = run_gate(_policy(tmp_path, fx.policy_dict(built["baseline"], min_seeds=2)), built["store"],
+                 evaluate_decision=False)
+    seeds = {s["train_seed"]: s for s in v.seeds}
+    assert set(seeds) == {1, 2, 3}
+    assert (seeds[1]["best"]["step"], seeds[1]["last"]["step"], [c["step"] for c in seeds[1]["failed"]]) == (30, 40, [])
+    s2 = seeds[2]
+    assert (s2["best"]["step"], s2["last"]["step"], [c["step"] for c in s2["failed"]]) == (20, 40, [30])
+    assert "collapse" in seeds[2]["failed"][0]["failed_reasons"][0]
+    assert (seeds[3]["best"]["step"], seeds[3]["last"]["step"]) == (20, 50)
+    assert [c["step"] for c in seeds[3]["failed"]] == [30, 40, 50]
+    assert "guard nan tripped at step 25" in seeds[3]["failed"][0]["failed_reasons"]
+    assert seeds[3]["failed"][2]["failed_reasons"][0] == "run error"
+    kinds = {k: [(d["kind"], d["step"]) for d in s["diagnostics"]] for k, s in seeds.items()}
+    assert kinds == {1: [("reward_hacking", 40)], 2: [], 3: [("nan", 25)]}
+    outcome = {r.rule: r.passed for r in v.rules}
+    assert outcome == {"min_seeds": True, "training_guards": False, "reward_hacking": False}
+    assert not v.passed
+    # the training log was found next to the checkpoints, in the trainer's format
+    assert seeds[1]["train_log"]["format"] == "trainer_state"
+    assert {"reward", "kl", "completion_length", "grad_norm"} <= set(seeds[1]["train_log"]["keys"])
+
+
+def test_pass_and_statistics_by_hand(tmp_path: Path) -> None:
+    built = fx.build(tmp_path / "runs", seeds=(1, 2))
+    pol = fx.policy_dict(built["baseline"], min_improvement=0.0, confidence=0.9, min_seeds=2,
+                         seeds_beat_baseline_share=1.0, max_length_inflation=1.5, max_truncation_rate=0.1,
+                         reward_hacking=False)
+    v = run_gate(_policy(tmp_path, pol), built["store"], evaluate_decision=False)
+    st = v.stats
+    # X1 mean 0.6, sample var 2.4/9; X2 mean 0.7, var 2.1/9 (n = 10)
+    se1, se2 = math.sqrt(2.4 / 9 / 10), math.sqrt(2.1 / 9 / 10)
+    assert st["aggregate"]["mean_of_seed_means"] == pytest.approx(0.65)
+    assert st["aggregate"]["stderr_seeds_fixed"] == pytest.approx(0.5 * math.sqrt(se1 ** 2 + se2 ** 2))
+    assert st["aggregate"]["stderr_seeds_fixed"] == pytest.approx(0.5 * math.sqrt(0.05))
+    # seeds as the unit: sd(0.6, 0.7) / sqrt(2) = 0.05
+    assert st["aggregate"]["stderr_over_seeds"] == pytest.approx(0.05)
+    # paired differences d = [0, .5, 0, .5, 1, 0, 0, .5, 0, 0]: mean .25, sd sqrt((3*.0625+.5625+6*.0625)/9)
+    assert st["difference"]["diff"] == pytest.approx(0.25)
+    assert st["paired_stderr"] == pytest.approx(math.sqrt((9 * 0.0625 + 0.5625) / 9) / math.sqrt(10))
+    assert st["difference"]["low"] > 0 and st["difference"]["high"] < 0.6
+    assert {r.rule: r.passed for r in v.rules} == {
+        "min_seeds": True, "min_improvement": True, "seeds_beat_baseline": True, "max_truncation_rate": True,
+        "max_length_inflation": True, "training_guards": True}
+    assert v.passed
+    assert v.baseline["decision"]["value"] == pytest.approx(0.4)
+
+
+def test_length_inflation_and_min_improvement_fail(tmp_path: Path) -> None:
+    built = fx.build(tmp_path / "runs", seeds=(1, 2), decision_tokens=50.0)
+    pol = fx.policy_dict(built["baseline"], min_improvement=0.3, max_length_inflation=2.0, reward_hacking=False)
+    v = run_gate(_policy(tmp_path, pol), built["store"], evaluate_decision=False)
+    out = {r.rule: r for r in v.rules}
+    assert not out["max_length_inflation"].passed and "2.50x" in out["max_length_inflation"].detail
+    assert not out["min_improvement"].passed and not v.passed
+
+
+def test_selection_on_public_or_private_refused(tmp_path: Path) -> None:
+    built = fx.build(tmp_path / "runs", seeds=(1,))
+    for split in ("fx-public", "fx-private"):
+        d = {**fx.policy_dict(built["baseline"]), "selection_split": split}
+        with pytest.raises(RefusedByPolicy, match="selected on a dev split only"):
+            run_gate(_policy(tmp_path, d), built["store"], evaluate_decision=False)
+    with pytest.raises(BadInput, match="private-tier"):
+        run_gate(_policy(tmp_path, {**fx.policy_dict(built["baseline"]), "decision_split": "fx-dev"}),
+                 built["store"], evaluate_decision=False)
+
+
+def test_private_budget_is_checked_before_reading(tmp_path: Path) -> None:
+    built = fx.build(tmp_path / "runs", seeds=(1, 2))
+    (tmp_path / "proto.yaml").write_text("placeholder")
+    pol = _policy(tmp_path, {**fx.policy_dict(built["baseline"]), "protocol_file": "proto.yaml",
+                             "baseline": {"value": 0.4}, "train_run": "fx-run"})
+    store = built["store"]
+    # the fixture inserted no access rows; use up 3 of the 4 reads, then a gate needing 2 is refused up front
+    from evalgate.splits import SplitManager
+
+    m = SplitManager(store).manifest("fx-private")
+    for _ in range(3):
+        SplitManager(store).log_read(m, "t", "release-gate", cached=True)
+    with pytest.raises(RefusedByPolicy, match="needs 2 reads .* only 1 of 4"):
+        run_gate(pol, store)
+    assert store.access_rows("fx-private")[-1]["outcome"] == "refused"
+
+
+def test_policy_validation(tmp_path: Path) -> None:
+    base = fx.policy_dict("/nowhere")
+    with pytest.raises(BadInput, match="extra_field"):
+        _policy(tmp_path, {**base, "extra_field": 1})
+    with pytest.raises(BadInput, match="exactly one"):
+        _policy(tmp_path, {**base, "baseline": {"checkpoint": "x", "value": 0.3}})
+    with pytest.raises(BadInput, match="needs a baseline checkpoint"):
+        _policy(tmp_path, {**base, "baseline": {"value": 0.3}, "rules": {"max_length_inflation": 1.2}})
+    with pytest.raises(BadInput, match="metric"):
+        _policy(tmp_path, {**base, "metric": "mean_completion_tokens"})
+
+
+def test_fixed_value_baseline(tmp_path: Path) -> None:
+    built = fx.build(tmp_path / "runs", seeds=(1,))
+    d = {**fx.policy_dict(built["baseline"]), "baseline": {"value": 0.5}, "train_run": "fx-run"}
+    d["rules"] = {"min_improvement": 0.0, "seeds_beat_baseline_share": 1.0, "reward_hacking": False}
+    v = run_gate(_policy(tmp_path, d), built["store"], evaluate_decision=False)
+    assert v.stats["difference"]["diff"] == pytest.approx(0.1)  # X1 mean 0.6 - 0.5
+    assert "fixed value" in v.stats["difference"]["method"]
+    assert {r.rule: r.passed for r in v.rules}["seeds_beat_baseline"] is True
+
+
+def test_nan_weights_mark_a_checkpoint_failed(tmp_path: Path) -> None:
+    import torch
+    from safetensors.torch import save_file
+
+    from evalgate.gate import weights_finite
+
+    ok, bad = tmp_path / "ok", tmp_path / "bad"
+    ok.mkdir()
+    bad.mkdir()
+    save_file({"w": torch.ones(3)}, str(ok / "model.safetensors"))
+    save_file({"w": torch.tensor([1.0, float("inf"), 0.0])}, str(bad / "model.safetensors"))
+    assert weights_finite(ok) is True and weights_finite(bad) is False and weights_finite(tmp_path) is None

@@ -1,0 +1,70 @@
+"""The gate end to end through the CLI with real evaluations: SmolLM2-135M checkpoints on tiny addition splits, the
+decision split read through the split manager (purpose release-gate, counted, cache reused)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from evalgate.demo_train import addition_items
+from evalgate.run import RunOptions, evaluate
+from evalgate.splits import write_split
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _variant(src: Path, dst: Path, k: int) -> Path:
+    """A checkpoint directory with the same weights (symlinked) and a config that differs by one unused key, so
+    its digest differs."""
+    dst.mkdir(parents=True)
+    for f in src.iterdir():
+        if f.name != "config.json":
+            (dst / f.name).symlink_to(f)
+    cfg = json.loads((src / "config.json").read_text())
+    cfg["evalgate_test_variant"] = k
+    (dst / "config.json").write_text(json.dumps(cfg))
+    return dst
+
+
+def test_gate_cli_with_real_decision_runs(home: Path, smollm2_dir: Path) -> None:
+    write_split("add-dev", "dev", addition_items("dev", 3), {"source": "test"})
+    write_split("add-private", "private", addition_items("private", 3), {"source": "test"})
+    proto = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
+    proto.update(name="add-test")
+    proto["sampling"]["max_tokens"] = 4
+    (home / "protocols").mkdir()
+    ppath = home / "protocols" / "add-test.yaml"
+    ppath.write_text(yaml.safe_dump(proto))
+    env = {**os.environ}
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "evalgate.cli", *args], capture_output=True, text=True, env=env,
+                              cwd=REPO, timeout=600)
+
+    assert cli("protocol", "freeze", str(ppath)).returncode == 0
+    run_dir = home / "train" / "seed1"
+    for step in (2, 4):
+        ck = _variant(smollm2_dir, run_dir / f"checkpoint-{step}", step)
+        (ck / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": [
+            {"step": s, "loss": 1.0 / s, "grad_norm": 1.0, "learning_rate": 1e-4} for s in range(1, step + 1)]}))
+        evaluate(ppath, ck, "add-dev", RunOptions(train_seed=1, progress=False))
+    (home / "gates").mkdir()
+    policy = home / "gates" / "g.yaml"
+    policy.write_text(yaml.safe_dump({
+        "name": "real", "protocol": "add-test@1", "selection_split": "add-dev", "decision_split": "add-private",
+        "baseline": {"checkpoint": str(smollm2_dir)}, "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
+    g = cli("gate", "--policy", str(policy), "--json", "--report", str(home / "r.html"), "--junit",
+            str(home / "j.xml"))
+    assert g.returncode in (0, 1), g.stderr
+    doc = json.loads(g.stdout)
+    (seed,) = doc["seeds"]
+    assert seed["train_seed"] == 1 and seed["last"]["step"] == 4 and seed["best"]["step"] in (2, 4)
+    assert seed["decision"]["items"] == 3 and doc["baseline"]["decision"]["items"] == 3
+    assert seed["train_log"]["format"] == "trainer_state"
+    a = json.loads(cli("audit", "--json", "--split", "add-private").stdout)["splits"]["add-private"]
+    assert a["reads"] == 2 and a["by_purpose"] == {"release-gate": 2} and a["budget"]["left"] == 2

@@ -1,0 +1,104 @@
+"""Gate outputs: the HTML report opened in headless Chromium (no console errors, no requests beyond the file itself,
+a screenshot), JUnit XML checked by a parser, JSON and the Markdown step summary."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evalgate.gate import load_policy, run_gate
+from evalgate.report import junit_xml, write_all
+from tests import gate_fixtures as fx
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+
+
+def _verdict(tmp_path: Path):  # noqa: ANN202
+    built = fx.build(tmp_path / "runs")
+    p = tmp_path / "gate.yaml"
+    p.write_text(yaml.safe_dump(fx.policy_dict(built["baseline"], min_seeds=2, min_improvement=0.0,
+                                               max_truncation_rate=0.1)))
+    return run_gate(load_policy(p), built["store"], evaluate_decision=False)
+
+
+def chromium(html: Path, tmp: Path, png: Path) -> tuple[str, list[str]]:
+    """Open ``html`` headless; return (stderr with console messages, URLs the page requested).
+
+    Page-initiated requests are told apart from the browser's own (time sync, account probes) by Chromium's net
+    log: their network isolation key is the page's top frame, ``file://``.
+    """
+    netlog = tmp / "netlog.json"
+    r = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp / 'profile'}", "--enable-logging=stderr", "--v=0",
+                        f"--log-net-log={netlog}", "--window-size=1200,2400", f"--screenshot={png}",
+                        html.as_uri()], capture_output=True, text=True, timeout=120)
+    assert png.is_file(), r.stderr[-2000:]
+    text = netlog.read_text().rstrip()
+    try:
+        events = json.loads(text)["events"]
+    except json.JSONDecodeError:  # a net log cut off at exit lacks its closing brackets
+        events = json.loads(text.rstrip(",") + "]}")["events"]
+    by_source: dict[int, dict[str, str]] = {}
+    for ev in events:
+        params = ev.get("params") or {}
+        src = by_source.setdefault(ev["source"]["id"], {})
+        for k in ("url", "network_isolation_key"):
+            if isinstance(params.get(k), str):
+                src.setdefault(k, params[k])
+    urls = sorted({v["url"] for v in by_source.values()
+                   if "url" in v and v.get("network_isolation_key", "").startswith("file://")})
+    return r.stderr, urls
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium; .ci/run does it)")
+def test_html_report_in_headless_chromium(tmp_path: Path) -> None:
+    v = _verdict(tmp_path)
+    out = write_all(v, tmp_path / "out", "gate", {"splits": {}, "chain": {"ok": True, "rows": 0}})
+    html = Path(out["html"])
+    text = html.read_text()
+    assert "http://" not in text and "https://" not in text and "<script" not in text and "<link" not in text
+    assert text.count("<svg") >= 4  # dev metric, reward, KL, completion length (plus loss, grad norm)
+    # a page with a console error and a fetch is caught by the same harness (the check can fail)
+    bad = tmp_path / "bad.html"
+    bad.write_text('<html><body><img src="http://192.0.2.1/x.png"><script>console.error("boom")</script></body></html>')
+    err, urls = chromium(bad, tmp_path / "c1", tmp_path / "bad.png")
+    assert "boom" in err and any(u.startswith("http://192.0.2.1") for u in urls)
+    err, urls = chromium(html, tmp_path / "c2", tmp_path / "report.png")
+    assert "CONSOLE" not in err and "Uncaught" not in err, err[-2000:]
+    assert [u for u in urls if not u.startswith("file://")] == [], urls
+
+
+def test_junit_parses_one_case_per_rule(tmp_path: Path) -> None:
+    v = _verdict(tmp_path)
+    root = ET.fromstring(junit_xml(v).split("?>", 1)[1])
+    suite = root.find("testsuite")
+    assert suite is not None
+    cases = suite.findall("testcase")
+    assert [c.get("name") for c in cases] == [r.rule for r in v.rules]
+    failed = [c.get("name") for c in cases if c.find("failure") is not None]
+    assert failed == ["training_guards", "reward_hacking"] and suite.get("failures") == "2"
+    assert int(suite.get("tests", "0")) == len(v.rules)
+
+
+def test_json_and_step_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    summary = tmp_path / "step_summary.md"
+    summary.write_text("earlier step\n")
+    monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
+    v = _verdict(tmp_path)
+    out = write_all(v, tmp_path / "out", "gate", {"splits": {}, "chain": {"ok": True, "rows": 0}})
+    doc = json.loads(Path(out["json"]).read_text())
+    assert doc["verdict"] == "FAIL" and {s["train_seed"] for s in doc["seeds"]} == {1, 2, 3}
+    assert doc["stats"]["difference"]["confidence"] == 0.95
+    text = summary.read_text()
+    assert text.startswith("earlier step\n") and "**FAIL**" in text and "| training_guards | **FAIL** |" in text
+    # never per-item outputs of the private split: its extracted answers carry a marker found in no output
+    html = Path(out["html"]).read_text()
+    assert "Samples for audit" in html and fx.PRIVATE_MARKER not in html and fx.PRIVATE_MARKER not in text
+    assert fx.PRIVATE_MARKER not in Path(out["json"]).read_text()
