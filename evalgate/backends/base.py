@@ -99,7 +99,29 @@ def sample_seed(protocol_seed: int, item_id: str, sample_index: int) -> int:
 # name -> (module, class, pip extra)
 BACKENDS: dict[str, tuple[str, str, str]] = {
     "hf": ("evalgate.backends.hf", "HFBackend", "hf"),
+    "vllm": ("evalgate.backends.vllm", "VLLMBackend", "vllm"),
+    "openai": ("evalgate.backends.openai", "OpenAIBackend", "openai"),
 }
+
+
+def encode_prompt(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of a rendered prompt, shared by every backend that tokenizes itself (hf, vllm).
+
+    Special tokens are added only when the text does not already start with the BOS token (chat templates write
+    it), so a prompt holds one BOS, never two.
+    """
+    bos = tokenizer.bos_token
+    add = not (bos and text.startswith(bos))
+    return list(tokenizer(text, add_special_tokens=add)["input_ids"])
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """``text`` up to the first occurrence of any stop sequence, and whether one occurred.
+
+    OpenAI semantics: the returned text excludes the stop sequence.
+    """
+    cut = min((text.find(s) for s in stop if s and s in text), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
 
 
 def get_backend(name: str, model_dir: str, **options: Any) -> Backend:
