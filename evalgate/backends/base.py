@@ -140,3 +140,25 @@ def get_backend(name: str, model_dir: str, **options: Any) -> Backend:
         raise MissingExtra(f"backend {name!r} needs extra packages: pip install 'evalgate[{extra}]' ({e})") from e
     factory: Callable[..., Backend] = getattr(mod, cls)
     return factory(model_dir, **options)
+
+
+def parse_backend_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (``--backend-option``) to a dict; values are read as YAML scalars, so ``4`` is an
+    int, ``0.5`` a float, ``true`` a bool and anything else (a URL) a string.
+
+    Raises:
+        BadInput: an entry lacks ``=`` or a key.
+    """
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"backend option {pair!r} is not KEY=VALUE (e.g. --backend-option base_url=http://"
+                           "127.0.0.1:8000/v1)")
+        try:
+            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError:
+            out[key.strip()] = value
+    return out

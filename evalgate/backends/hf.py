@@ -176,7 +176,7 @@ class HFBackend:
         for idx in plan:
             batch = [rows[k] for k in idx]
             params = requests[batch[0][0]].params
-            for (ri, j, ids, _), comp in zip(batch, self._generate_batch(batch, params), strict=True):
+            for (ri, j, _ids, _), comp in zip(batch, self._generate_batch(batch, params), strict=True):
                 done[ri][j] = comp
                 if len(done[ri]) == len(requests[ri].seeds):
                     res = GenerationResult(requests[ri], tuple(done[ri][k] for k in range(len(requests[ri].seeds))))

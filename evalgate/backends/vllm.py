@@ -32,6 +32,12 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+# An ImportError here becomes "pip install 'evalgate[vllm]'" in the registry. Only the light classes are imported
+# at module level; vllm.LLM (which pulls the GPU stack) is imported when an engine starts.
+import vllm  # noqa: E402,I001
+from vllm import SamplingParams  # noqa: E402
+from vllm.inputs import TokensPrompt  # noqa: E402
+
 from evalgate.backends.base import (
     Completion,
     EffectiveParams,
@@ -40,12 +46,6 @@ from evalgate.backends.base import (
     encode_prompt,
 )
 from evalgate.errors import BadInput, EngineError
-
-# An ImportError here becomes "pip install 'evalgate[vllm]'" in the registry. Only the light classes are imported
-# at module level; vllm.LLM (which pulls the GPU stack) is imported when an engine starts.
-import vllm  # noqa: E402,I001
-from vllm import SamplingParams  # noqa: E402
-from vllm.inputs import TokensPrompt  # noqa: E402
 
 # vLLM's value for "top-k disabled" (vllm.SamplingParams: "top_k must be 0 (disable), or at least 1"); evalgate's
 # protocol also uses 0 for disabled. Older vLLM releases used -1; naming it keeps the mapping visible.
