@@ -78,8 +78,15 @@ def _m001_initial(con: duckdb.DuckDBPyConnection) -> None:
             detail VARCHAR, prev_hash VARCHAR NOT NULL, row_hash VARCHAR NOT NULL)""")
 
 
+def _m003_run_owner(con: duckdb.DuckDBPyConnection) -> None:
+    """Which process runs a run (host, pid), so a run left 'running' by a killed process can be recognised."""
+    con.execute("ALTER TABLE runs ADD COLUMN host VARCHAR")
+    con.execute("ALTER TABLE runs ADD COLUMN pid INTEGER")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
     (1, "initial", _m001_initial),
+    (3, "run_owner", _m003_run_owner),
 ]
 
 GENESIS_HASH = "0" * 64
@@ -202,6 +209,25 @@ class Store:
         with self.connect() as con:
             con.execute("UPDATE runs SET status='failed', finished_at=?, error=? WHERE run_id=?",
                         [now(), error, run_id])
+
+    def mark_interrupted_runs(self, host: str, is_alive: Callable[[int], bool]) -> list[str]:
+        """Mark ``running`` runs started on ``host`` by a process that no longer exists as ``interrupted``.
+
+        Their generations stay in the cache (a rerun resumes from them); they never get samples or metrics.
+        Runs from other hosts, or from before the host/pid columns existed, are left alone.
+
+        Returns:
+            The run ids marked.
+        """
+        with self.connect() as con:
+            rows = con.execute("SELECT run_id, pid FROM runs WHERE status='running' AND host=? AND pid IS NOT NULL",
+                               [host]).fetchall()
+            dead = [run_id for run_id, pid in rows if not is_alive(pid)]
+            for run_id in dead:
+                con.execute("UPDATE runs SET status='interrupted', error=? WHERE run_id=?",
+                            ["the process running it ended without finishing it (killed or crashed); "
+                             "its stored generations are reused by the next identical run", run_id])
+        return dead
 
     def runs(self, **where: Any) -> list[dict[str, Any]]:
         """Runs matching column equalities (e.g. ``protocol_name=..., split=..., status='complete'``), oldest
