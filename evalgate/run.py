@@ -211,7 +211,7 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
                 for row in rows:
                     cached[(row["item_id"], row["sample_index"], row["seed"])] = {**row, "fresh": True}
                 bar.update(len(rows))
-                new_tokens[0] += sum(row["completion_tokens"] for row in rows)
+                new_tokens[0] += sum(c.completion_tokens for c in res.completions)
                 bar.set_postfix_str(f"{new_tokens[0] / max(time.perf_counter() - g0, 1e-9):.1f} tok/s")
 
             backend.generate(requests, on_result=store_result)
