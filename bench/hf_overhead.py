@@ -5,7 +5,7 @@ sampling values in a fresh process; (2) ``evalgate run`` (CLI, fresh process, fr
 evaluates the same items. Whole-process wall times; medians over repetitions and their ratio. Then an identical
 ``evalgate run`` on the last store: its wall time, the ratio first/cached, and whether the model was loaded.
 
-Usage: python bench/hf_overhead.py [--items 8] [--n 2] [--max-tokens 64] [--reps 3]
+Usage: python bench/hf_overhead.py [--items 8] [--n 2] [--max-tokens 64] [--reps 3] [--greedy]
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--greedy", action="store_true", help="temperature 0, n 1: both sides do identical work")
     a = ap.parse_args()
 
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -64,6 +65,8 @@ def main() -> None:
     proto = yaml.safe_load((REPO / "protocols" / "humaneval-smoke.yaml").read_text())
     proto.update(name="bench", version="1", pass_at_k=[1])
     proto["sampling"].update(n=a.n, max_tokens=a.max_tokens)
+    if a.greedy:
+        proto["sampling"].update(temperature=0.0, top_p=1.0, n=1)
     ppath = work / "bench.yaml"
     ppath.write_text(yaml.safe_dump(proto))
     os.environ["EVALGATE_HOME"] = str(work / "home-freeze")
@@ -82,10 +85,18 @@ def main() -> None:
         env = {**os.environ}
         w, p = timed([sys.executable, str(REPO / "bench" / "plain_hf.py"), str(work / "spec.json")], env)
         plain.append(w)
+        plain_texts = p["texts"]
         env["EVALGATE_HOME"] = str(work / f"home-{rep}")
         w2, d = timed(run, env)
         ours.append(w2)
         docs.append(d)
+        if a.greedy:
+            from evalgate.store import Store
+
+            ours_texts = [x["text"] for x in sorted(Store(Path(env["EVALGATE_HOME"]) / "evalgate.duckdb").samples(
+                d["run_id"]), key=lambda x: [it["id"] for it in items].index(x["item_id"]))]
+            same = sum(o == pt.split("\n```")[0] for o, pt in zip(ours_texts, plain_texts, strict=True))
+            print(f"  greedy texts identical to plain (after the stop cut): {same}/{len(ours_texts)}", flush=True)
         print(f"rep {rep}: plain {w:.1f} s (generate {p['generate_s']:.1f} s, {p['completion_tokens']} tokens); "
               f"evalgate {w2:.1f} s (generate {d['counts']['timing']['generate_s']:.1f} s, score "
               f"{d['counts']['timing']['score_s']:.1f} s, {d['counts']['timing']['new_completion_tokens']} tokens)",
@@ -99,7 +110,8 @@ def main() -> None:
     print(json.dumps({
         "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.platform()}, load avg "
                    f"{os.getloadavg()[0]:.1f}",
-        "items": a.items, "n": a.n, "max_tokens": a.max_tokens, "reps": a.reps,
+        "items": a.items, "n": 1 if a.greedy else a.n, "greedy": a.greedy, "max_tokens": a.max_tokens,
+        "reps": a.reps,
         "plain_wall_s": plain, "evalgate_wall_s": ours, "median_plain_s": mp, "median_evalgate_s": mo,
         "overhead_ratio": mo / mp,
         "evalgate_generate_s": [d["counts"]["timing"]["generate_s"] for d in docs],

@@ -24,14 +24,15 @@ def main(spec_path: str) -> None:
     enc = tok(spec["prompts"], return_tensors="pt", padding=True, add_special_tokens=False)
     g0 = time.perf_counter()
     with torch.inference_mode():
-        out = model.generate(**enc, do_sample=True, temperature=spec["temperature"], top_p=spec["top_p"], top_k=0,
-                             max_new_tokens=spec["max_tokens"], num_return_sequences=spec["n"],
+        sampling = {"do_sample": True, "temperature": spec["temperature"], "top_p": spec["top_p"], "top_k": 0} \
+            if spec["temperature"] > 0 else {"do_sample": False}
+        out = model.generate(**enc, **sampling, max_new_tokens=spec["max_tokens"], num_return_sequences=spec["n"],
                              stop_strings=spec["stop"] or None, tokenizer=tok, pad_token_id=tok.pad_token_id)
     gen_s = time.perf_counter() - g0
     new = out[:, enc["input_ids"].shape[1]:]
     texts = tok.batch_decode(new, skip_special_tokens=True)
     tokens = int((new != tok.pad_token_id).sum())
-    print(json.dumps({"samples": len(texts), "completion_tokens": tokens, "generate_s": gen_s,
+    print(json.dumps({"samples": len(texts), "completion_tokens": tokens, "generate_s": gen_s, "texts": texts,
                       "wall_in_script_s": time.perf_counter() - t0}))
 
 
