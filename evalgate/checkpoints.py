@@ -110,7 +110,8 @@ def convert_gguf(gguf: Path, digest: str) -> Path:
             from safetensors.torch import save_file
             from transformers import AutoModelForCausalLM, AutoTokenizer
         except ImportError as e:
-            raise MissingExtra(f"converting a GGUF checkpoint needs the hf extra: pip install 'evalgate[hf]' ({e})")
+            raise MissingExtra(
+                f"converting a GGUF checkpoint needs the hf extra: pip install 'evalgate[hf]' ({e})") from e
         tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
         try:
             tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
@@ -191,8 +192,10 @@ def load_tokenizer(model_dir: str | Path) -> Any:
     try:
         from transformers import AutoTokenizer
     except ImportError as e:
-        raise MissingExtra(f"rendering prompts with a checkpoint's tokenizer needs: pip install 'evalgate[hf]' ({e})")
+        raise MissingExtra(
+            f"rendering prompts with a checkpoint's tokenizer needs: pip install 'evalgate[hf]' ({e})") from e
     try:
         return AutoTokenizer.from_pretrained(str(model_dir))
     except (OSError, ValueError) as e:
-        raise BadInput(f"{model_dir}: no loadable tokenizer ({e}); a checkpoint directory needs its tokenizer files")
+        raise BadInput(
+            f"{model_dir}: no loadable tokenizer ({e}); a checkpoint directory needs its tokenizer files") from e

@@ -158,16 +158,24 @@ def splits_import(dataset: str, source: Path | None) -> None:
 @click.option("--tier", required=True, type=click.Choice(["smoke", "dev", "public", "private", "human-audit"]))
 @click.option("--file", "file", required=True, type=click.Path(path_type=Path), help="JSONL with an 'id' per line.")
 @click.option("--source", default=None, help="Provenance: where the data came from.")
+@click.option("--purpose", "purposes", multiple=True, help="Policy: allow only these purposes (repeatable).")
+@click.option("--max-reads", type=int, default=None, help="Policy: reads allowed per window.")
+@click.option("--window-days", type=int, default=None, help="Policy: budget window, days.")
+@click.option("--hard", is_flag=True, default=None, help="Policy: a hard budget (no override).")
 @handle_errors
-def splits_add(name: str, tier: str, file: Path, source: str | None) -> None:
-    """Add a split from a JSONL file."""
+def splits_add(name: str, tier: str, file: Path, source: str | None, purposes: tuple[str, ...],
+               max_reads: int | None, window_days: int | None, hard: bool | None) -> None:
+    """Add a split from a JSONL file; policy options may only tighten the tier's default."""
     from evalgate.errors import BadInput
-    from evalgate.splits import parse_jsonl, write_split
+    from evalgate.splits import Policy, parse_jsonl, write_split
 
     if not file.is_file():
         raise BadInput(f"{file} not found; pass a JSONL file with --file")
     items = parse_jsonl(file.read_bytes(), str(file))
-    p = write_split(name, tier, items, {"source": source or str(file)})
+    given = {"purposes": list(purposes) or None, "max_reads": max_reads, "window_days": window_days, "hard": hard}
+    set_fields = {k: v for k, v in given.items() if v is not None}
+    policy = Policy.model_validate(set_fields) if set_fields else None
+    p = write_split(name, tier, items, {"source": source or str(file)}, policy=policy)
     click.echo(f"added split {name} (tier {tier}, {len(items)} items) -> {p}")
 
 
@@ -185,6 +193,79 @@ def splits_list(as_json: bool) -> None:
     for m in ms:
         click.echo(f"{m.name:24s} {m.tier:11s} {m.count:5d} items  sha256 {m.content_sha256[:12]}"
                    f"{'  encrypted' if m.encrypted else ''}")
+
+
+@splits.command("contamination")
+@click.option("--split", required=True)
+@click.option("--corpus", required=True, type=click.Path(path_type=Path), help="Text or JSONL file (.gz allowed).")
+@click.option("--ngram", type=int, default=13, show_default=True, help="n-gram length in words.")
+@click.option("--threshold", type=float, default=0.7, show_default=True, help="Flag items with overlap >= this.")
+@click.option("--field", "fields", multiple=True, help="Item field to check (repeatable; default: all text fields).")
+@click.option("--corpus-format", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True)
+@click.option("--text-field", default=None, help="JSONL corpus field with the text (default: every string).")
+@click.option("--actor", default=None)
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def splits_contamination(split: str, corpus: Path, ngram: int, threshold: float, fields: tuple[str, ...],
+                         corpus_format: str, text_field: str | None, actor: str | None, as_json: bool) -> None:
+    """Share of each item's word n-grams found in a training corpus; exit 1 if any item is flagged."""
+    from evalgate.contamination import check_contamination
+
+    rep = check_contamination(split, corpus, ngram, threshold, list(fields) or None, corpus_format, text_field,
+                              actor)
+    if as_json:
+        _dump(rep.as_dict())
+    else:
+        for w in rep.warnings:
+            click.echo(f"warning: {w}", err=True)
+        for it in sorted(rep.items, key=lambda x: -1.0 if x.overlap is None else x.overlap, reverse=True):
+            share = "  n/a (shorter than n)" if it.overlap is None else f"{it.overlap:6.3f}"
+            click.echo(f"{'FLAG' if it.flagged else '    '} {it.id:32s} {share}  ({it.matched}/{it.ngrams} "
+                       f"{rep.ngram}-grams)")
+        click.echo(f"{len(rep.flagged)} of {len(rep.items)} items at or above {rep.threshold} overlap with "
+                   f"{rep.corpus} ({rep.corpus_tokens} tokens read, {rep.seconds:.1f} s)")
+    sys.exit(1 if rep.flagged else 0)
+
+
+@splits.command("export-audit")
+@click.argument("name")
+@click.option("--out", required=True, type=click.Path(path_type=Path), help="JSONL file to write.")
+@click.option("--run", "run_id", default=None, help="Export this run's samples instead of the bare items.")
+@click.option("--actor", default=None)
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def splits_export_audit(name: str, out: Path, run_id: str | None, actor: str | None, as_json: bool) -> None:
+    """Write a human-audit split's items (or a run's samples) for people to score (fill in human_score)."""
+    from evalgate.human_audit import export_audit
+
+    doc = export_audit(name, out, run_id, actor)
+    if as_json:
+        _dump(doc)
+    else:
+        click.echo(f"wrote {doc['records']} records of {name} to {out}; fill in human_score, then "
+                   f"'evalgate splits import-audit {out}'")
+
+
+@splits.command("import-audit")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--rater", default=None, help="Rater for records without one (default: the actor).")
+@click.option("--actor", default=None)
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def splits_import_audit(file: Path, rater: str | None, actor: str | None, as_json: bool) -> None:
+    """Store the human scores of a file written by export-audit."""
+    from evalgate.human_audit import import_audit
+
+    doc = import_audit(file, rater, actor)
+    if as_json:
+        _dump(doc)
+        return
+    a = doc["agreement"]
+    click.echo(f"imported {doc['imported']} human scores ({doc['skipped_unscored']} unscored records skipped)")
+    if a["n"]:
+        click.echo(f"  vs automatic scores on {a['n']} samples: mean human {a['mean_human']:.3f}, mean auto "
+                   f"{a['mean_auto']:.3f}, mean |diff| {a['mean_abs_diff']:.3f}, exact agreement "
+                   f"{a['exact_agreement']:.3f}")
 
 
 # -- run ---------------------------------------------------------------------------------------------------------
@@ -307,11 +388,12 @@ def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, actor: 
 # -- audit -------------------------------------------------------------------------------------------------------
 @main.group("audit", invoke_without_command=True)
 @click.option("--split", default=None)
+@click.option("--tier", default=None, type=click.Choice(["smoke", "dev", "public", "private", "human-audit"]))
 @click.option("--since", default=None, help="ISO date, e.g. 2026-11-01.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 @handle_errors
-def audit_cmd(ctx: click.Context, split: str | None, since: str | None, as_json: bool) -> None:
+def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: str | None, as_json: bool) -> None:
     """Who read which split, how often and for what; 'audit verify' checks the log's hash chain."""
     if ctx.invoked_subcommand:
         return
@@ -323,34 +405,54 @@ def audit_cmd(ctx: click.Context, split: str | None, since: str | None, as_json:
         since_dt = datetime.fromisoformat(since).astimezone() if since else None
     except ValueError as e:
         raise BadInput(f"--since {since!r} is not an ISO date (e.g. 2026-11-01)") from e
-    doc = audit_summary(Store(), split, since_dt)
+    doc = audit_summary(Store(), split, since_dt, tier)
     if as_json:
         _dump(doc)
         return
-    click.echo(f"{'split':24s} {'tier':11s} {'reads':>5s} {'cached':>6s} {'refused':>7s}  budget        purposes")
+    click.echo(f"{'split':20s} {'tier':11s} {'reads':>5s} {'cached':>6s} {'override':>8s} {'refused':>7s}  "
+               "budget used/max (left)")
     for name, a in doc["splits"].items():
         b = a.get("budget")
-        budget = f"{b['used']}/{b['max_reads']} per {b['window_days']}d" if b else "-"
-        purposes = ", ".join(f"{p}:{n}" for p, n in a["by_purpose"].items())
-        click.echo(f"{name:24s} {a['tier'] or '?':11s} {a['reads']:5d} {a['cached_reads']:6d} {a['refusals']:7d}  "
-                   f"{budget:13s} {purposes}")
+        budget = f"{b['used']}/{b['max_reads']} per {b['window_days']}d ({b['left']} left)" if b else "-"
+        click.echo(f"{name:20s} {a['tier'] or '?':11s} {a['reads']:5d} {a['cached_reads']:6d} {a['overrides']:8d} "
+                   f"{a['refusals']:7d}  {budget}")
+        for label, key in (("by actor", "by_actor"), ("by purpose", "by_purpose"), ("by day", "by_day"),
+                           ("refused", "refusals_by_actor")):
+            if a[key]:
+                click.echo(f"    {label + ':':12s} " + ", ".join(f"{k} {n}" for k, n in a[key].items()))
+        if a["ci_reads"]:
+            click.echo(f"    {'in CI:':12s} {a['ci_reads']} of the reads")
+        if len(a["tiers_seen"]) > 1:
+            click.echo(f"    WARNING: logged under tiers {', '.join(a['tiers_seen'])} (its manifest was changed)")
     c = doc["chain"]
-    click.echo(f"access log: {c['rows']} rows, chain {'intact' if c['ok'] else 'BROKEN at row ' + str(c['first_bad_seq'])}")
+    click.echo(f"access log: {c['rows']} rows, chain "
+               + (f"intact (head {c['head']['seq']}:{c['head']['hash'][:16]})" if c["ok"]
+                  else f"BROKEN at row {c['first_bad_seq']}: {c['reason']}"))
 
 
 @audit_cmd.command("verify")
+@click.option("--expect-head", default=None, help="SEQ:HASH recorded earlier; also detects deleted final rows.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def audit_verify(as_json: bool) -> None:
+def audit_verify(expect_head: str | None, as_json: bool) -> None:
     """Exit 1 and name the first bad row if the access log was edited, inserted into or truncated."""
     from evalgate.audit import verify_chain
+    from evalgate.errors import BadInput
     from evalgate.store import Store
 
-    res = verify_chain(Store())
+    head = None
+    if expect_head:
+        seq, _, digest = expect_head.partition(":")
+        if not seq.isdigit() or len(digest) != 64:
+            raise BadInput(f"--expect-head {expect_head!r}: expected SEQ:HASH as printed by 'audit verify' "
+                           "(a row number, a colon, 64 hex digits)")
+        head = (int(seq), digest)
+    res = verify_chain(Store(), head)
     if as_json:
         _dump(res)
     elif res["ok"]:
-        click.echo(f"ok: access log chain intact ({res['rows']} rows)")
+        click.echo(f"ok: access log chain intact ({res['rows']} rows); head {res['head']['seq']}:"
+                   f"{res['head']['hash']}")
     else:
         click.echo(f"BROKEN: first bad row seq {res['first_bad_seq']}: {res['reason']}", err=True)
     sys.exit(0 if res["ok"] else 1)

@@ -108,11 +108,13 @@ def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str,
     """Run metrics from scored samples grouped by item.
 
     pass@k is the unbiased estimator per item, averaged over items (Chen et al. 2021), with the stderr of that
-    mean over items. Behaviour metrics are means over samples.
+    mean over items. Behaviour metrics are means over samples. A greedy protocol (temperature 0) reports
+    pass@1 only: its samples are copies of one decode, so pass@k for k > 1 would be pass@1 renamed.
     """
     metrics: dict[str, Any] = {}
     counts = [(len(ss), sum(1 for s in ss if s["status"] == "correct")) for ss in per_item.values()]
-    for k in protocol.spec.pass_at_k:
+    ks = [1] if protocol.spec.sampling.temperature == 0 else protocol.spec.pass_at_k
+    for k in ks:
         mean, se = mean_stderr([pass_at_k(n, c, k) for n, c in counts])
         metrics[f"pass@{k}"] = mean
         metrics[f"pass@{k}_stderr"] = se
@@ -242,7 +244,8 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
         g = cached[(iid, j, seed)]
         sample = {"item_id": iid, "sample_index": j, "seed": seed, "score": res.score, "status": res.status,
                   "extracted": res.extracted, "detail": res.detail, "cached": not g.get("fresh", False),
-                  "behavior": sample_behavior(g["text"], g["completion_tokens"], g["finish_reason"])}
+                  "behavior": sample_behavior(g["text"], g["completion_tokens"], g["finish_reason"],
+                                              rule=protocol.spec.extraction.rule)}
         samples.append(sample)
         per_item[iid].append(sample)
     metrics = compute_metrics(protocol, per_item)

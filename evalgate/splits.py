@@ -29,15 +29,15 @@ import json
 import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.store import Store, now
+from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
+from evalgate.store import Store
 
 Tier = Literal["smoke", "dev", "public", "private", "human-audit"]
 TIERS: tuple[str, ...] = ("smoke", "dev", "public", "private", "human-audit")
@@ -96,25 +96,39 @@ class Manifest(BaseModel):
     policy: Policy | None = None
     """Overrides of the tier's default policy; may only tighten it."""
 
+    @model_validator(mode="after")
+    def _private_is_encrypted(self) -> Manifest:
+        # Tier and encryption are bound: editing a private manifest's tier to escape its policy is refused.
+        if (self.tier == "private") != self.encrypted:
+            raise ValueError(f"tier {self.tier} with encrypted={self.encrypted}: private splits, and only they, "
+                             "are encrypted; re-import the split instead of editing its manifest")
+        return self
+
     def effective_policy(self) -> Policy:
-        """The tier default tightened by the manifest's overrides.
+        """The tier default with the manifest's overrides applied (fields the manifest sets replace the default's).
+
+        An override may only tighten: fewer purposes, fewer reads, a longer window, an earlier warning, a hard
+        budget instead of a soft one.
 
         Raises:
             BadInput: an override loosens the tier default.
         """
         base = DEFAULT_POLICIES[self.tier]
-        o = self.policy
-        if o is None:
+        if self.policy is None:
             return base
-        loosened = (
-            (base.purposes is not None and (o.purposes is None or not set(o.purposes) <= set(base.purposes)))
-            or (base.max_reads is not None and (o.max_reads is None or o.max_reads > base.max_reads))
-            or (base.hard and not o.hard)
-        )
+        p = base.model_copy(update={k: getattr(self.policy, k) for k in self.policy.model_fields_set})
+        fewer_purposes = p.purposes is not None and set(p.purposes) <= set(base.purposes or p.purposes)
+        loosened = [what for what, bad in (
+            ("purposes", base.purposes is not None and not fewer_purposes),
+            ("max_reads", base.max_reads is not None and (p.max_reads is None or p.max_reads > base.max_reads)),
+            ("window_days", base.max_reads is not None and p.window_days < base.window_days),
+            ("warn_at", p.warn_at > base.warn_at),
+            ("hard", base.hard and not p.hard),
+        ) if bad]
         if loosened:
-            raise BadInput(f"split {self.name}: the manifest's policy loosens the {self.tier} tier's default "
-                           f"({base.model_dump()}); a manifest may only tighten it")
-        return o
+            raise BadInput(f"split {self.name}: the manifest's policy loosens the {self.tier} tier's default in "
+                           f"{', '.join(loosened)} (default {base.model_dump()}); a manifest may only tighten it")
+        return p
 
 
 @dataclass
@@ -254,9 +268,11 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
                             provenance=provenance, policy=policy)
     except ValidationError as e:
         raise BadInput(f"split {name!r}: {e.errors()[0]['msg']}") from e
+    manifest.effective_policy()  # refuse a policy that loosens the tier's default before writing anything
     for path, content in ((d / data_name, stored),
-                          (d / f"{name}.yaml", yaml.safe_dump(manifest.model_dump(mode="json", exclude_none=True),
-                                                              sort_keys=False).encode())):
+                          (d / f"{name}.yaml", yaml.safe_dump(
+                              manifest.model_dump(mode="json", exclude_none=True, exclude_unset=True),
+                              sort_keys=False).encode())):
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_bytes(content)
         os.replace(tmp, path)
@@ -375,6 +391,9 @@ def import_humaneval(source: Path | None = None, directory: Path | None = None) 
 class SplitManager:
     """Opens splits under their tier policies and logs every read and refusal to the store's access log.
 
+    Use ``check`` (logs refusals), then ``read``, then ``log_read``; or ``open`` for all three. Budget windows
+    are measured on ``store.clock``.
+
     Args:
         store: the Store holding the access log.
         directory: splits directory (default ``splits_dir()``).
@@ -383,45 +402,74 @@ class SplitManager:
     def __init__(self, store: Store, directory: Path | None = None):
         self.store = store
         self.directory = directory or splits_dir()
+        self._overridden: set[str] = set()  # splits whose budget ``check`` let an override reason exceed
+
+    def window_start(self, policy: Policy) -> datetime:
+        """Start of the policy's budget window, on the store's clock."""
+        return self.store.clock() - timedelta(days=policy.window_days)
 
     def reads_in_window(self, split: str, policy: Policy) -> int:
-        """Permitted reads (cached or not) of ``split`` in the policy's budget window."""
-        since = now() - timedelta(days=policy.window_days)
-        return sum(1 for r in self.store.access_rows(split, since) if r["outcome"] in ("read", "override"))
+        """Permitted reads (cached or not, outcome ``read`` or ``override``) of ``split`` in the budget window."""
+        return sum(1 for r in self.store.access_rows(split, self.window_start(policy))
+                   if r["outcome"] in ("read", "override"))
 
     def check(self, name: str, purpose: str, actor: str, override_reason: str | None = None,
               checkpoint_digest: str | None = None, protocol_hash: str | None = None) -> tuple[Manifest, list[str]]:
         """Decide whether ``actor`` may read split ``name`` for ``purpose``; log a refusal as such.
 
+        Refused (and logged as ``refused``): a purpose the tier does not allow; an exhausted budget (a soft
+        budget accepts ``override_reason``, then logged as ``override``); a data file that no longer matches
+        its manifest; an encrypted split with no key available.
+
         Returns:
-            (manifest, warnings).
+            (manifest, warnings); a warning from ``warn_at`` of the budget on, or when an override is used.
 
         Raises:
-            BadInput: unknown split.
-            RefusedByPolicy: purpose not allowed, or budget exhausted (soft budgets accept ``override_reason``).
+            BadInput: unknown split or invalid manifest; data file missing or changed (logged as refused).
+            RefusedByPolicy: the policy refuses the read, or no key (the refusal is logged first).
         """
         m = self.manifest(name)
         policy = m.effective_policy()
         warnings: list[str] = []
         refusal = None
+        self._overridden.discard(name)
         if policy.purposes is not None and purpose not in policy.purposes:
             refusal = (f"split {name} (tier {m.tier}) may be read only for purpose {', '.join(policy.purposes)}, "
-                       f"not {purpose!r}; private splits are read by 'evalgate gate'")
+                       f"not {purpose!r}" + ("; private splits are read by 'evalgate gate'" if m.tier == "private"
+                                              else "; its manifest's policy sets the purposes"))
         elif policy.max_reads is not None:
             used = self.reads_in_window(name, policy)
             if used >= policy.max_reads:
                 if policy.hard or not override_reason:
-                    refusal = (f"split {name} (tier {m.tier}) has used its budget of {policy.max_reads} reads per "
-                               f"{policy.window_days} days ({used} used); "
-                               + ("wait for the window to pass" if policy.hard
-                                  else "pass --override-reason TEXT to read anyway (logged)"))
+                    refusal = _budget_refusal(m, policy, used)
+                else:
+                    self._overridden.add(name)
+                    warnings.append(f"split {name}: budget of {policy.max_reads} reads per {policy.window_days} "
+                                    f"days used up ({used}); reading under override ({override_reason!r}, logged)")
             elif used + 1 >= policy.warn_at * policy.max_reads:
                 warnings.append(f"split {name}: this is read {used + 1} of {policy.max_reads} allowed per "
                                 f"{policy.window_days} days")
-        if refusal:
-            self._log(m, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, None, refusal)
-            raise RefusedByPolicy(refusal)
+        error: EvalgateError | None = RefusedByPolicy(refusal) if refusal else self._unreadable(m)
+        if error:
+            self._log(m, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, None, error.message)
+            raise error
         return m, warnings
+
+    def _unreadable(self, m: Manifest) -> EvalgateError | None:
+        """Why the data cannot be read: BadInput for a missing or changed file, RefusedByPolicy for no key."""
+        path = self.directory / m.data
+        if not path.is_file():
+            return BadInput(f"split {m.name}: data file {path} is missing; re-import the split")
+        digest = _sha256(path.read_bytes())
+        if digest != m.sha256:
+            return BadInput(f"split {m.name}: data file {path} changed since its manifest was written (sha256 "
+                            f"{digest[:12]} != {m.sha256[:12]}); restore it or re-import the split")
+        if m.encrypted:
+            try:
+                load_key()
+            except RefusedByPolicy as e:
+                return RefusedByPolicy(f"split {m.name}: {e.message}")
+        return None
 
     def manifest(self, name: str) -> Manifest:
         return load_manifest(name, self.directory)
@@ -433,10 +481,27 @@ class SplitManager:
     def log_read(self, manifest: Manifest, actor: str, purpose: str, cached: bool,
                  checkpoint_digest: str | None = None, protocol_hash: str | None = None, run_id: str | None = None,
                  override_reason: str | None = None, detail: str | None = None) -> dict[str, Any]:
-        """Append the access-log row for a permitted read (``override`` when an override reason was used)."""
-        outcome = "override" if override_reason else "read"
-        return self._log(manifest, actor, purpose, outcome, cached, checkpoint_digest, protocol_hash, run_id,
-                         override_reason or detail)
+        """Append the access-log row for a read that ``check`` permitted.
+
+        The outcome is ``override`` when ``check`` let ``override_reason`` exceed a soft budget (the reason is
+        the row's detail), else ``read``. A budgeted read is counted and appended atomically: if concurrent
+        readers used the budget up since ``check``, the read is logged as ``refused`` instead.
+
+        Raises:
+            RefusedByPolicy: the budget was used up between ``check`` and this call.
+        """
+        policy = manifest.effective_policy()
+        overridden = manifest.name in self._overridden and bool(override_reason)
+        budget = None
+        if policy.max_reads is not None and not overridden:
+            budget = (self.window_start(policy), policy.max_reads)
+        row = self._log(manifest, actor, purpose, "override" if overridden else "read", cached, checkpoint_digest,
+                        protocol_hash, run_id, override_reason if overridden else detail, budget)
+        if row is None:
+            refusal = _budget_refusal(manifest, policy, policy.max_reads or 0)
+            self._log(manifest, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, run_id, refusal)
+            raise RefusedByPolicy(refusal)
+        return row
 
     def open(self, name: str, purpose: str, actor: str, cached: bool = False,
              override_reason: str | None = None, detail: str | None = None) -> OpenedSplit:
@@ -447,8 +512,15 @@ class SplitManager:
         return OpenedSplit(m, items, warnings)
 
     def _log(self, m: Manifest, actor: str, purpose: str, outcome: str, cached: bool, checkpoint_digest: str | None,
-             protocol_hash: str | None, run_id: str | None, detail: str | None) -> dict[str, Any]:
+             protocol_hash: str | None, run_id: str | None, detail: str | None,
+             budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
         return self.store.append_access({
             "actor": actor, "ci": ci_marker(), "split": m.name, "tier": m.tier, "purpose": purpose,
             "outcome": outcome, "cached": cached, "checkpoint_digest": checkpoint_digest,
-            "protocol_hash": protocol_hash, "run_id": run_id, "detail": detail})
+            "protocol_hash": protocol_hash, "run_id": run_id, "detail": detail}, budget)
+
+
+def _budget_refusal(m: Manifest, policy: Policy, used: int) -> str:
+    return (f"split {m.name} (tier {m.tier}) has used its budget of {policy.max_reads} reads per "
+            f"{policy.window_days} days ({used} used); "
+            + ("wait for the window to pass" if policy.hard else "pass --override-reason TEXT to read anyway (logged)"))

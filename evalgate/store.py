@@ -78,6 +78,16 @@ def _m001_initial(con: duckdb.DuckDBPyConnection) -> None:
             detail VARCHAR, prev_hash VARCHAR NOT NULL, row_hash VARCHAR NOT NULL)""")
 
 
+def _m002_human_scores(con: duckdb.DuckDBPyConnection) -> None:
+    # Scores people gave to human-audit items or samples; run_id '' and sample_index -1 mark an item-level score.
+    con.execute("""
+        CREATE TABLE human_scores (
+            split VARCHAR NOT NULL, item_id VARCHAR NOT NULL, run_id VARCHAR NOT NULL, sample_index INTEGER NOT NULL,
+            rater VARCHAR NOT NULL, score DOUBLE NOT NULL, auto_score DOUBLE, note VARCHAR,
+            source_sha256 VARCHAR NOT NULL, imported_by VARCHAR NOT NULL, imported_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (split, item_id, run_id, sample_index, rater))""")
+
+
 def _m003_run_owner(con: duckdb.DuckDBPyConnection) -> None:
     """Which process runs a run (host, pid), so a run left 'running' by a killed process can be recognised."""
     con.execute("ALTER TABLE runs ADD COLUMN host VARCHAR")
@@ -86,6 +96,7 @@ def _m003_run_owner(con: duckdb.DuckDBPyConnection) -> None:
 
 MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
     (1, "initial", _m001_initial),
+    (2, "human_scores", _m002_human_scores),
     (3, "run_owner", _m003_run_owner),
 ]
 
@@ -109,10 +120,12 @@ class Store:
 
     Args:
         path: database file; default ``$EVALGATE_HOME/evalgate.duckdb``.
+        clock: returns the current UTC time; stamps access-log rows and anchors budget windows (tests inject one).
     """
 
-    def __init__(self, path: str | Path | None = None):
+    def __init__(self, path: str | Path | None = None, clock: Callable[[], datetime] = now):
         self.path = Path(path) if path else home() / "evalgate.duckdb"
+        self.clock = clock
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(str(self.path) + ".lock")
         with self.connect():
@@ -293,17 +306,28 @@ class Store:
                  for r in rows])
 
     # -- access log --------------------------------------------------------------------------------------------
-    def append_access(self, row: dict[str, Any]) -> dict[str, Any]:
+    def append_access(self, row: dict[str, Any], budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
         """Append one hash-chained access-log row (fields: ``ACCESS_FIELDS`` minus seq and ts).
 
+        Args:
+            row: the row's fields.
+            budget: ``(window_start, max_reads)``: append only if fewer than ``max_reads`` permitted reads
+                (outcome ``read`` or ``override``) of ``row["split"]`` have ``ts >= window_start``. Counted and
+                appended under the store lock in one transaction, so concurrent readers cannot overdraw a budget.
+
         Returns:
-            The stored row with seq, ts, prev_hash and row_hash.
+            The stored row with seq, ts, prev_hash and row_hash; None when ``budget`` refused it (nothing stored).
         """
         with self.connect() as con:
+            if budget is not None:
+                used = con.execute("SELECT count(*) FROM access_log WHERE split=? AND ts>=? "
+                                   "AND outcome IN ('read', 'override')", [row["split"], budget[0]]).fetchone()
+                if used and used[0] >= budget[1]:
+                    return None
             last = con.execute("SELECT seq, row_hash FROM access_log ORDER BY seq DESC LIMIT 1").fetchone()
             seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS_HASH)
             full = {k: row.get(k) for k in ACCESS_FIELDS}
-            full.update(seq=seq, ts=now(), cached=bool(row.get("cached", False)))
+            full.update(seq=seq, ts=self.clock(), cached=bool(row.get("cached", False)))
             full["prev_hash"] = prev
             full["row_hash"] = access_row_hash(prev, full)
             cols = [*ACCESS_FIELDS, "prev_hash", "row_hash"]
@@ -322,5 +346,26 @@ class Store:
             args.append(since)
         with self.connect() as con:
             cur = con.execute(sql + " ORDER BY seq", args)
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+    # -- human-audit scores ------------------------------------------------------------------------------------
+    def put_human_scores(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert or replace human scores (``human_scores`` columns) in one transaction."""
+        cols = ("split", "item_id", "run_id", "sample_index", "rater", "score", "auto_score", "note",
+                "source_sha256", "imported_by", "imported_at")
+        with self.connect() as con:
+            con.executemany(
+                f"INSERT OR REPLACE INTO human_scores ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [[r[c] for c in cols] for r in rows])
+
+    def human_scores(self, split: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Human scores of a split (optionally of one run), ordered by item, run, sample index and rater."""
+        sql, args = "SELECT * FROM human_scores WHERE split=?", [split]
+        if run_id is not None:
+            sql += " AND run_id=?"
+            args.append(run_id)
+        with self.connect() as con:
+            cur = con.execute(sql + " ORDER BY item_id, run_id, sample_index, rater", args)
             cols = [d[0] for d in cur.description]
             return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]

@@ -1,43 +1,161 @@
 """The sandboxed code scorer on real HumanEval problems and on hostile programs."""
 
-import os
+import socket
+import threading
 import time
+from pathlib import Path
 
-from evalgate.scoring import run_code
-from evalgate.scoring.code import HumanEvalScorer, extract_program
+import pytest
+
+from evalgate.scoring import run_code, run_many
+from evalgate.scoring.code import (
+    HumanEvalScorer,
+    available_cores,
+    extract_program,
+    netns_available,
+    pidns_available,
+)
+
+# Inside a PID namespace os.getpid() is the namespace's number; /proc is the host's, so the first NSpid field
+# of /proc/self/status is the pid this test can see.
+HOST_PID = "int(open('/proc/self/status').read().split('NSpid:')[1].split()[0])"
 
 
 def _program(rec: dict, body: str) -> str:
     return f"{rec['prompt']}{body}\n\n{rec['test']}\n\ncheck({rec['entry_point']})\n"
 
 
-def test_canonical_solutions_pass_and_wrong_ones_fail(humaneval_records: list[dict]) -> None:
-    for rec in humaneval_records[:5]:
-        assert run_code(_program(rec, rec["canonical_solution"])).status == "passed", rec["task_id"]
-        assert run_code(_program(rec, "    return None\n")).status == "failed", rec["task_id"]
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state not in ("Z", "X")
+
+
+def _gone(pids: list[int], within_s: float = 2.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while any(_alive(p) for p in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def _pids(path: Path, count: int) -> list[int]:
+    deadline = time.monotonic() + 5
+    while not path.exists() or len(path.read_text().split()) < count:
+        assert time.monotonic() < deadline, f"the program wrote fewer than {count} pids to {path}"
+        time.sleep(0.05)
+    return [int(x) for x in path.read_text().split()]
+
+
+def test_all_canonical_solutions_pass_and_wrong_ones_fail(humaneval_records: list[dict]) -> None:
+    assert len(humaneval_records) == 164
+    right = run_many([_program(r, r["canonical_solution"]) for r in humaneval_records])
+    failed = [(r["task_id"], x.status, x.stderr[-200:]) for r, x in zip(humaneval_records, right, strict=True)
+              if x.status != "passed"]
+    assert not failed
+    wrong = run_many([_program(r, "    return None\n") for r in humaneval_records[:40]])
+    assert [x.status for x in wrong] == ["failed"] * 40
 
 
 def test_infinite_loop_times_out_within_about_the_timeout() -> None:
     t0 = time.perf_counter()
     res = run_code("while True:\n    pass\n", timeout_s=1.0)
     assert res.status == "timeout"
-    assert time.perf_counter() - t0 < 3.0
+    assert 1.0 <= res.wall_s < 3.0
+    assert time.perf_counter() - t0 < 3.5
 
 
-def test_forked_sleeping_child_is_killed(tmp_path) -> None:
-    pidfile = tmp_path / "child.pid"
-    prog = (f"import os, time\npid = os.fork()\nif pid == 0:\n    time.sleep(60)\n    os._exit(0)\n"
-            f"open({str(pidfile)!r}, 'w').write(str(pid))\n")
-    res = run_code(prog, timeout_s=5.0)
-    assert res.status == "passed"
-    child = int(pidfile.read_text())
-    time.sleep(0.2)
+def test_cpu_time_limit_gives_timeout() -> None:
+    res = run_code("while True:\n    pass\n", timeout_s=20.0, cpu_s=1)
+    assert res.status == "timeout"
+    assert res.returncode == -24  # SIGXCPU
+    assert res.wall_s < 15
+
+
+def test_forked_sleeping_child_is_killed(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    prog = (f"import os, time\nif os.fork() == 0:\n    open({str(pidfile)!r}, 'w').write(str({HOST_PID}))\n"
+            "    time.sleep(60)\n    os._exit(0)\ntime.sleep(0.3)\n")
+    res = run_code(prog, timeout_s=10.0)
+    assert res.status == "passed", res.stderr
+    assert _gone(_pids(pidfile, 1)), "the forked child survived the sandbox"
+
+
+def test_child_and_grandchild_are_killed_on_timeout(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pids"
+    prog = (f"import os, time\nif os.fork() == 0:\n    os.fork()\n"
+            f"    open({str(pidfile)!r}, 'a').write(str({HOST_PID}) + ' ')\n    time.sleep(60)\n"
+            "time.sleep(60)\n")
+    res = run_code(prog, timeout_s=1.0)
+    assert res.status == "timeout"
+    assert _gone(_pids(pidfile, 2)), "a child or grandchild survived the timeout"
+
+
+@pytest.mark.parametrize("timeout_s", [10.0, 1.0], ids=["program-exits", "program-times-out"])
+def test_setsid_escapee_is_killed(tmp_path: Path, timeout_s: float) -> None:
+    if not pidns_available():
+        pytest.skip("no PID namespace here (unshare --pid fails): a child that calls setsid() leaves the "
+                    "process group and survives killpg; this is the documented remaining gap")
+    pidfile = tmp_path / "pids"
+    # The child leaves the process group and session, then double-forks like a daemon.
+    prog = (f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
+            f"        open({str(pidfile)!r}, 'w').write(str({HOST_PID}))\n        time.sleep(60)\n"
+            "    os._exit(0)\n"
+            f"time.sleep({0.5 if timeout_s > 5 else 60})\n")
+    res = run_code(prog, timeout_s=timeout_s)
+    assert res.status == ("passed" if timeout_s > 5 else "timeout"), res.stderr
+    assert "pidns" in res.isolation
+    assert _gone(_pids(pidfile, 1)), "a setsid() child escaped the sandbox"
+
+
+def test_network_connection_fails_where_isolation_is_available() -> None:
+    if not netns_available():
+        pytest.skip("no network namespace here (unshare --net fails), so programs keep the network")
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    accepted = threading.Thread(target=lambda: [server.accept() for _ in range(1)], daemon=True)
+    accepted.start()
+    prog = f"import socket\nsocket.create_connection(('127.0.0.1', {port}), timeout=3).close()\n"
     try:
-        os.kill(child, 0)
-        alive = open(f"/proc/{child}/stat").read().split()[2] != "Z"
-    except ProcessLookupError:
-        alive = False
-    assert not alive, "the forked child survived the sandbox"
+        allowed = run_code(prog, timeout_s=10.0, network=True)  # without isolation it reaches the server
+        assert allowed.status == "passed", allowed.stderr
+        isolated = run_code(prog, timeout_s=10.0)
+    finally:
+        server.close()
+    assert isolated.status == "failed"
+    assert "netns" in isolated.isolation and "netns" not in allowed.isolation
+    assert "OSError" in isolated.stderr or "ConnectionRefused" in isolated.stderr
+
+
+def test_memory_limit_stops_a_2gb_allocation_without_crashing_the_scorer() -> None:
+    res = run_code("x = bytearray(2 * 1024 ** 3)\nx[-1] = 1\n", timeout_s=20.0, memory_mb=512)
+    assert res.status in ("failed", "error")
+    assert "MemoryError" in res.stderr
+
+
+def test_file_size_limit(tmp_path: Path) -> None:
+    # Python ignores SIGXFSZ, so the write fails with EFBIG ("File too large") instead of a kill.
+    res = run_code("open('big', 'wb').write(b'x' * (3 << 20))\n", timeout_s=10.0, file_size_mb=1)
+    assert res.status in ("failed", "error")
+    assert "File too large" in res.stderr
+    assert run_code("open('small', 'wb').write(b'x' * (3 << 19))\n", file_size_mb=2).status == "passed"
+
+
+def test_run_many_keeps_order_and_uses_every_core(tmp_path: Path) -> None:
+    cores = available_cores()
+    # Each program records when it slept; the sleeps overlap as many at a time as there are workers.
+    progs = [f"import time\nt = time.time()\ntime.sleep(0.6)\n"
+             f"open({str(tmp_path / str(i))!r}, 'w').write(f'{{t}} {{time.time()}}')\n"
+             f"raise SystemExit({i % 2})\n"
+             for i in range(2 * cores)]
+    res = run_many(progs)
+    assert [r.status for r in res] == ["passed", "failed"] * cores
+    spans = [tuple(map(float, (tmp_path / str(i)).read_text().split())) for i in range(2 * cores)]
+    overlap = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
+    assert overlap == cores
 
 
 def test_extract_program_takes_fenced_block() -> None:

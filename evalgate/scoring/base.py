@@ -55,6 +55,7 @@ class Scorer(Protocol):
 # name -> (module, class)
 SCORERS: dict[str, tuple[str, str]] = {
     "humaneval": ("evalgate.scoring.code", "HumanEvalScorer"),
+    "exact": ("evalgate.scoring.exact", "ExactScorer"),
 }
 
 

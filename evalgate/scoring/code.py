@@ -1,10 +1,17 @@
 """Sandboxed execution of model-written programs.
 
 Each program runs in its own process group (``start_new_session``), in a fresh temporary directory, with
-CPU-time, address-space and file-size limits (``resource.setrlimit``), no network where the machine allows a new
-network namespace (``unshare --net``; ``isolation`` in the result says which was used), and a wall-clock timeout
-after which the whole process group is killed, so no child or grandchild survives. Many programs run in parallel,
-one per core by default.
+CPU-time, address-space and file-size limits (``resource.setrlimit``) and a wall-clock timeout after which the
+whole process group is killed. Where the machine allows it (``unshare`` from util-linux, as root or with user
+namespaces), the program also runs in
+
+- a new, empty network namespace (``unshare --net``): only a loopback that is down, so connections fail;
+- a new PID namespace (``unshare --pid --fork --kill-child``) whose init is ``/bin/sh`` running the program:
+  when the program exits or is killed, the kernel kills every process left in the namespace, including a child
+  that called ``setsid()`` to leave the process group, which killing the group alone would miss.
+
+``ExecResult.isolation`` says which of these were used (``netns+pidns``, ``pidns``, ``netns`` or ``none``).
+Many programs run in parallel, one per available core by default.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ import functools
 import os
 import re
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -22,8 +30,11 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 _OUTPUT_LIMIT = 4096
+# A Python process killed by a resource limit: SIGKILL (hard CPU limit), SIGXFSZ, SIGSEGV (stack/memory).
+_LIMIT_SIGNALS = (signal.SIGKILL, signal.SIGXFSZ, signal.SIGSEGV)
 
 
 @dataclass(frozen=True)
@@ -31,12 +42,13 @@ class ExecResult:
     """Outcome of one program.
 
     Attributes:
-        status: ``passed`` (exit 0), ``failed`` (non-zero exit, e.g. an AssertionError), ``timeout`` (killed at
-            the wall-clock limit) or ``error`` (could not be started, or killed by a resource limit).
-        returncode: the exit status (negative: killed by that signal), None if it never ran.
+        status: ``passed`` (exit 0), ``failed`` (non-zero exit, e.g. an AssertionError or a MemoryError),
+            ``timeout`` (killed at the wall-clock limit, or SIGXCPU at the CPU-time limit) or ``error``
+            (could not be started, or killed by SIGKILL, SIGXFSZ or SIGSEGV).
+        returncode: the program's exit status (negative: killed by that signal), None if it never ran.
         stderr: last 4 KiB of the program's stderr.
         wall_s: seconds from start to exit or kill.
-        isolation: ``netns`` when the program ran in a new network namespace, ``none`` otherwise.
+        isolation: ``netns+pidns``, ``pidns``, ``netns`` or ``none`` (see the module docstring).
     """
 
     status: str
@@ -53,75 +65,135 @@ def _limits(cpu_s: int, memory_mb: int, file_size_mb: int) -> None:
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
-@functools.lru_cache(maxsize=1)
+def _prlimit_prefix(cpu_s: int, memory_mb: int, file_size_mb: int) -> list[str] | None:
+    """The same limits as ``_limits`` set by util-linux ``prlimit`` before it execs the command, or None.
+
+    Preferred to a ``preexec_fn``: that forces a full ``fork`` of the (possibly large, multi-threaded) scorer
+    process per program, which is slow and, with threads, unsafe; without it ``subprocess`` uses ``vfork``.
+    """
+    prlimit = shutil.which("prlimit")
+    if not prlimit:
+        return None
+    return [prlimit, f"--cpu={cpu_s}:{cpu_s + 1}", f"--as={memory_mb << 20}", f"--fsize={file_size_mb << 20}",
+            "--core=0"]
+
+
+@functools.lru_cache(maxsize=4)
+def _unshare_prefix(net: bool, pid: bool) -> tuple[str, ...] | None:
+    """The ``unshare`` command for the wanted namespaces if it works here (checked once), else None."""
+    unshare = shutil.which("unshare")
+    if not unshare or not (net or pid):
+        return None
+    flags = (["--net"] if net else []) + (["--pid", "--fork", "--kill-child"] if pid else [])
+    if os.geteuid() != 0:
+        flags.append("--map-root-user")
+    cmd = (unshare, *flags)
+    try:
+        r = subprocess.run([*cmd, "/bin/sh", "-c", "exit 0"], capture_output=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return cmd if r.returncode == 0 else None
+
+
 def netns_available() -> bool:
     """Whether ``unshare --net`` (a new, empty network namespace) works here; checked once per process."""
-    unshare = shutil.which("unshare")
-    if not unshare:
-        return False
+    return _unshare_prefix(True, False) is not None
+
+
+def pidns_available() -> bool:
+    """Whether ``unshare --pid --fork --kill-child`` (a new PID namespace) works here; checked once."""
+    return _unshare_prefix(False, True) is not None
+
+
+def sandbox_command(path: str, network: bool) -> tuple[list[str], str]:
+    """The command that runs the program at ``path`` and the isolation it gets (see the module docstring).
+
+    Namespaces are tried strongest first: network and PID, then PID alone, then network alone, then none.
+    """
+    python = [sys.executable, "-I", "-B", path]
+    wants = [(n, p) for n, p in ((True, True), (False, True), (True, False)) if not (network and n)]
+    for net, pid in wants:
+        prefix = _unshare_prefix(net, pid)
+        if prefix is None:
+            continue
+        name = "+".join(x for x, on in (("netns", net), ("pidns", pid)) if on)
+        if pid:
+            # /bin/sh is the namespace's init, so the program keeps ordinary signal semantics (an init ignores
+            # signals it has no handler for); sh reports a program killed by signal N as exit status 128 + N.
+            return [*prefix, "/bin/sh", "-c", '"$@"; exit $?', "sh", *python], name
+        return [*prefix, *python], name
+    return python, "none"
+
+
+def _status(returncode: int) -> str:
+    if returncode == 0:
+        return "passed"
+    if returncode == -signal.SIGXCPU:
+        return "timeout"
+    if returncode < 0 and -returncode in _LIMIT_SIGNALS:
+        return "error"
+    return "failed"
+
+
+def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Wait for ``proc`` to exit, at most ``timeout_s`` seconds; True if it exited.
+
+    Uses a pidfd (Linux >= 5.3), woken the moment the process exits: ``Popen.wait(timeout)`` polls with sleeps
+    of up to 50 ms, which would add tens of milliseconds to every short program.
+    """
     try:
-        r = subprocess.run([unshare, "--net", "--map-root-user", "true"], capture_output=True, timeout=10)
-        if r.returncode == 0:
+        fd = os.pidfd_open(proc.pid)
+    except (AttributeError, OSError):
+        try:
+            proc.wait(timeout=timeout_s)
             return True
-        r = subprocess.run([unshare, "--net", "true"], capture_output=True, timeout=10)
-        return r.returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
-@functools.lru_cache(maxsize=1)
-def _unshare_cmd() -> tuple[str, ...]:
-    unshare = shutil.which("unshare") or "unshare"
-    if os.geteuid() == 0:
-        return (unshare, "--net")
-    return (unshare, "--net", "--map-root-user")
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        return bool(poller.poll(max(0, int(timeout_s * 1000))))
+    finally:
+        os.close(fd)
 
 
 def run_code(program: str, timeout_s: float = 10.0, cpu_s: int = 10, memory_mb: int = 1024,
              file_size_mb: int = 16, network: bool = False) -> ExecResult:
-    """Run a Python program in a sandbox (see module docstring).
+    """Run a Python program in a sandbox (see module docstring) and report how it ended.
 
     Args:
         program: Python source.
         timeout_s: wall-clock limit, seconds; on expiry the program's whole process group is killed.
-        cpu_s: CPU-time limit, seconds.
-        memory_mb: address-space limit, MiB.
-        file_size_mb: largest file the program may write, MiB.
+        cpu_s: CPU-time limit (RLIMIT_CPU), seconds.
+        memory_mb: address-space limit (RLIMIT_AS), MiB.
+        file_size_mb: largest file the program may write (RLIMIT_FSIZE), MiB.
         network: allow network access (otherwise a new network namespace is used where available).
 
     Returns:
-        ExecResult.
+        ExecResult; a program that cannot be started gives status ``error``, never an exception.
     """
     workdir = tempfile.mkdtemp(prefix="evalgate-exec-")
     path = os.path.join(workdir, "program.py")
     with open(path, "w", encoding="utf-8") as f:
         f.write(program)
-    isolate = not network and netns_available()
-    cmd = [*(_unshare_cmd() if isolate else ()), sys.executable, "-I", "-B", path]
-    env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"}
+    cmd, isolation = sandbox_command(path, network)
+    env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "PYTHONHASHSEED": "0",
+           "LANG": "C.UTF-8"}
     t0 = time.perf_counter()
     # stderr goes to a file, not a pipe: a child that outlives the program would hold a pipe open.
     err_path = os.path.join(workdir, "stderr.txt")
+    prlimit = _prlimit_prefix(cpu_s, memory_mb, file_size_mb)
     try:
         with open(err_path, "wb") as err_file:
-            proc = subprocess.Popen(cmd, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=err_file, start_new_session=True,
-                                    preexec_fn=functools.partial(_limits, cpu_s, memory_mb, file_size_mb))
+            proc = subprocess.Popen([*(prlimit or ()), *cmd], cwd=workdir, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=err_file, start_new_session=True,
+                                    preexec_fn=None if prlimit else functools.partial(
+                                        _limits, cpu_s, memory_mb, file_size_mb))
     except OSError as e:
         shutil.rmtree(workdir, ignore_errors=True)
-        return ExecResult("error", None, str(e), 0.0, "netns" if isolate else "none")
+        return ExecResult("error", None, str(e), 0.0, isolation)
     try:
-        proc.wait(timeout=timeout_s)
-        if proc.returncode == 0:
-            status = "passed"
-        elif proc.returncode == -signal.SIGXCPU:
-            status = "timeout"
-        elif proc.returncode in (-signal.SIGKILL, -signal.SIGXFSZ, -signal.SIGSEGV):
-            status = "error"
-        else:
-            status = "failed"
-    except subprocess.TimeoutExpired:
-        status = "timeout"
+        timed_out = not _wait_exit(proc, timeout_s)
     finally:
         # Kill the whole group: a program that forked a child leaves nothing behind, timeout or not.
         try:
@@ -130,26 +202,46 @@ def run_code(program: str, timeout_s: float = 10.0, cpu_s: int = 10, memory_mb: 
             pass
         proc.wait()
     wall = time.perf_counter() - t0
+    rc = proc.returncode
+    if "pidns" in isolation and 128 < rc <= 128 + 64:
+        rc = -(rc - 128)
     with open(err_path, "rb") as f:
         f.seek(max(0, os.path.getsize(err_path) - _OUTPUT_LIMIT))
         err = f.read().decode("utf-8", "replace")
     shutil.rmtree(workdir, ignore_errors=True)
-    return ExecResult(status, proc.returncode, err, wall, "netns" if isolate else "none")
+    return ExecResult("timeout" if timed_out else _status(rc), rc, err, wall, isolation)
 
 
-def run_many(programs: Sequence[str], workers: int = 0, **limits: object) -> list[ExecResult]:
-    """Run programs in parallel (``workers`` at a time; 0 means one per CPU core); results in input order."""
-    n = workers or os.cpu_count() or 1
+def available_cores() -> int:
+    """CPU cores this process may run on (its affinity mask), at least 1."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def run_many(programs: Sequence[str], workers: int = 0, **limits: Any) -> list[ExecResult]:
+    """Run programs in parallel, each with ``run_code(program, **limits)``.
+
+    Args:
+        programs: Python sources.
+        workers: programs run at once; 0 means one per available core (``available_cores()``).
+        **limits: keyword arguments for ``run_code`` (timeout_s, cpu_s, memory_mb, file_size_mb, network).
+
+    Returns:
+        One ExecResult per program, in input order.
+    """
+    n = workers or available_cores()
     with ThreadPoolExecutor(max_workers=n) as pool:
-        return list(pool.map(lambda p: run_code(p, **limits), programs))  # type: ignore[arg-type]
+        return list(pool.map(lambda p: run_code(p, **limits), programs))
 
 
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)(?:\n```|\Z)", re.S)
 
 
 def extract_program(text: str) -> str:
-    """The code in a completion: the first fenced block (```` ```python ... ``` ````, an unclosed block runs to the
-    end), else the whole text."""
+    """The code in a completion: the first fenced block (```` ```python ... ``` ````; an unclosed block runs
+    to the end), else the whole text."""
     m = _FENCE.search(text)
     return m.group(1) if m else text
 
@@ -157,10 +249,11 @@ def extract_program(text: str) -> str:
 class HumanEvalScorer:
     """Runs an item's unit tests against the completed function (HumanEval, Chen et al. 2021).
 
-    The program is the code extracted from ``response_prefix + completion``; if it does not define the item's
-    ``entry_point``, the item's ``prompt`` (signature and docstring) is prepended. Then the item's ``test`` code and
-    ``check(entry_point)`` are appended and the program runs in the sandbox under the protocol's execution limits.
-    A completion cut off by max_tokens is ``truncated`` (score 0) unless ``extraction.score_truncated`` is set.
+    The program is the code extracted from ``response_prefix + completion``; if it does not define the
+    item's ``entry_point``, the item's ``prompt`` (signature and docstring) is prepended. Then the item's
+    ``test`` code and ``check(entry_point)`` are appended and the program runs in the sandbox under the
+    protocol's execution limits. A completion cut off by max_tokens is ``truncated`` (score 0) unless
+    ``extraction.score_truncated`` is set.
     """
 
     name = "humaneval"
@@ -187,9 +280,10 @@ class HumanEvalScorer:
                 out[i] = ScoreResult(0.0, "truncated", None, "finish_reason length: cut off at max_tokens")
             else:
                 todo.append(i)
-        results = run_many([self.program(samples[i]) for i in todo], workers=self.limits.workers,
-                           timeout_s=self.limits.timeout_s, cpu_s=self.limits.cpu_s, memory_mb=self.limits.memory_mb,
-                           file_size_mb=self.limits.file_size_mb, network=self.network)
+        lim = self.limits
+        results = run_many([self.program(samples[i]) for i in todo], workers=lim.workers,
+                           timeout_s=lim.timeout_s, cpu_s=lim.cpu_s, memory_mb=lim.memory_mb,
+                           file_size_mb=lim.file_size_mb, network=self.network)
         status = {"passed": "correct", "failed": "wrong", "timeout": "timeout", "error": "error"}
         for i, r in zip(todo, results, strict=True):
             detail = r.stderr.strip().splitlines()[-1][:300] if r.stderr.strip() else None

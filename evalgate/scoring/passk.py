@@ -1,4 +1,7 @@
-"""The unbiased pass@k estimator (Chen et al. 2021, "Evaluating Large Language Models Trained on Code", eq. 1)."""
+"""The unbiased pass@k estimator.
+
+Chen et al. 2021, "Evaluating Large Language Models Trained on Code", eq. 1.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ from evalgate.errors import BadInput
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Probability that at least one of k samples, drawn without replacement from n with c correct, is correct.
+    """Chance that at least one of k samples, drawn without replacement from n with c correct, is correct.
 
     ``pass@k = 1 - C(n-c, k) / C(n, k)``, computed as ``1 - prod_{i=n-c+1}^{n} (1 - k/i)`` for numerical
     stability (Chen et al. 2021, Fig. 3).
@@ -24,8 +27,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
         pass@k in [0, 1].
 
     Raises:
-        BadInput: k > n (pass@k is undefined with fewer than k samples; never reported as 1.0), or c, n, k out of
-            range.
+        BadInput: k > n (pass@k is undefined with fewer than k samples; never reported as 1.0), or c, n, k
+            out of range.
     """
     if n < 1 or not 0 <= c <= n:
         raise BadInput(f"pass@k needs n >= 1 and 0 <= c <= n (got n={n}, c={c})")

@@ -1,0 +1,118 @@
+"""Benchmark: sandboxed scoring of the 164 HumanEval canonical solutions against a plain subprocess loop.
+
+Target (issue 5): ``run_many`` (sandbox, one worker per core) takes no more than 1.5x the time of running the
+same programs one after another with plain ``subprocess.run`` divided by the number of cores.
+
+Both are measured in the same process, interleaved repetition by repetition (so background load hits both),
+and reported as medians. The script prints one JSON document: machine, load averages before and after, per
+repetition times, medians, the ratio, and for each repetition the cores kept busy (the programs' CPU seconds
+over wall seconds: the plain loop can keep at most 1 busy, the sandbox up to the core count).
+
+Usage: python bench/bench_code_scoring.py [--reps 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+# Import the checkout's evalgate, not an installed one.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from evalgate.scoring.code import available_cores, run_many, sandbox_command  # noqa: E402
+from evalgate.splits import humaneval_path  # noqa: E402
+
+
+def programs() -> list[str]:
+    recs = [json.loads(x) for x in gzip.decompress(humaneval_path().read_bytes()).decode().splitlines() if x]
+    return [f"{r['prompt']}{r['canonical_solution']}\n\n{r['test']}\n\ncheck({r['entry_point']})\n"
+            for r in recs]
+
+
+def _children_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def plain_loop(progs: list[str], workdir: Path) -> tuple[float, float]:
+    """(seconds, children's CPU seconds) to run every program in turn with a bare ``subprocess.run`` (no
+    sandbox, no limits)."""
+    paths = []
+    for i, p in enumerate(progs):
+        path = workdir / f"p{i}.py"
+        path.write_text(p)
+        paths.append(path)
+    cpu0, t0 = _children_cpu_s(), time.perf_counter()
+    for path in paths:
+        r = subprocess.run([sys.executable, str(path)], cwd=workdir, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL, timeout=60)
+        assert r.returncode == 0, path
+    return time.perf_counter() - t0, _children_cpu_s() - cpu0
+
+
+def sandboxed(progs: list[str]) -> tuple[float, float]:
+    """(seconds, children's CPU seconds) to score every program with ``run_many`` (one worker per core)."""
+    cpu0, t0 = _children_cpu_s(), time.perf_counter()
+    res = run_many(progs, timeout_s=60)
+    wall = time.perf_counter() - t0
+    bad = [i for i, r in enumerate(res) if r.status != "passed"]
+    assert not bad, f"canonical solutions failed: {bad}"
+    return wall, _children_cpu_s() - cpu0
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=5, help="repetitions of each measurement (default 5)")
+    args = ap.parse_args()
+    progs = programs()
+    cores = available_cores()
+    load_before = os.getloadavg()
+    plain, sandbox, plain_cores, sandbox_cores = [], [], [], []
+    with tempfile.TemporaryDirectory(prefix="evalgate-bench-") as d:
+        run_many(progs[:cores])  # warm the namespace probe and the page cache
+        for _ in range(args.reps):
+            wall, cpu = plain_loop(progs, Path(d))
+            plain.append(wall)
+            plain_cores.append(cpu / wall)
+            wall, cpu = sandboxed(progs)
+            sandbox.append(wall)
+            sandbox_cores.append(cpu / wall)
+    med_plain, med_sandbox = statistics.median(plain), statistics.median(sandbox)
+    ideal = med_plain / cores
+    print(json.dumps({
+        "machine": {"cpu": cpu_model(), "cores": cores, "os_cpu_count": os.cpu_count(),
+                    "kernel": platform.release(), "python": platform.python_version()},
+        "isolation": sandbox_command("/x.py", network=False)[1],
+        "programs": len(progs), "reps": args.reps,
+        "loadavg_before": [round(x, 2) for x in load_before],
+        "loadavg_after": [round(x, 2) for x in os.getloadavg()],
+        "plain_loop_s": [round(x, 3) for x in plain], "sandbox_s": [round(x, 3) for x in sandbox],
+        "median_plain_loop_s": round(med_plain, 3), "median_plain_loop_over_cores_s": round(ideal, 3),
+        "median_sandbox_s": round(med_sandbox, 3),
+        "ratio_sandbox_to_plain_over_cores": round(med_sandbox / ideal, 3), "target_ratio": 1.5,
+        "plain_loop_cores_busy": [round(x, 3) for x in plain_cores],
+        "sandbox_cores_busy": [round(x, 3) for x in sandbox_cores],
+    }, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""Normalised exact match (the ``exact`` scorer).
+
+Normalisation (SQuAD-style, Rajpurkar et al. 2016, extended), in this order:
+
+1. unicode NFKC (fullwidth forms, ligatures and superscripts fold to their plain forms; é composed);
+2. lower case;
+3. punctuation removed: ASCII punctuation (``string.punctuation``) and every unicode punctuation character
+   (categories P*: curly quotes, guillemets, dashes, "¿", "。"), without a space, so "U.S.A." is "usa";
+4. the articles "a", "an", "the" removed as whole words only ("theory" and the "an" in "banana" survive);
+5. whitespace collapsed to single spaces and stripped.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+import unicodedata
+from collections.abc import Sequence
+from typing import Any
+
+from evalgate.scoring.base import SampleToScore, ScoreResult
+from evalgate.scoring.extract import extract_answer
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
+_PUNCT = str.maketrans("", "", string.punctuation)
+
+
+def normalize(text: str, case: bool = True, punctuation: bool = True, articles: bool = True) -> str:
+    """Normalise ``text`` for exact match (see the module docstring).
+
+    Args:
+        text: a prediction or gold answer.
+        case: lower-case (step 2).
+        punctuation: remove punctuation (step 3).
+        articles: remove the articles a / an / the as whole words (step 4). NFKC and whitespace always apply.
+
+    Returns:
+        The normalised string.
+    """
+    t = unicodedata.normalize("NFKC", text)
+    if case:
+        t = t.lower()
+    if punctuation:
+        t = "".join(ch for ch in t.translate(_PUNCT) if not unicodedata.category(ch).startswith("P"))
+    if articles:
+        t = _ARTICLES.sub(" ", t)
+    return " ".join(t.split())
+
+
+def exact_match(prediction: str, gold: str, **options: bool) -> bool:
+    """Whether the normalised prediction equals the normalised gold answer.
+
+    Args:
+        prediction: the extracted answer.
+        gold: the reference answer.
+        **options: ``case``, ``punctuation``, ``articles`` as in ``normalize`` (all default true).
+    """
+    return normalize(prediction, **options) == normalize(gold, **options)
+
+
+class ExactScorer:
+    """Scores 1 when the extracted answer exactly matches the item's gold answer after normalisation.
+
+    Options (``scorer.options``): ``answer_field`` (item field holding the gold answer, default ``answer``),
+    ``case``, ``punctuation``, ``articles`` (normalisation steps, default true).
+    """
+
+    name = "exact"
+
+    def __init__(self, protocol: Any):
+        opts = dict(protocol.spec.scorer.options)
+        self.answer_field = opts.pop("answer_field", "answer")
+        self.norm = {k: bool(opts.pop(k)) for k in ("case", "punctuation", "articles") if k in opts}
+        if opts:
+            from evalgate.errors import BadInput
+
+            raise BadInput(f"exact scorer: unknown options {sorted(opts)} in scorer.options; known: "
+                           "answer_field, case, punctuation, articles")
+        self.rule = protocol.spec.extraction.rule
+        self.score_truncated = protocol.spec.extraction.score_truncated
+
+    def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]:
+        out = []
+        for s in samples:
+            if s.finish_reason == "length" and not self.score_truncated:
+                out.append(ScoreResult(0.0, "truncated", None, "finish_reason length: cut off at max_tokens"))
+                continue
+            pred = extract_answer(s.text, self.rule)
+            if pred is None:
+                out.append(ScoreResult(0.0, "no_answer", None, f"rule {self.rule} found no answer"))
+                continue
+            gold = str(s.item[self.answer_field])
+            ok = exact_match(pred, gold, **self.norm)
+            out.append(ScoreResult(1.0 if ok else 0.0, "correct" if ok else "wrong", pred,
+                                   None if ok else f"expected {gold!r}"))
+        return out

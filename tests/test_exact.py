@@ -1,0 +1,54 @@
+"""Normalised exact match: NFKC, case, punctuation, articles as whole words only, whitespace."""
+
+import pytest
+
+from evalgate.scoring import exact_match, normalize
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The Eiffel Tower", "eiffel tower"),
+        ("theory of an anthem", "theory of anthem"),  # "the" inside "theory", "an" inside "anthem" survive
+        ("a banana and an apple", "banana and apple"),  # "an" inside "banana" and "and" survive
+        ("Athens", "athens"),  # "a" at the start of a word is not an article
+        ("the", ""),
+        ("  Paris,\tFrance!\n", "paris france"),
+        ("U.S.A.", "usa"),
+        ("ｆｕｌｌｗｉｄｔｈ １２", "fullwidth 12"),  # NFKC folds fullwidth forms
+        ("ﬁnal", "final"),  # NFKC splits the fi ligature
+        ("x²", "x2"),  # NFKC: superscript two is 2
+        ("Café", "café"),  # composed and decomposed é agree after NFKC
+        ("Cafe\u0301", "café"),
+        ("\u00abParis\u00bb", "paris"),  # guillemets are unicode punctuation, not in string.punctuation
+        ("\u00bfQu\u00e9?", "qué"),
+        ("Tokyo\u3002", "tokyo"),  # ideographic full stop
+        ("don\u2019t", "dont"),  # curly apostrophe, like "don't"
+        ("1990\u20132000", "19902000"),  # en dash removed like "-"
+    ],
+)
+def test_normalize(text: str, expected: str) -> None:
+    assert normalize(text) == expected
+
+
+def test_articles_removed_only_as_whole_words() -> None:
+    assert exact_match("the answer", "Answer")
+    assert exact_match("An apple", "apple")
+    assert not exact_match("theanswer", "answer")
+    assert not exact_match("anapple", "apple")
+    assert not exact_match("banana", "bnn")
+    assert not exact_match("Thermal", "rmal")
+
+
+def test_punctuation_whitespace_case() -> None:
+    assert exact_match("  42. ", "42")
+    assert exact_match("New   York", "new york")
+    assert exact_match("don't", "dont")
+    assert not exact_match("4 2", "42")  # whitespace is collapsed, never removed
+
+
+def test_each_step_can_be_turned_off() -> None:
+    assert not exact_match("Paris", "paris", case=False)
+    assert not exact_match("Paris!", "Paris", punctuation=False)
+    assert not exact_match("the cat", "cat", articles=False)
+    assert exact_match("ｃａｔ", "cat", case=False, punctuation=False, articles=False)  # NFKC always applies

@@ -1,0 +1,95 @@
+"""The human-audit tier: export items or a run's samples for human scoring, import the scores, logged reads."""
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evalgate.cli import main
+from evalgate.errors import BadInput
+from evalgate.human_audit import export_audit, import_audit
+from evalgate.splits import write_split
+from evalgate.store import Store
+
+ITEMS = [{"id": f"q{i}", "question": f"is {i} even?"} for i in range(3)]
+
+
+def add_run(store: Store, run_id: str, split: str, scores: dict[str, float]) -> None:
+    """A completed run with one sample per item, written through the store API as 'evalgate run' writes it."""
+    store.create_run({"run_id": run_id, "protocol_name": "p", "protocol_version": "1", "protocol_hash": "h",
+                      "checkpoint_digest": "ck", "checkpoint_path": "/ck", "split": split, "tier": "human-audit",
+                      "split_sha256": "x", "sampling_seed": 1, "backend": "hf"})
+    store.put_generations("ck", "h", [{"item_id": i, "sample_index": 0, "seed": 7, "prompt_sha256": "ps",
+                                       "text": f"answer to {i}", "prompt_tokens": 3, "completion_tokens": 2,
+                                       "finish_reason": "stop"} for i in scores], {"ps": "prompt"})
+    store.finish_run(run_id, [{"item_id": i, "sample_index": 0, "seed": 7, "score": s, "status": "scored",
+                               "cached": False} for i, s in scores.items()], {}, {}, 1.0)
+
+
+def fill(path: Path, scores: dict[str, float | None], rater: str | None = None) -> None:
+    recs = [json.loads(x) for x in path.read_text().splitlines()]
+    for r in recs:
+        r["human_score"] = scores[r["item_id"]]
+        if rater:
+            r["rater"] = rater
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+
+
+def test_export_samples_import_scores_and_agreement(tmp_path: Path) -> None:
+    store = Store()
+    write_split("ha", "human-audit", ITEMS, {"source": "test"})
+    add_run(store, "run1", "ha", {"q0": 1.0, "q1": 0.0, "q2": 1.0})
+    out = tmp_path / "audit.jsonl"
+    r = CliRunner().invoke(main, ["splits", "export-audit", "ha", "--run", "run1", "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    assert [(x["item_id"], x["completion"], x["auto_score"], x["human_score"]) for x in recs] == [
+        ("q0", "answer to q0", 1.0, None), ("q1", "answer to q1", 0.0, None), ("q2", "answer to q2", 1.0, None)]
+    assert recs[0]["item"] == {"id": "q0", "question": "is 0 even?"}
+    fill(out, {"q0": 1.0, "q1": 1.0, "q2": 1.0}, rater="carol")
+    r = CliRunner().invoke(main, ["splits", "import-audit", str(out), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.output)
+    # human 1, 1, 1 vs auto 1, 0, 1: means 1 and 2/3, mean |diff| 1/3, exact agreement 2/3.
+    assert doc["imported"] == 3 and doc["agreement"]["n"] == 3
+    assert doc["agreement"]["mean_human"] == 1.0
+    assert doc["agreement"]["mean_auto"] == pytest.approx(2 / 3)
+    assert doc["agreement"]["mean_abs_diff"] == pytest.approx(1 / 3)
+    assert doc["agreement"]["exact_agreement"] == pytest.approx(2 / 3)
+    rows = store.human_scores("ha", "run1")
+    assert [(x["item_id"], x["rater"], x["score"], x["auto_score"]) for x in rows] == [
+        ("q0", "carol", 1.0, 1.0), ("q1", "carol", 1.0, 0.0), ("q2", "carol", 1.0, 1.0)]
+    assert [(x["purpose"], x["outcome"]) for x in store.access_rows("ha")] == [
+        ("human-audit-export", "read"), ("human-audit-import", "read")]
+
+
+def test_item_export_reimport_replaces_and_unscored_are_skipped(tmp_path: Path) -> None:
+    store = Store()
+    write_split("ha", "human-audit", ITEMS, {"source": "test"})
+    out = tmp_path / "items.jsonl"
+    assert export_audit("ha", out)["records"] == 3
+    fill(out, {"q0": 4.0, "q1": None, "q2": 2.0})
+    res = import_audit(out, rater="dan")
+    assert (res["imported"], res["skipped_unscored"], res["agreement"]["n"]) == (2, 1, 0)
+    fill(out, {"q0": 5.0, "q1": None, "q2": 2.0})
+    import_audit(out, rater="dan")
+    assert [(x["item_id"], x["run_id"], x["sample_index"], x["score"]) for x in store.human_scores("ha")] == [
+        ("q0", "", -1, 5.0), ("q2", "", -1, 2.0)]
+
+
+def test_bad_inputs_are_named(tmp_path: Path) -> None:
+    write_split("devsplit", "dev", ITEMS, {"source": "test"})
+    write_split("ha", "human-audit", ITEMS, {"source": "test"})
+    with pytest.raises(BadInput, match="tier dev; human scoring works on human-audit splits"):
+        export_audit("devsplit", tmp_path / "x.jsonl")
+    with pytest.raises(BadInput, match="run nope is not a run on split ha"):
+        export_audit("ha", tmp_path / "x.jsonl", run_id="nope")
+    f = tmp_path / "scored.jsonl"
+    f.write_text(json.dumps({"split": "ha", "item_id": "q0", "human_score": 1}) + "\n"
+                 + json.dumps({"split": "ha", "item_id": "q1", "human_score": 1, "scroe": 2}) + "\n")
+    with pytest.raises(BadInput, match=r"scored.jsonl:2: scroe: Extra inputs are not permitted"):
+        import_audit(f)
+    f.write_text(json.dumps({"split": "ha", "item_id": "q9", "human_score": 1}) + "\n")
+    with pytest.raises(BadInput, match=r"scored.jsonl:1: item 'q9' is not in split ha"):
+        import_audit(f)
