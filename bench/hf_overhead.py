@@ -46,14 +46,14 @@ def main() -> None:
 
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     sys.path.insert(0, str(REPO))
+    import gzip
+
     from evalgate.checkpoints import load_tokenizer, resolve_checkpoint
     from evalgate.demo import smollm2_gguf
     from evalgate.prompts import render_prompt
     from evalgate.protocol import load_protocol
     from evalgate.protocols_ops import freeze
     from evalgate.splits import humaneval_path, write_split
-
-    import gzip
 
     work = Path(tempfile.mkdtemp(prefix="evalgate-bench-"))
     os.environ["EVALGATE_SPLITS"] = str(work / "splits")

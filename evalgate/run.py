@@ -37,7 +37,6 @@ from evalgate.splits import SplitManager, actor_name
 from evalgate.stats import mean_stderr
 from evalgate.store import Store
 
-
 # Samples scored per scorer call, so the scoring progress bar moves; large enough to keep the scorer's worker
 # pool busy.
 SCORE_CHUNK = 64
