@@ -150,6 +150,18 @@ def _dp_worker(devices: str, kwargs: dict[str, Any], prompts: list[list[int]], s
         queue.put(("error", f"{type(e).__name__}: {e}"))
 
 
+def _wait(q: Any, p: Any) -> tuple[str, Any]:
+    """A worker's (status, payload); a worker that dies without answering (killed, segfault) is an error."""
+    import queue
+
+    while True:
+        try:
+            return q.get(timeout=5)
+        except queue.Empty:
+            if p.exitcode is not None:
+                return "error", f"worker exited with code {p.exitcode} before sending its results"
+
+
 class _Out:
     """A CompletionOutput's fields as sent back from a data-parallel worker."""
 
@@ -244,7 +256,7 @@ class VLLMBackend:
             procs.append(p)
         outs: list[Any] = [None] * len(prompts)
         for idx, q, p in zip(parts, queues, procs, strict=True):
-            status, payload = q.get()
+            status, payload = _wait(q, p)
             p.join()
             if status != "ok":
                 raise EngineError(f"vLLM data-parallel worker failed: {payload}")
