@@ -21,7 +21,9 @@ def main(spec_path: str) -> None:
     tok = AutoTokenizer.from_pretrained(spec["model_dir"], padding_side="left")
     model = AutoModelForCausalLM.from_pretrained(spec["model_dir"], dtype=torch.float32).eval()
     torch.manual_seed(0)
-    enc = tok(spec["prompts"], return_tensors="pt", padding=True, add_special_tokens=False)
+    # one BOS: add it unless the rendered prompts already start with it (evalgate's rule)
+    add = not (tok.bos_token and all(p.startswith(tok.bos_token) for p in spec["prompts"]))
+    enc = tok(spec["prompts"], return_tensors="pt", padding=True, add_special_tokens=add)
     g0 = time.perf_counter()
     with torch.inference_mode():
         sampling = {"do_sample": True, "temperature": spec["temperature"], "top_p": spec["top_p"], "top_k": 0} \
