@@ -57,7 +57,7 @@ def main() -> None:
 # -- protocol ----------------------------------------------------------------------------------------------------
 @main.group()
 def protocol() -> None:
-    """Freeze, verify, show and diff protocol files."""
+    """Freeze, verify, show and diff protocol files; print the protocol file reference."""
 
 
 @protocol.command("freeze")
@@ -133,6 +133,15 @@ def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
         click.echo(format_diff(rows, "a", "b"))
 
 
+@protocol.command("docs")
+@handle_errors
+def protocol_docs() -> None:
+    """Print the protocol file reference (Markdown, docs/PROTOCOL.md), generated from the protocol models."""
+    from evalgate.protocol_docs import protocol_reference
+
+    click.echo(protocol_reference(), nl=False)
+
+
 # -- splits ------------------------------------------------------------------------------------------------------
 @main.group()
 def splits() -> None:
@@ -140,14 +149,22 @@ def splits() -> None:
 
 
 @splits.command("import")
-@click.argument("dataset", type=click.Choice(["humaneval"]))
-@click.option("--from", "source", type=click.Path(path_type=Path), help="Data file (default: the installed wheel).")
+@click.argument("dataset", type=click.Choice(["humaneval", "gsm8k", "math500"]))
+@click.option("--from", "source", type=click.Path(path_type=Path),
+              help="Data file (humaneval default: the installed wheel; gsm8k, math500: required).")
 @handle_errors
 def splits_import(dataset: str, source: Path | None) -> None:
     """Import a dataset as tiered splits (smoke/dev/public/private)."""
+    from evalgate.datasets import import_math_dataset
+    from evalgate.errors import BadInput
     from evalgate.splits import import_humaneval, load_manifest
 
-    paths = import_humaneval(source)
+    if dataset == "humaneval":
+        paths = import_humaneval(source)
+    elif source is None:
+        raise BadInput(f"{dataset}: pass --from PATH to the dataset's test.jsonl (nothing is downloaded)")
+    else:
+        paths = import_math_dataset(dataset, source)
     for p in paths:
         m = load_manifest(p.stem, p.parent)
         click.echo(f"{m.name:24s} tier {m.tier:8s} {m.count:4d} items  {p}{'  (encrypted)' if m.encrypted else ''}")

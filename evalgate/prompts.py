@@ -66,9 +66,7 @@ def chat_template_sha256(protocol: LoadedProtocol, tokenizer: Any) -> str | None
 def _messages(protocol: LoadedProtocol, item: dict[str, Any]) -> list[dict[str, str]]:
     msgs: list[dict[str, str]] = []
     p = protocol.spec.prompt
-    for shot in protocol.fewshot:
-        if p.fewshot_target_field not in shot:
-            raise BadInput(f"few-shot record lacks the target field {p.fewshot_target_field!r}: {shot}")
+    for shot in protocol.fewshot:  # load_protocol checked that each holds the target field
         msgs.append({"role": "user", "content": _render(protocol.template, shot, "prompt template (few-shot)")})
         msgs.append({"role": "assistant", "content": str(shot[p.fewshot_target_field])})
     msgs.append({"role": "user", "content": _render(protocol.template, item, "prompt template")})
@@ -129,3 +127,84 @@ def render_prompt(protocol: LoadedProtocol, item: dict[str, Any], tokenizer: Any
     prefix = _render(p.response_prefix, item, "response_prefix") if p.response_prefix else ""
     text = text + prefix
     return RenderedPrompt(str(item["id"]), text, prefix, hashlib.sha256(text.encode()).hexdigest(), merged)
+
+
+@dataclass(frozen=True)
+class TokenizedPrompt:
+    """The token ids of one rendered prompt and how its special tokens were handled.
+
+    Attributes:
+        ids: token ids sent to the engine.
+        bos_added: True when evalgate prepended the BOS id (the tokenizer adds BOS by default and the rendered
+            text did not start with it).
+        bos_count: occurrences of the BOS id in ``ids``; one for most models, one per turn for chat templates
+            that reuse BOS as the turn marker (SmolLM2's ``<|im_start|>``).
+    """
+
+    ids: tuple[int, ...]
+    bos_added: bool
+    bos_count: int
+
+
+class PromptEncoder:
+    """Tokenizes rendered prompts so that a prompt starts with one BOS, never two, and never ends with EOS.
+
+    Chat templates usually write the BOS token as text; encoding such text with the tokenizer's default
+    ``add_special_tokens=True`` prepends a second BOS (and a tokenizer configured to add EOS would end the
+    turn before the model answers). So a prompt is encoded without special tokens, and the BOS id is prepended
+    only when the tokenizer adds one by default and the text does not already start with it. Every backend
+    that takes token ids gets them from here; the run records ``special_tokens()`` and each prompt's
+    ``bos_added`` and ``bos_count``.
+
+    Args:
+        tokenizer: a transformers tokenizer (the checkpoint's).
+    """
+
+    def __init__(self, tokenizer: Any):
+        self.tokenizer = tokenizer
+        self.bos_id: int | None = tokenizer.bos_token_id
+        eos_id = tokenizer.eos_token_id
+        # What the tokenizer adds by default, probed rather than read from config flags (whose names differ
+        # between tokenizer classes and versions).
+        plain = tokenizer("a", add_special_tokens=False)["input_ids"]
+        default = tokenizer("a")["input_ids"]
+        self.adds_bos = self.bos_id is not None and len(default) > len(plain) and default[0] == self.bos_id
+        self.adds_eos = eos_id is not None and len(default) > len(plain) and default[-1] == eos_id
+
+    def special_tokens(self) -> dict[str, Any]:
+        """The tokenizer's BOS/EOS/PAD tokens and ids and what it adds by default, as recorded with a run."""
+        tok = self.tokenizer
+        return {"bos_token": tok.bos_token, "bos_token_id": self.bos_id, "eos_token": tok.eos_token,
+                "eos_token_id": tok.eos_token_id, "pad_token": tok.pad_token,
+                "pad_token_id": tok.pad_token_id,
+                "tokenizer_adds_bos": self.adds_bos, "tokenizer_adds_eos": self.adds_eos,
+                "add_special_tokens": False, "eos_appended": False}
+
+    def encode(self, text: str, item_id: str = "") -> TokenizedPrompt:
+        """Token ids of a rendered prompt, with one BOS when the tokenizer uses one.
+
+        Raises:
+            BadInput: the rendered text already starts with two BOS tokens (a chat template file or the prompt
+                template writes ``bos_token`` twice).
+        """
+        ids = list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        lead = 0
+        while self.bos_id is not None and lead < len(ids) and ids[lead] == self.bos_id:
+            lead += 1
+        if lead > 1:
+            raise BadInput(f"the rendered prompt of item {item_id!r} starts with {lead} BOS tokens "
+                           f"({self.tokenizer.bos_token!r}); the chat template or prompt template writes the "
+                           "BOS token more than once: remove the extra one from the protocol's template")
+        added = self.adds_bos and lead == 0
+        if added:
+            ids.insert(0, int(self.bos_id))  # type: ignore[arg-type]
+        count = sum(1 for t in ids if t == self.bos_id) if self.bos_id is not None else 0
+        return TokenizedPrompt(tuple(ids), added, count)
+
+    def summary(self, prompts: dict[str, TokenizedPrompt]) -> dict[str, Any]:
+        """What a run records about special tokens: ``special_tokens()`` plus, over its prompts, how many got
+        a BOS prepended and the least and most BOS ids in one prompt."""
+        counts = [p.bos_count for p in prompts.values()]
+        return {**self.special_tokens(), "prompts": len(prompts),
+                "prompts_bos_added": sum(1 for p in prompts.values() if p.bos_added),
+                "bos_per_prompt": {"min": min(counts, default=0), "max": max(counts, default=0)}}

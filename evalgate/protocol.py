@@ -28,6 +28,15 @@ from evalgate.errors import BadInput, ProtocolDrift
 LOCK_SUFFIX = ".lock"
 
 
+class FieldProblem(ValueError):
+    """A cross-field check that failed; ``field`` names the key the message is about, so the error can give
+    the line of that key rather than of its enclosing section."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
 class StrictModel(BaseModel):
     """Base for user-written files: unknown keys are errors, values are immutable after load."""
 
@@ -38,21 +47,24 @@ class PromptSpec(StrictModel):
     """How an item becomes the text sent to the engine."""
 
     template: str | None = None
-    """Inline jinja2 template for the user turn; item fields are variables (``{{ prompt }}``). One of
-    ``template`` / ``template_file`` is required."""
+    """Inline jinja2 template for the user turn; item fields are variables (``{{ prompt }}``). Exactly one of
+    ``template`` / ``template_file`` is required. Default: none."""
     template_file: str | None = None
-    """Path (relative to the protocol file) of a jinja2 template file; its content is inlined into the hash."""
+    """Path (relative to the protocol file) of a jinja2 template file; its content is inlined into the hash
+    and the path is not, so moving the file keeps the hash. Default: none."""
     chat_template: str = "model"
     """``model``: wrap the user turn with the checkpoint tokenizer's chat template; ``none``: send the rendered
-    template as raw text; any other value: path of a jinja2 chat template file (inlined into the hash)."""
+    template as raw text; any other value: path of a jinja2 chat template file, relative to the protocol file
+    (inlined into the hash). Default: model."""
     system_prompt: str | None = None
     """System message text, or none. Default: none."""
     system_role: Literal["merge", "fail"] = "merge"
     """When the chat template rejects or drops a system role: ``merge`` prepends the system text to the first user
     turn, ``fail`` stops the run with an error. The system text is never dropped silently. Default: merge."""
     fewshot_file: str | None = None
-    """JSONL file of few-shot exemplars (each rendered by ``template`` and answered by its ``target`` field),
-    relative to the protocol file; inlined into the hash. Default: none."""
+    """JSONL file of few-shot exemplars, one JSON object a line, relative to the protocol file; inlined into
+    the hash. Each exemplar is rendered by ``template`` as a user turn and answered, as an assistant turn, by
+    its ``fewshot_target_field``; they precede the item, in file order. Default: none."""
     fewshot_target_field: str = "target"
     """Field of a few-shot record holding the assistant's answer. Default: ``target``."""
     response_prefix: str | None = None
@@ -65,11 +77,11 @@ class SamplingSpec(StrictModel):
     ``generation_config.json`` and engine defaults never apply."""
 
     temperature: float = Field(0.0, ge=0.0)
-    """Softmax temperature; 0 means greedy decoding. Default: 0."""
+    """Softmax temperature (logits are divided by it), >= 0; 0 means greedy decoding. Default: 0."""
     top_p: float = Field(1.0, gt=0.0, le=1.0)
     """Nucleus sampling mass in (0, 1]; 1 disables. Default: 1."""
     top_k: int = Field(0, ge=0)
-    """Keep the k most likely tokens; 0 disables. Default: 0."""
+    """Keep the k most likely tokens (a count of tokens); 0 disables. Default: 0."""
     max_tokens: int = Field(256, ge=1)
     """Maximum completion length in tokens; a completion that reaches it has finish_reason ``length``.
     Default: 256."""
@@ -77,20 +89,25 @@ class SamplingSpec(StrictModel):
     """Stop sequences, applied by the engine while it generates; the returned text excludes them. Choose sequences
     that cannot occur inside an answer (e.g. not ``.``, which would cut ``2.5``). Default: none."""
     n: int = Field(1, ge=1)
-    """Samples per item. Default: 1."""
+    """Samples per item (a count, >= 1). Default: 1."""
     seed: int = 0
-    """Protocol sampling seed; per-sample seeds derive from (seed, item id, sample index). Default: 0."""
+    """Protocol sampling seed (an integer; ``evalgate run --seed`` overrides it per run). Each sample's seed
+    is derived from (seed, item id, sample index), so a sample does not change when items are reordered or
+    batched differently. Default: 0."""
     repetition_penalty: float = Field(1.0, gt=0.0)
-    """Repetition penalty (CTRL, Keskar et al. 2019); 1 disables. Default: 1."""
+    """Repetition penalty, a logit divisor > 0 for tokens already present (CTRL, Keskar et al. 2019); 1 disables.
+    Default: 1."""
     allow_greedy_n: bool = False
     """Allow n > 1 with temperature 0 (all n samples are then identical). Default: false."""
 
     @model_validator(mode="after")
     def _greedy_n(self) -> SamplingSpec:
+        """Greedy decoding (``temperature: 0``) with ``n > 1`` is rejected unless ``allow_greedy_n: true``."""
         if self.temperature == 0 and self.n > 1 and not self.allow_greedy_n:
-            raise ValueError(
+            raise FieldProblem(
+                "n",
                 f"temperature 0 (greedy) with n={self.n} gives {self.n} identical samples; "
-                "set temperature > 0, set n: 1, or set allow_greedy_n: true"
+                "set temperature > 0, set n: 1, or set allow_greedy_n: true",
             )
         return self
 
@@ -100,7 +117,7 @@ class ScorerSpec(StrictModel):
 
     name: str
     """Scorer name: ``humaneval`` (run the item's unit tests), ``math`` (math-verify equivalence), ``exact``
-    (normalised exact match)."""
+    (normalised exact match). Required."""
     options: dict[str, Any] = {}
     """Scorer-specific options (see the scorer's docstring). Default: none."""
 
@@ -127,7 +144,7 @@ class ToolPermissions(StrictModel):
     timeout_s: float = Field(10.0, gt=0)
     """Per-call timeout in seconds. Default: 10."""
     max_calls: int = Field(0, ge=0)
-    """Maximum tool calls per sample. Default: 0."""
+    """Maximum tool calls per sample (a count). Default: 0."""
     memory_mb: int = Field(1024, ge=16)
     """Memory limit per tool call, MiB. Default: 1024."""
 
@@ -144,45 +161,49 @@ class ExecutionLimits(StrictModel):
     file_size_mb: int = Field(16, ge=1)
     """Largest file a program may write (RLIMIT_FSIZE), MiB. Default: 16."""
     workers: int = Field(0, ge=0)
-    """Programs run in parallel; 0 means one per CPU core. Default: 0."""
+    """Programs run in parallel (a count); 0 means one per CPU core. Default: 0."""
 
 
 class Protocol(StrictModel):
     """A protocol file. Identity: ``name@version`` plus the sha256 of its resolved canonical JSON."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    """Protocol name (letters, digits, ``.``, ``_``, ``-``)."""
+    """Protocol name (letters, digits, ``.``, ``_``, ``-``). Required."""
     version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    """Protocol version; bump it whenever the content changes."""
+    """Protocol version (same characters as ``name``; quote it in YAML, ``"1"``); bump it whenever the content
+    changes. Required."""
     description: str = ""
     """Free text; part of the hash. Default: empty."""
     prompt: PromptSpec
-    """Prompt and chat template handling."""
+    """Prompt and chat template handling (section ``prompt`` below). Required."""
     sampling: SamplingSpec = SamplingSpec()
-    """Sampling parameters sent to the engine."""
+    """Sampling parameters sent to the engine (section ``sampling``). Default: every sampling default."""
     pass_at_k: list[int] = [1]
     """k values for pass@k; every k must be <= sampling.n. Default: [1]."""
     scorer: ScorerSpec
-    """Scorer and its options."""
+    """Scorer and its options (section ``scorer``). Required."""
     extraction: ExtractionSpec = ExtractionSpec()
-    """Answer extraction rules."""
+    """Answer extraction rules (section ``extraction``). Default: every extraction default."""
     tools: ToolPermissions = ToolPermissions()
-    """Tool permissions."""
+    """Tool permissions (section ``tools``). Default: no tools, no network."""
     execution: ExecutionLimits = ExecutionLimits()
-    """Code execution limits."""
+    """Code execution limits (section ``execution``). Default: every execution default."""
 
     @model_validator(mode="after")
     def _check(self) -> Protocol:
+        """Exactly one of ``prompt.template`` / ``prompt.template_file``; every k in ``pass_at_k`` is between 1
+        and ``sampling.n``, listed once."""
         if (self.prompt.template is None) == (self.prompt.template_file is None):
-            raise ValueError("prompt: give exactly one of template / template_file")
+            raise FieldProblem("prompt", "give exactly one of template / template_file")
         bad = [k for k in self.pass_at_k if k < 1 or k > self.sampling.n]
         if bad:
-            raise ValueError(
+            raise FieldProblem(
+                "pass_at_k",
                 f"pass_at_k {bad} exceed sampling.n={self.sampling.n} (or are < 1): pass@k needs k <= n samples; "
-                "raise sampling.n or drop those k"
+                "raise sampling.n or drop those k",
             )
         if len(set(self.pass_at_k)) != len(self.pass_at_k):
-            raise ValueError("pass_at_k has repeated values")
+            raise FieldProblem("pass_at_k", "pass_at_k has repeated values; list each k once")
         return self
 
     @property
@@ -272,6 +293,9 @@ def format_validation_error(path: Path, text: str, err: ValidationError) -> str:
     lines = []
     for e in err.errors():
         loc = tuple(e["loc"])
+        problem = (e.get("ctx") or {}).get("error")
+        if isinstance(problem, FieldProblem) and (not loc or loc[-1] != problem.field):
+            loc = (*loc, problem.field)
         where = ".".join(str(p) for p in loc) or "(top level)"
         line = _yaml_line(text, loc)
         prefix = f"{path}:{line}" if line else str(path)
@@ -291,6 +315,24 @@ def _read_file(base: Path, rel: str, what: str) -> str:
     if not p.is_file():
         raise BadInput(f"{what} '{rel}' not found (looked at {p}); fix the path in the protocol file")
     return p.read_text(encoding="utf-8")
+
+
+def _read_fewshot(base: Path, rel: str, target_field: str) -> list[dict[str, Any]]:
+    """Few-shot exemplars of a JSONL file, in file order; each must be an object holding ``target_field``."""
+    where = base / rel
+    out: list[dict[str, Any]] = []
+    for i, line in enumerate(_read_file(base, rel, "fewshot_file").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"{where}:{i}: not valid JSON ({e.msg}); fix that line") from e
+        if not isinstance(record, dict) or target_field not in record:
+            raise BadInput(f"{where}:{i}: a few-shot exemplar must be a JSON object with the answer in "
+                           f"{target_field!r} (prompt.fewshot_target_field); add it or change that field")
+        out.append(record)
+    return out
 
 
 def load_protocol(path: str | Path) -> LoadedProtocol:
@@ -328,14 +370,7 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     chat = p.chat_template
     if chat not in ("model", "none"):
         chat = _read_file(base, chat, "chat_template file")
-    fewshot: list[dict[str, Any]] = []
-    if p.fewshot_file:
-        for i, line in enumerate(_read_file(base, p.fewshot_file, "fewshot_file").splitlines(), 1):
-            if line.strip():
-                try:
-                    fewshot.append(json.loads(line))
-                except json.JSONDecodeError as e:
-                    raise BadInput(f"{base / p.fewshot_file}:{i}: not valid JSON ({e.msg}); fix that line") from e
+    fewshot = _read_fewshot(base, p.fewshot_file, p.fewshot_target_field) if p.fewshot_file else []
     resolved = spec.model_dump(mode="json")
     resolved["prompt"]["template"] = template
     resolved["prompt"]["chat_template"] = chat

@@ -30,7 +30,13 @@ from evalgate.backends.base import (
 )
 from evalgate.checkpoints import Checkpoint, load_tokenizer, resolve_checkpoint
 from evalgate.errors import BadInput, EvalgateError
-from evalgate.prompts import chat_template_sha256, render_prompt
+from evalgate.prompts import (
+    PromptEncoder,
+    RenderedPrompt,
+    TokenizedPrompt,
+    chat_template_sha256,
+    render_prompt,
+)
 from evalgate.protocol import LoadedProtocol, load_protocol, verify
 from evalgate.scoring import SampleToScore, aggregate_behavior, get_scorer, pass_at_k, sample_behavior
 from evalgate.splits import SplitManager, actor_name
@@ -103,6 +109,24 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def _tokenizer(protocol: LoadedProtocol, ckpt: Checkpoint) -> Any:
+    """The checkpoint's tokenizer: needed to apply a chat template and to record special-token handling. With
+    ``chat_template: none`` a checkpoint without one is allowed (None; the engine tokenizes)."""
+    try:
+        return load_tokenizer(ckpt.model_dir)
+    except BadInput:
+        if protocol.chat_template == "none":
+            return None
+        raise
+
+
+def _prompt_record(r: RenderedPrompt, t: TokenizedPrompt | None) -> dict[str, Any]:
+    """A ``run_prompts`` row: the prompt's hash and its special-token handling (None without a tokenizer)."""
+    return {"item_id": r.item_id, "prompt_sha256": r.sha256, "system_merged": r.system_merged,
+            "prompt_tokens": len(t.ids) if t else None, "bos_count": t.bos_count if t else None,
+            "bos_added": t.bos_added if t else None}
+
+
 def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Run metrics from scored samples grouped by item.
 
@@ -162,8 +186,10 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
 
-    tokenizer = load_tokenizer(ckpt.model_dir) if protocol.chat_template != "none" else None
+    tokenizer = _tokenizer(protocol, ckpt)
     rendered = {str(it["id"]): render_prompt(protocol, it, tokenizer) for it in items}
+    encoder = PromptEncoder(tokenizer) if tokenizer is not None else None
+    tokenized = {iid: encoder.encode(r.text, iid) for iid, r in rendered.items()} if encoder else {}
     sampling = protocol.spec.sampling
     run_seed = sampling.seed if opts.seed is None else opts.seed
     keys = [(iid, j, sample_seed(run_seed, iid, j)) for iid in rendered for j in range(sampling.n)]
@@ -178,6 +204,7 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
         print(f"note: run {stale} was left unfinished by a process that ended; marked interrupted", file=sys.stderr)
     backend_info: dict[str, Any] = {"name": opts.backend, "options": opts.backend_options,
                                     "chat_template_sha256": chat_template_sha256(protocol, tokenizer),
+                                    "tokenizer": encoder.summary(tokenized) if encoder else None,
                                     "model_loaded": False}
     store.create_run({
         "run_id": run_id, "protocol_name": protocol.spec.name, "protocol_version": protocol.spec.version,
@@ -188,6 +215,8 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
         "effective_params": {**params.as_dict(), "n": sampling.n, "seed": run_seed,
                              "per_sample_seed": "sha256(f'{seed}:{item_id}:{sample_index}')[:8] & (2**63-1)"},
         "actor": actor, "purpose": opts.purpose, "host": socket.gethostname(), "pid": os.getpid()})
+    store.put_run_prompts(run_id, [_prompt_record(r, tokenized.get(iid)) for iid, r in rendered.items()],
+                          {r.sha256: r.text for r in rendered.values()})
 
     gen_s = 0.0
     try:
@@ -196,7 +225,8 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
             for iid, j, s in missing:
                 by_item[iid].append((j, s))
             requests = [GenerationRequest(iid, rendered[iid].text, tuple(j for j, _ in js), tuple(s for _, s in js),
-                                          params) for iid, js in by_item.items()]
+                                          params, tokenized[iid].ids if iid in tokenized else None)
+                        for iid, js in by_item.items()]
             backend = get_backend(opts.backend, str(ckpt.model_dir), **opts.backend_options)
             bar = _progress(len(missing), "generate", opts.progress)
             new_tokens, g0 = [0], time.perf_counter()

@@ -94,10 +94,21 @@ def _m003_run_owner(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE runs ADD COLUMN pid INTEGER")
 
 
+def _m006_run_prompts(con: duckdb.DuckDBPyConnection) -> None:
+    # The fully rendered prompt of every item of a run (text stored once in prompts, by hash), with how its
+    # special tokens were handled; cached runs record theirs too.
+    con.execute("""
+        CREATE TABLE run_prompts (
+            run_id VARCHAR NOT NULL, item_id VARCHAR NOT NULL, prompt_sha256 VARCHAR NOT NULL,
+            prompt_tokens INTEGER, bos_count INTEGER, bos_added BOOLEAN, system_merged BOOLEAN NOT NULL,
+            PRIMARY KEY (run_id, item_id))""")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
     (1, "initial", _m001_initial),
     (2, "human_scores", _m002_human_scores),
     (3, "run_owner", _m003_run_owner),
+    (6, "run_prompts", _m006_run_prompts),
 ]
 
 GENESIS_HASH = "0" * 64
@@ -272,6 +283,25 @@ class Store:
         for r in rows:
             r["behavior"] = json.loads(r["behavior"]) if r["behavior"] else {}
         return rows
+
+    def put_run_prompts(self, run_id: str, rows: Sequence[dict[str, Any]], texts: dict[str, str]) -> None:
+        """Record a run's rendered prompts: one ``run_prompts`` row per item (keys: item_id, prompt_sha256,
+        prompt_tokens, bos_count, bos_added, system_merged) and each distinct text once in ``prompts``."""
+        with self.connect() as con:
+            con.executemany("INSERT INTO prompts VALUES (?, ?) ON CONFLICT DO NOTHING",
+                            [[h, t] for h, t in texts.items()])
+            con.executemany("INSERT INTO run_prompts VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            [[run_id, r["item_id"], r["prompt_sha256"], r["prompt_tokens"], r["bos_count"],
+                              r["bos_added"], r["system_merged"]] for r in rows])
+
+    def run_prompts(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's rendered prompts by item id, with the prompt text (column ``text``)."""
+        with self.connect() as con:
+            cur = con.execute("""SELECT rp.*, p.text FROM run_prompts rp
+                                 JOIN prompts p ON p.sha256=rp.prompt_sha256
+                                 WHERE rp.run_id=? ORDER BY rp.item_id""", [run_id])
+            cols = [d[0] for d in cur.description]
+            return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
 
     # -- generation cache --------------------------------------------------------------------------------------
     def cached_generations(self, checkpoint_digest: str, protocol_hash: str,

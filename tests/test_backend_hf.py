@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.backends.base import EffectiveParams, GenerationRequest, cut_at_stop, encode_prompt
+from evalgate.backends.base import EffectiveParams, GenerationRequest, cut_at_stop
 from evalgate.backends.hf import plan_batches
 
 P7 = EffectiveParams(temperature=0.0, top_p=1.0, top_k=0, max_tokens=7, stop=(), repetition_penalty=1.0)
@@ -45,7 +45,7 @@ def test_finish_reason_and_token_counts_with_the_real_model(smollm2_dir: Path) -
     # 12 tokens without EOS: cut by max_tokens, and the tokenizer re-encodes the text to the same 12 tokens
     assert c.finish_reason == "length" and c.completion_tokens == 12
     assert len(tok(c.text, add_special_tokens=False)["input_ids"]) == 12
-    assert c.prompt_tokens == len(encode_prompt(tok, prompt))
+    assert c.prompt_tokens == len(hf.encoder.encode(prompt, "a").ids)
 
     # a stop sequence taken from inside that greedy text ends generation there: text before it, finish 'stop'
     words = c.text.split()

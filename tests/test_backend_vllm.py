@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from evalgate.backends.base import EffectiveParams, encode_prompt
+from evalgate.backends.base import EffectiveParams
 from evalgate.errors import BadInput, EngineError
 
 vllm = pytest.importorskip("vllm", reason="vLLM is not importable here (optional extra; make setup installs it "
@@ -104,10 +104,11 @@ def test_completion_from_real_output_classes() -> None:
 
 def test_prompts_go_in_as_tokens_with_one_bos(smollm2_dir: Path) -> None:
     from evalgate.checkpoints import load_tokenizer
+    from evalgate.prompts import PromptEncoder
 
     tok = load_tokenizer(smollm2_dir)
     text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
-    ids = encode_prompt(tok, text)
+    ids = list(PromptEncoder(tok).encode(text, "x").ids)
     (tp,) = vb.to_engine_prompts([ids])
     assert tp["prompt_token_ids"] == ids
     bos = tok.bos_token_id

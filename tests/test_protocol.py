@@ -5,9 +5,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from pydantic import BaseModel
 
 from evalgate.errors import BadInput, ProtocolDrift
-from evalgate.protocol import load_protocol, verify
+from evalgate.protocol import Protocol, load_protocol, verify
 from evalgate.protocols_ops import freeze
 
 BASE = {
@@ -33,25 +34,49 @@ def test_same_content_same_hash_regardless_of_key_order(tmp_path: Path) -> None:
     assert a.sha256 == b.sha256
 
 
-@pytest.mark.parametrize(
-    ("path", "value"),
-    [
-        (("sampling", "temperature"), 0.8), (("sampling", "top_p"), 0.95), (("sampling", "max_tokens"), 33),
-        (("sampling", "n"), 3), (("sampling", "seed"), 4), (("sampling", "stop"), ["\n"]),
-        (("sampling", "top_k"), 5), (("sampling", "repetition_penalty"), 1.1),
-        (("prompt", "template"), "Q: {{ question }}\nAnswer:"), (("prompt", "system_prompt"), "Be brief."),
-        (("prompt", "chat_template"), "model"), (("pass_at_k",), [1]), (("scorer", "options"), {"x": 1}),
-        (("description",), "changed"), (("version",), "2"), (("execution", "timeout_s"), 3.0),
-        (("tools", "network"), True), (("extraction", "rule"), "boxed"),
-    ],
-)
-def test_any_field_change_changes_hash(tmp_path: Path, path: tuple, value: object) -> None:
+# One change per leaf field of the protocol models. prompt.template_file is covered by
+# test_template_file_is_inlined_in_the_hash (its content, not its path, is hashed).
+MUTATIONS: dict[str, object] = {
+    "name": "t2", "version": "2", "description": "changed",
+    "prompt.template": "Q: {{ question }}\nAnswer:", "prompt.chat_template": "model",
+    "prompt.system_prompt": "Be brief.", "prompt.system_role": "fail", "prompt.fewshot_file": "shots.jsonl",
+    "prompt.fewshot_target_field": "answer", "prompt.response_prefix": "A:",
+    "sampling.temperature": 0.8, "sampling.top_p": 0.95, "sampling.top_k": 5, "sampling.max_tokens": 33,
+    "sampling.stop": ["\n"], "sampling.n": 3, "sampling.seed": 4, "sampling.repetition_penalty": 1.1,
+    "sampling.allow_greedy_n": True, "pass_at_k": [1], "scorer.name": "exact", "scorer.options": {"x": 1},
+    "extraction.rule": "boxed", "extraction.score_truncated": True,
+    "tools.allowed": ["python"], "tools.network": True, "tools.timeout_s": 3.0, "tools.max_calls": 2,
+    "tools.memory_mb": 512,
+    "execution.timeout_s": 3.0, "execution.cpu_s": 5, "execution.memory_mb": 512, "execution.file_size_mb": 8,
+    "execution.workers": 2,
+}
+
+
+def leaf_fields(model: type[BaseModel], prefix: str = "") -> set[str]:
+    out = set()
+    for name, f in model.model_fields.items():
+        if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel):
+            out |= leaf_fields(f.annotation, f"{prefix}{name}.")
+        else:
+            out.add(prefix + name)
+    return out
+
+
+def test_every_field_has_a_hash_sensitivity_case() -> None:
+    assert set(MUTATIONS) == leaf_fields(Protocol) - {"prompt.template_file"}
+
+
+@pytest.mark.parametrize(("path", "value"), list(MUTATIONS.items()))
+def test_any_field_change_changes_hash(tmp_path: Path, path: str, value: object) -> None:
+    (tmp_path / "shots.jsonl").write_text('{"question": "1+1?", "target": "2"}\n')
     base = load_protocol(write(tmp_path, BASE, "a.yaml")).sha256
     doc = json.loads(json.dumps(BASE))
     d = doc
-    for key in path[:-1]:
+    keys = path.split(".")
+    for key in keys[:-1]:
         d = d.setdefault(key, {})
-    d[path[-1]] = value
+    assert d.get(keys[-1]) != value
+    d[keys[-1]] = value
     assert load_protocol(write(tmp_path, doc, "b.yaml")).sha256 != base
 
 
@@ -96,18 +121,27 @@ def test_refreeze_changed_content_under_used_version_is_refused(tmp_path: Path) 
     assert freeze(p)["version"] == "2"
 
 
+def line_of(path: Path, text: str) -> int:
+    return path.read_text().splitlines().index(text) + 1
+
+
 def test_pass_at_k_above_n_rejected_with_line(tmp_path: Path) -> None:
     doc = json.loads(json.dumps(BASE))
     doc["pass_at_k"] = [1, 5]
-    with pytest.raises(BadInput, match=r"pass_at_k \[5\] exceed sampling.n=2"):
-        load_protocol(write(tmp_path, doc))
+    p = write(tmp_path, doc)
+    with pytest.raises(BadInput) as e:
+        load_protocol(p)
+    assert f"{p}:{line_of(p, 'pass_at_k:')}: pass_at_k: pass_at_k [5] exceed sampling.n=2" in e.value.message
 
 
 def test_greedy_with_n_above_one_needs_explicit_allow(tmp_path: Path) -> None:
     doc = json.loads(json.dumps(BASE))
     doc["sampling"]["temperature"] = 0
-    with pytest.raises(BadInput, match="allow_greedy_n"):
-        load_protocol(write(tmp_path, doc))
+    p = write(tmp_path, doc)
+    with pytest.raises(BadInput) as e:
+        load_protocol(p)
+    assert f"{p}:{line_of(p, '  n: 2')}: sampling.n: temperature 0 (greedy) with n=2" in e.value.message
+    assert "allow_greedy_n: true" in e.value.message
     doc["sampling"]["allow_greedy_n"] = True
     load_protocol(write(tmp_path, doc))
 
@@ -127,3 +161,28 @@ def test_malformed_yaml_names_line(tmp_path: Path) -> None:
     p.write_text("name: t\nversion: 1\nprompt: [unclosed\n")
     with pytest.raises(BadInput, match=r"p.yaml:\d+: protocol is not valid YAML"):
         load_protocol(p)
+
+
+def test_template_and_template_file_together_rejected_with_line(tmp_path: Path) -> None:
+    (tmp_path / "t.j2").write_text("x")
+    doc = {**BASE, "prompt": {"template": "x", "template_file": "t.j2"}}
+    p = write(tmp_path, doc)
+    with pytest.raises(BadInput) as e:
+        load_protocol(p)
+    line = line_of(p, "prompt:")
+    assert f"{p}:{line}: prompt: give exactly one of template / template_file" in e.value.message
+
+
+def test_every_field_docstring_gives_its_default_or_says_required() -> None:
+    models = [Protocol]
+    missing = []
+    while models:
+        model = models.pop()
+        for name, f in model.model_fields.items():
+            if isinstance(f.annotation, type) and issubclass(f.annotation, BaseModel):
+                models.append(f.annotation)
+            text = f.description or ""
+            expected = "Required." if f.is_required() else "Default:"
+            if expected not in text:
+                missing.append(f"{model.__name__}.{name}")
+    assert missing == []

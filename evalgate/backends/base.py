@@ -44,6 +44,9 @@ class GenerationRequest:
         sample_indices: which samples of the item these are (len == len(seeds)).
         seeds: per-sample sampling seeds (see ``sample_seed``).
         params: effective sampling parameters.
+        prompt_ids: the prompt's token ids from ``prompts.PromptEncoder`` (one BOS, never two); a backend that
+            takes token ids sends these instead of re-tokenizing ``prompt``. None: the backend encodes
+            ``prompt`` with a ``PromptEncoder`` itself.
     """
 
     key: str
@@ -51,6 +54,7 @@ class GenerationRequest:
     sample_indices: tuple[int, ...]
     seeds: tuple[int, ...]
     params: EffectiveParams
+    prompt_ids: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -102,17 +106,6 @@ BACKENDS: dict[str, tuple[str, str, str]] = {
     "vllm": ("evalgate.backends.vllm", "VLLMBackend", "vllm"),
     "openai": ("evalgate.backends.openai", "OpenAIBackend", "openai"),
 }
-
-
-def encode_prompt(tokenizer: Any, text: str) -> list[int]:
-    """Token ids of a rendered prompt, shared by every backend that tokenizes itself (hf, vllm).
-
-    Special tokens are added only when the text does not already start with the BOS token (chat templates write
-    it), so a prompt holds one BOS, never two.
-    """
-    bos = tokenizer.bos_token
-    add = not (bos and text.startswith(bos))
-    return list(tokenizer(text, add_special_tokens=add)["input_ids"])
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:

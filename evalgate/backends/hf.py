@@ -8,8 +8,11 @@
 - Stop sequences end generation while it runs (``stop_strings``); the returned text is cut before the stop
   sequence and finish_reason is ``stop``. A row that reaches max_tokens without EOS or a stop sequence is
   ``length``.
-- The checkpoint's ``generation_config.json`` never applies: the model's generation config is replaced by one
-  holding only the special token ids, and every sampling value comes from the protocol.
+- The checkpoint's ``generation_config.json`` never applies: transformers fills every generate() value left
+  unset from ``model.generation_config`` (loaded from that file), so the model's generation config is replaced
+  by one holding only the special token ids, and every sampling value comes from the protocol. What was
+  ignored and what was sent are both in ``info()``.
+- Prompts are token ids from ``prompts.PromptEncoder`` (one BOS, never two), normally computed by the run.
 """
 
 from __future__ import annotations
@@ -28,10 +31,10 @@ from evalgate.backends.base import (
     GenerationRequest,
     GenerationResult,
     cut_at_stop,
-    encode_prompt,
 )
 from evalgate.checkpoints import load_tokenizer
 from evalgate.errors import EngineError
+from evalgate.prompts import PromptEncoder
 
 
 class SeededSampler(LogitsProcessor):
@@ -109,13 +112,18 @@ class HFBackend:
         self._model: Any = None
         self._ckpt_eos: Any = None
         self.tokenizer = load_tokenizer(self.model_dir)
+        self.encoder = PromptEncoder(self.tokenizer)
         self.load_s: float | None = None
         self.ignored_generation_config: dict[str, Any] = {}
+        self.sent: dict[str, Any] = {}
 
     def info(self) -> dict[str, Any]:
+        """Engine and versions; ``ignored_generation_config``: the checkpoint's generation_config.json values
+        that were not applied; ``sent``: the generation parameters the last batch passed to ``generate``."""
         return {"engine": "transformers", "transformers": transformers.__version__, "torch": torch.__version__,
                 "device": self.device, "dtype": self.dtype, "token_budget": self.token_budget,
-                "eos_token_ids": self._eos_ids(), "ignored_generation_config": self.ignored_generation_config}
+                "eos_token_ids": self._eos_ids(), "ignored_generation_config": self.ignored_generation_config,
+                "sent": self.sent}
 
     def _eos_ids(self) -> list[int]:
         ids = set()
@@ -152,10 +160,11 @@ class HFBackend:
         tok = self.tokenizer
         return int(tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id)
 
-    def encode(self, text: str) -> list[int]:
-        """Token ids of a rendered prompt. Special tokens are not added when the text already starts with the BOS
-        token (chat templates write it), so a prompt holds one BOS, never two."""
-        return encode_prompt(self.tokenizer, text)
+    def encode(self, request: GenerationRequest) -> list[int]:
+        """Token ids of a request's prompt: ``prompt_ids`` if the caller gave them, else the encoder's."""
+        if request.prompt_ids is not None:
+            return list(request.prompt_ids)
+        return list(self.encoder.encode(request.prompt, request.key).ids)
 
     def generate(self, requests: Sequence[GenerationRequest],
                  on_result: Callable[[GenerationResult], None] | None = None) -> list[GenerationResult]:
@@ -165,7 +174,7 @@ class HFBackend:
             EngineError: generation failed.
         """
         rows = []  # (request index, position in request, prompt ids, seed)
-        encoded = [self.encode(r.prompt) for r in requests]
+        encoded = [self.encode(r) for r in requests]
         for ri, r in enumerate(requests):
             for j, seed in enumerate(r.seeds):
                 rows.append((ri, j, encoded[ri], seed))
@@ -193,15 +202,19 @@ class HFBackend:
         for k, (_, _, ids, _) in enumerate(batch):  # left padding
             input_ids[k, width - len(ids):] = torch.tensor(ids)
             attention[k, width - len(ids):] = 1
+        # Set even at its neutral value: transformers fills an unset value from the model's config.
         gen = GenerationConfig(
             max_new_tokens=p.max_tokens, do_sample=False, num_beams=1,
-            repetition_penalty=p.repetition_penalty if p.repetition_penalty != 1.0 else None,
+            repetition_penalty=p.repetition_penalty,
             stop_strings=list(p.stop) or None, eos_token_id=self._eos_ids(), pad_token_id=pad,
             bos_token_id=model.generation_config.bos_token_id,
         )
         processors = LogitsProcessorList()
+        sampler = None
         if p.temperature > 0:
+            sampler = {"temperature": p.temperature, "top_k": p.top_k, "top_p": p.top_p, "seeds": "per row"}
             processors.append(SeededSampler([b[3] for b in batch], p.temperature, p.top_k, p.top_p))
+        self.sent = {"generation_config": gen.to_diff_dict(), "seeded_sampler": sampler}
         try:
             with torch.inference_mode():
                 out = model.generate(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),

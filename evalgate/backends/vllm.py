@@ -13,8 +13,8 @@ Decisions (and why):
   default sampling values and its ``max_new_tokens`` as a server-wide cap; "vllm" loads none), and every
   ``SamplingParams`` field evalgate relies on is set explicitly (``sampling_params_kwargs``).
 - **Prompts rendered and tokenized by evalgate**: each prompt goes in as ``TokensPrompt(prompt_token_ids=...)``
-  tokenized with the same rule as ``hf`` (``encode_prompt``: no second BOS after a chat template's), so the engine
-  sees exactly the tokens ``hf`` sees.
+  with the request's ``prompt_ids`` (``prompts.PromptEncoder``: one BOS, never two), so the engine sees exactly
+  the tokens ``hf`` sees.
 - **Data parallel** (``data_parallel_size > 1``): vLLM 0.33 refuses ``LLM(data_parallel_size>1)`` in one process,
   so evalgate starts that many worker processes, each owning ``tensor_parallel_size`` GPUs
   (``CUDA_VISIBLE_DEVICES``) and an independent engine, and deals the sample requests out round-robin. Samples
@@ -43,7 +43,6 @@ from evalgate.backends.base import (
     EffectiveParams,
     GenerationRequest,
     GenerationResult,
-    encode_prompt,
 )
 from evalgate.errors import BadInput, EngineError
 
@@ -194,12 +193,14 @@ class VLLMBackend:
         if data_parallel_size < 1:
             raise BadInput(f"vllm option data_parallel_size={data_parallel_size} must be >= 1")
         from evalgate.checkpoints import load_tokenizer
+        from evalgate.prompts import PromptEncoder
 
         self.model_dir = str(model_dir)
         self.kwargs = engine_kwargs(self.model_dir, tensor_parallel_size, gpu_memory_utilization, max_model_len,
                                     dtype, enforce_eager)
         self.data_parallel_size = data_parallel_size
         self.tokenizer = load_tokenizer(self.model_dir)
+        self.encoder = PromptEncoder(self.tokenizer)
 
     def info(self) -> dict[str, Any]:
         return {"engine": "vllm", "vllm": vllm.__version__, "engine_kwargs": self.kwargs,
@@ -213,7 +214,8 @@ class VLLMBackend:
             EngineError: the engine failed to start or generate, or aborted a request.
         """
         rows = [(ri, j) for ri, r in enumerate(requests) for j in range(len(r.seeds))]
-        encoded = [encode_prompt(self.tokenizer, r.prompt) for r in requests]
+        encoded = [list(r.prompt_ids) if r.prompt_ids is not None else list(self.encoder.encode(r.prompt, r.key).ids)
+                   for r in requests]
         prompts = [encoded[ri] for ri, _ in rows]
         sps = [sampling_params_kwargs(requests[ri].params, requests[ri].seeds[j]) for ri, j in rows]
         try:

@@ -56,6 +56,7 @@ class Scorer(Protocol):
 SCORERS: dict[str, tuple[str, str]] = {
     "humaneval": ("evalgate.scoring.code", "HumanEvalScorer"),
     "exact": ("evalgate.scoring.exact", "ExactScorer"),
+    "math": ("evalgate.scoring.math", "MathScorer"),
 }
 
 

@@ -1,0 +1,112 @@
+"""The protocol file reference (``docs/PROTOCOL.md``), generated from the pydantic models in ``protocol.py``.
+
+The models are the documentation: each field's docstring gives its meaning, unit and default, and this module
+only lays them out as Markdown tables, one per section of the file, with each field's type, constraints and
+default read from the model. ``evalgate protocol docs`` prints it; a test checks that the committed file
+matches.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import types
+from typing import Any, Literal, Union, get_args, get_origin
+
+import annotated_types
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from evalgate import protocol as protocol_module
+from evalgate.protocol import Protocol
+
+DOC_PATH = "docs/PROTOCOL.md"
+
+
+def _md(text: str) -> str:
+    """A docstring as one Markdown line: paragraphs joined, RST ``literals`` as `code`, pipes escaped."""
+    text = re.sub(r"``(.+?)``", r"`\1`", " ".join(text.split()))
+    return text.replace("|", "\\|")
+
+
+def _type(ann: Any) -> str:
+    origin, args = get_origin(ann), get_args(ann)
+    if origin in (Union, types.UnionType):
+        return " or ".join(_type(a) for a in args)
+    if origin is Literal:
+        return "one of " + ", ".join(f"`{a}`" for a in args)
+    if origin is list:
+        return f"list of {_type(args[0])}s"
+    if origin is dict:
+        return "mapping"
+    if isinstance(ann, type) and issubclass(ann, BaseModel):
+        return f"section [`{ann.__name__}`](#{ann.__name__.lower()})"
+    names = {str: "string", int: "integer", float: "number", bool: "boolean", type(None): "null"}
+    return names.get(ann, str(ann))
+
+
+def _constraints(field: FieldInfo) -> str:
+    bounds = {annotated_types.Gt: (">", "gt"), annotated_types.Ge: (">=", "ge"),
+              annotated_types.Lt: ("<", "lt"), annotated_types.Le: ("<=", "le")}
+    out = []
+    for m in field.metadata:
+        for cls, (sym, attr) in bounds.items():
+            if isinstance(m, cls):
+                out.append(f"{sym} {getattr(m, attr)}")
+        if getattr(m, "pattern", None):
+            out.append(f"matches `{m.pattern}`")
+    return f" ({', '.join(out)})" if out else ""
+
+
+def _default(field: FieldInfo) -> str:
+    if field.is_required():
+        return "required"
+    if isinstance(field.default, BaseModel):
+        return "its section's defaults"
+    return f"`{json.dumps(field.default)}`"
+
+
+def _sections(model: type[BaseModel], key: str) -> list[tuple[str, type[BaseModel]]]:
+    """(YAML key, model) for ``model`` and every nested section, depth first, in field order."""
+    out = [(key, model)]
+    for name, field in model.model_fields.items():
+        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
+            out.extend(_sections(field.annotation, name))
+    return out
+
+
+def _checks(model: type[BaseModel]) -> list[str]:
+    validators = model.__pydantic_decorators__.model_validators.values()
+    return [_md(v.func.__doc__) for v in validators if v.func.__doc__]
+
+
+def protocol_reference() -> str:
+    """The Markdown reference of the protocol file format (the content of ``docs/PROTOCOL.md``).
+
+    Returns:
+        Markdown text: the protocol module's description, then one section per model (top level first) with a
+        table of key, type (with constraints), default and meaning, then the checks made at load.
+    """
+    lines = [
+        "# Protocol file reference",
+        "",
+        "<!-- Generated from the pydantic models in evalgate/protocol.py by `evalgate protocol docs`;",
+        f"     do not edit. Regenerate: evalgate protocol docs > {DOC_PATH} (a test checks it). -->",
+        "",
+    ]
+    doc = (protocol_module.__doc__ or "").split("\n\n")
+    lines += [_md(par) + "\n" for par in doc[1:] if par.strip()]
+    lines += ["Unknown keys are errors: the message names the file, the line, the key and the nearest known "
+              "key.", "", "An example: `protocols/humaneval-smoke.yaml`.", ""]
+    for key, model in _sections(Protocol, ""):
+        title = "Top level" if not key else f"`{key}`"
+        lines += [f"## {model.__name__}", "", f"{title}: {_md(model.__doc__ or '')}", "",
+                  "| key | type | default | meaning |", "|---|---|---|---|"]
+        for name, field in model.model_fields.items():
+            kind = _type(field.annotation) + _constraints(field)
+            lines.append(f"| `{name}` | {kind} | {_default(field)} | {_md(field.description or '')} |")
+        checks = _checks(model)
+        if checks:
+            lines += ["", "Checked at load: " + " ".join(checks)]
+        lines.append("")
+    return "\n".join(lines)

@@ -1,0 +1,165 @@
+"""Mathematical answer equivalence (the ``math`` scorer), built on Hugging Face's ``math-verify``.
+
+``math_equal(prediction, gold)`` compares two *answers* (already extracted from completions, e.g. by the
+``gsm8k`` or ``boxed`` rule): each is unwrapped (a last ``\\boxed{}`` is taken, ``$...$`` / ``\\(...\\)`` /
+``\\[...\\]`` delimiters dropped), a plain number followed by a plain-word unit ("18 dollars") keeps the
+number, and both are parsed by ``math_verify.parse`` inside ``$...$`` with its LaTeX and plain-expression
+extractors, then compared by ``math_verify.verify(gold, prediction)`` (the order math-verify requires). So
+``\\text{13}`` equals ``13``, ``2.5`` equals ``2\\frac{1}{2}``, ``1,234`` equals ``1234``, ``50\\%`` equals
+``50`` and ``0.5``, ``\\dfrac{14}{3}`` equals ``\\frac{14}{3}``, and ``x=5`` equals ``5``; numbers compare
+after rounding to 6 decimal places (math-verify's ``float_rounding``). An answer math-verify cannot parse is
+compared as normalised text.
+
+math-verify bounds each parse and comparison with ``signal.alarm``, which works only in the main thread; off
+the main thread ``math_equal`` runs without that bound.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from evalgate.errors import BadInput
+from evalgate.scoring.base import SampleToScore, ScoreResult
+from evalgate.scoring.extract import extract_answer, last_boxed
+
+_DELIMS = ((r"$$", r"$$"), ("$", "$"), (r"\(", r"\)"), (r"\[", r"\]"))
+_NUMBER_WITH_WORDS = re.compile(r"^\s*(-?[\d,]*\.?\d+)\s*[A-Za-z]{2,}[A-Za-z .]*$")
+_TIMEOUT_S = 5
+_MARKER = re.compile(r"####|answer is|\\boxed|\\fbox", re.I)
+
+# Forms a numeric answer takes in GSM8K and MATH; a stop sequence found inside any of them could end
+# generation in the middle of an answer (e.g. "." cuts "2.5" to "2").
+NUMBER_FORMS = ("-1,234.567", "0.75", "2\\frac{1}{2}", "\\dfrac{3}{4}", "3/4", "50\\%", "12%", "\\$18.50",
+                "$-2.5$", "1.5\\times10^{3}", "10^{-2}", "\\sqrt{2}", "3\\pi", "(1,2)", "[-2, 7]")
+
+
+def unwrap(answer: str) -> str:
+    """An answer without its wrappers: the last ``\\boxed{}`` if any, then math delimiters, then surrounding
+    space and a trailing period. A number followed only by plain words (a unit) becomes the number.
+
+    Args:
+        answer: answer text, e.g. ``$\\boxed{18}$.`` or ``18 dollars``.
+
+    Returns:
+        The unwrapped text, e.g. ``18``.
+    """
+    s = answer.strip()
+    if "\\boxed" in s or "\\fbox" in s:
+        s = last_boxed(s) or s
+    s = s.strip().rstrip(".").strip()
+    for left, right in _DELIMS:
+        if len(s) >= len(left) + len(right) and s.startswith(left) and s.endswith(right):
+            s = s[len(left):len(s) - len(right)].strip()
+            break
+    m = _NUMBER_WITH_WORDS.match(s)
+    return m.group(1) if m else s
+
+
+def _timeout() -> int | None:
+    return _TIMEOUT_S if threading.current_thread() is threading.main_thread() else None
+
+
+@functools.lru_cache(maxsize=65536)
+def _parse(answer: str, timeout: int | None) -> tuple[Any, ...]:
+    from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
+
+    config = [LatexExtractionConfig(), ExprExtractionConfig()]
+    return tuple(parse(f"${answer}$", config, parsing_timeout=timeout))
+
+
+def _text_key(answer: str) -> str:
+    s = re.sub(r"\\(?:text|textbf|mathrm|mbox)\{([^{}]*)\}", r"\1", answer)
+    return re.sub(r"[\s\\{}]", "", s).lower()
+
+
+def math_equal(prediction: str, gold: str) -> bool:
+    """Whether two final answers are mathematically equivalent (see the module docstring).
+
+    Args:
+        prediction: the model's extracted answer (LaTeX or plain text; a ``\\boxed{}`` inside is unwrapped).
+        gold: the reference answer (GSM8K number or MATH LaTeX ``answer``).
+
+    Returns:
+        True when math-verify judges them equal, or, when either side cannot be parsed, when their normalised
+        texts are equal (``\\text{}`` dropped, spaces, backslashes and braces removed, lower case).
+    """
+    p, g = unwrap(prediction), unwrap(gold)
+    if not p or not g:
+        return False
+    timeout = _timeout()
+    gp, pp = _parse(g, timeout), _parse(p, timeout)
+    if not gp or not pp:
+        return _text_key(p) == _text_key(g)
+    from math_verify import verify
+
+    return bool(verify(list(gp), list(pp), timeout_seconds=timeout))
+
+
+def stop_cuts_answers(stop: Sequence[str]) -> list[str]:
+    """The stop sequences found inside a numeric answer form (``NUMBER_FORMS``): those that can cut one short.
+
+    Stop sequences end generation as soon as they appear, so a stop of ``.`` turns "2.5" into "2". Protocols
+    must use sequences that cannot occur inside an answer, such as ``"\\n\\nQuestion:"``.
+    """
+    return [s for s in stop if any(s in form for form in NUMBER_FORMS)]
+
+
+class MathScorer:
+    """Scores 1 when the extracted answer is mathematically equal to the item's gold answer (``math_equal``).
+
+    The answer is taken from the response prefix (if any) plus the completion by the protocol's
+    ``extraction.rule`` (``gsm8k``, ``boxed`` or ``last_number``). Status per sample: ``correct``; ``wrong``
+    (an answer was found and differs; the detail gives the gold answer); ``no_answer`` (the rule found none);
+    ``truncated`` (finish_reason ``length``: cut off at max_tokens, never scored from partial reasoning unless
+    ``extraction.score_truncated`` is set). When the ``gsm8k`` rule found no final-answer marker and fell back
+    to the last number, the detail says so, so a report can tell "answered wrongly" from "never answered".
+
+    Options (``scorer.options``): ``answer_field`` (item field holding the gold answer, default ``answer``).
+
+    Raises:
+        BadInput: unknown options, an extraction rule that does not yield answers, or a stop sequence that can
+            occur inside a numeric answer.
+    """
+
+    name = "math"
+
+    def __init__(self, protocol: Any):
+        opts = dict(protocol.spec.scorer.options)
+        self.answer_field = opts.pop("answer_field", "answer")
+        if opts:
+            raise BadInput(f"math scorer in {protocol.path}: unknown options {sorted(opts)}; "
+                           "known: answer_field")
+        self.rule = protocol.spec.extraction.rule
+        if self.rule not in ("gsm8k", "boxed", "last_number", "raw"):
+            raise BadInput(f"math scorer in {protocol.path}: extraction rule {self.rule!r} does not yield an "
+                           "answer; use gsm8k, boxed, last_number or raw")
+        bad = stop_cuts_answers(protocol.spec.sampling.stop)
+        if bad:
+            raise BadInput(f"protocol {protocol.path}: stop sequences {bad} can occur inside a numeric "
+                           "answer (e.g. '.' cuts 2.5 to 2); use sequences that cannot, such as "
+                           "'\\n\\nQuestion:'")
+        self.score_truncated = protocol.spec.extraction.score_truncated
+
+    def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]:
+        """Judge each sample (see the class docstring); results in input order."""
+        out = []
+        for s in samples:
+            if s.finish_reason == "length" and not self.score_truncated:
+                out.append(ScoreResult(0.0, "truncated", None, "finish_reason length: cut off at max_tokens"))
+                continue
+            pred = extract_answer(s.response_prefix + s.text, self.rule)
+            if pred is None:
+                out.append(ScoreResult(0.0, "no_answer", None, f"rule {self.rule} found no answer"))
+                continue
+            gold = str(s.item[self.answer_field])
+            ok = math_equal(pred, gold)
+            notes = [] if ok else [f"expected {gold!r}"]
+            if self.rule == "gsm8k" and not _MARKER.search(s.response_prefix + s.text):
+                notes.append("no final-answer marker (####, 'answer is', \\boxed): last number used")
+            out.append(ScoreResult(1.0 if ok else 0.0, "correct" if ok else "wrong", pred,
+                                   "; ".join(notes) or None))
+        return out

@@ -1,0 +1,187 @@
+"""Effective parameters with the real SmolLM2-135M-Instruct model: a checkpoint's generation_config.json never
+changes what is sent; per-sample seeds survive reordering and re-batching; the system text reaches the model
+when the chat template rejects a system role; the token ids sent hold one BOS; the run records all of it."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evalgate.backends.base import EffectiveParams, GenerationRequest, sample_seed
+from evalgate.backends.hf import HFBackend
+from evalgate.errors import BadInput
+from evalgate.protocols_ops import freeze
+from evalgate.run import RunOptions, evaluate
+from evalgate.splits import write_split
+from evalgate.store import Store
+from tests.test_prompts import ADD_BOS, BOS, NO_SYSTEM, set_post_processor
+
+pytestmark = pytest.mark.slow
+
+# Values that, if a checkpoint's generation_config.json leaked into generate(), would change greedy output.
+POISON = {"do_sample": True, "temperature": 3.0, "top_k": 7, "top_p": 0.5, "repetition_penalty": 1.8,
+          "no_repeat_ngram_size": 1, "max_new_tokens": 2}
+GREEDY = EffectiveParams(temperature=0.0, top_p=1.0, top_k=0, max_tokens=8, stop=(), repetition_penalty=1.0)
+SAMPLED = EffectiveParams(temperature=1.0, top_p=1.0, top_k=0, max_tokens=4, stop=(), repetition_penalty=1.0)
+
+
+def ckpt_copy(src: Path, dest: Path) -> Path:
+    """A copy of an HF checkpoint directory whose small files can be edited; the weights are a symlink."""
+    dest.mkdir()
+    for f in src.iterdir():
+        if f.suffix == ".safetensors":
+            (dest / f.name).symlink_to(f)
+        elif f.is_file():
+            shutil.copy(f, dest / f.name)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def clean(smollm2_dir: Path) -> HFBackend:
+    return HFBackend(str(smollm2_dir))
+
+
+def chat(backend: HFBackend, text: str) -> str:
+    return backend.tokenizer.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
+                                                 add_generation_prompt=True)
+
+
+def request(backend: HFBackend, key: str, text: str, params: EffectiveParams, n: int = 1
+            ) -> GenerationRequest:
+    seeds = tuple(sample_seed(7, key, j) for j in range(n))
+    return GenerationRequest(key, chat(backend, text), tuple(range(n)), seeds, params)
+
+
+def texts(results) -> dict[str, list[str]]:
+    return {r.request.key: [c.text for c in r.completions] for r in results}
+
+
+def test_generation_config_json_does_not_leak_into_generate(smollm2_dir: Path, tmp_path: Path,
+                                                            clean: HFBackend,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    poisoned = ckpt_copy(smollm2_dir, tmp_path / "poisoned")
+    gc = json.loads((poisoned / "generation_config.json").read_text())
+    (poisoned / "generation_config.json").write_text(json.dumps({**gc, **POISON}))
+    bad = HFBackend(str(poisoned))
+    model = bad.model
+    # What transformers resolves from the config we pass plus the model's own generation config: the values it
+    # actually generates with (GenerationMixin._prepare_generation_config, transformers 5).
+    resolved = []
+    prepare = model._prepare_generation_config
+    monkeypatch.setattr(model, "_prepare_generation_config",
+                        lambda *a, **k: resolved.append(prepare(*a, **k)) or resolved[-1])
+    req = request(bad, "greedy", "Repeat the word cat five times.", GREEDY)
+    expected = texts(clean.generate([req]))
+    assert texts(bad.generate([req])) == expected
+
+    [(cfg, _)] = resolved
+    assert cfg.do_sample is False and cfg.repetition_penalty == 1.0 and not cfg.no_repeat_ngram_size
+    assert cfg.temperature != 3.0 and cfg.top_k != 7 and cfg.top_p != 0.5
+    assert cfg.max_new_tokens == GREEDY.max_tokens
+    info = bad.info()
+    assert {k: info["ignored_generation_config"].get(k) for k in POISON} == POISON
+    sent = info["sent"]["generation_config"]
+    assert sent["repetition_penalty"] == 1.0 and "temperature" not in sent and "top_k" not in sent
+
+    # The test has teeth: applied, the poisoned config changes the greedy completion.
+    from transformers import GenerationConfig
+
+    ids = bad.tokenizer(req.prompt, add_special_tokens=False, return_tensors="pt")["input_ids"]
+    as_greedy = GenerationConfig.from_pretrained(str(poisoned))
+    as_greedy.do_sample, as_greedy.max_new_tokens = False, GREEDY.max_tokens  # deterministic, same length
+    leaked = model.generate(ids, generation_config=as_greedy)
+    assert bad.tokenizer.decode(leaked[0, ids.shape[1]:], skip_special_tokens=True) != expected["greedy"][0]
+
+
+def setup_run(tmp_path: Path, prompt: dict, sampling: dict | None = None, version: str = "1") -> Path:
+    items = [{"id": "a", "question": "What is 2+2?", "answer": "4"}]
+    write_split("t-smoke", "smoke", items, {"source": "test"})
+    doc = {"name": "t", "version": version, "scorer": {"name": "exact"},
+           "prompt": {"template": "Q: {{ question }}", **prompt},
+           "sampling": {"temperature": 0.0, "max_tokens": 3, **(sampling or {})}}
+    p = tmp_path / f"p{version}.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    freeze(p)
+    return p
+
+
+def test_run_records_effective_values_prompts_and_special_tokens(smollm2_dir: Path, tmp_path: Path) -> None:
+    poisoned = ckpt_copy(smollm2_dir, tmp_path / "poisoned")
+    gc = json.loads((poisoned / "generation_config.json").read_text())
+    (poisoned / "generation_config.json").write_text(json.dumps({**gc, **POISON}))
+    p = setup_run(tmp_path, {"chat_template": "model"}, {"top_p": 0.9, "repetition_penalty": 1.05})
+    doc = evaluate(p, poisoned, "t-smoke", RunOptions(progress=False))
+    assert doc["effective_params"] == {"temperature": 0.0, "top_p": 0.9, "top_k": 0, "max_tokens": 3,
+                                       "stop": [], "repetition_penalty": 1.05, "n": 1, "seed": 0}
+    backend = doc["backend"]
+    assert backend["ignored_generation_config"]["repetition_penalty"] == 1.8
+    assert backend["ignored_generation_config"]["temperature"] == 3.0
+    assert backend["sent"]["generation_config"]["repetition_penalty"] == 1.05
+    assert backend["sent"]["generation_config"]["max_new_tokens"] == 3
+    assert len(backend["chat_template_sha256"]) == 64
+    assert backend["tokenizer"]["bos_token"] == "<|im_start|>"
+    assert backend["tokenizer"]["prompts_bos_added"] == 0
+    # SmolLM2's template: default system turn, user turn, assistant turn, each opened by <|im_start|> (= BOS).
+    assert backend["tokenizer"]["bos_per_prompt"] == {"min": 3, "max": 3}
+
+    store = Store()
+    [row] = store.run_prompts(doc["run_id"])
+    assert row["item_id"] == "a" and row["bos_count"] == 3 and row["bos_added"] is False
+    assert row["text"].endswith("<|im_start|>user\nQ: What is 2+2?<|im_end|>\n<|im_start|>assistant\n")
+    assert store.runs(run_id=doc["run_id"])[0]["backend_info"]["tokenizer"] == backend["tokenizer"]
+    # a cached rerun records its prompts too, without loading the model
+    again = evaluate(p, poisoned, "t-smoke", RunOptions(progress=False))
+    assert again["counts"]["cached"] == 1 and store.run_prompts(again["run_id"])[0]["text"] == row["text"]
+
+
+def test_sample_is_stable_under_reordering_and_rebatching(clean: HFBackend) -> None:
+    a = request(clean, "a", "Name a colour.", SAMPLED, n=2)
+    c = request(clean, "c", "Hi", SAMPLED, n=2)
+    together = texts(clean.generate([a, c]))  # one batch, two prompt lengths, left-padded
+    reordered = texts(clean.generate([c, a]))
+    clean.token_budget, budget = 1, clean.token_budget  # every row alone in its batch
+    try:
+        alone = texts(clean.generate([a]))
+    finally:
+        clean.token_budget = budget
+    assert reordered["a"] == together["a"] == alone["a"] and reordered["c"] == together["c"]
+    # sampling is real: the two samples of an item (different seeds) are not all identical
+    assert any(len(set(v)) == 2 for v in together.values())
+
+
+def test_system_text_reaches_the_model_when_the_template_rejects_the_system_role(
+        smollm2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "nosys.jinja").write_text(NO_SYSTEM)
+    sent = []
+    generate = HFBackend.generate
+    monkeypatch.setattr(HFBackend, "generate", lambda self, reqs, on_result=None: (
+        sent.extend(self.tokenizer.decode(r.prompt_ids) for r in reqs) or generate(self, reqs, on_result)))
+    p = setup_run(tmp_path, {"chat_template": "nosys.jinja", "system_prompt": "Reply in French."})
+    doc = evaluate(p, smollm2_dir, "t-smoke", RunOptions(progress=False))
+    assert sent == ["<|im_start|>user\nReply in French.\n\nQ: What is 2+2?<|im_end|>\n"
+                    "<|im_start|>assistant\n"]
+    assert Store().run_prompts(doc["run_id"])[0]["system_merged"] is True
+
+    p = setup_run(tmp_path, {"chat_template": "nosys.jinja", "system_prompt": "Reply in French.",
+                             "system_role": "fail"}, version="2")
+    with pytest.raises(BadInput, match="rejects a system role.*system_role: fail"):
+        evaluate(p, smollm2_dir, "t-smoke", RunOptions(progress=False))
+    assert [r["status"] for r in Store().runs()] == ["complete"]
+
+
+def test_token_ids_sent_to_the_model_hold_one_bos(smollm2_dir: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    ckpt = ckpt_copy(smollm2_dir, tmp_path / "adds-bos")
+    set_post_processor(ckpt / "tokenizer.json", ADD_BOS)
+    rows = []
+    batch_fn = HFBackend._generate_batch
+    monkeypatch.setattr(HFBackend, "_generate_batch",
+                        lambda self, batch, p: rows.extend(b[2] for b in batch) or batch_fn(self, batch, p))
+    p = setup_run(tmp_path, {"chat_template": "none"})
+    doc = evaluate(p, ckpt, "t-smoke", RunOptions(progress=False))
+    assert len(rows) == 1 and rows[0][0] == BOS and rows[0].count(BOS) == 1
+    tok = doc["backend"]["tokenizer"]
+    assert tok["tokenizer_adds_bos"] is True and tok["prompts_bos_added"] == 1
+    assert tok["bos_per_prompt"] == {"min": 1, "max": 1}

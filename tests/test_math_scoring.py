@@ -1,0 +1,137 @@
+"""Math answer extraction and equivalence (issue 5's math rules, issue 8's formats) and the ``math`` scorer.
+
+Every expected value below was worked out by hand from the completion text; none was copied from the code's
+output.
+"""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evalgate.errors import BadInput
+from evalgate.protocol import load_protocol, verify
+from evalgate.scoring import SampleToScore, extract_answer, get_scorer, math_equal
+from evalgate.scoring.math import stop_cuts_answers
+from tests.conftest import REPO
+
+# (completion, rule, the answer a reader takes from it, gold, equal?)
+COMPLETIONS = [
+    # GSM8K-style chain of thought
+    ("She sells 16 - 3 - 4 = 9 eggs and makes 9 * 2 = 18 dollars.\n#### 18", "gsm8k", "18", "18", True),
+    ("Total cost: $1,234.50 + $15.50 = $1,250.\nThe answer is $1,250.", "gsm8k", "1250", "1250", True),
+    ("The answer is 2.5.", "gsm8k", "2.5", "2.5", True),
+    ("10 - 15 = -5, so the temperature is -5 degrees.\nThe answer is -5.", "gsm8k", "-5", "-5", True),
+    ("The answer is -5.", "gsm8k", "-5", "5", False),
+    ("It grows by 50%. The answer is 50%.", "gsm8k", "50", "50", True),
+    ("So 3 + 4 = 7 apples. The answer is 7 apples. Let me double-check: 7 - 4 = 3.", "gsm8k", "7", "7", True),
+    ("The final answer is $\\boxed{72}$.", "gsm8k", "72", "72", True),
+    ("First 5 + 5 = 10, then 10 * 3 = 30.", "gsm8k", "30", "30", True),  # no marker: last number
+    ("He ran 5,280 feet, i.e. 1 mile. The answer is 5,280.", "gsm8k", "5280", "5280", True),
+    ("I am not sure how to solve this.", "gsm8k", None, "12", False),
+    ("The answer is 0.5", "gsm8k", "0.5", "1/2", True),  # gold written as a fraction
+    # MATH-style \boxed answers
+    ("Thus $r = 3$ and $\\theta = \\frac{\\pi}{2}$, so the answer is "
+     "$\\boxed{\\left( 3, \\frac{\\pi}{2} \\right)}$.",
+     "boxed", "\\left( 3, \\frac{\\pi}{2} \\right)", "(3,\\frac{\\pi}{2})", True),
+    ("So $x = \\boxed{\\dfrac{14}{3}}$.", "boxed", "\\dfrac{14}{3}", "\\frac{14}{3}", True),
+    ("Simplifying, $\\boxed{10\\sqrt{2}}$.", "boxed", "10\\sqrt{2}", "\\sqrt{200}", True),
+    ("The interval is $\\boxed{[-2, 7]}$.", "boxed", "[-2, 7]", "[-2,7]", True),
+    ("The name is $\\boxed{\\text{Evelyn}}$.", "boxed", "\\text{Evelyn}", "\\text{Evelyn}", True),
+    ("The choice is $\\boxed{\\text{(C)}}$.", "boxed", "\\text{(C)}", "\\text{(C)}", True),
+    ("Hence $\\boxed{90^\\circ}$.", "boxed", "90^\\circ", "90", True),
+    ("Answer: $\\boxed{\\frac{1}{2}}$", "boxed", "\\frac{1}{2}", "\\frac{1}{3}", False),
+    ("The roots multiply to \\boxed{x^2+7x+10}.", "boxed", "x^2+7x+10", "(x+5)(x+2)", True),
+    ("The length is $\\boxed{6 \\text{ inches}}$.", "boxed", "6 \\text{ inches}", "6", True),
+    ("No box here, the answer is 4.", "boxed", None, "4", False),
+]
+
+
+@pytest.mark.parametrize(("text", "rule", "extracted", "gold", "equal"), COMPLETIONS)
+def test_extraction_and_equivalence_on_hand_written_completions(text: str, rule: str, extracted: str | None,
+                                                                 gold: str, equal: bool) -> None:
+    got = extract_answer(text, rule)
+    assert got == extracted
+    assert (got is not None and math_equal(got, gold)) is equal
+
+
+def test_last_box_is_the_answer_and_boxes_are_never_joined() -> None:
+    text = "First try: \\boxed{1}. No wait, it is \\boxed{2}."
+    assert extract_answer(text, "boxed") == "2"
+    assert math_equal(text, "2") and not math_equal(text, "12") and not math_equal(text, "1,2")
+    assert not math_equal(text, "1")
+    # a last box cut off before its closing brace is no answer: the earlier box is not used instead
+    assert extract_answer("\\boxed{3} so finally \\boxed{\\frac{4}{", "boxed") is None
+
+
+@pytest.mark.parametrize(("prediction", "gold"), [
+    ("\\text{13}", "13"), ("$13$", "13"), ("\\(13\\)", "13"), ("$\\boxed{13}$", "13"), ("13", "$13$"),
+    ("\\$13", "13"), ("13 dollars", "13"),
+])
+def test_latex_wrappers_do_not_defeat_equivalence(prediction: str, gold: str) -> None:
+    assert math_equal(prediction, gold)
+
+
+def test_mixed_numbers_fractions_decimals_and_separators() -> None:
+    assert math_equal("2.5", "2\\frac{1}{2}") and math_equal("2\\frac{1}{2}", "2.5")
+    assert math_equal("\\frac{3}{4}", "0.75") and math_equal("3/4", "\\frac34")
+    assert math_equal("1,234", "1234") and math_equal("1234", "1,234")
+    assert not math_equal("2.5", "2.49") and not math_equal("-5", "5")
+
+
+def _sample(text: str, finish_reason: str = "stop", answer: str = "18") -> SampleToScore:
+    return SampleToScore({"id": "t/0", "question": "q", "answer": answer}, text, "", finish_reason)
+
+
+def test_scorer_statuses_keep_extracted_answer_and_reason() -> None:
+    scorer = get_scorer(load_protocol(REPO / "protocols" / "gsm8k-cot.yaml"))
+    got = scorer.score([_sample("9 * 2 = 18. The answer is 18."), _sample("9 * 2 = 19. The answer is 19."),
+                        _sample("I do not know."), _sample("9 * 2 = 18. The answer is 18", "length")])
+    assert [(r.status, r.score, r.extracted) for r in got] == [
+        ("correct", 1.0, "18"), ("wrong", 0.0, "19"), ("no_answer", 0.0, None), ("truncated", 0.0, None)]
+    assert got[1].detail == "expected '18'"
+    # no "The answer is" / "####" / \boxed: the last number is used, and the detail says so
+    fallback = scorer.score([_sample("She makes 9 * 2 = 19 dollars")])[0]
+    assert (fallback.status, fallback.extracted) == ("wrong", "19")
+    assert fallback.detail is not None and "last number used" in fallback.detail
+
+
+def test_truncated_completion_is_not_scored_from_partial_reasoning_unless_the_protocol_says_so(
+        tmp_path: Path) -> None:
+    # cut off at max_tokens mid-way: "... 9 * 2 = 18" would count as correct if scored from the last number
+    cut = _sample("She has 16 - 3 - 4 = 9 eggs left and makes 9 * 2 = 18", "length")
+    strict = get_scorer(load_protocol(REPO / "protocols" / "gsm8k-cot.yaml"))
+    assert strict.score([cut])[0].status == "truncated"
+    doc = yaml.safe_load((REPO / "protocols" / "gsm8k-cot.yaml").read_text())
+    doc["extraction"]["score_truncated"] = True
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(doc))
+    lenient = get_scorer(load_protocol(tmp_path / "p.yaml"))
+    assert lenient.score([cut])[0].status == "correct"
+
+
+def test_stop_sequence_that_could_cut_a_decimal_is_refused(tmp_path: Path) -> None:
+    assert stop_cuts_answers([".", "\n\nQuestion:", ","]) == [".", ","]
+    doc = yaml.safe_load((REPO / "protocols" / "gsm8k-cot.yaml").read_text())
+    doc["sampling"]["stop"] = ["."]
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(doc))
+    with pytest.raises(BadInput, match="inside a numeric answer"):
+        get_scorer(load_protocol(tmp_path / "p.yaml"))
+
+
+@pytest.mark.parametrize("name", ["gsm8k-cot", "gsm8k-cot-8shot", "gsm8k-cot-8shot-base", "gsm8k-cot-sampled",
+                                  "math500", "math500-sampled"])
+def test_shipped_math_protocols_match_their_locks_and_their_stops_cannot_cut_answers(name: str) -> None:
+    p = load_protocol(REPO / "protocols" / f"{name}.yaml")
+    verify(p)  # the committed .lock is current
+    assert get_scorer(p).name == "math" and not stop_cuts_answers(p.spec.sampling.stop)
+
+
+def test_eight_shot_exemplars_are_part_of_the_protocol_hash(tmp_path: Path) -> None:
+    src = REPO / "protocols"
+    for f in ("gsm8k-cot-8shot.yaml", "gsm8k-8shot-wei2022.jsonl"):
+        (tmp_path / f).write_text((src / f).read_text())
+    before = load_protocol(tmp_path / "gsm8k-cot-8shot.yaml")
+    assert len(before.fewshot) == 8 and before.sha256 == load_protocol(src / "gsm8k-cot-8shot.yaml").sha256
+    shots = tmp_path / "gsm8k-8shot-wei2022.jsonl"
+    shots.write_text(shots.read_text().replace("The answer is 6.", "The answer is 7.", 1))
+    assert load_protocol(tmp_path / "gsm8k-cot-8shot.yaml").sha256 != before.sha256

@@ -1,0 +1,184 @@
+"""Prompt rendering and tokenization with the real SmolLM2 tokenizer (no model weights loaded): system role
+handling, few-shot exemplars, and one BOS token, never two."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from transformers import AutoTokenizer
+
+from evalgate.errors import BadInput
+from evalgate.prompts import PromptEncoder, render_prompt
+from evalgate.protocol import load_protocol
+
+# SmolLM2's special tokens: <|im_start|> (id 1) is both its BOS token and its turn marker; <|im_end|> (id 2)
+# is EOS and PAD.
+BOS, EOS = 1, 2
+# A chat template in SmolLM2's format that refuses a system message, as Gemma's and Mistral's templates do.
+NO_SYSTEM = (
+    "{% for m in messages %}{% if m['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+    "{% endif %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+    "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+# One that silently leaves system messages out.
+DROPS_SYSTEM = (
+    "{% for m in messages %}{% if m['role'] != 'system' %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}"
+    "<|im_end|>\n{% endif %}{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+)
+# Writes the BOS token once, then turn markers that are not BOS (like Llama 3's template).
+WRITES_BOS = (
+    "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}[assistant] {% endif %}"
+)
+
+
+def tokenizer_copy(smollm2_dir: Path, dest: Path, single: list | None = None) -> Path:
+    """The SmolLM2 tokenizer files in ``dest``; ``single``: a TemplateProcessing 'single' template, to make
+    the tokenizer add special tokens by default (as Llama/Gemma tokenizers add BOS)."""
+    dest.mkdir()
+    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        shutil.copy(smollm2_dir / f, dest / f)
+    if single is not None:
+        set_post_processor(dest / "tokenizer.json", single)
+    return dest
+
+
+def set_post_processor(tokenizer_json: Path, single: list) -> None:
+    """Make a SmolLM2 tokenizer.json add special tokens by default, per a TemplateProcessing template."""
+    tj = json.loads(tokenizer_json.read_text())
+    tj["post_processor"] = {
+        "type": "TemplateProcessing", "single": single,
+        "pair": [*single, {"Sequence": {"id": "B", "type_id": 1}}],
+        "special_tokens": {t: {"id": t, "ids": [i], "tokens": [t]}
+                           for t, i in (("<|im_start|>", BOS), ("<|im_end|>", EOS))}}
+    tokenizer_json.write_text(json.dumps(tj))
+
+
+ADD_BOS = [{"SpecialToken": {"id": "<|im_start|>", "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}]
+ADD_BOS_EOS = [*ADD_BOS, {"SpecialToken": {"id": "<|im_end|>", "type_id": 0}}]
+
+
+@pytest.fixture(scope="module")
+def tok(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory):
+    return AutoTokenizer.from_pretrained(str(tokenizer_copy(smollm2_dir, tmp_path_factory.mktemp("t") / "t")))
+
+
+def protocol(tmp_path: Path, chat_template: str = "model", files: dict[str, str] | None = None, **prompt):
+    for name, text in (files or {}).items():
+        (tmp_path / name).write_text(text)
+    doc = {"name": "t", "version": "1", "scorer": {"name": "exact"},
+           "prompt": {"template": "Q: {{ question }}", "chat_template": chat_template, **prompt}}
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump(doc))
+    return load_protocol(tmp_path / "p.yaml")
+
+
+ITEM = {"id": "i1", "question": "2+2?"}
+
+
+def test_system_role_rejected_by_template_is_merged_into_first_user_turn(tmp_path: Path, tok) -> None:
+    p = protocol(tmp_path, "nosys.jinja", {"nosys.jinja": NO_SYSTEM}, system_prompt="Be terse.")
+    r = render_prompt(p, ITEM, tok)
+    assert r.text == "<|im_start|>user\nBe terse.\n\nQ: 2+2?<|im_end|>\n<|im_start|>assistant\n"
+    assert r.system_merged
+
+
+def test_system_role_rejected_by_template_fails_loudly_when_protocol_says_fail(tmp_path: Path, tok) -> None:
+    p = protocol(tmp_path, "nosys.jinja", {"nosys.jinja": NO_SYSTEM}, system_prompt="Be terse.",
+                 system_role="fail")
+    with pytest.raises(BadInput) as e:
+        render_prompt(p, ITEM, tok)
+    assert "the chat template rejects a system role (System role not supported)" in e.value.message
+    assert "system_role: fail" in e.value.message
+
+
+def test_system_prompt_silently_dropped_by_template_is_caught(tmp_path: Path, tok) -> None:
+    p = protocol(tmp_path, "drop.jinja", {"drop.jinja": DROPS_SYSTEM}, system_prompt="Be terse.")
+    assert render_prompt(p, ITEM, tok).text.startswith("<|im_start|>user\nBe terse.\n\nQ: 2+2?<|im_end|>")
+    p = protocol(tmp_path, "drop.jinja", {"drop.jinja": DROPS_SYSTEM}, system_prompt="Be terse.",
+                 system_role="fail")
+    with pytest.raises(BadInput, match="the chat template drops the system prompt"):
+        render_prompt(p, ITEM, tok)
+
+
+def test_model_template_that_accepts_system_role_keeps_it(tmp_path: Path, tok) -> None:
+    r = render_prompt(protocol(tmp_path, system_prompt="Be terse."), ITEM, tok)
+    assert r.text == ("<|im_start|>system\nBe terse.<|im_end|>\n<|im_start|>user\nQ: 2+2?<|im_end|>\n"
+                      "<|im_start|>assistant\n")
+    assert not r.system_merged
+
+
+def test_fewshot_exemplars_precede_the_item_in_file_order(tmp_path: Path, tok) -> None:
+    shots = '{"question": "1+1?", "target": "2"}\n{"question": "1+2?", "target": "3"}\n'
+    p = protocol(tmp_path, "none", {"shots.jsonl": shots}, fewshot_file="shots.jsonl", system_prompt="Math.")
+    assert render_prompt(p, ITEM, None).text == "Math.\n\nQ: 1+1?\n\n2\n\nQ: 1+2?\n\n3\n\nQ: 2+2?"
+    p = protocol(tmp_path, "model", {"shots.jsonl": shots}, fewshot_file="shots.jsonl")
+    assert render_prompt(p, ITEM, tok).text.endswith(
+        "<|im_start|>user\nQ: 1+1?<|im_end|>\n<|im_start|>assistant\n2<|im_end|>\n"
+        "<|im_start|>user\nQ: 1+2?<|im_end|>\n<|im_start|>assistant\n3<|im_end|>\n"
+        "<|im_start|>user\nQ: 2+2?<|im_end|>\n<|im_start|>assistant\n")
+
+
+def test_fewshot_file_content_is_hashed_and_its_path_is_not(tmp_path: Path) -> None:
+    shots = '{"question": "1+1?", "target": "2"}\n'
+    h = protocol(tmp_path, "none", {"shots.jsonl": shots}, fewshot_file="shots.jsonl").sha256
+    assert protocol(tmp_path, "none", {"other.jsonl": shots}, fewshot_file="other.jsonl").sha256 == h
+    changed = protocol(tmp_path, "none", {"shots.jsonl": shots.replace('"2"', '"two"')},
+                       fewshot_file="shots.jsonl")
+    assert changed.sha256 != h
+
+
+def test_fewshot_record_without_target_is_rejected_at_load_with_line(tmp_path: Path) -> None:
+    shots = '{"question": "1+1?", "target": "2"}\n\n{"question": "1+2?", "answer": "3"}\n'
+    with pytest.raises(BadInput) as e:
+        protocol(tmp_path, "none", {"shots.jsonl": shots}, fewshot_file="shots.jsonl")
+    assert f"{tmp_path / 'shots.jsonl'}:3: a few-shot exemplar must be a JSON object with the answer in " \
+           "'target'" in e.value.message
+
+
+def test_template_that_writes_bos_gives_one_bos_with_a_tokenizer_that_adds_one(smollm2_dir: Path,
+                                                                              tmp_path: Path) -> None:
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_copy(smollm2_dir, tmp_path / "tok", ADD_BOS)))
+    p = protocol(tmp_path, "bos.jinja", {"bos.jinja": WRITES_BOS})
+    text = render_prompt(p, ITEM, tok).text
+    assert text == "<|im_start|>[user] Q: 2+2?\n[assistant] "
+    assert tok(text)["input_ids"][:2] == [BOS, BOS]  # the hazard: default encoding doubles the BOS
+    t = PromptEncoder(tok).encode(text)
+    assert t.ids.count(BOS) == 1 and t.ids[0] == BOS and t.bos_count == 1 and not t.bos_added
+
+
+def test_raw_prompt_gets_one_bos_when_the_tokenizer_adds_one(smollm2_dir: Path, tmp_path: Path) -> None:
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_copy(smollm2_dir, tmp_path / "tok", ADD_BOS)))
+    text = render_prompt(protocol(tmp_path, "none"), ITEM, None).text
+    t = PromptEncoder(tok).encode(text)
+    assert t.ids[0] == BOS and t.ids.count(BOS) == 1 and t.bos_added
+    assert list(t.ids[1:]) == tok(text, add_special_tokens=False)["input_ids"]
+
+
+def test_smollm2_chat_prompt_starts_with_one_bos_and_nothing_is_added(tmp_path: Path, tok) -> None:
+    enc = PromptEncoder(tok)
+    assert not enc.adds_bos and not enc.adds_eos
+    t = enc.encode(render_prompt(protocol(tmp_path), ITEM, tok).text)
+    # SmolLM2's template writes <|im_start|> for its default system turn, the user turn and the assistant
+    # turn.
+    assert t.ids[0] == BOS and t.ids[1] != BOS and t.bos_count == 3 and not t.bos_added
+    assert enc.special_tokens() == {
+        "bos_token": "<|im_start|>", "bos_token_id": BOS, "eos_token": "<|im_end|>", "eos_token_id": EOS,
+        "pad_token": "<|im_end|>", "pad_token_id": EOS, "tokenizer_adds_bos": False,
+        "tokenizer_adds_eos": False, "add_special_tokens": False, "eos_appended": False}
+
+
+def test_eos_is_never_appended_to_a_prompt(smollm2_dir: Path, tmp_path: Path) -> None:
+    tok = AutoTokenizer.from_pretrained(str(tokenizer_copy(smollm2_dir, tmp_path / "tok", ADD_BOS_EOS)))
+    assert tok("Q")["input_ids"][-1] == EOS
+    enc = PromptEncoder(tok)
+    assert enc.adds_bos and enc.adds_eos
+    assert enc.encode("Q: 2+2?").ids[-1] != EOS
+
+
+def test_template_writing_bos_twice_is_refused(smollm2_dir: Path, tmp_path: Path, tok) -> None:
+    p = protocol(tmp_path, "bos2.jinja", {"bos2.jinja": "{{ bos_token }}" + WRITES_BOS})
+    text = render_prompt(p, ITEM, tok).text
+    with pytest.raises(BadInput, match="item 'i1' starts with 2 BOS tokens"):
+        PromptEncoder(tok).encode(text, "i1")

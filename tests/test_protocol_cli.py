@@ -1,0 +1,93 @@
+"""``evalgate protocol show --json``, ``protocol diff`` and ``protocol docs`` through the click CLI."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import yaml
+from click.testing import CliRunner
+
+from evalgate.cli import main
+from evalgate.protocol_docs import DOC_PATH
+from tests.conftest import REPO
+
+
+def cli(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.output
+
+
+def test_show_json_prints_resolved_protocol_and_its_hash(tmp_path: Path) -> None:
+    (tmp_path / "t.j2").write_text("Q: {{ question }}\nA:")
+    p = tmp_path / "mini.yaml"
+    p.write_text(yaml.safe_dump({"name": "mini", "version": "1", "scorer": {"name": "exact"},
+                                 "prompt": {"template_file": "t.j2", "chat_template": "none"}}))
+    # Every default as docs/PROTOCOL.md states it, the template file inlined and its path dropped.
+    expected = {
+        "name": "mini", "version": "1", "description": "",
+        "prompt": {"template": "Q: {{ question }}\nA:", "chat_template": "none", "system_prompt": None,
+                   "system_role": "merge", "fewshot_target_field": "target", "response_prefix": None,
+                   "fewshot": []},
+        "sampling": {"temperature": 0.0, "top_p": 1.0, "top_k": 0, "max_tokens": 256, "stop": [], "n": 1,
+                     "seed": 0, "repetition_penalty": 1.0, "allow_greedy_n": False},
+        "pass_at_k": [1],
+        "scorer": {"name": "exact", "options": {}},
+        "extraction": {"rule": "raw", "score_truncated": False},
+        "tools": {"allowed": [], "network": False, "timeout_s": 10.0, "max_calls": 0, "memory_mb": 1024},
+        "execution": {"timeout_s": 10.0, "cpu_s": 10, "memory_mb": 1024, "file_size_mb": 16, "workers": 0},
+    }
+    canonical = json.dumps(expected, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    sha = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+    code, out = cli("protocol", "show", str(p), "--json")
+    assert code == 0
+    assert json.loads(out) == {"ref": "mini@1", "sha256": sha, "locked": False, "resolved": expected}
+    assert cli("protocol", "freeze", str(p))[0] == 0
+    assert json.loads(cli("protocol", "show", str(p), "--json")[1])["locked"] is True
+
+
+def test_diff_shows_each_differing_field_with_both_values(tmp_path: Path) -> None:
+    base = {"name": "t", "version": "1", "prompt": {"template": "{{ q }}"}, "scorer": {"name": "exact"},
+            "sampling": {"temperature": 0.7, "stop": ["\n\n"], "max_tokens": 32}}
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(yaml.safe_dump(base))
+    changed = json.loads(json.dumps(base))
+    changed["version"] = "2"
+    changed["sampling"].update(temperature=1.0, stop=["\n"])
+    b.write_text(yaml.safe_dump(changed))
+
+    code, out = cli("protocol", "diff", str(a), str(b))
+    assert code == 0
+    assert out.splitlines() == [
+        "3 field(s) differ between t@1 and t@2:",
+        '  sampling.stop: a=["\\n\\n"] b=["\\n"]',
+        "  sampling.temperature: a=0.7 b=1.0",
+        '  version: a="1" b="2"',
+    ]
+    doc = json.loads(cli("protocol", "diff", str(a), str(b), "--json")[1])
+    assert doc["a"]["ref"] == "t@1" and doc["b"]["ref"] == "t@2" and doc["a"]["sha256"] != doc["b"]["sha256"]
+    assert doc["diff"] == [{"field": "sampling.stop", "a": ["\n\n"], "b": ["\n"]},
+                           {"field": "sampling.temperature", "a": 0.7, "b": 1.0},
+                           {"field": "version", "a": "1", "b": "2"}]
+    code, out = cli("protocol", "diff", str(a), str(a))
+    assert code == 0 and out.startswith("identical content (")
+
+
+def test_verify_prints_field_level_diff_and_exits_1(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    doc = {"name": "t", "version": "1", "prompt": {"template": "{{ q }}"}, "scorer": {"name": "exact"}}
+    p.write_text(yaml.safe_dump(doc))
+    assert cli("protocol", "freeze", str(p))[0] == 0
+    assert cli("protocol", "verify", str(p))[0] == 0
+    doc["prompt"]["system_prompt"] = "Be brief."
+    p.write_text(yaml.safe_dump(doc))
+    code, out = cli("protocol", "verify", str(p))
+    assert code == 1
+    assert '  prompt.system_prompt: locked=null now="Be brief."' in out.splitlines()
+
+
+def test_committed_protocol_reference_is_up_to_date() -> None:
+    code, out = cli("protocol", "docs")
+    assert code == 0
+    assert (REPO / DOC_PATH).read_text(encoding="utf-8") == out, (
+        f"{DOC_PATH} is stale: regenerate it with 'evalgate protocol docs > {DOC_PATH}'")
