@@ -299,12 +299,15 @@ def splits_import_audit(file: Path, rater: str | None, actor: str | None, as_jso
 @click.option("--actor", default=None)
 @click.option("--override-reason", default=None, help="Exceed a soft read budget, with this logged reason.")
 @click.option("--device", default="cpu", show_default=True, help="hf backend: cpu, cuda, cuda:N.")
+@click.option("--backend-option", "backend_option", multiple=True, metavar="KEY=VALUE",
+              help="Backend option, repeatable (e.g. base_url=http://127.0.0.1:8000/v1, tensor_parallel_size=2).")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, seed: int | None,
             train_run: str | None, train_seed: int | None, step: int | None, purpose: str, actor: str | None,
-            override_reason: str | None, device: str, as_json: bool) -> None:
+            override_reason: str | None, device: str, backend_option: tuple[str, ...], as_json: bool) -> None:
     """Evaluate a checkpoint on a split under a frozen protocol."""
+    from evalgate.backends.base import parse_backend_options
     from evalgate.errors import BadInput
     from evalgate.run import RunOptions, evaluate
     from evalgate.splits import RELEASE_GATE
@@ -313,7 +316,8 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
         raise BadInput(f"purpose {RELEASE_GATE!r} is reserved for 'evalgate gate'; private splits are read there")
     opts = RunOptions(backend=backend, seed=seed, train_run=train_run, train_seed=train_seed, step=step,
                       purpose=purpose, actor=actor, override_reason=override_reason,
-                      backend_options={"device": device} if backend == "hf" else {}, progress=not as_json)
+                      backend_options={**({"device": device} if backend == "hf" else {}),
+                                       **parse_backend_options(backend_option)}, progress=not as_json)
     doc = evaluate(protocol_path, checkpoint, split, opts)
     if as_json:
         _dump(doc)
@@ -326,6 +330,41 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
     for k in ks:
         click.echo(f"  {k} = {m[k]:.4f} ± {m[k + '_stderr']:.4f} (stderr)")
     click.echo(f"  mean completion tokens {m['mean_completion_tokens']:.1f}, truncation rate {m['truncation_rate']:.3f}")
+
+
+# -- parity ------------------------------------------------------------------------------------------------------
+@main.command("parity")
+@click.option("--protocol", "protocol_path", required=True, type=click.Path(path_type=Path))
+@click.option("--checkpoint", required=True, type=click.Path(path_type=Path), help="HF directory or .gguf file.")
+@click.option("--split", required=True)
+@click.option("--a", "backend_a", default="hf", show_default=True, help="First backend.")
+@click.option("--b", "backend_b", default="openai", show_default=True, help="Second backend.")
+@click.option("--a-option", multiple=True, metavar="KEY=VALUE", help="Option of backend a, repeatable.")
+@click.option("--b-option", multiple=True, metavar="KEY=VALUE", help="Option of backend b, repeatable.")
+@click.option("--seed", type=int, default=None, help="Sampling seed (default: the protocol's).")
+@click.option("--limit", type=int, default=None, help="Compare only the first N items.")
+@click.option("--actor", default=None)
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str, backend_b: str,
+               a_option: tuple[str, ...], b_option: tuple[str, ...], seed: int | None, limit: int | None,
+               actor: str | None, as_json: bool) -> None:
+    """Generate with two backends and report drift; exit 0 if every sample is identical, 1 otherwise."""
+    from evalgate.backends.base import parse_backend_options
+    from evalgate.parity import parity
+
+    doc = parity(protocol_path, checkpoint, split, backend_a, backend_b, parse_backend_options(a_option),
+                 parse_backend_options(b_option), seed, limit, actor)
+    if as_json:
+        _dump(doc)
+    else:
+        click.echo(f"{backend_a} vs {backend_b} on {split}: {doc['identical']}/{doc['samples']} samples identical "
+                   f"({doc['text_mismatches']} text, {doc['finish_reason_mismatches']} finish_reason, "
+                   f"{doc['token_count_mismatches']} token-count mismatches)")
+        for row in doc["drift"][:10]:
+            click.echo(f"  {row['item_id']}#{row['sample_index']}: diverge at char {row['diverge_at']}: "
+                       f"{row['a_text'][:60]!r} vs {row['b_text'][:60]!r}")
+    sys.exit(0 if doc["identical"] == doc["samples"] else 1)
 
 
 # -- gate --------------------------------------------------------------------------------------------------------

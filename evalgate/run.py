@@ -10,7 +10,9 @@ transaction.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import platform
+import socket
 import sys
 import time
 import uuid
@@ -40,6 +42,10 @@ from evalgate.scoring import SampleToScore, aggregate_behavior, get_scorer, pass
 from evalgate.splits import SplitManager, actor_name
 from evalgate.stats import mean_stderr
 from evalgate.store import Store
+
+# Samples scored per scorer call, so the scoring progress bar moves; large enough to keep the scorer's worker
+# pool busy.
+SCORE_CHUNK = 64
 
 
 @dataclass
@@ -90,6 +96,17 @@ def _progress(total: int, desc: str, enabled: bool) -> Any:
     from tqdm import tqdm
 
     return tqdm(total=total, desc=desc, unit="sample", file=sys.stderr, disable=not enabled, leave=False)
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists on this host (signal 0 probes without signalling)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _tokenizer(protocol: LoadedProtocol, ckpt: Checkpoint) -> Any:
@@ -183,6 +200,8 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
                      protocol_hash=protocol.sha256, run_id=run_id, override_reason=opts.override_reason)
     params = effective_params(protocol)
     store.upsert_checkpoint(ckpt.digest, str(ckpt.path), ckpt.kind, ckpt.train_run, ckpt.train_seed, ckpt.step)
+    for stale in store.mark_interrupted_runs(socket.gethostname(), _pid_alive):
+        print(f"note: run {stale} was left unfinished by a process that ended; marked interrupted", file=sys.stderr)
     backend_info: dict[str, Any] = {"name": opts.backend, "options": opts.backend_options,
                                     "chat_template_sha256": chat_template_sha256(protocol, tokenizer),
                                     "tokenizer": encoder.summary(tokenized) if encoder else None,
@@ -195,7 +214,7 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
         "backend": opts.backend, "backend_info": backend_info,
         "effective_params": {**params.as_dict(), "n": sampling.n, "seed": run_seed,
                              "per_sample_seed": "sha256(f'{seed}:{item_id}:{sample_index}')[:8] & (2**63-1)"},
-        "actor": actor, "purpose": opts.purpose})
+        "actor": actor, "purpose": opts.purpose, "host": socket.gethostname(), "pid": os.getpid()})
     store.put_run_prompts(run_id, [_prompt_record(r, tokenized.get(iid)) for iid, r in rendered.items()],
                           {r.sha256: r.text for r in rendered.values()})
 
@@ -210,6 +229,7 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
                         for iid, js in by_item.items()]
             backend = get_backend(opts.backend, str(ckpt.model_dir), **opts.backend_options)
             bar = _progress(len(missing), "generate", opts.progress)
+            new_tokens, g0 = [0], time.perf_counter()
 
             def store_result(res: GenerationResult) -> None:
                 r = res.request
@@ -222,8 +242,9 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
                 for row in rows:
                     cached[(row["item_id"], row["sample_index"], row["seed"])] = {**row, "fresh": True}
                 bar.update(len(rows))
+                new_tokens[0] += sum(c.completion_tokens for c in res.completions)
+                bar.set_postfix_str(f"{new_tokens[0] / max(time.perf_counter() - g0, 1e-9):.1f} tok/s")
 
-            g0 = time.perf_counter()
             backend.generate(requests, on_result=store_result)
             gen_s = time.perf_counter() - g0
             bar.close()
@@ -237,7 +258,11 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
         to_score = [SampleToScore(items_by_id[k[0]], cached[k]["text"], rendered[k[0]].response_prefix,
                                   cached[k]["finish_reason"]) for k in keys]
         s0 = time.perf_counter()
-        results = scorer.score(to_score)
+        results = []
+        with _progress(len(to_score), "score", opts.progress) as sbar:
+            for c in range(0, len(to_score), SCORE_CHUNK):
+                results.extend(scorer.score(to_score[c:c + SCORE_CHUNK]))
+                sbar.update(len(to_score[c:c + SCORE_CHUNK]))
         score_s = time.perf_counter() - s0
     except BaseException as e:
         store.fail_run(run_id, f"{type(e).__name__}: {e}")

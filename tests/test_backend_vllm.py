@@ -1,0 +1,126 @@
+"""The vllm backend's translations, checked against vLLM's real classes (no GPU needed: only the engine needs one).
+
+vLLM is an optional extra (about 900 MB; ``make setup`` installs it with ``--no-deps`` next to CPU torch). Where it
+cannot be imported these tests are skipped, and the skip says so. The end-to-end GPU path is
+``bench/gpu_check.py``.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from evalgate.backends.base import EffectiveParams
+from evalgate.errors import BadInput, EngineError
+
+vllm = pytest.importorskip("vllm", reason="vLLM is not importable here (optional extra; make setup installs it "
+                                          "with --no-deps): the contract tests against its classes cannot run")
+from vllm import SamplingParams  # noqa: E402
+from vllm.outputs import CompletionOutput, RequestOutput  # noqa: E402
+
+from evalgate.backends import vllm as vb  # noqa: E402
+
+SAMPLED = EffectiveParams(temperature=0.8, top_p=0.95, top_k=0, max_tokens=192, stop=("\n```",),
+                          repetition_penalty=1.1)
+
+
+def test_sampling_params_carry_exactly_the_protocol_values() -> None:
+    sp = SamplingParams(**vb.sampling_params_kwargs(SAMPLED, seed=123456789))
+    assert (sp.n, sp.temperature, sp.top_p, sp.max_tokens, sp.seed) == (1, 0.8, 0.95, 192, 123456789)
+    assert sp.stop == ["\n```"] and sp.include_stop_str_in_output is False
+    assert sp.repetition_penalty == 1.1 and sp.min_p == 0.0 and sp.ignore_eos is False
+    # protocol top_k 0 means disabled; vLLM 0.33 documents 0 as its disabled value too
+    assert sp.top_k == 0
+    sp50 = SamplingParams(**vb.sampling_params_kwargs(EffectiveParams(0.7, 1.0, 50, 8, (), 1.0), seed=1))
+    assert sp50.top_k == 50 and sp50.stop == []
+
+
+def test_greedy_protocol_is_valid_greedy_in_vllm() -> None:
+    sp = SamplingParams(**vb.sampling_params_kwargs(EffectiveParams(0.0, 1.0, 0, 16, (), 1.0), seed=7))
+    assert sp.temperature == 0.0 and sp.n == 1
+
+
+def test_per_sample_seeds_give_one_engine_request_each() -> None:
+    from evalgate.backends.base import GenerationRequest
+
+    req = GenerationRequest("HumanEval/0", "def f():", (0, 1, 2), (11, 22, 33), SAMPLED)
+    sps = [SamplingParams(**vb.sampling_params_kwargs(req.params, s)) for s in req.seeds]
+    assert [sp.seed for sp in sps] == [11, 22, 33] and all(sp.n == 1 for sp in sps)
+
+
+def test_engine_kwargs_keep_generation_config_out(tmp_path: Path, smollm2_dir: Path) -> None:
+    """With vLLM's own logic (ModelConfig.get_diff_sampling_param), the checkpoint's generation_config.json sets
+    default sampling values under vLLM's default "auto", and none under the value evalgate passes."""
+    from vllm.config import ModelConfig
+    from vllm.transformers_utils.config import try_get_generation_config
+
+    model = tmp_path / "m"
+    shutil.copytree(smollm2_dir, model)
+    gc = json.loads((model / "generation_config.json").read_text())
+    gc.update(do_sample=True, temperature=0.6, top_p=0.9, max_new_tokens=7, repetition_penalty=1.3)
+    (model / "generation_config.json").write_text(json.dumps(gc))
+    kw = vb.engine_kwargs(str(model), tensor_parallel_size=2, gpu_memory_utilization=0.5, max_model_len=4096,
+                          dtype="bfloat16")
+    assert kw["generation_config"] == "vllm" and kw["tensor_parallel_size"] == 2
+    assert kw["gpu_memory_utilization"] == 0.5 and kw["max_model_len"] == 4096 and kw["dtype"] == "bfloat16"
+    cfg = try_get_generation_config(str(model), trust_remote_code=False).to_diff_dict()
+
+    def diff(source: str) -> dict:
+        me = SimpleNamespace(generation_config=source, override_generation_config={},
+                             try_get_generation_config=lambda: cfg)
+        return ModelConfig.get_diff_sampling_param(me)
+
+    assert diff("auto") == {"temperature": 0.6, "top_p": 0.9, "repetition_penalty": 1.3, "max_tokens": 7}
+    assert diff(kw["generation_config"]) == {}
+
+
+def test_engine_kwargs_reject_bad_options() -> None:
+    with pytest.raises(BadInput, match="gpu_memory_utilization"):
+        vb.engine_kwargs("m", gpu_memory_utilization=1.5)
+    with pytest.raises(BadInput, match="tensor_parallel_size"):
+        vb.engine_kwargs("m", tensor_parallel_size=0)
+
+
+def test_completion_from_real_output_classes() -> None:
+    stopped = CompletionOutput(index=0, text="    return a + b", token_ids=[5, 6, 7, 8, 9], cumulative_logprob=None,
+                               logprobs=None, finish_reason="stop", stop_reason="\n```")
+    cut = CompletionOutput(index=0, text="x" * 4, token_ids=[1, 2, 3, 4], cumulative_logprob=None, logprobs=None,
+                           finish_reason="length")
+    ro = RequestOutput(request_id="0", prompt=None, prompt_token_ids=[1, 2, 3], prompt_logprobs=None,
+                       outputs=[stopped], finished=True)
+    c = vb.completion_from_output(ro.outputs[0], prompt_tokens=len(ro.prompt_token_ids))
+    assert (c.text, c.completion_tokens, c.finish_reason, c.prompt_tokens) == ("    return a + b", 5, "stop", 3)
+    c2 = vb.completion_from_output(cut, prompt_tokens=9)
+    assert (c2.completion_tokens, c2.finish_reason) == (4, "length")
+    aborted = CompletionOutput(index=0, text="", token_ids=[], cumulative_logprob=None, logprobs=None,
+                               finish_reason="abort")
+    with pytest.raises(EngineError, match="abort"):
+        vb.completion_from_output(aborted, prompt_tokens=1)
+
+
+def test_prompts_go_in_as_tokens_with_one_bos(smollm2_dir: Path) -> None:
+    from evalgate.checkpoints import load_tokenizer
+    from evalgate.prompts import PromptEncoder
+
+    tok = load_tokenizer(smollm2_dir)
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    ids = list(PromptEncoder(tok).encode(text, "x").ids)
+    (tp,) = vb.to_engine_prompts([ids])
+    assert tp["prompt_token_ids"] == ids
+    bos = tok.bos_token_id
+    assert not (ids[0] == bos and ids[1] == bos)
+    assert tok.decode(ids) == text
+
+
+def test_data_parallel_shards_cover_every_row_once() -> None:
+    assert vb.shard(7, 3) == [[0, 3, 6], [1, 4], [2, 5]]
+    assert vb.shard(2, 4) == [[0], [1]]
+
+
+def test_unknown_option_is_bad_input(smollm2_dir: Path) -> None:
+    with pytest.raises(BadInput, match="tensor_paralel_size"):
+        vb.VLLMBackend(str(smollm2_dir), tensor_paralel_size=2)

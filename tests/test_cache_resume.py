@@ -1,0 +1,148 @@
+"""The generation cache (hits and misses for each key part) and resume after SIGKILL, with the real SmolLM2 model
+through ``evaluate`` and, for the kill, the real CLI in a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evalgate import run as run_mod
+from evalgate.run import RunOptions, evaluate
+from evalgate.splits import write_split
+from evalgate.store import Store
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def _protocol(home: Path, name: str, n: int, max_tokens: int, temperature: float = 1.0, version: str = "1") -> Path:
+    from evalgate.protocols_ops import freeze
+
+    proto = yaml.safe_load((REPO / "protocols" / "humaneval-smoke.yaml").read_text())
+    proto.update(name=name, version=version, pass_at_k=[1])
+    proto["sampling"].update(temperature=temperature, top_p=1.0, max_tokens=max_tokens, n=n, stop=[])
+    path = home / f"{name}-{version}.yaml"
+    path.write_text(yaml.safe_dump(proto))
+    freeze(path)
+    return path
+
+
+def _texts(store: Store, run_id: str) -> dict[tuple[str, int], str]:
+    return {(s["item_id"], s["sample_index"]): s["text"] for s in store.samples(run_id)}
+
+
+def test_cache_hits_and_misses_for_each_key_part(home: Path, smollm2_dir: Path, humaneval_records: list[dict],
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    write_split("he-one", "smoke", [{"id": r["task_id"], **r} for r in humaneval_records[:1]], {"source": "test"})
+    proto = _protocol(home, "cache", n=2, max_tokens=6)
+    store = Store()
+
+    first = evaluate(proto, smollm2_dir, "he-one", RunOptions(), store)
+    assert first["counts"]["generated"] == 2 and first["backend"]["model_loaded"] is True
+    err = capsys.readouterr().err
+    assert "generate" in err and "score" in err and "tok/s" in err  # progress bars on stderr
+    texts = _texts(store, first["run_id"])
+    # the two samples come from two seeds: they differ (temperature 1), so a cache that repeated one would show
+    assert texts[("HumanEval/0", 0)] != texts[("HumanEval/0", 1)]
+
+    # identical rerun: every sample from the cache, the backend never constructed, the model never loaded
+    def no_backend(*a: object, **k: object) -> None:
+        raise AssertionError("a fully cached run must not create a backend")
+
+    with monkeypatch.context() as m:
+        m.setattr(run_mod, "get_backend", no_backend)
+        again = evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), store)
+    assert again["counts"]["cached"] == 2 and again["counts"]["generated"] == 0
+    assert again["backend"]["model_loaded"] is False
+    assert _texts(store, again["run_id"]) == texts
+
+    # each key part misses on its own
+    seed = evaluate(proto, smollm2_dir, "he-one", RunOptions(seed=99, progress=False), store)
+    assert seed["counts"]["generated"] == 2 and seed["counts"]["cached"] == 0
+
+    other_proto = _protocol(home, "cache", n=2, max_tokens=5, version="2")
+    changed = evaluate(other_proto, smollm2_dir, "he-one", RunOptions(progress=False), store)
+    assert changed["counts"]["generated"] == 2 and changed["protocol"]["sha256"] != first["protocol"]["sha256"]
+
+    other_ckpt = home / "ckpt-copy"
+    other_ckpt.mkdir()
+    for f in smollm2_dir.iterdir():
+        if f.name != "config.json":
+            (other_ckpt / f.name).symlink_to(f)
+    cfg = json.loads((smollm2_dir / "config.json").read_text())
+    cfg["evalgate_test_marker"] = 1  # different bytes, different digest, same weights
+    (other_ckpt / "config.json").write_text(json.dumps(cfg))
+    moved = evaluate(proto, other_ckpt, "he-one", RunOptions(progress=False), store)
+    assert moved["checkpoint"]["digest"] != first["checkpoint"]["digest"]
+    assert moved["counts"]["generated"] == 2 and moved["counts"]["cached"] == 0
+
+    # the misses added entries; they replaced nothing: the original key still hits
+    assert evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), store)["counts"]["cached"] == 2
+
+
+def test_sigkill_half_way_then_resume_regenerates_only_what_is_missing(home: Path, smollm2_dir: Path,
+                                                                        humaneval_records: list[dict]) -> None:
+    items = [{"id": r["task_id"], **r} for r in humaneval_records[:4]]
+    write_split("he-four", "smoke", items, {"source": "test"})
+    proto = _protocol(home, "resume", n=1, max_tokens=8)
+    args = [sys.executable, "-m", "evalgate.cli", "run", "--protocol", str(proto), "--checkpoint", str(smollm2_dir),
+            "--split", "he-four", "--json", "--backend-option", "token_budget=1"]  # one sample per batch
+    store = Store()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=os.environ.copy())
+    stored = 0
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        with store.connect() as con:
+            stored = con.execute("SELECT count(*) FROM generations").fetchone()[0]
+        if stored >= 1:
+            break
+        time.sleep(0.1)
+    assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-500:]}"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    with store.connect() as con:
+        stored = con.execute("SELECT count(*) FROM generations").fetchone()[0]
+    assert 1 <= stored < 4, stored
+    (killed,) = store.runs()
+    assert killed["status"] == "running" and killed["metrics"] is None
+    with store.connect() as con:
+        assert con.execute("SELECT count(*) FROM samples").fetchone()[0] == 0
+
+    r = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=os.environ.copy(), timeout=900)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["counts"]["cached"] == stored and doc["counts"]["generated"] == 4 - stored
+    assert f"run {killed['run_id']} was left unfinished" in r.stderr
+    runs = {x["run_id"]: x for x in store.runs()}
+    assert runs[killed["run_id"]]["status"] == "interrupted"
+    assert runs[doc["run_id"]]["status"] == "complete"
+    with store.connect() as con:
+        assert con.execute("SELECT count(*) FROM generations").fetchone()[0] == 4
+        assert con.execute("SELECT count(*) FROM samples WHERE run_id=?", [doc["run_id"]]).fetchone()[0] == 4
+
+
+def test_resumed_samples_equal_uninterrupted_ones(home: Path, smollm2_dir: Path,
+                                                  humaneval_records: list[dict]) -> None:
+    """Per-sample seeds make a sample independent of which others are pending: generating samples {0, 1} at once
+    equals generating 0 first and 1 later (what a resume does)."""
+    write_split("he-one", "smoke", [{"id": r["task_id"], **r} for r in humaneval_records[:1]], {"source": "test"})
+    proto = _protocol(home, "indep", n=2, max_tokens=6)
+    together = Store(home / "a.duckdb")
+    doc = evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), together)
+    separate = Store(home / "b.duckdb")
+    first = _protocol(home, "indep", n=1, max_tokens=6, version="n1")  # generates sample 0 only
+    evaluate(first, smollm2_dir, "he-one", RunOptions(progress=False), separate)
+    with separate.connect() as con:  # move sample 0 under the n=2 protocol's hash, as if an earlier run stored it
+        con.execute("UPDATE generations SET protocol_hash=?", [doc["protocol"]["sha256"]])
+    resumed = evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), separate)
+    assert resumed["counts"]["cached"] == 1 and resumed["counts"]["generated"] == 1
+    assert _texts(separate, resumed["run_id"]) == _texts(together, doc["run_id"])
