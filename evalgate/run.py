@@ -172,6 +172,7 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
     t0 = time.perf_counter()
     protocol = load_protocol(protocol_path)
     verify(protocol)
+    scorer = get_scorer(protocol)  # before any read or generation: a scorer may refuse the protocol
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
         checkpoint, opts.train_run, opts.train_seed, opts.step)
     store = store or Store()
@@ -253,7 +254,6 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
             if still:
                 raise EvalgateError(f"backend {opts.backend} returned no completion for {len(still)} samples")
 
-        scorer = get_scorer(protocol)
         items_by_id = {str(it["id"]): it for it in items}
         to_score = [SampleToScore(items_by_id[k[0]], cached[k]["text"], rendered[k[0]].response_prefix,
                                   cached[k]["finish_reason"]) for k in keys]

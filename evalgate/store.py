@@ -94,7 +94,7 @@ def _m003_run_owner(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE runs ADD COLUMN pid INTEGER")
 
 
-def _m006_run_prompts(con: duckdb.DuckDBPyConnection) -> None:
+def _m004_run_prompts(con: duckdb.DuckDBPyConnection) -> None:
     # The fully rendered prompt of every item of a run (text stored once in prompts, by hash), with how its
     # special tokens were handled; cached runs record theirs too.
     con.execute("""
@@ -108,7 +108,7 @@ MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] =
     (1, "initial", _m001_initial),
     (2, "human_scores", _m002_human_scores),
     (3, "run_owner", _m003_run_owner),
-    (6, "run_prompts", _m006_run_prompts),
+    (4, "run_prompts", _m004_run_prompts),
 ]
 
 GENESIS_HASH = "0" * 64

@@ -1,4 +1,4 @@
-"""Migration 6: the run_prompts table records every item's rendered prompt (text stored once, by hash)."""
+"""Migration 4: the run_prompts table records every item's rendered prompt (text stored once, by hash)."""
 
 from pathlib import Path
 
@@ -19,7 +19,7 @@ def test_migration_6_adds_run_prompts_and_texts_are_stored_once(tmp_path: Path) 
     assert [(r["item_id"], r["text"], r["system_merged"]) for r in got] == [("a", "same prompt", True),
                                                                             ("b", "same prompt", False)]
     con = duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True)
-    assert con.execute("SELECT name FROM schema_migrations WHERE version=6").fetchone() == ("run_prompts",)
+    assert con.execute("SELECT name FROM schema_migrations WHERE version=4").fetchone() == ("run_prompts",)
     cols = [r[0] for r in con.execute("DESCRIBE run_prompts").fetchall()]
     assert cols == ["run_id", "item_id", "prompt_sha256", "prompt_tokens", "bos_count", "bos_added",
                     "system_merged"]

@@ -202,9 +202,10 @@ class HFBackend:
         for k, (_, _, ids, _) in enumerate(batch):  # left padding
             input_ids[k, width - len(ids):] = torch.tensor(ids)
             attention[k, width - len(ids):] = 1
-        # Set even at its neutral value: transformers fills an unset value from the model's config.
+        # Set even at its neutral value: transformers fills an unset value from the model's config. use_cache is
+        # explicit because HF Trainer checkpoints save use_cache: false, which makes decoding quadratic.
         gen = GenerationConfig(
-            max_new_tokens=p.max_tokens, do_sample=False, num_beams=1,
+            max_new_tokens=p.max_tokens, do_sample=False, num_beams=1, use_cache=True,
             repetition_penalty=p.repetition_penalty,
             stop_strings=list(p.stop) or None, eos_token_id=self._eos_ids(), pad_token_id=pad,
             bos_token_id=model.generation_config.bos_token_id,
