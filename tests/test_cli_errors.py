@@ -57,7 +57,8 @@ def test_unknown_split(home: Path, frozen: Path, smollm2_dir: Path) -> None:
 def test_malformed_protocol(home: Path, smollm2_dir: Path) -> None:
     import_humaneval()
     bad = home / "bad.yaml"
-    bad.write_text("name: x\nversion: 1\nprompt:\n  template: hi\nscorer:\n  name: humaneval\nsampling:\n  tempreature: 1\n")
+    bad.write_text("name: x\nversion: 1\nprompt:\n  template: hi\nscorer:\n  name: humaneval\n"
+                   "sampling:\n  tempreature: 1\n")
     r = evalgate("run", "--protocol", str(bad), "--checkpoint", str(smollm2_dir), "--split", "humaneval-smoke")
     assert r.returncode == 2
     assert f"{bad}:8: sampling.tempreature: unknown key 'tempreature'; did you mean 'temperature'?" in r.stderr

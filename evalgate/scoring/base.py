@@ -52,6 +52,48 @@ class Scorer(Protocol):
     def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]: ...
 
 
+class AnswerScorer:
+    """The loop shared by scorers that compare one extracted answer with a gold answer field.
+
+    Per sample: finish_reason ``length`` -> ``truncated`` (score 0, never scored from a cut-off completion)
+    unless ``score_truncated``; no answer under the extraction rule -> ``no_answer``; else ``judge`` decides
+    ``correct`` or ``wrong``. Subclasses set ``answer_field``, ``rule``, ``score_truncated`` and
+    ``include_prefix`` (extract from response prefix + completion, or the completion alone) and implement
+    ``judge``.
+    """
+
+    name = ""
+    answer_field = "answer"
+    rule = "raw"
+    score_truncated = False
+    include_prefix = False
+
+    def judge(self, prediction: str, gold: str, text: str) -> tuple[bool, list[str]]:
+        """(equal, notes) for one extracted prediction; ``text`` is what the answer was extracted from."""
+        raise NotImplementedError
+
+    def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]:
+        """Judge each sample (see the class docstring); results in input order."""
+        from evalgate.scoring.extract import extract_answer
+
+        out = []
+        for s in samples:
+            if s.finish_reason == "length" and not self.score_truncated:
+                out.append(ScoreResult(0.0, "truncated", None, "finish_reason length: cut off at max_tokens"))
+                continue
+            text = s.response_prefix + s.text if self.include_prefix else s.text
+            pred = extract_answer(text, self.rule)
+            if pred is None:
+                out.append(ScoreResult(0.0, "no_answer", None, f"rule {self.rule} found no answer"))
+                continue
+            gold = str(s.item[self.answer_field])
+            ok, notes = self.judge(pred, gold, text)
+            notes = notes if ok else [f"expected {gold!r}", *notes]
+            out.append(ScoreResult(1.0 if ok else 0.0, "correct" if ok else "wrong", pred,
+                                   "; ".join(notes) or None))
+        return out
+
+
 # name -> (module, class)
 SCORERS: dict[str, tuple[str, str]] = {
     "humaneval": ("evalgate.scoring.code", "HumanEvalScorer"),

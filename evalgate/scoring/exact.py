@@ -15,11 +15,9 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
-from collections.abc import Sequence
 from typing import Any
 
-from evalgate.scoring.base import SampleToScore, ScoreResult
-from evalgate.scoring.extract import extract_answer
+from evalgate.scoring.base import AnswerScorer
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = str.maketrans("", "", string.punctuation)
@@ -58,7 +56,7 @@ def exact_match(prediction: str, gold: str, **options: bool) -> bool:
     return normalize(prediction, **options) == normalize(gold, **options)
 
 
-class ExactScorer:
+class ExactScorer(AnswerScorer):
     """Scores 1 when the extracted answer exactly matches the item's gold answer after normalisation.
 
     Options (``scorer.options``): ``answer_field`` (item field holding the gold answer, default ``answer``),
@@ -79,18 +77,5 @@ class ExactScorer:
         self.rule = protocol.spec.extraction.rule
         self.score_truncated = protocol.spec.extraction.score_truncated
 
-    def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]:
-        out = []
-        for s in samples:
-            if s.finish_reason == "length" and not self.score_truncated:
-                out.append(ScoreResult(0.0, "truncated", None, "finish_reason length: cut off at max_tokens"))
-                continue
-            pred = extract_answer(s.text, self.rule)
-            if pred is None:
-                out.append(ScoreResult(0.0, "no_answer", None, f"rule {self.rule} found no answer"))
-                continue
-            gold = str(s.item[self.answer_field])
-            ok = exact_match(pred, gold, **self.norm)
-            out.append(ScoreResult(1.0 if ok else 0.0, "correct" if ok else "wrong", pred,
-                                   None if ok else f"expected {gold!r}"))
-        return out
+    def judge(self, prediction: str, gold: str, text: str) -> tuple[bool, list[str]]:
+        return exact_match(prediction, gold, **self.norm), []

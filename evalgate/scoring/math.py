@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalgate.errors import BadInput
-from evalgate.scoring.base import SampleToScore, ScoreResult
-from evalgate.scoring.extract import extract_answer, last_boxed
+from evalgate.scoring.base import AnswerScorer
+from evalgate.scoring.extract import last_boxed
 
 _DELIMS = ((r"$$", r"$$"), ("$", "$"), (r"\(", r"\)"), (r"\[", r"\]"))
 _NUMBER_WITH_WORDS = re.compile(r"^\s*(-?[\d,]*\.?\d+)\s*[A-Za-z]{2,}[A-Za-z .]*$")
@@ -108,7 +108,7 @@ def stop_cuts_answers(stop: Sequence[str]) -> list[str]:
     return [s for s in stop if any(s in form for form in NUMBER_FORMS)]
 
 
-class MathScorer:
+class MathScorer(AnswerScorer):
     """Scores 1 when the extracted answer is mathematically equal to the item's gold answer (``math_equal``).
 
     The answer is taken from the response prefix (if any) plus the completion by the protocol's
@@ -126,6 +126,7 @@ class MathScorer:
     """
 
     name = "math"
+    include_prefix = True
 
     def __init__(self, protocol: Any):
         opts = dict(protocol.spec.scorer.options)
@@ -144,22 +145,8 @@ class MathScorer:
                            "'\\n\\nQuestion:'")
         self.score_truncated = protocol.spec.extraction.score_truncated
 
-    def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]:
-        """Judge each sample (see the class docstring); results in input order."""
-        out = []
-        for s in samples:
-            if s.finish_reason == "length" and not self.score_truncated:
-                out.append(ScoreResult(0.0, "truncated", None, "finish_reason length: cut off at max_tokens"))
-                continue
-            pred = extract_answer(s.response_prefix + s.text, self.rule)
-            if pred is None:
-                out.append(ScoreResult(0.0, "no_answer", None, f"rule {self.rule} found no answer"))
-                continue
-            gold = str(s.item[self.answer_field])
-            ok = math_equal(pred, gold)
-            notes = [] if ok else [f"expected {gold!r}"]
-            if self.rule == "gsm8k" and not _MARKER.search(s.response_prefix + s.text):
-                notes.append("no final-answer marker (####, 'answer is', \\boxed): last number used")
-            out.append(ScoreResult(1.0 if ok else 0.0, "correct" if ok else "wrong", pred,
-                                   "; ".join(notes) or None))
-        return out
+    def judge(self, prediction: str, gold: str, text: str) -> tuple[bool, list[str]]:
+        ok = math_equal(prediction, gold)
+        if self.rule == "gsm8k" and not _MARKER.search(text):
+            return ok, ["no final-answer marker (####, 'answer is', \\boxed): last number used"]
+        return ok, []
