@@ -12,7 +12,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evalgate.backends.base import GenerationRequest, GenerationResult, get_backend, sample_seed
+from evalgate.backends.base import (
+    GenerationRequest,
+    GenerationResult,
+    check_backend,
+    get_backend,
+    sample_seed,
+)
 from evalgate.checkpoints import load_tokenizer, resolve_checkpoint
 from evalgate.errors import BadInput
 from evalgate.prompts import render_prompt
@@ -88,6 +94,8 @@ def parity(protocol_path: str | Path, checkpoint: str | Path, split: str, backen
     ckpt = resolve_checkpoint(checkpoint)
     store = store or Store()
     who = actor_name(actor)
+    check_backend(backend_a, options_a or {})
+    check_backend(backend_b, options_b or {})
     manager = SplitManager(store)
     manifest, _ = manager.check(split, PURPOSE, who, None, ckpt.digest, protocol.sha256)
     items = manager.read(manifest)[:limit] if limit else manager.read(manifest)

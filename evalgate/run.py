@@ -25,6 +25,7 @@ from evalgate.backends.base import (
     EffectiveParams,
     GenerationRequest,
     GenerationResult,
+    check_backend,
     get_backend,
     sample_seed,
 )
@@ -173,6 +174,7 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
     protocol = load_protocol(protocol_path)
     verify(protocol)
     scorer = get_scorer(protocol)  # before any read or generation: a scorer may refuse the protocol
+    check_backend(opts.backend, opts.backend_options)  # a typo must not spend a budgeted read
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
         checkpoint, opts.train_run, opts.train_seed, opts.step)
     store = store or Store()

@@ -88,3 +88,37 @@ def test_private_split_read_by_run_is_refused_and_logged(home: Path, frozen: Pat
     con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
     assert con.execute("SELECT outcome, split FROM access_log").fetchall() == [("refused", "humaneval-private")]
     assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--backend", "tgi"], "unknown backend 'tgi'; known backends: hf, openai, vllm"),
+    (["--backend-option", "token_budgett=5"], "unknown hf backend option(s) ['token_budgett']; known: device, "
+                                              "dtype, token_budget"),
+    (["--backend", "openai"], "the openai backend needs the server's URL"),
+])
+def test_bad_backend_is_refused_before_any_read(home: Path, frozen: Path, smollm2_dir: Path, flags: list[str],
+                                                message: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Found by a fresh-user test: a typo'd backend used to log (and spend) a budgeted read before failing.
+    monkeypatch.delenv("EVALGATE_OPENAI_BASE_URL", raising=False)
+    before = store_snapshot(home)
+    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(smollm2_dir), "--split", "humaneval-public",
+                 *flags)
+    assert r.returncode == 2, r.stderr
+    assert message in r.stderr
+    assert store_snapshot(home) == before
+
+
+def test_backend_option_registry_matches_constructors() -> None:
+    import importlib
+    import inspect
+
+    from evalgate.backends.base import BACKEND_OPTIONS, BACKENDS
+
+    for name, (module, cls, _) in BACKENDS.items():
+        try:
+            klass = getattr(importlib.import_module(module), cls)
+        except ImportError as e:
+            pytest.skip(f"backend {name} cannot be imported here ({e}); its options are checked where it can")
+        params = {p for p, v in inspect.signature(klass.__init__).parameters.items()
+                  if p not in ("self", "model_dir") and v.kind is not inspect.Parameter.VAR_KEYWORD}
+        assert params == set(BACKEND_OPTIONS[name][1]), name

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -106,6 +108,37 @@ BACKENDS: dict[str, tuple[str, str, str]] = {
     "vllm": ("evalgate.backends.vllm", "VLLMBackend", "vllm"),
     "openai": ("evalgate.backends.openai", "OpenAIBackend", "openai"),
 }
+
+
+# name -> (engine package that must be importable, options the backend accepts). Checked by ``check_backend``
+# before a run reads any split, so a typo never spends a budgeted read; tests keep it equal to the signatures.
+BACKEND_OPTIONS: dict[str, tuple[str, frozenset[str]]] = {
+    "hf": ("transformers", frozenset({"device", "dtype", "token_budget"})),
+    "vllm": ("vllm", frozenset({"tensor_parallel_size", "data_parallel_size", "gpu_memory_utilization",
+                                "max_model_len", "dtype", "enforce_eager"})),
+    "openai": ("httpx", frozenset({"base_url", "model", "endpoint", "concurrency", "timeout_s", "max_retries",
+                                   "backoff_s", "use_n", "api_key"})),
+}
+
+
+def check_backend(name: str, options: dict[str, Any]) -> None:
+    """Validate a backend name and its options without importing the engine.
+
+    Raises:
+        BadInput: unknown backend, unknown option (lists the known ones), or the openai backend without a URL.
+        MissingExtra: the engine package is not installed (names the pip extra).
+    """
+    if name not in BACKENDS:
+        raise BadInput(f"unknown backend {name!r}; known backends: {', '.join(sorted(BACKENDS))}")
+    engine, known = BACKEND_OPTIONS[name]
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise BadInput(f"unknown {name} backend option(s) {unknown}; known: {', '.join(sorted(known))}")
+    if importlib.util.find_spec(engine) is None:
+        raise MissingExtra(f"backend {name!r} needs {engine}: pip install 'evalgate[{BACKENDS[name][2]}]'")
+    if name == "openai" and not (options.get("base_url") or os.environ.get("EVALGATE_OPENAI_BASE_URL")):
+        raise BadInput("the openai backend needs the server's URL: pass base_url (e.g. --backend-option "
+                       "base_url=http://127.0.0.1:8000/v1) or set EVALGATE_OPENAI_BASE_URL")
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
