@@ -421,6 +421,30 @@ def _evaluate(protocol_file: str, path: str, split: str, purpose: str, actor: st
                                train_seed=info.get("train_seed"), step=info.get("step"), progress=False), store)
 
 
+def _check_protocol(policy: GatePolicy, evaluate_decision: bool) -> None:
+    """The policy's protocol file must exist (when decision runs are evaluated), be ``policy.protocol``
+    (name@version) and offer the policy's metric.
+
+    Raises:
+        BadInput: naming what does not match and how to fix the policy.
+    """
+    proto_file = policy.protocol_file or ""
+    if not Path(proto_file).is_file():
+        if evaluate_decision:
+            raise BadInput(f"protocol file {proto_file} not found; set protocol_file in the gate policy")
+        return
+    from evalgate.protocol import load_protocol
+
+    lp = load_protocol(proto_file)
+    if lp.ref != policy.protocol:
+        raise BadInput(f"gate policy {policy.name}: protocol is {policy.protocol} but protocol_file {proto_file} "
+                       f"is {lp.ref}; make them agree")
+    if policy.metric.startswith("pass@") and int(policy.metric[5:]) not in lp.spec.pass_at_k:
+        raise BadInput(f"gate policy {policy.name}: metric {policy.metric} is not reported by {lp.ref} "
+                       f"(its pass_at_k is {lp.spec.pass_at_k}); use one of "
+                       f"{', '.join(f'pass@{k}' for k in lp.spec.pass_at_k)} or mean_score")
+
+
 def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None = None,
              evaluate_decision: bool = True) -> Verdict:
     """Decide PASS/FAIL for a policy.
@@ -440,6 +464,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     store = store or Store()
     who = actor_name(actor)
     name, version = policy.protocol.split("@", 1)
+    _check_protocol(policy, evaluate_decision)  # before any read: a typo must not spend a private read
     manager = SplitManager(store)
     sel_m, dec_m = _check_tiers(policy, manager)
     where: dict[str, Any] = {"protocol_name": name, "protocol_version": version, "split": policy.selection_split}

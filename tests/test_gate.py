@@ -91,7 +91,8 @@ def test_selection_on_public_or_private_refused(tmp_path: Path) -> None:
 
 def test_private_budget_is_checked_before_reading(tmp_path: Path) -> None:
     built = fx.build(tmp_path / "runs", seeds=(1, 2))
-    (tmp_path / "proto.yaml").write_text("placeholder")
+    (tmp_path / "proto.yaml").write_text("name: fx\nversion: '1'\nprompt: {template: '{{ q }}'}\n"
+                                         "scorer: {name: exact}\n")
     pol = _policy(tmp_path, {**fx.policy_dict(built["baseline"]), "protocol_file": "proto.yaml",
                              "baseline": {"value": 0.4}, "train_run": "fx-run"})
     store = built["store"]
@@ -140,3 +141,36 @@ def test_nan_weights_mark_a_checkpoint_failed(tmp_path: Path) -> None:
     save_file({"w": torch.ones(3)}, str(ok / "model.safetensors"))
     save_file({"w": torch.tensor([1.0, float("inf"), 0.0])}, str(bad / "model.safetensors"))
     assert weights_finite(ok) is True and weights_finite(bad) is False and weights_finite(tmp_path) is None
+
+
+def test_policy_metric_and_protocol_checked_before_any_read(tmp_path: Path) -> None:
+    # Found by a fresh-user test: metric pass@3 on a protocol reporting pass@1 spent a private read, then crashed.
+    import shutil
+
+    from tests.conftest import REPO
+
+    built = fx.build(tmp_path / "runs")
+    proto = tmp_path / "humaneval-smoke.yaml"
+    shutil.copy(REPO / "protocols" / "humaneval-smoke.yaml", proto)  # pass_at_k [1, 4], humaneval-smoke@1
+    rows_before = len(built["store"].access_rows())
+    d = fx.policy_dict(built["baseline"])
+    d.update(protocol="humaneval-smoke@1", protocol_file=str(proto), metric="pass@3")
+    with pytest.raises(BadInput, match=r"metric pass@3 is not reported by humaneval-smoke@1 .*pass@1, pass@4"):
+        run_gate(_policy(tmp_path, d), built["store"])
+    d.update(protocol="humaneval-smoke@2", metric="pass@1")
+    with pytest.raises(BadInput, match="protocol is humaneval-smoke@2 but protocol_file .* is humaneval-smoke@1"):
+        run_gate(_policy(tmp_path, d), built["store"])
+    assert len(built["store"].access_rows()) == rows_before
+
+
+def test_report_of_a_gate_without_runs(tmp_path: Path) -> None:
+    # Found by a fresh-user test: --report crashed (exit 3) when the policy matched no runs.
+    from evalgate.report import render_html
+
+    built = fx.build(tmp_path / "runs")
+    d = fx.policy_dict(built["baseline"])
+    d["protocol"] = "nothing@1"
+    v = run_gate(_policy(tmp_path, d), built["store"], evaluate_decision=False)
+    assert not v.passed and [r.rule for r in v.rules] == ["runs_present"]
+    html = render_html(v)
+    assert "FAIL" in html and "no run of nothing@1" in html
