@@ -179,21 +179,20 @@ def splits_import(dataset: str, source: Path | None) -> None:
 @click.option("--max-reads", type=int, default=None, help="Policy: reads allowed per window.")
 @click.option("--window-days", type=int, default=None, help="Policy: budget window, days.")
 @click.option("--hard", is_flag=True, default=None, help="Policy: a hard budget (no override).")
+@click.option("--replace", is_flag=True, help="Replace an existing split's data (same tier only; logged).")
+@click.option("--actor", default=None)
 @handle_errors
 def splits_add(name: str, tier: str, file: Path, source: str | None, purposes: tuple[str, ...],
-               max_reads: int | None, window_days: int | None, hard: bool | None) -> None:
+               max_reads: int | None, window_days: int | None, hard: bool | None, replace: bool,
+               actor: str | None) -> None:
     """Add a split from a JSONL file; policy options may only tighten the tier's default."""
-    from evalgate.errors import BadInput
-    from evalgate.splits import Policy, parse_jsonl, write_split
+    from evalgate.splits import add_split, load_manifest
 
-    if not file.is_file():
-        raise BadInput(f"{file} not found; pass a JSONL file with --file")
-    items = parse_jsonl(file.read_bytes(), str(file))
     given = {"purposes": list(purposes) or None, "max_reads": max_reads, "window_days": window_days, "hard": hard}
-    set_fields = {k: v for k, v in given.items() if v is not None}
-    policy = Policy.model_validate(set_fields) if set_fields else None
-    p = write_split(name, tier, items, {"source": source or str(file)}, policy=policy)
-    click.echo(f"added split {name} (tier {tier}, {len(items)} items) -> {p}")
+    policy = {k: v for k, v in given.items() if v is not None}
+    p = add_split(name, tier, file, source, policy or None, replace, actor=actor)
+    m = load_manifest(name)
+    click.echo(f"{'replaced' if replace else 'added'} split {name} (tier {tier}, {m.count} items) -> {p}")
 
 
 @splits.command("list")

@@ -279,6 +279,61 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
     return d / f"{name}.yaml"
 
 
+def add_split(name: str, tier: str, file: Path, source: str | None = None, policy: dict[str, Any] | None = None,
+              replace: bool = False, store: Store | None = None, actor: str | None = None) -> Path:
+    """Add a split from a JSONL file (``evalgate splits add``).
+
+    An existing split is never replaced silently: ``replace`` must be given, the tier must stay the same (a
+    private split can never become a dev one), and the replacement is logged in the access log (outcome
+    ``replaced``, with the old and new content hashes).
+
+    Args:
+        name: split name.
+        tier: one of ``TIERS``.
+        file: JSONL, one object with a unique string ``id`` per line.
+        source: provenance text (default: the file path).
+        policy: policy fields that tighten the tier's default (``Policy`` fields), or None.
+        replace: replace an existing split of the same tier.
+        store: store for the access log (default ``Store()``).
+        actor: who (default ``actor_name()``).
+
+    Returns:
+        The manifest path.
+
+    Raises:
+        BadInput: missing or empty file, bad record (with its line), invalid policy, or an existing split without
+            ``replace`` / with another tier.
+    """
+    if not file.is_file():
+        raise BadInput(f"{file} not found; pass a JSONL file with --file")
+    items = parse_jsonl(file.read_bytes(), str(file))
+    if not items:
+        raise BadInput(f"{file} holds no records; a split needs at least one JSONL object with an 'id'")
+    try:
+        pol = Policy.model_validate(policy) if policy else None
+    except ValidationError as e:
+        errs = "; ".join(f"{'.'.join(str(x) for x in er['loc'])}: {er['msg']}" for er in e.errors())
+        raise BadInput(f"split {name}: invalid policy option ({errs})") from e
+    old = None
+    if (splits_dir() / f"{name}.yaml").is_file():
+        old = load_manifest(name)
+        if not replace:
+            raise BadInput(f"split {name} already exists (tier {old.tier}, {old.count} items); pass --replace to "
+                           "replace its data (logged in the access log), or choose another name")
+        if old.tier != tier:
+            raise BadInput(f"split {name} is tier {old.tier}; a split's tier never changes. Create a new split "
+                           f"for tier {tier}")
+    path = write_split(name, tier, items, {"source": source or str(file)}, policy=pol)
+    if old is not None:
+        new = load_manifest(name)
+        (store or Store()).append_access({
+            "actor": actor_name(actor), "ci": ci_marker(), "split": name, "tier": tier, "purpose": "replace-data",
+            "outcome": "replaced", "cached": False,
+            "detail": f"data replaced: sha256 {old.content_sha256[:12]} ({old.count} items) -> "
+                      f"{new.content_sha256[:12]} ({new.count} items) from {file}"})
+    return path
+
+
 def load_manifest(name: str, directory: Path | None = None) -> Manifest:
     """Load ``<splits dir>/<name>.yaml``.
 
