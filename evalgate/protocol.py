@@ -335,6 +335,35 @@ def _read_fewshot(base: Path, rel: str, target_field: str) -> list[dict[str, Any
     return out
 
 
+def _check_names_and_templates(path: Path, text: str, spec: Protocol, template: str, chat: str) -> None:
+    """Refuse at load (so before ``freeze``) what would otherwise only fail at run time: an unknown scorer name and
+    jinja2 syntax errors in the templates.
+
+    Raises:
+        BadInput: naming the file, line and the known scorers or the template error.
+    """
+    import jinja2
+
+    from evalgate.scoring.base import SCORERS
+
+    if spec.scorer.name not in SCORERS:
+        line = _yaml_line(text, ("scorer", "name"))
+        close = difflib.get_close_matches(spec.scorer.name, list(SCORERS), n=1)
+        hint = f"did you mean '{close[0]}'? " if close else ""
+        raise BadInput(f"{path}:{line or '?'}: scorer.name: unknown scorer {spec.scorer.name!r}; {hint}"
+                       f"known scorers: {', '.join(sorted(SCORERS))}")
+    env = jinja2.Environment()
+    sources = [("prompt.template", template), ("prompt.response_prefix", spec.prompt.response_prefix or "")]
+    if chat not in ("model", "none"):
+        sources.append(("prompt.chat_template", chat))
+    for field, source in sources:
+        try:
+            env.parse(source)
+        except jinja2.TemplateSyntaxError as e:
+            raise BadInput(f"{path}: {field}: jinja2 syntax error at template line {e.lineno}: {e.message}; "
+                           "fix the template") from e
+
+
 def load_protocol(path: str | Path) -> LoadedProtocol:
     """Load, validate and hash a protocol file.
 
@@ -371,6 +400,7 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     if chat not in ("model", "none"):
         chat = _read_file(base, chat, "chat_template file")
     fewshot = _read_fewshot(base, p.fewshot_file, p.fewshot_target_field) if p.fewshot_file else []
+    _check_names_and_templates(path, text, spec, template, chat)
     resolved = spec.model_dump(mode="json")
     resolved["prompt"]["template"] = template
     resolved["prompt"]["chat_template"] = chat

@@ -186,3 +186,16 @@ def test_every_field_docstring_gives_its_default_or_says_required() -> None:
             if expected not in text:
                 missing.append(f"{model.__name__}.{name}")
     assert missing == []
+
+
+def test_unknown_scorer_and_broken_template_refused_at_load(tmp_path: Path) -> None:
+    # Found by a fresh-user test: both froze with exit 0 and failed only at run time, after which fixing the typo
+    # needed a version bump.
+    doc = json.loads(json.dumps(BASE))
+    doc["scorer"]["name"] = "humaneva"
+    with pytest.raises(BadInput, match=r"scorer.name: unknown scorer 'humaneva'; did you mean 'humaneval'\?"):
+        load_protocol(write(tmp_path, doc))
+    doc = json.loads(json.dumps(BASE))
+    doc["prompt"]["template"] = "Q: {{ question \nA:"
+    with pytest.raises(BadInput, match="prompt.template: jinja2 syntax error"):
+        load_protocol(write(tmp_path, doc))
