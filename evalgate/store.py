@@ -126,6 +126,12 @@ def access_row_hash(prev_hash: str, row: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def _dicts(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """The rows of an executed query as dicts keyed by column name."""
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
 class Store:
     """The evalgate database. Every method opens, uses and closes the DuckDB file under the lock.
 
@@ -259,8 +265,7 @@ class Store:
         clause = " AND ".join(f"{k}=?" for k in where) or "TRUE"
         with self.connect() as con:
             cur = con.execute(f"SELECT * FROM runs WHERE {clause} ORDER BY started_at", list(where.values()))
-            cols = [d[0] for d in cur.description]
-            rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+            rows = _dicts(cur)
         for r in rows:
             for k in ("backend_info", "effective_params", "metrics", "counts"):
                 if isinstance(r[k], str):
@@ -278,8 +283,7 @@ class Store:
                      AND g.sample_index=s.sample_index AND g.seed=s.seed
                 LEFT JOIN prompts p ON p.sha256=g.prompt_sha256
                 WHERE s.run_id=? ORDER BY s.item_id, s.sample_index""", [run_id])
-            cols = [d[0] for d in cur.description]
-            rows = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+            rows = _dicts(cur)
         for r in rows:
             r["behavior"] = json.loads(r["behavior"]) if r["behavior"] else {}
         return rows
@@ -300,8 +304,7 @@ class Store:
             cur = con.execute("""SELECT rp.*, p.text FROM run_prompts rp
                                  JOIN prompts p ON p.sha256=rp.prompt_sha256
                                  WHERE rp.run_id=? ORDER BY rp.item_id""", [run_id])
-            cols = [d[0] for d in cur.description]
-            return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+            return _dicts(cur)
 
     # -- generation cache --------------------------------------------------------------------------------------
     def cached_generations(self, checkpoint_digest: str, protocol_hash: str,
@@ -376,8 +379,7 @@ class Store:
             args.append(since)
         with self.connect() as con:
             cur = con.execute(sql + " ORDER BY seq", args)
-            cols = [d[0] for d in cur.description]
-            return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+            return _dicts(cur)
 
     # -- human-audit scores ------------------------------------------------------------------------------------
     def put_human_scores(self, rows: Sequence[dict[str, Any]]) -> None:
@@ -397,8 +399,7 @@ class Store:
             args.append(run_id)
         with self.connect() as con:
             cur = con.execute(sql + " ORDER BY item_id, run_id, sample_index, rater", args)
-            cols = [d[0] for d in cur.description]
-            return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+            return _dicts(cur)
 
     def sample_scores(self, run_id: str) -> list[dict[str, Any]]:
         """A run's per-sample scores only (item_id, sample_index, score, status): what paired statistics need,
