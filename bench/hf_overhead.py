@@ -117,7 +117,7 @@ def main() -> None:
         "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.platform()}, load avg "
                    f"{os.getloadavg()[0]:.1f}",
         "items": a.items, "n": 1 if a.greedy else a.n, "greedy": a.greedy, "max_tokens": a.max_tokens,
-        "reps": a.reps,
+        "reps": a.reps, "work_dir": str(work),
         "plain_wall_s": plain, "evalgate_wall_s": ours, "median_plain_s": mp, "median_evalgate_s": mo,
         "overhead_ratio": mo / mp,
         "evalgate_generate_s": [d["counts"]["timing"]["generate_s"] for d in docs],
