@@ -27,6 +27,7 @@ import gzip
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -178,7 +179,9 @@ def key_file() -> Path:
 
 
 def load_key(create: bool = False) -> bytes:
-    """The Fernet key: ``$EVALGATE_PRIVATE_KEY``, else the key file; ``create`` makes a new key file (mode 600).
+    """The Fernet key: ``$EVALGATE_PRIVATE_KEY``, else the key file; ``create`` makes a new key file (mode 600) and
+    says so on stderr, once, with its path: without the key the private splits cannot be read, and anyone who has it
+    can read them.
 
     Raises:
         RefusedByPolicy: no key available (reading private data needs it).
@@ -200,6 +203,9 @@ def load_key(create: bool = False) -> bytes:
     fd = os.open(kf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(key + b"\n")
+    print(f"note: created the private-split encryption key {kf} (mode 600). Back it up somewhere safe and keep it "
+          "secret: without it the private splits cannot be decrypted, and anyone who has it can read them. Others "
+          "who read these splits need it too (EVALGATE_PRIVATE_KEY or EVALGATE_PRIVATE_KEY_FILE).", file=sys.stderr)
     return key
 
 
