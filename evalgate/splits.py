@@ -331,8 +331,12 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
                            f"for tier {tier}")
     path = write_split(name, tier, items, {"source": source or str(file)}, policy=pol)
     if old is not None:
+        from evalgate.audit import warn_if_chain_broken
+
         new = load_manifest(name)
-        (store or Store()).append_access({
+        store = store or Store()
+        warn_if_chain_broken(store)
+        store.append_access({
             "actor": actor_name(actor), "ci": ci_marker(), "split": name, "tier": tier, "purpose": "replace-data",
             "outcome": "replaced", "cached": False,
             "detail": f"data replaced: sha256 {old.content_sha256[:12]} ({old.count} items) -> "
@@ -572,6 +576,9 @@ class SplitManager:
     def _log(self, m: Manifest, actor: str, purpose: str, outcome: str, cached: bool, checkpoint_digest: str | None,
              protocol_hash: str | None, run_id: str | None, detail: str | None,
              budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
+        from evalgate.audit import warn_if_chain_broken  # audit imports this module
+
+        warn_if_chain_broken(self.store)
         return self.store.append_access({
             "actor": actor, "ci": ci_marker(), "split": m.name, "tier": m.tier, "purpose": purpose,
             "outcome": outcome, "cached": cached, "checkpoint_digest": checkpoint_digest,
