@@ -24,17 +24,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.errors import BadInput, ProtocolDrift
+from evalgate.userfiles import FieldProblem, format_validation_error, yaml_line
 
 LOCK_SUFFIX = ".lock"
-
-
-class FieldProblem(ValueError):
-    """A cross-field check that failed; ``field`` names the key the message is about, so the error can give
-    the line of that key rather than of its enclosing section."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
 
 
 class StrictModel(BaseModel):
@@ -256,60 +248,6 @@ def lock_path_for(path: Path) -> Path:
     return path.with_name(path.name + LOCK_SUFFIX)
 
 
-def _yaml_line(text: str, loc: tuple[Any, ...]) -> int | None:
-    """1-based line of the YAML node at pydantic error location ``loc`` (deepest node that exists)."""
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    line = None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            match = next((kv for kv in node.value if kv[0].value == part), None)
-            if match is None:
-                break
-            line = match[0].start_mark.line + 1
-            node = match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
-
-
-def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    model: type[BaseModel] | None = Protocol
-    for part in loc[:-1]:
-        if model is None or not isinstance(part, str) or part not in model.model_fields:
-            return None
-        ann = model.model_fields[part].annotation
-        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
-    return model
-
-
-def format_validation_error(path: Path, text: str, err: ValidationError) -> str:
-    """One message per problem: ``file:line: field: what (nearest known key)``."""
-    lines = []
-    for e in err.errors():
-        loc = tuple(e["loc"])
-        problem = (e.get("ctx") or {}).get("error")
-        if isinstance(problem, FieldProblem) and (not loc or loc[-1] != problem.field):
-            loc = (*loc, problem.field)
-        where = ".".join(str(p) for p in loc) or "(top level)"
-        line = _yaml_line(text, loc)
-        prefix = f"{path}:{line}" if line else str(path)
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            model = _model_for(loc)
-            known = list(model.model_fields) if model else []
-            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
-            msg = f"unknown key '{loc[-1]}'{hint}"
-        lines.append(f"{prefix}: {where}: {msg}")
-    return "invalid protocol:\n  " + "\n  ".join(lines)
-
-
 def _read_file(base: Path, rel: str, what: str) -> str:
     p = (base / rel).resolve()
     if not p.is_file():
@@ -347,7 +285,7 @@ def _check_names_and_templates(path: Path, text: str, spec: Protocol, template: 
     from evalgate.scoring.base import SCORERS
 
     if spec.scorer.name not in SCORERS:
-        line = _yaml_line(text, ("scorer", "name"))
+        line = yaml_line(text, ("scorer", "name"))
         close = difflib.get_close_matches(spec.scorer.name, list(SCORERS), n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise BadInput(f"{path}:{line or '?'}: scorer.name: unknown scorer {spec.scorer.name!r}; {hint}"
@@ -392,7 +330,7 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     try:
         spec = Protocol.model_validate(raw)
     except ValidationError as e:
-        raise BadInput(format_validation_error(path, text, e)) from e
+        raise BadInput(format_validation_error(path, text, e, Protocol, "protocol")) from e
     base = path.parent
     p = spec.prompt
     template = p.template if p.template is not None else _read_file(base, p.template_file or "", "template_file")
