@@ -6,8 +6,9 @@ canonical JSON of the resolved protocol (template and few-shot files inlined, fi
 template file keeps the hash and editing one byte of it changes the hash.
 
 ``freeze`` writes ``<file>.lock`` (JSON: name, version, sha256, resolved content). A run refuses a protocol whose
-content no longer matches its lock, and the store remembers every ``name@version -> sha256`` so changed content
-cannot be re-frozen under a version that was already used.
+content no longer matches its lock, and a lock whose fields disagree with its own sha256 (an edited ``resolved`` or
+name@version); the store remembers every ``name@version -> sha256`` so changed content cannot be re-frozen under a
+version that was already used.
 """
 
 from __future__ import annotations
@@ -373,11 +374,36 @@ def diff_resolved(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, 
     return [(k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
 
 
+def lock_problem(lock: dict[str, Any]) -> str | None:
+    """Why a lock document disagrees with itself, or None.
+
+    A lock is consistent when its ``resolved`` content hashes to its ``sha256`` (sha256 of ``canonical_json``, as
+    ``load_protocol`` computes it) and its ``name`` and ``version`` are those of ``resolved``. Comparing only the
+    sha256 with the protocol's would accept a lock whose ``resolved`` (the "locked" side of every drift diff) or
+    name@version was edited. A lock rewritten consistently by hand is not caught here; the store's
+    ``name@version -> sha256`` record refuses changed content under a used version at freeze and run time.
+    """
+    resolved = lock["resolved"]
+    if not isinstance(resolved, dict):
+        return "its 'resolved' field is not a mapping"
+    try:
+        digest = sha256_text(canonical_json(resolved))
+    except ValueError:
+        return "its 'resolved' content holds NaN or infinity, which no protocol hash covers"
+    if digest != lock["sha256"]:
+        return (f"its 'resolved' content hashes to {digest[:12]}, not to its recorded sha256 "
+                f"{str(lock['sha256'])[:12]}")
+    for key in ("name", "version"):
+        if lock.get(key) != resolved.get(key):
+            return f"its {key} {lock.get(key)!r} is not the {key} {resolved.get(key)!r} of its 'resolved' content"
+    return None
+
+
 def read_lock(lp: LoadedProtocol) -> dict[str, Any] | None:
     """The lock file's content, or None when the protocol was never frozen.
 
     Raises:
-        BadInput: the lock file exists but is not valid lock JSON.
+        BadInput: the lock file exists but is not valid lock JSON, or its fields disagree (``lock_problem``).
     """
     if not lp.lock_path.is_file():
         return None
@@ -386,6 +412,11 @@ def read_lock(lp: LoadedProtocol) -> dict[str, Any] | None:
         lock["sha256"], lock["resolved"]  # noqa: B018 - required keys
     except (json.JSONDecodeError, KeyError, TypeError) as e:
         raise BadInput(f"{lp.lock_path}: not a valid protocol lock file; delete it and run protocol freeze") from e
+    problem = lock_problem(lock)
+    if problem:
+        raise BadInput(f"{lp.lock_path}: the lock file is inconsistent: {problem}, so it was edited or damaged after "
+                       f"freeze. Restore it (e.g. from version control), or rewrite it from the protocol file with "
+                       f"'evalgate protocol freeze {lp.path}'")
     return lock
 
 
@@ -393,7 +424,8 @@ def verify(lp: LoadedProtocol) -> None:
     """Check a protocol against its lock.
 
     Raises:
-        BadInput: no lock file (the protocol was never frozen).
+        BadInput: no lock file (the protocol was never frozen), or a lock that disagrees with itself (``lock_problem``:
+            e.g. its recorded ``resolved`` content was edited while its sha256 was kept).
         ProtocolDrift: content differs from the lock; ``diff`` holds the field-level rows (field, locked, now).
     """
     lock = read_lock(lp)
