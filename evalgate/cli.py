@@ -371,7 +371,7 @@ def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str
     from evalgate.parity import parity
 
     doc = parity(protocol_path, checkpoint, split, backend_a, backend_b, parse_backend_options(a_option),
-                 parse_backend_options(b_option), seed, limit, actor)
+                 parse_backend_options(b_option), seed, limit, actor, progress=not as_json)
     if as_json:
         _dump(doc)
     else:

@@ -406,8 +406,10 @@ def _baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], re
         return None
     if resolve:
         from evalgate.checkpoints import resolve_checkpoint
+        from evalgate.progress import progress_bars
 
-        return resolve_checkpoint(path).digest
+        with progress_bars(False):  # the gate shows no progress bars (its evaluations run with progress=False)
+            return resolve_checkpoint(path).digest
     prior = [r for r in decision_runs if r["checkpoint_path"] == path]
     return prior[-1]["checkpoint_digest"] if prior else None
 
