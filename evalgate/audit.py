@@ -71,8 +71,9 @@ def warn_if_chain_broken(store: Store) -> None:
     if not res["ok"]:
         _warned_broken.add(path)
         print(f"warning: the access log in {store.path} is already broken at row {res['first_bad_seq']} "
-              f"({res['reason']}); this read is still logged, but the log no longer proves who read what. Run "
-              "'evalgate audit verify' to see the first bad row, and find out who edited the store.", file=sys.stderr)
+              f"({res['reason']}); new entries are still appended and chained, but the log no longer proves who "
+              "read what. Run 'evalgate audit verify' to see the first bad row, and find out who edited the store.",
+              file=sys.stderr)
 
 
 def audit_summary(store: Store, split: str | None = None, since: datetime | None = None,

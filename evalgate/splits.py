@@ -180,8 +180,8 @@ def key_file() -> Path:
 
 def load_key(create: bool = False) -> bytes:
     """The Fernet key: ``$EVALGATE_PRIVATE_KEY``, else the key file; ``create`` makes a new key file (mode 600) and
-    says so on stderr, once, with its path: without the key the private splits cannot be read, and anyone who has it
-    can read them.
+    prints its path on stderr with a note to back it up and keep it secret: without the key the private splits
+    cannot be read, and anyone who has it can read them.
 
     Raises:
         RefusedByPolicy: no key available (reading private data needs it).
