@@ -14,6 +14,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -26,10 +27,18 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 
 
+CPU_S: list[float] = []  # CPU seconds (user + sys) of each timed child, in call order
+
+
 def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, dict]:
+    """Wall seconds of one child process and its JSON output; its CPU seconds are appended to ``CPU_S``
+    (``getrusage(RUSAGE_CHILDREN)`` before/after: less sensitive to other load on the machine than wall time)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU_S.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
     if r.returncode != 0:
         raise SystemExit(f"{cmd[:4]} failed: {r.stderr[-2000:]}")
     return wall, json.loads(r.stdout)
@@ -84,17 +93,20 @@ def main() -> None:
             "temperature": s.temperature, "top_p": s.top_p, "max_tokens": s.max_tokens, "n": s.n, "stop": s.stop}
     (work / "spec.json").write_text(json.dumps(spec))
 
-    plain, ours, docs = [], [], []
+    load0 = os.getloadavg()[0]
+    plain, ours, docs, plain_cpu, ours_cpu = [], [], [], [], []
     run = [sys.executable, "-m", "evalgate.cli", "run", "--protocol", str(ppath), "--checkpoint", str(model_dir),
            "--split", "bench", "--json"]
     for rep in range(a.reps):
         env = {**os.environ}
         w, p = timed([sys.executable, str(REPO / "bench" / "plain_hf.py"), str(work / "spec.json")], env)
         plain.append(w)
+        plain_cpu.append(CPU_S[-1])
         plain_texts = p["texts"]
         env["EVALGATE_HOME"] = str(work / f"home-{rep}")
         w2, d = timed(run, env)
         ours.append(w2)
+        ours_cpu.append(CPU_S[-1])
         docs.append(d)
         if a.greedy:
             from evalgate.store import Store
@@ -105,7 +117,8 @@ def main() -> None:
             print(f"  greedy texts identical to plain (after the stop cut): {same}/{len(ours_texts)}", flush=True)
         print(f"rep {rep}: plain {w:.1f} s (generate {p['generate_s']:.1f} s, {p['completion_tokens']} tokens); "
               f"evalgate {w2:.1f} s (generate {d['counts']['timing']['generate_s']:.1f} s, score "
-              f"{d['counts']['timing']['score_s']:.1f} s, {d['counts']['timing']['new_completion_tokens']} tokens)",
+              f"{d['counts']['timing']['score_s']:.1f} s, {d['counts']['timing']['new_completion_tokens']} tokens); "
+              f"CPU s plain {plain_cpu[-1]:.1f} evalgate {ours_cpu[-1]:.1f}; load {os.getloadavg()[0]:.1f}",
               flush=True)
     env = {**os.environ, "EVALGATE_HOME": str(work / f"home-{a.reps - 1}")}
     cached_walls = []
@@ -117,9 +130,12 @@ def main() -> None:
         "machine": f"{platform.machine()} {os.cpu_count()} cores, {platform.platform()}, load avg "
                    f"{os.getloadavg()[0]:.1f}",
         "items": a.items, "n": 1 if a.greedy else a.n, "greedy": a.greedy, "max_tokens": a.max_tokens,
-        "reps": a.reps,
+        "reps": a.reps, "work_dir": str(work),
         "plain_wall_s": plain, "evalgate_wall_s": ours, "median_plain_s": mp, "median_evalgate_s": mo,
         "overhead_ratio": mo / mp,
+        "plain_cpu_s": plain_cpu, "evalgate_cpu_s": ours_cpu,
+        "cpu_ratio": statistics.median(ours_cpu) / statistics.median(plain_cpu),
+        "load_avg_start": load0,
         "evalgate_generate_s": [d["counts"]["timing"]["generate_s"] for d in docs],
         "evalgate_score_s": [d["counts"]["timing"]["score_s"] for d in docs],
         "cached_wall_s": cached_walls, "median_cached_s": mc, "first_over_cached": mo / mc,

@@ -83,6 +83,16 @@ def _apply_chat(tokenizer: Any, protocol: LoadedProtocol, msgs: list[dict[str, s
     return tokenizer.apply_chat_template(msgs, **kwargs)
 
 
+def render_response_prefix(protocol: LoadedProtocol, item: dict[str, Any]) -> str:
+    """The item's rendered ``prompt.response_prefix`` ("" if the protocol has none); no tokenizer involved.
+
+    Raises:
+        BadInput: template error or missing field.
+    """
+    p = protocol.spec.prompt
+    return _render(p.response_prefix, item, "response_prefix") if p.response_prefix else ""
+
+
 def render_prompt(protocol: LoadedProtocol, item: dict[str, Any], tokenizer: Any | None) -> RenderedPrompt:
     """Render one item.
 
@@ -124,7 +134,7 @@ def render_prompt(protocol: LoadedProtocol, item: dict[str, Any], tokenizer: Any
                 text = _apply_chat(tokenizer, protocol, msgs)
         else:
             text = _apply_chat(tokenizer, protocol, msgs)
-    prefix = _render(p.response_prefix, item, "response_prefix") if p.response_prefix else ""
+    prefix = render_response_prefix(protocol, item)
     text = text + prefix
     return RenderedPrompt(str(item["id"]), text, prefix, hashlib.sha256(text.encode()).hexdigest(), merged)
 

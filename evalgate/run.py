@@ -38,6 +38,7 @@ from evalgate.prompts import (
     TokenizedPrompt,
     chat_template_sha256,
     render_prompt,
+    render_response_prefix,
 )
 from evalgate.protocol import LoadedProtocol, load_protocol, verify
 from evalgate.scoring import SampleToScore, aggregate_behavior, get_scorer, pass_at_k, sample_behavior
@@ -130,6 +131,72 @@ def _prompt_record(r: RenderedPrompt, t: TokenizedPrompt | None) -> dict[str, An
             "bos_added": t.bos_added if t else None}
 
 
+def _renderer() -> dict[str, str | None]:
+    """Versions of the code that renders and tokenizes prompts (evalgate, transformers), read from package
+    metadata without importing them; recorded runs' prompts are reused only under the same versions."""
+    out: dict[str, str | None] = {}
+    for pkg in ("evalgate", "transformers"):
+        try:
+            out[pkg] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+@dataclass
+class _Prompts:
+    """A run's prompts: rendered text by item id, token ids (empty when reused from a recorded run), the
+    ``run_prompts`` records, what the run records about the template and special tokens, the tokenizer (None
+    when reused or when the checkpoint has none) and the run the records were copied from (None: rendered now).
+    """
+
+    rendered: dict[str, RenderedPrompt]
+    tokenized: dict[str, TokenizedPrompt]
+    records: list[dict[str, Any]]
+    chat_template_sha256: str | None
+    tokenizer_summary: dict[str, Any] | None
+    tokenizer: Any = None
+    from_run: str | None = None
+
+    def sha256s(self) -> dict[str, str]:
+        return {iid: r.sha256 for iid, r in self.rendered.items()}
+
+
+def _render_prompts(protocol: LoadedProtocol, ckpt: Checkpoint, items: list[dict[str, Any]]) -> _Prompts:
+    """Render and tokenize every item's prompt with the checkpoint's tokenizer."""
+    tokenizer = _tokenizer(protocol, ckpt)
+    rendered = {str(it["id"]): render_prompt(protocol, it, tokenizer) for it in items}
+    encoder = PromptEncoder(tokenizer) if tokenizer is not None else None
+    tokenized = {iid: encoder.encode(r.text, iid) for iid, r in rendered.items()} if encoder else {}
+    return _Prompts(rendered, tokenized, [_prompt_record(r, tokenized.get(iid)) for iid, r in rendered.items()],
+                    chat_template_sha256(protocol, tokenizer), encoder.summary(tokenized) if encoder else None,
+                    tokenizer)
+
+
+def _recorded_prompts(store: Store, protocol: LoadedProtocol, ckpt: Checkpoint, split_sha256: str,
+                      items: list[dict[str, Any]]) -> _Prompts | None:
+    """The prompts an earlier complete run rendered from the same checkpoint, protocol, split content and
+    renderer versions (``Store.reusable_prompts``), or None. The response prefix is rendered again from the item
+    (plain jinja2, no tokenizer)."""
+    found = store.reusable_prompts(ckpt.digest, protocol.sha256, split_sha256, _renderer())
+    if found is None:
+        return None
+    run, records = found
+    by_id = {r["item_id"]: r for r in records}
+    if set(by_id) != {str(it["id"]) for it in items}:
+        return None
+    rendered = {}
+    for it in items:
+        r = by_id[str(it["id"])]
+        prefix = render_response_prefix(protocol, it)
+        rendered[r["item_id"]] = RenderedPrompt(r["item_id"], r["text"], prefix, r["prompt_sha256"],
+                                                r["system_merged"])
+    keep = ("item_id", "prompt_sha256", "system_merged", "prompt_tokens", "bos_count", "bos_added")
+    info = run["backend_info"]
+    return _Prompts(rendered, {}, [{k: r[k] for k in keep} for r in records], info.get("chat_template_sha256"),
+                    info.get("tokenizer"), None, run["run_id"])
+
+
 def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """Run metrics from scored samples grouped by item.
 
@@ -197,14 +264,20 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
 
-    tokenizer = _tokenizer(protocol, ckpt)
-    rendered = {str(it["id"]): render_prompt(protocol, it, tokenizer) for it in items}
-    encoder = PromptEncoder(tokenizer) if tokenizer is not None else None
-    tokenized = {iid: encoder.encode(r.text, iid) for iid, r in rendered.items()} if encoder else {}
     sampling = protocol.spec.sampling
     run_seed = sampling.seed if opts.seed is None else opts.seed
-    keys = [(iid, j, sample_seed(run_seed, iid, j)) for iid in rendered for j in range(sampling.n)]
-    cached = store.cached_generations(ckpt.digest, protocol.sha256, keys)
+    keys = [(str(it["id"]), j, sample_seed(run_seed, str(it["id"]), j)) for it in items for j in range(sampling.n)]
+    # A fully cached rerun takes its prompts from an earlier run rendered from the same inputs, so it loads no
+    # tokenizer (and imports no transformers); anything missing means rendering and tokenizing now.
+    prompts = _recorded_prompts(store, protocol, ckpt, manifest.content_sha256, items)
+    if prompts is not None:
+        cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s())
+        if len(cached) < len(keys):
+            prompts = None
+    if prompts is None:
+        prompts = _render_prompts(protocol, ckpt, items)
+        cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s())
+    rendered, tokenized = prompts.rendered, prompts.tokenized
     missing = [k for k in keys if k not in cached]
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     manager.log_read(manifest, actor, opts.purpose, cached=not missing, checkpoint_digest=ckpt.digest,
@@ -214,9 +287,9 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
     for stale in store.mark_interrupted_runs(socket.gethostname(), _pid_alive):
         print(f"note: run {stale} was left unfinished by a process that ended; marked interrupted", file=sys.stderr)
     backend_info: dict[str, Any] = {"name": opts.backend, "options": opts.backend_options,
-                                    "chat_template_sha256": chat_template_sha256(protocol, tokenizer),
-                                    "tokenizer": encoder.summary(tokenized) if encoder else None,
-                                    "model_loaded": False}
+                                    "chat_template_sha256": prompts.chat_template_sha256,
+                                    "tokenizer": prompts.tokenizer_summary, "renderer": _renderer(),
+                                    "prompts_from_run": prompts.from_run, "model_loaded": False}
     store.create_run({
         "run_id": run_id, "protocol_name": protocol.spec.name, "protocol_version": protocol.spec.version,
         "protocol_hash": protocol.sha256, "checkpoint_digest": ckpt.digest, "checkpoint_path": str(ckpt.path),
@@ -226,8 +299,7 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
         "effective_params": {**params.as_dict(), "n": sampling.n, "seed": run_seed,
                              "per_sample_seed": "sha256(f'{seed}:{item_id}:{sample_index}')[:8] & (2**63-1)"},
         "actor": actor, "purpose": opts.purpose, "host": socket.gethostname(), "pid": os.getpid()})
-    store.put_run_prompts(run_id, [_prompt_record(r, tokenized.get(iid)) for iid, r in rendered.items()],
-                          {r.sha256: r.text for r in rendered.values()})
+    store.put_run_prompts(run_id, prompts.records, {r.sha256: r.text for r in rendered.values()})
 
     gen_s = 0.0
     try:
@@ -238,7 +310,8 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
             requests = [GenerationRequest(iid, rendered[iid].text, tuple(j for j, _ in js), tuple(s for _, s in js),
                                           params, tokenized[iid].ids if iid in tokenized else None)
                         for iid, js in by_item.items()]
-            backend = get_backend(opts.backend, str(ckpt.model_dir), **opts.backend_options)
+            backend = get_backend(opts.backend, str(ckpt.model_dir), tokenizer=prompts.tokenizer,
+                                  **opts.backend_options)
             bar = _progress(len(missing), "generate", opts.progress)
             new_tokens, g0 = [0], time.perf_counter()
 

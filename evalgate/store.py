@@ -104,11 +104,28 @@ def _m004_run_prompts(con: duckdb.DuckDBPyConnection) -> None:
             PRIMARY KEY (run_id, item_id))""")
 
 
+def _m005_prompt_in_cache_key(con: duckdb.DuckDBPyConnection) -> None:
+    """The rendered prompt's hash joins the generation cache key: a cached completion is reused only for the very
+    prompt text it was generated from (a transformers upgrade that renders a chat template differently, under the
+    same checkpoint and protocol, must regenerate, not reuse)."""
+    con.execute("""
+        CREATE TABLE generations_v5 (
+            checkpoint_digest VARCHAR NOT NULL, protocol_hash VARCHAR NOT NULL, item_id VARCHAR NOT NULL,
+            sample_index INTEGER NOT NULL, seed UBIGINT NOT NULL,
+            prompt_sha256 VARCHAR NOT NULL, text VARCHAR NOT NULL, prompt_tokens INTEGER,
+            completion_tokens INTEGER NOT NULL, finish_reason VARCHAR NOT NULL, created_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (checkpoint_digest, protocol_hash, item_id, sample_index, seed, prompt_sha256))""")
+    con.execute("INSERT INTO generations_v5 SELECT * FROM generations")
+    con.execute("DROP TABLE generations")
+    con.execute("ALTER TABLE generations_v5 RENAME TO generations")
+
+
 MIGRATIONS: list[tuple[int, str, Callable[[duckdb.DuckDBPyConnection], None]]] = [
     (1, "initial", _m001_initial),
     (2, "human_scores", _m002_human_scores),
     (3, "run_owner", _m003_run_owner),
     (4, "run_prompts", _m004_run_prompts),
+    (5, "prompt_in_cache_key", _m005_prompt_in_cache_key),
 ]
 
 GENESIS_HASH = "0" * 64
@@ -278,9 +295,11 @@ class Store:
             cur = con.execute("""
                 SELECT s.*, g.text, g.completion_tokens, g.prompt_tokens, g.finish_reason, p.text AS prompt
                 FROM samples s JOIN runs r USING (run_id)
+                LEFT JOIN run_prompts rp ON rp.run_id=s.run_id AND rp.item_id=s.item_id
                 LEFT JOIN generations g ON g.checkpoint_digest=r.checkpoint_digest
                      AND g.protocol_hash=r.protocol_hash AND g.item_id=s.item_id
                      AND g.sample_index=s.sample_index AND g.seed=s.seed
+                     AND (rp.prompt_sha256 IS NULL OR g.prompt_sha256=rp.prompt_sha256)
                 LEFT JOIN prompts p ON p.sha256=g.prompt_sha256
                 WHERE s.run_id=? ORDER BY s.item_id, s.sample_index""", [run_id])
             rows = _dicts(cur)
@@ -306,19 +325,53 @@ class Store:
                                  WHERE rp.run_id=? ORDER BY rp.item_id""", [run_id])
             return _dicts(cur)
 
+    def reusable_prompts(self, checkpoint_digest: str, protocol_hash: str, split_sha256: str,
+                         renderer: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The newest complete run whose prompts were rendered from the same inputs, and its prompt records.
+
+        Same inputs: checkpoint digest (covers the tokenizer and the model's chat template), protocol hash
+        (covers the templates and few-shot file), split content sha256, and ``backend_info.renderer`` (the
+        evalgate and transformers versions that rendered them). A fully cached rerun uses these records instead of
+        loading the tokenizer to render the prompts again.
+
+        Returns:
+            ``(run, records)``: the run's ``run_id`` and decoded ``backend_info``, and its ``run_prompts`` rows
+            with ``text``; None when no such run recorded its prompts.
+        """
+        with self.connect() as con:
+            rows = con.execute("""SELECT run_id, backend_info FROM runs
+                                  WHERE status='complete' AND checkpoint_digest=? AND protocol_hash=?
+                                        AND split_sha256=?
+                                  ORDER BY finished_at DESC LIMIT 20""",
+                               [checkpoint_digest, protocol_hash, split_sha256]).fetchall()
+            for run_id, info in rows:
+                info = json.loads(info) if isinstance(info, str) else (info or {})
+                if info.get("renderer") != renderer:
+                    continue
+                cur = con.execute("""SELECT rp.*, p.text FROM run_prompts rp
+                                     JOIN prompts p ON p.sha256=rp.prompt_sha256 WHERE rp.run_id=?""", [run_id])
+                records = _dicts(cur)
+                if records:
+                    return {"run_id": run_id, "backend_info": info}, records
+        return None
+
     # -- generation cache --------------------------------------------------------------------------------------
     def cached_generations(self, checkpoint_digest: str, protocol_hash: str,
-                           keys: Sequence[tuple[str, int, int]]) -> dict[tuple[str, int, int], dict[str, Any]]:
-        """Cached generations for ``(item_id, sample_index, seed)`` keys under one checkpoint and protocol."""
+                           keys: Sequence[tuple[str, int, int]],
+                           prompt_sha256: dict[str, str]) -> dict[tuple[str, int, int], dict[str, Any]]:
+        """Cached generations for ``(item_id, sample_index, seed)`` keys under one checkpoint and protocol, each
+        generated from the prompt whose hash ``prompt_sha256[item_id]`` gives (the full cache key is checkpoint
+        digest, protocol hash, item, sample index, sampling seed and prompt hash)."""
         if not keys:
             return {}
         with self.connect() as con:
-            con.execute("CREATE TEMP TABLE want (item_id VARCHAR, sample_index INTEGER, seed UBIGINT)")
-            con.executemany("INSERT INTO want VALUES (?, ?, ?)", [list(k) for k in keys])
+            con.execute("CREATE TEMP TABLE want (item_id VARCHAR, sample_index INTEGER, seed UBIGINT, "
+                        "prompt_sha256 VARCHAR)")
+            con.executemany("INSERT INTO want VALUES (?, ?, ?, ?)", [[*k, prompt_sha256[k[0]]] for k in keys])
             cur = con.execute("""
                 SELECT g.item_id, g.sample_index, g.seed, g.text, g.completion_tokens, g.prompt_tokens,
                        g.finish_reason, g.prompt_sha256
-                FROM generations g JOIN want w USING (item_id, sample_index, seed)
+                FROM generations g JOIN want w USING (item_id, sample_index, seed, prompt_sha256)
                 WHERE g.checkpoint_digest=? AND g.protocol_hash=?""", [checkpoint_digest, protocol_hash])
             out = {(r[0], r[1], r[2]): {"text": r[3], "completion_tokens": r[4], "prompt_tokens": r[5],
                                         "finish_reason": r[6], "prompt_sha256": r[7]} for r in cur.fetchall()}

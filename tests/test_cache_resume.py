@@ -54,16 +54,25 @@ def test_cache_hits_and_misses_for_each_key_part(home: Path, smollm2_dir: Path, 
     # the two samples come from two seeds: they differ (temperature 1), so a cache that repeated one would show
     assert texts[("HumanEval/0", 0)] != texts[("HumanEval/0", 1)]
 
-    # identical rerun: every sample from the cache, the backend never constructed, the model never loaded
+    # identical rerun: every sample from the cache, the backend never constructed, the model never loaded, and
+    # not even the tokenizer: the prompts and their records come from the first run
     def no_backend(*a: object, **k: object) -> None:
         raise AssertionError("a fully cached run must not create a backend")
 
+    def no_tokenizer(*a: object, **k: object) -> None:
+        raise AssertionError("a fully cached rerun must not load the tokenizer")
+
     with monkeypatch.context() as m:
         m.setattr(run_mod, "get_backend", no_backend)
+        m.setattr(run_mod, "load_tokenizer", no_tokenizer)
         again = evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), store)
     assert again["counts"]["cached"] == 2 and again["counts"]["generated"] == 0
     assert again["backend"]["model_loaded"] is False
+    assert again["backend"]["prompts_from_run"] == first["run_id"]
+    assert again["backend"]["tokenizer"] == first["backend"]["tokenizer"]
     assert _texts(store, again["run_id"]) == texts
+    strip = [{k: v for k, v in r.items() if k != "run_id"} for r in store.run_prompts(first["run_id"])]
+    assert [{k: v for k, v in r.items() if k != "run_id"} for r in store.run_prompts(again["run_id"])] == strip
 
     # each key part misses on its own
     seed = evaluate(proto, smollm2_dir, "he-one", RunOptions(seed=99, progress=False), store)
@@ -87,6 +96,24 @@ def test_cache_hits_and_misses_for_each_key_part(home: Path, smollm2_dir: Path, 
 
     # the misses added entries; they replaced nothing: the original key still hits
     assert evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), store)["counts"]["cached"] == 2
+
+    # the rendered prompt is part of the key: same checkpoint, protocol, item and seeds, but a renderer that now
+    # writes the prompt differently (as a transformers upgrade can change a chat template's output) regenerates
+    real_render = run_mod.render_prompt
+
+    def upgraded(protocol, item, tokenizer):  # type: ignore[no-untyped-def]
+        r = real_render(protocol, item, tokenizer)
+        text = "# rendered by a newer library\n" + r.text
+        return run_mod.RenderedPrompt(r.item_id, text, r.response_prefix,
+                                      __import__("hashlib").sha256(text.encode()).hexdigest(), r.system_merged)
+
+    with monkeypatch.context() as m:
+        m.setattr(run_mod, "render_prompt", upgraded)
+        m.setattr(run_mod, "_renderer", lambda: {"evalgate": "next", "transformers": "next"})
+        rerendered = evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), store)
+    assert rerendered["counts"]["generated"] == 2 and rerendered["backend"]["prompts_from_run"] is None
+    # the first run's samples still show the completions of its own prompt
+    assert _texts(store, first["run_id"]) == texts
 
 
 def test_sigkill_half_way_then_resume_regenerates_only_what_is_missing(home: Path, smollm2_dir: Path,

@@ -1,4 +1,5 @@
-"""Migration 4: the run_prompts table records every item's rendered prompt (text stored once, by hash)."""
+"""Migration 4: the run_prompts table records every item's rendered prompt (text stored once, by hash); migration 5:
+the rendered prompt's hash is part of the generation cache key."""
 
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import duckdb
 from evalgate.store import Store
 
 
-def test_migration_6_adds_run_prompts_and_texts_are_stored_once(tmp_path: Path) -> None:
+def test_migration_4_adds_run_prompts_and_texts_are_stored_once(tmp_path: Path) -> None:
     store = Store(tmp_path / "s.duckdb")
     rows = [{"item_id": "b", "prompt_sha256": "h1", "prompt_tokens": 12, "bos_count": 1, "bos_added": True,
              "system_merged": False},
@@ -24,4 +25,32 @@ def test_migration_6_adds_run_prompts_and_texts_are_stored_once(tmp_path: Path) 
     assert cols == ["run_id", "item_id", "prompt_sha256", "prompt_tokens", "bos_count", "bos_added",
                     "system_merged"]
     assert con.execute("SELECT count(*) FROM prompts").fetchone() == (1,)
+    con.close()
+
+
+def _gen(item: str, prompt_sha: str, text: str) -> dict:
+    return {"item_id": item, "sample_index": 0, "seed": 7, "prompt_sha256": prompt_sha, "text": text,
+            "prompt_tokens": 3, "completion_tokens": 2, "finish_reason": "stop"}
+
+
+def test_migration_5_keeps_old_generations_and_puts_the_prompt_in_the_cache_key(tmp_path: Path,
+                                                                                monkeypatch) -> None:
+    from evalgate import store as store_mod
+
+    path = tmp_path / "s.duckdb"
+    with monkeypatch.context() as m:  # a store as it was before migration 5
+        m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 5])
+        Store(path).put_generations("ck", "ph", [_gen("a", "p1", "old text")], {"p1": "prompt one"})
+    store = Store(path)
+    keys = [("a", 0, 7)]
+    # the row written before the migration is still there and still hits under its own prompt
+    assert store.cached_generations("ck", "ph", keys, {"a": "p1"})[("a", 0, 7)]["text"] == "old text"
+    # the same item, sample and seed with another rendered prompt is a miss, and storing it keeps the old row
+    assert store.cached_generations("ck", "ph", keys, {"a": "p2"}) == {}
+    store.put_generations("ck", "ph", [_gen("a", "p2", "new text")], {"p2": "prompt two"})
+    assert store.cached_generations("ck", "ph", keys, {"a": "p2"})[("a", 0, 7)]["text"] == "new text"
+    assert store.cached_generations("ck", "ph", keys, {"a": "p1"})[("a", 0, 7)]["text"] == "old text"
+    con = duckdb.connect(str(path), read_only=True)
+    assert con.execute("SELECT max(version) FROM schema_migrations").fetchone() == (5,)
+    assert con.execute("SELECT count(*) FROM generations").fetchone() == (2,)
     con.close()

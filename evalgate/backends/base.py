@@ -150,8 +150,11 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     return (text[:cut], True) if cut >= 0 else (text, False)
 
 
-def get_backend(name: str, model_dir: str, **options: Any) -> Backend:
+def get_backend(name: str, model_dir: str, tokenizer: Any = None, **options: Any) -> Backend:
     """Instantiate backend ``name`` for a model directory.
+
+    ``tokenizer``: the checkpoint's tokenizer the run already loaded; handed to backends whose class sets
+    ``accepts_tokenizer = True`` (``hf``), so it is not loaded twice. Other backends ignore it.
 
     Raises:
         BadInput: unknown backend name (lists the known ones).
@@ -163,6 +166,8 @@ def get_backend(name: str, model_dir: str, **options: Any) -> Backend:
     module, cls, extra = BACKENDS[name]
     try:
         factory: Callable[..., Backend] = getattr(importlib.import_module(module), cls)
+        if tokenizer is not None and getattr(factory, "accepts_tokenizer", False):
+            options = {**options, "tokenizer": tokenizer}
         return factory(model_dir, **options)  # a backend imports the rest of its engine here (vllm.LLM)
     except ImportError as e:
         missing = f"module {e.name!r} cannot be imported" if e.name else "an import failed"

@@ -102,16 +102,20 @@ class HFBackend:
         device: ``cpu`` (default), ``cuda``, ``cuda:N``.
         dtype: ``float32`` (default on CPU), ``bfloat16``, ``float16``.
         token_budget: max padded tokens per batch (rows x (prompt + max_tokens)). Default 32768.
+        tokenizer: the checkpoint's tokenizer if the caller already loaded it (``run.evaluate`` does), else it is
+            loaded from ``model_dir``.
     """
 
     name = "hf"
+    accepts_tokenizer = True
 
-    def __init__(self, model_dir: str, device: str = "cpu", dtype: str | None = None, token_budget: int = 32768):
+    def __init__(self, model_dir: str, device: str = "cpu", dtype: str | None = None, token_budget: int = 32768,
+                 tokenizer: Any = None):
         self.model_dir, self.device, self.token_budget = str(model_dir), device, token_budget
         self.dtype = dtype or ("float32" if device == "cpu" else "bfloat16")
         self._model: Any = None
         self._ckpt_eos: Any = None
-        self.tokenizer = load_tokenizer(self.model_dir)
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
         self.encoder = PromptEncoder(self.tokenizer)
         self.load_s: float | None = None
         self.ignored_generation_config: dict[str, Any] = {}

@@ -180,13 +180,16 @@ class VLLMBackend:
         max_model_len: context length cap (prompt + completion); default: the model's.
         dtype: ``auto``, ``bfloat16``, ``float16``, ``float32``. Default auto.
         enforce_eager: disable CUDA graphs (faster start, slower decode). Default false.
+        tokenizer: the checkpoint's tokenizer if the run already loaded it (``get_backend`` hands it over), used
+            only to encode a request that comes without ``prompt_ids``.
     """
 
     name = "vllm"
+    accepts_tokenizer = True
 
     def __init__(self, model_dir: str, tensor_parallel_size: int = 1, data_parallel_size: int = 1,
                  gpu_memory_utilization: float = 0.9, max_model_len: int | None = None, dtype: str = "auto",
-                 enforce_eager: bool = False, **unknown: Any):
+                 enforce_eager: bool = False, tokenizer: Any = None, **unknown: Any):
         if unknown:
             raise BadInput(f"unknown vllm backend option(s) {sorted(unknown)}; known: tensor_parallel_size, "
                            "data_parallel_size, gpu_memory_utilization, max_model_len, dtype, enforce_eager")
@@ -203,7 +206,7 @@ class VLLMBackend:
         self.kwargs = engine_kwargs(self.model_dir, tensor_parallel_size, gpu_memory_utilization, max_model_len,
                                     dtype, enforce_eager)
         self.data_parallel_size = data_parallel_size
-        self.tokenizer = load_tokenizer(self.model_dir)
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
         self.encoder = PromptEncoder(self.tokenizer)
 
     def info(self) -> dict[str, Any]:
