@@ -10,6 +10,7 @@ directly, past that switch; ``gguf_conversion_bars`` makes it follow the switch.
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -19,27 +20,29 @@ def progress_bars(enabled: bool) -> Iterator[None]:
     """Within the block, transformers' and huggingface_hub's progress bars are off unless ``enabled``.
 
     ``enabled=True`` changes nothing (a user who turned them off, e.g. ``HF_HUB_DISABLE_PROGRESS_BARS=1``, keeps
-    them off). Without transformers installed only huggingface_hub's switch is set.
+    them off). transformers is not imported here (a fully cached run never needs it): if it is imported within the
+    block it starts with its bars off, as it reads huggingface_hub's switch at import.
     """
     if enabled:
         yield
         return
     try:
-        from transformers.utils import logging as tf_logging
-    except ImportError:
-        tf_logging = None  # type: ignore[assignment]
-    from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
-
-    tf_was_on = tf_logging is not None and tf_logging.is_progress_bar_enabled()
+        from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    except ImportError:  # no huggingface_hub, so no transformers either: no library bars to silence
+        yield
+        return
+    tf = sys.modules.get("transformers.utils.logging")
+    tf_was_on = tf.is_progress_bar_enabled() if tf is not None else None
     hub_was_on = not are_progress_bars_disabled()
-    if tf_logging is not None:
-        tf_logging.disable_progress_bar()  # also turns huggingface_hub's off
+    if tf is not None:
+        tf.disable_progress_bar()
     disable_progress_bars()
     try:
         yield
     finally:
-        if tf_was_on:
-            tf_logging.enable_progress_bar()  # also turns huggingface_hub's on
+        tf = sys.modules.get("transformers.utils.logging")
+        if tf is not None and (hub_was_on if tf_was_on is None else tf_was_on):
+            tf.enable_progress_bar()  # what it was, or what an import outside the block would have started with
         if hub_was_on:
             enable_progress_bars()
         else:

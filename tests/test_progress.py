@@ -48,3 +48,20 @@ def test_bars_follow_the_switch_and_the_setting_is_restored(capsys: pytest.Captu
         assert bars_drawn(capsys) == all_off
     finally:
         tf_logging.enable_progress_bar()
+
+
+def test_transformers_is_not_imported_and_starts_quiet_when_imported_inside() -> None:
+    # A fresh interpreter: a fully cached run must not import transformers just to silence it, and a run that does
+    # import it (to load the model) within the block must get its bars off, then on again after the block.
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from evalgate.progress import progress_bars\n"
+            "with progress_bars(False):\n"
+            "    before = 'transformers' in sys.modules\n"
+            "    from transformers.utils import logging as tf_logging\n"
+            "    inside = tf_logging.is_progress_bar_enabled()\n"
+            "print(before, inside, tf_logging.is_progress_bar_enabled())\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "False", "True"], out.stderr
