@@ -6,8 +6,10 @@ The access log lives in the store (``access_log``); each row carries the sha256 
 
 from __future__ import annotations
 
+import sys
 from collections import Counter, defaultdict
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from evalgate.errors import BadInput
@@ -52,6 +54,26 @@ def verify_chain(store: Store, expect_head: tuple[int, str] | None = None) -> di
             return {"ok": False, "rows": len(rows), "first_bad_seq": min(seq, len(rows) + 1), "reason": reason,
                     "head": head}
     return {"ok": True, "rows": len(rows), "first_bad_seq": None, "reason": None, "head": head}
+
+
+_warned_broken: set[Path] = set()  # stores whose broken chain this process has already reported
+
+
+def warn_if_chain_broken(store: Store) -> None:
+    """Before a row is appended: if the access log's chain is already broken, say so on stderr, once per store per
+    process, naming the first bad row. The append still happens (refusing a read would not repair the log, and the
+    new rows are still chained); the warning makes sure a broken log is not extended unnoticed.
+    """
+    path = store.path.resolve()
+    if path in _warned_broken:
+        return
+    res = verify_chain(store)
+    if not res["ok"]:
+        _warned_broken.add(path)
+        print(f"warning: the access log in {store.path} is already broken at row {res['first_bad_seq']} "
+              f"({res['reason']}); new entries are still appended and chained, but the log no longer proves who "
+              "read what. Run 'evalgate audit verify' to see the first bad row, and find out who edited the store.",
+              file=sys.stderr)
 
 
 def audit_summary(store: Store, split: str | None = None, since: datetime | None = None,

@@ -184,13 +184,16 @@ def convert_gguf(gguf: Path, digest: str) -> Path:
             import torch  # noqa: F401
             from safetensors.torch import save_file
             from transformers import AutoModelForCausalLM, AutoTokenizer
+
+            from evalgate.progress import gguf_conversion_bars
         except ImportError as e:
             raise MissingExtra(
                 f"converting a GGUF checkpoint needs the hf extra: pip install 'evalgate[hf]' ({e})") from e
         tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
         try:
-            tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
-            model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+            with gguf_conversion_bars():  # its bar follows transformers' switch (off under evalgate run --json)
+                tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+                model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
             state = {k: v.contiguous() for k, v in model.state_dict().items()}
             if getattr(model.config, "tie_word_embeddings", False):
                 state.pop("lm_head.weight", None)

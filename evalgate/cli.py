@@ -1,7 +1,8 @@
 """The ``evalgate`` command line: each command parses flags, calls one library function and prints.
 
 Exit codes (DESIGN.md): 0 success / gate PASS; 1 gate FAIL or protocol drift; 2 bad input or refused by policy;
-3 internal or engine error. ``--json`` prints one JSON document on stdout; progress and logs go to stderr.
+3 internal or engine error; 141 when the reader closed stdout early (``| head``), quietly. ``--json`` prints one
+JSON document on stdout; progress and logs go to stderr (and ``--json`` turns every progress bar off).
 User errors print one line without a traceback; ``EVALGATE_DEBUG=1`` re-raises them.
 """
 
@@ -10,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import sys
 from collections.abc import Callable
 from datetime import datetime
@@ -26,12 +28,18 @@ def _dump(doc: Any) -> None:
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn EvalgateError into ``error: message`` on stderr and its exit code; anything else exits 3."""
+    """Turn EvalgateError into ``error: message`` on stderr and its exit code; anything else exits 3. A reader
+    that closes stdout early (``evalgate audit | head -1``) ends the command quietly with exit 141."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                sys.stdout.flush()  # so a closed pipe shows up here, not as a traceback at interpreter exit
+        except BrokenPipeError:
+            _stdout_closed()
         except EvalgateError as e:
             if os.environ.get("EVALGATE_DEBUG") == "1":
                 raise
@@ -46,6 +54,15 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             sys.exit(3)
 
     return wrapper
+
+
+def _stdout_closed() -> None:
+    """Exit quietly after the reader of stdout went away (Python docs, signal module, "Note on SIGPIPE"): point
+    stdout at devnull so the flush at interpreter exit cannot fail again, and exit 141 (128 + SIGPIPE, what a shell
+    reports for a command ended by a closed pipe; exit 1 would read as gate FAIL)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    sys.exit(128 + signal.SIGPIPE)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -354,7 +371,7 @@ def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str
     from evalgate.parity import parity
 
     doc = parity(protocol_path, checkpoint, split, backend_a, backend_b, parse_backend_options(a_option),
-                 parse_backend_options(b_option), seed, limit, actor)
+                 parse_backend_options(b_option), seed, limit, actor, progress=not as_json)
     if as_json:
         _dump(doc)
     else:

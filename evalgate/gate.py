@@ -36,6 +36,7 @@ from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
 from evalgate.stats import bootstrap_ci, mean_stderr, paired_bootstrap_diff, stderr_mean_of_means
 from evalgate.store import Store
 from evalgate.trainlogs import Diagnostic, TrainLog, find_train_log, guard_diagnostics, read_path, reward_hacking
+from evalgate.userfiles import FieldProblem, format_validation_error
 
 SELECTION_PURPOSE = "gate-selection"
 
@@ -151,7 +152,7 @@ class GatePolicy(_Strict):
     @model_validator(mode="after")
     def _length_needs_checkpoint(self) -> GatePolicy:
         if self.rules.max_length_inflation is not None and self.baseline.checkpoint is None:
-            raise ValueError("rules.max_length_inflation needs a baseline checkpoint (baseline.checkpoint)")
+            raise FieldProblem("rules", "rules.max_length_inflation needs a baseline checkpoint (baseline.checkpoint)")
         return self
 
 
@@ -212,19 +213,19 @@ def load_policy(path: str | Path) -> GatePolicy:
     """Load a gate policy file. Paths in it may use ``$VARS`` and are resolved against the file's directory.
 
     Raises:
-        BadInput: missing file, malformed YAML, invalid or unknown fields (with the field path).
+        BadInput: missing file, malformed YAML, invalid or unknown fields (each with file:line, the field path and,
+            for an unknown key, the nearest known one).
     """
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"gate policy {path} not found; pass the path of a gate policy YAML file")
+    text = path.read_text()
     try:
-        raw = yaml.safe_load(path.read_text())
-        policy = GatePolicy.model_validate(raw)
+        policy = GatePolicy.model_validate(yaml.safe_load(text))
     except yaml.YAMLError as e:
         raise BadInput(f"{path}: gate policy is not valid YAML ({e})") from e
     except ValidationError as e:
-        errs = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or '(top)'}: {err['msg']}" for err in e.errors())
-        raise BadInput(f"{path}: invalid gate policy: {errs}") from e
+        raise BadInput(format_validation_error(path, text, e, GatePolicy, "gate policy")) from e
     base = path.resolve().parent
 
     def rel(p: str) -> str:
@@ -405,8 +406,10 @@ def _baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], re
         return None
     if resolve:
         from evalgate.checkpoints import resolve_checkpoint
+        from evalgate.progress import progress_bars
 
-        return resolve_checkpoint(path).digest
+        with progress_bars(False):  # the gate shows no progress bars (its evaluations run with progress=False)
+            return resolve_checkpoint(path).digest
     prior = [r for r in decision_runs if r["checkpoint_path"] == path]
     return prior[-1]["checkpoint_digest"] if prior else None
 

@@ -21,6 +21,7 @@ from evalgate.backends.base import (
 )
 from evalgate.checkpoints import load_tokenizer, resolve_checkpoint
 from evalgate.errors import BadInput
+from evalgate.progress import progress_bars
 from evalgate.prompts import render_prompt
 from evalgate.protocol import load_protocol, verify
 from evalgate.run import effective_params
@@ -69,7 +70,7 @@ def compare(results_a: list[GenerationResult], results_b: list[GenerationResult]
 def parity(protocol_path: str | Path, checkpoint: str | Path, split: str, backend_a: str, backend_b: str,
            options_a: dict[str, Any] | None = None, options_b: dict[str, Any] | None = None,
            seed: int | None = None, limit: int | None = None, actor: str | None = None,
-           store: Store | None = None) -> dict[str, Any]:
+           store: Store | None = None, progress: bool = True) -> dict[str, Any]:
     """Generate a split's samples with two backends and compare them sample by sample.
 
     Args:
@@ -81,6 +82,8 @@ def parity(protocol_path: str | Path, checkpoint: str | Path, split: str, backen
         limit: compare only the first ``limit`` items.
         actor: who reads (logged).
         store: the Store.
+        progress: False turns off transformers' and huggingface_hub's progress bars (GGUF conversion, model
+            loading) for the call.
 
     Returns:
         ``compare()``'s document plus protocol, checkpoint digest, split, both backends' info and wall times.
@@ -91,7 +94,8 @@ def parity(protocol_path: str | Path, checkpoint: str | Path, split: str, backen
     """
     protocol = load_protocol(protocol_path)
     verify(protocol)
-    ckpt = resolve_checkpoint(checkpoint)
+    with progress_bars(progress):
+        ckpt = resolve_checkpoint(checkpoint)
     store = store or Store()
     who = actor_name(actor)
     check_backend(backend_a, options_a or {})
@@ -115,9 +119,10 @@ def parity(protocol_path: str | Path, checkpoint: str | Path, split: str, backen
     out: dict[str, Any] = {}
     results = []
     for label, name, opts in (("a", backend_a, options_a), ("b", backend_b, options_b)):
-        backend = get_backend(name, str(ckpt.model_dir), **(opts or {}))
-        t0 = time.perf_counter()
-        results.append(backend.generate(requests))
+        with progress_bars(progress):  # the model loads in get_backend or in generate
+            backend = get_backend(name, str(ckpt.model_dir), **(opts or {}))
+            t0 = time.perf_counter()
+            results.append(backend.generate(requests))
         out[f"backend_{label}"] = {"name": name, "wall_s": time.perf_counter() - t0, **backend.info()}
     doc = compare(results[0], results[1])
     return {"protocol": {"ref": protocol.ref, "sha256": protocol.sha256}, "checkpoint_digest": ckpt.digest,

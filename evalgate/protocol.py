@@ -6,8 +6,9 @@ canonical JSON of the resolved protocol (template and few-shot files inlined, fi
 template file keeps the hash and editing one byte of it changes the hash.
 
 ``freeze`` writes ``<file>.lock`` (JSON: name, version, sha256, resolved content). A run refuses a protocol whose
-content no longer matches its lock, and the store remembers every ``name@version -> sha256`` so changed content
-cannot be re-frozen under a version that was already used.
+content no longer matches its lock, and a lock whose fields disagree with its own sha256 (an edited ``resolved`` or
+name@version); the store remembers every ``name@version -> sha256`` so changed content cannot be re-frozen under a
+version that was already used.
 """
 
 from __future__ import annotations
@@ -24,17 +25,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.errors import BadInput, ProtocolDrift
+from evalgate.userfiles import FieldProblem, format_validation_error, yaml_line
 
 LOCK_SUFFIX = ".lock"
-
-
-class FieldProblem(ValueError):
-    """A cross-field check that failed; ``field`` names the key the message is about, so the error can give
-    the line of that key rather than of its enclosing section."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(message)
-        self.field = field
 
 
 class StrictModel(BaseModel):
@@ -256,60 +249,6 @@ def lock_path_for(path: Path) -> Path:
     return path.with_name(path.name + LOCK_SUFFIX)
 
 
-def _yaml_line(text: str, loc: tuple[Any, ...]) -> int | None:
-    """1-based line of the YAML node at pydantic error location ``loc`` (deepest node that exists)."""
-    try:
-        node = yaml.compose(text)
-    except yaml.YAMLError:
-        return None
-    line = None
-    for part in loc:
-        if isinstance(node, yaml.MappingNode):
-            match = next((kv for kv in node.value if kv[0].value == part), None)
-            if match is None:
-                break
-            line = match[0].start_mark.line + 1
-            node = match[1]
-        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
-            node = node.value[part]
-            line = node.start_mark.line + 1
-        else:
-            break
-    return line
-
-
-def _model_for(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    model: type[BaseModel] | None = Protocol
-    for part in loc[:-1]:
-        if model is None or not isinstance(part, str) or part not in model.model_fields:
-            return None
-        ann = model.model_fields[part].annotation
-        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
-    return model
-
-
-def format_validation_error(path: Path, text: str, err: ValidationError) -> str:
-    """One message per problem: ``file:line: field: what (nearest known key)``."""
-    lines = []
-    for e in err.errors():
-        loc = tuple(e["loc"])
-        problem = (e.get("ctx") or {}).get("error")
-        if isinstance(problem, FieldProblem) and (not loc or loc[-1] != problem.field):
-            loc = (*loc, problem.field)
-        where = ".".join(str(p) for p in loc) or "(top level)"
-        line = _yaml_line(text, loc)
-        prefix = f"{path}:{line}" if line else str(path)
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            model = _model_for(loc)
-            known = list(model.model_fields) if model else []
-            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
-            msg = f"unknown key '{loc[-1]}'{hint}"
-        lines.append(f"{prefix}: {where}: {msg}")
-    return "invalid protocol:\n  " + "\n  ".join(lines)
-
-
 def _read_file(base: Path, rel: str, what: str) -> str:
     p = (base / rel).resolve()
     if not p.is_file():
@@ -347,7 +286,7 @@ def _check_names_and_templates(path: Path, text: str, spec: Protocol, template: 
     from evalgate.scoring.base import SCORERS
 
     if spec.scorer.name not in SCORERS:
-        line = _yaml_line(text, ("scorer", "name"))
+        line = yaml_line(text, ("scorer", "name"))
         close = difflib.get_close_matches(spec.scorer.name, list(SCORERS), n=1)
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise BadInput(f"{path}:{line or '?'}: scorer.name: unknown scorer {spec.scorer.name!r}; {hint}"
@@ -392,7 +331,7 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     try:
         spec = Protocol.model_validate(raw)
     except ValidationError as e:
-        raise BadInput(format_validation_error(path, text, e)) from e
+        raise BadInput(format_validation_error(path, text, e, Protocol, "protocol")) from e
     base = path.parent
     p = spec.prompt
     template = p.template if p.template is not None else _read_file(base, p.template_file or "", "template_file")
@@ -435,11 +374,36 @@ def diff_resolved(a: dict[str, Any], b: dict[str, Any]) -> list[tuple[str, Any, 
     return [(k, fa.get(k), fb.get(k)) for k in sorted(set(fa) | set(fb)) if fa.get(k) != fb.get(k)]
 
 
+def lock_problem(lock: dict[str, Any]) -> str | None:
+    """Why a lock document disagrees with itself, or None.
+
+    A lock is consistent when its ``resolved`` content hashes to its ``sha256`` (sha256 of ``canonical_json``, as
+    ``load_protocol`` computes it) and its ``name`` and ``version`` are those of ``resolved``. Comparing only the
+    sha256 with the protocol's would accept a lock whose ``resolved`` (the "locked" side of every drift diff) or
+    name@version was edited. A lock rewritten consistently by hand is not caught here; the store's
+    ``name@version -> sha256`` record refuses changed content under a used version at freeze and run time.
+    """
+    resolved = lock["resolved"]
+    if not isinstance(resolved, dict):
+        return "its 'resolved' field is not a mapping"
+    try:
+        digest = sha256_text(canonical_json(resolved))
+    except ValueError:
+        return "its 'resolved' content holds NaN or infinity, which no protocol hash covers"
+    if digest != lock["sha256"]:
+        return (f"its 'resolved' content hashes to {digest[:12]}, not to its recorded sha256 "
+                f"{str(lock['sha256'])[:12]}")
+    for key in ("name", "version"):
+        if lock.get(key) != resolved.get(key):
+            return f"its {key} {lock.get(key)!r} is not the {key} {resolved.get(key)!r} of its 'resolved' content"
+    return None
+
+
 def read_lock(lp: LoadedProtocol) -> dict[str, Any] | None:
     """The lock file's content, or None when the protocol was never frozen.
 
     Raises:
-        BadInput: the lock file exists but is not valid lock JSON.
+        BadInput: the lock file exists but is not valid lock JSON, or its fields disagree (``lock_problem``).
     """
     if not lp.lock_path.is_file():
         return None
@@ -448,6 +412,11 @@ def read_lock(lp: LoadedProtocol) -> dict[str, Any] | None:
         lock["sha256"], lock["resolved"]  # noqa: B018 - required keys
     except (json.JSONDecodeError, KeyError, TypeError) as e:
         raise BadInput(f"{lp.lock_path}: not a valid protocol lock file; delete it and run protocol freeze") from e
+    problem = lock_problem(lock)
+    if problem:
+        raise BadInput(f"{lp.lock_path}: the lock file is inconsistent: {problem}, so it was edited or damaged after "
+                       f"freeze. Restore it (e.g. from version control), or rewrite it from the protocol file with "
+                       f"'evalgate protocol freeze {lp.path}'")
     return lock
 
 
@@ -455,7 +424,8 @@ def verify(lp: LoadedProtocol) -> None:
     """Check a protocol against its lock.
 
     Raises:
-        BadInput: no lock file (the protocol was never frozen).
+        BadInput: no lock file (the protocol was never frozen), or a lock that disagrees with itself (``lock_problem``:
+            e.g. its recorded ``resolved`` content was edited while its sha256 was kept).
         ProtocolDrift: content differs from the lock; ``diff`` holds the field-level rows (field, locked, now).
     """
     lock = read_lock(lp)

@@ -7,14 +7,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evalgate.protocol import load_protocol, lock_document
+from evalgate.protocol import load_protocol, lock_document, lock_problem
 from evalgate.store import Store
 
 
 def freeze(path: str | Path, store: Store | None = None) -> dict[str, Any]:
     """Hash a protocol, record ``name@version -> sha256`` in the store, and write ``<path>.lock`` atomically.
 
-    Re-freezing unchanged content is a no-op that keeps the first ``frozen_at``.
+    Re-freezing unchanged content is a no-op that keeps the first ``frozen_at``; a lock whose fields disagree
+    (``lock_problem``, e.g. an edited ``resolved``) is rewritten from the protocol file.
 
     Returns:
         The lock document.
@@ -27,9 +28,9 @@ def freeze(path: str | Path, store: Store | None = None) -> dict[str, Any]:
     if lp.lock_path.is_file():
         try:
             old = json.loads(lp.lock_path.read_text())
-            if old.get("sha256") == lp.sha256:
+            if old.get("sha256") == lp.sha256 and lock_problem(old) is None:
                 return old
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, KeyError, AttributeError):
             pass
     doc = lock_document(lp)
     tmp = lp.lock_path.with_name(lp.lock_path.name + ".tmp")

@@ -31,6 +31,7 @@ from evalgate.backends.base import (
 )
 from evalgate.checkpoints import Checkpoint, load_tokenizer, resolve_checkpoint
 from evalgate.errors import BadInput, EvalgateError
+from evalgate.progress import progress_bars
 from evalgate.prompts import (
     PromptEncoder,
     RenderedPrompt,
@@ -62,7 +63,8 @@ class RunOptions:
         actor: who reads (default: ``$EVALGATE_ACTOR`` or the OS user).
         override_reason: reason to exceed a soft budget (logged).
         backend_options: keyword options for the backend (device, dtype, token_budget, ...).
-        progress: show progress bars on stderr.
+        progress: show progress bars on stderr; False also turns off transformers' and huggingface_hub's bars
+            (model loading, GGUF conversion) for the run.
     """
 
     backend: str = "hf"
@@ -237,6 +239,12 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
         EngineError: generation failed (the run is marked failed; stored generations are kept for resume).
     """
     opts = options or RunOptions()
+    with progress_bars(opts.progress):  # also the libraries' bars: model loading, GGUF conversion
+        return _evaluate(protocol_path, checkpoint, split, opts, store)
+
+
+def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str, opts: RunOptions,
+              store: Store | None) -> dict[str, Any]:
     t0 = time.perf_counter()
     protocol = load_protocol(protocol_path)
     verify(protocol)

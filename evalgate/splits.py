@@ -27,6 +27,7 @@ import gzip
 import hashlib
 import json
 import os
+import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -178,7 +179,9 @@ def key_file() -> Path:
 
 
 def load_key(create: bool = False) -> bytes:
-    """The Fernet key: ``$EVALGATE_PRIVATE_KEY``, else the key file; ``create`` makes a new key file (mode 600).
+    """The Fernet key: ``$EVALGATE_PRIVATE_KEY``, else the key file; ``create`` makes a new key file (mode 600) and
+    prints its path on stderr with a note to back it up and keep it secret: without the key the private splits
+    cannot be read, and anyone who has it can read them.
 
     Raises:
         RefusedByPolicy: no key available (reading private data needs it).
@@ -200,6 +203,9 @@ def load_key(create: bool = False) -> bytes:
     fd = os.open(kf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(key + b"\n")
+    print(f"note: created the private-split encryption key {kf} (mode 600). Back it up somewhere safe and keep it "
+          "secret: without it the private splits cannot be decrypted, and anyone who has it can read them. Others "
+          "who read these splits need it too (EVALGATE_PRIVATE_KEY or EVALGATE_PRIVATE_KEY_FILE).", file=sys.stderr)
     return key
 
 
@@ -325,8 +331,12 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
                            f"for tier {tier}")
     path = write_split(name, tier, items, {"source": source or str(file)}, policy=pol)
     if old is not None:
+        from evalgate.audit import warn_if_chain_broken
+
         new = load_manifest(name)
-        (store or Store()).append_access({
+        store = store or Store()
+        warn_if_chain_broken(store)
+        store.append_access({
             "actor": actor_name(actor), "ci": ci_marker(), "split": name, "tier": tier, "purpose": "replace-data",
             "outcome": "replaced", "cached": False,
             "detail": f"data replaced: sha256 {old.content_sha256[:12]} ({old.count} items) -> "
@@ -566,6 +576,9 @@ class SplitManager:
     def _log(self, m: Manifest, actor: str, purpose: str, outcome: str, cached: bool, checkpoint_digest: str | None,
              protocol_hash: str | None, run_id: str | None, detail: str | None,
              budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
+        from evalgate.audit import warn_if_chain_broken  # audit imports this module
+
+        warn_if_chain_broken(self.store)
         return self.store.append_access({
             "actor": actor, "ci": ci_marker(), "split": m.name, "tier": m.tier, "purpose": purpose,
             "outcome": outcome, "cached": cached, "checkpoint_digest": checkpoint_digest,

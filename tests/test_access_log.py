@@ -59,6 +59,20 @@ def test_edited_row_is_named(five_rows: Path) -> None:
     assert "first bad row seq 3: row content does not match its hash (the row was edited)" in out
 
 
+def test_reading_into_a_broken_log_warns_once_and_is_still_logged(five_rows: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    mgr = SplitManager(Store())
+    mgr.open("s", "tuning", "a6")
+    assert capsys.readouterr().err == ""  # intact chain: nothing to say
+    sql(five_rows, "UPDATE access_log SET actor='mallory' WHERE seq=3")
+    mgr.open("s", "tuning", "a7")
+    err = capsys.readouterr().err
+    assert err.startswith("warning:") and "broken at row 3" in err and "'evalgate audit verify'" in err
+    mgr.open("s", "tuning", "a8")
+    assert capsys.readouterr().err == ""  # once per process
+    assert [r["actor"] for r in Store().access_rows()][-2:] == ["a7", "a8"]  # the reads were not refused
+
+
 def test_deleted_row_is_named(five_rows: Path) -> None:
     sql(five_rows, "DELETE FROM access_log WHERE seq=2")
     code, out = verify()

@@ -35,3 +35,33 @@ def test_backend_options_are_yaml_scalars() -> None:
         "dtype": "bfloat16"}
     with pytest.raises(BadInput, match="KEY=VALUE"):
         parse_backend_options(["concurrency"])
+
+
+def test_partial_install_names_the_missing_module(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A backend whose engine imports but whose constructor needs a dependency that is absent, as vllm does when
+    # xgrammar is missing: the error names that module and the extra, and exits 2 (MissingExtra), not 3.
+    (tmp_path / "evalgate_partial_engine.py").write_text(
+        "class Engine:\n"
+        "    def __init__(self, model_dir):\n"
+        "        import evalgate_absent_dependency  # noqa: F401\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(BACKENDS, "partial", ("evalgate_partial_engine", "Engine", "partial"))
+    with pytest.raises(MissingExtra) as err:
+        get_backend("partial", "model")
+    assert "'evalgate_absent_dependency'" in err.value.message
+    assert "pip install 'evalgate[partial]'" in err.value.message
+    assert err.value.exit_code == 2
+
+
+def test_partially_installed_vllm_is_a_missing_extra() -> None:
+    # make setup installs vLLM with --no-deps (for the contract tests), so `from vllm import LLM` fails here on
+    # an absent dependency; the registry must name that module.
+    pytest.importorskip("vllm", reason="vLLM is not importable here; the partial-install case is covered above")
+    try:
+        from vllm import LLM  # noqa: F401
+    except ImportError as e:
+        missing = e.name
+    else:
+        pytest.skip("vLLM is completely installed here, so it is not a partial install; covered by the test above")
+    with pytest.raises(MissingExtra, match=rf"'{missing}'.*pip install 'evalgate\[vllm\]'"):
+        get_backend("vllm", "model")

@@ -119,6 +119,30 @@ def test_policy_validation(tmp_path: Path) -> None:
         _policy(tmp_path, {**base, "metric": "mean_completion_tokens"})
 
 
+def test_policy_errors_name_file_line_and_nearest_key(tmp_path: Path) -> None:
+    p = tmp_path / "gate.yaml"
+    p.write_text("name: g\n"
+                 "protocol: p@1\n"
+                 "selection_split: s-dev\n"
+                 "decison_split: s-private\n"
+                 "baseline:\n"
+                 "  value: 0.5\n"
+                 "rules:\n"
+                 "  min_improvment: 0.0\n"
+                 "  max_length_inflation: 1.2\n")
+    with pytest.raises(BadInput) as e:
+        load_policy(p)
+    msg = e.value.message
+    assert msg.startswith("invalid gate policy:")
+    assert f"{p}:4: decison_split: unknown key 'decison_split'; did you mean 'decision_split'?" in msg
+    assert f"{p}:8: rules.min_improvment: unknown key 'min_improvment'; did you mean 'min_improvement'?" in msg
+    assert f"{p}: decision_split: Field required" in msg  # absent: no line to give
+    p.write_text(p.read_text().replace("decison_split", "decision_split").replace("  min_improvment: 0.0\n", ""))
+    with pytest.raises(BadInput) as e:
+        load_policy(p)
+    assert f"{p}:7: rules: rules.max_length_inflation needs a baseline checkpoint" in e.value.message
+
+
 def test_fixed_value_baseline(tmp_path: Path) -> None:
     built = fx.build(tmp_path / "runs", seeds=(1,))
     d = {**fx.policy_dict(built["baseline"]), "baseline": {"value": 0.5}, "train_run": "fx-run"}

@@ -103,6 +103,29 @@ def test_freeze_then_verify_then_drift(tmp_path: Path) -> None:
     assert "sampling.temperature: locked=0.7 now=1.0" in e.value.message
 
 
+def test_lock_edited_behind_its_sha_is_refused_and_refreeze_repairs_it(tmp_path: Path) -> None:
+    p = write(tmp_path, BASE)
+    freeze(p)
+    lock_path = tmp_path / "p.yaml.lock"
+    original = json.loads(lock_path.read_text())
+    # the locked side of every drift diff says temperature 0.2, while the sha still matches the protocol file
+    tampered = json.loads(json.dumps(original))
+    tampered["resolved"]["sampling"]["temperature"] = 0.2
+    lock_path.write_text(json.dumps(tampered))
+    with pytest.raises(BadInput) as e:
+        verify(load_protocol(p))
+    msg = e.value.message
+    assert str(lock_path) in msg and "lock file is inconsistent" in msg
+    assert f"not to its recorded sha256 {original['sha256'][:12]}" in msg and f"protocol freeze {p}" in msg
+    # a lock whose name@version was edited, its content untouched
+    lock_path.write_text(json.dumps({**original, "version": "9"}))
+    with pytest.raises(BadInput, match="its version '9' is not the version '1' of its 'resolved' content"):
+        verify(load_protocol(p))
+    freeze(p)  # rewrites the inconsistent lock from the protocol file
+    assert json.loads(lock_path.read_text())["version"] == "1"
+    verify(load_protocol(p))
+
+
 def test_unfrozen_protocol_is_refused(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match="no lock file"):
         verify(load_protocol(write(tmp_path, BASE)))

@@ -69,3 +69,19 @@ def test_unknown_split_lists_known(home: Path) -> None:
     import_humaneval()
     with pytest.raises(BadInput, match="known splits: humaneval-dev"):
         SplitManager(Store()).open("humaneval-nope", "evaluation", "me")
+
+
+def test_creating_the_private_key_says_where_it_is_once(home: Path, capsys: pytest.CaptureFixture[str],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalgate.splits import write_split
+
+    key = home / "config" / "evalgate" / "private.key"  # XDG_CONFIG_HOME is home/config (conftest)
+    write_split("p1", "private", [{"id": "a"}], {})
+    err = capsys.readouterr().err
+    assert key.is_file() and oct(key.stat().st_mode & 0o777) == "0o600"
+    assert err.count("note:") == 1 and str(key) in err and "Back it up" in err and "secret" in err
+    write_split("p2", "private", [{"id": "b"}], {})  # the key exists now: nothing to say
+    monkeypatch.setenv("EVALGATE_PRIVATE_KEY", key.read_text().strip())
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "other"))
+    write_split("p3", "private", [{"id": "c"}], {})  # a key from the environment: no file is created
+    assert capsys.readouterr().err == "" and not (home / "other").exists()

@@ -158,19 +158,21 @@ def get_backend(name: str, model_dir: str, tokenizer: Any = None, **options: Any
 
     Raises:
         BadInput: unknown backend name (lists the known ones).
-        MissingExtra: the backend's engine is not installed (names the pip extra).
+        MissingExtra: the backend's engine, or a module it needs, cannot be imported (a partial install, e.g. vllm
+            without xgrammar): names the missing module and the pip extra.
     """
     if name not in BACKENDS:
         raise BadInput(f"unknown backend {name!r}; known backends: {', '.join(sorted(BACKENDS))}")
     module, cls, extra = BACKENDS[name]
     try:
-        mod = importlib.import_module(module)
+        factory: Callable[..., Backend] = getattr(importlib.import_module(module), cls)
+        if tokenizer is not None and getattr(factory, "accepts_tokenizer", False):
+            options = {**options, "tokenizer": tokenizer}
+        return factory(model_dir, **options)  # a backend imports the rest of its engine here (vllm.LLM)
     except ImportError as e:
-        raise MissingExtra(f"backend {name!r} needs extra packages: pip install 'evalgate[{extra}]' ({e})") from e
-    factory: Callable[..., Backend] = getattr(mod, cls)
-    if tokenizer is not None and getattr(factory, "accepts_tokenizer", False):
-        options = {**options, "tokenizer": tokenizer}
-    return factory(model_dir, **options)
+        missing = f"module {e.name!r} cannot be imported" if e.name else "an import failed"
+        raise MissingExtra(f"backend {name!r}: {missing} ({e}); install the engine with its dependencies: "
+                           f"pip install 'evalgate[{extra}]'") from e
 
 
 def parse_backend_options(pairs: Sequence[str]) -> dict[str, Any]:

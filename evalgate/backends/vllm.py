@@ -33,7 +33,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 # An ImportError here becomes "pip install 'evalgate[vllm]'" in the registry. Only the light classes are imported
-# at module level; vllm.LLM (which pulls the GPU stack) is imported when an engine starts.
+# at module level (the contract tests need no GPU stack); vllm.LLM is imported when a VLLMBackend is constructed.
 import vllm  # noqa: E402,I001
 from vllm import SamplingParams  # noqa: E402
 from vllm.inputs import TokensPrompt  # noqa: E402
@@ -195,6 +195,10 @@ class VLLMBackend:
                            "data_parallel_size, gpu_memory_utilization, max_model_len, dtype, enforce_eager")
         if data_parallel_size < 1:
             raise BadInput(f"vllm option data_parallel_size={data_parallel_size} must be >= 1")
+        # Import the engine now: a partial install (vllm without e.g. xgrammar) then fails in get_backend, which
+        # names the missing module, instead of failing later inside generate as an engine error.
+        from vllm import LLM  # noqa: F401
+
         from evalgate.checkpoints import load_tokenizer
         from evalgate.prompts import PromptEncoder
 

@@ -1,0 +1,83 @@
+"""Error messages for user-written YAML files (protocols, gate policies) validated by pydantic models: one line per
+problem, ``file:line: field: what``, and for a misspelt key the nearest known key of that section."""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+
+
+class FieldProblem(ValueError):
+    """A cross-field check that failed; ``field`` names the key the message is about, so the error can give
+    the line of that key rather than of its enclosing section."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(message)
+        self.field = field
+
+
+def yaml_line(text: str, loc: tuple[Any, ...]) -> int | None:
+    """1-based line of the YAML node at pydantic error location ``loc`` (deepest node that exists)."""
+    try:
+        node = yaml.compose(text)
+    except yaml.YAMLError:
+        return None
+    line = None
+    for part in loc:
+        if isinstance(node, yaml.MappingNode):
+            match = next((kv for kv in node.value if kv[0].value == part), None)
+            if match is None:
+                break
+            line = match[0].start_mark.line + 1
+            node = match[1]
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            node = node.value[part]
+            line = node.start_mark.line + 1
+        else:
+            break
+    return line
+
+
+def _model_for(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model of the section that holds the key at ``loc`` (None where that is not a model)."""
+    model: type[BaseModel] | None = root
+    for part in loc[:-1]:
+        if model is None or not isinstance(part, str) or part not in model.model_fields:
+            return None
+        ann = model.model_fields[part].annotation
+        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+    return model
+
+
+def format_validation_error(path: Path, text: str, err: ValidationError, root: type[BaseModel], what: str) -> str:
+    """One message per problem: ``file:line: field: what (nearest known key)``.
+
+    Args:
+        path: the file, as the user named it.
+        text: its content (for the line numbers).
+        err: pydantic's error from validating the parsed YAML with ``root``.
+        root: the file's top-level model (``Protocol``, ``GatePolicy``).
+        what: the kind of file, for the first line (``protocol``, ``gate policy``).
+    """
+    lines = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        problem = (e.get("ctx") or {}).get("error")
+        if isinstance(problem, FieldProblem) and (not loc or loc[-1] != problem.field):
+            loc = (*loc, problem.field)
+        where = ".".join(str(p) for p in loc) or "(top level)"
+        line = yaml_line(text, loc)
+        prefix = f"{path}:{line}" if line else str(path)
+        msg = e["msg"].removeprefix("Value error, ")
+        if e["type"] == "extra_forbidden":
+            model = _model_for(root, loc)
+            known = list(model.model_fields) if model else []
+            close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
+            msg = f"unknown key '{loc[-1]}'{hint}"
+        lines.append(f"{prefix}: {where}: {msg}")
+    return f"invalid {what}:\n  " + "\n  ".join(lines)
