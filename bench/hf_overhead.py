@@ -1,7 +1,8 @@
 """hf backend overhead and cached-rerun speed, measured in one script (docs/BENCHMARKS.md).
 
-For each repetition, alternating: (1) ``bench/plain_hf.py`` generates the same rendered prompts with the same
-sampling values in a fresh process; (2) ``evalgate run`` (CLI, fresh process, fresh store so nothing is cached)
+For each repetition, in alternating order (plain first in even repetitions, evalgate first in odd ones):
+(1) ``bench/plain_hf.py`` generates the same rendered prompts with the same sampling values in a fresh process; (2)
+``evalgate run`` (CLI, fresh process, fresh store so nothing is cached)
 evaluates the same items. Whole-process wall times; medians over repetitions and their ratio. Then an identical
 ``evalgate run`` on the last store: its wall time, the ratio first/cached, and whether the model was loaded.
 
@@ -27,21 +28,18 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 
 
-CPU_S: list[float] = []  # CPU seconds (user + sys) of each timed child, in call order
-
-
-def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, dict]:
-    """Wall seconds of one child process and its JSON output; its CPU seconds are appended to ``CPU_S``
-    (``getrusage(RUSAGE_CHILDREN)`` before/after: less sensitive to other load on the machine than wall time)."""
+def timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float, dict]:
+    """Wall seconds, CPU seconds (user + sys, ``getrusage(RUSAGE_CHILDREN)`` before/after: less sensitive to other
+    load on the machine than wall time) and the JSON output of one child process."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=REPO)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    CPU_S.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
     if r.returncode != 0:
         raise SystemExit(f"{cmd[:4]} failed: {r.stderr[-2000:]}")
-    return wall, json.loads(r.stdout)
+    return wall, cpu, json.loads(r.stdout)
 
 
 def main() -> None:
@@ -99,15 +97,22 @@ def main() -> None:
            "--split", "bench", "--json"]
     for rep in range(a.reps):
         env = {**os.environ}
-        w, p = timed([sys.executable, str(REPO / "bench" / "plain_hf.py"), str(work / "spec.json")], env)
+        env_e = {**env, "EVALGATE_HOME": str(work / f"home-{rep}")}
+        plain_cmd = [sys.executable, str(REPO / "bench" / "plain_hf.py"), str(work / "spec.json")]
+        # alternate which side goes first, so warm caches or a machine heating up favour neither
+        if rep % 2 == 0:
+            w, pc, p = timed(plain_cmd, env)
+            w2, oc, d = timed(run, env_e)
+        else:
+            w2, oc, d = timed(run, env_e)
+            w, pc, p = timed(plain_cmd, env)
         plain.append(w)
-        plain_cpu.append(CPU_S[-1])
-        plain_texts = p["texts"]
-        env["EVALGATE_HOME"] = str(work / f"home-{rep}")
-        w2, d = timed(run, env)
+        plain_cpu.append(pc)
         ours.append(w2)
-        ours_cpu.append(CPU_S[-1])
+        ours_cpu.append(oc)
         docs.append(d)
+        plain_texts = p["texts"]
+        env = env_e
         if a.greedy:
             from evalgate.store import Store
 
@@ -123,7 +128,7 @@ def main() -> None:
     env = {**os.environ, "EVALGATE_HOME": str(work / f"home-{a.reps - 1}")}
     cached_walls = []
     for _ in range(3):
-        w3, c = timed(run, env)
+        w3, _, c = timed(run, env)
         cached_walls.append(w3)
     mp, mo, mc = statistics.median(plain), statistics.median(ours), statistics.median(cached_walls)
     print(json.dumps({

@@ -253,53 +253,59 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
         checkpoint, opts.train_run, opts.train_seed, opts.step)
     store = store or Store()
-    store.record_protocol(protocol.spec.name, protocol.spec.version, protocol.sha256, protocol.resolved)
-    actor = actor_name(opts.actor)
-    manager = SplitManager(store)
-    manifest, warnings = manager.check(split, opts.purpose, actor, opts.override_reason, ckpt.digest,
-                                       protocol.sha256)
-    items = manager.read(manifest)
-    if not items:
-        raise BadInput(f"split {split} has no items")
-    for w in warnings:
-        print(f"warning: {w}", file=sys.stderr)
+    # Store work before generation runs in two sessions (one open connection each, see Store.session); the
+    # tokenizer, when needed, is loaded between them, so the store's lock is never held while it loads.
+    with store.session():
+        store.record_protocol(protocol.spec.name, protocol.spec.version, protocol.sha256, protocol.resolved)
+        actor = actor_name(opts.actor)
+        manager = SplitManager(store)
+        manifest, warnings = manager.check(split, opts.purpose, actor, opts.override_reason, ckpt.digest,
+                                           protocol.sha256)
+        items = manager.read(manifest)
+        if not items:
+            raise BadInput(f"split {split} has no items")
+        for w in warnings:
+            print(f"warning: {w}", file=sys.stderr)
 
-    sampling = protocol.spec.sampling
-    run_seed = sampling.seed if opts.seed is None else opts.seed
-    keys = [(str(it["id"]), j, sample_seed(run_seed, str(it["id"]), j)) for it in items for j in range(sampling.n)]
-    # A fully cached rerun takes its prompts from an earlier run rendered from the same inputs, so it loads no
-    # tokenizer (and imports no transformers); anything missing means rendering and tokenizing now.
-    prompts = _recorded_prompts(store, protocol, ckpt, manifest.content_sha256, items)
-    if prompts is not None:
-        cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s())
-        if len(cached) < len(keys):
-            prompts = None
+        sampling = protocol.spec.sampling
+        run_seed = sampling.seed if opts.seed is None else opts.seed
+        keys = [(str(it["id"]), j, sample_seed(run_seed, str(it["id"]), j))
+                for it in items for j in range(sampling.n)]
+        # A fully cached rerun takes its prompts from an earlier run rendered from the same inputs, so it loads no
+        # tokenizer (and imports no transformers); anything missing means rendering and tokenizing now.
+        prompts = _recorded_prompts(store, protocol, ckpt, manifest.content_sha256, items)
+        if prompts is not None:
+            cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s())
+            if len(cached) < len(keys):
+                prompts = None
     if prompts is None:
         prompts = _render_prompts(protocol, ckpt, items)
         cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s())
     rendered, tokenized = prompts.rendered, prompts.tokenized
     missing = [k for k in keys if k not in cached]
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
-    manager.log_read(manifest, actor, opts.purpose, cached=not missing, checkpoint_digest=ckpt.digest,
-                     protocol_hash=protocol.sha256, run_id=run_id, override_reason=opts.override_reason)
     params = effective_params(protocol)
-    store.upsert_checkpoint(ckpt.digest, str(ckpt.path), ckpt.kind, ckpt.train_run, ckpt.train_seed, ckpt.step)
-    for stale in store.mark_interrupted_runs(socket.gethostname(), _pid_alive):
-        print(f"note: run {stale} was left unfinished by a process that ended; marked interrupted", file=sys.stderr)
     backend_info: dict[str, Any] = {"name": opts.backend, "options": opts.backend_options,
                                     "chat_template_sha256": prompts.chat_template_sha256,
                                     "tokenizer": prompts.tokenizer_summary, "renderer": _renderer(),
                                     "prompts_from_run": prompts.from_run, "model_loaded": False}
-    store.create_run({
-        "run_id": run_id, "protocol_name": protocol.spec.name, "protocol_version": protocol.spec.version,
-        "protocol_hash": protocol.sha256, "checkpoint_digest": ckpt.digest, "checkpoint_path": str(ckpt.path),
-        "train_run": ckpt.train_run, "train_seed": ckpt.train_seed, "step": ckpt.step, "split": split,
-        "tier": manifest.tier, "split_sha256": manifest.content_sha256, "sampling_seed": run_seed,
-        "backend": opts.backend, "backend_info": backend_info,
-        "effective_params": {**params.as_dict(), "n": sampling.n, "seed": run_seed,
-                             "per_sample_seed": "sha256(f'{seed}:{item_id}:{sample_index}')[:8] & (2**63-1)"},
-        "actor": actor, "purpose": opts.purpose, "host": socket.gethostname(), "pid": os.getpid()})
-    store.put_run_prompts(run_id, prompts.records, {r.sha256: r.text for r in rendered.values()})
+    with store.session():
+        manager.log_read(manifest, actor, opts.purpose, cached=not missing, checkpoint_digest=ckpt.digest,
+                         protocol_hash=protocol.sha256, run_id=run_id, override_reason=opts.override_reason)
+        store.upsert_checkpoint(ckpt.digest, str(ckpt.path), ckpt.kind, ckpt.train_run, ckpt.train_seed, ckpt.step)
+        for stale in store.mark_interrupted_runs(socket.gethostname(), _pid_alive):
+            print(f"note: run {stale} was left unfinished by a process that ended; marked interrupted",
+                  file=sys.stderr)
+        store.create_run({
+            "run_id": run_id, "protocol_name": protocol.spec.name, "protocol_version": protocol.spec.version,
+            "protocol_hash": protocol.sha256, "checkpoint_digest": ckpt.digest, "checkpoint_path": str(ckpt.path),
+            "train_run": ckpt.train_run, "train_seed": ckpt.train_seed, "step": ckpt.step, "split": split,
+            "tier": manifest.tier, "split_sha256": manifest.content_sha256, "sampling_seed": run_seed,
+            "backend": opts.backend, "backend_info": backend_info,
+            "effective_params": {**params.as_dict(), "n": sampling.n, "seed": run_seed,
+                                 "per_sample_seed": "sha256(f'{seed}:{item_id}:{sample_index}')[:8] & (2**63-1)"},
+            "actor": actor, "purpose": opts.purpose, "host": socket.gethostname(), "pid": os.getpid()})
+        store.put_run_prompts(run_id, prompts.records, {r.sha256: r.text for r in rendered.values()})
 
     gen_s = 0.0
     try:

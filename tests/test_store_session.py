@@ -1,0 +1,50 @@
+"""``Store.session``: calls share one connection, but each is still its own transaction."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from evalgate.store import Store
+
+
+def _opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    opened: list[str] = []
+    real = duckdb.connect
+
+    def spy(path: str, *a: object, **k: object) -> duckdb.DuckDBPyConnection:
+        opened.append(path)
+        return real(path, *a, **k)
+
+    monkeypatch.setattr(duckdb, "connect", spy)
+    return opened
+
+
+def test_calls_in_a_session_open_the_database_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = Store(tmp_path / "s.duckdb")
+    opened = _opens(monkeypatch)
+    with store.session():
+        store.record_protocol("p", "1", "a" * 64, {"x": 1})
+        with store.session():  # nested: the outer connection is reused
+            store.upsert_checkpoint("d" * 64, "/ckpt", "hf", None, None, None)
+        assert store.runs() == []
+    assert len(opened) == 1
+    store.runs()  # outside a session: one open per call again
+    assert len(opened) == 2
+
+
+def test_a_failing_call_in_a_session_keeps_what_earlier_calls_wrote(tmp_path: Path) -> None:
+    store = Store(tmp_path / "s.duckdb")
+    with pytest.raises(duckdb.Error):
+        with store.session():
+            store.record_protocol("p", "1", "a" * 64, {"x": 1})
+            with store.connect() as con:
+                con.execute("INSERT INTO protocols VALUES ('q', '1', 'b', '{}', now())")
+                con.execute("SELECT * FROM no_such_table")  # fails: this call's insert is rolled back
+    con = duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True)
+    assert con.execute("SELECT name FROM protocols ORDER BY name").fetchall() == [("p",)]
+    con.close()
+    with store.connect() as c:  # the session ended and released its connection and lock
+        assert c.execute("SELECT count(*) FROM protocols").fetchone() == (1,)
