@@ -2,7 +2,8 @@
 
 1. Renders HumanEval prompts with evalgate (protocol ``protocols/humaneval-smoke.yaml``, n and max_tokens from the
    flags) and writes them with the sampling values to a spec file.
-2. Alternating, ``--reps`` times, each in a fresh process so GPU memory starts empty:
+2. ``--reps`` times, in alternating order (plain first in even repetitions), each in a fresh process so GPU
+   memory starts empty:
    - plain: ``LLM(model, generation_config="vllm")`` and one ``LLM.generate`` over the same prompt texts with
      ``SamplingParams(n=N, seed=...)`` per prompt (the usual way to call vLLM);
    - evalgate: ``evalgate run --backend vllm`` on a fresh store (nothing cached).
@@ -115,9 +116,14 @@ def main() -> None:
     rows = []
     for rep in range(a.reps):
         env = dict(os.environ)
-        pw, p = run([sys.executable, str(Path(__file__).resolve()), "--plain-child", str(work / "spec.json")], env)
-        env["EVALGATE_HOME"] = str(work / f"home-{rep}")
-        ew, d = run(evalgate, env)
+        plain_cmd = [sys.executable, str(Path(__file__).resolve()), "--plain-child", str(work / "spec.json")]
+        env_e = {**env, "EVALGATE_HOME": str(work / f"home-{rep}")}
+        if rep % 2 == 0:  # alternate which side goes first
+            pw, p = run(plain_cmd, env)
+            ew, d = run(evalgate, env_e)
+        else:
+            ew, d = run(evalgate, env_e)
+            pw, p = run(plain_cmd, env)
         t = d["counts"]["timing"]
         row = {"plain_wall_s": pw, "plain_tok_per_s": p["completion_tokens"] / p["engine_plus_generate_s"],
                "plain_tokens": p["completion_tokens"], "evalgate_wall_s": ew,

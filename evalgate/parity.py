@@ -120,7 +120,7 @@ def parity(protocol_path: str | Path, checkpoint: str | Path, split: str, backen
     results = []
     for label, name, opts in (("a", backend_a, options_a), ("b", backend_b, options_b)):
         with progress_bars(progress):  # the model loads in get_backend or in generate
-            backend = get_backend(name, str(ckpt.model_dir), **(opts or {}))
+            backend = get_backend(name, str(ckpt.model_dir), tokenizer=tokenizer, **(opts or {}))
             t0 = time.perf_counter()
             results.append(backend.generate(requests))
         out[f"backend_{label}"] = {"name": name, "wall_s": time.perf_counter() - t0, **backend.info()}
