@@ -134,6 +134,7 @@ def render_prompt(protocol: LoadedProtocol, item: dict[str, Any], tokenizer: Any
                 text = _apply_chat(tokenizer, protocol, msgs)
         else:
             text = _apply_chat(tokenizer, protocol, msgs)
+    assert text is not None  # every branch above sets it or raises
     prefix = render_response_prefix(protocol, item)
     text = text + prefix
     return RenderedPrompt(str(item["id"]), text, prefix, hashlib.sha256(text.encode()).hexdigest(), merged)

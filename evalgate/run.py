@@ -324,10 +324,11 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
             def store_result(res: GenerationResult) -> None:
                 r = res.request
                 prompt = rendered[r.key]
-                rows = [{"item_id": r.key, "sample_index": j, "seed": s, "prompt_sha256": prompt.sha256,
-                         "text": c.text, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
-                         "finish_reason": c.finish_reason}
-                        for j, s, c in zip(r.sample_indices, r.seeds, res.completions, strict=True)]
+                rows: list[dict[str, Any]] = [
+                    {"item_id": r.key, "sample_index": j, "seed": s, "prompt_sha256": prompt.sha256, "text": c.text,
+                     "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+                     "finish_reason": c.finish_reason}
+                    for j, s, c in zip(r.sample_indices, r.seeds, res.completions, strict=True)]
                 store.put_generations(ckpt.digest, protocol.sha256, rows, {prompt.sha256: prompt.text})
                 for row in rows:
                     cached[(row["item_id"], row["sample_index"], row["seed"])] = {**row, "fresh": True}
@@ -357,7 +358,8 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
         store.fail_run(run_id, f"{type(e).__name__}: {e}")
         raise
 
-    samples, per_item = [], defaultdict(list)
+    samples: list[dict[str, Any]] = []
+    per_item: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for (iid, j, seed), res in zip(keys, results, strict=True):
         g = cached[(iid, j, seed)]
         sample = {"item_id": iid, "sample_index": j, "seed": seed, "score": res.score, "status": res.status,

@@ -463,7 +463,7 @@ class Store:
 
     def access_rows(self, split: str | None = None, since: datetime | None = None) -> list[dict[str, Any]]:
         """Access-log rows in sequence order, optionally for one split and from a time on."""
-        sql, args = "SELECT * FROM access_log WHERE TRUE", []
+        sql, args = "SELECT * FROM access_log WHERE TRUE", list[Any]()
         if split:
             sql += " AND split=?"
             args.append(split)

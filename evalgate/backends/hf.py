@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 import transformers
@@ -66,7 +66,7 @@ class SeededSampler(LogitsProcessor):
         probs = torch.softmax(logits, dim=-1).cpu()
         chosen = torch.stack([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(self.generators)])
         out = torch.full_like(scores, float("-inf"))
-        return out.scatter(1, chosen.to(scores.device), 0.0)
+        return cast(torch.FloatTensor, out.scatter(1, chosen.to(scores.device), 0.0))
 
 
 def plan_batches(rows: Sequence[tuple[int, EffectiveParams]], token_budget: int) -> list[list[int]]:
@@ -147,7 +147,7 @@ class HFBackend:
                 model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.dtype))
             except (OSError, ValueError) as e:
                 raise EngineError(f"transformers could not load {self.model_dir}: {e}") from e
-            model.to(self.device).eval()
+            model.to(self.device).eval()  # type: ignore[arg-type]  # transformers' stub types .to() oddly
             gc = model.generation_config
             self._ckpt_eos = gc.eos_token_id
             self.ignored_generation_config = {
