@@ -124,3 +124,87 @@ def test_data_parallel_shards_cover_every_row_once() -> None:
 def test_unknown_option_is_bad_input(smollm2_dir: Path) -> None:
     with pytest.raises(BadInput, match="tensor_paralel_size"):
         vb.VLLMBackend(str(smollm2_dir), tensor_paralel_size=2)
+
+
+class _FakeEngine:
+    """Steps like vLLM's engine: each step returns the RequestOutputs of that step, finished or not (glue only; the
+    real engine needs a GPU: bench/gpu_check.py)."""
+
+    def __init__(self, steps: list[list[RequestOutput]]):
+        self.steps = steps
+
+    def has_unfinished_requests(self) -> bool:
+        return bool(self.steps)
+
+    def step(self) -> list[RequestOutput]:
+        return self.steps.pop(0)
+
+
+def _out(rid: str, text: str, finished: bool) -> RequestOutput:
+    c = CompletionOutput(index=0, text=text, token_ids=[1] * len(text), cumulative_logprob=None, logprobs=None,
+                         finish_reason="stop" if finished else None)
+    return RequestOutput(request_id=rid, prompt=None, prompt_token_ids=[9], prompt_logprobs=None, outputs=[c],
+                         finished=finished)
+
+
+def test_stream_engine_hands_out_each_request_as_it_finishes() -> None:
+    seen: list[tuple[int, str]] = []
+    events: list[str] = []
+
+    class FakeLLM:
+        def __init__(self) -> None:
+            # request "1" finishes in the first step, "0" only in the third: out of order, as the engine does
+            self.llm_engine = _FakeEngine([[_out("0", "a", False), _out("1", "bb", True)], [_out("0", "aa", False)],
+                                           [_out("0", "aaa", True)]])
+
+        def enqueue(self, prompts: list, params: list, use_tqdm: bool) -> list[str]:
+            assert [p["prompt_token_ids"] for p in prompts] == [[1, 2], [1, 3]]
+            assert all(isinstance(p, SamplingParams) for p in params) and params[1].seed == 8
+            # as vLLM 0.33 returns them: internal ids with a random suffix; outputs carry "0" and "1"
+            return ["0-1a2b3c4d", "1-9f8e7d6c"]
+
+    llm = FakeLLM()
+
+    def on_row(i: int, out: CompletionOutput) -> None:
+        seen.append((i, out.text))
+        events.append(f"row {i} with {len(llm.llm_engine.steps)} steps left")
+
+    vb.stream_engine(llm, [[1, 2], [1, 3]], [vb.sampling_params_kwargs(SAMPLED, 7),
+                                             vb.sampling_params_kwargs(SAMPLED, 8)], on_row)
+    assert seen == [(1, "bb"), (0, "aaa")]
+    assert events == ["row 1 with 2 steps left", "row 0 with 0 steps left"]  # stored before the engine is done
+
+
+def test_stream_engine_refuses_an_unknown_request_id() -> None:
+    class FakeLLM:
+        llm_engine = _FakeEngine([[_out("7", "x", True)]])
+
+        def enqueue(self, prompts: list, params: list, use_tqdm: bool) -> list[str]:
+            return ["0-1a2b3c4d"]
+
+    with pytest.raises(EngineError, match="'7'"):
+        vb.stream_engine(FakeLLM(), [[1]], [vb.sampling_params_kwargs(SAMPLED, 1)], lambda i, o: None)
+
+
+def test_real_vllm_has_the_calls_stream_engine_uses() -> None:
+    # vLLM's own source, not a fake (read, not imported: vllm.LLM needs packages the contract install lacks, e.g.
+    # xgrammar): LLM.enqueue takes the arguments used, and LLMEngine has the loop LLM.generate runs
+    import ast
+    import importlib.util
+
+    root = Path(importlib.util.find_spec("vllm").origin).parent
+
+    def methods(path: Path, cls: str) -> dict[str, list[str]]:
+        tree = ast.parse(path.read_text())
+        node = next(n for n in ast.walk(tree) if isinstance(n, ast.ClassDef) and n.name == cls)
+        return {f.name: [a.arg for a in f.args.args + f.args.kwonlyargs] for f in node.body
+                if isinstance(f, ast.FunctionDef)}
+
+    llm = methods(root / "entrypoints" / "llm.py", "LLM")
+    assert {"prompts", "sampling_params", "use_tqdm"} <= set(llm["enqueue"])
+    engine = methods(root / "v1" / "engine" / "llm_engine.py", "LLMEngine")
+    assert "step" in engine and "has_unfinished_requests" in engine
+    # the id mapping stream_engine relies on: outputs carry the external id, enqueue returns "<external>-<random>"
+    assert "request_id=external_req_id" in (root / "v1" / "engine" / "output_processor.py").read_text()
+    assert 'f"{request.external_req_id}-{random_uuid():.8}"' in (root / "v1" / "engine" / "input_processor.py"
+                                                                 ).read_text()

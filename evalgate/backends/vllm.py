@@ -1,4 +1,4 @@
-"""The ``vllm`` backend: vLLM's offline ``LLM`` engine in this process, one ``LLM.generate`` over every request.
+"""The ``vllm`` backend: vLLM's offline ``LLM`` engine in this process, every request queued in it at once.
 
 Decisions (and why):
 
@@ -19,8 +19,10 @@ Decisions (and why):
   so evalgate starts that many worker processes, each owning ``tensor_parallel_size`` GPUs
   (``CUDA_VISIBLE_DEVICES``) and an independent engine, and deals the sample requests out round-robin. Samples
   depend only on their own seeds, so sharding does not change any output.
-- Results are stored when ``LLM.generate`` returns (it is one blocking call); a crash during it loses that call's
-  work, not earlier runs' cache.
+- **Results as they finish**: every request is queued at once, as ``LLM.generate`` does, and the engine is
+  stepped the way ``LLM.generate`` steps it (``stream_engine``), but each request's completion is handed back as
+  soon as it finishes, so the run stores it at once and a killed run resumes from what was stored. Data-parallel
+  workers send their results when they finish.
 
 The translations protocol -> engine arguments (``engine_kwargs``, ``sampling_params_kwargs``) and engine output
 -> evalgate completion (``completion_from_output``) are plain functions, tested against vLLM's real classes.
@@ -130,13 +132,49 @@ def shard(n_rows: int, n_shards: int) -> list[list[int]]:
     return [s for s in ([i for i in range(n_rows) if i % n_shards == k] for k in range(n_shards)) if s]
 
 
+def stream_engine(llm: Any, prompts: list[list[int]], sps: list[dict[str, Any]],
+                  on_row: Callable[[int, Any], None]) -> None:
+    """Run every prompt through ``llm`` at once, handing each request's ``CompletionOutput`` to ``on_row(index,
+    output)`` as soon as that request finishes.
+
+    This is what ``LLM.generate`` does (vLLM 0.33 ``LLM._run_engine``: queue every request, then
+    ``llm_engine.step()`` while ``has_unfinished_requests()``), except that ``generate`` returns only when the last
+    request is done; here finished requests come out as they finish, so the run stores them at once and a killed
+    run resumes from them. Requests are queued with the public ``LLM.enqueue`` (vLLM >= 0.33); an engine without it
+    falls back to one ``LLM.generate`` call.
+
+    Raises:
+        EngineError: the engine reported a request id it was not given.
+    """
+    params = [SamplingParams(**kw) for kw in sps]
+    if not hasattr(llm, "enqueue"):
+        for i, o in enumerate(llm.generate(to_engine_prompts(prompts), params, use_tqdm=False)):
+            on_row(i, o.outputs[0])
+        return
+    ids = llm.enqueue(to_engine_prompts(prompts), params, use_tqdm=False)
+    # enqueue returns the engine's internal ids, "<id>-<8 random characters>" (vLLM 0.33
+    # InputProcessor.assign_request_id), while outputs carry the id LLM gave the request (a counter): map both.
+    row_of: dict[str, int] = {}
+    for i, r in enumerate(ids):
+        row_of[str(r)] = i
+        row_of.setdefault(str(r).rsplit("-", 1)[0], i)
+    engine = llm.llm_engine
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            if not out.finished:
+                continue
+            if out.request_id not in row_of:
+                raise EngineError(f"vLLM returned request id {out.request_id!r}, which evalgate did not queue")
+            on_row(row_of[out.request_id], out.outputs[0])
+
+
 def _run_engine(kwargs: dict[str, Any], prompts: list[list[int]], sps: list[dict[str, Any]]) -> list[Any]:
-    """One LLM.generate over all prompts; returns per prompt (text, token_ids, finish_reason) of its sample."""
+    """One engine over all prompts (``stream_engine``); returns each prompt's ``CompletionOutput``, in order."""
     from vllm import LLM
 
-    llm = LLM(**kwargs)
-    outs = llm.generate(to_engine_prompts(prompts), [SamplingParams(**kw) for kw in sps], use_tqdm=False)
-    return [o.outputs[0] for o in outs]
+    outs: list[Any] = [None] * len(prompts)
+    stream_engine(LLM(**kwargs), prompts, sps, outs.__setitem__)
+    return outs
 
 
 def _dp_worker(devices: str, kwargs: dict[str, Any], prompts: list[list[int]], sps: list[dict[str, Any]],
@@ -215,7 +253,10 @@ class VLLMBackend:
 
     def generate(self, requests: Sequence[GenerationRequest],
                  on_result: Callable[[GenerationResult], None] | None = None) -> list[GenerationResult]:
-        """Generate every sample of every request with one ``LLM.generate`` call (per data-parallel worker).
+        """Generate every sample of every request, all queued in one engine at once (per data-parallel worker).
+
+        In one process (``data_parallel_size`` 1) a request's result goes to ``on_result`` as soon as its last
+        sample finishes (``stream_engine``); with data-parallel workers, when its worker finishes.
 
         Raises:
             EngineError: the engine failed to start or generate, or aborted a request.
@@ -225,26 +266,33 @@ class VLLMBackend:
                    for r in requests]
         prompts = [encoded[ri] for ri, _ in rows]
         sps = [sampling_params_kwargs(requests[ri].params, requests[ri].seeds[j]) for ri, j in rows]
+        per_req: dict[int, dict[int, Completion]] = {i: {} for i in range(len(requests))}
+        results: list[GenerationResult | None] = [None] * len(requests)
+
+        def take(k: int, out: Any) -> None:
+            ri, j = rows[k]
+            per_req[ri][j] = completion_from_output(out, len(encoded[ri]))
+            if len(per_req[ri]) == len(requests[ri].seeds):
+                res = GenerationResult(requests[ri], tuple(per_req[ri][x] for x in range(len(requests[ri].seeds))))
+                results[ri] = res
+                if on_result:
+                    on_result(res)
+
         try:
-            outs = self._generate_all(prompts, sps)
+            if self.data_parallel_size == 1:
+                from vllm import LLM
+
+                stream_engine(LLM(**self.kwargs), prompts, sps, take)
+            else:
+                for k, out in enumerate(self._generate_data_parallel(prompts, sps)):
+                    take(k, out)
         except EngineError:
             raise
         except Exception as e:  # noqa: BLE001 - any engine failure becomes an EngineError with context
             raise EngineError(f"vLLM failed: {type(e).__name__}: {e}") from e
-        per_req: dict[int, dict[int, Completion]] = {i: {} for i in range(len(requests))}
-        for (ri, j), out in zip(rows, outs, strict=True):
-            per_req[ri][j] = completion_from_output(out, len(encoded[ri]))
-        results = []
-        for ri, r in enumerate(requests):
-            res = GenerationResult(r, tuple(per_req[ri][j] for j in range(len(r.seeds))))
-            results.append(res)
-            if on_result:
-                on_result(res)
-        return results
+        return [r for r in results if r is not None]
 
-    def _generate_all(self, prompts: list[list[int]], sps: list[dict[str, Any]]) -> list[Any]:
-        if self.data_parallel_size == 1:
-            return _run_engine(self.kwargs, prompts, sps)
+    def _generate_data_parallel(self, prompts: list[list[int]], sps: list[dict[str, Any]]) -> list[Any]:
         import multiprocessing as mp
 
         tp = self.kwargs["tensor_parallel_size"]
