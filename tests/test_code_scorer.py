@@ -14,6 +14,7 @@ from evalgate.scoring.code import (
     extract_program,
     netns_available,
     pidns_available,
+    rofs_available,
 )
 
 # Inside a PID namespace os.getpid() is the namespace's number; /proc is the host's, so the first NSpid field
@@ -79,7 +80,7 @@ def test_forked_sleeping_child_is_killed(tmp_path: Path) -> None:
     pidfile = tmp_path / "pids"
     prog = (f"import os, time\nif os.fork() == 0:\n    open({str(pidfile)!r}, 'w').write(str({HOST_PID}))\n"
             "    time.sleep(60)\n    os._exit(0)\ntime.sleep(0.3)\n")
-    res = run_code(prog, timeout_s=10.0)
+    res = run_code(prog, timeout_s=10.0, writable=[str(tmp_path)])
     assert res.status == "passed", res.stderr
     assert _gone(_pids(pidfile, 1)), "the forked child survived the sandbox"
 
@@ -89,7 +90,7 @@ def test_child_and_grandchild_are_killed_on_timeout(tmp_path: Path) -> None:
     prog = (f"import os, time\nif os.fork() == 0:\n    os.fork()\n"
             f"    open({str(pidfile)!r}, 'a').write(str({HOST_PID}) + ' ')\n    time.sleep(60)\n"
             "time.sleep(60)\n")
-    res = run_code(prog, timeout_s=3.0)
+    res = run_code(prog, timeout_s=3.0, writable=[str(tmp_path)])
     assert res.status == "timeout"
     assert _gone(_pids(pidfile, 2)), "a child or grandchild survived the timeout"
 
@@ -107,7 +108,7 @@ def test_setsid_escapee_is_killed(tmp_path: Path, timeout_s: float) -> None:
             f"        open({str(pidfile)!r}, 'w').write(str({HOST_PID}))\n        time.sleep(60)\n"
             "    os._exit(0)\n"
             f"time.sleep({0.5 if timeout_s > 5 else 60})\n")
-    res = run_code(prog, timeout_s=timeout_s)
+    res = run_code(prog, timeout_s=timeout_s, writable=[str(tmp_path)])
     assert res.status == ("passed" if timeout_s > 5 else "timeout"), res.stderr
     assert "pidns" in res.isolation
     assert _gone(_pids(pidfile, 1)), "a setsid() child escaped the sandbox"
@@ -146,6 +147,27 @@ def test_file_size_limit(tmp_path: Path) -> None:
     assert run_code("open('small', 'wb').write(b'x' * (3 << 19))\n", file_size_mb=2).status == "passed"
 
 
+def test_file_system_is_read_only_outside_the_program_directory(tmp_path: Path) -> None:
+    if not rofs_available():
+        pytest.skip("no private mount namespace with mount and setpriv here (needs root or user namespaces): "
+                    "programs can write wherever the scorer's user can; the documented remaining gap")
+    victim = tmp_path / "keep.txt"
+    victim.write_text("precious")
+    # what a careless completion might do: delete a file, write beside it, and try to undo the protection
+    prog = (f"import os, subprocess\nopen('scratch.txt', 'w').write('own directory is writable')\n"
+            f"for attempt in (lambda: os.remove({str(victim)!r}), lambda: open({str(tmp_path / 'new.txt')!r}, 'w')):\n"
+            "    try:\n        attempt()\n    except OSError as e:\n        assert e.errno == 30, e  # EROFS\n"
+            "    else:\n        raise SystemExit('wrote outside its directory')\n"
+            "assert subprocess.run(['mount', '-o', 'remount,bind,rw', '/'], capture_output=True).returncode != 0\n")
+    res = run_code(prog, timeout_s=10.0)
+    assert res.status == "passed", res.stderr
+    assert "rofs" in res.isolation
+    assert victim.read_text() == "precious" and not (tmp_path / "new.txt").exists()
+    # the same program where the directory is declared writable does delete the file: the check above can fail
+    assert run_code(prog, timeout_s=10.0, writable=[str(tmp_path)]).status == "failed"
+    assert not victim.exists()
+
+
 def test_run_many_keeps_order_and_uses_every_core(tmp_path: Path) -> None:
     cores = available_cores()
     # Each program records when it slept; the sleeps overlap as many at a time as there are workers.
@@ -153,7 +175,7 @@ def test_run_many_keeps_order_and_uses_every_core(tmp_path: Path) -> None:
              f"open({str(tmp_path / str(i))!r}, 'w').write(f'{{t}} {{time.time()}}')\n"
              f"raise SystemExit({i % 2})\n"
              for i in range(2 * cores)]
-    res = run_many(progs)
+    res = run_many(progs, writable=[str(tmp_path)])
     assert [r.status for r in res] == ["passed", "failed"] * cores
     spans = [tuple(map(float, (tmp_path / str(i)).read_text().split())) for i in range(2 * cores)]
     overlap = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)

@@ -8,9 +8,17 @@ namespaces), the program also runs in
 - a new, empty network namespace (``unshare --net``): only a loopback that is down, so connections fail;
 - a new PID namespace (``unshare --pid --fork --kill-child``) whose init is ``/bin/sh`` running the program:
   when the program exits or is killed, the kernel kills every process left in the namespace, including a child
-  that called ``setsid()`` to leave the process group, which killing the group alone would miss.
+  that called ``setsid()`` to leave the process group, which killing the group alone would miss;
+- with the PID namespace, where ``mount`` and ``setpriv`` work, a private mount namespace in which the whole file
+  system is read-only except the program's own temporary directory (``mount --bind`` it, then
+  ``mount -o remount,bind,ro /``), and the program runs without ``CAP_SYS_ADMIN`` (``setpriv
+  --bounding-set=-sys_admin``), so it cannot remount anything writable: a completion that deletes or overwrites
+  files (``shutil.rmtree(os.path.expanduser("~"))``) fails with "Read-only file system" instead. Other mounts
+  (``/dev/shm``, ``/proc``, ``/sys``) are left as they are; this guards against accidents and careless code, not
+  against a determined attacker running as root.
 
-``ExecResult.isolation`` says which of these were used (``netns+pidns``, ``pidns``, ``netns`` or ``none``).
+``ExecResult.isolation`` says which of these were used (``netns+pidns+rofs``, ``netns+pidns``, ``pidns+rofs``,
+``pidns``, ``netns`` or ``none``).
 Many programs run in parallel, one per available core by default.
 """
 
@@ -21,6 +29,7 @@ import os
 import re
 import resource
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -95,6 +104,44 @@ def _unshare_prefix(net: bool, pid: bool) -> tuple[str, ...] | None:
     return cmd if r.returncode == 0 else None
 
 
+# Run by the PID namespace's init shell: make the program's directory ($0) its own mount and enter it (the working
+# directory inherited from Popen still points below the old mount), turn the rest of the file system read-only,
+# then run the program without the capability that could undo it. sh stays init (see sandbox_command).
+def _rofs_script(writable: Sequence[str] = ()) -> str:
+    """The init shell's script; ``writable``: further directories bind-mounted writable (tests use it to let a
+    program report back)."""
+    binds = "".join(f"mount --bind {q} {q} && " for q in map(shlex.quote, writable))
+    return (f'mount --bind "$0" "$0" && {binds}cd "$0" && mount -o remount,bind,ro / && '
+            'setpriv --bounding-set=-sys_admin -- "$@"; exit $?')
+
+
+@functools.lru_cache(maxsize=4)
+def _rofs_works(net: bool) -> bool:
+    """Whether the read-only file system layer works with these namespaces here (checked once): the probe must
+    write its own directory and fail to write outside it."""
+    prefix = _unshare_prefix(net, True)
+    if prefix is None or not (shutil.which("mount") and shutil.which("setpriv")):
+        return False
+    probe = tempfile.mkdtemp(prefix="evalgate-rofs-")
+    outside = tempfile.mkdtemp(prefix="evalgate-rofs-out-")
+    try:
+        test = 'touch in && ! touch "$2/out" 2>/dev/null && ! mount -o remount,bind,rw / 2>/dev/null'
+        r = subprocess.run([*prefix, "--mount", "--propagation", "private", "/bin/sh", "-c", _rofs_script(), probe,
+                            "/bin/sh", "-c", test, "sh", probe, outside], capture_output=True, timeout=10)
+        return (r.returncode == 0 and os.path.exists(os.path.join(probe, "in"))
+                and not os.path.exists(os.path.join(outside, "out")))
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    finally:
+        shutil.rmtree(probe, ignore_errors=True)
+        shutil.rmtree(outside, ignore_errors=True)
+
+
+def rofs_available(network: bool = False) -> bool:
+    """Whether programs run on a read-only file system except their own directory (see the module docstring)."""
+    return _rofs_works(not network)
+
+
 def netns_available() -> bool:
     """Whether ``unshare --net`` (a new, empty network namespace) works here; checked once per process."""
     return _unshare_prefix(True, False) is not None
@@ -105,10 +152,11 @@ def pidns_available() -> bool:
     return _unshare_prefix(False, True) is not None
 
 
-def sandbox_command(path: str, network: bool) -> tuple[list[str], str]:
+def sandbox_command(path: str, network: bool, writable: Sequence[str] = ()) -> tuple[list[str], str]:
     """The command that runs the program at ``path`` and the isolation it gets (see the module docstring).
 
     Namespaces are tried strongest first: network and PID, then PID alone, then network alone, then none.
+    ``writable``: directories that stay writable besides the program's own under the read-only file system.
     """
     python = [sys.executable, "-I", "-B", path]
     wants = [(n, p) for n, p in ((True, True), (False, True), (True, False)) if not (network and n)]
@@ -120,6 +168,9 @@ def sandbox_command(path: str, network: bool) -> tuple[list[str], str]:
         if pid:
             # /bin/sh is the namespace's init, so the program keeps ordinary signal semantics (an init ignores
             # signals it has no handler for); sh reports a program killed by signal N as exit status 128 + N.
+            if _rofs_works(net):
+                return [*prefix, "--mount", "--propagation", "private", "/bin/sh", "-c", _rofs_script(writable),
+                        os.path.dirname(path), *python], name + "+rofs"
             return [*prefix, "/bin/sh", "-c", '"$@"; exit $?', "sh", *python], name
         return [*prefix, *python], name
     return python, "none"
@@ -158,7 +209,7 @@ def _wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
 
 
 def run_code(program: str, timeout_s: float = 10.0, cpu_s: int = 10, memory_mb: int = 1024,
-             file_size_mb: int = 16, network: bool = False) -> ExecResult:
+             file_size_mb: int = 16, network: bool = False, writable: Sequence[str] = ()) -> ExecResult:
     """Run a Python program in a sandbox (see module docstring) and report how it ended.
 
     Args:
@@ -168,6 +219,8 @@ def run_code(program: str, timeout_s: float = 10.0, cpu_s: int = 10, memory_mb: 
         memory_mb: address-space limit (RLIMIT_AS), MiB.
         file_size_mb: largest file the program may write (RLIMIT_FSIZE), MiB.
         network: allow network access (otherwise a new network namespace is used where available).
+        writable: directories the program may write besides its own temporary one, where the file system is made
+            read-only (``rofs`` in ``isolation``).
 
     Returns:
         ExecResult; a program that cannot be started gives status ``error``, never an exception.
@@ -176,7 +229,7 @@ def run_code(program: str, timeout_s: float = 10.0, cpu_s: int = 10, memory_mb: 
     path = os.path.join(workdir, "program.py")
     with open(path, "w", encoding="utf-8") as f:
         f.write(program)
-    cmd, isolation = sandbox_command(path, network)
+    cmd, isolation = sandbox_command(path, network, writable)
     env = {"PATH": "/usr/bin:/bin", "HOME": workdir, "TMPDIR": workdir, "PYTHONHASHSEED": "0",
            "LANG": "C.UTF-8"}
     t0 = time.perf_counter()
