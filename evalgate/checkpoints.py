@@ -154,6 +154,29 @@ def dir_digest(model_dir: Path, cache: DigestCache | None = None) -> str:
     return h.hexdigest()
 
 
+def check_weight_files(model_dir: Path) -> None:
+    """Refuse a directory whose ``*.safetensors`` files are truncated or malformed, before any split is read.
+
+    ``safetensors.safe_open`` reads only the header and checks that the tensors it lists cover the file exactly
+    (a cut-off copy fails with "incomplete metadata, file not fully covered"); a few milliseconds per file.
+    Without the safetensors package (no hf extra) nothing is checked here.
+
+    Raises:
+        BadInput: a weights file cannot be opened, naming it.
+    """
+    try:
+        from safetensors import safe_open
+    except ImportError:
+        return
+    for f in sorted(model_dir.glob("*.safetensors")):
+        try:
+            with safe_open(str(f), "numpy"):
+                pass
+        except Exception as e:  # noqa: BLE001 - SafetensorError, OSError: any failure means the file is unusable
+            raise BadInput(f"checkpoint weights {f} cannot be read ({type(e).__name__}: {e}); it is truncated or "
+                           "damaged (an interrupted copy or download?). Copy it again") from e
+
+
 def models_dir() -> Path:
     """Where converted GGUF checkpoints are cached: ``$EVALGATE_MODELS``, else ``$EVALGATE_HOME/models``."""
     if os.environ.get("EVALGATE_MODELS"):
@@ -245,11 +268,17 @@ def resolve_checkpoint(
     if p.is_file():
         if p.suffix != ".gguf":
             raise BadInput(f"checkpoint {path} is a file but not .gguf; pass an HF model directory or a .gguf file")
+        with open(p, "rb") as f:
+            magic = f.read(4)
+        if magic != b"GGUF":  # the GGUF format's first four bytes (ggml docs/gguf.md)
+            raise BadInput(f"checkpoint {path} is not a GGUF file (it does not start with the bytes 'GGUF'; it starts "
+                           f"with {magic!r}); a truncated or failed download? Pass a complete .gguf file")
         cache = DigestCache()
         digest = cache.sha256(p)
         cache.save()
         return Checkpoint(p, "gguf", digest, convert_gguf(p, digest), train_run, train_seed, step)
     digest = dir_digest(p)
+    check_weight_files(p)
     if step is None:
         m = _STEP_RE.search(p.name)
         state = _trainer_state(p)

@@ -1,8 +1,9 @@
 """The ``evalgate`` command line: each command parses flags, calls one library function and prints.
 
 Exit codes (DESIGN.md): 0 success / gate PASS; 1 gate FAIL or protocol drift; 2 bad input or refused by policy;
-3 internal or engine error; 141 when the reader closed stdout early (``| head``), quietly. ``--json`` prints one
-JSON document on stdout; progress and logs go to stderr (and ``--json`` turns every progress bar off).
+3 internal or engine error; 130 on Ctrl-C; 141 when the reader closed stdout early (``| head``), quietly.
+``--json`` prints one JSON document on stdout; progress and logs go to stderr (and ``--json`` turns every progress
+bar off).
 User errors print one line without a traceback; ``EVALGATE_DEBUG=1`` re-raises them.
 """
 
@@ -29,7 +30,8 @@ def _dump(doc: Any) -> None:
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn EvalgateError into ``error: message`` on stderr and its exit code; anything else exits 3. A reader
-    that closes stdout early (``evalgate audit | head -1``) ends the command quietly with exit 141."""
+    that closes stdout early (``evalgate audit | head -1``) ends the command quietly with exit 141; Ctrl-C exits
+    130."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -40,6 +42,10 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
                 sys.stdout.flush()  # so a closed pipe shows up here, not as a traceback at interpreter exit
         except BrokenPipeError:
             _stdout_closed()
+        except KeyboardInterrupt:  # Ctrl-C: the shell convention 128 + SIGINT, not click's exit 1 (= gate FAIL)
+            click.echo("interrupted (Ctrl-C); a run stopped this way is marked interrupted and resumes from its "
+                       "stored samples when run again", err=True)
+            sys.exit(128 + signal.SIGINT)
         except EvalgateError as e:
             if os.environ.get("EVALGATE_DEBUG") == "1":
                 raise
@@ -307,7 +313,8 @@ def splits_import_audit(file: Path, rater: str | None, actor: str | None, as_jso
 @click.option("--checkpoint", required=True, type=click.Path(path_type=Path), help="HF directory or .gguf file.")
 @click.option("--split", required=True)
 @click.option("--backend", default="hf", show_default=True)
-@click.option("--seed", type=int, default=None, help="Sampling seed (default: the protocol's).")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None,
+              help="Sampling seed, 0 to 2**63-1 (default: the protocol's).")
 @click.option("--train-run", default=None)
 @click.option("--train-seed", type=int, default=None)
 @click.option("--step", type=int, default=None)
@@ -349,6 +356,39 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
                f"truncation rate {m['truncation_rate']:.3f}")
 
 
+# -- runs --------------------------------------------------------------------------------------------------------
+@main.command("runs")
+@click.option("--status", type=click.Choice(["complete", "running", "interrupted", "failed"]), default=None,
+              help="Only runs with this status.")
+@click.option("--split", default=None, help="Only runs on this split.")
+@click.option("--protocol", "protocol_name", default=None, help="Only runs under this protocol name.")
+@click.option("--limit", type=click.IntRange(1), default=20, show_default=True, help="The newest N runs.")
+@click.option("--json", "as_json", is_flag=True, help="Print the runs (all stored fields) as a JSON list.")
+@handle_errors
+def runs_cmd(status: str | None, split: str | None, protocol_name: str | None, limit: int, as_json: bool) -> None:
+    """List runs in the store, newest last: status (complete / running / interrupted / failed), protocol, split,
+    checkpoint, sampling seed, pass@1 (or mean score) and how many samples came from the cache."""
+    from evalgate.store import Store
+
+    where = {k: v for k, v in (("status", status), ("split", split), ("protocol_name", protocol_name)) if v}
+    rows = Store().runs(**where)[-limit:]
+    if as_json:
+        _dump(rows)
+        return
+    if not rows:
+        click.echo("no runs" + (f" matching {where}" if where else ""))
+        return
+    for r in rows:
+        m, c = r["metrics"] or {}, r["counts"] or {}
+        score = next((f"{k} {m[k]:.4f}" for k in ("pass@1", "mean_score") if k in m), "-")
+        ckpt = Path(r["checkpoint_path"]).name + (f" (step {r['step']})" if r["step"] is not None else "")
+        cached = f"{c['cached']}/{c['samples']} cached" if c else ""
+        click.echo(f"{r['run_id']}  {r['status']:<11} {r['protocol_name']}@{r['protocol_version']}  "
+                   f"{r['split']} ({r['tier']})  {ckpt}  seed {r['sampling_seed']}  {score}  {cached}".rstrip())
+        if r["status"] in ("failed", "interrupted") and r["error"]:
+            click.echo(f"    {r['error'][:200]}")
+
+
 # -- parity ------------------------------------------------------------------------------------------------------
 @main.command("parity")
 @click.option("--protocol", "protocol_path", required=True, type=click.Path(path_type=Path))
@@ -358,7 +398,8 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
 @click.option("--b", "backend_b", default="openai", show_default=True, help="Second backend.")
 @click.option("--a-option", multiple=True, metavar="KEY=VALUE", help="Option of backend a, repeatable.")
 @click.option("--b-option", multiple=True, metavar="KEY=VALUE", help="Option of backend b, repeatable.")
-@click.option("--seed", type=int, default=None, help="Sampling seed (default: the protocol's).")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None,
+              help="Sampling seed, 0 to 2**63-1 (default: the protocol's).")
 @click.option("--limit", type=int, default=None, help="Compare only the first N items.")
 @click.option("--actor", default=None)
 @click.option("--json", "as_json", is_flag=True)

@@ -83,8 +83,9 @@ class SamplingSpec(StrictModel):
     that cannot occur inside an answer (e.g. not ``.``, which would cut ``2.5``). Default: none."""
     n: int = Field(1, ge=1)
     """Samples per item (a count, >= 1). Default: 1."""
-    seed: int = 0
-    """Protocol sampling seed (an integer; ``evalgate run --seed`` overrides it per run). Each sample's seed
+    seed: int = Field(0, ge=0, le=2**63 - 1)
+    """Protocol sampling seed (an integer from 0 to 2**63-1, stored as a signed 64-bit integer; ``evalgate run
+    --seed`` overrides it per run). Each sample's seed
     is derived from (seed, item id, sample index), so a sample does not change when items are reordered or
     batched differently. Default: 0."""
     repetition_penalty: float = Field(1.0, gt=0.0)

@@ -249,7 +249,7 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
     protocol = load_protocol(protocol_path)
     verify(protocol)
     scorer = get_scorer(protocol)  # before any read or generation: a scorer may refuse the protocol
-    check_backend(opts.backend, opts.backend_options)  # a typo must not spend a budgeted read
+    backend_options = check_backend(opts.backend, opts.backend_options)  # a typo must not spend a budgeted read
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
         checkpoint, opts.train_run, opts.train_seed, opts.step)
     store = store or Store()
@@ -285,7 +285,7 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
     missing = [k for k in keys if k not in cached]
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     params = effective_params(protocol)
-    backend_info: dict[str, Any] = {"name": opts.backend, "options": opts.backend_options,
+    backend_info: dict[str, Any] = {"name": opts.backend, "options": backend_options,
                                     "chat_template_sha256": prompts.chat_template_sha256,
                                     "tokenizer": prompts.tokenizer_summary, "renderer": _renderer(),
                                     "prompts_from_run": prompts.from_run, "model_loaded": False}
@@ -317,7 +317,7 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
                                           params, tokenized[iid].ids if iid in tokenized else None)
                         for iid, js in by_item.items()]
             backend = get_backend(opts.backend, str(ckpt.model_dir), tokenizer=prompts.tokenizer,
-                                  **opts.backend_options)
+                                  **backend_options)
             bar = _progress(len(missing), "generate", opts.progress)
             new_tokens, g0 = [0], time.perf_counter()
 
@@ -354,6 +354,10 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
                 results.extend(scorer.score(to_score[c:c + SCORE_CHUNK]))
                 sbar.update(len(to_score[c:c + SCORE_CHUNK]))
         score_s = time.perf_counter() - s0
+    except KeyboardInterrupt:
+        store.fail_run(run_id, "stopped by the user (Ctrl-C); its stored generations are reused by the next "
+                       "identical run", status="interrupted")
+        raise
     except BaseException as e:
         store.fail_run(run_id, f"{type(e).__name__}: {e}")
         raise

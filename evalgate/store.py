@@ -22,7 +22,7 @@ from typing import Any
 import duckdb
 from filelock import FileLock
 
-from evalgate.errors import BadInput, EvalgateError
+from evalgate.errors import BadInput
 
 
 def home() -> Path:
@@ -161,11 +161,15 @@ class Store:
     def __init__(self, path: str | Path | None = None, clock: Callable[[], datetime] = now):
         self.path = Path(path) if path else home() / "evalgate.duckdb"
         self.clock = clock
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(str(self.path) + ".lock")
         self._session: duckdb.DuckDBPyConnection | None = None
-        with self.connect():
-            pass
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.connect():
+                pass
+        except OSError as e:  # the lock file cannot be created: a read-only or unwritable directory
+            raise BadInput(f"cannot use the store {self.path}: {e}. evalgate writes there on every command (the "
+                           "access log and its lock); set EVALGATE_HOME to a writable directory") from e
 
     @contextmanager
     def session(self) -> Iterator[None]:
@@ -196,17 +200,25 @@ class Store:
         try:
             return duckdb.connect(str(self.path))
         except duckdb.Error as e:
-            raise EvalgateError(f"cannot open the store {self.path}: {e}") from e
+            raise BadInput(f"cannot open the store {self.path}: {type(e).__name__}: {e}. If the file is damaged, "
+                           "restore it from a backup (the access log and the generation cache live in it), or set "
+                           "EVALGATE_HOME to another directory to start a new store there") from e
 
-    @staticmethod
     @contextmanager
-    def _transaction(con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
+    def _transaction(self, con: duckdb.DuckDBPyConnection) -> Iterator[duckdb.DuckDBPyConnection]:
         con.execute("BEGIN TRANSACTION")
         try:
             yield con
             con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
+        except BaseException as e:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass  # a damaged file can fail the rollback too; the error below says what happened
+            if isinstance(e, duckdb.IOException):  # the file cannot be read: damaged or truncated
+                raise BadInput(f"the store {self.path} cannot be read ({e}); it is damaged or truncated. Restore it "
+                               "from a backup (the access log and the generation cache live in it), or set "
+                               "EVALGATE_HOME to another directory to start a new store there") from e
             raise
 
     @contextmanager
@@ -292,10 +304,12 @@ class Store:
             con.execute("""UPDATE runs SET status='complete', finished_at=?, wall_s=?, metrics=?, counts=?
                            WHERE run_id=?""", [now(), wall_s, json.dumps(metrics), json.dumps(counts), run_id])
 
-    def fail_run(self, run_id: str, error: str) -> None:
+    def fail_run(self, run_id: str, error: str, status: str = "failed") -> None:
+        """Mark a run ended without samples: ``failed``, or ``interrupted`` (stopped by the user; like a killed
+        run, its stored generations are reused by the next identical run)."""
         with self.connect() as con:
-            con.execute("UPDATE runs SET status='failed', finished_at=?, error=? WHERE run_id=?",
-                        [now(), error, run_id])
+            con.execute("UPDATE runs SET status=?, finished_at=?, error=? WHERE run_id=?",
+                        [status, now(), error, run_id])
 
     def mark_interrupted_runs(self, host: str, is_alive: Callable[[int], bool]) -> list[str]:
         """Mark ``running`` runs started on ``host`` by a process that no longer exists as ``interrupted``.

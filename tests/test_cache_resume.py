@@ -173,3 +173,37 @@ def test_resumed_samples_equal_uninterrupted_ones(home: Path, smollm2_dir: Path,
     resumed = evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), separate)
     assert resumed["counts"]["cached"] == 1 and resumed["counts"]["generated"] == 1
     assert _texts(separate, resumed["run_id"]) == _texts(together, doc["run_id"])
+
+
+def test_ctrl_c_exits_130_and_marks_the_run_interrupted(home: Path, smollm2_dir: Path,
+                                                         humaneval_records: list[dict]) -> None:
+    # fresh-user finding: Ctrl-C used to exit 1 (click's "Aborted!", which reads as gate FAIL) and mark the run
+    # failed; 130 is the shell's code for SIGINT, and the run can resume like a killed one
+    items = [{"id": r["task_id"], **r} for r in humaneval_records[:4]]
+    write_split("he-four", "smoke", items, {"source": "test"})
+    proto = _protocol(home, "sigint", n=1, max_tokens=8)
+    args = [sys.executable, "-m", "evalgate.cli", "run", "--protocol", str(proto), "--checkpoint", str(smollm2_dir),
+            "--split", "he-four", "--json", "--backend-option", "token_budget=1"]
+    store = Store()
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=os.environ.copy())
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and proc.poll() is None:
+        with store.connect() as con:
+            if con.execute("SELECT count(*) FROM generations").fetchone()[0] >= 1:
+                break
+        time.sleep(0.1)
+    assert proc.poll() is None, f"the run ended before it could be interrupted: {proc.stderr.read().decode()[-500:]}"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 130, err.decode()[-800:]
+    assert "interrupted (Ctrl-C)" in err.decode() and "Traceback" not in err.decode()
+    (run,) = store.runs()
+    assert run["status"] == "interrupted" and "Ctrl-C" in run["error"]
+    # and `evalgate runs` shows it, with why it ended; the JSON form carries every stored field
+    listed = subprocess.run([sys.executable, "-m", "evalgate.cli", "runs", "--status", "interrupted"],
+                            capture_output=True, text=True, cwd=REPO, env=os.environ.copy(), timeout=120)
+    assert listed.returncode == 0, listed.stderr
+    assert run["run_id"] in listed.stdout and "interrupted" in listed.stdout and "Ctrl-C" in listed.stdout
+    as_json = subprocess.run([sys.executable, "-m", "evalgate.cli", "runs", "--json", "--status", "complete"],
+                             capture_output=True, text=True, cwd=REPO, env=os.environ.copy(), timeout=120)
+    assert as_json.returncode == 0 and json.loads(as_json.stdout) == []

@@ -95,6 +95,13 @@ def test_private_split_read_by_run_is_refused_and_logged(home: Path, frozen: Pat
     (["--backend-option", "token_budgett=5"], "unknown hf backend option(s) ['token_budgett']; known: device, "
                                               "dtype, token_budget"),
     (["--backend", "openai"], "the openai backend needs the server's URL"),
+    # values, not just names (fresh-user test: these used to fail after the read, with exit 3)
+    (["--backend-option", "token_budget=abc"], "token_budget='abc': Input should be a valid integer"),
+    (["--backend-option", "token_budget=-5"], "token_budget=-5: Input should be greater than or equal to 1"),
+    (["--backend-option", "dtype=float99"], "dtype='float99': Input should be 'float32', 'bfloat16' or 'float16'"),
+    (["--backend-option", "device=cuda:7"], "hf option device=cuda:7: no such CUDA device here"),
+    (["--backend", "openai", "--backend-option", "base_url=notaurl"], "base_url='notaurl': String should match"),
+    (["--seed", str(2 ** 64)], "--seed"),
 ])
 def test_bad_backend_is_refused_before_any_read(home: Path, frozen: Path, smollm2_dir: Path, flags: list[str],
                                                 message: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -124,3 +131,39 @@ def test_backend_option_registry_matches_constructors() -> None:
         if getattr(klass, "accepts_tokenizer", False):  # handed over by the run (get_backend), not a user option
             params.discard("tokenizer")
         assert params == set(BACKEND_OPTIONS[name][1]), name
+
+
+def test_bad_checkpoint_files_are_refused_before_any_read(home: Path, frozen: Path, smollm2_dir: Path,
+                                                          tmp_path: Path) -> None:
+    # fresh-user findings: both used to fail with exit 3 ("internal error"), the truncated one after the read
+    before = store_snapshot(home)
+    page = tmp_path / "model.gguf"
+    page.write_bytes(b"<html>404 Not Found</html>")  # what a failed download often leaves
+    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(page), "--split", "humaneval-smoke")
+    assert r.returncode == 2, r.stderr
+    assert "is not a GGUF file" in r.stderr and "b'<htm'" in r.stderr
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    for f in smollm2_dir.iterdir():
+        if f.name != "model.safetensors":
+            (cut / f.name).symlink_to(f)
+    with open(smollm2_dir / "model.safetensors", "rb") as src:
+        (cut / "model.safetensors").write_bytes(src.read(1 << 20))  # the first MiB: a cut-off copy
+    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(cut), "--split", "humaneval-smoke")
+    assert r.returncode == 2, r.stderr
+    assert f"checkpoint weights {cut / 'model.safetensors'} cannot be read" in r.stderr
+    assert "truncated or damaged" in r.stderr
+    assert store_snapshot(home) == before
+
+
+def test_damaged_store_says_what_to_do_and_is_left_as_it_was(tmp_path: Path) -> None:
+    bad = tmp_path / "badhome"
+    bad.mkdir()
+    garbage = b"not a database " * 100
+    (bad / "evalgate.duckdb").write_bytes(garbage)
+    r = subprocess.run([sys.executable, "-m", "evalgate.cli", "audit"], capture_output=True, text=True, cwd=REPO,
+                       env={**os.environ, "EVALGATE_HOME": str(bad)}, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "cannot open the store" in r.stderr and "restore it from a backup" in r.stderr
+    assert "EVALGATE_HOME" in r.stderr
+    assert (bad / "evalgate.duckdb").read_bytes() == garbage

@@ -14,7 +14,9 @@ import importlib.util
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from evalgate.errors import BadInput, MissingExtra
 
@@ -110,22 +112,82 @@ BACKENDS: dict[str, tuple[str, str, str]] = {
 }
 
 
-# name -> (engine package that must be importable, options the backend accepts). Checked by ``check_backend``
-# before a run reads any split, so a typo never spends a budgeted read; tests keep it equal to the signatures.
-BACKEND_OPTIONS: dict[str, tuple[str, frozenset[str]]] = {
-    "hf": ("transformers", frozenset({"device", "dtype", "token_budget"})),
-    "vllm": ("vllm", frozenset({"tensor_parallel_size", "data_parallel_size", "gpu_memory_utilization",
-                                "max_model_len", "dtype", "enforce_eager"})),
-    "openai": ("httpx", frozenset({"base_url", "model", "endpoint", "concurrency", "timeout_s", "max_retries",
-                                   "backoff_s", "use_n", "api_key"})),
+class _Options(BaseModel):
+    # strict: "abc" is not an int and true is not a number; an int is still accepted for a float
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class HFOptions(_Options):
+    """Values the ``hf`` backend accepts (``HFBackend``'s arguments; defaults there)."""
+
+    device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$")
+    dtype: Literal["float32", "bfloat16", "float16"] | None = None
+    token_budget: int = Field(32768, ge=1)
+
+
+class VLLMOptions(_Options):
+    """Values the ``vllm`` backend accepts (``VLLMBackend``'s arguments)."""
+
+    tensor_parallel_size: int = Field(1, ge=1)
+    data_parallel_size: int = Field(1, ge=1)
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
+    max_model_len: int | None = Field(None, ge=1)
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    enforce_eager: bool = False
+
+
+class OpenAIOptions(_Options):
+    """Values the ``openai`` backend accepts (``OpenAIBackend``'s arguments). A model name or key that reads as a
+    number (``model=7``) is taken as text."""
+
+    model_config = ConfigDict(coerce_numbers_to_str=True)
+    base_url: str | None = Field(None, pattern=r"^https?://")
+    model: str | None = Field(None, strict=False)
+    endpoint: Literal["completions", "chat"] = "completions"
+    concurrency: int = Field(8, ge=1)
+    timeout_s: float = Field(600.0, gt=0)
+    max_retries: int = Field(5, ge=0)
+    backoff_s: float = Field(0.5, ge=0)
+    use_n: bool = False
+    api_key: str | None = Field(None, strict=False)
+
+
+# name -> (engine package that must be importable, the options' model). Checked by ``check_backend`` before a run
+# reads any split, so a typo or a bad value never spends a budgeted read; tests keep the models equal to the
+# backends' signatures.
+BACKEND_OPTION_MODELS: dict[str, tuple[str, type[_Options]]] = {
+    "hf": ("transformers", HFOptions),
+    "vllm": ("vllm", VLLMOptions),
+    "openai": ("httpx", OpenAIOptions),
 }
+BACKEND_OPTIONS: dict[str, tuple[str, frozenset[str]]] = {
+    name: (engine, frozenset(model.model_fields)) for name, (engine, model) in BACKEND_OPTION_MODELS.items()}
 
 
-def check_backend(name: str, options: dict[str, Any]) -> None:
-    """Validate a backend name and its options without importing the engine.
+def _check_device(device: str) -> None:
+    """A GPU device must exist here (imports torch, only for a device other than cpu)."""
+    if device == "cpu":
+        return
+    import torch
+
+    if device.startswith("cuda"):
+        index = int(device.partition(":")[2] or 0)
+        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+            raise BadInput(f"hf option device={device}: no such CUDA device here (torch sees "
+                           f"{torch.cuda.device_count() if torch.cuda.is_available() else 0}; torch "
+                           f"{torch.__version__}); use device=cpu, or run on a machine with that GPU")
+    elif device == "mps" and not torch.backends.mps.is_available():
+        raise BadInput("hf option device=mps: Apple's MPS is not available here; use device=cpu")
+
+
+def check_backend(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """Validate a backend name and its options without importing the engine; returns the options as the backend
+    takes them (only those given; a number given for a text option becomes text).
 
     Raises:
-        BadInput: unknown backend, unknown option (lists the known ones), or the openai backend without a URL.
+        BadInput: unknown backend, unknown option (lists the known ones), a value of the wrong type or out of
+            range (``HFOptions``, ``VLLMOptions``, ``OpenAIOptions``), an hf GPU device this machine lacks, or the
+            openai backend without a URL.
         MissingExtra: the engine package is not installed (names the pip extra).
     """
     if name not in BACKENDS:
@@ -134,11 +196,19 @@ def check_backend(name: str, options: dict[str, Any]) -> None:
     unknown = sorted(set(options) - known)
     if unknown:
         raise BadInput(f"unknown {name} backend option(s) {unknown}; known: {', '.join(sorted(known))}")
+    try:
+        checked = BACKEND_OPTION_MODELS[name][1].model_validate(options).model_dump(exclude_unset=True)
+    except ValidationError as e:
+        bad = "; ".join(f"{'.'.join(map(str, err['loc']))}={err.get('input')!r}: {err['msg']}" for err in e.errors())
+        raise BadInput(f"bad {name} backend option value(s): {bad} (--backend-option KEY=VALUE)") from e
     if importlib.util.find_spec(engine) is None:
         raise MissingExtra(f"backend {name!r} needs {engine}: pip install 'evalgate[{BACKENDS[name][2]}]'")
+    if name == "hf":
+        _check_device(options.get("device", "cpu"))
     if name == "openai" and not (options.get("base_url") or os.environ.get("EVALGATE_OPENAI_BASE_URL")):
         raise BadInput("the openai backend needs the server's URL: pass base_url (e.g. --backend-option "
                        "base_url=http://127.0.0.1:8000/v1) or set EVALGATE_OPENAI_BASE_URL")
+    return checked
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:

@@ -23,6 +23,7 @@ from typing import Any, cast
 
 import torch
 import transformers
+from safetensors import SafetensorError
 from transformers import AutoModelForCausalLM, GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from evalgate.backends.base import (
@@ -33,7 +34,7 @@ from evalgate.backends.base import (
     cut_at_stop,
 )
 from evalgate.checkpoints import load_tokenizer
-from evalgate.errors import EngineError
+from evalgate.errors import BadInput, EngineError
 from evalgate.prompts import PromptEncoder
 
 
@@ -145,8 +146,9 @@ class HFBackend:
             t0 = time.perf_counter()
             try:
                 model = AutoModelForCausalLM.from_pretrained(self.model_dir, dtype=getattr(torch, self.dtype))
-            except (OSError, ValueError) as e:
-                raise EngineError(f"transformers could not load {self.model_dir}: {e}") from e
+            except (OSError, ValueError, SafetensorError) as e:  # missing, truncated or malformed checkpoint files
+                raise BadInput(f"transformers could not load the checkpoint {self.model_dir}: {type(e).__name__}: "
+                               f"{e}. Check that its files are complete (a truncated copy or download?)") from e
             model.to(self.device).eval()  # type: ignore[arg-type]  # transformers' stub types .to() oddly
             gc = model.generation_config
             self._ckpt_eos = gc.eos_token_id
