@@ -90,14 +90,16 @@ class OpenAIBackend:
         backoff_s: first backoff, seconds (doubles each retry). Default 0.5.
         use_n: ask for n samples per HTTP request (see module docstring). Default false.
         api_key: bearer token. Default ``$OPENAI_API_KEY`` if set.
+        tokenizer: the checkpoint's tokenizer if the run already loaded it (``get_backend`` hands it over).
     """
 
     name = "openai"
+    accepts_tokenizer = True
 
     def __init__(self, model_dir: str, base_url: str | None = None, model: str | None = None,
                  endpoint: str = "completions", concurrency: int = 8, timeout_s: float = 600.0,
                  max_retries: int = 5, backoff_s: float = 0.5, use_n: bool = False, api_key: str | None = None,
-                 **unknown: Any):
+                 tokenizer: Any = None, **unknown: Any):
         if unknown:
             raise BadInput(f"unknown openai backend option(s) {sorted(unknown)}; known: base_url, model, endpoint, "
                            "concurrency, timeout_s, max_retries, backoff_s, use_n, api_key")
@@ -117,7 +119,7 @@ class OpenAIBackend:
         self.max_retries, self.backoff_s, self.use_n = int(max_retries), float(backoff_s), bool(use_n)
         key = api_key or os.environ.get("OPENAI_API_KEY")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.tokenizer = load_tokenizer(self.model_dir)
+        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
         self.stats = {"http_requests": 0, "retries": 0, "short_n_fallbacks": 0}
 
     def info(self) -> dict[str, Any]:
