@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -163,6 +164,7 @@ class Store:
         self.clock = clock
         self._lock = FileLock(str(self.path) + ".lock")
         self._session: duckdb.DuckDBPyConnection | None = None
+        self._session_thread: int | None = None
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.connect():
@@ -178,22 +180,24 @@ class Store:
 
         Opening and closing DuckDB costs 15-50 ms per call here (the close checkpoints the write-ahead log), which
         is most of a fully cached run's store time. The lock is held for the whole block: use it around short,
-        store-only work, never around generation. Nested sessions reuse the outer one.
+        store-only work, never around generation. Nested sessions reuse the outer one. Only the thread that opened
+        the session uses its connection (DuckDB connections are not for concurrent use); other threads wait for the
+        lock as usual.
 
         Raises:
             EvalgateError: the database cannot be opened.
         """
-        if self._session is not None:
+        if self._session is not None and self._session_thread == threading.get_ident():
             yield
             return
         with self._lock:
             con = self._open()
             try:
                 self._migrate(con)
-                self._session = con
+                self._session, self._session_thread = con, threading.get_ident()
                 yield
             finally:
-                self._session = None
+                self._session, self._session_thread = None, None
                 con.close()
 
     def _open(self) -> duckdb.DuckDBPyConnection:
@@ -224,7 +228,7 @@ class Store:
     @contextmanager
     def connect(self) -> Iterator[duckdb.DuckDBPyConnection]:
         """A locked connection inside one transaction; committed on success, rolled back on error."""
-        if self._session is not None:
+        if self._session is not None and self._session_thread == threading.get_ident():
             with self._transaction(self._session) as con:
                 yield con
             return

@@ -48,3 +48,25 @@ def test_a_failing_call_in_a_session_keeps_what_earlier_calls_wrote(tmp_path: Pa
     con.close()
     with store.connect() as c:  # the session ended and released its connection and lock
         assert c.execute("SELECT count(*) FROM protocols").fetchone() == (1,)
+
+
+def test_another_thread_waits_for_the_session_instead_of_sharing_its_connection(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    store = Store(tmp_path / "s.duckdb")
+    order: list[str] = []
+
+    def other() -> None:
+        store.record_protocol("q", "1", "b" * 64, {})  # must not run inside the open session
+        order.append("other thread wrote")
+
+    with store.session():
+        t = threading.Thread(target=other)
+        t.start()
+        time.sleep(0.5)
+        order.append("session ends")
+    t.join(timeout=30)
+    assert order == ["session ends", "other thread wrote"]
+    with store.connect() as con:
+        assert con.execute("SELECT name FROM protocols").fetchall() == [("q",)]
