@@ -116,24 +116,31 @@ def test_cache_hits_and_misses_for_each_key_part(home: Path, smollm2_dir: Path, 
     assert _texts(store, first["run_id"]) == texts
 
 
-def test_sigkill_half_way_then_resume_regenerates_only_what_is_missing(home: Path, smollm2_dir: Path,
-                                                                        humaneval_records: list[dict]) -> None:
+def _start_four_item_run(home: Path, name: str, smollm2_dir: Path,
+                         humaneval_records: list[dict]) -> tuple[list[str], subprocess.Popen]:
+    """Start ``evalgate run`` on four HumanEval items, one sample per batch, in a subprocess; return once the first
+    generation is stored (the run is then half-way)."""
     items = [{"id": r["task_id"], **r} for r in humaneval_records[:4]]
     write_split("he-four", "smoke", items, {"source": "test"})
-    proto = _protocol(home, "resume", n=1, max_tokens=8)
+    proto = _protocol(home, name, n=1, max_tokens=8)
     args = [sys.executable, "-m", "evalgate.cli", "run", "--protocol", str(proto), "--checkpoint", str(smollm2_dir),
             "--split", "he-four", "--json", "--backend-option", "token_budget=1"]  # one sample per batch
     store = Store()
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=os.environ.copy())
-    stored = 0
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and proc.poll() is None:
         with store.connect() as con:
-            stored = con.execute("SELECT count(*) FROM generations").fetchone()[0]
-        if stored >= 1:
-            break
+            if con.execute("SELECT count(*) FROM generations").fetchone()[0] >= 1:
+                break
         time.sleep(0.1)
-    assert proc.poll() is None, f"the run ended before it could be killed: {proc.stderr.read().decode()[-500:]}"
+    assert proc.poll() is None, f"the run ended before it could be stopped: {proc.stderr.read().decode()[-500:]}"
+    return args, proc
+
+
+def test_sigkill_half_way_then_resume_regenerates_only_what_is_missing(home: Path, smollm2_dir: Path,
+                                                                        humaneval_records: list[dict]) -> None:
+    args, proc = _start_four_item_run(home, "resume", smollm2_dir, humaneval_records)
+    store = Store()
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     with store.connect() as con:
@@ -179,20 +186,8 @@ def test_ctrl_c_exits_130_and_marks_the_run_interrupted(home: Path, smollm2_dir:
                                                          humaneval_records: list[dict]) -> None:
     # fresh-user finding: Ctrl-C used to exit 1 (click's "Aborted!", which reads as gate FAIL) and mark the run
     # failed; 130 is the shell's code for SIGINT, and the run can resume like a killed one
-    items = [{"id": r["task_id"], **r} for r in humaneval_records[:4]]
-    write_split("he-four", "smoke", items, {"source": "test"})
-    proto = _protocol(home, "sigint", n=1, max_tokens=8)
-    args = [sys.executable, "-m", "evalgate.cli", "run", "--protocol", str(proto), "--checkpoint", str(smollm2_dir),
-            "--split", "he-four", "--json", "--backend-option", "token_budget=1"]
+    _, proc = _start_four_item_run(home, "sigint", smollm2_dir, humaneval_records)
     store = Store()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=os.environ.copy())
-    deadline = time.monotonic() + 600
-    while time.monotonic() < deadline and proc.poll() is None:
-        with store.connect() as con:
-            if con.execute("SELECT count(*) FROM generations").fetchone()[0] >= 1:
-                break
-        time.sleep(0.1)
-    assert proc.poll() is None, f"the run ended before it could be interrupted: {proc.stderr.read().decode()[-500:]}"
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 130, err.decode()[-800:]
