@@ -86,13 +86,19 @@ def effective_params(protocol: LoadedProtocol) -> EffectiveParams:
                            stop=tuple(s.stop), repetition_penalty=s.repetition_penalty)
 
 
+def _version(pkg: str) -> str | None:
+    """An installed package's version from its metadata (no import), None if it is not installed."""
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
 def _versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for pkg in ("evalgate", "transformers", "torch", "vllm", "duckdb", "math-verify"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            continue
+        if (v := _version(pkg)) is not None:
+            out[pkg] = v
     return out
 
 
@@ -124,6 +130,10 @@ def _tokenizer(protocol: LoadedProtocol, ckpt: Checkpoint) -> Any:
         raise
 
 
+# The fields of a ``run_prompts`` record (``Store.put_run_prompts``).
+_PROMPT_RECORD_FIELDS = ("item_id", "prompt_sha256", "system_merged", "prompt_tokens", "bos_count", "bos_added")
+
+
 def _prompt_record(r: RenderedPrompt, t: TokenizedPrompt | None) -> dict[str, Any]:
     """A ``run_prompts`` row: the prompt's hash and its special-token handling (None without a tokenizer)."""
     return {"item_id": r.item_id, "prompt_sha256": r.sha256, "system_merged": r.system_merged,
@@ -134,13 +144,7 @@ def _prompt_record(r: RenderedPrompt, t: TokenizedPrompt | None) -> dict[str, An
 def _renderer() -> dict[str, str | None]:
     """Versions of the code that renders and tokenizes prompts (evalgate, transformers), read from package
     metadata without importing them; recorded runs' prompts are reused only under the same versions."""
-    out: dict[str, str | None] = {}
-    for pkg in ("evalgate", "transformers"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            out[pkg] = None
-    return out
+    return {pkg: _version(pkg) for pkg in ("evalgate", "transformers")}
 
 
 @dataclass
@@ -174,11 +178,11 @@ def _render_prompts(protocol: LoadedProtocol, ckpt: Checkpoint, items: list[dict
 
 
 def _recorded_prompts(store: Store, protocol: LoadedProtocol, ckpt: Checkpoint, split_sha256: str,
-                      items: list[dict[str, Any]]) -> _Prompts | None:
+                      items: list[dict[str, Any]], renderer: dict[str, str | None]) -> _Prompts | None:
     """The prompts an earlier complete run rendered from the same checkpoint, protocol, split content and
     renderer versions (``Store.reusable_prompts``), or None. The response prefix is rendered again from the item
     (plain jinja2, no tokenizer)."""
-    found = store.reusable_prompts(ckpt.digest, protocol.sha256, split_sha256, _renderer())
+    found = store.reusable_prompts(ckpt.digest, protocol.sha256, split_sha256, renderer)
     if found is None:
         return None
     run, records = found
@@ -191,10 +195,9 @@ def _recorded_prompts(store: Store, protocol: LoadedProtocol, ckpt: Checkpoint, 
         prefix = render_response_prefix(protocol, it)
         rendered[r["item_id"]] = RenderedPrompt(r["item_id"], r["text"], prefix, r["prompt_sha256"],
                                                 r["system_merged"])
-    keep = ("item_id", "prompt_sha256", "system_merged", "prompt_tokens", "bos_count", "bos_added")
     info = run["backend_info"]
-    return _Prompts(rendered, {}, [{k: r[k] for k in keep} for r in records], info.get("chat_template_sha256"),
-                    info.get("tokenizer"), None, run["run_id"])
+    return _Prompts(rendered, {}, [{k: r[k] for k in _PROMPT_RECORD_FIELDS} for r in records],
+                    info.get("chat_template_sha256"), info.get("tokenizer"), None, run["run_id"])
 
 
 def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -273,7 +276,8 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
                 for it in items for j in range(sampling.n)]
         # A fully cached rerun takes its prompts from an earlier run rendered from the same inputs, so it loads no
         # tokenizer (and imports no transformers); anything missing means rendering and tokenizing now.
-        prompts = _recorded_prompts(store, protocol, ckpt, manifest.content_sha256, items)
+        renderer = _renderer()
+        prompts = _recorded_prompts(store, protocol, ckpt, manifest.content_sha256, items, renderer)
         if prompts is not None:
             cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s())
             if len(cached) < len(keys):
@@ -287,7 +291,7 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
     params = effective_params(protocol)
     backend_info: dict[str, Any] = {"name": opts.backend, "options": backend_options,
                                     "chat_template_sha256": prompts.chat_template_sha256,
-                                    "tokenizer": prompts.tokenizer_summary, "renderer": _renderer(),
+                                    "tokenizer": prompts.tokenizer_summary, "renderer": renderer,
                                     "prompts_from_run": prompts.from_run, "model_loaded": False}
     with store.session():
         manager.log_read(manifest, actor, opts.purpose, cached=not missing, checkpoint_digest=ckpt.digest,
