@@ -127,7 +127,7 @@ def main() -> None:
     print(json.dumps({"sample_rows": b["rows"], "reps": a.reps, "gate_plus_report_s_median": round(g, 2),
                       "baseline_group_by_s_median": round(bl, 3), "ratio": round(g / bl, 1),
                       "report_html_bytes": size, "verdict": "PASS" if v.passed else "FAIL",
-                      "best_steps": {s["train_seed"]: s["best"]["step"] for s in v.seeds}}))
+                      "best_steps": {s.train_seed: s.best.step if s.best else None for s in v.seeds}}))
 
 
 if __name__ == "__main__":

@@ -440,7 +440,7 @@ def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_ou
              markdown: Path | None, actor: str | None, as_json: bool) -> None:
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused)."""
-    from evalgate.gate import gate_and_report
+    from evalgate.report import gate_and_report
 
     verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out, markdown=markdown,
                                    actor=actor)

@@ -76,8 +76,8 @@ def main() -> int:
     _fresh_demo_home()
     from evalgate.checkpoints import resolve_checkpoint
     from evalgate.demo_train import TRAIN_CONFIG, addition_items, ensure_training
-    from evalgate.gate import gate_and_report
     from evalgate.protocols_ops import freeze
+    from evalgate.report import gate_and_report
     from evalgate.run import RunOptions, evaluate
     from evalgate.splits import write_split
     from evalgate.store import Store
@@ -113,14 +113,14 @@ def main() -> int:
                                    json_out=REPORTS / "demo.json", markdown=REPORTS / "demo.md")
     print(f"\ngate '{verdict.policy.name}' over {len(verdict.seeds)} training seeds: "
           f"{'PASS' if verdict.passed else 'FAIL'}")
-    for s in verdict.seeds:
+    for s in doc["seeds"]:
         b, last = s["best"], s["last"]
         dec = s.get("decision", {})
         print(f"  seed {s['train_seed']}: best step {b['step'] if b else '-'} (dev {b['value'] if b else 0:.3f}), "
               f"last step {last['step']}, failed {[c['step'] for c in s['failed']] or 'none'}; "
               f"private pass@1 {dec.get('value', float('nan')):.3f} ± {dec.get('stderr', float('nan')):.3f}")
-    if verdict.baseline.get("decision"):
-        bd = verdict.baseline["decision"]
+    if doc["baseline"].get("decision"):
+        bd = doc["baseline"]["decision"]
         print(f"  base model: private pass@1 {bd['value']:.3f} ± {bd['stderr']:.3f}")
     for r in verdict.rules:
         print(f"  [{'pass' if r.passed else 'FAIL'}] {r.rule}: {r.detail}")

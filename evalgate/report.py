@@ -1,5 +1,6 @@
 """Gate outputs: a self-contained HTML release report (jinja2, charts as inline SVG from matplotlib), JSON, JUnit XML
-and a Markdown summary (appended to ``$GITHUB_STEP_SUMMARY`` when set).
+and a Markdown summary (appended to ``$GITHUB_STEP_SUMMARY`` when set), and ``gate_and_report`` (what ``evalgate
+gate`` does). This module imports the gate; the gate never imports it.
 
 The HTML file has no external scripts, styles, fonts or images: everything is inline, so it opens offline and
 from a CI artifact store. No output holds per-item outputs of the private split.
@@ -19,8 +20,8 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
-from evalgate.gate import Verdict
-from evalgate.store import now
+from evalgate.gate import Verdict, load_policy, run_gate
+from evalgate.store import Store, now
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("evalgate", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
@@ -74,10 +75,10 @@ def charts(verdict: Verdict) -> list[dict[str, str]]:
         series = []
         for s in verdict.seeds:
             if key is None:
-                pts = [(c["step"], c["value"]) for c in s["checkpoints"]
-                       if c["step"] is not None and isinstance(c["value"], float) and math.isfinite(c["value"])]
+                pts = [(c.step, c.value) for c in s.checkpoints
+                       if c.step is not None and isinstance(c.value, float) and math.isfinite(c.value)]
             else:
-                pts = _thin(s.get("train_series", {}).get(key, []))
+                pts = _thin(s.train_series.get(key, []))
             if pts:
                 series.append((s, pts))
         if not series:
@@ -85,20 +86,21 @@ def charts(verdict: Verdict) -> list[dict[str, str]]:
         fig, ax = plt.subplots(figsize=(5.2, 2.6), layout="constrained")
         for s, pts in series:
             (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o" if key is None else None,
-                              markersize=3, linewidth=1.2, label=f"seed {s['train_seed']}")
+                              markersize=3, linewidth=1.2, label=f"seed {s.train_seed}")
             if key is None:
-                if s["best"]:
-                    ax.plot([s["best"]["step"]], [s["best"]["value"]], marker="*", markersize=12,
+                best = s.best
+                if best and best.step is not None and best.value is not None:
+                    ax.plot([best.step], [best.value], marker="*", markersize=12,
                             color=line.get_color(), linestyle="none")
-                for c in s["failed"]:
-                    if isinstance(c["value"], float) and math.isfinite(c["value"]):
-                        ax.plot([c["step"]], [c["value"]], marker="x", markersize=8, color="#cf222e",
+                for c in s.failed:
+                    if c.step is not None and isinstance(c.value, float) and math.isfinite(c.value):
+                        ax.plot([c.step], [c.value], marker="x", markersize=8, color="#cf222e",
                                 linestyle="none")
-            for d in s.get("diagnostics", []):
-                if key is not None or d["kind"] == "reward_hacking":
-                    ax.axvline(d["step"], color=line.get_color(), linestyle=":", linewidth=1)
-        if key is None and verdict.baseline.get("dev"):
-            v = verdict.baseline["dev"]["metrics"].get(verdict.policy.metric)
+            for d in s.diagnostics:
+                if key is not None or d.kind == "reward_hacking":
+                    ax.axvline(d.step, color=line.get_color(), linestyle=":", linewidth=1)
+        if key is None and verdict.baseline and verdict.baseline.dev:
+            v = verdict.baseline.dev.metrics.get(verdict.policy.metric)
             if isinstance(v, float):
                 ax.axhline(v, color="#57606a", linestyle="--", linewidth=1, label="baseline")
         ax.set_xlabel("training step")
@@ -172,7 +174,7 @@ def markdown_summary(verdict: Verdict) -> str:
              "| rule | outcome | detail |", "|---|---|---|"]
     lines += [f"| {r.rule} | {'pass' if r.passed else '**FAIL**'} | {_md(r.detail)} |" for r in verdict.rules]
     lines += ["", "| seed | best (step, dev) | decision | last step | failed steps |", "|---|---|---|---|---|"]
-    for s in verdict.seeds:
+    for s in d["seeds"]:
         b = s["best"]
         dec = s.get("decision", {})
         best = f"{b['step']}, {_fmt(b['value'])}" if b else "none"
@@ -210,3 +212,35 @@ def write_all(verdict: Verdict, out_dir: str | Path, stem: str, audit: dict[str,
              "junit": write_junit(verdict, o / f"{stem}.junit.xml")}
     md = write_markdown(verdict, o / f"{stem}.md")
     return {**{k: str(v) for k, v in paths.items()}, "markdown": [str(p) for p in md]}  # type: ignore[dict-item]
+
+
+def gate_and_report(policy_path: str | Path, store: Store | None = None, report: str | Path | None = None,
+                    junit: str | Path | None = None, json_out: str | Path | None = None,
+                    markdown: str | Path | None = None, actor: str | None = None) -> tuple[Verdict, dict[str, Any]]:
+    """Load a policy, run the gate and write the requested outputs (what ``evalgate gate`` does).
+
+    The Markdown summary is also appended to ``$GITHUB_STEP_SUMMARY`` when that is set.
+
+    Returns:
+        (verdict, the verdict's JSON document with the paths written).
+
+    Raises:
+        EvalgateError: see ``evalgate.gate.load_policy`` and ``evalgate.gate.run_gate``.
+    """
+    from evalgate.audit import audit_summary
+
+    store = store or Store()
+    verdict = run_gate(load_policy(policy_path), store, actor)
+    audit = audit_summary(store, verdict.policy.decision_split)
+    doc = verdict.as_dict()
+    if report:
+        doc["report"] = str(write_html(verdict, report, audit))
+    if junit:
+        doc["junit"] = str(write_junit(verdict, junit))
+    if json_out:
+        doc["json_out"] = str(write_json(verdict, json_out, audit))
+    written = write_markdown(verdict, markdown)
+    if markdown:
+        doc["markdown"] = str(markdown)
+    doc["step_summary"] = [str(p) for p in written if not markdown or str(p) != str(markdown)]
+    return verdict, doc

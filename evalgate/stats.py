@@ -11,9 +11,23 @@ from collections.abc import Sequence
 import numpy as np
 
 
+def stderr(values: Sequence[float] | np.ndarray) -> float:
+    """Standard error of the mean over independent units: ``sd(x) / sqrt(n)``, ``sd`` the sample standard deviation
+    (ddof=1) -- the central-limit estimate (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640).
+
+    Args:
+        values: shape ``(n,)``, one value per unit (item, or seed).
+
+    Returns:
+        The stderr; NaN for fewer than two values.
+    """
+    arr = np.asarray(values, dtype=float)
+    return float(arr.std(ddof=1) / math.sqrt(len(arr))) if len(arr) > 1 else float("nan")
+
+
 def mean_stderr(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and standard error of the mean over independent units (items): ``s / sqrt(n)`` with the sample
-    standard deviation ``s`` (ddof=1). The stderr is NaN for fewer than two values.
+    """Mean and standard error of the mean over independent units (items): ``s / sqrt(n)`` (see ``stderr``).
+    The stderr is NaN for fewer than two values.
 
     Returns:
         (mean, stderr).
@@ -24,8 +38,42 @@ def mean_stderr(values: Sequence[float]) -> tuple[float, float]:
     if len(values) == 0:
         raise ValueError("mean of zero values")
     arr = np.asarray(values, dtype=float)
-    se = float(arr.std(ddof=1) / math.sqrt(len(arr))) if len(arr) > 1 else float("nan")
-    return float(arr.mean()), se
+    return float(arr.mean()), stderr(arr)
+
+
+def stderr_items_paired(scores: np.ndarray) -> float:
+    """Stderr of the mean over seeds and items with items as the unit: ``sd_i(mean_s x_s,i) / sqrt(n)``.
+
+    The seeds share items, so each item's mean over seeds is one observation (Miller 2024, arXiv:2411.00640, on
+    clustered and repeated measurements of the same questions).
+
+    Args:
+        scores: shape ``(seeds, items)``.
+    """
+    return stderr(np.asarray(scores, dtype=float).mean(axis=0))
+
+
+def stderr_over_seeds(scores: np.ndarray) -> float:
+    """Stderr of the mean of per-seed means with seeds as the random unit: ``sd_s(mean_i x_s,i) / sqrt(S)``
+    (training-seed variance, Madaan et al. 2024, "Quantifying Variance in Evaluation Benchmarks", arXiv:2406.10229).
+
+    Args:
+        scores: shape ``(seeds, items)``; NaN for one seed.
+    """
+    return stderr(np.asarray(scores, dtype=float).mean(axis=1))
+
+
+def stderr_paired_difference(candidate: np.ndarray, baseline: np.ndarray) -> float:
+    """Stderr of the mean paired difference over the same items: ``sd_i(mean_s x_s,i - b_i) / sqrt(n)``
+    (the paired-differences
+    stderr of Miller 2024, arXiv:2411.00640).
+
+    Args:
+        candidate: shape ``(items,)`` or ``(seeds, items)``; several seeds are averaged per item first.
+        baseline: shape ``(items,)``, the same items in the same order.
+    """
+    cand = np.atleast_2d(np.asarray(candidate, dtype=float))
+    return stderr(cand.mean(axis=0) - np.asarray(baseline, dtype=float))
 
 
 def bootstrap_ci(values: Sequence[float], confidence: float = 0.95, resamples: int = 10_000,

@@ -24,7 +24,7 @@ def test_best_last_failed_and_triad(tmp_path: Path) -> None:
     built = fx.build(tmp_path / "runs")
     v = run_gate(_policy(tmp_path, fx.policy_dict(built["baseline"], min_seeds=2)), built["store"],
                  evaluate_decision=False)
-    seeds = {s["train_seed"]: s for s in v.seeds}
+    seeds = {s["train_seed"]: s for s in v.as_dict()["seeds"]}
     assert set(seeds) == {1, 2, 3}
     assert (seeds[1]["best"]["step"], seeds[1]["last"]["step"], [c["step"] for c in seeds[1]["failed"]]) == (30, 40, [])
     s2 = seeds[2]
@@ -50,7 +50,7 @@ def test_pass_and_statistics_by_hand(tmp_path: Path) -> None:
                          seeds_beat_baseline_share=1.0, max_length_inflation=1.5, max_truncation_rate=0.1,
                          reward_hacking=False)
     v = run_gate(_policy(tmp_path, pol), built["store"], evaluate_decision=False)
-    st = v.stats
+    st = v.as_dict()["stats"]
     # X1 mean 0.6, sample var 2.4/9; X2 mean 0.7, var 2.1/9 (n = 10)
     se1, se2 = math.sqrt(2.4 / 9 / 10), math.sqrt(2.1 / 9 / 10)
     assert st["aggregate"]["mean_of_seed_means"] == pytest.approx(0.65)
@@ -66,7 +66,8 @@ def test_pass_and_statistics_by_hand(tmp_path: Path) -> None:
         "min_seeds": True, "min_improvement": True, "seeds_beat_baseline": True, "max_truncation_rate": True,
         "max_length_inflation": True, "training_guards": True}
     assert v.passed
-    assert v.baseline["decision"]["value"] == pytest.approx(0.4)
+    assert v.as_dict()["baseline"]["decision"]["value"] == pytest.approx(0.4)
+    assert v.stats is not None and v.stats.baseline is not None and v.stats.baseline.value == pytest.approx(0.4)
 
 
 def test_length_inflation_and_min_improvement_fail(tmp_path: Path) -> None:
@@ -148,8 +149,9 @@ def test_fixed_value_baseline(tmp_path: Path) -> None:
     d = {**fx.policy_dict(built["baseline"]), "baseline": {"value": 0.5}, "train_run": "fx-run"}
     d["rules"] = {"min_improvement": 0.0, "seeds_beat_baseline_share": 1.0, "reward_hacking": False}
     v = run_gate(_policy(tmp_path, d), built["store"], evaluate_decision=False)
-    assert v.stats["difference"]["diff"] == pytest.approx(0.1)  # X1 mean 0.6 - 0.5
-    assert "fixed value" in v.stats["difference"]["method"]
+    assert v.stats is not None
+    assert v.stats.difference.diff == pytest.approx(0.1)  # X1 mean 0.6 - 0.5
+    assert "fixed value" in v.stats.difference.method
     assert {r.rule: r.passed for r in v.rules}["seeds_beat_baseline"] is True
 
 

@@ -42,3 +42,18 @@ def test_two_stage_bootstrap_constant_and_fixed_baseline() -> None:
     assert (r["diff"], r["low"], r["high"]) == pytest.approx((1.0, 1.0, 1.0))
     r = paired_bootstrap_diff(np.ones(5), 0.25, 0.9, 500)
     assert (r["low"], r["high"]) == pytest.approx((0.75, 0.75))
+
+
+def test_stderr_functions_by_hand() -> None:
+    from evalgate.stats import stderr, stderr_items_paired, stderr_over_seeds, stderr_paired_difference
+
+    assert stderr([1, 0, 1, 1]) == pytest.approx(0.25)  # sqrt(0.25 / 4)
+    assert math.isnan(stderr([0.5]))
+    cand = np.array([[1, 0, 1, 0], [1, 1, 1, 0]], dtype=float)
+    # per-item means over seeds [1, .5, 1, 0]: mean .625, squared deviations sum .6875, var .6875 / 3
+    assert stderr_items_paired(cand) == pytest.approx(math.sqrt(0.6875 / 3 / 4))
+    # seed means .5 and .75: sd .25 / sqrt(2), over sqrt(2) seeds -> .125
+    assert stderr_over_seeds(cand) == pytest.approx(0.125)
+    # differences from b = [0, 0, 1, 0]: [1, .5, 0, 0], mean .375, squared deviations sum .6875
+    assert stderr_paired_difference(cand, np.array([0, 0, 1, 0.0])) == pytest.approx(math.sqrt(0.6875 / 3 / 4))
+    assert stderr_paired_difference(cand[0], np.zeros(4)) == pytest.approx(stderr([1, 0, 1, 0]))

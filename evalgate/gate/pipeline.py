@@ -1,0 +1,148 @@
+"""``run_gate``: the gate's steps in order.
+
+1. read the store's complete and failed runs of the protocol on the selection split, the latest per checkpoint,
+   grouped by training seed (the selection split's read is logged);
+2. per seed, pick best / last / failed (``select``), with the training-log guards (``guards``);
+3. evaluate each seed's best (and a baseline checkpoint) on the decision split with purpose ``release-gate``
+   (``reads``): each is a read counted against the private split's budget, checked for all of them before the
+   first; the generation cache makes a repeated gate cheap;
+4. compute the statistics and apply every rule (``decide``) and return a ``Verdict``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import BadInput
+from evalgate.gate import decide, guards, reads
+from evalgate.gate.policy import GatePolicy
+from evalgate.gate.results import BaselineResult, DevRun, RuleOutcome, SeedResult, Verdict
+from evalgate.gate.select import select_checkpoints, weights_finite
+from evalgate.scoring import metrics
+from evalgate.splits import SplitManager, actor_name
+from evalgate.store import Store
+
+
+def item_values(rows: list[dict[str, Any]], metric: str) -> dict[str, float]:
+    """Per-item metric values from sample rows (``item_id``, ``status``, ``score``); see
+    ``evalgate.scoring.metrics.get_metric`` for the definitions.
+
+    Raises:
+        BadInput: an item with fewer than k samples for pass@k.
+    """
+    return metrics.item_values(metrics.group_by_item(rows), metric)
+
+
+def _select(policy: GatePolicy, runs: list[dict[str, Any]]) -> list[SeedResult]:
+    """Best/last/failed per seed, with the guards' trips and the training-log diagnostics attached."""
+    prelim = select_checkpoints(runs, policy.metric, policy.selection.collapse_drop)
+    logs = guards.train_logs(policy, prelim)
+    trips = {s: guards.guard_trips(policy, lg) for s, lg in logs.items()}
+    bad_w: set[str] = set()
+    if policy.selection.check_weights:
+        bad_w = {c.digest for s in prelim for c in s.checkpoints if weights_finite(c.path) is False}
+    seeds = select_checkpoints(runs, policy.metric, policy.selection.collapse_drop, trips, bad_w)
+    for s in seeds:
+        guards.attach_diagnostics(s, logs.get(s.train_seed), trips.get(s.train_seed, []))
+    return seeds
+
+
+def _baseline(policy: GatePolicy, reader: reads.DecisionReader, sel_runs: list[dict[str, Any]],
+              who: str) -> BaselineResult:
+    bl = policy.baseline
+    if bl.checkpoint is None:
+        return BaselineResult(value=bl.value)
+    decision = reader.read(bl.checkpoint, None, None)
+    dev_runs = [r for r in sel_runs if r["status"] == "complete" and r["checkpoint_digest"] == decision.digest]
+    dev = None
+    if dev_runs:
+        dev = DevRun(dev_runs[-1]["run_id"], dev_runs[-1]["metrics"])
+    elif reader.evaluate_decision:
+        doc = reads.evaluate(policy.protocol_file or "", bl.checkpoint, policy.selection_split,
+                             reads.SELECTION_PURPOSE, who, reader.store)
+        dev = DevRun(doc["run_id"], doc["metrics"])
+    return BaselineResult(checkpoint=bl.checkpoint, decision=decision, dev=dev)
+
+
+def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None = None,
+             evaluate_decision: bool = True) -> Verdict:
+    """Decide PASS/FAIL for a policy.
+
+    Args:
+        policy: the loaded policy (``load_policy``).
+        store: the Store (default ``$EVALGATE_HOME``).
+        actor: who runs the gate (default ``$EVALGATE_ACTOR`` or the OS user).
+        evaluate_decision: False reuses the latest complete release-gate runs in the store instead of evaluating
+            (benchmarks); the reads are still logged and counted.
+
+    Raises:
+        BadInput: unknown split, decision split not private, missing protocol file, metric absent.
+        RefusedByPolicy: selection split not dev; the private budget cannot cover the gate's reads.
+        ProtocolDrift: the protocol file no longer matches its lock.
+    """
+    store = store or Store()
+    who = actor_name(actor)
+    name, version = policy.protocol.split("@", 1)
+    manager = SplitManager(store)
+    sel_m, dec_m = reads.check_tiers(policy, manager)
+    reads.check_protocol(policy, evaluate_decision)  # before any read: a typo must not spend a private read
+    where: dict[str, Any] = {"protocol_name": name, "protocol_version": version, "split": policy.selection_split}
+    if policy.train_run:
+        where["train_run"] = policy.train_run
+    sel_runs = store.runs(**where)
+    dec_runs = [] if evaluate_decision else store.runs(protocol_name=name, protocol_version=version,
+                                                       split=policy.decision_split, status="complete")
+    base_digest = reads.baseline_digest(policy, dec_runs, evaluate_decision)
+    runs = [r for r in sel_runs if r["status"] in ("complete", "failed") and r["checkpoint_digest"] != base_digest]
+    manager.check(policy.selection_split, reads.SELECTION_PURPOSE, who)
+    manager.log_read(sel_m, who, reads.SELECTION_PURPOSE, cached=True, detail=f"gate {policy.name}")
+    protocol_hash = store.protocol_hash(name, version)
+    if not runs:
+        rule = RuleOutcome("runs_present", False, f"no run of {policy.protocol} on {policy.selection_split}; "
+                                                  "evaluate the checkpoints with 'evalgate run' first")
+        return Verdict(False, policy, [rule], protocol_hash=protocol_hash)
+
+    seeds = _select(policy, runs)
+    chosen = [s for s in seeds if s.best is not None]
+    if evaluate_decision:
+        reads.check_budget(manager, dec_m, len(chosen) + (1 if policy.baseline.checkpoint else 0), who)
+        if not Path(policy.protocol_file or "").is_file():
+            raise BadInput(f"protocol file {policy.protocol_file} not found; set protocol_file in the gate policy")
+    reader = reads.DecisionReader(policy, store, manager, dec_m, who, evaluate_decision, dec_runs)
+    baseline = _baseline(policy, reader, sel_runs, who)
+    for s in chosen:
+        assert s.best is not None
+        s.decision = reader.read(s.best.path, {"train_run": s.best.train_run, "train_seed": s.train_seed,
+                                               "step": s.best.step}, s.best.digest)
+
+    stats = None
+    if chosen:
+        per_seed = {s.train_seed: item_values(store.sample_scores(s.decision.run_id), policy.metric)
+                    for s in chosen if s.decision}
+        base: dict[str, float] | float = (item_values(store.sample_scores(baseline.decision.run_id), policy.metric)
+                                          if baseline.decision else float(baseline.value or 0.0))
+        stats = decide.statistics(policy.metric, per_seed, base, policy.rules.confidence,
+                                  policy.bootstrap_resamples, policy.bootstrap_seed)
+    rules = decide.rules(policy, seeds, baseline, stats)
+    samples = _audit_samples(store, chosen)
+    return Verdict(all(r.passed for r in rules), policy, rules, seeds, baseline, stats, protocol_hash, samples)
+
+
+def _audit_samples(store: Store, chosen: list[SeedResult], k: int = 3, max_chars: int = 1500) -> dict[str, Any]:
+    """Dev samples of the seeds' best checkpoints: highest-scoring, lowest-scoring and longest (never private)."""
+    rows: list[dict[str, Any]] = []
+    for s in chosen:
+        assert s.best is not None
+        for r in store.samples(s.best.run_id):
+            rows.append({"seed": s.train_seed, "step": s.best.step, "item_id": r["item_id"],
+                         "sample_index": r["sample_index"], "score": r["score"], "status": r["status"],
+                         "completion_tokens": r["completion_tokens"], "finish_reason": r["finish_reason"],
+                         "extracted": r["extracted"], "text": (r["text"] or "")[:max_chars]})
+    if not rows:
+        return {}
+    return {
+        "highest_scoring": sorted(rows, key=lambda r: (-r["score"], r["item_id"]))[:k],
+        "lowest_scoring": sorted(rows, key=lambda r: (r["score"], r["item_id"]))[:k],
+        "longest": sorted(rows, key=lambda r: (-(r["completion_tokens"] or 0), r["item_id"]))[:k],
+    }

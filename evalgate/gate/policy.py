@@ -1,0 +1,168 @@
+"""Gate policy files (``gates/*.yaml``): pydantic models with ``extra="forbid"`` and ``load_policy``.
+
+A gate policy names the protocol (``name@version``), the selection split (dev tier: it picks each seed's best
+checkpoint), the decision split (private tier: it decides release), the metric, the baseline (a checkpoint, or a
+fixed value) and the rules.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from evalgate.errors import BadInput
+from evalgate.scoring import metrics
+from evalgate.userfiles import FieldProblem, format_validation_error
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class Baseline(_Strict):
+    """What the candidates are compared with: a checkpoint or a fixed value (exactly one)."""
+
+    checkpoint: str | None = None
+    """HF directory or GGUF file (relative to the policy file's directory), evaluated on both splits."""
+    value: float | None = None
+    """A fixed metric value (e.g. the released model's published score). Length inflation needs a checkpoint."""
+
+    @model_validator(mode="after")
+    def _one(self) -> Baseline:
+        if (self.checkpoint is None) == (self.value is None):
+            raise ValueError("give exactly one of 'checkpoint' or 'value'")
+        return self
+
+
+class Selection(_Strict):
+    """How checkpoints are marked failed before the best is picked."""
+
+    collapse_drop: float | None = Field(default=0.1, ge=0)
+    """A checkpoint whose metric fell more than this (absolute) from the seed's previous checkpoint is failed.
+    None: no collapse check. Default: 0.1."""
+    check_weights: bool = False
+    """Load each candidate's safetensors and mark checkpoints with NaN/inf weights failed (reads every weight
+    file; off by default). Default: false."""
+
+
+class Guards(_Strict):
+    """Training-log guards (see ``evalgate.trainlogs.guard_diagnostics``); null turns one off."""
+
+    kl_target: float | None = Field(default=None, gt=0)
+    """KL target; KL above 2x this trips. Default: off."""
+    clip_fraction_max: float | None = Field(default=0.4, ge=0, le=1)
+    """Clip fraction above this for ``clip_window`` consecutive logged steps trips. Default: 0.4."""
+    clip_window: int = Field(default=5, ge=1)
+    """Consecutive logged steps for the clip-fraction guard. Default: 5."""
+    entropy_floor: float | None = None
+    """Entropy below this trips. Default: off."""
+    grad_norm_spike: float | None = Field(default=10.0, gt=1)
+    """Grad norm above this times the median of the previous ``grad_norm_window`` values trips. Default: 10."""
+    grad_norm_window: int = Field(default=10, ge=3)
+    """Previous logged values for the grad-norm median. Default: 10."""
+    nan: bool = True
+    """NaN/inf in any logged value trips. Default: true."""
+
+
+class GateRules(_Strict):
+    """Rules a release must meet; a rule left null is not applied."""
+
+    min_improvement: float | None = None
+    """The lower end of the paired bootstrap CI of (candidate - baseline) on the decision split must be at least
+    this (absolute metric units; 0 = better than the baseline with the stated confidence). Default: off."""
+    confidence: float = Field(default=0.95, gt=0, lt=1)
+    """Two-sided confidence level of that interval. Default: 0.95."""
+    min_seeds: int | None = Field(default=None, ge=1)
+    """At least this many training seeds must have a best checkpoint that is not failed. Default: off."""
+    seeds_beat_baseline_share: float | None = Field(default=None, ge=0, le=1)
+    """At least this share of the seeds' best checkpoints must score >= the baseline on the decision split
+    (1 = all seeds). Default: off."""
+    max_truncation_rate: float | None = Field(default=None, ge=0, le=1)
+    """Each best checkpoint's share of samples cut off by max_tokens on the decision split, at most. Default: off."""
+    max_length_inflation: float | None = Field(default=None, gt=0)
+    """Each best checkpoint's mean completion tokens / the baseline checkpoint's, at most (decision split).
+    Default: off."""
+    max_repetition: float | None = Field(default=None, ge=0, le=1)
+    """Each best checkpoint's mean repetition ratio on the decision split, at most. Default: off."""
+    training_guards: bool = True
+    """Fail when any seed's training log trips a guard. Default: true."""
+    reward_hacking: bool = True
+    """Fail when any seed shows the reward-hacking triad. Default: true."""
+
+
+class GatePolicy(_Strict):
+    """A gate policy file (``gates/*.yaml``)."""
+
+    name: str
+    """Gate name, shown in reports."""
+    protocol: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
+    """Protocol ``name@version`` whose runs are compared."""
+    protocol_file: str | None = None
+    """Protocol YAML (relative to the policy file) used for decision runs. Default: ``../protocols/<name>.yaml``."""
+    selection_split: str
+    """Dev-tier split that picks each seed's best checkpoint (public and private tiers are refused)."""
+    decision_split: str
+    """Private-tier split that decides release."""
+    metric: str = Field(default="pass@1", pattern=metrics.METRIC_PATTERN)
+    """``pass@k`` or ``mean_score`` (both have per-item values for paired statistics). Default: pass@1."""
+    train_run: str | None = None
+    """Only checkpoints of this training run name. Default: every run of the protocol on the selection split."""
+    baseline: Baseline
+    """The comparison point."""
+    selection: Selection = Selection()
+    """Failed-checkpoint rules."""
+    guards: Guards = Guards()
+    """Training-log guards."""
+    training_logs: dict[int, str] = {}
+    """Training seed -> training log path (trainer_state.json, .jsonl, event file or run directory), relative
+    to the policy file. Default: found next to the checkpoints."""
+    rules: GateRules = GateRules()
+    """Rules; every rule must pass."""
+    bootstrap_resamples: int = Field(default=10_000, ge=100)
+    """Bootstrap resamples. Default: 10000."""
+    bootstrap_seed: int = 0
+    """Seed of the bootstrap's numpy generator. Default: 0."""
+
+    @model_validator(mode="after")
+    def _length_needs_checkpoint(self) -> GatePolicy:
+        if self.rules.max_length_inflation is not None and self.baseline.checkpoint is None:
+            raise FieldProblem("rules", "rules.max_length_inflation needs a baseline checkpoint (baseline.checkpoint)")
+        return self
+
+
+def load_policy(path: str | Path) -> GatePolicy:
+    """Load a gate policy file. Paths in it may use ``$VARS`` and are resolved against the file's directory.
+
+    Raises:
+        BadInput: missing file, malformed YAML, invalid or unknown fields (each with file:line, the field path and,
+            for an unknown key, the nearest known one).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise BadInput(f"gate policy {path} not found; pass the path of a gate policy YAML file")
+    text = path.read_text()
+    try:
+        policy = GatePolicy.model_validate(yaml.safe_load(text))
+    except yaml.YAMLError as e:
+        raise BadInput(f"{path}: gate policy is not valid YAML ({e})") from e
+    except ValidationError as e:
+        raise BadInput(format_validation_error(path, text, e, GatePolicy, "gate policy")) from e
+    base = path.resolve().parent
+
+    def rel(p: str) -> str:
+        p = os.path.expandvars(p)
+        if "$" in p:
+            raise BadInput(f"{path}: path {p!r} names an environment variable that is not set; set it or write the "
+                           "path out")
+        return str((base / p).resolve()) if not Path(p).is_absolute() else p
+
+    name = policy.protocol.split("@", 1)[0]
+    upd: dict[str, Any] = {"protocol_file": rel(policy.protocol_file or f"../protocols/{name}.yaml"),
+                           "training_logs": {s: rel(p) for s, p in policy.training_logs.items()}}
+    if policy.baseline.checkpoint:
+        upd["baseline"] = Baseline(checkpoint=rel(policy.baseline.checkpoint))
+    return policy.model_copy(update=upd)

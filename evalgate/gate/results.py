@@ -1,0 +1,265 @@
+"""What the gate found, as typed values: per-checkpoint and per-seed results, the decision runs, the statistics, the
+rule outcomes and the ``Verdict`` that holds them. ``Verdict.as_dict`` is the one place the JSON document (``gate
+--json``, the JSON report, the HTML report's data) is built."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalgate.gate.policy import GatePolicy
+from evalgate.trainlogs import Diagnostic
+
+
+@dataclass
+class CheckpointResult:
+    """One checkpoint's selection run (the latest per checkpoint digest).
+
+    Attributes:
+        digest: checkpoint digest. path: checkpoint path as run. step: training step (None: unknown).
+        train_run: training run name. run_id: the selection run. status: the run's status.
+        value: the policy metric on the selection split (None when the run has none). stderr: its stderr.
+        metrics: behaviour metrics (``mean_completion_tokens``, ``truncation_rate``, ``mean_repetition``).
+        failed_reasons: why the checkpoint is failed (empty: not failed).
+    """
+
+    digest: str
+    path: str
+    step: int | None
+    train_run: str | None
+    run_id: str
+    status: str
+    value: float | None
+    stderr: float | None
+    metrics: dict[str, float | None]
+    failed_reasons: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class TrainLogInfo:
+    """Which training log a seed's guards read: file or directory, format, canonical keys found."""
+
+    source: str
+    format: str
+    keys: list[str]
+
+
+@dataclass(frozen=True)
+class DecisionRun:
+    """A run on the decision split (a seed's best checkpoint or the baseline): run id, its metrics, the digest."""
+
+    run_id: str
+    metrics: dict[str, Any]
+    digest: str
+
+
+@dataclass(frozen=True)
+class DevRun:
+    """The baseline checkpoint's run on the selection split."""
+
+    run_id: str
+    metrics: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over a run's items with its stderr (``evalgate.stats.stderr``) and, for a seed, a bootstrap CI."""
+
+    value: float
+    stderr: float
+    items: int
+    ci: tuple[float, float] | None = None
+
+
+@dataclass
+class SeedResult:
+    """One training seed: its checkpoints by step, best (None: every checkpoint failed) and last, training-log
+    diagnostics, and the best checkpoint's decision run.
+
+    Attributes:
+        train_seed: the training seed. train_run: the training run name.
+        checkpoints: every checkpoint's selection result, by step. best, last: two of them.
+        diagnostics: guard trips and the reward-hacking triad, from the training log.
+        train_log: the log read (None: none found). train_series: its series (for the charts; not in the JSON).
+        decision: the best checkpoint's decision run (None: no best, or not evaluated yet).
+    """
+
+    train_seed: int | None
+    train_run: str | None
+    checkpoints: list[CheckpointResult]
+    best: CheckpointResult | None
+    last: CheckpointResult | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    train_log: TrainLogInfo | None = None
+    train_series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
+    decision: DecisionRun | None = None
+
+    @property
+    def failed(self) -> list[CheckpointResult]:
+        """The failed checkpoints, by step."""
+        return [c for c in self.checkpoints if c.failed_reasons]
+
+
+@dataclass(frozen=True)
+class BaselineResult:
+    """The comparison point: a checkpoint (with its decision and selection runs) or a fixed value."""
+
+    checkpoint: str | None = None
+    value: float | None = None
+    decision: DecisionRun | None = None
+    dev: DevRun | None = None
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """The mean of the seeds' decision means and its stderr under three assumptions (each formula in
+    ``evalgate.stats``); ``stderr_over_seeds`` is None for one seed."""
+
+    mean_of_seed_means: float
+    stderr_seeds_fixed: float
+    stderr_items_paired: float
+    stderr_over_seeds: float | None
+
+
+@dataclass(frozen=True)
+class Difference:
+    """Candidate minus baseline on the decision split: observed difference, percentile CI, bootstrap stderr."""
+
+    diff: float
+    low: float
+    high: float
+    stderr: float
+    resamples: int
+    confidence: float
+    method: str
+
+
+# formulas as shown in the report, one per stderr of ``Aggregate`` and the paired stderr
+FORMULAS = {
+    "stderr_seeds_fixed": "sqrt(sum_s se_s^2) / S, se_s = sd_items(x_s) / sqrt(n) (seeds fixed, independent item "
+                          "errors)",
+    "stderr_items_paired": "sd_items(mean_s x_s,i) / sqrt(n) (items as the unit; the seeds share items)",
+    "stderr_over_seeds": "sd_s(seed means) / sqrt(S) (seeds as the random unit)",
+    "paired_stderr": "sd_items(mean_s x_s,i - b_i) / sqrt(n)",
+}
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """Everything the gate computed on the decision split.
+
+    Attributes:
+        metric: the policy metric. items: items every seed's decision run scored. seeds: seeds compared.
+        per_seed: training seed -> that seed's best checkpoint's decision mean over its own items.
+        baseline: the baseline checkpoint's mean over the shared items (None: fixed-value baseline).
+        aggregate: mean of seed means and its stderrs. paired_stderr: stderr of the paired difference (None: fixed
+        value). difference: the bootstrap of candidate - baseline.
+    """
+
+    metric: str
+    items: int
+    seeds: int
+    per_seed: dict[int | None, Estimate]
+    baseline: Estimate | None
+    aggregate: Aggregate
+    paired_stderr: float | None
+    difference: Difference
+
+    def as_dict(self) -> dict[str, Any]:
+        a = self.aggregate
+        agg: dict[str, Any] = {"mean_of_seed_means": a.mean_of_seed_means,
+                               "stderr_seeds_fixed": a.stderr_seeds_fixed,
+                               "stderr_seeds_fixed_formula": FORMULAS["stderr_seeds_fixed"],
+                               "stderr_items_paired": a.stderr_items_paired,
+                               "stderr_items_paired_formula": FORMULAS["stderr_items_paired"]}
+        if a.stderr_over_seeds is not None:
+            agg.update(stderr_over_seeds=a.stderr_over_seeds, stderr_over_seeds_formula=FORMULAS["stderr_over_seeds"])
+        out: dict[str, Any] = {"metric": self.metric, "items": self.items, "seeds": self.seeds, "aggregate": agg}
+        if self.paired_stderr is not None:
+            out.update(paired_stderr=self.paired_stderr, paired_stderr_formula=FORMULAS["paired_stderr"])
+        out["difference"] = dataclasses.asdict(self.difference)
+        return out
+
+
+@dataclass(frozen=True)
+class RuleOutcome:
+    """One rule's result: name, passed, human-readable detail."""
+
+    rule: str
+    passed: bool
+    detail: str
+
+
+@dataclass
+class Verdict:
+    """The gate's decision and everything the report shows.
+
+    Attributes:
+        passed: True for PASS.
+        policy: the policy.
+        rules: every rule's outcome.
+        seeds: per training seed, by seed.
+        baseline: the baseline's runs or fixed value (None: the gate stopped before reading it).
+        stats: the statistics (None: no seed had a best checkpoint).
+        protocol_hash: the protocol's sha256.
+        samples: dev samples for audit (never the private split's).
+    """
+
+    passed: bool
+    policy: GatePolicy
+    rules: list[RuleOutcome]
+    seeds: list[SeedResult] = field(default_factory=list)
+    baseline: BaselineResult | None = None
+    stats: Statistics | None = None
+    protocol_hash: str | None = None
+    samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [f"{r.rule}: {r.detail}" for r in self.rules if not r.passed]
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready verdict (no per-item outputs of any split)."""
+        p = self.policy
+        return {
+            "verdict": "PASS" if self.passed else "FAIL", "gate": p.name, "protocol": p.protocol,
+            "protocol_hash": self.protocol_hash, "selection_split": p.selection_split,
+            "decision_split": p.decision_split, "metric": p.metric,
+            "rules": [dataclasses.asdict(r) for r in self.rules], "reasons": self.reasons,
+            "seeds": [self._seed_dict(s) for s in self.seeds],
+            "baseline": self._baseline_dict(), "stats": self.stats.as_dict() if self.stats else {},
+        }
+
+    def _seed_dict(self, s: SeedResult) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "train_seed": s.train_seed, "train_run": s.train_run, "checkpoints": [c.as_dict() for c in s.checkpoints],
+            "best": s.best.as_dict() if s.best else None, "last": s.last.as_dict() if s.last else None,
+            "failed": [c.as_dict() for c in s.failed], "diagnostics": [dataclasses.asdict(d) for d in s.diagnostics],
+            "train_log": dataclasses.asdict(s.train_log) if s.train_log else None}
+        if s.decision is not None:
+            out["decision"] = dataclasses.asdict(s.decision)
+            est = self.stats.per_seed.get(s.train_seed) if self.stats else None
+            if est is not None:
+                out["decision"].update(items=est.items, value=est.value, stderr=est.stderr,
+                                       ci=list(est.ci) if est.ci else None)
+        return out
+
+    def _baseline_dict(self) -> dict[str, Any]:
+        b = self.baseline
+        if b is None:
+            return {}
+        if b.checkpoint is None:
+            return {"value": b.value}
+        out: dict[str, Any] = {"checkpoint": b.checkpoint}
+        if b.decision is not None:
+            out["decision"] = dataclasses.asdict(b.decision)
+            if self.stats and self.stats.baseline:
+                e = self.stats.baseline
+                out["decision"].update(value=e.value, stderr=e.stderr, items=e.items)
+        if b.dev is not None:
+            out["dev"] = dataclasses.asdict(b.dev)
+        return out
