@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 def build(root: Path, n_ckpt: int, n_items: int, n_private: int = 500) -> dict:
     os.environ.update(EVALGATE_HOME=str(root / "home"), EVALGATE_SPLITS=str(root / "splits"),
                       XDG_CONFIG_HOME=str(root / "config"))
-    from evalgate.splits import write_split
+    from evalgate.splits import load_manifest, write_split
     from evalgate.store import Store
 
     write_split("b-dev", "dev", [{"id": f"i{i}"} for i in range(n_items)], {"source": "bench"})
@@ -46,8 +46,8 @@ def build(root: Path, n_ckpt: int, n_items: int, n_private: int = 500) -> dict:
                               checkpoint_path, train_run, train_seed, step, split, tier, split_sha256, sampling_seed,
                               backend, started_at, purpose)
             SELECT run_id, 'complete', {common}, digest, ? || '/seed-' || seed || '/checkpoint-' || step,
-                   'bench-run', seed, step, 'b-dev', 'dev', '', 0, 'hf', now() + to_microseconds(k), 'evaluation'
-            FROM plan""", [str(root / "runs")])
+                   'bench-run', seed, step, 'b-dev', 'dev', ?, 0, 'hf', now() + to_microseconds(k), 'evaluation'
+            FROM plan""", [str(root / "runs"), load_manifest("b-dev").content_sha256])
         con.execute("""
             INSERT INTO samples
             SELECT p.run_id, 'i' || i, 0, 1,
@@ -70,10 +70,11 @@ def build(root: Path, n_ckpt: int, n_items: int, n_private: int = 500) -> dict:
             con.execute(f"""INSERT INTO runs (run_id, status, protocol_name, protocol_version, protocol_hash,
                             checkpoint_digest, checkpoint_path, train_run, train_seed, step, split, tier, split_sha256,
                             sampling_seed, backend, started_at, purpose, metrics)
-                            VALUES (?, 'complete', {common}, ?, ?, ?, ?, ?, 'b-private', 'private', '', 0, 'hf', now(),
+                            VALUES (?, 'complete', {common}, ?, ?, ?, ?, ?, 'b-private', 'private', ?, 0, 'hf', now(),
                                     'release-gate', '{{"pass@1": {p}, "mean_completion_tokens": 20.0,
                                     "truncation_rate": 0.0, "mean_repetition": 0.0}}')""",
-                        [run_id, digest, path, "bench-run" if seed else None, seed, step])
+                        [run_id, digest, path, "bench-run" if seed else None, seed, step,
+                         load_manifest("b-private").content_sha256])
             con.execute("""INSERT INTO samples SELECT ?, 'p' || i, 0, 1,
                            CASE WHEN (hash(? || ':' || i) % 1000) < ? * 1000 THEN 1.0 ELSE 0.0 END,
                            'x', '1', NULL, false, '{}' FROM range(0, ?) t(i)""", [run_id, run_id, p, n_private])

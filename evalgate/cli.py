@@ -451,6 +451,9 @@ def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_ou
                    f"decision on {doc['decision_split']})")
         for r in verdict.rules:
             click.echo(f"  [{'pass' if r.passed else 'FAIL'}] {r.rule}: {r.detail}")
+        for key in ("stale", "ignored", "failures"):
+            for a in doc[key]:
+                click.echo(f"  {key}: run {a['run_id']} ({a['checkpoint_path']}): {a['reason']}")
         for k in ("report", "junit", "json_out", "markdown"):
             if doc.get(k):
                 click.echo(f"{k}: {doc[k]}")

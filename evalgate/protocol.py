@@ -21,11 +21,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.errors import BadInput, ProtocolDrift
-from evalgate.userfiles import FieldProblem, format_validation_error, yaml_line
+from evalgate.userfiles import FieldProblem, format_validation_error, load_yaml_mapping, yaml_line
 
 LOCK_SUFFIX = ".lock"
 
@@ -321,14 +320,7 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     if not path.is_file():
         raise BadInput(f"protocol file {path} not found; pass the path of a protocol YAML file")
     text = path.read_text(encoding="utf-8")
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        raise BadInput(f"{where}: protocol is not valid YAML ({getattr(e, 'problem', e)}); fix the syntax") from e
-    if not isinstance(raw, dict):
-        raise BadInput(f"{path}: a protocol file must be a YAML mapping with name, version, prompt, scorer")
+    raw = load_yaml_mapping(path, text, "protocol")
     try:
         spec = Protocol.model_validate(raw)
     except ValidationError as e:

@@ -20,6 +20,35 @@ class FieldProblem(ValueError):
         self.field = field
 
 
+def load_yaml_mapping(path: Path, text: str, what: str) -> dict[str, Any]:
+    """Parse a user's YAML file that must hold a mapping.
+
+    Args:
+        path: the file, as the user named it (for messages).
+        text: its content.
+        what: the kind of file (``protocol``, ``gate policy``).
+
+    Raises:
+        BadInput: malformed YAML, as ``file:line: <what> is not valid YAML: <problem> (<context> at line
+            N); fix the syntax`` -- one line, not PyYAML's multi-line dump; or a document that is not a mapping.
+    """
+    from evalgate.errors import BadInput
+
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}" if mark else str(path)
+        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+        ctx, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
+        context = f" ({ctx} at line {cmark.line + 1})" if ctx and cmark else ""
+        raise BadInput(f"{where}: {what} is not valid YAML: {problem}{context}; fix the syntax") from e
+    if not isinstance(raw, dict):
+        raise BadInput(f"{path}: a {what} file must be a YAML mapping of keys to values, not "
+                       f"{type(raw).__name__ if raw is not None else 'an empty document'}")
+    return raw
+
+
 def yaml_line(text: str, loc: tuple[Any, ...]) -> int | None:
     """1-based line of the YAML node at pydantic error location ``loc`` (deepest node that exists)."""
     try:

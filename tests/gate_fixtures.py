@@ -15,7 +15,7 @@ seed   10     20     30     40     known answer
 2      0.4    0.7    0.2    0.6    best 20, last 40, 30 failed (collapse: 0.7 -> 0.2); no triad
                                    (reward falls over 21-30)
 3      0.2    0.4    0.9    0.9    best 20, last 40 (plus a failed run at 50 = last), 30 and 40 failed
-                                   (grad_norm NaN at step 25), 50 failed (run error)
+                                   (grad_norm NaN at step 25), 50 failed (run error: weights unreadable)
 =====  =====  =====  =====  =====  ===================================================================
 
 Decision split (private, 10 items): baseline ``B``, seed 1's best ``X1``, seed 2's ``X2``, seed 3's ``X3``.
@@ -28,12 +28,14 @@ import math
 from pathlib import Path
 from typing import Any
 
-from evalgate.splits import write_split
+from evalgate.splits import load_manifest, write_split
 from evalgate.store import Store
 
 PROTO = ("fx", "1")
 HASH = "ab" * 32
 PRIVATE_MARKER = "private-output-marker"
+# a failure that may concern the checkpoint (its weights would not load), unlike a missing engine or Ctrl-C
+FAILED_RUN_ERROR = "EngineError: could not load the model: safetensors header of model.safetensors is truncated"
 ITEMS = [{"id": f"q{i}", "question": f"{i}+{i}", "answer": str(2 * i)} for i in range(10)]
 DEV = {1: [0.3, 0.5, 0.6, 0.5], 2: [0.4, 0.7, 0.2, 0.6], 3: [0.2, 0.4, 0.9, 0.9]}
 STEPS = [10, 20, 30, 40]
@@ -71,16 +73,19 @@ def _metrics(scores: list[int], tokens: float = 20.0) -> dict[str, float]:
 
 def add_run(store: Store, run_id: str, digest: str, path: Path | str, split: str, tier: str, seed: int | None,
             step: int | None, scores: list[int] | None, status: str = "complete", tokens: float = 20.0,
-            purpose: str = "evaluation") -> None:
-    """Insert one run with per-item samples (score 1 = correct) directly into the store."""
+            purpose: str = "evaluation", error: str = FAILED_RUN_ERROR, split_sha256: str | None = None,
+            backend: str = "hf", train_run: str | None = "fx-run") -> None:
+    """Insert one run with per-item samples (score 1 = correct) directly into the store; it ran on the split's
+    current content unless ``split_sha256`` says otherwise; ``status`` failed or interrupted stores ``error``."""
     store.create_run({
         "run_id": run_id, "protocol_name": PROTO[0], "protocol_version": PROTO[1], "protocol_hash": HASH,
-        "checkpoint_digest": digest, "checkpoint_path": str(path), "train_run": "fx-run" if seed else None,
-        "train_seed": seed, "step": step, "split": split, "tier": tier, "split_sha256": "0" * 64,
-        "sampling_seed": 0, "backend": "hf", "backend_info": {}, "effective_params": {}, "actor": "t",
+        "checkpoint_digest": digest, "checkpoint_path": str(path), "train_run": train_run if seed else None,
+        "train_seed": seed, "step": step, "split": split, "tier": tier,
+        "split_sha256": split_sha256 or load_manifest(split).content_sha256,
+        "sampling_seed": 0, "backend": backend, "backend_info": {}, "effective_params": {}, "actor": "t",
         "purpose": purpose})
-    if status == "failed":
-        store.fail_run(run_id, "EngineError: out of memory")
+    if status != "complete":
+        store.fail_run(run_id, error, status=status)
         return
     assert scores is not None
     samples = [{"item_id": f"q{i}", "sample_index": 0, "seed": 1, "score": float(s),

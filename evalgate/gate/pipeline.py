@@ -18,7 +18,7 @@ from evalgate.errors import BadInput
 from evalgate.gate import decide, guards, reads
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import BaselineResult, DevRun, RuleOutcome, SeedResult, Verdict
-from evalgate.gate.select import select_checkpoints, weights_finite
+from evalgate.gate.select import RunPartition, partition_runs, select_checkpoints, weights_finite
 from evalgate.scoring import metrics
 from evalgate.splits import SplitManager, actor_name
 from evalgate.store import Store
@@ -48,19 +48,20 @@ def _select(policy: GatePolicy, runs: list[dict[str, Any]]) -> list[SeedResult]:
     return seeds
 
 
-def _baseline(policy: GatePolicy, reader: reads.DecisionReader, sel_runs: list[dict[str, Any]],
+def _baseline(policy: GatePolicy, reader: reads.DecisionReader, sel_runs: list[dict[str, Any]], sel_sha256: str,
               who: str) -> BaselineResult:
     bl = policy.baseline
     if bl.checkpoint is None:
         return BaselineResult(value=bl.value)
     decision = reader.read(bl.checkpoint, None, None)
-    dev_runs = [r for r in sel_runs if r["status"] == "complete" and r["checkpoint_digest"] == decision.digest]
+    dev_runs = [r for r in sel_runs if r["status"] == "complete" and r["checkpoint_digest"] == decision.digest
+                and r["split_sha256"] == sel_sha256 and r["backend"] == policy.backend]
     dev = None
     if dev_runs:
         dev = DevRun(dev_runs[-1]["run_id"], dev_runs[-1]["metrics"])
     elif reader.evaluate_decision:
         doc = reads.evaluate(policy.protocol_file or "", bl.checkpoint, policy.selection_split,
-                             reads.SELECTION_PURPOSE, who, reader.store)
+                             reads.SELECTION_PURPOSE, who, reader.store, backend=policy.backend)
         dev = DevRun(doc["run_id"], doc["metrics"])
     return BaselineResult(checkpoint=bl.checkpoint, decision=decision, dev=dev)
 
@@ -91,26 +92,30 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     if policy.train_run:
         where["train_run"] = policy.train_run
     sel_runs = store.runs(**where)
-    dec_runs = [] if evaluate_decision else store.runs(protocol_name=name, protocol_version=version,
-                                                       split=policy.decision_split, status="complete")
+    dec_runs = [] if evaluate_decision else store.runs(
+        protocol_name=name, protocol_version=version, split=policy.decision_split, status="complete",
+        split_sha256=dec_m.content_sha256, backend=policy.backend)
     base_digest = reads.baseline_digest(policy, dec_runs, evaluate_decision)
-    runs = [r for r in sel_runs if r["status"] in ("complete", "failed") and r["checkpoint_digest"] != base_digest]
+    part = partition_runs(sel_runs, sel_m.content_sha256, policy.backend, base_digest)
     manager.check(policy.selection_split, reads.SELECTION_PURPOSE, who)
     manager.log_read(sel_m, who, reads.SELECTION_PURPOSE, cached=True, detail=f"gate {policy.name}")
     protocol_hash = store.protocol_hash(name, version)
-    if not runs:
-        rule = RuleOutcome("runs_present", False, f"no run of {policy.protocol} on {policy.selection_split}; "
-                                                  "evaluate the checkpoints with 'evalgate run' first")
-        return Verdict(False, policy, [rule], protocol_hash=protocol_hash)
+    if not part.usable:
+        rule = RuleOutcome("runs_present", False, f"no run of {policy.protocol} on {policy.selection_split} "
+                                                  f"(current content, backend {policy.backend}) of a checkpoint "
+                                                  "with a training run and seed; evaluate the checkpoints with "
+                                                  "'evalgate run' first" + _aside_note(part))
+        return Verdict(False, policy, [rule], protocol_hash=protocol_hash, stale=part.stale, ignored=part.ignored,
+                       failures=part.failures)
 
-    seeds = _select(policy, runs)
+    seeds = _select(policy, part.usable)
     chosen = [s for s in seeds if s.best is not None]
     if evaluate_decision:
         reads.check_budget(manager, dec_m, len(chosen) + (1 if policy.baseline.checkpoint else 0), who)
         if not Path(policy.protocol_file or "").is_file():
             raise BadInput(f"protocol file {policy.protocol_file} not found; set protocol_file in the gate policy")
     reader = reads.DecisionReader(policy, store, manager, dec_m, who, evaluate_decision, dec_runs)
-    baseline = _baseline(policy, reader, sel_runs, who)
+    baseline = _baseline(policy, reader, sel_runs, sel_m.content_sha256, who)
     for s in chosen:
         assert s.best is not None
         s.decision = reader.read(s.best.path, {"train_run": s.best.train_run, "train_seed": s.train_seed,
@@ -126,7 +131,14 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
                                   policy.bootstrap_resamples, policy.bootstrap_seed)
     rules = decide.rules(policy, seeds, baseline, stats)
     samples = _audit_samples(store, chosen)
-    return Verdict(all(r.passed for r in rules), policy, rules, seeds, baseline, stats, protocol_hash, samples)
+    return Verdict(all(r.passed for r in rules), policy, rules, seeds, baseline, stats, protocol_hash, samples,
+                   stale=part.stale, ignored=part.ignored, failures=part.failures)
+
+
+def _aside_note(part: RunPartition) -> str:
+    counts = [f"{len(v)} {k}" for k, v in (("stale", part.stale), ("ignored", part.ignored),
+                                           ("failed", part.failures)) if v]
+    return f" ({', '.join(counts)} run(s) set aside: see stale, ignored, failures)" if counts else ""
 
 
 def _audit_samples(store: Store, chosen: list[SeedResult], k: int = 3, max_chars: int = 1500) -> dict[str, Any]:

@@ -11,12 +11,11 @@ import os
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.errors import BadInput
 from evalgate.scoring import metrics
-from evalgate.userfiles import FieldProblem, format_validation_error
+from evalgate.userfiles import FieldProblem, format_validation_error, load_yaml_mapping
 
 
 class _Strict(BaseModel):
@@ -111,6 +110,9 @@ class GatePolicy(_Strict):
     """``pass@k`` or ``mean_score`` (both have per-item values for paired statistics). Default: pass@1."""
     train_run: str | None = None
     """Only checkpoints of this training run name. Default: every run of the protocol on the selection split."""
+    backend: str = "hf"
+    """Backend whose runs are compared and which evaluates the decision runs (``hf``, ``vllm``, ``openai``): sampled
+    outputs differ by engine, so runs of other backends are listed as ignored. Default: hf."""
     baseline: Baseline
     """The comparison point."""
     selection: Selection = Selection()
@@ -146,9 +148,7 @@ def load_policy(path: str | Path) -> GatePolicy:
         raise BadInput(f"gate policy {path} not found; pass the path of a gate policy YAML file")
     text = path.read_text()
     try:
-        policy = GatePolicy.model_validate(yaml.safe_load(text))
-    except yaml.YAMLError as e:
-        raise BadInput(f"{path}: gate policy is not valid YAML ({e})") from e
+        policy = GatePolicy.model_validate(load_yaml_mapping(path, text, "gate policy"))
     except ValidationError as e:
         raise BadInput(format_validation_error(path, text, e, GatePolicy, "gate policy")) from e
     base = path.resolve().parent

@@ -95,14 +95,14 @@ def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], res
 
 
 def evaluate(protocol_file: str, path: str, split: str, purpose: str, actor: str, store: Store,
-             seed_info: dict[str, Any] | None = None) -> dict[str, Any]:
+             seed_info: dict[str, Any] | None = None, backend: str = "hf") -> dict[str, Any]:
     """Evaluate one checkpoint for the gate (``evalgate.run.evaluate``, no progress bars); the run's document."""
     from evalgate.run import RunOptions
     from evalgate.run import evaluate as run_evaluate
 
     info = seed_info or {}
     return run_evaluate(protocol_file, path, split,
-                        RunOptions(purpose=purpose, actor=actor, train_run=info.get("train_run"),
+                        RunOptions(purpose=purpose, actor=actor, backend=backend, train_run=info.get("train_run"),
                                    train_seed=info.get("train_seed"), step=info.get("step"), progress=False), store)
 
 
@@ -125,7 +125,7 @@ class DecisionReader:
         p = self.policy
         if self.evaluate_decision:
             doc = evaluate(p.protocol_file or "", path, p.decision_split, RELEASE_GATE, self.actor, self.store,
-                           seed_info)
+                           seed_info, p.backend)
             return DecisionRun(doc["run_id"], doc["metrics"], doc["checkpoint"]["digest"])
         prior = [r for r in self.prior_runs if digest is None or r["checkpoint_digest"] == digest]
         prior = [r for r in prior if digest is not None or r["checkpoint_path"] == path]

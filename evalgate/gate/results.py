@@ -22,6 +22,7 @@ class CheckpointResult:
         value: the policy metric on the selection split (None when the run has none). stderr: its stderr.
         metrics: behaviour metrics (``mean_completion_tokens``, ``truncation_rate``, ``mean_repetition``).
         failed_reasons: why the checkpoint is failed (empty: not failed).
+        error: the run's error (a failed run).
     """
 
     digest: str
@@ -34,6 +35,7 @@ class CheckpointResult:
     stderr: float | None
     metrics: dict[str, float | None]
     failed_reasons: list[str] = field(default_factory=list)
+    error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -186,6 +188,26 @@ class Statistics:
 
 
 @dataclass(frozen=True)
+class SetAside:
+    """A selection-split run the gate did not use as it stands, and why (``Verdict.stale``, ``.ignored``,
+    ``.failures``).
+
+    Attributes:
+        run_id, checkpoint_digest, checkpoint_path, train_run, train_seed, step, status: the run's.
+        reason: why it was set aside and what that means for its checkpoint.
+    """
+
+    run_id: str
+    checkpoint_digest: str
+    checkpoint_path: str
+    train_run: str | None
+    train_seed: int | None
+    step: int | None
+    status: str
+    reason: str
+
+
+@dataclass(frozen=True)
 class RuleOutcome:
     """One rule's result: name, passed, human-readable detail."""
 
@@ -207,6 +229,9 @@ class Verdict:
         stats: the statistics (None: no seed had a best checkpoint).
         protocol_hash: the protocol's sha256.
         samples: dev samples for audit (never the private split's).
+        stale: the latest run per checkpoint on older content of the selection split (not used).
+        ignored: the latest run per checkpoint that is no candidate (no training run or seed, another backend).
+        failures: failed or interrupted runs, each saying whether it counts against its checkpoint.
     """
 
     passed: bool
@@ -217,6 +242,9 @@ class Verdict:
     stats: Statistics | None = None
     protocol_hash: str | None = None
     samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    stale: list[SetAside] = field(default_factory=list)
+    ignored: list[SetAside] = field(default_factory=list)
+    failures: list[SetAside] = field(default_factory=list)
 
     @property
     def reasons(self) -> list[str]:
@@ -232,6 +260,7 @@ class Verdict:
             "rules": [dataclasses.asdict(r) for r in self.rules], "reasons": self.reasons,
             "seeds": [self._seed_dict(s) for s in self.seeds],
             "baseline": self._baseline_dict(), "stats": self.stats.as_dict() if self.stats else {},
+            **{k: [dataclasses.asdict(r) for r in getattr(self, k)] for k in ("stale", "ignored", "failures")},
         }
 
     def _seed_dict(self, s: SeedResult) -> dict[str, Any]:

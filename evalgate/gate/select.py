@@ -8,13 +8,18 @@ the previous checkpoint); **best** = the highest metric among the rest (ties: th
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.gate.results import CheckpointResult, SeedResult
+from evalgate.gate.results import CheckpointResult, SeedResult, SetAside
 from evalgate.trainlogs import Diagnostic
 
 BEHAVIOUR_METRICS = ("mean_completion_tokens", "truncation_rate", "mean_repetition")
+# errors that say nothing about the checkpoint: a missing engine or library, a bad flag or option, a refused read,
+# a drifted protocol, Ctrl-C, memory of the machine
+OUTSIDE_CHECKPOINT = frozenset({"MissingExtra", "BadInput", "RefusedByPolicy", "ProtocolDrift", "KeyboardInterrupt",
+                                "ImportError", "ModuleNotFoundError", "OutOfMemoryError", "MemoryError"})
 
 
 def finite(x: Any) -> bool:
@@ -44,7 +49,7 @@ def _checkpoint(run: dict[str, Any], metric: str) -> CheckpointResult:
     return CheckpointResult(digest=run["checkpoint_digest"], path=run["checkpoint_path"], step=run["step"],
                             train_run=run["train_run"], run_id=run["run_id"], status=run["status"],
                             value=m.get(metric), stderr=m.get(f"{metric}_stderr"),
-                            metrics={k: m.get(k) for k in BEHAVIOUR_METRICS})
+                            metrics={k: m.get(k) for k in BEHAVIOUR_METRICS}, error=run.get("error"))
 
 
 def _mark_failed(cks: list[CheckpointResult], metric: str, collapse_drop: float | None,
@@ -54,7 +59,7 @@ def _mark_failed(cks: list[CheckpointResult], metric: str, collapse_drop: float 
     for c in cks:
         why = c.failed_reasons
         if c.status == "failed":
-            why.append("run error")
+            why.append(f"run error ({c.error})" if c.error else "run error")
         elif not finite(c.value):
             why.append(f"{metric} is {c.value!r} (NaN, inf or missing)")
         elif any(v is not None and not finite(v) for v in c.metrics.values()):
@@ -102,4 +107,102 @@ def select_checkpoints(runs: list[dict[str, Any]], metric: str, collapse_drop: f
         best = max(ok, key=lambda c: (c.value or 0.0, -(c.step or 0))) if ok else None
         out.append(SeedResult(train_seed=seed, train_run=cks[0].train_run, checkpoints=cks, best=best,
                               last=cks[-1] if cks else None))
+    return out
+
+
+def outside_checkpoint(run: dict[str, Any]) -> bool:
+    """True when a run that did not complete failed for a reason outside its checkpoint: interrupted (Ctrl-C, a
+    killed process), or an error of a kind in ``OUTSIDE_CHECKPOINT`` (the stored error starts ``"<Class>: "``), or
+    out of memory."""
+    if run["status"] == "interrupted":
+        return True
+    error = run.get("error") or ""
+    return error.split(":", 1)[0].strip() in OUTSIDE_CHECKPOINT or "out of memory" in error.lower()
+
+
+def _set_aside(run: dict[str, Any], reason: str) -> SetAside:
+    return SetAside(run["run_id"], run["checkpoint_digest"], run["checkpoint_path"], run["train_run"],
+                    run["train_seed"], run["step"], run["status"], reason)
+
+
+@dataclass
+class RunPartition:
+    """The selection split's runs sorted for the gate.
+
+    Attributes:
+        usable: per candidate checkpoint its latest complete run on the current content, or, when it has none, its
+            latest failed run whose error may concern the checkpoint (it marks the checkpoint failed); oldest first.
+        stale, ignored, failures: see ``Verdict``.
+    """
+
+    usable: list[dict[str, Any]] = field(default_factory=list)
+    stale: list[SetAside] = field(default_factory=list)
+    ignored: list[SetAside] = field(default_factory=list)
+    failures: list[SetAside] = field(default_factory=list)
+
+
+def _not_candidate(run: dict[str, Any], backend: str) -> str | None:
+    if run["train_run"] is None or run["train_seed"] is None:
+        missing = " and ".join(k.replace("_", " ") for k in ("train_run", "train_seed") if run[k] is None)
+        return (f"no {missing} recorded: only checkpoints of a training run and seed are candidates (pass "
+                "--train-run/--train-seed to 'evalgate run', or use the checkpoint as the policy's baseline)")
+    if run["backend"] != backend:
+        return f"backend {run['backend']}, the policy compares {backend} runs (outputs differ by engine)"
+    return None
+
+
+def partition_runs(runs: list[dict[str, Any]], split_sha256: str, backend: str,
+                   exclude_digest: str | None = None) -> RunPartition:
+    """Sort the selection split's runs into the ones selection uses and the ones it sets aside.
+
+    A checkpoint is a candidate only with a training run and seed and under the policy's backend; only runs on the
+    split's current content count; a failed or interrupted run never hides a complete run of its checkpoint, and
+    marks the checkpoint failed only when the checkpoint has no complete run and the error may concern it (not
+    ``outside_checkpoint``).
+
+    Args:
+        runs: the selection split's runs of the protocol (store rows), oldest first.
+        split_sha256: the selection split's current content sha256.
+        backend: the policy's backend.
+        exclude_digest: the baseline checkpoint's digest (no candidate, listed nowhere).
+    """
+    runs = [r for r in runs if r["checkpoint_digest"] != exclude_digest and r["status"] != "running"]
+    out = RunPartition()
+    complete: dict[str, dict[str, Any]] = {}
+    latest_ignored: dict[str, tuple[dict[str, Any], str]] = {}
+    latest_stale: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        if r["status"] != "complete":
+            continue  # listed under failures
+        why = _not_candidate(r, backend)
+        if why is not None:
+            latest_ignored[r["checkpoint_digest"]] = (r, why)
+        elif r["split_sha256"] != split_sha256:
+            latest_stale[r["checkpoint_digest"]] = r
+        else:
+            complete[r["checkpoint_digest"]] = r
+    blaming: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        if r["status"] == "complete":
+            continue
+        d = r["checkpoint_digest"]
+        error = f"{r['status']}: {r.get('error') or 'no error recorded'}"
+        if d in complete:
+            why = "a complete run of this checkpoint is used"
+        elif _not_candidate(r, backend) or r["split_sha256"] != split_sha256:
+            why = "not a candidate run (see ignored and stale)"
+        elif outside_checkpoint(r):
+            why = "failed outside the checkpoint: not counted against it; evaluate it again to make it a candidate"
+        else:
+            why = "the checkpoint has no complete run: marked failed"
+            blaming[d] = r
+        out.failures.append(_set_aside(r, f"{error}; {why}"))
+    out.ignored = [_set_aside(r, why) for r, why in latest_ignored.values()]
+    for d, r in latest_stale.items():
+        fate = ("a run on the current content is used" if d in complete else
+                "the checkpoint has no run on the current content: missing; re-evaluate it with 'evalgate run'")
+        out.stale.append(_set_aside(r, f"run on split content sha256 {r['split_sha256'][:12]}, current is "
+                                       f"{split_sha256[:12]}; {fate}"))
+    keep = {id(r) for r in [*complete.values(), *blaming.values()]}
+    out.usable = [r for r in runs if id(r) in keep]
     return out
