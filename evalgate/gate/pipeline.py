@@ -14,8 +14,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import evalgate.gate.decide as decide
+import evalgate.gate.guards as guards
+import evalgate.gate.reads as reads
 from evalgate.errors import BadInput
-from evalgate.gate import decide, guards, reads
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import BaselineResult, DevRun, RuleOutcome, SeedResult, Verdict
 from evalgate.gate.select import RunPartition, partition_runs, select_checkpoints, weights_finite
