@@ -19,7 +19,7 @@ import evalgate.gate.guards as guards
 import evalgate.gate.reads as reads
 from evalgate.errors import BadInput
 from evalgate.gate.policy import GatePolicy
-from evalgate.gate.results import BaselineResult, DevRun, RuleOutcome, SeedResult, Verdict
+from evalgate.gate.results import BaselineResult, DevRun, RuleOutcome, SeedResult, Statistics, Verdict
 from evalgate.gate.select import RunPartition, partition_runs, select_checkpoints, weights_finite
 from evalgate.scoring import metrics
 from evalgate.splits import SplitManager, actor_name
@@ -68,6 +68,30 @@ def _baseline(policy: GatePolicy, reader: reads.DecisionReader, sel_runs: list[d
     return BaselineResult(checkpoint=bl.checkpoint, decision=decision, dev=dev)
 
 
+def _stored_runs(policy: GatePolicy, store: Store, decision_sha256: str,
+                 evaluate_decision: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The protocol's runs on the selection split (of ``policy.train_run`` when set), and, when decision runs are
+    reused, the complete ones on the decision split's current content under the policy's backend."""
+    name, version = policy.protocol.split("@", 1)
+    where: dict[str, Any] = {"protocol_name": name, "protocol_version": version, "split": policy.selection_split}
+    if policy.train_run:
+        where["train_run"] = policy.train_run
+    dec_runs = [] if evaluate_decision else store.runs(
+        protocol_name=name, protocol_version=version, split=policy.decision_split, status="complete",
+        split_sha256=decision_sha256, backend=policy.backend)
+    return store.runs(**where), dec_runs
+
+
+def _statistics(policy: GatePolicy, store: Store, chosen: list[SeedResult], baseline: BaselineResult) -> Statistics:
+    """``decide.statistics`` over the per-item values of the seeds' and the baseline's decision runs."""
+    per_seed = {s.train_seed: item_values(store.sample_scores(s.decision.run_id), policy.metric)
+                for s in chosen if s.decision}
+    base: dict[str, float] | float = (item_values(store.sample_scores(baseline.decision.run_id), policy.metric)
+                                      if baseline.decision else float(baseline.value or 0.0))
+    return decide.statistics(policy.metric, per_seed, base, policy.rules.confidence, policy.bootstrap_resamples,
+                             policy.bootstrap_seed)
+
+
 def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None = None,
              evaluate_decision: bool = True) -> Verdict:
     """Decide PASS/FAIL for a policy.
@@ -90,13 +114,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     manager = SplitManager(store)
     sel_m, dec_m = reads.check_tiers(policy, manager)
     reads.check_protocol(policy, evaluate_decision)  # before any read: a typo must not spend a private read
-    where: dict[str, Any] = {"protocol_name": name, "protocol_version": version, "split": policy.selection_split}
-    if policy.train_run:
-        where["train_run"] = policy.train_run
-    sel_runs = store.runs(**where)
-    dec_runs = [] if evaluate_decision else store.runs(
-        protocol_name=name, protocol_version=version, split=policy.decision_split, status="complete",
-        split_sha256=dec_m.content_sha256, backend=policy.backend)
+    sel_runs, dec_runs = _stored_runs(policy, store, dec_m.content_sha256, evaluate_decision)
     base_digest = reads.baseline_digest(policy, dec_runs, evaluate_decision)
     part = partition_runs(sel_runs, sel_m.content_sha256, policy.backend, base_digest)
     manager.check(policy.selection_split, reads.SELECTION_PURPOSE, who)
@@ -123,14 +141,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
         s.decision = reader.read(s.best.path, {"train_run": s.best.train_run, "train_seed": s.train_seed,
                                                "step": s.best.step}, s.best.digest)
 
-    stats = None
-    if chosen:
-        per_seed = {s.train_seed: item_values(store.sample_scores(s.decision.run_id), policy.metric)
-                    for s in chosen if s.decision}
-        base: dict[str, float] | float = (item_values(store.sample_scores(baseline.decision.run_id), policy.metric)
-                                          if baseline.decision else float(baseline.value or 0.0))
-        stats = decide.statistics(policy.metric, per_seed, base, policy.rules.confidence,
-                                  policy.bootstrap_resamples, policy.bootstrap_seed)
+    stats = _statistics(policy, store, chosen, baseline) if chosen else None
     rules = decide.rules(policy, seeds, baseline, stats)
     samples = _audit_samples(store, chosen)
     return Verdict(all(r.passed for r in rules), policy, rules, seeds, baseline, stats, protocol_hash, samples,
