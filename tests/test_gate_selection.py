@@ -109,3 +109,17 @@ def test_malformed_yaml_gives_file_line_not_a_pyyaml_dump(tmp_path: Path) -> Non
     with pytest.raises(BadInput) as e:
         load_protocol(proto)
     assert e.value.message.startswith(f"{proto}:4:") and "\n" not in e.value.message
+
+
+def test_every_checkpoint_failed_with_a_baseline_checkpoint_is_a_fail_not_a_crash(tmp_path: Path) -> None:
+    # the old gate read the baseline's decision value back out of a dict that only the statistics of a candidate
+    # filled in: with no candidate it raised KeyError (exit 3)
+    (tmp_path / "runs").mkdir()
+    built = fx.build(tmp_path / "runs", seeds=())
+    ck = tmp_path / "runs" / "fx-run-seed4" / "checkpoint-10"
+    fx.add_run(built["store"], "dev-4-10", "d4-10", ck, "fx-dev", "dev", 4, 10, None, status="failed")
+    g = _gate(tmp_path, built, rules={"min_seeds": 1})
+    assert not g["v"].passed
+    rules = [(r["rule"], r["passed"]) for r in g["doc"]["rules"]]
+    assert rules[:2] == [("best_checkpoint", False), ("min_seeds", False)]
+    assert g["doc"]["seeds"][0]["failed"][0]["failed_reasons"][0].startswith("run error (EngineError")
