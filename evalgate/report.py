@@ -182,6 +182,9 @@ def markdown_summary(verdict: Verdict) -> str:
                      f"{_fmt(dec.get('value'))} ± {_fmt(dec.get('stderr'))} | "
                      f"{s['last']['step'] if s['last'] else ''} | "
                      f"{', '.join(str(c['step']) for c in s['failed']) or 'none'} |")
+    aside = [f"{len(d[k])} {k}" for k in ("stale", "ignored", "failures") if d[k]]
+    if aside:
+        lines += ["", f"Runs set aside: {', '.join(aside)} (listed with reasons in the JSON and HTML reports)."]
     return "\n".join(lines) + "\n"
 
 

@@ -11,7 +11,7 @@ import yaml
 
 from evalgate.errors import BadInput
 from evalgate.gate import load_policy, run_gate
-from evalgate.report import render_html
+from evalgate.report import markdown_summary, render_html
 from evalgate.splits import write_split
 from tests import gate_fixtures as fx
 
@@ -45,6 +45,7 @@ def test_runs_on_older_split_content_are_stale(tmp_path: Path) -> None:
     assert "a run on the current content is used" in stale["dev-1-10"]
     html = render_html(g["v"])
     assert "Stale: run on older content of fx-dev" in html and "dev-1-30" in html
+    assert "Runs set aside: 4 stale" in markdown_summary(g["v"])
 
 
 def test_failures_outside_the_checkpoint_do_not_change_the_pick(tmp_path: Path) -> None:
