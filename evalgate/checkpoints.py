@@ -22,6 +22,7 @@ from typing import Any
 from filelock import FileLock
 
 from evalgate.errors import BadInput, EngineError, MissingExtra
+from evalgate.fileio import atomic_write
 
 # Files whose bytes decide what a checkpoint generates. generation_config.json is deliberately absent: evalgate
 # never lets it change what is sent to the engine (sampling comes only from the protocol).
@@ -123,9 +124,7 @@ class DigestCache:
                 except (OSError, ValueError):
                     current = {}
                 current.update(self._new)
-                tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-                tmp.write_text(json.dumps(current))
-                os.replace(tmp, self.path)
+                atomic_write(self.path, json.dumps(current))
             self._new = {}
         except OSError:
             pass

