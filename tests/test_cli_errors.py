@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.splits import import_humaneval
+from evalgate.datasets.humaneval import import_humaneval
 from tests.conftest import REPO
 
 

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from evalgate.audit import verify_chain
+from evalgate.datasets.humaneval import import_humaneval
 from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.splits import SplitManager, import_humaneval, load_manifest, partition, splits_dir
+from evalgate.splits import SplitManager, load_manifest, partition, splits_dir
 from evalgate.store import Store
 
 
