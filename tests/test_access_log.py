@@ -222,3 +222,40 @@ def test_audit_reports_reads_by_split_actor_purpose_day_budget_and_refusals(home
     assert "known splits: priv, pub" in unknown.stderr
     bad = CliRunner().invoke(main, ["audit", "--since", "yesterday"])
     assert bad.exit_code == 2 and "not an ISO date" in bad.stderr
+
+
+def test_a_store_from_before_migration_6_is_checked_in_full_once_then_incrementally(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalgate import accesslog
+    from evalgate import store as store_mod
+
+    write_split("s", "dev", ITEMS, {"source": "test"})
+    with monkeypatch.context() as m:  # a store as it was before migration 6: no verified head
+        m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 6])
+        old = Store()
+        for i in range(3):
+            old.insert_access_rows([_chained(old, f"old{i}")])
+    store = Store()
+    assert store.access_log_head() is None
+    seen: list[int | None] = []
+    real = store.access_rows
+    monkeypatch.setattr(store, "access_rows", lambda *a, **k: seen.append(k.get("from_seq")) or real(*a, **k))
+    SplitManager(store).open("s", "tuning", "a1")  # first append: rows 1-3 checked from the start
+    SplitManager(store).open("s", "tuning", "a2")  # second: only from the head (row 4) on
+    assert seen == [1, 4]
+    head = store.access_log_head()
+    assert head is not None and head["seq"] == 5 and head["broken_seq"] is None
+    assert accesslog.verify(store)["ok"]
+
+
+def _chained(store: Store, actor: str) -> dict:
+    from datetime import UTC, datetime
+
+    from evalgate import accesslog
+
+    last = store.access_log_last()
+    seq, prev = (last["seq"] + 1, last["row_hash"]) if last else (1, accesslog.GENESIS_HASH)
+    row = {**accesslog.entry(actor=actor, split="s", tier="dev", purpose="tuning", outcome="read"),
+           "seq": seq, "ts": datetime(2026, 11, 1, tzinfo=UTC), "prev_hash": prev}
+    row["row_hash"] = accesslog.row_hash(prev, row)
+    return row
