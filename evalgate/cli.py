@@ -328,10 +328,12 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
     from evalgate.backends.base import parse_backend_options
     from evalgate.errors import BadInput
     from evalgate.run import RunOptions, evaluate
-    from evalgate.splits import RELEASE_GATE
+    from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
+    from evalgate.store import Store
 
-    if purpose == RELEASE_GATE:
-        raise BadInput(f"purpose {RELEASE_GATE!r} is reserved for 'evalgate gate'; private splits are read there")
+    if purpose == RELEASE_GATE:  # refused, and logged under the split
+        SplitManager(Store()).refuse(split, purpose, actor_name(actor), f"purpose {RELEASE_GATE!r} is reserved for "
+                                     "'evalgate gate'; private splits are read there", BadInput)
     opts = RunOptions(backend=backend, seed=seed, train_run=train_run, train_seed=train_seed, step=step,
                       purpose=purpose, actor=actor, override_reason=override_reason,
                       backend_options={**({"device": device} if backend == "hf" else {}),

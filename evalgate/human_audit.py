@@ -50,11 +50,13 @@ class AuditRecord(BaseModel):
     """The rater's free-text note."""
 
 
-def _human_audit_manifest(manager: SplitManager, split: str) -> None:
+def _human_audit_manifest(manager: SplitManager, split: str, purpose: str, actor: str) -> None:
+    """Refuse (logged) a split of another tier: exporting a private split would put its items in a plain file."""
     m = manager.manifest(split)
     if m.tier != "human-audit":
-        raise BadInput(f"split {split} is tier {m.tier}; human scoring works on human-audit splits: add the items "
-                       f"with 'evalgate splits add NAME --tier human-audit --file F.jsonl'")
+        manager.refuse(split, purpose, actor, f"split {split} is tier {m.tier}; human scoring works on human-audit "
+                       "splits: add the items with 'evalgate splits add NAME --tier human-audit --file F.jsonl'",
+                       BadInput)
 
 
 def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: str | None = None,
@@ -69,7 +71,7 @@ def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: 
     """
     store = store or Store()
     manager = SplitManager(store)
-    _human_audit_manifest(manager, split)
+    _human_audit_manifest(manager, split, EXPORT_PURPOSE, actor_name(actor))
     samples: list[dict[str, Any]] = []
     if run_id is not None:
         runs = store.runs(run_id=run_id)
@@ -125,7 +127,7 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
     who = actor_name(actor)
     item_ids: dict[str, set[str]] = {}
     for split in sorted({r.split for _, r in records}):
-        _human_audit_manifest(manager, split)
+        _human_audit_manifest(manager, split, IMPORT_PURPOSE, who)
         item_ids[split] = {str(it["id"]) for it in manager.open(split, IMPORT_PURPOSE, who, detail=p.name).items}
     auto: dict[str, dict[tuple[str, int], float]] = {}
     rows: list[dict[str, Any]] = []

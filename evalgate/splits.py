@@ -27,11 +27,12 @@ import hashlib
 import json
 import os
 import sys
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
@@ -44,6 +45,8 @@ from evalgate.store import Store
 Tier = Literal["smoke", "dev", "public", "private", "human-audit"]
 TIERS: tuple[str, ...] = ("smoke", "dev", "public", "private", "human-audit")
 RELEASE_GATE = "release-gate"
+ADD_PURPOSE = "add-split"
+"""The purpose logged when a split is added (outcome ``added``) or an addition is refused."""
 PARTITION_SALT = "evalgate-partition-v1"
 SMOKE_SIZE = 8
 
@@ -273,7 +276,11 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
 
     An existing split is never replaced silently: ``replace`` must be given, the tier must stay the same (a
     private split can never become a dev one), and the replacement is logged in the access log (outcome
-    ``replaced``, with the old and new content hashes).
+    ``replaced``, with the old and new content hashes). Every addition is logged too (outcome ``added``).
+
+    A split's read budget belongs to its content, not its name: items that repeat a private split (its very
+    content, or at least ``NEAR_DUPLICATE_SHARE`` of the new items matching its items by id or normalised text)
+    are refused under any other name and any tier, and the attempt is logged as ``refused`` under both names.
 
     Args:
         name: split name.
@@ -291,6 +298,7 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     Raises:
         BadInput: missing or empty file, bad record (with its line), invalid policy, or an existing split without
             ``replace`` / with another tier.
+        RefusedByPolicy: the items repeat another private split (logged).
     """
     if not file.is_file():
         raise BadInput(f"{file} not found; pass a JSONL file with --file")
@@ -311,14 +319,63 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
         if old.tier != tier:
             raise BadInput(f"split {name} is tier {old.tier}; a split's tier never changes. Create a new split "
                            f"for tier {tier}")
+    store, who = store or Store(), actor_name(actor)
+    twin = _private_twin(name, items)
+    if twin is not None:
+        m, shared = twin
+        why = (f"{shared} of the {len(items)} items of {file} repeat private split {m.name} (same id or same text); "
+               f"its read budget belongs to its content, so a copy under another name is refused. Read "
+               f"{m.name} itself (through 'evalgate gate'), or remove those items")
+        for split_name, split_tier in ((m.name, m.tier), (name, tier)):  # flagged under both names
+            accesslog.append(store, accesslog.entry(actor=who, split=split_name, tier=split_tier,
+                                                    purpose=ADD_PURPOSE, outcome="refused", detail=why))
+        raise RefusedByPolicy(why)
     path = write_split(name, tier, items, {"source": source or str(file)}, policy=pol)
-    if old is not None:
-        new = load_manifest(name)
-        accesslog.append(store or Store(), accesslog.entry(
-            actor=actor_name(actor), split=name, tier=tier, purpose="replace-data", outcome="replaced",
-            detail=f"data replaced: sha256 {old.content_sha256[:12]} ({old.count} items) -> "
-                   f"{new.content_sha256[:12]} ({new.count} items) from {file}"))
+    new = load_manifest(name)
+    accesslog.append(store, accesslog.entry(
+        actor=who, split=name, tier=tier, purpose="replace-data" if old else ADD_PURPOSE,
+        outcome="replaced" if old else "added",
+        detail=(f"data replaced: sha256 {old.content_sha256[:12]} ({old.count} items) -> " if old else "added: sha256 ")
+        + f"{new.content_sha256[:12]} ({new.count} items) from {file}"))
     return path
+
+
+NEAR_DUPLICATE_SHARE = 0.5
+"""A new split repeats a private split when at least this share of its items match that split's items by id or by
+normalised text (or when both hold the very same content)."""
+
+
+def _item_text(item: dict[str, Any]) -> str:
+    """An item's content without its id, normalised (NFKC, case, whitespace) to catch re-formatted copies."""
+    def norm(v: Any) -> str:
+        text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
+        return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+
+    return "\x1f".join(f"{k}={norm(item[k])}" for k in sorted(item) if k != "id")
+
+
+def _private_twin(name: str, items: list[dict[str, Any]]) -> tuple[Manifest, int] | None:
+    """The private split (other than ``name``) whose content ``items`` repeat, with the number of repeated items.
+
+    Compares with each private split's decrypted items in memory (nothing is written or shown, so this is not a
+    logged read); without the key only an identical content hash is recognised.
+    """
+    content = _sha256(_dump_jsonl(items))
+    ids, texts = [str(it["id"]) for it in items], [_item_text(it) for it in items]
+    for m in list_manifests():
+        if m.tier != "private" or m.name == name:
+            continue
+        if m.content_sha256 == content:
+            return m, len(items)
+        try:
+            theirs = read_items(m)
+        except EvalgateError:
+            continue
+        their_ids, their_texts = {str(it["id"]) for it in theirs}, {_item_text(it) for it in theirs}
+        shared = sum(1 for i, t in zip(ids, texts, strict=True) if i in their_ids or t in their_texts)
+        if shared and shared >= NEAR_DUPLICATE_SHARE * len(items):
+            return m, shared
+    return None
 
 
 def load_manifest(name: str, directory: Path | None = None) -> Manifest:
@@ -393,8 +450,15 @@ def import_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str
     parts = partition(list(by_id), smoke_size)
     prov = {**provenance, "partition": f"sha256('{PARTITION_SALT}:' + id) order; first {smoke_size} smoke, "
                                        "rest round-robin dev/public/private"}
-    return [write_split(f"{prefix}-{tier}", tier, [by_id[i] for i in ids], prov, directory)
-            for tier, ids in parts.items()]
+    paths = [write_split(f"{prefix}-{tier}", tier, [by_id[i] for i in ids], prov, directory)
+             for tier, ids in parts.items()]
+    store = Store()
+    for path in paths:  # every addition is logged
+        m = load_manifest(path.stem, path.parent)
+        accesslog.append(store, accesslog.entry(actor=actor_name(), split=m.name, tier=m.tier, purpose=ADD_PURPOSE,
+                                                outcome="added", detail=f"imported: sha256 {m.content_sha256[:12]} "
+                                                                        f"({m.count} items)"))
+    return paths
 
 
 # -- the manager -------------------------------------------------------------------------------------------------
@@ -464,6 +528,19 @@ class SplitManager:
             self._log(m, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, None, error.message)
             raise error
         return m, warnings
+
+    def refuse(self, name: str, purpose: str, actor: str, reason: str, error: type[EvalgateError] = RefusedByPolicy,
+               checkpoint_digest: str | None = None, protocol_hash: str | None = None) -> NoReturn:
+        """Log a refused attempt on split ``name`` (who, what, why) and raise it: for refusals decided outside
+        ``check`` (a purpose reserved for the gate, a command that needs another tier).
+
+        Raises:
+            ``error`` (default RefusedByPolicy) with ``reason``, after the row is appended; BadInput for an unknown
+            split (nothing to log it under).
+        """
+        m = self.manifest(name)
+        self._log(m, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, None, reason)
+        raise error(reason)
 
     def _unreadable(self, m: Manifest) -> EvalgateError | None:
         """Why the data cannot be read: BadInput for a missing or changed file, RefusedByPolicy for no key."""
