@@ -311,15 +311,20 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
         errs = "; ".join(f"{'.'.join(str(x) for x in er['loc'])}: {er['msg']}" for er in e.errors())
         raise BadInput(f"split {name}: invalid policy option ({errs})") from e
     old = None
+    store, who = store or Store(), actor_name(actor)
     if (splits_dir() / f"{name}.yaml").is_file():
         old = load_manifest(name)
+        why = None
         if not replace:
-            raise BadInput(f"split {name} already exists (tier {old.tier}, {old.count} items); pass --replace to "
-                           "replace its data (logged in the access log), or choose another name")
-        if old.tier != tier:
-            raise BadInput(f"split {name} is tier {old.tier}; a split's tier never changes. Create a new split "
-                           f"for tier {tier}")
-    store, who = store or Store(), actor_name(actor)
+            why = (f"split {name} already exists (tier {old.tier}, {old.count} items); pass --replace to replace its "
+                   "data (logged in the access log), or choose another name")
+        elif old.tier != tier:
+            why = f"split {name} is tier {old.tier}; a split's tier never changes. Create a new split for tier {tier}"
+        if why:
+            accesslog.append(store, accesslog.entry(actor=who, split=name, tier=old.tier,
+                                                    purpose="replace-data" if replace else ADD_PURPOSE,
+                                                    outcome="refused", detail=why))
+            raise BadInput(why)
     twin = _private_twin(name, items)
     if twin is not None:
         m, shared = twin

@@ -30,8 +30,10 @@ def test_existing_split_needs_replace_and_keeps_its_tier(home: Path) -> None:
     assert load_manifest("secret").count == 1
     rows = Store().access_rows("secret")
     assert [(r["outcome"], r["actor"], r["purpose"]) for r in rows] == [
-        ("added", "test-actor", "add-split"), ("replaced", "carol", "replace-data")]
-    assert "(2 items) -> " in rows[1]["detail"] and "(1 items)" in rows[1]["detail"]
+        ("added", "test-actor", "add-split"), ("refused", "test-actor", "add-split"),
+        ("refused", "test-actor", "replace-data"), ("replaced", "carol", "replace-data")]
+    assert "tier never changes" in rows[2]["detail"]
+    assert "(2 items) -> " in rows[3]["detail"] and "(1 items)" in rows[3]["detail"]
 
 
 def test_empty_file_and_bad_policy_are_bad_input(home: Path) -> None:
