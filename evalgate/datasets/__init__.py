@@ -4,48 +4,24 @@ Each importer reads the benchmark's own file (nothing is downloaded), turns its 
 ``id`` and the gold answer in the field its scorer reads, and writes the four tiered splits
 ``<name>-smoke|dev|public|private`` with ``splits.import_tiered``.
 
-To add a benchmark: write ``evalgate/datasets/<name>.py`` defining ``DATASET = Dataset(...)`` and add the module to
-``_MODULES`` below.
+To add a benchmark: write ``evalgate/datasets/<name>.py`` defining ``DATASET = Dataset(...)`` (``datasets/base.py``)
+and add the module to ``_MODULES`` below.
 """
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
+from evalgate.datasets import gsm8k, humaneval, math500
+from evalgate.datasets.base import Dataset, Items
 from evalgate.errors import BadInput
 
-Items = list[dict[str, Any]]
-
-
-@dataclass(frozen=True)
-class Dataset:
-    """One importable benchmark.
-
-    Attributes:
-        name: the name ``splits import`` takes; also the prefix of the four split names.
-        description: one line for help and listings (what it is, who published it).
-        read: ``read(path) -> (items, raw file bytes)``; raises ``BadInput`` naming the file and line of a bad
-            record.
-        provenance: recorded in every split's manifest (source, license, how the gold answer was parsed).
-        default_source: where the file is when ``--from`` is not given (e.g. an installed wheel), or None when
-            ``--from`` is required.
-    """
-
-    name: str
-    description: str
-    read: Callable[[Path], tuple[Items, bytes]]
-    provenance: dict[str, Any] = field(default_factory=dict)
-    default_source: Callable[[], Path] | None = None
+__all__ = ["Dataset", "Items", "get", "import_dataset", "known"]
+_MODULES = (humaneval, gsm8k, math500)
 
 
 def _registry() -> dict[str, Dataset]:
-    from evalgate.datasets import gsm8k, humaneval, math500
-
-    return {d.name: d for d in (humaneval.DATASET, gsm8k.DATASET, math500.DATASET)}
+    return {m.DATASET.name: m.DATASET for m in _MODULES}
 
 
 def known() -> list[str]:
@@ -79,13 +55,4 @@ def import_dataset(name: str, source: Path | None = None, directory: Path | None
     Raises:
         BadInput: unknown name, no ``source`` where one is required, or a bad file.
     """
-    from evalgate.splits import import_tiered
-
-    ds = get(name)
-    if source is None:
-        if ds.default_source is None:
-            raise BadInput(f"{name}: pass --from PATH to the dataset's file (nothing is downloaded)")
-        source = ds.default_source()
-    items, raw = ds.read(Path(source))
-    provenance = {**ds.provenance, "file": Path(source).name, "file_sha256": hashlib.sha256(raw).hexdigest()}
-    return import_tiered(name, items, provenance, directory)
+    return get(name).import_splits(source, directory)

