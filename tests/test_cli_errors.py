@@ -56,13 +56,14 @@ def test_unknown_split(home: Path, frozen: Path, smollm2_dir: Path) -> None:
 
 def test_malformed_protocol(home: Path, smollm2_dir: Path) -> None:
     import_humaneval()
+    before = store_snapshot(home)  # the import's logged additions
     bad = home / "bad.yaml"
     bad.write_text("name: x\nversion: 1\nprompt:\n  template: hi\nscorer:\n  name: humaneval\n"
                    "sampling:\n  tempreature: 1\n")
     r = evalgate("run", "--protocol", str(bad), "--checkpoint", str(smollm2_dir), "--split", "humaneval-smoke")
     assert r.returncode == 2
     assert f"{bad}:8: sampling.tempreature: unknown key 'tempreature'; did you mean 'temperature'?" in r.stderr
-    assert store_snapshot(home) == b""
+    assert store_snapshot(home) == before  # the refused run wrote nothing
 
 
 def test_protocol_drift_exits_1(home: Path, tmp_path: Path) -> None:
