@@ -310,31 +310,9 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     except ValidationError as e:
         errs = "; ".join(f"{'.'.join(str(x) for x in er['loc'])}: {er['msg']}" for er in e.errors())
         raise BadInput(f"split {name}: invalid policy option ({errs})") from e
-    old = None
     store, who = store or Store(), actor_name(actor)
-    if (splits_dir() / f"{name}.yaml").is_file():
-        old = load_manifest(name)
-        why = None
-        if not replace:
-            why = (f"split {name} already exists (tier {old.tier}, {old.count} items); pass --replace to replace its "
-                   "data (logged in the access log), or choose another name")
-        elif old.tier != tier:
-            why = f"split {name} is tier {old.tier}; a split's tier never changes. Create a new split for tier {tier}"
-        if why:
-            accesslog.append(store, accesslog.entry(actor=who, split=name, tier=old.tier,
-                                                    purpose="replace-data" if replace else ADD_PURPOSE,
-                                                    outcome="refused", detail=why))
-            raise BadInput(why)
-    twin = _private_twin(name, items)
-    if twin is not None:
-        m, shared = twin
-        why = (f"{shared} of the {len(items)} items of {file} repeat private split {m.name} (same id or same text); "
-               f"its read budget belongs to its content, so a copy under another name is refused. Read "
-               f"{m.name} itself (through 'evalgate gate'), or remove those items")
-        for split_name, split_tier in ((m.name, m.tier), (name, tier)):  # flagged under both names
-            accesslog.append(store, accesslog.entry(actor=who, split=split_name, tier=split_tier,
-                                                    purpose=ADD_PURPOSE, outcome="refused", detail=why))
-        raise RefusedByPolicy(why)
+    old = _check_existing(name, tier, replace, store, who)
+    _refuse_private_copy(name, tier, items, file, store, who)
     path = write_split(name, tier, items, {"source": source or str(file)}, policy=pol)
     new = load_manifest(name)
     accesslog.append(store, accesslog.entry(
@@ -343,6 +321,41 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
         detail=(f"data replaced: sha256 {old.content_sha256[:12]} ({old.count} items) -> " if old else "added: sha256 ")
         + f"{new.content_sha256[:12]} ({new.count} items) from {file}"))
     return path
+
+
+def _check_existing(name: str, tier: str, replace: bool, store: Store, who: str) -> Manifest | None:
+    """The split ``add_split`` would replace, if any; refuses (logged) a replacement without ``replace`` or with
+    another tier."""
+    if not (splits_dir() / f"{name}.yaml").is_file():
+        return None
+    old = load_manifest(name)
+    why = None
+    if not replace:
+        why = (f"split {name} already exists (tier {old.tier}, {old.count} items); pass --replace to replace its "
+               "data (logged in the access log), or choose another name")
+    elif old.tier != tier:
+        why = f"split {name} is tier {old.tier}; a split's tier never changes. Create a new split for tier {tier}"
+    if why:
+        accesslog.append(store, accesslog.entry(actor=who, split=name, tier=old.tier, outcome="refused",
+                                                purpose="replace-data" if replace else ADD_PURPOSE, detail=why))
+        raise BadInput(why)
+    return old
+
+
+def _refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file: Path, store: Store,
+                         who: str) -> None:
+    """Refuse (logged under both names) items that repeat another private split (``_private_twin``)."""
+    twin = _private_twin(name, items)
+    if twin is None:
+        return
+    m, shared = twin
+    why = (f"{shared} of the {len(items)} items of {file} repeat private split {m.name} (same id or same text); "
+           f"its read budget belongs to its content, so a copy under another name is refused. Read "
+           f"{m.name} itself (through 'evalgate gate'), or remove those items")
+    for split_name, split_tier in ((m.name, m.tier), (name, tier)):
+        accesslog.append(store, accesslog.entry(actor=who, split=split_name, tier=split_tier,
+                                                purpose=ADD_PURPOSE, outcome="refused", detail=why))
+    raise RefusedByPolicy(why)
 
 
 NEAR_DUPLICATE_SHARE = 0.5
