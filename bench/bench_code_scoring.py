@@ -28,8 +28,8 @@ from pathlib import Path
 
 # Import the checkout's evalgate, not an installed one.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from evalgate.datasets.humaneval import humaneval_path  # noqa: E402
 from evalgate.scoring.code import available_cores, run_many, sandbox_command  # noqa: E402
-from evalgate.splits import humaneval_path  # noqa: E402
 
 
 def programs() -> list[str]:

@@ -29,7 +29,8 @@ from types import SimpleNamespace
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from evalgate.datasets import gsm8k_items, math500_items  # noqa: E402
+from evalgate.datasets.gsm8k import gsm8k_items  # noqa: E402
+from evalgate.datasets.math500 import math500_items  # noqa: E402
 from evalgate.scoring import SampleToScore, exact_match, extract_answer  # noqa: E402
 from evalgate.scoring.math import MathScorer, _parse  # noqa: E402
 

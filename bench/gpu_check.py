@@ -79,10 +79,11 @@ def main() -> None:
     sys.path.insert(0, str(REPO))
     from evalgate.backends.base import parse_backend_options
     from evalgate.checkpoints import load_tokenizer, resolve_checkpoint
+    from evalgate.datasets.humaneval import humaneval_path
     from evalgate.prompts import render_prompt
     from evalgate.protocol import load_protocol
     from evalgate.protocols_ops import freeze
-    from evalgate.splits import humaneval_path, write_split
+    from evalgate.splits import write_split
     from evalgate.wheels import smollm2_gguf
 
     work = Path(tempfile.mkdtemp(prefix="evalgate-gpu-"))

@@ -57,10 +57,11 @@ def main() -> None:
 
     from evalgate.backends.base import cut_at_stop
     from evalgate.checkpoints import load_tokenizer, resolve_checkpoint
+    from evalgate.datasets.humaneval import humaneval_path
     from evalgate.prompts import render_prompt
     from evalgate.protocol import load_protocol
     from evalgate.protocols_ops import freeze
-    from evalgate.splits import humaneval_path, write_split
+    from evalgate.splits import write_split
     from evalgate.wheels import smollm2_gguf
 
     work = Path(tempfile.mkdtemp(prefix="evalgate-bench-"))

@@ -1,79 +1,19 @@
 """The audit: who read which split, how often, for what, and whether the access log is intact.
 
-The access log lives in the store (``access_log``); each row carries the sha256 of its predecessor, so
-``verify_chain`` detects an edited, inserted or deleted row and names the first bad one.
+The access log lives in the store (``access_log``); its hash chain is ``evalgate.accesslog`` (``verify_chain`` is
+``accesslog.verify``: it detects an edited, inserted or deleted row and names the first bad one).
 """
 
 from __future__ import annotations
 
-import sys
 from collections import Counter, defaultdict
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
+from evalgate.accesslog import verify as verify_chain
 from evalgate.errors import BadInput
-from evalgate.splits import list_manifests
-from evalgate.store import GENESIS_HASH, Store, access_row_hash, now
-
-
-def verify_chain(store: Store, expect_head: tuple[int, str] | None = None) -> dict[str, Any]:
-    """Re-compute the hash chain.
-
-    The chain alone cannot tell a log whose last rows were deleted from a shorter log: pass a head recorded
-    earlier (``head`` of a previous result, e.g. kept as a CI artifact) to detect that too.
-
-    Args:
-        store: the store whose ``access_log`` is checked.
-        expect_head: ``(seq, row_hash)`` of a row that must still be in the chain with that hash.
-
-    Returns:
-        ``{"ok": bool, "rows": n, "first_bad_seq": seq or None, "reason": text or None, "head": {"seq", "hash"}}``.
-        A gap in ``seq`` (a deleted row) or a row whose prev_hash or row_hash does not match is the first bad row.
-    """
-    rows = store.access_rows()
-    prev, expected_seq = GENESIS_HASH, 1
-    head = {"seq": rows[-1]["seq"] if rows else 0, "hash": rows[-1]["row_hash"] if rows else GENESIS_HASH}
-    for r in rows:
-        reason = None
-        if r["seq"] != expected_seq:
-            reason = f"sequence jumps from {expected_seq - 1} to {r['seq']} (a row was deleted or inserted)"
-        elif r["prev_hash"] != prev:
-            reason = "prev_hash does not match the previous row (a row was deleted, inserted or re-hashed)"
-        elif access_row_hash(prev, r) != r["row_hash"]:
-            reason = "row content does not match its hash (the row was edited)"
-        if reason:
-            return {"ok": False, "rows": len(rows), "first_bad_seq": r["seq"], "reason": reason, "head": head}
-        prev, expected_seq = r["row_hash"], expected_seq + 1
-    if expect_head is not None:
-        seq, want = expect_head
-        got = next((r["row_hash"] for r in rows if r["seq"] == seq), None)
-        if got != want:
-            reason = (f"the recorded head row {seq} is missing (rows after {len(rows)} were deleted)" if got is None
-                      else f"row {seq} no longer has the recorded hash {want[:12]} (the log was rewritten)")
-            return {"ok": False, "rows": len(rows), "first_bad_seq": min(seq, len(rows) + 1), "reason": reason,
-                    "head": head}
-    return {"ok": True, "rows": len(rows), "first_bad_seq": None, "reason": None, "head": head}
-
-
-_warned_broken: set[Path] = set()  # stores whose broken chain this process has already reported
-
-
-def warn_if_chain_broken(store: Store) -> None:
-    """Before a row is appended: if the access log's chain is already broken, say so on stderr, once per store per
-    process, naming the first bad row. The append still happens (refusing a read would not repair the log, and the
-    new rows are still chained); the warning makes sure a broken log is not extended unnoticed.
-    """
-    path = store.path.resolve()
-    if path in _warned_broken:
-        return
-    res = verify_chain(store)
-    if not res["ok"]:
-        _warned_broken.add(path)
-        print(f"warning: the access log in {store.path} is already broken at row {res['first_bad_seq']} "
-              f"({res['reason']}); new entries are still appended and chained, but the log no longer proves who "
-              "read what. Run 'evalgate audit verify' to see the first bad row, and find out who edited the store.",
-              file=sys.stderr)
+from evalgate.splits import SplitManager, list_manifests
+from evalgate.store import Store, now
 
 
 def audit_summary(store: Store, split: str | None = None, since: datetime | None = None,
@@ -132,8 +72,6 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
         if name in manifests:
             policy = manifests[name].effective_policy()
             if policy.max_reads is not None:
-                from evalgate.splits import SplitManager
-
                 used = SplitManager(store).reads_in_window(name, policy)
                 entry["budget"] = {"max_reads": policy.max_reads, "window_days": policy.window_days,
                                    "hard": policy.hard, "used": used, "left": max(0, policy.max_reads - used)}

@@ -9,19 +9,23 @@ keyed by the GGUF's digest.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
+import pickle
 import re
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass
+import zipfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from filelock import FileLock
 
 from evalgate.errors import BadInput, EngineError, MissingExtra
+from evalgate.fileio import atomic_write
 
 # Files whose bytes decide what a checkpoint generates. generation_config.json is deliberately absent: evalgate
 # never lets it change what is sent to the engine (sampling comes only from the protocol).
@@ -40,7 +44,10 @@ class Checkpoint:
         kind: ``hf`` or ``gguf``.
         digest: hex sha256 identity (see module docstring).
         model_dir: HF directory the engines load (the conversion cache for a GGUF).
-        train_run, train_seed, step: training provenance (flags, else ``checkpoint-N`` and trainer_state.json).
+        train_run, train_seed, step: training provenance (flags, else inferred: see ``infer_training``).
+        provenance: where each of train_run, train_seed and step came from (``"flag"``, ``"folder name
+            'seed-1'"``, ``"training_args.bin (seed)"`` ...) or why it could not be inferred (``"not inferred:
+            ..."``).
     """
 
     path: Path
@@ -50,6 +57,7 @@ class Checkpoint:
     train_run: str | None = None
     train_seed: int | None = None
     step: int | None = None
+    provenance: dict[str, str] = field(default_factory=dict, compare=False, hash=False)
 
 
 def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
@@ -123,9 +131,7 @@ class DigestCache:
                 except (OSError, ValueError):
                     current = {}
                 current.update(self._new)
-                tmp = self.path.with_suffix(f".tmp{os.getpid()}")
-                tmp.write_text(json.dumps(current))
-                os.replace(tmp, self.path)
+                atomic_write(self.path, json.dumps(current))
             self._new = {}
         except OSError:
             pass
@@ -248,6 +254,95 @@ def _trainer_state(dir_: Path) -> dict | None:
     return None
 
 
+class _Stub:
+    """Stands in for every class a pickle names, so reading one runs no code from it (see ``_args_seed``)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        self.state: Any = None
+
+    def __setstate__(self, state: Any) -> None:
+        self.state = state
+
+
+class _StubUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        return _Stub
+
+    def persistent_load(self, pid: Any) -> None:  # tensor storages of a torch file: not needed here
+        return None
+
+
+def _args_seed(dir_: Path) -> int | None:
+    """``seed`` of the ``training_args.bin`` the HF Trainer (and TRL's trainers, whose configs subclass
+    ``TrainingArguments``) saves in every checkpoint directory: a ``torch.save`` zip holding ``<name>/data.pkl``.
+
+    Read with an unpickler that maps every class to an inert stub, so no code from the file runs (``torch.load``
+    would need ``weights_only=False`` for these objects, which executes arbitrary pickled code).
+    """
+    f = dir_ / "training_args.bin"
+    if not f.is_file():
+        return None
+    try:
+        with zipfile.ZipFile(f) as z:
+            name = next(n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl")
+            obj = _StubUnpickler(io.BytesIO(z.read(name))).load()
+    except Exception:  # not a zip, no data.pkl, an unreadable pickle: the seed is simply not known from here
+        return None
+    state = obj.state if isinstance(obj, _Stub) else None
+    if isinstance(state, tuple):  # (dict, slots) for classes with __slots__
+        state = state[0]
+    seed = state.get("seed") if isinstance(state, dict) else None
+    return seed if isinstance(seed, int) and not isinstance(seed, bool) else None
+
+
+_SEED_RE = re.compile(r"(?:^|[-_.])seed[-_=]?(\d+)$", re.IGNORECASE)
+
+
+def infer_training(dir_: Path) -> tuple[dict[str, Any], dict[str, str]]:
+    """Training run, seed and step of a checkpoint directory, from common layouts, and where each came from.
+
+    - step: a ``checkpoint-N`` folder name, else ``global_step`` of ``trainer_state.json``.
+    - train_seed: a ``seed-N`` / ``seed_N`` / ``seedN`` folder name (the checkpoint's own folder or one of its two
+      parents, e.g. ``run/seed-1/checkpoint-9``), else ``seed`` of ``training_args.bin`` (HF Trainer, TRL), else
+      ``trial_params.seed`` of ``trainer_state.json``. A folder name wins over the saved arguments (it is the label
+      the runs are told apart by); a disagreement is noted in the source.
+    - train_run: the folder above the seed folder (``run/seed-1/checkpoint-9`` -> ``run``), else the folder
+      holding a ``checkpoint-N`` folder.
+
+    Returns:
+        ``({"train_run", "train_seed", "step"}, {field: source})``; a value that cannot be inferred is None and its
+        source says ``"not inferred: ..."`` with what was looked for.
+    """
+    values: dict[str, Any] = {"train_run": None, "train_seed": None, "step": None}
+    src: dict[str, str] = {}
+    state = _trainer_state(dir_)
+    if m := _STEP_RE.search(dir_.name):
+        values["step"], src["step"] = int(m.group(1)), f"folder name {dir_.name!r}"
+    elif state and isinstance(state.get("global_step"), int):
+        values["step"], src["step"] = state["global_step"], "trainer_state.json global_step"
+    seed_dir = next((d for d in (dir_, dir_.parent, dir_.parent.parent) if _SEED_RE.search(d.name)), None)
+    args_seed = _args_seed(dir_)
+    trial = (state or {}).get("trial_params") or {}
+    if seed_dir is not None:
+        values["train_seed"] = int(_SEED_RE.search(seed_dir.name).group(1))  # type: ignore[union-attr]
+        src["train_seed"] = f"folder name {seed_dir.name!r}" + (
+            f" (training_args.bin says seed {args_seed})" if args_seed not in (None, values["train_seed"]) else "")
+    elif args_seed is not None:
+        values["train_seed"], src["train_seed"] = args_seed, "training_args.bin (seed)"
+    elif isinstance(trial.get("seed"), int):
+        values["train_seed"], src["train_seed"] = trial["seed"], "trainer_state.json trial_params.seed"
+    if seed_dir is not None and seed_dir != dir_:
+        values["train_run"], src["train_run"] = seed_dir.parent.name, f"folder above {seed_dir.name!r}"
+    elif _STEP_RE.search(dir_.name):
+        values["train_run"], src["train_run"] = dir_.parent.name, f"folder holding {dir_.name!r}"
+    for k, looked in (("train_seed", "no seed-N/seed_N folder, training_args.bin or trainer_state.json seed; "
+                                     "pass --train-seed"),
+                      ("train_run", "no seed-N or checkpoint-N folder to name it after; pass --train-run"),
+                      ("step", "no checkpoint-N folder or trainer_state.json global_step; pass --step")):
+        src.setdefault(k, f"not inferred: {looked}")
+    return values, src
+
+
 def resolve_checkpoint(
     path: str | Path,
     train_run: str | None = None,
@@ -256,12 +351,13 @@ def resolve_checkpoint(
 ) -> Checkpoint:
     """Resolve a checkpoint path to its identity and loadable HF directory.
 
-    Training provenance comes from the arguments, else from the directory: step from ``checkpoint-N`` or
-    trainer_state.json's ``global_step``; run name from the parent directory of a ``checkpoint-N`` directory.
+    Training provenance comes from the arguments, else from the directory (``infer_training``); the checkpoint's
+    ``provenance`` says which, or why a value is missing. A GGUF file carries none (only the arguments).
 
     Raises:
         BadInput: path missing or neither an HF directory nor a ``.gguf`` file.
     """
+    given: dict[str, Any] = {"train_run": train_run, "train_seed": train_seed, "step": step}
     p = Path(path).expanduser().resolve()
     if not p.exists():
         raise BadInput(f"checkpoint {path} not found; pass an HF model directory or a .gguf file")
@@ -276,19 +372,15 @@ def resolve_checkpoint(
         cache = DigestCache()
         digest = cache.sha256(p)
         cache.save()
-        return Checkpoint(p, "gguf", digest, convert_gguf(p, digest), train_run, train_seed, step)
+        prov = {k: "flag" if v is not None else "not inferred: a GGUF file carries no training metadata; pass "
+                f"--{k.replace('_', '-')}" for k, v in given.items()}
+        return Checkpoint(p, "gguf", digest, convert_gguf(p, digest), train_run, train_seed, step, prov)
     digest = dir_digest(p)
     check_weight_files(p)
-    if step is None:
-        m = _STEP_RE.search(p.name)
-        state = _trainer_state(p)
-        if m:
-            step = int(m.group(1))
-        elif state and isinstance(state.get("global_step"), int):
-            step = state["global_step"]
-    if train_run is None and _STEP_RE.search(p.name):
-        train_run = p.parent.name
-    return Checkpoint(p, "hf", digest, p, train_run, train_seed, step)
+    inferred, src = infer_training(p)
+    values = {k: given[k] if given[k] is not None else inferred[k] for k in given}
+    prov = {k: "flag" if given[k] is not None else src[k] for k in given}
+    return Checkpoint(p, "hf", digest, p, values["train_run"], values["train_seed"], values["step"], prov)
 
 
 def load_tokenizer(model_dir: str | Path) -> Any:

@@ -172,22 +172,17 @@ def splits() -> None:
 
 
 @splits.command("import")
-@click.argument("dataset", type=click.Choice(["humaneval", "gsm8k", "math500"]))
+@click.argument("dataset")
 @click.option("--from", "source", type=click.Path(path_type=Path),
               help="Data file (humaneval default: the installed wheel; gsm8k, math500: required).")
 @handle_errors
 def splits_import(dataset: str, source: Path | None) -> None:
-    """Import a dataset as tiered splits (smoke/dev/public/private)."""
-    from evalgate.datasets import import_math_dataset
-    from evalgate.errors import BadInput
-    from evalgate.splits import import_humaneval, load_manifest
+    """Import a benchmark (humaneval, gsm8k, math500, ...: evalgate/datasets/) as tiered splits
+    (smoke/dev/public/private)."""
+    from evalgate.datasets import import_dataset
+    from evalgate.splits import load_manifest
 
-    if dataset == "humaneval":
-        paths = import_humaneval(source)
-    elif source is None:
-        raise BadInput(f"{dataset}: pass --from PATH to the dataset's test.jsonl (nothing is downloaded)")
-    else:
-        paths = import_math_dataset(dataset, source)
+    paths = import_dataset(dataset, source)
     for p in paths:
         m = load_manifest(p.stem, p.parent)
         click.echo(f"{m.name:24s} tier {m.tier:8s} {m.count:4d} items  {p}{'  (encrypted)' if m.encrypted else ''}")
@@ -333,10 +328,12 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
     from evalgate.backends.base import parse_backend_options
     from evalgate.errors import BadInput
     from evalgate.run import RunOptions, evaluate
-    from evalgate.splits import RELEASE_GATE
+    from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
+    from evalgate.store import Store
 
-    if purpose == RELEASE_GATE:
-        raise BadInput(f"purpose {RELEASE_GATE!r} is reserved for 'evalgate gate'; private splits are read there")
+    if purpose == RELEASE_GATE:  # refused, and logged under the split
+        SplitManager(Store()).refuse(split, purpose, actor_name(actor), f"purpose {RELEASE_GATE!r} is reserved for "
+                                     "'evalgate gate'; private splits are read there", BadInput)
     opts = RunOptions(backend=backend, seed=seed, train_run=train_run, train_seed=train_seed, step=step,
                       purpose=purpose, actor=actor, override_reason=override_reason,
                       backend_options={**({"device": device} if backend == "hf" else {}),

@@ -13,7 +13,6 @@ strings forming one stream. Memory is bounded by the items' n-grams and the chun
 from __future__ import annotations
 
 import gzip
-import json
 import re
 import time
 import unicodedata
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from evalgate.errors import BadInput
+from evalgate.fileio import iter_jsonl
 
 PURPOSE = "contamination-check"
 CHUNK_CHARS = 1 << 20
@@ -96,14 +96,7 @@ def corpus_token_chunks(path: Path, fmt: str = "auto", chunk_chars: int = CHUNK_
     fmt = corpus_format(path) if fmt == "auto" else fmt
     with _open_text(path) as f:
         if fmt == "jsonl":
-            for i, line in enumerate(f, 1):
-                if not line.strip():
-                    continue
-                try:
-                    rec = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise BadInput(f"{path}:{i}: not valid JSON ({e.msg}); fix the line or pass a text corpus "
-                                   "with --corpus-format text") from e
+            for _, rec in iter_jsonl(f, path, "fix the line or pass a text corpus with --corpus-format text"):
                 texts = [rec.get(text_field)] if text_field and isinstance(rec, dict) else list(_strings(rec))
                 yield True, tokens("\n".join(t for t in texts if isinstance(t, str)))
             return

@@ -39,9 +39,9 @@ HUMANEVAL_PROTOCOL = Path("protocols/humaneval-smoke.yaml")
 
 def _humaneval_smoke() -> dict:
     """Step 0: SmolLM2 on the HumanEval smoke split; returns the run document."""
+    from evalgate.datasets.humaneval import import_humaneval
     from evalgate.protocols_ops import freeze
     from evalgate.run import RunOptions, evaluate
-    from evalgate.splits import import_humaneval
     from evalgate.store import Store
 
     os.environ.setdefault("EVALGATE_MODELS", str(Path(os.environ.get("EVALGATE_HOME", ".evalgate")) / "models"))

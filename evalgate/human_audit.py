@@ -9,14 +9,13 @@ reward models and judges can be calibrated against people. Both read the split a
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evalgate.errors import BadInput
+from evalgate.fileio import atomic_write, iter_jsonl
 from evalgate.splits import SplitManager, actor_name
 from evalgate.store import Store
 
@@ -51,11 +50,13 @@ class AuditRecord(BaseModel):
     """The rater's free-text note."""
 
 
-def _human_audit_manifest(manager: SplitManager, split: str) -> None:
+def _human_audit_manifest(manager: SplitManager, split: str, purpose: str, actor: str) -> None:
+    """Refuse (logged) a split of another tier: exporting a private split would put its items in a plain file."""
     m = manager.manifest(split)
     if m.tier != "human-audit":
-        raise BadInput(f"split {split} is tier {m.tier}; human scoring works on human-audit splits: add the items "
-                       f"with 'evalgate splits add NAME --tier human-audit --file F.jsonl'")
+        manager.refuse(split, purpose, actor, f"split {split} is tier {m.tier}; human scoring works on human-audit "
+                       "splits: add the items with 'evalgate splits add NAME --tier human-audit --file F.jsonl'",
+                       BadInput)
 
 
 def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: str | None = None,
@@ -70,7 +71,7 @@ def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: 
     """
     store = store or Store()
     manager = SplitManager(store)
-    _human_audit_manifest(manager, split)
+    _human_audit_manifest(manager, split, EXPORT_PURPOSE, actor_name(actor))
     samples: list[dict[str, Any]] = []
     if run_id is not None:
         runs = store.runs(run_id=run_id)
@@ -88,9 +89,7 @@ def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: 
                    for s in samples]
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, "".join(r.model_dump_json() + "\n" for r in records))
     return {"split": split, "run_id": run_id, "records": len(records), "out": str(path)}
 
 
@@ -117,13 +116,9 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
         raise BadInput(f"{p} not found; pass the file written by 'evalgate splits export-audit', with scores")
     raw = p.read_bytes()
     records: list[tuple[int, AuditRecord]] = []
-    for i, line in enumerate(raw.decode("utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    for i, rec in iter_jsonl(raw, p, "fix that line"):
         try:
-            records.append((i, AuditRecord.model_validate(json.loads(line))))
-        except json.JSONDecodeError as e:
-            raise BadInput(f"{p}:{i}: not valid JSON ({e.msg}); fix that line") from e
+            records.append((i, AuditRecord.model_validate(rec)))
         except ValidationError as e:
             err = e.errors()[0]
             raise BadInput(f"{p}:{i}: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from e
@@ -132,7 +127,7 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
     who = actor_name(actor)
     item_ids: dict[str, set[str]] = {}
     for split in sorted({r.split for _, r in records}):
-        _human_audit_manifest(manager, split)
+        _human_audit_manifest(manager, split, IMPORT_PURPOSE, who)
         item_ids[split] = {str(it["id"]) for it in manager.open(split, IMPORT_PURPOSE, who, detail=p.name).items}
     auto: dict[str, dict[tuple[str, int], float]] = {}
     rows: list[dict[str, Any]] = []

@@ -118,3 +118,13 @@ def _m005_prompt_in_cache_key(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("INSERT INTO generations_v5 SELECT * FROM generations")
     con.execute("DROP TABLE generations")
     con.execute("ALTER TABLE generations_v5 RENAME TO generations")
+
+
+@migration(6, "access_log_head")
+def _m006_access_log_head(con: duckdb.DuckDBPyConnection) -> None:
+    """The access log's last verified head (one row), so an append checks only the rows added since, and the first
+    bad row a check found, so every later append warns (``evalgate/accesslog.py``)."""
+    con.execute("""
+        CREATE TABLE access_log_head (
+            seq BIGINT NOT NULL, row_hash VARCHAR NOT NULL, broken_seq BIGINT, broken_reason VARCHAR,
+            checked_at TIMESTAMPTZ NOT NULL)""")

@@ -24,6 +24,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.errors import BadInput, ProtocolDrift
+from evalgate.fileio import iter_jsonl
 from evalgate.userfiles import FieldProblem, format_validation_error, load_yaml_mapping, yaml_line
 
 LOCK_SUFFIX = ".lock"
@@ -260,13 +261,7 @@ def _read_fewshot(base: Path, rel: str, target_field: str) -> list[dict[str, Any
     """Few-shot exemplars of a JSONL file, in file order; each must be an object holding ``target_field``."""
     where = base / rel
     out: list[dict[str, Any]] = []
-    for i, line in enumerate(_read_file(base, rel, "fewshot_file").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise BadInput(f"{where}:{i}: not valid JSON ({e.msg}); fix that line") from e
+    for i, record in iter_jsonl(_read_file(base, rel, "fewshot_file"), where, "fix that line"):
         if not isinstance(record, dict) or target_field not in record:
             raise BadInput(f"{where}:{i}: a few-shot exemplar must be a JSON object with the answer in "
                            f"{target_field!r} (prompt.fewshot_target_field); add it or change that field")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
+from evalgate.fileio import atomic_write
 from evalgate.protocol import load_protocol, lock_document, lock_problem
 from evalgate.store import Store
 
@@ -33,7 +33,5 @@ def freeze(path: str | Path, store: Store | None = None) -> dict[str, Any]:
         except (json.JSONDecodeError, KeyError, AttributeError):
             pass
     doc = lock_document(lp)
-    tmp = lp.lock_path.with_name(lp.lock_path.name + ".tmp")
-    tmp.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, lp.lock_path)
+    atomic_write(lp.lock_path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     return doc

@@ -20,6 +20,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from evalgate.fileio import atomic_write
 from evalgate.gate import Verdict, load_policy, run_gate
 from evalgate.store import Store, now
 
@@ -113,10 +114,7 @@ def charts(verdict: Verdict) -> list[dict[str, str]]:
 
 
 def _atomic_write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, text)
 
 
 def render_html(verdict: Verdict, audit: dict[str, Any] | None = None) -> str:

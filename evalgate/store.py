@@ -10,7 +10,6 @@ applies the ones it has not seen.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import threading
@@ -36,19 +35,8 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-GENESIS_HASH = "0" * 64
-ACCESS_FIELDS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outcome", "cached",
-                 "checkpoint_digest", "protocol_hash", "run_id", "detail")
-
-
-def access_row_hash(prev_hash: str, row: dict[str, Any]) -> str:
-    """sha256 of ``prev_hash`` and the canonical JSON of the row's fields (``ACCESS_FIELDS``; ts as ISO text).
-
-    Each row commits to its predecessor, so an edited, deleted or inserted row breaks every later hash.
-    """
-    payload = {k: (row[k].isoformat() if isinstance(row[k], datetime) else row[k]) for k in ACCESS_FIELDS}
-    text = prev_hash + json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+_ACCESS_COLUMNS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outcome", "cached",
+                   "checkpoint_digest", "protocol_hash", "run_id", "detail", "prev_hash", "row_hash")
 
 
 def _dicts(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
@@ -357,37 +345,38 @@ class Store:
                  for r in rows])
 
     # -- access log --------------------------------------------------------------------------------------------
-    def append_access(self, row: dict[str, Any], budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
-        """Append one hash-chained access-log row (fields: ``ACCESS_FIELDS`` minus seq and ts).
-
-        Args:
-            row: the row's fields.
-            budget: ``(window_start, max_reads)``: append only if fewer than ``max_reads`` permitted reads
-                (outcome ``read`` or ``override``) of ``row["split"]`` have ``ts >= window_start``. Counted and
-                appended under the store lock in one transaction, so concurrent readers cannot overdraw a budget.
-
-        Returns:
-            The stored row with seq, ts, prev_hash and row_hash; None when ``budget`` refused it (nothing stored).
-        """
+    def access_log_last(self) -> dict[str, Any] | None:
+        """The last access-log row's ``seq`` and ``row_hash``, or None for an empty log."""
         with self.connect() as con:
-            if budget is not None:
-                used = con.execute("SELECT count(*) FROM access_log WHERE split=? AND ts>=? "
-                                   "AND outcome IN ('read', 'override')", [row["split"], budget[0]]).fetchone()
-                if used and used[0] >= budget[1]:
-                    return None
-            last = con.execute("SELECT seq, row_hash FROM access_log ORDER BY seq DESC LIMIT 1").fetchone()
-            seq, prev = (last[0] + 1, last[1]) if last else (1, GENESIS_HASH)
-            full = {k: row.get(k) for k in ACCESS_FIELDS}
-            full.update(seq=seq, ts=self.clock(), cached=bool(row.get("cached", False)))
-            full["prev_hash"] = prev
-            full["row_hash"] = access_row_hash(prev, full)
-            cols = [*ACCESS_FIELDS, "prev_hash", "row_hash"]
-            con.execute(f"INSERT INTO access_log ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                        [full[c] for c in cols])
-        return full
+            r = con.execute("SELECT seq, row_hash FROM access_log ORDER BY seq DESC LIMIT 1").fetchone()
+        return {"seq": r[0], "row_hash": r[1]} if r else None
 
-    def access_rows(self, split: str | None = None, since: datetime | None = None) -> list[dict[str, Any]]:
-        """Access-log rows in sequence order, optionally for one split and from a time on."""
+    def insert_access_rows(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert access-log rows as given (already chained by ``evalgate.accesslog``) in one transaction."""
+        cols, chunk = [*_ACCESS_COLUMNS], 500  # multi-row VALUES: DuckDB's executemany inserts ~150 rows/s here
+        one = f"({', '.join('?' * len(cols))})"
+        with self.connect() as con:
+            for i in range(0, len(rows), chunk):
+                part = rows[i:i + chunk]
+                con.execute(f"INSERT INTO access_log ({', '.join(cols)}) VALUES {', '.join([one] * len(part))}",
+                            [r[c] for r in part for c in cols])
+
+    def access_reads_since(self, split: str, start: datetime) -> int:
+        """Permitted reads (outcome ``read`` or ``override``) of ``split`` with ``ts >= start``."""
+        with self.connect() as con:
+            r = con.execute("SELECT count(*) FROM access_log WHERE split=? AND ts>=? "
+                            "AND outcome IN ('read', 'override')", [split, start]).fetchone()
+        return int(r[0]) if r else 0
+
+    def access_log_count(self, up_to_seq: int) -> int:
+        """Number of access-log rows with ``seq <= up_to_seq``."""
+        with self.connect() as con:
+            r = con.execute("SELECT count(*) FROM access_log WHERE seq <= ?", [up_to_seq]).fetchone()
+        return int(r[0]) if r else 0
+
+    def access_rows(self, split: str | None = None, since: datetime | None = None,
+                    from_seq: int | None = None) -> list[dict[str, Any]]:
+        """Access-log rows in sequence order, optionally for one split, from a time on, from a ``seq`` on."""
         sql, args = "SELECT * FROM access_log WHERE TRUE", list[Any]()
         if split:
             sql += " AND split=?"
@@ -395,9 +384,35 @@ class Store:
         if since:
             sql += " AND ts>=?"
             args.append(since)
+        if from_seq is not None:
+            sql += " AND seq>=?"
+            args.append(from_seq)
         with self.connect() as con:
             cur = con.execute(sql + " ORDER BY seq", args)
             return _dicts(cur)
+
+    def access_log_head(self) -> dict[str, Any] | None:
+        """The last verified head (``seq``, ``row_hash``) and the first bad row found (``broken_seq``,
+        ``broken_reason``, None while the chain is intact); None before the first check."""
+        with self.connect() as con:
+            cur = con.execute("SELECT seq, row_hash, broken_seq, broken_reason FROM access_log_head")
+            rows = _dicts(cur)
+        return rows[0] if rows else None
+
+    def set_access_log_head(self, seq: int, row_hash: str) -> None:
+        """Record that the chain up to row ``seq`` (hash ``row_hash``) was verified intact."""
+        with self.connect() as con:
+            con.execute("DELETE FROM access_log_head")
+            con.execute("INSERT INTO access_log_head VALUES (?, ?, NULL, NULL, ?)", [seq, row_hash, self.clock()])
+
+    def mark_access_log_broken(self, seq: int, reason: str) -> None:
+        """Record the first bad row found (kept until a full verify finds the chain intact)."""
+        with self.connect() as con:
+            if con.execute("SELECT count(*) FROM access_log_head").fetchone() == (0,):
+                con.execute("INSERT INTO access_log_head VALUES (0, ?, NULL, NULL, ?)",
+                            ["0" * 64, self.clock()])
+            con.execute("UPDATE access_log_head SET broken_seq=?, broken_reason=?, checked_at=?",
+                        [seq, reason, self.clock()])
 
     # -- human-audit scores ------------------------------------------------------------------------------------
     def put_human_scores(self, rows: Sequence[dict[str, Any]]) -> None:

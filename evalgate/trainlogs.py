@@ -32,6 +32,7 @@ from statistics import median
 from typing import Any
 
 from evalgate.errors import BadInput, MissingExtra
+from evalgate.fileio import iter_jsonl
 
 KEY_MAP: dict[str, tuple[str, ...]] = {
     "reward": ("reward", "objective/scores", "env/reward_mean"),
@@ -131,13 +132,7 @@ def read_jsonl(path: str | Path) -> TrainLog:
     """
     p = Path(path)
     records = []
-    for i, line in enumerate(p.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise BadInput(f"{p}:{i}: not valid JSON ({e.msg}); each line must be one JSON object") from e
+    for i, rec in iter_jsonl(p.read_text(), p, "each line must be one JSON object"):
         if not isinstance(rec, dict):
             raise BadInput(f"{p}:{i}: each line must be a JSON object with 'step' and metric keys")
         records.append(rec)

@@ -48,6 +48,6 @@ def humaneval_records() -> list[dict]:
     import gzip
     import json
 
-    from evalgate.splits import humaneval_path
+    from evalgate.datasets.humaneval import humaneval_path
 
     return [json.loads(x) for x in gzip.decompress(humaneval_path().read_bytes()).decode().splitlines() if x]

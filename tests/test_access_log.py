@@ -12,11 +12,12 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
+from evalgate.accesslog import row_hash as access_row_hash
 from evalgate.audit import audit_summary
 from evalgate.cli import main
 from evalgate.errors import RefusedByPolicy
 from evalgate.splits import Policy, SplitManager, write_split
-from evalgate.store import Store, access_row_hash
+from evalgate.store import Store
 from tests.conftest import REPO
 
 ITEMS = [{"id": f"q{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
@@ -64,13 +65,36 @@ def test_reading_into_a_broken_log_warns_once_and_is_still_logged(five_rows: Pat
     mgr = SplitManager(Store())
     mgr.open("s", "tuning", "a6")
     assert capsys.readouterr().err == ""  # intact chain: nothing to say
-    sql(five_rows, "UPDATE access_log SET actor='mallory' WHERE seq=3")
+    sql(five_rows, "UPDATE access_log SET actor='mallory' WHERE seq=6")  # the last verified row
     mgr.open("s", "tuning", "a7")
     err = capsys.readouterr().err
-    assert err.startswith("warning:") and "broken at row 3" in err and "'evalgate audit verify'" in err
+    assert err.startswith("warning:") and "broken at row 6" in err and "'evalgate audit verify'" in err
     mgr.open("s", "tuning", "a8")
     assert capsys.readouterr().err == ""  # once per process
     assert [r["actor"] for r in Store().access_rows()][-2:] == ["a7", "a8"]  # the reads were not refused
+
+
+def test_append_sees_deleted_old_rows_but_old_edits_only_after_a_full_verify(
+        five_rows: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalgate import accesslog
+
+    mgr = SplitManager(Store())
+    sql(five_rows, "UPDATE access_log SET actor='mallory' WHERE seq=2")
+    mgr.open("s", "tuning", "a6")
+    # An append re-hashes only what is new since the verified head (row 5): an older edit goes unseen here...
+    assert capsys.readouterr().err == ""
+    code, out = verify()  # ...until the full check, which records the break in the store
+    assert code == 1 and "first bad row seq 2" in out
+    monkeypatch.setattr(accesslog, "_warned_broken", set())  # a new process
+    mgr.open("s", "tuning", "a7")
+    assert "broken at row 2" in capsys.readouterr().err
+
+
+def test_append_sees_a_deleted_old_row(five_rows: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    sql(five_rows, "DELETE FROM access_log WHERE seq=2")
+    SplitManager(Store()).open("s", "tuning", "a6")
+    err = capsys.readouterr().err
+    assert "broken at row 5" in err and "4 rows up to row 5" in err
 
 
 def test_deleted_row_is_named(five_rows: Path) -> None:
@@ -106,6 +130,9 @@ def test_deleted_final_rows_are_caught_against_a_recorded_head(five_rows: Path) 
     code, out = verify("--json")
     head = json.loads(out)["head"]
     sql(five_rows, "DELETE FROM access_log WHERE seq>=4")
+    code, out = verify()  # the head the store recorded at the last check is gone
+    assert code == 1 and "first bad row seq 4: the recorded head row 5 is missing" in out
+    sql(five_rows, "DELETE FROM access_log_head")  # an editor who also removes that record
     assert verify()[0] == 0  # a shorter chain is still a valid chain...
     code, out = verify("--expect-head", f"{head['seq']}:{head['hash']}")
     assert code == 1 and "first bad row seq 4: the recorded head row 5 is missing" in out  # ...but not this one
@@ -195,3 +222,40 @@ def test_audit_reports_reads_by_split_actor_purpose_day_budget_and_refusals(home
     assert "known splits: priv, pub" in unknown.stderr
     bad = CliRunner().invoke(main, ["audit", "--since", "yesterday"])
     assert bad.exit_code == 2 and "not an ISO date" in bad.stderr
+
+
+def test_a_store_from_before_migration_6_is_checked_in_full_once_then_incrementally(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalgate import accesslog
+    from evalgate import store as store_mod
+
+    write_split("s", "dev", ITEMS, {"source": "test"})
+    with monkeypatch.context() as m:  # a store as it was before migration 6: no verified head
+        m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 6])
+        old = Store()
+        for i in range(3):
+            old.insert_access_rows([_chained(old, f"old{i}")])
+    store = Store()
+    assert store.access_log_head() is None
+    seen: list[int | None] = []
+    real = store.access_rows
+    monkeypatch.setattr(store, "access_rows", lambda *a, **k: seen.append(k.get("from_seq")) or real(*a, **k))
+    SplitManager(store).open("s", "tuning", "a1")  # first append: rows 1-3 checked from the start
+    SplitManager(store).open("s", "tuning", "a2")  # second: only from the head (row 4) on
+    assert seen == [1, 4]
+    head = store.access_log_head()
+    assert head is not None and head["seq"] == 5 and head["broken_seq"] is None
+    assert accesslog.verify(store)["ok"]
+
+
+def _chained(store: Store, actor: str) -> dict:
+    from datetime import UTC, datetime
+
+    from evalgate import accesslog
+
+    last = store.access_log_last()
+    seq, prev = (last["seq"] + 1, last["row_hash"]) if last else (1, accesslog.GENESIS_HASH)
+    row = {**accesslog.entry(actor=actor, split="s", tier="dev", purpose="tuning", outcome="read"),
+           "seq": seq, "ts": datetime(2026, 11, 1, tzinfo=UTC), "prev_hash": prev}
+    row["row_hash"] = accesslog.row_hash(prev, row)
+    return row

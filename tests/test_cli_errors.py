@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.splits import import_humaneval
+from evalgate.datasets.humaneval import import_humaneval
 from tests.conftest import REPO
 
 
@@ -56,13 +56,14 @@ def test_unknown_split(home: Path, frozen: Path, smollm2_dir: Path) -> None:
 
 def test_malformed_protocol(home: Path, smollm2_dir: Path) -> None:
     import_humaneval()
+    before = store_snapshot(home)  # the import's logged additions
     bad = home / "bad.yaml"
     bad.write_text("name: x\nversion: 1\nprompt:\n  template: hi\nscorer:\n  name: humaneval\n"
                    "sampling:\n  tempreature: 1\n")
     r = evalgate("run", "--protocol", str(bad), "--checkpoint", str(smollm2_dir), "--split", "humaneval-smoke")
     assert r.returncode == 2
     assert f"{bad}:8: sampling.tempreature: unknown key 'tempreature'; did you mean 'temperature'?" in r.stderr
-    assert store_snapshot(home) == b""
+    assert store_snapshot(home) == before  # the refused run wrote nothing
 
 
 def test_protocol_drift_exits_1(home: Path, tmp_path: Path) -> None:
@@ -76,8 +77,15 @@ def test_protocol_drift_exits_1(home: Path, tmp_path: Path) -> None:
 
 def test_release_gate_purpose_is_reserved(home: Path, frozen: Path, smollm2_dir: Path) -> None:
     r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(smollm2_dir), "--split", "humaneval-private",
-                 "--purpose", "release-gate")
+                 "--purpose", "release-gate", "--actor", "mallory")
     assert r.returncode == 2 and "reserved for 'evalgate gate'" in r.stderr
+    import duckdb
+
+    con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
+    rows = con.execute("SELECT actor, split, purpose, outcome, detail FROM access_log WHERE outcome='refused'")\
+        .fetchall()
+    assert [r[:4] for r in rows] == [("mallory", "humaneval-private", "release-gate", "refused")]
+    assert "reserved for 'evalgate gate'" in rows[0][4]
 
 
 def test_private_split_read_by_run_is_refused_and_logged(home: Path, frozen: Path, smollm2_dir: Path) -> None:
@@ -86,7 +94,8 @@ def test_private_split_read_by_run_is_refused_and_logged(home: Path, frozen: Pat
     import duckdb
 
     con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
-    assert con.execute("SELECT outcome, split FROM access_log").fetchall() == [("refused", "humaneval-private")]
+    assert con.execute("SELECT outcome, split FROM access_log WHERE outcome!='added'").fetchall() == [
+        ("refused", "humaneval-private")]
     assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
 
 

@@ -93,3 +93,15 @@ def test_bad_inputs_are_named(tmp_path: Path) -> None:
     f.write_text(json.dumps({"split": "ha", "item_id": "q9", "human_score": 1}) + "\n")
     with pytest.raises(BadInput, match=r"scored.jsonl:1: item 'q9' is not in split ha"):
         import_audit(f)
+
+
+def test_exporting_a_private_split_is_refused_and_logged(home: Path, tmp_path: Path) -> None:
+    write_split("priv", "private", ITEMS, {"source": "test"})
+    r = CliRunner().invoke(main, ["splits", "export-audit", "priv", "--out", str(tmp_path / "o.jsonl"),
+                                  "--actor", "mallory"])
+    assert r.exit_code == 2 and "tier private" in r.output
+    assert not (tmp_path / "o.jsonl").exists()
+    rows = Store().access_rows("priv")
+    assert [(x["actor"], x["purpose"], x["outcome"], x["tier"]) for x in rows] == \
+        [("mallory", "human-audit-export", "refused", "private")]
+    assert "human scoring works on human-audit splits" in rows[0]["detail"]

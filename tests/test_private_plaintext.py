@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.splits import import_humaneval, load_manifest, partition, splits_dir
+from evalgate.datasets.humaneval import import_humaneval
+from evalgate.splits import load_manifest, partition, splits_dir
 from tests.conftest import REPO
 
 

@@ -7,14 +7,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evalgate import accesslog
+from evalgate.accesslog import _CI_VARS, ci_marker
 from evalgate.audit import verify_chain
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.splits import (
-    _CI_VARS,
     Policy,
     SplitManager,
     actor_name,
-    ci_marker,
     load_manifest,
     splits_dir,
     write_split,
@@ -99,8 +99,8 @@ def test_budget_window_counts_only_reads_inside_it() -> None:
     def backdated_reads(days: float, n: int) -> None:  # rows written through the store API on a shifted clock
         store = Store(clock=lambda: t - timedelta(days=days))
         for _ in range(n):
-            store.append_access({"actor": "ci-bot", "split": "priv", "tier": "private", "purpose": "release-gate",
-                                 "outcome": "read", "cached": False})
+            accesslog.append(store, accesslog.entry(actor="ci-bot", split="priv", tier="private",
+                                                    purpose="release-gate", outcome="read"))
 
     policy = load_manifest("priv").effective_policy()
     mgr = SplitManager(Store(clock=lambda: t))

@@ -5,8 +5,9 @@ from pathlib import Path
 import pytest
 
 from evalgate.audit import verify_chain
+from evalgate.datasets.humaneval import import_humaneval
 from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.splits import SplitManager, import_humaneval, load_manifest, partition, splits_dir
+from evalgate.splits import SplitManager, load_manifest, partition, splits_dir
 from evalgate.store import Store
 
 
@@ -60,7 +61,9 @@ def test_every_read_and_refusal_is_logged_in_a_valid_chain(home: Path) -> None:
     with pytest.raises(RefusedByPolicy):
         mgr.open("humaneval-private", "tuning", "bob")
     rows = store.access_rows()
-    assert [(r["split"], r["actor"], r["outcome"]) for r in rows] == [
+    assert [(r["split"], r["outcome"]) for r in rows[:4]] == [  # the import: every addition is logged
+        (f"humaneval-{t}", "added") for t in ("smoke", "dev", "public", "private")]
+    assert [(r["split"], r["actor"], r["outcome"]) for r in rows[4:]] == [
         ("humaneval-smoke", "alice", "read"), ("humaneval-private", "bob", "refused")]
     assert verify_chain(store)["ok"]
 

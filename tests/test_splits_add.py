@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.errors import BadInput
-from evalgate.splits import add_split, load_manifest
+from evalgate.audit import verify_chain
+from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.splits import add_split, load_manifest, splits_dir
 from evalgate.store import Store
 
 
@@ -28,8 +29,11 @@ def test_existing_split_needs_replace_and_keeps_its_tier(home: Path) -> None:
     add_split("secret", "private", b, replace=True, actor="carol")
     assert load_manifest("secret").count == 1
     rows = Store().access_rows("secret")
-    assert [(r["outcome"], r["actor"], r["purpose"]) for r in rows] == [("replaced", "carol", "replace-data")]
-    assert "(2 items) -> " in rows[0]["detail"] and "(1 items)" in rows[0]["detail"]
+    assert [(r["outcome"], r["actor"], r["purpose"]) for r in rows] == [
+        ("added", "test-actor", "add-split"), ("refused", "test-actor", "add-split"),
+        ("refused", "test-actor", "replace-data"), ("replaced", "carol", "replace-data")]
+    assert "tier never changes" in rows[2]["detail"]
+    assert "(2 items) -> " in rows[3]["detail"] and "(1 items)" in rows[3]["detail"]
 
 
 def test_empty_file_and_bad_policy_are_bad_input(home: Path) -> None:
@@ -40,3 +44,26 @@ def test_empty_file_and_bad_policy_are_bad_input(home: Path) -> None:
     with pytest.raises(BadInput, match="invalid policy option"):
         add_split("p", "public", _jsonl(home / "p.jsonl", ["a"]), policy={"max_reads": -3})
     assert not (home / "splits" / "e.yaml").exists() and not (home / "splits" / "p.yaml").exists()
+
+
+def test_renaming_private_content_does_not_reset_its_budget(home: Path) -> None:
+    """Issue 13 point 3: 'splits add other-name --tier private --file same.jsonl' used to give a fresh budget."""
+    same = _jsonl(home / "same.jsonl", [f"p{i}" for i in range(10)])
+    add_split("held-out", "private", same)
+    for name, tier in (("other-name", "private"), ("leak", "dev")):
+        with pytest.raises(RefusedByPolicy, match="repeat private split held-out"):
+            add_split(name, tier, same, actor="mallory")
+        assert not (splits_dir() / f"{name}.yaml").exists()
+    # A near-duplicate: 6 of 10 items copied (ids renamed, text re-cased and re-spaced) with 4 new ones.
+    near = home / "near.jsonl"
+    near.write_text("".join(json.dumps({"id": f"n{i}", "q": f"  P{i} "}) + "\n" for i in range(6))
+                    + "".join(json.dumps({"id": f"new{i}", "q": f"new {i}"}) + "\n" for i in range(4)))
+    with pytest.raises(RefusedByPolicy, match="6 of the 10 items"):
+        add_split("renamed", "private", near, actor="mallory")
+    flagged = [r for r in Store().access_rows("held-out") if r["outcome"] == "refused"]
+    assert [(r["actor"], r["purpose"]) for r in flagged] == [("mallory", "add-split")] * 3
+    assert [r["outcome"] for r in Store().access_rows("other-name")] == ["refused"]
+    # Unrelated content is added, and the addition is logged.
+    add_split("fresh", "private", _jsonl(home / "fresh.jsonl", ["f1", "f2"]))
+    assert [(r["outcome"], r["purpose"]) for r in Store().access_rows("fresh")] == [("added", "add-split")]
+    assert verify_chain(Store())["ok"]

@@ -1,0 +1,101 @@
+"""Reading JSONL and writing files atomically: the two file chores every module needs, written once.
+
+``iter_jsonl`` names the file and line of a bad record; ``atomic_write`` never leaves a half-written file where a
+reader looks (a crash leaves either the old content or the new one).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import BadInput
+
+
+def iter_jsonl(source: str | bytes | Iterable[str], where: str | Path,
+               hint: str = "fix or remove that line") -> Iterator[tuple[int, Any]]:
+    """Parse JSON Lines, skipping blank lines.
+
+    Args:
+        source: the whole text (str or UTF-8 bytes) or an iterable of lines (e.g. an open text file, read lazily).
+        where: the file named in errors (a path or a label such as ``HumanEval.jsonl``).
+        hint: what the user should do, appended to the error message.
+
+    Yields:
+        ``(line_number, value)``; line numbers count from 1 and include blank lines, as an editor shows them.
+
+    Raises:
+        BadInput: ``"<where>:<line>: not valid JSON (<reason>); <hint>"`` at the first line that does not parse.
+    """
+    lines: Iterable[str]
+    if isinstance(source, bytes):
+        lines = source.decode("utf-8").splitlines()
+    elif isinstance(source, str):
+        lines = source.splitlines()
+    else:
+        lines = source
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            value = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise BadInput(f"{where}:{i}: not valid JSON ({e.msg}); {hint}") from e
+        yield i, value
+
+
+def read_jsonl(path: str | Path, hint: str = "fix or remove that line") -> list[tuple[int, Any]]:
+    """All records of a JSONL file with their line numbers (see ``iter_jsonl``).
+
+    Raises:
+        BadInput: the file is missing (naming it) or a line is not JSON (naming file and line).
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(f"{p} not found; check the path")
+    return list(iter_jsonl(p.read_bytes(), p, hint))
+
+
+def atomic_write(path: str | Path, content: str | bytes) -> Path:
+    """Replace ``path`` with ``content`` atomically: write a temporary file in the same directory, fsync it, then
+    ``os.replace`` it over the target (atomic on POSIX and Windows when both are on one file system) and fsync the
+    directory so the rename itself survives a crash.
+
+    The temporary name is unique per call (``.<name>.<random>.tmp``), so concurrent writers never share one; the
+    file gets the usual permissions (0666 less the umask). Parent directories are created.
+
+    Args:
+        path: the file to write.
+        content: text (written as UTF-8) or bytes.
+
+    Returns:
+        The path written.
+
+    Raises:
+        OSError: the directory is not writable or the disk is full; the target is then left as it was.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    data = content.encode("utf-8") if isinstance(content, str) else content
+    tmp = p.with_name(f".{p.name}.{secrets.token_hex(4)}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    if hasattr(os, "O_DIRECTORY"):
+        dfd = os.open(p.parent, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+    return p

@@ -1,0 +1,74 @@
+"""Training run, seed and step inferred from common checkpoint layouts, with where each came from (issue 13 point 9:
+a checkpoint under '.../seed-1/checkpoint-9' got its train_run from the folder but no train_seed)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from evalgate.checkpoints import infer_training, resolve_checkpoint
+
+
+def _dir(root: Path, rel: str) -> Path:
+    d = root / rel
+    d.mkdir(parents=True)
+    return d
+
+
+@pytest.mark.parametrize("rel, run, seed, step", [
+    ("grpo-math/seed-1/checkpoint-9", "grpo-math", 1, 9),
+    ("grpo-math/seed_12/checkpoint-300", "grpo-math", 12, 300),
+    ("sweep/run_seed3/checkpoint-5", "sweep", 3, 5),
+    ("sweep/checkpoint-5", "sweep", None, 5),
+])
+def test_layouts(tmp_path: Path, rel: str, run: str | None, seed: int | None, step: int | None) -> None:
+    values, src = infer_training(_dir(tmp_path, rel))
+    assert values == {"train_run": run, "train_seed": seed, "step": step}
+    if seed is None:
+        assert src["train_seed"].startswith("not inferred:") and "--train-seed" in src["train_seed"]
+    else:
+        assert src["train_seed"] == f"folder name {Path(rel).parent.name!r}"
+
+
+def test_seed_from_trainer_saved_arguments(tmp_path: Path) -> None:
+    """The HF Trainer (and TRL's trainers: their configs subclass TrainingArguments) saves training_args.bin."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    d = _dir(tmp_path, "out/checkpoint-40")
+    torch.save(transformers.TrainingArguments(output_dir=str(tmp_path / "out"), seed=1234, report_to=[]),
+               d / "training_args.bin")
+    values, src = infer_training(d)
+    assert values["train_seed"] == 1234 and src["train_seed"] == "training_args.bin (seed)"
+    # A seed folder is the label runs are told apart by; a different saved seed is noted, not silently dropped.
+    s = _dir(tmp_path, "exp/seed-2/checkpoint-40")
+    (s / "training_args.bin").write_bytes((d / "training_args.bin").read_bytes())
+    values, src = infer_training(s)
+    assert values["train_seed"] == 2 and "training_args.bin says seed 1234" in src["train_seed"]
+
+
+def test_step_from_trainer_state_and_nothing_inferred_is_said(tmp_path: Path) -> None:
+    d = _dir(tmp_path, "final-model")
+    (d / "trainer_state.json").write_text(json.dumps({"global_step": 77, "log_history": []}))
+    values, src = infer_training(d)
+    assert values == {"train_run": None, "train_seed": None, "step": 77}
+    assert src["step"] == "trainer_state.json global_step"
+    assert src["train_run"].startswith("not inferred:") and src["train_seed"].startswith("not inferred:")
+
+
+def test_a_corrupt_arguments_file_is_not_a_seed(tmp_path: Path) -> None:
+    d = _dir(tmp_path, "x/checkpoint-1")
+    (d / "training_args.bin").write_bytes(b"not a zip")
+    assert infer_training(d)[0]["train_seed"] is None
+
+
+def test_resolve_records_where_each_value_came_from(tmp_path: Path, smollm2_dir: Path) -> None:
+    d = _dir(tmp_path, "grpo/seed-1/checkpoint-9")
+    for f in smollm2_dir.iterdir():
+        if f.is_file():
+            (d / f.name).symlink_to(f)
+    ck = resolve_checkpoint(d, train_run="named-by-hand")
+    assert (ck.train_run, ck.train_seed, ck.step) == ("named-by-hand", 1, 9)
+    assert ck.provenance == {"train_run": "flag", "train_seed": "folder name 'seed-1'",
+                             "step": "folder name 'checkpoint-9'"}

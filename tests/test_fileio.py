@@ -1,0 +1,61 @@
+"""The JSONL reader names file and line; the atomic writer leaves old or new content, never a mix."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from evalgate.errors import BadInput
+from evalgate.fileio import atomic_write, iter_jsonl, read_jsonl
+
+
+def test_jsonl_line_numbers_count_blank_lines(tmp_path):
+    p = tmp_path / "a.jsonl"
+    p.write_text('{"id": "a"}\n\n{"id": "b"}\n{oops\n')
+    with pytest.raises(BadInput) as e:
+        read_jsonl(p, "fix it")
+    # line 4 as an editor shows it (the blank line 2 counts)
+    assert e.value.message.startswith(f"{p}:4: not valid JSON")
+    assert e.value.message.endswith("; fix it")
+    assert list(iter_jsonl('{"x": 1}\n\n[2]\n', "mem")) == [(1, {"x": 1}), (3, [2])]
+
+
+def test_jsonl_reads_an_open_file_lazily(tmp_path):
+    p = tmp_path / "b.jsonl"
+    p.write_text('{"x": 1}\nnot json\n')
+    with p.open() as f:
+        it = iter_jsonl(f, p)
+        assert next(it) == (1, {"x": 1})
+        with pytest.raises(BadInput, match=":2: not valid JSON"):
+            next(it)
+
+
+def test_read_jsonl_missing_file_names_it(tmp_path):
+    with pytest.raises(BadInput, match="nope.jsonl not found"):
+        read_jsonl(tmp_path / "nope.jsonl")
+
+
+def test_atomic_write_replaces_and_leaves_no_temp(tmp_path):
+    p = tmp_path / "sub" / "out.txt"
+    atomic_write(p, "old")
+    atomic_write(p, b"new")
+    assert p.read_text() == "new"
+    assert sorted(x.name for x in p.parent.iterdir()) == ["out.txt"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert p.stat().st_mode & 0o777 == 0o666 & ~umask
+
+
+def test_atomic_write_failure_keeps_old_content(tmp_path, monkeypatch):
+    p = tmp_path / "out.txt"
+    p.write_text("old")
+
+    def boom(*a):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "fsync", boom)
+    with pytest.raises(OSError, match="disk full"):
+        atomic_write(p, "new")
+    assert p.read_text() == "old"
+    assert [x.name for x in tmp_path.iterdir()] == ["out.txt"]
