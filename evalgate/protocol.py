@@ -19,13 +19,16 @@ import json
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.errors import BadInput, ProtocolDrift
 from evalgate.userfiles import FieldProblem, format_validation_error, yaml_line
+
+if TYPE_CHECKING:
+    from evalgate.scoring.base import ScorerOptions
 
 LOCK_SUFFIX = ".lock"
 
@@ -113,7 +116,9 @@ class ScorerSpec(StrictModel):
     """Scorer name: ``humaneval`` (run the item's unit tests), ``math`` (math-verify equivalence), ``exact``
     (normalised exact match). Required."""
     options: dict[str, Any] = {}
-    """Scorer-specific options (see the scorer's docstring). Default: none."""
+    """Scorer-specific options, checked at load against the scorer's options model (unknown keys and wrong types
+    are errors): ``exact``: ``answer_field``, ``case``, ``punctuation``, ``articles``; ``math``: ``answer_field``;
+    ``humaneval``: none. Default: none."""
 
 
 class ExtractionSpec(StrictModel):
@@ -218,6 +223,7 @@ class LoadedProtocol:
         template: the user-turn jinja2 source.
         chat_template: ``"model"``, ``"none"`` or the chat template source.
         fewshot: few-shot records (possibly empty).
+        scorer_options: ``scorer.options`` validated into the scorer's options model (``scoring.base``).
     """
 
     path: Path
@@ -227,6 +233,7 @@ class LoadedProtocol:
     template: str
     chat_template: str
     fewshot: tuple[dict[str, Any], ...]
+    scorer_options: ScorerOptions
 
     @property
     def ref(self) -> str:
@@ -275,15 +282,15 @@ def _read_fewshot(base: Path, rel: str, target_field: str) -> list[dict[str, Any
     return out
 
 
-def _check_names_and_templates(path: Path, text: str, spec: Protocol, template: str, chat: str) -> None:
-    """Refuse at load (so before ``freeze``) what would otherwise only fail at run time: an unknown scorer name and
-    jinja2 syntax errors in the templates.
+def _check_scorer(path: Path, text: str, spec: Protocol) -> ScorerOptions:
+    """Refuse at load (so before ``freeze``) an unknown scorer name or options its options model does not accept.
+
+    Returns:
+        ``scorer.options`` validated into the scorer's options model.
 
     Raises:
-        BadInput: naming the file, line and the known scorers or the template error.
+        BadInput: naming the file, line, field and the known scorers or the nearest known option.
     """
-    import jinja2
-
     from evalgate.scoring.base import SCORERS
 
     if spec.scorer.name not in SCORERS:
@@ -292,6 +299,22 @@ def _check_names_and_templates(path: Path, text: str, spec: Protocol, template: 
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise BadInput(f"{path}:{line or '?'}: scorer.name: unknown scorer {spec.scorer.name!r}; {hint}"
                        f"known scorers: {', '.join(sorted(SCORERS))}")
+    model = SCORERS[spec.scorer.name].options
+    try:
+        return model.model_validate(spec.scorer.options)
+    except ValidationError as e:
+        raise BadInput(format_validation_error(path, text, e, model, f"{spec.scorer.name} scorer options in protocol",
+                                               ("scorer", "options"))) from e
+
+
+def _check_templates(path: Path, spec: Protocol, template: str, chat: str) -> None:
+    """Refuse at load what would otherwise only fail at run time: jinja2 syntax errors in the templates.
+
+    Raises:
+        BadInput: naming the file, the field and the template error.
+    """
+    import jinja2
+
     env = jinja2.Environment()
     sources = [("prompt.template", template), ("prompt.response_prefix", spec.prompt.response_prefix or "")]
     if chat not in ("model", "none"):
@@ -314,8 +337,9 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
         The LoadedProtocol with its resolved content and sha256.
 
     Raises:
-        BadInput: file missing, YAML malformed (with line), a field invalid (with line and nearest known key), or a
-            referenced template/few-shot file missing.
+        BadInput: file missing, YAML malformed (with line), a field invalid (with line and nearest known key; the
+            scorer's options included), an unknown scorer, a referenced template/few-shot file missing, or a
+            template with a jinja2 syntax error.
     """
     path = Path(path)
     if not path.is_file():
@@ -340,7 +364,8 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     if chat not in ("model", "none"):
         chat = _read_file(base, chat, "chat_template file")
     fewshot = _read_fewshot(base, p.fewshot_file, p.fewshot_target_field) if p.fewshot_file else []
-    _check_names_and_templates(path, text, spec, template, chat)
+    scorer_options = _check_scorer(path, text, spec)
+    _check_templates(path, spec, template, chat)
     resolved = spec.model_dump(mode="json")
     resolved["prompt"]["template"] = template
     resolved["prompt"]["chat_template"] = chat
@@ -348,7 +373,7 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     for key in ("template_file", "fewshot_file"):
         resolved["prompt"].pop(key)
     digest = sha256_text(canonical_json(resolved))
-    return LoadedProtocol(path, spec, resolved, digest, template, chat, tuple(fewshot))
+    return LoadedProtocol(path, spec, resolved, digest, template, chat, tuple(fewshot), scorer_options)
 
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalgate.errors import BadInput
-from evalgate.scoring.base import AnswerScorer
+from evalgate.scoring.base import AnswerScorer, MathOptions
 from evalgate.scoring.extract import last_boxed
 
 _DELIMS = ((r"$$", r"$$"), ("$", "$"), (r"\(", r"\)"), (r"\[", r"\]"))
@@ -118,22 +118,18 @@ class MathScorer(AnswerScorer):
     ``extraction.score_truncated`` is set). When the ``gsm8k`` rule found no final-answer marker and fell back
     to the last number, the detail says so, so a report can tell "answered wrongly" from "never answered".
 
-    Options (``scorer.options``): ``answer_field`` (item field holding the gold answer, default ``answer``).
+    Options (``scorer.options``): ``MathOptions`` (answer_field).
 
     Raises:
-        BadInput: unknown options, an extraction rule that does not yield answers, or a stop sequence that can
+        BadInput: an extraction rule that does not yield answers, or a stop sequence that can
             occur inside a numeric answer.
     """
 
     name = "math"
     include_prefix = True
 
-    def __init__(self, protocol: Any):
-        opts = dict(protocol.spec.scorer.options)
-        self.answer_field = opts.pop("answer_field", "answer")
-        if opts:
-            raise BadInput(f"math scorer in {protocol.path}: unknown options {sorted(opts)}; "
-                           "known: answer_field")
+    def __init__(self, protocol: Any, options: MathOptions):
+        self.answer_field = options.answer_field
         self.rule = protocol.spec.extraction.rule
         if self.rule not in ("gsm8k", "boxed", "last_number", "raw"):
             raise BadInput(f"math scorer in {protocol.path}: extraction rule {self.rule!r} does not yield an "
