@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -283,7 +284,8 @@ def _read_fewshot(base: Path, rel: str, target_field: str) -> list[dict[str, Any
 
 
 def _check_scorer(path: Path, text: str, spec: Protocol) -> ScorerOptions:
-    """Refuse at load (so before ``freeze``) an unknown scorer name or options its options model does not accept.
+    """Refuse at load (so before ``freeze``) an unknown scorer name, options its options model does not accept, and
+    a protocol the scorer cannot score (its ``check_protocol``, e.g. the math scorer's stop sequences).
 
     Returns:
         ``scorer.options`` validated into the scorer's options model.
@@ -299,23 +301,35 @@ def _check_scorer(path: Path, text: str, spec: Protocol) -> ScorerOptions:
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise BadInput(f"{path}:{line or '?'}: scorer.name: unknown scorer {spec.scorer.name!r}; {hint}"
                        f"known scorers: {', '.join(sorted(SCORERS))}")
-    model = SCORERS[spec.scorer.name].options
+    entry = SCORERS[spec.scorer.name]
     try:
-        return model.model_validate(spec.scorer.options)
+        options = entry.options.model_validate(spec.scorer.options)
     except ValidationError as e:
-        raise BadInput(format_validation_error(path, text, e, model, f"{spec.scorer.name} scorer options in protocol",
+        raise BadInput(format_validation_error(path, text, e, entry.options,
+                                               f"{spec.scorer.name} scorer options in protocol",
                                                ("scorer", "options"))) from e
+    check = getattr(entry.load(), "check_protocol", None)
+    if check is not None:
+        try:
+            check(spec, options)
+        except FieldProblem as e:
+            line = yaml_line(text, tuple(e.field.split(".")))
+            raise BadInput(f"{path}:{line or '?'}: {e.field}: {e} (scorer {spec.scorer.name})") from e
+    return options
 
 
-def _check_templates(path: Path, spec: Protocol, template: str, chat: str) -> None:
-    """Refuse at load what would otherwise only fail at run time: jinja2 syntax errors in the templates.
+def _check_templates(path: Path, spec: Protocol, template: str, chat: str,
+                     fewshot: Sequence[dict[str, Any]]) -> None:
+    """Refuse at load what would otherwise only fail at run time: jinja2 syntax errors in the templates, and a
+    few-shot exemplar the prompt template cannot render (a field it uses is missing; exemplars are rendered by
+    the same template as items, with undefined fields as errors).
 
     Raises:
-        BadInput: naming the file, the field and the template error.
+        BadInput: naming the file, the field and the template error or the exemplar.
     """
     import jinja2
 
-    env = jinja2.Environment()
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
     sources = [("prompt.template", template), ("prompt.response_prefix", spec.prompt.response_prefix or "")]
     if chat not in ("model", "none"):
         sources.append(("prompt.chat_template", chat))
@@ -325,6 +339,15 @@ def _check_templates(path: Path, spec: Protocol, template: str, chat: str) -> No
         except jinja2.TemplateSyntaxError as e:
             raise BadInput(f"{path}: {field}: jinja2 syntax error at template line {e.lineno}: {e.message}; "
                            "fix the template") from e
+    compiled = env.from_string(template)
+    for i, shot in enumerate(fewshot, 1):
+        try:
+            compiled.render(**shot)
+        except jinja2.TemplateError as e:
+            msg = e.message if isinstance(e, jinja2.UndefinedError) else f"{type(e).__name__}: {e}"
+            raise BadInput(f"{path}: prompt.fewshot_file: exemplar {i} of {spec.prompt.fewshot_file} cannot be "
+                           f"rendered by prompt.template ({msg}; its fields: {', '.join(sorted(shot))}); add the "
+                           "field to every exemplar or change the template") from e
 
 
 def load_protocol(path: str | Path) -> LoadedProtocol:
@@ -365,7 +388,7 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
         chat = _read_file(base, chat, "chat_template file")
     fewshot = _read_fewshot(base, p.fewshot_file, p.fewshot_target_field) if p.fewshot_file else []
     scorer_options = _check_scorer(path, text, spec)
-    _check_templates(path, spec, template, chat)
+    _check_templates(path, spec, template, chat, fewshot)
     resolved = spec.model_dump(mode="json")
     resolved["prompt"]["template"] = template
     resolved["prompt"]["chat_template"] = chat

@@ -95,3 +95,57 @@ def test_every_bad_option_is_named_with_its_own_line(tmp_path: Path) -> None:
     assert f"{p}:9: scorer.options.answer_feild: unknown key 'answer_feild'; did you mean 'answer_field'?" in str(
         err.value)
     assert f"{p}:10: scorer.options.casee: unknown key 'casee'; did you mean 'case'?" in str(err.value)
+
+
+GSM = """\
+name: stops
+version: "1"
+prompt:
+  template: "Q: {{ question }}"
+  chat_template: none
+sampling:
+  max_tokens: 64
+  stop: ["\\n\\nQ:"]
+scorer:
+  name: math
+extraction:
+  rule: gsm8k
+"""
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    # issue 13 point 14: freeze accepted this; only run refused it
+    ("stop: [", 'stop: [".", ', r":8: sampling.stop: stop sequences \['.'\] can occur inside a numeric answer"),
+    ("stop: [", 'stop: [",", ', r":8: sampling.stop: stop sequences \[','\]"),
+    # the neighbour: an extraction rule that yields no answer for the math scorer, refused only by run as well
+    ("rule: gsm8k", "rule: code", r":12: extraction.rule: extraction rule 'code' does not yield an answer"),
+])
+def test_protocols_the_scorer_cannot_score_are_refused_by_freeze(tmp_path: Path, home: Path, old: str, new: str,
+                                                                 message: str) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text(GSM.replace(old, new))
+    r = CliRunner().invoke(main, ["protocol", "freeze", str(p)])
+    assert r.exit_code == 2, r.output
+    assert "(scorer math)" in r.output
+    with pytest.raises(BadInput, match=str(p) + message):
+        load_protocol(p)
+    assert not p.with_name("p.yaml.lock").exists()
+
+
+def test_a_math_protocol_with_safe_stops_still_freezes(tmp_path: Path, home: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text(GSM)
+    r = CliRunner().invoke(main, ["protocol", "freeze", str(p)])
+    assert r.exit_code == 0, r.output
+    assert get_scorer(load_protocol(p)).name == "math"
+
+
+def test_fewshot_exemplar_the_template_cannot_render_is_refused_at_load(tmp_path: Path) -> None:
+    # the neighbour in prompts: exemplars are rendered by the item template, and one that lacks a field the
+    # template uses failed at run time ("prompt template (few-shot): 'question' is undefined"), after freeze
+    (tmp_path / "shots.jsonl").write_text('{"question": "1+1?", "target": "2"}\n{"q": "2+2?", "target": "4"}\n')
+    p = tmp_path / "p.yaml"
+    p.write_text(GSM.replace("  chat_template: none", "  chat_template: none\n  fewshot_file: shots.jsonl"))
+    with pytest.raises(BadInput, match=r"prompt.fewshot_file: exemplar 2 of shots.jsonl cannot be rendered by "
+                                       r"prompt.template \('question' is undefined; its fields: q, target\)"):
+        load_protocol(p)

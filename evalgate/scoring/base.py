@@ -48,7 +48,12 @@ class ScoreResult:
 class Scorer(Protocol):
     """Judges samples. Constructed as ``Scorer(protocol, options)`` with the protocol (``LoadedProtocol``: sampling,
     extraction, execution limits) and its ``scorer.options`` validated into the scorer's options model at load
-    (``LoadedProtocol.scorer_options``)."""
+    (``LoadedProtocol.scorer_options``).
+
+    A scorer class may define ``check_protocol(spec, options)`` (a staticmethod) raising
+    ``userfiles.FieldProblem(field, message)``, ``field`` a dotted path in the protocol file, for a protocol it
+    cannot score (the math scorer: a stop sequence that can cut a number). ``load_protocol`` calls it, so
+    ``protocol freeze`` refuses such a protocol with its file and line, not only ``run``."""
 
     name: str
 
