@@ -119,7 +119,7 @@ class ScorerSpec(StrictModel):
     options: dict[str, Any] = {}
     """Scorer-specific options, checked at load against the scorer's options model (unknown keys and wrong types
     are errors): ``exact``: ``answer_field``, ``case``, ``punctuation``, ``articles``; ``math``: ``answer_field``;
-    ``humaneval``: none. Default: none."""
+    ``humaneval``: none. Each option's type, default and meaning: ``docs/SCORERS.md``. Default: none."""
 
 
 class ExtractionSpec(StrictModel):

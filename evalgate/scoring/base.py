@@ -130,7 +130,8 @@ class ExactOptions(AnswerOptions):
 
 
 class MathOptions(AnswerOptions):
-    """Options of the ``math`` scorer."""
+    """Options of the ``math`` scorer, which compares the answer taken by ``extraction.rule`` (gsm8k, boxed,
+    last_number or raw) with the gold answer by mathematical equality (``math_equal``)."""
 
 
 class HumanEvalOptions(ScorerOptions):
