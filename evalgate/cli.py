@@ -157,12 +157,13 @@ def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
 
 
 @protocol.command("docs")
+@click.option("--scorers", is_flag=True, help="Print the scorer options reference (docs/SCORERS.md) instead.")
 @handle_errors
-def protocol_docs() -> None:
+def protocol_docs(scorers: bool) -> None:
     """Print the protocol file reference (Markdown, docs/PROTOCOL.md), generated from the protocol models."""
-    from evalgate.protocol_docs import protocol_reference
+    from evalgate.protocol_docs import protocol_reference, scorers_reference
 
-    click.echo(protocol_reference(), nl=False)
+    click.echo(scorers_reference() if scorers else protocol_reference(), nl=False)
 
 
 # -- splits ------------------------------------------------------------------------------------------------------
@@ -316,16 +317,17 @@ def splits_import_audit(file: Path, rater: str | None, actor: str | None, as_jso
 @click.option("--purpose", default="evaluation", show_default=True)
 @click.option("--actor", default=None)
 @click.option("--override-reason", default=None, help="Exceed a soft read budget, with this logged reason.")
-@click.option("--device", default="cpu", show_default=True, help="hf backend: cpu, cuda, cuda:N.")
+@click.option("--device", default=None,
+              help="Device option of backends that have one (hf: cpu, cuda, cuda:N; default cpu); refused for others.")
 @click.option("--backend-option", "backend_option", multiple=True, metavar="KEY=VALUE",
               help="Backend option, repeatable (e.g. base_url=http://127.0.0.1:8000/v1, tensor_parallel_size=2).")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, seed: int | None,
             train_run: str | None, train_seed: int | None, step: int | None, purpose: str, actor: str | None,
-            override_reason: str | None, device: str, backend_option: tuple[str, ...], as_json: bool) -> None:
+            override_reason: str | None, device: str | None, backend_option: tuple[str, ...], as_json: bool) -> None:
     """Evaluate a checkpoint on a split under a frozen protocol."""
-    from evalgate.backends.base import parse_backend_options
+    from evalgate.backends.base import parse_backend_options, with_flags
     from evalgate.errors import BadInput
     from evalgate.run import RunOptions, evaluate
     from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
@@ -336,8 +338,8 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
                                      "'evalgate gate'; private splits are read there", BadInput)
     opts = RunOptions(backend=backend, seed=seed, train_run=train_run, train_seed=train_seed, step=step,
                       purpose=purpose, actor=actor, override_reason=override_reason,
-                      backend_options={**({"device": device} if backend == "hf" else {}),
-                                       **parse_backend_options(backend_option)}, progress=not as_json)
+                      backend_options=with_flags(backend, parse_backend_options(backend_option), device=device),
+                      progress=not as_json)
     doc = evaluate(protocol_path, checkpoint, split, opts)
     if as_json:
         _dump(doc)

@@ -98,8 +98,8 @@ def parity(protocol_path: str | Path, checkpoint: str | Path, split: str, backen
         ckpt = resolve_checkpoint(checkpoint)
     store = store or Store()
     who = actor_name(actor)
-    options_a = check_backend(backend_a, options_a or {})
-    options_b = check_backend(backend_b, options_b or {})
+    checked_a = check_backend(backend_a, options_a or {})
+    checked_b = check_backend(backend_b, options_b or {})
     manager = SplitManager(store)
     manifest, _ = manager.check(split, PURPOSE, who, None, ckpt.digest, protocol.sha256)
     items = manager.read(manifest)[:limit] if limit else manager.read(manifest)
@@ -118,9 +118,9 @@ def parity(protocol_path: str | Path, checkpoint: str | Path, split: str, backen
                                           tuple(sample_seed(run_seed, iid, j) for j in range(n)), params))
     out: dict[str, Any] = {}
     results = []
-    for label, name, opts in (("a", backend_a, options_a), ("b", backend_b, options_b)):
+    for label, name, opts in (("a", backend_a, checked_a), ("b", backend_b, checked_b)):
         with progress_bars(progress):  # the model loads in get_backend or in generate
-            backend = get_backend(name, str(ckpt.model_dir), tokenizer=tokenizer, **(opts or {}))
+            backend = get_backend(name, str(ckpt.model_dir), opts, tokenizer=tokenizer)
             t0 = time.perf_counter()
             results.append(backend.generate(requests))
         out[f"backend_{label}"] = {"name": name, "wall_s": time.perf_counter() - t0, **backend.info()}

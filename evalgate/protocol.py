@@ -16,16 +16,20 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.errors import BadInput, ProtocolDrift
 from evalgate.fileio import iter_jsonl
 from evalgate.userfiles import FieldProblem, format_validation_error, load_yaml_mapping, yaml_line
+
+if TYPE_CHECKING:
+    from evalgate.scoring.base import ScorerOptions
 
 LOCK_SUFFIX = ".lock"
 
@@ -113,7 +117,9 @@ class ScorerSpec(StrictModel):
     """Scorer name: ``humaneval`` (run the item's unit tests), ``math`` (math-verify equivalence), ``exact``
     (normalised exact match). Required."""
     options: dict[str, Any] = {}
-    """Scorer-specific options (see the scorer's docstring). Default: none."""
+    """Scorer-specific options, checked at load against the scorer's options model (unknown keys and wrong types
+    are errors): ``exact``: ``answer_field``, ``case``, ``punctuation``, ``articles``; ``math``: ``answer_field``;
+    ``humaneval``: none. Each option's type, default and meaning: ``docs/SCORERS.md``. Default: none."""
 
 
 class ExtractionSpec(StrictModel):
@@ -218,6 +224,7 @@ class LoadedProtocol:
         template: the user-turn jinja2 source.
         chat_template: ``"model"``, ``"none"`` or the chat template source.
         fewshot: few-shot records (possibly empty).
+        scorer_options: ``scorer.options`` validated into the scorer's options model (``scoring.base``).
     """
 
     path: Path
@@ -227,6 +234,7 @@ class LoadedProtocol:
     template: str
     chat_template: str
     fewshot: tuple[dict[str, Any], ...]
+    scorer_options: ScorerOptions
 
     @property
     def ref(self) -> str:
@@ -269,15 +277,16 @@ def _read_fewshot(base: Path, rel: str, target_field: str) -> list[dict[str, Any
     return out
 
 
-def _check_names_and_templates(path: Path, text: str, spec: Protocol, template: str, chat: str) -> None:
-    """Refuse at load (so before ``freeze``) what would otherwise only fail at run time: an unknown scorer name and
-    jinja2 syntax errors in the templates.
+def _check_scorer(path: Path, text: str, spec: Protocol) -> ScorerOptions:
+    """Refuse at load (so before ``freeze``) an unknown scorer name, options its options model does not accept, and
+    a protocol the scorer cannot score (its ``check_protocol``, e.g. the math scorer's stop sequences).
+
+    Returns:
+        ``scorer.options`` validated into the scorer's options model.
 
     Raises:
-        BadInput: naming the file, line and the known scorers or the template error.
+        BadInput: naming the file, line, field and the known scorers or the nearest known option.
     """
-    import jinja2
-
     from evalgate.scoring.base import SCORERS
 
     if spec.scorer.name not in SCORERS:
@@ -286,7 +295,35 @@ def _check_names_and_templates(path: Path, text: str, spec: Protocol, template: 
         hint = f"did you mean '{close[0]}'? " if close else ""
         raise BadInput(f"{path}:{line or '?'}: scorer.name: unknown scorer {spec.scorer.name!r}; {hint}"
                        f"known scorers: {', '.join(sorted(SCORERS))}")
-    env = jinja2.Environment()
+    entry = SCORERS[spec.scorer.name]
+    try:
+        options = entry.options.model_validate(spec.scorer.options)
+    except ValidationError as e:
+        raise BadInput(format_validation_error(path, text, e, entry.options,
+                                               f"{spec.scorer.name} scorer options in protocol",
+                                               ("scorer", "options"))) from e
+    check = getattr(entry.load(), "check_protocol", None)
+    if check is not None:
+        try:
+            check(spec, options)
+        except FieldProblem as e:
+            line = yaml_line(text, tuple(e.field.split(".")))
+            raise BadInput(f"{path}:{line or '?'}: {e.field}: {e} (scorer {spec.scorer.name})") from e
+    return options
+
+
+def _check_templates(path: Path, spec: Protocol, template: str, chat: str,
+                     fewshot: Sequence[dict[str, Any]]) -> None:
+    """Refuse at load what would otherwise only fail at run time: jinja2 syntax errors in the templates, and a
+    few-shot exemplar the prompt template cannot render (a field it uses is missing; exemplars are rendered by
+    the same template as items, with undefined fields as errors).
+
+    Raises:
+        BadInput: naming the file, the field and the template error or the exemplar.
+    """
+    import jinja2
+
+    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
     sources = [("prompt.template", template), ("prompt.response_prefix", spec.prompt.response_prefix or "")]
     if chat not in ("model", "none"):
         sources.append(("prompt.chat_template", chat))
@@ -296,6 +333,15 @@ def _check_names_and_templates(path: Path, text: str, spec: Protocol, template: 
         except jinja2.TemplateSyntaxError as e:
             raise BadInput(f"{path}: {field}: jinja2 syntax error at template line {e.lineno}: {e.message}; "
                            "fix the template") from e
+    compiled = env.from_string(template)
+    for i, shot in enumerate(fewshot, 1):
+        try:
+            compiled.render(**shot)
+        except jinja2.TemplateError as e:
+            msg = e.message if isinstance(e, jinja2.UndefinedError) else f"{type(e).__name__}: {e}"
+            raise BadInput(f"{path}: prompt.fewshot_file: exemplar {i} of {spec.prompt.fewshot_file} cannot be "
+                           f"rendered by prompt.template ({msg}; its fields: {', '.join(sorted(shot))}); add the "
+                           "field to every exemplar or change the template") from e
 
 
 def load_protocol(path: str | Path) -> LoadedProtocol:
@@ -308,8 +354,9 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
         The LoadedProtocol with its resolved content and sha256.
 
     Raises:
-        BadInput: file missing, YAML malformed (with line), a field invalid (with line and nearest known key), or a
-            referenced template/few-shot file missing.
+        BadInput: file missing, YAML malformed (with line), a field invalid (with line and nearest known key; the
+            scorer's options included), an unknown scorer, a referenced template/few-shot file missing, or a
+            template with a jinja2 syntax error.
     """
     path = Path(path)
     if not path.is_file():
@@ -327,7 +374,8 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     if chat not in ("model", "none"):
         chat = _read_file(base, chat, "chat_template file")
     fewshot = _read_fewshot(base, p.fewshot_file, p.fewshot_target_field) if p.fewshot_file else []
-    _check_names_and_templates(path, text, spec, template, chat)
+    scorer_options = _check_scorer(path, text, spec)
+    _check_templates(path, spec, template, chat, fewshot)
     resolved = spec.model_dump(mode="json")
     resolved["prompt"]["template"] = template
     resolved["prompt"]["chat_template"] = chat
@@ -335,7 +383,7 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     for key in ("template_file", "fewshot_file"):
         resolved["prompt"].pop(key)
     digest = sha256_text(canonical_json(resolved))
-    return LoadedProtocol(path, spec, resolved, digest, template, chat, tuple(fewshot))
+    return LoadedProtocol(path, spec, resolved, digest, template, chat, tuple(fewshot), scorer_options)
 
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:

@@ -1,9 +1,10 @@
-"""The protocol file reference (``docs/PROTOCOL.md``), generated from the pydantic models in ``protocol.py``.
+"""The protocol file reference (``docs/PROTOCOL.md``), generated from the pydantic models in ``protocol.py``, and
+the scorer reference (``docs/SCORERS.md``), generated from the scorers' options models in ``scoring/base.py``.
 
 The models are the documentation: each field's docstring gives its meaning, unit and default, and this module
 only lays them out as Markdown tables, one per section of the file, with each field's type, constraints and
-default read from the model. ``evalgate protocol docs`` prints it; a test checks that the committed file
-matches.
+default read from the model. ``evalgate protocol docs`` (``--scorers``) prints them; a test checks that the
+committed files match.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from evalgate import protocol as protocol_module
 from evalgate.protocol import Protocol
 
 DOC_PATH = "docs/PROTOCOL.md"
+SCORERS_DOC_PATH = "docs/SCORERS.md"
 
 
 def _md(text: str) -> str:
@@ -108,5 +110,47 @@ def protocol_reference() -> str:
         checks = _checks(model)
         if checks:
             lines += ["", "Checked at load: " + " ".join(checks)]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _fields_table(model: type[BaseModel]) -> list[str]:
+    """Markdown table of a model's fields: key, type (with constraints), default, meaning."""
+    lines = ["| key | type | default | meaning |", "|---|---|---|---|"]
+    for name, field in model.model_fields.items():
+        lines.append(f"| `{name}` | {_type(field.annotation) + _constraints(field)} | {_default(field)} | "
+                     f"{_md(field.description or '')} |")
+    return lines
+
+
+def scorers_reference() -> str:
+    """The Markdown reference of every registered scorer's ``scorer.options`` (``docs/SCORERS.md``).
+
+    Returns:
+        Markdown text: per scorer (by name), its options model's description and a table of key, type, default
+        and meaning, or a line saying it takes none.
+    """
+    from evalgate.scoring.base import SCORERS
+
+    lines = [
+        "# Scorer options reference",
+        "",
+        "<!-- Generated from the scorers' options models in evalgate/scoring/base.py by",
+        f"     `evalgate protocol docs --scorers`; do not edit. Regenerate: evalgate protocol docs --scorers > "
+        f"{SCORERS_DOC_PATH}",
+        "     (a test checks it). -->",
+        "",
+        "A protocol's `scorer.name` picks a scorer and `scorer.options` sets its options. The options are checked "
+        "when the protocol is loaded, so `protocol freeze` refuses an unknown key (naming the file, the line and "
+        "the nearest known key), a value of the wrong type (`\"no\"` is not a boolean), and a protocol the scorer "
+        "cannot score (e.g. the `math` scorer with a stop sequence that can cut a number). The other sections of "
+        "a protocol are in [PROTOCOL.md](PROTOCOL.md).",
+        "",
+    ]
+    for name in sorted(SCORERS):
+        model = SCORERS[name].options
+        lines += [f"## `{name}`", "", f"Options model `{model.__name__}`: {_md(model.__doc__ or '')}", ""]
+        lines += _fields_table(model) if model.model_fields else ["Takes no options: `scorer.options` must be "
+                                                                  "empty or absent."]
         lines.append("")
     return "\n".join(lines)

@@ -282,7 +282,7 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
     missing = [k for k in keys if k not in cached]
     run_id = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
     params = effective_params(protocol)
-    backend_info: dict[str, Any] = {"name": opts.backend, "options": backend_options,
+    backend_info: dict[str, Any] = {"name": opts.backend, "options": backend_options.model_dump(exclude_unset=True),
                                     "chat_template_sha256": prompts.chat_template_sha256,
                                     "tokenizer": prompts.tokenizer_summary, "renderer": renderer,
                                     "prompts_from_run": prompts.from_run, "model_loaded": False}
@@ -313,8 +313,7 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
             requests = [GenerationRequest(iid, rendered[iid].text, tuple(j for j, _ in js), tuple(s for _, s in js),
                                           params, tokenized[iid].ids if iid in tokenized else None)
                         for iid, js in by_item.items()]
-            backend = get_backend(opts.backend, str(ckpt.model_dir), tokenizer=prompts.tokenizer,
-                                  **backend_options)
+            backend = get_backend(opts.backend, str(ckpt.model_dir), backend_options, tokenizer=prompts.tokenizer)
             bar = _progress(len(missing), "generate", opts.progress)
             new_tokens, g0 = [0], time.perf_counter()
 

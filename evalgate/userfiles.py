@@ -82,31 +82,36 @@ def _model_for(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] |
     return model
 
 
-def format_validation_error(path: Path, text: str, err: ValidationError, root: type[BaseModel], what: str) -> str:
+def format_validation_error(path: Path, text: str, err: ValidationError, root: type[BaseModel], what: str,
+                            prefix: tuple[str, ...] = ()) -> str:
     """One message per problem: ``file:line: field: what (nearest known key)``.
 
     Args:
         path: the file, as the user named it.
         text: its content (for the line numbers).
-        err: pydantic's error from validating the parsed YAML with ``root``.
-        root: the file's top-level model (``Protocol``, ``GatePolicy``).
+        err: pydantic's error from validating the parsed YAML (or the part of it at ``prefix``) with ``root``.
+        root: the model validated: the file's top-level model (``Protocol``, ``GatePolicy``), or the model of the
+            part at ``prefix`` (a scorer's options model at ``("scorer", "options")``).
         what: the kind of file, for the first line (``protocol``, ``gate policy``).
+        prefix: where in the file the validated part sits; () for the whole file.
     """
     lines = []
     for e in err.errors():
-        loc = tuple(e["loc"])
+        rel = tuple(e["loc"])
+        loc = (*prefix, *rel)
         problem = (e.get("ctx") or {}).get("error")
         if isinstance(problem, FieldProblem) and (not loc or loc[-1] != problem.field):
             loc = (*loc, problem.field)
         where = ".".join(str(p) for p in loc) or "(top level)"
         line = yaml_line(text, loc)
-        prefix = f"{path}:{line}" if line else str(path)
+        head = f"{path}:{line}" if line else str(path)
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
-            model = _model_for(root, loc)
+            model = _model_for(root, rel)
             known = list(model.model_fields) if model else []
             close = difflib.get_close_matches(str(loc[-1]), known, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else f"; known keys: {', '.join(known)}"
+            hint = (f"; did you mean '{close[0]}'?" if close else
+                    f"; known keys: {', '.join(known)}" if known else "; this section takes no keys")
             msg = f"unknown key '{loc[-1]}'{hint}"
-        lines.append(f"{prefix}: {where}: {msg}")
+        lines.append(f"{head}: {where}: {msg}")
     return f"invalid {what}:\n  " + "\n  ".join(lines)

@@ -21,7 +21,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from evalgate.backends.base import EffectiveParams, GenerationRequest
+from evalgate.backends.base import EffectiveParams, GenerationRequest, OpenAIOptions
 from evalgate.backends.openai import OpenAIBackend, request_body
 from evalgate.errors import EngineError
 from tests.conftest import REPO
@@ -112,7 +112,7 @@ def test_greedy_parity_with_hf_and_a_run_through_the_server(tserve: str, smollm2
 def test_server_that_ignores_n_still_yields_n_samples(tserve: str, smollm2_dir: Path) -> None:
     """transformers serve answers n=3 with one choice ("Ignoring unsupported fields"); the backend notices and
     fetches the other two samples one request each."""
-    backend = OpenAIBackend(str(smollm2_dir), base_url=tserve, use_n=True)
+    backend = OpenAIBackend(str(smollm2_dir), OpenAIOptions(base_url=tserve, use_n=True))
     req = GenerationRequest("x", "def add(a, b):\n", (0, 1, 2), (11, 22, 33), GREEDY)
     (res,) = backend.generate([req])
     assert len(res.completions) == 3 and all(c.text for c in res.completions)
@@ -160,7 +160,7 @@ def scripted() -> Iterator[str]:
 
 
 def _backend(url: str, smollm2_dir: Path, **kw: object) -> OpenAIBackend:
-    return OpenAIBackend(str(smollm2_dir), base_url=url, backoff_s=0.01, **kw)
+    return OpenAIBackend(str(smollm2_dir), OpenAIOptions(base_url=url, backoff_s=0.01, **kw))
 
 
 REQ = GenerationRequest("x", "def add(a, b):\n", (0,), (5,), GREEDY)

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from evalgate.backends.base import EffectiveParams
+from evalgate.backends.base import EffectiveParams, VLLMOptions, check_backend
 from evalgate.errors import BadInput, EngineError
 
 vllm = pytest.importorskip("vllm", reason="vLLM is not importable here (optional extra; make setup installs it "
@@ -63,8 +63,8 @@ def test_engine_kwargs_keep_generation_config_out(tmp_path: Path, smollm2_dir: P
     gc = json.loads((model / "generation_config.json").read_text())
     gc.update(do_sample=True, temperature=0.6, top_p=0.9, max_new_tokens=7, repetition_penalty=1.3)
     (model / "generation_config.json").write_text(json.dumps(gc))
-    kw = vb.engine_kwargs(str(model), tensor_parallel_size=2, gpu_memory_utilization=0.5, max_model_len=4096,
-                          dtype="bfloat16")
+    kw = vb.engine_kwargs(str(model), VLLMOptions(tensor_parallel_size=2, gpu_memory_utilization=0.5,
+                                                  max_model_len=4096, dtype="bfloat16"))
     assert kw["generation_config"] == "vllm" and kw["tensor_parallel_size"] == 2
     assert kw["gpu_memory_utilization"] == 0.5 and kw["max_model_len"] == 4096 and kw["dtype"] == "bfloat16"
     cfg = try_get_generation_config(str(model), trust_remote_code=False).to_diff_dict()
@@ -78,11 +78,11 @@ def test_engine_kwargs_keep_generation_config_out(tmp_path: Path, smollm2_dir: P
     assert diff(kw["generation_config"]) == {}
 
 
-def test_engine_kwargs_reject_bad_options() -> None:
-    with pytest.raises(BadInput, match="gpu_memory_utilization"):
-        vb.engine_kwargs("m", gpu_memory_utilization=1.5)
-    with pytest.raises(BadInput, match="tensor_parallel_size"):
-        vb.engine_kwargs("m", tensor_parallel_size=0)
+def test_bad_options_are_refused_before_the_engine() -> None:
+    with pytest.raises(BadInput, match="gpu_memory_utilization=1.5"):
+        check_backend("vllm", {"gpu_memory_utilization": 1.5})
+    with pytest.raises(BadInput, match="tensor_parallel_size=0"):
+        check_backend("vllm", {"tensor_parallel_size": 0})
 
 
 def test_completion_from_real_output_classes() -> None:
@@ -121,9 +121,9 @@ def test_data_parallel_shards_cover_every_row_once() -> None:
     assert vb.shard(2, 4) == [[0], [1]]
 
 
-def test_unknown_option_is_bad_input(smollm2_dir: Path) -> None:
+def test_unknown_option_is_bad_input() -> None:
     with pytest.raises(BadInput, match="tensor_paralel_size"):
-        vb.VLLMBackend(str(smollm2_dir), tensor_paralel_size=2)
+        check_backend("vllm", {"tensor_paralel_size": 2})
 
 
 class _FakeEngine:

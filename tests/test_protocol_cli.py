@@ -8,7 +8,7 @@ import yaml
 from click.testing import CliRunner
 
 from evalgate.cli import main
-from evalgate.protocol_docs import DOC_PATH
+from evalgate.protocol_docs import DOC_PATH, SCORERS_DOC_PATH
 from tests.conftest import REPO
 
 
@@ -91,3 +91,16 @@ def test_committed_protocol_reference_is_up_to_date() -> None:
     assert code == 0
     assert (REPO / DOC_PATH).read_text(encoding="utf-8") == out, (
         f"{DOC_PATH} is stale: regenerate it with 'evalgate protocol docs > {DOC_PATH}'")
+
+
+def test_committed_scorer_reference_is_up_to_date_and_covers_every_option() -> None:
+    from evalgate.scoring.base import SCORERS
+
+    code, out = cli("protocol", "docs", "--scorers")
+    assert code == 0
+    assert (REPO / SCORERS_DOC_PATH).read_text(encoding="utf-8") == out, (
+        f"{SCORERS_DOC_PATH} is stale: regenerate it with 'evalgate protocol docs --scorers > {SCORERS_DOC_PATH}'")
+    for name, entry in SCORERS.items():
+        assert f"## `{name}`" in out
+        for field in entry.options.model_fields:
+            assert f"| `{field}` |" in out

@@ -1,14 +1,18 @@
-"""Generation backends behind one contract (``base.Backend``), chosen by name and imported lazily."""
+"""Generation backends behind one contract (``base.Backend``), registered by name (``base.register_backend``) and
+imported lazily."""
 
 from evalgate.backends.base import (
     BACKENDS,
     Backend,
+    BackendOptions,
     Completion,
     EffectiveParams,
     GenerationRequest,
     GenerationResult,
+    check_backend,
+    generation_settings,
     get_backend,
 )
 
-__all__ = ["BACKENDS", "Backend", "Completion", "EffectiveParams", "GenerationRequest", "GenerationResult",
-           "get_backend"]
+__all__ = ["BACKENDS", "Backend", "BackendOptions", "Completion", "EffectiveParams", "GenerationRequest",
+           "GenerationResult", "check_backend", "generation_settings", "get_backend"]

@@ -9,7 +9,7 @@ imported only when their backend is chosen.
 from __future__ import annotations
 
 import hashlib
-import importlib
+import importlib.metadata
 import importlib.util
 import os
 from collections.abc import Callable, Sequence
@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic.config import JsonDict
 
 from evalgate.errors import BadInput, MissingExtra
 
@@ -81,19 +82,39 @@ class GenerationResult:
 
 @runtime_checkable
 class Backend(Protocol):
-    """A generation engine.
+    """A generation engine, registered by name with ``register_backend`` and constructed as
+    ``Backend(model_dir, options, tokenizer)`` with its validated options model (``check_backend``).
 
     ``generate`` gets every pending request at once (so engines can batch) and may call ``on_result`` as each
     request finishes, so the caller can store results as they come (resume after a crash).
+
+    ``generation_settings()`` returns what, besides the checkpoint, the protocol and the sample's seed, changes
+    the engine's outputs, as a JSON-able dict: ``backend`` (its name), ``versions`` (engine distributions ->
+    version, e.g. transformers and torch for hf, vllm and torch for vllm; none for openai, whose server's engine
+    is not known here) and every option marked ``changes_outputs`` (hf: device, dtype as used; vllm: dtype,
+    tensor_parallel_size, max_model_len; openai: model, endpoint, use_n), not timeouts, retries, concurrency or
+    batch sizes. A sample is reused from the cache only under equal settings. The module-level
+    ``generation_settings(name, options)`` gives the same dict before the backend is constructed (no engine
+    import). Quantisation is the checkpoint's own (its files are in the checkpoint digest); no backend here
+    quantises on load.
     """
 
     name: str
+
+    @property
+    def options(self) -> BackendOptions:
+        """The validated options the backend was constructed with."""
+        ...
 
     def generate(self, requests: Sequence[GenerationRequest],
                  on_result: Callable[[GenerationResult], None] | None = None) -> list[GenerationResult]: ...
 
     def info(self) -> dict[str, Any]:
         """Engine name and library versions, recorded with the run."""
+        ...
+
+    def generation_settings(self) -> dict[str, Any]:
+        """The settings that change outputs (see the class docstring)."""
         ...
 
 
@@ -104,111 +125,284 @@ def sample_seed(protocol_seed: int, item_id: str, sample_index: int) -> int:
     return int.from_bytes(h[:8], "big") & ((1 << 63) - 1)
 
 
-# name -> (module, class, pip extra)
-BACKENDS: dict[str, tuple[str, str, str]] = {
-    "hf": ("evalgate.backends.hf", "HFBackend", "hf"),
-    "vllm": ("evalgate.backends.vllm", "VLLMBackend", "vllm"),
-    "openai": ("evalgate.backends.openai", "OpenAIBackend", "openai"),
-}
+class BackendOptions(BaseModel):
+    """Base of every backend's options: unknown keys are errors, values are strict (``"abc"`` is not an int and
+    ``true`` is not a number; an int is still accepted for a float) and immutable. A field whose
+    ``json_schema_extra`` holds ``changes_outputs: true`` changes what the engine generates, so it is part of
+    ``generation_settings`` (the generation cache key); the others (timeouts, concurrency, batching) do not."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
+
+    def output_settings(self) -> dict[str, Any]:
+        """The values of the fields marked ``changes_outputs``, as JSON values, by field name."""
+        marked = [name for name, f in type(self).model_fields.items()
+                  if isinstance(f.json_schema_extra, dict) and f.json_schema_extra.get("changes_outputs")]
+        return self.model_dump(mode="json", include=set(marked))
+
+    def check_here(self) -> None:
+        """Check what only this machine can tell (a GPU device, a server URL in the environment); nothing by
+        default.
+
+        Raises:
+            BadInput: the options cannot work here.
+        """
 
 
-class _Options(BaseModel):
-    # strict: "abc" is not an int and true is not a number; an int is still accepted for a float
-    model_config = ConfigDict(extra="forbid", strict=True)
+CHANGES_OUTPUTS: JsonDict = {"changes_outputs": True}
 
 
-class HFOptions(_Options):
-    """Values the ``hf`` backend accepts (``HFBackend``'s arguments; defaults there)."""
+class HFOptions(BackendOptions):
+    """Options of the ``hf`` backend (transformers ``generate``)."""
 
-    device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$")
-    dtype: Literal["float32", "bfloat16", "float16"] | None = None
+    device: str = Field("cpu", pattern=r"^(cpu|cuda(:\d+)?|mps)$", json_schema_extra=CHANGES_OUTPUTS)
+    """Where the model runs: ``cpu``, ``cuda``, ``cuda:N`` or ``mps`` (kernels differ, so outputs may too).
+    Default: cpu."""
+    dtype: Literal["float32", "bfloat16", "float16"] | None = Field(None, json_schema_extra=CHANGES_OUTPUTS)
+    """Weight and activation dtype. Default: none, meaning float32 on cpu and bfloat16 elsewhere."""
     token_budget: int = Field(32768, ge=1)
+    """Largest padded batch, in tokens (rows x (longest prompt + max_tokens)); samples do not depend on their
+    batch (per-row seeded sampling). Default: 32768."""
+
+    @property
+    def resolved_dtype(self) -> str:
+        """``dtype``, or its default for the device: float32 on cpu, bfloat16 elsewhere."""
+        return self.dtype or ("float32" if self.device == "cpu" else "bfloat16")
+
+    def output_settings(self) -> dict[str, Any]:
+        """As the base, with the dtype actually used (the default depends on the device)."""
+        return {**super().output_settings(), "dtype": self.resolved_dtype}
+
+    def check_here(self) -> None:
+        """A GPU device must exist here (imports torch, only for a device other than cpu).
+
+        Raises:
+            BadInput: no such CUDA device, or MPS is not available.
+        """
+        device = self.device
+        if device == "cpu":
+            return
+        import torch
+
+        if device.startswith("cuda"):
+            index = int(device.partition(":")[2] or 0)
+            if not torch.cuda.is_available() or index >= torch.cuda.device_count():
+                raise BadInput(f"hf option device={device}: no such CUDA device here (torch sees "
+                               f"{torch.cuda.device_count() if torch.cuda.is_available() else 0}; torch "
+                               f"{torch.__version__}); use device=cpu, or run on a machine with that GPU")
+        elif device == "mps" and not torch.backends.mps.is_available():
+            raise BadInput("hf option device=mps: Apple's MPS is not available here; use device=cpu")
 
 
-class VLLMOptions(_Options):
-    """Values the ``vllm`` backend accepts (``VLLMBackend``'s arguments)."""
+class VLLMOptions(BackendOptions):
+    """Options of the ``vllm`` backend (vLLM's offline ``LLM`` engine)."""
 
-    tensor_parallel_size: int = Field(1, ge=1)
+    tensor_parallel_size: int = Field(1, ge=1, json_schema_extra=CHANGES_OUTPUTS)
+    """GPUs per engine; the reduction order across GPUs changes the arithmetic. Default: 1."""
     data_parallel_size: int = Field(1, ge=1)
+    """Independent engines (worker processes), each on its own ``tensor_parallel_size`` GPUs; samples depend only
+    on their own seeds, so sharding changes no output. Default: 1 (in this process)."""
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1)
-    max_model_len: int | None = Field(None, ge=1)
-    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    """Fraction of each GPU's memory vLLM may take. Default: 0.9."""
+    max_model_len: int | None = Field(None, ge=1, json_schema_extra=CHANGES_OUTPUTS)
+    """Context length cap in tokens (prompt + completion); a completion reaching it ends with ``length``.
+    Default: none, the model's."""
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = Field("auto", json_schema_extra=CHANGES_OUTPUTS)
+    """Weight and activation dtype; ``auto`` is the checkpoint's. Default: auto."""
     enforce_eager: bool = False
+    """Disable CUDA graphs (faster start, slower decoding; the same kernels). Default: false."""
 
 
-class OpenAIOptions(_Options):
-    """Values the ``openai`` backend accepts (``OpenAIBackend``'s arguments). A model name or key that reads as a
-    number (``model=7``) is taken as text."""
+class OpenAIOptions(BackendOptions):
+    """Options of the ``openai`` backend (an OpenAI-compatible server). A model name or key that reads as a number
+    (``model=7``) is taken as text."""
 
     model_config = ConfigDict(coerce_numbers_to_str=True)
     base_url: str | None = Field(None, pattern=r"^https?://")
-    model: str | None = Field(None, strict=False)
-    endpoint: Literal["completions", "chat"] = "completions"
+    """Server root, e.g. ``http://127.0.0.1:8000/v1``. Default: ``$EVALGATE_OPENAI_BASE_URL``."""
+    model: str | None = Field(None, strict=False, json_schema_extra=CHANGES_OUTPUTS)
+    """Model name sent in each request. Default: none, the checkpoint directory (what ``vllm serve DIR`` calls
+    it)."""
+    endpoint: Literal["completions", "chat"] = Field("completions", json_schema_extra=CHANGES_OUTPUTS)
+    """``completions`` sends the rendered prompt; ``chat`` sends it as one user message (the server adds its chat
+    template). Default: completions."""
     concurrency: int = Field(8, ge=1)
+    """HTTP requests in flight. Default: 8."""
     timeout_s: float = Field(600.0, gt=0)
+    """Per-request timeout, seconds. Default: 600."""
     max_retries: int = Field(5, ge=0)
+    """Retries on 429, 5xx and connection errors. Default: 5."""
     backoff_s: float = Field(0.5, ge=0)
-    use_n: bool = False
+    """First backoff between retries, seconds (doubles each retry). Default: 0.5."""
+    use_n: bool = Field(False, json_schema_extra=CHANGES_OUTPUTS)
+    """Ask for all of a request's samples in one HTTP request (``n``); a server may seed them together. Default:
+    false."""
     api_key: str | None = Field(None, strict=False)
+    """Bearer token. Default: ``$OPENAI_API_KEY`` if set."""
+
+    def check_here(self) -> None:
+        """The server's URL must be given here or in ``$EVALGATE_OPENAI_BASE_URL``.
+
+        Raises:
+            BadInput: no URL.
+        """
+        if not (self.base_url or os.environ.get("EVALGATE_OPENAI_BASE_URL")):
+            raise BadInput("the openai backend needs the server's URL: pass base_url (e.g. --backend-option "
+                           "base_url=http://127.0.0.1:8000/v1) or set EVALGATE_OPENAI_BASE_URL")
 
 
-# name -> (engine package that must be importable, the options' model). Checked by ``check_backend`` before a run
-# reads any split, so a typo or a bad value never spends a budgeted read; tests keep the models equal to the
-# backends' signatures.
-BACKEND_OPTION_MODELS: dict[str, tuple[str, type[_Options]]] = {
-    "hf": ("transformers", HFOptions),
-    "vllm": ("vllm", VLLMOptions),
-    "openai": ("httpx", OpenAIOptions),
-}
-BACKEND_OPTIONS: dict[str, tuple[str, frozenset[str]]] = {
-    name: (engine, frozenset(model.model_fields)) for name, (engine, model) in BACKEND_OPTION_MODELS.items()}
+@dataclass(frozen=True)
+class BackendEntry:
+    """One registered backend.
+
+    Attributes:
+        name: the ``--backend`` name.
+        options: its options model (validated before any split is read).
+        load: imports the backend's module (the engine with it) and returns its constructor, called as
+            ``constructor(model_dir, options, tokenizer)``.
+        extra: the pip extra that installs the engine (``pip install 'evalgate[EXTRA]'``).
+        engine: the module whose presence proves the engine is installed (found without importing it).
+        versions: distributions whose versions change outputs, recorded in ``generation_settings``.
+    """
+
+    name: str
+    options: type[BackendOptions]
+    load: Callable[[], Callable[..., Backend]]
+    extra: str
+    engine: str
+    versions: tuple[str, ...]
 
 
-def _check_device(device: str) -> None:
-    """A GPU device must exist here (imports torch, only for a device other than cpu)."""
-    if device == "cpu":
-        return
-    import torch
-
-    if device.startswith("cuda"):
-        index = int(device.partition(":")[2] or 0)
-        if not torch.cuda.is_available() or index >= torch.cuda.device_count():
-            raise BadInput(f"hf option device={device}: no such CUDA device here (torch sees "
-                           f"{torch.cuda.device_count() if torch.cuda.is_available() else 0}; torch "
-                           f"{torch.__version__}); use device=cpu, or run on a machine with that GPU")
-    elif device == "mps" and not torch.backends.mps.is_available():
-        raise BadInput("hf option device=mps: Apple's MPS is not available here; use device=cpu")
+BACKENDS: dict[str, BackendEntry] = {}
 
 
-def check_backend(name: str, options: dict[str, Any]) -> dict[str, Any]:
-    """Validate a backend name and its options without importing the engine; returns the options as the backend
-    takes them (only those given; a number given for a text option becomes text).
+def register_backend(name: str, options: type[BackendOptions], *, extra: str, engine: str,
+                     versions: tuple[str, ...] = ()) -> Callable[[Callable[[], Callable[..., Backend]]],
+                                                                   Callable[[], Callable[..., Backend]]]:
+    """Decorator registering a backend: the decorated function imports the backend's module and returns its
+    constructor, so the engine is imported only when the backend is chosen (inspect_ai's ``@modelapi`` shape)."""
+
+    def register(load: Callable[[], Callable[..., Backend]]) -> Callable[[], Callable[..., Backend]]:
+        BACKENDS[name] = BackendEntry(name, options, load, extra, engine, versions)
+        return load
+
+    return register
+
+
+@register_backend("hf", HFOptions, extra="hf", engine="transformers", versions=("transformers", "torch"))
+def _hf() -> Callable[..., Backend]:
+    from evalgate.backends.hf import HFBackend
+
+    return HFBackend
+
+
+@register_backend("vllm", VLLMOptions, extra="vllm", engine="vllm", versions=("vllm", "torch"))
+def _vllm() -> Callable[..., Backend]:
+    from evalgate.backends.vllm import VLLMBackend
+
+    return VLLMBackend
+
+
+@register_backend("openai", OpenAIOptions, extra="openai", engine="httpx")
+def _openai() -> Callable[..., Backend]:
+    from evalgate.backends.openai import OpenAIBackend
+
+    return OpenAIBackend
+
+
+def backend_entry(name: str) -> BackendEntry:
+    """The registered backend ``name``.
 
     Raises:
-        BadInput: unknown backend, unknown option (lists the known ones), a value of the wrong type or out of
-            range (``HFOptions``, ``VLLMOptions``, ``OpenAIOptions``), an hf GPU device this machine lacks, or the
-            openai backend without a URL.
-        MissingExtra: the engine package is not installed (names the pip extra).
+        BadInput: unknown name (lists the known ones).
     """
     if name not in BACKENDS:
         raise BadInput(f"unknown backend {name!r}; known backends: {', '.join(sorted(BACKENDS))}")
-    engine, known = BACKEND_OPTIONS[name]
-    unknown = sorted(set(options) - known)
+    return BACKENDS[name]
+
+
+def with_flags(name: str, options: dict[str, Any], **flags: Any) -> dict[str, Any]:
+    """Merge command-line flags that set a backend option (``--device``) into the ``--backend-option`` values.
+
+    A flag given (not None) applies to every backend whose options have a field of that name and is refused for
+    a backend without one, rather than dropped.
+
+    Args:
+        name: backend name.
+        options: options from ``--backend-option`` (``parse_backend_options``).
+        **flags: flag name (the option's field name) -> value, None when the flag was not given.
+
+    Returns:
+        ``options`` with the given flags added.
+
+    Raises:
+        BadInput: unknown backend; a flag the backend has no option for; a flag and a ``--backend-option`` that
+            set the same option to different values.
+    """
+    fields = backend_entry(name).options.model_fields
+    out = dict(options)
+    for flag, value in flags.items():
+        if value is None:
+            continue
+        if flag not in fields:
+            raise BadInput(f"--{flag.replace('_', '-')} does not apply to the {name} backend (it has no {flag} "
+                           f"option; its options: {', '.join(fields)}); drop the flag or choose a backend that "
+                           "has it")
+        if flag in out and out[flag] != value:
+            raise BadInput(f"--{flag.replace('_', '-')} {value} and --backend-option {flag}={out[flag]} disagree; "
+                           "give one of them")
+        out[flag] = value
+    return out
+
+
+def check_backend(name: str, options: dict[str, Any]) -> BackendOptions:
+    """Validate a backend name and its options without importing the engine; returns the validated options object
+    (its ``model_dump(exclude_unset=True)`` is what was given).
+
+    Raises:
+        BadInput: unknown backend, unknown option (lists the known ones), a value of the wrong type or out of
+            range (the backend's options model), or options that cannot work here (``BackendOptions.check_here``:
+            an hf GPU device this machine lacks, the openai backend without a URL).
+        MissingExtra: the engine package is not installed (names the pip extra).
+    """
+    entry = backend_entry(name)
+    known = entry.options.model_fields
+    unknown = sorted(set(options) - set(known))
     if unknown:
         raise BadInput(f"unknown {name} backend option(s) {unknown}; known: {', '.join(sorted(known))}")
     try:
-        checked = BACKEND_OPTION_MODELS[name][1].model_validate(options).model_dump(exclude_unset=True)
+        checked = entry.options.model_validate(options)
     except ValidationError as e:
         bad = "; ".join(f"{'.'.join(map(str, err['loc']))}={err.get('input')!r}: {err['msg']}" for err in e.errors())
         raise BadInput(f"bad {name} backend option value(s): {bad} (--backend-option KEY=VALUE)") from e
-    if importlib.util.find_spec(engine) is None:
-        raise MissingExtra(f"backend {name!r} needs {engine}: pip install 'evalgate[{BACKENDS[name][2]}]'")
-    if name == "hf":
-        _check_device(options.get("device", "cpu"))
-    if name == "openai" and not (options.get("base_url") or os.environ.get("EVALGATE_OPENAI_BASE_URL")):
-        raise BadInput("the openai backend needs the server's URL: pass base_url (e.g. --backend-option "
-                       "base_url=http://127.0.0.1:8000/v1) or set EVALGATE_OPENAI_BASE_URL")
+    if importlib.util.find_spec(entry.engine) is None:
+        raise MissingExtra(f"backend {name!r} needs {entry.engine}: pip install 'evalgate[{entry.extra}]'")
+    checked.check_here()
     return checked
+
+
+def generation_settings(name: str, options: BackendOptions) -> dict[str, Any]:
+    """The settings of backend ``name`` that change what it generates, as a JSON-able dict (see ``Backend``).
+
+    Found without importing the engine (versions come from the installed distributions' metadata).
+
+    Returns:
+        ``{"backend": name, "versions": {distribution: version or None if not installed}, **option values}``:
+        every option marked ``changes_outputs`` (``BackendOptions.output_settings``), e.g. hf's device and dtype,
+        vllm's dtype and tensor_parallel_size, openai's model, endpoint and use_n.
+
+    Raises:
+        BadInput: unknown backend, or ``options`` is not that backend's options model.
+    """
+    entry = backend_entry(name)
+    if not isinstance(options, entry.options):
+        raise BadInput(f"backend {name!r} takes {entry.options.__name__}, not {type(options).__name__}")
+    versions: dict[str, str | None] = {}
+    for dist in entry.versions:
+        try:
+            versions[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            versions[dist] = None
+    return {"backend": name, "versions": versions, **options.output_settings()}
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
@@ -220,29 +414,32 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:
     return (text[:cut], True) if cut >= 0 else (text, False)
 
 
-def get_backend(name: str, model_dir: str, tokenizer: Any = None, **options: Any) -> Backend:
+def get_backend(name: str, model_dir: str, options: BackendOptions | None = None, tokenizer: Any = None) -> Backend:
     """Instantiate backend ``name`` for a model directory.
 
-    ``tokenizer``: the checkpoint's tokenizer the run already loaded; handed to backends whose class sets
-    ``accepts_tokenizer = True`` (``hf``), so it is not loaded twice. Other backends ignore it.
+    Args:
+        name: a registered backend.
+        model_dir: the checkpoint directory.
+        options: the options from ``check_backend``; None: every default.
+        tokenizer: the checkpoint's tokenizer if the run already loaded it (so it is not loaded twice); None: the
+            backend loads it from ``model_dir``.
 
     Raises:
-        BadInput: unknown backend name (lists the known ones).
+        BadInput: unknown backend name (lists the known ones), or options of another backend.
         MissingExtra: the backend's engine, or a module it needs, cannot be imported (a partial install, e.g. vllm
             without xgrammar): names the missing module and the pip extra.
     """
-    if name not in BACKENDS:
-        raise BadInput(f"unknown backend {name!r}; known backends: {', '.join(sorted(BACKENDS))}")
-    module, cls, extra = BACKENDS[name]
+    entry = backend_entry(name)
+    options = entry.options() if options is None else options
+    if not isinstance(options, entry.options):
+        raise BadInput(f"backend {name!r} takes {entry.options.__name__}, not {type(options).__name__}")
     try:
-        factory: Callable[..., Backend] = getattr(importlib.import_module(module), cls)
-        if tokenizer is not None and getattr(factory, "accepts_tokenizer", False):
-            options = {**options, "tokenizer": tokenizer}
-        return factory(model_dir, **options)  # a backend imports the rest of its engine here (vllm.LLM)
+        # a backend imports the rest of its engine in its constructor (vllm.LLM)
+        return entry.load()(model_dir, options, tokenizer)
     except ImportError as e:
         missing = f"module {e.name!r} cannot be imported" if e.name else "an import failed"
         raise MissingExtra(f"backend {name!r}: {missing} ({e}); install the engine with its dependencies: "
-                           f"pip install 'evalgate[{extra}]'") from e
+                           f"pip install 'evalgate[{entry.extra}]'") from e
 
 
 def parse_backend_options(pairs: Sequence[str]) -> dict[str, Any]:

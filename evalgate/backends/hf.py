@@ -31,7 +31,9 @@ from evalgate.backends.base import (
     EffectiveParams,
     GenerationRequest,
     GenerationResult,
+    HFOptions,
     cut_at_stop,
+    generation_settings,
 )
 from evalgate.checkpoints import load_tokenizer
 from evalgate.errors import BadInput, EngineError
@@ -100,20 +102,17 @@ class HFBackend:
 
     Args:
         model_dir: HF checkpoint directory.
-        device: ``cpu`` (default), ``cuda``, ``cuda:N``.
-        dtype: ``float32`` (default on CPU), ``bfloat16``, ``float16``.
-        token_budget: max padded tokens per batch (rows x (prompt + max_tokens)). Default 32768.
+        options: validated ``HFOptions`` (device, dtype, token_budget); None: every default.
         tokenizer: the checkpoint's tokenizer if the caller already loaded it (``run.evaluate`` does), else it is
             loaded from ``model_dir``.
     """
 
     name = "hf"
-    accepts_tokenizer = True
 
-    def __init__(self, model_dir: str, device: str = "cpu", dtype: str | None = None, token_budget: int = 32768,
-                 tokenizer: Any = None):
-        self.model_dir, self.device, self.token_budget = str(model_dir), device, token_budget
-        self.dtype = dtype or ("float32" if device == "cpu" else "bfloat16")
+    def __init__(self, model_dir: str, options: HFOptions | None = None, tokenizer: Any = None):
+        self.options = options or HFOptions()
+        self.model_dir, self.device, self.token_budget = str(model_dir), self.options.device, self.options.token_budget
+        self.dtype = self.options.resolved_dtype
         self._model: Any = None
         self._ckpt_eos: Any = None
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
@@ -121,6 +120,10 @@ class HFBackend:
         self.load_s: float | None = None
         self.ignored_generation_config: dict[str, Any] = {}
         self.sent: dict[str, Any] = {}
+
+    def generation_settings(self) -> dict[str, Any]:
+        """The settings that change outputs (``base.generation_settings``)."""
+        return generation_settings(self.name, self.options)
 
     def info(self) -> dict[str, Any]:
         """Engine and versions; ``ignored_generation_config``: the checkpoint's generation_config.json values

@@ -35,9 +35,11 @@ from evalgate.backends.base import (
     EffectiveParams,
     GenerationRequest,
     GenerationResult,
+    OpenAIOptions,
     cut_at_stop,
+    generation_settings,
 )
-from evalgate.errors import BadInput, EngineError
+from evalgate.errors import EngineError
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 
@@ -80,47 +82,36 @@ class OpenAIBackend:
 
     Args:
         model_dir: the checkpoint directory (its tokenizer counts tokens; the server must serve these weights).
-        base_url: server root, e.g. ``http://127.0.0.1:8000/v1``. Default ``$EVALGATE_OPENAI_BASE_URL``.
-        model: model name sent in each request. Default: ``model_dir`` (what ``vllm serve DIR`` and ``transformers
-            serve DIR`` call it).
-        endpoint: ``completions`` (default) or ``chat``.
-        concurrency: requests in flight. Default 8.
-        timeout_s: per-request timeout, seconds. Default 600.
-        max_retries: retries on 429/5xx/connection errors. Default 5.
-        backoff_s: first backoff, seconds (doubles each retry). Default 0.5.
-        use_n: ask for n samples per HTTP request (see module docstring). Default false.
-        api_key: bearer token. Default ``$OPENAI_API_KEY`` if set.
+        options: validated ``OpenAIOptions`` (base_url, model, endpoint, concurrency, timeout_s, max_retries,
+            backoff_s, use_n, api_key; see their docstrings); None: every default. ``base_url`` defaults to
+            ``$EVALGATE_OPENAI_BASE_URL``, ``model`` to ``model_dir``, ``api_key`` to ``$OPENAI_API_KEY``.
         tokenizer: the checkpoint's tokenizer if the run already loaded it (``get_backend`` hands it over).
+
+    Raises:
+        BadInput: no server URL (neither ``base_url`` nor ``$EVALGATE_OPENAI_BASE_URL``).
     """
 
     name = "openai"
-    accepts_tokenizer = True
 
-    def __init__(self, model_dir: str, base_url: str | None = None, model: str | None = None,
-                 endpoint: str = "completions", concurrency: int = 8, timeout_s: float = 600.0,
-                 max_retries: int = 5, backoff_s: float = 0.5, use_n: bool = False, api_key: str | None = None,
-                 tokenizer: Any = None, **unknown: Any):
-        if unknown:
-            raise BadInput(f"unknown openai backend option(s) {sorted(unknown)}; known: base_url, model, endpoint, "
-                           "concurrency, timeout_s, max_retries, backoff_s, use_n, api_key")
-        base_url = base_url or os.environ.get("EVALGATE_OPENAI_BASE_URL")
-        if not base_url:
-            raise BadInput("the openai backend needs the server's URL: pass base_url (e.g. --backend-option "
-                           "base_url=http://127.0.0.1:8000/v1) or set EVALGATE_OPENAI_BASE_URL")
-        if endpoint not in ("completions", "chat"):
-            raise BadInput(f"openai option endpoint={endpoint!r}; use 'completions' or 'chat'")
-        if concurrency < 1:
-            raise BadInput(f"openai option concurrency={concurrency} must be >= 1")
+    def __init__(self, model_dir: str, options: OpenAIOptions | None = None, tokenizer: Any = None):
+        options = options or OpenAIOptions()
+        options.check_here()
         from evalgate.checkpoints import load_tokenizer
 
+        self.options = options
+        base_url = options.base_url or os.environ["EVALGATE_OPENAI_BASE_URL"]
         self.model_dir, self.base_url = str(model_dir), base_url.rstrip("/")
-        self.model, self.endpoint = model or self.model_dir, endpoint
-        self.concurrency, self.timeout_s = int(concurrency), float(timeout_s)
-        self.max_retries, self.backoff_s, self.use_n = int(max_retries), float(backoff_s), bool(use_n)
-        key = api_key or os.environ.get("OPENAI_API_KEY")
+        self.model, self.endpoint = options.model or self.model_dir, options.endpoint
+        self.concurrency, self.timeout_s = options.concurrency, float(options.timeout_s)
+        self.max_retries, self.backoff_s, self.use_n = options.max_retries, float(options.backoff_s), options.use_n
+        key = options.api_key or os.environ.get("OPENAI_API_KEY")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
         self.stats = {"http_requests": 0, "retries": 0, "short_n_fallbacks": 0}
+
+    def generation_settings(self) -> dict[str, Any]:
+        """The settings that change outputs (``base.generation_settings``)."""
+        return generation_settings(self.name, self.options)
 
     def info(self) -> dict[str, Any]:
         return {"engine": "openai-compatible server", "base_url": self.base_url, "model": self.model,

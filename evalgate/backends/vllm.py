@@ -45,6 +45,8 @@ from evalgate.backends.base import (
     EffectiveParams,
     GenerationRequest,
     GenerationResult,
+    VLLMOptions,
+    generation_settings,
 )
 from evalgate.errors import BadInput, EngineError
 
@@ -83,26 +85,18 @@ def sampling_params_kwargs(params: EffectiveParams, seed: int) -> dict[str, Any]
     }
 
 
-def engine_kwargs(model_dir: str, tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
-                  max_model_len: int | None = None, dtype: str = "auto", enforce_eager: bool = False,
-                  ) -> dict[str, Any]:
-    """Keyword arguments for ``vllm.LLM``.
+def engine_kwargs(model_dir: str, options: VLLMOptions) -> dict[str, Any]:
+    """Keyword arguments for ``vllm.LLM`` from the validated options (ranges are checked by ``VLLMOptions``).
 
     ``generation_config="vllm"`` keeps the checkpoint's ``generation_config.json`` sampling defaults out (see the
     module docstring); the tokenizer is vLLM's (same files as evalgate's) but prompts arrive as token ids.
-
-    Raises:
-        BadInput: an option is out of range.
     """
-    if tensor_parallel_size < 1:
-        raise BadInput(f"vllm option tensor_parallel_size={tensor_parallel_size} must be >= 1")
-    if not 0 < gpu_memory_utilization <= 1:
-        raise BadInput(f"vllm option gpu_memory_utilization={gpu_memory_utilization} must be in (0, 1]")
-    kw: dict[str, Any] = {"model": model_dir, "generation_config": "vllm", "tensor_parallel_size": tensor_parallel_size,
-                          "gpu_memory_utilization": gpu_memory_utilization, "dtype": dtype,
-                          "enforce_eager": enforce_eager}
-    if max_model_len is not None:
-        kw["max_model_len"] = max_model_len
+    kw: dict[str, Any] = {"model": model_dir, "generation_config": "vllm",
+                          "tensor_parallel_size": options.tensor_parallel_size,
+                          "gpu_memory_utilization": options.gpu_memory_utilization, "dtype": options.dtype,
+                          "enforce_eager": options.enforce_eager}
+    if options.max_model_len is not None:
+        kw["max_model_len"] = options.max_model_len
     return kw
 
 
@@ -211,28 +205,15 @@ class VLLMBackend:
 
     Args:
         model_dir: HF checkpoint directory.
-        tensor_parallel_size: GPUs per engine. Default 1.
-        data_parallel_size: independent engines (worker processes), each on its own ``tensor_parallel_size``
-            GPUs. Default 1 (in this process).
-        gpu_memory_utilization: fraction of each GPU's memory vLLM may take. Default 0.9.
-        max_model_len: context length cap (prompt + completion); default: the model's.
-        dtype: ``auto``, ``bfloat16``, ``float16``, ``float32``. Default auto.
-        enforce_eager: disable CUDA graphs (faster start, slower decode). Default false.
+        options: validated ``VLLMOptions`` (tensor_parallel_size, data_parallel_size, gpu_memory_utilization,
+            max_model_len, dtype, enforce_eager; see their docstrings); None: every default.
         tokenizer: the checkpoint's tokenizer if the run already loaded it (``get_backend`` hands it over), used
             only to encode a request that comes without ``prompt_ids``.
     """
 
     name = "vllm"
-    accepts_tokenizer = True
 
-    def __init__(self, model_dir: str, tensor_parallel_size: int = 1, data_parallel_size: int = 1,
-                 gpu_memory_utilization: float = 0.9, max_model_len: int | None = None, dtype: str = "auto",
-                 enforce_eager: bool = False, tokenizer: Any = None, **unknown: Any):
-        if unknown:
-            raise BadInput(f"unknown vllm backend option(s) {sorted(unknown)}; known: tensor_parallel_size, "
-                           "data_parallel_size, gpu_memory_utilization, max_model_len, dtype, enforce_eager")
-        if data_parallel_size < 1:
-            raise BadInput(f"vllm option data_parallel_size={data_parallel_size} must be >= 1")
+    def __init__(self, model_dir: str, options: VLLMOptions | None = None, tokenizer: Any = None):
         # Import the engine now: a partial install (vllm without e.g. xgrammar) then fails in get_backend, which
         # names the missing module, instead of failing later inside generate as an engine error.
         from vllm import LLM  # noqa: F401
@@ -240,12 +221,16 @@ class VLLMBackend:
         from evalgate.checkpoints import load_tokenizer
         from evalgate.prompts import PromptEncoder
 
+        self.options = options or VLLMOptions()
         self.model_dir = str(model_dir)
-        self.kwargs = engine_kwargs(self.model_dir, tensor_parallel_size, gpu_memory_utilization, max_model_len,
-                                    dtype, enforce_eager)
-        self.data_parallel_size = data_parallel_size
+        self.kwargs = engine_kwargs(self.model_dir, self.options)
+        self.data_parallel_size = self.options.data_parallel_size
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
         self.encoder = PromptEncoder(self.tokenizer)
+
+    def generation_settings(self) -> dict[str, Any]:
+        """The settings that change outputs (``base.generation_settings``)."""
+        return generation_settings(self.name, self.options)
 
     def info(self) -> dict[str, Any]:
         return {"engine": "vllm", "vllm": vllm.__version__, "engine_kwargs": self.kwargs,

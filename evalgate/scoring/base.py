@@ -7,10 +7,11 @@ A scorer judges a batch of samples at once (so code execution can run in paralle
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
 
 from evalgate.errors import BadInput
 
@@ -45,7 +46,14 @@ class ScoreResult:
 
 
 class Scorer(Protocol):
-    """Judges samples. Constructed with the protocol (``LoadedProtocol``) whose options it reads."""
+    """Judges samples. Constructed as ``Scorer(protocol, options)`` with the protocol (``LoadedProtocol``: sampling,
+    extraction, execution limits) and its ``scorer.options`` validated into the scorer's options model at load
+    (``LoadedProtocol.scorer_options``).
+
+    A scorer class may define ``check_protocol(spec, options)`` (a staticmethod) raising
+    ``userfiles.FieldProblem(field, message)``, ``field`` a dotted path in the protocol file, for a protocol it
+    cannot score (the math scorer: a stop sequence that can cut a number). ``load_protocol`` calls it, so
+    ``protocol freeze`` refuses such a protocol with its file and line, not only ``run``."""
 
     name: str
 
@@ -94,23 +102,103 @@ class AnswerScorer:
         return out
 
 
-# name -> (module, class)
-SCORERS: dict[str, tuple[str, str]] = {
-    "humaneval": ("evalgate.scoring.code", "HumanEvalScorer"),
-    "exact": ("evalgate.scoring.exact", "ExactScorer"),
-    "math": ("evalgate.scoring.math", "MathScorer"),
-}
+class ScorerOptions(BaseModel):
+    """Base of every scorer's options (``scorer.options`` in a protocol file): unknown keys are errors (with the
+    nearest known key), values are strict (``"no"`` is not a boolean) and immutable. Validated when the protocol is
+    loaded, so ``protocol freeze`` refuses a typo."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
+
+
+class AnswerOptions(ScorerOptions):
+    """Options of a scorer that compares one extracted answer with a gold answer field."""
+
+    answer_field: str = "answer"
+    """Item field holding the gold answer. Default: ``answer``."""
+
+
+class ExactOptions(AnswerOptions):
+    """Options of the ``exact`` scorer: which normalisation steps apply to both sides (NFKC and whitespace always
+    do)."""
+
+    case: bool = True
+    """Lower-case both sides. Default: true."""
+    punctuation: bool = True
+    """Remove ASCII and unicode punctuation (``U.S.A.`` -> ``usa``). Default: true."""
+    articles: bool = True
+    """Remove the articles a / an / the as whole words. Default: true."""
+
+
+class MathOptions(AnswerOptions):
+    """Options of the ``math`` scorer, which compares the answer taken by ``extraction.rule`` (gsm8k, boxed,
+    last_number or raw) with the gold answer by mathematical equality (``math_equal``)."""
+
+
+class HumanEvalOptions(ScorerOptions):
+    """Options of the ``humaneval`` scorer: none (its limits are the protocol's ``execution`` section and its
+    network permission ``tools.network``)."""
+
+
+@dataclass(frozen=True)
+class ScorerEntry:
+    """One registered scorer.
+
+    Attributes:
+        name: the protocol's ``scorer.name``.
+        options: its options model (``scorer.options`` is validated into it at load).
+        load: imports the scorer's module and returns its class, called as ``cls(protocol, options)``.
+    """
+
+    name: str
+    options: type[ScorerOptions]
+    load: Callable[[], Callable[..., Scorer]]
+
+
+SCORERS: dict[str, ScorerEntry] = {}
+
+
+def register_scorer(name: str, options: type[ScorerOptions]) -> Callable[[Callable[[], Callable[..., Scorer]]],
+                                                                          Callable[[], Callable[..., Scorer]]]:
+    """Decorator registering a scorer: the decorated function imports the scorer's module and returns its class,
+    so a protocol is checked without importing the scorers' dependencies (math-verify, the sandbox)."""
+
+    def register(load: Callable[[], Callable[..., Scorer]]) -> Callable[[], Callable[..., Scorer]]:
+        SCORERS[name] = ScorerEntry(name, options, load)
+        return load
+
+    return register
+
+
+@register_scorer("humaneval", HumanEvalOptions)
+def _humaneval() -> Callable[..., Scorer]:
+    from evalgate.scoring.code import HumanEvalScorer
+
+    return HumanEvalScorer
+
+
+@register_scorer("exact", ExactOptions)
+def _exact() -> Callable[..., Scorer]:
+    from evalgate.scoring.exact import ExactScorer
+
+    return ExactScorer
+
+
+@register_scorer("math", MathOptions)
+def _math() -> Callable[..., Scorer]:
+    from evalgate.scoring.math import MathScorer
+
+    return MathScorer
 
 
 def get_scorer(protocol: Any) -> Scorer:
-    """The scorer named by ``protocol.spec.scorer.name``.
+    """The scorer named by ``protocol.spec.scorer.name``, constructed with the options validated at load
+    (``protocol.scorer_options``).
 
     Raises:
-        BadInput: unknown scorer name (lists the known ones) or invalid options.
+        BadInput: unknown scorer name (lists the known ones), or a protocol the scorer refuses.
     """
     name = protocol.spec.scorer.name
     if name not in SCORERS:
         raise BadInput(f"unknown scorer {name!r} in protocol {protocol.path}; known scorers: "
                        f"{', '.join(sorted(SCORERS))}")
-    module, cls = SCORERS[name]
-    return getattr(importlib.import_module(module), cls)(protocol)
+    return SCORERS[name].load()(protocol, protocol.scorer_options)

@@ -39,7 +39,10 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evalgate.scoring.base import HumanEvalOptions
 
 _OUTPUT_LIMIT = 4096
 # A Python process killed by a resource limit: SIGKILL (hard CPU limit), SIGXFSZ, SIGSEGV (stack/memory).
@@ -311,7 +314,7 @@ class HumanEvalScorer:
 
     name = "humaneval"
 
-    def __init__(self, protocol: Any):
+    def __init__(self, protocol: Any, options: HumanEvalOptions | None = None):
         self.limits = protocol.spec.execution
         self.network = protocol.spec.tools.network
         self.score_truncated = protocol.spec.extraction.score_truncated

@@ -17,7 +17,7 @@ import string
 import unicodedata
 from typing import Any
 
-from evalgate.scoring.base import AnswerScorer
+from evalgate.scoring.base import AnswerScorer, ExactOptions
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = str.maketrans("", "", string.punctuation)
@@ -59,21 +59,15 @@ def exact_match(prediction: str, gold: str, **options: bool) -> bool:
 class ExactScorer(AnswerScorer):
     """Scores 1 when the extracted answer exactly matches the item's gold answer after normalisation.
 
-    Options (``scorer.options``): ``answer_field`` (item field holding the gold answer, default ``answer``),
-    ``case``, ``punctuation``, ``articles`` (normalisation steps, default true).
+    Options (``scorer.options``): ``ExactOptions`` (answer_field; the normalisation steps case, punctuation,
+    articles).
     """
 
     name = "exact"
 
-    def __init__(self, protocol: Any):
-        opts = dict(protocol.spec.scorer.options)
-        self.answer_field = opts.pop("answer_field", "answer")
-        self.norm = {k: bool(opts.pop(k)) for k in ("case", "punctuation", "articles") if k in opts}
-        if opts:
-            from evalgate.errors import BadInput
-
-            raise BadInput(f"exact scorer: unknown options {sorted(opts)} in scorer.options; known: "
-                           "answer_field, case, punctuation, articles")
+    def __init__(self, protocol: Any, options: ExactOptions):
+        self.answer_field = options.answer_field
+        self.norm = options.model_dump(include={"case", "punctuation", "articles"})
         self.rule = protocol.spec.extraction.rule
         self.score_truncated = protocol.spec.extraction.score_truncated
 

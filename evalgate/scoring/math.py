@@ -22,9 +22,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
-from evalgate.errors import BadInput
-from evalgate.scoring.base import AnswerScorer
+from evalgate.scoring.base import AnswerScorer, MathOptions
 from evalgate.scoring.extract import last_boxed
+from evalgate.userfiles import FieldProblem
 
 _DELIMS = ((r"$$", r"$$"), ("$", "$"), (r"\(", r"\)"), (r"\[", r"\]"))
 _NUMBER_WITH_WORDS = re.compile(r"^\s*(-?[\d,]*\.?\d+)\s*[A-Za-z]{2,}[A-Za-z .]*$")
@@ -118,32 +118,35 @@ class MathScorer(AnswerScorer):
     ``extraction.score_truncated`` is set). When the ``gsm8k`` rule found no final-answer marker and fell back
     to the last number, the detail says so, so a report can tell "answered wrongly" from "never answered".
 
-    Options (``scorer.options``): ``answer_field`` (item field holding the gold answer, default ``answer``).
+    Options (``scorer.options``): ``MathOptions`` (answer_field).
 
-    Raises:
-        BadInput: unknown options, an extraction rule that does not yield answers, or a stop sequence that can
-            occur inside a numeric answer.
+    A protocol whose extraction rule yields no answer, or whose stop sequences can occur inside a numeric answer,
+    is refused when it is loaded (``check_protocol``), so ``protocol freeze`` refuses it too.
     """
 
     name = "math"
     include_prefix = True
 
-    def __init__(self, protocol: Any):
-        opts = dict(protocol.spec.scorer.options)
-        self.answer_field = opts.pop("answer_field", "answer")
-        if opts:
-            raise BadInput(f"math scorer in {protocol.path}: unknown options {sorted(opts)}; "
-                           "known: answer_field")
+    def __init__(self, protocol: Any, options: MathOptions):
+        self.answer_field = options.answer_field
         self.rule = protocol.spec.extraction.rule
-        if self.rule not in ("gsm8k", "boxed", "last_number", "raw"):
-            raise BadInput(f"math scorer in {protocol.path}: extraction rule {self.rule!r} does not yield an "
-                           "answer; use gsm8k, boxed, last_number or raw")
-        bad = stop_cuts_answers(protocol.spec.sampling.stop)
-        if bad:
-            raise BadInput(f"protocol {protocol.path}: stop sequences {bad} can occur inside a numeric "
-                           "answer (e.g. '.' cuts 2.5 to 2); use sequences that cannot, such as "
-                           "'\\n\\nQuestion:'")
         self.score_truncated = protocol.spec.extraction.score_truncated
+
+    @staticmethod
+    def check_protocol(spec: Any, options: MathOptions) -> None:
+        """Refuse, when the protocol is loaded, what this scorer cannot score: an extraction rule that yields no
+        answer (``code``) and stop sequences that can occur inside a numeric answer (``stop_cuts_answers``).
+
+        Raises:
+            FieldProblem: naming the field (``extraction.rule``, ``sampling.stop``) and what to do.
+        """
+        if spec.extraction.rule not in ("gsm8k", "boxed", "last_number", "raw"):
+            raise FieldProblem("extraction.rule", f"extraction rule {spec.extraction.rule!r} does not yield an "
+                               "answer; use gsm8k, boxed, last_number or raw")
+        bad = stop_cuts_answers(spec.sampling.stop)
+        if bad:
+            raise FieldProblem("sampling.stop", f"stop sequences {bad} can occur inside a numeric answer (e.g. '.' "
+                               "cuts 2.5 to 2); use sequences that cannot, such as '\\n\\nQuestion:'")
 
     def judge(self, prediction: str, gold: str, text: str) -> tuple[bool, list[str]]:
         ok = math_equal(prediction, gold)
