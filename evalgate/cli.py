@@ -331,12 +331,8 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
             override_reason: str | None, device: str, backend_option: tuple[str, ...], as_json: bool) -> None:
     """Evaluate a checkpoint on a split under a frozen protocol."""
     from evalgate.backends.base import parse_backend_options
-    from evalgate.errors import BadInput
     from evalgate.run import RunOptions, evaluate
-    from evalgate.splits import RELEASE_GATE
 
-    if purpose == RELEASE_GATE:
-        raise BadInput(f"purpose {RELEASE_GATE!r} is reserved for 'evalgate gate'; private splits are read there")
     opts = RunOptions(backend=backend, seed=seed, train_run=train_run, train_seed=train_seed, step=step,
                       purpose=purpose, actor=actor, override_reason=override_reason,
                       backend_options={**({"device": device} if backend == "hf" else {}),

@@ -31,6 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.runner.grant import ReleaseGrant, issue_release_grant
 from evalgate.scoring import metrics
 from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
 from evalgate.stats import bootstrap_ci, mean_stderr, paired_bootstrap_diff, stderr_mean_of_means
@@ -405,13 +406,14 @@ def _baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], re
 
 
 def _evaluate(protocol_file: str, path: str, split: str, purpose: str, actor: str, store: Store,
-              seed_info: dict[str, Any] | None = None) -> dict[str, Any]:
+              seed_info: dict[str, Any] | None = None, grant: ReleaseGrant | None = None) -> dict[str, Any]:
     from evalgate.run import RunOptions, evaluate
 
     info = seed_info or {}
     return evaluate(protocol_file, path, split,
                     RunOptions(purpose=purpose, actor=actor, train_run=info.get("train_run"),
-                               train_seed=info.get("train_seed"), step=info.get("step"), progress=False), store)
+                               train_seed=info.get("train_seed"), step=info.get("step"), progress=False,
+                               grant=grant), store)
 
 
 def _check_protocol(policy: GatePolicy, evaluate_decision: bool) -> None:
@@ -496,8 +498,10 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     chosen = [s for s in seeds if s["best"] is not None]
     bl = policy.baseline
     needed = len(chosen) + (1 if bl.checkpoint else 0)
+    grant = None
     if evaluate_decision:
         _budget_check(manager, dec_m, needed, who)
+        grant = issue_release_grant(policy.name, policy.decision_split, needed) if needed else None
     baseline: dict[str, Any] = {"value": bl.value} if bl.value is not None else {"checkpoint": bl.checkpoint}
     proto_file = policy.protocol_file or ""
     if evaluate_decision and not Path(proto_file).is_file():
@@ -505,7 +509,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
 
     def decision_run(path: str, info: dict[str, Any] | None, digest: str | None) -> dict[str, Any]:
         if evaluate_decision:
-            doc = _evaluate(proto_file, path, policy.decision_split, RELEASE_GATE, who, store, info)
+            doc = _evaluate(proto_file, path, policy.decision_split, RELEASE_GATE, who, store, info, grant)
             return {"run_id": doc["run_id"], "metrics": doc["metrics"], "digest": doc["checkpoint"]["digest"]}
         prior = [r for r in dec_runs if digest is None or r["checkpoint_digest"] == digest]
         prior = [r for r in prior if digest is not None or r["checkpoint_path"] == path]

@@ -118,3 +118,13 @@ def _m005_prompt_in_cache_key(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("INSERT INTO generations_v5 SELECT * FROM generations")
     con.execute("DROP TABLE generations")
     con.execute("ALTER TABLE generations_v5 RENAME TO generations")
+
+
+@migration(6, "run_record")
+def _m006_run_record(con: duckdb.DuckDBPyConnection) -> None:
+    """The runs row holds the whole run record (``runner.record.RunRecord``), so the stored run equals the document
+    ``evaluate`` returns: protocol file, checkpoint kind, items read, package versions and budget warnings. Older
+    runs keep NULL there."""
+    for column, kind in (("protocol_path", "VARCHAR"), ("checkpoint_kind", "VARCHAR"), ("items", "INTEGER"),
+                         ("versions", "JSON"), ("warnings", "JSON")):
+        con.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")

@@ -51,6 +51,15 @@ def access_row_hash(prev_hash: str, row: dict[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+# The runs columns holding JSON.
+_RUN_JSON_COLUMNS = ("backend_info", "effective_params", "metrics", "counts", "versions", "warnings")
+
+
+def _json_values(row: dict[str, Any]) -> list[Any]:
+    """A row's values for SQL parameters, dicts and lists encoded as JSON text."""
+    return [json.dumps(v) if isinstance(v, dict | list) else v for v in row.values()]
+
+
 def _dicts(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """The rows of an executed query as dicts keyed by column name."""
     cols = [d[0] for d in cur.description]
@@ -193,17 +202,17 @@ class Store:
                         [digest, path, kind, train_run, train_seed, step, now()])
 
     def create_run(self, row: dict[str, Any]) -> None:
-        """Insert a run with status ``running``; ``row`` maps runs columns to values."""
-        row = {**row, "status": "running", "started_at": now()}
+        """Insert a run (``row``: runs columns to values, JSON columns as Python data; ``RunRecord.row``), stamped
+        with its start time."""
+        row = {"status": "running", **row, "started_at": now()}
         cols = ", ".join(row)
         with self.connect() as con:
-            con.execute(f"INSERT INTO runs ({cols}) VALUES ({', '.join('?' * len(row))})",
-                        [json.dumps(v) if isinstance(v, dict) else v for v in row.values()])
+            con.execute(f"INSERT INTO runs ({cols}) VALUES ({', '.join('?' * len(row))})", _json_values(row))
 
-    def finish_run(self, run_id: str, samples: Sequence[dict[str, Any]], metrics: dict[str, Any],
-                   counts: dict[str, Any], wall_s: float) -> None:
-        """Write a run's scored samples and mark it complete, in one transaction: a run is complete only when
-        every sample row is stored."""
+    def finish_run(self, row: dict[str, Any], samples: Sequence[dict[str, Any]]) -> None:
+        """Write a run's scored samples, its record (``row``: run_id and the runs columns to set, as ``create_run``)
+        and status ``complete``, in one transaction: a run is complete only when every sample row is stored."""
+        run_id = row["run_id"]
         with self.connect() as con:
             con.execute("DELETE FROM samples WHERE run_id=?", [run_id])
             if samples:
@@ -212,8 +221,9 @@ class Store:
                     [[run_id, s["item_id"], s["sample_index"], s["seed"], s["score"], s["status"],
                       s.get("extracted"), s.get("detail"), s["cached"], json.dumps(s.get("behavior") or {})]
                      for s in samples])
-            con.execute("""UPDATE runs SET status='complete', finished_at=?, wall_s=?, metrics=?, counts=?
-                           WHERE run_id=?""", [now(), wall_s, json.dumps(metrics), json.dumps(counts), run_id])
+            update = {**{k: v for k, v in row.items() if k != "run_id"}, "status": "complete", "finished_at": now()}
+            con.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in update)} WHERE run_id=?",
+                        [*_json_values(update), run_id])
 
     def fail_run(self, run_id: str, error: str, status: str = "failed") -> None:
         """Mark a run ended without samples: ``failed``, or ``interrupted`` (stopped by the user; like a killed
@@ -249,8 +259,8 @@ class Store:
             cur = con.execute(f"SELECT * FROM runs WHERE {clause} ORDER BY started_at", list(where.values()))
             rows = _dicts(cur)
         for r in rows:
-            for k in ("backend_info", "effective_params", "metrics", "counts"):
-                if isinstance(r[k], str):
+            for k in _RUN_JSON_COLUMNS:
+                if isinstance(r.get(k), str):
                     r[k] = json.loads(r[k])
         return rows
 
