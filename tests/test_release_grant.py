@@ -53,3 +53,22 @@ def test_an_issued_grant_admits_its_split_for_its_reads_only(private: Path, smol
         evaluate(private, smollm2_dir, "add-private", RunOptions(purpose="release-gate", grant=grant,
                                                                  progress=False), store)
     assert [r["outcome"] for r in store.access_rows()] == ["refused", "read", "refused"]
+
+
+def test_an_item_without_the_scorers_field_is_refused_before_generation(home: Path, smollm2_dir: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 13 point 13: a missing gold field used to crash with KeyError (exit 3) after every sample was
+    generated; now the read stops with exit 2 naming the item and field, and no backend is constructed."""
+    from evalgate.errors import BadInput
+    from evalgate.runner import generate as generate_mod
+
+    items = addition_items("dev", 2)
+    del items[1]["answer"]
+    write_split("add-gap", "dev", items, {"source": "test"})
+    proto = addition_protocol(home, max_tokens=2)
+    monkeypatch.setattr(generate_mod, "get_backend", lambda *a, **k: pytest.fail("generation must not start"))
+    store = Store()
+    with pytest.raises(BadInput, match=rf"item '{items[1]['id']}' \(record 2\) has no field 'answer'") as e:
+        evaluate(proto, smollm2_dir, "add-gap", RunOptions(progress=False), store)
+    assert e.value.exit_code == 2
+    assert store.runs() == [] and store.access_rows() == []

@@ -115,6 +115,20 @@ def new_run_id() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
 
 
+def check_items(items: list[dict[str, Any]], scorer: Scorer, split: str) -> None:
+    """Every item holds the fields the scorer reads (``Scorer.required_fields``).
+
+    Raises:
+        BadInput: naming the first item and field missing (before any generation).
+    """
+    for i, it in enumerate(items, 1):
+        missing = [f for f in scorer.required_fields if f not in it]
+        if missing:
+            raise BadInput(f"split {split}: item {it.get('id')!r} (record {i}) has no field {missing[0]!r}, which "
+                           f"the {scorer.name} scorer needs ({', '.join(scorer.required_fields)}); add it to the "
+                           "split's data, or set the scorer's answer_field in the protocol")
+
+
 def _read_split(access: SplitManager, split: str, opts: RunOptions, actor: str, ckpt: Checkpoint,
                 protocol: LoadedProtocol, limit: int | None) -> tuple[Manifest, list[dict[str, Any]], list[str]]:
     """Admit and read the split (not yet logged as read); refusals are logged by the checks."""
@@ -160,6 +174,7 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     with store.session():
         store.record_protocol(protocol.spec.name, protocol.spec.version, protocol.sha256, protocol.resolved)
         manifest, items, warnings = _read_split(access, split, options, actor, ckpt, protocol, limit)
+        check_items(items, scorer, split)
         keys = [(str(it["id"]), j, sample_seed(seed, str(it["id"]), j)) for it in items for j in range(sampling.n)]
         # A fully cached rerun takes its prompts from an earlier run rendered from the same inputs, so it loads no
         # tokenizer (and imports no transformers); anything missing means rendering and tokenizing now.

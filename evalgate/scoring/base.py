@@ -45,9 +45,16 @@ class ScoreResult:
 
 
 class Scorer(Protocol):
-    """Judges samples. Constructed with the protocol (``LoadedProtocol``) whose options it reads."""
+    """Judges samples. Constructed with the protocol (``LoadedProtocol``) whose options it reads.
+
+    ``required_fields``: the item fields it reads; a run checks every item for them when the split is read,
+    before any generation.
+    """
 
     name: str
+
+    @property
+    def required_fields(self) -> tuple[str, ...]: ...
 
     def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]: ...
 
@@ -67,6 +74,11 @@ class AnswerScorer:
     rule = "raw"
     score_truncated = False
     include_prefix = False
+
+    @property
+    def required_fields(self) -> tuple[str, ...]:
+        """The gold answer's field."""
+        return (self.answer_field,)
 
     def judge(self, prediction: str, gold: str, text: str) -> tuple[bool, list[str]]:
         """(equal, notes) for one extracted prediction; ``text`` is what the answer was extracted from."""

@@ -310,6 +310,7 @@ class HumanEvalScorer:
     """
 
     name = "humaneval"
+    required_fields = ("prompt", "entry_point", "test")
 
     def __init__(self, protocol: Any):
         self.limits = protocol.spec.execution
