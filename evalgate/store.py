@@ -275,6 +275,7 @@ class Store:
                      AND g.protocol_hash=r.protocol_hash AND g.item_id=s.item_id
                      AND g.sample_index=s.sample_index AND g.seed=s.seed
                      AND (rp.prompt_sha256 IS NULL OR g.prompt_sha256=rp.prompt_sha256)
+                     AND g.settings_sha256=coalesce(r.settings_sha256, '')
                 LEFT JOIN prompts p ON p.sha256=g.prompt_sha256
                 WHERE s.run_id=? ORDER BY s.item_id, s.sample_index""", [run_id])
             rows = _dicts(cur)
@@ -332,11 +333,13 @@ class Store:
 
     # -- generation cache --------------------------------------------------------------------------------------
     def cached_generations(self, checkpoint_digest: str, protocol_hash: str,
-                           keys: Sequence[tuple[str, int, int]],
-                           prompt_sha256: dict[str, str]) -> dict[tuple[str, int, int], dict[str, Any]]:
+                           keys: Sequence[tuple[str, int, int]], prompt_sha256: dict[str, str],
+                           settings_sha256: str = "") -> dict[tuple[str, int, int], dict[str, Any]]:
         """Cached generations for ``(item_id, sample_index, seed)`` keys under one checkpoint and protocol, each
-        generated from the prompt whose hash ``prompt_sha256[item_id]`` gives (the full cache key is checkpoint
-        digest, protocol hash, item, sample index, sampling seed and prompt hash)."""
+        generated from the prompt whose hash ``prompt_sha256[item_id]`` gives, under the generation settings whose
+        hash is ``settings_sha256`` (``runner.settings``; ``""``: rows stored before migration 7). The full cache
+        key is checkpoint digest, protocol hash, item, sample index, sampling seed, prompt hash and settings hash.
+        Each value carries the ``run_id`` that generated it (None for rows from before migration 7)."""
         if not keys:
             return {}
         with self.connect() as con:
@@ -345,25 +348,29 @@ class Store:
             con.executemany("INSERT INTO want VALUES (?, ?, ?, ?)", [[*k, prompt_sha256[k[0]]] for k in keys])
             cur = con.execute("""
                 SELECT g.item_id, g.sample_index, g.seed, g.text, g.completion_tokens, g.prompt_tokens,
-                       g.finish_reason, g.prompt_sha256
+                       g.finish_reason, g.prompt_sha256, g.run_id
                 FROM generations g JOIN want w USING (item_id, sample_index, seed, prompt_sha256)
-                WHERE g.checkpoint_digest=? AND g.protocol_hash=?""", [checkpoint_digest, protocol_hash])
+                WHERE g.checkpoint_digest=? AND g.protocol_hash=? AND g.settings_sha256=?""",
+                              [checkpoint_digest, protocol_hash, settings_sha256])
             out = {(r[0], r[1], r[2]): {"text": r[3], "completion_tokens": r[4], "prompt_tokens": r[5],
-                                        "finish_reason": r[6], "prompt_sha256": r[7]} for r in cur.fetchall()}
+                                        "finish_reason": r[6], "prompt_sha256": r[7], "run_id": r[8]}
+                   for r in cur.fetchall()}
             con.execute("DROP TABLE want")
         return out
 
     def put_generations(self, checkpoint_digest: str, protocol_hash: str, rows: Sequence[dict[str, Any]],
-                        prompts: dict[str, str]) -> None:
-        """Store generations (and the prompts they came from, once per prompt hash) in one transaction."""
+                        prompts: dict[str, str], settings_sha256: str = "", run_id: str | None = None) -> None:
+        """Store generations made by ``run_id`` under the settings hashed ``settings_sha256`` (and the prompts they
+        came from, once per prompt hash) in one transaction."""
         with self.connect() as con:
             if prompts:
                 con.executemany("INSERT INTO prompts VALUES (?, ?) ON CONFLICT DO NOTHING",
                                 [[h, t] for h, t in prompts.items()])
             con.executemany(
-                "INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                "INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 [[checkpoint_digest, protocol_hash, r["item_id"], r["sample_index"], r["seed"], r["prompt_sha256"],
-                  r["text"], r.get("prompt_tokens"), r["completion_tokens"], r["finish_reason"], now()]
+                  r["text"], r.get("prompt_tokens"), r["completion_tokens"], r["finish_reason"], now(),
+                  settings_sha256, run_id]
                  for r in rows])
 
     # -- access log --------------------------------------------------------------------------------------------

@@ -40,7 +40,11 @@ def test_migration_5_keeps_old_generations_and_puts_the_prompt_in_the_cache_key(
     path = tmp_path / "s.duckdb"
     with monkeypatch.context() as m:  # a store as it was before migration 5
         m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 5])
-        Store(path).put_generations("ck", "ph", [_gen("a", "p1", "old text")], {"p1": "prompt one"})
+        with Store(path).connect() as con:  # a row as evalgate wrote it then (no prompt hash in the key)
+            g = _gen("a", "p1", "old text")
+            con.execute("INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
+                        ["ck", "ph", *(g[k] for k in ("item_id", "sample_index", "seed", "prompt_sha256", "text",
+                                                       "prompt_tokens", "completion_tokens", "finish_reason"))])
     store = Store(path)
     keys = [("a", 0, 7)]
     # the row written before the migration is still there and still hits under its own prompt

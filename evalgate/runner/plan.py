@@ -22,6 +22,7 @@ from evalgate.errors import BadInput
 from evalgate.protocol import LoadedProtocol, load_protocol, verify
 from evalgate.runner.grant import ReleaseGrant, check_release_purpose
 from evalgate.runner.prompts import RunPrompts, recorded_prompts, render_prompts, renderer_versions
+from evalgate.runner.settings import generation_settings, settings_sha256
 from evalgate.scoring import Scorer, get_scorer
 from evalgate.splits import Manifest, SplitManager, actor_name
 from evalgate.store import Store
@@ -70,6 +71,8 @@ class RunPlan:
         items: the split's items, in file order.
         warnings: budget warnings of the read.
         options: the caller's options; ``actor`` the resolved reader; ``backend_options`` as validated.
+        settings: the generation settings (``runner.settings``); ``settings_sha256`` their hash, part of the
+            cache key.
         scorer: the protocol's scorer.
         seed: the sampling seed; ``keys`` every sample of the run, item-major.
         params: the sampling values sent to the engine (from the protocol only).
@@ -88,6 +91,8 @@ class RunPlan:
     options: RunOptions
     actor: str
     backend_options: dict[str, Any]
+    settings: dict[str, Any]
+    settings_sha256: str
     scorer: Scorer
     seed: int
     keys: list[SampleKey]
@@ -169,6 +174,8 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     actor, access = actor_name(options.actor), SplitManager(store)
     sampling = protocol.spec.sampling
     seed = sampling.seed if options.seed is None else options.seed
+    settings = generation_settings(options.backend, backend_options)
+    settings_hash = settings_sha256(settings)
     # Store work runs in one session (one open connection, see Store.session); the tokenizer, when needed, is
     # loaded after it, so the store's lock is never held while it loads.
     with store.session():
@@ -180,11 +187,13 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
         # tokenizer (and imports no transformers); anything missing means rendering and tokenizing now.
         renderer = renderer_versions()
         prompts = recorded_prompts(store, protocol, ckpt, manifest.content_sha256, items, renderer)
-        cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s()) if prompts else {}
+        cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s(),
+                                          settings_hash) if prompts else {}
         if prompts is not None and len(cached) < len(keys):
             prompts = None
     if prompts is None:
         prompts = render_prompts(protocol, ckpt, items, renderer)
-        cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s())
-    return RunPlan(new_run_id(), protocol, ckpt, manifest, items, warnings, options, actor, backend_options, scorer,
-                   seed, keys, effective_params(protocol), prompts, cached, store, access, started)
+        cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s(), settings_hash)
+    return RunPlan(new_run_id(), protocol, ckpt, manifest, items, warnings, options, actor, backend_options, settings,
+                   settings_hash, scorer, seed, keys, effective_params(protocol), prompts, cached, store, access,
+                   started)

@@ -87,8 +87,9 @@ class RunRecord(_Record):
     split: SplitRef
     """The split."""
     backend: dict[str, Any]
-    """Backend name, validated options, chat template hash, tokenizer handling, renderer versions, the run the
-    prompts were reused from, ``model_loaded``, and after generation what the backend reports (engine, versions,
+    """Backend name, validated options, ``generation_settings`` and their sha256 (the cache's settings key), chat
+    template hash, tokenizer handling, renderer versions, the run the prompts were reused from, ``model_loaded``,
+    and after generation what the backend reports (engine, versions,
     dtype, ``sent``, ``ignored_generation_config``, ...)."""
     versions: dict[str, str]
     """Python and package versions (evalgate, transformers, torch, vllm, duckdb, math-verify) that were installed."""
@@ -97,7 +98,8 @@ class RunRecord(_Record):
     metrics: dict[str, Any] | None = None
     """pass@k with stderr, mean score, behaviour metrics (None until complete)."""
     counts: dict[str, Any] | None = None
-    """items, samples, generated, cached, by_status and timing (None until complete)."""
+    """items, samples, generated, cached, ``samples_from`` (samples per run that generated them), by_status and
+    timing (None until complete)."""
     warnings: list[str] = []
     """Budget warnings of the read."""
     wall_s: float | None = None
@@ -132,7 +134,8 @@ class RunRecord(_Record):
                 "items": s.items, "sampling_seed": self.effective_params["seed"], "backend": self.backend["name"],
                 "backend_info": self.backend, "effective_params": self.effective_params, "versions": self.versions,
                 "metrics": self.metrics, "counts": self.counts, "warnings": self.warnings, "wall_s": self.wall_s,
-                "actor": self.actor, "purpose": self.purpose, "host": self.host, "pid": self.pid, "error": self.error}
+                "actor": self.actor, "purpose": self.purpose, "host": self.host, "pid": self.pid, "error": self.error,
+                "settings_sha256": self.backend.get("generation_settings_sha256")}
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RunRecord:
@@ -156,7 +159,8 @@ def draft(plan: RunPlan) -> RunRecord:
     p, c, m, prompts = plan.protocol, plan.checkpoint, plan.manifest, plan.prompts
     backend = {"name": plan.options.backend, "options": plan.backend_options,
                "chat_template_sha256": prompts.chat_template_sha256, "tokenizer": prompts.tokenizer_summary,
-               "renderer": prompts.renderer, "prompts_from_run": prompts.from_run, "model_loaded": False}
+               "renderer": prompts.renderer, "prompts_from_run": prompts.from_run, "model_loaded": False,
+               "generation_settings": plan.settings, "generation_settings_sha256": plan.settings_sha256}
     return RunRecord(
         run_id=plan.run_id, status="running",
         protocol=ProtocolRef(name=p.spec.name, version=p.spec.version, sha256=p.sha256, path=str(p.path)),
@@ -209,7 +213,9 @@ def record(plan: RunPlan, started: RunRecord, generated: Generated, scored: Scor
     statuses = [s["status"] for s in scored.samples]
     wall = time.perf_counter() - plan.started
     gen_s = generated.generate_s
+    sources = [str(g.get("run_id")) for g in generated.samples.values()]  # "None": stored before migration 7
     counts = {"items": len(plan.items), "samples": len(plan.keys), "generated": n_gen,
+              "samples_from": {run: sources.count(run) for run in sorted(set(sources))},
               "cached": len(plan.keys) - n_gen, "by_status": {st: statuses.count(st) for st in sorted(set(statuses))},
               "timing": {"wall_s": wall, "generate_s": gen_s, "score_s": scored.score_s,
                          "new_completion_tokens": generated.new_completion_tokens,
