@@ -14,7 +14,7 @@ from evalgate.run import RunOptions, evaluate
 from evalgate.runner.settings import generation_settings, settings_sha256
 from evalgate.splits import write_split
 from evalgate.store import Store
-from tests.test_run_prompts_store import _gen
+from tests.test_run_prompts_store import _gen, put_old_generation
 from tests.test_run_record import addition_protocol
 
 
@@ -34,11 +34,7 @@ def test_migration_7_keeps_old_rows_but_never_reuses_them(tmp_path: Path, monkey
     path = tmp_path / "s.duckdb"
     with monkeypatch.context() as m:  # a store as it was before migration 7
         m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 7])
-        with Store(path).connect() as con:  # a row as evalgate wrote it then (11 columns)
-            g = _gen("a", "p1", "old text")
-            con.execute("INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
-                        ["ck", "ph", *(g[k] for k in ("item_id", "sample_index", "seed", "prompt_sha256", "text",
-                                                       "prompt_tokens", "completion_tokens", "finish_reason"))])
+        put_old_generation(Store(path), "ck", "ph", _gen("a", "p1", "old text"))
     store = Store(path)
     keys = [("a", 0, 7)]
     assert store.cached_generations("ck", "ph", keys, {"a": "p1"}, "hf-settings") == {}
