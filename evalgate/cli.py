@@ -31,7 +31,8 @@ def _dump(doc: Any) -> None:
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn EvalgateError into ``error: message`` on stderr and its exit code; anything else exits 3. A reader
     that closes stdout early (``evalgate audit | head -1``) ends the command quietly with exit 141; Ctrl-C exits
-    130."""
+    130. A ``--json`` command that fails also prints ``{"error": message, "exit_code": code}`` on stdout, so a
+    caller parsing stdout always gets one JSON document."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -43,23 +44,29 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
         except BrokenPipeError:
             _stdout_closed()
         except KeyboardInterrupt:  # Ctrl-C: the shell convention 128 + SIGINT, not click's exit 1 (= gate FAIL)
-            click.echo("interrupted (Ctrl-C); a run stopped this way is marked interrupted and resumes from its "
-                       "stored samples when run again", err=True)
-            sys.exit(128 + signal.SIGINT)
+            _fail("interrupted (Ctrl-C); a run stopped this way is marked interrupted and resumes from its stored "
+                  "samples when run again", 128 + signal.SIGINT, kwargs.get("as_json", False))
         except EvalgateError as e:
             if os.environ.get("EVALGATE_DEBUG") == "1":
                 raise
-            click.echo(f"error: {e.message}", err=True)
-            sys.exit(e.exit_code)
+            _fail(f"error: {e.message}", e.exit_code, kwargs.get("as_json", False), e.message)
         except click.exceptions.Exit:
             raise
         except Exception as e:  # noqa: BLE001 - the documented exit code for internal errors
             if os.environ.get("EVALGATE_DEBUG") == "1":
                 raise
-            click.echo(f"internal error: {type(e).__name__}: {e} (set EVALGATE_DEBUG=1 for the traceback)", err=True)
-            sys.exit(3)
+            _fail(f"internal error: {type(e).__name__}: {e} (set EVALGATE_DEBUG=1 for the traceback)", 3,
+                  kwargs.get("as_json", False), f"{type(e).__name__}: {e}")
 
     return wrapper
+
+
+def _fail(line: str, code: int, as_json: bool, error: str | None = None) -> None:
+    """Print ``line`` on stderr (and, for ``--json``, the error document on stdout), then exit ``code``."""
+    click.echo(line, err=True)
+    if as_json:
+        _dump({"error": error or line, "exit_code": code})
+    sys.exit(code)
 
 
 def _stdout_closed() -> None:
@@ -328,14 +335,8 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
             override_reason: str | None, device: str | None, backend_option: tuple[str, ...], as_json: bool) -> None:
     """Evaluate a checkpoint on a split under a frozen protocol."""
     from evalgate.backends.base import parse_backend_options, with_flags
-    from evalgate.errors import BadInput
     from evalgate.run import RunOptions, evaluate
-    from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
-    from evalgate.store import Store
 
-    if purpose == RELEASE_GATE:  # refused, and logged under the split
-        SplitManager(Store()).refuse(split, purpose, actor_name(actor), f"purpose {RELEASE_GATE!r} is reserved for "
-                                     "'evalgate gate'; private splits are read there", BadInput)
     opts = RunOptions(backend=backend, seed=seed, train_run=train_run, train_seed=train_seed, step=step,
                       purpose=purpose, actor=actor, override_reason=override_reason,
                       backend_options=with_flags(backend, parse_backend_options(backend_option), device=device),

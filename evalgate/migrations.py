@@ -128,3 +128,34 @@ def _m006_access_log_head(con: duckdb.DuckDBPyConnection) -> None:
         CREATE TABLE access_log_head (
             seq BIGINT NOT NULL, row_hash VARCHAR NOT NULL, broken_seq BIGINT, broken_reason VARCHAR,
             checked_at TIMESTAMPTZ NOT NULL)""")
+
+
+@migration(7, "run_record")
+def _m007_run_record(con: duckdb.DuckDBPyConnection) -> None:
+    """The runs row holds the whole run record (``runner.record.RunRecord``), so the stored run equals the document
+    ``evaluate`` returns: protocol file, checkpoint kind, items read, package versions and budget warnings. Older
+    runs keep NULL there."""
+    for column, kind in (("protocol_path", "VARCHAR"), ("checkpoint_kind", "VARCHAR"), ("items", "INTEGER"),
+                         ("versions", "JSON"), ("warnings", "JSON")):
+        con.execute(f"ALTER TABLE runs ADD COLUMN {column} {kind}")
+
+
+@migration(8, "generation_settings_in_cache_key")
+def _m008_generation_settings_in_cache_key(con: duckdb.DuckDBPyConnection) -> None:
+    """The generation settings' hash (``runner.settings``: backend, engine version, dtype, ...) joins the cache key,
+    and each generation records the run that made it: a sample is reused only under the settings that produced it.
+    Rows from before keep an empty settings hash: they stay readable by their runs but are never reused, since
+    nothing recorded which engine made them."""
+    con.execute("""
+        CREATE TABLE generations_v7 (
+            checkpoint_digest VARCHAR NOT NULL, protocol_hash VARCHAR NOT NULL, item_id VARCHAR NOT NULL,
+            sample_index INTEGER NOT NULL, seed UBIGINT NOT NULL,
+            prompt_sha256 VARCHAR NOT NULL, text VARCHAR NOT NULL, prompt_tokens INTEGER,
+            completion_tokens INTEGER NOT NULL, finish_reason VARCHAR NOT NULL, created_at TIMESTAMPTZ NOT NULL,
+            settings_sha256 VARCHAR NOT NULL, run_id VARCHAR,
+            PRIMARY KEY (checkpoint_digest, protocol_hash, item_id, sample_index, seed, prompt_sha256,
+                         settings_sha256))""")
+    con.execute("INSERT INTO generations_v7 SELECT *, '', NULL FROM generations")
+    con.execute("DROP TABLE generations")
+    con.execute("ALTER TABLE generations_v7 RENAME TO generations")
+    con.execute("ALTER TABLE runs ADD COLUMN settings_sha256 VARCHAR")

@@ -1,9 +1,9 @@
 """``parity()``: generate the same protocol x checkpoint x split with two backends and report where they drift.
 
-The generation cache is keyed without the backend (the same protocol on the same checkpoint should give the same
-samples whatever the engine), so parity bypasses it: both backends generate every sample afresh and nothing is
-written to the cache. The split read is checked against its tier policy and logged (purpose ``parity``), like any
-read; a private split refuses it.
+Parity prepares like a run (``runner.plan.prepare``: protocol verified, checkpoint resolved, read admitted, prompts
+rendered with the token ids a run sends) and then bypasses the generation cache: both backends generate every
+sample afresh and nothing is written to the cache. The split read is checked against its tier policy and logged
+(purpose ``parity``), like any read; a private split refuses it.
 """
 
 from __future__ import annotations
@@ -12,20 +12,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evalgate.backends.base import (
-    GenerationRequest,
-    GenerationResult,
-    check_backend,
-    get_backend,
-    sample_seed,
-)
-from evalgate.checkpoints import load_tokenizer, resolve_checkpoint
-from evalgate.errors import BadInput
+from evalgate.backends.base import GenerationRequest, GenerationResult, check_backend, get_backend, sample_seed
 from evalgate.progress import progress_bars
-from evalgate.prompts import render_prompt
-from evalgate.protocol import load_protocol, verify
-from evalgate.run import effective_params
-from evalgate.splits import SplitManager, actor_name
+from evalgate.runner.plan import RunOptions, prepare
 from evalgate.store import Store
 
 PURPOSE = "parity"
@@ -92,38 +81,28 @@ def parity(protocol_path: str | Path, checkpoint: str | Path, split: str, backen
         BadInput, ProtocolDrift, RefusedByPolicy: as ``evaluate``.
         EngineError: a backend failed.
     """
-    protocol = load_protocol(protocol_path)
-    verify(protocol)
-    with progress_bars(progress):
-        ckpt = resolve_checkpoint(checkpoint)
-    store = store or Store()
-    who = actor_name(actor)
-    checked_a = check_backend(backend_a, options_a or {})
+    opts = RunOptions(backend=backend_a, seed=seed, purpose=PURPOSE, actor=actor, backend_options=options_a or {},
+                      progress=progress)
     checked_b = check_backend(backend_b, options_b or {})
-    manager = SplitManager(store)
-    manifest, _ = manager.check(split, PURPOSE, who, None, ckpt.digest, protocol.sha256)
-    items = manager.read(manifest)[:limit] if limit else manager.read(manifest)
-    if not items:
-        raise BadInput(f"split {split} has no items")
-    manager.log_read(manifest, who, PURPOSE, cached=False, checkpoint_digest=ckpt.digest,
-                     protocol_hash=protocol.sha256, detail=f"parity {backend_a} vs {backend_b}")
-    tokenizer = load_tokenizer(ckpt.model_dir) if protocol.chat_template != "none" else None
-    params = effective_params(protocol)
-    run_seed = protocol.spec.sampling.seed if seed is None else seed
-    n = protocol.spec.sampling.n
-    requests = []
-    for it in items:
-        iid = str(it["id"])
-        requests.append(GenerationRequest(iid, render_prompt(protocol, it, tokenizer).text, tuple(range(n)),
-                                          tuple(sample_seed(run_seed, iid, j) for j in range(n)), params))
+    with progress_bars(progress):
+        plan = prepare(protocol_path, checkpoint, split, opts, store, limit)
+    plan.access.log_read(plan.manifest, plan.actor, PURPOSE, cached=False, checkpoint_digest=plan.checkpoint.digest,
+                         protocol_hash=plan.protocol.sha256, detail=f"parity {backend_a} vs {backend_b}")
+    n = plan.protocol.spec.sampling.n
+    tokenized = plan.prompts.tokenized
+    requests = [GenerationRequest(iid, r.text, tuple(range(n)), tuple(sample_seed(plan.seed, iid, j) for j in range(n)),
+                                  plan.params, tokenized[iid].ids if iid in tokenized else None)
+                for iid, r in plan.prompts.rendered.items()]
     out: dict[str, Any] = {}
     results = []
-    for label, name, opts in (("a", backend_a, checked_a), ("b", backend_b, checked_b)):
+    for label, name, backend_opts in (("a", backend_a, plan.backend_options), ("b", backend_b, checked_b)):
         with progress_bars(progress):  # the model loads in get_backend or in generate
-            backend = get_backend(name, str(ckpt.model_dir), opts, tokenizer=tokenizer)
+            backend = get_backend(name, str(plan.checkpoint.model_dir), backend_opts, tokenizer=plan.prompts.tokenizer)
             t0 = time.perf_counter()
             results.append(backend.generate(requests))
         out[f"backend_{label}"] = {"name": name, "wall_s": time.perf_counter() - t0, **backend.info()}
     doc = compare(results[0], results[1])
-    return {"protocol": {"ref": protocol.ref, "sha256": protocol.sha256}, "checkpoint_digest": ckpt.digest,
-            "split": {"name": split, "tier": manifest.tier, "items": len(items)}, "seed": run_seed, **out, **doc}
+    return {"protocol": {"ref": plan.protocol.ref, "sha256": plan.protocol.sha256},
+            "checkpoint_digest": plan.checkpoint.digest,
+            "split": {"name": split, "tier": plan.manifest.tier, "items": len(plan.items)}, "seed": plan.seed,
+            **out, **doc}

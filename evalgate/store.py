@@ -39,6 +39,15 @@ _ACCESS_COLUMNS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outc
                    "checkpoint_digest", "protocol_hash", "run_id", "detail", "prev_hash", "row_hash")
 
 
+# The runs columns holding JSON.
+_RUN_JSON_COLUMNS = ("backend_info", "effective_params", "metrics", "counts", "versions", "warnings")
+
+
+def _json_values(row: dict[str, Any]) -> list[Any]:
+    """A row's values for SQL parameters, dicts and lists encoded as JSON text."""
+    return [json.dumps(v) if isinstance(v, dict | list) else v for v in row.values()]
+
+
 def _dicts(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """The rows of an executed query as dicts keyed by column name."""
     cols = [d[0] for d in cur.description]
@@ -181,17 +190,17 @@ class Store:
                         [digest, path, kind, train_run, train_seed, step, now()])
 
     def create_run(self, row: dict[str, Any]) -> None:
-        """Insert a run with status ``running``; ``row`` maps runs columns to values."""
-        row = {**row, "status": "running", "started_at": now()}
+        """Insert a run (``row``: runs columns to values, JSON columns as Python data; ``RunRecord.row``), stamped
+        with its start time."""
+        row = {"status": "running", **row, "started_at": now()}
         cols = ", ".join(row)
         with self.connect() as con:
-            con.execute(f"INSERT INTO runs ({cols}) VALUES ({', '.join('?' * len(row))})",
-                        [json.dumps(v) if isinstance(v, dict) else v for v in row.values()])
+            con.execute(f"INSERT INTO runs ({cols}) VALUES ({', '.join('?' * len(row))})", _json_values(row))
 
-    def finish_run(self, run_id: str, samples: Sequence[dict[str, Any]], metrics: dict[str, Any],
-                   counts: dict[str, Any], wall_s: float) -> None:
-        """Write a run's scored samples and mark it complete, in one transaction: a run is complete only when
-        every sample row is stored."""
+    def finish_run(self, row: dict[str, Any], samples: Sequence[dict[str, Any]]) -> None:
+        """Write a run's scored samples, its record (``row``: run_id and the runs columns to set, as ``create_run``)
+        and status ``complete``, in one transaction: a run is complete only when every sample row is stored."""
+        run_id = row["run_id"]
         with self.connect() as con:
             con.execute("DELETE FROM samples WHERE run_id=?", [run_id])
             if samples:
@@ -200,8 +209,9 @@ class Store:
                     [[run_id, s["item_id"], s["sample_index"], s["seed"], s["score"], s["status"],
                       s.get("extracted"), s.get("detail"), s["cached"], json.dumps(s.get("behavior") or {})]
                      for s in samples])
-            con.execute("""UPDATE runs SET status='complete', finished_at=?, wall_s=?, metrics=?, counts=?
-                           WHERE run_id=?""", [now(), wall_s, json.dumps(metrics), json.dumps(counts), run_id])
+            update = {**{k: v for k, v in row.items() if k != "run_id"}, "status": "complete", "finished_at": now()}
+            con.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in update)} WHERE run_id=?",
+                        [*_json_values(update), run_id])
 
     def fail_run(self, run_id: str, error: str, status: str = "failed") -> None:
         """Mark a run ended without samples: ``failed``, or ``interrupted`` (stopped by the user; like a killed
@@ -237,8 +247,8 @@ class Store:
             cur = con.execute(f"SELECT * FROM runs WHERE {clause} ORDER BY started_at", list(where.values()))
             rows = _dicts(cur)
         for r in rows:
-            for k in ("backend_info", "effective_params", "metrics", "counts"):
-                if isinstance(r[k], str):
+            for k in _RUN_JSON_COLUMNS:
+                if isinstance(r.get(k), str):
                     r[k] = json.loads(r[k])
         return rows
 
@@ -253,6 +263,7 @@ class Store:
                      AND g.protocol_hash=r.protocol_hash AND g.item_id=s.item_id
                      AND g.sample_index=s.sample_index AND g.seed=s.seed
                      AND (rp.prompt_sha256 IS NULL OR g.prompt_sha256=rp.prompt_sha256)
+                     AND g.settings_sha256=coalesce(r.settings_sha256, '')
                 LEFT JOIN prompts p ON p.sha256=g.prompt_sha256
                 WHERE s.run_id=? ORDER BY s.item_id, s.sample_index""", [run_id])
             rows = _dicts(cur)
@@ -310,11 +321,13 @@ class Store:
 
     # -- generation cache --------------------------------------------------------------------------------------
     def cached_generations(self, checkpoint_digest: str, protocol_hash: str,
-                           keys: Sequence[tuple[str, int, int]],
-                           prompt_sha256: dict[str, str]) -> dict[tuple[str, int, int], dict[str, Any]]:
+                           keys: Sequence[tuple[str, int, int]], prompt_sha256: dict[str, str],
+                           settings_sha256: str = "") -> dict[tuple[str, int, int], dict[str, Any]]:
         """Cached generations for ``(item_id, sample_index, seed)`` keys under one checkpoint and protocol, each
-        generated from the prompt whose hash ``prompt_sha256[item_id]`` gives (the full cache key is checkpoint
-        digest, protocol hash, item, sample index, sampling seed and prompt hash)."""
+        generated from the prompt whose hash ``prompt_sha256[item_id]`` gives, under the generation settings whose
+        hash is ``settings_sha256`` (``runner.settings``; ``""``: rows stored before migration 7). The full cache
+        key is checkpoint digest, protocol hash, item, sample index, sampling seed, prompt hash and settings hash.
+        Each value carries the ``run_id`` that generated it (None for rows from before migration 7)."""
         if not keys:
             return {}
         with self.connect() as con:
@@ -323,25 +336,29 @@ class Store:
             con.executemany("INSERT INTO want VALUES (?, ?, ?, ?)", [[*k, prompt_sha256[k[0]]] for k in keys])
             cur = con.execute("""
                 SELECT g.item_id, g.sample_index, g.seed, g.text, g.completion_tokens, g.prompt_tokens,
-                       g.finish_reason, g.prompt_sha256
+                       g.finish_reason, g.prompt_sha256, g.run_id
                 FROM generations g JOIN want w USING (item_id, sample_index, seed, prompt_sha256)
-                WHERE g.checkpoint_digest=? AND g.protocol_hash=?""", [checkpoint_digest, protocol_hash])
+                WHERE g.checkpoint_digest=? AND g.protocol_hash=? AND g.settings_sha256=?""",
+                              [checkpoint_digest, protocol_hash, settings_sha256])
             out = {(r[0], r[1], r[2]): {"text": r[3], "completion_tokens": r[4], "prompt_tokens": r[5],
-                                        "finish_reason": r[6], "prompt_sha256": r[7]} for r in cur.fetchall()}
+                                        "finish_reason": r[6], "prompt_sha256": r[7], "run_id": r[8]}
+                   for r in cur.fetchall()}
             con.execute("DROP TABLE want")
         return out
 
     def put_generations(self, checkpoint_digest: str, protocol_hash: str, rows: Sequence[dict[str, Any]],
-                        prompts: dict[str, str]) -> None:
-        """Store generations (and the prompts they came from, once per prompt hash) in one transaction."""
+                        prompts: dict[str, str], settings_sha256: str = "", run_id: str | None = None) -> None:
+        """Store generations made by ``run_id`` under the settings hashed ``settings_sha256`` (and the prompts they
+        came from, once per prompt hash) in one transaction."""
         with self.connect() as con:
             if prompts:
                 con.executemany("INSERT INTO prompts VALUES (?, ?) ON CONFLICT DO NOTHING",
                                 [[h, t] for h, t in prompts.items()])
             con.executemany(
-                "INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                "INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 [[checkpoint_digest, protocol_hash, r["item_id"], r["sample_index"], r["seed"], r["prompt_sha256"],
-                  r["text"], r.get("prompt_tokens"), r["completion_tokens"], r["finish_reason"], now()]
+                  r["text"], r.get("prompt_tokens"), r["completion_tokens"], r["finish_reason"], now(),
+                  settings_sha256, run_id]
                  for r in rows])
 
     # -- access log --------------------------------------------------------------------------------------------

@@ -92,7 +92,8 @@ def add_run(store: Store, run_id: str, digest: str, path: Path | str, split: str
                 "status": "correct" if s else "incorrect",
                 "extracted": PRIVATE_MARKER if tier == "private" else "1", "detail": None, "cached": False,
                 "behavior": {"completion_tokens": tokens}} for i, s in enumerate(scores)]
-    store.finish_run(run_id, samples, _metrics(scores, tokens), {"samples": len(scores)}, 1.0)
+    store.finish_run({"run_id": run_id, "metrics": _metrics(scores, tokens), "counts": {"samples": len(scores)},
+                      "wall_s": 1.0}, samples)
 
 
 def build(root: Path, seeds: tuple[int, ...] = (1, 2, 3), decision_tokens: float = 20.0) -> dict[str, Any]:

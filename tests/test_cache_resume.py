@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalgate import run as run_mod
+from evalgate.prompts import RenderedPrompt
 from evalgate.run import RunOptions, evaluate
+from evalgate.runner import generate as generate_mod
+from evalgate.runner import plan as plan_mod
+from evalgate.runner import prompts as prompts_mod
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO
@@ -63,8 +66,8 @@ def test_cache_hits_and_misses_for_each_key_part(home: Path, smollm2_dir: Path, 
         raise AssertionError("a fully cached rerun must not load the tokenizer")
 
     with monkeypatch.context() as m:
-        m.setattr(run_mod, "get_backend", no_backend)
-        m.setattr(run_mod, "load_tokenizer", no_tokenizer)
+        m.setattr(generate_mod, "get_backend", no_backend)
+        m.setattr(prompts_mod, "load_tokenizer", no_tokenizer)
         again = evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), store)
     assert again["counts"]["cached"] == 2 and again["counts"]["generated"] == 0
     assert again["backend"]["model_loaded"] is False
@@ -99,17 +102,17 @@ def test_cache_hits_and_misses_for_each_key_part(home: Path, smollm2_dir: Path, 
 
     # the rendered prompt is part of the key: same checkpoint, protocol, item and seeds, but a renderer that now
     # writes the prompt differently (as a transformers upgrade can change a chat template's output) regenerates
-    real_render = run_mod.render_prompt
+    real_render = prompts_mod.render_prompt
 
     def upgraded(protocol, item, tokenizer):  # type: ignore[no-untyped-def]
         r = real_render(protocol, item, tokenizer)
         text = "# rendered by a newer library\n" + r.text
-        return run_mod.RenderedPrompt(r.item_id, text, r.response_prefix,
+        return RenderedPrompt(r.item_id, text, r.response_prefix,
                                       __import__("hashlib").sha256(text.encode()).hexdigest(), r.system_merged)
 
     with monkeypatch.context() as m:
-        m.setattr(run_mod, "render_prompt", upgraded)
-        m.setattr(run_mod, "_renderer", lambda: {"evalgate": "next", "transformers": "next"})
+        m.setattr(prompts_mod, "render_prompt", upgraded)
+        m.setattr(plan_mod, "renderer_versions", lambda: {"evalgate": "next", "transformers": "next"})
         rerendered = evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), store)
     assert rerendered["counts"]["generated"] == 2 and rerendered["backend"]["prompts_from_run"] is None
     # the first run's samples still show the completions of its own prompt

@@ -114,7 +114,8 @@ def test_run_records_effective_values_prompts_and_special_tokens(smollm2_dir: Pa
     p = setup_run(tmp_path, {"chat_template": "model"}, {"top_p": 0.9, "repetition_penalty": 1.05})
     doc = evaluate(p, poisoned, "t-smoke", RunOptions(progress=False))
     assert doc["effective_params"] == {"temperature": 0.0, "top_p": 0.9, "top_k": 0, "max_tokens": 3,
-                                       "stop": [], "repetition_penalty": 1.05, "n": 1, "seed": 0}
+                                       "stop": [], "repetition_penalty": 1.05, "n": 1, "seed": 0,
+                                       "per_sample_seed": "sha256(f'{seed}:{item_id}:{sample_index}')[:8] & (2**63-1)"}
     backend = doc["backend"]
     assert backend["ignored_generation_config"]["repetition_penalty"] == 1.8
     assert backend["ignored_generation_config"]["temperature"] == 3.0

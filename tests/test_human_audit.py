@@ -23,8 +23,9 @@ def add_run(store: Store, run_id: str, split: str, scores: dict[str, float]) -> 
     store.put_generations("ck", "h", [{"item_id": i, "sample_index": 0, "seed": 7, "prompt_sha256": "ps",
                                        "text": f"answer to {i}", "prompt_tokens": 3, "completion_tokens": 2,
                                        "finish_reason": "stop"} for i in scores], {"ps": "prompt"})
-    store.finish_run(run_id, [{"item_id": i, "sample_index": 0, "seed": 7, "score": s, "status": "scored",
-                               "cached": False} for i, s in scores.items()], {}, {}, 1.0)
+    store.finish_run({"run_id": run_id, "metrics": {}, "counts": {}, "wall_s": 1.0},
+                     [{"item_id": i, "sample_index": 0, "seed": 7, "score": s, "status": "scored", "cached": False}
+                      for i, s in scores.items()])
 
 
 def fill(path: Path, scores: dict[str, float | None], rater: str | None = None) -> None:

@@ -33,6 +33,15 @@ def _gen(item: str, prompt_sha: str, text: str) -> dict:
             "prompt_tokens": 3, "completion_tokens": 2, "finish_reason": "stop"}
 
 
+def put_old_generation(store: Store, checkpoint: str, protocol: str, g: dict) -> None:
+    """Insert a generation row as evalgate wrote it before migration 7 (11 columns, no settings hash or run)."""
+    with store.connect() as con:
+        con.execute("INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, now())",
+                    [checkpoint, protocol, *(g[k] for k in ("item_id", "sample_index", "seed", "prompt_sha256",
+                                                            "text", "prompt_tokens", "completion_tokens",
+                                                            "finish_reason"))])
+
+
 def test_migration_5_keeps_old_generations_and_puts_the_prompt_in_the_cache_key(tmp_path: Path,
                                                                                 monkeypatch) -> None:
     from evalgate import store as store_mod
@@ -40,7 +49,7 @@ def test_migration_5_keeps_old_generations_and_puts_the_prompt_in_the_cache_key(
     path = tmp_path / "s.duckdb"
     with monkeypatch.context() as m:  # a store as it was before migration 5
         m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 5])
-        Store(path).put_generations("ck", "ph", [_gen("a", "p1", "old text")], {"p1": "prompt one"})
+        put_old_generation(Store(path), "ck", "ph", _gen("a", "p1", "old text"))
     store = Store(path)
     keys = [("a", 0, 7)]
     # the row written before the migration is still there and still hits under its own prompt

@@ -21,6 +21,7 @@ from evalgate.errors import BadInput
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import BaselineResult, DevRun, RuleOutcome, SeedResult, Statistics, Verdict
 from evalgate.gate.select import RunPartition, partition_runs, select_checkpoints, weights_finite
+from evalgate.runner.grant import issue_release_grant
 from evalgate.scoring import metrics
 from evalgate.splits import SplitManager, actor_name
 from evalgate.store import Store
@@ -130,11 +131,14 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
 
     seeds = _select(policy, part.usable)
     chosen = [s for s in seeds if s.best is not None]
+    grant = None
     if evaluate_decision:
-        reads.check_budget(manager, dec_m, len(chosen) + (1 if policy.baseline.checkpoint else 0), who)
+        needed = len(chosen) + (1 if policy.baseline.checkpoint else 0)
+        reads.check_budget(manager, dec_m, needed, who)
+        grant = issue_release_grant(policy.name, policy.decision_split, needed) if needed else None
         if not Path(policy.protocol_file or "").is_file():
             raise BadInput(f"protocol file {policy.protocol_file} not found; set protocol_file in the gate policy")
-    reader = reads.DecisionReader(policy, store, manager, dec_m, who, evaluate_decision, dec_runs)
+    reader = reads.DecisionReader(policy, store, manager, dec_m, who, evaluate_decision, dec_runs, grant)
     baseline = _baseline(policy, reader, sel_runs, sel_m.content_sha256, who)
     for s in chosen:
         assert s.best is not None

@@ -10,6 +10,7 @@ from typing import Any
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import DecisionRun
+from evalgate.runner.grant import ReleaseGrant
 from evalgate.scoring import metrics
 from evalgate.splits import RELEASE_GATE, SplitManager
 from evalgate.store import Store
@@ -95,15 +96,18 @@ def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], res
 
 
 def evaluate(protocol_file: str, path: str, split: str, purpose: str, actor: str, store: Store,
-             seed_info: dict[str, Any] | None = None, backend: str = "hf") -> dict[str, Any]:
-    """Evaluate one checkpoint for the gate (``evalgate.run.evaluate``, no progress bars); the run's document."""
+             seed_info: dict[str, Any] | None = None, backend: str = "hf",
+             grant: ReleaseGrant | None = None) -> dict[str, Any]:
+    """Evaluate one checkpoint for the gate (``evalgate.run.evaluate``, no progress bars); the run's document.
+    ``grant``: the release grant that admits a decision (release-gate) read."""
     from evalgate.run import RunOptions
     from evalgate.run import evaluate as run_evaluate
 
     info = seed_info or {}
     return run_evaluate(protocol_file, path, split,
                         RunOptions(purpose=purpose, actor=actor, backend=backend, train_run=info.get("train_run"),
-                                   train_seed=info.get("train_seed"), step=info.get("step"), progress=False), store)
+                                   train_seed=info.get("train_seed"), step=info.get("step"), progress=False,
+                                   grant=grant), store)
 
 
 class DecisionReader:
@@ -112,8 +116,9 @@ class DecisionReader:
     cached read."""
 
     def __init__(self, policy: GatePolicy, store: Store, manager: SplitManager, manifest: Any, actor: str,
-                 evaluate_decision: bool, prior_runs: list[dict[str, Any]]):
+                 evaluate_decision: bool, prior_runs: list[dict[str, Any]], grant: ReleaseGrant | None = None):
         self.policy, self.store, self.manager, self.manifest = policy, store, manager, manifest
+        self.grant = grant
         self.actor, self.evaluate_decision, self.prior_runs = actor, evaluate_decision, prior_runs
 
     def read(self, path: str, seed_info: dict[str, Any] | None, digest: str | None) -> DecisionRun:
@@ -125,7 +130,7 @@ class DecisionReader:
         p = self.policy
         if self.evaluate_decision:
             doc = evaluate(p.protocol_file or "", path, p.decision_split, RELEASE_GATE, self.actor, self.store,
-                           seed_info, p.backend)
+                           seed_info, p.backend, self.grant)
             return DecisionRun(doc["run_id"], doc["metrics"], doc["checkpoint"]["digest"])
         prior = [r for r in self.prior_runs if digest is None or r["checkpoint_digest"] == digest]
         prior = [r for r in prior if digest is not None or r["checkpoint_path"] == path]

@@ -53,9 +53,16 @@ class Scorer(Protocol):
     A scorer class may define ``check_protocol(spec, options)`` (a staticmethod) raising
     ``userfiles.FieldProblem(field, message)``, ``field`` a dotted path in the protocol file, for a protocol it
     cannot score (the math scorer: a stop sequence that can cut a number). ``load_protocol`` calls it, so
-    ``protocol freeze`` refuses such a protocol with its file and line, not only ``run``."""
+    ``protocol freeze`` refuses such a protocol with its file and line, not only ``run``.
+
+    ``required_fields``: the item fields it reads; a run checks every item for them when the split is read,
+    before any generation.
+    """
 
     name: str
+
+    @property
+    def required_fields(self) -> tuple[str, ...]: ...
 
     def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]: ...
 
@@ -75,6 +82,11 @@ class AnswerScorer:
     rule = "raw"
     score_truncated = False
     include_prefix = False
+
+    @property
+    def required_fields(self) -> tuple[str, ...]:
+        """The gold answer's field."""
+        return (self.answer_field,)
 
     def judge(self, prediction: str, gold: str, text: str) -> tuple[bool, list[str]]:
         """(equal, notes) for one extracted prediction; ``text`` is what the answer was extracted from."""

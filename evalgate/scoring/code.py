@@ -313,6 +313,7 @@ class HumanEvalScorer:
     """
 
     name = "humaneval"
+    required_fields = ("prompt", "entry_point", "test")
 
     def __init__(self, protocol: Any, options: HumanEvalOptions | None = None):
         self.limits = protocol.spec.execution

@@ -1,0 +1,91 @@
+"""The release grant: the only way a run may read a split under purpose ``release-gate``.
+
+The ``release-gate`` purpose is the one purpose a private split's policy admits, so whoever may use it can read the
+private set. Policy lives in the library, not in the CLI: ``evaluate`` refuses that purpose unless the options
+carry a ``ReleaseGrant`` that ``issue_release_grant`` made, for that split, with reads left. The gate issues one
+after its policy and budget checks, for exactly the reads it needs (one per seed's best checkpoint and the
+baseline). A grant built by hand (``ReleaseGrant(...)``) was never issued and is refused; every refusal is logged
+in the access log like any other refused read.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from dataclasses import dataclass
+
+from evalgate.errors import RefusedByPolicy
+from evalgate.splits import RELEASE_GATE, SplitManager
+
+
+@dataclass(frozen=True, eq=False)
+class ReleaseGrant:
+    """A gate's permission to read its decision split under purpose ``release-gate``.
+
+    Attributes:
+        gate: the gate policy's name (for messages).
+        split: the decision split the grant covers; any other split is refused.
+        reads: how many runs the grant admits (each ``evaluate`` under it uses one).
+    """
+
+    gate: str
+    split: str
+    reads: int
+
+
+# Reads left per issued grant. Weak keys: a grant the gate dropped takes its entry with it.
+_READS_LEFT: weakref.WeakKeyDictionary[ReleaseGrant, int] = weakref.WeakKeyDictionary()
+_LOCK = threading.Lock()
+
+
+def issue_release_grant(gate: str, split: str, reads: int) -> ReleaseGrant:
+    """Issue a grant for ``reads`` runs on ``split``. Called by the gate only, after its policy checks (tiers,
+    protocol, metric) and its budget check for all ``reads`` at once.
+
+    Raises:
+        ValueError: ``reads`` is below 1.
+    """
+    if reads < 1:
+        raise ValueError(f"a release grant needs at least one read, not {reads}")
+    grant = ReleaseGrant(gate, split, reads)
+    with _LOCK:
+        _READS_LEFT[grant] = reads
+    return grant
+
+
+def _refusal(grant: ReleaseGrant | None, split: str) -> str | None:
+    """Why ``grant`` does not admit one more release-gate read of ``split`` (None: it does; one read is used)."""
+    reserved = (f"purpose {RELEASE_GATE!r} is reserved for 'evalgate gate': split {split} is read for it only "
+                "under a grant the gate issues after its policy and budget checks")
+    with _LOCK:
+        left = _READS_LEFT.get(grant) if grant is not None else None
+        if grant is None:
+            return f"{reserved}; run 'evalgate gate --policy FILE' (no grant was given)"
+        if left is None:
+            return f"{reserved}; this grant was not issued by the gate (issue_release_grant)"
+        if grant.split != split:
+            return f"{reserved}; the grant of gate {grant.gate} covers split {grant.split}, not {split}"
+        if left < 1:
+            return f"{reserved}; the grant of gate {grant.gate} has used all its {grant.reads} read(s)"
+        _READS_LEFT[grant] = left - 1
+    return None
+
+
+def check_release_purpose(purpose: str, grant: ReleaseGrant | None, split: str, manager: SplitManager, actor: str,
+                          checkpoint_digest: str | None = None, protocol_hash: str | None = None) -> None:
+    """Admit a read for ``purpose``: any purpose but ``release-gate`` passes; ``release-gate`` needs a grant issued
+    for ``split`` with a read left (one is used).
+
+    Raises:
+        BadInput: unknown split (nothing logged: there is no split to log against).
+        RefusedByPolicy: no grant, a grant not issued by the gate, for another split or used up (logged as a
+            refused read first).
+    """
+    if purpose != RELEASE_GATE:
+        return
+    refusal = _refusal(grant, split)
+    if refusal is None:
+        return
+    manifest = manager.manifest(split)
+    manager._log(manifest, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, None, refusal)
+    raise RefusedByPolicy(refusal)

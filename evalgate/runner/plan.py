@@ -1,0 +1,199 @@
+"""Stage 1 of a run, ``prepare``: everything decided before any generation, as one ``RunPlan``.
+
+Order: load and verify the protocol against its lock; construct the scorer and check the backend options (either
+may refuse, before any read); resolve the checkpoint; admit the read (the release grant, then the split's tier
+policy; refusals are logged); read the items; render the prompts (or reuse an earlier run's); look every sample up
+in the generation cache. Nothing is logged as read and no run is created here (``record.start`` does that), so
+``parity`` reuses this stage with its own read.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalgate.backends.base import BackendOptions, EffectiveParams, check_backend, sample_seed
+from evalgate.checkpoints import Checkpoint, resolve_checkpoint
+from evalgate.errors import BadInput
+from evalgate.protocol import LoadedProtocol, load_protocol, verify
+from evalgate.runner.grant import ReleaseGrant, check_release_purpose
+from evalgate.runner.prompts import RunPrompts, recorded_prompts, render_prompts, renderer_versions
+from evalgate.runner.settings import generation_settings, settings_sha256
+from evalgate.scoring import Scorer, get_scorer
+from evalgate.splits import Manifest, SplitManager, actor_name
+from evalgate.store import Store
+
+# (item_id, sample_index, per-sample seed): one sample of a run.
+SampleKey = tuple[str, int, int]
+
+
+@dataclass
+class RunOptions:
+    """What ``evaluate`` needs beyond protocol, checkpoint and split.
+
+    Attributes:
+        backend: backend name (``hf``, ...).
+        seed: sampling seed; None uses the protocol's ``sampling.seed``.
+        train_run, train_seed, step: training provenance of the checkpoint (else read from its directory).
+        purpose: why the split is read (logged); ``release-gate`` needs ``grant``.
+        actor: who reads (default: ``$EVALGATE_ACTOR`` or the OS user).
+        override_reason: reason to exceed a soft budget (logged).
+        backend_options: keyword options for the backend (device, dtype, token_budget, ...).
+        progress: show progress bars on stderr; False also turns off transformers' and huggingface_hub's bars
+            (model loading, GGUF conversion) for the run.
+        grant: the gate's ``ReleaseGrant``; required for purpose ``release-gate`` and ignored otherwise.
+    """
+
+    backend: str = "hf"
+    seed: int | None = None
+    train_run: str | None = None
+    train_seed: int | None = None
+    step: int | None = None
+    purpose: str = "evaluation"
+    actor: str | None = None
+    override_reason: str | None = None
+    backend_options: dict[str, Any] = field(default_factory=dict)
+    progress: bool = True
+    grant: ReleaseGrant | None = None
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A prepared run: what is evaluated, how, and which samples the cache already holds.
+
+    Attributes:
+        run_id: the new run's id (``YYYYmmddTHHMMSS-<8 hex>``).
+        protocol, checkpoint, manifest: the verified protocol, resolved checkpoint and the split's manifest.
+        items: the split's items, in file order.
+        warnings: budget warnings of the read.
+        options: the caller's options; ``actor`` the resolved reader; ``backend_options`` as validated.
+        settings: the generation settings (``runner.settings``); ``settings_sha256`` their hash, part of the
+            cache key.
+        scorer: the protocol's scorer.
+        seed: the sampling seed; ``keys`` every sample of the run, item-major.
+        params: the sampling values sent to the engine (from the protocol only).
+        prompts: the run's prompts.
+        cached: generations found in the cache, by sample key.
+        store: the store; ``access`` the split manager that admitted the read (it logs the read).
+        started: ``time.perf_counter()`` when preparation began.
+    """
+
+    run_id: str
+    protocol: LoadedProtocol
+    checkpoint: Checkpoint
+    manifest: Manifest
+    items: list[dict[str, Any]]
+    warnings: list[str]
+    options: RunOptions
+    actor: str
+    backend_options: BackendOptions
+    settings: dict[str, Any]
+    settings_sha256: str
+    scorer: Scorer
+    seed: int
+    keys: list[SampleKey]
+    params: EffectiveParams
+    prompts: RunPrompts
+    cached: dict[SampleKey, dict[str, Any]]
+    store: Store
+    access: SplitManager
+    started: float
+
+    @property
+    def missing(self) -> list[SampleKey]:
+        """The samples the cache does not hold, in key order."""
+        return [k for k in self.keys if k not in self.cached]
+
+
+def effective_params(protocol: LoadedProtocol) -> EffectiveParams:
+    """The sampling values sent to the engine, taken only from the protocol."""
+    s = protocol.spec.sampling
+    return EffectiveParams(temperature=s.temperature, top_p=s.top_p, top_k=s.top_k, max_tokens=s.max_tokens,
+                           stop=tuple(s.stop), repetition_penalty=s.repetition_penalty)
+
+
+def new_run_id() -> str:
+    return f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+
+
+def check_items(items: list[dict[str, Any]], scorer: Scorer, split: str) -> None:
+    """Every item holds the fields the scorer reads (``Scorer.required_fields``).
+
+    Raises:
+        BadInput: naming the first item and field missing (before any generation).
+    """
+    for i, it in enumerate(items, 1):
+        missing = [f for f in scorer.required_fields if f not in it]
+        if missing:
+            raise BadInput(f"split {split}: item {it.get('id')!r} (record {i}) has no field {missing[0]!r}, which "
+                           f"the {scorer.name} scorer needs ({', '.join(scorer.required_fields)}); add it to the "
+                           "split's data, or set the scorer's answer_field in the protocol")
+
+
+def _read_split(access: SplitManager, split: str, opts: RunOptions, actor: str, ckpt: Checkpoint,
+                protocol: LoadedProtocol, limit: int | None) -> tuple[Manifest, list[dict[str, Any]], list[str]]:
+    """Admit and read the split (not yet logged as read); refusals are logged by the checks."""
+    check_release_purpose(opts.purpose, opts.grant, split, access, actor, ckpt.digest, protocol.sha256)
+    manifest, warnings = access.check(split, opts.purpose, actor, opts.override_reason, ckpt.digest,
+                                      protocol.sha256)
+    items = access.read(manifest)[:limit] if limit else access.read(manifest)
+    if not items:
+        raise BadInput(f"split {split} has no items")
+    for w in warnings:
+        print(f"warning: {w}", file=sys.stderr)
+    return manifest, items, warnings
+
+
+def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str, options: RunOptions,
+            store: Store | None = None, limit: int | None = None) -> RunPlan:
+    """Stage 1: check everything, read the split, render prompts and look the samples up in the cache.
+
+    Args:
+        protocol_path: protocol YAML (must match its ``.lock``).
+        checkpoint: HF directory, GGUF file, or a resolved Checkpoint.
+        split: split name.
+        options: RunOptions.
+        store: the Store (default ``$EVALGATE_HOME``; opened only after protocol and checkpoint are valid).
+        limit: use only the first ``limit`` items (``parity``).
+
+    Raises:
+        BadInput, ProtocolDrift, RefusedByPolicy: as ``evaluate`` (nothing but a refusal is written).
+    """
+    started = time.perf_counter()
+    protocol = load_protocol(protocol_path)
+    verify(protocol)
+    scorer = get_scorer(protocol)  # before any read or generation: a scorer may refuse the protocol
+    backend_options = check_backend(options.backend, options.backend_options)  # a typo must not spend a read
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
+        checkpoint, options.train_run, options.train_seed, options.step)
+    store = store or Store()
+    actor, access = actor_name(options.actor), SplitManager(store)
+    sampling = protocol.spec.sampling
+    seed = sampling.seed if options.seed is None else options.seed
+    settings = generation_settings(options.backend, backend_options)
+    settings_hash = settings_sha256(settings)
+    # Store work runs in one session (one open connection, see Store.session); the tokenizer, when needed, is
+    # loaded after it, so the store's lock is never held while it loads.
+    with store.session():
+        store.record_protocol(protocol.spec.name, protocol.spec.version, protocol.sha256, protocol.resolved)
+        manifest, items, warnings = _read_split(access, split, options, actor, ckpt, protocol, limit)
+        check_items(items, scorer, split)
+        keys = [(str(it["id"]), j, sample_seed(seed, str(it["id"]), j)) for it in items for j in range(sampling.n)]
+        # A fully cached rerun takes its prompts from an earlier run rendered from the same inputs, so it loads no
+        # tokenizer (and imports no transformers); anything missing means rendering and tokenizing now.
+        renderer = renderer_versions()
+        prompts = recorded_prompts(store, protocol, ckpt, manifest.content_sha256, items, renderer)
+        cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s(),
+                                          settings_hash) if prompts else {}
+        if prompts is not None and len(cached) < len(keys):
+            prompts = None
+    if prompts is None:
+        prompts = render_prompts(protocol, ckpt, items, renderer)
+        cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s(), settings_hash)
+    return RunPlan(new_run_id(), protocol, ckpt, manifest, items, warnings, options, actor, backend_options, settings,
+                   settings_hash, scorer, seed, keys, effective_params(protocol), prompts, cached, store, access,
+                   started)

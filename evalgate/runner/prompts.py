@@ -1,0 +1,138 @@
+"""A run's prompts: rendered and tokenized now, or taken from an earlier run that rendered the same inputs; and the
+package versions a run records."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+from dataclasses import dataclass, field
+from typing import Any
+
+from evalgate.checkpoints import Checkpoint, load_tokenizer
+from evalgate.errors import BadInput
+from evalgate.prompts import (
+    PromptEncoder,
+    RenderedPrompt,
+    TokenizedPrompt,
+    chat_template_sha256,
+    render_prompt,
+    render_response_prefix,
+)
+from evalgate.protocol import LoadedProtocol
+from evalgate.store import Store
+
+# The fields of a ``run_prompts`` record (``Store.put_run_prompts``).
+PROMPT_RECORD_FIELDS = ("item_id", "prompt_sha256", "system_merged", "prompt_tokens", "bos_count", "bos_added")
+
+
+def package_version(pkg: str) -> str | None:
+    """An installed package's version from its metadata (no import), None if it is not installed."""
+    try:
+        return importlib.metadata.version(pkg)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def versions() -> dict[str, str]:
+    """Python's version and those of the installed packages that can change a run's numbers."""
+    out = {"python": platform.python_version()}
+    for pkg in ("evalgate", "transformers", "torch", "vllm", "duckdb", "math-verify"):
+        if (v := package_version(pkg)) is not None:
+            out[pkg] = v
+    return out
+
+
+def renderer_versions() -> dict[str, str | None]:
+    """Versions of the code that renders and tokenizes prompts (evalgate, transformers), read from package
+    metadata without importing them; recorded runs' prompts are reused only under the same versions."""
+    return {pkg: package_version(pkg) for pkg in ("evalgate", "transformers")}
+
+
+@dataclass(frozen=True)
+class RunPrompts:
+    """A run's prompts.
+
+    Attributes:
+        rendered: rendered prompt by item id.
+        tokenized: token ids by item id (empty when reused from a recorded run or without a tokenizer).
+        records: the ``run_prompts`` records (``PROMPT_RECORD_FIELDS``).
+        chat_template_sha256: hash of the chat template applied (None: none applied).
+        tokenizer_summary: the tokenizer's special-token handling, as the run records it.
+        renderer: ``renderer_versions()`` when rendered.
+        tokenizer: the tokenizer (None when reused or when the checkpoint has none).
+        from_run: the run the records were copied from (None: rendered now).
+    """
+
+    rendered: dict[str, RenderedPrompt]
+    tokenized: dict[str, TokenizedPrompt]
+    records: list[dict[str, Any]]
+    chat_template_sha256: str | None
+    tokenizer_summary: dict[str, Any] | None
+    renderer: dict[str, str | None] = field(default_factory=dict)
+    tokenizer: Any = None
+    from_run: str | None = None
+
+    def sha256s(self) -> dict[str, str]:
+        """Rendered prompt hash by item id."""
+        return {iid: r.sha256 for iid, r in self.rendered.items()}
+
+    def texts(self) -> dict[str, str]:
+        """Rendered prompt text by its hash."""
+        return {r.sha256: r.text for r in self.rendered.values()}
+
+
+def _tokenizer(protocol: LoadedProtocol, ckpt: Checkpoint) -> Any:
+    """The checkpoint's tokenizer: needed to apply a chat template and to record special-token handling. With
+    ``chat_template: none`` a checkpoint without one is allowed (None; the engine tokenizes)."""
+    try:
+        return load_tokenizer(ckpt.model_dir)
+    except BadInput:
+        if protocol.chat_template == "none":
+            return None
+        raise
+
+
+def _prompt_record(r: RenderedPrompt, t: TokenizedPrompt | None) -> dict[str, Any]:
+    """A ``run_prompts`` row: the prompt's hash and its special-token handling (None without a tokenizer)."""
+    return {"item_id": r.item_id, "prompt_sha256": r.sha256, "system_merged": r.system_merged,
+            "prompt_tokens": len(t.ids) if t else None, "bos_count": t.bos_count if t else None,
+            "bos_added": t.bos_added if t else None}
+
+
+def render_prompts(protocol: LoadedProtocol, ckpt: Checkpoint, items: list[dict[str, Any]],
+                   renderer: dict[str, str | None]) -> RunPrompts:
+    """Render and tokenize every item's prompt with the checkpoint's tokenizer.
+
+    Raises:
+        BadInput: the checkpoint has no tokenizer while the protocol applies a chat template; a template error.
+    """
+    tokenizer = _tokenizer(protocol, ckpt)
+    rendered = {str(it["id"]): render_prompt(protocol, it, tokenizer) for it in items}
+    encoder = PromptEncoder(tokenizer) if tokenizer is not None else None
+    tokenized = {iid: encoder.encode(r.text, iid) for iid, r in rendered.items()} if encoder else {}
+    return RunPrompts(rendered, tokenized, [_prompt_record(r, tokenized.get(iid)) for iid, r in rendered.items()],
+                      chat_template_sha256(protocol, tokenizer), encoder.summary(tokenized) if encoder else None,
+                      renderer, tokenizer)
+
+
+def recorded_prompts(store: Store, protocol: LoadedProtocol, ckpt: Checkpoint, split_sha256: str,
+                     items: list[dict[str, Any]], renderer: dict[str, str | None]) -> RunPrompts | None:
+    """The prompts an earlier complete run rendered from the same checkpoint, protocol, split content and
+    renderer versions (``Store.reusable_prompts``), or None. The response prefix is rendered again from the item
+    (plain jinja2, no tokenizer)."""
+    found = store.reusable_prompts(ckpt.digest, protocol.sha256, split_sha256, renderer)
+    if found is None:
+        return None
+    run, records = found
+    by_id = {r["item_id"]: r for r in records}
+    if set(by_id) != {str(it["id"]) for it in items}:
+        return None
+    rendered = {}
+    for it in items:
+        r = by_id[str(it["id"])]
+        prefix = render_response_prefix(protocol, it)
+        rendered[r["item_id"]] = RenderedPrompt(r["item_id"], r["text"], prefix, r["prompt_sha256"],
+                                                r["system_merged"])
+    info = run["backend_info"]
+    return RunPrompts(rendered, {}, [{k: r[k] for k in PROMPT_RECORD_FIELDS} for r in records],
+                      info.get("chat_template_sha256"), info.get("tokenizer"), renderer, None, run["run_id"])

@@ -1,0 +1,29 @@
+"""A ``--json`` command that fails prints one JSON error document on stdout (issue 13 point 14c), with the same
+exit code and the usual one line on stderr."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.conftest import REPO
+from tests.test_cli_errors import evalgate
+
+
+def test_run_json_failure_prints_an_error_document(home: Path) -> None:
+    r = evalgate("run", "--protocol", str(REPO / "protocols" / "humaneval-smoke.yaml"), "--checkpoint",
+                 str(home / "nope"), "--split", "humaneval-smoke", "--json")
+    assert r.returncode == 2
+    doc = json.loads(r.stdout)
+    assert doc == {"error": doc["error"], "exit_code": 2} and "not found" in doc["error"]
+    assert r.stderr.startswith("error: ")
+
+
+def test_every_json_command_fails_the_same_way(home: Path) -> None:
+    r = evalgate("audit", "--since", "yesterday-ish", "--json")
+    assert r.returncode == 2
+    assert json.loads(r.stdout) == {"error": "--since 'yesterday-ish' is not an ISO date (e.g. 2026-11-01)",
+                                    "exit_code": 2}
+    # without --json stdout stays empty
+    plain = evalgate("audit", "--since", "yesterday-ish")
+    assert plain.returncode == 2 and plain.stdout == ""

@@ -1,0 +1,73 @@
+"""One run record: the stored ``runs`` row holds everything ``evaluate()`` returns and ``run --json`` prints (issue 13
+point 12), with the real SmolLM2 model on one addition item."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from evalgate.cli import main
+from evalgate.demo_train import addition_items
+from evalgate.protocols_ops import freeze
+from evalgate.run import RunOptions, RunRecord, evaluate
+from evalgate.splits import write_split
+from evalgate.store import Store
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def addition_protocol(home: Path, max_tokens: int = 3) -> Path:
+    proto = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
+    proto["name"] = "add-record"
+    proto["sampling"]["max_tokens"] = max_tokens
+    path = home / "add-record.yaml"
+    path.write_text(yaml.safe_dump(proto))
+    freeze(path)
+    return path
+
+
+def test_stored_run_equals_the_returned_document_and_run_json(home: Path, smollm2_dir: Path) -> None:
+    write_split("add-one", "dev", addition_items("dev", 1), {"source": "test"})
+    proto = addition_protocol(home)
+    store = Store()
+    doc = evaluate(proto, smollm2_dir, "add-one", RunOptions(progress=False), store)
+    (row,) = store.runs(run_id=doc["run_id"])
+    # what the issue found missing from the stored row
+    info = row["backend_info"]
+    assert info["engine"] == "transformers" and info["model_loaded"] is True and info["dtype"] == "float32"
+    assert "sent" in info and "ignored_generation_config" in info
+    assert row["versions"]["transformers"] == importlib.metadata.version("transformers")
+    assert row["versions"]["duckdb"] == importlib.metadata.version("duckdb")
+    # and the whole document
+    assert RunRecord.from_row(row).document() == doc
+
+    # run --json (a cached rerun) prints exactly what it stored
+    r = CliRunner().invoke(main, ["run", "--protocol", str(proto), "--checkpoint", str(smollm2_dir), "--split",
+                                  "add-one", "--json"])
+    assert r.exit_code == 0, r.output
+    printed = json.loads(r.stdout)
+    assert printed["counts"]["cached"] == 1 and printed["backend"]["model_loaded"] is False
+    (again,) = store.runs(run_id=printed["run_id"])
+    assert RunRecord.from_row(again).document() == printed
+
+
+def test_a_run_stored_before_migration_7_still_reads_as_a_record(tmp_path: Path, monkeypatch) -> None:
+    from evalgate import store as store_mod
+
+    path = tmp_path / "s.duckdb"
+    with monkeypatch.context() as m:
+        m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 7])
+        old = Store(path)
+        old.create_run({"run_id": "r1", "protocol_name": "p", "protocol_version": "1", "protocol_hash": "h",
+                        "checkpoint_digest": "ck", "checkpoint_path": "/ck", "split": "s", "tier": "dev",
+                        "split_sha256": "x", "sampling_seed": 3, "backend": "hf",
+                        "backend_info": {"name": "hf"}, "effective_params": {"seed": 3}})
+    (row,) = Store(path).runs()
+    rec = RunRecord.from_row(row)
+    assert rec.status == "running" and rec.versions == {} and rec.split.items is None and rec.protocol.path is None
