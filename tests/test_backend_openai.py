@@ -97,7 +97,8 @@ def test_greedy_parity_with_hf_and_a_run_through_the_server(tserve: str, smollm2
     doc = json.loads(r.stdout)
     assert r.exit_code == 0, doc["drift"]
     assert doc["samples"] == 2 and doc["identical"] == 2 and doc["drift"] == []
-    assert doc["backend_b"]["http_requests"] == 2
+    # the first request is refused twice (token ids: 400; add_special_tokens: 422) before the text is sent
+    assert doc["backend_b"]["http_requests"] == 4 and doc["backend_b"]["prompt_as"] == PROMPT_MODES[2]
 
     r = runner.invoke(main, ["run", "--protocol", str(ppath), "--checkpoint", str(smollm2_dir), "--split", "he-two",
                              "--backend", "openai", "--backend-option", f"base_url={tserve}",
@@ -116,7 +117,8 @@ def test_server_that_ignores_n_still_yields_n_samples(tserve: str, smollm2_dir: 
     req = GenerationRequest("x", "def add(a, b):\n", (0, 1, 2), (11, 22, 33), GREEDY)
     (res,) = backend.generate([req])
     assert len(res.completions) == 3 and all(c.text for c in res.completions)
-    assert backend.stats["short_n_fallbacks"] == 1 and backend.stats["http_requests"] == 3
+    # 2 refused prompt forms (token ids, add_special_tokens), then n=3 answered with one choice, then 2 more
+    assert backend.stats["short_n_fallbacks"] == 1 and backend.stats["http_requests"] == 2 + 3
 
 
 class Scripted(BaseHTTPRequestHandler):
