@@ -143,6 +143,7 @@ def test_eight_shot_exemplars_are_part_of_the_protocol_hash(tmp_path: Path) -> N
     ("\\frac{1}{2^{98}}", "\\frac{1}{2^{99}}", False),  # the case: absolute 6-decimal rounding
     ("2^{-98}", "2^{-99}", False), ("x = 2^{-98}", "2^{-99}", False), ("0.0000001", "0.0000002", False),
     ("(2^{-98}, 1)", "(2^{-99}, 1)", False),  # interval ends
+    ("(2,\\infty)", "(2,\\infty)", True), ("(2,\\infty)", "(3,\\infty)", False), ("\\infty", "-\\infty", False),
     ("\\{2^{-98}, 1\\}", "\\{2^{-99}, 1\\}", False),  # set elements
     ("\\frac{355}{113}", "\\pi", False),  # exact values: 8.5e-8 apart is not equal
     ("\\frac{1}{2^{98}}", "2^{-98}", True), ("\\sqrt{200}", "10\\sqrt{2}", True),

@@ -137,8 +137,8 @@ def _number_equal(a: Any, b: Any, approximate: bool) -> bool:
     if approximate:
         a, b = (v.xreplace({f: sympy.Rational(str(f)) for f in v.atoms(sympy.Float)}) for v in (a, b))
     x, y = sympy.N(a, _EXACT_DIGITS), sympy.N(b, _EXACT_DIGITS)
-    if not all(v.is_finite for v in (x, y)):
-        return False
+    if not all(v.is_finite for v in (x, y)):  # infinities (an interval's end) are equal only to themselves
+        return bool(x == y and x.is_infinite)
     tol = sympy.Rational(str(REL_TOL)) if approximate else sympy.Rational(1, 10**50)
     if 1e-300 < max(abs(x), abs(y)) < 1e300:  # small enough to evaluate exactly
         ea, eb = a.doit(), b.doit()
