@@ -100,3 +100,10 @@ def test_humaneval_smoke_prompt_does_not_stop_on_its_own_newline(smollm2_dir: Pa
     (c,) = res.completions
     assert c.text.startswith("```") and c.text != "```" and "\n```" not in c.text
     assert c.completion_tokens > 1
+
+
+def test_output_settings_name_the_options_that_change_outputs(smollm2_dir: Path) -> None:
+    from evalgate.backends.hf import HFBackend
+
+    assert HFBackend(str(smollm2_dir)).output_settings() == {"device": "cpu", "dtype": "float32"}
+    assert HFBackend(str(smollm2_dir), dtype="bfloat16").output_settings()["dtype"] == "bfloat16"

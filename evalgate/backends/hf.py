@@ -164,6 +164,12 @@ class HFBackend:
                 "eos_token_ids": self._eos_ids(), "ignored_generation_config": self.ignored_generation_config,
                 "sent": self.sent}
 
+    def output_settings(self) -> dict[str, Any]:
+        """The options that can change what this backend generates, for the generation cache key: ``device`` and
+        ``dtype`` (different arithmetic). Not ``token_budget``: it changes only which rows share a batch, which
+        varies from run to run anyway with the items missing from the cache; each row samples with its own seed."""
+        return {"device": self.device, "dtype": self.dtype}
+
     def _eos_ids(self) -> list[int]:
         ids = set()
         if self.tokenizer.eos_token_id is not None:
