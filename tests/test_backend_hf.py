@@ -55,3 +55,49 @@ def test_finish_reason_and_token_counts_with_the_real_model(smollm2_dir: Path) -
                                                                                         1.0))])
     (c2,) = res2.completions
     assert c2.text == expected and c2.finish_reason == "stop" and c2.completion_tokens < 12
+
+
+def test_stop_criteria_sees_only_generated_tokens(smollm2_dir: Path) -> None:
+    """Issue 14, point 9: a prompt ending in a newline and a first generated "```" do not make the stop
+    "\\n```"; a newline and "```" both generated do. Neighbours: a stop split over several generated tokens,
+    and a stop wholly inside the prompt."""
+    import torch
+
+    from evalgate.backends.hf import GeneratedStopCriteria
+    from evalgate.checkpoints import load_tokenizer
+
+    tok = load_tokenizer(str(smollm2_dir))
+    prompt = tok('def f():\n    """doc"""\n', add_special_tokens=False)["input_ids"]
+
+    def stops(generated: str, stop: str = "\n```", prompt_ids: list[int] = prompt) -> bool:
+        gen = tok(generated, add_special_tokens=False)["input_ids"]
+        crit = GeneratedStopCriteria(tok, (stop,), len(prompt_ids))
+        return bool(crit(torch.tensor([prompt_ids + gen]), torch.zeros(1, 1))[0])
+
+    assert not stops("```")  # "\n" is the prompt's, "```" the model's: no stop (hf used to stop here)
+    assert stops("    return 1\n```")
+    assert stops("x = 'no'\n``" + "`")
+    assert not stops("    return 1", stop='"""doc"""')  # the stop occurs only inside the prompt
+
+
+@pytest.mark.slow
+def test_humaneval_smoke_prompt_does_not_stop_on_its_own_newline(smollm2_dir: Path,
+                                                                humaneval_records: list[dict]) -> None:
+    """The issue's case on the real model: HumanEval/3 under the smoke protocol's prompt (ending in a newline),
+    greedy: SmolLM2 writes "```" first and then goes on; hf used to store "```" with finish 'stop'."""
+    from evalgate.backends.hf import HFBackend
+    from evalgate.prompts import render_prompt
+    from evalgate.protocol import load_protocol
+    from tests.conftest import REPO
+
+    rec = next(r for r in humaneval_records if r["task_id"] == "HumanEval/3")
+    hf = HFBackend(str(smollm2_dir))
+    prompt = render_prompt(load_protocol(REPO / "protocols" / "humaneval-smoke.yaml"), {"id": "3", **rec},
+                           hf.tokenizer).text
+    assert prompt.endswith("\n")
+    p = EffectiveParams(0.0, 1.0, 0, 12, ("\n```",), 1.0)
+    (res,) = hf.generate([GenerationRequest("3", prompt, (0,), (1,), p)])
+    (c,) = res.completions
+    assert c.text.startswith("```") and c.text != "```" and "\n```" not in c.text
+    assert c.completion_tokens > 1
+

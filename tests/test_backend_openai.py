@@ -22,8 +22,8 @@ import yaml
 from click.testing import CliRunner
 
 from evalgate.backends.base import EffectiveParams, GenerationRequest, OpenAIOptions
-from evalgate.backends.openai import OpenAIBackend, request_body
-from evalgate.errors import EngineError
+from evalgate.backends.openai import PROMPT_MODES, OpenAIBackend, boundary_stops, request_body
+from evalgate.errors import BadInput, EngineError
 from tests.conftest import REPO
 
 GREEDY = EffectiveParams(temperature=0.0, top_p=1.0, top_k=0, max_tokens=12, stop=("\n```",), repetition_penalty=1.0)
@@ -97,7 +97,8 @@ def test_greedy_parity_with_hf_and_a_run_through_the_server(tserve: str, smollm2
     doc = json.loads(r.stdout)
     assert r.exit_code == 0, doc["drift"]
     assert doc["samples"] == 2 and doc["identical"] == 2 and doc["drift"] == []
-    assert doc["backend_b"]["http_requests"] == 2
+    # the first request is refused twice (token ids: 400; add_special_tokens: 422) before the text is sent
+    assert doc["backend_b"]["http_requests"] == 4 and doc["backend_b"]["prompt_as"] == PROMPT_MODES[2]
 
     r = runner.invoke(main, ["run", "--protocol", str(ppath), "--checkpoint", str(smollm2_dir), "--split", "he-two",
                              "--backend", "openai", "--backend-option", f"base_url={tserve}",
@@ -116,7 +117,8 @@ def test_server_that_ignores_n_still_yields_n_samples(tserve: str, smollm2_dir: 
     req = GenerationRequest("x", "def add(a, b):\n", (0, 1, 2), (11, 22, 33), GREEDY)
     (res,) = backend.generate([req])
     assert len(res.completions) == 3 and all(c.text for c in res.completions)
-    assert backend.stats["short_n_fallbacks"] == 1 and backend.stats["http_requests"] == 3
+    # 2 refused prompt forms (token ids, add_special_tokens), then n=3 answered with one choice, then 2 more
+    assert backend.stats["short_n_fallbacks"] == 1 and backend.stats["http_requests"] == 2 + 3
 
 
 class Scripted(BaseHTTPRequestHandler):
@@ -172,7 +174,9 @@ def test_retries_429_and_5xx_then_succeeds(scripted: str, smollm2_dir: Path) -> 
     (res,) = b.generate([REQ])
     # the server returned the stop sequence and text after it; OpenAI semantics cut both
     assert res.completions[0].text == "    return a + b" and res.completions[0].finish_reason == "stop"
-    assert res.completions[0].completion_tokens == 7
+    # cut here, so the tokens are counted up to the stop's end (the server's 7 also counted "\nmore")
+    assert res.completions[0].completion_tokens == len(b.tokenizer("    return a + b\n```",
+                                                                   add_special_tokens=False)["input_ids"])
     assert len(Scripted.seen) == 4 and b.stats["retries"] == 3
     assert Scripted.seen[-1]["seed"] == 5 and Scripted.seen[-1]["n"] == 1
 
@@ -196,3 +200,99 @@ def test_timeout_is_retried_then_reported(scripted: str, smollm2_dir: Path) -> N
     with pytest.raises(EngineError, match="Timeout"):
         _backend(scripted, smollm2_dir, max_retries=1, timeout_s=0.3).generate([REQ])
     assert len(Scripted.seen) == 2
+
+
+class Picky(Scripted):
+    """Refuses token-id prompts (400) and the add_special_tokens field (422) as ``transformers serve`` does."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        Scripted.seen.append(body)
+        status, msg = ((400, "prompt must be a string.") if not isinstance(body["prompt"], str) else
+                       (422, "Unexpected fields in the request: {'add_special_tokens'}")
+                       if "add_special_tokens" in body else (200, ""))
+        payload = json.dumps({"choices": [{"index": 0, "text": "    return a + b", "finish_reason": "stop"}],
+                              "usage": {"prompt_tokens": 5, "completion_tokens": 7}} if status == 200
+                             else {"detail": msg}).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+
+def test_server_receives_the_recorded_token_ids(scripted: str, smollm2_dir: Path) -> None:
+    """Issue 14, point 6: the prompt goes as the PromptEncoder's token ids where the server takes them."""
+    b = _backend(scripted, smollm2_dir)
+    b.generate([REQ])
+    assert Scripted.seen[0]["prompt"] == list(b.encoder.encode(REQ.prompt, "x").ids)
+    assert b.info()["prompt_as"] == PROMPT_MODES[0] == "token_ids"
+
+
+def test_server_that_refuses_ids_gets_text_only_where_its_tokenization_equals_the_ids(smollm2_dir: Path) -> None:
+    """A server that refuses token ids and add_special_tokens (as transformers serve does) gets the text when
+    its default tokenization gives the recorded ids; a prompt whose recorded ids it would not reproduce (a BOS
+    the template wrote, or here one the run recorded) is refused, never sent as something else."""
+    Scripted.script, Scripted.seen = [], []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Picky)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    try:
+        b = _backend(url, smollm2_dir)
+        (res,) = b.generate([REQ])
+        assert res.completions[0].text == "    return a + b"
+        assert [type(x["prompt"]).__name__ for x in Scripted.seen] == ["list", "str", "str"]
+        assert "add_special_tokens" in Scripted.seen[1] and "add_special_tokens" not in Scripted.seen[2]
+        assert b.info()["prompt_as"] == PROMPT_MODES[2]
+        ids = b.encoder.encode(REQ.prompt, "x").ids
+        two_bos = GenerationRequest("y", REQ.prompt, (0,), (5,), GREEDY, prompt_ids=(0, *ids))
+        with pytest.raises(EngineError, match="instead of the 9 recorded"):
+            b.generate([two_bos])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_use_n_is_refused_for_sampled_protocols(scripted: str, smollm2_dir: Path) -> None:
+    """Issue 14, point 7: n seeded choices of one request are not the samples of their own seeds."""
+    sampled = EffectiveParams(0.8, 0.95, 0, 12, (), 1.0)
+    req = GenerationRequest("x", "def add(a, b):\n", (0, 1, 2, 3), (11, 22, 33, 44), sampled)
+    with pytest.raises(BadInput, match="use_n=true with temperature > 0"):
+        _backend(scripted, smollm2_dir, use_n=True).generate([req])
+    assert Scripted.seen == []  # refused before any request: nothing generated, nothing stored
+    b = _backend(scripted, smollm2_dir)  # without use_n: one request per sample, each with its own seed
+    b.generate([req])
+    assert sorted(x["seed"] for x in Scripted.seen) == [11, 22, 33, 44] and {x["n"] for x in Scripted.seen} == {1}
+    assert b.output_settings() == {"endpoint": "completions", "model": str(smollm2_dir), "use_n": False}
+
+
+def test_stops_that_could_match_across_the_prompt_boundary_are_matched_here() -> None:
+    assert boundary_stops('    """\n', ["\n```", "\n\nQuestion:", "```"]) == ["\n```", "\n\nQuestion:"]
+    assert boundary_stops("assistant\n", ["\nQuestion:"]) == ["\nQuestion:"]
+    assert boundary_stops("x = 1", ["\n```"]) == []
+    assert request_body([1, 2], GREEDY, "m", 1, 0, "completions", stop=[])["prompt"] == [1, 2]
+
+
+@pytest.mark.slow
+def test_stop_parity_with_hf_on_a_prompt_ending_in_a_newline(tserve: str, smollm2_dir: Path,
+                                                            humaneval_records: list[dict]) -> None:
+    """Issue 14, point 9: HumanEval/3 under the smoke prompt (ends in a newline; SmolLM2 writes "```" first):
+    hf and transformers serve (which matches stops over the prompt too, so the stop is held back and cut here)
+    give the same text, and neither stores "```" alone nor the stop."""
+    from evalgate.backends.hf import HFBackend
+    from evalgate.prompts import render_prompt
+    from evalgate.protocol import load_protocol
+
+    rec = next(r for r in humaneval_records if r["task_id"] == "HumanEval/3")
+    hf = HFBackend(str(smollm2_dir))
+    prompt = render_prompt(load_protocol(REPO / "protocols" / "humaneval-smoke.yaml"), {"id": "3", **rec},
+                           hf.tokenizer).text
+    req = GenerationRequest("3", prompt, (0,), (1,), GREEDY)
+    (a,) = hf.generate([req])
+    server = OpenAIBackend(str(smollm2_dir), OpenAIOptions(base_url=tserve), tokenizer=hf.tokenizer)
+    (b,) = server.generate([req])
+    ca, cb = a.completions[0], b.completions[0]
+    assert (ca.text, ca.finish_reason) == (cb.text, cb.finish_reason)
+    assert ca.text.startswith("```") and ca.text != "```" and "\n```" not in ca.text
+    assert server.stats["stops_held_back"] == 1
+    assert server.info()["prompt_as"] == PROMPT_MODES[2]  # transformers serve takes text only: checked equal

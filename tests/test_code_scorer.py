@@ -197,3 +197,37 @@ def test_humaneval_scorer_prepends_prompt_only_when_needed(humaneval_records: li
     full = SampleToScore(rec, rec["canonical_solution"], "```python\n" + rec["prompt"], "stop")
     assert scorer.program(body_only).startswith(rec["prompt"])
     assert scorer.program(full).count(f"def {rec['entry_point']}(") == 1
+
+
+def _chat_answer(rec: dict, drop: str = "") -> str:
+    """A chat answer holding the whole correct function (the prompt's def line, docstring and canonical body)
+    without the prompt's lines that contain ``drop``."""
+    head = rec["prompt"][rec["prompt"].index(f"def {rec['entry_point']}("):]
+    lines = [x for x in (head + rec["canonical_solution"]).splitlines() if not (drop and drop in x)]
+    return "Here is the function:\n```python\n" + "\n".join(lines) + "\n```\n"
+
+
+def test_humaneval_program_keeps_the_prompts_imports_and_helpers(humaneval_records: list[dict]) -> None:
+    """Issue 14, point 8: HumanEval/0's full function without ``from typing import List`` used to fail with
+    NameError; the harness assembles prompt + completion + tests, so it is correct. Neighbours: a prompt helper
+    the answer calls (HumanEval/10's is_palindrome), a body-only completion, a response prefix holding the
+    prompt, and a wrong answer that must stay wrong."""
+    from evalgate.scoring.base import SampleToScore
+
+    by_id = {r["task_id"]: r for r in humaneval_records}
+    he0, he10 = by_id["HumanEval/0"], by_id["HumanEval/10"]
+    assert "from typing import List" in he0["prompt"] and "def is_palindrome" in he10["prompt"]
+    scorer = HumanEvalScorer.__new__(HumanEvalScorer)
+    samples = [
+        SampleToScore(he0, _chat_answer(he0), "", "stop"),  # no import in the answer
+        SampleToScore(he10, _chat_answer(he10), "", "stop"),  # calls the prompt's helper, does not define it
+        SampleToScore(he0, he0["canonical_solution"], "", "stop"),  # body only
+        SampleToScore(he0, he0["canonical_solution"] + "```", "```python\n" + he0["prompt"], "stop"),
+        SampleToScore(he0, _chat_answer(he0).replace("< threshold", "> threshold"), "", "stop"),  # wrong
+    ]
+    assert "List" in samples[0].text and "import" not in samples[0].text
+    assert "def is_palindrome" not in samples[1].text
+    assert scorer.program(samples[3]).count("from typing import List") == 1  # the prompt is not written twice
+    results = run_many([scorer.program(s) for s in samples], timeout_s=10)
+    assert [r.status for r in results] == ["passed", "passed", "passed", "passed", "failed"], [
+        r.stderr[-300:] for r in results]

@@ -52,3 +52,20 @@ def test_each_step_can_be_turned_off() -> None:
     assert not exact_match("Paris!", "Paris", punctuation=False)
     assert not exact_match("the cat", "cat", articles=False)
     assert exact_match("ｃａｔ", "cat", case=False, punctuation=False, articles=False)  # NFKC always applies
+
+
+# Issue 14, point 4: gold "A" (a multiple-choice letter) is an article, so SQuAD normalisation empties it and
+# "The" or "an" used to be scored correct.
+@pytest.mark.parametrize(("prediction", "gold", "equal"), [
+    ("The", "A", False), ("an", "A", False), ("", "A", False), ("the a", "A", False),
+    ("A", "A", True), ("a", "A", True), ("(A)", "A", True), ("A.", "A", True), ("B", "A", False),
+    ("an", "An", True), ("the", "An", False),  # the gold is the word itself
+    ("The", "The", True), ("a", "The", False),
+    ("?", "?", True), ("!", "?", False), ("...", "?", False),  # a gold made only of punctuation
+    ("\u3002", "\u3002", True), ("", "\u3002", False),  # ideographic full stop, other script
+    ("the", "the cat", False), ("a", "", False), ("", "", False), ("  ", " ", False),  # empty never matches
+    ("the cat", "a cat", True),  # a gold that keeps words still drops articles as before
+])
+def test_gold_never_normalises_to_empty_and_empty_prediction_never_matches(prediction: str, gold: str,
+                                                                           equal: bool) -> None:
+    assert exact_match(prediction, gold) is equal

@@ -135,3 +135,30 @@ def test_eight_shot_exemplars_are_part_of_the_protocol_hash(tmp_path: Path) -> N
     shots = tmp_path / "gsm8k-8shot-wei2022.jsonl"
     shots.write_text(shots.read_text().replace("The answer is 6.", "The answer is 7.", 1))
     assert load_protocol(tmp_path / "gsm8k-cot-8shot.yaml").sha256 != before.sha256
+
+
+# Issue 14, point 3: numbers compared with a relative tolerance (exactly for exact rationals), and an answer that
+# math-verify parses only in part is never equal. Point 5: LaTeX/SI thousands separators.
+@pytest.mark.parametrize(("prediction", "gold", "equal"), [
+    ("\\frac{1}{2^{98}}", "\\frac{1}{2^{99}}", False),  # the issue's case: absolute 6-decimal rounding
+    ("2^{-98}", "2^{-99}", False), ("x = 2^{-98}", "2^{-99}", False), ("0.0000001", "0.0000002", False),
+    ("(2^{-98}, 1)", "(2^{-99}, 1)", False),  # interval ends
+    ("(2,\\infty)", "(2,\\infty)", True), ("(2,\\infty)", "(3,\\infty)", False), ("\\infty", "-\\infty", False),
+    ("\\{2^{-98}, 1\\}", "\\{2^{-99}, 1\\}", False),  # set elements
+    ("\\frac{355}{113}", "\\pi", False),  # exact values: 8.5e-8 apart is not equal
+    ("\\frac{1}{2^{98}}", "2^{-98}", True), ("\\sqrt{200}", "10\\sqrt{2}", True),
+    ("0.333333", "\\frac{1}{3}", True),  # a decimal as written: within 1e-6 relative
+    ("0.3333", "\\frac{1}{3}", False), ("3.1415927", "\\pi", True), ("3.14", "\\pi", False),
+    ("1e-7", "10^{-7}", True), ("1.5e3", "1500", True), ("1.5e3", "150", False),
+    ("50\\%", "50", True), ("50\\%", "0.5", True), ("50\\%", "5", False),
+    ("1 + \\frac{1}{\\mathrm{e}}", "1 - \\frac{1}{\\mathrm{e}}", False),  # the issue's case: a prefix parsed as 1
+    ("1 + \\frac{1}{\\mathrm{e}}", "1 + \\frac{1}{e}", True),  # upright e is Euler's number
+    ("1 +", "1", False), ("2*x+1", "2", False), ("(1, 2", "2", False), ("3 \\times", "3", False),  # partial parses
+    ("12\\,345", "12345", True),  # the issue's case
+    ("1{,}000{,}000", "1000000", True), ("12\u2009345", "12345", True), ("12\\,345", "12346", False),
+    ("\u22125", "-5", True), ("\u0667\u0662", "72", True),  # minus sign; Arabic-Indic digits
+    ("", "5", False), ("5", "", False), ("\\boxed{}", "5", False),  # an empty answer equals nothing
+])
+def test_numbers_compare_relatively_and_partial_parses_are_not_equal(prediction: str, gold: str,
+                                                                     equal: bool) -> None:
+    assert math_equal(prediction, gold) is equal

@@ -5,9 +5,11 @@
 - Sampling is per row: ``SeededSampler`` draws each row's next token from its own ``torch.Generator`` seeded with
   the sample's seed, so a sample does not depend on which other rows share its batch. Generation then runs in
   greedy mode over the sampler's one-hot output, with HF's repetition penalty applied before it.
-- Stop sequences end generation while it runs (``stop_strings``); the returned text is cut before the stop
-  sequence and finish_reason is ``stop``. A row that reaches max_tokens without EOS or a stop sequence is
-  ``length``.
+- Stop sequences end generation while it runs (``GeneratedStopCriteria``), matched inside the generated text
+  only, as vLLM and OpenAI-style servers do: transformers' own ``stop_strings`` also sees the prompt's last
+  tokens, so a prompt ending in a newline and a first generated token "```" matched the stop "\\n```" across the
+  boundary. The returned text is cut before the stop sequence and finish_reason is ``stop``. A row that reaches
+  max_tokens without EOS or a stop sequence is ``length``.
 - The checkpoint's ``generation_config.json`` never applies: transformers fills every generate() value left
   unset from ``model.generation_config`` (loaded from that file), so the model's generation config is replaced
   by one holding only the special token ids, and every sampling value comes from the protocol. What was
@@ -24,7 +26,14 @@ from typing import Any, cast
 import torch
 import transformers
 from safetensors import SafetensorError
-from transformers import AutoModelForCausalLM, GenerationConfig, LogitsProcessor, LogitsProcessorList
+from transformers import (
+    AutoModelForCausalLM,
+    GenerationConfig,
+    LogitsProcessor,
+    LogitsProcessorList,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
 
 from evalgate.backends.base import (
     Completion,
@@ -70,6 +79,31 @@ class SeededSampler(LogitsProcessor):
         chosen = torch.stack([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(self.generators)])
         out = torch.full_like(scores, float("-inf"))
         return cast(torch.FloatTensor, out.scatter(1, chosen.to(scores.device), 0.0))
+
+
+class GeneratedStopCriteria(StoppingCriteria):
+    """Ends a row once a stop string occurs in the text it generated (never in its prompt).
+
+    Each step decodes only the row's last generated tokens: a window of as many tokens as the longest stop
+    string has UTF-8 bytes, plus slack, which holds any occurrence that ends at this step since every token
+    decodes to at least one byte. Cost: one short decode per row per step.
+
+    Args:
+        tokenizer: the checkpoint's tokenizer.
+        stops: the protocol's stop strings (non-empty ones are used).
+        prompt_width: the batch's padded prompt length; tokens from this position on are generated.
+    """
+
+    def __init__(self, tokenizer: Any, stops: Sequence[str], prompt_width: int):
+        self.tokenizer, self.stops = tokenizer, [s for s in stops if s]
+        self.prompt_width = prompt_width
+        self.window = max((len(s.encode()) for s in self.stops), default=0) + 4
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+        start = max(self.prompt_width, input_ids.shape[1] - self.window)
+        tails = self.tokenizer.batch_decode(input_ids[:, start:].tolist(), skip_special_tokens=True)
+        done = [any(s in t for s in self.stops) for t in tails]
+        return cast(torch.BoolTensor, torch.tensor(done, dtype=torch.bool, device=input_ids.device))
 
 
 def plan_batches(rows: Sequence[tuple[int, EffectiveParams]], token_budget: int) -> list[list[int]]:
@@ -215,8 +249,7 @@ class HFBackend:
         # explicit because HF Trainer checkpoints save use_cache: false, which makes decoding quadratic.
         gen = GenerationConfig(
             max_new_tokens=p.max_tokens, do_sample=False, num_beams=1, use_cache=True,
-            repetition_penalty=p.repetition_penalty,
-            stop_strings=list(p.stop) or None, eos_token_id=self._eos_ids(), pad_token_id=pad,
+            repetition_penalty=p.repetition_penalty, eos_token_id=self._eos_ids(), pad_token_id=pad,
             bos_token_id=model.generation_config.bos_token_id,
         )
         processors = LogitsProcessorList()
@@ -224,12 +257,13 @@ class HFBackend:
         if p.temperature > 0:
             sampler = {"temperature": p.temperature, "top_k": p.top_k, "top_p": p.top_p, "seeds": "per row"}
             processors.append(SeededSampler([b[3] for b in batch], p.temperature, p.top_k, p.top_p))
-        self.sent = {"generation_config": gen.to_diff_dict(), "seeded_sampler": sampler}
+        stops = StoppingCriteriaList([GeneratedStopCriteria(self.tokenizer, p.stop, width)] if any(p.stop) else [])
+        self.sent = {"generation_config": gen.to_diff_dict(), "seeded_sampler": sampler,
+                     "stop": {"strings": list(p.stop), "matched_in": "generated text only"} if stops else None}
         try:
             with torch.inference_mode():
                 out = model.generate(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),
-                                     generation_config=gen, logits_processor=processors,
-                                     tokenizer=self.tokenizer if p.stop else None)
+                                     generation_config=gen, logits_processor=processors, stopping_criteria=stops)
         except Exception as e:  # noqa: BLE001 - any engine failure becomes an EngineError with context
             raise EngineError(f"transformers generate failed: {type(e).__name__}: {e}") from e
         new = out[:, width:].cpu().tolist()

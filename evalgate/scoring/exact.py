@@ -8,6 +8,11 @@ Normalisation (SQuAD-style, Rajpurkar et al. 2016, extended), in this order:
    (categories P*: curly quotes, guillemets, dashes, "¿", "。"), without a space, so "U.S.A." is "usa";
 4. the articles "a", "an", "the" removed as whole words only ("theory" and the "an" in "banana" survive);
 5. whitespace collapsed to single spaces and stripped.
+
+A gold answer that is not blank never normalises to nothing: where these steps would empty it (gold ``A``, a
+multiple-choice letter, is an article; gold ``?`` is punctuation), article removal and then punctuation removal
+are skipped for that comparison, on both sides. A prediction that normalises to nothing is never correct, and
+neither is anything compared with a blank gold answer.
 """
 
 from __future__ import annotations
@@ -46,14 +51,24 @@ def normalize(text: str, case: bool = True, punctuation: bool = True, articles: 
 
 
 def exact_match(prediction: str, gold: str, **options: bool) -> bool:
-    """Whether the normalised prediction equals the normalised gold answer.
+    """Whether the normalised prediction equals the normalised gold answer (never when either is empty).
 
     Args:
         prediction: the extracted answer.
         gold: the reference answer.
-        **options: ``case``, ``punctuation``, ``articles`` as in ``normalize`` (all default true).
+        **options: ``case``, ``punctuation``, ``articles`` as in ``normalize`` (all default true). Where they
+            would normalise a non-blank gold answer to nothing, ``articles`` and then ``punctuation`` are turned
+            off for both sides (see the module docstring).
     """
-    return normalize(prediction, **options) == normalize(gold, **options)
+    opts = dict(options)
+    g = normalize(gold, **opts)
+    for step in ("articles", "punctuation"):
+        if g:
+            break
+        opts[step] = False
+        g = normalize(gold, **opts)
+    p = normalize(prediction, **opts)
+    return bool(g) and bool(p) and p == g
 
 
 class ExactScorer(AnswerScorer):

@@ -1,12 +1,24 @@
 """Answer extraction rules (the protocol's ``extraction.rule``).
 
 - ``raw``: the whole completion, stripped.
-- ``last_number``: the last number in the completion (``-1,234.5`` style; thousands separators removed).
-- ``gsm8k``: the number after the last ``####``, else after the last "answer is" (e.g. "The answer is 18.",
-  "The final answer is $18$"), else the content of the last ``\\boxed{}``, else the last number.
+- ``last_number``: the last number in the completion (``-1,234.5`` style; thousands separators removed). A
+  number glued to a letter or to a non-Latin character is still a number (``x=5``, ``is5``, ``3a5`` gives 5,
+  ``答案是72`` gives 72); digits of any script (``٧٢``, fullwidth ``７２``) and the minus sign ``−`` are read as
+  ASCII; ``1.5e3`` is one number.
+- ``gsm8k``: the answer to the question asked: the completion is cut where the model starts a new exercise (a
+  line opening with ``Question:``, ``Q:`` or ``Problem:``, as a run-on few-shot answer does), and the first part
+  that holds an answer gives it: the number after its first ``####`` (GSM8K's marker ends the answer, as
+  lm-evaluation-harness's strict match reads it), else after its last "answer is" (e.g. "The answer is 18.",
+  "The final answer is $18$"), else the content of its last ``\\boxed{}``, else its last number.
 - ``boxed``: the content of the *last* ``\\boxed{...}`` (or ``\\fbox{...}``, or ``\\boxed 5``), braces
   balanced; repeated boxes are never joined, and a last box cut off before its closing brace is no answer.
 - ``code``: the completion as is (code scorers extract programs themselves).
+
+Thousands separators (``last_number`` and ``gsm8k``): ``,`` and the Arabic ``٬`` between groups of three
+digits, and, written in LaTeX or SI style, ``{,}``, ``\\,`` ``\\;`` ``\\:`` ``\\!`` ``\\ `` ``~`` and the no-break,
+thin, narrow no-break and figure spaces (``1{,}000{,}000``, ``12\\,345``, and 12 345 with a thin space give
+1000000 and 12345) when every group after the first has exactly three digits. A plain ASCII space never joins
+numbers ("5 100" stays two numbers). Docs: docs/SCORING.md.
 
 Returns None when the rule finds no answer. Truncated completions (finish_reason ``length``) are not extracted
 at all by the scorers unless the protocol sets ``extraction.score_truncated``.
@@ -15,19 +27,44 @@ at all by the scorers unless the protocol sets ``extraction.score_truncated``.
 from __future__ import annotations
 
 import re
+import unicodedata
 
 # A number: thousands separators only in groups of three ("1,234", but "5,7" is two numbers), an optional
-# decimal part, and a minus sign only where it cannot be a subtraction ("10-5" ends in 5, not -5).
-_NUMBER = re.compile(r"(?<![\w.])(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?|(?<![\w.])-?\.\d+")
+# decimal part and exponent, and a minus sign only where it cannot be a subtraction ("10-5" ends in 5, not -5).
+# Only a digit or a point before it stops a number from starting: after a letter of any script it is a number.
+_NUMBER = re.compile(r"(?<![\d.])(?:(?<![\w)])-)?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+(?![\w.]))?"
+                     r"|(?<![\d.])-?\.\d+")
+# Thousands separators other than ",": LaTeX ({,} \, \; \: \! "\ " ~), SI spaces (no-break, thin, narrow no-break,
+# figure), the Arabic thousands separator and the fullwidth comma.
+_SEP = r"(?:\{,\}|\\[,;:! ]|~|[\u00a0\u2009\u202f\u2007\u066c\uff0c])"
+_GROUPED = re.compile(rf"(?<!\d)\d{{1,3}}(?:{_SEP}\d{{3}})+(?!\d)")
+_SEP_RE = re.compile(_SEP)
+_NON_ASCII_DIGIT = re.compile(r"(?![0-9])\d")
+_SIGNS = str.maketrans({"\u2212": "-", "\u066b": "."})  # minus sign; Arabic decimal separator
+
+
+def plain_numbers(text: str) -> str:
+    """``text`` with numbers written the plain way: digits of any script as ASCII digits (``٧٢`` -> ``72``), the
+    minus sign ``−`` as ``-``, and LaTeX/SI thousands separators written as ``,`` (``1{,}000{,}000`` ->
+    ``1,000,000``, ``12\\,345`` -> ``12,345``) where every group after the first has exactly three digits.
+
+    Args:
+        text: a completion or an extracted answer.
+
+    Returns:
+        The rewritten text (unchanged where it holds none of these).
+    """
+    text = _NON_ASCII_DIGIT.sub(lambda m: str(unicodedata.decimal(m.group())), text.translate(_SIGNS))
+    return _GROUPED.sub(lambda m: _SEP_RE.sub(",", m.group()), text)
 
 
 def last_number(text: str) -> str | None:
-    """The last number in ``text`` with thousands separators removed, or None.
+    """The last number in ``text`` (after ``plain_numbers``) with thousands separators removed, or None.
 
-    ``"She pays $1,234.50."`` gives ``1234.50``; ``"5,7"`` gives ``7``; ``"10-5=5"`` gives ``5``; a sentence's
-    final period is never part of the number.
+    ``"She pays $1,234.50."`` gives ``1234.50``; ``"5,7"`` gives ``7``; ``"10-5=5"`` gives ``5``; ``"3a5"`` gives
+    ``5``; a sentence's final period is never part of the number.
     """
-    found = _NUMBER.findall(text)
+    found = _NUMBER.findall(plain_numbers(text))
     if not found:
         return None
     return found[-1].replace(",", "")
@@ -60,12 +97,16 @@ def last_boxed(text: str) -> str | None:
 
 
 _ANSWER_IS = re.compile(r"answer is[:\s]*", re.I)
+# Where a run-on model starts a new exercise, as few-shot prompts write them (Wei et al. 2022 "Q:", GSM8K
+# "Question:", MATH "Problem:").
+_NEW_EXERCISE = re.compile(r"\n[ \t]*(?:Question|Q|Problem)[ \t]*[:：]", re.I)
 
 
-def _gsm8k(text: str) -> str | None:
+def _marked(text: str) -> str | None:
+    """The answer after a final-answer marker in ``text`` (``####``, "answer is", ``\\boxed``), or None."""
     if "####" in text:
-        tail = text.rsplit("####", 1)[1].strip()
-        return last_number(tail.split("\n", 1)[0]) or (tail or None)
+        tail = text.split("####", 1)[1].strip()
+        return last_number(tail.split("\n", 1)[0]) or (tail.split("\n", 1)[0].strip() or None)
     m = list(_ANSWER_IS.finditer(text))
     if m:
         line = text[m[-1].end():].split("\n", 1)[0]
@@ -73,7 +114,17 @@ def _gsm8k(text: str) -> str | None:
         num = _NUMBER.search(found)
         if num:
             return num.group(0).replace(",", "")
-    return last_boxed(text) or last_number(text)
+    return last_boxed(text)
+
+
+def _gsm8k(text: str) -> str | None:
+    # The first part that holds an answer decides: text before the question asked ("Sure!\nQuestion: ...")
+    # holds none, and a run-on exercise after an answer is never read.
+    for part in _NEW_EXERCISE.split(plain_numbers(text)):
+        found = _marked(part) or last_number(part)
+        if found is not None:
+            return found
+    return None
 
 
 def extract_answer(text: str, rule: str = "raw") -> str | None:

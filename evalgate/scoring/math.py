@@ -3,12 +3,23 @@
 ``math_equal(prediction, gold)`` compares two *answers* (already extracted from completions, e.g. by the
 ``gsm8k`` or ``boxed`` rule): each is unwrapped (a last ``\\boxed{}`` is taken, ``$...$`` / ``\\(...\\)`` /
 ``\\[...\\]`` delimiters dropped), a plain number followed by a plain-word unit ("18 dollars") keeps the
-number, and both are parsed by ``math_verify.parse`` inside ``$...$`` with its LaTeX and plain-expression
-extractors, then compared by ``math_verify.verify(gold, prediction)`` (the order math-verify requires). So
-``\\text{13}`` equals ``13``, ``2.5`` equals ``2\\frac{1}{2}``, ``1,234`` equals ``1234``, ``50\\%`` equals
-``50`` and ``0.5``, ``\\dfrac{14}{3}`` equals ``\\frac{14}{3}``, and ``x=5`` equals ``5``; numbers compare
-after rounding to 6 decimal places (math-verify's ``float_rounding``). An answer math-verify cannot parse is
-compared as normalised text.
+number, numbers are written the plain way (``extract.plain_numbers``: LaTeX/SI thousands separators such as
+``12\\,345`` and ``1{,}000``, digits of any script, the minus sign ``−``), a number in e-notation (``1.5e3``)
+becomes ``1.5\\times10^{3}`` and an upright ``\\mathrm{e}`` becomes Euler's ``e``. Both are parsed by
+``math_verify.parse`` inside ``$...$`` with its LaTeX extractor; only where that fails, by its plain-expression
+extractor, and then only if the expression it found is the whole answer: an answer math-verify parses only in
+part (``1 + \\frac{1}{\\mathrm{e}}`` read as ``1``, ``2*x+1`` read as ``2``) is not a parse.
+
+Numbers (both sides a number, or tuples/sets of numbers) are compared here, not by math-verify, whose
+``evalf(chop=True)`` and 6-decimal rounding make every tiny number equal (``\\frac{1}{2^{98}}`` =
+``\\frac{1}{2^{99}}``): two exact values (no decimal point written) must be equal (exact rationals exactly,
+others to 50 significant digits); where either side is written as a decimal, their relative difference must be
+at most ``REL_TOL`` (1e-6), so ``0.333333`` equals ``\\frac{1}{3}`` but ``0.3333`` does not. A side written with
+``%`` matches either its value or its value times 100 (``50\\%`` equals ``50`` and ``0.5``). Everything else
+(expressions with symbols, equations, intervals, matrices) goes to ``math_verify.verify(gold, prediction)`` (the
+order math-verify requires). So ``\\text{13}`` equals ``13``, ``2.5`` equals ``2\\frac{1}{2}``, ``1,234`` equals
+``1234``, ``\\dfrac{14}{3}`` equals ``\\frac{14}{3}``, and ``x=5`` equals ``5``. An answer that cannot be
+parsed is compared as normalised text; an empty answer equals nothing. Docs: docs/SCORING.md.
 
 math-verify bounds each parse and comparison with ``signal.alarm``, which works only in the main thread; off
 the main thread ``math_equal`` runs without that bound.
@@ -23,13 +34,17 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalgate.scoring.base import AnswerScorer, MathOptions
-from evalgate.scoring.extract import last_boxed
+from evalgate.scoring.extract import last_boxed, plain_numbers
 from evalgate.userfiles import FieldProblem
 
 _DELIMS = ((r"$$", r"$$"), ("$", "$"), (r"\(", r"\)"), (r"\[", r"\]"))
 _NUMBER_WITH_WORDS = re.compile(r"^\s*(-?[\d,]*\.?\d+)\s*[A-Za-z]{2,}[A-Za-z .]*$")
 _TIMEOUT_S = 5
 _MARKER = re.compile(r"####|answer is|\\boxed|\\fbox", re.I)
+_E_NOTATION = re.compile(r"^(-?\d+(?:\.\d+)?)[eE]([-+]?\d+)$")
+_UPRIGHT_E = re.compile(r"\\(?:mathrm|operatorname|text|rm)\s*\{\s*e\s*\}")
+REL_TOL = 1e-6  # relative tolerance for numbers where either side is written as a decimal
+_EXACT_DIGITS = 60  # significant digits at which exact non-rational values are compared (to 1e-50 relative)
 
 # Forms a numeric answer takes in GSM8K and MATH; a stop sequence found inside any of them could end
 # generation in the middle of an answer (e.g. "." cuts "2.5" to "2").
@@ -56,7 +71,12 @@ def unwrap(answer: str) -> str:
             s = s[len(left):len(s) - len(right)].strip()
             break
     m = _NUMBER_WITH_WORDS.match(s)
-    return m.group(1) if m else s
+    s = m.group(1) if m else s
+    s = plain_numbers(s)
+    e = _E_NOTATION.match(s)
+    if e:
+        s = f"{e.group(1)}\\times10^{{{int(e.group(2))}}}"
+    return _UPRIGHT_E.sub("e", s)
 
 
 def _timeout() -> int | None:
@@ -65,10 +85,89 @@ def _timeout() -> int | None:
 
 @functools.lru_cache(maxsize=65536)
 def _parse(answer: str, timeout: int | None) -> tuple[Any, ...]:
+    """math-verify's parse of a whole answer: ``(value, parsed text)``, or ``()`` when it parses none or only a
+    part of it."""
     from math_verify import ExprExtractionConfig, LatexExtractionConfig, parse
 
-    config = [LatexExtractionConfig(), ExprExtractionConfig()]
-    return tuple(parse(f"${answer}$", config, parsing_timeout=timeout))
+    found = parse(f"${answer}$", [LatexExtractionConfig()], parsing_timeout=timeout)
+    if found and not isinstance(found[0], str):
+        return tuple(found)
+    # The plain-expression extractor finds the last expression anywhere in the text ("1 +" gives 1): accepted
+    # only when what it found is the whole answer.
+    found = parse(answer, [ExprExtractionConfig()], parsing_timeout=timeout)
+    if len(found) == 2 and not isinstance(found[0], str) and _squash(found[1]) == _squash(answer):
+        return tuple(found)
+    return ()
+
+
+def _squash(text: str) -> str:
+    return re.sub(r"\s", "", text)
+
+
+def _numeric(value: Any) -> tuple[Any, list[Any]] | None:
+    """``(shape, numbers)`` of a parsed value that is a number, a tuple or finite set of numbers (sets sorted by
+    value) or an interval with numeric ends; else None (symbols, equations, matrices: left to math-verify)."""
+    import sympy
+
+    def is_num(v: Any) -> bool:
+        return isinstance(v, sympy.Expr) and bool(v.is_number)
+
+    if isinstance(value, sympy.Eq) and isinstance(value.lhs, sympy.Symbol):  # an assignment "x = 5"
+        value = value.rhs
+    if isinstance(value, sympy.Expr) and value.has(sympy.UnevaluatedExpr):  # math-verify writes 50% so
+        value = value.replace(lambda e: isinstance(e, sympy.UnevaluatedExpr), lambda e: e.args[0])
+    if is_num(value):
+        return "number", [value]
+    if isinstance(value, sympy.Interval) and is_num(value.start) and is_num(value.end):
+        return ("interval", value.left_open, value.right_open), [value.start, value.end]
+    if isinstance(value, (sympy.Tuple, sympy.FiniteSet)) and all(is_num(v) for v in value.args):
+        items = list(value.args)
+        if isinstance(value, sympy.FiniteSet):
+            items.sort(key=lambda v: tuple(float(c) for c in sympy.N(v, 30).as_real_imag()))
+        return type(value).__name__, items
+    return None
+
+
+def _number_equal(a: Any, b: Any, approximate: bool) -> bool:
+    """``a == b`` for two sympy numbers: exactly (rationals) or to 50 significant digits; when ``approximate`` (a
+    side was written as a decimal), within ``REL_TOL`` relative, the decimal taken as written (0.333333 is
+    333333/10**6, not its binary float)."""
+    import sympy
+
+    if approximate:
+        a, b = (v.xreplace({f: sympy.Rational(str(f)) for f in v.atoms(sympy.Float)}) for v in (a, b))
+    x, y = sympy.N(a, _EXACT_DIGITS), sympy.N(b, _EXACT_DIGITS)
+    if not all(v.is_finite for v in (x, y)):  # infinities (an interval's end) are equal only to themselves
+        return bool(x == y and x.is_infinite)
+    tol = sympy.Rational(str(REL_TOL)) if approximate else sympy.Rational(1, 10**50)
+    if 1e-300 < max(abs(x), abs(y)) < 1e300:  # small enough to evaluate exactly
+        ea, eb = a.doit(), b.doit()
+        if ea.is_Rational and eb.is_Rational:
+            return bool(abs(ea - eb) <= tol * max(abs(ea), abs(eb)))
+    return bool(abs(x - y) <= tol * max(abs(x), abs(y)))
+
+
+_DECIMAL = re.compile(r"\d\.\d")
+
+
+def _numbers_equal(pred: Any, gold: Any, pred_text: str, gold_text: str) -> bool | None:
+    """Whether two parsed answers are equal numbers (or tuples, sets or intervals of numbers); None when they
+    are not both numeric of the same shape."""
+    import sympy
+
+    p, g = _numeric(pred), _numeric(gold)
+    if p is None or g is None or p[0] != g[0]:
+        return None
+    if len(p[1]) != len(g[1]):
+        return False
+    approximate = bool(_DECIMAL.search(pred_text) or _DECIMAL.search(gold_text)
+                       or any(v.atoms(sympy.Float) for v in (*p[1], *g[1])))
+
+    def variants(values: list[Any], text: str) -> list[list[Any]]:
+        return [values, [v * 100 for v in values]] if "%" in text else [values]
+
+    return any(all(_number_equal(x, y, approximate) for x, y in zip(pv, gv, strict=True))
+               for pv in variants(p[1], pred_text) for gv in variants(g[1], gold_text))
 
 
 def _text_key(answer: str) -> str:
@@ -84,8 +183,10 @@ def math_equal(prediction: str, gold: str) -> bool:
         gold: the reference answer (GSM8K number or MATH LaTeX ``answer``).
 
     Returns:
-        True when math-verify judges them equal, or, when either side cannot be parsed, when their normalised
-        texts are equal (``\\text{}`` dropped, spaces, backslashes and braces removed, lower case).
+        For two numbers (or tuples/sets of numbers), whether they are equal by the module docstring's rule;
+        otherwise whether math-verify judges them equal; when either side cannot be parsed in full, whether their
+        normalised texts are equal (``\\text{}`` dropped, spaces, backslashes and braces removed, lower case).
+        False when either side is empty.
     """
     p, g = unwrap(prediction), unwrap(gold)
     if not p or not g:
@@ -95,7 +196,15 @@ def math_equal(prediction: str, gold: str) -> bool:
     if not gp or not pp:
         return _text_key(p) == _text_key(g)
     from math_verify import verify
+    from math_verify.errors import TimeoutException
+    from math_verify.utils import timeout as time_limit
 
+    try:
+        numeric = time_limit(timeout)(_numbers_equal)(pp[0], gp[0], p, g)
+    except (TimeoutException, TypeError, ValueError, ArithmeticError):
+        numeric = False  # a number too large to compare in time is not accepted as equal
+    if numeric is not None:
+        return numeric
     return bool(verify(list(gp), list(pp), timeout_seconds=timeout))
 
 
