@@ -385,6 +385,8 @@ def _evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, sp
     timing = {"wall_s": wall, "generate_s": gen_s, "score_s": score_s, "new_completion_tokens": new_tokens,
               "tokens_per_s": new_tokens / gen_s if gen_s > 0 else None}
     counts["timing"] = timing
+    if hasattr(scorer, "sandbox"):  # code scorers: the isolation layers programs ran with, and the missing ones
+        counts["sandbox"] = scorer.sandbox
     store.finish_run(run_id, samples, metrics, counts, wall)
     return {
         "run_id": run_id, "status": "complete",
