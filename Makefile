@@ -7,9 +7,17 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup setup-vllm-contract demo test lint clean
+.PHONY: setup setup-vllm-contract setup-sandbox demo test lint clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed setup-sandbox
+
+# The code sandbox runs model-written programs under bubblewrap (docs/SANDBOX.md): installed here where we are root
+# with apt; elsewhere a warning, and programs run in the weaker fallback (which the run record names).
+setup-sandbox:
+	@command -v bwrap >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap >/dev/null || { apt-get update -q >/dev/null \
+	    && DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap >/dev/null; }; }; } || \
+	  echo "warning: bubblewrap is not installed (apt-get install bubblewrap); code runs in the fallback sandbox"
 
 # torch is installed first, pinned to the CPU build on local disk: an unpinned torch (pulled in by transformers
 # or accelerate) would download a multi-GB CUDA build.

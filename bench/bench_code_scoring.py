@@ -29,7 +29,7 @@ from pathlib import Path
 # Import the checkout's evalgate, not an installed one.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from evalgate.datasets.humaneval import humaneval_path  # noqa: E402
-from evalgate.scoring.code import available_cores, run_many, sandbox_command  # noqa: E402
+from evalgate.sandbox import available_cores, describe, run_many  # noqa: E402
 
 
 def programs() -> list[str]:
@@ -43,9 +43,9 @@ def _children_cpu_s() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def plain_loop(progs: list[str], workdir: Path) -> tuple[float, float]:
+def plain_loop(progs: list[str], workdir: Path, python: list[str]) -> tuple[float, float]:
     """(seconds, children's CPU seconds) to run every program in turn with a bare ``subprocess.run`` (no
-    sandbox, no limits)."""
+    sandbox, no limits) under ``python`` (interpreter and flags)."""
     paths = []
     for i, p in enumerate(progs):
         path = workdir / f"p{i}.py"
@@ -53,7 +53,7 @@ def plain_loop(progs: list[str], workdir: Path) -> tuple[float, float]:
         paths.append(path)
     cpu0, t0 = _children_cpu_s(), time.perf_counter()
     for path in paths:
-        r = subprocess.run([sys.executable, str(path)], cwd=workdir, stdout=subprocess.DEVNULL,
+        r = subprocess.run([*python, str(path)], cwd=workdir, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL, timeout=60)
         assert r.returncode == 0, path
     return time.perf_counter() - t0, _children_cpu_s() - cpu0
@@ -86,13 +86,17 @@ def main() -> None:
     progs = programs()
     cores = available_cores()
     load_before = os.getloadavg()
-    plain, sandbox, plain_cores, sandbox_cores = [], [], [], []
+    plain, sandbox, plain_cores, sandbox_cores, same = [], [], [], [], []
+    # The sandbox's interpreter is a system Python started with -I -S (no site import), which starts faster than
+    # evalgate's: a second baseline runs the plain loop under that same interpreter and flags.
+    same_python = [describe()["python"].split()[0], "-I", "-S", "-B"]
     with tempfile.TemporaryDirectory(prefix="evalgate-bench-") as d:
         run_many(progs[:cores])  # warm the namespace probe and the page cache
         for _ in range(args.reps):
-            wall, cpu = plain_loop(progs, Path(d))
+            wall, cpu = plain_loop(progs, Path(d), [sys.executable])
             plain.append(wall)
             plain_cores.append(cpu / wall)
+            same.append(plain_loop(progs, Path(d), same_python)[0])
             wall, cpu = sandboxed(progs)
             sandbox.append(wall)
             sandbox_cores.append(cpu / wall)
@@ -101,7 +105,7 @@ def main() -> None:
     print(json.dumps({
         "machine": {"cpu": cpu_model(), "cores": cores, "os_cpu_count": os.cpu_count(),
                     "kernel": platform.release(), "python": platform.python_version()},
-        "isolation": sandbox_command("/x.py", network=False)[1],
+        "sandbox": describe(),
         "programs": len(progs), "reps": args.reps,
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
@@ -109,6 +113,8 @@ def main() -> None:
         "median_plain_loop_s": round(med_plain, 3), "median_plain_loop_over_cores_s": round(ideal, 3),
         "median_sandbox_s": round(med_sandbox, 3),
         "ratio_sandbox_to_plain_over_cores": round(med_sandbox / ideal, 3), "target_ratio": 1.5,
+        "plain_loop_sandbox_python": same_python, "plain_loop_sandbox_python_s": [round(x, 3) for x in same],
+        "ratio_sandbox_to_plain_sandbox_python_over_cores": round(med_sandbox / (statistics.median(same) / cores), 3),
         "plain_loop_cores_busy": [round(x, 3) for x in plain_cores],
         "sandbox_cores_busy": [round(x, 3) for x in sandbox_cores],
     }, indent=2))

@@ -162,6 +162,10 @@ class ExecutionLimits(StrictModel):
     """Largest file a program may write (RLIMIT_FSIZE), MiB. Default: 16."""
     workers: int = Field(0, ge=0)
     """Programs run in parallel (a count); 0 means one per CPU core. Default: 0."""
+    isolation: Literal["best-effort", "strict"] = "best-effort"
+    """``strict``: refuse to run (exit 2) unless the code sandbox has every isolation layer (docs/SANDBOX.md);
+    ``best-effort``: run with what the machine provides; the run record lists the missing layers. Default:
+    best-effort (left out of the protocol's hash, so protocols frozen before this field keep their sha256)."""
 
 
 class Protocol(StrictModel):
@@ -382,6 +386,8 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     resolved["prompt"]["fewshot"] = fewshot
     for key in ("template_file", "fewshot_file"):
         resolved["prompt"].pop(key)
+    if resolved["execution"]["isolation"] == "best-effort":
+        del resolved["execution"]["isolation"]  # the default: older locks stay valid
     digest = sha256_text(canonical_json(resolved))
     return LoadedProtocol(path, spec, resolved, digest, template, chat, tuple(fewshot), scorer_options)
 

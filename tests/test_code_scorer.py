@@ -8,47 +8,11 @@ from pathlib import Path
 import pytest
 
 from evalgate.scoring import run_code, run_many
-from evalgate.scoring.code import (
-    HumanEvalScorer,
-    available_cores,
-    extract_program,
-    netns_available,
-    pidns_available,
-    rofs_available,
-)
-
-# Inside a PID namespace os.getpid() is the namespace's number; /proc is the host's, so the first NSpid field
-# of /proc/self/status is the pid this test can see.
-HOST_PID = "int(open('/proc/self/status').read().split('NSpid:')[1].split()[0])"
+from evalgate.scoring.code import HumanEvalScorer, extract_program, netns_available
 
 
 def _program(rec: dict, body: str) -> str:
     return f"{rec['prompt']}{body}\n\n{rec['test']}\n\ncheck({rec['entry_point']})\n"
-
-
-def _alive(pid: int) -> bool:
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except FileNotFoundError:
-        return False
-    return state not in ("Z", "X")
-
-
-def _gone(pids: list[int], within_s: float = 2.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while any(_alive(p) for p in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
-def _pids(path: Path, count: int) -> list[int]:
-    deadline = time.monotonic() + 5
-    while not path.exists() or len(path.read_text().split()) < count:
-        assert time.monotonic() < deadline, f"the program wrote fewer than {count} pids to {path}"
-        time.sleep(0.05)
-    return [int(x) for x in path.read_text().split()]
 
 
 def test_all_canonical_solutions_pass_and_wrong_ones_fail(humaneval_records: list[dict]) -> None:
@@ -74,44 +38,6 @@ def test_cpu_time_limit_gives_timeout() -> None:
     assert res.status == "timeout"
     assert res.returncode == -24  # SIGXCPU
     assert res.wall_s < 15
-
-
-def test_forked_sleeping_child_is_killed(tmp_path: Path) -> None:
-    pidfile = tmp_path / "pids"
-    prog = (f"import os, time\nif os.fork() == 0:\n    open({str(pidfile)!r}, 'w').write(str({HOST_PID}))\n"
-            "    time.sleep(60)\n    os._exit(0)\ntime.sleep(0.3)\n")
-    res = run_code(prog, timeout_s=10.0, writable=[str(tmp_path)])
-    assert res.status == "passed", res.stderr
-    assert _gone(_pids(pidfile, 1)), "the forked child survived the sandbox"
-
-
-def test_child_and_grandchild_are_killed_on_timeout(tmp_path: Path) -> None:
-    pidfile = tmp_path / "pids"
-    prog = (f"import os, time\nif os.fork() == 0:\n    os.fork()\n"
-            f"    open({str(pidfile)!r}, 'a').write(str({HOST_PID}) + ' ')\n    time.sleep(60)\n"
-            "time.sleep(60)\n")
-    res = run_code(prog, timeout_s=3.0, writable=[str(tmp_path)])
-    assert res.status == "timeout"
-    assert _gone(_pids(pidfile, 2)), "a child or grandchild survived the timeout"
-
-
-# 3 s, not 1 s, for the timeout case: under load, interpreter start-up alone can take a second, and the
-# grandchild must get to write its pid before the kill.
-@pytest.mark.parametrize("timeout_s", [10.0, 3.0], ids=["program-exits", "program-times-out"])
-def test_setsid_escapee_is_killed(tmp_path: Path, timeout_s: float) -> None:
-    if not pidns_available():
-        pytest.skip("no PID namespace here (unshare --pid fails): a child that calls setsid() leaves the "
-                    "process group and survives killpg; this is the documented remaining gap")
-    pidfile = tmp_path / "pids"
-    # The child leaves the process group and session, then double-forks like a daemon.
-    prog = (f"import os, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-            f"        open({str(pidfile)!r}, 'w').write(str({HOST_PID}))\n        time.sleep(60)\n"
-            "    os._exit(0)\n"
-            f"time.sleep({0.5 if timeout_s > 5 else 60})\n")
-    res = run_code(prog, timeout_s=timeout_s, writable=[str(tmp_path)])
-    assert res.status == ("passed" if timeout_s > 5 else "timeout"), res.stderr
-    assert "pidns" in res.isolation
-    assert _gone(_pids(pidfile, 1)), "a setsid() child escaped the sandbox"
 
 
 def test_network_connection_fails_where_isolation_is_available() -> None:
@@ -145,41 +71,6 @@ def test_file_size_limit(tmp_path: Path) -> None:
     assert res.status in ("failed", "error")
     assert "File too large" in res.stderr
     assert run_code("open('small', 'wb').write(b'x' * (3 << 19))\n", file_size_mb=2).status == "passed"
-
-
-def test_file_system_is_read_only_outside_the_program_directory(tmp_path: Path) -> None:
-    if not rofs_available():
-        pytest.skip("no private mount namespace with mount and setpriv here (needs root or user namespaces): "
-                    "programs can write wherever the scorer's user can; the documented remaining gap")
-    victim = tmp_path / "keep.txt"
-    victim.write_text("precious")
-    # what a careless completion might do: delete a file, write beside it, and try to undo the protection
-    prog = (f"import os, subprocess\nopen('scratch.txt', 'w').write('own directory is writable')\n"
-            f"for attempt in (lambda: os.remove({str(victim)!r}), lambda: open({str(tmp_path / 'new.txt')!r}, 'w')):\n"
-            "    try:\n        attempt()\n    except OSError as e:\n        assert e.errno == 30, e  # EROFS\n"
-            "    else:\n        raise SystemExit('wrote outside its directory')\n"
-            "assert subprocess.run(['mount', '-o', 'remount,bind,rw', '/'], capture_output=True).returncode != 0\n")
-    res = run_code(prog, timeout_s=10.0)
-    assert res.status == "passed", res.stderr
-    assert "rofs" in res.isolation
-    assert victim.read_text() == "precious" and not (tmp_path / "new.txt").exists()
-    # the same program where the directory is declared writable does delete the file: the check above can fail
-    assert run_code(prog, timeout_s=10.0, writable=[str(tmp_path)]).status == "failed"
-    assert not victim.exists()
-
-
-def test_run_many_keeps_order_and_uses_every_core(tmp_path: Path) -> None:
-    cores = available_cores()
-    # Each program records when it slept; the sleeps overlap as many at a time as there are workers.
-    progs = [f"import time\nt = time.time()\ntime.sleep(0.6)\n"
-             f"open({str(tmp_path / str(i))!r}, 'w').write(f'{{t}} {{time.time()}}')\n"
-             f"raise SystemExit({i % 2})\n"
-             for i in range(2 * cores)]
-    res = run_many(progs, writable=[str(tmp_path)])
-    assert [r.status for r in res] == ["passed", "failed"] * cores
-    spans = [tuple(map(float, (tmp_path / str(i)).read_text().split())) for i in range(2 * cores)]
-    overlap = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
-    assert overlap == cores
 
 
 def test_extract_program_takes_fenced_block() -> None:

@@ -49,6 +49,7 @@ MUTATIONS: dict[str, object] = {
     "tools.memory_mb": 512,
     "execution.timeout_s": 3.0, "execution.cpu_s": 5, "execution.memory_mb": 512, "execution.file_size_mb": 8,
     "execution.workers": 2,
+    "execution.isolation": "strict",
 }
 
 

@@ -221,6 +221,8 @@ def record(plan: RunPlan, started: RunRecord, generated: Generated, scored: Scor
               "timing": {"wall_s": wall, "generate_s": gen_s, "score_s": scored.score_s,
                          "new_completion_tokens": generated.new_completion_tokens,
                          "tokens_per_s": generated.new_completion_tokens / gen_s if gen_s > 0 else None}}
+    if hasattr(plan.scorer, "sandbox"):  # code scorers: the isolation layers programs ran with, and the missing ones
+        counts["sandbox"] = plan.scorer.sandbox
     return RunRecord.model_validate({
         **started.model_dump(), "status": "complete", "backend": {**started.backend, **generated.backend_info},
         "metrics": scored.metrics, "counts": counts, "wall_s": wall})
