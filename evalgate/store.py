@@ -456,7 +456,8 @@ class Store:
         Args:
             row: the row's fields.
             budget: ``(window_start, max_reads)``: append only if fewer than ``max_reads`` permitted reads
-                (outcome ``read`` or ``override``) of ``row["split"]`` have ``ts >= window_start``. Counted and
+                (outcome ``read`` or ``override``, purpose not ``contamination-check``: see ``evalgate.splits``) of
+                ``row["split"]`` have ``ts >= window_start``. Counted and
                 appended under the store lock in one transaction, so concurrent readers cannot overdraw a budget.
 
         Returns:
@@ -465,7 +466,8 @@ class Store:
         with self.connect() as con:
             if budget is not None:
                 used = con.execute("SELECT count(*) FROM access_log WHERE split=? AND ts>=? "
-                                   "AND outcome IN ('read', 'override')", [row["split"], budget[0]]).fetchone()
+                                   "AND outcome IN ('read', 'override') AND purpose <> 'contamination-check'",
+                                   [row["split"], budget[0]]).fetchone()
                 if used and used[0] >= budget[1]:
                     return None
             last = con.execute("SELECT seq, row_hash FROM access_log ORDER BY seq DESC LIMIT 1").fetchone()
