@@ -8,7 +8,8 @@ not change the result. Each checked field of an item is scored on its own:
   above the threshold flags its item. Scoring fields separately keeps a pasted question from being diluted by
   the much longer worked solution stored beside it.
 - **near-duplicate** (optional): the Jaccard similarity between the field and a corpus segment (a line of a text
-  corpus, a string of a JSONL record), both as sets of 5-byte shingles of the normalised text. Candidates come from
+  corpus, a string of a JSONL record), both as sets of 5-byte shingles of the normalised text (tokens joined by
+  single spaces). Candidates come from
   MinHash locality-sensitive hashing (``datasketch.MinHashLSH``, 128 permutations; Broder 1997, "On the resemblance
   and containment of documents"; Indyk and Motwani 1998); each candidate's Jaccard is then computed exactly from
   the two shingle sets. This catches edited copies ("the" -> "a", changed punctuation) that break every 13-gram.
@@ -30,10 +31,10 @@ import os
 import re
 import time
 import unicodedata
-import zlib
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -177,13 +178,19 @@ def corpus_chunks(path: Path, fmt: str = "auto", chunk_bytes: int = CHUNK_BYTES)
 
 
 # -- near-duplicates ---------------------------------------------------------------------------------------------
-def shingles(toks: list[bytes]) -> set[int]:
-    """crc32 hashes of the ``SHINGLE_BYTES``-byte shingles of the tokens joined by single spaces (the whole
-    text as one shingle if it is shorter)."""
-    s = b" ".join(toks)
-    if len(s) <= SHINGLE_BYTES:
-        return {zlib.crc32(s)} if s else set()
-    return {zlib.crc32(s[i:i + SHINGLE_BYTES]) for i in range(len(s) - SHINGLE_BYTES + 1)}
+def shingles(toks: list[bytes]) -> Any:
+    """The distinct ``SHINGLE_BYTES``-byte shingles of the tokens joined by single spaces (the whole text as one
+    shingle if it is shorter), each coded exactly as the integer of its bytes (sorted ``uint64`` numpy array)."""
+    import numpy as np
+
+    b = np.frombuffer(b" ".join(toks), dtype=np.uint8).astype(np.uint64)
+    if b.size == 0:
+        return b
+    k = min(SHINGLE_BYTES, b.size)
+    code = np.zeros(b.size - k + 1, dtype=np.uint64)
+    for i in range(k):
+        code = (code << np.uint64(8)) | b[i:b.size - k + 1 + i]
+    return np.unique(code)
 
 
 class NearDupIndex:
@@ -205,34 +212,36 @@ class NearDupIndex:
         check_parameters(1, 0, threshold)
         self.threshold = threshold
         self.lsh = MinHashLSH(threshold=threshold, num_perm=NUM_PERM)
-        self.perms = MinHash(num_perm=NUM_PERM).permutations
-        self.sets: dict[tuple[int, str], Any] = {}
-        for key, toks in fields.items():
-            sh = shingles(toks)
-            self.sets[key] = np.array(sorted(sh), dtype=np.uint32)
+        # One MinHash, cleared before each use: the LSH keeps only the band hashes it computes at insert/query.
+        self.minhash = MinHash(num_perm=NUM_PERM, hashfunc=int)
+        self.sets = {key: shingles(toks) for key, toks in fields.items()}
+        for key, sh in self.sets.items():
             self.lsh.insert(key, self._minhash(sh))
-        sizes = [len(a) for a in self.sets.values()] or [0]
-        # Jaccard(A, B) <= min(|A|, |B|) / max(|A|, |B|): segments outside these sizes cannot reach the threshold.
+        sizes = [a.size for a in self.sets.values()] or [0]
+        # Jaccard(A, S) <= min(|A|, |S|) / max(|A|, |S|): segments outside these sizes cannot reach the threshold.
         self.min_size, self.max_size = threshold * min(sizes), max(sizes) / threshold
+        # Jaccard(A, S) >= t needs |A & S| >= t |A | S| >= t |S|, so at least t |S| of S in the fields' union.
+        self.union = np.unique(np.concatenate(list(self.sets.values()))) if self.sets else np.zeros(0, np.uint64)
 
-    def _minhash(self, sh: set[int]) -> Any:
-        from datasketch import MinHash
+    def _minhash(self, sh: Any) -> Any:
+        import numpy as np
 
-        m = MinHash(num_perm=NUM_PERM, hashfunc=int, permutations=self.perms, scheme="affine32")
-        m.update_batch(list(sh))
-        return m
+        self.minhash.clear()
+        # datasketch's default scheme hashes 32-bit inputs: fold the 40-bit codes with a multiplicative hash.
+        self.minhash.update_batch(((sh * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)).tolist())
+        return self.minhash
 
     def best(self, toks: list[bytes], into: dict[tuple[int, str], float]) -> None:
         """Raise ``into[key]`` to the Jaccard similarity of this segment with each LSH candidate field."""
         import numpy as np
 
-        sh = shingles(toks)
-        if not self.sets or not self.min_size <= len(sh) <= self.max_size:
+        seg = shingles(toks)
+        if not self.sets or not self.min_size <= seg.size <= self.max_size:
             return
-        seg = None
-        for key in self.lsh.query(self._minhash(sh)):
-            if seg is None:
-                seg = np.array(sorted(sh), dtype=np.uint32)
+        at = np.minimum(np.searchsorted(self.union, seg), self.union.size - 1)
+        if np.count_nonzero(self.union[at] == seg) < self.threshold * seg.size:
+            return
+        for key in self.lsh.query(self._minhash(seg)):
             a = self.sets[key]
             inter = np.intersect1d(a, seg, assume_unique=True).size
             into[key] = max(into.get(key, 0.0), inter / (a.size + seg.size - inter))
@@ -263,7 +272,7 @@ class Scanner:
 
     def __init__(self, n: int, wanted: set[tuple[bytes, ...]], near: NearDupIndex | None, text_field: str | None):
         self.n, self.wanted, self.near, self.text_field = n, frozenset(wanted), near, text_field
-        self.vocab = frozenset(t for g in wanted for t in g)
+        self.vocab = frozenset(chain.from_iterable(wanted))
         # Only runs of >= n consecutive tokens that all occur in some field can hold a wanted n-gram: find those
         # runs on a 0/1 byte mask with the regex engine, and build n-grams only inside them.
         self.runs = re.compile(rb"\x01{%d,}" % n)
