@@ -34,7 +34,7 @@ import unicodedata
 from collections import deque
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from itertools import chain
+from itertools import chain, repeat
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +70,6 @@ def tokens(text: str | bytes) -> list[bytes]:
             out.extend(w.encode() for w in _WORD.findall(unicodedata.normalize("NFKC", p.decode(errors="replace"))
                                                          .lower()))
     return out
-
-
-def ngrams(toks: list[bytes], n: int) -> Iterator[tuple[bytes, ...]]:
-    """The ``len(toks) - n + 1`` contiguous n-grams of ``toks`` (none if it is shorter than n)."""
-    return zip(*(toks[i:] for i in range(n)), strict=False)
 
 
 def protocol_fields(path: str | Path) -> list[str]:
@@ -248,38 +243,95 @@ class NearDupIndex:
 
 
 # -- scanning ----------------------------------------------------------------------------------------------------
+class NgramTable:
+    """The checked fields' word n-grams, found in token streams with numpy instead of per-token Python work.
+
+    Tokens become integer ids (a field token's id from 1 up, any other token 0); each window of n ids gets a
+    polynomial hash (sum of ``id * P**k`` mod 2**64, Karp and Rabin 1987); windows holding a 0 are skipped, the rest
+    looked up among the fields' hashes (binary search), and every hit is confirmed by comparing the n ids, so a hash
+    collision cannot report an n-gram that is not there. An n-gram is named by its hash.
+
+    Args:
+        n: n-gram length in words.
+        fields: the token lists of the fields to check.
+    """
+
+    P = 0x9E3779B97F4A7C15  # odd 64-bit multiplier (the golden-ratio constant)
+
+    def __init__(self, n: int, fields: Iterable[list[bytes]]):
+        import numpy as np
+
+        self.n = n
+        fields = list(fields)
+        self.vocab = {t: i for i, t in enumerate(dict.fromkeys(chain.from_iterable(fields)), 1)}
+        rows, hashes = [np.zeros((0, n), np.int64)], [np.zeros(0, np.uint64)]
+        for toks in fields:
+            ids = self.ids(toks)
+            if ids.size >= n:
+                rows.append(np.lib.stride_tricks.sliding_window_view(ids, n))
+                hashes.append(self._hash(ids))
+        self.hashes, first = np.unique(np.concatenate(hashes), return_index=True)
+        self.rows = np.concatenate(rows)[first]
+
+    def ids(self, toks: list[bytes]) -> Any:
+        """Token ids (int64 numpy array, 0 for tokens in no field)."""
+        import numpy as np
+
+        return np.fromiter(map(self.vocab.get, toks, repeat(0)), dtype=np.int64, count=len(toks))
+
+    def _hash(self, ids: Any) -> Any:
+        import numpy as np
+
+        h = np.zeros(ids.size - self.n + 1, dtype=np.uint64)
+        u = ids.astype(np.uint64)
+        for k in range(self.n):  # wraps modulo 2**64, as intended
+            h = h * np.uint64(self.P) + u[k:u.size - self.n + 1 + k]
+        return h
+
+    def grams(self, toks: list[bytes]) -> set[int]:
+        """The distinct n-grams of a field (as hashes)."""
+        ids = self.ids(toks)
+        return set(self._hash(ids).tolist()) if ids.size >= self.n else set()
+
+    def find(self, ids: Any) -> set[int]:
+        """The fields' n-grams that occur in the id stream (as hashes)."""
+        import numpy as np
+
+        if ids.size < self.n or not self.hashes.size:
+            return set()
+        zeros = np.concatenate(([0], np.cumsum(ids == 0)))
+        pos = np.flatnonzero(zeros[self.n:] == zeros[:-self.n])  # windows with no token outside the fields
+        h = self._hash(ids)[pos]
+        at = np.minimum(np.searchsorted(self.hashes, h), self.hashes.size - 1)
+        hit = self.hashes[at] == h
+        pos, at = pos[hit], at[hit]
+        same = (np.lib.stride_tricks.sliding_window_view(ids, self.n)[pos] == self.rows[at]).all(axis=1)
+        return set(self.hashes[at[same]].tolist())
+
+
 @dataclass
 class ChunkResult:
-    """What one chunk holds: wanted n-grams found inside it, its first and last n-1 tokens (to join n-grams across
-    chunks), its token count and the near-duplicate similarities found in it."""
+    """What one chunk holds: field n-grams found inside it (as hashes), its first and last n-1 token ids (to join
+    n-grams across chunks), its token count and the near-duplicate similarities found in it."""
 
-    found: set[tuple[bytes, ...]]
-    head: list[bytes]
-    tail: list[bytes]
+    found: set[int]
+    head: Any
+    tail: Any
     tokens: int
     near: dict[tuple[int, str], float]
 
 
 class Scanner:
-    """Scans corpus chunks for the wanted n-grams (and near duplicates); pickled once into each worker process.
+    """Scans corpus chunks for the fields' n-grams (and near duplicates); pickled once into each worker process.
 
     Args:
-        n: n-gram length in words.
-        wanted: every n-gram of every checked field.
+        table: the fields' n-grams.
         near: the near-duplicate index, or None.
         text_field: JSONL: the record field holding the text; None for every string in the record.
     """
 
-    def __init__(self, n: int, wanted: set[tuple[bytes, ...]], near: NearDupIndex | None, text_field: str | None):
-        self.n, self.wanted, self.near, self.text_field = n, frozenset(wanted), near, text_field
-        self.vocab = frozenset(chain.from_iterable(wanted))
-        # Only runs of >= n consecutive tokens that all occur in some field can hold a wanted n-gram: find those
-        # runs on a 0/1 byte mask with the regex engine, and build n-grams only inside them.
-        self.runs = re.compile(rb"\x01{%d,}" % n)
-
-    def _exact(self, toks: list[bytes], found: set[tuple[bytes, ...]]) -> None:
-        for run in self.runs.finditer(bytes(map(self.vocab.__contains__, toks))):
-            found.update(self.wanted.intersection(ngrams(toks[run.start():run.end()], self.n)))
+    def __init__(self, table: NgramTable, near: NearDupIndex | None, text_field: str | None):
+        self.table, self.near, self.text_field = table, near, text_field
 
     def scan(self, chunk: Chunk) -> ChunkResult:
         """Scan one chunk.
@@ -287,9 +339,10 @@ class Scanner:
         Raises:
             BadInput: a JSONL line that is not JSON (naming the file and line).
         """
-        found: set[tuple[bytes, ...]] = set()
+
         near: dict[tuple[int, str], float] = {}
         if chunk.kind == "jsonl":
+            records: list[bytes] = []
             total = 0
             for i, line in enumerate(chunk.data.split(b"\n"), chunk.first_line):
                 if not line.strip():
@@ -302,22 +355,22 @@ class Scanner:
                 texts = ([rec.get(self.text_field)] if self.text_field and isinstance(rec, dict)
                          else list(_strings(rec)))
                 segments = [tokens(t) for t in texts if isinstance(t, str)]
-                toks = [t for seg in segments for t in seg]
-                total += len(toks)
-                self._exact(toks, found)
                 if self.near:
                     for seg in segments:
                         self.near.best(seg, near)
-            return ChunkResult(found, [], [], total, near)
-        toks = tokens(chunk.data)
-        self._exact(toks, found)
+                total += sum(map(len, segments))
+                records.extend(chain.from_iterable(segments))
+                records.append(b"")  # a token in no field: no n-gram spans two records
+            ids = self.table.ids(records)
+            return ChunkResult(self.table.find(ids), ids[:0], ids[:0], total, near)
+        ids = self.table.ids(tokens(chunk.data))
         if self.near:
             lo = self.near.min_size
             for line in chunk.data.split(b"\n"):
                 if len(line) >= lo or not line.isascii():  # normalising ASCII never lengthens a line
                     self.near.best(tokens(line), near)
-        k = self.n - 1
-        return ChunkResult(found, toks[:k], toks[max(0, len(toks) - k):], len(toks), near)
+        k = self.table.n - 1
+        return ChunkResult(self.table.find(ids), ids[:k], ids[max(0, ids.size - k):], ids.size, near)
 
 
 def _strings(obj: Any) -> Iterator[str]:
@@ -472,7 +525,8 @@ def overlaps(texts: dict[str, dict[str, str]], chunks: Iterable[Chunk], n: int =
         threshold: a field with overlap >= threshold flags its item (in [0, 1]).
         jaccard: near-duplicate Jaccard threshold in (0, 1], or None for no near-duplicate check.
         text_field: JSONL corpus: the field holding the text (default every string in the record).
-        workers: processes scanning the corpus (1: in this process).
+        workers: processes scanning the corpus (1: in this process). More than 1 starts them with ``spawn``,
+            which re-imports the caller's ``__main__``: a script must call from under ``if __name__ == "__main__":``.
 
     Returns:
         (one ItemOverlap per item in ``texts`` order, corpus tokens read). Without the near-duplicate check,
@@ -482,26 +536,30 @@ def overlaps(texts: dict[str, dict[str, str]], chunks: Iterable[Chunk], n: int =
         BadInput: parameters out of range, a bad JSONL line.
     """
     check_parameters(n, threshold, jaccard)
+    import numpy as np
+
     toks = {(i, f): tokens(t) for i, fields in enumerate(texts.values()) for f, t in fields.items()}
-    grams = {key: set(ngrams(t, n)) for key, t in toks.items()}
-    wanted: set[tuple[bytes, ...]] = set().union(*grams.values()) if grams else set()
+    table = NgramTable(n, toks.values())
+    grams = {key: table.grams(t) for key, t in toks.items()}
     near = None
     if jaccard is not None:
         near = NearDupIndex({key: t for key, t in toks.items() if grams[key]}, jaccard)
-    scanner = Scanner(n, wanted, near, text_field)
-    found: set[tuple[bytes, ...]] = set()
+    scanner = Scanner(table, near, text_field)
+    found: set[int] = set()
     best: dict[tuple[int, str], float] = {}
-    tail: list[bytes] = []
+    tail = np.zeros(0, np.int64)
     total = 0
+    wanted = table.hashes.size
     for res in _results(scanner, chunks, workers) if wanted else ():  # no field has n words: nothing to look for
         total += res.tokens
         found |= res.found
         for key, sim in res.near.items():
             best[key] = max(best.get(key, 0.0), sim)
-        if res.head:  # a text chunk: n-grams that start in the previous chunk and end in this one
-            found.update(wanted.intersection(ngrams(tail + res.head, n)))
-            tail = res.tail if res.tokens >= n - 1 else (tail + res.head)[max(0, len(tail) + len(res.head) - n + 1):]
-        if near is None and len(found) == len(wanted):
+        if res.head.size:  # a text chunk: n-grams that start in the previous chunk and end in this one
+            joined = np.concatenate((tail, res.head))
+            found |= table.find(joined)
+            tail = res.tail if res.tokens >= n - 1 else joined[max(0, joined.size - n + 1):]
+        if near is None and len(found) == wanted:
             break  # every n-gram is already found; the rest of the corpus cannot change the result
     out = []
     for i, (iid, fields) in enumerate(texts.items()):
@@ -541,7 +599,8 @@ def check_contamination(split: str, corpus: str | Path, ngram: int = 13, thresho
         text_field: JSONL corpus field holding the text (default every string in the record).
         actor: who reads (default ``$EVALGATE_ACTOR`` or the OS user).
         store: the Store (default ``$EVALGATE_HOME``).
-        workers: corpus-scanning processes (default one per core; 1 for corpora under 4 chunks).
+        workers: corpus-scanning processes (default one per core; 1 for corpora under 4 chunks); see ``overlaps``
+            for what a calling script needs when it is more than 1.
 
     Raises:
         BadInput: unknown split, missing corpus, bad JSONL line, bad field, protocol or parameters.
