@@ -13,7 +13,14 @@ from click.testing import CliRunner
 
 from evalgate.audit import audit_summary
 from evalgate.cli import main
-from evalgate.contamination import DEFAULT_JACCARD, check_contamination, corpus_chunks, overlaps, tokens
+from evalgate.contamination import (
+    DEFAULT_JACCARD,
+    NgramTable,
+    check_contamination,
+    corpus_chunks,
+    overlaps,
+    tokens,
+)
 from evalgate.datasets import gsm8k_items, import_math_dataset
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.splits import RELEASE_GATE, TIERS, Policy, SplitManager, partition, write_split
@@ -69,6 +76,7 @@ def test_jsonl_corpus_records_are_separate_documents(tmp_path: Path) -> None:
                       + json.dumps({"text": " ".join(HIGH[9:half])}) + "\n"
                       + json.dumps({"text": " ".join(HIGH[half:])}) + "\n")
     assert scores(corpus) == {"low": (0.1, False), "high": (0.8, True)}
+    assert scores(corpus, chunk_bytes=40, workers=2) == {"low": (0.1, False), "high": (0.8, True)}
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"text": "ok"}\n{oops\n')
     with pytest.raises(BadInput, match=r"bad.jsonl:2: not valid JSON"):
@@ -97,6 +105,19 @@ def test_cli_reports_per_item_exits_1_when_flagged_and_logs_the_read(tmp_path: P
     assert text.exit_code == 0 and "0 of 2 items have a field at or above 0.9 13-gram overlap" in text.output
     rows = Store().access_rows("qa")
     assert [(r["purpose"], r["outcome"]) for r in rows] == [("contamination-check", "read")] * 2
+
+
+def test_a_hash_collision_is_not_reported_as_a_match(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # With multiplier 1 a window's hash is the sum of its token ids, so the reversed n-gram collides with the
+    # field's n-gram; the id-by-id confirmation must reject it.
+    monkeypatch.setattr(NgramTable, "P", 1)
+    words = [f"w{i}" for i in range(13)]
+    field = {"x": {"text": " ".join(words)}}
+    reversed_corpus, same_corpus = tmp_path / "rev.txt", tmp_path / "same.txt"
+    reversed_corpus.write_text(" ".join(reversed(words)))
+    same_corpus.write_text(" ".join(words))
+    assert overlaps(field, corpus_chunks(reversed_corpus), 13)[0][0].overlap == 0.0
+    assert overlaps(field, corpus_chunks(same_corpus), 13)[0][0].overlap == 1.0
 
 
 @pytest.mark.parametrize("text", [
