@@ -400,10 +400,15 @@ def _scan_in_worker(chunk: Chunk) -> ChunkResult:
 def _results(scanner: Scanner, chunks: Iterable[Chunk], workers: int) -> Iterator[ChunkResult]:
     """Chunk results in corpus order; with ``workers`` > 1 from a process pool holding at most 2 chunks per
     worker in flight (so memory does not grow with the corpus)."""
-    if workers <= 1:
+    import multiprocessing
+
+    # A script without a __main__ guard re-runs its check inside each worker while spawn imports it (the process is
+    # "inheriting"): scan in that process rather than fail to start a nested pool and leave the parent waiting.
+    inside_worker = multiprocessing.parent_process() is not None or getattr(
+        multiprocessing.current_process(), "_inheriting", False)
+    if workers <= 1 or inside_worker:
         yield from map(scanner.scan, chunks)
         return
-    import multiprocessing
     from concurrent.futures import Future, ProcessPoolExecutor
 
     # spawn, not fork: the parent may hold DuckDB's threads, which a forked child must not inherit.
@@ -526,7 +531,8 @@ def overlaps(texts: dict[str, dict[str, str]], chunks: Iterable[Chunk], n: int =
         jaccard: near-duplicate Jaccard threshold in (0, 1], or None for no near-duplicate check.
         text_field: JSONL corpus: the field holding the text (default every string in the record).
         workers: processes scanning the corpus (1: in this process). More than 1 starts them with ``spawn``,
-            which re-imports the caller's ``__main__``: a script must call from under ``if __name__ == "__main__":``.
+            which re-imports the caller's ``__main__``: a script should call from under
+            ``if __name__ == "__main__":`` (else each worker first re-runs the script, scanning in-process).
 
     Returns:
         (one ItemOverlap per item in ``texts`` order, corpus tokens read). Without the near-duplicate check,
