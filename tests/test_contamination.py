@@ -258,3 +258,17 @@ def test_gsm8k_cli_protocol_fields_and_no_item_text_in_the_private_output(gsm8k_
         for iid in c.tier_ids["gsm8k-private"]:
             words = c.texts[iid].split()
             assert " ".join(words[:4]) not in out and " ".join(words[-4:]) not in out
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--jaccard", "0"], "--jaccard must be in (0, 1]"), (["--ngram", "0"], "--ngram must be >= 1"),
+    (["--threshold", "1.5"], "--threshold in [0, 1]"), (["--field", "nope"], "no string field nope")])
+def test_bad_parameters_exit_2_and_only_a_bad_field_is_found_after_the_logged_read(
+        tmp_path: Path, flags: list[str], message: str) -> None:
+    write_split("qa", "dev", [{"id": k, "question": v} for k, v in ITEMS.items()], {"source": "test"})
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(CORPUS)
+    r = CliRunner().invoke(main, ["splits", "contamination", "--split", "qa", "--corpus", str(corpus), *flags])
+    assert r.exit_code == 2 and message in r.output
+    # Parameters are checked before the split is read; a field name can only be checked against the items.
+    assert len(Store().access_rows("qa")) == (1 if flags[0] == "--field" else 0)
