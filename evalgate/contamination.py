@@ -4,17 +4,17 @@ Text is normalised and cut into word tokens (``tokens``), so case, punctuation, 
 not change the result. Each checked field of an item is scored on its own:
 
 - **exact**: the share of the field's distinct word n-grams found anywhere in the corpus; n = 13 follows the GPT-3
-  contamination analysis (Brown et al. 2020, "Language Models are Few-Shot Learners", appendix C). A field at or
-  above the threshold flags its item. Scoring fields separately keeps a pasted question from being diluted by
-  the much longer worked solution stored beside it.
+  contamination analysis (Brown et al. 2020, "Language Models are Few-Shot Learners", appendix C). A field at or above
+  the threshold flags its item (the n-grams are found with numpy, see ``NgramTable``). Scoring fields separately keeps
+  a pasted question from being diluted by the much longer worked solution stored beside it.
 - **near-duplicate** (optional): the Jaccard similarity between the field and a corpus segment (a line of a text
-  corpus, a string of a JSONL record), both as sets of 5-byte shingles of the normalised text (tokens joined by
-  single spaces). Candidates come from
-  MinHash locality-sensitive hashing (``datasketch.MinHashLSH``, 128 permutations; Broder 1997, "On the resemblance
-  and containment of documents"; Indyk and Motwani 1998); each candidate's Jaccard is then computed exactly from
-  the two shingle sets. This catches edited copies ("the" -> "a", changed punctuation) that break every 13-gram.
-  On GSM8K test questions edited that way the Jaccard was 0.60 at least (median 0.91) while 20,000 random pairs of
-  unrelated questions reached at most 0.19 (measured 2026-12-01), hence the default threshold 0.5.
+  corpus, a string of a JSONL record), both as sets of 5-byte shingles of the normalised text (tokens joined by single
+  spaces). Candidates come from MinHash locality-sensitive hashing (``datasketch.MinHashLSH``, 128 permutations;
+  Broder 1997, "On the resemblance and containment of documents"; Indyk and Motwani 1998); each candidate's Jaccard is
+  then computed exactly from the two shingle sets. This catches edited copies ("the" -> "a", changed punctuation) that
+  break every 13-gram. On GSM8K test questions edited that way the Jaccard was 0.60 at least (median 0.91) while
+  20,000 random pairs of unrelated questions reached at most 0.19 (measured 2026-12-01), hence the default threshold
+  0.5.
 
 The corpus is streamed in blocks of about ``CHUNK_BYTES`` cut at line ends; the blocks are scanned by a pool of
 worker processes (one per core) with a bounded number in flight, and n-grams that span two blocks are joined in
