@@ -241,31 +241,50 @@ def splits_list(as_json: bool) -> None:
 @click.option("--split", required=True)
 @click.option("--corpus", required=True, type=click.Path(path_type=Path), help="Text or JSONL file (.gz allowed).")
 @click.option("--ngram", type=int, default=13, show_default=True, help="n-gram length in words.")
-@click.option("--threshold", type=float, default=0.7, show_default=True, help="Flag items with overlap >= this.")
-@click.option("--field", "fields", multiple=True, help="Item field to check (repeatable; default: all text fields).")
+@click.option("--threshold", type=float, default=0.7, show_default=True,
+              help="Flag items with a field whose n-gram overlap is >= this.")
+@click.option("--field", "fields", multiple=True,
+              help="Item field to check (repeatable; default: those --protocol renders, else every text field).")
+@click.option("--protocol", type=click.Path(path_type=Path), default=None,
+              help="Check the item fields this protocol's prompt template renders.")
+@click.option("--near-dup", is_flag=True, help="Also find edited copies (MinHash LSH over 5-byte shingles).")
+@click.option("--jaccard", type=float, default=None,
+              help="Near-duplicate Jaccard threshold (implies --near-dup; default 0.5).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes scanning the corpus (default: one per core for corpora of 4 MiB or more).")
 @click.option("--corpus-format", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True)
 @click.option("--text-field", default=None, help="JSONL corpus field with the text (default: every string).")
 @click.option("--actor", default=None)
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def splits_contamination(split: str, corpus: Path, ngram: int, threshold: float, fields: tuple[str, ...],
+                         protocol: Path | None, near_dup: bool, jaccard: float | None, workers: int | None,
                          corpus_format: str, text_field: str | None, actor: str | None, as_json: bool) -> None:
-    """Share of each item's word n-grams found in a training corpus; exit 1 if any item is flagged."""
-    from evalgate.contamination import check_contamination
+    """Per item and field, the share of word n-grams found in a training corpus (and near duplicates); exit 1 if
+    any item is flagged. Any tier, the private one included; the output holds ids, field names and figures only."""
+    from evalgate.contamination import DEFAULT_JACCARD, check_contamination
 
-    rep = check_contamination(split, corpus, ngram, threshold, list(fields) or None, corpus_format, text_field,
-                              actor)
+    if near_dup and jaccard is None:
+        jaccard = DEFAULT_JACCARD
+    rep = check_contamination(split, corpus, ngram, threshold, list(fields) or None, protocol, jaccard,
+                              corpus_format, text_field, actor, workers=workers)
     if as_json:
         _dump(rep.as_dict())
     else:
         for w in rep.warnings:
             click.echo(f"warning: {w}", err=True)
         for it in sorted(rep.items, key=lambda x: -1.0 if x.overlap is None else x.overlap, reverse=True):
-            share = "  n/a (shorter than n)" if it.overlap is None else f"{it.overlap:6.3f}"
-            click.echo(f"{'FLAG' if it.flagged else '    '} {it.id:32s} {share}  ({it.matched}/{it.ngrams} "
-                       f"{rep.ngram}-grams)")
-        click.echo(f"{len(rep.flagged)} of {len(rep.items)} items at or above {rep.threshold} overlap with "
-                   f"{rep.corpus} ({rep.corpus_tokens} tokens read, {rep.seconds:.1f} s)")
+            cells = []
+            for name, f in it.fields.items():
+                share = "n/a" if f.overlap is None else f"{f.overlap:.3f} ({f.matched}/{f.ngrams})"
+                near = "" if rep.jaccard is None or f.overlap is None else \
+                    f" jaccard {'-' if f.jaccard is None else f'{f.jaccard:.2f}'}"
+                cells.append(f"{name} {share}{near}{' [' + ','.join(f.flagged_by) + ']' if f.flagged_by else ''}")
+            click.echo(f"{'FLAG' if it.flagged else '    '} {it.id:24s} " + "  ".join(cells))
+        near_txt = f" or a near duplicate (Jaccard >= {rep.jaccard})" if rep.jaccard is not None else ""
+        click.echo(f"{len(rep.flagged)} of {len(rep.items)} items have a field at or above {rep.threshold} "
+                   f"{rep.ngram}-gram overlap{near_txt} with {rep.corpus} (fields: {rep.fields_from}; "
+                   f"{rep.corpus_tokens} tokens read, {rep.seconds:.1f} s, {rep.workers} worker(s))")
     sys.exit(1 if rep.flagged else 0)
 
 

@@ -18,6 +18,14 @@ public        any                                soft: 20 reads / 30 days; warn 
 private       ``release-gate`` only              hard: 4 reads / 30 days
 human-audit   any                                none
 ============  =================================  ==========================================================
+
+Purpose ``contamination-check`` (``evalgate splits contamination`` only; any other reader giving it is refused)
+may read every tier, whatever its purposes, and never counts against a budget, in ``SplitManager`` or in the
+store's atomic count. A budget limits how often people learn a model's score on a held-out set, because every score
+they see and act on makes the set less held-out (adaptive overfitting; Dwork et al. 2015, "The reusable holdout").
+A contamination check shows no model output and no item text, only which item ids and fields overlap a training
+corpus and by how much; and the private split is the one whose contamination matters most for a release. The read
+is still logged like any other, so ``evalgate audit`` shows who checked what, with which corpus.
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ TIERS: tuple[str, ...] = ("smoke", "dev", "public", "private", "human-audit")
 RELEASE_GATE = "release-gate"
 ADD_PURPOSE = "add-split"
 """The purpose logged when a split is added (outcome ``added``) or an addition is refused."""
+CONTAMINATION_CHECK = "contamination-check"  # allowed on every tier, never spends a budget (see above)
 PARTITION_SALT = "evalgate-partition-v1"
 SMOKE_SIZE = 8
 
@@ -501,13 +510,19 @@ class SplitManager:
         return self.store.clock() - timedelta(days=policy.window_days)
 
     def reads_in_window(self, split: str, policy: Policy) -> int:
-        """Permitted reads (cached or not, outcome ``read`` or ``override``) of ``split`` in the budget window."""
+        """Permitted reads (cached or not, outcome ``read`` or ``override``) of ``split`` in the budget window,
+        except contamination checks."""
         return sum(1 for r in self.store.access_rows(split, self.window_start(policy))
-                   if r["outcome"] in ("read", "override"))
+                   if r["outcome"] in ("read", "override") and r["purpose"] != CONTAMINATION_CHECK)
 
     def check(self, name: str, purpose: str, actor: str, override_reason: str | None = None,
-              checkpoint_digest: str | None = None, protocol_hash: str | None = None) -> tuple[Manifest, list[str]]:
+              checkpoint_digest: str | None = None, protocol_hash: str | None = None, *,
+              contamination_check: bool = False) -> tuple[Manifest, list[str]]:
         """Decide whether ``actor`` may read split ``name`` for ``purpose``; log a refusal as such.
+
+        ``contamination_check=True`` (only ``evalgate.contamination`` passes it, with purpose
+        ``contamination-check``) reads any tier without a budget; any other reader giving that purpose is refused,
+        so ``run --purpose contamination-check`` cannot read a score for free.
 
         Refused (and logged as ``refused``): a purpose the tier does not allow; an exhausted budget (a soft
         budget accepts ``override_reason``, then logged as ``override``); a data file that no longer matches
@@ -525,11 +540,15 @@ class SplitManager:
         warnings: list[str] = []
         refusal = None
         self._overridden.discard(name)
-        if policy.purposes is not None and purpose not in policy.purposes:
+        free = contamination_check and purpose == CONTAMINATION_CHECK  # see the module docstring
+        if purpose == CONTAMINATION_CHECK and not free:
+            refusal = (f"purpose {purpose!r} is reserved for 'evalgate splits contamination', whose output holds no "
+                       "item text and no score; give another purpose")
+        elif not free and policy.purposes is not None and purpose not in policy.purposes:
             refusal = (f"split {name} (tier {m.tier}) may be read only for purpose {', '.join(policy.purposes)}, "
                        f"not {purpose!r}" + ("; private splits are read by 'evalgate gate'" if m.tier == "private"
                                               else "; its manifest's policy sets the purposes"))
-        elif policy.max_reads is not None:
+        elif policy.max_reads is not None and not free:
             used = self.reads_in_window(name, policy)
             if used >= policy.max_reads:
                 if policy.hard or not override_reason:
@@ -598,7 +617,7 @@ class SplitManager:
         policy = manifest.effective_policy()
         overridden = manifest.name in self._overridden and bool(override_reason)
         budget = None
-        if policy.max_reads is not None and not overridden:
+        if policy.max_reads is not None and not overridden and purpose != CONTAMINATION_CHECK:
             budget = (self.window_start(policy), policy.max_reads)
         row = self._log(manifest, actor, purpose, "override" if overridden else "read", cached, checkpoint_digest,
                         protocol_hash, run_id, override_reason if overridden else detail, budget)
@@ -609,9 +628,10 @@ class SplitManager:
         return row
 
     def open(self, name: str, purpose: str, actor: str, cached: bool = False,
-             override_reason: str | None = None, detail: str | None = None) -> OpenedSplit:
+             override_reason: str | None = None, detail: str | None = None, *,
+             contamination_check: bool = False) -> OpenedSplit:
         """Check, read and log in one step (for readers that do not use the generation cache)."""
-        m, warnings = self.check(name, purpose, actor, override_reason)
+        m, warnings = self.check(name, purpose, actor, override_reason, contamination_check=contamination_check)
         items = self.read(m)
         self.log_read(m, actor, purpose, cached, override_reason=override_reason, detail=detail)
         return OpenedSplit(m, items, warnings)

@@ -379,10 +379,11 @@ class Store:
                             [r[c] for r in part for c in cols])
 
     def access_reads_since(self, split: str, start: datetime) -> int:
-        """Permitted reads (outcome ``read`` or ``override``) of ``split`` with ``ts >= start``."""
+        """Permitted reads (outcome ``read`` or ``override``) of ``split`` with ``ts >= start``; a contamination check
+        spends no budget (see ``evalgate.splits``)."""
         with self.connect() as con:
-            r = con.execute("SELECT count(*) FROM access_log WHERE split=? AND ts>=? "
-                            "AND outcome IN ('read', 'override')", [split, start]).fetchone()
+            r = con.execute("SELECT count(*) FROM access_log WHERE split=? AND ts>=? AND outcome IN ('read', "
+                            "'override') AND purpose <> 'contamination-check'", [split, start]).fetchone()
         return int(r[0]) if r else 0
 
     def access_log_count(self, up_to_seq: int) -> int:
