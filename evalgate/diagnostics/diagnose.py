@@ -124,9 +124,9 @@ def format_table(diags: list[Diagnosis]) -> str:
     for part, sig in names:
         cells = []
         for d in diags:
-            f = next((x for x in d.findings if x.signal == sig), None)
-            cells.append("" if f is None else _MARK[f.status] + (f" @{f.step}" if f.fired and f.step is not None
-                                                                 else ""))
+            hit = next((x for x in d.findings if x.signal == sig), None)
+            at = f" @{hit.step}" if hit is not None and hit.fired and hit.step is not None else ""
+            cells.append("" if hit is None else _MARK[hit.status] + at)
         rows.append([part, sig] + cells)
     cells = []
     for d in diags:

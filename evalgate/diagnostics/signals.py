@@ -530,3 +530,13 @@ def run_signals(log: TrainLog, thresholds: Thresholds | None = None) -> list[Fin
     for sig in SIGNALS:
         sig(c)
     return c.out
+
+
+SIGNAL_SERIES: dict[str, str] = {
+    "truncation": "truncation", "length_pinned": "completion_length", "length_growth": "completion_length",
+    "zero_std_groups": "zero_std_frac", "zero_std_rising": "zero_std_frac", "reward_flat": "reward",
+    "reward_length_rise": "reward", "reward_std_collapse": "reward_std", "kl_above_target": "kl",
+    "kl_rising": "kl", "clip_fraction": "clip_fraction", "value_loss": "value_loss", "entropy_floor": "entropy",
+    "entropy_drop": "entropy", "grad_norm_spike": "grad_norm",
+}
+"""Signal -> the canonical series it is read from (what the report plots)."""

@@ -7,7 +7,11 @@ change it. None turns the signal off (it is then reported as ``off``).
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from evalgate.errors import BadInput
 
 
 class Thresholds(BaseModel):
@@ -87,3 +91,27 @@ class Thresholds(BaseModel):
     log_overrun_factor: float = Field(default=2.0, gt=1)
     """A training log whose last step is beyond this times a seed's last checkpoint step is probably another run's
     (``coverage``). Default: 2 (evalgate default)."""
+
+
+def load_thresholds(path: str | Path) -> Thresholds:
+    """Read a thresholds YAML file (the fields of ``Thresholds``).
+
+    Raises:
+        BadInput: unreadable file, bad YAML, or a field that is unknown or out of range (``file:line: field``).
+    """
+    import yaml
+
+    from evalgate.userfiles import format_validation_error
+
+    p = Path(path)
+    try:
+        text = p.read_text()
+        doc = yaml.safe_load(text) or {}
+    except (OSError, yaml.YAMLError) as e:
+        raise BadInput(f"{p}: cannot read thresholds ({e}); give a YAML mapping of Thresholds fields") from e
+    if not isinstance(doc, dict):
+        raise BadInput(f"{p}: thresholds must be a YAML mapping of field: value")
+    try:
+        return Thresholds(**doc)
+    except ValidationError as e:
+        raise BadInput(format_validation_error(p, text, e, Thresholds, "thresholds")) from e
