@@ -79,11 +79,11 @@ def render_html(diags: list[Diagnosis], title: str = "evalgate diagnose") -> str
                 parts.append(svg)
             parts.append("<ul>")
             for d in diags:
-                f = next((x for x in d.findings if x.signal == sig), None)
-                if f is not None:
-                    parts.append(f"<li class='{f.status}'><b>{html.escape(d.label)}</b>: {html.escape(f.status)}"
-                                 f"{f' at step {f.step}' if f.step is not None else ''}: {html.escape(f.message)}"
-                                 "</li>")
+                hit = next((x for x in d.findings if x.signal == sig), None)
+                if hit is not None:
+                    at = f" at step {hit.step}" if hit.step is not None else ""
+                    parts.append(f"<li class='{hit.status}'><b>{html.escape(d.label)}</b>: "
+                                 f"{html.escape(hit.status)}{at}: {html.escape(hit.message)}</li>")
             parts.append("</ul></div>")
     nf = [(d, f) for d in diags for f in d.findings if f.signal == "nonfinite" and f.fired]
     if nf:
