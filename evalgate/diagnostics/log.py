@@ -230,6 +230,10 @@ def read_tensorboard(path: str | Path) -> TrainLog:
     dups: set[int] = set()
     warnings: list[str] = []
     for f in files:
+        cut = _tfrecord_tail(f)
+        if cut:
+            warnings.append(f"{f}: ends in a partial record ({cut} bytes; being written?); read the complete records "
+                            "before it")
         acc = EventAccumulator(str(f), size_guidance={"scalars": 0})
         try:
             acc.Reload()
@@ -243,6 +247,26 @@ def read_tensorboard(path: str | Path) -> TrainLog:
                     dups.add(int(ev.step))
                 d[int(ev.step)] = float(ev.value)
     return _build(raw, str(p), "tensorboard", sorted(dups), warnings)
+
+
+def _tfrecord_tail(path: Path) -> int:
+    """Bytes at the end of a TFRecord file that do not form a complete record (0 for a complete file).
+
+    TFRecord framing: uint64 little-endian length, uint32 CRC of it, the data, uint32 CRC of the data.
+    """
+    size = path.stat().st_size
+    pos = 0
+    with path.open("rb") as fh:
+        while pos < size:
+            head = fh.read(8)
+            if len(head) < 8:
+                break
+            end = pos + 8 + 4 + int.from_bytes(head, "little") + 4
+            if end > size:
+                break
+            fh.seek(end)
+            pos = end
+    return size - pos
 
 
 def find_train_log(run_dir: str | Path) -> TrainLog | None:
