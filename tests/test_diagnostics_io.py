@@ -123,3 +123,14 @@ def test_cli_bad_input_exit_2(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "th.yaml:2" in r.output and "clip_fraction_max" in r.output
     th.write_text("truncation_max: 0.5\n")
     assert CliRunner().invoke(main, ["diagnose", str(p), "--thresholds", str(th)]).exit_code == 0
+
+
+def test_nan_literals_as_hf_writes_them(tmp_path: Path) -> None:
+    # HF's Trainer writes trainer_state.json with json.dumps, so a NaN loss appears as a bare NaN (not JSON)
+    p = tmp_path / "trainer_state.json"
+    p.write_text('{"log_history": [{"step": 1, "loss": 0.5, "kl": NaN}, {"step": 2, "loss": NaN, "kl": Infinity}]}')
+    log = read_trainer_state(p)
+    assert log.nonfinite == [(1, "kl"), (2, "kl"), (2, "loss")]
+    j = tmp_path / "m.jsonl"
+    j.write_text('{"step": 1, "loss": NaN}\n{"step": 2, "loss": 0.1}\n')
+    assert read_jsonl(j).nonfinite == [(1, "loss")]

@@ -22,8 +22,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from evalgate.diagnostics.keys import KEY_MAP, STRIP_PREFIX
 from evalgate.errors import BadInput, MissingExtra
+
+
+def _loads(data: bytes | str) -> Any:
+    """orjson where it can (several times faster than json), json for what only json reads (NaN, Infinity: HF's
+    trainer_state.json writes them)."""
+    try:
+        return orjson.loads(data)
+    except ValueError:
+        return json.loads(data)
+
 
 _STEP_DIR = re.compile(r"checkpoint-(\d+)$")
 _SKIP = frozenset(("step", "global_step", "epoch", "_step", "_timestamp", "_runtime"))
@@ -36,7 +48,8 @@ class TrainLog:
     Attributes:
         source: file or directory read.
         format: ``trainer_state``, ``jsonl`` or ``tensorboard``.
-        raw: raw key (``train/`` prefix stripped) -> ``{step: value}`` after de-duplication (last wins).
+        columns: raw key (``train/`` prefix stripped) -> ``(steps, values)``, two lists in step order after
+            de-duplication (a repeated step keeps its last value).
         series: canonical key (``keys.KEY_MAP``) -> ``[(step, value)]`` in step order, from the first raw key of the
             map the log holds (only canonical keys the log has).
         used: canonical key -> the raw key its series came from.
@@ -49,7 +62,7 @@ class TrainLog:
 
     source: str
     format: str
-    raw: dict[str, dict[int, float]] = field(default_factory=dict)
+    columns: dict[str, tuple[list[int], list[float]]] = field(default_factory=dict)
     series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     used: dict[str, str] = field(default_factory=dict)
     raw_keys: list[str] = field(default_factory=list)
@@ -61,58 +74,131 @@ class TrainLog:
     @property
     def steps(self) -> tuple[int, int] | None:
         """(first, last) logged step over every key, or None for an empty log."""
-        firsts = [min(d) for d in self.raw.values() if d]
-        return (min(firsts), max(max(d) for d in self.raw.values() if d)) if firsts else None
+        spans = [(st[0], st[-1]) for st, _ in self.columns.values() if st]
+        return (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
 
 
 def from_records(records: list[dict[str, Any]], source: str, fmt: str, warnings: list[str] | None = None) -> TrainLog:
     """Build a TrainLog from step records (dicts with ``step`` or ``global_step`` and metric keys), in file order.
 
     Records without a step are skipped (trainer_state.json's final summary has none of the mapped keys). Values
-    that are not numbers (strings, lists) are ignored; ``bool`` is not a number here.
+    that are not numbers (strings that are not numerals, lists) are ignored; ``bool`` is not a number here.
+
+    Records are grouped by their key tuple (a trainer logs the same keys every step) and transposed into columns
+    with ``zip``, so the per-value work runs in C: 100,000 steps x 28 keys take a fraction of the JSON parse.
     """
-    raw: dict[str, dict[int, float]] = {}
-    dups: set[int] = set()
-    for rec in records:
-        step = rec.get("step", rec.get("global_step"))
-        if isinstance(rec.get("data"), dict):  # verl's file logger: {"step": N, "data": {...}}
-            rec = rec["data"]
-        if isinstance(step, bool) or not isinstance(step, int | float):
+    groups: dict[tuple[str, ...], tuple[list[int], list[tuple[Any, ...]]]] = {}
+    for i, rec in enumerate(records):
+        data = rec.get("data")
+        if isinstance(data, dict) and "step" in rec:  # verl's file logger: {"step": N, "data": {...}}
+            rec = {**data, "step": rec["step"]}
+        keys = tuple(rec)
+        g = groups.get(keys)
+        if g is None:
+            g = groups[keys] = ([], [])
+        g[0].append(i)
+        g[1].append(tuple(rec.values()))
+    parts: dict[str, list[tuple[list[int], list[int], list[float]]]] = {}
+    for keys, (idx, rows) in groups.items():
+        skey = "step" if "step" in keys else "global_step" if "global_step" in keys else None
+        if skey is None:
             continue
-        s = int(step)
-        for k, v in rec.items():
+        cols: list[Any] = list(zip(*rows, strict=True))
+        steps, keep = _steps(cols[keys.index(skey)])
+        if keep is not None:
+            idx = [idx[j] for j in keep]
+            cols = [[c[j] for j in keep] for c in cols]
+        for k, col in zip(keys, cols, strict=True):
             if k in _SKIP:
                 continue
-            if type(v) is not float:
-                if isinstance(v, bool) or not isinstance(v, int | str):
-                    continue
-                try:
-                    v = float(v)
-                except ValueError:
-                    continue
-            if k.startswith(STRIP_PREFIX):
-                k = k[len(STRIP_PREFIX):]
-            d = raw.get(k)
-            if d is None:
-                d = raw[k] = {}
-            elif s in d:
+            name = k[len(STRIP_PREFIX):] if k.startswith(STRIP_PREFIX) else k
+            vals = _floats(col)
+            if vals is None:
+                continue
+            st, ix, vs = steps, idx, vals[0]
+            if vals[1] is not None:
+                st, ix = [steps[j] for j in vals[1]], [idx[j] for j in vals[1]]
+            parts.setdefault(name, []).append((ix, st, vs))
+    merged: dict[str, tuple[list[int], list[float]]] = {}
+    dups: set[int] = set()
+    clean: dict[int, bool] = {}  # id(steps list) -> unique and sorted (one list is shared by a group's keys)
+    for name, ps in parts.items():
+        merged[name] = _merge(ps, dups, clean)
+    return _build(merged, source, fmt, sorted(dups), warnings or [])
+
+
+def _steps(col: tuple[Any, ...]) -> tuple[list[int], list[int] | None]:
+    """Step column as ints, and the rows to keep (None: all) when some steps are not numbers."""
+    types = set(map(type, col))
+    if types <= {int}:
+        return list(col), None
+    keep = [j for j, v in enumerate(col) if type(v) in (int, float) and math.isfinite(v)]
+    return [int(col[j]) for j in keep], keep
+
+
+def _floats(col: Any) -> tuple[list[float], list[int] | None] | None:
+    """A value column as floats, and the rows that hold numbers (None: all); None when no row does."""
+    types = set(map(type, col))
+    if types == {float}:
+        return col, None
+    if types <= {float, int}:
+        return list(map(float, col)), None
+    keep, vals = [], []
+    for j, v in enumerate(col):
+        if type(v) in (float, int) or (type(v) is str and _numeral(v)):
+            keep.append(j)
+            vals.append(float(v))
+    return (vals, keep) if keep else None
+
+
+def _numeral(v: str) -> bool:
+    try:
+        float(v)
+    except ValueError:
+        return False
+    return True
+
+
+def _merge(ps: list[tuple[list[int], list[int], list[float]]], dups: set[int],
+           clean: dict[int, bool]) -> tuple[list[int], list[float]]:
+    """One key's values from every record group as (steps, values) in step order, a repeated step keeping its last
+    value (file order); repeated steps are added to ``dups``."""
+    if len(ps) == 1:
+        _, st, vs = ps[0]
+        ok = clean.get(id(st))
+        if ok is None:
+            ok = clean[id(st)] = len(set(st)) == len(st) and st == sorted(st)
+        if ok:
+            return st, vs
+        ordered = list(zip(st, vs, strict=True))
+    else:
+        ordered = [(s, v) for _, s, v in sorted((t for ix, st, vs in ps for t in zip(ix, st, vs, strict=True)),
+                                                 key=lambda t: t[0])]
+    last = dict(ordered)
+    if len(last) < len(ordered):
+        seen: set[int] = set()
+        for s, _ in ordered:
+            if s in seen:
                 dups.add(s)
-            d[s] = v
-    return _build(raw, source, fmt, sorted(dups), warnings or [])
+            seen.add(s)
+    items = sorted(last.items())
+    return [s for s, _ in items], [v for _, v in items]
 
 
-def _build(raw: dict[str, dict[int, float]], source: str, fmt: str, dups: list[int], warnings: list[str]) -> TrainLog:
-    log = TrainLog(source, fmt, raw=raw, raw_keys=sorted(raw), duplicate_steps=dups, warnings=warnings)
-    for k, d in raw.items():
-        log.nonfinite.extend((s, k) for s, v in d.items() if not math.isfinite(v))
+def _build(cols: dict[str, tuple[list[int], list[float]]], source: str, fmt: str, dups: list[int],
+           warnings: list[str]) -> TrainLog:
+    log = TrainLog(source, fmt, columns=cols, raw_keys=sorted(cols), duplicate_steps=dups, warnings=warnings)
+    for k, (st, vs) in cols.items():
+        if not math.isfinite(math.fsum(vs)):  # fsum is finite when every value is finite (barring overflow)
+            log.nonfinite.extend((s, k) for s, v in zip(st, vs, strict=True) if not math.isfinite(v))
     log.nonfinite.sort()
     if dups:
         log.warnings.append(f"{len(dups)} step(s) logged more than once (steps {dups[0]}..{dups[-1]}; a resumed "
                             "run?): the last value of each was kept")
     for canon, candidates in KEY_MAP.items():
         for c in candidates:
-            if c in raw:
-                log.series[canon] = sorted(raw[c].items())
+            if c in cols:
+                log.series[canon] = list(zip(*cols[c], strict=True))
                 log.used[canon] = c
                 break
     return log
@@ -158,7 +244,7 @@ def read_trainer_state(path: str | Path) -> TrainLog:
     warnings: list[str] = []
     meta: dict[str, int] = {}
     try:
-        doc = json.loads(text)
+        doc = _loads(text)
     except json.JSONDecodeError as e:
         hist, upto = _recover_log_history(text)
         if not hist:
@@ -193,12 +279,17 @@ def read_jsonl(path: str | Path) -> TrainLog:
         raise BadInput(f"{p}: cannot read the training log ({e})") from e
     while lines and not lines[-1].strip():
         lines.pop()
+    try:  # the common case in one parse: every line valid JSON, as one array
+        whole = orjson.loads(b"[" + b",".join(x for x in lines if x.strip()) + b"]")
+    except orjson.JSONDecodeError:
+        whole = None
+    if whole is not None and all(type(r) is dict for r in whole):
+        return from_records(whole, str(p), "jsonl")
     records: list[dict[str, Any]] = []
     warnings: list[str] = []
-    loads = json.loads
     for i, line in enumerate(lines, 1):
         try:
-            rec = loads(line)
+            rec = _loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
             if i == len(lines):
                 warnings.append(f"{p}:{i}: last line is incomplete (being written?); read the {len(records)} lines "
@@ -226,7 +317,7 @@ def read_tensorboard(path: str | Path) -> TrainLog:
         raise MissingExtra("reading TensorBoard event files needs: pip install 'evalgate[tensorboard]'") from e
     p = Path(path)
     files = [p] if p.is_file() else sorted(p.rglob("events.out.tfevents.*"))
-    raw: dict[str, dict[int, float]] = {}
+    by_key: dict[str, dict[int, float]] = {}
     dups: set[int] = set()
     warnings: list[str] = []
     for f in files:
@@ -241,12 +332,14 @@ def read_tensorboard(path: str | Path) -> TrainLog:
             warnings.append(f"{f}: stopped reading ({type(e).__name__}: {e}); kept the records before it")
         for tag in acc.Tags().get("scalars", []):
             key = tag[len(STRIP_PREFIX):] if tag.startswith(STRIP_PREFIX) else tag
-            d = raw.setdefault(key, {})
+            d = by_key.setdefault(key, {})
             for ev in acc.Scalars(tag):
                 if int(ev.step) in d:
                     dups.add(int(ev.step))
                 d[int(ev.step)] = float(ev.value)
-    return _build(raw, str(p), "tensorboard", sorted(dups), warnings)
+    cols = {k: ([s for s, _ in items], [v for _, v in items]) for k, items in
+            ((k, sorted(d.items())) for k, d in by_key.items())}
+    return _build(cols, str(p), "tensorboard", sorted(dups), warnings)
 
 
 def _tfrecord_tail(path: Path) -> int:

@@ -17,6 +17,8 @@ from dataclasses import asdict, dataclass, field
 from statistics import median, pstdev
 from typing import Any
 
+import numpy as np
+
 from evalgate.diagnostics.keys import KEY_MAP
 from evalgate.diagnostics.log import TrainLog
 from evalgate.diagnostics.thresholds import Thresholds
@@ -122,9 +124,15 @@ class _Ctx:
     def __init__(self, log: TrainLog, th: Thresholds):
         self.log, self.th = log, th
         self.out: list[Finding] = []
+        self._bad = {k for _, k in log.nonfinite}
+        self._pts: dict[str, Series] = {}
 
     def pts(self, canon: str) -> Series:
-        return _finite(self.log.series.get(canon, []))
+        """The canonical series without NaN/inf values."""
+        if canon not in self._pts:
+            ser = self.log.series.get(canon, [])
+            self._pts[canon] = _finite(ser) if self.log.used.get(canon) in self._bad else ser
+        return self._pts[canon]
 
     def keys(self, canon: str) -> list[str]:
         return [self.log.used[canon]] if canon in self.log.used else list(KEY_MAP[canon])
@@ -476,7 +484,7 @@ def grad_norm_signal(c: _Ctx) -> None:
         c.off("grad_norm_spike", SYSTEM, "grad_norm", "grad_norm_spike")
         return
     gn, keys, k, win = c.pts("grad_norm"), c.keys("grad_norm"), c.th.grad_norm_spike, c.th.grad_norm_window
-    for i in range(3, len(gn)):
+    for i in _spike_candidates(gn, k, win):
         med = median(v for _, v in gn[max(0, i - win):i])
         if med > 0 and gn[i][1] > k * med:
             c.add("grad_norm_spike", SYSTEM, "fail", f"grad norm {gn[i][1]:.4g} at step {gn[i][0]} is over {k:g}x the "
@@ -485,6 +493,18 @@ def grad_norm_signal(c: _Ctx) -> None:
             return
     c.add("grad_norm_spike", SYSTEM, "ok", f"no grad-norm spike above {k:g}x the running median.",
           values={"factor": k}, keys=keys)
+
+
+def _spike_candidates(gn: Series, k: float, win: int) -> list[int]:
+    """Indexes i >= 3 whose value exceeds ``k`` x the median of the previous ``win`` values (numpy: a 100,000-step
+    log is checked in milliseconds; the caller re-checks each candidate exactly)."""
+    vals = np.array([v for _, v in gn], dtype=float)
+    if len(vals) < 4:
+        return []
+    pad = np.concatenate([np.full(win - 3, np.nan), vals])  # windows of the first values are shorter: NaN-padded
+    meds = np.nanmedian(np.lib.stride_tricks.sliding_window_view(pad, win)[: len(vals) - 3], axis=1)
+    hit = np.nonzero((meds > 0) & (vals[3:] > k * meds))[0]
+    return [int(i) + 3 for i in hit]
 
 
 def nonfinite_signal(c: _Ctx) -> None:
@@ -500,7 +520,7 @@ def nonfinite_signal(c: _Ctx) -> None:
     if not first:
         c.add("nonfinite", SYSTEM, "ok", "no NaN or inf in any logged value.")
     for k, (s, n) in sorted(first.items(), key=lambda kv: kv[1][0]):
-        total = len(c.log.raw.get(k, {}))
+        total = len(c.log.columns[k][0])
         if n == total:
             c.add("nonfinite", SYSTEM, "info", f"'{k}' is NaN/inf at every logged step ({n}): that metric is off or "
                   "not computed (e.g. kl with beta = 0), not a divergence.", s, {"count": float(n)}, [k])
