@@ -134,3 +134,11 @@ def test_nan_literals_as_hf_writes_them(tmp_path: Path) -> None:
     j = tmp_path / "m.jsonl"
     j.write_text('{"step": 1, "loss": NaN}\n{"step": 2, "loss": 0.1}\n')
     assert read_jsonl(j).nonfinite == [(1, "loss")]
+
+
+def test_docs_key_map_matches_code() -> None:
+    from evalgate.diagnostics.keys import KEY_ROWS
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "DIAGNOSTICS.md").read_text()
+    missing = [(c, r) for c, r, _ in KEY_ROWS if f"| `{c}` | `{r}` |" not in doc]
+    assert not missing, f"docs/DIAGNOSTICS.md key map lacks {missing}"
