@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from statistics import median, pstdev
+from operator import itemgetter
+from statistics import median
 from typing import Any
 
 import numpy as np
@@ -29,6 +30,7 @@ SEVERITIES = ("info", "warn", "fail")
 """Severities in increasing order; a finding's ``status`` is one of these, or ``ok``, ``not_checkable``, ``off``."""
 
 Series = list[tuple[int, float]]
+_second = itemgetter(1)
 
 
 @dataclass
@@ -80,13 +82,13 @@ def _windows(pts: Series, share: float) -> tuple[int, float, float] | None:
     w = max(2, math.ceil(n * share))
     if n < 2 * w:
         return None
-    vals = [v for _, v in pts]
+    vals = list(map(_second, pts))
     return w, _mean(vals[:w]), _mean(vals[-w:])
 
 
 def _first_trailing(pts: Series, w: int, crossed: Callable[[float], bool]) -> int | None:
     """First step of the first window of ``w`` values after the early window whose mean satisfies ``crossed``."""
-    vals = [v for _, v in pts]
+    vals = list(map(_second, pts))
     run = sum(vals[w:2 * w])
     for i in range(w, len(vals) - w + 1):
         if i > w:
@@ -99,7 +101,7 @@ def _first_trailing(pts: Series, w: int, crossed: Callable[[float], bool]) -> in
 def _first_level(pts: Series, w: int, above: float, every: bool) -> tuple[int, float] | None:
     """First step of the first ``w`` consecutive values all above ``above`` (``every``) or with mean above it;
     with the run's mean."""
-    vals = [v for _, v in pts]
+    vals = list(map(_second, pts))
     if len(vals) < w:
         return None
     if every:
@@ -158,7 +160,7 @@ def _kl_state(c: _Ctx) -> str | None:
     if not ser:
         return "KL penalty off or not logged (TRL GRPO/RLOO log no KL when beta = 0): looked for " \
                + ", ".join(KEY_MAP["kl"]) + "."
-    fin = _finite(ser)
+    fin = c.pts("kl")
     if not fin:
         return f"KL penalty off or not logged: '{c.log.used['kl']}' is NaN at every logged step (beta = 0?)."
     if all(v == 0 for _, v in fin):
@@ -378,7 +380,7 @@ def zero_std_signals(c: _Ctx) -> None:
         c.off("zero_std_groups", DATA, "zero_std_frac", "zero_std_max")
     else:
         hit = _first_level(pts, th.window, th.zero_std_max, every=False)
-        mean_all = _mean([v for _, v in pts]) if pts else float("nan")
+        mean_all = _mean(list(map(_second, pts))) if pts else float("nan")
         if hit:
             c.add("zero_std_groups", DATA, "warn", f"{hit[1]:.0%} of prompts had the same reward for every sampled "
                   f"completion over {th.window} logged steps from step {hit[0]} ({mean_all:.0%} over the run): those "
@@ -432,7 +434,7 @@ def _reward_moves(c: _Ctx) -> None:
     th = c.th
     pts, keys = c.pts("reward"), c.keys("reward")
     win = _windows(pts, th.window_share)
-    sd = pstdev([v for _, v in pts]) if len(pts) > 1 else 0.0
+    sd = float(np.std(np.fromiter(map(_second, pts), dtype=float, count=len(pts)))) if len(pts) > 1 else 0.0
     if win is None or sd == 0:
         for name in ("reward_flat", "reward_length_rise"):
             c.add(name, DATA, "not_checkable", f"too few or constant values of '{keys[0]}' ({len(pts)} logged).",
@@ -498,7 +500,7 @@ def grad_norm_signal(c: _Ctx) -> None:
 def _spike_candidates(gn: Series, k: float, win: int) -> list[int]:
     """Indexes i >= 3 whose value exceeds ``k`` x the median of the previous ``win`` values (numpy: a 100,000-step
     log is checked in milliseconds; the caller re-checks each candidate exactly)."""
-    vals = np.array([v for _, v in gn], dtype=float)
+    vals = np.fromiter(map(_second, gn), dtype=float, count=len(gn))
     if len(vals) < 4:
         return []
     pad = np.concatenate([np.full(win - 3, np.nan), vals])  # windows of the first values are shorter: NaN-padded
