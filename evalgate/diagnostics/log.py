@@ -15,9 +15,12 @@ the repeated steps are listed in ``TrainLog.duplicate_steps``.
 
 from __future__ import annotations
 
+import gc
 import json
 import math
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,19 @@ import orjson
 
 from evalgate.diagnostics.keys import KEY_MAP, STRIP_PREFIX
 from evalgate.errors import BadInput, MissingExtra
+
+
+@contextmanager
+def _no_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector while millions of acyclic objects (parsed records, tuples) are built: its
+    generation-0 passes would otherwise rescan them again and again (Python docs, ``gc.disable``)."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
 
 
 def _loads(data: bytes | str) -> Any:
@@ -239,6 +255,12 @@ def read_trainer_state(path: str | Path) -> TrainLog:
     Raises:
         BadInput: missing file, or a file that is neither a trainer state nor a cut one (no ``log_history``).
     """
+    with _no_gc():
+        return _read_trainer_state(path)
+
+
+def _read_trainer_state(path: str | Path) -> TrainLog:
+    """``read_trainer_state`` without the garbage-collector pause."""
     p = Path(path)
     try:
         text = p.read_text()
@@ -276,6 +298,12 @@ def read_jsonl(path: str | Path) -> TrainLog:
     Raises:
         BadInput: a line before the last that is not a JSON object (naming the line).
     """
+    with _no_gc():
+        return _read_jsonl(path)
+
+
+def _read_jsonl(path: str | Path) -> TrainLog:
+    """``read_jsonl`` without the garbage-collector pause."""
     p = Path(path)
     try:
         data = p.read_bytes()
