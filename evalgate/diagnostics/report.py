@@ -37,17 +37,14 @@ def plot_signal(signal: str, diags: list[Diagnosis]) -> str | None:
             continue
         color = f"C{i % 10}"
         xs, ys = zip(*_thin(pts), strict=True)
-        ax.plot(xs, ys, color=color, linewidth=1, label=d.label)
-        f = next((x for x in d.findings if x.signal == signal), None)
-        if f is not None and f.fired and f.step is not None:
+        f = next((x for x in d.findings if x.signal == signal and x.fired and x.step is not None), None)
+        ax.plot(xs, ys, color=color, linewidth=1, label=f"{d.label}: {f.status} @{f.step}" if f else d.label)
+        if f is not None and f.step is not None:
             ax.axvline(f.step, color=color, linestyle="--", linewidth=1)
-            ax.annotate(f"{f.status} @{f.step}", (f.step, 1), xycoords=("data", "axes fraction"), fontsize=7,
-                        color=color, va="top", ha="left", rotation=90)
     ax.set_title(f"{signal} ({d.log.used.get(canon, canon)})", fontsize=8)
     ax.tick_params(labelsize=7)
     ax.set_xlabel("step", fontsize=7)
-    if len(diags) > 1:
-        ax.legend(fontsize=6, loc="best")
+    ax.legend(fontsize=6, loc="best")
     fig.subplots_adjust(left=0.14, right=0.97, bottom=0.2, top=0.88)
     buf = io.StringIO()
     fig.savefig(buf, format="svg")
