@@ -142,3 +142,21 @@ def test_docs_key_map_matches_code() -> None:
     doc = (Path(__file__).resolve().parent.parent / "docs" / "DIAGNOSTICS.md").read_text()
     missing = [(c, r) for c, r, _ in KEY_ROWS if f"| `{c}` | `{r}` |" not in doc]
     assert not missing, f"docs/DIAGNOSTICS.md key map lacks {missing}"
+
+
+def test_guards_for_the_gate() -> None:
+    from evalgate.diagnostics.guards import Guards, guard_seed
+
+    # truncation (fail) from step 10 of 20; entropy drop (warn) from step 11
+    rows = [{"step": s, "completions/clipped_ratio": 0.3 if s > 10 else 0.0, "entropy": 0.9 if s > 10 else 2.0}
+            for s in range(1, 21)]
+    log = from_records(rows, "log.jsonl", "jsonl")
+    g = guard_seed(log, Guards(), [5, 10, 15, 20], seed=1)
+    assert [(f.signal, f.step) for f in g.trips] == [("truncation", 10)]
+    assert g.failing(5) == [] and [f.signal for f in g.failing(10)] == ["truncation"]
+    both = guard_seed(log, Guards(fail_on=("warn", "fail")), [5, 10, 15, 20], seed=1)
+    assert [(f.signal, f.step) for f in both.trips] == [("truncation", 10), ("entropy_drop", 11)]
+    assert guard_seed(log, Guards(), [5, 50]).coverage  # the log stops at 20, before the checkpoint at 50
+    assert guard_seed(None, Guards(), [5]).diagnosis is None
+    with pytest.raises(ValueError):
+        Guards(fail_on=("fatal",))  # type: ignore[arg-type]
