@@ -31,7 +31,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.scoring.passk import pass_at_k
+from evalgate.scoring import metrics
 from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
 from evalgate.stats import bootstrap_ci, mean_stderr, paired_bootstrap_diff, stderr_mean_of_means
 from evalgate.store import Store
@@ -129,7 +129,7 @@ class GatePolicy(_Strict):
     """Dev-tier split that picks each seed's best checkpoint (public and private tiers are refused)."""
     decision_split: str
     """Private-tier split that decides release."""
-    metric: str = Field(default="pass@1", pattern=r"^(pass@\d+|mean_score)$")
+    metric: str = Field(default="pass@1", pattern=metrics.METRIC_PATTERN)
     """``pass@k`` or ``mean_score`` (both have per-item values for paired statistics). Default: pass@1."""
     train_run: str | None = None
     """Only checkpoints of this training run name. Default: every run of the protocol on the selection split."""
@@ -245,23 +245,13 @@ def load_policy(path: str | Path) -> GatePolicy:
 
 # -- per-item values -------------------------------------------------------------------------------------------------
 def item_values(rows: list[dict[str, Any]], metric: str) -> dict[str, float]:
-    """Per-item metric values from sample rows (``item_id``, ``status``, ``score``).
+    """Per-item metric values from sample rows (``item_id``, ``status``, ``score``); see
+    ``evalgate.scoring.metrics.get_metric`` for the definitions.
 
-    ``pass@k``: the unbiased per-item estimator ``1 - C(n-c, k)/C(n, k)`` (Chen et al. 2021, eq. 1) with n samples
-    and c correct; ``mean_score``: the mean sample score. Items with fewer than k samples are an error.
+    Raises:
+        BadInput: an item with fewer than k samples for pass@k.
     """
-    by: dict[str, list[dict[str, Any]]] = {}
-    for r in rows:
-        by.setdefault(str(r["item_id"]), []).append(r)
-    if metric == "mean_score":
-        return {i: sum(float(r["score"]) for r in rs) / len(rs) for i, rs in by.items()}
-    k = int(metric.split("@")[1])
-    out = {}
-    for i, rs in by.items():
-        if len(rs) < k:
-            raise BadInput(f"item {i} has {len(rs)} samples, fewer than k={k} for {metric}; raise sampling.n")
-        out[i] = pass_at_k(len(rs), sum(1 for r in rs if r["status"] == "correct"), k)
-    return out
+    return metrics.item_values(metrics.group_by_item(rows), metric)
 
 
 def _finite(x: Any) -> bool:
@@ -442,7 +432,8 @@ def _check_protocol(policy: GatePolicy, evaluate_decision: bool) -> None:
     if lp.ref != policy.protocol:
         raise BadInput(f"gate policy {policy.name}: protocol is {policy.protocol} but protocol_file {proto_file} "
                        f"is {lp.ref}; make them agree")
-    if policy.metric.startswith("pass@") and int(policy.metric[5:]) not in lp.spec.pass_at_k:
+    k = metrics.pass_at_k_of(policy.metric)
+    if k is not None and k not in lp.spec.pass_at_k:
         raise BadInput(f"gate policy {policy.name}: metric {policy.metric} is not reported by {lp.ref} "
                        f"(its pass_at_k is {lp.spec.pass_at_k}); use one of "
                        f"{', '.join(f'pass@{k}' for k in lp.spec.pass_at_k)} or mean_score")

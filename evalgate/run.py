@@ -41,9 +41,9 @@ from evalgate.prompts import (
     render_response_prefix,
 )
 from evalgate.protocol import LoadedProtocol, load_protocol, verify
-from evalgate.scoring import SampleToScore, aggregate_behavior, get_scorer, pass_at_k, sample_behavior
+from evalgate.scoring import SampleToScore, aggregate_behavior, get_scorer, sample_behavior
+from evalgate.scoring.metrics import run_metrics
 from evalgate.splits import SplitManager, actor_name
-from evalgate.stats import mean_stderr
 from evalgate.store import Store
 
 # Samples scored per scorer call, so the scoring progress bar moves; large enough to keep the scorer's worker
@@ -207,15 +207,8 @@ def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str,
     mean over items. Behaviour metrics are means over samples. A greedy protocol (temperature 0) reports
     pass@1 only: its samples are copies of one decode, so pass@k for k > 1 would be pass@1 renamed.
     """
-    metrics: dict[str, Any] = {}
-    counts = [(len(ss), sum(1 for s in ss if s["status"] == "correct")) for ss in per_item.values()]
-    ks = [1] if protocol.spec.sampling.temperature == 0 else protocol.spec.pass_at_k
-    for k in ks:
-        mean, se = mean_stderr([pass_at_k(n, c, k) for n, c in counts])
-        metrics[f"pass@{k}"] = mean
-        metrics[f"pass@{k}_stderr"] = se
-    mean, se = mean_stderr([sum(s["score"] for s in ss) / len(ss) for ss in per_item.values()])
-    metrics["mean_score"], metrics["mean_score_stderr"] = mean, se
+    metrics: dict[str, Any] = dict(run_metrics(per_item, protocol.spec.pass_at_k,
+                                                greedy=protocol.spec.sampling.temperature == 0))
     metrics.update(aggregate_behavior([s["behavior"] for ss in per_item.values() for s in ss]))
     return metrics
 

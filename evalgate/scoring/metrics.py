@@ -1,0 +1,114 @@
+"""Run metrics defined once: each is a per-item value over that item's scored samples, aggregated as the mean over
+items with its stderr (items as the unit). The run computes them with ``run_metrics``; the gate takes the same
+per-item values with ``item_values`` for its paired statistics (the shape of lighteval's ``Metric(sample_level_fn,
+corpus_level_fn)`` and inspect_ai's ``@scorer(metrics=[accuracy(), stderr()])``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from evalgate.errors import BadInput
+from evalgate.scoring.passk import pass_at_k
+from evalgate.stats import mean_stderr
+
+METRIC_PATTERN = r"^(pass@[1-9]\d*|mean_score)$"
+_PASS_AT = re.compile(r"^pass@([1-9]\d*)$")
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One per-item metric.
+
+    Attributes:
+        name: ``pass@k`` or ``mean_score``.
+        item_value: maps one item's scored samples (each a mapping with ``status`` and ``score``) to a value in
+            [0, 1].
+    """
+
+    name: str
+    item_value: Callable[[Sequence[Mapping[str, Any]]], float]
+
+
+def _pass_at(k: int) -> Callable[[Sequence[Mapping[str, Any]]], float]:
+    def value(samples: Sequence[Mapping[str, Any]]) -> float:
+        return pass_at_k(len(samples), sum(1 for s in samples if s["status"] == "correct"), k)
+    return value
+
+
+def _mean_score(samples: Sequence[Mapping[str, Any]]) -> float:
+    if not samples:
+        raise BadInput("mean_score of an item with no samples is undefined")
+    return sum(float(s["score"]) for s in samples) / len(samples)
+
+
+def get_metric(name: str) -> Metric:
+    """The metric called ``name``.
+
+    ``pass@k``: the unbiased per-item estimator ``1 - C(n-c, k)/C(n, k)`` with n samples and c correct (Chen et al.
+    2021, eq. 1); an item with fewer than k samples is an error, never pass@k = 1. ``mean_score``: the mean sample
+    score of the item.
+
+    Raises:
+        BadInput: an unknown name (the message lists the known forms).
+    """
+    if name == "mean_score":
+        return Metric(name, _mean_score)
+    m = _PASS_AT.match(name)
+    if not m:
+        raise BadInput(f"unknown metric {name!r}: use pass@k (k >= 1) or mean_score")
+    return Metric(name, _pass_at(int(m.group(1))))
+
+
+def pass_at_k_of(name: str) -> int | None:
+    """k of a ``pass@k`` metric name, or None for another metric."""
+    m = _PASS_AT.match(name)
+    return int(m.group(1)) if m else None
+
+
+def group_by_item(rows: Iterable[Mapping[str, Any]]) -> dict[str, list[Mapping[str, Any]]]:
+    """Sample rows (each with ``item_id``) grouped by item id, in first-seen order."""
+    by: dict[str, list[Mapping[str, Any]]] = {}
+    for r in rows:
+        by.setdefault(str(r["item_id"]), []).append(r)
+    return by
+
+
+def item_values(per_item: Mapping[str, Sequence[Mapping[str, Any]]], name: str) -> dict[str, float]:
+    """Per-item values of metric ``name``: ``{item_id: value}``.
+
+    Raises:
+        BadInput: unknown metric, or an item with fewer than k samples for pass@k.
+    """
+    metric = get_metric(name)
+    return {i: metric.item_value(ss) for i, ss in per_item.items()}
+
+
+def aggregate(per_item: Mapping[str, Sequence[Mapping[str, Any]]], name: str) -> tuple[float, float]:
+    """Mean over items of the metric's per-item value and the stderr of that mean (``stats.mean_stderr``).
+
+    Raises:
+        BadInput: unknown metric, no items, or too few samples for pass@k.
+    """
+    values = item_values(per_item, name)
+    if not values:
+        raise BadInput(f"{name} over zero items is undefined")
+    return mean_stderr(list(values.values()))
+
+
+def run_metrics(per_item: Mapping[str, Sequence[Mapping[str, Any]]], pass_at: Sequence[int],
+                greedy: bool) -> dict[str, float]:
+    """The score metrics a run reports: ``pass@k`` and ``pass@k_stderr`` for each k, ``mean_score`` and
+    ``mean_score_stderr``.
+
+    A greedy protocol (temperature 0) reports pass@1 only: its samples are copies of one decode, so pass@k for
+    k > 1 would be pass@1 renamed.
+    """
+    out: dict[str, float] = {}
+    for k in [1] if greedy else pass_at:
+        out[f"pass@{k}"], out[f"pass@{k}_stderr"] = aggregate(per_item, f"pass@{k}")
+    out["mean_score"], out["mean_score_stderr"] = aggregate(per_item, "mean_score")
+    return out
