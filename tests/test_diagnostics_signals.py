@@ -192,3 +192,11 @@ def test_first_break_and_worst() -> None:
     assert d.first_break is not None and (d.first_break.signal, d.first_break.step) == ("grad_norm_spike", 6)
     assert d.worst == "fail"
     assert math.isfinite(d.first_break.values["grad_norm"])
+
+
+def test_nan_in_a_key_whose_guard_is_off_is_not_a_failure() -> None:
+    rows = [{"step": s, "kl": float("nan") if s == 12 else 0.01 * s} for s in STEPS]
+    on = diagnose(from_records(rows, "synthetic", "jsonl"))
+    assert [(f.status, f.step) for f in on.findings if f.signal == "nonfinite"] == [("fail", 12)]
+    off = diagnose(from_records(rows, "synthetic", "jsonl"), Thresholds(kl_target=None, kl_rise_max=None))
+    assert [(f.status, f.step) for f in off.findings if f.signal == "nonfinite"] == [("warn", 12)]

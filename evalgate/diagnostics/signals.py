@@ -510,11 +510,12 @@ def _spike_candidates(gn: Series, k: float, win: int) -> list[int]:
 
 
 def nonfinite_signal(c: _Ctx) -> None:
-    """``nonfinite`` per key: fail in a key a signal reads, warn in another key, info for a key NaN at every step."""
+    """``nonfinite`` per key: fail in ``loss`` or a key a signal that is on reads, warn in another key (one whose
+    signals are off: ``kl`` without a KL check), info for a key NaN at every step (a metric that is off)."""
     if not c.th.nonfinite:
         c.add("nonfinite", SYSTEM, "off", "turned off (thresholds.nonfinite is false).")
         return
-    read = set(c.log.used.values()) | {"loss"}
+    read = {k for f in c.out if f.status != "off" for k in f.keys} | {"loss"}  # keys of the signals that ran
     first: dict[str, tuple[int, int]] = {}
     for s, k in c.log.nonfinite:
         st, n = first.get(k, (s, 0))

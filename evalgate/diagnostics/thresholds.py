@@ -86,8 +86,8 @@ class Thresholds(BaseModel):
     grad_norm_window: int = Field(default=10, ge=3)
     """Previous logged values for the grad-norm median. Default: 10."""
     nonfinite: bool = True
-    """Report NaN/inf per key: fail in a key a signal reads, warn in another key, info for a key that is NaN at
-    every step (a metric that is off, e.g. ``kl`` with beta = 0). Default: true."""
+    """Report NaN/inf per key: fail in ``loss`` or a key read by a signal that is on, warn in another key, info for
+    a key that is NaN at every step (a metric that is off, e.g. ``kl`` with beta = 0). Default: true."""
     log_overrun_factor: float = Field(default=2.0, gt=1)
     """A training log whose last step is beyond this times a seed's last checkpoint step is probably another run's
     (``coverage``). Default: 2 (evalgate default)."""
