@@ -1,205 +1,28 @@
-"""Training logs written next to checkpoints, mapped to known keys, and the diagnostics the gate runs on them.
-
-Readers: HF/TRL ``trainer_state.json`` (its ``log_history``), JSONL (one JSON object per line with ``step`` or
-``global_step``), TensorBoard event files (through the ``tensorboard`` package's ``EventAccumulator``; install
-``evalgate[tensorboard]``). Each log becomes one series per canonical key, ``[(step, value), ...]`` in step order.
-
-Known keys (first match wins; a ``train/`` prefix, as HF's TensorBoard callback writes, is stripped):
-
-==================  ======================================================================================
-canonical           trainer keys
-==================  ======================================================================================
-reward              ``reward`` (TRL GRPO), ``objective/scores``, ``env/reward_mean`` (TRL PPO / PPOv2)
-kl                  ``kl`` (GRPO), ``objective/kl`` (PPO)
-entropy             ``entropy`` (GRPO), ``objective/entropy``, ``policy/entropy_avg`` (PPO)
-clip_fraction       ``clip_ratio/region_mean``, ``clip_ratio`` (GRPO), ``policy/clipfrac_avg`` (PPO)
-completion_length   ``completions/mean_length``, ``completion_length`` (GRPO)
-truncation          ``completions/clipped_ratio`` (GRPO: share of completions cut at max length)
-grad_norm           ``grad_norm``
-loss                ``loss``
-learning_rate       ``learning_rate``
-==================  ======================================================================================
+"""Compatibility layer: the training-log readers moved to ``evalgate.diagnostics`` (``log.py``, key map in
+``keys.py``); the gate's guards (``guard_diagnostics``) and the reward-hacking triad over dev evaluations
+(``reward_hacking``) stay here, with the meaning they had, until the gate reads ``evalgate.diagnostics`` directly.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import re
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass
 from statistics import median
 from typing import Any
 
-from evalgate.errors import BadInput, MissingExtra
-from evalgate.fileio import iter_jsonl
+from evalgate.diagnostics.keys import KEY_MAP
+from evalgate.diagnostics.log import (
+    TrainLog,
+    find_train_log,
+    from_records,
+    read_jsonl,
+    read_path,
+    read_tensorboard,
+    read_trainer_state,
+)
 
-KEY_MAP: dict[str, tuple[str, ...]] = {
-    "reward": ("reward", "objective/scores", "env/reward_mean"),
-    "kl": ("kl", "objective/kl"),
-    "entropy": ("entropy", "objective/entropy", "policy/entropy_avg"),
-    "clip_fraction": ("clip_ratio/region_mean", "clip_ratio", "policy/clipfrac_avg"),
-    "completion_length": ("completions/mean_length", "completion_length"),
-    "truncation": ("completions/clipped_ratio",),
-    "grad_norm": ("grad_norm",),
-    "loss": ("loss",),
-    "learning_rate": ("learning_rate",),
-}
-_STEP_DIR = re.compile(r"checkpoint-(\d+)$")
-
-
-@dataclass
-class TrainLog:
-    """One training run's logged metrics.
-
-    Attributes:
-        source: file or directory read.
-        format: ``trainer_state``, ``jsonl`` or ``tensorboard``.
-        series: canonical key -> ``[(step, value)]`` in step order (only keys the log has).
-        raw_keys: every key the log holds.
-        nonfinite: ``[(step, key)]`` of NaN/inf values in any key, in step order.
-    """
-
-    source: str
-    format: str
-    series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
-    raw_keys: list[str] = field(default_factory=list)
-    nonfinite: list[tuple[int, str]] = field(default_factory=list)
-
-
-def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, int | float | str):
-        return None
-    try:
-        return float(v)
-    except ValueError:
-        return None
-
-
-def from_records(records: list[dict[str, Any]], source: str, fmt: str) -> TrainLog:
-    """Build a TrainLog from step records (dicts with ``step`` or ``global_step`` and metric keys).
-
-    Records without a step are skipped (trainer_state.json's final summary has one, and no metric we map).
-    """
-    log = TrainLog(source, fmt)
-    raw: dict[str, list[tuple[int, float]]] = {}
-    for rec in records:
-        step = rec.get("step", rec.get("global_step"))
-        if not isinstance(step, int | float):
-            continue
-        for k, v in rec.items():
-            if k in ("step", "global_step", "epoch"):
-                continue
-            x = _num(v)
-            if x is None:
-                continue
-            key = k[6:] if k.startswith("train/") else k
-            raw.setdefault(key, []).append((int(step), x))
-            if not math.isfinite(x):
-                log.nonfinite.append((int(step), key))
-    log.raw_keys = sorted(raw)
-    for canon, candidates in KEY_MAP.items():
-        for c in candidates:
-            if c in raw:
-                log.series[canon] = sorted(raw[c])
-                break
-    log.nonfinite.sort()
-    return log
-
-
-def read_trainer_state(path: str | Path) -> TrainLog:
-    """Read an HF/TRL ``trainer_state.json`` (its ``log_history``).
-
-    Raises:
-        BadInput: missing file, invalid JSON, or no ``log_history`` list.
-    """
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text())
-    except (OSError, json.JSONDecodeError) as e:
-        raise BadInput(f"{p}: cannot read trainer_state.json ({e}); pass the file the trainer wrote") from e
-    hist = doc.get("log_history") if isinstance(doc, dict) else None
-    if not isinstance(hist, list):
-        raise BadInput(f"{p}: no 'log_history' list; is this a Trainer's trainer_state.json?")
-    return from_records([h for h in hist if isinstance(h, dict)], str(p), "trainer_state")
-
-
-def read_jsonl(path: str | Path) -> TrainLog:
-    """Read a JSONL metrics log: one JSON object per line with ``step`` (or ``global_step``) and metric keys.
-
-    Raises:
-        BadInput: a line that is not a JSON object (naming the line).
-    """
-    p = Path(path)
-    records = []
-    for i, rec in iter_jsonl(p.read_text(), p, "each line must be one JSON object"):
-        if not isinstance(rec, dict):
-            raise BadInput(f"{p}:{i}: each line must be a JSON object with 'step' and metric keys")
-        records.append(rec)
-    return from_records(records, str(p), "jsonl")
-
-
-def read_tensorboard(path: str | Path) -> TrainLog:
-    """Read scalar summaries from TensorBoard event files under ``path`` (a file or a directory).
-
-    Raises:
-        MissingExtra: the ``tensorboard`` package is not installed.
-    """
-    try:
-        from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    except ImportError as e:
-        raise MissingExtra("reading TensorBoard event files needs: pip install 'evalgate[tensorboard]'") from e
-    p = Path(path)
-    files = [p] if p.is_file() else sorted(p.rglob("events.out.tfevents.*"))
-    by_step: dict[int, dict[str, Any]] = {}
-    for f in files:
-        acc = EventAccumulator(str(f), size_guidance={"scalars": 0})
-        acc.Reload()
-        for tag in acc.Tags().get("scalars", []):
-            for ev in acc.Scalars(tag):
-                by_step.setdefault(int(ev.step), {"step": int(ev.step)})[tag] = float(ev.value)
-    return from_records([by_step[s] for s in sorted(by_step)], str(p), "tensorboard")
-
-
-def find_train_log(run_dir: str | Path) -> TrainLog | None:
-    """Find and read the training log of a run directory (the parent of its ``checkpoint-N`` directories).
-
-    Order: ``trainer_state.json`` in the highest ``checkpoint-N`` (it holds the whole history up to that step),
-    else one in ``run_dir``; TensorBoard event files under ``run_dir``; ``*.jsonl`` in ``run_dir``.
-
-    Returns:
-        The log, or None when there is none.
-    """
-    d = Path(run_dir)
-    if d.is_file():
-        return read_path(d)
-    if not d.is_dir():
-        return None
-    ckpts = sorted(((int(m.group(1)), c) for c in d.iterdir() if (m := _STEP_DIR.search(c.name))), reverse=True)
-    for _, c in ckpts:
-        if (c / "trainer_state.json").is_file():
-            return read_trainer_state(c / "trainer_state.json")
-    if (d / "trainer_state.json").is_file():
-        return read_trainer_state(d / "trainer_state.json")
-    if any(d.rglob("events.out.tfevents.*")):
-        return read_tensorboard(d)
-    jsonl = sorted(d.glob("*.jsonl"))
-    return read_jsonl(jsonl[0]) if jsonl else None
-
-
-def read_path(path: str | Path) -> TrainLog:
-    """Read a training log file by its kind (``trainer_state.json``/``*.json``, ``*.jsonl``, event file)."""
-    p = Path(path)
-    if p.is_dir():
-        log = find_train_log(p)
-        if log is None:
-            raise BadInput(f"{p}: no trainer_state.json, TensorBoard events or .jsonl log found")
-        return log
-    if p.name.startswith("events.out.tfevents"):
-        return read_tensorboard(p)
-    if p.suffix == ".jsonl":
-        return read_jsonl(p)
-    return read_trainer_state(p)
+__all__ = ["KEY_MAP", "Diagnostic", "TrainLog", "find_train_log", "from_records", "guard_diagnostics", "read_jsonl",
+           "read_path", "read_tensorboard", "read_trainer_state", "reward_hacking"]
 
 
 # -- diagnostics ---------------------------------------------------------------------------------------------------

@@ -1,0 +1,152 @@
+"""Diagnose one or several training logs (one per training seed): findings, the first break, a terminal table.
+
+``diagnose_paths`` is what ``evalgate diagnose PATH...`` runs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalgate.diagnostics.log import TrainLog, read_path
+from evalgate.diagnostics.signals import PARTS, SEVERITIES, Finding, run_signals
+from evalgate.diagnostics.thresholds import Thresholds
+from evalgate.errors import BadInput
+
+_SEED = re.compile(r"(?:^|[-_/])seed[-_]?(\d+)(?:$|[-_/])", re.IGNORECASE)
+
+
+@dataclass
+class Diagnosis:
+    """The findings on one training log.
+
+    Attributes:
+        label: column name (``seed N``, or the log's directory name).
+        seed: training seed, when known.
+        log: the log read.
+        findings: one per signal (``signals.run_signals``).
+    """
+
+    label: str
+    seed: int | None
+    log: TrainLog
+    findings: list[Finding] = field(default_factory=list)
+
+    def fired(self, min_severity: str = "info") -> list[Finding]:
+        """Findings at or above ``min_severity``, ordered by step (no step last) then severity (fail first)."""
+        lo = SEVERITIES.index(min_severity)
+        hits = [f for f in self.findings if f.fired and SEVERITIES.index(f.status) >= lo]
+        return sorted(hits, key=lambda f: (f.step is None, f.step or 0, -SEVERITIES.index(f.status)))
+
+    @property
+    def first_break(self) -> Finding | None:
+        """The earliest warn or fail finding: "which curve broke first"."""
+        hits = self.fired("warn")
+        return hits[0] if hits else None
+
+    @property
+    def worst(self) -> str:
+        """``fail``, ``warn``, ``info`` or ``ok``."""
+        levels = [SEVERITIES.index(f.status) for f in self.findings if f.fired]
+        return SEVERITIES[max(levels)] if levels else "ok"
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready summary (without the series)."""
+        fb = self.first_break
+        steps = self.log.steps
+        return {"label": self.label, "seed": self.seed, "source": self.log.source, "format": self.log.format,
+                "steps": list(steps) if steps else None, "keys_used": self.log.used,
+                "duplicate_steps": self.log.duplicate_steps, "warnings": self.log.warnings, "worst": self.worst,
+                "first_break": fb.as_dict() if fb else None, "findings": [f.as_dict() for f in self.findings]}
+
+
+def seed_from_path(path: str | Path) -> int | None:
+    """The training seed in a path's directory names (``seed-3``, ``seed_3``, ``seed3``), or None."""
+    m = _SEED.search(Path(path).as_posix() + "/")
+    return int(m.group(1)) if m else None
+
+
+def diagnose(log: TrainLog, thresholds: Thresholds | None = None, label: str | None = None,
+             seed: int | None = None) -> Diagnosis:
+    """Run every signal on one log."""
+    return Diagnosis(label or (f"seed {seed}" if seed is not None else Path(log.source).parent.name or log.source),
+                     seed, log, run_signals(log, thresholds))
+
+
+def diagnose_paths(paths: list[str | Path], seeds: list[int] | None = None,
+                   thresholds: Thresholds | None = None) -> list[Diagnosis]:
+    """Read and diagnose each path (file or run directory).
+
+    Args:
+        paths: training logs, one per seed.
+        seeds: the training seed of each path, in order; default: from each path (``seed-N``), else none.
+
+    Raises:
+        BadInput: a path that is not a readable log; ``seeds`` of another length than ``paths``.
+    """
+    if seeds and len(seeds) != len(paths):
+        raise BadInput(f"{len(seeds)} --seed value(s) for {len(paths)} path(s); give one per path or none")
+    out = []
+    for i, p in enumerate(paths):
+        seed = seeds[i] if seeds else seed_from_path(p)
+        log = read_path(p)
+        label = f"seed {seed}" if seed is not None else _label(Path(p))
+        out.append(diagnose(log, thresholds, label, seed))
+    labels = [d.label for d in out]
+    for d in out:  # same directory name twice: fall back to the path
+        if labels.count(d.label) > 1:
+            d.label = d.log.source
+    return out
+
+
+def _label(p: Path) -> str:
+    if p.is_file():
+        p = p.parent if p.name in ("trainer_state.json",) or p.suffix != ".jsonl" else p.with_suffix("")
+    return p.name or str(p)
+
+
+_MARK = {"fail": "FAIL", "warn": "warn", "info": "info", "ok": "ok", "not_checkable": "n/c", "off": "off"}
+
+
+def format_table(diags: list[Diagnosis]) -> str:
+    """The terminal table: one row per signal (grouped by loop part), per seed its status and first step, then per
+    seed the first break and the log's warnings."""
+    names: list[tuple[str, str]] = []
+    for d in diags:
+        for f in d.findings:
+            if f.signal != "nonfinite" and (f.part, f.signal) not in names:
+                names.append((f.part, f.signal))
+    names.sort(key=lambda n: PARTS.index(n[0]))
+    header = ["part", "signal"] + [d.label for d in diags]
+    rows = [header]
+    for part, sig in names:
+        cells = []
+        for d in diags:
+            hit = next((x for x in d.findings if x.signal == sig), None)
+            at = f" @{hit.step}" if hit is not None and hit.fired and hit.step is not None else ""
+            cells.append("" if hit is None else _MARK[hit.status] + at)
+        rows.append([part, sig] + cells)
+    cells = []
+    for d in diags:
+        nf = [f for f in d.findings if f.signal == "nonfinite"]
+        worst: Finding | None = max(nf, key=lambda f: SEVERITIES.index(f.status) if f.fired else -1) if nf else None
+        cells.append("" if worst is None else _MARK[worst.status] + (f" @{worst.step} {worst.keys[0]}"
+                                                                     if worst.fired else ""))
+    rows.append(["system", "nonfinite"] + cells)
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    lines.append("")
+    for d in diags:
+        fb = d.first_break
+        first = f"first break: {fb.signal} at step {fb.step} ({fb.part}): {fb.message}" if fb else \
+            "first break: none (no warn or fail signal)"
+        st = d.log.steps
+        lines.append(f"{d.label}: {d.log.source} ({d.log.format}, steps {st[0]}..{st[1]})" if st else
+                     f"{d.label}: {d.log.source} (no logged steps)")
+        lines.append(f"  {first}")
+        for w in d.log.warnings:
+            lines.append(f"  warning: {w}")
+    return "\n".join(lines)

@@ -1,0 +1,62 @@
+"""What a release gate takes from the diagnostics: per seed, the findings that fail checkpoints, and whether the
+seed's log fits its checkpoints.
+
+``Guards`` is the gate policy's ``guards`` section: every ``Thresholds`` field plus ``fail_on``, the severities
+that fail a checkpoint (a checkpoint at or after such a finding's first step is failed).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from evalgate.diagnostics.coverage import coverage
+from evalgate.diagnostics.diagnose import Diagnosis, diagnose
+from evalgate.diagnostics.log import TrainLog
+from evalgate.diagnostics.signals import Finding
+from evalgate.diagnostics.thresholds import Thresholds
+
+
+class Guards(Thresholds):
+    """Training-log guards of a gate policy (docs/DIAGNOSTICS.md): the diagnostics' thresholds, and which
+    severities fail a checkpoint."""
+
+    fail_on: tuple[Literal["info", "warn", "fail"], ...] = ("fail",)
+    """Severities that fail every checkpoint at or after the finding's first step. Default: ``[fail]`` (warn and
+    info findings are shown in the report, not enforced)."""
+
+
+@dataclass
+class SeedGuards:
+    """The diagnostics of one training seed, as the gate uses them.
+
+    Attributes:
+        diagnosis: every finding on the seed's log (None: no log found).
+        trips: findings whose severity is in ``fail_on`` and that have a first step, by step.
+        coverage: sentences on a log that does not fit the seed's checkpoints (``coverage.coverage``).
+    """
+
+    diagnosis: Diagnosis | None
+    trips: list[Finding] = field(default_factory=list)
+    coverage: list[str] = field(default_factory=list)
+
+    def failing(self, step: int | None) -> list[Finding]:
+        """The trips at or before ``step`` (they fail a checkpoint at that step); none for an unknown step."""
+        return [] if step is None else [f for f in self.trips if f.step is not None and f.step <= step]
+
+
+def guard_seed(log: TrainLog | None, guards: Guards, checkpoint_steps: list[int],
+               seed: int | None = None) -> SeedGuards:
+    """Diagnose a seed's training log for the gate.
+
+    Args:
+        log: the seed's training log, or None when none was found.
+        guards: the policy's guards.
+        checkpoint_steps: the seed's checkpoint steps (for the coverage check).
+        seed: the training seed (the diagnosis's label).
+    """
+    if log is None:
+        return SeedGuards(None)
+    d = diagnose(log, guards, seed=seed)
+    trips = [f for f in d.fired() if f.status in guards.fail_on and f.step is not None]
+    return SeedGuards(d, trips, coverage(log, checkpoint_steps, guards.log_overrun_factor))

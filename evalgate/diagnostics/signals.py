@@ -1,0 +1,565 @@
+"""Signals over a training log, each with its first step, a severity, the values behind it and one plain sentence,
+grouped by the part of the training loop it belongs to (the chapter's loop: data/reward, policy update,
+exploration, system).
+
+Windows (docs/DIAGNOSTICS.md): a *level* signal looks at ``window`` consecutive logged values (the clip fraction:
+every one above the threshold; truncation, pinned length, zero-variance groups: their mean above it) and reports
+the first step of the first such run. A *trend* signal compares the mean of the last ``n * window_share`` logged
+values with that of the first as many (n = finite logged values, at least 2 each, at least 4 values) and reports
+the first step of the first trailing window (after the early one) that crosses the threshold.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from operator import itemgetter
+from statistics import median
+from typing import Any
+
+import numpy as np
+
+from evalgate.diagnostics.keys import KEY_MAP
+from evalgate.diagnostics.log import TrainLog
+from evalgate.diagnostics.thresholds import Thresholds
+
+DATA, POLICY, EXPLORATION, SYSTEM = "data/reward", "policy update", "exploration", "system"
+PARTS = (DATA, POLICY, EXPLORATION, SYSTEM)
+SEVERITIES = ("info", "warn", "fail")
+"""Severities in increasing order; a finding's ``status`` is one of these, or ``ok``, ``not_checkable``, ``off``."""
+
+Series = list[tuple[int, float]]
+_second = itemgetter(1)
+
+
+@dataclass
+class Finding:
+    """One signal's result on one log.
+
+    Attributes:
+        signal: signal name (docs/DIAGNOSTICS.md), e.g. ``kl_above_target``.
+        part: loop part: ``data/reward``, ``policy update``, ``exploration`` or ``system``.
+        status: ``info`` / ``warn`` / ``fail`` (it fired), ``ok``, ``not_checkable`` (its keys are absent, or KL
+            is zero/NaN throughout) or ``off`` (its threshold is None).
+        message: one plain sentence on what it means for the run.
+        step: first step where it appeared (None unless it fired).
+        values: the numbers behind it (threshold, window means, the value that tripped).
+        keys: the raw keys it read, or, when not checkable, every key it looked for.
+    """
+
+    signal: str
+    part: str
+    status: str
+    message: str
+    step: int | None = None
+    values: dict[str, float] = field(default_factory=dict)
+    keys: list[str] = field(default_factory=list)
+
+    @property
+    def fired(self) -> bool:
+        """True for info, warn and fail."""
+        return self.status in SEVERITIES
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (NaN/inf values as strings)."""
+        d = asdict(self)
+        d["values"] = {k: (v if math.isfinite(v) else str(v)) for k, v in self.values.items()}
+        return d
+
+
+def _finite(series: Series) -> Series:
+    return [(s, v) for s, v in series if math.isfinite(v)]
+
+
+def _mean(vals: list[float]) -> float:
+    return sum(vals) / len(vals)
+
+
+def _windows(pts: Series, share: float) -> tuple[int, float, float] | None:
+    """(w, early mean, late mean) of the first and last ``w = max(2, ceil(n * share))`` values; None when n < 2w."""
+    n = len(pts)
+    w = max(2, math.ceil(n * share))
+    if n < 2 * w:
+        return None
+    vals = list(map(_second, pts))
+    return w, _mean(vals[:w]), _mean(vals[-w:])
+
+
+def _first_trailing(pts: Series, w: int, crossed: Callable[[float], bool]) -> int | None:
+    """First step of the first window of ``w`` values after the early window whose mean satisfies ``crossed``."""
+    vals = list(map(_second, pts))
+    run = sum(vals[w:2 * w])
+    for i in range(w, len(vals) - w + 1):
+        if i > w:
+            run += vals[i + w - 1] - vals[i - 1]
+        if crossed(run / w):
+            return pts[i][0]
+    return None
+
+
+def _first_level(pts: Series, w: int, above: float, every: bool) -> tuple[int, float] | None:
+    """First step of the first ``w`` consecutive values all above ``above`` (``every``) or with mean above it;
+    with the run's mean."""
+    vals = list(map(_second, pts))
+    if len(vals) < w:
+        return None
+    if every:
+        run = 0
+        for i, v in enumerate(vals):
+            run = run + 1 if v > above else 0
+            if run == w:
+                return pts[i - w + 1][0], _mean(vals[i - w + 1:i + 1])
+        return None
+    total = sum(vals[:w])
+    for i in range(len(vals) - w + 1):
+        if i:
+            total += vals[i + w - 1] - vals[i - 1]
+        if total / w > above:
+            return pts[i][0], total / w
+    return None
+
+
+class _Ctx:
+    """One log, its thresholds and the findings so far."""
+
+    def __init__(self, log: TrainLog, th: Thresholds):
+        self.log, self.th = log, th
+        self.out: list[Finding] = []
+        self._bad = {k for _, k in log.nonfinite}
+        self._pts: dict[str, Series] = {}
+
+    def pts(self, canon: str) -> Series:
+        """The canonical series without NaN/inf values."""
+        if canon not in self._pts:
+            ser = self.log.series.get(canon, [])
+            self._pts[canon] = _finite(ser) if self.log.used.get(canon) in self._bad else ser
+        return self._pts[canon]
+
+    def keys(self, canon: str) -> list[str]:
+        return [self.log.used[canon]] if canon in self.log.used else list(KEY_MAP[canon])
+
+    def add(self, signal: str, part: str, status: str, message: str, step: int | None = None,
+            values: dict[str, float] | None = None, keys: list[str] | None = None) -> Finding:
+        f = Finding(signal, part, status, message, step, values or {}, keys or [])
+        self.out.append(f)
+        return f
+
+    def absent(self, signal: str, part: str, canon: str, what: str) -> Finding:
+        return self.add(signal, part, "not_checkable", f"{what} not logged: looked for "
+                        + ", ".join(KEY_MAP[canon]) + ".", keys=list(KEY_MAP[canon]))
+
+    def off(self, signal: str, part: str, canon: str, field_name: str) -> Finding:
+        return self.add(signal, part, "off", f"turned off (thresholds.{field_name} is null).", keys=self.keys(canon))
+
+
+# -- policy update ---------------------------------------------------------------------------------------------------
+def _kl_state(c: _Ctx) -> str | None:
+    """Why KL cannot be checked (absent, zero throughout, NaN throughout), or None."""
+    ser = c.log.series.get("kl")
+    if not ser:
+        return "KL penalty off or not logged (TRL GRPO/RLOO log no KL when beta = 0): looked for " \
+               + ", ".join(KEY_MAP["kl"]) + "."
+    fin = c.pts("kl")
+    if not fin:
+        return f"KL penalty off or not logged: '{c.log.used['kl']}' is NaN at every logged step (beta = 0?)."
+    if all(v == 0 for _, v in fin):
+        return f"KL penalty off or not logged: '{c.log.used['kl']}' is 0 at every logged step (beta = 0?)."
+    return None
+
+
+def kl_signals(c: _Ctx) -> None:
+    """``kl_above_target`` (fail) and ``kl_rising`` (warn); both ``not_checkable`` when KL is absent, zero or NaN
+    throughout, never "within bounds"."""
+    why = _kl_state(c)
+    for name, fname in (("kl_above_target", "kl_target"), ("kl_rising", "kl_rise_max")):
+        if why:
+            c.add(name, POLICY, "not_checkable", why, keys=c.keys("kl"))
+        elif getattr(c.th, fname) is None:
+            c.off(name, POLICY, "kl", fname)
+    if why:
+        return
+    pts, keys = c.pts("kl"), c.keys("kl")
+    if c.th.kl_target is not None:
+        lim = 2 * c.th.kl_target
+        hit = next(((s, v) for s, v in pts if v > lim), None)
+        if hit:
+            c.add("kl_above_target", POLICY, "fail", f"KL reached {hit[1]:.4g} at step {hit[0]}, above 2 x the target "
+                  f"{c.th.kl_target:g}: the policy is drifting from the reference faster than the run allows.",
+                  hit[0], {"kl": hit[1], "limit": lim}, keys)
+        else:
+            c.add("kl_above_target", POLICY, "ok", f"KL stayed at or below 2 x the target {c.th.kl_target:g} "
+                  f"(max {max(v for _, v in pts):.4g}).", values={"max": max(v for _, v in pts), "limit": lim},
+                  keys=keys)
+    if c.th.kl_rise_max is not None:
+        _trend(c, "kl_rising", POLICY, "kl", "up", c.th.kl_rise_max, floor=c.th.kl_rise_floor,
+               fired="KL rose {r:.3g}x from the early steps ({a:.4g} -> {b:.4g}): the policy keeps moving away "
+                     "from the reference; a surge like this precedes collapse.",
+               quiet="KL changed {r:.3g}x from the early to the late steps ({a:.4g} -> {b:.4g}).")
+
+
+def _trend(c: _Ctx, name: str, part: str, canon: str, direction: str, limit: float, fired: str, quiet: str,
+           floor: float = 0.0, sev: str = "warn", drop: bool = False) -> Finding:
+    """A ratio trend: late/early above ``limit`` (``up``), or the relative drop 1 - late/early above ``limit``
+    (``drop``)."""
+    pts, keys = c.pts(canon), c.keys(canon)
+    win = _windows(pts, c.th.window_share)
+    if win is None:
+        return c.add(name, part, "not_checkable", f"too few logged values of '{keys[0]}' ({len(pts)}) for a trend; "
+                     "need at least 4.", keys=keys)
+    w, a, b = win
+    base = max(a, floor) if direction == "up" else a
+    if base <= 0:
+        return c.add(name, part, "not_checkable", f"'{keys[0]}' early-window mean is {a:.4g}; a ratio to it is "
+                     "undefined.", keys=keys)
+    ratio = b / base
+    vals = {"early_mean": a, "late_mean": b, "ratio": ratio, "limit": limit, "window": float(w)}
+
+    def crossed(m: float) -> bool:
+        return (1 - m / base) > limit if drop else m / base > limit
+
+    tripped = (1 - ratio) > limit if drop else ratio > limit
+    txt = (fired if tripped else quiet).format(r=ratio, a=a, b=b, d=1 - ratio)
+    if not tripped:
+        return c.add(name, part, "ok", txt, values=vals, keys=keys)
+    return c.add(name, part, sev, txt, _first_trailing(pts, w, crossed), vals, keys)
+
+
+def clip_signal(c: _Ctx) -> None:
+    """``clip_fraction`` (fail): above ``clip_fraction_max`` for ``window`` consecutive logged steps; ``info`` when
+    it is 0 at every step (one policy update per batch: the ratio is 1 and the clip never acts)."""
+    if "clip_fraction" not in c.log.series:
+        c.absent("clip_fraction", POLICY, "clip_fraction", "clip fraction")
+        return
+    if c.th.clip_fraction_max is None:
+        c.off("clip_fraction", POLICY, "clip_fraction", "clip_fraction_max")
+        return
+    pts, keys, lim = c.pts("clip_fraction"), c.keys("clip_fraction"), c.th.clip_fraction_max
+    hit = _first_level(pts, c.th.window, lim, every=True)
+    if hit:
+        c.add("clip_fraction", POLICY, "fail", f"clip fraction above {lim:g} for {c.th.window} logged steps from "
+              f"step {hit[0]} (mean {hit[1]:.3g}): PPO keeps hitting its clip; lower the learning rate or the "
+              "number of PPO epochs.", hit[0], {"mean": hit[1], "limit": lim}, keys)
+    elif pts and all(v == 0 for _, v in pts):
+        c.add("clip_fraction", POLICY, "info", f"'{keys[0]}' is 0 at every logged step: with one update per batch "
+              "(TRL num_iterations = 1) the importance ratio is 1 and the clip never acts.", values={"max": 0.0},
+              keys=keys)
+    else:
+        mx = max((v for _, v in pts), default=float("nan"))
+        c.add("clip_fraction", POLICY, "ok", f"clip fraction never stayed above {lim:g} for {c.th.window} logged "
+              f"steps (max {mx:.3g}).", values={"max": mx, "limit": lim}, keys=keys)
+
+
+def value_loss_signal(c: _Ctx) -> None:
+    """``value_loss`` (warn): the critic's loss does not decrease (late-window mean >= early-window mean)."""
+    if "value_loss" not in c.log.series:
+        c.absent("value_loss", POLICY, "value_loss", "critic value loss (PPO with a critic; GRPO/RLOO have none)")
+        return
+    if not c.th.value_loss:
+        c.off("value_loss", POLICY, "value_loss", "value_loss")
+        return
+    pts, keys = c.pts("value_loss"), c.keys("value_loss")
+    win = _windows(pts, c.th.window_share)
+    if win is None:
+        c.add("value_loss", POLICY, "not_checkable", f"too few logged values of '{keys[0]}' ({len(pts)}).",
+              keys=keys)
+        return
+    w, a, b = win
+    vals = {"early_mean": a, "late_mean": b}
+    if b >= a:
+        c.add("value_loss", POLICY, "warn", f"the critic's value loss did not decrease ({a:.4g} -> {b:.4g}): its "
+              "value estimates are not fitting the returns, so advantages are noise; fit the critic alone first.",
+              _first_trailing(pts, w, lambda m: m >= a), vals, keys)
+    else:
+        c.add("value_loss", POLICY, "ok", f"the value loss decreased ({a:.4g} -> {b:.4g}).", values=vals, keys=keys)
+
+
+# -- exploration -----------------------------------------------------------------------------------------------------
+def entropy_signals(c: _Ctx) -> None:
+    """``entropy_floor`` (fail) and ``entropy_drop`` (warn)."""
+    if "entropy" not in c.log.series:
+        c.absent("entropy_floor", EXPLORATION, "entropy", "entropy")
+        c.absent("entropy_drop", EXPLORATION, "entropy", "entropy")
+        return
+    pts, keys = c.pts("entropy"), c.keys("entropy")
+    if c.th.entropy_floor is None:
+        c.off("entropy_floor", EXPLORATION, "entropy", "entropy_floor")
+    else:
+        fl = c.th.entropy_floor
+        hit = next(((s, v) for s, v in pts if v < fl), None)
+        if hit:
+            c.add("entropy_floor", EXPLORATION, "fail", f"entropy fell to {hit[1]:.4g} at step {hit[0]}, below the "
+                  f"floor {fl:g}: the policy has all but stopped exploring.", hit[0], {"entropy": hit[1],
+                                                                                      "floor": fl}, keys)
+        else:
+            c.add("entropy_floor", EXPLORATION, "ok", f"entropy stayed at or above {fl:g}.", values={"floor": fl},
+                  keys=keys)
+    if c.th.entropy_drop_max is None:
+        c.off("entropy_drop", EXPLORATION, "entropy", "entropy_drop_max")
+        return
+    _trend(c, "entropy_drop", EXPLORATION, "entropy", "down", c.th.entropy_drop_max, drop=True,
+           fired="entropy fell {d:.0%} from the early steps ({a:.4g} -> {b:.4g}): the policy is converging early "
+                 "and exploring less.",
+           quiet="entropy changed from {a:.4g} to {b:.4g} ({r:.3g}x of the early steps).")
+
+
+# -- data / reward ---------------------------------------------------------------------------------------------------
+def _cap(c: _Ctx) -> tuple[float, str] | None:
+    if c.th.max_completion_length is not None:
+        return float(c.th.max_completion_length), "thresholds.max_completion_length"
+    trunc = c.pts("truncation")
+    mx = c.pts("completion_length_max")
+    if trunc and mx and any(v > 0 for _, v in trunc):
+        return max(v for _, v in mx), f"longest logged completion ('{c.log.used['completion_length_max']}'), " \
+                                      "inferred: some completions were truncated"
+    return None
+
+
+def length_signals(c: _Ctx) -> None:
+    """``truncation`` (fail), ``length_pinned`` (warn), ``length_growth`` (warn)."""
+    th = c.th
+    if "truncation" not in c.log.series:
+        c.absent("truncation", DATA, "truncation", "share of truncated completions")
+    elif th.truncation_max is None:
+        c.off("truncation", DATA, "truncation", "truncation_max")
+    else:
+        pts, keys = c.pts("truncation"), c.keys("truncation")
+        hit = _first_level(pts, th.window, th.truncation_max, every=False)
+        if hit:
+            c.add("truncation", DATA, "fail", f"{hit[1]:.0%} of completions were cut at the maximum length over "
+                  f"{th.window} logged steps from step {hit[0]} (limit {th.truncation_max:.0%}): the reward scores "
+                  "unfinished answers; raise the length limit or penalise overlong answers.", hit[0],
+                  {"mean": hit[1], "limit": th.truncation_max}, keys)
+        else:
+            c.add("truncation", DATA, "ok", f"truncated share stayed at or below {th.truncation_max:.0%} over every "
+                  f"{th.window} logged steps (max {max((v for _, v in pts), default=0):.0%}).",
+                  values={"limit": th.truncation_max}, keys=keys)
+    if "completion_length" not in c.log.series:
+        c.absent("length_pinned", DATA, "completion_length", "mean completion length")
+        c.absent("length_growth", DATA, "completion_length", "mean completion length")
+        return
+    pts, keys = c.pts("completion_length"), c.keys("completion_length")
+    cap = _cap(c)
+    if th.length_pinned_ratio is None:
+        c.off("length_pinned", DATA, "completion_length", "length_pinned_ratio")
+    elif cap is None:
+        c.add("length_pinned", DATA, "not_checkable", "maximum completion length unknown: set "
+              "thresholds.max_completion_length (it is inferred only when truncation and the longest completion "
+              "are logged, e.g. completions/clipped_ratio and completions/max_length).",
+              keys=keys + list(KEY_MAP["completion_length_max"]) + list(KEY_MAP["truncation"]))
+    else:
+        lim = th.length_pinned_ratio * cap[0]
+        hit = _first_level([(s, v) for s, v in pts], th.window, lim - 1e-9, every=False)
+        vals = {"cap": cap[0], "limit": lim}
+        if hit:
+            c.add("length_pinned", DATA, "warn", f"mean completion length {hit[1]:.4g} is at {hit[1] / cap[0]:.0%} of "
+                  f"the cap {cap[0]:g} over {th.window} logged steps from step {hit[0]} (cap: {cap[1]}): most answers "
+                  "run to the limit.", hit[0], {**vals, "mean": hit[1]}, keys)
+        else:
+            c.add("length_pinned", DATA, "ok", f"mean completion length stayed below {th.length_pinned_ratio:.0%} "
+                  f"of the cap {cap[0]:g} (cap: {cap[1]}).", values=vals, keys=keys)
+    if th.length_growth_max is None:
+        c.off("length_growth", DATA, "completion_length", "length_growth_max")
+    else:
+        _trend(c, "length_growth", DATA, "completion_length", "up", th.length_growth_max,
+               fired="mean completion length grew {r:.3g}x from the early steps ({a:.4g} -> {b:.4g}): answers are "
+                     "inflating, a sign of length preference or reward hacking.",
+               quiet="mean completion length changed {r:.3g}x ({a:.4g} -> {b:.4g}).")
+
+
+def zero_std_signals(c: _Ctx) -> None:
+    """``zero_std_groups`` (warn): the share of zero-variance reward groups is high; ``zero_std_rising`` (warn)."""
+    th = c.th
+    if "zero_std_frac" not in c.log.series:
+        c.absent("zero_std_groups", DATA, "zero_std_frac", "share of zero-variance reward groups (GRPO/RLOO)")
+        c.absent("zero_std_rising", DATA, "zero_std_frac", "share of zero-variance reward groups (GRPO/RLOO)")
+        return
+    pts, keys = c.pts("zero_std_frac"), c.keys("zero_std_frac")
+    rise_max = th.zero_std_rise_max
+    if th.zero_std_max is None:
+        c.off("zero_std_groups", DATA, "zero_std_frac", "zero_std_max")
+    else:
+        hit = _first_level(pts, th.window, th.zero_std_max, every=False)
+        mean_all = _mean(list(map(_second, pts))) if pts else float("nan")
+        if hit:
+            c.add("zero_std_groups", DATA, "warn", f"{hit[1]:.0%} of prompts had the same reward for every sampled "
+                  f"completion over {th.window} logged steps from step {hit[0]} ({mean_all:.0%} over the run): those "
+                  "groups give no learning signal; the prompts are too easy or too hard for the reward.", hit[0],
+                  {"mean": hit[1], "run_mean": mean_all, "limit": th.zero_std_max}, keys)
+        else:
+            c.add("zero_std_groups", DATA, "ok", f"zero-variance groups stayed at or below {th.zero_std_max:.0%} "
+                  f"over every {th.window} logged steps ({mean_all:.0%} over the run).",
+                  values={"run_mean": mean_all, "limit": th.zero_std_max}, keys=keys)
+    if rise_max is None:
+        c.off("zero_std_rising", DATA, "zero_std_frac", "zero_std_rise_max")
+        return
+    win = _windows(pts, th.window_share)
+    if win is None:
+        c.add("zero_std_rising", DATA, "not_checkable", f"too few logged values of '{keys[0]}' ({len(pts)}).",
+              keys=keys)
+        return
+    w, a, b = win
+    vals = {"early_mean": a, "late_mean": b, "rise": b - a, "limit": rise_max}
+    if b - a > rise_max:
+        step = _first_trailing(pts, w, lambda m: m - a > rise_max)
+        c.add("zero_std_rising", DATA, "warn", f"zero-variance groups rose from {a:.0%} to {b:.0%}: more and more "
+              "prompts are solved (or failed) by every completion, so the learning signal is drying up.", step,
+              vals, keys)
+    else:
+        c.add("zero_std_rising", DATA, "ok", f"zero-variance groups went from {a:.0%} to {b:.0%}.", values=vals,
+              keys=keys)
+
+
+def reward_signals(c: _Ctx) -> None:
+    """``reward_flat`` (warn while length or KL move, info otherwise), ``reward_std_collapse`` (warn),
+    ``reward_length_rise`` (warn): two legs of the reward-hacking triad readable from the log alone."""
+    th = c.th
+    if "reward" not in c.log.series:
+        for name in ("reward_flat", "reward_length_rise"):
+            c.absent(name, DATA, "reward", "training reward")
+    else:
+        _reward_moves(c)
+    if "reward_std" not in c.log.series:
+        c.absent("reward_std_collapse", DATA, "reward_std", "reward standard deviation")
+    elif th.reward_std_drop_max is None:
+        c.off("reward_std_collapse", DATA, "reward_std", "reward_std_drop_max")
+    else:
+        _trend(c, "reward_std_collapse", DATA, "reward_std", "down", th.reward_std_drop_max, drop=True,
+               fired="the spread of rewards within groups fell {d:.0%} ({a:.4g} -> {b:.4g}): advantages are "
+                     "normalised by it, so the update is running out of signal.",
+               quiet="reward standard deviation went from {a:.4g} to {b:.4g}.")
+
+
+def _reward_moves(c: _Ctx) -> None:
+    th = c.th
+    pts, keys = c.pts("reward"), c.keys("reward")
+    win = _windows(pts, th.window_share)
+    sd = float(np.std(np.fromiter(map(_second, pts), dtype=float, count=len(pts)))) if len(pts) > 1 else 0.0
+    if win is None or sd == 0:
+        for name in ("reward_flat", "reward_length_rise"):
+            c.add(name, DATA, "not_checkable", f"too few or constant values of '{keys[0]}' ({len(pts)} logged).",
+                  keys=keys)
+        return
+    w, a, b = win
+    d = (b - a) / sd
+    late_start = pts[-w][0]
+    lw = _windows(c.pts("completion_length"), th.window_share)
+    len_ratio = lw[2] / lw[1] if lw and lw[1] > 0 else None
+    kl_rising = any(f.signal == "kl_rising" and f.status == "warn" for f in c.out)
+    len_moved = len_ratio is not None and abs(len_ratio - 1) > th.length_move
+    vals = {"early_mean": a, "late_mean": b, "effect": d, "limit": th.reward_effect}
+    if len_ratio is not None:
+        vals["length_ratio"] = len_ratio
+    movers = ([f"completion length changed {len_ratio:.3g}x"] if len_moved and len_ratio is not None else []) + \
+        (["KL rose"] if kl_rising else [])
+    kl_note = "" if "kl" in c.log.series and _kl_state(c) is None else " (KL is not logged)"
+    if abs(d) < th.reward_effect:
+        if movers:
+            c.add("reward_flat", DATA, "warn", f"training reward stayed flat ({a:.4g} -> {b:.4g}, {d:+.2f} sd) while "
+                  f"{' and '.join(movers)}: the policy is changing without earning more reward.", late_start, vals,
+                  keys)
+        else:
+            c.add("reward_flat", DATA, "info", f"training reward stayed flat ({a:.4g} -> {b:.4g}, {d:+.2f} sd) and "
+                  f"nothing else moved{kl_note}: the run may not be learning.", late_start, vals, keys)
+    else:
+        c.add("reward_flat", DATA, "ok", f"training reward moved {a:.4g} -> {b:.4g} ({d:+.2f} sd).", values=vals,
+              keys=keys)
+    if len_ratio is None:
+        c.absent("reward_length_rise", DATA, "completion_length", "mean completion length")
+    elif d >= th.reward_effect and len_ratio > 1 + th.length_move:
+        c.add("reward_length_rise", DATA, "warn", f"training reward rose ({a:.4g} -> {b:.4g}, {d:+.2f} sd) while "
+              f"answers got {len_ratio:.3g}x longer: two legs of the reward-hacking triad; check dev accuracy and "
+              "read high-reward samples.", late_start, vals, keys + c.keys("completion_length"))
+    else:
+        c.add("reward_length_rise", DATA, "ok", f"reward and length did not rise together (reward {d:+.2f} sd, "
+              f"length {len_ratio:.3g}x).", values=vals, keys=keys + c.keys("completion_length"))
+
+
+# -- system ----------------------------------------------------------------------------------------------------------
+def grad_norm_signal(c: _Ctx) -> None:
+    """``grad_norm_spike`` (fail): above ``grad_norm_spike`` x the median of the previous ``grad_norm_window``
+    logged values (needs 3 previous values)."""
+    if "grad_norm" not in c.log.series:
+        c.absent("grad_norm_spike", SYSTEM, "grad_norm", "grad norm")
+        return
+    if c.th.grad_norm_spike is None:
+        c.off("grad_norm_spike", SYSTEM, "grad_norm", "grad_norm_spike")
+        return
+    gn, keys, k, win = c.pts("grad_norm"), c.keys("grad_norm"), c.th.grad_norm_spike, c.th.grad_norm_window
+    for i in _spike_candidates(gn, k, win):
+        med = median(v for _, v in gn[max(0, i - win):i])
+        if med > 0 and gn[i][1] > k * med:
+            c.add("grad_norm_spike", SYSTEM, "fail", f"grad norm {gn[i][1]:.4g} at step {gn[i][0]} is over {k:g}x the "
+                  f"median {med:.4g} of the previous logged values: a spike that can wreck the weights in one "
+                  "update.", gn[i][0], {"grad_norm": gn[i][1], "median": med, "factor": k}, keys)
+            return
+    c.add("grad_norm_spike", SYSTEM, "ok", f"no grad-norm spike above {k:g}x the running median.",
+          values={"factor": k}, keys=keys)
+
+
+def _spike_candidates(gn: Series, k: float, win: int) -> list[int]:
+    """Indexes i >= 3 whose value exceeds ``k`` x the median of the previous ``win`` values (numpy: a 100,000-step
+    log is checked in milliseconds; the caller re-checks each candidate exactly)."""
+    vals = np.fromiter(map(_second, gn), dtype=float, count=len(gn))
+    if len(vals) < 4:
+        return []
+    pad = np.concatenate([np.full(win - 3, np.nan), vals])  # windows of the first values are shorter: NaN-padded
+    meds = np.nanmedian(np.lib.stride_tricks.sliding_window_view(pad, win)[: len(vals) - 3], axis=1)
+    hit = np.nonzero((meds > 0) & (vals[3:] > k * meds))[0]
+    return [int(i) + 3 for i in hit]
+
+
+def nonfinite_signal(c: _Ctx) -> None:
+    """``nonfinite`` per key: fail in ``loss`` or a key a signal that is on reads, warn in another key (one whose
+    signals are off: ``kl`` without a KL check), info for a key NaN at every step (a metric that is off)."""
+    if not c.th.nonfinite:
+        c.add("nonfinite", SYSTEM, "off", "turned off (thresholds.nonfinite is false).")
+        return
+    read = {k for f in c.out if f.status != "off" for k in f.keys} | {"loss"}  # keys of the signals that ran
+    first: dict[str, tuple[int, int]] = {}
+    for s, k in c.log.nonfinite:
+        st, n = first.get(k, (s, 0))
+        first[k] = (st, n + 1)
+    if not first:
+        c.add("nonfinite", SYSTEM, "ok", "no NaN or inf in any logged value.")
+    for k, (s, n) in sorted(first.items(), key=lambda kv: kv[1][0]):
+        total = len(c.log.columns[k][0])
+        if n == total:
+            c.add("nonfinite", SYSTEM, "info", f"'{k}' is NaN/inf at every logged step ({n}): that metric is off or "
+                  "not computed (e.g. kl with beta = 0), not a divergence.", s, {"count": float(n)}, [k])
+        elif k in read:
+            c.add("nonfinite", SYSTEM, "fail", f"'{k}' became NaN/inf at step {s} ({n} of {total} logged values): the "
+                  "run diverged numerically; checkpoints from this step on are suspect.", s, {"count": float(n)},
+                  [k])
+        else:
+            c.add("nonfinite", SYSTEM, "warn", f"'{k}' is NaN/inf at {n} of {total} logged steps from step {s}; no "
+                  "signal reads it (a reward function returning None for some prompts gives this).", s,
+                  {"count": float(n)}, [k])
+
+
+SIGNALS: tuple[Callable[[_Ctx], None], ...] = (length_signals, zero_std_signals, kl_signals, reward_signals,
+                                               clip_signal, value_loss_signal, entropy_signals, grad_norm_signal,
+                                               nonfinite_signal)
+"""Run in this order (reward_flat reads kl_rising's result)."""
+
+
+def run_signals(log: TrainLog, thresholds: Thresholds | None = None) -> list[Finding]:
+    """Every signal over one log.
+
+    Returns:
+        One finding per signal (``nonfinite``: one per key with NaN/inf, or one ``ok``), in ``SIGNALS`` order.
+    """
+    c = _Ctx(log, thresholds or Thresholds())
+    for sig in SIGNALS:
+        sig(c)
+    return c.out
+
+
+SIGNAL_SERIES: dict[str, str] = {
+    "truncation": "truncation", "length_pinned": "completion_length", "length_growth": "completion_length",
+    "zero_std_groups": "zero_std_frac", "zero_std_rising": "zero_std_frac", "reward_flat": "reward",
+    "reward_length_rise": "reward", "reward_std_collapse": "reward_std", "kl_above_target": "kl",
+    "kl_rising": "kl", "clip_fraction": "clip_fraction", "value_loss": "value_loss", "entropy_floor": "entropy",
+    "entropy_drop": "entropy", "grad_norm_spike": "grad_norm",
+}
+"""Signal -> the canonical series it is read from (what the report plots)."""

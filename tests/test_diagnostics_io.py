@@ -1,0 +1,162 @@
+"""Reading training logs as they are in real use: a resumed run that re-logs steps, files cut mid-write
+(trainer_state.json, JSONL, TensorBoard), verl's nested JSONL, seeds from directories, the coverage check against a
+seed's checkpoints (issue 13, point 10) and the CLI's exit codes on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evalgate.cli import main
+from evalgate.diagnostics import coverage, diagnose_paths, read_path, seed_from_path
+from evalgate.diagnostics.log import from_records, read_jsonl, read_trainer_state
+from evalgate.errors import BadInput
+
+
+def write_jsonl(p: Path, rows: list[dict]) -> Path:
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return p
+
+
+def test_resumed_run_last_wins(tmp_path: Path) -> None:
+    # steps 1-10, then the run resumed from checkpoint 5 and logged 6-15 again with other values
+    first = [{"step": s, "reward": 0.0, "kl": 0.01} for s in range(1, 11)]
+    second = [{"step": s, "reward": 1.0, "kl": 0.02} for s in range(6, 16)]
+    log = read_jsonl(write_jsonl(tmp_path / "m.jsonl", first + second))
+    assert log.duplicate_steps == [6, 7, 8, 9, 10]
+    assert [s for s, _ in log.series["reward"]] == list(range(1, 16))
+    assert dict(log.series["reward"])[8] == 1.0 and dict(log.series["reward"])[5] == 0.0
+    assert any("5 step(s) logged more than once" in w for w in log.warnings)
+
+
+def test_trainer_state_cut_mid_write(tmp_path: Path) -> None:
+    hist = [{"step": s, "reward": s / 10, "loss": 0.5} for s in range(1, 9)]
+    text = json.dumps({"global_step": 8, "log_history": hist}, indent=2)
+    cut = text.index('"step": 6')  # inside the 6th entry
+    p = tmp_path / "trainer_state.json"
+    p.write_text(text[:cut])
+    log = read_trainer_state(p)
+    assert [s for s, _ in log.series["reward"]] == [1, 2, 3, 4, 5]
+    assert log.warnings and "mid-write" in log.warnings[0]
+    p.write_text('{"global_step": 8, "log_hist')  # nothing readable: bad input, not a crash
+    with pytest.raises(BadInput):
+        read_trainer_state(p)
+
+
+def test_jsonl_half_line_and_bad_middle_line(tmp_path: Path) -> None:
+    p = write_jsonl(tmp_path / "m.jsonl", [{"step": s, "reward": 0.1} for s in range(1, 5)])
+    p.write_text(p.read_text() + '{"step": 5, "rew')
+    log = read_jsonl(p)
+    assert [s for s, _ in log.series["reward"]] == [1, 2, 3, 4] and "incomplete" in log.warnings[0]
+    lines = p.read_text().splitlines()
+    p.write_text("\n".join([lines[0], "{not json", *lines[1:4]]) + "\n")
+    with pytest.raises(BadInput, match=r"m\.jsonl:2"):
+        read_jsonl(p)
+
+
+def test_tensorboard_cut_mid_record(tmp_path: Path) -> None:
+    tb = pytest.importorskip("torch.utils.tensorboard", reason="torch's SummaryWriter needs the tensorboard package")
+    w = tb.SummaryWriter(str(tmp_path / "runs"))
+    for s in range(1, 11):
+        w.add_scalar("train/reward", 0.1 * s, s)
+    w.close()
+    f = next((tmp_path / "runs").glob("events.out.tfevents.*"))
+    data = f.read_bytes()
+    f.write_bytes(data[:-10])  # the last record loses its tail
+    log = read_path(tmp_path / "runs")
+    steps = [s for s, _ in log.series["reward"]]
+    assert steps == list(range(1, 10)) and "partial record" in log.warnings[0]
+
+
+def test_verl_file_logger_jsonl(tmp_path: Path) -> None:
+    # verl's FileLogger writes {"step": N, "data": {...}} (verl/utils/tracking.py)
+    rows = [{"step": s, "data": {"critic/score/mean": 0.1 * s, "actor/entropy": 1.0, "actor/pg_clipfrac": 0.01,
+                                 "response_length/mean": 200.0, "response_length/clip_ratio": 0.0,
+                                 "actor/kl_loss": 0.001 * s, "critic/vf_loss": 1.0}} for s in range(1, 21)]
+    log = read_jsonl(write_jsonl(tmp_path / "verl.jsonl", rows))
+    assert log.used == {"reward": "critic/score/mean", "kl": "actor/kl_loss", "entropy": "actor/entropy",
+                        "clip_fraction": "actor/pg_clipfrac", "completion_length": "response_length/mean",
+                        "truncation": "response_length/clip_ratio", "value_loss": "critic/vf_loss"}
+
+
+def test_openrlhf_train_prefix_stripped() -> None:
+    log = from_records([{"global_step": s, "train/reward": 1.0, "train/ppo_clip_ratio": 0.1,
+                         "train/critic_loss": 0.5} for s in range(1, 4)], "x", "jsonl")
+    assert log.used == {"reward": "reward", "clip_fraction": "ppo_clip_ratio", "value_loss": "critic_loss"}
+
+
+def test_seed_from_directories(tmp_path: Path) -> None:
+    assert seed_from_path("/runs/grpo/seed-3/trainer_state.json") == 3
+    assert seed_from_path("/runs/grpo/seed_12") == 12
+    assert seed_from_path("/runs/grpo/seedless/x.jsonl") is None
+    a = write_jsonl(tmp_path / "seed-1" / "m.jsonl", [{"step": s, "reward": 0.1} for s in range(1, 5)])
+    b = write_jsonl(tmp_path / "seed-2" / "m.jsonl", [{"step": s, "reward": 0.1} for s in range(1, 5)])
+    assert [d.label for d in diagnose_paths([a, b])] == ["seed 1", "seed 2"]
+    assert [d.seed for d in diagnose_paths([a, b], seeds=[7, 8])] == [7, 8]
+
+
+def test_coverage_of_checkpoints() -> None:
+    log = from_records([{"step": s, "loss": 0.1} for s in range(10, 501, 10)], "log.json", "trainer_state")
+    # issue 13's case: a log to step 500 attached to checkpoints that stop at step 12
+    far = coverage(log, [3, 6, 9, 12])
+    assert any("far past the last checkpoint at step 12" in w for w in far)
+    assert any("starts at step 10, after the checkpoint at step 3" in w for w in far)
+    short = coverage(log, [100, 600])
+    assert len(short) == 1 and "stops at step 500 but checkpoints go to step 600" in short[0]
+    assert coverage(log, [100, 200, 300]) == []  # 500 <= 2 x 300: the run went on after the last checkpoint
+    assert coverage(log, [100, 200], overrun_factor=3.0) == []
+
+
+def test_cli_bad_input_exit_2(tmp_path: Path) -> None:
+    r = CliRunner().invoke(main, ["diagnose", str(tmp_path / "missing.json")])
+    assert r.exit_code == 2 and "no such file" in r.output
+    p = write_jsonl(tmp_path / "m.jsonl", [{"step": 1, "reward": 0.1}])
+    r = CliRunner().invoke(main, ["diagnose", str(p), "--seed", "1", "--seed", "2"])
+    assert r.exit_code == 2 and "--seed" in r.output
+    th = tmp_path / "th.yaml"
+    th.write_text("truncation_max: 0.2\nclip_fraction_maxx: 0.3\n")
+    r = CliRunner().invoke(main, ["diagnose", str(p), "--thresholds", str(th)])
+    assert r.exit_code == 2 and "th.yaml:2" in r.output and "clip_fraction_max" in r.output
+    th.write_text("truncation_max: 0.5\n")
+    assert CliRunner().invoke(main, ["diagnose", str(p), "--thresholds", str(th)]).exit_code == 0
+
+
+def test_nan_literals_as_hf_writes_them(tmp_path: Path) -> None:
+    # HF's Trainer writes trainer_state.json with json.dumps, so a NaN loss appears as a bare NaN (not JSON)
+    p = tmp_path / "trainer_state.json"
+    p.write_text('{"log_history": [{"step": 1, "loss": 0.5, "kl": NaN}, {"step": 2, "loss": NaN, "kl": Infinity}]}')
+    log = read_trainer_state(p)
+    assert log.nonfinite == [(1, "kl"), (2, "kl"), (2, "loss")]
+    j = tmp_path / "m.jsonl"
+    j.write_text('{"step": 1, "loss": NaN}\n{"step": 2, "loss": 0.1}\n')
+    assert read_jsonl(j).nonfinite == [(1, "loss")]
+
+
+def test_docs_key_map_matches_code() -> None:
+    from evalgate.diagnostics.keys import KEY_ROWS
+
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "DIAGNOSTICS.md").read_text()
+    missing = [(c, r) for c, r, _ in KEY_ROWS if f"| `{c}` | `{r}` |" not in doc]
+    assert not missing, f"docs/DIAGNOSTICS.md key map lacks {missing}"
+
+
+def test_guards_for_the_gate() -> None:
+    from evalgate.diagnostics.guards import Guards, guard_seed
+
+    # truncation (fail) from step 10 of 20; entropy drop (warn) from step 11
+    rows = [{"step": s, "completions/clipped_ratio": 0.3 if s > 10 else 0.0, "entropy": 0.9 if s > 10 else 2.0}
+            for s in range(1, 21)]
+    log = from_records(rows, "log.jsonl", "jsonl")
+    g = guard_seed(log, Guards(), [5, 10, 15, 20], seed=1)
+    assert [(f.signal, f.step) for f in g.trips] == [("truncation", 10)]
+    assert g.failing(5) == [] and [f.signal for f in g.failing(10)] == ["truncation"]
+    both = guard_seed(log, Guards(fail_on=("warn", "fail")), [5, 10, 15, 20], seed=1)
+    assert [(f.signal, f.step) for f in both.trips] == [("truncation", 10), ("entropy_drop", 11)]
+    assert guard_seed(log, Guards(), [5, 50]).coverage  # the log stops at 20, before the checkpoint at 50
+    assert guard_seed(None, Guards(), [5]).diagnosis is None
+    with pytest.raises(ValueError):
+        Guards(fail_on=("fatal",))  # type: ignore[arg-type]

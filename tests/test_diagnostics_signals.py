@@ -1,0 +1,202 @@
+"""Every diagnostics signal on synthetic logs: a case that trips and a near miss, with the expected first step worked
+out by hand in each test's comment (window = 5 logged steps; trend windows are the first and last 5 of 20 values).
+Also: the three beta = 0 forms of KL, "not checkable" naming the keys looked for, and NaN/inf per key."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+
+from evalgate.diagnostics import KEY_MAP, Thresholds, diagnose
+from evalgate.diagnostics.log import from_records
+from evalgate.diagnostics.signals import Finding
+
+STEPS = range(1, 21)
+
+
+def find(rows: list[dict[str, Any]], signal: str, th: Thresholds | None = None) -> Finding:
+    d = diagnose(from_records(rows, "synthetic", "jsonl"), th)
+    hits = [f for f in d.findings if f.signal == signal]
+    assert len(hits) == 1, hits
+    return hits[0]
+
+
+def series(key: str, values: Any, **extra: Any) -> list[dict[str, Any]]:
+    return [{"step": s, key: values(s), **{k: v(s) for k, v in extra.items()}} for s in STEPS]
+
+
+def test_truncation() -> None:
+    # 0 on steps 1-10, 0.3 after: window 10-14 has mean (0 + 4 * 0.3) / 5 = 0.24 > 0.2, window 9-13 0.18
+    f = find(series("completions/clipped_ratio", lambda s: 0.3 if s > 10 else 0.0), "truncation")
+    assert (f.status, f.step, f.part) == ("fail", 10, "data/reward")
+    assert f.values["mean"] == pytest.approx(0.24)
+    assert find(series("completions/clipped_ratio", lambda s: 0.19), "truncation").status == "ok"
+
+
+def test_length_pinned_cap_inferred_and_given() -> None:
+    # cap = 100 (longest completion; some were truncated); 96 >= 95 from step 11, window 10-14 = 92.8
+    rows = series("completions/mean_length", lambda s: 96.0 if s > 10 else 80.0,
+                  **{"completions/max_length": lambda s: 100.0, "completions/clipped_ratio": lambda s: 0.01})
+    f = find(rows, "length_pinned")
+    assert (f.status, f.step, f.values["cap"]) == ("warn", 11, 100.0)
+    near = [{**r, "completions/mean_length": 94.0 if r["step"] > 10 else 80.0} for r in rows]
+    assert find(near, "length_pinned").status == "ok"
+    bare = series("completions/mean_length", lambda s: 96.0)
+    assert find(bare, "length_pinned").status == "not_checkable"
+    assert find(bare, "length_pinned", Thresholds(max_completion_length=100)).status == "warn"
+
+
+def test_length_growth() -> None:
+    # early mean 100 (steps 1-5), late 160 -> 1.6x > 1.5; trailing windows: from step 10 mean 148 (1.48),
+    # from step 11 mean 160 (1.6): first step 11
+    f = find(series("completions/mean_length", lambda s: 160.0 if s > 10 else 100.0), "length_growth")
+    assert (f.status, f.step) == ("warn", 11) and f.values["ratio"] == pytest.approx(1.6)
+    assert find(series("completions/mean_length", lambda s: 140.0 if s > 10 else 100.0),
+                "length_growth").status == "ok"
+
+
+def test_zero_std_groups_and_rising() -> None:
+    rows = series("frac_reward_zero_std", lambda s: 0.6 if s > 10 else 0.0)
+    # level: window 11-15 has mean 0.6 > 0.5; window 10-14 has 0.48
+    f = find(rows, "zero_std_groups")
+    assert (f.status, f.step) == ("warn", 11)
+    # rise: early 0, late 0.6; trailing window from step 8 (8-12) has mean 0.24 > 0.2, from 7 it has 0.12
+    r = find(rows, "zero_std_rising")
+    assert (r.status, r.step) == ("warn", 8) and r.values["rise"] == pytest.approx(0.6)
+    assert find(series("frac_reward_zero_std", lambda s: 0.5), "zero_std_groups").status == "ok"
+    assert find(series("frac_reward_zero_std", lambda s: 0.19 if s > 10 else 0.0), "zero_std_rising").status == "ok"
+
+
+def test_kl_above_target() -> None:
+    th = Thresholds(kl_target=0.1)
+    f = find(series("kl", lambda s: 0.21 if s == 7 else 0.05), "kl_above_target", th)
+    assert (f.status, f.step, f.part) == ("fail", 7, "policy update")
+    assert find(series("kl", lambda s: 0.2 if s == 7 else 0.05), "kl_above_target", th).status == "ok"
+    assert find(series("kl", lambda s: 0.05), "kl_above_target").status == "off"
+
+
+def test_kl_rising() -> None:
+    # early mean 0.01, late 0.06: 6x > 5; trailing window from step 11 is the first whose mean is 0.06 (step 10: 0.05)
+    f = find(series("kl", lambda s: 0.06 if s > 10 else 0.01), "kl_rising")
+    assert (f.status, f.step) == ("warn", 11) and f.values["ratio"] == pytest.approx(6.0)
+    assert find(series("kl", lambda s: 0.045 if s > 10 else 0.01), "kl_rising").status == "ok"
+    # KL starting at 0: the early mean is floored at 0.001 -> 0.004 / 0.001 = 4x (ok), 0.006 -> 6x (warn)
+    assert find(series("kl", lambda s: 0.004 if s > 10 else 0.0), "kl_rising").status == "ok"
+    assert find(series("kl", lambda s: 0.006 if s > 10 else 0.0), "kl_rising").status == "warn"
+
+
+@pytest.mark.parametrize("form", ["absent", "zero", "nan"])
+def test_kl_off_three_forms(form: str) -> None:
+    """beta = 0: TRL logs no kl, Unsloth-style trainers log 0 or NaN. Never "within bounds", never a failure."""
+    kl = {"absent": None, "zero": 0.0, "nan": float("nan")}[form]
+    rows = [{"step": s, "reward": float(s % 3), **({} if form == "absent" else {"kl": kl})} for s in STEPS]
+    d = diagnose(from_records(rows, "synthetic", "jsonl"), Thresholds(kl_target=0.05))
+    for name in ("kl_above_target", "kl_rising"):
+        f = next(x for x in d.findings if x.signal == name)
+        assert f.status == "not_checkable" and "KL penalty off or not logged" in f.message, f
+        assert "kl" in f.keys
+    if form == "absent":
+        assert all(k in f.message for k in KEY_MAP["kl"])
+    nf = [x for x in d.findings if x.signal == "nonfinite"]
+    assert [x.status for x in nf] == (["info"] if form == "nan" else ["ok"])
+    assert d.worst != "fail"
+
+
+def test_clip_fraction() -> None:
+    # 0.5 on steps 4-8: five consecutive logged steps above 0.4 -> fail at 4; on 4-7 only four
+    f = find(series("clip_ratio/region_mean", lambda s: 0.5 if 4 <= s <= 8 else 0.1), "clip_fraction")
+    assert (f.status, f.step) == ("fail", 4)
+    assert find(series("clip_ratio/region_mean", lambda s: 0.5 if 4 <= s <= 7 else 0.1),
+                "clip_fraction").status == "ok"
+    assert find(series("clip_ratio/region_mean", lambda s: 0.0), "clip_fraction").status == "info"
+
+
+def test_entropy_floor_and_drop() -> None:
+    th = Thresholds(entropy_floor=0.5)
+    f = find(series("entropy", lambda s: 0.4 if s == 9 else 1.0), "entropy_floor", th)
+    assert (f.status, f.step, f.part) == ("fail", 9, "exploration")
+    assert find(series("entropy", lambda s: 0.5 if s == 9 else 1.0), "entropy_floor", th).status == "ok"
+    # early 2.0, late 0.9: drop 55% > 50%; first trailing window with mean < 1.0: 11-15
+    d = find(series("entropy", lambda s: 0.9 if s > 10 else 2.0), "entropy_drop")
+    assert (d.status, d.step) == ("warn", 11)
+    assert find(series("entropy", lambda s: 1.1 if s > 10 else 2.0), "entropy_drop").status == "ok"
+
+
+def test_reward_flat_while_length_moves() -> None:
+    # reward pattern 0,1,1,0: early (1-5) and late (16-20) means both 0.4 -> effect 0; length 100 -> 130 (1.3x)
+    pattern = [0.0, 1.0, 1.0, 0.0]
+    rows = series("reward", lambda s: pattern[(s - 1) % 4],
+                  **{"completions/mean_length": lambda s: 130.0 if s > 10 else 100.0})
+    f = find(rows, "reward_flat")
+    assert (f.status, f.step) == ("warn", 16) and f.values["effect"] == pytest.approx(0.0)
+    flat_all = series("reward", lambda s: pattern[(s - 1) % 4], **{"completions/mean_length": lambda s: 100.0})
+    assert find(flat_all, "reward_flat").status == "info"  # nothing moves: not learning, not a break
+    rising = series("reward", lambda s: 1.0 if s > 10 else 0.0, **{"completions/mean_length": lambda s: 100.0})
+    assert find(rising, "reward_flat").status == "ok"
+
+
+def test_reward_length_rise() -> None:
+    # reward 0 -> 1 (sd 0.5: effect 2.0), length 100 -> 120 (1.2x > 1.1)
+    rows = series("reward", lambda s: 1.0 if s > 10 else 0.0,
+                  **{"completions/mean_length": lambda s: 120.0 if s > 10 else 100.0})
+    f = find(rows, "reward_length_rise")
+    assert (f.status, f.step) == ("warn", 16) and f.values["effect"] == pytest.approx(2.0)
+    near = [{**r, "completions/mean_length": 108.0 if r["step"] > 10 else 100.0} for r in rows]
+    assert find(near, "reward_length_rise").status == "ok"
+
+
+def test_reward_std_collapse() -> None:
+    # 1.0 -> 0.4: drop 60% > 50%; first trailing window below 0.5: 11-15
+    f = find(series("reward_std", lambda s: 0.4 if s > 10 else 1.0), "reward_std_collapse")
+    assert (f.status, f.step) == ("warn", 11)
+    assert find(series("reward_std", lambda s: 0.6 if s > 10 else 1.0), "reward_std_collapse").status == "ok"
+
+
+def test_value_loss() -> None:
+    f = find(series("loss/value_avg", lambda s: 1.2 if s > 10 else 1.0), "value_loss")
+    assert (f.status, f.part) == ("warn", "policy update")
+    assert find(series("loss/value_avg", lambda s: 0.5 if s > 10 else 1.0), "value_loss").status == "ok"
+    grpo = find(series("reward", lambda s: 1.0), "value_loss")
+    assert grpo.status == "not_checkable" and grpo.keys == list(KEY_MAP["value_loss"])
+
+
+def test_grad_norm_spike() -> None:
+    f = find(series("grad_norm", lambda s: 50.0 if s == 9 else 1.0), "grad_norm_spike")
+    assert (f.status, f.step, f.part) == ("fail", 9, "system")
+    assert find(series("grad_norm", lambda s: 9.9 if s == 9 else 1.0), "grad_norm_spike").status == "ok"
+
+
+def test_nonfinite_per_key() -> None:
+    rows = [{"step": s, "loss": float("nan") if s == 7 else 0.1, "rewards/x/std": float("nan") if s == 3 else 0.2,
+             "kl": float("inf")} for s in STEPS]
+    d = diagnose(from_records(rows, "synthetic", "jsonl"))
+    got = {f.keys[0]: (f.status, f.step) for f in d.findings if f.signal == "nonfinite"}
+    # loss is read by the diagnostics: fail; an unread key: warn; kl inf at every step: info (metric off)
+    assert got == {"loss": ("fail", 7), "rewards/x/std": ("warn", 3), "kl": ("info", 1)}
+
+
+def test_not_checkable_names_keys() -> None:
+    d = diagnose(from_records([{"step": s, "loss": 0.1} for s in STEPS], "synthetic", "jsonl"))
+    for f in d.findings:
+        if f.signal in ("truncation", "entropy_drop", "zero_std_groups", "clip_fraction"):
+            assert f.status == "not_checkable"
+            assert f.keys and all(k in f.message for k in f.keys), f
+
+
+def test_first_break_and_worst() -> None:
+    rows = [{"step": s, "completions/clipped_ratio": 0.5 if s >= 12 else 0.0,
+             "grad_norm": 50.0 if s == 6 else 1.0} for s in STEPS]
+    d = diagnose(from_records(rows, "synthetic", "jsonl"))
+    assert d.first_break is not None and (d.first_break.signal, d.first_break.step) == ("grad_norm_spike", 6)
+    assert d.worst == "fail"
+    assert math.isfinite(d.first_break.values["grad_norm"])
+
+
+def test_nan_in_a_key_whose_guard_is_off_is_not_a_failure() -> None:
+    rows = [{"step": s, "kl": float("nan") if s == 12 else 0.01 * s} for s in STEPS]
+    on = diagnose(from_records(rows, "synthetic", "jsonl"))
+    assert [(f.status, f.step) for f in on.findings if f.signal == "nonfinite"] == [("fail", 12)]
+    off = diagnose(from_records(rows, "synthetic", "jsonl"), Thresholds(kl_target=None, kl_rise_max=None))
+    assert [(f.status, f.step) for f in off.findings if f.signal == "nonfinite"] == [("warn", 12)]
