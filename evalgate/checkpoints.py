@@ -18,6 +18,7 @@ import shutil
 import tempfile
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -61,7 +62,11 @@ class Checkpoint:
 
 
 def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
-    """Hex sha256 of a file, read in 4 MiB chunks."""
+    """Hex sha256 of a file, read in 4 MiB chunks.
+
+    Raises:
+        OSError: the file cannot be read.
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         while block := f.read(chunk):
@@ -153,9 +158,12 @@ def dir_digest(model_dir: Path, cache: DigestCache | None = None) -> str:
             "pass a model directory or a .gguf file"
         )
     cache = cache or DigestCache()
+    # The files of a sharded checkpoint are hashed side by side (hashlib releases the GIL on large updates).
+    with ThreadPoolExecutor(max_workers=min(len(files), os.cpu_count() or 1)) as pool:
+        digests = list(pool.map(cache.sha256, files))
     h = hashlib.sha256()
-    for p in files:
-        h.update(f"{p.name}\0{cache.sha256(p)}\n".encode())
+    for p, d in zip(files, digests, strict=True):
+        h.update(f"{p.name}\0{d}\n".encode())
     cache.save()
     return h.hexdigest()
 

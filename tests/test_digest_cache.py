@@ -97,3 +97,18 @@ def test_dir_digest_equals_the_uncached_formula(tmp_path: Path, monkeypatch: pyt
     assert dir_digest(tmp_path, DigestCache(cache)) == expect.hexdigest()
     assert dir_digest(tmp_path, DigestCache(cache)) == expect.hexdigest()  # from the cache: same answer
     assert cache.exists()
+
+
+def test_file_sha256_equals_hashlib_and_raises_read_errors(tmp_path: Path) -> None:
+    from evalgate.checkpoints import file_sha256
+
+    data = bytes(range(256)) * 70_001  # not a multiple of the chunk size
+    f = tmp_path / "w.safetensors"
+    f.write_bytes(data)
+    assert file_sha256(f, chunk=4096) == hashlib.sha256(data).hexdigest()
+    (tmp_path / "empty").write_bytes(b"")
+    assert file_sha256(tmp_path / "empty") == hashlib.sha256(b"").hexdigest()
+    with pytest.raises(OSError):
+        file_sha256(tmp_path / "missing")
+    with pytest.raises(OSError):
+        file_sha256(tmp_path)

@@ -118,6 +118,12 @@ class Backend(Protocol):
         ...
 
 
+HF_SAMPLER_RULE = "gumbel-splitmix64/1"
+"""The hf backend's draw rule (``backends/sampler.py``); part of its generation settings, so samples drawn by
+another rule from the same seeds (before issue 21: one ``torch.Generator`` per row) are never reused from the
+cache. Kept here, not in ``sampler.py``, so computing the settings imports no torch."""
+
+
 def sample_seed(protocol_seed: int, item_id: str, sample_index: int) -> int:
     """Per-sample seed: first 8 bytes of sha256(``"{protocol_seed}:{item_id}:{sample_index}"``) as an unsigned int,
     masked to 63 bits. Independent of batch composition and item order."""
@@ -402,7 +408,10 @@ def generation_settings(name: str, options: BackendOptions) -> dict[str, Any]:
             versions[dist] = importlib.metadata.version(dist)
         except importlib.metadata.PackageNotFoundError:
             versions[dist] = None
-    return {"backend": name, "versions": versions, **options.output_settings()}
+    settings = {"backend": name, "versions": versions, **options.output_settings()}
+    if name == "hf":
+        settings["sampler"] = HF_SAMPLER_RULE
+    return settings
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:

@@ -2,9 +2,10 @@
 
 - Rows (one per sample) are sorted by prompt length and packed into batches whose padded size
   ``rows * (longest prompt + max_tokens)`` stays within ``token_budget``, which cuts padding.
-- Sampling is per row: ``SeededSampler`` draws each row's next token from its own ``torch.Generator`` seeded with
-  the sample's seed, so a sample does not depend on which other rows share its batch. Generation then runs in
-  greedy mode over the sampler's one-hot output, with HF's repetition penalty applied before it.
+- Sampling is per row: ``sampler.SeededSampler`` draws every row's next token at once on the model's device, from
+  noise keyed by the row's sample seed and decoding step (Gumbel-max), so a sample does not depend on which other
+  rows share its batch. Generation then runs in greedy mode over the sampler's one-hot output, with HF's repetition
+  penalty applied before it.
 - Stop sequences end generation while it runs (``GeneratedStopCriteria``), matched inside the generated text
   only, as vLLM and OpenAI-style servers do: transformers' own ``stop_strings`` also sees the prompt's last
   tokens, so a prompt ending in a newline and a first generated token "```" matched the stop "\\n```" across the
@@ -29,7 +30,6 @@ from safetensors import SafetensorError
 from transformers import (
     AutoModelForCausalLM,
     GenerationConfig,
-    LogitsProcessor,
     LogitsProcessorList,
     StoppingCriteria,
     StoppingCriteriaList,
@@ -44,41 +44,10 @@ from evalgate.backends.base import (
     cut_at_stop,
     generation_settings,
 )
+from evalgate.backends.sampler import SAMPLER_VERSION, SeededSampler
 from evalgate.checkpoints import load_tokenizer
 from evalgate.errors import BadInput, EngineError
 from evalgate.prompts import PromptEncoder
-
-
-class SeededSampler(LogitsProcessor):
-    """Per-row seeded sampling with temperature, top-k and top-p (Holtzman et al. 2020, nucleus sampling).
-
-    Returns scores that are 0 at the drawn token and -inf elsewhere, so greedy decoding emits the draw.
-
-    Args:
-        seeds: one seed per batch row.
-        temperature: > 0.
-        top_k: keep the k largest logits (0 disables).
-        top_p: keep the smallest set of tokens whose probability mass reaches top_p (1 disables).
-    """
-
-    def __init__(self, seeds: Sequence[int], temperature: float, top_k: int, top_p: float):
-        self.generators = [torch.Generator().manual_seed(int(s)) for s in seeds]
-        self.temperature, self.top_k, self.top_p = temperature, top_k, top_p
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        logits = scores.float() / self.temperature
-        if self.top_k > 0:
-            kth = torch.topk(logits, min(self.top_k, logits.shape[-1]), dim=-1).values[:, -1:]
-            logits = logits.masked_fill(logits < kth, float("-inf"))
-        if self.top_p < 1.0:
-            sorted_logits, idx = torch.sort(logits, descending=True, dim=-1)
-            cum = torch.softmax(sorted_logits, dim=-1).cumsum(dim=-1)
-            drop = cum - torch.softmax(sorted_logits, dim=-1) >= self.top_p  # keep the token that crosses top_p
-            logits = logits.masked_fill(drop.scatter(1, idx, drop), float("-inf"))
-        probs = torch.softmax(logits, dim=-1).cpu()
-        chosen = torch.stack([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(self.generators)])
-        out = torch.full_like(scores, float("-inf"))
-        return cast(torch.FloatTensor, out.scatter(1, chosen.to(scores.device), 0.0))
 
 
 class GeneratedStopCriteria(StoppingCriteria):
@@ -255,8 +224,9 @@ class HFBackend:
         processors = LogitsProcessorList()
         sampler = None
         if p.temperature > 0:
-            sampler = {"temperature": p.temperature, "top_k": p.top_k, "top_p": p.top_p, "seeds": "per row"}
-            processors.append(SeededSampler([b[3] for b in batch], p.temperature, p.top_k, p.top_p))
+            sampler = {"temperature": p.temperature, "top_k": p.top_k, "top_p": p.top_p, "seeds": "per row",
+                       "rule": SAMPLER_VERSION}
+            processors.append(SeededSampler([b[3] for b in batch], width, p.temperature, p.top_k, p.top_p))
         stops = StoppingCriteriaList([GeneratedStopCriteria(self.tokenizer, p.stop, width)] if any(p.stop) else [])
         self.sent = {"generation_config": gen.to_diff_dict(), "seeded_sampler": sampler,
                      "stop": {"strings": list(p.stop), "matched_in": "generated text only"} if stops else None}
