@@ -21,7 +21,8 @@ from evalgate.contamination import (
     overlaps,
     tokens,
 )
-from evalgate.datasets import gsm8k_items, import_math_dataset
+from evalgate.datasets import import_dataset
+from evalgate.datasets.gsm8k import gsm8k_items
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.splits import RELEASE_GATE, TIERS, Policy, SplitManager, partition, write_split
 from evalgate.store import Store
@@ -190,7 +191,7 @@ class Gsm8kCase:
 def gsm8k_case(tmp_path: Path) -> Gsm8kCase:
     if not (GSM8K.is_file() and MATH500.is_file()):
         pytest.skip(f"needs {GSM8K} and {MATH500} (../shared/data beside the repository)")
-    import_math_dataset("gsm8k", GSM8K)
+    import_dataset("gsm8k", GSM8K)
     items = {it["id"]: it for it in gsm8k_items(GSM8K)[0]}
     parts = partition(list(items))
     leaked = [parts["dev"][0], parts["public"][0], parts["private"][0]]

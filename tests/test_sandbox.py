@@ -391,7 +391,7 @@ def test_strict_scores_with_every_layer(tmp_path: Path, humaneval_records: list[
 
 
 def test_strict_refuses_without_bubblewrap_exit_2_before_any_read(tmp_path: Path, home: Path) -> None:
-    from evalgate.splits import import_humaneval
+    from evalgate.datasets.humaneval import import_humaneval
 
     import_humaneval()
     proto = _protocol(tmp_path, "strict")
