@@ -142,7 +142,8 @@ def _version(dist: str) -> str | None:
 def test_generation_settings_hold_what_changes_outputs_and_nothing_else() -> None:
     hf = generation_settings("hf", HFOptions(token_budget=64))
     assert hf == {"backend": "hf", "versions": {"transformers": _version("transformers"), "torch": _version("torch")},
-                  "device": "cpu", "dtype": "float32"}  # the dtype used on cpu, not None; no token_budget
+                  "device": "cpu", "dtype": "float32",  # the dtype used on cpu, not None; no token_budget
+                  "sampler": "gumbel-splitmix64/1"}  # the hf draw rule (issue 21): another rule draws other samples
     assert generation_settings("hf", HFOptions(device="cuda"))["dtype"] == "bfloat16"
     oa = generation_settings("openai", OpenAIOptions(base_url="http://127.0.0.1:9/v1", concurrency=2, timeout_s=5,
                                                      use_n=True))
