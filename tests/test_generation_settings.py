@@ -19,13 +19,15 @@ from tests.test_run_record import addition_protocol
 
 
 def test_settings_differ_by_backend_dtype_and_engine_but_not_by_spelling_of_defaults() -> None:
-    base = settings_sha256(generation_settings("hf", {}))
-    assert settings_sha256(generation_settings("hf", {"device": "cpu"})) == base  # the default, spelt out
-    assert settings_sha256(generation_settings("hf", {"token_budget": 1})) == base  # batching only
-    assert settings_sha256(generation_settings("hf", {"dtype": "bfloat16"})) != base
-    assert settings_sha256(generation_settings("vllm", {})) != base
-    assert generation_settings("hf", {"device": "cuda:1"})["options"]["device"] == "cuda"
-    assert set(generation_settings("hf", {})["engine"]) == {"transformers", "torch"}
+    from evalgate.backends.base import HFOptions, VLLMOptions
+
+    base = settings_sha256(generation_settings("hf", HFOptions()))
+    assert settings_sha256(generation_settings("hf", HFOptions(device="cpu"))) == base  # the default, spelt out
+    assert settings_sha256(generation_settings("hf", HFOptions(token_budget=1))) == base  # batching only
+    assert settings_sha256(generation_settings("hf", HFOptions(dtype="bfloat16"))) != base
+    assert settings_sha256(generation_settings("vllm", VLLMOptions())) != base
+    assert generation_settings("hf", HFOptions(device="cuda:1"))["device"] == "cuda"
+    assert set(generation_settings("hf", HFOptions())["versions"]) == {"transformers", "torch"}
 
 
 def test_migration_7_keeps_old_rows_but_never_reuses_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
