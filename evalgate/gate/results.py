@@ -24,6 +24,8 @@ class CheckpointResult:
         metrics: behaviour metrics (``mean_completion_tokens``, ``truncation_rate``, ``mean_repetition``).
         failed_reasons: why the checkpoint is failed (empty: not failed).
         error: the run's error (a failed run).
+        provenance: where the run's train_run, train_seed and step came from (``Checkpoint.provenance``; None for
+            runs stored before migration 16).
     """
 
     digest: str
@@ -37,6 +39,7 @@ class CheckpointResult:
     metrics: dict[str, float | None]
     failed_reasons: list[str] = field(default_factory=list)
     error: str | None = None
+    provenance: dict[str, str] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -49,7 +49,8 @@ def _checkpoint(run: dict[str, Any], metric: str) -> CheckpointResult:
     return CheckpointResult(digest=run["checkpoint_digest"], path=run["checkpoint_path"], step=run["step"],
                             train_run=run["train_run"], run_id=run["run_id"], status=run["status"],
                             value=m.get(metric), stderr=m.get(f"{metric}_stderr"),
-                            metrics={k: m.get(k) for k in BEHAVIOUR_METRICS}, error=run.get("error"))
+                            metrics={k: m.get(k) for k in BEHAVIOUR_METRICS}, error=run.get("error"),
+                            provenance=run.get("checkpoint_provenance"))
 
 
 def _mark_failed(cks: list[CheckpointResult], metric: str, collapse_drop: float | None,
