@@ -1,8 +1,9 @@
 """Schema migrations of the DuckDB store, one named function each, applied in order and recorded in
 ``schema_migrations`` (the pattern of simonw/llm's ``llm/migrations.py``).
 
-To change the schema, add a function at the end decorated with ``@migration(N, "name")``, N the next number. A
-migration never edits an earlier one: a store already migrated past it would never see the change.
+To change the schema, add a function at the end decorated with ``@migration(N, "name")``, N above every number so
+far (numbers are handed out ahead of time, so a branch may skip one another branch uses). A migration never edits an
+earlier one: a store already migrated past it would never see the change.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ MIGRATIONS: list[tuple[int, str, Migration]] = []
 
 
 def migration(number: int, name: str) -> Callable[[Migration], Migration]:
-    """Register ``fn`` as migration ``number``; numbers must be registered in order, without gaps.
+    """Register ``fn`` as migration ``number``; numbers must increase (gaps allowed: a number another branch holds).
 
     Raises:
-        ValueError: ``number`` is not the next free number (two migrations added under one number).
+        ValueError: ``number`` is not above every registered one (two migrations added under one number).
     """
     def register(fn: Migration) -> Migration:
-        if number != len(MIGRATIONS) + 1:
-            raise ValueError(f"migration {name!r} has number {number}, expected {len(MIGRATIONS) + 1}")
+        if MIGRATIONS and number <= MIGRATIONS[-1][0]:
+            raise ValueError(f"migration {name!r} has number {number}, expected more than {MIGRATIONS[-1][0]}")
         MIGRATIONS.append((number, name, fn))
         return fn
     return register
@@ -159,3 +160,11 @@ def _m008_generation_settings_in_cache_key(con: duckdb.DuckDBPyConnection) -> No
     con.execute("DROP TABLE generations")
     con.execute("ALTER TABLE generations_v7 RENAME TO generations")
     con.execute("ALTER TABLE runs ADD COLUMN settings_sha256 VARCHAR")
+
+
+@migration(16, "checkpoint_provenance")
+def _m016_checkpoint_provenance(con: duckdb.DuckDBPyConnection) -> None:
+    """The run record holds where its checkpoint's training run, seed and step came from (``Checkpoint.provenance``:
+    ``"flag"``, ``"folder name 'checkpoint-800'"``, ``"not inferred: ..."``), so the release report can show how
+    each candidate was attributed to its seed. Older runs keep NULL there."""
+    con.execute("ALTER TABLE runs ADD COLUMN checkpoint_provenance JSON")

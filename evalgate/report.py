@@ -54,7 +54,11 @@ def _thin(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
 def _svg(fig: Any) -> str:
     buf = io.StringIO()
     fig.savefig(buf, format="svg")
-    text = buf.getvalue()
+    return _inline_svg(buf.getvalue())
+
+
+def _inline_svg(text: str) -> str:
+    """An SVG document as an inline ``<svg>`` element with no URL in it."""
     text = text[text.index("<svg"):]
     # inline SVG in HTML needs no namespace declarations; dropping them (and the metadata block) leaves the file
     # with no URL at all, so a reader can check at a glance that nothing is fetched
@@ -98,7 +102,7 @@ def charts(verdict: Verdict) -> list[dict[str, str]]:
                         ax.plot([c.step], [c.value], marker="x", markersize=8, color="#cf222e",
                                 linestyle="none")
             for d in s.diagnostics:
-                if key is not None or d.kind == "reward_hacking":
+                if d.step is not None and (key is not None or d.signal == "reward_hacking"):
                     ax.axvline(d.step, color=line.get_color(), linestyle=":", linewidth=1)
         if key is None and verdict.baseline and verdict.baseline.dev:
             v = verdict.baseline.dev.metrics.get(verdict.policy.metric)
@@ -113,6 +117,30 @@ def charts(verdict: Verdict) -> list[dict[str, str]]:
     return out
 
 
+def diagnostics_section(verdict: Verdict) -> dict[str, Any]:
+    """The per-seed training-log diagnostics for the report: ``diagnostics.format_table`` over every seed's
+    diagnosis (one row per signal, per seed its status and first step) and one small plot per signal that fired at
+    warn or fail on some seed (``diagnostics.report.plot_signal``: every seed's series, its first step dashed), as
+    inline SVG. Empty when no seed has a training log."""
+    from evalgate.diagnostics import format_table
+    from evalgate.diagnostics.report import plot_signal
+    from evalgate.diagnostics.signals import SIGNAL_SERIES
+
+    diags = [s.guards.diagnosis for s in verdict.seeds if s.guards is not None and s.guards.diagnosis is not None]
+    if not diags:
+        return {}
+    import matplotlib
+
+    fired = {f.signal for d in diags for f in d.fired("warn")}
+    plots = []
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "evalgate"}):  # text as text, stable ids
+        for sig in SIGNAL_SERIES:
+            svg = plot_signal(sig, diags) if sig in fired else None
+            if svg:
+                plots.append({"signal": sig, "svg": Markup(_inline_svg(svg))})
+    return {"table": format_table(diags), "plots": plots}
+
+
 def _atomic_write(path: Path, text: str) -> None:
     atomic_write(path, text)
 
@@ -121,7 +149,7 @@ def render_html(verdict: Verdict, audit: dict[str, Any] | None = None) -> str:
     """The release report as one self-contained HTML document."""
     return _ENV.get_template("report.html.j2").render(
         v=verdict, d=verdict.as_dict(), charts=charts(verdict), generated_at=now().isoformat(timespec="seconds"),
-        audit=audit or {})
+        audit=audit or {}, diag=diagnostics_section(verdict))
 
 
 def write_html(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None = None) -> Path:

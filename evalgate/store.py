@@ -40,7 +40,8 @@ _ACCESS_COLUMNS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outc
 
 
 # The runs columns holding JSON.
-_RUN_JSON_COLUMNS = ("backend_info", "effective_params", "metrics", "counts", "versions", "warnings")
+_RUN_JSON_COLUMNS = ("backend_info", "effective_params", "metrics", "counts", "versions", "warnings",
+                     "checkpoint_provenance")
 
 
 def _json_values(row: dict[str, Any]) -> list[Any]:

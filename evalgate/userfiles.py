@@ -84,7 +84,8 @@ def _model_for(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] |
 
 def format_validation_error(path: Path, text: str, err: ValidationError, root: type[BaseModel], what: str,
                             prefix: tuple[str, ...] = ()) -> str:
-    """One message per problem: ``file:line: field: what (nearest known key)``.
+    """One message per problem: ``file:line: field: what (nearest known key)``; a key the section's model lists in
+    its ``RENAMED`` class attribute (old name -> new) names the new key.
 
     Args:
         path: the file, as the user named it.
@@ -109,9 +110,11 @@ def format_validation_error(path: Path, text: str, err: ValidationError, root: t
         if e["type"] == "extra_forbidden":
             model = _model_for(root, rel)
             known = list(model.model_fields) if model else []
+            renamed = getattr(model, "RENAMED", {}).get(str(loc[-1]))
             close = difflib.get_close_matches(str(loc[-1]), known, n=1)
             hint = (f"; did you mean '{close[0]}'?" if close else
                     f"; known keys: {', '.join(known)}" if known else "; this section takes no keys")
-            msg = f"unknown key '{loc[-1]}'{hint}"
+            msg = (f"'{loc[-1]}' was renamed to '{renamed}'; rename the key" if renamed else
+                   f"unknown key '{loc[-1]}'{hint}")
         lines.append(f"{head}: {where}: {msg}")
     return f"invalid {what}:\n  " + "\n  ".join(lines)

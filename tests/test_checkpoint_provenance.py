@@ -72,3 +72,26 @@ def test_resolve_records_where_each_value_came_from(tmp_path: Path, smollm2_dir:
     assert (ck.train_run, ck.train_seed, ck.step) == ("named-by-hand", 1, 9)
     assert ck.provenance == {"train_run": "flag", "train_seed": "folder name 'seed-1'",
                              "step": "folder name 'checkpoint-9'"}
+
+
+def test_provenance_is_stored_with_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalgate import store as store_mod
+    from evalgate.runner.record import CheckpointRef, ProtocolRef, RunRecord, SplitRef
+    from evalgate.store import Store
+
+    prov = {"train_run": "flag", "train_seed": "folder name 'seed-1'", "step": "folder name 'checkpoint-9'"}
+    rec = RunRecord(run_id="r2", status="running", protocol=ProtocolRef(name="p", version="1", sha256="h"),
+                    checkpoint=CheckpointRef(path="/ck", digest="ck", train_run="grpo", train_seed=1, step=9,
+                                             provenance=prov),
+                    split=SplitRef(name="s", tier="dev", sha256="x"), backend={"name": "hf"}, versions={},
+                    effective_params={"seed": 0})
+    path = tmp_path / "s.duckdb"
+    with monkeypatch.context() as m:  # a store as it was before migration 16, with a run in it
+        m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 16])
+        old = Store(path)
+        old.create_run({k: v for k, v in {**rec.row(), "run_id": "r1"}.items() if k != "checkpoint_provenance"})
+    store = Store(path)
+    store.create_run(rec.row())
+    r1, r2 = store.runs()
+    assert r1["checkpoint_provenance"] is None and RunRecord.from_row(r1).checkpoint.provenance is None
+    assert r2["checkpoint_provenance"] == prov and RunRecord.from_row(r2) == rec

@@ -1,6 +1,8 @@
 """Reading training logs as they are in real use: a resumed run that re-logs steps, files cut mid-write
 (trainer_state.json, JSONL, TensorBoard), verl's nested JSONL, seeds from directories, the coverage check against a
-seed's checkpoints (issue 13, point 10) and the CLI's exit codes on bad input."""
+seed's checkpoints (issue 13, point 10), the CLI's exit codes on bad input, and the key map on real TRL GRPO
+``trainer_state.json`` files (../shared/data/trainlogs, see its PROVENANCE.md; expected values read off the files by
+hand)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,9 @@ from click.testing import CliRunner
 
 from evalgate.cli import main
 from evalgate.diagnostics import coverage, diagnose_paths, read_path, seed_from_path
-from evalgate.diagnostics.log import from_records, read_jsonl, read_trainer_state
+from evalgate.diagnostics.log import from_records, read_jsonl, read_tensorboard, read_trainer_state
 from evalgate.errors import BadInput
+from tests.conftest import SHARED_DATA
 
 
 def write_jsonl(p: Path, rows: list[dict]) -> Path:
@@ -160,3 +163,33 @@ def test_guards_for_the_gate() -> None:
     assert guard_seed(None, Guards(), [5]).diagnosis is None
     with pytest.raises(ValueError):
         Guards(fail_on=("fatal",))  # type: ignore[arg-type]
+
+
+LOGS = SHARED_DATA / "trainlogs"
+
+
+@pytest.mark.skipif(not LOGS.is_dir(), reason=f"real trainer logs not present at {LOGS} (../shared/data is on "
+                                               "developer machines and CI)")
+def test_real_grpo_logs_map_known_keys() -> None:
+    log = read_path(LOGS / "chaos-economy-grpo" / "trainer_state.json")
+    assert log.format == "trainer_state" and len(log.series["reward"]) == 50
+    assert {"reward", "kl", "clip_fraction", "completion_length", "truncation", "grad_norm", "loss",
+            "learning_rate"} <= set(log.series)
+    assert log.series["reward"][0] == (5, pytest.approx(0.6202375590801239))  # first entry of the file
+    assert log.series["completion_length"][0] == (5, 424.3)
+    assert not log.nonfinite
+    mine = read_path(LOGS / "minesweeper-grpo-gptoss20b")  # a run directory: found by name
+    assert "entropy" in mine.series and "kl" not in mine.series
+
+
+def test_tensorboard_events(tmp_path: Path) -> None:
+    tb = pytest.importorskip("torch.utils.tensorboard", reason="torch's SummaryWriter needs the tensorboard package")
+    w = tb.SummaryWriter(str(tmp_path / "runs"))
+    for s in range(1, 6):
+        w.add_scalar("train/reward", 0.1 * s, s)
+        w.add_scalar("train/kl", 0.01 * s, s)
+    w.close()
+    log = read_tensorboard(tmp_path / "runs")
+    assert [s for s, _ in log.series["reward"]] == [1, 2, 3, 4, 5]
+    assert log.series["kl"][-1][1] == pytest.approx(0.05, rel=1e-6)
+    assert read_path(tmp_path / "runs").format == "tensorboard"

@@ -32,10 +32,10 @@ def test_best_last_failed_and_triad(tmp_path: Path) -> None:
     assert "collapse" in seeds[2]["failed"][0]["failed_reasons"][0]
     assert (seeds[3]["best"]["step"], seeds[3]["last"]["step"]) == (20, 50)
     assert [c["step"] for c in seeds[3]["failed"]] == [30, 40, 50]
-    assert "guard nan tripped at step 25" in seeds[3]["failed"][0]["failed_reasons"]
+    assert "guard nonfinite tripped at step 25" in seeds[3]["failed"][0]["failed_reasons"]
     assert seeds[3]["failed"][2]["failed_reasons"][0] == f"run error ({fx.FAILED_RUN_ERROR})"
-    kinds = {k: [(d["kind"], d["step"]) for d in s["diagnostics"]] for k, s in seeds.items()}
-    assert kinds == {1: [("reward_hacking", 40)], 2: [], 3: [("nan", 25)]}
+    kinds = {k: [(d["signal"], d["step"]) for d in s["diagnostics"]] for k, s in seeds.items()}
+    assert kinds == {1: [("reward_hacking", 40)], 2: [], 3: [("nonfinite", 25)]}
     outcome = {r.rule: r.passed for r in v.rules}
     assert outcome == {"min_seeds": True, "training_guards": False, "reward_hacking": False}
     assert not v.passed

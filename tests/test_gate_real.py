@@ -66,5 +66,13 @@ def test_gate_cli_with_real_decision_runs(home: Path, smollm2_dir: Path) -> None
     assert seed["train_seed"] == 1 and seed["last"]["step"] == 4 and seed["best"]["step"] in (2, 4)
     assert seed["decision"]["items"] == 3 and doc["baseline"]["decision"]["items"] == 3
     assert seed["train_log"]["format"] == "trainer_state"
+    # each candidate's run records where its seed (the flag) and step (its checkpoint-N folder) came from, and the
+    # release report shows it
+    prov = {c["step"]: c["provenance"] for c in seed["checkpoints"]}
+    assert {k: (p["train_seed"], p["step"]) for k, p in prov.items()} == {
+        2: ("flag", "folder name 'checkpoint-2'"), 4: ("flag", "folder name 'checkpoint-4'")}
+    html = (home / "r.html").read_text()
+    assert "train_seed: flag" in html and "step: folder name &#39;checkpoint-4&#39;" in html
+    assert "Training-log diagnostics per seed" in html  # the log has loss and grad_norm only
     a = json.loads(cli("audit", "--json", "--split", "add-private").stdout)["splits"]["add-private"]
     assert a["reads"] == 2 and a["by_purpose"] == {"release-gate": 2} and a["budget"]["left"] == 2

@@ -4,6 +4,7 @@ a screenshot), JUnit XML checked by a parser, JSON and the Markdown step summary
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
@@ -102,3 +103,12 @@ def test_json_and_step_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     html = Path(out["html"]).read_text()
     assert "Samples for audit" in html and fx.PRIVATE_MARKER not in html and fx.PRIVATE_MARKER not in text
     assert fx.PRIVATE_MARKER not in Path(out["json"]).read_text()
+    # per-seed training-log diagnostics (tests/gate_fixtures.py): seed 3's grad_norm is NaN at step 25, seed 1's
+    # completion length goes 100 -> 180 after step 30 (late/early 1.8 > 1.5: length_growth warns), and no fixture
+    # log has an entropy key
+    assert "Training-log diagnostics per seed" in html
+    nonfinite = next(line for line in html.splitlines() if line.startswith("system") and "nonfinite" in line)
+    assert nonfinite.split()[-3:] == ["FAIL", "@25", "grad_norm"]
+    assert "length_growth (completions/mean_length)" in html
+    assert re.search(r"entropy_drop\s+n/c\s+n/c\s+n/c", html)
+    assert [s["diagnosis"]["worst"] for s in doc["seeds"]][2] == "fail" and doc["seeds"][2]["not_checkable"]

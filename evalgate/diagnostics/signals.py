@@ -478,7 +478,8 @@ def _reward_moves(c: _Ctx) -> None:
 # -- system ----------------------------------------------------------------------------------------------------------
 def grad_norm_signal(c: _Ctx) -> None:
     """``grad_norm_spike`` (fail): above ``grad_norm_spike`` x the median of the previous ``grad_norm_window``
-    logged values (needs 3 previous values)."""
+    logged values (needs 3 previous values and a median above 0: TRL logs grad_norm 0 on steps where every group
+    had one reward, and a normal value after such steps is no spike)."""
     if "grad_norm" not in c.log.series:
         c.absent("grad_norm_spike", SYSTEM, "grad_norm", "grad norm")
         return

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from evalgate.diagnostics.signals import SIGNAL_SERIES
 from evalgate.errors import BadInput
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import Aggregate, BaselineResult, Difference, Estimate, RuleOutcome, SeedResult, Statistics
@@ -103,19 +104,53 @@ def _behaviour_rules(policy: GatePolicy, chosen: list[SeedResult], baseline: Bas
     return out
 
 
+def _not_checkable(seeds: list[SeedResult]) -> list[str]:
+    """The signals each seed's log cannot check, grouped by the series they read, seeds with the same list together:
+    ``seeds 1, 2: kl_above_target, kl_rising [kl]; value_loss [value_loss]``."""
+    by_text: dict[str, list[str]] = {}
+    for s in seeds:
+        groups: dict[str, list[str]] = {}
+        for f in s.guards.not_checkable if s.guards else []:
+            groups.setdefault(SIGNAL_SERIES.get(f.signal, f.signal), []).append(f.signal)
+        if groups:
+            text = "; ".join(f"{', '.join(v)} [{k}]" for k, v in groups.items())
+            by_text.setdefault(text, []).append(str(s.train_seed))
+    return [f"seed{'s' if len(ks) > 1 else ''} {', '.join(ks)}: {text}" for text, ks in by_text.items()]
+
+
+def _guards_rule(policy: GatePolicy, seeds: list[SeedResult]) -> RuleOutcome:
+    """``training_guards``: fails on a trip (a finding whose severity is in ``guards.fail_on``) or on a required
+    signal a seed's log cannot check; names every signal that is not checkable and every coverage warning, so a
+    guard that could not run never passes silently."""
+    req = policy.guards.require
+    hits = [(s.train_seed, d) for s in seeds for d in s.diagnostics if d.signal != "reward_hacking"]
+    no_log = [s.train_seed for s in seeds if s.train_log is None]
+    unmet = [f"seed {s.train_seed}: {f.signal} ({f.message})" for s in seeds if s.guards
+             for f in s.guards.not_checkable if f.signal in req]
+    unmet += [f"seed {k}: no training log, so {', '.join(req)} cannot be checked" for k in no_log if req]
+    parts = ["; ".join(f"seed {k}: {d.signal} at step {d.step}: {d.message}" for k, d in hits) or "no guard tripped"]
+    if unmet:
+        parts.append("Required signal(s) not checkable: " + "; ".join(unmet))
+    nc = _not_checkable(seeds)
+    if nc:
+        parts.append("Not checkable from the log (keys absent, zero or NaN throughout, or too few values): "
+                     + "; ".join(nc))
+    cov = [f"seed {s.train_seed}: {w}" for s in seeds if s.guards for w in s.guards.coverage]
+    if cov:
+        parts.append("Coverage: " + "; ".join(cov))
+    if no_log:
+        parts.append(f"No training log found for seed(s) {', '.join(map(str, no_log))}")
+    return RuleOutcome("training_guards", not hits and not unmet, ". ".join(p.rstrip(".") for p in parts) + ".")
+
+
 def _training_rules(policy: GatePolicy, seeds: list[SeedResult]) -> list[RuleOutcome]:
     out = []
     if policy.rules.training_guards:
-        hits = [(s.train_seed, d) for s in seeds for d in s.diagnostics if d.kind != "reward_hacking"]
-        no_log = [s.train_seed for s in seeds if s.train_log is None]
-        detail = "; ".join(f"seed {k}: {d.detail}" for k, d in hits) or "no guard tripped"
-        if no_log:
-            detail += f" (no training log found for seed(s) {', '.join(map(str, no_log))})"
-        out.append(RuleOutcome("training_guards", not hits, detail))
+        out.append(_guards_rule(policy, seeds))
     if policy.rules.reward_hacking:
-        hits = [(s.train_seed, d) for s in seeds for d in s.diagnostics if d.kind == "reward_hacking"]
+        hits = [(s.train_seed, d) for s in seeds for d in s.diagnostics if d.signal == "reward_hacking"]
         no_reward = [s.train_seed for s in seeds if not s.train_series.get("reward")]
-        detail = "; ".join(f"seed {k}: triad at step {d.step}: {d.detail}" for k, d in hits) or "no triad"
+        detail = "; ".join(f"seed {k}: triad at step {d.step}: {d.message}" for k, d in hits) or "no triad"
         if no_reward:
             detail += f" (no training reward logged for seed(s) {', '.join(map(str, no_reward))}: not checkable)"
         out.append(RuleOutcome("reward_hacking", not hits, detail))

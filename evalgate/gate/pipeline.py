@@ -41,13 +41,14 @@ def _select(policy: GatePolicy, runs: list[dict[str, Any]]) -> list[SeedResult]:
     """Best/last/failed per seed, with the guards' trips and the training-log diagnostics attached."""
     prelim = select_checkpoints(runs, policy.metric, policy.selection.collapse_drop)
     logs = guards.train_logs(policy, prelim)
-    trips = {s: guards.guard_trips(policy, lg) for s, lg in logs.items()}
+    per_seed = guards.seed_guards(policy, prelim, logs)
+    trips = {s: g.trips for s, g in per_seed.items()}
     bad_w: set[str] = set()
     if policy.selection.check_weights:
         bad_w = {c.digest for s in prelim for c in s.checkpoints if weights_finite(c.path) is False}
     seeds = select_checkpoints(runs, policy.metric, policy.selection.collapse_drop, trips, bad_w)
     for s in seeds:
-        guards.attach_diagnostics(s, logs.get(s.train_seed), trips.get(s.train_seed, []))
+        guards.attach_diagnostics(s, logs.get(s.train_seed), per_seed.get(s.train_seed))
     return seeds
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from evalgate.diagnostics.guards import Guards
 from evalgate.errors import BadInput
 from evalgate.scoring import metrics
 from evalgate.userfiles import FieldProblem, format_validation_error, load_yaml_mapping
@@ -48,25 +49,6 @@ class Selection(_Strict):
     file; off by default). Default: false."""
 
 
-class Guards(_Strict):
-    """Training-log guards (see ``evalgate.trainlogs.guard_diagnostics``); null turns one off."""
-
-    kl_target: float | None = Field(default=None, gt=0)
-    """KL target; KL above 2x this trips. Default: off."""
-    clip_fraction_max: float | None = Field(default=0.4, ge=0, le=1)
-    """Clip fraction above this for ``clip_window`` consecutive logged steps trips. Default: 0.4."""
-    clip_window: int = Field(default=5, ge=1)
-    """Consecutive logged steps for the clip-fraction guard. Default: 5."""
-    entropy_floor: float | None = None
-    """Entropy below this trips. Default: off."""
-    grad_norm_spike: float | None = Field(default=10.0, gt=1)
-    """Grad norm above this times the median of the previous ``grad_norm_window`` values trips. Default: 10."""
-    grad_norm_window: int = Field(default=10, ge=3)
-    """Previous logged values for the grad-norm median. Default: 10."""
-    nan: bool = True
-    """NaN/inf in any logged value trips. Default: true."""
-
-
 class GateRules(_Strict):
     """Rules a release must meet; a rule left null is not applied."""
 
@@ -88,7 +70,8 @@ class GateRules(_Strict):
     max_repetition: float | None = Field(default=None, ge=0, le=1)
     """Each best checkpoint's mean repetition ratio on the decision split, at most. Default: off."""
     training_guards: bool = True
-    """Fail when any seed's training log trips a guard. Default: true."""
+    """Fail when any seed's training log has a finding whose severity is in ``guards.fail_on``, or cannot check a
+    signal in ``guards.require``. Default: true."""
     reward_hacking: bool = True
     """Fail when any seed shows the reward-hacking triad. Default: true."""
 
@@ -118,7 +101,9 @@ class GatePolicy(_Strict):
     selection: Selection = Selection()
     """Failed-checkpoint rules."""
     guards: Guards = Guards()
-    """Training-log guards."""
+    """Training-log guards: the diagnostics' thresholds (``evalgate.diagnostics.Thresholds``), ``fail_on`` and
+    ``require`` (docs/DIAGNOSTICS.md, "The gate's guards"). Renamed keys: ``clip_window`` is ``window``, ``nan`` is
+    ``nonfinite`` (a file using an old name is refused with the new one)."""
     training_logs: dict[int, str] = {}
     """Training seed -> training log path (trainer_state.json, .jsonl, event file or run directory), relative
     to the policy file. Default: found next to the checkpoints."""

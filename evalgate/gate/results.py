@@ -8,8 +8,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalgate.diagnostics.guards import SeedGuards
+from evalgate.diagnostics.signals import Finding
 from evalgate.gate.policy import GatePolicy
-from evalgate.trainlogs import Diagnostic
 
 
 @dataclass
@@ -23,6 +24,8 @@ class CheckpointResult:
         metrics: behaviour metrics (``mean_completion_tokens``, ``truncation_rate``, ``mean_repetition``).
         failed_reasons: why the checkpoint is failed (empty: not failed).
         error: the run's error (a failed run).
+        provenance: where the run's train_run, train_seed and step came from (``Checkpoint.provenance``; None for
+            runs stored before migration 16).
     """
 
     digest: str
@@ -36,6 +39,7 @@ class CheckpointResult:
     metrics: dict[str, float | None]
     failed_reasons: list[str] = field(default_factory=list)
     error: str | None = None
+    provenance: dict[str, str] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -85,7 +89,10 @@ class SeedResult:
     Attributes:
         train_seed: the training seed. train_run: the training run name.
         checkpoints: every checkpoint's selection result, by step. best, last: two of them.
-        diagnostics: guard trips and the reward-hacking triad, from the training log.
+        diagnostics: the findings that fail checkpoints (severity in ``guards.fail_on``), then the reward-hacking
+            triad, from the training log.
+        guards: the seed's whole diagnosis, the signals its log cannot check and the coverage warnings (None: the
+            guards were not run).
         train_log: the log read (None: none found). train_series: its series (for the charts; not in the JSON).
         decision: the best checkpoint's decision run (None: no best, or not evaluated yet).
     """
@@ -95,7 +102,8 @@ class SeedResult:
     checkpoints: list[CheckpointResult]
     best: CheckpointResult | None
     last: CheckpointResult | None
-    diagnostics: list[Diagnostic] = field(default_factory=list)
+    diagnostics: list[Finding] = field(default_factory=list)
+    guards: SeedGuards | None = None
     train_log: TrainLogInfo | None = None
     train_series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     decision: DecisionRun | None = None
@@ -216,6 +224,15 @@ class RuleOutcome:
     detail: str
 
 
+def _guards_dict(g: SeedGuards | None) -> dict[str, Any]:
+    """A seed's diagnosis (every finding, ``Diagnosis.as_dict``), the signals its log cannot check and the coverage
+    warnings; nothing when the guards were not run."""
+    if g is None:
+        return {}
+    return {"diagnosis": g.diagnosis.as_dict() if g.diagnosis else None,
+            "not_checkable": [f.signal for f in g.not_checkable], "coverage": g.coverage}
+
+
 @dataclass
 class Verdict:
     """The gate's decision and everything the report shows.
@@ -267,8 +284,8 @@ class Verdict:
         out: dict[str, Any] = {
             "train_seed": s.train_seed, "train_run": s.train_run, "checkpoints": [c.as_dict() for c in s.checkpoints],
             "best": s.best.as_dict() if s.best else None, "last": s.last.as_dict() if s.last else None,
-            "failed": [c.as_dict() for c in s.failed], "diagnostics": [dataclasses.asdict(d) for d in s.diagnostics],
-            "train_log": dataclasses.asdict(s.train_log) if s.train_log else None}
+            "failed": [c.as_dict() for c in s.failed], "diagnostics": [d.as_dict() for d in s.diagnostics],
+            "train_log": dataclasses.asdict(s.train_log) if s.train_log else None, **_guards_dict(s.guards)}
         if s.decision is not None:
             out["decision"] = dataclasses.asdict(s.decision)
             est = self.stats.per_seed.get(s.train_seed) if self.stats else None

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalgate.diagnostics.signals import Finding
 from evalgate.gate.results import CheckpointResult, SeedResult, SetAside
-from evalgate.trainlogs import Diagnostic
 
 BEHAVIOUR_METRICS = ("mean_completion_tokens", "truncation_rate", "mean_repetition")
 # errors that say nothing about the checkpoint: a missing engine or library, a bad flag or option, a refused read,
@@ -49,11 +49,12 @@ def _checkpoint(run: dict[str, Any], metric: str) -> CheckpointResult:
     return CheckpointResult(digest=run["checkpoint_digest"], path=run["checkpoint_path"], step=run["step"],
                             train_run=run["train_run"], run_id=run["run_id"], status=run["status"],
                             value=m.get(metric), stderr=m.get(f"{metric}_stderr"),
-                            metrics={k: m.get(k) for k in BEHAVIOUR_METRICS}, error=run.get("error"))
+                            metrics={k: m.get(k) for k in BEHAVIOUR_METRICS}, error=run.get("error"),
+                            provenance=run.get("checkpoint_provenance"))
 
 
 def _mark_failed(cks: list[CheckpointResult], metric: str, collapse_drop: float | None,
-                 trips: list[Diagnostic], bad_weights: set[str]) -> None:
+                 trips: list[Finding], bad_weights: set[str]) -> None:
     """Fill each checkpoint's ``failed_reasons`` (checkpoints in step order)."""
     prev_ok: float | None = None
     for c in cks:
@@ -67,8 +68,8 @@ def _mark_failed(cks: list[CheckpointResult], metric: str, collapse_drop: float 
         if c.digest in bad_weights:
             why.append("NaN/inf in weights")
         for d in trips:
-            if c.step is not None and c.step >= d.step:
-                why.append(f"guard {d.kind} tripped at step {d.step}")
+            if c.step is not None and d.step is not None and c.step >= d.step:
+                why.append(f"guard {d.signal} tripped at step {d.step}")
         if c.value is not None and finite(c.value):
             if collapse_drop is not None and prev_ok is not None and prev_ok - c.value > collapse_drop:
                 why.append(f"collapse: {metric} fell {prev_ok - c.value:.4f} from the previous checkpoint "
@@ -77,7 +78,7 @@ def _mark_failed(cks: list[CheckpointResult], metric: str, collapse_drop: float 
 
 
 def select_checkpoints(runs: list[dict[str, Any]], metric: str, collapse_drop: float | None,
-                       guard_steps: dict[int | None, list[Diagnostic]] | None = None,
+                       guard_steps: dict[int | None, list[Finding]] | None = None,
                        bad_weights: set[str] | None = None) -> list[SeedResult]:
     """Best, last and failed checkpoints per training seed.
 
@@ -86,7 +87,8 @@ def select_checkpoints(runs: list[dict[str, Any]], metric: str, collapse_drop: f
             counts).
         metric: the selection metric.
         collapse_drop: absolute drop from the previous checkpoint (by step) that marks a collapse; None: off.
-        guard_steps: training seed -> guard trips; a checkpoint at or after a trip's step is failed.
+        guard_steps: training seed -> guard trips (``diagnostics.guards.SeedGuards.trips``); a checkpoint at or
+            after a trip's step is failed.
         bad_weights: checkpoint digests with non-finite weights.
 
     Returns:

@@ -54,6 +54,9 @@ class CheckpointRef(_Record):
     """Training seed."""
     step: int | None = None
     """Training step."""
+    provenance: dict[str, str] | None = None
+    """Where train_run, train_seed and step came from (``checkpoints.Checkpoint.provenance``: ``"flag"``, ``"folder
+    name 'checkpoint-800'"``, ``"not inferred: ..."``); None in runs stored before migration 16."""
 
 
 class SplitRef(_Record):
@@ -130,7 +133,8 @@ class RunRecord(_Record):
         return {"run_id": self.run_id, "status": self.status, "protocol_name": p.name, "protocol_version": p.version,
                 "protocol_hash": p.sha256, "protocol_path": p.path, "checkpoint_digest": c.digest,
                 "checkpoint_path": c.path, "checkpoint_kind": c.kind, "train_run": c.train_run,
-                "train_seed": c.train_seed, "step": c.step, "split": s.name, "tier": s.tier, "split_sha256": s.sha256,
+                "train_seed": c.train_seed, "step": c.step, "checkpoint_provenance": c.provenance, "split": s.name,
+                "tier": s.tier, "split_sha256": s.sha256,
                 "items": s.items, "sampling_seed": self.effective_params["seed"], "backend": self.backend["name"],
                 "backend_info": self.backend, "effective_params": self.effective_params, "versions": self.versions,
                 "metrics": self.metrics, "counts": self.counts, "warnings": self.warnings, "wall_s": self.wall_s,
@@ -146,7 +150,8 @@ class RunRecord(_Record):
                                  sha256=row["protocol_hash"], path=row.get("protocol_path")),
             checkpoint=CheckpointRef(path=row["checkpoint_path"], digest=row["checkpoint_digest"],
                                      kind=row.get("checkpoint_kind"), train_run=row["train_run"],
-                                     train_seed=row["train_seed"], step=row["step"]),
+                                     train_seed=row["train_seed"], step=row["step"],
+                                     provenance=row.get("checkpoint_provenance")),
             split=SplitRef(name=row["split"], tier=row["tier"], sha256=row["split_sha256"], items=row.get("items")),
             backend=row["backend_info"] or {"name": row["backend"]}, versions=row.get("versions") or {},
             effective_params=row["effective_params"] or {"seed": row["sampling_seed"]}, metrics=row["metrics"],
@@ -166,7 +171,7 @@ def draft(plan: RunPlan) -> RunRecord:
         run_id=plan.run_id, status="running",
         protocol=ProtocolRef(name=p.spec.name, version=p.spec.version, sha256=p.sha256, path=str(p.path)),
         checkpoint=CheckpointRef(path=str(c.path), digest=c.digest, kind=c.kind, train_run=c.train_run,
-                                 train_seed=c.train_seed, step=c.step),
+                                 train_seed=c.train_seed, step=c.step, provenance=dict(c.provenance) or None),
         split=SplitRef(name=m.name, tier=m.tier, sha256=m.content_sha256, items=len(plan.items)),
         backend=backend, versions=versions(),
         effective_params={**plan.params.as_dict(), "n": p.spec.sampling.n, "seed": plan.seed,
