@@ -48,6 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from evalgate import accesslog
 from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
 from evalgate.fileio import atomic_write, iter_jsonl
+from evalgate.sealing import SEALED_TIERS
 from evalgate.store import Store
 
 Tier = Literal["smoke", "dev", "public", "private", "human-audit"]
@@ -248,7 +249,8 @@ def _dump_jsonl(items: Iterable[dict[str, Any]]) -> bytes:
 
 def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: dict[str, Any],
                 directory: Path | None = None, policy: Policy | None = None) -> Path:
-    """Write a split's data file and manifest (private tier: encrypted). Existing files are replaced atomically.
+    """Write a split's data file and manifest (private tier: encrypted; private and human-audit tiers: the key
+    is created when missing, since their runs' outputs are encrypted with it). Existing files are replaced atomically.
 
     Returns:
         The manifest path.
@@ -263,6 +265,8 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
     plain = _dump_jsonl(items)
     encrypted = tier == "private"
     stored = _fernet(create=True).encrypt(plain) if encrypted else plain
+    if tier in SEALED_TIERS and not encrypted:  # its runs' outputs are encrypted in the store with the same key
+        load_key(create=True)
     data_name = f"{name}.jsonl.enc" if encrypted else f"{name}.jsonl"
     try:
         manifest = Manifest(name=name, tier=tier, data=data_name, sha256=_sha256(stored),  # type: ignore[arg-type]
