@@ -12,6 +12,9 @@ from collections.abc import Callable
 import duckdb
 
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
+COMPACT_TABLE = "evalgate_compact_after_migration"
+"""A migration that replaced values whose old bytes must not stay in the file creates this temporary table; the
+store then rewrites the file (``Store._compact``)."""
 MIGRATIONS: list[tuple[int, str, Migration]] = []
 
 
@@ -224,3 +227,4 @@ def _m009_sealed_outputs(con: duckdb.DuckDBPyConnection) -> None:
         if rows:
             _seal_column(con, table, column, rows, s.seal)
     con.execute("INSERT INTO sealed_key VALUES (?, current_timestamp)", [s.fingerprint])
+    con.execute(f"CREATE TEMP TABLE {COMPACT_TABLE} (x INTEGER)")  # the replaced plain text stays in free blocks

@@ -23,7 +23,7 @@ import duckdb
 from filelock import FileLock
 
 from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.migrations import MIGRATIONS
+from evalgate.migrations import COMPACT_TABLE, MIGRATIONS
 from evalgate.sealing import Sealer, open_rows, sealer, sealer_for
 
 
@@ -122,9 +122,8 @@ class Store:
             yield
             return
         with self._lock:
-            con = self._open()
+            con = self._open_migrated()
             try:
-                self._migrate(con)
                 self._session, self._session_thread = con, threading.get_ident()
                 yield
             finally:
@@ -164,16 +163,51 @@ class Store:
                 yield con
             return
         with self._lock:
-            con = self._open()
+            con = self._open_migrated()
             try:
-                self._migrate(con)
                 with self._transaction(con):
                     yield con
             finally:
                 con.close()
 
+    def _open_migrated(self) -> duckdb.DuckDBPyConnection:
+        """Open the file (the lock held) and apply the migrations it has not seen; rewrite it when a migration
+        asked to (``COMPACT_TABLE``).
+
+        Raises:
+            EvalgateError: the file cannot be opened, or a migration refused (nothing of it applied).
+        """
+        con = self._open()
+        try:
+            compact = self._migrate(con)
+        except BaseException:
+            con.close()
+            raise
+        if compact:
+            self._compact(con)
+            con = self._open()
+        return con
+
+    def _compact(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Copy the database into a new file that replaces it, then close ``con``. DuckDB keeps the bytes of values
+        it replaced in the file's free blocks; a copy holds only the live values (migration 9 relies on it to
+        leave no plain text of what it encrypted)."""
+        fresh = self.path.with_name(self.path.name + ".compact")
+        fresh.unlink(missing_ok=True)
+        name = con.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+        con.execute("ATTACH '{}' AS evalgate_compact".format(str(fresh).replace("'", "''")))
+        con.execute(f'COPY FROM DATABASE "{name}" TO evalgate_compact')
+        con.execute("DETACH evalgate_compact")
+        con.close()
+        os.replace(fresh, self.path)
+
     @staticmethod
-    def _migrate(con: duckdb.DuckDBPyConnection) -> None:
+    def _migrate(con: duckdb.DuckDBPyConnection) -> bool:
+        """Apply the migrations the store has not seen, each in its own transaction.
+
+        Returns:
+            Whether a migration asked for the file to be rewritten (it created the temporary ``COMPACT_TABLE``).
+        """
         con.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
                     "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMPTZ)")
         done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
@@ -183,6 +217,8 @@ class Store:
                 fn(con)
                 con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, now()])
                 con.execute("COMMIT")
+        return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name=?",
+                                [COMPACT_TABLE]).fetchone()[0])  # type: ignore[index]
 
     # -- protocols ---------------------------------------------------------------------------------------------
     def protocol_hash(self, name: str, version: str) -> str | None:
