@@ -191,9 +191,10 @@ def _seal_column(con: duckdb.DuckDBPyConnection, table: str, column: str, rows: 
 @migration(9, "sealed_outputs")
 def _m009_sealed_outputs(con: duckdb.DuckDBPyConnection) -> None:
     """Encryption at rest of what is derived from private and human-audit items (``evalgate.sealing``): a table
-    recording the fingerprint of the key the store's sealed values use, and the existing plain-text values of runs
-    on those tiers (prompts, completions, extracted answers, score details; raters' notes) sealed with the private
-    split key. A store holding such values cannot be opened without the key (refused, nothing changed)."""
+    recording the fingerprint of the key the store's sealed values use, and the existing plain-text values of
+    runs on those tiers (prompts, completions, extracted answers, score details, failed runs' errors; raters'
+    notes) sealed with the private split key. A store holding such values cannot be opened without the key
+    (refused, nothing changed)."""
     con.execute("CREATE TABLE sealed_key (fingerprint VARCHAR NOT NULL, recorded_at TIMESTAMPTZ NOT NULL)")
     sealed_runs = f"SELECT run_id FROM runs WHERE tier IN {_SEALED_TIERS}"
     sealed_prompts = f"SELECT prompt_sha256 FROM run_prompts WHERE run_id IN ({sealed_runs})"
@@ -208,6 +209,8 @@ def _m009_sealed_outputs(con: duckdb.DuckDBPyConnection) -> None:
                              f"(SELECT prompt_sha256 FROM generations WHERE run_id IN ({sealed_runs}))) "
                              f"AND {_plain('text')}",
         ("human_scores", "note"): f"SELECT rowid, note FROM human_scores WHERE {_plain('note')}",
+        ("runs", "error"): f"SELECT rowid, error FROM runs WHERE tier IN {_SEALED_TIERS} "
+                           f"AND {_plain('error')}",
     }
     found = {where: con.execute(sql).fetchall() for where, sql in todo.items()}
     if not any(found.values()):

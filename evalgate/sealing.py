@@ -1,11 +1,11 @@
 """Encryption at rest of what evalgate derives from private and human-audit items (the "sealed" tiers).
 
 A run on a sealed tier stores its rendered prompts (``prompts.text``), completions (``generations.text``), extracted
-answers and score details (``samples.extracted``, ``samples.detail``) encrypted with the private-split key
-(``evalgate.splits.load_key``, Fernet: AES-128-CBC with HMAC-SHA256, from ``cryptography``); so are the raters'
-notes in ``human_scores``. A sealed value is text: ``SEALED_PREFIX`` followed by the Fernet token. The store seals
-on write, by the run's tier, and opens on read (``open_value``), so authorised readers see plain text and the file
-holds none.
+answers and score details (``samples.extracted``, ``samples.detail``) and a failed run's error message
+(``runs.error``, which may quote them) encrypted with the private-split key (``evalgate.splits.load_key``; Fernet:
+AES-128-CBC with HMAC-SHA256, from ``cryptography``); so are the raters' notes in ``human_scores``. A sealed value
+is text: ``SEALED_PREFIX`` followed by the Fernet token. The store seals on write, by the run's tier, and opens on
+read (``open_rows``, ``open_or_mark``), so authorised readers see plain text and the file holds none.
 
 A sealed run's prompt hash (``prompt_sha256`` in ``run_prompts``, ``generations`` and ``prompts``) is
 HMAC-SHA256 keyed by a key derived from the split key (``Sealer.digest``), not a bare sha256: a bare hash lets
@@ -127,4 +127,19 @@ def open_rows(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> list[dict
             if is_sealed(r.get(c)):
                 s = s or sealer()
                 r[c] = s.open(r[c])
+    return rows
+
+
+UNREADABLE = "(encrypted with the private split key, which is not available here)"
+
+
+def open_or_mark(rows: list[dict[str, Any]], column: str) -> list[dict[str, Any]]:
+    """Like ``open_rows`` for one column, for listings that must work without the key (a run's error message):
+    a sealed value that cannot be opened becomes ``UNREADABLE`` instead of refusing the whole listing."""
+    for r in rows:
+        if is_sealed(r.get(column)):
+            try:
+                r[column] = sealer().open(r[column])
+            except (RefusedByPolicy, BadInput):
+                r[column] = UNREADABLE
     return rows

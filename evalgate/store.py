@@ -24,7 +24,7 @@ from filelock import FileLock
 
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.migrations import COMPACT_TABLE, MIGRATIONS
-from evalgate.sealing import Sealer, open_rows, sealer, sealer_for
+from evalgate.sealing import Sealer, open_or_mark, open_rows, sealer, sealer_for
 
 
 def home() -> Path:
@@ -287,8 +287,9 @@ class Store:
         """Mark a run ended without samples: ``failed``, or ``interrupted`` (stopped by the user; like a killed
         run, its stored generations are reused by the next identical run)."""
         with self.connect() as con:
+            seal = _run_sealer(con, run_id)  # an engine's or scorer's message may quote the item
             con.execute("UPDATE runs SET status=?, finished_at=?, error=? WHERE run_id=?",
-                        [status, now(), error, run_id])
+                        [status, now(), seal.seal(error) if seal else error, run_id])
 
     def mark_interrupted_runs(self, host: str, is_alive: Callable[[int], bool]) -> list[str]:
         """Mark ``running`` runs started on ``host`` by a process that no longer exists as ``interrupted``.
@@ -320,7 +321,7 @@ class Store:
             for k in _RUN_JSON_COLUMNS:
                 if isinstance(r.get(k), str):
                     r[k] = json.loads(r[k])
-        return rows
+        return open_or_mark(rows, "error")
 
     def samples(self, run_id: str) -> list[dict[str, Any]]:
         """A run's samples joined with their cached generations and prompts, sealed values decrypted.

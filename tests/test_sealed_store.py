@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import threading
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from evalgate.demo_train import addition_items
 from evalgate.errors import RefusedByPolicy
 from evalgate.migrations import MIGRATIONS
 from evalgate.run import RunOptions, evaluate
-from evalgate.sealing import SEALED_PREFIX, sealer
+from evalgate.sealing import SEALED_PREFIX, UNREADABLE, sealer
 from evalgate.splits import write_split
 from evalgate.store import Store
 
@@ -173,6 +174,10 @@ def _store_at_migration_8(path: Path) -> None:
                 "checkpoint_path, split, tier, split_sha256, sampling_seed, backend, started_at) VALUES "
                 "('old', 'complete', 'p', '1', 'ph', 'ck', '/ck', 'seal-private', 'private', 'x', 0, 'hf', "
                 "current_timestamp)")
+    con.execute("INSERT INTO runs (run_id, status, protocol_name, protocol_version, protocol_hash, checkpoint_digest, "
+                "checkpoint_path, split, tier, split_sha256, sampling_seed, backend, started_at, error) VALUES "
+                "('old-failed', 'failed', 'p', '1', 'ph', 'ck', '/ck', 'seal-private', 'private', 'x', 0, 'hf', "
+                "current_timestamp, ?)", [f"EngineError: HTTP 400: bad prompt {q!r}"])
     con.execute("INSERT INTO prompts VALUES ('h1', ?)", [f"<user>{q}</user>"])
     con.execute("INSERT INTO run_prompts VALUES ('old', 'zq-1', 'h1', 10, 1, false, false)")
     con.execute("INSERT INTO generations VALUES ('ck', 'ph', 'zq-1', 0, 7, 'h1', ?, 10, 3, 'stop', "
@@ -202,6 +207,8 @@ def test_migration_9_seals_an_existing_store_or_refuses_without_the_key(home: Pa
     (row,) = store.samples("old")
     assert (row["extracted"], row["detail"]) == (PRIVATE[0]["answer"], f"expected {PRIVATE[0]['answer']}")
     assert row["text"] == f"I think {PRIVATE[0]['answer']} done" and PRIVATE[0]["question"] in row["prompt"]
+    (failed,) = store.runs(run_id="old-failed")
+    assert failed["error"] == f"EngineError: HTTP 400: bad prompt {PRIVATE[0]['question']!r}"
     con = duckdb.connect(str(path), read_only=True)
     assert con.execute("SELECT text FROM generations").fetchone()[0].startswith(SEALED_PREFIX)  # type: ignore[index]
     con.close()
@@ -242,3 +249,19 @@ def test_openai_backend_completions_are_sealed(home: Path, smollm2_dir: Path) ->
     assert [s for s in _secrets(HUMAN_AUDIT) if s in _at_rest(home)] == []
     (row,) = Store().samples(doc["run_id"])
     assert row["text"].startswith(HUMAN_AUDIT[0]["question"]) and row["extracted"] == HUMAN_AUDIT[0]["answer"]
+
+
+def test_a_failed_private_runs_error_is_sealed_and_listings_work_without_the_key(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_split("seal-private", "private", PRIVATE, {"source": "test"})
+    store = Store()
+    store.create_run({"run_id": "f", "status": "running", "protocol_name": "p", "protocol_version": "1",
+                      "protocol_hash": "ph", "checkpoint_digest": "ck", "checkpoint_path": "/ck",
+                      "split": "seal-private", "tier": "private", "split_sha256": "x", "sampling_seed": 0,
+                      "backend": "openai", "started_at": datetime.now(UTC)})
+    error = f"EngineError: HTTP 400 from the server: prompt {PRIVATE[1]['question']!r} too long"
+    store.fail_run("f", error)
+    assert PRIVATE[1]["question"].encode() not in _at_rest(home)
+    assert store.runs(run_id="f")[0]["error"] == error
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "nokey"))
+    assert store.runs(run_id="f")[0]["error"] == UNREADABLE  # `evalgate runs` still lists it
