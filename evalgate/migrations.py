@@ -216,16 +216,16 @@ def _m009_sealed_outputs(con: duckdb.DuckDBPyConnection) -> None:
     if not any(found.values()):
         return
     from evalgate.errors import RefusedByPolicy
-    from evalgate.sealing import sealer
+    from evalgate.sealing import Sealer, load_key
 
     n = sum(len(v) for v in found.values())
     try:
-        s = sealer()
+        s = Sealer(load_key())
     except RefusedByPolicy as e:
         raise RefusedByPolicy(
             f"this store holds {n} plain-text values derived from private or human-audit items (written before "
-            "evalgate encrypted them at rest); it encrypts them when the store is first opened with the private "
-            f"split key, and refuses to open it without one. {e.message}") from e
+            "evalgate encrypted them at rest); evalgate encrypts them when it first opens the store with the "
+            f"private split key, and refuses to open it without: {e.message}") from e
     for (table, column), rows in found.items():
         if rows:
             _seal_column(con, table, column, rows, s.seal)

@@ -21,6 +21,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import os
+import sys
+from pathlib import Path
 from typing import Any
 
 from evalgate.errors import BadInput, RefusedByPolicy
@@ -28,6 +31,46 @@ from evalgate.errors import BadInput, RefusedByPolicy
 SEALED_TIERS: tuple[str, ...] = ("private", "human-audit")
 SEALED_PREFIX = "evalgate-sealed:v1:"
 _DIGEST_CONTEXT = b"evalgate prompt digest v1"
+
+
+# -- the key (it also encrypts the private splits' data files, ``evalgate.splits``) ----------------------------
+def key_file() -> Path:
+    """``$EVALGATE_PRIVATE_KEY_FILE``, else ``$XDG_CONFIG_HOME/evalgate/private.key`` (outside any repo)."""
+    if os.environ.get("EVALGATE_PRIVATE_KEY_FILE"):
+        return Path(os.environ["EVALGATE_PRIVATE_KEY_FILE"])
+    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
+    return base / "evalgate" / "private.key"
+
+
+def load_key(create: bool = False) -> bytes:
+    """The Fernet key: ``$EVALGATE_PRIVATE_KEY``, else the key file; ``create`` makes a new key file (mode 600) and
+    prints its path on stderr with a note to back it up and keep it secret: without the key the private splits
+    cannot be read, and anyone who has it can read them.
+
+    Raises:
+        RefusedByPolicy: no key available (reading private data needs it).
+    """
+    from cryptography.fernet import Fernet
+
+    if os.environ.get("EVALGATE_PRIVATE_KEY"):
+        return os.environ["EVALGATE_PRIVATE_KEY"].encode()
+    kf = key_file()
+    if kf.is_file():
+        return kf.read_bytes().strip()
+    if not create:
+        raise RefusedByPolicy(
+            f"private split data is encrypted and no key was found: set EVALGATE_PRIVATE_KEY or put the key in "
+            f"{kf} (EVALGATE_PRIVATE_KEY_FILE overrides the path); ask whoever imported the split for it"
+        )
+    kf.parent.mkdir(parents=True, exist_ok=True)
+    key = Fernet.generate_key()
+    fd = os.open(kf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(key + b"\n")
+    print(f"note: created the private-split encryption key {kf} (mode 600). Back it up somewhere safe and keep it "
+          "secret: without it the private splits cannot be decrypted, and anyone who has it can read them. Others "
+          "who read these splits need it too (EVALGATE_PRIVATE_KEY or EVALGATE_PRIVATE_KEY_FILE).", file=sys.stderr)
+    return key
 
 
 def is_sealed(value: Any) -> bool:
@@ -97,8 +140,6 @@ def sealer() -> Sealer:
         RefusedByPolicy: no key is available.
         BadInput: the key is not a valid Fernet key.
     """
-    from evalgate.splits import load_key  # splits imports the store, which uses this module
-
     try:
         return Sealer(load_key())
     except RefusedByPolicy as e:

@@ -34,7 +34,6 @@ import getpass
 import hashlib
 import json
 import os
-import sys
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -48,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from evalgate import accesslog
 from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
 from evalgate.fileio import atomic_write, iter_jsonl
-from evalgate.sealing import SEALED_TIERS
+from evalgate.sealing import SEALED_TIERS, key_file, load_key  # noqa: F401 - key_file: part of this module's API
 from evalgate.store import Store
 
 Tier = Literal["smoke", "dev", "public", "private", "human-audit"]
@@ -173,45 +172,6 @@ def actor_name(explicit: str | None = None) -> str:
 
 
 # -- encryption --------------------------------------------------------------------------------------------------
-def key_file() -> Path:
-    """``$EVALGATE_PRIVATE_KEY_FILE``, else ``$XDG_CONFIG_HOME/evalgate/private.key`` (outside any repo)."""
-    if os.environ.get("EVALGATE_PRIVATE_KEY_FILE"):
-        return Path(os.environ["EVALGATE_PRIVATE_KEY_FILE"])
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return base / "evalgate" / "private.key"
-
-
-def load_key(create: bool = False) -> bytes:
-    """The Fernet key: ``$EVALGATE_PRIVATE_KEY``, else the key file; ``create`` makes a new key file (mode 600) and
-    prints its path on stderr with a note to back it up and keep it secret: without the key the private splits
-    cannot be read, and anyone who has it can read them.
-
-    Raises:
-        RefusedByPolicy: no key available (reading private data needs it).
-    """
-    from cryptography.fernet import Fernet
-
-    if os.environ.get("EVALGATE_PRIVATE_KEY"):
-        return os.environ["EVALGATE_PRIVATE_KEY"].encode()
-    kf = key_file()
-    if kf.is_file():
-        return kf.read_bytes().strip()
-    if not create:
-        raise RefusedByPolicy(
-            f"private split data is encrypted and no key was found: set EVALGATE_PRIVATE_KEY or put the key in "
-            f"{kf} (EVALGATE_PRIVATE_KEY_FILE overrides the path); ask whoever imported the split for it"
-        )
-    kf.parent.mkdir(parents=True, exist_ok=True)
-    key = Fernet.generate_key()
-    fd = os.open(kf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key + b"\n")
-    print(f"note: created the private-split encryption key {kf} (mode 600). Back it up somewhere safe and keep it "
-          "secret: without it the private splits cannot be decrypted, and anyone who has it can read them. Others "
-          "who read these splits need it too (EVALGATE_PRIVATE_KEY or EVALGATE_PRIVATE_KEY_FILE).", file=sys.stderr)
-    return key
-
-
 def _fernet(create: bool = False):  # noqa: ANN202 - cryptography type stays lazy
     from cryptography.fernet import Fernet
 
