@@ -100,8 +100,9 @@ class Sealer:
         self._digest_key = hmac.new(key, _DIGEST_CONTEXT, hashlib.sha256).digest()
 
     def seal(self, value: str | None) -> str | None:
-        """``value`` encrypted (None and already sealed values are returned as they are)."""
-        if value is None or is_sealed(value):
+        """``value`` encrypted (None stays None). Always encrypts, even a value that looks sealed: a completion
+        may begin with ``SEALED_PREFIX``."""
+        if value is None:
             return value
         return SEALED_PREFIX + self._fernet.encrypt(value.encode("utf-8")).decode("ascii")
 

@@ -24,7 +24,7 @@ from evalgate.demo_train import addition_items
 from evalgate.errors import RefusedByPolicy
 from evalgate.migrations import MIGRATIONS
 from evalgate.run import RunOptions, evaluate
-from evalgate.sealing import SEALED_PREFIX, UNREADABLE, sealer
+from evalgate.sealing import SEALED_PREFIX, UNREADABLE, Sealer, sealer
 from evalgate.splits import write_split
 from evalgate.store import Store
 
@@ -265,3 +265,13 @@ def test_a_failed_private_runs_error_is_sealed_and_listings_work_without_the_key
     assert store.runs(run_id="f")[0]["error"] == error
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "nokey"))
     assert store.runs(run_id="f")[0]["error"] == UNREADABLE  # `evalgate runs` still lists it
+
+
+def test_a_completion_that_looks_sealed_is_still_encrypted() -> None:
+    s = Sealer(Fernet.generate_key())
+    tricky = SEALED_PREFIX + PRIVATE[0]["question"]
+    sealed = s.seal(tricky)
+    assert sealed is not None and PRIVATE[0]["question"] not in sealed and s.open(sealed) == tricky
+    assert s.open("plain dev text") == "plain dev text" and s.seal(None) is None
+    with pytest.raises(RefusedByPolicy, match="does not decrypt"):
+        Sealer(Fernet.generate_key()).open(sealed)
