@@ -13,6 +13,9 @@ from collections.abc import Callable
 import duckdb
 
 Migration = Callable[[duckdb.DuckDBPyConnection], None]
+COMPACT_TABLE = "evalgate_compact_after_migration"
+"""A migration that replaced values whose old bytes must not stay in the file creates this temporary table; the
+store then rewrites the file (``Store._compact``)."""
 MIGRATIONS: list[tuple[int, str, Migration]] = []
 
 
@@ -160,6 +163,75 @@ def _m008_generation_settings_in_cache_key(con: duckdb.DuckDBPyConnection) -> No
     con.execute("DROP TABLE generations")
     con.execute("ALTER TABLE generations_v7 RENAME TO generations")
     con.execute("ALTER TABLE runs ADD COLUMN settings_sha256 VARCHAR")
+
+
+# Tiers whose derived rows are encrypted at rest (``evalgate.sealing.SEALED_TIERS``, repeated here because a
+# migration is a fixed record of what it did).
+_SEALED_TIERS = "('private', 'human-audit')"
+_SEALED_PREFIX = "evalgate-sealed:v1:"
+
+
+def _plain(column: str) -> str:
+    """SQL: ``column`` holds a value that is not sealed yet."""
+    return f"({column} IS NOT NULL AND NOT starts_with({column}, '{_SEALED_PREFIX}'))"
+
+
+def _seal_column(con: duckdb.DuckDBPyConnection, table: str, column: str, rows: list[tuple[int, str]],
+                 seal: Callable[[str], str | None]) -> None:
+    """Replace ``column`` of the ``table`` rows with these rowids by the sealed values, in bulk (DuckDB's
+    executemany updates a few hundred rows a second)."""
+    con.execute("CREATE TEMP TABLE sealed_values (rid BIGINT, v VARCHAR)")
+    for i in range(0, len(rows), 500):
+        part = rows[i:i + 500]
+        con.execute("INSERT INTO sealed_values VALUES " + ", ".join(["(?, ?)"] * len(part)),
+                    [x for rid, text in part for x in (rid, seal(text))])
+    con.execute(f"UPDATE {table} SET {column}=s.v FROM sealed_values s WHERE {table}.rowid=s.rid")
+    con.execute("DROP TABLE sealed_values")
+
+
+@migration(9, "sealed_outputs")
+def _m009_sealed_outputs(con: duckdb.DuckDBPyConnection) -> None:
+    """Encryption at rest of what is derived from private and human-audit items (``evalgate.sealing``): a table
+    recording the fingerprint of the key the store's sealed values use, and the existing plain-text values of
+    runs on those tiers (prompts, completions, extracted answers, score details, failed runs' errors; raters'
+    notes) sealed with the private split key. A store holding such values cannot be opened without the key
+    (refused, nothing changed)."""
+    con.execute("CREATE TABLE sealed_key (fingerprint VARCHAR NOT NULL, recorded_at TIMESTAMPTZ NOT NULL)")
+    sealed_runs = f"SELECT run_id FROM runs WHERE tier IN {_SEALED_TIERS}"
+    sealed_prompts = f"SELECT prompt_sha256 FROM run_prompts WHERE run_id IN ({sealed_runs})"
+    todo = {
+        ("samples", "extracted"): f"SELECT rowid, extracted FROM samples WHERE run_id IN ({sealed_runs}) "
+                                  f"AND {_plain('extracted')}",
+        ("samples", "detail"): f"SELECT rowid, detail FROM samples WHERE run_id IN ({sealed_runs}) "
+                               f"AND {_plain('detail')}",
+        ("generations", "text"): f"SELECT rowid, text FROM generations WHERE (run_id IN ({sealed_runs}) OR "
+                                 f"prompt_sha256 IN ({sealed_prompts})) AND {_plain('text')}",
+        ("prompts", "text"): f"SELECT rowid, text FROM prompts WHERE (sha256 IN ({sealed_prompts}) OR sha256 IN "
+                             f"(SELECT prompt_sha256 FROM generations WHERE run_id IN ({sealed_runs}))) "
+                             f"AND {_plain('text')}",
+        ("human_scores", "note"): f"SELECT rowid, note FROM human_scores WHERE {_plain('note')}",
+        ("runs", "error"): f"SELECT rowid, error FROM runs WHERE tier IN {_SEALED_TIERS} "
+                           f"AND {_plain('error')}",
+    }
+    found = {where: con.execute(sql).fetchall() for where, sql in todo.items()}
+    if not any(found.values()):
+        return
+    from evalgate.errors import RefusedByPolicy
+    from evalgate.sealing import Sealer, load_key
+
+    n = sum(len(v) for v in found.values())
+    try:
+        s = Sealer(load_key())
+    except RefusedByPolicy as e:
+        raise RefusedByPolicy(
+            f"this store holds {n} plain-text values derived from private or human-audit items (written before "
+            "evalgate encrypted them at rest); evalgate encrypts them when it first opens the store with the "
+            f"private split key, and refuses to open it without: {e.message}") from e
+    for (table, column), rows in found.items():
+        if rows:
+            _seal_column(con, table, column, rows, s.seal)
+    con.execute("INSERT INTO sealed_key VALUES (?, current_timestamp)", [s.fingerprint])
+    con.execute(f"CREATE TEMP TABLE {COMPACT_TABLE} (x INTEGER)")  # the replaced plain text stays in free blocks
 
 
 @migration(16, "checkpoint_provenance")

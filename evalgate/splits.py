@@ -34,7 +34,6 @@ import getpass
 import hashlib
 import json
 import os
-import sys
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -48,6 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from evalgate import accesslog
 from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
 from evalgate.fileio import atomic_write, iter_jsonl
+from evalgate.sealing import SEALED_TIERS, key_file, load_key  # noqa: F401 - key_file: part of this module's API
 from evalgate.store import Store
 
 Tier = Literal["smoke", "dev", "public", "private", "human-audit"]
@@ -172,45 +172,6 @@ def actor_name(explicit: str | None = None) -> str:
 
 
 # -- encryption --------------------------------------------------------------------------------------------------
-def key_file() -> Path:
-    """``$EVALGATE_PRIVATE_KEY_FILE``, else ``$XDG_CONFIG_HOME/evalgate/private.key`` (outside any repo)."""
-    if os.environ.get("EVALGATE_PRIVATE_KEY_FILE"):
-        return Path(os.environ["EVALGATE_PRIVATE_KEY_FILE"])
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return base / "evalgate" / "private.key"
-
-
-def load_key(create: bool = False) -> bytes:
-    """The Fernet key: ``$EVALGATE_PRIVATE_KEY``, else the key file; ``create`` makes a new key file (mode 600) and
-    prints its path on stderr with a note to back it up and keep it secret: without the key the private splits
-    cannot be read, and anyone who has it can read them.
-
-    Raises:
-        RefusedByPolicy: no key available (reading private data needs it).
-    """
-    from cryptography.fernet import Fernet
-
-    if os.environ.get("EVALGATE_PRIVATE_KEY"):
-        return os.environ["EVALGATE_PRIVATE_KEY"].encode()
-    kf = key_file()
-    if kf.is_file():
-        return kf.read_bytes().strip()
-    if not create:
-        raise RefusedByPolicy(
-            f"private split data is encrypted and no key was found: set EVALGATE_PRIVATE_KEY or put the key in "
-            f"{kf} (EVALGATE_PRIVATE_KEY_FILE overrides the path); ask whoever imported the split for it"
-        )
-    kf.parent.mkdir(parents=True, exist_ok=True)
-    key = Fernet.generate_key()
-    fd = os.open(kf, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(key + b"\n")
-    print(f"note: created the private-split encryption key {kf} (mode 600). Back it up somewhere safe and keep it "
-          "secret: without it the private splits cannot be decrypted, and anyone who has it can read them. Others "
-          "who read these splits need it too (EVALGATE_PRIVATE_KEY or EVALGATE_PRIVATE_KEY_FILE).", file=sys.stderr)
-    return key
-
-
 def _fernet(create: bool = False):  # noqa: ANN202 - cryptography type stays lazy
     from cryptography.fernet import Fernet
 
@@ -248,7 +209,8 @@ def _dump_jsonl(items: Iterable[dict[str, Any]]) -> bytes:
 
 def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: dict[str, Any],
                 directory: Path | None = None, policy: Policy | None = None) -> Path:
-    """Write a split's data file and manifest (private tier: encrypted). Existing files are replaced atomically.
+    """Write a split's data file and manifest (private tier: encrypted; private and human-audit tiers: the key
+    is created when missing, since their runs' outputs are encrypted with it). Existing files are replaced atomically.
 
     Returns:
         The manifest path.
@@ -263,6 +225,8 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
     plain = _dump_jsonl(items)
     encrypted = tier == "private"
     stored = _fernet(create=True).encrypt(plain) if encrypted else plain
+    if tier in SEALED_TIERS and not encrypted:  # its runs' outputs are encrypted in the store with the same key
+        load_key(create=True)
     data_name = f"{name}.jsonl.enc" if encrypted else f"{name}.jsonl"
     try:
         manifest = Manifest(name=name, tier=tier, data=data_name, sha256=_sha256(stored),  # type: ignore[arg-type]

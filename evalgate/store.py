@@ -22,8 +22,9 @@ from typing import Any
 import duckdb
 from filelock import FileLock
 
-from evalgate.errors import BadInput
-from evalgate.migrations import MIGRATIONS
+from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.migrations import COMPACT_TABLE, MIGRATIONS
+from evalgate.sealing import Sealer, open_or_mark, open_rows, sealer, sealer_for
 
 
 def home() -> Path:
@@ -47,6 +48,32 @@ _RUN_JSON_COLUMNS = ("backend_info", "effective_params", "metrics", "counts", "v
 def _json_values(row: dict[str, Any]) -> list[Any]:
     """A row's values for SQL parameters, dicts and lists encoded as JSON text."""
     return [json.dumps(v) if isinstance(v, dict | list) else v for v in row.values()]
+
+
+def _run_sealer(con: duckdb.DuckDBPyConnection, run_id: str | None) -> Sealer | None:
+    """The Sealer for values derived from run ``run_id``'s items: None unless it ran on a sealed tier
+    (``evalgate.sealing``)."""
+    if run_id is None:
+        return None
+    row = con.execute("SELECT tier FROM runs WHERE run_id=?", [run_id]).fetchone()
+    s = sealer_for(row[0]) if row else None
+    return _same_key(con, s) if s else None
+
+
+def _same_key(con: duckdb.DuckDBPyConnection, s: Sealer) -> Sealer:
+    """``s``, after checking that it is the key the store's sealed values use (the first seal records it).
+
+    Raises:
+        RefusedByPolicy: another key sealed the store's values (nothing is written).
+    """
+    row = con.execute("SELECT fingerprint FROM sealed_key LIMIT 1").fetchone()
+    if row is None:
+        con.execute("INSERT INTO sealed_key VALUES (?, ?)", [s.fingerprint, now()])
+    elif row[0] != s.fingerprint:
+        raise RefusedByPolicy(f"the private key (fingerprint {s.fingerprint[:12]}) is not the key this store's "
+                              f"encrypted outputs were written with (fingerprint {row[0][:12]}); use that key "
+                              "(EVALGATE_PRIVATE_KEY or EVALGATE_PRIVATE_KEY_FILE)")
+    return s
 
 
 def _dicts(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
@@ -96,9 +123,8 @@ class Store:
             yield
             return
         with self._lock:
-            con = self._open()
+            con = self._open_migrated()
             try:
-                self._migrate(con)
                 self._session, self._session_thread = con, threading.get_ident()
                 yield
             finally:
@@ -138,16 +164,51 @@ class Store:
                 yield con
             return
         with self._lock:
-            con = self._open()
+            con = self._open_migrated()
             try:
-                self._migrate(con)
                 with self._transaction(con):
                     yield con
             finally:
                 con.close()
 
+    def _open_migrated(self) -> duckdb.DuckDBPyConnection:
+        """Open the file (the lock held) and apply the migrations it has not seen; rewrite it when a migration
+        asked to (``COMPACT_TABLE``).
+
+        Raises:
+            EvalgateError: the file cannot be opened, or a migration refused (nothing of it applied).
+        """
+        con = self._open()
+        try:
+            compact = self._migrate(con)
+        except BaseException:
+            con.close()
+            raise
+        if compact:
+            self._compact(con)
+            con = self._open()
+        return con
+
+    def _compact(self, con: duckdb.DuckDBPyConnection) -> None:
+        """Copy the database into a new file that replaces it, then close ``con``. DuckDB keeps the bytes of values
+        it replaced in the file's free blocks; a copy holds only the live values (migration 9 relies on it to
+        leave no plain text of what it encrypted)."""
+        fresh = self.path.with_name(self.path.name + ".compact")
+        fresh.unlink(missing_ok=True)
+        name = con.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+        con.execute("ATTACH '{}' AS evalgate_compact".format(str(fresh).replace("'", "''")))
+        con.execute(f'COPY FROM DATABASE "{name}" TO evalgate_compact')
+        con.execute("DETACH evalgate_compact")
+        con.close()
+        os.replace(fresh, self.path)
+
     @staticmethod
-    def _migrate(con: duckdb.DuckDBPyConnection) -> None:
+    def _migrate(con: duckdb.DuckDBPyConnection) -> bool:
+        """Apply the migrations the store has not seen, each in its own transaction.
+
+        Returns:
+            Whether a migration asked for the file to be rewritten (it created the temporary ``COMPACT_TABLE``).
+        """
         con.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
                     "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMPTZ)")
         done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
@@ -157,6 +218,8 @@ class Store:
                 fn(con)
                 con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, now()])
                 con.execute("COMMIT")
+        return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name=?",
+                                [COMPACT_TABLE]).fetchone()[0])  # type: ignore[index]
 
     # -- protocols ---------------------------------------------------------------------------------------------
     def protocol_hash(self, name: str, version: str) -> str | None:
@@ -200,15 +263,22 @@ class Store:
 
     def finish_run(self, row: dict[str, Any], samples: Sequence[dict[str, Any]]) -> None:
         """Write a run's scored samples, its record (``row``: run_id and the runs columns to set, as ``create_run``)
-        and status ``complete``, in one transaction: a run is complete only when every sample row is stored."""
+        and status ``complete``, in one transaction: a run is complete only when every sample row is stored. On a
+        sealed tier the extracted answers and details are stored encrypted (``evalgate.sealing``).
+
+        Raises:
+            RefusedByPolicy: a sealed tier's run and no private key (nothing is written)."""
         run_id = row["run_id"]
         with self.connect() as con:
+            seal = _run_sealer(con, run_id)
             con.execute("DELETE FROM samples WHERE run_id=?", [run_id])
             if samples:
                 con.executemany(
                     "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [[run_id, s["item_id"], s["sample_index"], s["seed"], s["score"], s["status"],
-                      s.get("extracted"), s.get("detail"), s["cached"], json.dumps(s.get("behavior") or {})]
+                      seal.seal(s.get("extracted")) if seal else s.get("extracted"),
+                      seal.seal(s.get("detail")) if seal else s.get("detail"), s["cached"],
+                      json.dumps(s.get("behavior") or {})]
                      for s in samples])
             update = {**{k: v for k, v in row.items() if k != "run_id"}, "status": "complete", "finished_at": now()}
             con.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in update)} WHERE run_id=?",
@@ -218,8 +288,9 @@ class Store:
         """Mark a run ended without samples: ``failed``, or ``interrupted`` (stopped by the user; like a killed
         run, its stored generations are reused by the next identical run)."""
         with self.connect() as con:
+            seal = _run_sealer(con, run_id)  # an engine's or scorer's message may quote the item
             con.execute("UPDATE runs SET status=?, finished_at=?, error=? WHERE run_id=?",
-                        [status, now(), error, run_id])
+                        [status, now(), seal.seal(error) if seal else error, run_id])
 
     def mark_interrupted_runs(self, host: str, is_alive: Callable[[int], bool]) -> list[str]:
         """Mark ``running`` runs started on ``host`` by a process that no longer exists as ``interrupted``.
@@ -251,10 +322,13 @@ class Store:
             for k in _RUN_JSON_COLUMNS:
                 if isinstance(r.get(k), str):
                     r[k] = json.loads(r[k])
-        return rows
+        return open_or_mark(rows, "error")
 
     def samples(self, run_id: str) -> list[dict[str, Any]]:
-        """A run's samples joined with their cached generations and prompts."""
+        """A run's samples joined with their cached generations and prompts, sealed values decrypted.
+
+        Raises:
+            RefusedByPolicy: the run's outputs are sealed and the private key is missing or wrong."""
         with self.connect() as con:
             cur = con.execute("""
                 SELECT s.*, g.text, g.completion_tokens, g.prompt_tokens, g.finish_reason, p.text AS prompt
@@ -270,14 +344,16 @@ class Store:
             rows = _dicts(cur)
         for r in rows:
             r["behavior"] = json.loads(r["behavior"]) if r["behavior"] else {}
-        return rows
+        return open_rows(rows, ("text", "prompt", "extracted", "detail"))
 
     def put_run_prompts(self, run_id: str, rows: Sequence[dict[str, Any]], texts: dict[str, str]) -> None:
         """Record a run's rendered prompts: one ``run_prompts`` row per item (keys: item_id, prompt_sha256,
-        prompt_tokens, bos_count, bos_added, system_merged) and each distinct text once in ``prompts``."""
+        prompt_tokens, bos_count, bos_added, system_merged) and each distinct text once in ``prompts`` (encrypted
+        for a run on a sealed tier)."""
         with self.connect() as con:
+            seal = _run_sealer(con, run_id)
             con.executemany("INSERT INTO prompts VALUES (?, ?) ON CONFLICT DO NOTHING",
-                            [[h, t] for h, t in texts.items()])
+                            [[h, seal.seal(t) if seal else t] for h, t in texts.items()])
             con.executemany("INSERT INTO run_prompts VALUES (?, ?, ?, ?, ?, ?, ?)",
                             [[run_id, r["item_id"], r["prompt_sha256"], r["prompt_tokens"], r["bos_count"],
                               r["bos_added"], r["system_merged"]] for r in rows])
@@ -288,7 +364,7 @@ class Store:
             cur = con.execute("""SELECT rp.*, p.text FROM run_prompts rp
                                  JOIN prompts p ON p.sha256=rp.prompt_sha256
                                  WHERE rp.run_id=? ORDER BY rp.item_id""", [run_id])
-            return _dicts(cur)
+            return open_rows(_dicts(cur), ("text",))
 
     def reusable_prompts(self, checkpoint_digest: str, protocol_hash: str, split_sha256: str,
                          renderer: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
@@ -315,7 +391,7 @@ class Store:
                     continue
                 cur = con.execute("""SELECT rp.*, p.text FROM run_prompts rp
                                      JOIN prompts p ON p.sha256=rp.prompt_sha256 WHERE rp.run_id=?""", [run_id])
-                records = _dicts(cur)
+                records = open_rows(_dicts(cur), ("text",))
                 if records:
                     return {"run_id": run_id, "backend_info": info}, records
         return None
@@ -344,22 +420,28 @@ class Store:
             out = {(r[0], r[1], r[2]): {"text": r[3], "completion_tokens": r[4], "prompt_tokens": r[5],
                                         "finish_reason": r[6], "prompt_sha256": r[7], "run_id": r[8]}
                    for r in cur.fetchall()}
+            open_rows(list(out.values()), ("text",))
             con.execute("DROP TABLE want")
         return out
 
     def put_generations(self, checkpoint_digest: str, protocol_hash: str, rows: Sequence[dict[str, Any]],
                         prompts: dict[str, str], settings_sha256: str = "", run_id: str | None = None) -> None:
         """Store generations made by ``run_id`` under the settings hashed ``settings_sha256`` (and the prompts they
-        came from, once per prompt hash) in one transaction."""
+        came from, once per prompt hash) in one transaction; a run on a sealed tier stores texts and prompts
+        encrypted (``evalgate.sealing``).
+
+        Raises:
+            RefusedByPolicy: a sealed tier's run and no private key (nothing is written)."""
         with self.connect() as con:
+            seal = _run_sealer(con, run_id)
             if prompts:
                 con.executemany("INSERT INTO prompts VALUES (?, ?) ON CONFLICT DO NOTHING",
-                                [[h, t] for h, t in prompts.items()])
+                                [[h, seal.seal(t) if seal else t] for h, t in prompts.items()])
             con.executemany(
                 "INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
                 [[checkpoint_digest, protocol_hash, r["item_id"], r["sample_index"], r["seed"], r["prompt_sha256"],
-                  r["text"], r.get("prompt_tokens"), r["completion_tokens"], r["finish_reason"], now(),
-                  settings_sha256, run_id]
+                  seal.seal(r["text"]) if seal else r["text"], r.get("prompt_tokens"), r["completion_tokens"],
+                  r["finish_reason"], now(), settings_sha256, run_id]
                  for r in rows])
 
     # -- access log --------------------------------------------------------------------------------------------
@@ -435,13 +517,20 @@ class Store:
 
     # -- human-audit scores ------------------------------------------------------------------------------------
     def put_human_scores(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Insert or replace human scores (``human_scores`` columns) in one transaction."""
+        """Insert or replace human scores (``human_scores`` columns) in one transaction. Raters' notes may quote
+        the human-audit item, so they are stored encrypted (``evalgate.sealing``).
+
+        Raises:
+            RefusedByPolicy: a note and no private key (nothing is written)."""
         cols = ("split", "item_id", "run_id", "sample_index", "rater", "score", "auto_score", "note",
                 "source_sha256", "imported_by", "imported_at")
+        seal = sealer() if any(r.get("note") for r in rows) else None
         with self.connect() as con:
+            if seal:
+                _same_key(con, seal)
             con.executemany(
                 f"INSERT OR REPLACE INTO human_scores ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                [[r[c] for c in cols] for r in rows])
+                [[seal.seal(r[c]) if seal and c == "note" else r[c] for c in cols] for r in rows])
 
     def human_scores(self, split: str, run_id: str | None = None) -> list[dict[str, Any]]:
         """Human scores of a split (optionally of one run), ordered by item, run, sample index and rater."""
@@ -451,7 +540,7 @@ class Store:
             args.append(run_id)
         with self.connect() as con:
             cur = con.execute(sql + " ORDER BY item_id, run_id, sample_index, rater", args)
-            return _dicts(cur)
+            return open_rows(_dicts(cur), ("note",))
 
     def sample_scores(self, run_id: str) -> list[dict[str, Any]]:
         """A run's per-sample scores only (item_id, sample_index, score, status): what paired statistics need,

@@ -18,12 +18,13 @@ from typing import Any
 
 from evalgate.backends.base import BackendOptions, EffectiveParams, check_backend, sample_seed
 from evalgate.checkpoints import Checkpoint, resolve_checkpoint
-from evalgate.errors import BadInput
+from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.protocol import LoadedProtocol, load_protocol, verify
 from evalgate.runner.grant import ReleaseGrant, check_release_purpose
 from evalgate.runner.prompts import RunPrompts, recorded_prompts, render_prompts, renderer_versions
 from evalgate.runner.settings import generation_settings, settings_sha256
 from evalgate.scoring import Scorer, get_scorer
+from evalgate.sealing import Sealer, sealer_for
 from evalgate.splits import Manifest, SplitManager, actor_name
 from evalgate.store import Store
 
@@ -134,18 +135,30 @@ def check_items(items: list[dict[str, Any]], scorer: Scorer, split: str) -> None
                            "split's data, or set the scorer's answer_field in the protocol")
 
 
+def _sealer(access: SplitManager, manifest: Manifest, opts: RunOptions, actor: str, ckpt: Checkpoint,
+            protocol: LoadedProtocol) -> Sealer | None:
+    """The Sealer of a sealed tier's run (``evalgate.sealing``); no key refuses the read (logged)."""
+    try:
+        return sealer_for(manifest.tier)
+    except RefusedByPolicy as e:
+        access.refuse(manifest.name, opts.purpose, actor, f"split {manifest.name} (tier {manifest.tier}): {e.message}",
+                      checkpoint_digest=ckpt.digest, protocol_hash=protocol.sha256)
+
+
 def _read_split(access: SplitManager, split: str, opts: RunOptions, actor: str, ckpt: Checkpoint,
-                protocol: LoadedProtocol, limit: int | None) -> tuple[Manifest, list[dict[str, Any]], list[str]]:
+                protocol: LoadedProtocol, limit: int | None
+                ) -> tuple[Manifest, list[dict[str, Any]], list[str], Sealer | None]:
     """Admit and read the split (not yet logged as read); refusals are logged by the checks."""
     check_release_purpose(opts.purpose, opts.grant, split, access, actor, ckpt.digest, protocol.sha256)
     manifest, warnings = access.check(split, opts.purpose, actor, opts.override_reason, ckpt.digest,
                                       protocol.sha256)
+    seal = _sealer(access, manifest, opts, actor, ckpt, protocol)
     items = access.read(manifest)[:limit] if limit else access.read(manifest)
     if not items:
         raise BadInput(f"split {split} has no items")
     for w in warnings:
         print(f"warning: {w}", file=sys.stderr)
-    return manifest, items, warnings
+    return manifest, items, warnings, seal
 
 
 def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str, options: RunOptions,
@@ -180,7 +193,7 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     # loaded after it, so the store's lock is never held while it loads.
     with store.session():
         store.record_protocol(protocol.spec.name, protocol.spec.version, protocol.sha256, protocol.resolved)
-        manifest, items, warnings = _read_split(access, split, options, actor, ckpt, protocol, limit)
+        manifest, items, warnings, seal = _read_split(access, split, options, actor, ckpt, protocol, limit)
         check_items(items, scorer, split)
         keys = [(str(it["id"]), j, sample_seed(seed, str(it["id"]), j)) for it in items for j in range(sampling.n)]
         # A fully cached rerun takes its prompts from an earlier run rendered from the same inputs, so it loads no
@@ -192,7 +205,7 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
         if prompts is not None and len(cached) < len(keys):
             prompts = None
     if prompts is None:
-        prompts = render_prompts(protocol, ckpt, items, renderer)
+        prompts = render_prompts(protocol, ckpt, items, renderer, seal.digest if seal else None)
         cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s(), settings_hash)
     return RunPlan(new_run_id(), protocol, ckpt, manifest, items, warnings, options, actor, backend_options, settings,
                    settings_hash, scorer, seed, keys, effective_params(protocol), prompts, cached, store, access,

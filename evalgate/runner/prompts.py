@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import platform
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evalgate.checkpoints import Checkpoint, load_tokenizer
@@ -100,14 +101,19 @@ def _prompt_record(r: RenderedPrompt, t: TokenizedPrompt | None) -> dict[str, An
 
 
 def render_prompts(protocol: LoadedProtocol, ckpt: Checkpoint, items: list[dict[str, Any]],
-                   renderer: dict[str, str | None]) -> RunPrompts:
+                   renderer: dict[str, str | None], digest: Callable[[str], str] | None = None) -> RunPrompts:
     """Render and tokenize every item's prompt with the checkpoint's tokenizer.
+
+    Args:
+        digest: the prompt hash to use instead of sha256 (a sealed tier's keyed HMAC, ``evalgate.sealing``).
 
     Raises:
         BadInput: the checkpoint has no tokenizer while the protocol applies a chat template; a template error.
     """
     tokenizer = _tokenizer(protocol, ckpt)
     rendered = {str(it["id"]): render_prompt(protocol, it, tokenizer) for it in items}
+    if digest is not None:
+        rendered = {iid: replace(r, sha256=digest(r.text)) for iid, r in rendered.items()}
     encoder = PromptEncoder(tokenizer) if tokenizer is not None else None
     tokenized = {iid: encoder.encode(r.text, iid) for iid, r in rendered.items()} if encoder else {}
     return RunPrompts(rendered, tokenized, [_prompt_record(r, tokenized.get(iid)) for iid, r in rendered.items()],

@@ -1,0 +1,277 @@
+"""Issue 13, point 1: nothing derived from a private or human-audit item is in plain text at rest. The store file (and
+any write-ahead log) and every file the gate writes are scanned byte by byte for each private item's question and
+gold answer, after a real gate with SmolLM2; a dev item's text, stored in clear on purpose, proves the scan sees
+plain text. Authorised reads decrypt; the cache still hits; a missing or wrong key is refused before anything is
+written; migration 9 seals an existing store's plain-text rows."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import duckdb
+import pytest
+import yaml
+from click.testing import CliRunner, Result
+from cryptography.fernet import Fernet
+
+from evalgate.cli import main
+from evalgate.demo_train import addition_items
+from evalgate.errors import RefusedByPolicy
+from evalgate.migrations import MIGRATIONS
+from evalgate.run import RunOptions, evaluate
+from evalgate.sealing import SEALED_PREFIX, UNREADABLE, Sealer, sealer
+from evalgate.splits import write_split
+from evalgate.store import Store
+
+REPO = Path(__file__).resolve().parent.parent
+
+# Distinctive texts: none can occur in a store or report by chance.
+PRIVATE = [{"id": "zq-1", "question": "Zephyrine quokka ledger 4471: what is 860217000 plus 493?",
+            "answer": "860217493"},
+           {"id": "zq-2", "question": "Obsidian marmot tally 9083: what is 735190000 plus 268?",
+            "answer": "735190268"}]
+HUMAN_AUDIT = [{"id": "ha-1", "question": "Tangerine axolotl survey 3317: what is 512340000 plus 977?",
+                "answer": "512340977"}]
+DEV_MARKER = "Cobalt heron census 5521: what is 2 plus 2?"
+
+
+def _secrets(items: list[dict]) -> list[bytes]:
+    return [x.encode() for it in items for x in (it["question"], it["answer"])]
+
+
+def _at_rest(home: Path) -> bytes:
+    """The store file and its write-ahead log, if any, as bytes (every connection is closed: checkpointed)."""
+    db = home / "home" / "evalgate.duckdb"
+    return b"".join(p.read_bytes() for p in (db, Path(str(db) + ".wal")) if p.is_file())
+
+
+def _protocol(home: Path) -> Path:
+    proto = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
+    proto.update(name="seal-test")
+    proto["sampling"]["max_tokens"] = 4
+    path = home / "seal-test.yaml"
+    path.write_text(yaml.safe_dump(proto))
+    assert CliRunner().invoke(main, ["protocol", "freeze", str(path)]).exit_code == 0
+    return path
+
+
+def _cli(*args: str) -> Result:
+    """The CLI in this process (the model's modules load once); stdout and stderr apart."""
+    return CliRunner().invoke(main, list(args))
+
+
+def _counts(home: Path) -> dict[str, int]:
+    con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
+    try:
+        return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
+                for t in ("runs", "generations", "samples", "prompts", "run_prompts")}
+    finally:
+        con.close()
+
+
+@pytest.mark.slow
+def test_gate_leaves_no_private_text_at_rest(home: Path, smollm2_dir: Path) -> None:
+    write_split("seal-dev", "dev", [{"id": "dev-marker", "question": DEV_MARKER, "answer": "4"},
+                                    *addition_items("dev", 1)], {"source": "test"})
+    write_split("seal-private", "private", PRIVATE, {"source": "test"})
+    ppath = _protocol(home)
+    evaluate(ppath, smollm2_dir, "seal-dev", RunOptions(train_run="r", train_seed=1, step=1, progress=False))
+    policy = home / "g.yaml"
+    policy.write_text(yaml.safe_dump({
+        "name": "seal", "protocol": "seal-test@1", "protocol_file": str(ppath), "selection_split": "seal-dev",
+        "decision_split": "seal-private", "baseline": {"value": 0.0},
+        "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
+    out = {k: home / "out" / f"gate.{k}" for k in ("html", "xml", "json", "md")}
+    g = _cli("gate", "--policy", str(policy), "--json", "--report", str(out["html"]), "--junit", str(out["xml"]),
+             "--json-out", str(out["json"]), "--markdown", str(out["md"]))
+    assert g.exit_code in (0, 1), g.output
+    run_id = json.loads(g.stdout)["seeds"][0]["decision"]["run_id"]
+    # run --json of the private split: refused (the gate's purpose only), and its error document holds no item
+    r = _cli("run", "--protocol", str(ppath), "--checkpoint", str(smollm2_dir), "--split", "seal-private", "--json")
+    assert r.exit_code == 2
+
+    stored = _at_rest(home)
+    assert DEV_MARKER.encode() in stored  # the scan sees plain text where it is allowed
+    written = b"".join(p.read_bytes() for p in out.values()) + (g.output + r.output).encode()
+    assert [s for s in _secrets(PRIVATE) if s in stored] == []
+    assert [s for s in _secrets(PRIVATE) if s in written] == []
+
+    # an authorised read decrypts; the prompt hash is the keyed digest, not a bare sha256
+    rows = Store().samples(run_id)
+    assert [r["item_id"] for r in rows] == ["zq-1", "zq-2"]
+    assert PRIVATE[0]["question"] in rows[0]["prompt"] and rows[0]["text"] is not None
+    (rp,) = [x for x in Store().run_prompts(run_id) if x["item_id"] == "zq-1"]
+    assert rp["prompt_sha256"] == sealer().digest(rp["text"]) != hashlib.sha256(rp["text"].encode()).hexdigest()
+
+    # the gate again: the decision run comes from the cache
+    again = _cli("gate", "--policy", str(policy), "--json")
+    assert again.exit_code in (0, 1), again.output
+    rerun = Store().runs(run_id=json.loads(again.stdout)["seeds"][0]["decision"]["run_id"])[0]
+    assert rerun["counts"]["cached"] == 2 and rerun["counts"]["generated"] == 0
+
+    # a wrong key, then none: refused (exit 2), nothing written
+    before = _counts(home)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EVALGATE_PRIVATE_KEY", Fernet.generate_key().decode())
+        wrong = _cli("gate", "--policy", str(policy))
+        assert wrong.exit_code == 2 and "key" in wrong.output, wrong.output
+        with pytest.raises(RefusedByPolicy, match="does not decrypt"):
+            Store().samples(run_id)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CONFIG_HOME", str(home / "nokey"))
+        missing = _cli("gate", "--policy", str(policy))
+        assert missing.exit_code == 2 and "no key was found" in missing.output, missing.output
+    assert _counts(home) == before
+
+
+@pytest.mark.slow
+def test_human_audit_run_is_sealed_and_its_export_is_plain(home: Path, smollm2_dir: Path) -> None:
+    write_split("ha", "human-audit", HUMAN_AUDIT, {"source": "test"})
+    ppath = _protocol(home)
+    doc = evaluate(ppath, smollm2_dir, "ha", RunOptions(progress=False))
+    assert [s for s in _secrets(HUMAN_AUDIT) if s in _at_rest(home)] == []
+    (row,) = Store().samples(doc["run_id"])
+    assert HUMAN_AUDIT[0]["question"] in row["prompt"]
+    # the explicit human-audit export is where these texts may be read in clear
+    out = home / "audit.jsonl"
+    r = CliRunner().invoke(main, ["splits", "export-audit", "ha", "--run", doc["run_id"], "--out", str(out)])
+    assert r.exit_code == 0, r.output
+    (rec,) = [json.loads(x) for x in out.read_text().splitlines()]
+    assert rec["completion"] == row["text"] and rec["item"]["question"] == HUMAN_AUDIT[0]["question"]
+    rec.update(human_score=1.0, note=f"rater quotes: {HUMAN_AUDIT[0]['question']}")
+    out.write_text(json.dumps(rec) + "\n")
+    assert CliRunner().invoke(main, ["splits", "import-audit", str(out)]).exit_code == 0
+    assert HUMAN_AUDIT[0]["question"].encode() not in _at_rest(home)
+    assert Store().human_scores("ha")[0]["note"] == rec["note"]
+
+
+def test_human_audit_run_without_key_is_refused_and_logged(home: Path, smollm2_dir: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    write_split("ha", "human-audit", HUMAN_AUDIT, {"source": "test"})
+    ppath = _protocol(home)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "nokey"))
+    r = _cli("run", "--protocol", str(ppath), "--checkpoint", str(smollm2_dir), "--split", "ha", "--json")
+    assert r.exit_code == 2 and "encrypted at rest" in r.output, r.output
+    assert Store().runs() == []
+    log = Store().access_rows("ha")
+    assert log[-1]["outcome"] == "refused" and "no key was found" in log[-1]["detail"]
+
+
+def _store_at_migration_8(path: Path) -> None:
+    """A store as evalgate wrote it before encryption at rest: migrations 1-8 and one private run in plain text."""
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMPTZ)")
+    for version, name, fn in MIGRATIONS[:8]:
+        fn(con)
+        con.execute("INSERT INTO schema_migrations VALUES (?, ?, current_timestamp)", [version, name])
+    q = PRIVATE[0]["question"]
+    con.execute("INSERT INTO runs (run_id, status, protocol_name, protocol_version, protocol_hash, checkpoint_digest, "
+                "checkpoint_path, split, tier, split_sha256, sampling_seed, backend, started_at) VALUES "
+                "('old', 'complete', 'p', '1', 'ph', 'ck', '/ck', 'seal-private', 'private', 'x', 0, 'hf', "
+                "current_timestamp)")
+    con.execute("INSERT INTO runs (run_id, status, protocol_name, protocol_version, protocol_hash, checkpoint_digest, "
+                "checkpoint_path, split, tier, split_sha256, sampling_seed, backend, started_at, error) VALUES "
+                "('old-failed', 'failed', 'p', '1', 'ph', 'ck', '/ck', 'seal-private', 'private', 'x', 0, 'hf', "
+                "current_timestamp, ?)", [f"EngineError: HTTP 400: bad prompt {q!r}"])
+    con.execute("INSERT INTO prompts VALUES ('h1', ?)", [f"<user>{q}</user>"])
+    con.execute("INSERT INTO run_prompts VALUES ('old', 'zq-1', 'h1', 10, 1, false, false)")
+    con.execute("INSERT INTO generations VALUES ('ck', 'ph', 'zq-1', 0, 7, 'h1', ?, 10, 3, 'stop', "
+                "current_timestamp, '', 'old')", [f"I think {PRIVATE[0]['answer']} done"])
+    con.execute("INSERT INTO samples VALUES ('old', 'zq-1', 0, 7, 1.0, 'scored', ?, ?, false, '{}')",
+                [PRIVATE[0]["answer"], f"expected {PRIVATE[0]['answer']}"])
+    con.close()
+
+
+def test_migration_9_seals_an_existing_store_or_refuses_without_the_key(home: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    write_split("seal-private", "private", PRIVATE, {"source": "test"})  # creates the key
+    path = home / "home" / "evalgate.duckdb"
+    path.parent.mkdir(parents=True)
+    _store_at_migration_8(path)
+    secrets = _secrets(PRIVATE[:1])
+    assert all(s in path.read_bytes() for s in secrets)  # the old store holds them in clear
+
+    with monkeypatch.context() as mp:
+        mp.setenv("XDG_CONFIG_HOME", str(home / "nokey"))
+        with pytest.raises(RefusedByPolicy, match="plain-text values derived from private"):
+            Store()
+    assert all(s in path.read_bytes() for s in secrets)  # refused: nothing changed
+
+    store = Store()
+    assert [s for s in secrets if s in _at_rest(home)] == []
+    (row,) = store.samples("old")
+    assert (row["extracted"], row["detail"]) == (PRIVATE[0]["answer"], f"expected {PRIVATE[0]['answer']}")
+    assert row["text"] == f"I think {PRIVATE[0]['answer']} done" and PRIVATE[0]["question"] in row["prompt"]
+    (failed,) = store.runs(run_id="old-failed")
+    assert failed["error"] == f"EngineError: HTTP 400: bad prompt {PRIVATE[0]['question']!r}"
+    con = duckdb.connect(str(path), read_only=True)
+    assert con.execute("SELECT text FROM generations").fetchone()[0].startswith(SEALED_PREFIX)  # type: ignore[index]
+    con.close()
+
+
+class _Parrot(BaseHTTPRequestHandler):
+    """An OpenAI-compatible completions server on loopback whose model repeats the private question and its gold
+    answer: the worst completion for encryption at rest."""
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        self.rfile.read(int(self.headers["Content-Length"]))
+        text = f"{HUMAN_AUDIT[0]['question']} {HUMAN_AUDIT[0]['answer']}"
+        payload = json.dumps({"choices": [{"index": 0, "text": text, "finish_reason": "stop"}],
+                              "usage": {"prompt_tokens": 5, "completion_tokens": 9}}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_openai_backend_completions_are_sealed(home: Path, smollm2_dir: Path) -> None:
+    write_split("ha", "human-audit", HUMAN_AUDIT, {"source": "test"})
+    ppath = _protocol(home)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Parrot)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        doc = evaluate(ppath, smollm2_dir, "ha", RunOptions(backend="openai", backend_options={"base_url": url},
+                                                           progress=False))
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert doc["counts"]["generated"] == 1
+    assert [s for s in _secrets(HUMAN_AUDIT) if s in _at_rest(home)] == []
+    (row,) = Store().samples(doc["run_id"])
+    assert row["text"].startswith(HUMAN_AUDIT[0]["question"]) and row["extracted"] == HUMAN_AUDIT[0]["answer"]
+
+
+def test_a_failed_private_runs_error_is_sealed_and_listings_work_without_the_key(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_split("seal-private", "private", PRIVATE, {"source": "test"})
+    store = Store()
+    store.create_run({"run_id": "f", "status": "running", "protocol_name": "p", "protocol_version": "1",
+                      "protocol_hash": "ph", "checkpoint_digest": "ck", "checkpoint_path": "/ck",
+                      "split": "seal-private", "tier": "private", "split_sha256": "x", "sampling_seed": 0,
+                      "backend": "openai", "started_at": datetime.now(UTC)})
+    error = f"EngineError: HTTP 400 from the server: prompt {PRIVATE[1]['question']!r} too long"
+    store.fail_run("f", error)
+    assert PRIVATE[1]["question"].encode() not in _at_rest(home)
+    assert store.runs(run_id="f")[0]["error"] == error
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "nokey"))
+    assert store.runs(run_id="f")[0]["error"] == UNREADABLE  # `evalgate runs` still lists it
+
+
+def test_a_completion_that_looks_sealed_is_still_encrypted() -> None:
+    s = Sealer(Fernet.generate_key())
+    tricky = SEALED_PREFIX + PRIVATE[0]["question"]
+    sealed = s.seal(tricky)
+    assert sealed is not None and PRIVATE[0]["question"] not in sealed and s.open(sealed) == tricky
+    assert s.open("plain dev text") == "plain dev text" and s.seal(None) is None
+    with pytest.raises(RefusedByPolicy, match="does not decrypt"):
+        Sealer(Fernet.generate_key()).open(sealed)
