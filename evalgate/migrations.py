@@ -16,14 +16,16 @@ MIGRATIONS: list[tuple[int, str, Migration]] = []
 
 
 def migration(number: int, name: str) -> Callable[[Migration], Migration]:
-    """Register ``fn`` as migration ``number``; numbers must be registered in order, without gaps.
+    """Register ``fn`` as migration ``number``; numbers must increase (a gap is allowed: numbers are handed out
+    to work merged in any order, and the store records each number it applied).
 
     Raises:
-        ValueError: ``number`` is not the next free number (two migrations added under one number).
+        ValueError: ``number`` is not above the last registered one (two migrations added under one number).
     """
     def register(fn: Migration) -> Migration:
-        if number != len(MIGRATIONS) + 1:
-            raise ValueError(f"migration {name!r} has number {number}, expected {len(MIGRATIONS) + 1}")
+        last = MIGRATIONS[-1][0] if MIGRATIONS else 0
+        if number <= last:
+            raise ValueError(f"migration {name!r} has number {number}, expected one above {last}")
         MIGRATIONS.append((number, name, fn))
         return fn
     return register
@@ -159,3 +161,19 @@ def _m008_generation_settings_in_cache_key(con: duckdb.DuckDBPyConnection) -> No
     con.execute("DROP TABLE generations")
     con.execute("ALTER TABLE generations_v7 RENAME TO generations")
     con.execute("ALTER TABLE runs ADD COLUMN settings_sha256 VARCHAR")
+
+
+@migration(11, "trajectories")
+def _m011_trajectories(con: duckdb.DuckDBPyConnection) -> None:
+    # One row per model turn of an agentic sample, with the tool calls it made and what they returned; the key is
+    # the generation cache's (checkpoint, protocol, settings, item, sample, seed) plus the turn, so a killed run
+    # resumes at the first turn not stored.
+    con.execute("""
+        CREATE TABLE trajectories (
+            checkpoint_digest VARCHAR NOT NULL, protocol_hash VARCHAR NOT NULL, settings_sha256 VARCHAR NOT NULL,
+            item_id VARCHAR NOT NULL, sample_index INTEGER NOT NULL, seed UBIGINT NOT NULL, turn INTEGER NOT NULL,
+            turn_seed UBIGINT NOT NULL, prompt_sha256 VARCHAR NOT NULL, text VARCHAR NOT NULL,
+            prompt_tokens INTEGER, completion_tokens INTEGER NOT NULL, finish_reason VARCHAR NOT NULL,
+            calls JSON NOT NULL, parse_error VARCHAR, violation VARCHAR, ended VARCHAR,
+            gen_s DOUBLE, tool_s DOUBLE, run_id VARCHAR, created_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (checkpoint_digest, protocol_hash, settings_sha256, item_id, sample_index, seed, turn))""")
