@@ -44,6 +44,14 @@ TRAJECTORY_COLUMNS = ("item_id", "sample_index", "seed", "turn", "turn_seed", "p
                       "prompt_tokens", "completion_tokens", "finish_reason", "calls", "parse_error", "violation",
                       "ended", "gen_s", "tool_s")
 
+# Every trajectories column but created_at, with its type (``put_turns`` reads rows from one JSON document).
+_TRAJECTORY_TYPES = {"checkpoint_digest": "VARCHAR", "protocol_hash": "VARCHAR", "settings_sha256": "VARCHAR",
+                     "item_id": "VARCHAR", "sample_index": "INTEGER", "seed": "UBIGINT", "turn": "INTEGER",
+                     "turn_seed": "UBIGINT", "prompt_sha256": "VARCHAR", "text": "VARCHAR",
+                     "prompt_tokens": "INTEGER", "completion_tokens": "INTEGER", "finish_reason": "VARCHAR",
+                     "calls": "JSON", "parse_error": "VARCHAR", "violation": "VARCHAR", "ended": "VARCHAR",
+                     "gen_s": "DOUBLE", "tool_s": "DOUBLE", "run_id": "VARCHAR"}
+
 # The runs columns holding JSON.
 _RUN_JSON_COLUMNS = ("backend_info", "effective_params", "metrics", "counts", "versions", "warnings")
 
@@ -373,16 +381,14 @@ class Store:
         transaction; a turn already stored is kept."""
         if not rows:
             return
-        cols = ("checkpoint_digest", "protocol_hash", "settings_sha256", *TRAJECTORY_COLUMNS, "run_id",
-                "created_at")
-        one = f"({', '.join('?' * len(cols))})"
-        stamp = now()
-        with self.connect() as con:  # multi-row VALUES: one statement per turn of the whole batch
-            con.execute(f"INSERT INTO trajectories ({', '.join(cols)}) VALUES {', '.join([one] * len(rows))} "
-                        "ON CONFLICT DO NOTHING",
-                        [v for r in rows for v in (checkpoint_digest, protocol_hash, settings_sha256,
-                                                   *(json.dumps(r[c]) if c == "calls" else r[c]
-                                                     for c in TRAJECTORY_COLUMNS), run_id, stamp)])
+        keys = {"checkpoint_digest": checkpoint_digest, "protocol_hash": protocol_hash,
+                "settings_sha256": settings_sha256, "run_id": run_id}
+        doc = json.dumps([{**keys, **{c: r[c] for c in TRAJECTORY_COLUMNS}} for r in rows])
+        struct = ", ".join(f'"{c}": "{t}"' for c, t in _TRAJECTORY_TYPES.items())
+        with self.connect() as con:  # one JSON document unnested: ~5x faster here than multi-row VALUES
+            con.execute(f"INSERT INTO trajectories ({', '.join(_TRAJECTORY_TYPES)}, created_at) SELECT *, ? FROM "
+                        f"(SELECT unnest(from_json(?::JSON, '[{{{struct}}}]'), recursive := true)) "
+                        "ON CONFLICT DO NOTHING", [now(), doc])
 
     def trajectory_turns(self, checkpoint_digest: str, protocol_hash: str, settings_sha256: str,
                          item_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
