@@ -208,3 +208,25 @@ def test_killed_run_resumes_mid_trajectory_generating_only_missing_turns(tmp_pat
     assert doc["metrics"]["tools"]["turns_generated"] == 1 and doc["metrics"]["tools"]["turns_cached"] == 4
     assert [c["result"] for t in _turns(store, doc)["a"] for c in t["calls"]] == ["2", "4"]
     assert doc["metrics"]["pass@1"] == 1.0
+
+
+def test_trajectories_command_shows_calls_results_and_violations(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from evalgate.cli import main
+
+    proto = _protocol(tmp_path, {"offered": [{"name": "calculator"}, {"name": "python"}], "allowed": ["calculator"],
+                                 "max_calls": 5})
+    replay = _replay_file(tmp_path, {"a": [_call("calculator", expression="6*7") + _call("python", code="1"),
+                                           "The answer is 42"]})
+    doc, _ = _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "42"}], replay)
+    r = CliRunner().invoke(main, ["trajectories", doc["run_id"]])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0].startswith("== a #0 (seed ") and lines[0].endswith("): answered")
+    assert "   >> calculator({'expression': '6*7'}) [ok]" in lines and "      42" in lines
+    assert "   >> python({'code': '1'}) [VIOLATION disallowed_tool]" in lines
+    as_json = CliRunner().invoke(main, ["trajectories", doc["run_id"], "--json"])
+    assert [len(s["turns"]) for s in json.loads(as_json.output)] == [2]
+    missing = CliRunner().invoke(main, ["trajectories", "nope"])
+    assert missing.exit_code == 2 and "no run 'nope'" in missing.output
