@@ -91,3 +91,61 @@ def test_native_hermes_format_renders_tools_and_results_with_the_chat_template(h
                 "<|im_start|>assistant\n")
     assert turns[1]["prompt_sha256"] == hashlib.sha256(expected.encode()).hexdigest()
     assert run["metrics"]["pass@1"] == 1.0
+
+
+def test_openai_format_sends_tools_and_reads_tool_calls_over_http(home: Path, smollm2_dir: Path) -> None:
+    """tools.format: openai through the openai backend against a scripted OpenAI-compatible server on 127.0.0.1:
+    the offered tools go out as ``tools``, the answer's ``tool_calls`` are run, and the next request carries the
+    assistant's tool_calls and the ``tool`` message with the result under its tool_call_id."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    bodies: list[dict] = []
+
+    class Server(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            bodies.append({"path": self.path, **body})
+            if not any(m["role"] == "tool" for m in body["messages"]):
+                call = {"id": "call_1", "type": "function",
+                        "function": {"name": "calculator", "arguments": '{"expression": "6*7"}'}}
+                choice = {"index": 0, "finish_reason": "tool_calls",
+                          "message": {"role": "assistant", "content": None, "tool_calls": [call]}}
+            else:
+                choice = {"index": 0, "finish_reason": "stop",
+                          "message": {"role": "assistant", "content": "The answer is 42"}}
+            out = json.dumps({"choices": [choice], "usage": {"completion_tokens": 5, "prompt_tokens": 20}}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Server)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        doc = {"name": "oai-tools", "version": "1", "prompt": {"chat_template": "none", "template": "{{ prompt }}"},
+               "sampling": {"max_tokens": 32}, "scorer": {"name": "exact", "options": {"answer_field": "answer"}},
+               "extraction": {"rule": "gsm8k"},
+               "tools": {"format": "openai", "allowed": ["calculator"], "max_calls": 2}}
+        path = home / "oai.yaml"
+        path.write_text(yaml.safe_dump(doc))
+        freeze(path)
+        write_split("oai-one", "smoke", [{"id": "q", "prompt": "What is 6*7?", "answer": "42"}], {"source": "t"})
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        run = evaluate(path, resolve_checkpoint(smollm2_dir), "oai-one",
+                       RunOptions(backend="openai", backend_options={"base_url": url, "model": "m"},
+                                  progress=False), Store())
+    finally:
+        server.shutdown()
+    assert [b["path"] for b in bodies] == ["/v1/chat/completions"] * 2
+    assert bodies[0]["tools"][0]["function"]["name"] == "calculator"
+    assert bodies[0]["messages"] == [{"role": "user", "content": "What is 6*7?"}]
+    assistant, tool = bodies[1]["messages"][1:]
+    assert assistant["tool_calls"][0]["id"] == "call_1"
+    assert json.loads(assistant["tool_calls"][0]["function"]["arguments"]) == {"expression": "6*7"}
+    assert tool == {"role": "tool", "name": "calculator", "content": "42", "tool_call_id": "call_1"}
+    assert run["metrics"]["pass@1"] == 1.0 and run["metrics"]["tools"]["tool_calls_per_sample"] == 1.0
