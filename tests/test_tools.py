@@ -165,3 +165,25 @@ def test_committed_protocols_load() -> None:
 
     probe = load_protocol(REPO / "protocols" / "tool-probe.yaml")
     assert json.loads((REPO / "protocols" / "tool-probe.yaml.lock").read_text())["sha256"] == probe.sha256
+
+
+def test_slow_or_raising_tool_is_a_result_not_a_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import threading
+
+    from evalgate.agent.permissions import ToolBox
+    from evalgate.tools import BUILTIN
+
+    release = threading.Event()
+    slow = Tool("calculator", "slow", get_tool("calculator").parameters,
+                lambda args, ctx: ToolOutput(True, "late") if release.wait(5) else ToolOutput(True, "never"))
+    monkeypatch.setitem(BUILTIN, "calculator", slow)
+    box = ToolBox(load_protocol(_write(tmp_path, {"allowed": ["calculator"], "max_calls": 3, "timeout_s": 0.2})))
+    out = box.execute(ToolCall("calculator", {"expression": "1"}), 0)
+    release.set()
+    assert out.status == "error" and out.result == "error: timed out after 0.2 s"
+    boom = Tool("calculator", "boom", get_tool("calculator").parameters,
+                lambda args, ctx: (_ for _ in ()).throw(RuntimeError("tool bug")))
+    monkeypatch.setitem(BUILTIN, "calculator", boom)
+    box = ToolBox(load_protocol(_write(tmp_path, {"allowed": ["calculator"], "max_calls": 3})))
+    out = box.execute(ToolCall("calculator", {"expression": "1"}), 0)
+    assert out.status == "error" and out.result == "error: RuntimeError: tool bug"

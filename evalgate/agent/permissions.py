@@ -10,6 +10,8 @@ then runs; a tool that raises gives an error result, never a crash.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -48,6 +50,13 @@ class CallOutcome:
         return asdict(self)
 
 
+def _guarded(tool: Tool, args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
+    try:
+        return tool.run(args, ctx)
+    except Exception as e:  # a tool's failure is a result the model sees, never a crash of the run
+        return ToolOutput(False, f"error: {type(e).__name__}: {e}")
+
+
 class ToolBox:
     """The offered tools of a protocol with its permissions; ``execute`` checks and runs one call.
 
@@ -63,6 +72,20 @@ class ToolBox:
         self.allowed = set(t.allowed) if t.offered else set(self.offered)
         self.validators = {n: jsonschema.Draft202012Validator(d["parameters"]) for n, d in self.offered.items()}
         self.ctx = ToolContext(protocol.task_dir, t.fs_write, t.network, t.timeout_s, t.cpu_s, t.memory_mb)
+
+    def _run(self, tool: Tool, args: dict[str, Any]) -> ToolOutput:
+        """Run a tool; its exception is an error result. ``python`` and ``http_get`` enforce ``timeout_s``
+        themselves (the sandbox kills the program); any other tool runs in a worker thread and a call still
+        running at ``timeout_s`` gives a timeout result (Python cannot stop the thread: it is left to finish)."""
+        if tool.name in ("python", "http_get"):
+            return _guarded(tool, args, self.ctx)
+        pool = ThreadPoolExecutor(max_workers=1)
+        try:
+            return pool.submit(_guarded, tool, args, self.ctx).result(timeout=self.ctx.timeout_s)
+        except FutureTimeout:
+            return ToolOutput(False, f"error: timed out after {self.ctx.timeout_s:g} s")
+        finally:
+            pool.shutdown(wait=False)
 
     def violation(self, call: ToolCall, calls_before: int) -> tuple[str, str] | None:
         """The first permission ``call`` breaks and the message the model gets, or None."""
@@ -92,9 +115,6 @@ class ToolBox:
             return CallOutcome(call.name, call.arguments, "invalid_arguments", None,
                                f"error: invalid arguments ({where}: {e.message})", 0.0, call.id)
         t0 = time.perf_counter()
-        try:
-            out = self.impl[call.name].run(call.arguments, self.ctx)
-        except Exception as e:  # a tool's failure is a result the model sees, never a crash of the run
-            out = ToolOutput(False, f"error: {type(e).__name__}: {e}")
+        out = self._run(self.impl[call.name], call.arguments)
         return CallOutcome(call.name, call.arguments, "ok" if out.ok else "error", None, out.text,
                            time.perf_counter() - t0, call.id)
