@@ -230,3 +230,49 @@ def test_trajectories_command_shows_calls_results_and_violations(tmp_path: Path)
     assert [len(s["turns"]) for s in json.loads(as_json.output)] == [2]
     missing = CliRunner().invoke(main, ["trajectories", "nope"])
     assert missing.exit_code == 2 and "no run 'nope'" in missing.output
+
+
+@pytest.mark.slow
+def test_sigkill_mid_trajectory_then_rerun_generates_only_the_missing_turns(tmp_path: Path) -> None:
+    """The real CLI in a subprocess, killed with SIGKILL while item a's turn-1 python call runs (after the first
+    step's turns were stored); the rerun replays the stored turns and generates a's turns 1 and 2 only."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proto = _protocol(tmp_path, {"allowed": ["python"], "max_calls": 3, "timeout_s": 3})
+    replay = _replay_file(tmp_path, {"a": [_call("python", code="print(1)"),
+                                           _call("python", code="import time\ntime.sleep(60)"), "The answer is 1"],
+                                     "b": ["The answer is 2"]})
+    write_split("kill-split", "smoke", [{"id": "a", "prompt": "x", "answer": "1"},
+                                        {"id": "b", "prompt": "y", "answer": "2"}], {"source": "test"})
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text("{}")
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file({"w": np.zeros(1, np.float32)}, str(ckpt / "model.safetensors"))  # a checkpoint the CLI resolves
+    argv = [sys.executable, "-m", "evalgate.cli", "run", "--protocol", str(proto), "--checkpoint", str(ckpt),
+            "--split", "kill-split", "--backend", "replay", "--backend-option", f"file={replay}", "--json"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    store = Store()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        rows = store.runs()
+        if rows and len(store.trajectory_turns(rows[0]["checkpoint_digest"], rows[0]["protocol_hash"],
+                                               rows[0]["backend_info"]["generation_settings_sha256"])) == 2:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
+    r = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    tools = json.loads(r.stdout)["metrics"]["tools"]
+    assert (tools["turns_cached"], tools["turns_generated"]) == (2, 2)
+    turns = _turns(store, json.loads(r.stdout))["a"]
+    assert [t["turn"] for t in turns] == [0, 1, 2] and turns[1]["calls"][0]["result"].endswith("timed out after 3 s")
