@@ -163,8 +163,10 @@ def test_bad_tools_sections_are_refused_at_load_with_file_and_line(tmp_path: Pat
 def test_committed_protocols_load() -> None:
     from tests.conftest import REPO
 
-    probe = load_protocol(REPO / "protocols" / "tool-probe.yaml")
-    assert json.loads((REPO / "protocols" / "tool-probe.yaml.lock").read_text())["sha256"] == probe.sha256
+    for name, fmt in (("tool-probe", "hermes"), ("gsm8k-python-tool", "text"), ("gsm8k-python-tool-native", "hermes")):
+        lp = load_protocol(REPO / "protocols" / f"{name}.yaml")
+        assert json.loads((REPO / "protocols" / f"{name}.yaml.lock").read_text())["sha256"] == lp.sha256
+        assert lp.spec.tools.format == fmt and lp.tools
 
 
 def test_slow_or_raising_tool_is_a_result_not_a_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
