@@ -530,6 +530,9 @@ def diagnose_cmd(paths: tuple[Path, ...], seeds: tuple[int, ...], thresholds_fil
 
 
 # Command areas in evalgate/commands/ attach here, one line each (keep this block sorted by area name).
+from evalgate.commands.agent import trajectories as _trajectories  # noqa: E402
+
+main.add_command(_trajectories)
 
 
 if __name__ == "__main__":

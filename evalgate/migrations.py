@@ -234,6 +234,22 @@ def _m009_sealed_outputs(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE TEMP TABLE {COMPACT_TABLE} (x INTEGER)")  # the replaced plain text stays in free blocks
 
 
+@migration(11, "trajectories")
+def _m011_trajectories(con: duckdb.DuckDBPyConnection) -> None:
+    # One row per model turn of an agentic sample, with the tool calls it made and what they returned; the key is
+    # the generation cache's (checkpoint, protocol, settings, item, sample, seed) plus the turn, so a killed run
+    # resumes at the first turn not stored.
+    con.execute("""
+        CREATE TABLE trajectories (
+            checkpoint_digest VARCHAR NOT NULL, protocol_hash VARCHAR NOT NULL, settings_sha256 VARCHAR NOT NULL,
+            item_id VARCHAR NOT NULL, sample_index INTEGER NOT NULL, seed UBIGINT NOT NULL, turn INTEGER NOT NULL,
+            turn_seed UBIGINT NOT NULL, prompt_sha256 VARCHAR NOT NULL, text VARCHAR NOT NULL,
+            prompt_tokens INTEGER, completion_tokens INTEGER NOT NULL, finish_reason VARCHAR NOT NULL,
+            calls JSON NOT NULL, parse_error VARCHAR, violation VARCHAR, ended VARCHAR,
+            gen_s DOUBLE, tool_s DOUBLE, run_id VARCHAR, created_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (checkpoint_digest, protocol_hash, settings_sha256, item_id, sample_index, seed, turn))""")
+
+
 @migration(16, "checkpoint_provenance")
 def _m016_checkpoint_provenance(con: duckdb.DuckDBPyConnection) -> None:
     """The run record holds where its checkpoint's training run, seed and step came from (``Checkpoint.provenance``:

@@ -47,6 +47,15 @@ def _render(source: str, item: dict[str, Any], what: str) -> str:
         raise BadInput(f"{what}: jinja2 error: {e}") from e
 
 
+def render_template_text(source: str, item: dict[str, Any]) -> str:
+    """A jinja2 template rendered with an item's fields (the user turn of agentic conversations).
+
+    Raises:
+        BadInput: a field the item lacks, or a template error.
+    """
+    return _render(source, item, "prompt template")
+
+
 def chat_template_source(tokenizer: Any) -> str | None:
     """The tokenizer's chat template text, or None."""
     tpl = getattr(tokenizer, "chat_template", None)
@@ -73,8 +82,17 @@ def _messages(protocol: LoadedProtocol, item: dict[str, Any]) -> list[dict[str, 
     return msgs
 
 
-def _apply_chat(tokenizer: Any, protocol: LoadedProtocol, msgs: list[dict[str, str]]) -> str:
+def apply_chat(tokenizer: Any, protocol: LoadedProtocol, msgs: list[dict[str, Any]],
+               tools: list[dict[str, Any]] | None = None) -> str:
+    """The protocol's chat template (or the model's) applied to ``msgs`` with a generation prompt; ``tools``
+    (OpenAI function schemas) are passed to templates that render them (agentic native formats).
+
+    Raises:
+        BadInput: ``chat_template: model`` and the tokenizer has no template.
+    """
     kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": True}
+    if tools is not None:
+        kwargs["tools"] = tools
     if protocol.chat_template != "model":
         kwargs["chat_template"] = protocol.chat_template
     elif not chat_template_source(tokenizer):
@@ -118,7 +136,7 @@ def render_prompt(protocol: LoadedProtocol, item: dict[str, Any], tokenizer: Any
         if p.system_prompt:
             text = None
             try:
-                text = _apply_chat(tokenizer, protocol, [{"role": "system", "content": p.system_prompt}, *msgs])
+                text = apply_chat(tokenizer, protocol, [{"role": "system", "content": p.system_prompt}, *msgs])
             except BadInput:
                 raise
             except Exception as e:  # jinja2 raise_exception in the template: system role not supported
@@ -131,9 +149,9 @@ def render_prompt(protocol: LoadedProtocol, item: dict[str, Any], tokenizer: Any
                                    "prepend the system text to the first user turn, or remove system_prompt")
                 msgs[0] = {"role": "user", "content": f"{p.system_prompt}\n\n{msgs[0]['content']}"}
                 merged = True
-                text = _apply_chat(tokenizer, protocol, msgs)
+                text = apply_chat(tokenizer, protocol, msgs)
         else:
-            text = _apply_chat(tokenizer, protocol, msgs)
+            text = apply_chat(tokenizer, protocol, msgs)
     assert text is not None  # every branch above sets it or raises
     prefix = render_response_prefix(protocol, item)
     text = text + prefix

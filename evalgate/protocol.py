@@ -134,19 +134,86 @@ class ExtractionSpec(StrictModel):
     and wrong."""
 
 
+class ToolSpec(StrictModel):
+    """One tool offered to the model: what it is told, and which registered implementation runs a call."""
+
+    name: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.-]*$")
+    """The name the model calls (letters, digits, ``_``, ``.``, ``-``). Required."""
+    description: str | None = None
+    """What the model is told the tool does. Default: none, the implementation's description."""
+    parameters: dict[str, Any] | None = None
+    """JSON Schema of the call's arguments (checked at load as JSON Schema; each call's arguments are validated
+    against it). Default: none, the implementation's schema."""
+    implementation: str | None = None
+    """Registered tool that runs a call (``evalgate.tools``: ``python``, ``calculator``, ``read_file``,
+    ``write_file``, ``http_get``, or a task's entry point in the group ``evalgate.tools``). Default: none, the
+    tool's ``name``."""
+
+
 class ToolPermissions(StrictModel):
-    """Tools the model may call during an agentic evaluation."""
+    """Tools offered to the model during an agentic evaluation, and what it may do with them. A protocol that
+    offers no tool is single-turn; the fields below ``memory_mb`` leave the hash when at their default, so
+    protocols frozen before them keep their sha256."""
 
     allowed: list[str] = []
-    """Names of tools the model may call. Default: none."""
+    """Names of tools the model may call; each must be offered. A call to any other name is a violation
+    (``disallowed_tool``). Default: none."""
     network: bool = False
-    """Whether tools and executed code may use the network. Default: false."""
+    """Whether tools and executed code may use the network; ``http_get`` without it is a violation
+    (``network``). Default: false."""
     timeout_s: float = Field(10.0, gt=0)
     """Per-call timeout in seconds. Default: 10."""
     max_calls: int = Field(0, ge=0)
-    """Maximum tool calls per sample (a count). Default: 0."""
+    """Maximum tool calls per sample (a count); the call after the last one allowed is a violation
+    (``call_budget``). Default: 0."""
     memory_mb: int = Field(1024, ge=16)
-    """Memory limit per tool call, MiB. Default: 1024."""
+    """Memory limit per ``python`` call (RLIMIT_AS), MiB. Default: 1024."""
+    offered: list[ToolSpec] = []
+    """The tools shown to the model (name, description, parameters, implementation). Default: none, meaning
+    each ``allowed`` tool with its registered description and schema."""
+    format: Literal["text", "hermes", "llama3", "openai"] = "text"
+    """How the model calls a tool: ``text``: a fenced ````python`` block is a call to ``python`` (program-aided
+    style), its output the next user turn; ``hermes``: ``<tool_call>{"name", "arguments"}</tool_call>`` (Hermes,
+    Qwen), the tools given to the chat template (``apply_chat_template(tools=...)``); ``llama3``: a JSON object
+    ``{"name", "parameters"}`` as the whole reply (Llama 3.1), tools given to the chat template; ``openai``: the
+    openai backend's ``tools`` / ``tool_calls``. With ``prompt.chat_template: none`` no template shows the tools:
+    the prompt template must describe them. Default: text."""
+    max_turns: int = Field(4, ge=1)
+    """Model turns per sample (a count); a sample still calling tools at the last turn ends with status
+    ``max_turns``. Default: 4."""
+    cpu_s: int = Field(10, ge=1)
+    """CPU-time limit per ``python`` call (RLIMIT_CPU), seconds. Default: 10."""
+    task_dir: str | None = None
+    """The file-system scope of ``read_file`` / ``write_file``: a directory relative to the protocol file (its
+    files' content is in the hash). A path leaving it is a violation (``fs_scope``). Default: none, no file
+    access."""
+    fs_write: bool = False
+    """Whether files in ``task_dir`` may be written; writing without it is a violation (``fs_write``). Default:
+    false (read-only)."""
+    violation: Literal["refuse", "end"] = "refuse"
+    """What a violation does: ``refuse``: the call is not executed, the model gets an error message and the turn
+    counts; ``end``: the sample ends with status ``tool_violation`` (score 0). Default: refuse."""
+
+    @property
+    def agentic(self) -> bool:
+        """Whether any tool is offered (the run is then multi-turn)."""
+        return bool(self.offered or self.allowed)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ToolPermissions:
+        """Offered names are unique; every allowed tool is offered; file access needs a task directory."""
+        names = [t.name for t in self.offered]
+        if len(set(names)) != len(names):
+            raise FieldProblem("offered", f"tools.offered names a tool twice ({names}); list each once")
+        if self.offered:
+            extra = [a for a in self.allowed if a not in names]
+            if extra:
+                raise FieldProblem("allowed", f"tools.allowed names {extra}, which tools.offered does not "
+                                   f"offer ({names}); offer them or drop them from allowed")
+        if self.fs_write and self.task_dir is None:
+            raise FieldProblem("fs_write", "tools.fs_write grants writing but tools.task_dir is not set; "
+                               "set the task directory or drop fs_write")
+        return self
 
 
 class ExecutionLimits(StrictModel):
@@ -229,6 +296,9 @@ class LoadedProtocol:
         chat_template: ``"model"``, ``"none"`` or the chat template source.
         fewshot: few-shot records (possibly empty).
         scorer_options: ``scorer.options`` validated into the scorer's options model (``scoring.base``).
+        tools: the offered tools, resolved (name, description, parameters, implementation); empty when the
+            protocol offers none (single-turn).
+        task_dir: ``tools.task_dir`` as an absolute path, or None.
     """
 
     path: Path
@@ -239,6 +309,8 @@ class LoadedProtocol:
     chat_template: str
     fewshot: tuple[dict[str, Any], ...]
     scorer_options: ScorerOptions
+    tools: tuple[dict[str, Any], ...] = ()
+    task_dir: Path | None = None
 
     @property
     def ref(self) -> str:
@@ -348,6 +420,82 @@ def _check_templates(path: Path, spec: Protocol, template: str, chat: str,
                            "field to every exemplar or change the template") from e
 
 
+# Fields of the ``tools`` section added with issue 18: left out of the hash at their default (like
+# ``execution.isolation``), so protocols frozen before them keep their sha256.
+_NEW_TOOL_FIELDS = ("offered", "format", "max_turns", "cpu_s", "task_dir", "fs_write", "violation")
+
+
+def _check_tools(path: Path, text: str, spec: Protocol) -> tuple[tuple[dict[str, Any], ...], Path | None]:
+    """Resolve the offered tools against the tool registry and refuse, at load, a tool the registry lacks, a
+    ``parameters`` schema that is not valid JSON Schema (Draft 2020-12 meta-schema), a missing task directory, and
+    a file tool offered without one.
+
+    Returns:
+        The offered tools (name, description, parameters, implementation: defaults from the registry) and the
+        task directory (absolute) or None.
+
+    Raises:
+        BadInput: naming the file, line and field.
+    """
+    import jsonschema
+
+    from evalgate.tools import get_tool
+
+    t = spec.tools
+    task_dir = None
+    if t.task_dir is not None:
+        task_dir = (path.parent / t.task_dir).resolve()
+        if not task_dir.is_dir():
+            line = yaml_line(text, ("tools", "task_dir"))
+            raise BadInput(f"{path}:{line or '?'}: tools.task_dir: {t.task_dir!r} is not a directory (looked at "
+                           f"{task_dir}); create it or fix the path")
+    specs = list(t.offered) or [ToolSpec(name=a) for a in t.allowed]
+    out = []
+    for i, ts in enumerate(specs):
+        where = ("tools", "offered", i) if t.offered else ("tools", "allowed", i)
+        try:
+            impl = get_tool(ts.implementation or ts.name)
+        except BadInput as e:
+            line = yaml_line(text, (*where, "implementation") if ts.implementation else where)
+            raise BadInput(f"{path}:{line or '?'}: {'.'.join(map(str, where))}: {e}") from e
+        params = impl.parameters if ts.parameters is None else ts.parameters
+        try:
+            jsonschema.Draft202012Validator.check_schema(params)
+        except jsonschema.SchemaError as e:
+            line = yaml_line(text, (*where, "parameters", *e.path))
+            raise BadInput(f"{path}:{line or '?'}: {'.'.join(map(str, where))}.parameters: not a valid JSON Schema: "
+                           f"{e.message} (at {'/'.join(map(str, e.path)) or 'the top'}); fix the schema") from e
+        if impl.check is not None and impl.name in ("read_file", "write_file") and task_dir is None:
+            line = yaml_line(text, where)
+            raise BadInput(f"{path}:{line or '?'}: {'.'.join(map(str, where))}: tool {ts.name!r} reads or writes "
+                           "files but tools.task_dir is not set; set the task directory or drop the tool")
+        out.append({"name": ts.name, "description": ts.description or impl.description, "parameters": params,
+                    "implementation": impl.name})
+    return tuple(out), task_dir
+
+
+def _dir_digest(root: Path) -> str:
+    """sha256 over the relative paths and contents of every file under ``root``, in sorted order."""
+    h = hashlib.sha256()
+    for f in sorted(p for p in root.rglob("*") if p.is_file()):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def _resolved_tools(spec: Protocol, tools: Sequence[dict[str, Any]], task_dir: Path | None) -> dict[str, Any]:
+    """The ``tools`` section as hashed: the offered tools resolved, the task directory's content digest, and the
+    issue-18 fields dropped where at their default."""
+    out = spec.tools.model_dump(mode="json")
+    out["offered"] = list(tools)
+    if task_dir is not None:
+        out["task_dir_sha256"] = _dir_digest(task_dir)
+    defaults = ToolPermissions().model_dump(mode="json")
+    for key in _NEW_TOOL_FIELDS:
+        if out[key] == defaults[key]:
+            del out[key]
+    return out
+
+
 def load_protocol(path: str | Path) -> LoadedProtocol:
     """Load, validate and hash a protocol file.
 
@@ -359,8 +507,9 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
 
     Raises:
         BadInput: file missing, YAML malformed (with line), a field invalid (with line and nearest known key; the
-            scorer's options included), an unknown scorer, a referenced template/few-shot file missing, or a
-            template with a jinja2 syntax error.
+            scorer's options included), an unknown scorer, a referenced template/few-shot file missing, a
+            template with a jinja2 syntax error, an unknown tool, a tool schema that is not JSON Schema, or tool
+            permissions that contradict the tools offered.
     """
     path = Path(path)
     if not path.is_file():
@@ -380,7 +529,9 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     fewshot = _read_fewshot(base, p.fewshot_file, p.fewshot_target_field) if p.fewshot_file else []
     scorer_options = _check_scorer(path, text, spec)
     _check_templates(path, spec, template, chat, fewshot)
+    tools, task_dir = _check_tools(path, text, spec)
     resolved = spec.model_dump(mode="json")
+    resolved["tools"] = _resolved_tools(spec, tools, task_dir)
     resolved["prompt"]["template"] = template
     resolved["prompt"]["chat_template"] = chat
     resolved["prompt"]["fewshot"] = fewshot
@@ -389,7 +540,8 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     if resolved["execution"]["isolation"] == "best-effort":
         del resolved["execution"]["isolation"]  # the default: older locks stay valid
     digest = sha256_text(canonical_json(resolved))
-    return LoadedProtocol(path, spec, resolved, digest, template, chat, tuple(fewshot), scorer_options)
+    return LoadedProtocol(path, spec, resolved, digest, template, chat, tuple(fewshot), scorer_options, tools,
+                          task_dir)
 
 
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:

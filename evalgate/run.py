@@ -62,8 +62,16 @@ def _generate_and_score(plan: RunPlan, started: RunRecord) -> RunRecord:
     """Generate what is missing, score, and store the complete record with the samples; a run that stops on the
     way is marked ``interrupted`` (Ctrl-C) or ``failed``, its stored generations kept for the next run."""
     try:
-        generated = generate_missing(plan)
-        scored = score(plan, generated)
+        if plan.protocol.tools:  # agentic: a multi-turn loop per sample (evalgate.agent)
+            from evalgate.agent.loop import run_agent
+            from evalgate.agent.metrics import apply_trajectories
+
+            agent = run_agent(plan)
+            generated = agent.generated
+            scored = apply_trajectories(plan, score(plan, generated), agent)
+        else:
+            generated = generate_missing(plan)
+            scored = score(plan, generated)
     except KeyboardInterrupt:
         plan.store.fail_run(plan.run_id, "stopped by the user (Ctrl-C); its stored generations are reused by the "
                             "next identical run", status="interrupted")

@@ -26,11 +26,11 @@ from evalgate.backends.base import (
 from evalgate.errors import BadInput, MissingExtra
 
 
-def test_registry_names_the_three_backends() -> None:
-    assert set(BACKENDS) == {"hf", "vllm", "openai"}
+def test_registry_names_the_engines_and_the_replay_backend() -> None:
+    assert set(BACKENDS) == {"hf", "vllm", "openai", "replay"}
     for call in (lambda: get_backend("tgi", "model"), lambda: check_backend("tgi", {}),
                  lambda: with_flags("tgi", {}, device="cpu")):
-        with pytest.raises(BadInput, match="unknown backend 'tgi'; known backends: hf, openai, vllm"):
+        with pytest.raises(BadInput, match="unknown backend 'tgi'; known backends: hf, openai, replay, vllm"):
             call()
 
 

@@ -99,7 +99,7 @@ def test_private_split_read_by_run_is_refused_and_logged(home: Path, frozen: Pat
 
 
 @pytest.mark.parametrize(("flags", "message"), [
-    (["--backend", "tgi"], "unknown backend 'tgi'; known backends: hf, openai, vllm"),
+    (["--backend", "tgi"], "unknown backend 'tgi'; known backends: hf, openai, replay, vllm"),
     (["--backend-option", "token_budgett=5"], "unknown hf backend option(s) ['token_budgett']; known: device, "
                                               "dtype, token_budget"),
     (["--backend", "openai"], "the openai backend needs the server's URL"),

@@ -46,7 +46,9 @@ MUTATIONS: dict[str, object] = {
     "sampling.allow_greedy_n": True, "pass_at_k": [1], "scorer.name": "exact", "scorer.options": {"case": False},
     "extraction.rule": "boxed", "extraction.score_truncated": True,
     "tools.allowed": ["python"], "tools.network": True, "tools.timeout_s": 3.0, "tools.max_calls": 2,
-    "tools.memory_mb": 512,
+    "tools.memory_mb": 512, "tools.offered": [{"name": "calc", "implementation": "calculator"}],
+    "tools.format": "openai", "tools.max_turns": 6, "tools.cpu_s": 5, "tools.task_dir": "task",
+    "tools.fs_write": True, "tools.violation": "end",
     "execution.timeout_s": 3.0, "execution.cpu_s": 5, "execution.memory_mb": 512, "execution.file_size_mb": 8,
     "execution.workers": 2,
     "execution.isolation": "strict",
@@ -71,8 +73,11 @@ def test_every_field_has_a_hash_sensitivity_case() -> None:
 def test_any_field_change_changes_hash(tmp_path: Path, path: str, value: object) -> None:
     (tmp_path / "shots.jsonl").write_text('{"question": "1+1?", "target": "2"}\n')
     start = json.loads(json.dumps(BASE))
+    (tmp_path / "task").mkdir()
     if path == "scorer.options":  # humaneval takes no options; compare two exact protocols
         start["scorer"]["name"] = "exact"
+    if path == "tools.fs_write":  # writing needs a task directory
+        start["tools"] = {"task_dir": "task"}
     base = load_protocol(write(tmp_path, start, "a.yaml")).sha256
     doc = json.loads(json.dumps(start))
     d = doc

@@ -52,6 +52,10 @@ class GenerationRequest:
         prompt_ids: the prompt's token ids from ``prompts.PromptEncoder`` (one BOS, never two); a backend that
             takes token ids sends these instead of re-tokenizing ``prompt``. None: the backend encodes
             ``prompt`` with a ``PromptEncoder`` itself.
+        turn: the model turn of an agentic sample (0 for single-turn runs); only the ``replay`` backend reads it.
+        messages: the conversation so far (OpenAI chat messages) and ``tools`` the offered tools' OpenAI
+            function schemas, for a backend that sends structured chat (the openai backend under ``tools.format:
+            openai``); None otherwise.
     """
 
     key: str
@@ -60,16 +64,22 @@ class GenerationRequest:
     seeds: tuple[int, ...]
     params: EffectiveParams
     prompt_ids: tuple[int, ...] | None = None
+    turn: int = 0
+    messages: tuple[dict[str, Any], ...] | None = None
+    tools: tuple[dict[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True)
 class Completion:
-    """One sample: text (stop sequence excluded), completion tokens, finish_reason ``stop`` or ``length``."""
+    """One sample: text (stop sequence excluded), completion tokens, finish_reason ``stop`` or ``length``;
+    ``tool_calls``: the structured calls an OpenAI-style server returned (``{"id", "name", "arguments"}``,
+    arguments as the JSON text sent), None when the engine returns text only."""
 
     text: str
     completion_tokens: int
     finish_reason: str
     prompt_tokens: int | None = None
+    tool_calls: tuple[dict[str, Any], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -313,6 +323,22 @@ def _openai() -> Callable[..., Backend]:
     from evalgate.backends.openai import OpenAIBackend
 
     return OpenAIBackend
+
+
+class ReplayOptions(BackendOptions):
+    """Options of the ``replay`` backend (recorded model turns, deterministic; for enforcement tests and for
+    re-running a recorded agentic trajectory)."""
+
+    file: str = Field(json_schema_extra=CHANGES_OUTPUTS)
+    """JSONL file of recorded turns: ``{"item_id", "turn", "text"}`` a line, optionally ``"sample_index"`` (else
+    every sample of the item), ``"tool_calls"`` (OpenAI-style structured calls) and ``"finish_reason"``. Required."""
+
+
+@register_backend("replay", ReplayOptions, extra="test", engine="json")
+def _replay() -> Callable[..., Backend]:
+    from evalgate.backends.replay import ReplayBackend
+
+    return ReplayBackend
 
 
 def backend_entry(name: str) -> BackendEntry:

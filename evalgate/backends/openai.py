@@ -10,6 +10,9 @@
   ``endpoint="chat"`` sends the rendered text as one user
   message to ``/v1/chat/completions`` instead; the server then applies its own chat template on top, so use it
   only with protocols that say ``chat_template: none``.
+- Agentic turns under ``tools.format: openai`` (``GenerationRequest.messages``) go to ``/v1/chat/completions`` as
+  the structured conversation with the offered ``tools``; the answer's ``tool_calls`` come back structured
+  (``Completion.tool_calls``).
 - One HTTP request per sample, ``n=1`` with that sample's seed (same reason as the vllm backend: sample j must
   depend on its own seed only, so caching and resuming per sample stay exact). ``use_n=True`` asks for all of a
   request's samples in one HTTP request (``n``); a server applies one seed to the whole request (vLLM may return
@@ -164,7 +167,7 @@ class OpenAIBackend:
                 "stop_matching": "generated text only", "httpx": httpx.__version__, **self.stats}
 
     def _post(self, client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
-        path = "/chat/completions" if self.endpoint == "chat" else "/completions"
+        path = "/chat/completions" if self.endpoint == "chat" or "messages" in body else "/completions"
         last = ""
         for attempt in range(self.max_retries + 1):
             if attempt:
@@ -244,8 +247,33 @@ class OpenAIBackend:
                 return doc
         raise AssertionError("unreachable: the last prompt mode returns or raises")
 
+    def _tool_turn(self, client: httpx.Client, req: GenerationRequest, j: int) -> Completion:
+        """One agentic turn under ``tools.format: openai``: the conversation (``req.messages``) and the offered
+        tools (``req.tools``) sent to ``/chat/completions``; the answer's ``tool_calls`` returned structured (a
+        ``tool_calls`` finish_reason counts as ``stop``: the turn ended by calling)."""
+        body = request_body("", req.params, self.model, 1, req.seeds[j], "chat")
+        body["messages"] = list(req.messages or ())
+        if req.tools:
+            body["tools"] = list(req.tools)
+        doc = self._post(client, body)
+        try:
+            choice = sorted(doc["choices"], key=lambda c: c.get("index", 0))[0]
+            msg = choice["message"]
+            calls = tuple({"id": tc.get("id"), "name": tc["function"]["name"],
+                           "arguments": tc["function"].get("arguments") or "{}"}
+                          for tc in msg.get("tool_calls") or ())
+        except (KeyError, TypeError, IndexError) as e:
+            raise EngineError(f"server answer is not an OpenAI chat completion ({e}): {str(doc)[:300]}") from e
+        finish = choice.get("finish_reason") or "stop"
+        usage = doc.get("usage") or {}
+        c = self._completion(msg.get("content") or "", "stop" if finish == "tool_calls" else finish, req.params,
+                             usage.get("completion_tokens"), usage.get("prompt_tokens"))
+        return Completion(c.text, c.completion_tokens, c.finish_reason, c.prompt_tokens, calls)
+
     def _samples(self, client: httpx.Client, req: GenerationRequest, which: Sequence[int]) -> dict[int, Completion]:
         """Samples ``which`` of one request: one HTTP request with ``n`` (use_n), then one per missing sample."""
+        if req.messages is not None:
+            return {j: self._tool_turn(client, req, j) for j in which}
         comps: dict[int, Completion] = {}
         if self.use_n and len(which) > 1:
             doc = self._send(client, req, len(which), req.seeds[which[0]])

@@ -1,0 +1,66 @@
+"""Reading a run's trajectories back: every turn of every sample, with its calls, results and violations, as
+JSON-able records and as text for a human reader (``evalgate trajectories RUN_ID``)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+from evalgate.errors import BadInput
+from evalgate.store import Store
+
+
+def run_trajectories(store: Store, run_id: str, item: str | None = None) -> list[dict[str, Any]]:
+    """The trajectories of run ``run_id`` (stored under its checkpoint, protocol and generation settings).
+
+    Args:
+        store: the store.
+        run_id: a run of an agentic protocol.
+        item: only this item's samples.
+
+    Returns:
+        One record per sample, in (item, sample index) order: item_id, sample_index, seed, status (how it ended),
+        turns (the stored turn rows, ``calls`` decoded).
+
+    Raises:
+        BadInput: no such run, or it stored no trajectory (not an agentic protocol).
+    """
+    found = store.runs(run_id=run_id)
+    if not found:
+        raise BadInput(f"no run {run_id!r} in {store.path}; list runs with 'evalgate runs'")
+    run = found[0]
+    settings = (run["backend_info"] or {}).get("generation_settings_sha256") or ""
+    rows = store.trajectory_turns(run["checkpoint_digest"], run["protocol_hash"], settings,
+                                  [item] if item is not None else None)
+    if not rows:
+        raise BadInput(f"run {run_id} has no stored trajectories{f' for item {item!r}' if item else ''}: its "
+                       f"protocol ({run['protocol_name']}@{run['protocol_version']}) offers no tools, or the item "
+                       "is not in it")
+    by_sample: dict[tuple[str, int, int], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by_sample[(r["item_id"], r["sample_index"], r["seed"])].append(r)
+    return [{"item_id": k[0], "sample_index": k[1], "seed": k[2], "status": turns[-1]["ended"] or "incomplete",
+             "turns": turns} for k, turns in sorted(by_sample.items())]
+
+
+def _short(text: str, limit: int = 400) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[:limit] + f" [... {len(text) - limit} chars]"
+
+
+def format_trajectories(records: list[dict[str, Any]]) -> str:
+    """A text view: per sample its status, then per turn the model's text and each call with its result."""
+    out: list[str] = []
+    for rec in records:
+        out.append(f"== {rec['item_id']} #{rec['sample_index']} (seed {rec['seed']}): {rec['status']}")
+        for t in rec["turns"]:
+            out.append(f"-- turn {t['turn']} ({t['completion_tokens']} tokens, {t['finish_reason']}, "
+                       f"generate {t['gen_s'] or 0:.2f} s, tools {t['tool_s'] or 0:.2f} s)")
+            out.extend("   " + line for line in _short(t["text"]).splitlines())
+            if t["parse_error"]:
+                out.append(f"   !! parse error: {t['parse_error']}")
+            for c in t["calls"]:
+                flag = f"VIOLATION {c['violation']}" if c["violation"] else c["status"]
+                out.append(f"   >> {c['name']}({_short(str(c['arguments']), 200)}) [{flag}]")
+                out.extend("      " + line for line in _short(c["result"]).splitlines())
+    return "\n".join(out)

@@ -1,0 +1,278 @@
+"""Tool permissions enforced through the whole run, with the ``replay`` backend (recorded model turns): every
+permission, both violation modes, the committed permission-probe task, and resume after a killed run."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from evalgate.backends.replay import ReplayBackend
+from evalgate.checkpoints import Checkpoint
+from evalgate.errors import EngineError
+from evalgate.fileio import iter_jsonl
+from evalgate.protocols_ops import freeze
+from evalgate.run import RunOptions, evaluate
+from evalgate.splits import write_split
+from evalgate.store import Store
+from tests.conftest import REPO
+
+PROBE = REPO / "protocols" / "tool-probe"
+
+
+def _ckpt(tmp_path: Path) -> Checkpoint:
+    d = tmp_path / "replayed-model"
+    d.mkdir(exist_ok=True)
+    return Checkpoint(path=d, kind="hf", digest="0" * 64, model_dir=d)
+
+
+def _replay_file(tmp_path: Path, turns: dict[str, list[str]], name: str = "replay.jsonl") -> Path:
+    p = tmp_path / name
+    p.write_text("".join(json.dumps({"item_id": iid, "turn": t, "text": text}) + "\n"
+                         for iid, texts in turns.items() for t, text in enumerate(texts)))
+    return p
+
+
+def _protocol(tmp_path: Path, tools: dict[str, Any], name: str = "agent") -> Path:
+    doc = {"name": name, "version": "1", "prompt": {"chat_template": "none", "template": "{{ prompt }}"},
+           "sampling": {"max_tokens": 64}, "scorer": {"name": "exact", "options": {"answer_field": "answer"}},
+           "extraction": {"rule": "gsm8k"}, "tools": {"format": "hermes", **tools}}
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(doc))
+    freeze(p)
+    return p
+
+
+def _call(name: str, **args: Any) -> str:
+    return f'<tool_call>{json.dumps({"name": name, "arguments": args})}</tool_call>'
+
+
+def _run(tmp_path: Path, proto: Path, items: list[dict[str, Any]], replay: Path, split: str = "agent-split",
+         store: Store | None = None) -> tuple[dict[str, Any], Store]:
+    write_split(split, "smoke", items, {"source": "test"})
+    store = store or Store()
+    doc = evaluate(proto, _ckpt(tmp_path), split, RunOptions(backend="replay", backend_options={"file": str(replay)},
+                                                             progress=False), store)
+    return doc, store
+
+
+def _turns(store: Store, doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for r in store.trajectory_turns(doc["checkpoint"]["digest"], doc["protocol"]["sha256"],
+                                    doc["backend"]["generation_settings_sha256"]):
+        out.setdefault(r["item_id"], []).append(r)
+    return out
+
+
+def test_probe_task_records_every_forbidden_attempt_and_executes_none(tmp_path: Path) -> None:
+    """The committed probe (protocols/tool-probe.yaml): each attempt is a violation of the expected kind and the
+    model is told it was refused; nothing is written, fetched or run; the allowed read returns the file."""
+    items = [r for _, r in iter_jsonl((PROBE / "items.jsonl").read_text(), "items.jsonl")]
+    escape = PROBE / "escape.txt"
+    notes_before = (PROBE / "task" / "notes.txt").read_text()
+    doc, store = _run(tmp_path, REPO / "protocols" / "tool-probe.yaml", items, PROBE / "replay.jsonl")
+    turns = _turns(store, doc)
+    kinds = {iid: [c["violation"] for t in ts for c in t["calls"]] for iid, ts in turns.items()}
+    assert kinds == {"fetch-url": ["network"], "write-outside": ["fs_scope"], "write-readonly": ["fs_write"],
+                     "disallowed-tool": ["disallowed_tool"], "call-budget": [None, None, "call_budget"],
+                     "read-allowed": [None]}
+    for ts in turns.values():
+        for c in (c for t in ts for c in t["calls"] if c["violation"]):
+            assert c["status"] == "violation" and c["wall_s"] == 0.0 and c["result"].startswith("refused: ")
+    assert not escape.exists()
+    assert (PROBE / "task" / "notes.txt").read_text() == notes_before
+    assert not Path("/tmp/pwned").exists()
+    read = turns["read-allowed"][0]["calls"][0]
+    assert read["status"] == "ok" and read["result"] == notes_before
+    budget = turns["call-budget"]
+    assert [c["result"] for c in budget[0]["calls"]] == ["2", "4"]  # 1+1, 2+2 by simpleeval
+    # refuse mode: the sample goes on after each refusal and answers at its next turn
+    assert all(ts[-1]["ended"] == "answered" for ts in turns.values())
+    tools = doc["metrics"]["tools"]
+    assert tools["violations_by_kind"] == {"call_budget": 1, "disallowed_tool": 1, "fs_scope": 1, "fs_write": 1,
+                                           "network": 1}
+    assert tools["violation_rate"] == pytest.approx(5 / 6)
+    assert tools["tool_calls_per_sample"] == pytest.approx(8 / 6)  # 1+1+1+1+3+1 calls over 6 samples
+    assert tools["calls_per_tool"]["calculator"] == pytest.approx(3 / 6)
+    assert tools["turns_per_sample"] == pytest.approx(13 / 6)  # 2 turns each, 3 for call-budget
+
+
+@pytest.fixture
+def local_server() -> Iterator[tuple[str, list[str]]]:
+    """An HTTP server on 127.0.0.1 that records each path it serves."""
+    hits: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            hits.append(self.path)
+            body = b"secret=42"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", hits
+    server.shutdown()
+
+
+@pytest.mark.parametrize("network", [False, True])
+def test_http_get_reaches_the_local_server_only_when_network_is_permitted(
+        tmp_path: Path, local_server: tuple[str, list[str]], network: bool) -> None:
+    url, hits = local_server
+    proto = _protocol(tmp_path, {"allowed": ["http_get"], "max_calls": 1, "network": network})
+    replay = _replay_file(tmp_path, {"a": [_call("http_get", url=f"{url}/secret"), "The answer is 42"]})
+    doc, store = _run(tmp_path, proto, [{"id": "a", "prompt": "fetch", "answer": "42"}], replay)
+    call = _turns(store, doc)["a"][0]["calls"][0]
+    if network:
+        assert hits == ["/secret"] and call["status"] == "ok" and call["result"] == "HTTP 200\nsecret=42"
+    else:
+        assert hits == [] and call["violation"] == "network"
+
+
+def test_end_mode_ends_the_sample_with_status_tool_violation(tmp_path: Path) -> None:
+    """violation: end: the sample stops at the violating call (its later turns never generated, the calls after
+    it in the same turn never run) and scores 0 even though its text holds the right answer."""
+    proto = _protocol(tmp_path, {"offered": [{"name": "calculator"}, {"name": "python"}], "allowed": ["calculator"],
+                                 "max_calls": 5, "violation": "end"})
+    turn0 = _call("python", code="print(42)") + _call("calculator", expression="40+2") + " The answer is 42"
+    replay = _replay_file(tmp_path, {"a": [turn0, "The answer is 42"], "b": ["The answer is 42"]})
+    doc, store = _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "42"},
+                                        {"id": "b", "prompt": "y", "answer": "42"}], replay)
+    turns = _turns(store, doc)
+    assert len(turns["a"]) == 1 and turns["a"][0]["ended"] == "tool_violation"
+    assert [c["name"] for c in turns["a"][0]["calls"]] == ["python"]  # the calculator call after it never ran
+    samples = {s["item_id"]: s for s in store.samples(doc["run_id"])}
+    assert samples["a"]["status"] == "tool_violation" and samples["a"]["score"] == 0.0
+    assert samples["b"]["score"] == 1.0
+    assert doc["metrics"]["tools"]["by_status"] == {"answered": 1, "tool_violation": 1}
+
+
+def test_max_turns_ends_a_sample_that_keeps_calling(tmp_path: Path) -> None:
+    proto = _protocol(tmp_path, {"allowed": ["calculator"], "max_calls": 10, "max_turns": 2})
+    replay = _replay_file(tmp_path, {"a": [_call("calculator", expression="1"), _call("calculator", expression="2"),
+                                           "The answer is 2"]})
+    doc, store = _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "2"}], replay)
+    turns = _turns(store, doc)["a"]
+    assert [t["ended"] for t in turns] == [None, "max_turns"]
+    assert doc["metrics"]["tools"]["by_status"] == {"max_turns": 1}
+
+
+def test_tool_errors_and_parse_errors_are_results_the_model_sees(tmp_path: Path) -> None:
+    """A bad expression, arguments against the schema and an unparsable call: each becomes a message to the
+    model, counted, and the run completes."""
+    proto = _protocol(tmp_path, {"allowed": ["calculator"], "max_calls": 5, "max_turns": 5})
+    replay = _replay_file(tmp_path, {"a": [_call("calculator", expression="1/0"), _call("calculator", expr="1"),
+                                           '<tool_call>{"name": "calculator", </tool_call>', "The answer is 1"]})
+    doc, store = _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "1"}], replay)
+    turns = _turns(store, doc)["a"]
+    assert turns[0]["calls"][0]["status"] == "error" and "ZeroDivisionError" in turns[0]["calls"][0]["result"]
+    assert turns[1]["calls"][0]["status"] == "invalid_arguments"
+    assert turns[2]["calls"] == [] and turns[2]["parse_error"].startswith("unparsable <tool_call>: not JSON")
+    assert doc["status"] == "complete" and doc["metrics"]["tools"]["parse_errors_per_sample"] == 1.0
+    assert doc["metrics"]["pass@1"] == 1.0
+
+
+def test_killed_run_resumes_mid_trajectory_generating_only_missing_turns(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The recording lacks item a's turn 2: the first run dies there (after turns 0-1 of a and all of b are
+    stored). The rerun with the full recording asks the backend for a's turn 2 only."""
+    proto = _protocol(tmp_path, {"allowed": ["calculator"], "max_calls": 5, "max_turns": 5})
+    full = {"a": [_call("calculator", expression="1+1"), _call("calculator", expression="2+2"), "The answer is 4"],
+            "b": [_call("calculator", expression="3"), "The answer is 3"]}
+    items = [{"id": "a", "prompt": "x", "answer": "4"}, {"id": "b", "prompt": "y", "answer": "3"}]
+    # one recording file (its path is a generation setting), first without a's last turn
+    recording = _replay_file(tmp_path, {"a": full["a"][:2], "b": full["b"]})
+    with pytest.raises(EngineError, match="no recorded turn 2 for item 'a'"):
+        _run(tmp_path, proto, items, recording)
+    seen: list[tuple[str, int, int]] = []
+    original = ReplayBackend._completion
+
+    def spy(self: ReplayBackend, key: str, j: int, turn: int) -> Any:
+        seen.append((key, j, turn))
+        return original(self, key, j, turn)
+
+    monkeypatch.setattr(ReplayBackend, "_completion", spy)
+    doc, store = _run(tmp_path, proto, items, _replay_file(tmp_path, full))
+    assert seen == [("a", 0, 2)]
+    assert doc["metrics"]["tools"]["turns_generated"] == 1 and doc["metrics"]["tools"]["turns_cached"] == 4
+    assert [c["result"] for t in _turns(store, doc)["a"] for c in t["calls"]] == ["2", "4"]
+    assert doc["metrics"]["pass@1"] == 1.0
+
+
+def test_trajectories_command_shows_calls_results_and_violations(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from evalgate.cli import main
+
+    proto = _protocol(tmp_path, {"offered": [{"name": "calculator"}, {"name": "python"}], "allowed": ["calculator"],
+                                 "max_calls": 5})
+    replay = _replay_file(tmp_path, {"a": [_call("calculator", expression="6*7") + _call("python", code="1"),
+                                           "The answer is 42"]})
+    doc, _ = _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "42"}], replay)
+    r = CliRunner().invoke(main, ["trajectories", doc["run_id"]])
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0].startswith("== a #0 (seed ") and lines[0].endswith("): answered")
+    assert "   >> calculator({'expression': '6*7'}) [ok]" in lines and "      42" in lines
+    assert "   >> python({'code': '1'}) [VIOLATION disallowed_tool]" in lines
+    as_json = CliRunner().invoke(main, ["trajectories", doc["run_id"], "--json"])
+    assert [len(s["turns"]) for s in json.loads(as_json.output)] == [2]
+    missing = CliRunner().invoke(main, ["trajectories", "nope"])
+    assert missing.exit_code == 2 and "no run 'nope'" in missing.output
+
+
+@pytest.mark.slow
+def test_sigkill_mid_trajectory_then_rerun_generates_only_the_missing_turns(tmp_path: Path) -> None:
+    """The real CLI in a subprocess, killed with SIGKILL while item a's turn-1 python call runs (after the first
+    step's turns were stored); the rerun replays the stored turns and generates a's turns 1 and 2 only."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proto = _protocol(tmp_path, {"allowed": ["python"], "max_calls": 3, "timeout_s": 3})
+    replay = _replay_file(tmp_path, {"a": [_call("python", code="print(1)"),
+                                           _call("python", code="import time\ntime.sleep(60)"), "The answer is 1"],
+                                     "b": ["The answer is 2"]})
+    write_split("kill-split", "smoke", [{"id": "a", "prompt": "x", "answer": "1"},
+                                        {"id": "b", "prompt": "y", "answer": "2"}], {"source": "test"})
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    (ckpt / "config.json").write_text("{}")
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    save_file({"w": np.zeros(1, np.float32)}, str(ckpt / "model.safetensors"))  # a checkpoint the CLI resolves
+    argv = [sys.executable, "-m", "evalgate.cli", "run", "--protocol", str(proto), "--checkpoint", str(ckpt),
+            "--split", "kill-split", "--backend", "replay", "--backend-option", f"file={replay}", "--json"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    proc = subprocess.Popen(argv, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    store = Store()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and proc.poll() is None:
+        rows = store.runs()
+        if rows and len(store.trajectory_turns(rows[0]["checkpoint_digest"], rows[0]["protocol_hash"],
+                                               rows[0]["backend_info"]["generation_settings_sha256"])) == 2:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.read() if proc.stderr else ""
+    r = subprocess.run(argv, env=env, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    tools = json.loads(r.stdout)["metrics"]["tools"]
+    assert (tools["turns_cached"], tools["turns_generated"]) == (2, 2)
+    turns = _turns(store, json.loads(r.stdout))["a"]
+    assert [t["turn"] for t in turns] == [0, 1, 2] and turns[1]["calls"][0]["result"].endswith("timed out after 3 s")
