@@ -237,8 +237,9 @@ def _m009_sealed_outputs(con: duckdb.DuckDBPyConnection) -> None:
 @migration(11, "trajectories")
 def _m011_trajectories(con: duckdb.DuckDBPyConnection) -> None:
     # One row per model turn of an agentic sample, with the tool calls it made and what they returned; the key is
-    # the generation cache's (checkpoint, protocol, settings, item, sample, seed) plus the turn, so a killed run
-    # resumes at the first turn not stored.
+    # the generation cache's (checkpoint, protocol, settings, item, sample, seed) plus the turn and the prompt the
+    # turn answered (the conversation so far, rendered), so a killed run resumes at the first turn not stored and a
+    # turn is never reused for other text under the same item id.
     con.execute("""
         CREATE TABLE trajectories (
             checkpoint_digest VARCHAR NOT NULL, protocol_hash VARCHAR NOT NULL, settings_sha256 VARCHAR NOT NULL,
@@ -247,7 +248,8 @@ def _m011_trajectories(con: duckdb.DuckDBPyConnection) -> None:
             prompt_tokens INTEGER, completion_tokens INTEGER NOT NULL, finish_reason VARCHAR NOT NULL,
             calls JSON NOT NULL, parse_error VARCHAR, violation VARCHAR, ended VARCHAR,
             gen_s DOUBLE, tool_s DOUBLE, run_id VARCHAR, created_at TIMESTAMPTZ NOT NULL,
-            PRIMARY KEY (checkpoint_digest, protocol_hash, settings_sha256, item_id, sample_index, seed, turn))""")
+            PRIMARY KEY (checkpoint_digest, protocol_hash, settings_sha256, item_id, sample_index, seed, turn,
+                         prompt_sha256))""")
 
 
 @migration(16, "checkpoint_provenance")

@@ -73,6 +73,20 @@ def _run_sealer(con: duckdb.DuckDBPyConnection, run_id: str | None) -> Sealer | 
     return _same_key(con, s) if s else None
 
 
+_SEALED_TURN_TEXT = ("text", "calls", "parse_error", "violation")
+"""A stored turn's fields that can quote the item (the model's text, tool arguments and results, messages)."""
+
+
+def _sealed_turn(row: dict[str, Any], seal: Sealer) -> dict[str, Any]:
+    """A turn's ``TRAJECTORY_COLUMNS`` with its text fields sealed; ``calls`` becomes its sealed JSON text (stored
+    as a JSON string, so the column stays valid JSON)."""
+    out = {c: row[c] for c in TRAJECTORY_COLUMNS}
+    out["calls"] = json.dumps(out["calls"])
+    for c in _SEALED_TURN_TEXT:
+        out[c] = seal.seal(out[c])
+    return out
+
+
 def _same_key(con: duckdb.DuckDBPyConnection, s: Sealer) -> Sealer:
     """``s``, after checking that it is the key the store's sealed values use (the first seal records it).
 
@@ -466,9 +480,11 @@ class Store:
             return
         keys = {"checkpoint_digest": checkpoint_digest, "protocol_hash": protocol_hash,
                 "settings_sha256": settings_sha256, "run_id": run_id}
-        doc = json.dumps([{**keys, **{c: r[c] for c in TRAJECTORY_COLUMNS}} for r in rows])
         struct = ", ".join(f'"{c}": "{t}"' for c, t in _TRAJECTORY_TYPES.items())
         with self.connect() as con:  # one JSON document unnested: ~5x faster here than multi-row VALUES
+            seal = _run_sealer(con, run_id)
+            doc = json.dumps([{**keys, **(_sealed_turn(r, seal) if seal else {c: r[c] for c in TRAJECTORY_COLUMNS})}
+                              for r in rows])
             con.execute(f"INSERT INTO trajectories ({', '.join(_TRAJECTORY_TYPES)}, created_at) SELECT *, ? FROM "
                         f"(SELECT unnest(from_json(?::JSON, '[{{{struct}}}]'), recursive := true)) "
                         "ON CONFLICT DO NOTHING", [now(), doc])
@@ -487,6 +503,10 @@ class Store:
             rows = _dicts(con.execute(sql + " ORDER BY item_id, sample_index, seed, turn", params))
         for r in rows:
             r["calls"] = json.loads(r["calls"])
+        open_rows(rows, _SEALED_TURN_TEXT)
+        for r in rows:
+            if isinstance(r["calls"], str):  # sealed: the calls' JSON text, encrypted (``_sealed_turn``)
+                r["calls"] = json.loads(r["calls"])
         return rows
 
     # -- access log --------------------------------------------------------------------------------------------

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 import yaml
 
@@ -276,3 +277,43 @@ def test_sigkill_mid_trajectory_then_rerun_generates_only_the_missing_turns(tmp_
     assert (tools["turns_cached"], tools["turns_generated"]) == (2, 2)
     turns = _turns(store, json.loads(r.stdout))["a"]
     assert [t["turn"] for t in turns] == [0, 1, 2] and turns[1]["calls"][0]["result"].endswith("timed out after 3 s")
+
+
+def test_a_human_audit_runs_trajectories_are_encrypted_at_rest(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Turns of a human-audit run quote the item (the model's text, tool arguments and results): stored sealed
+    with the private split key like its completions (issue 13), read back in clear with the key."""
+    from cryptography.fernet import Fernet
+
+    monkeypatch.setenv("EVALGATE_PRIVATE_KEY", Fernet.generate_key().decode())
+    secret = "zebra-quartz-7301"
+    proto = _protocol(tmp_path, {"offered": [{"name": "calculator"}], "allowed": ["calculator"], "max_calls": 2})
+    replay = _replay_file(tmp_path, {"a": [f"{secret} " + _call("calculator", expression="6*7"),
+                                           f"{secret} The answer is 42"]})
+    doc, store = _run(tmp_path, proto, [{"id": "a", "prompt": f"{secret}?", "answer": "42"}], replay,
+                      split="ha-agent-split")
+    write_split("ha-agent", "human-audit", [{"id": "a", "prompt": f"{secret}?", "answer": "42"}], {"source": "t"})
+    doc = evaluate(proto, _ckpt(tmp_path), "ha-agent", RunOptions(
+        backend="replay", backend_options={"file": str(replay)}, progress=False), store)
+    with duckdb.connect(str(store.path)) as con:
+        rows = con.execute("SELECT text, calls::VARCHAR FROM trajectories WHERE run_id=?", [doc["run_id"]]).fetchall()
+    assert len(rows) == 2 and all(secret not in t and "6*7" not in c for t, c in rows)
+    turns = _turns(store, doc)["a"]
+    assert turns[0]["text"].startswith(secret) and turns[0]["calls"][0]["result"] == "42"
+
+
+def test_a_stored_turn_is_reused_only_for_the_prompt_it_answered(tmp_path: Path) -> None:
+    """Two splits hold an item ``a`` with different text: the second run must generate its own turns, not replay
+    the first split's (the trajectory cache is keyed by the prompt each turn answered, like the generation
+    cache)."""
+    proto = _protocol(tmp_path, {"offered": [{"name": "calculator"}], "allowed": ["calculator"], "max_calls": 2})
+    replay = _replay_file(tmp_path, {"a": [_call("calculator", expression="6*7"), "The answer is 42"]})
+    first, store = _run(tmp_path, proto, [{"id": "a", "prompt": "six times seven?", "answer": "42"}], replay,
+                        split="split-one")
+    second, _ = _run(tmp_path, proto, [{"id": "a", "prompt": "seven times six?", "answer": "42"}], replay,
+                     split="split-two", store=store)
+    assert first["metrics"]["tools"]["turns_generated"] == 2
+    assert second["metrics"]["tools"]["turns_generated"] == 2 and second["metrics"]["tools"]["turns_cached"] == 0
+    third, _ = _run(tmp_path, proto, [{"id": "a", "prompt": "seven times six?", "answer": "42"}], replay,
+                    split="split-two", store=store)
+    assert third["metrics"]["tools"]["turns_generated"] == 0 and third["metrics"]["tools"]["turns_cached"] == 2

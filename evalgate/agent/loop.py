@@ -16,7 +16,8 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections import Counter, defaultdict
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,7 @@ from evalgate.backends.base import Backend, Completion, GenerationRequest, get_b
 from evalgate.errors import BadInput, EvalgateError
 from evalgate.runner.generate import Generated, progress_bar
 from evalgate.runner.plan import RunPlan, SampleKey
+from evalgate.sealing import sealer_for
 
 
 def turn_seed(sample_seed: int, turn: int) -> int:
@@ -98,6 +100,11 @@ class Agent:
                            "with format text, hermes or llama3")
         self.box = ToolBox(plan.protocol)
         self.schemas = tuple(function_schemas(plan.protocol))
+        seal = sealer_for(plan.manifest.tier)
+        self.digest: Callable[[str], str] = seal.digest if seal else (
+            lambda text: hashlib.sha256(text.encode()).hexdigest())
+        """A turn's prompt hash: sha256, or a sealed tier's keyed HMAC (``evalgate.sealing``) so a guessed private
+        prompt cannot be confirmed against the store."""
 
     def start(self, key: SampleKey, item: dict[str, Any]) -> Trajectory:
         return Trajectory(key, first_messages(self.protocol, item))
@@ -151,17 +158,21 @@ def _replay(agent: Agent, trs: dict[SampleKey, Trajectory]) -> int:
     plan = agent.plan
     rows = plan.store.trajectory_turns(plan.checkpoint.digest, plan.protocol.sha256, plan.settings_sha256,
                                        sorted({k[0] for k in trs}))
-    by_key: dict[SampleKey, list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
-        by_key[(r["item_id"], r["sample_index"], r["seed"])].append(r)
+    # a stored turn is reused only for the very prompt it answered (an item id alone may name other text in
+    # another split or after an edit): (sample key, turn, prompt hash) -> row
+    stored: dict[tuple[SampleKey, int, str], dict[str, Any]] = {
+        ((r["item_id"], r["sample_index"], r["seed"]), r["turn"], r["prompt_sha256"]): r for r in rows}
+    keys = {k for k, _, _ in stored}
     n = 0
-    for key, turns in by_key.items():
+    for key in keys:
         tr = trs.get(key)
-        for r in turns:
-            if tr is None or tr.ended or r["turn"] != tr.turn:
+        while tr is not None and tr.ended is None:
+            prompt_sha256 = agent.digest(agent.request(tr, plan.prompts.tokenizer).prompt)
+            r = stored.get((key, tr.turn, prompt_sha256))
+            if r is None:
                 break
             c = Completion(r["text"], r["completion_tokens"], r["finish_reason"], r["prompt_tokens"])
-            agent.advance(tr, c, r["prompt_sha256"], r["gen_s"] or 0.0, stored=r["calls"])
+            agent.advance(tr, c, prompt_sha256, r["gen_s"] or 0.0, stored=r["calls"])
             n += 1
     return n
 
@@ -226,8 +237,7 @@ def run_agent(plan: RunPlan, backend: Backend | None = None) -> AgentRun:
             for tr, req, res in zip(active, reqs, results, strict=True):
                 c = res.completions[0]
                 tokens += c.completion_tokens
-                rows.append(agent.advance(tr, c, hashlib.sha256(req.prompt.encode()).hexdigest(),
-                                          step_gen / len(reqs)))
+                rows.append(agent.advance(tr, c, agent.digest(req.prompt), step_gen / len(reqs)))
                 tool_s += rows[-1]["tool_s"]
                 tr.fresh += 1
                 bar.update(tr.ended is not None)
