@@ -534,6 +534,7 @@ from evalgate.commands import audit_web  # noqa: E402
 
 audit_cmd.add_command(audit_web.add_rater_cmd)
 audit_cmd.add_command(audit_web.batch_cmd)
+audit_cmd.add_command(audit_web.reward_cmd)
 main.add_command(audit_web.serve_cmd)
 
 

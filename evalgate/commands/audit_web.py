@@ -71,3 +71,40 @@ def serve_cmd(host: str, port: int) -> None:
 
     click.echo(f"evalgate serve on http://{host}:{port} (Ctrl-C stops)", err=True)
     serve(host, port)
+
+
+@click.command("reward")
+@click.option("--run", "run_id", required=True, help="The run whose samples are audited.")
+@click.option("--rollouts", type=click.Path(path_type=Path), default=None,
+              help="JSONL of training rollouts with 'reward' (default: the automatic score stands in).")
+@click.option("--baseline-run", default=None, help="The baseline's run on the same split (for length inflation).")
+@click.option("--policy", "policy_path", type=click.Path(path_type=Path), default=None,
+              help="Gate policy whose reward_audit thresholds apply (default: the chapter's).")
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def reward_cmd(run_id: str, rollouts: Path | None, baseline_run: str | None, policy_path: Path | None,
+               as_json: bool) -> None:
+    """Reward audit of a run: suspicious samples by the chapter's rule and reward-human agreement. Exit 1 when the
+    policy's min_reward_human_spearman rule fails."""
+    import sys
+
+    from evalgate.reward_audit import reward_audit
+    from evalgate.store import Store
+
+    rules = None
+    if policy_path is not None:
+        from evalgate.gate import load_policy
+
+        rules = load_policy(policy_path).reward_audit
+    res = reward_audit(Store(), run_id, rules, rollouts, baseline_run)
+    if as_json:
+        dump(res)
+    else:
+        click.echo(f"run {run_id}: {res['checked']} samples, reward = {res['reward_source']}; suspicious "
+                   f"{len(res['suspicious'])} (" + ", ".join(f"{k} {n}" for k, n in res["counts"].items()) + ")")
+        for s in res["suspicious"]:
+            click.echo(f"  {s['item_id']} #{s['sample_index']}: {', '.join(s['reasons'])}")
+        for why in res["not_checkable"]:
+            click.echo(f"  not checkable: {why}")
+        click.echo(f"rule: {res['rule']['detail']}")
+    sys.exit(1 if res["rule"]["passed"] is False else 0)
