@@ -25,8 +25,10 @@ REPETITION = {"q0": 0.0, "q1": 0.0, "q2": 0.5, "q3": 0.2, "q4": 0.0}
 HUMAN = {"q0": 1, "q1": 3, "q2": 1, "q3": 2, "q4": 5}  # scale 1-5 -> 0, 0.5, 0, 0.25, 1
 
 
-def put_run(store: Store, run_id: str, digest: str, tokens: dict[str, int]) -> None:
-    """A complete run with completion lengths, repetition ratios and rendered prompts ('prompt q0' ...)."""
+def put_run(store: Store, run_id: str, digest: str, tokens: dict[str, int],
+            scores: dict[str, float] | None = None) -> None:
+    """A complete run with completion lengths, repetition ratios and rendered prompts ('prompt q0' ...); automatic
+    scores 1.0 unless ``scores`` says otherwise."""
     store.create_run({"run_id": run_id, "protocol_name": "p", "protocol_version": "1", "protocol_hash": "h",
                       "checkpoint_digest": digest, "checkpoint_path": f"/{digest}", "split": "ha",
                       "tier": "human-audit", "split_sha256": "x", "sampling_seed": 1, "backend": "hf", "step": 9,
@@ -38,8 +40,16 @@ def put_run(store: Store, run_id: str, digest: str, tokens: dict[str, int]) -> N
                                          "text": f"completion {i}", "completion_tokens": n, "finish_reason": "stop"}
                                         for i, n in tokens.items()], prompts)
     store.finish_run({"run_id": run_id, "metrics": {}, "counts": {}, "wall_s": 1.0},
-                     [{"item_id": i, "sample_index": 0, "seed": 7, "score": 1.0, "status": "scored", "cached": False,
+                     [{"item_id": i, "sample_index": 0, "seed": 7, "score": (scores or {}).get(i, 1.0),
+                       "status": "scored", "cached": False,
                        "behavior": {"repetition": REPETITION[i]}} for i in tokens])
+
+
+def rate(st: Store, run_id: str) -> None:
+    b = rating.create_batch(run_id, samples=5, store=st)["batch_id"]
+    keys = {it["item_id"]: it["sample_key"] for it in st.batch_items(b)}
+    for item, score in HUMAN.items():
+        rating.submit(st, "ann", b, rating.issue_form_token(st, "ann"), keys[item], str(score))
 
 
 @pytest.fixture
@@ -49,10 +59,7 @@ def store() -> Store:
     with st.session():
         put_run(st, "cand", "ckc", TOKENS)
         put_run(st, "base", "ckb", BASE_TOKENS)
-        b = rating.create_batch("cand", samples=5, store=st)["batch_id"]
-        keys = {it["item_id"]: it["sample_key"] for it in st.batch_items(b)}
-        for item, score in HUMAN.items():
-            rating.submit(st, "ann", b, rating.issue_form_token(st, "ann"), keys[item], str(score))
+        rate(st, "cand")
     return st
 
 
@@ -116,3 +123,29 @@ def test_release_report_has_the_reward_audit_section(store: Store, tmp_path: Pat
     assert "completion q3" in section
     doc = Verdict(True, policy, [], reward_audit=[audit]).as_dict()
     assert "text" not in doc["reward_audit"][0]["suspicious"][0]  # the JSON carries no completions
+
+
+def test_the_gate_fails_on_the_reward_human_spearman_rule(tmp_path: Path) -> None:
+    import yaml
+
+    from evalgate.gate import load_policy, run_gate
+    from tests import gate_fixtures as fx
+
+    built = fx.build(tmp_path / "runs", seeds=(1, 2))
+    st = built["store"]
+    write_split("ha", "human-audit", ITEMS, {"source": "test"})
+    with st.session():  # people rated seed 1's best checkpoint (d1-30) on the human-audit split
+        put_run(st, "ha-best", "d1-30", TOKENS, scores={"q0": 1.0, "q1": 1.0, "q2": 0.0, "q3": 0.0, "q4": 1.0})
+        rate(st, "ha-best")
+    pol = fx.policy_dict(built["baseline"], min_improvement=0.0, confidence=0.9, min_seeds=2,
+                         seeds_beat_baseline_share=1.0, reward_hacking=False)
+    # auto 1,1,0,0,1 vs human 0,.5,0,.25,1: ranks 4,4,1.5,1.5,4 and 1.5,4,1.5,3,5; centred products sum 3.75,
+    # sums of squares 7.5 and 9.5: rho = 3.75 / sqrt(71.25) = 0.444
+    path = tmp_path / "gate.yaml"  # one gate run: each spends private reads (3 of its 4 per 30 days)
+    path.write_text(yaml.safe_dump({**pol, "reward_audit": {"min_reward_human_spearman": 0.6}}))
+    v = run_gate(load_policy(path), st, evaluate_decision=False)
+    outcome = {r.rule: r for r in v.rules}
+    rule = outcome.pop("reward_human_spearman")
+    assert not rule.passed and not v.passed and all(r.passed for r in outcome.values())
+    assert rule.detail.startswith("/d1-30: ") and "rho 0.444" in rule.detail
+    assert [a["run_id"] for a in v.reward_audit] == ["ha-best"]
