@@ -22,7 +22,7 @@ from typing import Any
 import duckdb
 from filelock import FileLock
 
-from evalgate.errors import BadInput
+from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.migrations import MIGRATIONS
 
 
@@ -549,8 +549,6 @@ class Store:
             RefusedByPolicy: the form token is unknown, another rater's or already used (a replayed form).
             BadInput: ``sample_key`` is not a sample of ``batch_id``.
         """
-        from evalgate.errors import RefusedByPolicy
-
         ts = now()
         with self.connect() as con:
             spent = con.execute("UPDATE form_tokens SET used_at=? WHERE token_sha256=? AND rater=? AND purpose=? "
