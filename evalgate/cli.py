@@ -530,9 +530,14 @@ def diagnose_cmd(paths: tuple[Path, ...], seeds: tuple[int, ...], thresholds_fil
 
 
 # Command areas in evalgate/commands/ attach here, one line each (keep this block sorted by area name).
+from evalgate.commands import audit_web  # noqa: E402
 from evalgate.commands.agent import trajectories as _trajectories  # noqa: E402
 
 main.add_command(_trajectories)
+audit_cmd.add_command(audit_web.add_rater_cmd)
+audit_cmd.add_command(audit_web.batch_cmd)
+audit_cmd.add_command(audit_web.reward_cmd)
+main.add_command(audit_web.serve_cmd)
 
 
 if __name__ == "__main__":

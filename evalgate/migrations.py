@@ -252,6 +252,46 @@ def _m011_trajectories(con: duckdb.DuckDBPyConnection) -> None:
                          prompt_sha256))""")
 
 
+@migration(12, "human_audit_web")
+def _m012_human_audit_web(con: duckdb.DuckDBPyConnection) -> None:
+    """Blind rating in the browser (``evalgate serve``): raters with a hashed token and a role, rating batches over a
+    run's samples with a rubric and a score scale, each rater's shuffle seed, the current rating per rater and
+    sample, every submission (a resubmission replaces the rating and is kept here), and one-time form tokens."""
+    con.execute("""
+        CREATE TABLE raters (
+            name VARCHAR PRIMARY KEY, token_sha256 VARCHAR NOT NULL UNIQUE, role VARCHAR NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL, created_by VARCHAR NOT NULL)""")
+    con.execute("""
+        CREATE TABLE audit_batches (
+            batch_id VARCHAR PRIMARY KEY, run_id VARCHAR NOT NULL, split VARCHAR NOT NULL, rubric VARCHAR NOT NULL,
+            scale_min INTEGER NOT NULL, scale_max INTEGER NOT NULL, stratify VARCHAR, selection_seed BIGINT NOT NULL,
+            created_by VARCHAR NOT NULL, created_at TIMESTAMPTZ NOT NULL)""")
+    con.execute("""
+        CREATE TABLE audit_batch_items (
+            batch_id VARCHAR NOT NULL, sample_key VARCHAR NOT NULL UNIQUE, position INTEGER NOT NULL,
+            item_id VARCHAR NOT NULL, sample_index INTEGER NOT NULL,
+            PRIMARY KEY (batch_id, item_id, sample_index))""")
+    con.execute("""
+        CREATE TABLE audit_rater_seeds (
+            batch_id VARCHAR NOT NULL, rater VARCHAR NOT NULL, seed BIGINT NOT NULL, created_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (batch_id, rater))""")
+    con.execute("""
+        CREATE TABLE audit_ratings (
+            batch_id VARCHAR NOT NULL, rater VARCHAR NOT NULL, item_id VARCHAR NOT NULL, sample_index INTEGER NOT NULL,
+            score DOUBLE, skipped BOOLEAN NOT NULL, note VARCHAR, rated_at TIMESTAMPTZ NOT NULL,
+            submissions INTEGER NOT NULL,
+            PRIMARY KEY (batch_id, rater, item_id, sample_index))""")
+    con.execute("""
+        CREATE TABLE audit_rating_events (
+            batch_id VARCHAR NOT NULL, rater VARCHAR NOT NULL, item_id VARCHAR NOT NULL, sample_index INTEGER NOT NULL,
+            score DOUBLE, skipped BOOLEAN NOT NULL, note VARCHAR, previous_score DOUBLE, action VARCHAR NOT NULL,
+            ts TIMESTAMPTZ NOT NULL)""")
+    con.execute("""
+        CREATE TABLE form_tokens (
+            token_sha256 VARCHAR PRIMARY KEY, rater VARCHAR NOT NULL, purpose VARCHAR NOT NULL,
+            issued_at TIMESTAMPTZ NOT NULL, used_at TIMESTAMPTZ)""")
+
+
 @migration(16, "checkpoint_provenance")
 def _m016_checkpoint_provenance(con: duckdb.DuckDBPyConnection) -> None:
     """The run record holds where its checkpoint's training run, seed and step came from (``Checkpoint.provenance``:

@@ -614,3 +614,136 @@ class Store:
             cur = con.execute("SELECT item_id, sample_index, score, status FROM samples WHERE run_id=? "
                               "ORDER BY item_id, sample_index", [run_id])
             return [{"item_id": r[0], "sample_index": r[1], "score": r[2], "status": r[3]} for r in cur.fetchall()]
+
+    # -- blind rating in the browser (evalgate.rating, evalgate.web) ---------------------------------------------
+    def put_rater(self, name: str, token_sha256: str, role: str, created_by: str) -> bool:
+        """Add a rater or give an existing one a new token (the old token stops working at once).
+
+        Returns:
+            True when the rater existed (its token was replaced).
+        """
+        with self.connect() as con:
+            existed = con.execute("SELECT count(*) FROM raters WHERE name=?", [name]).fetchone() != (0,)
+            con.execute("DELETE FROM raters WHERE name=?", [name])
+            con.execute("INSERT INTO raters VALUES (?, ?, ?, ?, ?)", [name, token_sha256, role, now(), created_by])
+        return existed
+
+    def rater_by_token(self, token_sha256: str) -> dict[str, Any] | None:
+        """The rater (``name``, ``role``) holding the token with this sha256, or None."""
+        with self.connect() as con:
+            r = con.execute("SELECT name, role FROM raters WHERE token_sha256=?", [token_sha256]).fetchone()
+        return {"name": r[0], "role": r[1]} if r else None
+
+    def raters(self) -> list[dict[str, Any]]:
+        """Every rater (name, role, created_at, created_by), by name; never the token hashes."""
+        with self.connect() as con:
+            return _dicts(con.execute("SELECT name, role, created_at, created_by FROM raters ORDER BY name"))
+
+    def create_batch(self, batch: dict[str, Any], items: Sequence[dict[str, Any]]) -> None:
+        """Insert a rating batch (``audit_batches`` columns) and its samples (``audit_batch_items`` columns) in one
+        transaction."""
+        with self.connect() as con:
+            con.execute(f"INSERT INTO audit_batches ({', '.join(batch)}) VALUES ({', '.join('?' * len(batch))})",
+                        list(batch.values()))
+            con.executemany("INSERT INTO audit_batch_items VALUES (?, ?, ?, ?, ?)",
+                            [[batch["batch_id"], i["sample_key"], i["position"], i["item_id"], i["sample_index"]]
+                             for i in items])
+
+    def batches(self, batch_id: str | None = None) -> list[dict[str, Any]]:
+        """Rating batches (all, or the one with ``batch_id``), oldest first, with ``n_items``."""
+        with self.connect() as con:
+            return _dicts(con.execute(
+                "SELECT b.*, (SELECT count(*) FROM audit_batch_items i WHERE i.batch_id=b.batch_id) AS n_items "
+                "FROM audit_batches b WHERE ? IS NULL OR b.batch_id=? ORDER BY b.created_at", [batch_id, batch_id]))
+
+    def batch_items(self, batch_id: str) -> list[dict[str, Any]]:
+        """A batch's samples (sample_key, position, item_id, sample_index) in position order."""
+        with self.connect() as con:
+            return _dicts(con.execute("SELECT sample_key, position, item_id, sample_index FROM audit_batch_items "
+                                      "WHERE batch_id=? ORDER BY position", [batch_id]))
+
+    def rater_seed(self, batch_id: str, rater: str, new_seed: int) -> int:
+        """The rater's shuffle seed for a batch; ``new_seed`` is recorded (and returned) on the first call."""
+        with self.connect() as con:
+            r = con.execute("SELECT seed FROM audit_rater_seeds WHERE batch_id=? AND rater=?",
+                            [batch_id, rater]).fetchone()
+            if r:
+                return int(r[0])
+            con.execute("INSERT INTO audit_rater_seeds VALUES (?, ?, ?, ?)", [batch_id, rater, new_seed, now()])
+        return new_seed
+
+    def ratings(self, batch_id: str | None = None, rater: str | None = None) -> list[dict[str, Any]]:
+        """Current ratings (one per batch, rater and sample), optionally of one batch and one rater."""
+        with self.connect() as con:
+            return _dicts(con.execute(
+                "SELECT * FROM audit_ratings WHERE (? IS NULL OR batch_id=?) AND (? IS NULL OR rater=?) "
+                "ORDER BY batch_id, rater, item_id, sample_index", [batch_id, batch_id, rater, rater]))
+
+    def rating_events(self, batch_id: str) -> list[dict[str, Any]]:
+        """Every submission to a batch (``action`` ``scored``, ``replaced`` or ``skipped``), in time order."""
+        with self.connect() as con:
+            return _dicts(con.execute("SELECT * FROM audit_rating_events WHERE batch_id=? ORDER BY ts", [batch_id]))
+
+    def issue_form_token(self, token_sha256: str, rater: str, purpose: str) -> None:
+        """Record a one-time form token issued to ``rater`` for ``purpose``."""
+        with self.connect() as con:
+            con.execute("INSERT INTO form_tokens VALUES (?, ?, ?, ?, NULL)", [token_sha256, rater, purpose, now()])
+
+    def submit_rating(self, *, form_token_sha256: str, purpose: str, batch_id: str, rater: str, sample_key: str,
+                      score: float | None, note: str | None, human_score: dict[str, Any] | None) -> str:
+        """Spend a form token and store one rating, all in one transaction: a refused submission writes nothing.
+
+        ``score`` None is a skip (kept only while the sample has no score). A score replaces the rater's earlier
+        one; every submission is also appended to ``audit_rating_events``. ``human_score`` (``human_scores``
+        columns less item_id, sample_index and score) mirrors the score into ``human_scores``.
+
+        Returns:
+            The action: ``scored``, ``replaced`` or ``skipped``.
+
+        Raises:
+            RefusedByPolicy: the form token is unknown, another rater's or already used (a replayed form); a note
+                and no private key (nothing is written).
+            BadInput: ``sample_key`` is not a sample of ``batch_id``.
+        """
+        ts = now()
+        # a note may quote the item or the completion: sealed like every text derived from human-audit items
+        note = sealer().seal(note) if note else None
+        with self.connect() as con:
+            spent = con.execute("UPDATE form_tokens SET used_at=? WHERE token_sha256=? AND rater=? AND purpose=? "
+                                "AND used_at IS NULL RETURNING rater", [ts, form_token_sha256, rater, purpose])
+            if not spent.fetchall():
+                raise RefusedByPolicy("this form was already submitted or was not issued to you (a replayed or "
+                                      "forged form); nothing was stored. Reload the page and submit again")
+            item = con.execute("SELECT item_id, sample_index FROM audit_batch_items WHERE batch_id=? AND "
+                               "sample_key=?", [batch_id, sample_key]).fetchone()
+            if item is None:
+                raise BadInput(f"sample {sample_key!r} is not in batch {batch_id}; nothing was stored. Reload the "
+                               "batch's page")
+            old = con.execute("SELECT score, submissions FROM audit_ratings WHERE batch_id=? AND rater=? AND "
+                              "item_id=? AND sample_index=?", [batch_id, rater, *item]).fetchone()
+            action = "skipped" if score is None else ("replaced" if old and old[0] is not None else "scored")
+            con.execute("INSERT INTO audit_rating_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [batch_id, rater, *item, score, score is None, note, old[0] if old else None, action, ts])
+            if score is None and old and old[0] is not None:
+                return action  # a skip never erases a score
+            con.execute("INSERT OR REPLACE INTO audit_ratings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [batch_id, rater, *item, score, score is None, note, ts, (old[1] if old else 0) + 1])
+            if score is not None and human_score is not None:
+                row = {**human_score, "item_id": item[0], "sample_index": item[1], "score": score, "note": note,
+                       "imported_at": ts}
+                con.execute(f"INSERT OR REPLACE INTO human_scores ({', '.join(row)}) VALUES "
+                            f"({', '.join('?' * len(row))})", list(row.values()))
+        return action
+
+    def table_rows(self, table: str, order_by: str, limit: int = 200) -> list[dict[str, Any]] | None:
+        """Rows of a table another part of evalgate may or may not have created yet (e.g. ``gates``), newest
+        ``order_by`` first; None when the table does not exist in this store."""
+        with self.connect() as con:
+            found = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name=?",
+                                [table]).fetchone()
+            if found == (0,):
+                return None
+            cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
+                                              "table_name=?", [table]).fetchall()}
+            order = f' ORDER BY "{order_by}" DESC' if order_by in cols else ""
+            return _dicts(con.execute(f'SELECT * FROM "{table}"{order} LIMIT ?', [limit]))

@@ -21,6 +21,7 @@ from evalgate.errors import BadInput
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import BaselineResult, DevRun, RuleOutcome, SeedResult, Statistics, Verdict
 from evalgate.gate.select import RunPartition, partition_runs, select_checkpoints, weights_finite
+from evalgate.reward_audit import audits_for_checkpoints
 from evalgate.runner.grant import issue_release_grant
 from evalgate.scoring import metrics
 from evalgate.splits import SplitManager, actor_name
@@ -149,8 +150,12 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     stats = _statistics(policy, store, chosen, baseline) if chosen else None
     rules = decide.rules(policy, seeds, baseline, stats)
     samples = _audit_samples(store, chosen)
+    # the reward audit of the best checkpoints' human-rated runs; its Spearman rule applies where people rated
+    audits = audits_for_checkpoints(store, [s.best.digest for s in chosen if s.best], policy.reward_audit, who)
+    rules += [RuleOutcome("reward_human_spearman", bool(a["rule"]["passed"]), f"{a['checkpoint']}: "
+                          f"{a['rule']['detail']}") for a in audits if a["rule"]["passed"] is not None]
     return Verdict(all(r.passed for r in rules), policy, rules, seeds, baseline, stats, protocol_hash, samples,
-                   stale=part.stale, ignored=part.ignored, failures=part.failures)
+                   stale=part.stale, ignored=part.ignored, failures=part.failures, reward_audit=audits)
 
 
 def _aside_note(part: RunPartition) -> str:

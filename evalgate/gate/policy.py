@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from evalgate.diagnostics.guards import Guards
 from evalgate.errors import BadInput
+from evalgate.reward_audit import RewardAuditRules
 from evalgate.scoring import metrics
 from evalgate.userfiles import FieldProblem, format_validation_error, load_yaml_mapping
 
@@ -113,6 +114,10 @@ class GatePolicy(_Strict):
     """Bootstrap resamples. Default: 10000."""
     bootstrap_seed: int = 0
     """Seed of the bootstrap's numpy generator. Default: 0."""
+    reward_audit: RewardAuditRules = RewardAuditRules()
+    """Reward-audit thresholds (the chapter's rule) for the release report's "Reward audit" section over the best
+    checkpoints' human-rated runs, and the gate rule ``min_reward_human_spearman``. Default: the chapter's
+    thresholds, rule off."""
 
     @model_validator(mode="after")
     def _length_needs_checkpoint(self) -> GatePolicy:

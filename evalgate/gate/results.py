@@ -249,6 +249,7 @@ class Verdict:
         stale: the latest run per checkpoint on older content of the selection split (not used).
         ignored: the latest run per checkpoint that is no candidate (no training run or seed, another backend).
         failures: failed or interrupted runs, each saying whether it counts against its checkpoint.
+        reward_audit: ``reward_audit.reward_audit`` of each best checkpoint's human-rated runs.
     """
 
     passed: bool
@@ -262,6 +263,7 @@ class Verdict:
     stale: list[SetAside] = field(default_factory=list)
     ignored: list[SetAside] = field(default_factory=list)
     failures: list[SetAside] = field(default_factory=list)
+    reward_audit: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def reasons(self) -> list[str]:
@@ -278,6 +280,8 @@ class Verdict:
             "seeds": [self._seed_dict(s) for s in self.seeds],
             "baseline": self._baseline_dict(), "stats": self.stats.as_dict() if self.stats else {},
             **{k: [dataclasses.asdict(r) for r in getattr(self, k)] for k in ("stale", "ignored", "failures")},
+            "reward_audit": [{**a, "suspicious": [{k: v for k, v in s.items() if k != "text"} for s in a["suspicious"]]}
+                             for a in self.reward_audit],
         }
 
     def _seed_dict(self, s: SeedResult) -> dict[str, Any]:
