@@ -1,8 +1,9 @@
 """Schema migrations of the DuckDB store, one named function each, applied in order and recorded in
 ``schema_migrations`` (the pattern of simonw/llm's ``llm/migrations.py``).
 
-To change the schema, add a function at the end decorated with ``@migration(N, "name")``, N the next number. A
-migration never edits an earlier one: a store already migrated past it would never see the change.
+To change the schema, add a function at the end decorated with ``@migration(N, "name")``, N above every number so
+far (numbers are handed out ahead of time, so a branch may skip one another branch uses). A migration never edits an
+earlier one: a store already migrated past it would never see the change.
 """
 
 from __future__ import annotations
@@ -16,14 +17,14 @@ MIGRATIONS: list[tuple[int, str, Migration]] = []
 
 
 def migration(number: int, name: str) -> Callable[[Migration], Migration]:
-    """Register ``fn`` as migration ``number``; numbers must be registered in order, without gaps.
+    """Register ``fn`` as migration ``number``; numbers must increase (gaps allowed: a number another branch holds).
 
     Raises:
-        ValueError: ``number`` is not the next free number (two migrations added under one number).
+        ValueError: ``number`` is not above every registered one (two migrations added under one number).
     """
     def register(fn: Migration) -> Migration:
-        if number != len(MIGRATIONS) + 1:
-            raise ValueError(f"migration {name!r} has number {number}, expected {len(MIGRATIONS) + 1}")
+        if MIGRATIONS and number <= MIGRATIONS[-1][0]:
+            raise ValueError(f"migration {name!r} has number {number}, expected more than {MIGRATIONS[-1][0]}")
         MIGRATIONS.append((number, name, fn))
         return fn
     return register
@@ -159,3 +160,18 @@ def _m008_generation_settings_in_cache_key(con: duckdb.DuckDBPyConnection) -> No
     con.execute("DROP TABLE generations")
     con.execute("ALTER TABLE generations_v7 RENAME TO generations")
     con.execute("ALTER TABLE runs ADD COLUMN settings_sha256 VARCHAR")
+
+
+@migration(10, "gates")
+def _m010_gates(con: duckdb.DuckDBPyConnection) -> None:
+    """Each gate's verdict (``evalgate.gate.history``): what it considered (policy hash, protocol hash, split
+    contents, candidate runs and checkpoint digests; ``inputs_sha256`` over them), the decision runs it used, the
+    verdict with its machine-readable reason and the reasons, and the whole verdict document (VARCHAR: it may hold
+    NaN, which JSON cannot), so an unchanged gate reuses its decision (no private read) and ``evalgate report
+    GATE_ID`` re-renders it without reading a split."""
+    con.execute("""
+        CREATE TABLE gates (
+            gate_id VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, policy_sha256 VARCHAR NOT NULL,
+            protocol_hash VARCHAR, inputs_sha256 VARCHAR NOT NULL, inputs JSON NOT NULL, decision_runs JSON NOT NULL,
+            verdict VARCHAR NOT NULL, reason VARCHAR NOT NULL, reasons JSON NOT NULL, document VARCHAR NOT NULL,
+            reused_from VARCHAR, created_at TIMESTAMPTZ NOT NULL, actor VARCHAR NOT NULL)""")

@@ -137,9 +137,9 @@ def check_items(items: list[dict[str, Any]], scorer: Scorer, split: str) -> None
 def _read_split(access: SplitManager, split: str, opts: RunOptions, actor: str, ckpt: Checkpoint,
                 protocol: LoadedProtocol, limit: int | None) -> tuple[Manifest, list[dict[str, Any]], list[str]]:
     """Admit and read the split (not yet logged as read); refusals are logged by the checks."""
-    check_release_purpose(opts.purpose, opts.grant, split, access, actor, ckpt.digest, protocol.sha256)
+    reserved = check_release_purpose(opts.purpose, opts.grant, split, access, actor, ckpt.digest, protocol.sha256)
     manifest, warnings = access.check(split, opts.purpose, actor, opts.override_reason, ckpt.digest,
-                                      protocol.sha256)
+                                      protocol.sha256, reserved=reserved)
     items = access.read(manifest)[:limit] if limit else access.read(manifest)
     if not items:
         raise BadInput(f"split {split} has no items")
