@@ -18,6 +18,7 @@ from click.testing import CliRunner
 import evalgate.report as report_mod
 from evalgate.cli import main
 from evalgate.gate import load_policy, run_gate
+from evalgate.gate.history import load_verdict
 from evalgate.store import Store
 from tests import gate_fixtures as fx
 
@@ -98,6 +99,8 @@ def test_report_rerenders_a_stored_verdict_without_reading(tmp_path: Path, built
     v = run_gate(load_policy(_policy_file(tmp_path, fx.policy_dict(built["baseline"], min_seeds=2))), store,
                  evaluate_decision=False)
     assert not v.passed  # seed 1's reward-hacking triad (test_gate.py)
+    (row,) = store.gates()  # the stored document rebuilds the very verdict (after its JSON round trip)
+    assert load_verdict(row["document"]) == v and row["verdict"] == "FAIL" and row["reason"] == "fail"
     rows = len(store.access_rows())
     out = tmp_path / "out"
     r = CliRunner().invoke(main, ["report", v.gate_id or "", "--html", str(out / "r.html"), "--json",

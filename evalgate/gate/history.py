@@ -18,7 +18,7 @@ import hashlib
 import json
 import types
 import uuid
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel
@@ -63,11 +63,13 @@ def inputs_sha256(inputs: dict[str, Any]) -> str:
     return _sha256(inputs)
 
 
-def reusable(store: Store, inputs: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
-    """The latest stored gate with the same inputs that read the decision split, with its decision runs (store
+def reusable(store: Store, inputs: dict[str, Any],
+             digests: list[str | None]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+    """The latest stored gate with the same inputs whose decision runs cover the checkpoints to decide
+    (``digests``: a training log that changed since may have changed a seed's best), with its decision runs (store
     rows, in its order), when every one of them is still a complete run in the store; else None."""
     for row in reversed(store.gates(inputs_sha256=inputs_sha256(inputs))):
-        if not row["decision_runs"]:
+        if not set(digests) <= {d["checkpoint_digest"] for d in row["decision_runs"]}:
             continue
         runs = [store.runs(run_id=d["run_id"], status="complete") for d in row["decision_runs"]]
         if all(runs):
@@ -77,7 +79,7 @@ def reusable(store: Store, inputs: dict[str, Any]) -> tuple[dict[str, Any], list
 
 def new_gate_id() -> str:
     """``gate-YYYYmmddTHHMMSS-<8 hex>`` (UTC)."""
-    return f"gate-{datetime.utcnow().strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    return f"gate-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
 
 
 def record(store: Store, verdict: Verdict, inputs: dict[str, Any], actor: str) -> str:

@@ -169,7 +169,7 @@ def _decision_reader(policy: GatePolicy, store: Store, manager: SplitManager, de
     targets: list[tuple[str, str | None]] = [(s.best.path, s.best.digest) for s in chosen if s.best is not None]
     if policy.baseline.checkpoint:
         targets.insert(0, (policy.baseline.checkpoint, inputs["baseline_digest"]))
-    prior = history.reusable(store, inputs) if targets else None
+    prior = history.reusable(store, inputs, [d for _, d in targets]) if targets else None
     if prior is not None:
         row, runs = prior
         reused = history.reused_decision(row)
