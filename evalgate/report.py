@@ -296,13 +296,14 @@ def gate_and_report(policy_path: str | Path, store: Store | None = None, report:
     Raises:
         EvalgateError: see ``evalgate.gate.load_policy`` and ``evalgate.gate.run_gate``.
     """
+    store = store or Store()
     try:
         policy = load_policy(policy_path)
     except Exception as e:
         _write_error_outputs(error_document(policy_path, Path(policy_path).stem, e), junit, json_out, markdown)
         raise
     try:
-        verdict = run_gate(policy, store or Store(), actor)
+        verdict = run_gate(policy, store, actor)
     except Exception as e:
         _write_error_outputs(error_document(policy_path, policy.name, e), junit, json_out, markdown)
         raise
