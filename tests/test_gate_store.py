@@ -182,3 +182,20 @@ def test_a_gate_that_decides_nothing_still_writes_its_reports(tmp_path: Path, bu
     assert r.exit_code == 1 and r.output.splitlines()[-1] == "ship: none (drift: no verdict)"
     assert json.loads((out / "g.json").read_text())["reason"] == "drift"
     assert not [x for x in _private(built["store"]) if x["outcome"] in ("read", "refused")]
+
+
+def test_a_training_log_that_changes_a_best_checkpoint_decides_afresh(tmp_path: Path, built: dict[str, Any]) -> None:
+    store = built["store"]
+    d = {**fx.policy_dict(built["baseline"], min_seeds=2, reward_hacking=False), "baseline": {"value": 0.4}}
+    run_gate(load_policy(_policy_file(tmp_path, d)), store, evaluate_decision=False)
+    # same candidate runs and policy, but seed 2's log now has NaN grad_norm at step 15: 20, 30, 40 fail, best is 10
+    state = tmp_path / "runs" / "fx-run-seed2" / "checkpoint-40" / "trainer_state.json"
+    doc = json.loads(state.read_text())
+    next(e for e in doc["log_history"] if e["step"] == 15)["grad_norm"] = float("nan")
+    state.write_text(json.dumps(doc))
+    fx.add_run(store, "dec-2-10", "d2-10", tmp_path / "runs" / "fx-run-seed2" / "checkpoint-10", "fx-private",
+               "private", 2, 10, fx.X[2], purpose="release-gate")
+    second = run_gate(load_policy(_policy_file(tmp_path, d)), store, evaluate_decision=False)
+    assert second.reused_from is None and second.seeds[1].best is not None and second.seeds[1].best.step == 10
+    assert second.seeds[1].decision is not None and second.seeds[1].decision.run_id == "dec-2-10"
+    assert len(_private(store, "read")) == 4  # 2 + 2: decided afresh
