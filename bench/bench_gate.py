@@ -117,8 +117,9 @@ def main() -> None:
         with store.connect() as con:
             con.execute("SELECT run_id, avg(score) FROM samples GROUP BY run_id").fetchall()
         base_t.append(time.perf_counter() - t)
-        with store.connect() as con:  # the bench store's private budget is reset between repetitions
-            con.execute("DELETE FROM access_log")
+        with store.connect() as con:  # the bench store's private budget is reset between repetitions, and the
+            con.execute("DELETE FROM access_log")  # stored verdicts, so each repetition decides (no reuse)
+            con.execute("DELETE FROM gates")
         t = time.perf_counter()
         v = run_gate(load_policy(b["policy"]), store, evaluate_decision=False)
         out = write_all(v, root / "out", "bench", audit_summary(store, "b-private"))

@@ -154,41 +154,59 @@ _warned_broken: set[Path] = set()  # stores whose broken chain this process has 
 
 
 def append(store: Store, row: dict[str, Any], budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
-    """Chain and append one row (built with ``entry``), after the incremental check of what is new since the last
-    verified head; all under the store lock, so concurrent processes append one at a time.
-
-    If the chain is broken (found now, or recorded by an earlier full ``verify``), a warning naming the first bad
-    row goes to stderr once per store per process. The row is still appended and chained: refusing a read would
-    not repair the log, and the warning makes sure a broken log is not extended unnoticed.
-
-    Args:
-        store: the store holding the log.
-        row: the row's fields (``entry``).
-        budget: ``(window_start, max_reads)``: append only if fewer than ``max_reads`` permitted reads (outcome
-            ``read`` or ``override``) of ``row["split"]`` have ``ts >= window_start``; counted and appended under
-            the one lock, so concurrent readers cannot overdraw a budget.
+    """Chain and append one row (built with ``entry``); ``append_many`` with one row.
 
     Returns:
         The stored row with seq, ts, prev_hash and row_hash; None when ``budget`` refused it (nothing stored).
     """
+    rows = append_many(store, [row], budget)
+    return rows[0] if rows else None
+
+
+def append_many(store: Store, rows: list[dict[str, Any]],
+                budget: tuple[datetime, int] | None = None) -> list[dict[str, Any]] | None:
+    """Chain and append rows (built with ``entry``, all of one split when ``budget`` is given) after the incremental
+    check of what is new since the last verified head; all under the store lock, and the budget count and the
+    insert in one transaction, so concurrent processes append one at a time and all rows go in or none.
+
+    If the chain is broken (found now, or recorded by an earlier full ``verify``), a warning naming the first bad
+    row goes to stderr once per store per process. The rows are still appended and chained: refusing a read would
+    not repair the log, and the warning makes sure a broken log is not extended unnoticed.
+
+    Args:
+        store: the store holding the log.
+        rows: the rows' fields (``entry``), in order.
+        budget: ``(window_start, max_reads)``: append only if the permitted reads (outcome ``read`` or
+            ``override``) of ``rows[0]["split"]`` with ``ts >= window_start``, plus those among ``rows``, stay
+            within ``max_reads``: concurrent readers cannot overdraw a budget, and a gate reserves all its reads or
+            none (``SplitManager.reserve``).
+
+    Returns:
+        The stored rows with seq, ts, prev_hash and row_hash; None when ``budget`` refused them (nothing stored).
+    """
     with store.session():
-        if budget is not None and store.access_reads_since(row["split"], budget[0]) >= budget[1]:
-            return None
         bad, verified = _check_since_head(store)
+        last = store.access_log_last()
+        seq, prev = (last["seq"] + 1, last["row_hash"]) if last else (1, GENESIS_HASH)
+        ts, full_rows = store.clock(), []
+        for row in rows:
+            full: dict[str, Any] = {k: row.get(k) for k in ACCESS_FIELDS}
+            full.update(seq=seq, ts=ts, cached=bool(row.get("cached", False)), prev_hash=prev)
+            full["row_hash"] = prev = row_hash(prev, full)
+            full_rows.append(full)
+            seq += 1
+        limit = (rows[0]["split"], budget[0], budget[1]) if budget is not None and rows else None
+        if not store.insert_access_rows(full_rows, limit):
+            return None
         if bad is not None and store.path.resolve() not in _warned_broken:
             _warned_broken.add(store.path.resolve())
             print(f"warning: the access log in {store.path} is already broken at row {bad[0]} ({bad[1]}); new "
                   "entries are still appended and chained, but the log no longer proves who read what. Run "
                   "'evalgate audit verify' to see the first bad row, and find out who edited the store.",
                   file=sys.stderr)
-        last = store.access_log_last()
-        seq, prev = (last["seq"] + 1, last["row_hash"]) if last else (1, GENESIS_HASH)
-        full: dict[str, Any] = {k: row.get(k) for k in ACCESS_FIELDS}
-        full.update(seq=seq, ts=store.clock(), cached=bool(row.get("cached", False)), prev_hash=prev)
-        full["row_hash"] = row_hash(prev, full)
-        store.insert_access_rows([full])
-        if bad is None and (verified["seq"] if verified else 0) == seq - 1:
-            store.set_access_log_head(seq, full["row_hash"])
+        first = full_rows[0]["seq"] if full_rows else seq
+        if bad is None and full_rows and (verified["seq"] if verified else 0) == first - 1:
+            store.set_access_log_head(full_rows[-1]["seq"], full_rows[-1]["row_hash"])
         elif bad is not None:
             store.mark_access_log_broken(*bad)
-    return full
+    return full_rows

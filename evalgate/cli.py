@@ -12,11 +12,13 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import click
 
 from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors
+from evalgate.commands.report import report_cmd
 from evalgate.errors import ProtocolDrift
 
 
@@ -400,25 +402,63 @@ def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str
 def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_out: Path | None,
              markdown: Path | None, actor: str | None, as_json: bool) -> None:
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
-    refused)."""
-    from evalgate.report import gate_and_report
+    refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
+    refused, invalid or error."""
+    import os
 
-    verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out, markdown=markdown,
-                                   actor=actor)
+    from evalgate.report import error_document, gate_and_report
+
+    try:
+        verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out,
+                                       markdown=markdown, actor=actor)
+    except Exception as e:
+        if os.environ.get("EVALGATE_DEBUG") == "1":
+            raise
+        err = error_document(policy_path, policy_path.stem, e)
+        if as_json:
+            _dump(err)
+        else:
+            click.echo(f"{'error' if err['exit_code'] != 3 else 'internal error'}: {err['error']}", err=True)
+            click.echo(f"ship: none ({err['reason']}: no verdict)")
+        sys.exit(err["exit_code"])
     if as_json:
         _dump(doc)
     else:
-        click.echo(f"{doc['verdict']}: gate {doc['gate']} ({doc['protocol']}, selection on {doc['selection_split']}, "
-                   f"decision on {doc['decision_split']})")
-        for r in verdict.rules:
-            click.echo(f"  [{'pass' if r.passed else 'FAIL'}] {r.rule}: {r.detail}")
-        for key in ("stale", "ignored", "failures"):
-            for a in doc[key]:
-                click.echo(f"  {key}: run {a['run_id']} ({a['checkpoint_path']}): {a['reason']}")
-        for k in ("report", "junit", "json_out", "markdown"):
-            if doc.get(k):
-                click.echo(f"{k}: {doc[k]}")
+        _print_gate(verdict, doc)
     sys.exit(0 if verdict.passed else 1)
+
+
+def _print_gate(verdict: Any, doc: dict[str, Any]) -> None:
+    """The gate's text output: verdict, rules, per seed best / last / failed with paths, set-aside runs, files,
+    and a final line naming the checkpoint to ship (or why none)."""
+    click.echo(f"{doc['verdict']}: gate {doc['gate']} ({doc['protocol']}, selection on {doc['selection_split']}, "
+               f"decision on {doc['decision_split']}; stored as {doc['gate_id']})")
+    if doc["reused_from"]:
+        r = doc["reused_from"]
+        click.echo(f"  reused decision of gate {r['gate_id']} from {r['created_at']}: inputs unchanged, nothing read")
+    for r in verdict.rules:
+        click.echo(f"  [{'pass' if r.passed else 'FAIL'}] {r.rule}: {r.detail}")
+    for s in doc["seeds"]:
+        click.echo(f"  seed {s['train_seed']} ({s['train_run']}):")
+        for label, c in (("best", s["best"]), ("last", s["last"])):
+            if c is None:
+                click.echo(f"    {label}: none (every checkpoint failed)")
+            else:
+                click.echo(f"    {label}: step {c['step']} {doc['metric']} {_num(c['value'])}  {c['path']}")
+        for c in s["failed"]:
+            click.echo(f"    failed: step {c['step']}  {c['path']}: {'; '.join(c['failed_reasons'])}")
+    for key in ("stale", "ignored", "failures"):
+        for a in doc[key]:
+            click.echo(f"  {key}: run {a['run_id']} ({a['checkpoint_path']}): {a['reason']}")
+    for k in ("report", "junit", "json_out", "markdown"):
+        if doc.get(k):
+            click.echo(f"{k}: {doc[k]}")
+    ship = doc["ship"]
+    click.echo(f"ship: {ship['checkpoint']} ({ship['why']})" if ship["checkpoint"] else f"ship: none ({ship['why']})")
+
+
+def _num(v: Any) -> str:
+    return f"{v:.4f}" if isinstance(v, float) else str(v)
 
 
 # -- audit -------------------------------------------------------------------------------------------------------
@@ -538,6 +578,7 @@ audit_cmd.add_command(audit_web.add_rater_cmd)
 audit_cmd.add_command(audit_web.batch_cmd)
 audit_cmd.add_command(audit_web.reward_cmd)
 main.add_command(audit_web.serve_cmd)
+main.add_command(report_cmd)
 
 
 if __name__ == "__main__":

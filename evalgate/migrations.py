@@ -234,6 +234,21 @@ def _m009_sealed_outputs(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(f"CREATE TEMP TABLE {COMPACT_TABLE} (x INTEGER)")  # the replaced plain text stays in free blocks
 
 
+@migration(10, "gates")
+def _m010_gates(con: duckdb.DuckDBPyConnection) -> None:
+    """Each gate's verdict (``evalgate.gate.history``): what it considered (policy hash, protocol hash, split
+    contents, candidate runs and checkpoint digests; ``inputs_sha256`` over them), the decision runs it used, the
+    verdict with its machine-readable reason and the reasons, and the whole verdict document (VARCHAR: it may hold
+    NaN, which JSON cannot), so an unchanged gate reuses its decision (no private read) and ``evalgate report
+    GATE_ID`` re-renders it without reading a split."""
+    con.execute("""
+        CREATE TABLE gates (
+            gate_id VARCHAR PRIMARY KEY, name VARCHAR NOT NULL, policy_sha256 VARCHAR NOT NULL,
+            protocol_hash VARCHAR, inputs_sha256 VARCHAR NOT NULL, inputs JSON NOT NULL, decision_runs JSON NOT NULL,
+            verdict VARCHAR NOT NULL, reason VARCHAR NOT NULL, reasons JSON NOT NULL, document VARCHAR NOT NULL,
+            reused_from VARCHAR, created_at TIMESTAMPTZ NOT NULL, actor VARCHAR NOT NULL)""")
+
+
 @migration(11, "trajectories")
 def _m011_trajectories(con: duckdb.DuckDBPyConnection) -> None:
     # One row per model turn of an agentic sample, with the tool calls it made and what they returned; the key is

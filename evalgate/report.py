@@ -20,6 +20,7 @@ from typing import Any
 import jinja2
 from markupsafe import Markup
 
+from evalgate.errors import BadInput, EvalgateError, ProtocolDrift, RefusedByPolicy
 from evalgate.fileio import atomic_write
 from evalgate.gate import Verdict, load_policy, run_gate
 from evalgate.store import Store, now
@@ -166,9 +167,12 @@ def write_json(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None 
 
 
 def junit_xml(verdict: Verdict) -> str:
-    """JUnit XML: one testsuite for the gate, one testcase per rule; failed rules carry a <failure>."""
+    """JUnit XML: one testsuite for the gate, one testcase per rule; failed rules carry a <failure>. The suite's
+    properties hold the machine-readable ``reason`` (``pass`` / ``fail``), the verdict and the gate id."""
     suite = ET.Element("testsuite", name=f"evalgate.{verdict.policy.name}", tests=str(len(verdict.rules)),
                        failures=str(sum(not r.passed for r in verdict.rules)), errors="0", skipped="0")
+    _properties(suite, {"reason": verdict.reason, "verdict": "PASS" if verdict.passed else "FAIL",
+                        "gate_id": verdict.gate_id or ""})
     for r in verdict.rules:
         case = ET.SubElement(suite, "testcase", classname=f"evalgate.{verdict.policy.name}", name=r.rule)
         if not r.passed:
@@ -179,6 +183,12 @@ def junit_xml(verdict: Verdict) -> str:
                       failures=suite.get("failures", "0"))
     root.append(suite)
     return ET.tostring(root, encoding="unicode", xml_declaration=True)
+
+
+def _properties(suite: ET.Element, values: dict[str, str]) -> None:
+    props = ET.SubElement(suite, "properties")
+    for k, v in values.items():
+        ET.SubElement(props, "property", name=k, value=v)
 
 
 def write_junit(verdict: Verdict, path: str | Path) -> Path:
@@ -208,19 +218,26 @@ def markdown_summary(verdict: Verdict) -> str:
                      f"{_fmt(dec.get('value'))} ± {_fmt(dec.get('stderr'))} | "
                      f"{s['last']['step'] if s['last'] else ''} | "
                      f"{', '.join(str(c['step']) for c in s['failed']) or 'none'} |")
+    ship = d["ship"]
+    lines += ["", f"**Ship:** `{ship['checkpoint']}` ({_md(ship['why'])})" if ship["checkpoint"]
+              else f"**Ship:** none ({_md(ship['why'])})"]
+    if d["reused_from"]:
+        lines += ["", f"Decision reused from gate `{d['reused_from']['gate_id']}` ({d['reused_from']['created_at']}): "
+                      "inputs unchanged, no private read."]
     aside = [f"{len(d[k])} {k}" for k in ("stale", "ignored", "failures") if d[k]]
     if aside:
         lines += ["", f"Runs set aside: {', '.join(aside)} (listed with reasons in the JSON and HTML reports)."]
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(verdict: Verdict, path: str | Path | None = None) -> list[Path]:
-    """Write the Markdown summary to ``path`` (if given) and append it to ``$GITHUB_STEP_SUMMARY`` (if set).
+def write_markdown(verdict: Verdict | str, path: str | Path | None = None) -> list[Path]:
+    """Write the Markdown summary (of a verdict, or the text given) to ``path`` (if given) and append it to
+    ``$GITHUB_STEP_SUMMARY`` (if set).
 
     Returns:
         The files written or appended to.
     """
-    text = markdown_summary(verdict)
+    text = verdict if isinstance(verdict, str) else markdown_summary(verdict)
     out = []
     if path:
         _atomic_write(Path(path), text)
@@ -243,12 +260,63 @@ def write_all(verdict: Verdict, out_dir: str | Path, stem: str, audit: dict[str,
     return {**{k: str(v) for k, v in paths.items()}, "markdown": [str(p) for p in md]}  # type: ignore[dict-item]
 
 
+# -- a gate that decided nothing -----------------------------------------------------------------------------------
+# the machine-readable reason of each outcome, beside the exit code (drift and FAIL both exit 1; README table)
+ERROR_REASONS: tuple[tuple[type[EvalgateError], str], ...] = (
+    (ProtocolDrift, "drift"), (RefusedByPolicy, "refused"), (BadInput, "invalid"))
+
+
+def error_reason(error: BaseException) -> str:
+    """``drift`` (protocol drift, exit 1), ``refused`` (policy or budget, exit 2), ``invalid`` (bad input, exit 2)
+    or ``error`` (internal or engine error, exit 3)."""
+    return next((reason for kind, reason in ERROR_REASONS if isinstance(error, kind)), "error")
+
+
+def error_document(policy_path: str | Path, gate: str, error: BaseException) -> dict[str, Any]:
+    """The JSON document of a gate that decided nothing: ``verdict`` None, ``reason``, ``error``, ``exit_code``
+    and ``ship`` (none, and why)."""
+    message = error.message if isinstance(error, EvalgateError) else f"{type(error).__name__}: {error}"
+    code = error.exit_code if isinstance(error, EvalgateError) else 3
+    reason = error_reason(error)
+    return {"verdict": None, "gate": gate, "policy": str(policy_path), "reason": reason, "error": message,
+            "exit_code": code, "ship": {"checkpoint": None, "train_seed": None, "step": None,
+                                        "why": f"gate {reason}: {message}"}}
+
+
+def error_junit(doc: dict[str, Any]) -> str:
+    """JUnit XML of a gate that decided nothing: one testcase ``gate`` with an <error> saying why."""
+    suite = ET.Element("testsuite", name=f"evalgate.{doc['gate']}", tests="1", failures="0", errors="1", skipped="0")
+    _properties(suite, {"reason": doc["reason"], "verdict": "NONE", "gate_id": ""})
+    case = ET.SubElement(suite, "testcase", classname=f"evalgate.{doc['gate']}", name="gate")
+    ET.SubElement(case, "error", message=doc["error"], type=f"Gate{doc['reason'].capitalize()}").text = doc["error"]
+    root = ET.Element("testsuites", name="evalgate", tests="1", failures="0", errors="1")
+    root.append(suite)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True)
+
+
+def error_markdown(doc: dict[str, Any]) -> str:
+    """The Markdown summary of a gate that decided nothing."""
+    return (f"## evalgate gate `{doc['gate']}`: **{doc['reason'].upper()}** (no verdict, exit {doc['exit_code']})\n\n"
+            f"{_md(doc['error'])}\n\n**Ship:** none\n")
+
+
+def _write_error_outputs(doc: dict[str, Any], junit: str | Path | None, json_out: str | Path | None,
+                         markdown: str | Path | None) -> None:
+    if junit:
+        _atomic_write(Path(junit), error_junit(doc))
+    if json_out:
+        _atomic_write(Path(json_out), json.dumps(doc, indent=2))
+    write_markdown(error_markdown(doc), markdown)
+
+
 def gate_and_report(policy_path: str | Path, store: Store | None = None, report: str | Path | None = None,
                     junit: str | Path | None = None, json_out: str | Path | None = None,
                     markdown: str | Path | None = None, actor: str | None = None) -> tuple[Verdict, dict[str, Any]]:
     """Load a policy, run the gate and write the requested outputs (what ``evalgate gate`` does).
 
-    The Markdown summary is also appended to ``$GITHUB_STEP_SUMMARY`` when that is set.
+    The Markdown summary is also appended to ``$GITHUB_STEP_SUMMARY`` when that is set. A gate that decides
+    nothing (refused, invalid policy, protocol drift, internal error) still writes the JUnit (one error testcase),
+    the JSON (``error_document``) and the Markdown summary it was asked for, saying why, then raises.
 
     Returns:
         (verdict, the verdict's JSON document with the paths written).
@@ -256,11 +324,28 @@ def gate_and_report(policy_path: str | Path, store: Store | None = None, report:
     Raises:
         EvalgateError: see ``evalgate.gate.load_policy`` and ``evalgate.gate.run_gate``.
     """
+    store = store or Store()
+    try:
+        policy = load_policy(policy_path)
+    except Exception as e:
+        _write_error_outputs(error_document(policy_path, Path(policy_path).stem, e), junit, json_out, markdown)
+        raise
+    try:
+        verdict = run_gate(policy, store, actor)
+    except Exception as e:
+        _write_error_outputs(error_document(policy_path, policy.name, e), junit, json_out, markdown)
+        raise
+    return verdict, write_reports(verdict, store, report, junit, json_out, markdown)
+
+
+def write_reports(verdict: Verdict, store: Store | None = None, report: str | Path | None = None,
+                  junit: str | Path | None = None, json_out: str | Path | None = None,
+                  markdown: str | Path | None = None) -> dict[str, Any]:
+    """Write the requested outputs of a verdict (the HTML and JSON with the decision split's access table as it
+    is now; reading the access log reads no split) and return its JSON document with the paths written."""
     from evalgate.audit import audit_summary
 
-    store = store or Store()
-    verdict = run_gate(load_policy(policy_path), store, actor)
-    audit = audit_summary(store, verdict.policy.decision_split)
+    audit = audit_summary(store or Store(), verdict.policy.decision_split)
     doc = verdict.as_dict()
     if report:
         doc["report"] = str(write_html(verdict, report, audit))
@@ -272,4 +357,20 @@ def gate_and_report(policy_path: str | Path, store: Store | None = None, report:
     if markdown:
         doc["markdown"] = str(markdown)
     doc["step_summary"] = [str(p) for p in written if not markdown or str(p) != str(markdown)]
-    return verdict, doc
+    return doc
+
+
+def report_stored(gate_id: str, store: Store | None = None, report: str | Path | None = None,
+                  junit: str | Path | None = None, json_out: str | Path | None = None,
+                  markdown: str | Path | None = None) -> tuple[Verdict, dict[str, Any]]:
+    """Write the outputs of a stored gate again (``evalgate report GATE_ID``) from its stored verdict: no split is
+    read and nothing is logged, so no budget is spent.
+
+    Raises:
+        BadInput: no stored gate ``gate_id``.
+    """
+    from evalgate.gate.history import stored_verdict
+
+    store = store or Store()
+    _, verdict = stored_verdict(store, gate_id)
+    return verdict, write_reports(verdict, store, report, junit, json_out, markdown)

@@ -468,6 +468,7 @@ class SplitManager:
         self.store = store
         self.directory = directory or splits_dir()
         self._overridden: set[str] = set()  # splits whose budget ``check`` let an override reason exceed
+        self._reserved: set[str] = set()  # splits ``check`` admitted for a read ``reserve`` already logged
 
     def window_start(self, policy: Policy) -> datetime:
         """Start of the policy's budget window, on the store's clock."""
@@ -481,8 +482,12 @@ class SplitManager:
 
     def check(self, name: str, purpose: str, actor: str, override_reason: str | None = None,
               checkpoint_digest: str | None = None, protocol_hash: str | None = None, *,
-              contamination_check: bool = False) -> tuple[Manifest, list[str]]:
+              contamination_check: bool = False, reserved: bool = False) -> tuple[Manifest, list[str]]:
         """Decide whether ``actor`` may read split ``name`` for ``purpose``; log a refusal as such.
+
+        ``reserved=True`` (the runner passes it for a read under a grant that ``reserve_release_reads`` issued):
+        the read was logged and counted by ``reserve`` before; the budget is not checked again and ``log_read``
+        logs it as ``reserved-read``, which no budget counts.
 
         ``contamination_check=True`` (only ``evalgate.contamination`` passes it, with purpose
         ``contamination-check``) reads any tier without a budget; any other reader giving that purpose is refused,
@@ -504,6 +509,7 @@ class SplitManager:
         warnings: list[str] = []
         refusal = None
         self._overridden.discard(name)
+        self._reserved.discard(name)
         free = contamination_check and purpose == CONTAMINATION_CHECK  # see the module docstring
         if purpose == CONTAMINATION_CHECK and not free:
             refusal = (f"purpose {purpose!r} is reserved for 'evalgate splits contamination', whose output holds no "
@@ -512,7 +518,7 @@ class SplitManager:
             refusal = (f"split {name} (tier {m.tier}) may be read only for purpose {', '.join(policy.purposes)}, "
                        f"not {purpose!r}" + ("; private splits are read by 'evalgate gate'" if m.tier == "private"
                                               else "; its manifest's policy sets the purposes"))
-        elif policy.max_reads is not None and not free:
+        elif policy.max_reads is not None and not free and not reserved:
             used = self.reads_in_window(name, policy)
             if used >= policy.max_reads:
                 if policy.hard or not override_reason:
@@ -528,7 +534,47 @@ class SplitManager:
         if error:
             self._log(m, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, None, error.message)
             raise error
+        if reserved:
+            self._reserved.add(name)
         return m, warnings
+
+    def reserve(self, manifest: Manifest, actor: str, purpose: str, reads: list[dict[str, Any]],
+                refusal: str) -> list[dict[str, Any]]:
+        """Log every read a caller will make of a budgeted split, before any is made, in one locked step: all of
+        them if the budget's window has room for all, else none and one ``refused`` row (issue 13: two gates at
+        once must not drain a budget and both fail; one decides, the other is refused having spent nothing).
+
+        Each row has outcome ``read`` (it counts against the budget like any read); the reads made afterwards are
+        admitted with ``check(reserved=True)`` and logged as ``reserved-read`` (not counted again). A reservation
+        the caller does not use up stays spent.
+
+        Args:
+            manifest: the split's manifest (its purposes and readability checked with ``check`` before).
+            actor, purpose: who reads and what for.
+            reads: one dict per read: ``checkpoint_digest``, ``protocol_hash``, ``run_id``, ``cached``, ``detail``
+                (each optional).
+            refusal: the message when the budget cannot cover them; ``{left}`` and ``{used}`` are filled in.
+
+        Returns:
+            The logged rows, in order.
+
+        Raises:
+            RefusedByPolicy: the window has too few reads left (the refusal is logged; nothing is spent).
+        """
+        policy = manifest.effective_policy()
+        budget = (self.window_start(policy), policy.max_reads) if policy.max_reads is not None else None
+        rows = [accesslog.entry(actor=actor, split=manifest.name, tier=manifest.tier, purpose=purpose, outcome="read",
+                                cached=bool(r.get("cached")), checkpoint_digest=r.get("checkpoint_digest"),
+                                protocol_hash=r.get("protocol_hash"), run_id=r.get("run_id"), detail=r.get("detail"))
+                for r in reads]
+        with self.store.session():  # the count, the rows and a refusal under one lock
+            logged = accesslog.append_many(self.store, rows, budget)
+            if logged is None:
+                used = self.reads_in_window(manifest.name, policy)
+                msg = refusal.format(left=max(0, (policy.max_reads or 0) - used), used=used)
+                self._log(manifest, actor, purpose, "refused", False, None, None, None, msg)
+                raise RefusedByPolicy(msg)
+        return logged
 
     def refuse(self, name: str, purpose: str, actor: str, reason: str, error: type[EvalgateError] = RefusedByPolicy,
                checkpoint_digest: str | None = None, protocol_hash: str | None = None) -> NoReturn:
@@ -572,18 +618,21 @@ class SplitManager:
         """Append the access-log row for a read that ``check`` permitted.
 
         The outcome is ``override`` when ``check`` let ``override_reason`` exceed a soft budget (the reason is
-        the row's detail), else ``read``. A budgeted read is counted and appended atomically: if concurrent
-        readers used the budget up since ``check``, the read is logged as ``refused`` instead.
+        the row's detail), ``reserved-read`` when ``check`` admitted it as reserved (``reserve`` logged and counted
+        it before; not counted again), else ``read``. A budgeted read is counted and appended atomically: if
+        concurrent readers used the budget up since ``check``, the read is logged as ``refused`` instead.
 
         Raises:
             RefusedByPolicy: the budget was used up between ``check`` and this call.
         """
         policy = manifest.effective_policy()
         overridden = manifest.name in self._overridden and bool(override_reason)
+        reserved = manifest.name in self._reserved
         budget = None
-        if policy.max_reads is not None and not overridden and purpose != CONTAMINATION_CHECK:
+        if policy.max_reads is not None and not overridden and not reserved and purpose != CONTAMINATION_CHECK:
             budget = (self.window_start(policy), policy.max_reads)
-        row = self._log(manifest, actor, purpose, "override" if overridden else "read", cached, checkpoint_digest,
+        outcome = "override" if overridden else "reserved-read" if reserved else "read"
+        row = self._log(manifest, actor, purpose, outcome, cached, checkpoint_digest,
                         protocol_hash, run_id, override_reason if overridden else detail, budget)
         if row is None:
             refusal = _budget_refusal(manifest, policy, policy.max_reads or 0)

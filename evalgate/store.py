@@ -53,6 +53,9 @@ _TRAJECTORY_TYPES = {"checkpoint_digest": "VARCHAR", "protocol_hash": "VARCHAR",
                      "calls": "JSON", "parse_error": "VARCHAR", "violation": "VARCHAR", "ended": "VARCHAR",
                      "gen_s": "DOUBLE", "tool_s": "DOUBLE", "run_id": "VARCHAR"}
 
+# The access-log rows a budget counts: permitted reads, except contamination checks (see ``evalgate.splits``).
+_COUNTED = "outcome IN ('read', 'override') AND purpose <> 'contamination-check'"
+
 # The runs columns holding JSON.
 _RUN_JSON_COLUMNS = ("backend_info", "effective_params", "metrics", "counts", "versions", "warnings",
                      "checkpoint_provenance")
@@ -516,22 +519,42 @@ class Store:
             r = con.execute("SELECT seq, row_hash FROM access_log ORDER BY seq DESC LIMIT 1").fetchone()
         return {"seq": r[0], "row_hash": r[1]} if r else None
 
-    def insert_access_rows(self, rows: Sequence[dict[str, Any]]) -> None:
-        """Insert access-log rows as given (already chained by ``evalgate.accesslog``) in one transaction."""
+    def insert_access_rows(self, rows: Sequence[dict[str, Any]],
+                           budget: tuple[str, datetime, int] | None = None) -> bool:
+        """Insert access-log rows as given (already chained by ``evalgate.accesslog``) in one transaction.
+
+        Args:
+            rows: the chained rows.
+            budget: ``(split, window_start, max_reads)``: insert only if the split's permitted reads since
+                ``window_start`` (as ``access_reads_since``) plus the permitted reads among ``rows`` stay within
+                ``max_reads``; counted in the same transaction as the insert.
+
+        Returns:
+            False when ``budget`` refused the rows (nothing inserted), else True.
+        """
         cols, chunk = [*_ACCESS_COLUMNS], 500  # multi-row VALUES: DuckDB's executemany inserts ~150 rows/s here
         one = f"({', '.join('?' * len(cols))})"
         with self.connect() as con:
+            if budget is not None:
+                split, start, max_reads = budget
+                used = con.execute(f"SELECT count(*) FROM access_log WHERE split=? AND ts>=? AND {_COUNTED}",
+                                   [split, start]).fetchone()
+                new = sum(1 for r in rows if r["split"] == split and r["outcome"] in ("read", "override")
+                          and r["purpose"] != "contamination-check")
+                if (int(used[0]) if used else 0) + new > max_reads:
+                    return False
             for i in range(0, len(rows), chunk):
                 part = rows[i:i + chunk]
                 con.execute(f"INSERT INTO access_log ({', '.join(cols)}) VALUES {', '.join([one] * len(part))}",
                             [r[c] for r in part for c in cols])
+        return True
 
     def access_reads_since(self, split: str, start: datetime) -> int:
         """Permitted reads (outcome ``read`` or ``override``) of ``split`` with ``ts >= start``; a contamination check
         spends no budget (see ``evalgate.splits``)."""
         with self.connect() as con:
-            r = con.execute("SELECT count(*) FROM access_log WHERE split=? AND ts>=? AND outcome IN ('read', "
-                            "'override') AND purpose <> 'contamination-check'", [split, start]).fetchone()
+            r = con.execute(f"SELECT count(*) FROM access_log WHERE split=? AND ts>=? AND {_COUNTED}",
+                            [split, start]).fetchone()
         return int(r[0]) if r else 0
 
     def access_log_count(self, up_to_seq: int) -> int:
@@ -747,3 +770,24 @@ class Store:
                                               "table_name=?", [table]).fetchall()}
             order = f' ORDER BY "{order_by}" DESC' if order_by in cols else ""
             return _dicts(con.execute(f'SELECT * FROM "{table}"{order} LIMIT ?', [limit]))
+
+    # -- gates -------------------------------------------------------------------------------------------------
+    def put_gate(self, row: dict[str, Any]) -> None:
+        """Insert one gate verdict (``gates`` columns to values, JSON columns as Python data), stamped now."""
+        row = {**row, "created_at": now()}
+        with self.connect() as con:
+            con.execute(f"INSERT INTO gates ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                        _json_values(row))
+
+    def gates(self, **where: Any) -> list[dict[str, Any]]:
+        """Gate verdicts matching column equalities (e.g. ``gate_id=...``, ``inputs_sha256=...``), oldest first,
+        JSON columns decoded."""
+        clause = " AND ".join(f"{k}=?" for k in where) or "TRUE"
+        with self.connect() as con:
+            cur = con.execute(f"SELECT * FROM gates WHERE {clause} ORDER BY created_at", list(where.values()))
+            rows = _dicts(cur)
+        for r in rows:
+            for k in ("inputs", "decision_runs", "reasons", "document"):  # document: VARCHAR, may hold NaN
+                if isinstance(r.get(k), str):
+                    r[k] = json.loads(r[k])
+        return rows

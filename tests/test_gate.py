@@ -3,6 +3,7 @@ construction (see tests/gate_fixtures.py)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -18,6 +19,13 @@ def _policy(tmp_path: Path, d: dict) -> GatePolicy:
     p = tmp_path / "gate.yaml"
     p.write_text(yaml.safe_dump(d))
     return load_policy(p)
+
+
+def _lock(path: Path) -> None:
+    """Write the protocol's lock file without recording it in the store (the fixture store holds fx@1 already)."""
+    from evalgate.protocol import load_protocol, lock_document
+
+    path.with_name(path.name + ".lock").write_text(json.dumps(lock_document(load_protocol(path))))
 
 
 def test_best_last_failed_and_triad(tmp_path: Path) -> None:
@@ -94,6 +102,7 @@ def test_private_budget_is_checked_before_reading(tmp_path: Path) -> None:
     built = fx.build(tmp_path / "runs", seeds=(1, 2))
     (tmp_path / "proto.yaml").write_text("name: fx\nversion: '1'\nprompt: {template: '{{ q }}'}\n"
                                          "scorer: {name: exact}\n")
+    _lock(tmp_path / "proto.yaml")
     pol = _policy(tmp_path, {**fx.policy_dict(built["baseline"]), "protocol_file": "proto.yaml",
                              "baseline": {"value": 0.4}, "train_run": "fx-run"})
     store = built["store"]

@@ -3,28 +3,36 @@
 1. read the store's complete and failed runs of the protocol on the selection split, the latest per checkpoint,
    grouped by training seed (the selection split's read is logged);
 2. per seed, pick best / last / failed (``select``), with the training-log guards (``guards``);
-3. evaluate each seed's best (and a baseline checkpoint) on the decision split with purpose ``release-gate``
-   (``reads``): each is a read counted against the private split's budget, checked for all of them before the
-   first; the generation cache makes a repeated gate cheap;
-4. compute the statistics and apply every rule (``decide``) and return a ``Verdict``.
+3. when an earlier stored gate had the very same inputs (``history``: policy, protocol hash, split contents,
+   candidate runs, baseline), take its decision runs: nothing is read or spent;
+4. else reserve every decision read at once (``reads.reserve``: one locked step; refused, having spent nothing, when
+   the private budget cannot cover all of them), then evaluate each seed's best (and a baseline checkpoint) on the
+   decision split with purpose ``release-gate``; the generation cache makes a repeated evaluation cheap;
+5. compute the statistics and apply every rule (``decide``), store the verdict (``history``) and return it.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import evalgate.gate.decide as decide
 import evalgate.gate.guards as guards
+import evalgate.gate.history as history
 import evalgate.gate.reads as reads
-from evalgate.errors import BadInput
 from evalgate.gate.policy import GatePolicy
-from evalgate.gate.results import BaselineResult, DevRun, RuleOutcome, SeedResult, Statistics, Verdict
+from evalgate.gate.results import (
+    BaselineResult,
+    DevRun,
+    ReusedDecision,
+    RuleOutcome,
+    SeedResult,
+    Statistics,
+    Verdict,
+)
 from evalgate.gate.select import RunPartition, partition_runs, select_checkpoints, weights_finite
 from evalgate.reward_audit import audits_for_checkpoints
-from evalgate.runner.grant import issue_release_grant
 from evalgate.scoring import metrics
-from evalgate.splits import SplitManager, actor_name
+from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
 from evalgate.store import Store
 
 
@@ -54,11 +62,11 @@ def _select(policy: GatePolicy, runs: list[dict[str, Any]]) -> list[SeedResult]:
 
 
 def _baseline(policy: GatePolicy, reader: reads.DecisionReader, sel_runs: list[dict[str, Any]], sel_sha256: str,
-              who: str) -> BaselineResult:
+              who: str, digest: str | None) -> BaselineResult:
     bl = policy.baseline
     if bl.checkpoint is None:
         return BaselineResult(value=bl.value)
-    decision = reader.read(bl.checkpoint, None, None)
+    decision = reader.read(bl.checkpoint, None, digest)
     dev_runs = [r for r in sel_runs if r["status"] == "complete" and r["checkpoint_digest"] == decision.digest
                 and r["split_sha256"] == sel_sha256 and r["backend"] == policy.backend]
     dev = None
@@ -97,19 +105,19 @@ def _statistics(policy: GatePolicy, store: Store, chosen: list[SeedResult], base
 
 def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None = None,
              evaluate_decision: bool = True) -> Verdict:
-    """Decide PASS/FAIL for a policy.
+    """Decide PASS/FAIL for a policy, and store the verdict (``Verdict.gate_id``).
 
     Args:
         policy: the loaded policy (``load_policy``).
         store: the Store (default ``$EVALGATE_HOME``).
         actor: who runs the gate (default ``$EVALGATE_ACTOR`` or the OS user).
         evaluate_decision: False reuses the latest complete release-gate runs in the store instead of evaluating
-            (benchmarks); the reads are still logged and counted.
+            (benchmarks); the reads are still reserved, logged and counted.
 
     Raises:
         BadInput: unknown split, decision split not private, missing protocol file, metric absent.
-        RefusedByPolicy: selection split not dev; the private budget cannot cover the gate's reads.
-        ProtocolDrift: the protocol file no longer matches its lock.
+        RefusedByPolicy: selection split not dev; the private budget cannot cover the gate's reads (nothing spent).
+        ProtocolDrift: the protocol file no longer matches its lock (before any read).
     """
     store = store or Store()
     who = actor_name(actor)
@@ -123,25 +131,23 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     manager.check(policy.selection_split, reads.SELECTION_PURPOSE, who)
     manager.log_read(sel_m, who, reads.SELECTION_PURPOSE, cached=True, detail=f"gate {policy.name}")
     protocol_hash = store.protocol_hash(name, version)
+    inputs = history.gate_inputs(policy, protocol_hash, sel_m.content_sha256, dec_m.content_sha256, part.usable,
+                                 base_digest)
     if not part.usable:
         rule = RuleOutcome("runs_present", False, f"no run of {policy.protocol} on {policy.selection_split} "
                                                   f"(current content, backend {policy.backend}) of a checkpoint "
                                                   "with a training run and seed; evaluate the checkpoints with "
                                                   "'evalgate run' first" + _aside_note(part))
-        return Verdict(False, policy, [rule], protocol_hash=protocol_hash, stale=part.stale, ignored=part.ignored,
-                       failures=part.failures)
+        verdict = Verdict(False, policy, [rule], protocol_hash=protocol_hash, stale=part.stale,
+                          ignored=part.ignored, failures=part.failures)
+        history.record(store, verdict, inputs, who)
+        return verdict
 
     seeds = _select(policy, part.usable)
     chosen = [s for s in seeds if s.best is not None]
-    grant = None
-    if evaluate_decision:
-        needed = len(chosen) + (1 if policy.baseline.checkpoint else 0)
-        reads.check_budget(manager, dec_m, needed, who)
-        grant = issue_release_grant(policy.name, policy.decision_split, needed) if needed else None
-        if not Path(policy.protocol_file or "").is_file():
-            raise BadInput(f"protocol file {policy.protocol_file} not found; set protocol_file in the gate policy")
-    reader = reads.DecisionReader(policy, store, manager, dec_m, who, evaluate_decision, dec_runs, grant)
-    baseline = _baseline(policy, reader, sel_runs, sel_m.content_sha256, who)
+    reader, reused = _decision_reader(policy, store, manager, dec_m, who, inputs, chosen, dec_runs,
+                                      evaluate_decision, protocol_hash)
+    baseline = _baseline(policy, reader, sel_runs, sel_m.content_sha256, who, base_digest)
     for s in chosen:
         assert s.best is not None
         s.decision = reader.read(s.best.path, {"train_run": s.best.train_run, "train_seed": s.train_seed,
@@ -154,8 +160,38 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     audits = audits_for_checkpoints(store, [s.best.digest for s in chosen if s.best], policy.reward_audit, who)
     rules += [RuleOutcome("reward_human_spearman", bool(a["rule"]["passed"]), f"{a['checkpoint']}: "
                           f"{a['rule']['detail']}") for a in audits if a["rule"]["passed"] is not None]
-    return Verdict(all(r.passed for r in rules), policy, rules, seeds, baseline, stats, protocol_hash, samples,
-                   stale=part.stale, ignored=part.ignored, failures=part.failures, reward_audit=audits)
+    verdict = Verdict(all(r.passed for r in rules), policy, rules, seeds, baseline, stats, protocol_hash, samples,
+                      stale=part.stale, ignored=part.ignored, failures=part.failures, reused_from=reused,
+                      reward_audit=audits)
+    history.record(store, verdict, inputs, who)
+    return verdict
+
+
+def _decision_reader(policy: GatePolicy, store: Store, manager: SplitManager, dec_m: Any, who: str,
+                     inputs: dict[str, Any], chosen: list[SeedResult], dec_runs: list[dict[str, Any]],
+                     evaluate_decision: bool, protocol_hash: str | None
+                     ) -> tuple[reads.DecisionReader, ReusedDecision | None]:
+    """The reader of the decision runs: an unchanged earlier gate's (nothing read or spent; one uncounted
+    ``reused`` row says so in the access log), or new reads, all reserved first (``reads.reserve``)."""
+    targets: list[tuple[str, str | None]] = [(s.best.path, s.best.digest) for s in chosen if s.best is not None]
+    if policy.baseline.checkpoint:
+        targets.insert(0, (policy.baseline.checkpoint, inputs["baseline_digest"]))
+    prior = history.reusable(store, inputs, [d for _, d in targets]) if targets else None
+    if prior is not None:
+        row, runs = prior
+        reused = history.reused_decision(row)
+        manager._log(dec_m, who, RELEASE_GATE, "reused", True, None, protocol_hash, None,
+                     f"gate {policy.name} reused the decision runs of gate {reused.gate_id} ({reused.created_at}): "
+                     "unchanged inputs, nothing read")
+        return reads.DecisionReader(policy, store, who, runs), reused
+    reader = reads.DecisionReader(policy, store, who, dec_runs)
+    if targets:
+        runs_of = [None if evaluate_decision else reader.prior(path, digest)["run_id"] for path, digest in targets]
+        reader.grant = reads.reserve(policy, manager, dec_m, who,
+                                     [(p, d, r) for (p, d), r in zip(targets, runs_of, strict=True)],
+                                     evaluate_decision, protocol_hash)
+        reader.evaluate_decision = evaluate_decision
+    return reader, None
 
 
 def _aside_note(part: RunPartition) -> str:

@@ -1,6 +1,7 @@
-"""Everything the gate reads from splits: tier checks, the private budget (checked for all reads before the first),
-the decision runs (evaluated through ``evalgate.run.evaluate`` with purpose ``release-gate``, or reused from the
-store by benchmarks) and the baseline's selection run."""
+"""Everything the gate reads from splits: tier checks, the private budget (every decision read reserved in one
+locked step before the first), the decision runs (evaluated through ``evalgate.run.evaluate`` with purpose
+``release-gate``, or taken from the store: by benchmarks, or from an unchanged earlier gate) and the baseline's
+selection run."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import DecisionRun
-from evalgate.runner.grant import ReleaseGrant
+from evalgate.runner.grant import ReleaseGrant, reserve_release_reads
 from evalgate.scoring import metrics
 from evalgate.splits import RELEASE_GATE, SplitManager
 from evalgate.store import Store
@@ -38,18 +39,20 @@ def check_tiers(policy: GatePolicy, manager: SplitManager) -> tuple[Any, Any]:
 
 
 def check_protocol(policy: GatePolicy, evaluate_decision: bool) -> None:
-    """The policy's protocol file must exist (when decision runs are evaluated), be ``policy.protocol``
-    (name@version) and offer the policy's metric.
+    """The policy's protocol file must exist and match its lock (when decision runs are evaluated), be
+    ``policy.protocol`` (name@version) and offer the policy's metric: all before any read, so a typo or an edited
+    protocol spends no private read.
 
     Raises:
         BadInput: naming what does not match and how to fix the policy.
+        ProtocolDrift: the protocol file no longer matches its lock (evaluating only).
     """
     proto_file = policy.protocol_file or ""
     if not Path(proto_file).is_file():
         if evaluate_decision:
             raise BadInput(f"protocol file {proto_file} not found; set protocol_file in the gate policy")
         return
-    from evalgate.protocol import load_protocol
+    from evalgate.protocol import load_protocol, verify
 
     lp = load_protocol(proto_file)
     if lp.ref != policy.protocol:
@@ -60,24 +63,41 @@ def check_protocol(policy: GatePolicy, evaluate_decision: bool) -> None:
         raise BadInput(f"gate policy {policy.name}: metric {policy.metric} is not reported by {lp.ref} "
                        f"(its pass_at_k is {lp.spec.pass_at_k}); use one of "
                        f"{', '.join(f'pass@{k}' for k in lp.spec.pass_at_k)} or mean_score")
+    if evaluate_decision:
+        verify(lp)
 
 
-def check_budget(manager: SplitManager, manifest: Any, needed: int, actor: str) -> None:
-    """Refuse (and log the refusal) when the private split's budget cannot cover ``needed`` reads.
+def reserve(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str,
+            targets: list[tuple[str, str | None, str | None]], evaluate_decision: bool,
+            protocol_hash: str | None) -> ReleaseGrant | None:
+    """Reserve every decision read of the gate at once (``SplitManager.reserve``: one locked step, all or none),
+    after checking that the split may be read for ``release-gate`` at all; evaluating, return the grant its
+    decision runs are made under (each logged as ``reserved-read``).
+
+    Args:
+        targets: per read, (checkpoint path, checkpoint digest or None, stored run id or None).
+        evaluate_decision: False: the reads take stored runs (logged as cached reads; no grant).
 
     Raises:
-        RefusedByPolicy: too few reads left in the window.
+        RefusedByPolicy: the purpose is not allowed, the key is missing, or the budget cannot cover every read
+            (logged; nothing is spent).
     """
+    # purposes and readability; the budget is decided by the reservation below, under the lock
+    manager.check(manifest.name, RELEASE_GATE, actor, reserved=True)
+    n = len(targets)
+    reads = [{"checkpoint_digest": digest, "run_id": run_id, "cached": not evaluate_decision,
+              "protocol_hash": protocol_hash,
+              "detail": f"gate {policy.name}: read {i} of {n}, reserved before reading ({path})"}
+             for i, (path, digest, run_id) in enumerate(targets, 1)]
     pol = manifest.effective_policy()
-    if pol.max_reads is None:
-        return
-    used = manager.reads_in_window(manifest.name, pol)
-    if used + needed > pol.max_reads:
-        msg = (f"the gate needs {needed} reads of private split {manifest.name} (one per seed's best checkpoint "
-               f"and the baseline), but only {max(0, pol.max_reads - used)} of {pol.max_reads} per "
-               f"{pol.window_days} days are left; wait for the window to pass or gate fewer seeds")
-        manager._log(manifest, actor, RELEASE_GATE, "refused", False, None, None, None, msg)
-        raise RefusedByPolicy(msg)
+    refusal = (f"the gate needs {n} reads of private split {manifest.name} (one per seed's best checkpoint and the "
+               f"baseline), but only {{left}} of {pol.max_reads} per {pol.window_days} days are left; nothing was "
+               "read or spent. Wait for the window to pass or gate fewer seeds (another gate may hold the reads: "
+               "'evalgate audit --split " + manifest.name + "')")
+    if evaluate_decision:
+        return reserve_release_reads(policy.name, manager, manifest, actor, reads, refusal)
+    manager.reserve(manifest, actor, RELEASE_GATE, reads, refusal)
+    return None
 
 
 def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], resolve: bool) -> str | None:
@@ -111,15 +131,26 @@ def evaluate(protocol_file: str, path: str, split: str, purpose: str, actor: str
 
 
 class DecisionReader:
-    """Reads the decision split for one gate: evaluates a checkpoint there (a counted private read), or, when
-    ``evaluate_decision`` is off (benchmarks), reuses the latest complete release-gate run in the store and logs a
-    cached read."""
+    """Reads the decision split for one gate, after ``reserve``: with a grant, evaluates a checkpoint there (its
+    read reserved); without one, takes the latest stored run of the checkpoint among ``prior_runs`` (benchmarks'
+    release-gate runs, or the decision runs of an unchanged earlier gate), logging nothing more."""
 
-    def __init__(self, policy: GatePolicy, store: Store, manager: SplitManager, manifest: Any, actor: str,
-                 evaluate_decision: bool, prior_runs: list[dict[str, Any]], grant: ReleaseGrant | None = None):
-        self.policy, self.store, self.manager, self.manifest = policy, store, manager, manifest
-        self.grant = grant
-        self.actor, self.evaluate_decision, self.prior_runs = actor, evaluate_decision, prior_runs
+    def __init__(self, policy: GatePolicy, store: Store, actor: str, prior_runs: list[dict[str, Any]],
+                 grant: ReleaseGrant | None = None):
+        self.policy, self.store, self.actor, self.prior_runs, self.grant = policy, store, actor, prior_runs, grant
+        self.evaluate_decision = grant is not None
+
+    def prior(self, path: str, digest: str | None) -> dict[str, Any]:
+        """The latest stored run of the checkpoint (by digest when known, else by path).
+
+        Raises:
+            BadInput: the store holds none.
+        """
+        prior = [r for r in self.prior_runs if (r["checkpoint_digest"] == digest if digest is not None
+                                                else r["checkpoint_path"] == path)]
+        if not prior:
+            raise BadInput(f"no decision run of {path} on {self.policy.decision_split} in the store")
+        return prior[-1]
 
     def read(self, path: str, seed_info: dict[str, Any] | None, digest: str | None) -> DecisionRun:
         """The decision run of the checkpoint at ``path`` (``digest``: its digest when known).
@@ -128,16 +159,9 @@ class DecisionReader:
             BadInput: reusing, and the store holds no decision run of that checkpoint.
         """
         p = self.policy
-        if self.evaluate_decision:
+        if self.grant is not None:
             doc = evaluate(p.protocol_file or "", path, p.decision_split, RELEASE_GATE, self.actor, self.store,
                            seed_info, p.backend, self.grant)
             return DecisionRun(doc["run_id"], doc["metrics"], doc["checkpoint"]["digest"])
-        prior = [r for r in self.prior_runs if digest is None or r["checkpoint_digest"] == digest]
-        prior = [r for r in prior if digest is not None or r["checkpoint_path"] == path]
-        if not prior:
-            raise BadInput(f"no decision run of {path} on {p.decision_split} in the store")
-        self.manager.check(p.decision_split, RELEASE_GATE, self.actor)
-        self.manager.log_read(self.manifest, self.actor, RELEASE_GATE, cached=True,
-                              checkpoint_digest=prior[-1]["checkpoint_digest"], run_id=prior[-1]["run_id"],
-                              detail=f"gate {p.name}")
-        return DecisionRun(prior[-1]["run_id"], prior[-1]["metrics"], prior[-1]["checkpoint_digest"])
+        run = self.prior(path, digest)
+        return DecisionRun(run["run_id"], run["metrics"], run["checkpoint_digest"])

@@ -233,6 +233,15 @@ def _guards_dict(g: SeedGuards | None) -> dict[str, Any]:
             "not_checkable": [f.signal for f in g.not_checkable], "coverage": g.coverage}
 
 
+@dataclass(frozen=True)
+class ReusedDecision:
+    """The stored gate whose decision runs an unchanged gate reused (``evalgate.gate.history``): its id and when it
+    was made (ISO time)."""
+
+    gate_id: str
+    created_at: str
+
+
 @dataclass
 class Verdict:
     """The gate's decision and everything the report shows.
@@ -250,6 +259,9 @@ class Verdict:
         ignored: the latest run per checkpoint that is no candidate (no training run or seed, another backend).
         failures: failed or interrupted runs, each saying whether it counts against its checkpoint.
         reward_audit: ``reward_audit.reward_audit`` of each best checkpoint's human-rated runs.
+        gate_id: the id it is stored under (``evalgate.gate.history``; None: not stored).
+        reused_from: the stored gate whose decision runs it reused without reading (None: it read, or needed no
+            read).
     """
 
     passed: bool
@@ -264,10 +276,37 @@ class Verdict:
     ignored: list[SetAside] = field(default_factory=list)
     failures: list[SetAside] = field(default_factory=list)
     reward_audit: list[dict[str, Any]] = field(default_factory=list)
+    gate_id: str | None = None
+    reused_from: ReusedDecision | None = None
 
     @property
     def reasons(self) -> list[str]:
         return [f"{r.rule}: {r.detail}" for r in self.rules if not r.passed]
+
+    @property
+    def reason(self) -> str:
+        """The machine-readable reason of a decided gate: ``pass`` or ``fail`` (a gate that decides nothing exits
+        with ``drift``, ``refused``, ``invalid`` or ``error`` instead; ``evalgate.report.error_document``)."""
+        return "pass" if self.passed else "fail"
+
+    def ship(self) -> dict[str, Any]:
+        """The checkpoint to ship, or why none: on PASS, the seed's best checkpoint with the highest metric on the
+        selection split (ties: the lower seed). The pick is made on the dev split, never on the decision split,
+        so the private set chooses nothing; every seed's best passed the rules together.
+
+        Returns:
+            ``{"checkpoint": path or None, "train_seed", "step", "why"}``.
+        """
+        chosen = [s for s in self.seeds if s.best is not None]
+        if not self.passed or not chosen:
+            why = "; ".join(self.reasons) or "no seed has a best checkpoint"
+            return {"checkpoint": None, "train_seed": None, "step": None, "why": f"gate FAIL: {why}"}
+        top = max(chosen, key=lambda s: ((s.best.value or 0.0) if s.best else 0.0, -(s.train_seed or 0)))
+        assert top.best is not None
+        return {"checkpoint": top.best.path, "train_seed": top.train_seed, "step": top.best.step,
+                "why": f"PASS; seed {top.train_seed}'s best (step {top.best.step}) has the highest "
+                       f"{self.policy.metric} on {self.policy.selection_split} ({top.best.value:.4f}) of the "
+                       f"{len(chosen)} seed(s)' best checkpoints"}
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready verdict (no per-item outputs of any split)."""
@@ -282,6 +321,8 @@ class Verdict:
             **{k: [dataclasses.asdict(r) for r in getattr(self, k)] for k in ("stale", "ignored", "failures")},
             "reward_audit": [{**a, "suspicious": [{k: v for k, v in s.items() if k != "text"} for s in a["suspicious"]]}
                              for a in self.reward_audit],
+            "reason": self.reason, "gate_id": self.gate_id,
+            "reused_from": dataclasses.asdict(self.reused_from) if self.reused_from else None, "ship": self.ship(),
         }
 
     def _seed_dict(self, s: SeedResult) -> dict[str, Any]:

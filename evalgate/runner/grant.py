@@ -2,10 +2,12 @@
 
 The ``release-gate`` purpose is the one purpose a private split's policy admits, so whoever may use it can read the
 private set. Policy lives in the library, not in the CLI: ``evaluate`` refuses that purpose unless the options
-carry a ``ReleaseGrant`` that ``issue_release_grant`` made, for that split, with reads left. The gate issues one
-after its policy and budget checks, for exactly the reads it needs (one per seed's best checkpoint and the
-baseline). A grant built by hand (``ReleaseGrant(...)``) was never issued and is refused; every refusal is logged
-in the access log like any other refused read.
+carry a ``ReleaseGrant`` that ``issue_release_grant`` or ``reserve_release_reads`` made, for that split, with reads
+left. The gate uses ``reserve_release_reads`` after its policy checks: it logs (and counts) every read the gate will
+make in one locked step, or refuses them all, so two gates at once cannot drain a budget between them; the runs
+under that grant are then logged as ``reserved-read`` (not counted again). A grant built by hand
+(``ReleaseGrant(...)``) was never issued and is refused; every refusal is logged in the access log like any other
+refused read.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass
+from typing import Any
 
 from evalgate.errors import RefusedByPolicy
-from evalgate.splits import RELEASE_GATE, SplitManager
+from evalgate.splits import RELEASE_GATE, Manifest, SplitManager
 
 
 @dataclass(frozen=True, eq=False)
@@ -26,11 +29,13 @@ class ReleaseGrant:
         gate: the gate policy's name (for messages).
         split: the decision split the grant covers; any other split is refused.
         reads: how many runs the grant admits (each ``evaluate`` under it uses one).
+        reserved: its reads were logged and counted when it was issued (``reserve_release_reads``).
     """
 
     gate: str
     split: str
     reads: int
+    reserved: bool = False
 
 
 # Reads left per issued grant. Weak keys: a grant the gate dropped takes its entry with it.
@@ -53,6 +58,29 @@ def issue_release_grant(gate: str, split: str, reads: int) -> ReleaseGrant:
     return grant
 
 
+def reserve_release_reads(gate: str, manager: SplitManager, manifest: Manifest, actor: str,
+                          reads: list[dict[str, Any]], refusal: str) -> ReleaseGrant:
+    """Log all of a gate's release-gate reads of ``manifest``'s split at once (``SplitManager.reserve``: one
+    locked step, all or none) and issue a grant for exactly that many runs, each logged as ``reserved-read``.
+
+    Args:
+        gate: the gate policy's name. manager, manifest, actor: the split manager, decision split, who.
+        reads: one dict per read (see ``SplitManager.reserve``); at least one.
+        refusal: the message when the budget cannot cover them (``{left}``, ``{used}`` filled in).
+
+    Raises:
+        RefusedByPolicy: the budget cannot cover them (logged; nothing spent).
+        ValueError: no reads.
+    """
+    if not reads:
+        raise ValueError("a release grant needs at least one read")
+    manager.reserve(manifest, actor, RELEASE_GATE, reads, refusal)
+    grant = ReleaseGrant(gate, manifest.name, len(reads), reserved=True)
+    with _LOCK:
+        _READS_LEFT[grant] = len(reads)
+    return grant
+
+
 def _refusal(grant: ReleaseGrant | None, split: str) -> str | None:
     """Why ``grant`` does not admit one more release-gate read of ``split`` (None: it does; one read is used)."""
     reserved = (f"purpose {RELEASE_GATE!r} is reserved for 'evalgate gate': split {split} is read for it only "
@@ -72,9 +100,13 @@ def _refusal(grant: ReleaseGrant | None, split: str) -> str | None:
 
 
 def check_release_purpose(purpose: str, grant: ReleaseGrant | None, split: str, manager: SplitManager, actor: str,
-                          checkpoint_digest: str | None = None, protocol_hash: str | None = None) -> None:
+                          checkpoint_digest: str | None = None, protocol_hash: str | None = None) -> bool:
     """Admit a read for ``purpose``: any purpose but ``release-gate`` passes; ``release-gate`` needs a grant issued
     for ``split`` with a read left (one is used).
+
+    Returns:
+        True when the read was reserved (and counted) when the grant was issued: pass it on to
+        ``SplitManager.check(reserved=...)``.
 
     Raises:
         BadInput: unknown split (nothing logged: there is no split to log against).
@@ -82,10 +114,10 @@ def check_release_purpose(purpose: str, grant: ReleaseGrant | None, split: str, 
             refused read first).
     """
     if purpose != RELEASE_GATE:
-        return
+        return False
     refusal = _refusal(grant, split)
     if refusal is None:
-        return
+        return bool(grant and grant.reserved)
     manifest = manager.manifest(split)
     manager._log(manifest, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, None, refusal)
     raise RefusedByPolicy(refusal)

@@ -149,9 +149,9 @@ def _read_split(access: SplitManager, split: str, opts: RunOptions, actor: str, 
                 protocol: LoadedProtocol, limit: int | None
                 ) -> tuple[Manifest, list[dict[str, Any]], list[str], Sealer | None]:
     """Admit and read the split (not yet logged as read); refusals are logged by the checks."""
-    check_release_purpose(opts.purpose, opts.grant, split, access, actor, ckpt.digest, protocol.sha256)
+    reserved = check_release_purpose(opts.purpose, opts.grant, split, access, actor, ckpt.digest, protocol.sha256)
     manifest, warnings = access.check(split, opts.purpose, actor, opts.override_reason, ckpt.digest,
-                                      protocol.sha256)
+                                      protocol.sha256, reserved=reserved)
     seal = _sealer(access, manifest, opts, actor, ckpt, protocol)
     items = access.read(manifest)[:limit] if limit else access.read(manifest)
     if not items:

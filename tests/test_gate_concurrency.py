@@ -1,0 +1,95 @@
+"""Issue 13 point 2: gates started together on one private split. Each reserves all its decision reads in one locked
+step before reading anything, so exactly one decides and the others are refused having spent nothing; then an
+unchanged gate reuses the stored decision (point 5). Real ``evalgate gate`` processes, a real SmolLM2 checkpoint
+on tiny splits, a real DuckDB store."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+from click.testing import CliRunner
+
+from evalgate.audit import verify_chain
+from evalgate.cli import main
+from evalgate.demo_train import addition_items
+from evalgate.gate import load_policy, run_gate
+from evalgate.run import RunOptions, evaluate
+from evalgate.splits import write_split
+from evalgate.store import Store
+from tests.test_gate_real import REPO, _variant
+
+
+def _counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [r for r in rows if r["outcome"] in ("read", "override")]
+
+
+def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Path, smollm2_dir: Path) -> None:
+    write_split("cc-dev", "dev", addition_items("dev", 2), {"source": "test"})
+    write_split("cc-private", "private", addition_items("private", 2), {"source": "test"})  # 4 reads / 30 days
+    proto = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
+    proto.update(name="cc-add")
+    proto["sampling"]["max_tokens"] = 3
+    ppath = home / "cc-add.yaml"
+    ppath.write_text(yaml.safe_dump(proto))
+    from evalgate.protocols_ops import freeze
+
+    freeze(ppath)
+    ck = _variant(smollm2_dir, home / "train" / "seed1" / "checkpoint-2", 2)
+    evaluate(ppath, ck, "cc-dev", RunOptions(train_run="cc", train_seed=1, progress=False))
+
+    def policy(name: str) -> Path:
+        p = home / f"{name}.yaml"
+        p.write_text(yaml.safe_dump({
+            "name": name, "protocol": "cc-add@1", "protocol_file": str(ppath), "selection_split": "cc-dev",
+            "decision_split": "cc-private", "baseline": {"checkpoint": str(smollm2_dir)},
+            "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
+        return p
+
+    # a first gate (baseline + seed 1's best = 2 reads) leaves 2 of 4: room for exactly one more decision, and
+    # fills the generation cache, so the winner below generates nothing
+    first = run_gate(load_policy(policy("g0")), Store())
+    store = Store()
+    assert len(_counted(store.access_rows("cc-private"))) == 2
+    before = len(store.access_rows("cc-private"))
+
+    def gate(name: str, actor: str) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "evalgate.cli", "gate", "--policy", str(policy(name)),
+                                 "--actor", actor], cwd=REPO, env={**os.environ}, text=True,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    # four different gates (their own names: no one can reuse another's verdict), started together
+    procs = [gate(f"g{i}", f"actor-{i}") for i in range(1, 5)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    codes = [p.returncode for p in procs]
+    winners = [i for i, c in enumerate(codes) if c in (0, 1)]
+    assert len(winners) == 1 and sorted(codes).count(2) == 3, (codes, outs)
+    for i, (out, err) in enumerate(outs):
+        if i not in winners:
+            assert "the gate needs 2 reads of private split cc-private" in err and "only 0 of 4" in err, err
+            assert "nothing was read or spent" in err and out.splitlines()[-1] == "ship: none (refused: no verdict)"
+    new = store.access_rows("cc-private")[before:]
+    by_actor = {f"actor-{i}": [r["outcome"] for r in new if r["actor"] == f"actor-{i}"] for i in range(1, 5)}
+    win = f"actor-{winners[0] + 1}"
+    # the winner: 2 reads reserved before reading, then its 2 runs logged under the reservation (not counted)
+    assert by_actor.pop(win) == ["read", "read", "reserved-read", "reserved-read"]
+    assert by_actor == {a: ["refused"] for a in by_actor}  # the three others spent nothing
+    assert len(_counted(store.access_rows("cc-private"))) == 4
+    text = outs[winners[0]][0].splitlines()
+    assert f"    best: step 2 pass@1 {first.seeds[0].best.value:.4f}  {ck}" in text  # type: ignore[union-attr]
+    if codes[winners[0]] == 0:
+        assert text[-1].startswith(f"ship: {ck} (PASS; seed 1's best (step 2) has the highest pass@1 on cc-dev")
+    else:
+        assert text[-1].startswith("ship: none (gate FAIL: ")
+
+    # the first gate again, unchanged: its stored decision is reused, nothing is read or spent
+    rows = len(store.access_rows("cc-private"))
+    again = CliRunner().invoke(main, ["gate", "--policy", str(policy("g0"))])
+    assert again.exit_code in (0, 1), again.output
+    assert f"  reused decision of gate {first.gate_id} from " in again.output
+    assert [r["outcome"] for r in store.access_rows("cc-private")[rows:]] == ["reused"]
+    assert verify_chain(store)["ok"]
