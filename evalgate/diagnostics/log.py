@@ -160,7 +160,7 @@ def _floats(col: Any) -> tuple[list[float], list[int] | None] | None:
     """A value column as floats, and the rows that hold numbers (None: all); None when no row does."""
     types = set(map(type, col))
     if types == {float}:
-        return col, None
+        return list(col), None  # a list as annotated (zip gave a tuple): a stored verdict reloads equal
     if types <= {float, int}:
         return list(map(float, col)), None
     keep, vals = [], []
