@@ -449,6 +449,15 @@ def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_ou
 
 
 # -- audit -------------------------------------------------------------------------------------------------------
+def _since(since: str | None) -> datetime | None:
+    from evalgate.errors import BadInput
+
+    try:
+        return datetime.fromisoformat(since).astimezone() if since else None
+    except ValueError as e:
+        raise BadInput(f"--since {since!r} is not an ISO date (e.g. 2026-11-01)") from e
+
+
 @main.group("audit", invoke_without_command=True)
 @click.option("--split", default=None)
 @click.option("--tier", default=None, type=click.Choice(["smoke", "dev", "public", "private", "human-audit"]))
@@ -461,14 +470,9 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
     if ctx.invoked_subcommand:
         return
     from evalgate.audit import audit_summary
-    from evalgate.errors import BadInput
     from evalgate.store import Store
 
-    try:
-        since_dt = datetime.fromisoformat(since).astimezone() if since else None
-    except ValueError as e:
-        raise BadInput(f"--since {since!r} is not an ISO date (e.g. 2026-11-01)") from e
-    doc = audit_summary(Store(), split, since_dt, tier)
+    doc = audit_summary(Store(), split, _since(since), tier)
     if as_json:
         _dump(doc)
         return
@@ -491,6 +495,33 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
     click.echo(f"access log: {c['rows']} rows, chain "
                + (f"intact (head {c['head']['seq']}:{c['head']['hash'][:16]})" if c["ok"]
                   else f"BROKEN at row {c['first_bad_seq']}: {c['reason']}"))
+
+
+@audit_cmd.command("log")
+@click.option("--split", default=None, help="Only rows of this split.")
+@click.option("--since", default=None, help="Only rows from this ISO date or time on, e.g. 2026-11-01.")
+@click.option("--refused", is_flag=True, help="Only refused attempts.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Only the last N rows.")
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def audit_log(split: str | None, since: str | None, refused: bool, limit: int | None, as_json: bool) -> None:
+    """List access-log rows, oldest first: who, when, split, purpose, outcome, run and why (for refusals)."""
+    from evalgate.audit import log_rows
+    from evalgate.store import Store
+
+    rows = log_rows(Store(), split, _since(since), refused)[-limit if limit else None:]
+    if as_json:
+        _dump(rows)
+        return
+    if not rows:
+        click.echo("no access-log rows" + (" matching the filters" if split or since or refused else ""))
+        return
+    for r in rows:
+        run = f"run {r['run_id']}" if r["run_id"] else ""
+        extra = f"  ({r['detail'][:160]})" if r["detail"] and r["outcome"] in ("refused", "override") else ""
+        click.echo(f"{r['seq']:>5} {r['ts']}  {r['actor']:<12} {r['split']} ({r['tier']})  {r['purpose']:<16} "
+                   f"{r['outcome']}{' cached' if r['cached'] else ''}{' ci' if r['ci'] else ''}  {run}".rstrip()
+                   + extra)
 
 
 @audit_cmd.command("verify")
