@@ -107,12 +107,13 @@ def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
 
 @protocol.command("docs")
 @click.option("--scorers", is_flag=True, help="Print the scorer options reference (docs/SCORERS.md) instead.")
+@click.option("--gate", is_flag=True, help="Print the gate policy reference (docs/GATE.md) instead.")
 @handle_errors
-def protocol_docs(scorers: bool) -> None:
+def protocol_docs(scorers: bool, gate: bool) -> None:
     """Print the protocol file reference (Markdown, docs/PROTOCOL.md), generated from the protocol models."""
-    from evalgate.protocol_docs import protocol_reference, scorers_reference
+    from evalgate.protocol_docs import gate_reference, protocol_reference, scorers_reference
 
-    click.echo(scorers_reference() if scorers else protocol_reference(), nl=False)
+    click.echo(gate_reference() if gate else scorers_reference() if scorers else protocol_reference(), nl=False)
 
 
 # -- splits ------------------------------------------------------------------------------------------------------
