@@ -8,11 +8,14 @@ import click
 from evalgate.commands import dump, handle_errors
 
 
-def _short(text: str | None, width: int) -> str:
+def _short(text: str | None, width: int, tail: bool = False) -> str:
+    """``text`` on one line, cut to ``width`` characters at its end (or, with ``tail``, keeping its end)."""
     if text is None:
         return "(not stored)"
     one = text.replace("\n", "\\n")
-    return one if len(one) <= width else one[:width - 3] + "..."
+    if len(one) <= width:
+        return one
+    return "..." + one[3 - width:] if tail else one[:width - 3] + "..."
 
 
 @click.command("samples")
@@ -47,7 +50,7 @@ def samples_cmd(run_id: str, item: str | None, status: str | None, limit: int | 
         if full:
             click.echo(f"  prompt:\n{s['prompt']}\n  completion:\n{s['completion']}")
         else:
-            click.echo(f"  prompt:     {_short(s['prompt'] and s['prompt'][-100:], 100)}")
+            click.echo(f"  prompt:     {_short(s['prompt'], 100, tail=True)}")  # its end holds the item
             click.echo(f"  completion: {_short(s['completion'], 100)}")
 
 
