@@ -520,7 +520,8 @@ def audit_log(split: str | None, since: str | None, refused: bool, limit: int | 
     for r in rows:
         run = f"run {r['run_id']}" if r["run_id"] else ""
         extra = f"  ({r['detail'][:160]})" if r["detail"] and r["outcome"] in ("refused", "override") else ""
-        click.echo(f"{r['seq']:>5} {r['ts']}  {r['actor']:<12} {r['split']} ({r['tier']})  {r['purpose']:<16} "
+        where = f"{r['split']} ({r['tier']})"
+        click.echo(f"{r['seq']:>5} {r['ts']}  {r['actor']:<12} {where:<24} {r['purpose']:<20} "
                    f"{r['outcome']}{' cached' if r['cached'] else ''}{' ci' if r['ci'] else ''}  {run}".rstrip()
                    + extra)
 
