@@ -81,3 +81,31 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
         out[name] = entry
     return {"generated_at": now().isoformat(timespec="seconds"), "since": since.isoformat() if since else None,
             "splits": out, "chain": verify_chain(store)}
+
+
+LOG_FIELDS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outcome", "cached", "run_id",
+              "checkpoint_digest", "detail")
+"""The access-log fields ``log_rows`` returns (the chain's hashes are left to ``audit verify``)."""
+
+
+def log_rows(store: Store, split: str | None = None, since: datetime | None = None,
+             refused: bool = False) -> list[dict[str, Any]]:
+    """Access-log rows in sequence order: who read which split when, for what, with what outcome, for which run.
+
+    Args:
+        store: the store whose access log is listed.
+        split: only this split.
+        since: only rows with ``ts >= since``.
+        refused: only refused attempts (outcome ``refused``).
+
+    Returns:
+        One dict per row with the keys of ``LOG_FIELDS``; ``ts`` as ISO text (seconds).
+    """
+    out = []
+    for r in store.access_rows(split, since):
+        if refused and r["outcome"] != "refused":
+            continue
+        row = {k: r[k] for k in LOG_FIELDS}
+        row["ts"] = r["ts"].isoformat(timespec="seconds")
+        out.append(row)
+    return out

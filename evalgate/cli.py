@@ -109,12 +109,13 @@ def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
 
 @protocol.command("docs")
 @click.option("--scorers", is_flag=True, help="Print the scorer options reference (docs/SCORERS.md) instead.")
+@click.option("--gate", is_flag=True, help="Print the gate policy reference (docs/GATE.md) instead.")
 @handle_errors
-def protocol_docs(scorers: bool) -> None:
+def protocol_docs(scorers: bool, gate: bool) -> None:
     """Print the protocol file reference (Markdown, docs/PROTOCOL.md), generated from the protocol models."""
-    from evalgate.protocol_docs import protocol_reference, scorers_reference
+    from evalgate.protocol_docs import gate_reference, protocol_reference, scorers_reference
 
-    click.echo(scorers_reference() if scorers else protocol_reference(), nl=False)
+    click.echo(gate_reference() if gate else scorers_reference() if scorers else protocol_reference(), nl=False)
 
 
 # -- splits ------------------------------------------------------------------------------------------------------
@@ -325,16 +326,41 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
               help="Only runs with this status.")
 @click.option("--split", default=None, help="Only runs on this split.")
 @click.option("--protocol", "protocol_name", default=None, help="Only runs under this protocol name.")
-@click.option("--limit", type=click.IntRange(1), default=20, show_default=True, help="The newest N runs.")
+@click.option("--train-run", default=None, help="Only runs of this training run.")
+@click.option("--train-seed", type=int, default=None, help="Only runs of checkpoints of this training seed.")
+@click.option("--checkpoint", default=None,
+              help="Only runs of this checkpoint: its path, a path suffix (seed-1/checkpoint-9) or a digest prefix.")
+@click.option("--by-step", is_flag=True,
+              help="One table per training run: rows steps, columns training seeds, cells the metric ± stderr.")
+@click.option("--metric", default="pass@1", show_default=True, help="The metric of --by-step tables.")
+@click.option("--limit", type=click.IntRange(1), default=20, show_default=True,
+              help="The newest N runs (not applied to --by-step).")
 @click.option("--json", "as_json", is_flag=True, help="Print the runs (all stored fields) as a JSON list.")
 @handle_errors
-def runs_cmd(status: str | None, split: str | None, protocol_name: str | None, limit: int, as_json: bool) -> None:
+def runs_cmd(status: str | None, split: str | None, protocol_name: str | None, train_run: str | None,
+             train_seed: int | None, checkpoint: str | None, by_step: bool, metric: str, limit: int,
+             as_json: bool) -> None:
     """List runs in the store, newest last: status (complete / running / interrupted / failed), protocol, split,
-    checkpoint, sampling seed, pass@1 (or mean score) and how many samples came from the cache."""
-    from evalgate.store import Store
+    checkpoint with its training run, training seed and step, sampling seed, pass@1 (or mean score) and how many
+    samples came from the cache."""
+    from evalgate.runs_view import by_step as step_tables
+    from evalgate.runs_view import select_runs
 
-    where = {k: v for k, v in (("status", status), ("split", split), ("protocol_name", protocol_name)) if v}
-    rows = Store().runs(**where)[-limit:]
+    where = {k: v for k, v in (("status", status), ("split", split), ("protocol_name", protocol_name),
+                               ("train_run", train_run), ("train_seed", train_seed), ("checkpoint", checkpoint))
+             if v is not None}
+    rows = select_runs(status=status, split=split, protocol_name=protocol_name, train_run=train_run,
+                       train_seed=train_seed, checkpoint=checkpoint)
+    if by_step:
+        tables = step_tables(rows, metric)
+        if as_json:
+            _dump([t.as_dict() for t in tables])
+        elif not tables:
+            click.echo("no complete runs with a training run, seed and step" + (f" matching {where}" if where else ""))
+        else:
+            click.echo("\n\n".join(t.render() for t in tables))
+        return
+    rows = rows[-limit:]
     if as_json:
         _dump(rows)
         return
@@ -344,8 +370,10 @@ def runs_cmd(status: str | None, split: str | None, protocol_name: str | None, l
     for r in rows:
         m, c = r["metrics"] or {}, r["counts"] or {}
         score = next((f"{k} {m[k]:.4f}" for k in ("pass@1", "mean_score") if k in m), "-")
-        ckpt = Path(r["checkpoint_path"]).name + (f" (step {r['step']})" if r["step"] is not None else "")
-        cached = f"{c['cached']}/{c['samples']} cached" if c else ""
+        train = "" if r["train_run"] is None and r["train_seed"] is None else \
+            f" [{r['train_run'] or '?'} seed {'?' if r['train_seed'] is None else r['train_seed']}]"
+        ckpt = Path(r["checkpoint_path"]).name + (f" (step {r['step']})" if r["step"] is not None else "") + train
+        cached = f"{c['cached']}/{c['samples']} cached" if c and "cached" in c else ""
         click.echo(f"{r['run_id']}  {r['status']:<11} {r['protocol_name']}@{r['protocol_version']}  "
                    f"{r['split']} ({r['tier']})  {ckpt}  seed {r['sampling_seed']}  {score}  {cached}".rstrip())
         if r["status"] in ("failed", "interrupted") and r["error"]:
@@ -462,6 +490,15 @@ def _num(v: Any) -> str:
 
 
 # -- audit -------------------------------------------------------------------------------------------------------
+def _since(since: str | None) -> datetime | None:
+    from evalgate.errors import BadInput
+
+    try:
+        return datetime.fromisoformat(since).astimezone() if since else None
+    except ValueError as e:
+        raise BadInput(f"--since {since!r} is not an ISO date (e.g. 2026-11-01)") from e
+
+
 @main.group("audit", invoke_without_command=True)
 @click.option("--split", default=None)
 @click.option("--tier", default=None, type=click.Choice(["smoke", "dev", "public", "private", "human-audit"]))
@@ -474,14 +511,9 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
     if ctx.invoked_subcommand:
         return
     from evalgate.audit import audit_summary
-    from evalgate.errors import BadInput
     from evalgate.store import Store
 
-    try:
-        since_dt = datetime.fromisoformat(since).astimezone() if since else None
-    except ValueError as e:
-        raise BadInput(f"--since {since!r} is not an ISO date (e.g. 2026-11-01)") from e
-    doc = audit_summary(Store(), split, since_dt, tier)
+    doc = audit_summary(Store(), split, _since(since), tier)
     if as_json:
         _dump(doc)
         return
@@ -504,6 +536,34 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
     click.echo(f"access log: {c['rows']} rows, chain "
                + (f"intact (head {c['head']['seq']}:{c['head']['hash'][:16]})" if c["ok"]
                   else f"BROKEN at row {c['first_bad_seq']}: {c['reason']}"))
+
+
+@audit_cmd.command("log")
+@click.option("--split", default=None, help="Only rows of this split.")
+@click.option("--since", default=None, help="Only rows from this ISO date or time on, e.g. 2026-11-01.")
+@click.option("--refused", is_flag=True, help="Only refused attempts.")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Only the last N rows.")
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def audit_log(split: str | None, since: str | None, refused: bool, limit: int | None, as_json: bool) -> None:
+    """List access-log rows, oldest first: who, when, split, purpose, outcome, run and why (for refusals)."""
+    from evalgate.audit import log_rows
+    from evalgate.store import Store
+
+    rows = log_rows(Store(), split, _since(since), refused)[-limit if limit else None:]
+    if as_json:
+        _dump(rows)
+        return
+    if not rows:
+        click.echo("no access-log rows" + (" matching the filters" if split or since or refused else ""))
+        return
+    for r in rows:
+        run = f"run {r['run_id']}" if r["run_id"] else ""
+        extra = f"  ({r['detail'][:160]})" if r["detail"] and r["outcome"] in ("refused", "override") else ""
+        where = f"{r['split']} ({r['tier']})"
+        click.echo(f"{r['seq']:>5} {r['ts']}  {r['actor']:<12} {where:<24} {r['purpose']:<20} "
+                   f"{r['outcome']}{' cached' if r['cached'] else ''}{' ci' if r['ci'] else ''}  {run}".rstrip()
+                   + extra)
 
 
 @audit_cmd.command("verify")
@@ -571,6 +631,7 @@ def diagnose_cmd(paths: tuple[Path, ...], seeds: tuple[int, ...], thresholds_fil
 
 # Command areas in evalgate/commands/ attach here, one line each (keep this block sorted by area name).
 from evalgate.commands import audit_web  # noqa: E402
+from evalgate.commands import daily as _daily  # noqa: E402
 from evalgate.commands.agent import trajectories as _trajectories  # noqa: E402
 
 main.add_command(_trajectories)
@@ -579,6 +640,8 @@ audit_cmd.add_command(audit_web.batch_cmd)
 audit_cmd.add_command(audit_web.reward_cmd)
 main.add_command(audit_web.serve_cmd)
 main.add_command(report_cmd)
+main.add_command(_daily.samples_cmd)
+main.add_command(_daily.compare_cmd)
 
 
 if __name__ == "__main__":

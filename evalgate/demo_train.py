@@ -139,7 +139,48 @@ def _train_seed(base_dir: Path, out: Path, seed: int) -> None:
         dataloader_num_workers=0, disable_tqdm=True, remove_unused_columns=False)
     trainer = Trainer(model=model, args=args, train_dataset=data, data_collator=_collate(tok.pad_token_id),
                       processing_class=tok, callbacks=[Bf16OnSave()])
+    quiet_progress(trainer, f"training seed {seed}")
     trainer.train()
+
+
+def quiet_progress(trainer: Any, desc: str) -> None:
+    """Show one progress bar on stderr for ``trainer.train()`` (steps done of ``max_steps``, the last logged loss)
+    instead of the Trainer's printed log dictionaries.
+
+    With ``disable_tqdm=True`` the HF Trainer prints every log as a raw ``{'loss': ..., 'grad_norm': ...}`` line
+    (its ``PrinterCallback``); with it false its own bar writes those lines too. This removes the printer and adds
+    a tqdm bar; the logs still reach ``trainer_state.json`` (``log_history``) for the gate's guards.
+
+    Args:
+        trainer: a ``transformers.Trainer`` built with ``disable_tqdm=True``.
+        desc: the bar's label, e.g. ``training seed 1``.
+    """
+    from transformers import TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
+
+    class Bar(TrainerCallback):
+        bar: Any = None
+
+        def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            from tqdm.auto import tqdm
+
+            self.bar = tqdm(total=state.max_steps, desc=desc, unit="step", file=sys.stderr, dynamic_ncols=True)
+
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.bar is not None:
+                self.bar.update(state.global_step - self.bar.n)
+
+        def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
+            if self.bar is not None and logs and "loss" in logs:
+                self.bar.set_postfix(loss=f"{logs['loss']:.4f}", refresh=False)
+
+        def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+            if self.bar is not None:
+                self.bar.close()
+                self.bar = None
+
+    trainer.remove_callback(PrinterCallback)
+    trainer.add_callback(Bar())
 
 
 def ensure_training(base_dir: Path, base_digest: str) -> Path:
@@ -161,7 +202,6 @@ def ensure_training(base_dir: Path, base_digest: str) -> Path:
         try:
             t0 = time.perf_counter()
             for seed in TRAIN_CONFIG["seeds"]:
-                print(f"training seed {seed} ({TRAIN_CONFIG['max_steps']} steps, CPU) ...", file=sys.stderr)
                 _train_seed(base_dir, tmp / f"seed-{seed}", seed)
             (tmp / "config.json").write_text(json.dumps({**TRAIN_CONFIG, "base": base_digest,
                                                          "train_wall_s": time.perf_counter() - t0}, indent=2))

@@ -6,8 +6,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from evalgate.errors import BadInput
 from evalgate.fileio import atomic_write
-from evalgate.protocol import load_protocol, lock_document, lock_problem
+from evalgate.protocol import diff_resolved, format_diff, load_protocol, lock_document, lock_problem
 from evalgate.store import Store
 
 
@@ -15,23 +16,42 @@ def freeze(path: str | Path, store: Store | None = None) -> dict[str, Any]:
     """Hash a protocol, record ``name@version -> sha256`` in the store, and write ``<path>.lock`` atomically.
 
     Re-freezing unchanged content is a no-op that keeps the first ``frozen_at``; a lock whose fields disagree
-    (``lock_problem``, e.g. an edited ``resolved``) is rewritten from the protocol file.
+    (``lock_problem``, e.g. an edited ``resolved``) is rewritten from the protocol file. Changed content under the
+    ``name@version`` of the existing lock is refused from the lock alone, before the store is touched: the lock is
+    committed with the protocol, so a fresh store (a new CI runner, a colleague's machine) cannot re-freeze
+    ``my-protocol@1`` with other content either.
 
     Returns:
         The lock document.
 
     Raises:
-        BadInput: invalid protocol, or changed content under a version the store already holds (bump the version).
+        BadInput: invalid protocol, or changed content under a version the lock file or the store already holds
+            (bump the version).
     """
     lp = load_protocol(path)
+    old = _consistent_lock(lp.lock_path)
+    if old is not None and (old.get("name"), old.get("version")) == (lp.spec.name, lp.spec.version) \
+            and old["sha256"] != lp.sha256:
+        rows = diff_resolved(old["resolved"], lp.resolved)
+        raise BadInput(
+            f"protocol {lp.ref} is already locked in {lp.lock_path} with hash {old['sha256'][:12]}; this content "
+            f"hashes to {lp.sha256[:12]} ({len(rows)} field(s) changed). Bump 'version' in the protocol file and "
+            "freeze again, or revert the change: a version names one content for good.\n"
+            + format_diff(rows, "locked", "now"))
     (store or Store()).record_protocol(lp.spec.name, lp.spec.version, lp.sha256, lp.resolved)
-    if lp.lock_path.is_file():
-        try:
-            old = json.loads(lp.lock_path.read_text())
-            if old.get("sha256") == lp.sha256 and lock_problem(old) is None:
-                return old
-        except (json.JSONDecodeError, KeyError, AttributeError):
-            pass
+    if old is not None and old["sha256"] == lp.sha256:
+        return old
     doc = lock_document(lp)
     atomic_write(lp.lock_path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     return doc
+
+
+def _consistent_lock(path: Path) -> dict[str, Any] | None:
+    """The lock document at ``path`` if it exists, parses and agrees with itself (``lock_problem``), else None."""
+    if not path.is_file():
+        return None
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        return doc if isinstance(doc, dict) and lock_problem(doc) is None else None
+    except (json.JSONDecodeError, KeyError, AttributeError, TypeError):
+        return None

@@ -153,6 +153,32 @@ def test_refreeze_changed_content_under_used_version_is_refused(tmp_path: Path) 
     assert freeze(p)["version"] == "2"
 
 
+def test_a_fresh_store_cannot_refreeze_a_locked_version_with_other_content(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 17: the committed lock alone refuses changed content under its name@version (a new CI runner has a
+    fresh store, whose registry knows nothing)."""
+    from click.testing import CliRunner
+
+    from evalgate.cli import main
+    from evalgate.store import Store
+
+    p = write(tmp_path, BASE)
+    freeze(p)
+    lock_before = (tmp_path / "p.yaml.lock").read_bytes()
+    doc = json.loads(json.dumps(BASE))
+    doc["sampling"]["max_tokens"] = 64
+    write(tmp_path, doc)
+    monkeypatch.setenv("EVALGATE_HOME", str(tmp_path / "fresh-home"))
+    r = CliRunner().invoke(main, ["protocol", "freeze", str(p)])
+    assert r.exit_code == 2
+    assert "t@1 is already locked in" in r.stderr and "sampling.max_tokens: locked=32 now=64" in r.stderr
+    assert (tmp_path / "p.yaml.lock").read_bytes() == lock_before
+    assert Store().protocol_hash("t", "1") is None  # refused before the fresh store recorded anything
+    doc["version"] = "2"
+    write(tmp_path, doc)
+    assert freeze(p)["version"] == "2" and Store().protocol_hash("t", "2") is not None
+
+
 def line_of(path: Path, text: str) -> int:
     return path.read_text().splitlines().index(text) + 1
 

@@ -104,3 +104,24 @@ def test_committed_scorer_reference_is_up_to_date_and_covers_every_option() -> N
         assert f"## `{name}`" in out
         for field in entry.options.model_fields:
             assert f"| `{field}` |" in out
+
+
+def test_committed_gate_reference_is_up_to_date_and_covers_every_policy_field() -> None:
+    """Issue 17: docs/GATE.md is generated from the gate policy models; a field added, renamed or re-documented
+    there without regenerating the file fails here."""
+    from evalgate.gate.policy import GatePolicy
+    from evalgate.protocol_docs import GATE_DOC_PATH, _sections
+
+    code, out = cli("protocol", "docs", "--gate")
+    assert code == 0
+    assert (REPO / GATE_DOC_PATH).read_text(encoding="utf-8") == out, (
+        f"{GATE_DOC_PATH} is stale: regenerate it with 'evalgate protocol docs --gate > {GATE_DOC_PATH}'")
+    sections = _sections(GatePolicy, "")
+    assert {m.__name__ for _, m in sections} >= {"GatePolicy", "Baseline", "Selection", "Guards", "GateRules"}
+    for _, model in sections:
+        assert f"## {model.__name__}" in out and f"Source: `evalgate.gate.policy.{model.__name__}`" in out
+        for name, field in model.model_fields.items():
+            row = next(line for line in out.splitlines() if line.startswith(f"| `{name}` |"))
+            assert " ".join((field.description or "").split())[:30].replace("``", "`") in row
+    # a table row has exactly four cells: a pipe inside a cell (the metric pattern's) is escaped
+    assert all(line.replace("\\|", "").count("|") == 5 for line in out.splitlines() if line.startswith("| `"))

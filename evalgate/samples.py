@@ -1,0 +1,218 @@
+"""What a model wrote: a run's samples (``evalgate samples``) and the items whose status changed between two runs
+(``evalgate compare``, with an exact McNemar test).
+
+Both show per-item results derived from a split, so both are reads of it, under its tier policy: a permitted view
+is logged (cached, purpose ``inspect-samples`` or ``compare-runs``; the run id in the row), and a refused one is
+logged as refused before the error is raised. Per-item outputs of the private tier are never shown except under a
+release grant (``runner.grant``: the gate's role, issued only by ``evalgate gate``); the human-audit tier's are
+shown to raters through ``evalgate splits export-audit NAME --run RUN_ID``, not here. Sample text is read through
+``Store.samples`` only, which owns how stored text is kept (encrypted or not).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any
+
+from evalgate.errors import BadInput
+from evalgate.runner.grant import ReleaseGrant, check_release_purpose
+from evalgate.scoring.base import STATUSES
+from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
+from evalgate.store import Store
+
+SAMPLES_PURPOSE = "inspect-samples"
+COMPARE_PURPOSE = "compare-runs"
+# Tiers whose per-item outputs this module never shows without a release grant (DESIGN.md: private outputs are
+# never shown; human-audit samples go to raters through export-audit, which is its own logged read).
+GUARDED_TIERS = ("private", "human-audit")
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One sample of a run as shown to a person.
+
+    Attributes:
+        item_id: the item's id in the split.
+        sample_index: index among the item's n samples (0-based).
+        status: the scorer's status (``scoring.base.STATUSES``: correct, wrong, truncated, ...).
+        score: the sample's score (0..1).
+        extracted: the answer the scorer extracted, or None.
+        detail: the scorer's note (why wrong, the error), or None.
+        prompt: the rendered prompt sent to the engine, or None when the store holds none.
+        completion: the completion text, or None when the store holds none.
+        finish_reason: ``stop`` or ``length`` (cut off at max_tokens), or None.
+        completion_tokens: tokens in the completion, or None.
+        cached: whether the completion came from the generation cache.
+    """
+
+    item_id: str
+    sample_index: int
+    status: str
+    score: float
+    extracted: str | None
+    detail: str | None
+    prompt: str | None
+    completion: str | None
+    finish_reason: str | None
+    completion_tokens: int | None
+    cached: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _run(store: Store, run_id: str) -> dict[str, Any]:
+    rows = store.runs(run_id=run_id)
+    if not rows:
+        raise BadInput(f"no run {run_id!r} in the store {store.path}; list runs with 'evalgate runs'")
+    return rows[0]
+
+
+def _admit(store: Store, run: dict[str, Any], purpose: str, actor: str, grant: ReleaseGrant | None) -> None:
+    """Check and log a view of ``run``'s per-item results as a read of its split.
+
+    Raises:
+        RefusedByPolicy: a guarded tier without a release grant, the split's policy refuses ``purpose``, or its
+            budget is used up (each logged as refused first).
+        BadInput: the run's split has no manifest any more.
+    """
+    manager = SplitManager(store)
+    split, tier = run["split"], run["tier"]
+    if tier in GUARDED_TIERS and grant is None:
+        how = ("per-item outputs of the private tier are shown only under a release grant, which only "
+               "'evalgate gate' holds; use 'evalgate runs' for the run's metrics" if tier == "private" else
+               f"raters see its samples through 'evalgate splits export-audit {split} --run {run['run_id']}' "
+               "(a logged read)")
+        manager.refuse(split, purpose, actor, f"run {run['run_id']} is on split {split} (tier {tier}): {how}")
+    if grant is not None:
+        check_release_purpose(RELEASE_GATE, grant, split, manager, actor, run["checkpoint_digest"],
+                              run["protocol_hash"])
+        purpose = RELEASE_GATE
+    m, _ = manager.check(split, purpose, actor, None, run["checkpoint_digest"], run["protocol_hash"])
+    manager.log_read(m, actor, purpose, True, run["checkpoint_digest"], run["protocol_hash"], run["run_id"])
+
+
+def run_samples(run_id: str, item: str | None = None, status: str | None = None, limit: int | None = None,
+                actor: str | None = None, store: Store | None = None,
+                grant: ReleaseGrant | None = None) -> dict[str, Any]:
+    """A run's samples with rendered prompt, completion, extracted answer, score and status (a logged read).
+
+    Args:
+        run_id: the run.
+        item: only this item id.
+        status: only samples with this status (one of ``scoring.base.STATUSES``).
+        limit: at most this many samples (after filtering), in item and sample-index order.
+        actor: who reads (default ``actor_name()``).
+        store: the store (default ``Store()``).
+        grant: a release grant (``runner.grant.issue_release_grant``) admitting a private split's run; one of its
+            reads is used.
+
+    Returns:
+        ``{"run_id", "split", "tier", "protocol", "checkpoint_path", "counts": {status: n} over the whole run,
+        "shown", "total", "samples": [Sample.as_dict()]}``.
+
+    Raises:
+        BadInput: unknown run, unknown status, an item the run does not have, a limit below 1.
+        RefusedByPolicy: the view is refused (see ``_admit``; logged).
+    """
+    if status is not None and status not in STATUSES:
+        raise BadInput(f"--status {status!r} is not a sample status; known: {', '.join(STATUSES)}")
+    if limit is not None and limit < 1:
+        raise BadInput(f"--limit {limit}: give a positive number of samples")
+    store = store or Store()
+    run = _run(store, run_id)
+    _admit(store, run, SAMPLES_PURPOSE, actor_name(actor), grant)
+    rows = store.samples(run_id)
+    if item is not None and not any(r["item_id"] == item for r in rows):
+        raise BadInput(f"run {run_id} has no item {item!r} ({len({r['item_id'] for r in rows})} items)")
+    picked = [r for r in rows if (item is None or r["item_id"] == item) and (status is None or r["status"] == status)]
+    shown = [Sample(r["item_id"], r["sample_index"], r["status"], r["score"], r.get("extracted"), r.get("detail"),
+                    r.get("prompt"), r.get("text"), r.get("finish_reason"), r.get("completion_tokens"),
+                    bool(r["cached"])) for r in picked[:limit]]
+    return {"run_id": run_id, "split": run["split"], "tier": run["tier"],
+            "protocol": f"{run['protocol_name']}@{run['protocol_version']}",
+            "checkpoint_path": run["checkpoint_path"], "counts": dict(Counter(r["status"] for r in rows)),
+            "total": len(picked), "shown": len(shown), "samples": [s.as_dict() for s in shown]}
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value for paired binary outcomes.
+
+    Under the null hypothesis that both runs are equally often correct, each discordant pair is equally likely to
+    go either way, so ``b`` given ``b + c`` is Binomial(b + c, 1/2) (McNemar 1947, "Note on the sampling error of
+    the difference between correlated proportions or percentages", Psychometrika 12(2):153-157; the exact
+    conditional form of his test). Concordant pairs carry no information about the difference.
+
+    Args:
+        b: pairs correct in run A and not in run B.
+        c: pairs correct in run B and not in run A.
+
+    Returns:
+        The two-sided p-value (``scipy.stats.binomtest``); 1.0 when there is no discordant pair.
+    """
+    if b + c == 0:
+        return 1.0
+    from scipy.stats import binomtest
+
+    return float(binomtest(b, b + c, 0.5, alternative="two-sided").pvalue)
+
+
+def compare_runs(run_a: str, run_b: str, actor: str | None = None, store: Store | None = None) -> dict[str, Any]:
+    """Samples whose status changed between two runs of one protocol on one split, paired by item id and sample
+    index, with an exact McNemar test on correct/not correct (a logged read of the split, once per run).
+
+    Args:
+        run_a: the first run (e.g. the earlier checkpoint).
+        run_b: the second run.
+        actor: who reads (default ``actor_name()``).
+        store: the store (default ``Store()``).
+
+    Returns:
+        ``{"a", "b" (run_id, checkpoint_path, step, metrics), "split", "protocol", "pairs", "unpaired",
+        "both_correct", "both_not_correct", "a_only_correct" (b), "b_only_correct" (c), "changed" (pairs whose
+        status differs), "transitions": {"wrong -> correct": n}, "mcnemar_p", "rows": [{item_id, sample_index,
+        a_status, b_status, a_score, b_score}]}``.
+
+    Raises:
+        BadInput: an unknown or unfinished run, the same run twice, runs of different protocol hashes, splits or
+            split contents (their items cannot be paired).
+        RefusedByPolicy: the view is refused (private or human-audit tier, split policy or budget; logged).
+    """
+    store = store or Store()
+    if run_a == run_b:
+        raise BadInput(f"compare needs two different runs, got {run_a} twice")
+    a, b = _run(store, run_a), _run(store, run_b)
+    for r in (a, b):
+        if r["status"] != "complete":
+            raise BadInput(f"run {r['run_id']} is {r['status']}, not complete: it has no scored samples to compare")
+    for key, what in (("protocol_hash", "protocol hashes"), ("split", "splits"), ("split_sha256", "split contents")):
+        if a[key] != b[key]:
+            raise BadInput(
+                f"runs {run_a} and {run_b} have different {what} ({str(a[key])[:16]} vs {str(b[key])[:16]}; "
+                f"protocols {a['protocol_name']}@{a['protocol_version']} vs {b['protocol_name']}@"
+                f"{b['protocol_version']}, splits {a['split']} vs {b['split']}): their samples are not paired "
+                "outcomes of one evaluation. Compare runs of one protocol on one split's current content")
+    who = actor_name(actor)
+    _admit(store, a, COMPARE_PURPOSE, who, None)
+    _admit(store, b, COMPARE_PURPOSE, who, None)
+    sa = {(r["item_id"], r["sample_index"]): r for r in store.sample_scores(run_a)}
+    sb = {(r["item_id"], r["sample_index"]): r for r in store.sample_scores(run_b)}
+    keys = sorted(sa.keys() & sb.keys())
+    cells = Counter((sa[k]["status"] == "correct", sb[k]["status"] == "correct") for k in keys)
+    rows = [{"item_id": k[0], "sample_index": k[1], "a_status": sa[k]["status"], "b_status": sb[k]["status"],
+             "a_score": sa[k]["score"], "b_score": sb[k]["score"]}
+            for k in keys if sa[k]["status"] != sb[k]["status"]]
+    only_a, only_b = cells[(True, False)], cells[(False, True)]
+
+    def side(r: dict[str, Any]) -> dict[str, Any]:
+        return {"run_id": r["run_id"], "checkpoint_path": r["checkpoint_path"], "train_run": r["train_run"],
+                "train_seed": r["train_seed"], "step": r["step"], "metrics": r["metrics"] or {}}
+
+    return {"a": side(a), "b": side(b), "split": a["split"], "tier": a["tier"],
+            "protocol": f"{a['protocol_name']}@{a['protocol_version']}", "pairs": len(keys),
+            "unpaired": len(sa.keys() ^ sb.keys()), "both_correct": cells[(True, True)],
+            "both_not_correct": cells[(False, False)], "a_only_correct": only_a, "b_only_correct": only_b,
+            "changed": len(rows),
+            "transitions": dict(Counter(f"{r['a_status']} -> {r['b_status']}" for r in rows).most_common()),
+            "mcnemar_p": mcnemar_exact(only_a, only_b), "rows": rows}

@@ -1,0 +1,51 @@
+"""``evalgate audit log``: access-log rows (who, when, purpose, outcome, run) from the command line, filtered."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evalgate.cli import main
+from evalgate.errors import RefusedByPolicy
+from evalgate.splits import SplitManager, write_split
+from evalgate.store import Store
+
+ITEMS = [{"id": "a", "question": "1+1", "answer": "2"}]
+
+
+def cli(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.stdout + r.stderr
+
+
+def test_audit_log_lists_rows_and_filters_by_split_date_and_refusal(home: Path) -> None:
+    write_split("l-dev", "dev", ITEMS, {"source": "test"})
+    write_split("l-private", "private", ITEMS, {"source": "test"})
+    manager = SplitManager(Store())
+    manager.open("l-dev", "tuning", "alice")
+    with pytest.raises(RefusedByPolicy):
+        manager.open("l-private", "peek", "bob")
+
+    code, out = cli("audit", "log", "--json")
+    assert code == 0, out
+    rows = json.loads(out)
+    # write_split logs no row; the read and the refusal do
+    assert [(r["actor"], r["split"], r["tier"], r["purpose"], r["outcome"]) for r in rows] == [
+        ("alice", "l-dev", "dev", "tuning", "read"), ("bob", "l-private", "private", "peek", "refused")]
+    assert abs(datetime.fromisoformat(rows[0]["ts"]) - datetime.now(UTC)) < timedelta(minutes=5)
+    assert "release-gate" in rows[1]["detail"]
+
+    code, out = cli("audit", "log", "--refused")
+    assert code == 0 and len(out.splitlines()) == 1
+    assert "bob" in out and "l-private (private)" in out and "peek" in out and "refused" in out
+    assert "may be read only for purpose release-gate" in out  # why, for a refusal
+    code, out = cli("audit", "log", "--split", "l-dev", "--json")
+    assert [r["actor"] for r in json.loads(out)] == ["alice"]
+    tomorrow = (date.today() + timedelta(days=2)).isoformat()
+    assert cli("audit", "log", "--since", tomorrow) == (0, "no access-log rows matching the filters\n")
+    code, out = cli("audit", "log", "--since", "yesterday")
+    assert code == 2 and "not an ISO date" in out

@@ -1,0 +1,180 @@
+"""The CI recipe (``.github/workflows/evalgate-example.yml``, docs/CI.md) run without GitHub: its ``run:`` steps in
+order, under ``bash -eo pipefail`` as GitHub runs them, on a temporary repository and store, with ``${{ ... }}``
+filled from a context like the one Actions provides. ``uses:`` steps (checkout, setup-python, cache, artifact)
+are GitHub's and skipped: the store simply stays where it is between two runs, as a restored cache or a
+persistent volume leaves it. ``pip`` and ``gh`` are stand-ins that record their arguments; ``evalgate`` is this
+checkout's CLI. The checkpoint is a real SmolLM2-135M directory (training seed 1, step 4) on 2-item splits.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from evalgate.demo_train import addition_items
+from evalgate.splits import load_key, write_split
+from tests.conftest import REPO
+from tests.test_gate_real import _variant
+
+pytestmark = pytest.mark.slow
+
+WORKFLOW = REPO / ".github" / "workflows" / "evalgate-example.yml"
+EXPR = re.compile(r"\$\{\{\s*([A-Za-z_][\w.]*)\s*\}\}")
+
+
+def substitute(text: str, context: dict[str, str]) -> str:
+    """Fill ``${{ a.b }}`` from ``context`` (unset ``vars``/``secrets`` are empty, as on GitHub); any other
+    expression fails the test, so the workflow uses only what this harness understands."""
+    def one(m: re.Match[str]) -> str:
+        key = m.group(1)
+        if key in context:
+            return context[key]
+        assert key.startswith(("vars.", "secrets.")), f"the workflow uses ${{{{ {key} }}}}, unknown to the test"
+        return ""
+    return EXPR.sub(one, text)
+
+
+def run_workflow(repo: Path, context: dict[str, str], env: dict[str, str],
+                 stop_after: str | None = None) -> list[tuple[str, int, str]]:
+    """Run the job's steps in order as GitHub would: after a failed step only steps whose ``if:`` holds
+    ``always()`` run; ``steps.ID.outcome == 'success'`` terms are evaluated on the steps run so far.
+
+    Returns:
+        (step name, exit code, output) per ``run:`` step that ran.
+    """
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    (job,) = doc["jobs"].values()
+    base = {**env, **{k: substitute(str(v), {**context}) for k, v in doc["env"].items()}}
+    context = {**context, **{f"env.{k}": v for k, v in base.items()}}
+    results: list[tuple[str, int, str]] = []
+    outcome: dict[str, str] = {}
+    failed = False
+    for step in job["steps"]:
+        if "run" not in step or not condition(step.get("if"), failed, outcome):
+            continue
+        step_env = {**base, **{k: substitute(str(v), context) for k, v in step.get("env", {}).items()}}
+        r = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", substitute(step["run"], context)],
+                           cwd=repo, env=step_env, capture_output=True, text=True, timeout=600)
+        results.append((step["name"], r.returncode, r.stdout + r.stderr))
+        failed = failed or r.returncode != 0
+        if "id" in step:
+            outcome[step["id"]] = "success" if r.returncode == 0 else "failure"
+        if step["name"] == stop_after:
+            break
+    return results
+
+
+def condition(expr: str | None, failed: bool, outcome: dict[str, str]) -> bool:
+    """GitHub's ``if:`` for the forms the workflow uses: none (``success()``), ``always()``, and terms
+    ``steps.ID.outcome == 'success'`` joined by ``&&``; any other form fails the test."""
+    if expr is None:
+        return not failed
+    ok = True
+    for term in (t.strip() for t in expr.split("&&")):
+        m = re.fullmatch(r"steps\.([\w-]+)\.outcome == 'success'", term)
+        assert term == "always()" or m, f"if: {expr!r} is a form the test does not evaluate"
+        ok = ok and (m is None or outcome.get(m.group(1)) == "success")
+    return ok
+
+
+def shims(bin_dir: Path, log: Path) -> None:
+    """``evalgate`` runs this checkout; ``pip`` and ``gh`` only record their arguments (no network, no GitHub)."""
+    bin_dir.mkdir()
+    scripts = {
+        "evalgate": f'#!/bin/sh\nPYTHONPATH="{REPO}" exec "{sys.executable}" -m evalgate.cli "$@"\n',
+        "pip": f'#!/bin/sh\necho "pip $*" >> "{log}"\n',
+        "gh": f'#!/bin/sh\necho "gh $*" >> "{log}"\n',
+        "python": f'#!/bin/sh\nexec "{sys.executable}" "$@"\n',
+    }
+    for name, text in scripts.items():
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+
+
+def user_repo(home: Path, smollm2_dir: Path) -> tuple[Path, Path]:
+    """A user's repository as the workflow expects it (protocol with its committed lock, split manifests with the
+    private data encrypted, a gate policy) and a training run's checkpoints outside it."""
+    repo = home / "repo"
+    (repo / "protocols").mkdir(parents=True)
+    (repo / "gates").mkdir()
+    os.environ["EVALGATE_SPLITS"] = str(repo / "splits")  # the home fixture restores it after the test
+    write_split("my-dev", "dev", addition_items("dev", 2), {"source": "test"})
+    write_split("my-private", "private", addition_items("private", 2), {"source": "test"})
+    proto = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
+    proto.update(name="my-protocol")
+    proto["sampling"]["max_tokens"] = 3
+    (repo / "protocols" / "my-protocol.yaml").write_text(yaml.safe_dump(proto))
+    subprocess.run([sys.executable, "-m", "evalgate.cli", "protocol", "freeze", "protocols/my-protocol.yaml"],
+                   cwd=repo, env={**os.environ, "PYTHONPATH": str(REPO), "EVALGATE_HOME": str(home / "dev-machine")},
+                   check=True, capture_output=True)
+    (repo / "gates" / "release.yaml").write_text(yaml.safe_dump({
+        "name": "release", "protocol": "my-protocol@1", "protocol_file": "../protocols/my-protocol.yaml",
+        "selection_split": "my-dev", "decision_split": "my-private", "baseline": {"checkpoint": "$EVALGATE_BASELINE"},
+        "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
+    train = home / "train"
+    # one checkpoint: each costs a process that loads torch and the model (about 20 s of CPU)
+    ck = _variant(smollm2_dir, train / "seed-1" / "checkpoint-4", 4)
+    (ck / "trainer_state.json").write_text(json.dumps({"global_step": 4, "log_history": [
+        {"step": s, "loss": 1.0 / s, "grad_norm": 1.0, "learning_rate": 1e-4} for s in range(1, 5)]}))
+    return repo, train
+
+
+def test_the_example_workflow_runs_its_steps_on_a_temporary_store(home: Path, smollm2_dir: Path) -> None:
+    repo, train = user_repo(home, smollm2_dir)
+    key = load_key().decode()
+    log = home / "shim.log"
+    shims(home / "bin", log)
+    summary = home / "step-summary.md"
+    env = {"PATH": f"{home / 'bin'}:/usr/bin:/bin", "HOME": str(home), "GITHUB_ACTIONS": "true", "CI": "true",
+           "GITHUB_STEP_SUMMARY": str(summary), "EVALGATE_MODELS": os.environ["EVALGATE_MODELS"],
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "XDG_CONFIG_HOME": str(home / "runner-config")}  # no key file on the runner: the secret is the key
+    context: dict[str, Any] = {"github.workspace": str(repo), "github.actor": "octo", "github.run_id": "1",
+                               "secrets.EVALGATE_PRIVATE_KEY": key, "secrets.EVALGATE_VARS_TOKEN": "t",
+                               "vars.EVALGATE_BASELINE": str(smollm2_dir),
+                               "vars.EVALGATE_CHECKPOINT_ROOT": str(train)}
+
+    # first run, fresh store, no head pinned
+    results = {name: (code, out) for name, code, out in run_workflow(repo, context, env)}
+    assert list(results) == ["Install evalgate", "Check the store against the pinned access-log head",
+                             "Check the protocol against its committed lock",
+                             "Evaluate the checkpoints on the dev split", "Gate", "Pin the access-log head"]
+    for name, (code, out) in results.items():
+        assert code == (results["Gate"][0] if name == "Gate" else 0), f"{name}: exit {code}\n{out}"
+    assert results["Gate"][0] in (0, 1)  # PASS or FAIL: a verdict either way, not bad input (2) or a crash (3)
+    assert "first run on a fresh store" in results["Check the store against the pinned access-log head"][1]
+    assert "seed 1" in results["Evaluate the checkpoints on the dev split"][1]  # the runs --by-step table
+    run = json.loads((repo / "reports" / "run-seed-1-checkpoint-4.json").read_text())
+    assert run["status"] == "complete" and (run["checkpoint"]["train_seed"], run["checkpoint"]["step"]) == (1, 4)
+    gate = json.loads((repo / "reports" / "gate.json").read_text())
+    assert gate["verdict"] in ("PASS", "FAIL") and gate["seeds"][0]["train_seed"] == 1
+    assert (repo / "reports" / "gate.junit.xml").read_text().startswith("<?xml")
+    assert (repo / "reports" / "release.html").is_file() and (repo / "reports" / "gate.md").is_file()
+    assert summary.read_text().strip() == (repo / "reports" / "gate.md").read_text().strip()
+    head = (repo / "reports" / "access-log-head.txt").read_text().strip()
+    assert re.fullmatch(r"\d+:[0-9a-f]{64}", head)
+    assert f"gh variable set EVALGATE_LOG_HEAD --body {head}" in log.read_text().splitlines()
+    pinned = results["Pin the access-log head"][1]
+    assert re.search(r"ci-octo +my-private \(private\) +release-gate +read ci", pinned)  # the audit log rows
+
+    # next run: the restored store holds the pinned head, so the check passes
+    context["vars.EVALGATE_LOG_HEAD"] = head
+    (name, code, out), = run_workflow(repo, context, env, stop_after="Check the store against the pinned "
+                                      "access-log head")[1:]
+    assert code == 0 and f"head {head}" in out
+    # a lost store (no cache restored, or an older one): the check fails and nothing else runs
+    shutil.move(repo / ".evalgate-store", home / "lost-store")
+    results2 = run_workflow(repo, context, env)
+    # nothing else runs: no new head is pinned and no store saved over the last good one; a person looks first
+    assert [(n, c) for n, c, _ in results2] == [("Install evalgate", 0),
+                                                ("Check the store against the pinned access-log head", 1)]
+    assert "BROKEN" in results2[1][2]

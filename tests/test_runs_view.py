@@ -1,0 +1,58 @@
+"""``evalgate runs``: training run, seed and step on each line, the filters, and ``--by-step`` tables (rows steps,
+columns seeds, cells metric ± stderr) over the gate fixtures, whose dev pass@1 by step is known by construction."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from evalgate.cli import main
+from tests import gate_fixtures as fx
+
+
+def cli(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.stdout + r.stderr
+
+
+def test_by_step_prints_one_table_per_training_run_with_metric_and_stderr(home: Path) -> None:
+    fx.build(home)
+    code, out = cli("runs", "--by-step", "--split", "fx-dev")
+    assert code == 0, out
+    lines = out.splitlines()
+    assert lines[0] == "fx-run  (fx@1 on fx-dev, pass@1 ± stderr)"
+    assert lines[1].split() == ["step", "seed", "1", "seed", "2", "seed", "3"]
+    # seed 2 at step 20: 7 of 10 correct; stderr = sqrt(0.7 * 0.3 * 10 / 9) / sqrt(10) = 0.1528
+    step20 = lines[3].split()
+    assert step20[0] == "20" and step20[4:7] == ["0.700", "±", "0.153"]
+    assert [ln.split()[0] for ln in lines[2:6]] == ["10", "20", "30", "40"]
+    assert lines[2].split()[1] == "0.300" and lines[5].split()[7] == "0.900"
+    assert len(lines) == 6  # seed 3's failed run at step 50 has no metric: no row
+
+    code, out = cli("runs", "--by-step", "--split", "fx-dev", "--json")
+    (table,) = json.loads(out)
+    cell = table["rows"][1]["cells"]["2"]
+    assert cell["run_id"] == "dev-2-20" and cell["value"] == 0.7
+    assert math.isclose(cell["stderr"], math.sqrt(0.7 * 0.3 * 10 / 9) / math.sqrt(10))
+    # the decision runs are another split: another table
+    code, out = cli("runs", "--by-step")
+    assert out.count("fx-run  (fx@1 on") == 2 and "fx-private" in out
+
+
+def test_runs_lines_show_training_run_seed_and_step_and_the_filters_apply(home: Path) -> None:
+    fx.build(home)
+    code, out = cli("runs", "--train-seed", "2", "--split", "fx-dev")
+    assert code == 0, out
+    assert [ln.split()[0] for ln in out.splitlines()] == ["dev-2-10", "dev-2-20", "dev-2-30", "dev-2-40"]
+    assert "checkpoint-20 (step 20) [fx-run seed 2]" in out
+    code, out = cli("runs", "--checkpoint", "fx-run-seed1/checkpoint-30", "--json")
+    assert sorted(r["run_id"] for r in json.loads(out)) == ["dec-1", "dev-1-30"]
+    code, out = cli("runs", "--checkpoint", str(home / "fx-run-seed3" / "checkpoint-20"), "--json")
+    assert sorted(r["run_id"] for r in json.loads(out)) == ["dec-3", "dev-3-20"]
+    code, out = cli("runs", "--train-run", "no-such-run")
+    assert code == 0 and out.startswith("no runs matching")
+    code, out = cli("runs", "--by-step", "--metric", "pass@8")
+    assert code == 2 and "no run has metric 'pass@8'" in out

@@ -1,0 +1,169 @@
+"""``evalgate samples`` (a run's samples, a logged read; refused for private and human-audit splits) and
+``evalgate compare`` (status changes between two runs with an exact McNemar test)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from evalgate.cli import main
+from evalgate.demo_train import addition_items
+from evalgate.errors import RefusedByPolicy
+from evalgate.run import RunOptions, evaluate, issue_release_grant
+from evalgate.samples import compare_runs, mcnemar_exact, run_samples
+from evalgate.splits import load_manifest, write_split
+from evalgate.store import Store
+from tests.test_run_record import addition_protocol
+
+ITEMS = [{"id": f"q{i}", "question": f"{i}+{i}", "answer": str(2 * i)} for i in range(8)]
+
+
+def add_run(store: Store, run_id: str, split: str, statuses: list[str], protocol_hash: str = "ab" * 32,
+            step: int | None = None) -> None:
+    """A complete run whose samples (one per item q0..) have the given statuses; score 1 for ``correct``."""
+    m = load_manifest(split)
+    store.create_run({
+        "run_id": run_id, "protocol_name": "fx", "protocol_version": "1", "protocol_hash": protocol_hash,
+        "checkpoint_digest": f"digest-{run_id}", "checkpoint_path": f"/ck/{run_id}", "train_run": "fx-run",
+        "train_seed": 1, "step": step, "split": split, "tier": m.tier, "split_sha256": m.content_sha256,
+        "sampling_seed": 0, "backend": "hf", "backend_info": {}, "effective_params": {}, "actor": "t",
+        "purpose": "evaluation"})
+    samples = [{"item_id": f"q{i}", "sample_index": 0, "seed": 1, "score": float(s == "correct"), "status": s,
+                "extracted": str(i), "detail": None, "cached": False, "behavior": {}} for i, s in enumerate(statuses)]
+    store.finish_run({"run_id": run_id, "metrics": {}, "counts": {"samples": len(samples)}}, samples)
+
+
+def cli(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def rows(store: Store) -> list[tuple[str, str, str, str | None]]:
+    return [(r["split"], r["purpose"], r["outcome"], r["run_id"]) for r in store.access_rows()]
+
+
+def test_samples_filter_by_status_item_and_limit_and_each_view_is_a_logged_read(home: Path) -> None:
+    write_split("fx-dev", "dev", ITEMS[:4], {"source": "test"})
+    store = Store()
+    add_run(store, "r1", "fx-dev", ["correct", "wrong", "truncated", "wrong"])
+    before = len(store.access_rows())
+
+    code, out, _ = cli("samples", "r1", "--status", "wrong", "--json")
+    assert code == 0, out
+    doc = json.loads(out)
+    assert [(s["item_id"], s["status"]) for s in doc["samples"]] == [("q1", "wrong"), ("q3", "wrong")]
+    assert doc["counts"] == {"correct": 1, "wrong": 2, "truncated": 1} and doc["total"] == 2
+    assert doc["samples"][0]["extracted"] == "1" and doc["samples"][0]["score"] == 0.0
+    assert [s["item_id"] for s in run_samples("r1", limit=3)["samples"]] == ["q0", "q1", "q2"]
+    assert [s["item_id"] for s in run_samples("r1", item="q2")["samples"]] == ["q2"]
+    code, out, _ = cli("samples", "r1", "--item", "q2")
+    assert code == 0 and "q2#0  truncated  score 0" in out and "statuses: correct 1, truncated 1, wrong 2" in out
+    # four views, four cached reads of the split, each naming the run
+    assert rows(store)[before:] == [("fx-dev", "inspect-samples", "read", "r1")] * 4
+    assert all(r["cached"] for r in store.access_rows()[before:])
+
+    for bad in (["--status", "incorrect"], ["--item", "q9"]):
+        code, _, err = cli("samples", "r1", *bad)
+        assert code == 2, err
+    assert "known: correct, wrong, truncated" in cli("samples", "r1", "--status", "incorrect")[2]
+    assert cli("samples", "nope")[0] == 2
+
+
+@pytest.mark.parametrize("tier", ["private", "human-audit"])
+def test_samples_of_a_private_or_human_audit_run_are_refused_and_the_refusal_logged(home: Path, tier: str) -> None:
+    write_split("fx-guarded", tier, ITEMS[:2], {"source": "test"})
+    store = Store()
+    add_run(store, "g1", "fx-guarded", ["correct", "wrong"])
+    before = len(store.access_rows())
+    code, out, err = cli("samples", "g1", "--json")
+    assert code == 2
+    assert json.loads(out)["exit_code"] == 2 and "tier " + tier in err
+    assert ("export-audit" in err) == (tier == "human-audit")
+    new = store.access_rows()[before:]
+    assert [(r["split"], r["purpose"], r["outcome"]) for r in new] == [("fx-guarded", "inspect-samples", "refused")]
+    assert "g1" in new[0]["detail"]
+    # compare shows per-item statuses too: refused the same way
+    add_run(store, "g2", "fx-guarded", ["wrong", "wrong"])
+    assert cli("compare", "g1", "g2")[0] == 2
+    assert [r["outcome"] for r in store.access_rows()[before:]] == ["refused", "refused"]
+
+
+def test_a_release_grant_admits_a_private_run_and_spends_one_of_its_reads(home: Path) -> None:
+    write_split("fx-private", "private", ITEMS[:2], {"source": "test"})
+    store = Store()
+    add_run(store, "p1", "fx-private", ["correct", "wrong"])
+    with pytest.raises(RefusedByPolicy, match="covers split other"):
+        run_samples("p1", grant=issue_release_grant("g", "other", 1), store=store)
+    grant = issue_release_grant("g", "fx-private", 1)
+    assert [s["status"] for s in run_samples("p1", grant=grant, store=store)["samples"]] == ["correct", "wrong"]
+    with pytest.raises(RefusedByPolicy, match="used all its 1 read"):
+        run_samples("p1", grant=grant, store=store)
+    assert [(r["purpose"], r["outcome"]) for r in store.access_rows()[-3:]] == [
+        ("release-gate", "refused"), ("release-gate", "read"), ("release-gate", "refused")]
+
+
+def test_exact_mcnemar_matches_the_binomial_tail_by_hand() -> None:
+    # b discordant pairs one way out of n = b + c; p = 2 * P(X <= min(b, c)), X ~ Binomial(n, 1/2)
+    assert mcnemar_exact(1, 5) == pytest.approx(2 * (1 + 6) / 64)  # 0.21875
+    assert mcnemar_exact(0, 6) == pytest.approx(2 / 64)
+    assert mcnemar_exact(3, 3) == pytest.approx(1.0)
+    assert mcnemar_exact(0, 0) == 1.0
+
+
+def test_compare_pairs_samples_and_counts_the_changes(home: Path) -> None:
+    write_split("fx-dev", "dev", ITEMS, {"source": "test"})
+    store = Store()
+    a = ["correct", "wrong", "wrong", "wrong", "wrong", "wrong", "correct", "truncated"]
+    b = ["wrong", "correct", "correct", "correct", "correct", "correct", "correct", "wrong"]
+    add_run(store, "a", "fx-dev", a, step=10)
+    add_run(store, "b", "fx-dev", b, step=20)
+    code, out, err = cli("compare", "a", "b", "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    assert (doc["pairs"], doc["both_correct"], doc["both_not_correct"]) == (8, 1, 1)
+    assert (doc["a_only_correct"], doc["b_only_correct"]) == (1, 5)
+    assert doc["mcnemar_p"] == pytest.approx(0.21875)
+    assert doc["changed"] == 7  # q7: truncated -> wrong changed status, both not correct
+    assert doc["transitions"] == {"wrong -> correct": 5, "correct -> wrong": 1, "truncated -> wrong": 1}
+    assert [r["item_id"] for r in doc["rows"]] == ["q0", "q1", "q2", "q3", "q4", "q5", "q7"]
+    assert [(r["purpose"], r["run_id"]) for r in store.access_rows()[-2:]] == [("compare-runs", "a"),
+                                                                              ("compare-runs", "b")]
+    code, out, _ = cli("compare", "a", "b")
+    assert code == 0 and "p = 0.2188" in out and "q0#0: correct -> wrong" in out
+
+
+def test_compare_refuses_runs_of_different_protocols_or_splits(home: Path) -> None:
+    write_split("fx-dev", "dev", ITEMS[:2], {"source": "test"})
+    write_split("fx-dev2", "dev", ITEMS[2:4], {"source": "test"})
+    store = Store()
+    add_run(store, "a", "fx-dev", ["correct", "wrong"])
+    add_run(store, "other-proto", "fx-dev", ["correct", "wrong"], protocol_hash="cd" * 32)
+    add_run(store, "other-split", "fx-dev2", ["correct", "wrong"])
+    before = len(store.access_rows())
+    for other, what in (("other-proto", "different protocol hashes"), ("other-split", "different splits")):
+        code, _, err = cli("compare", "a", other)
+        assert code == 2 and what in err and "not paired" in err
+    with pytest.raises(Exception, match="two different runs"):
+        compare_runs("a", "a")
+    assert len(store.access_rows()) == before  # refused before anything was read
+
+
+@pytest.mark.slow
+def test_samples_of_a_real_run_show_the_rendered_prompt_and_the_completion(home: Path, smollm2_dir: Path) -> None:
+    write_split("add-two", "dev", addition_items("dev", 2), {"source": "test"})
+    proto = addition_protocol(home, max_tokens=3)
+    store = Store()
+    doc = evaluate(proto, smollm2_dir, "add-two", RunOptions(progress=False), store)
+    stored: dict[str, Any] = {s["item_id"]: s for s in store.samples(doc["run_id"])}
+    code, out, err = cli("samples", doc["run_id"], "--json")
+    assert code == 0, err
+    shown = json.loads(out)["samples"]
+    assert len(shown) == 2
+    for s, item in zip(shown, addition_items("dev", 2), strict=True):
+        assert item["question"] in s["prompt"] and "<|im_start|>user" in s["prompt"]  # the chat template applied
+        assert s["completion"] == stored[item["id"]]["text"] and s["finish_reason"] in ("stop", "length")
+        assert s["completion_tokens"] <= 3 and s["status"] == stored[item["id"]]["status"]
