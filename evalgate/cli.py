@@ -530,6 +530,9 @@ def diagnose_cmd(paths: tuple[Path, ...], seeds: tuple[int, ...], thresholds_fil
 
 
 # Command areas in evalgate/commands/ attach here, one line each (keep this block sorted by area name).
+from evalgate.commands.sweep import sweep_cmd  # noqa: E402 - attached after the core commands
+
+main.add_command(sweep_cmd)
 
 
 if __name__ == "__main__":

@@ -11,20 +11,22 @@ the run document.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from evalgate.checkpoints import Checkpoint
 from evalgate.progress import progress_bars
-from evalgate.runner.generate import generate_missing
+from evalgate.runner.generate import Generated, generate_missing
 from evalgate.runner.grant import ReleaseGrant, issue_release_grant
 from evalgate.runner.plan import RunOptions, RunPlan, effective_params, prepare
 from evalgate.runner.record import RunRecord, record, start
 from evalgate.runner.score import compute_metrics, score
 from evalgate.store import Store
 
-__all__ = ["ReleaseGrant", "RunOptions", "RunRecord", "compute_metrics", "effective_params", "evaluate",
-           "issue_release_grant"]
+__all__ = ["ReleaseGrant", "RunOptions", "RunRecord", "compute_metrics", "effective_params", "evaluate", "finish",
+           "issue_release_grant", "marking_stops"]
 
 
 def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str,
@@ -54,16 +56,18 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
     with progress_bars(opts.progress):  # also the libraries' bars: model loading, GGUF conversion
         plan = prepare(protocol_path, checkpoint, split, opts, store)
         started = start(plan)
-        done = _generate_and_score(plan, started)
+        with marking_stops(plan):
+            generated = generate_missing(plan)
+        done = finish(plan, started, generated)
     return done.document()
 
 
-def _generate_and_score(plan: RunPlan, started: RunRecord) -> RunRecord:
-    """Generate what is missing, score, and store the complete record with the samples; a run that stops on the
-    way is marked ``interrupted`` (Ctrl-C) or ``failed``, its stored generations kept for the next run."""
+@contextmanager
+def marking_stops(plan: RunPlan) -> Iterator[None]:
+    """Within the block, a run that stops is marked ``interrupted`` (Ctrl-C) or ``failed`` (anything else, with its
+    error) before the exception goes on; its stored generations are kept for the next run."""
     try:
-        generated = generate_missing(plan)
-        scored = score(plan, generated)
+        yield
     except KeyboardInterrupt:
         plan.store.fail_run(plan.run_id, "stopped by the user (Ctrl-C); its stored generations are reused by the "
                             "next identical run", status="interrupted")
@@ -71,6 +75,17 @@ def _generate_and_score(plan: RunPlan, started: RunRecord) -> RunRecord:
     except BaseException as e:
         plan.store.fail_run(plan.run_id, f"{type(e).__name__}: {e}")
         raise
-    done = record(plan, started, generated, scored)
-    plan.store.finish_run(done.row(), scored.samples)
+
+
+def finish(plan: RunPlan, started: RunRecord, generated: Generated) -> RunRecord:
+    """Score the generated samples and store the complete record with the samples (a run that stops on the way is
+    marked as ``marking_stops`` says).
+
+    Returns:
+        The complete ``RunRecord``.
+    """
+    with marking_stops(plan):
+        scored = score(plan, generated)
+        done = record(plan, started, generated, scored)
+        plan.store.finish_run(done.row(), scored.samples)
     return done
