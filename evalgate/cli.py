@@ -395,13 +395,21 @@ def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str
 @click.option("--markdown", type=click.Path(path_type=Path), default=None,
               help="Write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set).")
 @click.option("--actor", default=None)
+@click.option("--evaluate-missing", "missing", default=None, metavar="GLOB",
+              help="First evaluate, on the selection split, the checkpoints matching GLOB that have no complete run "
+                   "there (evalgate sweep, locally).")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_out: Path | None,
-             markdown: Path | None, actor: str | None, as_json: bool) -> None:
+             markdown: Path | None, actor: str | None, missing: str | None, as_json: bool) -> None:
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused)."""
     from evalgate.report import gate_and_report
+
+    if missing:
+        from evalgate.sweep import evaluate_missing
+
+        evaluate_missing(policy_path, missing, actor, progress=not as_json)
 
     verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out, markdown=markdown,
                                    actor=actor)

@@ -27,11 +27,13 @@ from evalgate.commands import dump, handle_errors
 @click.option("--ray", "ray_address", default=None, metavar="auto|ADDRESS",
               help="Run the units on a Ray cluster: 'auto' (the one started on this machine) or its address. "
                    "Default: locally, one after another.")
+@click.option("--ray-chunk", "chunk", type=click.IntRange(1), default=4, show_default=True,
+              help="With --ray: requests per actor call; completions come back, and are stored, a chunk at a time.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep summary as JSON.")
 @handle_errors
 def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], backend: str, seed: int | None,
               purpose: str, actor: str | None, device: str | None, backend_option: tuple[str, ...],
-              ray_address: str | None, as_json: bool) -> None:
+              ray_address: str | None, chunk: int, as_json: bool) -> None:
     """Evaluate every checkpoint matching GLOB on every --split, skipping units already complete in the store.
     Exit 0 when every unit is done or skipped; else 2 (a refused read, bad input) or 3 (engine error)."""
     from evalgate.backends.base import parse_backend_options, with_flags
@@ -41,7 +43,7 @@ def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], ba
     run = RunOptions(backend=backend, seed=seed, purpose=purpose, actor=actor,
                      backend_options=with_flags(backend, parse_backend_options(backend_option), device=device),
                      progress=not as_json)
-    doc = sweep(protocol_path, checkpoints, list(splits), SweepOptions(run=run, ray=ray_address))
+    doc = sweep(protocol_path, checkpoints, list(splits), SweepOptions(run=run, ray=ray_address, chunk=chunk))
     if as_json:
         dump(doc)
     else:

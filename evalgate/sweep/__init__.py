@@ -20,7 +20,7 @@ from evalgate.sweep.discover import discover_checkpoints
 from evalgate.sweep.steps import OnStored
 from evalgate.sweep.units import Board, Unit, plan_units
 
-__all__ = ["SweepOptions", "Unit", "discover_checkpoints", "sweep"]
+__all__ = ["SweepOptions", "Unit", "discover_checkpoints", "evaluate_missing", "sweep"]
 
 
 @dataclass
@@ -92,3 +92,33 @@ def sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], option
             "counts": {s: statuses.count(s) for s in sorted(set(statuses))}, "ignored": ignored,
             "tokens": sum(u.tokens for u in units), "wall_s": round(time.perf_counter() - t0, 3),
             "exit_code": max((u.exit_code for u in units), default=0)}
+
+
+def evaluate_missing(policy_path: str | Path, checkpoints: str, actor: str | None = None,
+                     progress: bool = True, store: Store | None = None) -> dict[str, Any]:
+    """Before a gate: sweep the checkpoints matching ``checkpoints`` on the gate policy's selection split with its
+    protocol file and backend, so every candidate has a complete selection run (units already complete are
+    skipped; ``evalgate gate --evaluate-missing``).
+
+    Returns:
+        The sweep summary (``sweep``).
+
+    Raises:
+        BadInput: a bad policy or glob (as ``sweep``).
+        EvalgateError: some units failed (the message names them; exit code the highest of theirs), so the gate
+            does not decide on an incomplete set of candidates.
+    """
+    from evalgate.errors import EvalgateError
+    from evalgate.gate.policy import load_policy
+
+    policy = load_policy(policy_path)
+    doc = sweep(policy.protocol_file or "", checkpoints, [policy.selection_split],
+                SweepOptions(run=RunOptions(backend=policy.backend, actor=actor, progress=progress)), store)
+    failed = [u for u in doc["units"] if u["status"] == "failed"]
+    if failed:
+        err = EvalgateError(f"--evaluate-missing: {len(failed)} of {len(doc['units'])} selection runs failed ("
+                            + "; ".join(f"{u['checkpoint']}: {u['error']}" for u in failed[:3])
+                            + "); fix them and rerun (completed runs are kept and skipped)")
+        err.exit_code = doc["exit_code"]
+        raise err
+    return doc

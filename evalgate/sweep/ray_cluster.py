@@ -85,10 +85,12 @@ class GenerationWorker:
 
 
 class Cancellation:
-    """Ctrl-C for the unit threads: the flag they check, and the workers to kill so their waits end."""
+    """What the unit threads share: Ctrl-C's flag, the workers to kill so their waits end, and the lock that lets
+    one thread at a time prepare its unit."""
 
     def __init__(self) -> None:
         self.event = threading.Event()
+        self.preparing = threading.Lock()
         self._lock = threading.Lock()
         self._actors: dict[int, Any] = {}
 
@@ -216,7 +218,8 @@ def _run_unit(ray: Any, unit: Unit, protocol_path: str | Path, options: RunOptio
     """One unit in a driver thread: prepare, start a worker, log the read naming it, generate through it, score."""
     t0, backend = time.perf_counter(), None
     try:
-        plan = prepare_unit(unit, protocol_path, options, store)
+        with cancelled.preparing:  # one at a time: the store is one writer, and transformers' lazy imports race
+            plan = prepare_unit(unit, protocol_path, options, store)
         if cancelled.is_set():
             raise KeyboardInterrupt
         backend = RayBackend(ray, plan, unit, chunk, max_retries, cancelled) if plan.missing else None
