@@ -42,7 +42,8 @@ def addition_protocol(home: Path, max_tokens: int = 6, n: int = 2) -> Path:
     return path
 
 
-def addition_split(name: str, items: int, tier: str = "dev") -> None:
-    """A split of ``items`` two-digit additions (item ``a<i>``: ``i + 10`` plus ``2 * i``)."""
+def addition_split(name: str, items: int, first: int = 0, tier: str = "dev") -> None:
+    """A split of ``items`` two-digit additions from item ``first`` on (item ``a<i>``: ``i + 10`` plus ``2 * i``);
+    splits holding the same items share their generations in the cache."""
     write_split(name, tier, [{"id": f"a{i}", "question": f"What is {i + 10} + {2 * i}?", "answer": str(3 * i + 10)}
-                             for i in range(items)], {"source": "test"})
+                             for i in range(first, first + items)], {"source": "test"})

@@ -44,7 +44,7 @@ def test_cli_sweep_loads_each_model_once_and_skips_complete_units(home: Path, sm
     make_checkpoints(home / "runs", smollm2_dir, [10, 20])
     proto = addition_protocol(home, max_tokens=4, n=2)
     addition_split("dev-a", 1)
-    addition_split("dev-b", 1)
+    addition_split("dev-b", 1, first=5)  # other items: nothing shared through the generation cache
     loads: list[str] = []
     real_get_backend = local_mod.get_backend
 
@@ -57,7 +57,8 @@ def test_cli_sweep_loads_each_model_once_and_skips_complete_units(home: Path, sm
             "--split", "dev-a", "--split", "dev-b", "--json"]
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 0, res.output
-    doc = json.loads(res.output)
+    assert "Loading weights" not in res.stderr and "unit/s" not in res.stderr  # --json: no progress bars
+    doc = json.loads(res.stdout)
     assert doc["counts"] == {"done": 4}
     assert [(u["step"], u["split"]) for u in doc["units"]] == [(10, "dev-a"), (10, "dev-b"), (20, "dev-a"),
                                                                (20, "dev-b")]
@@ -70,7 +71,7 @@ def test_cli_sweep_loads_each_model_once_and_skips_complete_units(home: Path, sm
 
     again = CliRunner().invoke(main, args)
     assert again.exit_code == 0, again.output
-    doc2 = json.loads(again.output)
+    doc2 = json.loads(again.stdout)
     assert doc2["counts"] == {"skipped": 4}
     assert [u["run_id"] for u in doc2["units"]] == [u["run_id"] for u in doc["units"]]
     assert len(store.runs()) == 4 and len(store.access_rows()) == reads  # a skipped unit reads nothing

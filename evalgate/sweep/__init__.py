@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalgate.progress import progress_bars
 from evalgate.protocol import load_protocol, verify
 from evalgate.runner.plan import RunOptions
 from evalgate.store import Store
@@ -74,18 +75,20 @@ def sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], option
     store = store or Store()
     units = plan_units(protocol, found, splits, opts.run, store)
     board = Board(units, opts.run.progress)
-    try:
-        if opts.ray is None:
-            from evalgate.sweep.local import run_local
+    # progress_bars: also the libraries' bars (model loading), off under --json
+    with progress_bars(opts.run.progress):
+        try:
+            if opts.ray is None:
+                from evalgate.sweep.local import run_local
 
-            run_local(units, protocol_path, opts.run, store, board, opts.on_stored)
-        else:
-            from evalgate.sweep.ray_cluster import run_on_ray
+                run_local(units, protocol_path, opts.run, store, board, opts.on_stored)
+            else:
+                from evalgate.sweep.ray_cluster import run_on_ray
 
-            run_on_ray(units, protocol_path, opts.run, store, board, opts.ray, opts.chunk, opts.max_retries,
-                       opts.on_stored)
-    finally:
-        board.close()
+                run_on_ray(units, protocol_path, opts.run, store, board, opts.ray, opts.chunk, opts.max_retries,
+                           opts.on_stored)
+        finally:
+            board.close()
     statuses = [u.status for u in units]
     return {"protocol": {"name": protocol.spec.name, "version": protocol.spec.version, "sha256": protocol.sha256},
             "splits": splits, "where": opts.ray or "local", "units": [u.summary() for u in units],
