@@ -130,3 +130,25 @@ def test_a_killed_driver_loses_nothing_stored_and_the_rerun_generates_only_the_r
     assert len(gens) == 6 and len({g[:3] for g in gens}) == 6
     killed_runs = [r for r in store.runs() if r["run_id"] not in {u["run_id"] for u in doc["units"]}]
     assert killed_runs and {r["status"] for r in killed_runs} == {"interrupted"}
+
+
+def test_ctrl_c_kills_the_running_units_workers_and_marks_their_runs_interrupted(home: Path, smollm2_dir: Path,
+                                                                                  ray_cluster: Any) -> None:
+    make_checkpoints(home / "runs", smollm2_dir, [10, 20])
+    proto = addition_protocol(home, max_tokens=8, n=1)
+    addition_split("dev-a", 3)
+    sent: list[int] = []
+
+    def ctrl_c(unit: Unit, stored: int) -> None:  # SIGINT to this process, as the terminal sends it
+        if not sent:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep(proto, str(home / "runs/*/*/checkpoint-*"), ["dev-a"],
+              SweepOptions(run=RunOptions(progress=False), ray="auto", chunk=1, on_stored=ctrl_c))
+    store = Store()
+    runs = store.runs()
+    assert 1 <= len(runs) <= 2  # the units that had started (2 CPUs: up to one each)
+    assert {r["status"] for r in runs} == {"interrupted"} and all("Ctrl-C" in r["error"] for r in runs)
+    assert 1 <= len(_generations(store)) < 6  # what was stored before Ctrl-C is kept
