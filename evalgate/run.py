@@ -11,20 +11,25 @@ the run document.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.checkpoints import Checkpoint
 from evalgate.progress import progress_bars
-from evalgate.runner.generate import generate_missing
+from evalgate.runner.generate import Generated, generate_missing
 from evalgate.runner.grant import ReleaseGrant, issue_release_grant
 from evalgate.runner.plan import RunOptions, RunPlan, effective_params, prepare
 from evalgate.runner.record import RunRecord, record, start
 from evalgate.runner.score import compute_metrics, score
 from evalgate.store import Store
 
-__all__ = ["ReleaseGrant", "RunOptions", "RunRecord", "compute_metrics", "effective_params", "evaluate",
-           "issue_release_grant"]
+if TYPE_CHECKING:
+    from evalgate.agent.loop import AgentRun
+
+__all__ = ["ReleaseGrant", "RunOptions", "RunRecord", "compute_metrics", "effective_params", "evaluate", "finish",
+           "issue_release_grant", "marking_stops"]
 
 
 def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str,
@@ -54,24 +59,25 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
     with progress_bars(opts.progress):  # also the libraries' bars: model loading, GGUF conversion
         plan = prepare(protocol_path, checkpoint, split, opts, store)
         started = start(plan)
-        done = _generate_and_score(plan, started)
+        agent = None
+        with marking_stops(plan):
+            if plan.protocol.tools:  # agentic: a multi-turn loop per sample (evalgate.agent)
+                from evalgate.agent.loop import run_agent
+
+                agent = run_agent(plan)
+                generated = agent.generated
+            else:
+                generated = generate_missing(plan)
+        done = finish(plan, started, generated, agent)
     return done.document()
 
 
-def _generate_and_score(plan: RunPlan, started: RunRecord) -> RunRecord:
-    """Generate what is missing, score, and store the complete record with the samples; a run that stops on the
-    way is marked ``interrupted`` (Ctrl-C) or ``failed``, its stored generations kept for the next run."""
+@contextmanager
+def marking_stops(plan: RunPlan) -> Iterator[None]:
+    """Within the block, a run that stops is marked ``interrupted`` (Ctrl-C) or ``failed`` (anything else, with its
+    error) before the exception goes on; its stored generations are kept for the next run."""
     try:
-        if plan.protocol.tools:  # agentic: a multi-turn loop per sample (evalgate.agent)
-            from evalgate.agent.loop import run_agent
-            from evalgate.agent.metrics import apply_trajectories
-
-            agent = run_agent(plan)
-            generated = agent.generated
-            scored = apply_trajectories(plan, score(plan, generated), agent)
-        else:
-            generated = generate_missing(plan)
-            scored = score(plan, generated)
+        yield
     except KeyboardInterrupt:
         plan.store.fail_run(plan.run_id, "stopped by the user (Ctrl-C); its stored generations are reused by the "
                             "next identical run", status="interrupted")
@@ -79,6 +85,22 @@ def _generate_and_score(plan: RunPlan, started: RunRecord) -> RunRecord:
     except BaseException as e:
         plan.store.fail_run(plan.run_id, f"{type(e).__name__}: {e}")
         raise
-    done = record(plan, started, generated, scored)
-    plan.store.finish_run(done.row(), scored.samples)
+
+
+def finish(plan: RunPlan, started: RunRecord, generated: Generated, agent: AgentRun | None = None) -> RunRecord:
+    """Score the generated samples and store the complete record with the samples (a run that stops on the way is
+    marked as ``marking_stops`` says). ``agent``: an agentic run's trajectories, whose tool-use counts join the
+    samples' behaviour and the metrics (``evalgate.agent.metrics``).
+
+    Returns:
+        The complete ``RunRecord``.
+    """
+    with marking_stops(plan):
+        scored = score(plan, generated)
+        if agent is not None:
+            from evalgate.agent.metrics import apply_trajectories
+
+            scored = apply_trajectories(plan, scored, agent)
+        done = record(plan, started, generated, scored)
+        plan.store.finish_run(done.row(), scored.samples)
     return done

@@ -9,7 +9,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from evalgate.backends.base import GenerationRequest, GenerationResult, get_backend
+from evalgate.backends.base import Backend, GenerationRequest, GenerationResult, get_backend
 from evalgate.errors import EvalgateError
 from evalgate.runner.plan import RunPlan, SampleKey
 
@@ -78,8 +78,13 @@ class _Sink:
         self.bar.set_postfix_str(f"{self.tokens / max(time.perf_counter() - self.started, 1e-9):.1f} tok/s")
 
 
-def generate_missing(plan: RunPlan) -> Generated:
+def generate_missing(plan: RunPlan, backend: Backend | None = None) -> Generated:
     """Stage 2: generate the samples the cache lacks (no backend is constructed when it lacks none).
+
+    Args:
+        plan: the prepared run.
+        backend: an engine already loaded for ``plan``'s checkpoint with its backend options (``evalgate sweep``
+            loads a model once for all of its splits); None constructs one here when something is missing.
 
     Raises:
         EngineError, MissingExtra: the backend failed or cannot be imported (stored generations are kept).
@@ -88,8 +93,8 @@ def generate_missing(plan: RunPlan) -> Generated:
     missing = plan.missing
     if not missing:
         return Generated(dict(plan.cached), 0.0, 0, {})
-    backend = get_backend(plan.options.backend, str(plan.checkpoint.model_dir), plan.backend_options,
-                          tokenizer=plan.prompts.tokenizer)
+    backend = backend or get_backend(plan.options.backend, str(plan.checkpoint.model_dir), plan.backend_options,
+                                     tokenizer=plan.prompts.tokenizer)
     with progress_bar(len(missing), "generate", plan.options.progress) as bar:
         sink = _Sink(plan, bar)
         backend.generate(_requests(plan, missing), on_result=sink)

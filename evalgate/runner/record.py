@@ -191,9 +191,12 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def start(plan: RunPlan) -> RunRecord:
+def start(plan: RunPlan, detail: str | None = None) -> RunRecord:
     """Log the read (cached when nothing is missing), register the checkpoint, mark runs left by dead processes
     interrupted, and store the draft record and the run's prompts, in one store session.
+
+    ``detail`` goes into the read's access-log row (``evalgate sweep --ray``: the Ray node and worker the items
+    are sent to).
 
     Raises:
         RefusedByPolicy: concurrent readers used the split's budget up since ``prepare`` (logged as refused).
@@ -202,7 +205,7 @@ def start(plan: RunPlan) -> RunRecord:
     with store.session():
         plan.access.log_read(plan.manifest, plan.actor, plan.options.purpose, cached=not plan.missing,
                              checkpoint_digest=ckpt.digest, protocol_hash=plan.protocol.sha256, run_id=plan.run_id,
-                             override_reason=plan.options.override_reason)
+                             override_reason=plan.options.override_reason, detail=detail)
         store.upsert_checkpoint(ckpt.digest, str(ckpt.path), ckpt.kind, ckpt.train_run, ckpt.train_seed, ckpt.step)
         for stale in store.mark_interrupted_runs(socket.gethostname(), _pid_alive):
             print(f"note: run {stale} was left unfinished by a process that ended; marked interrupted",

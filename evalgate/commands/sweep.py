@@ -1,0 +1,60 @@
+"""``evalgate sweep``: many checkpoints x splits, locally or on Ray (``evalgate.sweep``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from evalgate.commands import dump, handle_errors
+
+
+@click.command("sweep")
+@click.option("--protocol", "protocol_path", required=True, type=click.Path(path_type=Path))
+@click.option("--checkpoints", required=True, metavar="GLOB",
+              help="Checkpoints to evaluate, quoted: HF/TRL directories and .gguf files, e.g. 'runs/*/checkpoint-*'.")
+@click.option("--split", "splits", required=True, multiple=True, help="Split to evaluate on; repeatable.")
+@click.option("--backend", default="hf", show_default=True)
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None,
+              help="Sampling seed, 0 to 2**63-1 (default: the protocol's).")
+@click.option("--purpose", default="evaluation", show_default=True)
+@click.option("--actor", default=None)
+@click.option("--device", default=None,
+              help="Device option of backends that have one (hf: cpu, cuda, cuda:N; default cpu); refused for others.")
+@click.option("--backend-option", "backend_option", multiple=True, metavar="KEY=VALUE",
+              help="Backend option, repeatable (e.g. tensor_parallel_size=2).")
+@click.option("--ray", "ray_address", default=None, metavar="auto|ADDRESS",
+              help="Run the units on a Ray cluster: 'auto' (the one started on this machine) or its address. "
+                   "Default: locally, one after another.")
+@click.option("--ray-chunk", "chunk", type=click.IntRange(1), default=4, show_default=True,
+              help="With --ray: requests per actor call; completions come back, and are stored, a chunk at a time.")
+@click.option("--json", "as_json", is_flag=True, help="Print the sweep summary as JSON.")
+@handle_errors
+def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], backend: str, seed: int | None,
+              purpose: str, actor: str | None, device: str | None, backend_option: tuple[str, ...],
+              ray_address: str | None, chunk: int, as_json: bool) -> None:
+    """Evaluate every checkpoint matching GLOB on every --split, skipping units already complete in the store.
+    Exit 0 when every unit is done or skipped; else 2 (a refused read, bad input) or 3 (engine error)."""
+    from evalgate.backends.base import parse_backend_options, with_flags
+    from evalgate.run import RunOptions
+    from evalgate.sweep import SweepOptions, sweep
+
+    run = RunOptions(backend=backend, seed=seed, purpose=purpose, actor=actor,
+                     backend_options=with_flags(backend, parse_backend_options(backend_option), device=device),
+                     progress=not as_json)
+    doc = sweep(protocol_path, checkpoints, list(splits), SweepOptions(run=run, ray=ray_address, chunk=chunk))
+    if as_json:
+        dump(doc)
+    else:
+        c = doc["counts"]
+        click.echo(f"sweep of {len(doc['units'])} units ({doc['where']}): " + ", ".join(f"{n} {s}" for s, n in
+                                                                                   c.items())
+                   + f"; {doc['tokens']} tokens in {doc['wall_s']:.1f} s")
+        for u in doc["units"]:
+            line = f"  [{u['status']}] {u['checkpoint']} x {u['split']}"
+            click.echo(line + (f": run {u['run_id']}" if u["run_id"] else "") + (f" ({u['error']})" if u["error"]
+                                                                                  else ""))
+        for path in doc["ignored"]:
+            click.echo(f"  ignored: {path}")
+    sys.exit(doc["exit_code"])

@@ -1,0 +1,131 @@
+"""``evalgate sweep``: many checkpoints x splits under one protocol, locally or on a Ray cluster, into one store.
+
+A sweep finds checkpoints (``discover``), plans one unit per (checkpoint, split) and skips those already complete
+in the store (``units``), and runs the rest: in this process one after another (``local``), or with ``ray`` as
+Ray actors (``ray_cluster``, imported only then). Each unit is an ordinary run (``evalgate.run``'s stages), so its
+record, samples, generation cache rows and access-log read are those of ``evalgate run``.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from evalgate.errors import BadInput
+from evalgate.progress import progress_bars
+from evalgate.protocol import load_protocol, verify
+from evalgate.runner.plan import RunOptions
+from evalgate.store import Store
+from evalgate.sweep.discover import discover_checkpoints
+from evalgate.sweep.steps import OnStored
+from evalgate.sweep.units import Board, Unit, plan_units
+
+__all__ = ["SweepOptions", "Unit", "discover_checkpoints", "evaluate_missing", "sweep"]
+
+
+@dataclass
+class SweepOptions:
+    """How a sweep runs, beyond protocol, checkpoints and splits.
+
+    Attributes:
+        run: the options every unit's run gets (backend, backend options, sampling seed, purpose, actor, ...);
+            training run, seed and step come from each checkpoint. ``run.progress`` shows the bar over units.
+        ray: None runs locally in this process; ``auto`` or a Ray address runs on that cluster.
+        chunk: requests per Ray actor call (``--ray``): completions come back, and are stored, a chunk at a time.
+        max_retries: Ray workers that may die for one unit before the unit fails (``--ray``).
+        on_stored: called in the driver after each finished request is stored, with the unit and the number of
+            samples stored (progress hooks, tests).
+    """
+
+    run: RunOptions = field(default_factory=RunOptions)
+    ray: str | None = None
+    chunk: int = 4
+    max_retries: int = 2
+    on_stored: OnStored | None = None
+
+
+def sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], options: SweepOptions | None = None,
+          store: Store | None = None) -> dict[str, Any]:
+    """Evaluate every checkpoint a glob matches on every split, skipping units already complete in the store.
+
+    Args:
+        protocol_path: protocol YAML (must match its ``.lock``).
+        checkpoints: a glob of HF/TRL checkpoint directories and GGUF files (``discover_checkpoints``).
+        splits: split names, each evaluated on every checkpoint.
+        options: SweepOptions.
+        store: the Store (default ``$EVALGATE_HOME/evalgate.duckdb``).
+
+    Returns:
+        The sweep summary (``evalgate sweep --json``): protocol, splits, ``where`` (``local`` or the Ray address),
+        ``units`` (``Unit.summary()`` each, checkpoint-major), ``counts`` by status, ``ignored`` paths,
+        ``tokens``, ``wall_s`` and ``exit_code`` (0: every unit done or skipped; else the highest of the failed
+        units' codes, 2 refused or bad input, 3 engine or internal).
+
+    Raises:
+        BadInput, ProtocolDrift, MissingExtra: before any unit runs (bad glob, protocol, split, backend options;
+            no Ray for ``ray``).
+        KeyboardInterrupt: Ctrl-C; running units and their runs are marked ``interrupted`` first.
+    """
+    opts = options or SweepOptions()
+    t0 = time.perf_counter()
+    protocol = load_protocol(protocol_path)
+    verify(protocol)
+    if protocol.tools:
+        raise BadInput(f"{protocol_path}: the protocol offers tools (an agentic, multi-turn evaluation), which "
+                       "`evalgate sweep` does not run yet; evaluate each checkpoint with `evalgate run`")
+    found, ignored = discover_checkpoints(checkpoints)
+    store = store or Store()
+    units = plan_units(protocol, found, splits, opts.run, store)
+    board = Board(units, opts.run.progress)
+    # progress_bars: also the libraries' bars (model loading), off under --json
+    with progress_bars(opts.run.progress):
+        try:
+            if opts.ray is None:
+                from evalgate.sweep.local import run_local
+
+                run_local(units, protocol_path, opts.run, store, board, opts.on_stored)
+            else:
+                from evalgate.sweep.ray_cluster import run_on_ray
+
+                run_on_ray(units, protocol_path, opts.run, store, board, opts.ray, opts.chunk, opts.max_retries,
+                           opts.on_stored)
+        finally:
+            board.close()
+    statuses = [u.status for u in units]
+    return {"protocol": {"name": protocol.spec.name, "version": protocol.spec.version, "sha256": protocol.sha256},
+            "splits": splits, "where": opts.ray or "local", "units": [u.summary() for u in units],
+            "counts": {s: statuses.count(s) for s in sorted(set(statuses))}, "ignored": ignored,
+            "tokens": sum(u.tokens for u in units), "wall_s": round(time.perf_counter() - t0, 3),
+            "exit_code": max((u.exit_code for u in units), default=0)}
+
+
+def evaluate_missing(policy_path: str | Path, checkpoints: str, actor: str | None = None,
+                     progress: bool = True, store: Store | None = None) -> dict[str, Any]:
+    """Before a gate: sweep the checkpoints matching ``checkpoints`` on the gate policy's selection split with its
+    protocol file and backend, so every candidate has a complete selection run (units already complete are
+    skipped; ``evalgate gate --evaluate-missing``).
+
+    Returns:
+        The sweep summary (``sweep``).
+
+    Raises:
+        BadInput: a bad policy or glob (as ``sweep``).
+        EvalgateError: some units failed (the message names them; exit code the highest of theirs), so the gate
+            does not decide on an incomplete set of candidates.
+    """
+    from evalgate.errors import EvalgateError
+    from evalgate.gate.policy import load_policy
+
+    policy = load_policy(policy_path)
+    doc = sweep(policy.protocol_file or "", checkpoints, [policy.selection_split],
+                SweepOptions(run=RunOptions(backend=policy.backend, actor=actor, progress=progress)), store)
+    failed = [u for u in doc["units"] if u["status"] == "failed"]
+    if failed:
+        err = EvalgateError(f"--evaluate-missing: {len(failed)} of {len(doc['units'])} selection runs failed ("
+                            + "; ".join(f"{u['checkpoint']}: {u['error']}" for u in failed[:3])
+                            + "); fix them and rerun (completed runs are kept and skipped)")
+        err.exit_code = doc["exit_code"]
+        raise err
+    return doc

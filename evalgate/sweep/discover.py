@@ -1,0 +1,50 @@
+"""Finding a sweep's checkpoints: HF/TRL directories and GGUF files matched by a glob."""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+
+from evalgate.checkpoints import Checkpoint, resolve_checkpoint
+from evalgate.errors import BadInput
+
+
+def _is_checkpoint(path: Path) -> bool:
+    """An HF/TRL checkpoint directory (``config.json`` beside it) or a ``.gguf`` file."""
+    return (path.is_dir() and (path / "config.json").is_file()) or (path.is_file() and path.suffix == ".gguf")
+
+
+def discover_checkpoints(pattern: str) -> tuple[list[Checkpoint], list[str]]:
+    """The checkpoints a glob matches, resolved (digest, training run, seed and step: ``resolve_checkpoint``).
+
+    Args:
+        pattern: a glob (``**`` allowed), e.g. ``runs/*/checkpoint-*`` or ``models/*.gguf``.
+
+    Returns:
+        ``(checkpoints, ignored)``: the checkpoints ordered by training run, training seed, step and path (one
+        per identity: a path whose digest was already found is dropped), and the matched paths that are not
+        checkpoints (a folder without ``config.json``, a file that is not ``.gguf``), each with the reason.
+
+    Raises:
+        BadInput: the glob matches no checkpoint; a matched checkpoint cannot be resolved (no weights, a damaged
+            GGUF file: names the path).
+    """
+    matched = sorted(Path(p) for p in glob.glob(str(Path(pattern).expanduser()), recursive=True))
+    found: dict[str, Checkpoint] = {}
+    ignored: list[str] = []
+    for path in matched:
+        if not _is_checkpoint(path):
+            ignored.append(f"{path}: not a checkpoint (an HF directory with config.json, or a .gguf file)")
+            continue
+        ckpt = resolve_checkpoint(path)
+        if ckpt.digest in found:
+            ignored.append(f"{path}: the same checkpoint (digest {ckpt.digest[:12]}) as {found[ckpt.digest].path}")
+            continue
+        found[ckpt.digest] = ckpt
+    if not found:
+        raise BadInput(f"--checkpoints {pattern!r} matches no checkpoint ({len(matched)} paths matched, none an HF "
+                       "directory with config.json or a .gguf file); quote the glob so the shell does not expand "
+                       "it, e.g. --checkpoints 'runs/*/checkpoint-*'")
+    order = sorted(found.values(), key=lambda c: (c.train_run or "", c.train_seed if c.train_seed is not None else -1,
+                                                   c.step if c.step is not None else -1, str(c.path)))
+    return order, ignored

@@ -1,0 +1,134 @@
+"""``evalgate sweep`` run locally: checkpoint discovery, one model load per checkpoint, skipping complete units, and
+Ctrl-C marking the running unit interrupted so a rerun generates only what is missing (real SmolLM2, real DuckDB)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from evalgate.cli import main
+from evalgate.errors import BadInput
+from evalgate.run import RunOptions
+from evalgate.store import Store
+from evalgate.sweep import SweepOptions, discover_checkpoints, sweep
+from evalgate.sweep import local as local_mod
+from tests.conftest import REPO
+from tests.sweep_fixtures import addition_protocol, addition_split, make_checkpoints
+
+pytestmark = pytest.mark.slow
+
+
+def test_discovery_orders_by_step_and_says_what_it_ignored(home: Path, smollm2_dir: Path,
+                                                           smollm2_gguf: Path) -> None:
+    seed_dir = home / "runs" / "grpo" / "seed-1"
+    make_checkpoints(home / "runs", smollm2_dir, [20, 5])
+    (seed_dir / "checkpoint-30").mkdir()  # an optimizer-only folder: no config.json
+    (seed_dir / "final.gguf").symlink_to(smollm2_gguf)
+    found, ignored = discover_checkpoints(str(seed_dir / "*"))
+    # by training run, seed, step: the GGUF carries no training run (sorts first), then step 5 before 20 although
+    # "checkpoint-20" sorts before "checkpoint-5" as text
+    assert [(c.kind, c.step) for c in found] == [("gguf", None), ("hf", 5), ("hf", 20)]
+    assert found[1].train_run == "grpo" and found[1].train_seed == 1
+    assert len(ignored) == 1 and "checkpoint-30: not a checkpoint" in ignored[0]
+    with pytest.raises(BadInput, match="matches no checkpoint"):
+        discover_checkpoints(str(home / "nothing-*"))
+
+
+def test_cli_sweep_loads_each_model_once_and_skips_complete_units(home: Path, smollm2_dir: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    make_checkpoints(home / "runs", smollm2_dir, [10, 20])
+    proto = addition_protocol(home, max_tokens=4, n=2)
+    addition_split("dev-a", 1)
+    addition_split("dev-b", 1, first=5)  # other items: nothing shared through the generation cache
+    loads: list[str] = []
+    real_get_backend = local_mod.get_backend
+
+    def counting_get_backend(name: str, model_dir: str, *a: object, **k: object) -> object:
+        loads.append(model_dir)
+        return real_get_backend(name, model_dir, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(local_mod, "get_backend", counting_get_backend)
+    args = ["sweep", "--protocol", str(proto), "--checkpoints", str(home / "runs/*/*/checkpoint-*"),
+            "--split", "dev-a", "--split", "dev-b", "--json"]
+    res = CliRunner().invoke(main, args)
+    assert res.exit_code == 0, res.output
+    assert "Loading weights" not in res.stderr and "unit/s" not in res.stderr  # --json: no progress bars
+    doc = json.loads(res.stdout)
+    assert doc["counts"] == {"done": 4}
+    assert [(u["step"], u["split"]) for u in doc["units"]] == [(10, "dev-a"), (10, "dev-b"), (20, "dev-a"),
+                                                               (20, "dev-b")]
+    assert len(loads) == 2 and loads[0].endswith("checkpoint-10") and loads[1].endswith("checkpoint-20")
+    store = Store()
+    runs = {r["run_id"]: r for r in store.runs()}
+    assert {runs[u["run_id"]]["status"] for u in doc["units"]} == {"complete"}
+    assert all(u["generated"] == 2 and runs[u["run_id"]]["counts"]["generated"] == 2 for u in doc["units"])
+    reads = len(store.access_rows())
+
+    again = CliRunner().invoke(main, args)
+    assert again.exit_code == 0, again.output
+    doc2 = json.loads(again.stdout)
+    assert doc2["counts"] == {"skipped": 4}
+    assert [u["run_id"] for u in doc2["units"]] == [u["run_id"] for u in doc["units"]]
+    assert len(store.runs()) == 4 and len(store.access_rows()) == reads  # a skipped unit reads nothing
+    assert len(loads) == 2
+
+
+def test_ctrl_c_marks_the_running_unit_interrupted_and_a_rerun_generates_only_the_rest(
+        home: Path, smollm2_dir: Path) -> None:
+    make_checkpoints(home / "runs", smollm2_dir, [10])
+    proto = addition_protocol(home, max_tokens=4, n=1)
+    addition_split("dev-a", 3)
+    pattern = str(home / "runs/*/*/checkpoint-*")
+
+    def ctrl_c(unit: object, stored: int) -> None:  # SIGINT arriving in the main thread after the first store
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep(proto, pattern, ["dev-a"], SweepOptions(run=RunOptions(progress=False), on_stored=ctrl_c))
+    store = Store()
+    (first,) = store.runs()
+    assert first["status"] == "interrupted" and "Ctrl-C" in first["error"]
+
+    doc = sweep(proto, pattern, ["dev-a"], SweepOptions(run=RunOptions(progress=False)))
+    (unit,) = doc["units"]
+    assert unit["status"] == "done" and unit["generated"] == 2  # 3 items, 1 stored before Ctrl-C
+    done = next(r for r in store.runs() if r["run_id"] == unit["run_id"])
+    assert done["counts"]["cached"] == 1 and done["counts"]["samples_from"][first["run_id"]] == 1
+
+
+def test_nothing_imports_ray_without_the_ray_flag() -> None:
+    code = ("import sys, evalgate.cli, evalgate.sweep, evalgate.sweep.local, evalgate.commands.sweep; "
+            "print('ray' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_gate_evaluate_missing_sweeps_the_selection_split_with_the_policy_backend(home: Path,
+                                                                                   smollm2_dir: Path) -> None:
+    from evalgate.sweep import evaluate_missing
+
+    make_checkpoints(home / "runs", smollm2_dir, [10])
+    proto = addition_protocol(home, max_tokens=4, n=1)
+    addition_split("dev-a", 1)
+    policy = home / "gate.yaml"
+    policy.write_text(f"name: g\nprotocol: sweep-addition@1\nprotocol_file: {proto.name}\nselection_split: dev-a\n"
+                      "decision_split: private-a\nbaseline:\n  value: 0.5\n")
+    pattern = str(home / "runs/*/*/checkpoint-*")
+    doc = evaluate_missing(policy, pattern, progress=False)
+    assert doc["counts"] == {"done": 1} and doc["splits"] == ["dev-a"]
+    (run,) = Store().runs(split="dev-a", status="complete")
+    assert run["backend"] == "hf" and run["step"] == 10 and run["train_run"] == "grpo"
+    assert evaluate_missing(policy, pattern, progress=False)["counts"] == {"skipped": 1}
+
+
+def test_a_protocol_that_offers_tools_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    """An agentic protocol needs the multi-turn loop, which only `evalgate run` drives: the sweep refuses it
+    (exit 2) before finding checkpoints or reading a split."""
+    r = CliRunner().invoke(main, ["sweep", "--protocol", str(REPO / "protocols" / "tool-probe.yaml"),
+                                  "--checkpoints", str(tmp_path / "none-*"), "--split", "any"])
+    assert r.exit_code == 2 and "offers tools" in r.output, r.output

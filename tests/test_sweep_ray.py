@@ -1,0 +1,154 @@
+"""``evalgate sweep --ray`` on a real local Ray cluster (2 CPUs on 127.0.0.1, one cluster for the module) with the
+real SmolLM2 model: the stored samples equal the sequential sweep's; a worker killed mid-unit is replaced and sent
+only what it had not returned; a driver killed mid-sweep loses nothing stored, and the rerun generates only the
+rest."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.run import RunOptions
+from evalgate.store import Store
+from evalgate.sweep import SweepOptions, Unit, sweep
+from tests.conftest import REPO
+from tests.sweep_fixtures import addition_protocol, addition_split, make_checkpoints
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def ray_cluster() -> Iterator[Any]:
+    import ray
+
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    yield ray
+    ray.shutdown()
+
+
+def _samples(store: Store, doc: dict[str, Any]) -> dict[tuple[str, str, int], tuple[Any, ...]]:
+    out = {}
+    for u in doc["units"]:
+        for s in store.samples(u["run_id"]):
+            out[(u["digest"], s["item_id"], s["sample_index"])] = (s["seed"], s["text"], s["completion_tokens"],
+                                                                  s["finish_reason"], s["score"], s["status"])
+    return out
+
+
+def _generations(store: Store) -> list[tuple[Any, ...]]:
+    with store.connect() as con:
+        return con.execute("SELECT checkpoint_digest, item_id, sample_index, run_id FROM generations").fetchall()
+
+
+def test_ray_sweep_stores_the_samples_of_the_sequential_sweep(home: Path, smollm2_dir: Path,
+                                                              ray_cluster: Any) -> None:
+    make_checkpoints(home / "runs", smollm2_dir, [10, 20])
+    proto = addition_protocol(home, max_tokens=4, n=1)
+    addition_split("dev-a", 2)
+    pattern = str(home / "runs/*/*/checkpoint-*")
+    quiet = RunOptions(progress=False)
+    local_store, ray_store = Store(home / "local.duckdb"), Store(home / "ray.duckdb")
+
+    local = sweep(proto, pattern, ["dev-a"], SweepOptions(run=quiet), local_store)
+    on_ray = sweep(proto, pattern, ["dev-a"], SweepOptions(run=quiet, ray="auto", chunk=1), ray_store)
+    assert local["counts"] == on_ray["counts"] == {"done": 2}
+    assert len(_samples(local_store, local)) == 4
+    assert _samples(ray_store, on_ray) == _samples(local_store, local)
+
+    node = ray_cluster.get_runtime_context().get_node_id()
+    reads = [r for r in ray_store.access_rows() if r["outcome"] == "read"]
+    assert len(reads) == 2 and all(f"sent in memory to ray node {node}" in r["detail"] for r in reads)
+    assert {r["run_id"] for r in reads} == {u["run_id"] for u in on_ray["units"]}
+    assert all(u["attempts"] == 1 and u["node_id"] == node for u in on_ray["units"])
+
+    again = sweep(proto, pattern, ["dev-a"], SweepOptions(run=quiet, ray="auto"), ray_store)
+    assert again["counts"] == {"skipped": 2}
+
+
+def test_a_killed_worker_is_replaced_and_sent_only_what_it_had_not_returned(home: Path, smollm2_dir: Path,
+                                                                            ray_cluster: Any) -> None:
+    make_checkpoints(home / "runs", smollm2_dir, [10])
+    proto = addition_protocol(home, max_tokens=8, n=1)
+    addition_split("dev-a", 3)
+    killed: list[int] = []
+
+    def kill_worker(unit: Unit, stored: int) -> None:
+        if not killed:  # after the first request is stored, while the worker generates the next ones
+            killed.append(unit.worker_pid or 0)
+            os.kill(unit.worker_pid or 0, signal.SIGKILL)
+
+    store = Store()
+    doc = sweep(proto, str(home / "runs/*/*/checkpoint-*"), ["dev-a"],
+                SweepOptions(run=RunOptions(progress=False), ray="auto", chunk=1, on_stored=kill_worker), store)
+    (unit,) = doc["units"]
+    assert unit["status"] == "done" and unit["attempts"] == 2
+    assert 1 <= unit["resent"] <= 2  # the requests not returned before the kill; at least the first was stored
+    assert unit["generated"] == 3
+    gens = _generations(store)
+    assert len(gens) == 3 and len(set(gens)) == 3 and {g[3] for g in gens} == {unit["run_id"]}
+    assert [s["item_id"] for s in store.samples(unit["run_id"])] == ["a0", "a1", "a2"]
+    rows = [r for r in store.access_rows() if r["run_id"] == unit["run_id"]]
+    assert [r["outcome"] for r in rows] == ["read", "read"]
+    assert f"(worker pid {killed[0]})" in rows[0]["detail"]
+    assert rows[1]["detail"].startswith(f"resent {unit['resent']} requests after a worker died")
+    assert f"(worker pid {killed[0]})" not in rows[1]["detail"]
+
+
+def test_a_killed_driver_loses_nothing_stored_and_the_rerun_generates_only_the_rest(home: Path, smollm2_dir: Path,
+                                                                                    ray_cluster: Any) -> None:
+    make_checkpoints(home / "runs", smollm2_dir, [10, 20])
+    proto = addition_protocol(home, max_tokens=8, n=1)
+    addition_split("dev-a", 3)
+    pattern = str(home / "runs/*/*/checkpoint-*")
+    address = ray_cluster.get_runtime_context().gcs_address
+    driver = subprocess.Popen([sys.executable, "-m", "evalgate.cli", "sweep", "--protocol", str(proto),
+                               "--checkpoints", pattern, "--split", "dev-a", "--ray", address, "--ray-chunk", "1",
+                               "--json"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    store = Store()
+    deadline = time.monotonic() + 300
+    while not _generations(store):
+        assert driver.poll() is None, f"the driver ended before it stored anything: {driver.communicate()}"
+        assert time.monotonic() < deadline, "the driver stored nothing in 300 s"
+        time.sleep(0.2)
+    driver.send_signal(signal.SIGKILL)
+    driver.communicate()
+    before = len(_generations(store))
+    assert before < 6, "the driver finished before it was killed"
+
+    doc = sweep(proto, pattern, ["dev-a"], SweepOptions(run=RunOptions(progress=False), ray="auto"), store)
+    assert doc["counts"] == {"done": 2}
+    assert sum(u["generated"] for u in doc["units"]) == 6 - before
+    gens = _generations(store)
+    assert len(gens) == 6 and len({g[:3] for g in gens}) == 6
+    killed_runs = [r for r in store.runs() if r["run_id"] not in {u["run_id"] for u in doc["units"]}]
+    assert killed_runs and {r["status"] for r in killed_runs} == {"interrupted"}
+
+
+def test_ctrl_c_kills_the_running_units_workers_and_marks_their_runs_interrupted(home: Path, smollm2_dir: Path,
+                                                                                  ray_cluster: Any) -> None:
+    make_checkpoints(home / "runs", smollm2_dir, [10, 20])
+    proto = addition_protocol(home, max_tokens=8, n=1)
+    addition_split("dev-a", 3)
+    sent: list[int] = []
+
+    def ctrl_c(unit: Unit, stored: int) -> None:  # SIGINT to this process, as the terminal sends it
+        if not sent:
+            sent.append(1)
+            os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        sweep(proto, str(home / "runs/*/*/checkpoint-*"), ["dev-a"],
+              SweepOptions(run=RunOptions(progress=False), ray="auto", chunk=1, on_stored=ctrl_c))
+    store = Store()
+    runs = store.runs()
+    assert 1 <= len(runs) <= 2  # the units that had started (2 CPUs: up to one each)
+    assert {r["status"] for r in runs} == {"interrupted"} and all("Ctrl-C" in r["error"] for r in runs)
+    assert 1 <= len(_generations(store)) < 6  # what was stored before Ctrl-C is kept
