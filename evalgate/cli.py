@@ -530,6 +530,11 @@ def diagnose_cmd(paths: tuple[Path, ...], seeds: tuple[int, ...], thresholds_fil
 
 
 # Command areas in evalgate/commands/ attach here, one line each (keep this block sorted by area name).
+from evalgate.commands.preflight import preflight_cmd  # noqa: E402
+from evalgate.commands.watch import watch_cmd  # noqa: E402
+
+main.add_command(preflight_cmd)
+main.add_command(watch_cmd)
 
 
 if __name__ == "__main__":
