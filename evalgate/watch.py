@@ -333,7 +333,11 @@ class Watcher:
             key = (str(src), st.st_size, st.st_mtime_ns)
             if key == rs.log_key:
                 return
-            log: TrainLog | None = read_jsonl(src) if src.name == LOG_FILE else find_train_log(rd)
+            try:
+                log: TrainLog | None = read_jsonl(src) if src.name == LOG_FILE else find_train_log(rd)
+            except EvalgateError as e:  # being written: the next look reads it again
+                self.say(f"training log not readable yet ({e}); retrying", once=True)
+                return
             rs.log_key = key
             if log is None:
                 return
