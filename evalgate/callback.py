@@ -82,8 +82,8 @@ class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
         out = Path(args.output_dir)
         if state.is_world_process_zero and state.log_history:
             out.mkdir(parents=True, exist_ok=True)
-            with open(out / LOG_FILE, "a") as f:
-                f.write(json.dumps(state.log_history[-1]) + "\n")
+            with open(out / LOG_FILE, "a") as fh:
+                fh.write(json.dumps(state.log_history[-1]) + "\n")
         stop = out / STOP_FILE
         if stop.is_file():
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -48,7 +49,7 @@ def watch_cmd(run_dirs: tuple[Path, ...], protocol_path: Path, split: str, polic
 
     run = RunOptions(backend=backend, seed=seed, purpose="watch", actor=actor, progress=False,
                      backend_options=with_flags(backend, {}, device=device))
-    kw = {"protocol": protocol_path, "split": split, "settle_s": settle_s, "poll_s": poll_s,
+    kw: dict[str, Any] = {"protocol": protocol_path, "split": split, "settle_s": settle_s, "poll_s": poll_s,
           "status_dir": status_dir, "exit_on_stop": exit_on_stop, "exit_when_done": exit_when_done, "run": run}
     opts = WatchOptions.from_policy(policy_path, **kw) if policy_path else WatchOptions(**kw)
     sys.exit(Watcher(list(run_dirs), opts).run())
