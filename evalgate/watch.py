@@ -226,10 +226,6 @@ def watch_locks(run_dirs: list[Path]) -> Iterator[None]:
             lock.release()
 
 
-def _sigterm(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt  # stop like Ctrl-C: the run in progress is marked interrupted, nothing marked complete
-
-
 class Watcher:
     """The watch loop over one or more run directories (see the module docstring).
 
@@ -257,6 +253,8 @@ class Watcher:
         self.evaluating: CheckpointState | None = None
         self.started = datetime.now(UTC).isoformat()
         self.evaluated = 0
+        self.signal: int | None = None
+        self._interruptible = False
 
     def say(self, line: str, once: bool = False) -> None:
         if once and line in self._said:
@@ -378,8 +376,16 @@ class Watcher:
                 self.say(f"{path.name} ({rs.run_dir}): already evaluated (run {doc['run_id']}); not evaluated again")
             else:
                 self.say(f"evaluating {path} on {self.opts.split}")
-                doc = evaluate(self.opts.protocol, ckpt, self.opts.split, self.opts.run, self.store)
+                self._interruptible = True
+                try:
+                    doc = evaluate(self.opts.protocol, ckpt, self.opts.split, self.opts.run, self.store)
+                finally:
+                    self._interruptible = False
                 self.evaluated += 1
+        except KeyboardInterrupt:  # a signal during the evaluation: evaluate() marked its run interrupted
+            cs.status, cs.message = "ready", "interrupted by a signal; evaluated again (from its stored samples) " \
+                                             "by the next watch"
+            raise
         except (EvalgateError, OSError) as e:
             if not path.exists():
                 cs.status, cs.message = "skipped", "deleted while it was being evaluated"
@@ -415,26 +421,43 @@ class Watcher:
         return all(rs.finished and not any(c.status in ("settling", "ready", "evaluating")
                                            for c in rs.checkpoints.values()) for rs in self.runs)
 
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        """SIGINT / SIGTERM: stop between steps. During an evaluation the run is cut short at once (``evaluate``
+        marks it interrupted and keeps its stored generations); otherwise the loop stops at its next check."""
+        self.signal = signum
+        if self._interruptible:
+            raise KeyboardInterrupt
+
     def run(self) -> int:
-        """Watch until stopped (Ctrl-C / SIGTERM: ``KeyboardInterrupt`` propagates after the status is written),
-        a STOP with ``exit_on_stop`` (returns ``EXIT_STOPPED``) or, with ``exit_when_done``, the end of training
-        (returns 0)."""
-        old = signal.signal(signal.SIGTERM, _sigterm) if _main_thread() else None
+        """Watch until a signal (returns 128 + the signal number: 130 Ctrl-C, 143 SIGTERM), a STOP with
+        ``exit_on_stop`` (returns ``EXIT_STOPPED``) or, with ``exit_when_done``, the end of training (returns 0)."""
+        handlers = {}
+        if _main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                handlers[sig] = signal.signal(sig, self._on_signal)
         try:
             with watch_locks([Path(r.run_dir) for r in self.runs]):
                 self.say(f"watching {', '.join(r.run_dir for r in self.runs)} ({self.protocol.spec.name}@"
                          f"{self.protocol.spec.version} on {self.opts.split}, settle {self.opts.settle_s:g} s)")
-                return self._loop()
-        except KeyboardInterrupt:
-            self.write_status(state="stopped")
-            raise
+                try:
+                    return self._loop()
+                except KeyboardInterrupt:
+                    return self._stopped()
         finally:
-            if old is not None:
-                signal.signal(signal.SIGTERM, old)
+            for sig, old in handlers.items():
+                signal.signal(sig, old)
+
+    def _stopped(self) -> int:
+        signum = self.signal or signal.SIGINT
+        self.write_status(state="stopped")
+        self.say(f"stopped by {signal.Signals(signum).name}; nothing incomplete was marked complete")
+        return 128 + signum
 
     def _loop(self) -> int:
         while True:
             self.scan()
+            if self.signal:
+                return self._stopped()
             if self.opts.exit_on_stop and any(r.stop for r in self.runs):
                 self.write_status(state="stopped on STOP")
                 return EXIT_STOPPED

@@ -41,8 +41,8 @@ def watch_cmd(run_dirs: tuple[Path, ...], protocol_path: Path, split: str, polic
     fires or the dev metric collapses. A restarted watch evaluates nothing twice.
 
     Exit codes: 0 training done (--exit-when-done); 1 a STOP was written (--exit-on-stop); 2 bad input, or another
-    watch holds a run directory; 130 stopped by Ctrl-C or SIGTERM (between steps; a run cut short is marked
-    interrupted and resumes from its stored samples)."""
+    watch holds a run directory; 130 / 143 stopped by Ctrl-C / SIGTERM (between steps; an evaluation cut short is
+    marked interrupted and resumes from its stored samples)."""
     from evalgate.backends.base import with_flags
     from evalgate.run import RunOptions
     from evalgate.watch import Watcher, WatchOptions
