@@ -69,7 +69,8 @@ class PreflightResult:
         all_correct, all_wrong, other_constant: shares of prompts whose K samples all score 1 / all 0 / all the
             same other value; ``zero_variance`` their sum.
         mean, std: of the per-sample score; ``pass_rate_std`` the spread of the per-prompt pass rates.
-        baselines: trivial answer -> mean score under the scorer.
+        baselines: trivial answer -> mean score under the scorer; ``baseline_deserved`` what each deserves (the
+            share of items whose gold answer it is).
         verdicts: the chapter's four shapes.
         notes: sentences on how to read the figures (a greedy protocol, ...).
     """
@@ -90,6 +91,7 @@ class PreflightResult:
     std: float
     pass_rate_std: float
     baselines: dict[str, float]
+    baseline_deserved: dict[str, float] = field(default_factory=dict)
     verdicts: list[Verdict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -113,15 +115,17 @@ def histogram(rates: list[float], k: int, binary: bool) -> list[tuple[float, int
     return [(b / 10, counts.get(b, 0)) for b in range(10)]
 
 
-def verdicts(scores: list[float], baselines: dict[str, float]) -> list[Verdict]:
+def verdicts(scores: list[float], baselines: dict[str, float], deserved: dict[str, float] | None = None
+             ) -> list[Verdict]:
     """The chapter's four histogram shapes over per-sample scores.
 
     - too sparse: share of scores == 0 at least ``SPARSE_SHARE`` (remedy: intermediate rewards, a curriculum,
       more exploration);
     - too lenient: share of scores == 1 at least ``LENIENT_SHARE`` (remedy: harder tasks, split the score);
     - heavy tail: ``TAIL_SHARE`` rule; not checkable for a two-valued reward (no tail beyond its two values);
-    - sign confusion: the reward does not point toward the task: a trivial answer scores > 0 and at least as well
-      as the policy, or scores are both negative and positive (remedy: read the samples one by one).
+    - sign confusion: the reward does not point toward the task: a trivial answer scores more than it deserves
+      (``deserved``: the share of items whose gold answer it is; 0 when not given), or scores are both negative
+      and positive (remedy: read the samples one by one).
     """
     n = len(scores)
     mean = sum(scores) / n
@@ -144,33 +148,42 @@ def verdicts(scores: list[float], baselines: dict[str, float]) -> list[Verdict]:
         out.append(Verdict("heavy_tail", "fired" if fired else "ok",
                            f"the top {top} sample(s) hold {share:.1%} of the squared deviation from the mean"
                            + ("; a few samples dominate the gradient: clip or normalise the reward" if fired else "")))
-    bad = {k: v for k, v in baselines.items() if v > 0 and v >= mean}
+    due = deserved or {}
+    bad = {k: v for k, v in baselines.items() if v > due.get(k, 0.0) + 1e-9}
     mixed = any(s < 0 for s in scores) and any(s > 0 for s in scores)
     if bad or mixed:
-        why = [f"the {k} answer scores {v:.3f} >= the policy's {mean:.3f}" for k, v in bad.items()]
+        why = [f"the {k} answer scores {v:.3f}, more than the {due.get(k, 0.0):.3f} of items whose gold answer it is"
+               for k, v in bad.items()]
         why += ["scores are both negative and positive"] if mixed else []
         out.append(Verdict("sign_confusion", "fired", "; ".join(why) + ": the reward does not point toward the "
                            "task; read the samples one by one"))
     else:
-        out.append(Verdict("sign_confusion", "ok", "no trivial answer scores as well as the policy; scores have one "
-                           "sign"))
+        out.append(Verdict("sign_confusion", "ok", "no trivial answer scores more than the share of items whose gold "
+                           "answer it is; scores have one sign"))
     return out
 
 
-def score_baselines(protocol_path: str | Path, items: list[dict[str, Any]]) -> dict[str, float]:
+def score_baselines(protocol_path: str | Path, items: list[dict[str, Any]]) -> tuple[dict[str, float],
+                                                                                   dict[str, float]]:
     """Mean score of trivial answers under the protocol's scorer, over ``items``: ``empty``, ``constant`` (the text
-    ``0``) and, when the scorer compares with a gold field, ``most_common_gold`` (that field's most common value)."""
+    ``0``) and, when the scorer compares with a gold field, ``most_common_gold`` (that field's most common value).
+
+    Returns:
+        (score per answer, what each deserves: the share of items whose gold answer is that text; 0 for a scorer
+        without a gold field).
+    """
     protocol = load_protocol(protocol_path)
     scorer = get_scorer(protocol)
     answers = {"empty": "", "constant": CONSTANT_ANSWER}
     gold_field = getattr(scorer, "answer_field", None)
     if gold_field and all(gold_field in it for it in items):
         answers["most_common_gold"] = str(Counter(str(it[gold_field]) for it in items).most_common(1)[0][0])
-    out = {}
+    out, due = {}, {}
     for name, text in answers.items():
         results = scorer.score([SampleToScore(it, text, "", "stop") for it in items])
         out[name] = sum(r.score for r in results) / len(results)
-    return out
+        due[name] = sum(str(it[gold_field]).strip() == text for it in items) / len(items) if gold_field else 0.0
+    return out, due
 
 
 def preflight(protocol_path: str | Path, checkpoint: str | Path, split: str, samples: int | None = None,
@@ -217,7 +230,7 @@ def preflight(protocol_path: str | Path, checkpoint: str | Path, split: str, sam
     binary = all(s in (0.0, 1.0) for s in flat)
     n = len(order)
     const = [v[0] for v in scores.values() if len(set(v)) == 1]
-    baselines = score_baselines(protocol_path, items)
+    baselines, deserved = score_baselines(protocol_path, items)
     notes = []
     if greedy:
         notes.append("the protocol decodes greedily (temperature 0): every sample of a prompt would be the same, so "
@@ -229,7 +242,7 @@ def preflight(protocol_path: str | Path, checkpoint: str | Path, split: str, sam
         all_correct=sum(c == 1 for c in const) / n, all_wrong=sum(c == 0 for c in const) / n,
         other_constant=sum(c not in (0, 1) for c in const) / n, zero_variance=len(const) / n,
         mean=sum(flat) / len(flat), std=_std(flat), pass_rate_std=_std(list(rates.values())), baselines=baselines,
-        verdicts=verdicts(flat, baselines), notes=notes)
+        baseline_deserved=deserved, verdicts=verdicts(flat, baselines, deserved), notes=notes)
 
 
 def format_summary(res: PreflightResult) -> str:
@@ -241,7 +254,9 @@ def format_summary(res: PreflightResult) -> str:
     lines += [f"zero-variance prompts: {res.zero_variance:.1%} (all correct {res.all_correct:.1%}, all wrong "
               f"{res.all_wrong:.1%}, other constant {res.other_constant:.1%})",
               f"score: mean {res.mean:.4f}, std {res.std:.4f}; per-prompt pass rate std {res.pass_rate_std:.4f}",
-              "trivial baselines (same scorer): " + ", ".join(f"{k} {v:.3f}" for k, v in res.baselines.items())]
+              "trivial baselines (same scorer; deserved = share of items with that gold answer): "
+              + ", ".join(f"{k} {v:.3f} (deserves {res.baseline_deserved.get(k, 0.0):.3f})"
+                          for k, v in res.baselines.items())]
     lines += [f"{v.name}: {v.status}: {v.message}" for v in res.verdicts]
     lines += [f"note: {n}" for n in res.notes]
     return "\n".join(lines)

@@ -45,16 +45,20 @@ def test_heavy_tail() -> None:
 
 def test_sign_confusion() -> None:
     scores = [0.0] * 24 + [1.0]  # policy mean 0.04
-    assert _by_name(verdicts(scores, {"constant": 0.05}))["sign_confusion"] == "fired"  # nonsense beats the policy
+    assert _by_name(verdicts(scores, {"constant": 0.05}))["sign_confusion"] == "fired"  # "0" is no item's sum
     assert _by_name(verdicts(scores, {"constant": 0.0}))["sign_confusion"] == "ok"
+    # the most common gold answer earns exactly its share of the items (1 of 16): nothing wrong with the scorer
+    assert _by_name(verdicts(scores, {"most_common_gold": 1 / 16}, {"most_common_gold": 1 / 16}))[
+        "sign_confusion"] == "ok"
     assert _by_name(verdicts([-1.0, 1.0, 0.5], {}))["sign_confusion"] == "fired"  # both signs
 
 
 def test_trivial_baselines_scored_by_the_protocols_scorer() -> None:
     items = [{"id": "a", "answer": "5"}, {"id": "b", "answer": "5"}, {"id": "c", "answer": "7"}]
-    # empty: no number (0); constant "0": no sum is 0; most common gold "5": right on 2 of 3
-    assert score_baselines(ADDITION, items) == pytest.approx({"empty": 0.0, "constant": 0.0,
-                                                               "most_common_gold": 2 / 3})
+    # empty: no number (0); constant "0": no sum is 0; most common gold "5": right on 2 of 3, and deserves 2 of 3
+    scores, deserved = score_baselines(ADDITION, items)
+    assert scores == pytest.approx({"empty": 0.0, "constant": 0.0, "most_common_gold": 2 / 3})
+    assert deserved == pytest.approx({"empty": 0.0, "constant": 0.0, "most_common_gold": 2 / 3})
 
 
 @pytest.mark.slow
