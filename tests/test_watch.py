@@ -213,3 +213,19 @@ def test_kill_and_restart_evaluates_nothing_twice_and_loses_nothing(tmp_path: Pa
     assert sorted(r["step"] for r in runs) == [1, 2, 3]  # each exactly once: nothing twice, nothing lost
     assert len({r["checkpoint_digest"] for r in runs}) == 3
     assert {r["run_id"] for r in first} <= {r["run_id"] for r in runs}  # the first watch's runs were kept
+
+
+def test_fail_signal_in_the_growing_log_writes_stop_and_exits(tmp_path: Path, dev_split: str) -> None:
+    from evalgate.watch import EXIT_STOPPED, LOG_FILE
+
+    run = tmp_path / "run"
+    run.mkdir()
+    # the callback's log: loss NaN from step 3 (a fail finding of the nonfinite signal, docs/DIAGNOSTICS.md)
+    rows = [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.9}, {"step": 3, "loss": float("nan")}]
+    (run / LOG_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    w, said = _watcher([run], tmp_path, dev_split, settle=60)
+    w.opts.exit_on_stop = True
+    assert w.run() == EXIT_STOPPED
+    stop = json.loads((run / STOP_FILE).read_text())
+    assert stop["source"] == "diagnostics" and stop["step"] == 3 and "nonfinite" in stop["reason"]
+    assert json.loads((tmp_path / "status" / "status.json").read_text())["state"] == "stopped on STOP"
