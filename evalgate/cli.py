@@ -639,17 +639,21 @@ def diagnose_cmd(paths: tuple[Path, ...], seeds: tuple[int, ...], thresholds_fil
 from evalgate.commands import audit_web  # noqa: E402
 from evalgate.commands import daily as _daily  # noqa: E402
 from evalgate.commands.agent import trajectories as _trajectories  # noqa: E402
+from evalgate.commands.preflight import preflight_cmd  # noqa: E402
 from evalgate.commands.sweep import sweep_cmd  # noqa: E402
+from evalgate.commands.watch import watch_cmd  # noqa: E402
 
-main.add_command(_trajectories)
 audit_cmd.add_command(audit_web.add_rater_cmd)
 audit_cmd.add_command(audit_web.batch_cmd)
 audit_cmd.add_command(audit_web.reward_cmd)
 main.add_command(audit_web.serve_cmd)
-main.add_command(report_cmd)
 main.add_command(_daily.samples_cmd)
 main.add_command(_daily.compare_cmd)
+main.add_command(preflight_cmd)
+main.add_command(report_cmd)
 main.add_command(sweep_cmd)
+main.add_command(_trajectories)
+main.add_command(watch_cmd)
 
 
 if __name__ == "__main__":

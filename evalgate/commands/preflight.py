@@ -1,0 +1,54 @@
+"""``evalgate preflight``: the reward histogram of the base policy before training (``evalgate.preflight``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from evalgate.commands import dump, handle_errors
+
+
+@click.command("preflight")
+@click.option("--protocol", "protocol_path", required=True, type=click.Path(path_type=Path))
+@click.option("--checkpoint", required=True, type=click.Path(path_type=Path), help="The base policy (HF dir or .gguf).")
+@click.option("--split", required=True, help="The training prompts' split (or a sample of them).")
+@click.option("--samples", type=click.IntRange(1), default=None,
+              help="Samples per prompt K (default: the protocol's n; more runs the protocol with further seeds).")
+@click.option("--max-zero-variance", type=click.FloatRange(0, 1), default=0.5, show_default=True,
+              help="Exit 1 when the share of prompts whose samples all score the same is above this.")
+@click.option("--backend", default="hf", show_default=True)
+@click.option("--device", default=None, help="hf: cpu, cuda, cuda:N (default cpu).")
+@click.option("--actor", default=None)
+@click.option("--report", "report_path", type=click.Path(path_type=Path), default=None,
+              help="Write a self-contained HTML report with the histogram.")
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def preflight_cmd(protocol_path: Path, checkpoint: Path, split: str, samples: int | None, max_zero_variance: float,
+                  backend: str, device: str | None, actor: str | None, report_path: Path | None,
+                  as_json: bool) -> None:
+    """Sample the base policy on the training prompts and report the reward histogram: per-prompt pass rates,
+    zero-variance shares (all correct / all wrong: no GRPO gradient), mean and spread, trivial baselines under the
+    same scorer, and the verdicts too sparse / too lenient / heavy tail / sign confusion. Exit 1 when the
+    zero-variance share is above --max-zero-variance."""
+    from evalgate.backends.base import with_flags
+    from evalgate.preflight import format_summary, preflight, write_report
+    from evalgate.run import RunOptions
+
+    opts = RunOptions(backend=backend, purpose="preflight", actor=actor, progress=not as_json,
+                      backend_options=with_flags(backend, {}, device=device))
+    res = preflight(protocol_path, checkpoint, split, samples, opts)
+    if report_path is not None:
+        write_report(res, report_path)
+    if as_json:
+        dump({**res.as_dict(), "max_zero_variance": max_zero_variance,
+              "exit_code": int(res.zero_variance > max_zero_variance)})
+    else:
+        click.echo(format_summary(res))
+        if report_path is not None:
+            click.echo(f"report: {report_path}")
+    if res.zero_variance > max_zero_variance:
+        click.echo(f"zero-variance share {res.zero_variance:.1%} > --max-zero-variance {max_zero_variance:.1%}",
+                   err=True)
+        sys.exit(1)

@@ -1,0 +1,247 @@
+"""``evalgate watch``: checkpoints read only when completely written, bad input (missing run dir, deleted checkpoint,
+corrupt trainer_state.json), one watch per run directory, and a real kill-and-restart (nothing evaluated twice,
+nothing lost)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from evalgate.errors import RefusedByPolicy
+from evalgate.watch import STOP_FILE, Watcher, WatchOptions, read_queue, watch_locks
+
+REPO = Path(__file__).resolve().parent.parent
+PROTOCOL = REPO / "protocols" / "addition.yaml"
+
+
+@pytest.fixture
+def dev_split() -> str:
+    from evalgate.demo_train import addition_items
+    from evalgate.splits import write_split
+
+    write_split("addition-dev", "dev", addition_items("dev", 2), {"source": "evalgate.demo_train"})
+    return "addition-dev"
+
+
+def _state(step: int, max_steps: int = 9) -> str:
+    return json.dumps({"global_step": step, "max_steps": max_steps, "log_history": [
+        {"step": s, "loss": 1.0 / s} for s in range(1, step + 1)]})
+
+
+def _write_ckpt(d: Path, step: int, weights: bytes = b"w" * 1000, max_steps: int = 9) -> Path:
+    c = d / f"checkpoint-{step}"
+    c.mkdir(parents=True)
+    (c / "config.json").write_text("{}")
+    (c / "model.safetensors").write_bytes(weights)
+    (c / "trainer_state.json").write_text(_state(step, max_steps))
+    return c
+
+
+def _watcher(run_dirs: list[Path], tmp_path: Path, split: str, settle: float = 0.5) -> tuple[Watcher, list[str]]:
+    said: list[str] = []
+    w = Watcher(run_dirs, WatchOptions(PROTOCOL, split, settle_s=settle, status_dir=tmp_path / "status"),
+                say=said.append)
+    return w, said
+
+
+def test_slowly_written_checkpoint_is_never_read_half_written(tmp_path: Path, dev_split: str) -> None:
+    run = tmp_path / "run"
+    c = run / "checkpoint-3"
+    c.mkdir(parents=True)
+    w, _ = _watcher([run], tmp_path, dev_split, settle=0.6)
+    finished = threading.Event()
+
+    def writer() -> None:  # one chunk every 0.2 s for about 2 s; trainer_state.json written in two halves
+        (c / "config.json").write_text("{}")
+        with open(c / "model.safetensors", "wb") as f:
+            for _ in range(6):
+                f.write(b"x" * 4096)
+                f.flush()
+                time.sleep(0.2)
+        text = _state(3)
+        with open(c / "trainer_state.json", "w") as f:
+            f.write(text[: len(text) // 2])
+            f.flush()
+            time.sleep(0.8)  # longer than the settle time: only the parse check holds it back now
+            f.write(text[len(text) // 2:])
+        finished.set()
+
+    t = threading.Thread(target=writer)
+    t.start()
+    seen_corrupt = False
+    while not finished.is_set():
+        w.scan()
+        cs = w.runs[0].checkpoints.get(3)
+        if cs is not None:
+            assert cs.status == "settling", f"read while being written: {cs}"
+            seen_corrupt = seen_corrupt or "does not parse" in (cs.message or "")
+        time.sleep(0.05)
+    t.join()
+    done_at = time.time()
+    assert seen_corrupt, "the half-written trainer_state.json was never seen as such"
+    while w.runs[0].checkpoints[3].status == "settling":
+        assert time.time() - done_at < 5, "never became ready"
+        w.scan()
+        time.sleep(0.05)
+    assert w.runs[0].checkpoints[3].status == "ready"
+    assert time.time() - done_at >= 0.6  # the settle time counted from the last byte
+
+
+def test_missing_run_dir_waits_and_deleted_checkpoint_is_skipped(tmp_path: Path, dev_split: str) -> None:
+    run = tmp_path / "later"
+    w, said = _watcher([run], tmp_path, dev_split, settle=30)
+    w.scan()
+    w.scan()
+    assert [s for s in said if "does not exist yet" in s] == [f"watch: {run} does not exist yet; waiting for it"]
+    _write_ckpt(run, 2)
+    w.scan()
+    assert w.runs[0].checkpoints[2].status == "settling"
+    shutil.rmtree(run / "checkpoint-2")
+    w.scan()
+    assert w.runs[0].checkpoints[2].status == "skipped"
+    assert any("deleted before it was evaluated" in s for s in said)
+    w.write_status()
+    doc = json.loads((tmp_path / "status" / "status.json").read_text())
+    assert doc["runs"][0]["checkpoints"][0]["status"] == "skipped"
+    assert "http-equiv='refresh'" in (tmp_path / "status" / "status.html").read_text()
+
+
+def test_callback_queue_skips_the_settle_time(tmp_path: Path, dev_split: str) -> None:
+    run = tmp_path / "run"
+    _write_ckpt(run, 3)
+    (run / "evalgate-queue.jsonl").write_text(json.dumps({"step": 3}) + "\n" + '{"event": "train_e')
+    assert read_queue(run) == ({3}, False)  # the half-written last line is ignored
+    w, _ = _watcher([run], tmp_path, dev_split, settle=60)
+    w.scan()
+    assert w.runs[0].checkpoints[3].status == "ready"
+
+
+def test_second_watch_on_the_same_run_dir_is_refused(tmp_path: Path, dev_split: str) -> None:
+    from click.testing import CliRunner
+
+    from evalgate.cli import main
+
+    run = tmp_path / "run"
+    with watch_locks([run]):
+        with pytest.raises(RefusedByPolicy, match="another evalgate watch"):
+            with watch_locks([tmp_path / "other", run]):
+                pass
+        res = CliRunner().invoke(main, ["watch", str(run), "--protocol", str(PROTOCOL), "--split", dev_split])
+        assert res.exit_code == 2, res.output
+        assert "another evalgate watch" in res.output
+    with watch_locks([run]):  # released with the first watch
+        pass
+
+
+def test_collapse_writes_stop(tmp_path: Path, dev_split: str) -> None:
+    from evalgate.watch import CheckpointState
+
+    run = tmp_path / "run"
+    run.mkdir()
+    w, said = _watcher([run], tmp_path, dev_split)
+    rs = w.runs[0]
+    rs.checkpoints[3] = CheckpointState(str(run), str(run / "checkpoint-3"), 3, status="done", metric=0.50)
+    rs.checkpoints[6] = CheckpointState(str(run), str(run / "checkpoint-6"), 6, status="done", metric=0.35)
+    w._check_collapse(rs, rs.checkpoints[6])  # a drop of 0.15 > 0.1 (the default collapse_drop)
+    stop = json.loads((run / STOP_FILE).read_text())
+    assert stop["step"] == 6 and stop["source"] == "collapse" and "0.5000" in stop["reason"]
+
+
+def _tiny_checkpoint(tok_dir: Path, dst: Path, step: int, max_steps: int) -> None:
+    """A real HF checkpoint small enough to evaluate in seconds: a one-layer Llama (SmolLM2's architecture and
+    tokenizer, random weights seeded by ``step``, so every checkpoint has its own digest) with trainer_state.json."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(step)
+    cfg = json.loads((tok_dir / "config.json").read_text())
+    small = LlamaConfig(vocab_size=cfg["vocab_size"], hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                        num_attention_heads=2, num_key_value_heads=1, bos_token_id=cfg.get("bos_token_id"),
+                        eos_token_id=cfg.get("eos_token_id"), tie_word_embeddings=True)
+    LlamaForCausalLM(small).save_pretrained(dst)
+    for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja", "generation_config.json"):
+        if (tok_dir / f).is_file():
+            shutil.copy(tok_dir / f, dst / f)
+    (dst / "trainer_state.json").write_text(_state(step, max_steps))
+
+
+def _watch_cmd(run: Path, tmp_path: Path, split: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "evalgate.cli", "watch", str(run), "--protocol", str(PROTOCOL), "--split", split,
+            "--settle", "0.2", "--poll", "0.2", "--status-dir", str(tmp_path / "status"), *extra]
+
+
+@pytest.mark.slow
+def test_kill_and_restart_evaluates_nothing_twice_and_loses_nothing(tmp_path: Path, dev_split: str,
+                                                                    smollm2_dir: Path) -> None:
+    from evalgate.store import Store
+
+    run = tmp_path / "run"
+    for step in (1, 2, 3):
+        _tiny_checkpoint(smollm2_dir, run / f"checkpoint-{step}", step, max_steps=3)
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    p = subprocess.Popen(_watch_cmd(run, tmp_path, dev_split), env=env, stderr=subprocess.PIPE, text=True)
+    status = tmp_path / "status" / "status.json"
+    deadline = time.time() + 600
+    while True:  # kill it once the first checkpoint is done, before the last one is
+        assert time.time() < deadline and p.poll() is None, "watch ended or hung"
+        if status.is_file():
+            doc = json.loads(status.read_text())
+            cks = {c["step"]: c["status"] for c in doc["runs"][0]["checkpoints"]}
+            if cks.get(1) == "done":
+                break
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=300)
+    assert p.returncode == 143, err  # 128 + SIGTERM
+    assert json.loads(status.read_text())["state"] == "stopped"
+    first = Store().runs(status="complete")
+    assert 1 in [r["step"] for r in first] and 3 not in [r["step"] for r in first]
+    res = subprocess.run(_watch_cmd(run, tmp_path, dev_split, "--exit-when-done"), env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert "checkpoint-1 (" in res.stderr and "not evaluated again" in res.stderr
+    runs = Store().runs(status="complete")
+    assert sorted(r["step"] for r in runs) == [1, 2, 3]  # each exactly once: nothing twice, nothing lost
+    assert len({r["checkpoint_digest"] for r in runs}) == 3
+    assert {r["run_id"] for r in first} <= {r["run_id"] for r in runs}  # the first watch's runs were kept
+
+
+def test_fail_signal_in_the_growing_log_writes_stop_and_exits(tmp_path: Path, dev_split: str) -> None:
+    from evalgate.watch import EXIT_STOPPED, LOG_FILE
+
+    run = tmp_path / "run"
+    run.mkdir()
+    # the callback's log: loss NaN from step 3 (a fail finding of the nonfinite signal, docs/DIAGNOSTICS.md)
+    rows = [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.9}, {"step": 3, "loss": float("nan")}]
+    (run / LOG_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    w, said = _watcher([run], tmp_path, dev_split, settle=60)
+    w.opts.exit_on_stop = True
+    assert w.run() == EXIT_STOPPED
+    stop = json.loads((run / STOP_FILE).read_text())
+    assert stop["source"] == "diagnostics" and stop["step"] == 3 and "nonfinite" in stop["reason"]
+    assert json.loads((tmp_path / "status" / "status.json").read_text())["state"] == "stopped on STOP"
+
+
+def test_a_policys_guards_reach_the_watch_and_the_callback(tmp_path: Path) -> None:
+    """``--policy`` hands the gate policy's guards section (the diagnostics' ``Guards``) to the watch and the
+    callback, so both stop on what the gate would fail."""
+    from evalgate.callback import EvalgateCallback
+    from evalgate.watch import WatchOptions
+
+    text = (REPO / "gates" / "demo.yaml").read_text() + "guards:\n  window: 7\n  fail_on: [warn, fail]\n"
+    policy = tmp_path / "gates" / "g.yaml"
+    policy.parent.mkdir()
+    policy.write_text(text.replace("../protocols/", str(REPO / "protocols") + "/")
+                      .replace("$EVALGATE_DEMO_BASE", str(tmp_path / "base")))
+    opts = WatchOptions.from_policy(policy, protocol=PROTOCOL, split="dev")
+    assert (opts.guards.window, sorted(opts.guards.fail_on)) == (7, ["fail", "warn"])
+    assert EvalgateCallback(policy=policy).guards.window == 7
