@@ -119,7 +119,7 @@ def test_committed_gate_reference_is_up_to_date_and_covers_every_policy_field() 
     sections = _sections(GatePolicy, "")
     assert {m.__name__ for _, m in sections} >= {"GatePolicy", "Baseline", "Selection", "Guards", "GateRules"}
     for _, model in sections:
-        assert f"## {model.__name__}" in out and f"Source: `evalgate.gate.policy.{model.__name__}`" in out
+        assert f"## {model.__name__}" in out and f"Source: `{model.__module__}.{model.__qualname__}`" in out
         for name, field in model.model_fields.items():
             row = next(line for line in out.splitlines() if line.startswith(f"| `{name}` |"))
             assert " ".join((field.description or "").split())[:30].replace("``", "`") in row

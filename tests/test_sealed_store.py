@@ -108,13 +108,19 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, smollm2_dir: Path) -> N
     (rp,) = [x for x in Store().run_prompts(run_id) if x["item_id"] == "zq-1"]
     assert rp["prompt_sha256"] == sealer().digest(rp["text"]) != hashlib.sha256(rp["text"].encode()).hexdigest()
 
-    # the gate again: the decision run comes from the cache
+    # the same gate again reuses its stored decision (nothing read); a changed policy decides afresh, and its
+    # decision run finds the sealed generations in the cache under the keyed prompt hash
+    same = _cli("gate", "--policy", str(policy), "--json")
+    assert same.exit_code in (0, 1) and json.loads(same.stdout)["reused_from"]["gate_id"], same.output
+    policy.write_text(policy.read_text().replace("name: seal", "name: seal-again"))
     again = _cli("gate", "--policy", str(policy), "--json")
-    assert again.exit_code in (0, 1), again.output
+    assert again.exit_code in (0, 1) and json.loads(again.stdout)["reused_from"] is None, again.output
     rerun = Store().runs(run_id=json.loads(again.stdout)["seeds"][0]["decision"]["run_id"])[0]
     assert rerun["counts"]["cached"] == 2 and rerun["counts"]["generated"] == 0
 
-    # a wrong key, then none: refused (exit 2), nothing written
+    # a wrong key, then none, on a gate that must read (a changed policy, so no stored decision is reused):
+    # refused (exit 2), nothing written
+    policy.write_text(policy.read_text().replace("name: seal-again", "name: seal-third"))
     before = _counts(home)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EVALGATE_PRIVATE_KEY", Fernet.generate_key().decode())

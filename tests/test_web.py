@@ -246,4 +246,4 @@ def test_dashboard_pages_read_the_store(site: dict[str, Any]) -> None:
         ("boss", "dashboard", "read", "run1")]
     access = _get(f"{base}/dashboard/access?split=ha", headers=boss).text
     assert "intact" in access and "human-audit-rating" in access
-    assert "no <code>gates</code> table" in _get(f"{base}/dashboard/gates", headers=boss).text
+    assert "No gate verdicts stored." in _get(f"{base}/dashboard/gates", headers=boss).text

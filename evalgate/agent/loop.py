@@ -153,8 +153,21 @@ class Agent:
                                  tuple(tr.messages) if native else None, self.schemas if native else None)
 
 
-def _replay(agent: Agent, trs: dict[SampleKey, Trajectory]) -> int:
-    """Replay the stored turns of every trajectory (contiguous from turn 0); returns how many were replayed."""
+def _tokenizer(plan: RunPlan) -> Any:
+    """The tokenizer that renders each turn's conversation: the run's (loaded when it rendered its prompts), else
+    loaded now when the protocol applies a chat template (a run whose first-turn prompts came from the store loads
+    none, but later turns and the check of stored turns render the conversation); None for ``chat_template: none``.
+    """
+    if plan.prompts.tokenizer is not None or plan.protocol.chat_template == "none":
+        return plan.prompts.tokenizer
+    from evalgate.checkpoints import load_tokenizer
+
+    return load_tokenizer(plan.checkpoint.model_dir)
+
+
+def _replay(agent: Agent, trs: dict[SampleKey, Trajectory], tokenizer: Any) -> int:
+    """Replay the stored turns of every trajectory (contiguous from turn 0, each for the very prompt it answered);
+    returns how many were replayed."""
     plan = agent.plan
     rows = plan.store.trajectory_turns(plan.checkpoint.digest, plan.protocol.sha256, plan.settings_sha256,
                                        sorted({k[0] for k in trs}))
@@ -167,7 +180,7 @@ def _replay(agent: Agent, trs: dict[SampleKey, Trajectory]) -> int:
     for key in keys:
         tr = trs.get(key)
         while tr is not None and tr.ended is None:
-            prompt_sha256 = agent.digest(agent.request(tr, plan.prompts.tokenizer).prompt)
+            prompt_sha256 = agent.digest(agent.request(tr, tokenizer).prompt)
             r = stored.get((key, tr.turn, prompt_sha256))
             if r is None:
                 break
@@ -215,10 +228,10 @@ def run_agent(plan: RunPlan, backend: Backend | None = None) -> AgentRun:
     agent = Agent(plan)
     items = {str(it["id"]): it for it in plan.items}
     trs = {k: agent.start(k, items[k[0]]) for k in plan.keys}
-    cached = _replay(agent, trs)
+    tokenizer = _tokenizer(plan)
+    cached = _replay(agent, trs, tokenizer)
     fresh = gen_s = tool_s = 0.0
     tokens = 0
-    tokenizer = plan.prompts.tokenizer
     with progress_bar(len(trs), "agent", plan.options.progress) as bar:
         bar.update(sum(tr.ended is not None for tr in trs.values()))
         while active := [tr for tr in trs.values() if tr.ended is None]:
