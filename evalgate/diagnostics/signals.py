@@ -152,6 +152,17 @@ class _Ctx:
     def off(self, signal: str, part: str, canon: str, field_name: str) -> Finding:
         return self.add(signal, part, "off", f"turned off (thresholds.{field_name} is null).", keys=self.keys(canon))
 
+    def limit(self, signal: str, part: str, canon: str, what: str, field_name: str) -> float | None:
+        """``thresholds.<field_name>`` when ``signal`` can be evaluated; else None, after recording it as not
+        checkable (series ``canon`` not logged) or off (the threshold is None)."""
+        if canon not in self.log.series:
+            self.absent(signal, part, canon, what)
+            return None
+        lim: float | None = getattr(self.th, field_name)
+        if lim is None:
+            self.off(signal, part, canon, field_name)
+        return lim
+
 
 # -- policy update ---------------------------------------------------------------------------------------------------
 def _kl_state(c: _Ctx) -> str | None:
@@ -228,13 +239,10 @@ def _trend(c: _Ctx, name: str, part: str, canon: str, direction: str, limit: flo
 def clip_signal(c: _Ctx) -> None:
     """``clip_fraction`` (fail): above ``clip_fraction_max`` for ``window`` consecutive logged steps; ``info`` when
     it is 0 at every step (one policy update per batch: the ratio is 1 and the clip never acts)."""
-    if "clip_fraction" not in c.log.series:
-        c.absent("clip_fraction", POLICY, "clip_fraction", "clip fraction")
+    lim = c.limit("clip_fraction", POLICY, "clip_fraction", "clip fraction", "clip_fraction_max")
+    if lim is None:
         return
-    if c.th.clip_fraction_max is None:
-        c.off("clip_fraction", POLICY, "clip_fraction", "clip_fraction_max")
-        return
-    pts, keys, lim = c.pts("clip_fraction"), c.keys("clip_fraction"), c.th.clip_fraction_max
+    pts, keys = c.pts("clip_fraction"), c.keys("clip_fraction")
     hit = _first_level(pts, c.th.window, lim, every=True)
     if hit:
         c.add("clip_fraction", POLICY, "fail", f"clip fraction above {lim:g} for {c.th.window} logged steps from "
@@ -318,22 +326,19 @@ def _cap(c: _Ctx) -> tuple[float, str] | None:
 def length_signals(c: _Ctx) -> None:
     """``truncation`` (fail), ``length_pinned`` (warn), ``length_growth`` (warn)."""
     th = c.th
-    if "truncation" not in c.log.series:
-        c.absent("truncation", DATA, "truncation", "share of truncated completions")
-    elif th.truncation_max is None:
-        c.off("truncation", DATA, "truncation", "truncation_max")
-    else:
+    lim = c.limit("truncation", DATA, "truncation", "share of truncated completions", "truncation_max")
+    if lim is not None:
         pts, keys = c.pts("truncation"), c.keys("truncation")
-        hit = _first_level(pts, th.window, th.truncation_max, every=False)
+        hit = _first_level(pts, th.window, lim, every=False)
         if hit:
             c.add("truncation", DATA, "fail", f"{hit[1]:.0%} of completions were cut at the maximum length over "
-                  f"{th.window} logged steps from step {hit[0]} (limit {th.truncation_max:.0%}): the reward scores "
+                  f"{th.window} logged steps from step {hit[0]} (limit {lim:.0%}): the reward scores "
                   "unfinished answers; raise the length limit or penalise overlong answers.", hit[0],
-                  {"mean": hit[1], "limit": th.truncation_max}, keys)
+                  {"mean": hit[1], "limit": lim}, keys)
         else:
-            c.add("truncation", DATA, "ok", f"truncated share stayed at or below {th.truncation_max:.0%} over every "
+            c.add("truncation", DATA, "ok", f"truncated share stayed at or below {lim:.0%} over every "
                   f"{th.window} logged steps (max {max((v for _, v in pts), default=0):.0%}).",
-                  values={"limit": th.truncation_max}, keys=keys)
+                  values={"limit": lim}, keys=keys)
     if "completion_length" not in c.log.series:
         c.absent("length_pinned", DATA, "completion_length", "mean completion length")
         c.absent("length_growth", DATA, "completion_length", "mean completion length")
@@ -413,18 +418,14 @@ def zero_std_signals(c: _Ctx) -> None:
 def reward_signals(c: _Ctx) -> None:
     """``reward_flat`` (warn while length or KL move, info otherwise), ``reward_std_collapse`` (warn),
     ``reward_length_rise`` (warn): two legs of the reward-hacking triad readable from the log alone."""
-    th = c.th
     if "reward" not in c.log.series:
         for name in ("reward_flat", "reward_length_rise"):
             c.absent(name, DATA, "reward", "training reward")
     else:
         _reward_moves(c)
-    if "reward_std" not in c.log.series:
-        c.absent("reward_std_collapse", DATA, "reward_std", "reward standard deviation")
-    elif th.reward_std_drop_max is None:
-        c.off("reward_std_collapse", DATA, "reward_std", "reward_std_drop_max")
-    else:
-        _trend(c, "reward_std_collapse", DATA, "reward_std", "down", th.reward_std_drop_max, drop=True,
+    lim = c.limit("reward_std_collapse", DATA, "reward_std", "reward standard deviation", "reward_std_drop_max")
+    if lim is not None:
+        _trend(c, "reward_std_collapse", DATA, "reward_std", "down", lim, drop=True,
                fired="the spread of rewards within groups fell {d:.0%} ({a:.4g} -> {b:.4g}): advantages are "
                      "normalised by it, so the update is running out of signal.",
                quiet="reward standard deviation went from {a:.4g} to {b:.4g}.")
@@ -480,13 +481,10 @@ def grad_norm_signal(c: _Ctx) -> None:
     """``grad_norm_spike`` (fail): above ``grad_norm_spike`` x the median of the previous ``grad_norm_window``
     logged values (needs 3 previous values and a median above 0: TRL logs grad_norm 0 on steps where every group
     had one reward, and a normal value after such steps is no spike)."""
-    if "grad_norm" not in c.log.series:
-        c.absent("grad_norm_spike", SYSTEM, "grad_norm", "grad norm")
+    k = c.limit("grad_norm_spike", SYSTEM, "grad_norm", "grad norm", "grad_norm_spike")
+    if k is None:
         return
-    if c.th.grad_norm_spike is None:
-        c.off("grad_norm_spike", SYSTEM, "grad_norm", "grad_norm_spike")
-        return
-    gn, keys, k, win = c.pts("grad_norm"), c.keys("grad_norm"), c.th.grad_norm_spike, c.th.grad_norm_window
+    gn, keys, win = c.pts("grad_norm"), c.keys("grad_norm"), c.th.grad_norm_window
     for i in _spike_candidates(gn, k, win):
         med = median(v for _, v in gn[max(0, i - win):i])
         if med > 0 and gn[i][1] > k * med:
