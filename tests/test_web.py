@@ -127,6 +127,7 @@ def _shot(driver: Any, name: str) -> None:
 def test_rater_scores_three_samples_with_the_keyboard(site: dict[str, Any], browser: Any) -> None:
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
     store, b1 = site["store"], site["b1"]
@@ -142,7 +143,9 @@ def test_rater_scores_three_samples_with_the_keyboard(site: dict[str, Any], brow
         if i == 0:
             _shot(browser, "rating.png")
         ActionChains(browser).send_keys(key).perform()
-        WebDriverWait(browser, 20).until(
+        # the key submits the form and the browser loads the next page: an element found on the old page can go
+        # stale between find_element and .text (CI run of session 4), so a stale or missing element means "not yet"
+        WebDriverWait(browser, 20, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(
             lambda d, n=i + 1: f": {n} of 6 scored" in d.find_element(By.ID, "progress").text)
     by_key = {it["sample_key"]: (it["item_id"], it["sample_index"]) for it in store.batch_items(b1)}
     got = {(r["item_id"], r["sample_index"]): r["score"] for r in store.ratings(b1, "alice")}
