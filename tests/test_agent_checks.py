@@ -126,3 +126,19 @@ def test_native_format_with_smollm2s_own_template_is_refused(tmp_path: Path, smo
     with pytest.raises(BadInput, match=f"the chat template of {smollm2_dir} never reads 'tools'"):
         evaluate(proto, resolve_checkpoint(smollm2_dir), "chk-split", RunOptions(progress=False), store)
     assert _spent(store) == ([], 0, [])
+
+
+def test_parity_refuses_an_agentic_protocol_before_the_read(tmp_path: Path) -> None:
+    """parity generates single-turn; before the fix it read the split (logged, counted) and compared first turns
+    without running a tool."""
+    from evalgate.parity import parity
+
+    proto = _protocol(tmp_path, "hermes")
+    replay = tmp_path / "r.jsonl"
+    replay.write_text('{"item_id": "a", "turn": 0, "text": "The answer is 42"}\n')
+    _budgeted_split()
+    store = Store()
+    with pytest.raises(BadInput, match="offers tools .* which parity does not compare"):
+        parity(proto, _ckpt(tmp_path), "chk-split", "replay", "replay", {"file": str(replay)}, {"file": str(replay)},
+               store=store, progress=False)
+    assert _spent(store) == ([], 0, [])
