@@ -13,7 +13,9 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.backends.base import GenerationRequest, GenerationResult, check_backend, get_backend, sample_seed
+from evalgate.errors import BadInput
 from evalgate.progress import progress_bars
+from evalgate.protocol import load_protocol
 from evalgate.runner.plan import RunOptions, prepare
 from evalgate.store import Store
 
@@ -78,9 +80,14 @@ def parity(protocol_path: str | Path, checkpoint: str | Path, split: str, backen
         ``compare()``'s document plus protocol, checkpoint digest, split, both backends' info and wall times.
 
     Raises:
-        BadInput, ProtocolDrift, RefusedByPolicy: as ``evaluate``.
+        BadInput, ProtocolDrift, RefusedByPolicy: as ``evaluate``; BadInput also for a protocol that offers tools
+            (before any read).
         EngineError: a backend failed.
     """
+    if load_protocol(protocol_path).tools:  # before the read: parity compares single-turn generations only
+        raise BadInput(f"{protocol_path}: the protocol offers tools (a multi-turn, agentic evaluation), which parity "
+                       "does not compare; run 'evalgate run' with each backend and compare the runs' trajectories "
+                       "('evalgate trajectories RUN_ID')")
     opts = RunOptions(backend=backend_a, seed=seed, purpose=PURPOSE, actor=actor, backend_options=options_a or {},
                       progress=progress)
     checked_b = check_backend(backend_b, options_b or {})

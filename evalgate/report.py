@@ -147,10 +147,17 @@ def _atomic_write(path: Path, text: str) -> None:
 
 
 def render_html(verdict: Verdict, audit: dict[str, Any] | None = None) -> str:
-    """The release report as one self-contained HTML document."""
+    """The release report as one self-contained HTML document. Every value is HTML-escaped (autoescape), model
+    text and tool results included; an agentic protocol's audit samples show their trajectories (turns, calls,
+    results, violations, parse errors) in a collapsed ``<details>`` each, and the behaviour table gains the decision
+    runs' tool-use columns."""
+    agentic = any("trajectory" in r for rows in verdict.samples.values() for r in rows)
+    runs = [s.decision for s in verdict.seeds if s.decision] + (
+        [verdict.baseline.decision] if verdict.baseline and verdict.baseline.decision else [])
     return _ENV.get_template("report.html.j2").render(
         v=verdict, d=verdict.as_dict(), charts=charts(verdict), generated_at=now().isoformat(timespec="seconds"),
-        audit=audit or {}, diag=diagnostics_section(verdict))
+        audit=audit or {}, diag=diagnostics_section(verdict), agentic=agentic,
+        tools_columns=any(r.metrics.get("tools") for r in runs))
 
 
 def write_html(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None = None) -> Path:

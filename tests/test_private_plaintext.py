@@ -1,5 +1,6 @@
 """The private split is unreadable without the key and never present in plain text in the repository."""
 
+import json
 import subprocess
 from pathlib import Path
 
@@ -52,3 +53,35 @@ def test_private_split_at_rest_has_no_plaintext_and_needs_the_key(home: Path, hu
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "no-key-here"))
     with pytest.raises(RefusedByPolicy, match="no key was found"):
         read_items(m)
+
+
+def test_an_agentic_gate_shows_no_private_trajectory_anywhere(tmp_path: Path) -> None:
+    """An agentic protocol whose private-split turns quote a secret in the model's text, a tool's arguments and
+    the tool's result: no report output, the stored verdict, nor the trajectories table holds it in plain text;
+    the dev split's trajectory (a marker in the same three places) is shown, so the scan does see trajectories."""
+    import duckdb
+
+    from evalgate.report import write_reports
+    from tests.agent_gate_fixtures import build, call
+
+    secret, dev_marker = "zebra_quartz_7301", "lynx_marker_4421"
+    # the calculator's error quotes the unknown name it was given: the secret comes back as a tool result too
+    v, store = build(tmp_path / "gate", [{"id": "d1", "prompt": "x", "answer": "1"}],
+                     {"d1": [f"{dev_marker} " + call("calculator", expression=dev_marker), "The answer is 1"]},
+                     [{"id": "p1", "prompt": f"{secret}?", "answer": "1"}],
+                     {"p1": [f"{secret} " + call("calculator", expression=secret), f"{secret} The answer is 1"]})
+    priv = next(r for r in store.runs() if r["split"] == "ag-private" and r["checkpoint_digest"].startswith("c"))
+    turns = store.trajectory_turns(priv["checkpoint_digest"], priv["protocol_hash"],
+                                   priv["backend_info"]["generation_settings_sha256"])
+    assert secret in turns[0]["text"] and secret in turns[0]["calls"][0]["result"]  # in clear with the key
+    out = tmp_path / "out"
+    write_reports(v, store, out / "r.html", out / "r.junit.xml", out / "r.json", out / "r.md")
+    texts = {p.name: p.read_text() for p in out.iterdir()}
+    texts["stored verdict"] = json.dumps(store.gates()[-1]["document"])
+    with duckdb.connect(str(store.path)) as con:
+        texts["trajectories table"] = "\n".join(f"{t}\n{c}" for t, c in con.execute(
+            "SELECT text, calls::VARCHAR FROM trajectories WHERE run_id=?", [priv["run_id"]]).fetchall())
+    assert len(texts) == 6 and texts["trajectories table"]
+    assert [name for name, text in texts.items() if secret in text] == []
+    html = texts["r.html"]
+    assert html.count(dev_marker) >= 3 and '<details class="trajectory">' in html

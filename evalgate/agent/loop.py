@@ -32,7 +32,7 @@ from evalgate.agent.render import (
     result_message,
 )
 from evalgate.backends.base import Backend, Completion, GenerationRequest, get_backend
-from evalgate.errors import BadInput, EvalgateError
+from evalgate.errors import EvalgateError
 from evalgate.runner.generate import Generated, progress_bar
 from evalgate.runner.plan import RunPlan, SampleKey
 from evalgate.sealing import sealer_for
@@ -90,14 +90,9 @@ class Agent:
     """
 
     def __init__(self, plan: RunPlan):
-        """Raises:
-            BadInput: ``tools.format: openai`` with a backend that returns no structured tool calls."""
+        # the protocol, backend and chat template were checked to fit before the read (``agent.checks``)
         self.plan, self.protocol = plan, plan.protocol
         self.spec = plan.protocol.spec.tools
-        if self.spec.format == "openai" and plan.options.backend not in ("openai", "replay"):
-            raise BadInput(f"tools.format: openai needs structured tool_calls, which only the openai backend (or "
-                           f"replay) returns, not {plan.options.backend}; use --backend openai, or a protocol "
-                           "with format text, hermes or llama3")
         self.box = ToolBox(plan.protocol)
         self.schemas = tuple(function_schemas(plan.protocol))
         seal = sealer_for(plan.manifest.tier)

@@ -1,8 +1,10 @@
 """Reading a run's trajectories back: every turn of every sample, with its calls, results and violations, as
-JSON-able records and as text for a human reader (``evalgate trajectories RUN_ID``)."""
+JSON-able records, as text for a human reader (``evalgate trajectories RUN_ID``) and as the release report's
+trajectory viewer shows them (``trajectory_view``)."""
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 from typing import Any
 
@@ -29,18 +31,51 @@ def run_trajectories(store: Store, run_id: str, item: str | None = None) -> list
     if not found:
         raise BadInput(f"no run {run_id!r} in {store.path}; list runs with 'evalgate runs'")
     run = found[0]
-    settings = (run["backend_info"] or {}).get("generation_settings_sha256") or ""
-    rows = store.trajectory_turns(run["checkpoint_digest"], run["protocol_hash"], settings,
-                                  [item] if item is not None else None)
-    if not rows:
+    by_sample = turns_by_sample(store, run, [item] if item is not None else None)
+    if not by_sample:
         raise BadInput(f"run {run_id} has no stored trajectories{f' for item {item!r}' if item else ''}: its "
                        f"protocol ({run['protocol_name']}@{run['protocol_version']}) offers no tools, or the item "
                        "is not in it")
+    return [{"item_id": k[0], "sample_index": k[1], "seed": k[2], "status": status(turns), "turns": turns}
+            for k, turns in sorted(by_sample.items())]
+
+
+def status(turns: list[dict[str, Any]]) -> str:
+    """How a trajectory ended (its last turn's ``ended``), ``incomplete`` while it has not."""
+    return turns[-1]["ended"] or "incomplete"
+
+
+def turns_by_sample(store: Store, run: dict[str, Any], items: list[str] | None = None
+                    ) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
+    """The stored turns of a run (a ``Store.runs`` row: its checkpoint, protocol and generation settings), of
+    ``items`` only when given, by sample key (item id, sample index, sample seed), each in turn order; empty for a
+    run of a protocol without tools. A sealed tier's turns come back in clear (the key is needed)."""
+    settings = (run["backend_info"] or {}).get("generation_settings_sha256") or ""
     by_sample: dict[tuple[str, int, int], list[dict[str, Any]]] = defaultdict(list)
-    for r in rows:
+    for r in store.trajectory_turns(run["checkpoint_digest"], run["protocol_hash"], settings, items):
         by_sample[(r["item_id"], r["sample_index"], r["seed"])].append(r)
-    return [{"item_id": k[0], "sample_index": k[1], "seed": k[2], "status": turns[-1]["ended"] or "incomplete",
-             "turns": turns} for k, turns in sorted(by_sample.items())]
+    return dict(by_sample)
+
+
+def trajectory_view(turns: list[dict[str, Any]], max_chars: int = 1500) -> dict[str, Any]:
+    """One sample's stored turns as the release report shows them: how it ended, its counts, and per turn the
+    model's text, each call (name, arguments as JSON, status, violation, result) and any parse error; each text cut
+    to ``max_chars``.
+
+    Returns:
+        ``{"status", "tool_calls", "violations", "parse_errors", "turns": [{"turn", "text", "completion_tokens",
+        "finish_reason", "parse_error", "ended", "calls": [{"name", "arguments", "status", "violation",
+        "result"}]}]}``.
+    """
+    out = [{"turn": t["turn"], "text": _short(t["text"] or "", max_chars), "completion_tokens": t["completion_tokens"],
+            "finish_reason": t["finish_reason"], "parse_error": t["parse_error"], "ended": t["ended"],
+            "calls": [{"name": c["name"], "arguments": _short(json.dumps(c["arguments"], ensure_ascii=False),
+                                                              max_chars),
+                       "status": c["status"], "violation": c["violation"], "result": _short(c["result"], max_chars)}
+                      for c in t["calls"]]} for t in turns]
+    calls = [c for t in out for c in t["calls"]]
+    return {"status": status(turns), "tool_calls": len(calls), "violations": sum(bool(c["violation"]) for c in calls),
+            "parse_errors": sum(t["parse_error"] is not None for t in out), "turns": out}
 
 
 def _short(text: str, limit: int = 400) -> str:

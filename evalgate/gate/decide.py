@@ -101,6 +101,55 @@ def _behaviour_rules(policy: GatePolicy, chosen: list[SeedResult], baseline: Bas
         each = ", ".join(f"seed {k}: {v:.2f}x" for k, v in ratios.items())
         out.append(RuleOutcome("max_length_inflation", ok, f"mean completion tokens / baseline's ({bt:.1f}): {each}"
                                                            f"; allowed <= {r.max_length_inflation}x"))
+    return out + _tool_rules(policy, chosen, baseline)
+
+
+def _inflation(value: float, base: float) -> float:
+    """``value / base``; a base of 0 gives 1 for a value of 0 (no change) and inf for any other."""
+    if base == 0:
+        return 1.0 if value == 0 else float("inf")
+    return value / base
+
+
+def _tool_rules(policy: GatePolicy, chosen: list[SeedResult], baseline: BaselineResult) -> list[RuleOutcome]:
+    """``max_tool_call_inflation`` and ``max_tool_violation_rate`` over the decision runs' ``metrics["tools"]``
+    (``evalgate.agent.metrics.tool_metrics``). A run without tool metrics (its protocol offers no tools) fails the
+    rule, which says it cannot be checked and why."""
+    r = policy.rules
+    if not r.tool_rules or not chosen:
+        return []
+    tools = {s.train_seed: (s.decision.metrics.get("tools") if s.decision else None) for s in chosen}
+    base = baseline.decision.metrics.get("tools") if baseline.decision else None
+    split = policy.decision_split
+
+    def not_checkable(rule: str, missing: list[str]) -> RuleOutcome:
+        return RuleOutcome(rule, False, f"cannot be checked: the {split} runs of {', '.join(missing)} hold no "
+                                        f"tool-use metrics (metrics.tools): protocol {policy.protocol} offers no "
+                                        "tools, or they were run before tool use was counted; drop the rule or "
+                                        "gate an agentic protocol")
+
+    out = []
+    absent = [f"seed {k}" for k, t in tools.items() if not t]
+    if r.max_tool_call_inflation is not None:
+        if absent or not base:
+            out.append(not_checkable("max_tool_call_inflation", absent + ([] if base else ["the baseline"])))
+        else:
+            b = base["tool_calls_per_sample"]
+            calls = {k: float(t["tool_calls_per_sample"]) for k, t in tools.items() if t}
+            ratios = {k: _inflation(v, b) for k, v in calls.items()}
+            each = ", ".join(f"seed {k}: {v:.2f}x ({calls[k]:.3f})" for k, v in ratios.items())
+            out.append(RuleOutcome("max_tool_call_inflation",
+                                   all(v <= r.max_tool_call_inflation for v in ratios.values()),
+                                   f"tool calls per sample on {split} / baseline's ({b:.3f}): {each}; allowed <= "
+                                   f"{r.max_tool_call_inflation}x"))
+    if r.max_tool_violation_rate is not None:
+        if absent:
+            out.append(not_checkable("max_tool_violation_rate", absent))
+        else:
+            rates = {k: float(t["violation_rate"]) for k, t in tools.items() if t}
+            out.append(RuleOutcome("max_tool_violation_rate", max(rates.values()) <= r.max_tool_violation_rate,
+                                   f"share of samples with a tool violation on {split}: {_join(rates, '.3f')}; "
+                                   f"allowed <= {r.max_tool_violation_rate}"))
     return out
 
 
@@ -169,8 +218,8 @@ def rules(policy: GatePolicy, seeds: list[SeedResult], baseline: BaselineResult,
 
     Returns:
         ``best_checkpoint`` (only when no seed has one), ``min_seeds``, ``min_improvement``, ``seeds_beat_baseline``,
-        ``max_truncation_rate``, ``max_repetition``, ``max_length_inflation``, ``training_guards``, ``reward_hacking``
-        -- each when the policy sets it.
+        ``max_truncation_rate``, ``max_repetition``, ``max_length_inflation``, ``max_tool_call_inflation``,
+        ``max_tool_violation_rate``, ``training_guards``, ``reward_hacking`` -- each when the policy sets it.
     """
     r = policy.rules
     m = policy.metric

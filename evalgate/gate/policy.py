@@ -70,11 +70,27 @@ class GateRules(_Strict):
     Default: off."""
     max_repetition: float | None = Field(default=None, ge=0, le=1)
     """Each best checkpoint's mean repetition ratio on the decision split, at most. Default: off."""
+    max_tool_call_inflation: float | None = Field(default=None, gt=0)
+    """Agentic protocols: each best checkpoint's mean tool calls per sample / the baseline checkpoint's, at most
+    (decision split; ``metrics.tools.tool_calls_per_sample``, refused calls included). A baseline that made no call:
+    a candidate that made none is 1x, one that made any is infinitely inflated (fails). Needs a baseline checkpoint;
+    a protocol that offers no tools is refused before any read, and runs without tool metrics fail the rule as not
+    checkable. Default: off."""
+    max_tool_violation_rate: float | None = Field(default=None, ge=0, le=1)
+    """Agentic protocols: each best checkpoint's share of samples with at least one permission violation
+    (``metrics.tools.violation_rate``: a disallowed tool, the call budget spent, network, file scope or writing),
+    at most, on the decision split (0 = no sample may violate). Refused before any read, or failed as not
+    checkable, like ``max_tool_call_inflation``. Default: off."""
     training_guards: bool = True
     """Fail when any seed's training log has a finding whose severity is in ``guards.fail_on``, or cannot check a
     signal in ``guards.require``. Default: true."""
     reward_hacking: bool = True
     """Fail when any seed shows the reward-hacking triad. Default: true."""
+
+    @property
+    def tool_rules(self) -> list[str]:
+        """The tool-use rules this policy sets (they need a protocol that offers tools)."""
+        return [r for r in ("max_tool_call_inflation", "max_tool_violation_rate") if getattr(self, r) is not None]
 
 
 class GatePolicy(_Strict):
@@ -120,9 +136,10 @@ class GatePolicy(_Strict):
     thresholds, rule off."""
 
     @model_validator(mode="after")
-    def _length_needs_checkpoint(self) -> GatePolicy:
-        if self.rules.max_length_inflation is not None and self.baseline.checkpoint is None:
-            raise FieldProblem("rules", "rules.max_length_inflation needs a baseline checkpoint (baseline.checkpoint)")
+    def _inflation_needs_checkpoint(self) -> GatePolicy:
+        for rule in ("max_length_inflation", "max_tool_call_inflation"):
+            if getattr(self.rules, rule) is not None and self.baseline.checkpoint is None:
+                raise FieldProblem("rules", f"rules.{rule} needs a baseline checkpoint (baseline.checkpoint)")
         return self
 
 

@@ -40,8 +40,8 @@ def check_tiers(policy: GatePolicy, manager: SplitManager) -> tuple[Any, Any]:
 
 def check_protocol(policy: GatePolicy, evaluate_decision: bool) -> None:
     """The policy's protocol file must exist and match its lock (when decision runs are evaluated), be
-    ``policy.protocol`` (name@version) and offer the policy's metric: all before any read, so a typo or an edited
-    protocol spends no private read.
+    ``policy.protocol`` (name@version), offer the policy's metric and, for the tool-use rules, offer tools: all
+    before any read, so a typo or an edited protocol spends no private read.
 
     Raises:
         BadInput: naming what does not match and how to fix the policy.
@@ -63,6 +63,10 @@ def check_protocol(policy: GatePolicy, evaluate_decision: bool) -> None:
         raise BadInput(f"gate policy {policy.name}: metric {policy.metric} is not reported by {lp.ref} "
                        f"(its pass_at_k is {lp.spec.pass_at_k}); use one of "
                        f"{', '.join(f'pass@{k}' for k in lp.spec.pass_at_k)} or mean_score")
+    if policy.rules.tool_rules and not lp.spec.tools.agentic:
+        raise BadInput(f"gate policy {policy.name}: rules.{' and rules.'.join(policy.rules.tool_rules)} cannot be "
+                       f"checked: protocol {lp.ref} ({proto_file}) offers no tools, so its runs count no tool calls "
+                       "or violations; drop the rule(s), or gate a protocol with a tools section")
     if evaluate_decision:
         verify(lp)
 

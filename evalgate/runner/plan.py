@@ -1,7 +1,8 @@
 """Stage 1 of a run, ``prepare``: everything decided before any generation, as one ``RunPlan``.
 
 Order: load and verify the protocol against its lock; construct the scorer and check the backend options (either
-may refuse, before any read); resolve the checkpoint; admit the read (the release grant, then the split's tier
+may refuse, before any read); resolve the checkpoint; for an agentic protocol, check that its tools fit the backend
+and the chat template (``evalgate.agent.checks``); admit the read (the release grant, then the split's tier
 policy; refusals are logged); read the items; render the prompts (or reuse an earlier run's); look every sample up
 in the generation cache. Nothing is logged as read and no run is created here (``record.start`` does that), so
 ``parity`` reuses this stage with its own read.
@@ -183,6 +184,10 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     backend_options = check_backend(options.backend, options.backend_options)  # a typo must not spend a read
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
         checkpoint, options.train_run, options.train_seed, options.step)
+    if protocol.spec.tools.agentic:  # backend, chat template and tools must fit before the read is admitted
+        from evalgate.agent.checks import check_agentic_setup
+
+        check_agentic_setup(protocol, options.backend, ckpt.model_dir)
     store = store or Store()
     actor, access = actor_name(options.actor), SplitManager(store)
     sampling = protocol.spec.sampling
