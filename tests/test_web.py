@@ -125,9 +125,9 @@ def _shot(driver: Any, name: str) -> None:
 
 @needs_browser
 def test_rater_scores_three_samples_with_the_keyboard(site: dict[str, Any], browser: Any) -> None:
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
     store, b1 = site["store"], site["b1"]
