@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalgate.checkpoints import digest_hex
 from evalgate.errors import BadInput
 from evalgate.store import Store
 
@@ -44,7 +45,8 @@ def select_runs(store: Store | None = None, *, status: str | None = None, split:
 
 def _checkpoint_matches(run: dict[str, Any], given: str) -> bool:
     path = run["checkpoint_path"] or ""
-    if len(given) >= 8 and run["checkpoint_digest"].startswith(given):
+    if len(given) >= 8 and (run["checkpoint_digest"].startswith(given) or digest_hex(run["checkpoint_digest"])
+                            .startswith(given)):
         return True
     if Path(given).exists() and Path(path).exists():
         return Path(given).resolve() == Path(path).resolve()

@@ -181,9 +181,9 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     verify(protocol)
     scorer = get_scorer(protocol)  # before any read or generation: a scorer may refuse the protocol
     backend_options = check_backend(options.backend, options.backend_options)  # a typo must not spend a read
-    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
-        checkpoint, options.train_run, options.train_seed, options.step)
     store = store or Store()
+    ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
+        checkpoint, options.train_run, options.train_seed, options.step, store.recorded_checkpoint)
     actor, access = actor_name(options.actor), SplitManager(store)
     sampling = protocol.spec.sampling
     seed = sampling.seed if options.seed is None else options.seed
