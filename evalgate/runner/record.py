@@ -11,7 +11,7 @@ import sys
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from evalgate.checkpoints import digest_algorithm
 from evalgate.runner.generate import Generated
@@ -49,8 +49,8 @@ class CheckpointRef(_Record):
     """Identity of its weight, config and tokenizer files: ``blake3:<hex>``, or bare sha256 hex for checkpoints
     known before blake3 (``checkpoints.checkpoint_identity``)."""
     digest_algorithm: str | None = None
-    """``blake3`` or ``sha256``: the algorithm of ``digest`` (``checkpoints.digest_algorithm``; the digest string
-    carries it, so runs stored before this field get it from their digest)."""
+    """``blake3`` or ``sha256``: the algorithm of ``digest``, always filled in from it (``checkpoints.
+    digest_algorithm``: the digest string carries it, so runs stored before this field have it too)."""
     kind: str | None = None
     """``hf`` or ``gguf`` (None in runs stored before the record held it)."""
     train_run: str | None = None
@@ -62,6 +62,11 @@ class CheckpointRef(_Record):
     provenance: dict[str, str] | None = None
     """Where train_run, train_seed and step came from (``checkpoints.Checkpoint.provenance``: ``"flag"``, ``"folder
     name 'checkpoint-800'"``, ``"not inferred: ..."``); None in runs stored before migration 16."""
+
+    @model_validator(mode="after")
+    def _algorithm(self) -> CheckpointRef:
+        self.digest_algorithm = digest_algorithm(self.digest)
+        return self
 
 
 class SplitRef(_Record):
@@ -154,7 +159,6 @@ class RunRecord(_Record):
             protocol=ProtocolRef(name=row["protocol_name"], version=row["protocol_version"],
                                  sha256=row["protocol_hash"], path=row.get("protocol_path")),
             checkpoint=CheckpointRef(path=row["checkpoint_path"], digest=row["checkpoint_digest"],
-                                     digest_algorithm=digest_algorithm(row["checkpoint_digest"]),
                                      kind=row.get("checkpoint_kind"), train_run=row["train_run"],
                                      train_seed=row["train_seed"], step=row["step"],
                                      provenance=row.get("checkpoint_provenance")),
@@ -176,8 +180,7 @@ def draft(plan: RunPlan) -> RunRecord:
     return RunRecord(
         run_id=plan.run_id, status="running",
         protocol=ProtocolRef(name=p.spec.name, version=p.spec.version, sha256=p.sha256, path=str(p.path)),
-        checkpoint=CheckpointRef(path=str(c.path), digest=c.digest, digest_algorithm=digest_algorithm(c.digest),
-                                 kind=c.kind, train_run=c.train_run,
+        checkpoint=CheckpointRef(path=str(c.path), digest=c.digest, kind=c.kind, train_run=c.train_run,
                                  train_seed=c.train_seed, step=c.step, provenance=dict(c.provenance) or None),
         split=SplitRef(name=m.name, tier=m.tier, sha256=m.content_sha256, items=len(plan.items)),
         backend=backend, versions=versions(),
