@@ -263,3 +263,26 @@ def test_a_store_of_sha256_runs_stays_a_cache_hit_and_sweep_skips_it(tmp_path: P
     assert evaluate(proto, d, "sums", opts, store)["counts"]["generated"] == 0
     # blake3 recorded: each file read once (blake3: the cache is off), no sha256 computed to compare
     assert sorted(hashed) == [d.resolve() / "config.json", d.resolve() / "model.safetensors"]
+
+
+def test_a_gate_baseline_known_by_sha256_keeps_that_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The baseline a gate resolves (evaluating its decision reads) gets the identity its stored runs have, so the
+    gate's inputs, and with them the reuse of an unchanged gate, stay as they were."""
+    import yaml
+
+    from evalgate.gate import load_policy
+    from evalgate.gate.reads import baseline_digest
+    from evalgate.store import Store
+    from tests import gate_fixtures as fx
+
+    monkeypatch.setenv("EVALGATE_NO_DIGEST_CACHE", "1")
+    base = tmp_path / "baseline"
+    files = _model(base)
+    store = Store()
+    fx.add_run(store, "dev-base", _by_hand(files, "sha256"), base.resolve(), "fx-dev", "dev", None, None, fx.B,
+               split_sha256="s")
+    policy_file = tmp_path / "gate.yaml"
+    policy_file.write_text(yaml.safe_dump(fx.policy_dict(str(base))))
+    policy = load_policy(policy_file)
+    assert baseline_digest(policy, [], True, store.recorded_checkpoint) == _by_hand(files, "sha256")
+    assert baseline_digest(policy, [], True) == _by_hand(files, "blake3")  # no store record, no digest cache
