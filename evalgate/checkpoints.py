@@ -11,12 +11,11 @@ made before are bare sha256 hex and stay valid; ``digest_algorithm`` tells the t
 known by its sha256 identity keeps it (its cached generations, stored runs, gate reuse and sweep skips all key on
 the identity string), ``checkpoint_identity`` picks the algorithm per checkpoint:
 
-1. the store's latest run of this path (``recorded``) has a blake3 identity: blake3;
-2. it has a sha256 identity: the sha256 identity is computed (from the digest cache when the files are
-   unchanged) and kept if it equals the recorded one; otherwise the content changed and the new identity is
-   blake3;
-3. nothing recorded (or no store given): sha256 when the digest cache holds every identity file's sha256 for its
-   current stat and not every blake3 (the files were hashed before this change), else blake3.
+1. the digest cache holds, for every identity file at its current stat, the digests of one algorithm only: that
+   algorithm (no file is read; sha256 only: hashed before this change, blake3 only: since);
+2. otherwise (files new or changed, the cache off, or both algorithms cached) the store's latest run of this path
+   (``recorded``) decides: a sha256 identity is computed and kept if it equals the recorded one; anything else
+   (a blake3 identity, a changed content, nothing recorded, no store given) makes a blake3 identity.
 
 A copy of a sha256-known checkpoint at a new path, with no digest cache entries, gets a new blake3 identity (its
 earlier generations are not reused); finding it would mean reading every checkpoint twice.
@@ -233,7 +232,7 @@ def identity_files(model_dir: Path) -> list[Path]:
 
 def _combine(files: list[Path], digests: list[str], algorithm: str, single: bool) -> str:
     """The identity string: a single file's digest as it is (a GGUF), else the hash, under the same algorithm, of
-    ``name\0file digest\n`` per file; ``blake3:`` in front for blake3."""
+    ``name\\0file digest\\n`` per file; ``blake3:`` in front for blake3."""
     if single:
         out = digests[0]
     else:
@@ -251,14 +250,15 @@ def _identity(files: list[Path], algorithm: str, cache: DigestCache, single: boo
     return _combine(files, digests, algorithm, single)
 
 
-def checkpoint_identity(files: list[Path], recorded: str | None = None, cache: DigestCache | None = None,
-                        single: bool = False) -> str:
+def checkpoint_identity(files: list[Path], recorded: Callable[[], str | None] | None = None,
+                        cache: DigestCache | None = None, single: bool = False) -> str:
     """The identity of a checkpoint made of ``files``, keeping a sha256 identity it is already known by.
 
     Args:
         files: the identity files (``identity_files``), or the one GGUF file with ``single=True``.
-        recorded: the identity the store last recorded for this checkpoint's path (``Store.recorded_checkpoint``),
-            or None (unknown there, or no store at hand).
+        recorded: returns the identity the store last recorded for this checkpoint's path
+            (``Store.recorded_checkpoint``) or None; called only when the digest cache does not decide (opening
+            the store costs more than a fully cached digest). None: no store at hand.
         cache: the DigestCache (default: a new one); saved before returning.
         single: the identity is the one file's own digest (a GGUF), not a hash over names and digests.
 
@@ -271,20 +271,21 @@ def checkpoint_identity(files: list[Path], recorded: str | None = None, cache: D
     """
     cache = cache or DigestCache()
     try:
-        if recorded is not None and digest_algorithm(recorded) == SHA256:
-            if (legacy := _identity(files, SHA256, cache, single)) == recorded:
+        known = {alg: [d for p in files if (d := cache.cached(p, alg)) is not None] for alg in (SHA256, BLAKE3)}
+        complete = [alg for alg, digests in known.items() if len(digests) == len(files)]
+        if len(complete) == 1:  # hashed by one algorithm only, unchanged since: no file is read
+            return _combine(files, known[complete[0]], complete[0], single)
+        last = recorded() if recorded is not None else None
+        if last is not None and digest_algorithm(last) == SHA256:
+            if (legacy := _identity(files, SHA256, cache, single)) == last:
                 return legacy
-        elif recorded is None:
-            sha = [d for p in files if (d := cache.cached(p, SHA256)) is not None]
-            if len(sha) == len(files) and any(cache.cached(p, BLAKE3) is None for p in files):
-                return _combine(files, sha, SHA256, single)
         return _identity(files, BLAKE3, cache, single)
     finally:
         cache.save()
 
 
 def dir_digest(model_dir: Path, cache: DigestCache | None = None, algorithm: str = BLAKE3) -> str:
-    """The identity of an HF directory under one algorithm: ``algorithm`` over ``name\0file digest\n`` of its
+    """The identity of an HF directory under one algorithm: ``algorithm`` over ``name\\0file digest\\n`` of its
     identity files, sorted by name (``blake3:`` in front for blake3). File digests come from ``cache`` (a
     ``DigestCache``; default: a new one) when the files are unchanged.
 
@@ -516,11 +517,11 @@ def resolve_checkpoint(
         if magic != b"GGUF":  # the GGUF format's first four bytes (ggml docs/gguf.md)
             raise BadInput(f"checkpoint {path} is not a GGUF file (it does not start with the bytes 'GGUF'; it starts "
                            f"with {magic!r}); a truncated or failed download? Pass a complete .gguf file")
-        digest = checkpoint_identity([p], recorded(str(p)) if recorded else None, single=True)
+        digest = checkpoint_identity([p], (lambda: recorded(str(p))) if recorded else None, single=True)
         prov = {k: "flag" if v is not None else "not inferred: a GGUF file carries no training metadata; pass "
                 f"--{k.replace('_', '-')}" for k, v in given.items()}
         return Checkpoint(p, "gguf", digest, convert_gguf(p, digest), train_run, train_seed, step, prov)
-    digest = checkpoint_identity(identity_files(p), recorded(str(p)) if recorded else None)
+    digest = checkpoint_identity(identity_files(p), (lambda: recorded(str(p))) if recorded else None)
     check_weight_files(p)
     inferred, src = infer_training(p)
     values = {k: given[k] if given[k] is not None else inferred[k] for k in given}

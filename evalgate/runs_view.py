@@ -30,7 +30,8 @@ def select_runs(store: Store | None = None, *, status: str | None = None, split:
         train_run: training run name.
         train_seed: training seed.
         checkpoint: a checkpoint path (the same directory or file, however written), a path suffix such as
-            ``seed-1/checkpoint-9``, or a prefix of the checkpoint's weight digest (at least 8 hex digits).
+            ``seed-1/checkpoint-9``, or a prefix of the checkpoint's digest (at least 8 characters; ``blake3:`` may be
+            left out).
 
     Returns:
         The runs rows (``Store.runs``: all stored fields, JSON columns decoded).

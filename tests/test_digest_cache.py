@@ -175,10 +175,17 @@ def test_a_new_checkpoint_gets_a_blake3_identity(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(checkpoints, "RACY_WINDOW_S", 0.0)
     files = _model(tmp_path / "ckpt")
-    ck = resolve_checkpoint(tmp_path / "ckpt")
+    asked: list[str] = []
+
+    def recorded(path: str) -> None:  # a store that knows nothing of this checkpoint
+        asked.append(path)
+
+    ck = resolve_checkpoint(tmp_path / "ckpt", recorded=recorded)
     assert ck.digest == _by_hand(files, "blake3") and digest_algorithm(ck.digest) == "blake3"
+    assert asked == [str((tmp_path / "ckpt").resolve())]
     hashed = _counting(monkeypatch)
-    assert resolve_checkpoint(tmp_path / "ckpt").digest == ck.digest and hashed == []  # digest cache: not read
+    assert resolve_checkpoint(tmp_path / "ckpt", recorded=recorded).digest == ck.digest
+    assert hashed == [] and len(asked) == 1  # from the digest cache: nothing read, the store not asked
 
 
 def test_old_digest_cache_entries_keep_the_sha256_identity_without_reading(tmp_path: Path,
@@ -286,3 +293,15 @@ def test_a_gate_baseline_known_by_sha256_keeps_that_identity(tmp_path: Path, mon
     policy = load_policy(policy_file)
     assert baseline_digest(policy, [], True, store.recorded_checkpoint) == _by_hand(files, "sha256")
     assert baseline_digest(policy, [], True) == _by_hand(files, "blake3")  # no store record, no digest cache
+
+
+def test_runs_are_found_by_a_digest_prefix_with_or_without_the_algorithm(tmp_path: Path) -> None:
+    from evalgate.runs_view import select_runs
+    from evalgate.store import Store
+    from tests import gate_fixtures as fx
+
+    store = Store()
+    for run_id, digest in (("new", "blake3:" + "ab12" * 16), ("old", "ab12" * 15 + "cdef")):
+        fx.add_run(store, run_id, digest, tmp_path / run_id, "fx-dev", "dev", None, None, fx.B, split_sha256="s")
+    assert [r["run_id"] for r in select_runs(store, checkpoint="blake3:ab12ab")] == ["new"]
+    assert [r["run_id"] for r in select_runs(store, checkpoint="ab12ab12")] == ["new", "old"]
