@@ -107,7 +107,7 @@ def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
 
 
 def file_blake3(path: Path) -> str:
-    """Hex BLAKE3 (32-byte default output, BLAKE3 spec section 2) of a file, memory-mapped and hashed on all
+    """Hex BLAKE3 (the 32-byte default output) of a file, memory-mapped and hashed on all
     cores (``max_threads=AUTO``; the BLAKE3 tree lets chunks be hashed in parallel).
 
     Raises:
