@@ -305,3 +305,28 @@ def test_runs_are_found_by_a_digest_prefix_with_or_without_the_algorithm(tmp_pat
         fx.add_run(store, run_id, digest, tmp_path / run_id, "fx-dev", "dev", None, None, fx.B, split_sha256="s")
     assert [r["run_id"] for r in select_runs(store, checkpoint="blake3:ab12ab")] == ["new"]
     assert [r["run_id"] for r in select_runs(store, checkpoint="ab12ab12")] == ["new", "old"]
+
+
+def test_a_gguf_keeps_its_sha256_identity_and_conversion_and_a_new_one_gets_blake3(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GGUF's identity is the file's own digest; its conversion directory is keyed by the digest's hex part, so a
+    GGUF hashed before blake3 (the cache entry the old code wrote) finds the conversion made then."""
+    from evalgate.checkpoints import resolve_checkpoint
+
+    monkeypatch.setattr(checkpoints, "RACY_WINDOW_S", 0.0)
+    monkeypatch.setenv("EVALGATE_MODELS", str(tmp_path / "models"))
+    old, new = tmp_path / "old.gguf", tmp_path / "new.gguf"
+    _old(old, b"GGUF" + b"\x00" * 60)
+    _old(new, b"GGUF" + b"\x01" * 60)
+    sha, b3 = hashlib.sha256(old.read_bytes()).hexdigest(), _b3(new.read_bytes())
+    for key in (sha[:16], b3[:16]):  # conversions already made (converting needs a real model)
+        (tmp_path / "models" / key).mkdir(parents=True)
+        (tmp_path / "models" / key / "config.json").write_text("{}")
+    st = old.stat()
+    DigestCache().path.parent.mkdir(parents=True)
+    DigestCache().path.write_text(json.dumps({str(old.resolve()): {
+        "stat": [st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino], "sha256": sha}}))
+    ck = resolve_checkpoint(old)
+    assert (ck.digest, ck.model_dir) == (sha, tmp_path / "models" / sha[:16])
+    ck = resolve_checkpoint(new)
+    assert (ck.digest, ck.model_dir) == ("blake3:" + b3, tmp_path / "models" / b3[:16])
