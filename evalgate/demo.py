@@ -74,7 +74,7 @@ def main() -> int:
           + ", ".join(f"{k} {hm[k]:.3f} ± {hm[k + '_stderr']:.3f}" for k in hm
                       if k.startswith("pass@") and not k.endswith("_stderr")))
     _fresh_demo_home()
-    from evalgate.checkpoints import resolve_checkpoint
+    from evalgate.checkpoints import file_sha256, resolve_checkpoint
     from evalgate.demo_train import TRAIN_CONFIG, addition_items, ensure_training
     from evalgate.protocols_ops import freeze
     from evalgate.report import gate_and_report
@@ -86,7 +86,8 @@ def main() -> int:
     base = resolve_checkpoint(gguf)
     os.environ["EVALGATE_DEMO_BASE"] = str(gguf)
     t_train = time.perf_counter()
-    train_dir = ensure_training(base.model_dir, base.digest)
+    # keyed by the base's sha256 (its identity before blake3), so training cached before issue 21 stays valid
+    train_dir = ensure_training(base.model_dir, file_sha256(gguf))
     t_train = time.perf_counter() - t_train
     print(f"training run: {train_dir} ({'trained' if t_train > 5 else 'cached'}, {t_train:.0f} s)", file=sys.stderr)
 

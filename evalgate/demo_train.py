@@ -70,7 +70,7 @@ def cache_root() -> Path:
 
 
 def config_key(base_digest: str) -> str:
-    """sha256 over the training config and the base checkpoint's digest (first 16 hex digits)."""
+    """sha256 over the training config and the base checkpoint's sha256 (first 16 hex digits)."""
     blob = json.dumps({**TRAIN_CONFIG, "base": base_digest}, sort_keys=True).encode()
     return hashlib.sha256(blob).hexdigest()[:16]
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalgate.checkpoints import digest_hex
 from evalgate.errors import BadInput
 from evalgate.store import Store
 
@@ -29,7 +30,8 @@ def select_runs(store: Store | None = None, *, status: str | None = None, split:
         train_run: training run name.
         train_seed: training seed.
         checkpoint: a checkpoint path (the same directory or file, however written), a path suffix such as
-            ``seed-1/checkpoint-9``, or a prefix of the checkpoint's weight digest (at least 8 hex digits).
+            ``seed-1/checkpoint-9``, or a prefix of the checkpoint's digest (at least 8 characters; ``blake3:`` may be
+            left out).
 
     Returns:
         The runs rows (``Store.runs``: all stored fields, JSON columns decoded).
@@ -44,7 +46,8 @@ def select_runs(store: Store | None = None, *, status: str | None = None, split:
 
 def _checkpoint_matches(run: dict[str, Any], given: str) -> bool:
     path = run["checkpoint_path"] or ""
-    if len(given) >= 8 and run["checkpoint_digest"].startswith(given):
+    if len(given) >= 8 and (run["checkpoint_digest"].startswith(given) or digest_hex(run["checkpoint_digest"])
+                            .startswith(given)):
         return True
     if Path(given).exists() and Path(path).exists():
         return Path(given).resolve() == Path(path).resolve()

@@ -276,6 +276,15 @@ class Store:
                             [name, version, sha256, json.dumps(resolved), now()])
 
     # -- checkpoints and runs ----------------------------------------------------------------------------------
+    def recorded_checkpoint(self, path: str) -> str | None:
+        """The checkpoint identity of the latest run (any status) of the checkpoint at ``path`` (absolute, as
+        ``resolve_checkpoint`` resolves it), or None: how a checkpoint known by its sha256 identity keeps it
+        (``checkpoints.checkpoint_identity``)."""
+        with self.connect() as con:
+            row = con.execute("""SELECT checkpoint_digest FROM runs WHERE checkpoint_path=?
+                                 ORDER BY started_at DESC LIMIT 1""", [path]).fetchone()
+        return row[0] if row else None
+
     def upsert_checkpoint(self, digest: str, path: str, kind: str, train_run: str | None,
                           train_seed: int | None, step: int | None) -> None:
         with self.connect() as con:

@@ -366,7 +366,7 @@ class Watcher:
         cs.status, cs.eval_started, self.evaluating = "evaluating", time.time(), cs
         self.write_status()
         try:
-            ckpt = resolve_checkpoint(path)
+            ckpt = resolve_checkpoint(path, recorded=self.store.recorded_checkpoint)
             done = self.store.runs(checkpoint_digest=ckpt.digest, protocol_hash=self.protocol.sha256,
                                    split=self.opts.split, backend=self.opts.run.backend, sampling_seed=self.seed,
                                    status="complete")

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,7 +43,8 @@ def test_run_then_gate_on_two_smoke_items(home: Path, smollm2_gguf: Path, smollm
     doc = json.loads(r.stdout)
     assert doc["protocol"]["name"] == "he-e2e" and len(doc["protocol"]["sha256"]) == 64
     assert doc["split"] == {"name": "he-two", "tier": "smoke", "sha256": doc["split"]["sha256"], "items": 2}
-    assert doc["checkpoint"]["kind"] == "gguf" and len(doc["checkpoint"]["digest"]) == 64
+    assert doc["checkpoint"]["kind"] == "gguf" and doc["checkpoint"]["digest_algorithm"] == "blake3"
+    assert re.fullmatch("blake3:[0-9a-f]{64}", doc["checkpoint"]["digest"])  # a new checkpoint here (issue 21)
     assert doc["effective_params"]["max_tokens"] == 24 and doc["effective_params"]["temperature"] == 0.8
     assert doc["counts"]["samples"] == 4 and doc["counts"]["generated"] == 4
     assert set(doc["metrics"]) >= {"pass@1", "pass@2", "mean_completion_tokens", "truncation_rate"}

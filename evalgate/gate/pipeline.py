@@ -126,7 +126,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     sel_m, dec_m = reads.check_tiers(policy, manager)
     reads.check_protocol(policy, evaluate_decision)  # before any read: a typo must not spend a private read
     sel_runs, dec_runs = _stored_runs(policy, store, dec_m.content_sha256, evaluate_decision)
-    base_digest = reads.baseline_digest(policy, dec_runs, evaluate_decision)
+    base_digest = reads.baseline_digest(policy, dec_runs, evaluate_decision, store.recorded_checkpoint)
     part = partition_runs(sel_runs, sel_m.content_sha256, policy.backend, base_digest)
     manager.check(policy.selection_split, reads.SELECTION_PURPOSE, who)
     manager.log_read(sel_m, who, reads.SELECTION_PURPOSE, cached=True, detail=f"gate {policy.name}")

@@ -5,6 +5,7 @@ selection run."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -104,8 +105,10 @@ def reserve(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str
     return None
 
 
-def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], resolve: bool) -> str | None:
-    """The baseline checkpoint's digest (it is no training candidate), or None for a fixed value."""
+def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], resolve: bool,
+                    recorded: Callable[[str], str | None] | None = None) -> str | None:
+    """The baseline checkpoint's digest (it is no training candidate), or None for a fixed value (``recorded``:
+    ``Store.recorded_checkpoint``, so a baseline known by a sha256 identity keeps it, as its evaluation will)."""
     path = policy.baseline.checkpoint
     if path is None:
         return None
@@ -114,7 +117,7 @@ def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], res
         from evalgate.progress import progress_bars
 
         with progress_bars(False):  # the gate shows no progress bars (its evaluations run with progress=False)
-            return resolve_checkpoint(path).digest
+            return resolve_checkpoint(path, recorded=recorded).digest
     prior = [r for r in decision_runs if r["checkpoint_path"] == path]
     return prior[-1]["checkpoint_digest"] if prior else None
 

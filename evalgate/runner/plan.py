@@ -182,13 +182,13 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     verify(protocol)
     scorer = get_scorer(protocol)  # before any read or generation: a scorer may refuse the protocol
     backend_options = check_backend(options.backend, options.backend_options)  # a typo must not spend a read
+    store = store or Store()
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
-        checkpoint, options.train_run, options.train_seed, options.step)
+        checkpoint, options.train_run, options.train_seed, options.step, store.recorded_checkpoint)
     if protocol.spec.tools.agentic:  # backend, chat template and tools must fit before the read is admitted
         from evalgate.agent.checks import check_agentic_setup
 
         check_agentic_setup(protocol, options.backend, ckpt.model_dir)
-    store = store or Store()
     actor, access = actor_name(options.actor), SplitManager(store)
     sampling = protocol.spec.sampling
     seed = sampling.seed if options.seed is None else options.seed

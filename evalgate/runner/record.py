@@ -11,8 +11,9 @@ import sys
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, field_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
+from evalgate.checkpoints import digest_algorithm
 from evalgate.runner.generate import Generated
 from evalgate.runner.plan import RunPlan
 from evalgate.runner.prompts import versions
@@ -45,7 +46,11 @@ class CheckpointRef(_Record):
     path: str
     """What the user passed (directory or GGUF file), absolute."""
     digest: str
-    """Hex sha256 identity of its weight, config and tokenizer files."""
+    """Identity of its weight, config and tokenizer files: ``blake3:<hex>``, or bare sha256 hex for checkpoints
+    known before blake3 (``checkpoints.checkpoint_identity``)."""
+    digest_algorithm: str | None = None
+    """``blake3`` or ``sha256``: the algorithm of ``digest``, always filled in from it (``checkpoints.
+    digest_algorithm``: the digest string carries it, so runs stored before this field have it too)."""
     kind: str | None = None
     """``hf`` or ``gguf`` (None in runs stored before the record held it)."""
     train_run: str | None = None
@@ -57,6 +62,11 @@ class CheckpointRef(_Record):
     provenance: dict[str, str] | None = None
     """Where train_run, train_seed and step came from (``checkpoints.Checkpoint.provenance``: ``"flag"``, ``"folder
     name 'checkpoint-800'"``, ``"not inferred: ..."``); None in runs stored before migration 16."""
+
+    @model_validator(mode="after")
+    def _algorithm(self) -> CheckpointRef:
+        self.digest_algorithm = digest_algorithm(self.digest)
+        return self
 
 
 class SplitRef(_Record):

@@ -75,8 +75,8 @@ def sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], option
     if protocol.tools:
         raise BadInput(f"{protocol_path}: the protocol offers tools (an agentic, multi-turn evaluation), which "
                        "`evalgate sweep` does not run yet; evaluate each checkpoint with `evalgate run`")
-    found, ignored = discover_checkpoints(checkpoints)
     store = store or Store()
+    found, ignored = discover_checkpoints(checkpoints, store.recorded_checkpoint)
     units = plan_units(protocol, found, splits, opts.run, store)
     board = Board(units, opts.run.progress)
     # progress_bars: also the libraries' bars (model loading), off under --json

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import glob
+from collections.abc import Callable
 from pathlib import Path
 
-from evalgate.checkpoints import Checkpoint, resolve_checkpoint
+from evalgate.checkpoints import Checkpoint, digest_hex, resolve_checkpoint
 from evalgate.errors import BadInput
 
 
@@ -14,11 +15,14 @@ def _is_checkpoint(path: Path) -> bool:
     return (path.is_dir() and (path / "config.json").is_file()) or (path.is_file() and path.suffix == ".gguf")
 
 
-def discover_checkpoints(pattern: str) -> tuple[list[Checkpoint], list[str]]:
+def discover_checkpoints(pattern: str, recorded: Callable[[str], str | None] | None = None
+                         ) -> tuple[list[Checkpoint], list[str]]:
     """The checkpoints a glob matches, resolved (digest, training run, seed and step: ``resolve_checkpoint``).
 
     Args:
         pattern: a glob (``**`` allowed), e.g. ``runs/*/checkpoint-*`` or ``models/*.gguf``.
+        recorded: ``Store.recorded_checkpoint``, so checkpoints known by a sha256 identity keep it (None: only
+            the digest cache says so; ``checkpoints.checkpoint_identity``).
 
     Returns:
         ``(checkpoints, ignored)``: the checkpoints ordered by training run, training seed, step and path (one
@@ -36,9 +40,10 @@ def discover_checkpoints(pattern: str) -> tuple[list[Checkpoint], list[str]]:
         if not _is_checkpoint(path):
             ignored.append(f"{path}: not a checkpoint (an HF directory with config.json, or a .gguf file)")
             continue
-        ckpt = resolve_checkpoint(path)
+        ckpt = resolve_checkpoint(path, recorded=recorded)
         if ckpt.digest in found:
-            ignored.append(f"{path}: the same checkpoint (digest {ckpt.digest[:12]}) as {found[ckpt.digest].path}")
+            ignored.append(f"{path}: the same checkpoint (digest {digest_hex(ckpt.digest)[:12]}) as "
+                           f"{found[ckpt.digest].path}")
             continue
         found[ckpt.digest] = ckpt
     if not found:
