@@ -330,3 +330,13 @@ def test_a_gguf_keeps_its_sha256_identity_and_conversion_and_a_new_one_gets_blak
     assert (ck.digest, ck.model_dir) == (sha, tmp_path / "models" / sha[:16])
     ck = resolve_checkpoint(new)
     assert (ck.digest, ck.model_dir) == ("blake3:" + b3, tmp_path / "models" / b3[:16])
+
+
+def test_short_digest_keeps_the_algorithm_visible() -> None:
+    from evalgate.checkpoints import short_digest
+
+    sha = "ab" * 32
+    assert short_digest(sha) == "abababababab"  # a bare sha256 identity: 12 hex digits
+    # the BLAKE3 spec's empty-input hash as an identity: prefix kept, then 12 hex digits (not "blake3:af134")
+    assert short_digest("blake3:af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262") == \
+        "blake3:af1349b9f5f9"

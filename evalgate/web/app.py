@@ -26,6 +26,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from evalgate import rating
+from evalgate.checkpoints import short_digest
 from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
 from evalgate.store import Store
 
@@ -35,6 +36,7 @@ _HEADERS = {"X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-
                                        "img-src data:; form-action 'self'; frame-ancestors 'none'"}
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("evalgate.web", "templates"),
                           autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
+_ENV.filters["short_digest"] = short_digest
 
 
 def _fmt(v: Any, digits: int = 3) -> str:
