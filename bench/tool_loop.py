@@ -79,7 +79,7 @@ def main() -> None:
     from evalgate.run import RunOptions, evaluate
     from evalgate.store import Store
 
-    per_turn, ratios = [], []
+    per_turn, ratios, loops, tools_s = [], [], [], []
     for rep in range(a.reps):
         with tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
@@ -95,13 +95,16 @@ def main() -> None:
             bare = bare_loop(replay, a.samples, a.turns)
             per_turn.append(1000 * overhead / turns)
             ratios.append(timing["loop_s"] / bare)
+            loops.append(timing["loop_s"])
+            tools_s.append(timing["tool_s"])
             print(f"rep {rep}: {turns} turns, loop {timing['loop_s']:.3f} s (generation {timing['generate_s']:.3f}, "
                   f"tools {timing['tool_s']:.3f}), overhead {per_turn[-1]:.2f} ms/turn; bare loop {bare:.3f} s",
                   file=sys.stderr)
     print(json.dumps({"samples": a.samples, "turns": a.turns, "reps": a.reps, "cpus": os.cpu_count(),
                       "load": os.getloadavg()[0], "python": platform.python_version(),
                       "overhead_ms_per_turn_median": statistics.median(per_turn),
-                      "loop_over_bare_median": statistics.median(ratios)}))
+                      "loop_over_bare_median": statistics.median(ratios),
+                      "loop_s_median": statistics.median(loops), "tool_s_median": statistics.median(tools_s)}))
 
 
 if __name__ == "__main__":

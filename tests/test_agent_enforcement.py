@@ -317,3 +317,51 @@ def test_a_stored_turn_is_reused_only_for_the_prompt_it_answered(tmp_path: Path)
     third, _ = _run(tmp_path, proto, [{"id": "a", "prompt": "seven times six?", "answer": "42"}], replay,
                     split="split-two", store=store)
     assert third["metrics"]["tools"]["turns_generated"] == 0 and third["metrics"]["tools"]["turns_cached"] == 2
+
+
+def test_turns_still_being_written_when_the_engine_fails_are_stored(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each step's turns are written by a background thread while the next step runs; when the engine fails
+    (item a's turn 2 is not recorded) while step 1's write is still in flight (each write made 0.3 s slower),
+    the run waits for it: all four turns made before the failure are stored, and the run is marked failed."""
+    import time
+
+    proto = _protocol(tmp_path, {"allowed": ["calculator"], "max_calls": 5, "max_turns": 5})
+    replay = _replay_file(tmp_path, {"a": [_call("calculator", expression="1+1"), _call("calculator", expression="2")],
+                                     "b": [_call("calculator", expression="3"), "The answer is 3"]})
+    slow_writes: list[int] = []
+    original = Store.put_turns
+
+    def slow(self: Store, *args: Any) -> None:
+        time.sleep(0.3)
+        original(self, *args)
+        slow_writes.append(len(args[3]))
+
+    monkeypatch.setattr(Store, "put_turns", slow)
+    with pytest.raises(EngineError, match="no recorded turn 2 for item 'a'"):
+        _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "2"}, {"id": "b", "prompt": "y", "answer": "3"}],
+             replay)
+    store = Store()
+    (run,) = store.runs()
+    turns = store.trajectory_turns(run["checkpoint_digest"], run["protocol_hash"],
+                                   run["backend_info"]["generation_settings_sha256"])
+    assert sorted((t["item_id"], t["turn"]) for t in turns) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    assert sum(slow_writes) == 4 and run["status"] == "failed"
+
+
+def test_a_failed_turn_write_fails_the_run_instead_of_hanging(tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write of turns that fails in the writer thread (here the store refuses it) stops the run with that
+    error at the next step or at the end, and the run is marked failed."""
+    from evalgate.errors import RefusedByPolicy
+
+    def refuse(self: Store, *args: Any) -> None:
+        raise RefusedByPolicy("store refused the turns (test)")
+
+    proto = _protocol(tmp_path, {"allowed": ["calculator"], "max_calls": 5, "max_turns": 5})
+    replay = _replay_file(tmp_path, {"a": [_call("calculator", expression="1+1"), "The answer is 2"]})
+    monkeypatch.setattr(Store, "put_turns", refuse)
+    with pytest.raises(RefusedByPolicy, match="store refused the turns"):
+        _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "2"}], replay)
+    (run,) = Store().runs()
+    assert run["status"] == "failed"

@@ -3,18 +3,21 @@
 Each step sends one request per active sample (its conversation rendered as the prompt of its next turn) in one
 ``Backend.generate`` call, so hf batches them and vLLM runs one ``generate`` over every sample's next turn. Turn
 ``t`` of a sample is sampled with ``turn_seed(sample_seed, t)``. After the step, each sample's calls are read
-(``calls``), checked and run (``permissions``), and the step's turns are stored in the ``trajectories`` table in
-one statement. A sample ends when a turn makes no call (``answered``), at ``tools.max_turns`` (``max_turns``), or
-at a violation under ``tools.violation: end`` (``tool_violation``).
+(``calls``), checked and run (``permissions``), and the step's turns are handed to a writer thread that stores
+them in the ``trajectories`` table while the next step runs (``_TurnWriter``). A sample ends when a turn makes no
+call (``answered``), at ``tools.max_turns`` (``max_turns``), or at a violation under ``tools.violation: end``
+(``tool_violation``).
 
 Resume: turns already stored under the same checkpoint, protocol and generation settings are replayed first
-(their stored tool results, nothing executed again), so a killed run generates only the missing turns.
+(their stored tool results, nothing executed again), so a killed run generates only the missing turns (and those
+whose write had not committed when it was killed: at most the last step's).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -185,6 +188,81 @@ def _replay(agent: Agent, trs: dict[SampleKey, Trajectory], tokenizer: Any) -> i
     return n
 
 
+class _TurnWriter:
+    """Stores each step's turns from a background thread, so that opening, writing and closing the store (about
+    80 ms a step on this machine, most of the loop's own time; docs/BENCHMARKS.md) overlaps the next step's
+    rendering, generation and tools instead of adding to them.
+
+    Turns queued while a write is in flight go out together in the next write (one store opening for several
+    quick steps). Each write takes the store lock only for itself, never across generation or tools, so other
+    commands (``evalgate serve``, other runs) keep using the store during long steps. A step's turns are committed
+    while the next step runs: a SIGKILL loses at most the turns whose write had not committed yet (the rerun
+    generates them again); ``close`` waits for every queued turn, and the loop calls it on any exception too, so an
+    engine failure or Ctrl-C loses none.
+
+    Args:
+        plan: the run's plan (store, checkpoint, protocol, settings, run id).
+    """
+
+    def __init__(self, plan: RunPlan):
+        self.plan = plan
+        self.writes = 0
+        """Store writes made (one per batch of queued steps)."""
+        self._pending: list[dict[str, Any]] = []
+        self._closed = False
+        self._error: BaseException | None = None
+        self._cond = threading.Condition()
+        self._thread = threading.Thread(target=self._work, name="evalgate-turn-writer", daemon=True)
+        self._thread.start()
+
+    def check(self) -> None:
+        """Raise the error a write failed with (nothing more is written after it)."""
+        with self._cond:
+            if self._error is not None:
+                raise self._error
+
+    def put(self, rows: list[dict[str, Any]]) -> None:
+        """Queue one step's turn records; returns at once.
+
+        Raises:
+            EvalgateError: an earlier write failed (its error, e.g. RefusedByPolicy for a sealed tier)."""
+        with self._cond:
+            if self._error is not None:
+                raise self._error
+            self._pending.extend(rows)
+            self._cond.notify()
+
+    def _work(self) -> None:
+        p = self.plan
+        while True:
+            with self._cond:
+                while not self._pending and not self._closed:
+                    self._cond.wait()
+                if not self._pending:
+                    return
+                rows, self._pending = self._pending, []
+            try:
+                p.store.put_turns(p.checkpoint.digest, p.protocol.sha256, p.settings_sha256, rows, p.run_id)
+            except BaseException as e:  # handed to the loop's thread (check, put, close)
+                with self._cond:
+                    self._error, self._pending = e, []
+                return
+            self.writes += 1
+
+    def close(self, raise_error: bool = True) -> None:
+        """Wait until every queued turn is stored, then end the thread.
+
+        Args:
+            raise_error: raise a write's error (False on the way out of an exception that goes on anyway).
+        """
+        with self._cond:
+            self._closed = True
+            self._cond.notify()
+        self._thread.join()
+        if raise_error:
+            self.check()
+
+
 @dataclass(frozen=True)
 class AgentRun:
     """The agentic generation stage's output.
@@ -227,31 +305,37 @@ def run_agent(plan: RunPlan, backend: Backend | None = None) -> AgentRun:
     cached = _replay(agent, trs, tokenizer)
     fresh = gen_s = tool_s = 0.0
     tokens = 0
-    with progress_bar(len(trs), "agent", plan.options.progress) as bar:
-        bar.update(sum(tr.ended is not None for tr in trs.values()))
-        while active := [tr for tr in trs.values() if tr.ended is None]:
-            if backend is None:
-                backend = get_backend(plan.options.backend, str(plan.checkpoint.model_dir), plan.backend_options,
-                                      tokenizer=tokenizer)
-            reqs = [agent.request(tr, tokenizer) for tr in active]
-            g0 = time.perf_counter()
-            results = backend.generate(reqs)
-            step_gen = time.perf_counter() - g0
-            gen_s += step_gen
-            if len(results) != len(reqs):
-                raise EvalgateError(f"backend {plan.options.backend} returned {len(results)} results for "
-                                    f"{len(reqs)} requests")
-            rows = []
-            for tr, req, res in zip(active, reqs, results, strict=True):
-                c = res.completions[0]
-                tokens += c.completion_tokens
-                rows.append(agent.advance(tr, c, agent.digest(req.prompt), step_gen / len(reqs)))
-                tool_s += rows[-1]["tool_s"]
-                tr.fresh += 1
-                bar.update(tr.ended is not None)
-            fresh += len(rows)
-            plan.store.put_turns(plan.checkpoint.digest, plan.protocol.sha256, plan.settings_sha256, rows,
-                                 plan.run_id)
+    writer = _TurnWriter(plan)
+    try:
+        with progress_bar(len(trs), "agent", plan.options.progress) as bar:
+            bar.update(sum(tr.ended is not None for tr in trs.values()))
+            while active := [tr for tr in trs.values() if tr.ended is None]:
+                writer.check()  # a failed write stops the run before the next generation
+                if backend is None:
+                    backend = get_backend(plan.options.backend, str(plan.checkpoint.model_dir),
+                                          plan.backend_options, tokenizer=tokenizer)
+                reqs = [agent.request(tr, tokenizer) for tr in active]
+                g0 = time.perf_counter()
+                results = backend.generate(reqs)
+                step_gen = time.perf_counter() - g0
+                gen_s += step_gen
+                if len(results) != len(reqs):
+                    raise EvalgateError(f"backend {plan.options.backend} returned {len(results)} results for "
+                                        f"{len(reqs)} requests")
+                rows = []
+                for tr, req, res in zip(active, reqs, results, strict=True):
+                    c = res.completions[0]
+                    tokens += c.completion_tokens
+                    rows.append(agent.advance(tr, c, agent.digest(req.prompt), step_gen / len(reqs)))
+                    tool_s += rows[-1]["tool_s"]
+                    tr.fresh += 1
+                    bar.update(tr.ended is not None)
+                fresh += len(rows)
+                writer.put(rows)
+    except BaseException:
+        writer.close(raise_error=False)  # store the turns made so far; the loop's own error goes on
+        raise
+    writer.close()
     loop_s = time.perf_counter() - t0
     samples = {k: _final(tr, plan) for k, tr in trs.items()}
     # The final turns join the generation cache too (under the first turn's prompt, as a single-turn sample), so
