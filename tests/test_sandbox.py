@@ -202,6 +202,16 @@ def sleeper(marker: str) -> str:
     return f"os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', {marker!r}])"
 
 
+def wait_for(marker: str) -> str:
+    """Code that waits (up to 60 s) until a process whose command line holds ``marker`` runs: the program's own view
+    of /proc, so it exits only after its child started, however slowly a loaded machine starts that child."""
+    return (f"import os, time\nt0 = time.monotonic()\n"
+            f"def marked():\n    for p in os.listdir('/proc'):\n        try:\n"
+            f"            if p.isdigit() and {marker.encode()!r} in open(f'/proc/{{p}}/cmdline', 'rb').read():\n"
+            f"                return True\n        except OSError:\n            pass\n    return False\n"
+            f"while not marked() and time.monotonic() - t0 < 60:\n    time.sleep(0.02)\n")
+
+
 def run_watched(program: str, marker: str, count: int, **limits: object) -> tuple[object, list[int], dict]:
     """Run ``program`` in a thread, wait until ``count`` processes marked ``marker`` run on the host, and return
     the result, their pids and their /proc status lines (Uid, CapEff) read while they ran."""
@@ -248,8 +258,8 @@ def test_program_runs_unprivileged_even_when_evalgate_is_root() -> None:
 
 def test_forked_sleeping_child_is_killed() -> None:
     marker = uuid.uuid4().hex
-    prog = f"import os, sys, time\nif os.fork() == 0:\n    {sleeper(marker)}\ntime.sleep(1.0)\n"
-    res, _, _ = run_watched(prog, marker, 1, timeout_s=10.0)
+    prog = f"import os, sys, time\nif os.fork() == 0:\n    {sleeper(marker)}\n{wait_for(marker)}"
+    res, _, _ = run_watched(prog, marker, 1, timeout_s=90.0)
     assert res.status == "passed", res.stderr
     assert gone(marker), "the forked child survived the sandbox"
 
@@ -262,12 +272,13 @@ def test_child_and_grandchild_are_killed_on_timeout() -> None:
     assert gone(marker), "a child or grandchild survived the timeout"
 
 
-@pytest.mark.parametrize("timeout_s", [10.0, 3.0], ids=["program-exits", "program-times-out"])
+@pytest.mark.parametrize("timeout_s", [90.0, 3.0], ids=["program-exits", "program-times-out"])
 def test_setsid_escapee_is_killed(timeout_s: float) -> None:
     marker = uuid.uuid4().hex
-    # The child leaves the process group and session, then double-forks like a daemon.
+    # The child leaves the process group and session, then double-forks like a daemon; the parent exits once the
+    # escapee runs (or sleeps into the timeout).
     prog = (f"import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-            f"        {sleeper(marker)}\n    os._exit(0)\ntime.sleep({1.0 if timeout_s > 5 else 60})\n")
+            f"        {sleeper(marker)}\n    os._exit(0)\n{wait_for(marker) if timeout_s > 5 else 'time.sleep(60)'}\n")
     res, _, _ = run_watched(prog, marker, 1, timeout_s=timeout_s)
     assert res.status == ("passed" if timeout_s > 5 else "timeout"), res.stderr
     assert "pidns" in res.isolation
@@ -333,8 +344,17 @@ def test_run_many_keeps_order_and_uses_every_core(shared_dir: Path) -> None:
     from evalgate.scoring.code import available_cores
 
     cores = available_cores()
-    # Each program records when it slept; the sleeps overlap as many at a time as there are workers.
-    progs = [f"import time\nt = time.time()\ntime.sleep(0.6)\n"
+    # Each program records when it ran; the spans overlap as many at a time as there are workers. A program does not
+    # sleep a fixed time (a loaded machine can start the next one later than that): it stays until the programs of
+    # its round (cores at a time, in order) have all started, or 30 s. A pool running fewer at once than there are
+    # cores lets the spans overlap less; one running more, more.
+    started = shared_dir / "started"
+    started.mkdir()
+    started.chmod(0o777)
+    progs = [f"import os, time\nt = time.time()\nopen({str(started / str(i))!r}, 'w').close()\n"
+             f"while len(os.listdir({str(started)!r})) < {min(2 * cores, cores * (i // cores + 1))} "
+             f"and time.time() - t < 30:\n    time.sleep(0.02)\n"
+             f"time.sleep(0.1)\n"
              f"open({str(shared_dir / str(i))!r}, 'w').write(f'{{t}} {{time.time()}}')\n"
              f"raise SystemExit({i % 2})\n"
              for i in range(2 * cores)]
