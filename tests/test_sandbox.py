@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -202,23 +203,25 @@ def sleeper(marker: str) -> str:
     return f"os.execv(sys.executable, [sys.executable, '-c', 'import time; time.sleep(60)', {marker!r}])"
 
 
-def wait_for(marker: str) -> str:
-    """Code that waits (up to 60 s) until a process whose command line holds ``marker`` runs: the program's own view
-    of /proc, so it exits only after its child started, however slowly a loaded machine starts that child."""
+def wait_for_host(flag: Path) -> str:
+    """Code that waits (up to 60 s) for ``flag`` to exist: ``run_watched`` creates it once it has seen the marked
+    processes, so a program exits only after the host saw its children, however slowly a loaded machine starts them
+    (a fixed sleep was too short under load)."""
     return (f"import os, time\nt0 = time.monotonic()\n"
-            f"def marked():\n    for p in os.listdir('/proc'):\n        try:\n"
-            f"            if p.isdigit() and {marker.encode()!r} in open(f'/proc/{{p}}/cmdline', 'rb').read():\n"
-            f"                return True\n        except OSError:\n            pass\n    return False\n"
-            f"while not marked() and time.monotonic() - t0 < 60:\n    time.sleep(0.02)\n")
+            f"while not os.path.exists({str(flag)!r}) and time.monotonic() - t0 < 60:\n    time.sleep(0.02)\n")
 
 
-def run_watched(program: str, marker: str, count: int, **limits: object) -> tuple[object, list[int], dict]:
-    """Run ``program`` in a thread, wait until ``count`` processes marked ``marker`` run on the host, and return
-    the result, their pids and their /proc status lines (Uid, CapEff) read while they ran."""
+def run_watched(program: str, marker: str, count: int, flag: Path | None = None,
+                **limits: Any) -> tuple[object, list[int], dict]:
+    """Run ``program`` in a thread, wait until ``count`` processes marked ``marker`` run on the host (then create
+    ``flag``, in a directory the program may write, see ``wait_for_host``), and return the result, their pids and
+    their /proc status lines (Uid, CapEff) read while they ran."""
     box: dict = {}
+    if flag is not None:
+        limits["writable"] = [str(flag.parent)]
     t = threading.Thread(target=lambda: box.update(res=run_code(program, **limits)))
     t.start()
-    deadline, pids = time.monotonic() + 20, []
+    deadline, pids = time.monotonic() + 120, []
     while len(pids) < count and time.monotonic() < deadline and t.is_alive():
         pids = host_pids(marker)
         time.sleep(0.02)
@@ -229,6 +232,8 @@ def run_watched(program: str, marker: str, count: int, **limits: object) -> tupl
             status[p] = {k: v.split() for k, v in (line.split(":", 1) for line in lines) if k in ("Uid", "CapEff")}
         except OSError:
             pass
+    if flag is not None:
+        flag.touch()
     t.join()
     assert len(pids) >= count, f"the program started {len(pids)} marked processes, not {count}: {box}"
     return box["res"], pids, status
@@ -256,10 +261,11 @@ def test_program_runs_unprivileged_even_when_evalgate_is_root() -> None:
     assert gone(marker)
 
 
-def test_forked_sleeping_child_is_killed() -> None:
+def test_forked_sleeping_child_is_killed(shared_dir: Path) -> None:
     marker = uuid.uuid4().hex
-    prog = f"import os, sys, time\nif os.fork() == 0:\n    {sleeper(marker)}\n{wait_for(marker)}"
-    res, _, _ = run_watched(prog, marker, 1, timeout_s=90.0)
+    flag = shared_dir / "seen"
+    prog = f"import os, sys, time\nif os.fork() == 0:\n    {sleeper(marker)}\n{wait_for_host(flag)}"
+    res, _, _ = run_watched(prog, marker, 1, flag, timeout_s=90.0)
     assert res.status == "passed", res.stderr
     assert gone(marker), "the forked child survived the sandbox"
 
@@ -273,13 +279,15 @@ def test_child_and_grandchild_are_killed_on_timeout() -> None:
 
 
 @pytest.mark.parametrize("timeout_s", [90.0, 3.0], ids=["program-exits", "program-times-out"])
-def test_setsid_escapee_is_killed(timeout_s: float) -> None:
+def test_setsid_escapee_is_killed(timeout_s: float, shared_dir: Path) -> None:
     marker = uuid.uuid4().hex
+    flag = shared_dir / "seen"
     # The child leaves the process group and session, then double-forks like a daemon; the parent exits once the
     # escapee runs (or sleeps into the timeout).
+    then = wait_for_host(flag) if timeout_s > 5 else "time.sleep(60)\n"
     prog = (f"import os, sys, time\nif os.fork() == 0:\n    os.setsid()\n    if os.fork() == 0:\n"
-            f"        {sleeper(marker)}\n    os._exit(0)\n{wait_for(marker) if timeout_s > 5 else 'time.sleep(60)'}\n")
-    res, _, _ = run_watched(prog, marker, 1, timeout_s=timeout_s)
+            f"        {sleeper(marker)}\n    os._exit(0)\n{then}")
+    res, _, _ = run_watched(prog, marker, 1, flag, timeout_s=timeout_s)
     assert res.status == ("passed" if timeout_s > 5 else "timeout"), res.stderr
     assert "pidns" in res.isolation
     assert gone(marker), "a setsid() child escaped the sandbox"
