@@ -312,11 +312,11 @@ def test_fork_bomb_ends_and_the_machine_stays_usable() -> None:
         peak = max(peak, len(host_pids(marker)))
         time.sleep(0.05)
     assert box["res"].status in ("timeout", "error"), box["res"]
-    assert time.monotonic() - t0 < 15
+    assert time.monotonic() - t0 < 30  # ended by the 4 s timeout (slack for a loaded 2-core machine), not hung
     assert 1 < peak <= 16, f"{peak} bomb processes at once (bound: 16)"
     assert gone(marker)
     ok = run_code("print(sum(range(10)))\n", timeout_s=10.0)
-    assert ok.status == "passed" and ok.wall_s < 5
+    assert ok.status == "passed" and ok.wall_s < 10  # a normal program runs at once (seconds even under load)
 
 
 # -- files and output -----------------------------------------------------------------------------------------------
