@@ -136,7 +136,7 @@ def _shot(driver: Any, name: str) -> None:
 
 @needs_browser
 def test_rater_scores_three_samples_with_the_keyboard(site: dict[str, Any], browser: Any) -> None:
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -156,10 +156,10 @@ def test_rater_scores_three_samples_with_the_keyboard(site: dict[str, Any], brow
             _shot(browser, "rating.png")
         ActionChains(browser).send_keys(key).perform()
         # the key submits the form and the browser loads the next page: an element found on the old page can go
-        # stale between find_element and .text (CI run of session 4), so a stale or missing element means "not yet".
-        # The page must also have finished loading: the keyboard handler is the page's last script, and a key sent
-        # while the progress line is parsed but the script has not run yet would be lost.
-        WebDriverWait(browser, 90, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(
+        # stale between find_element and .text (CI run of session 4), so a stale or missing element (or a script
+        # run while the document changes: any WebDriverException) means "not yet". The page must also have finished
+        # loading: the keyboard handler is the page's last script, and a key sent before it ran would be lost.
+        WebDriverWait(browser, 90, ignored_exceptions=(WebDriverException,)).until(
             lambda d, n=i + 1: f": {n} of 6 scored" in d.find_element(By.ID, "progress").text
             and d.execute_script("return document.readyState") == "complete",
             message=f"the page after key {key!r} never showed '{i + 1} of 6 scored'")
