@@ -59,6 +59,7 @@ def test_slowly_written_checkpoint_is_never_read_half_written(tmp_path: Path, de
     c.mkdir(parents=True)
     w, _ = _watcher([run], tmp_path, dev_split, settle=0.6)
     last_write: list[float] = []
+    saw_half = threading.Event()
 
     def writer() -> None:  # one chunk every 0.2 s for about 2 s; trainer_state.json written in two halves
         (c / "config.json").write_text("{}")
@@ -72,6 +73,7 @@ def test_slowly_written_checkpoint_is_never_read_half_written(tmp_path: Path, de
             f.write(text[: len(text) // 2])
             f.flush()
             time.sleep(0.8)  # longer than the settle time: only the parse check holds it back now
+            saw_half.wait(60)  # and until the watcher has looked at it (a loaded machine can starve its thread)
             last_write.append(time.time())
             f.write(text[len(text) // 2:])
             f.flush()  # the last byte reaches the file here, after last_write[0]
@@ -87,8 +89,9 @@ def test_slowly_written_checkpoint_is_never_read_half_written(tmp_path: Path, de
         if cs is not None and cs.status != "settling":
             assert cs.status == "ready", cs
             ready_at = time.time()
-        elif cs is not None:
-            seen_corrupt = seen_corrupt or "does not parse" in (cs.message or "")
+        elif cs is not None and "does not parse" in (cs.message or ""):
+            seen_corrupt = True
+            saw_half.set()
         time.sleep(0.05)
     t.join()
     assert seen_corrupt, "the half-written trainer_state.json was never seen as such"
@@ -96,7 +99,7 @@ def test_slowly_written_checkpoint_is_never_read_half_written(tmp_path: Path, de
     # the writer thread on a loaded machine: the earliest the watcher can have seen the last byte is the start of
     # the scan under way when it was written
     assert last_write, "read while being written: ready before the last byte"
-    seen_from = max(s for s in starts if s <= last_write[0])
+    seen_from = max((s for s in starts if s <= last_write[0]), default=last_write[0])
     assert ready_at - seen_from >= 0.6, f"ready {ready_at - seen_from:.2f} s after the last byte could be seen"
 
 def test_missing_run_dir_waits_and_deleted_checkpoint_is_skipped(tmp_path: Path, dev_split: str) -> None:
