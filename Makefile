@@ -50,8 +50,9 @@ setup-vllm-contract:
 demo: setup
 	$(PY) -m evalgate.demo
 
+# --durations: CI's log then names the slowest tests, to keep the suite well under CI's 15 minutes
 test: setup
-	$(VENV)/bin/pytest -q
+	$(VENV)/bin/pytest -q --durations=25
 
 lint: setup
 	$(VENV)/bin/ruff check evalgate tests

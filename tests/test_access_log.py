@@ -150,6 +150,7 @@ def wait(name):
     while not (barrier / name).exists():
         time.sleep(0.005)
 
+(barrier / ("ready-" + me)).touch()
 wait("go")
 mgr = SplitManager(Store())
 mgr.open("free", "tuning", "reader-" + me)
@@ -172,9 +173,11 @@ def test_eight_concurrent_reader_processes(home: Path) -> None:
     barrier.mkdir()
     procs = [subprocess.Popen([sys.executable, "-c", READER, str(barrier), str(i)], cwd=REPO, env=os.environ.copy(),
                               stderr=subprocess.PIPE, text=True) for i in range(8)]
-    time.sleep(1.5)  # let every interpreter start and wait on the barrier
-    (barrier / "go").touch()
     deadline = time.monotonic() + 120
+    while len(list(barrier.glob("ready-*"))) < 8:  # every interpreter started and waits on the barrier
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a reader died or hung"
+        time.sleep(0.01)
+    (barrier / "go").touch()
     while len(list(barrier.glob("checked-*"))) < 8:
         assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a reader died"
         time.sleep(0.01)

@@ -29,8 +29,10 @@ def test_infinite_loop_times_out_within_about_the_timeout() -> None:
     t0 = time.perf_counter()
     res = run_code("while True:\n    pass\n", timeout_s=1.0)
     assert res.status == "timeout"
-    assert 1.0 <= res.wall_s < 3.0
-    assert time.perf_counter() - t0 < 3.5
+    # killed at the timeout, not run on (to the CPU limit, 10 s by default) or waited on: the slack above 1 s is
+    # the kill and cleanup on a loaded 2-core machine
+    assert 1.0 <= res.wall_s < 6.0
+    assert time.perf_counter() - t0 < 8.0
 
 
 def test_cpu_time_limit_gives_timeout() -> None:

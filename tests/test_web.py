@@ -84,19 +84,30 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
         proc = subprocess.Popen([sys.executable, "-m", "evalgate.cli", "serve", "--port", str(port)], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         try:
-            for _ in range(300):
+            # wait on the server itself, not a fixed count: a loaded 2-core CI machine can take long to import
+            # fastapi and uvicorn; stop early (with its stderr) if the process ended
+            deadline = time.monotonic() + 180
+            while True:
                 try:
-                    if httpx.get(base + "/", timeout=2).status_code == 401:
+                    if httpx.get(base + "/", timeout=5).status_code == 401:
                         break
                 except httpx.HTTPError:
-                    time.sleep(0.1)
-            else:
-                err = proc.stderr.read().decode() if proc.stderr else ""
-                raise AssertionError(f"evalgate serve did not start: {err}")
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    if proc.poll() is None:
+                        proc.kill()
+                    err = proc.communicate(timeout=30)[1].decode()
+                    raise AssertionError(f"evalgate serve did not answer within 180 s (exit {proc.returncode}): "
+                                         f"{err[-2000:]}")
+                time.sleep(0.1)
             yield {"base": base, "store": store, "b1": b1, "b2": b2, "tokens": tokens, "root": root}
         finally:
             proc.terminate()
-            proc.wait(timeout=10)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:  # a loaded machine: do not fail the module on a slow shutdown
+                proc.kill()
+                proc.wait()
 
 
 @pytest.fixture(scope="module")
@@ -125,7 +136,7 @@ def _shot(driver: Any, name: str) -> None:
 
 @needs_browser
 def test_rater_scores_three_samples_with_the_keyboard(site: dict[str, Any], browser: Any) -> None:
-    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.common.exceptions import WebDriverException
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
@@ -134,6 +145,7 @@ def test_rater_scores_three_samples_with_the_keyboard(site: dict[str, Any], brow
     browser.get(site["tokens"]["alice"]["url"])
     assert browser.current_url == site["base"] + "/"  # the login set the cookie and dropped the token from the URL
     browser.get(f"{site['base']}/batch/{b1}")
+    WebDriverWait(browser, 90).until(lambda d: d.execute_script("return document.readyState") == "complete")
     keys = ["4", "1", "5"]
     shown = []
     for i, key in enumerate(keys):
@@ -144,9 +156,13 @@ def test_rater_scores_three_samples_with_the_keyboard(site: dict[str, Any], brow
             _shot(browser, "rating.png")
         ActionChains(browser).send_keys(key).perform()
         # the key submits the form and the browser loads the next page: an element found on the old page can go
-        # stale between find_element and .text (CI run of session 4), so a stale or missing element means "not yet"
-        WebDriverWait(browser, 20, ignored_exceptions=(StaleElementReferenceException, NoSuchElementException)).until(
-            lambda d, n=i + 1: f": {n} of 6 scored" in d.find_element(By.ID, "progress").text)
+        # stale between find_element and .text (CI run of session 4), so a stale or missing element (or a script
+        # run while the document changes: any WebDriverException) means "not yet". The page must also have finished
+        # loading: the keyboard handler is the page's last script, and a key sent before it ran would be lost.
+        WebDriverWait(browser, 90, ignored_exceptions=(WebDriverException,)).until(
+            lambda d, n=i + 1: f": {n} of 6 scored" in d.find_element(By.ID, "progress").text
+            and d.execute_script("return document.readyState") == "complete",
+            message=f"the page after key {key!r} never showed '{i + 1} of 6 scored'")
     by_key = {it["sample_key"]: (it["item_id"], it["sample_index"]) for it in store.batch_items(b1)}
     got = {(r["item_id"], r["sample_index"]): r["score"] for r in store.ratings(b1, "alice")}
     assert got == {by_key[k]: float(v) for k, v in zip(shown, keys, strict=True)}
