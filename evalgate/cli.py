@@ -606,7 +606,8 @@ def audit_verify(expect_head: str | None, as_json: bool) -> None:
               "from a seed-N directory name).")
 @click.option("--thresholds", "thresholds_file", type=click.Path(path_type=Path), default=None,
               help="YAML file of Thresholds fields (docs/DIAGNOSTICS.md).")
-@click.option("--kl-target", type=float, default=None, help="KL target: KL above 2x this fails.")
+@click.option("--kl-target", type=click.FloatRange(0, min_open=True), default=None,
+              help="KL target (> 0): KL above 2x this fails.")
 @click.option("--report", type=click.Path(path_type=Path), default=None, help="Write an HTML report with plots.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors

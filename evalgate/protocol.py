@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.errors import BadInput, ProtocolDrift
-from evalgate.fileio import iter_jsonl
+from evalgate.fileio import iter_jsonl, read_text
 from evalgate.userfiles import FieldProblem, format_validation_error, load_yaml_mapping, yaml_line
 
 if TYPE_CHECKING:
@@ -338,7 +338,7 @@ def _read_file(base: Path, rel: str, what: str) -> str:
     p = (base / rel).resolve()
     if not p.is_file():
         raise BadInput(f"{what} '{rel}' not found (looked at {p}); fix the path in the protocol file")
-    return p.read_text(encoding="utf-8")
+    return read_text(p)
 
 
 def _read_fewshot(base: Path, rel: str, target_field: str) -> list[dict[str, Any]]:
@@ -514,7 +514,7 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     path = Path(path)
     if not path.is_file():
         raise BadInput(f"protocol file {path} not found; pass the path of a protocol YAML file")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path)
     raw = load_yaml_mapping(path, text, "protocol")
     try:
         spec = Protocol.model_validate(raw)
@@ -602,7 +602,7 @@ def read_lock(lp: LoadedProtocol) -> dict[str, Any] | None:
     if not lp.lock_path.is_file():
         return None
     try:
-        lock = json.loads(lp.lock_path.read_text(encoding="utf-8"))
+        lock = json.loads(read_text(lp.lock_path))
         lock["sha256"], lock["resolved"]  # noqa: B018 - required keys
     except (json.JSONDecodeError, KeyError, TypeError) as e:
         raise BadInput(f"{lp.lock_path}: not a valid protocol lock file; delete it and run protocol freeze") from e

@@ -128,6 +128,24 @@ def test_cli_bad_input_exit_2(tmp_path: Path) -> None:
     assert CliRunner().invoke(main, ["diagnose", str(p), "--thresholds", str(th)]).exit_code == 0
 
 
+def test_cli_malformed_thresholds_and_kl_target_exit_2_in_one_line(tmp_path: Path) -> None:
+    p = write_jsonl(tmp_path / "m.jsonl", [{"step": 1, "reward": 0.1}])
+    th = tmp_path / "th.yaml"
+    th.write_text("truncation_max: 0.2\nkl_target: [0.1\n")  # unclosed flow sequence: PyYAML errors at line 3
+    r = CliRunner().invoke(main, ["diagnose", str(p), "--thresholds", str(th)])
+    assert r.exit_code == 2 and f"{th}:3: thresholds is not valid YAML" in r.output
+    assert len(r.output.strip().splitlines()) == 1  # one line, not PyYAML's multi-line dump
+    th.write_bytes(b"kl_target: 0.1 # caf\xe9\n")  # Latin-1, not UTF-8: bad input (2), not internal (3)
+    r = CliRunner().invoke(main, ["diagnose", str(p), "--thresholds", str(th)])
+    assert r.exit_code == 2 and f"{th}:1: not UTF-8 text" in r.output
+    th.write_text("- 1\n")
+    r = CliRunner().invoke(main, ["diagnose", str(p), "--thresholds", str(th)])
+    assert r.exit_code == 2 and "must be a YAML mapping" in r.output
+    # Thresholds.kl_target must be > 0; the flag may not bypass that check (it once switched the signal off)
+    r = CliRunner().invoke(main, ["diagnose", str(p), "--kl-target", "-1"])
+    assert r.exit_code == 2 and "--kl-target" in r.output
+
+
 def test_nan_literals_as_hf_writes_them(tmp_path: Path) -> None:
     # HF's Trainer writes trainer_state.json with json.dumps, so a NaN loss appears as a bare NaN (not JSON)
     p = tmp_path / "trainer_state.json"

@@ -221,6 +221,21 @@ def test_malformed_yaml_names_line(tmp_path: Path) -> None:
         load_protocol(p)
 
 
+def test_protocol_lock_and_template_file_not_utf8_are_bad_input_with_line(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_bytes(yaml.safe_dump(BASE, sort_keys=False).encode() + b"# r\xe9sum\xe9\n")  # Latin-1 comment
+    with pytest.raises(BadInput, match=r"p\.yaml:\d+: not UTF-8 text"):
+        load_protocol(p)
+    (tmp_path / "t.j2").write_bytes(b"Q: {{ question }} \xff")
+    doc = {**BASE, "prompt": {"template_file": "t.j2", "chat_template": "none"}}
+    with pytest.raises(BadInput, match=r"t\.j2:1: not UTF-8 text"):
+        load_protocol(write(tmp_path, doc, "q.yaml"))
+    lp = load_protocol(write(tmp_path, BASE, "r.yaml"))
+    lp.lock_path.write_bytes(b"\xff{}")
+    with pytest.raises(BadInput, match=r"r\.yaml\.lock:1: not UTF-8 text"):
+        verify(lp)
+
+
 def test_template_and_template_file_together_rejected_with_line(tmp_path: Path) -> None:
     (tmp_path / "t.j2").write_text("x")
     doc = {**BASE, "prompt": {"template": "x", "template_file": "t.j2"}}
