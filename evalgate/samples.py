@@ -18,6 +18,10 @@ from typing import Any
 from evalgate.errors import BadInput
 from evalgate.runner.grant import ReleaseGrant, check_release_purpose
 from evalgate.scoring.base import STATUSES
+
+# What a stored sample's status can be: the scorers' statuses, plus the agent loop's ``tool_violation`` (a sample
+# ended by a tool violation under ``tools.violation: end``, ``evalgate.agent.metrics``).
+SAMPLE_STATUSES = (*STATUSES, "tool_violation")
 from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
 from evalgate.store import Store
 
@@ -101,7 +105,7 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
     Args:
         run_id: the run.
         item: only this item id.
-        status: only samples with this status (one of ``scoring.base.STATUSES``).
+        status: only samples with this status (one of ``SAMPLE_STATUSES``).
         limit: at most this many samples (after filtering), in item and sample-index order.
         actor: who reads (default ``actor_name()``).
         store: the store (default ``Store()``).
@@ -116,8 +120,8 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
         BadInput: unknown run, unknown status, an item the run does not have, a limit below 1.
         RefusedByPolicy: the view is refused (see ``_admit``; logged).
     """
-    if status is not None and status not in STATUSES:
-        raise BadInput(f"--status {status!r} is not a sample status; known: {', '.join(STATUSES)}")
+    if status is not None and status not in SAMPLE_STATUSES:
+        raise BadInput(f"--status {status!r} is not a sample status; known: {', '.join(SAMPLE_STATUSES)}")
     if limit is not None and limit < 1:
         raise BadInput(f"--limit {limit}: give a positive number of samples")
     store = store or Store()

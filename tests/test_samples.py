@@ -167,3 +167,15 @@ def test_samples_of_a_real_run_show_the_rendered_prompt_and_the_completion(home:
         assert item["question"] in s["prompt"] and "<|im_start|>user" in s["prompt"]  # the chat template applied
         assert s["completion"] == stored[item["id"]]["text"] and s["finish_reason"] in ("stop", "length")
         assert s["completion_tokens"] <= 3 and s["status"] == stored[item["id"]]["status"]
+
+
+def test_status_filter_knows_the_agent_loops_tool_violation(home: Path) -> None:
+    # an agentic run's sample ended by a violation is stored as 'tool_violation' (README, agentic evaluation):
+    # filtering on it must reach the run lookup, not be refused as an unknown status
+    from evalgate.errors import BadInput
+    from evalgate.samples import run_samples
+
+    with pytest.raises(BadInput, match="no run 'nosuch'"):
+        run_samples("nosuch", status="tool_violation")
+    with pytest.raises(BadInput, match="known: correct, wrong, truncated, no_answer, timeout, error, tool_violation"):
+        run_samples("nosuch", status="bogus")
