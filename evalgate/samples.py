@@ -18,13 +18,12 @@ from typing import Any
 from evalgate.errors import BadInput
 from evalgate.runner.grant import ReleaseGrant, check_release_purpose
 from evalgate.scoring.base import STATUSES
+from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
+from evalgate.store import Store
 
 # What a stored sample's status can be: the scorers' statuses, plus the agent loop's ``tool_violation`` (a sample
 # ended by a tool violation under ``tools.violation: end``, ``evalgate.agent.metrics``).
 SAMPLE_STATUSES = (*STATUSES, "tool_violation")
-from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
-from evalgate.store import Store
-
 SAMPLES_PURPOSE = "inspect-samples"
 COMPARE_PURPOSE = "compare-runs"
 # Tiers whose per-item outputs this module never shows without a release grant (DESIGN.md: private outputs are
