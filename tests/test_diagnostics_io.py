@@ -50,6 +50,17 @@ def test_trainer_state_cut_mid_write(tmp_path: Path) -> None:
         read_trainer_state(p)
 
 
+def test_jsonl_bad_last_line_with_its_newline_is_bad_input_not_mid_write(tmp_path: Path) -> None:
+    # a writer mid-line has not written the newline yet; a finished line that does not parse is an error in the
+    # file (once: "last line is incomplete (being written?)", 0 records, exit 0)
+    p = tmp_path / "m.jsonl"
+    p.write_bytes(b'{"step": 1, "reward": 0.1}\n{"step": 2, "reward": \xff}\n')
+    with pytest.raises(BadInput, match=r"m\.jsonl:2: not valid JSON"):
+        read_jsonl(p)
+    p.write_bytes(b'{"step": 1, "reward": 0.1}\n{"step": 2, "rew')
+    assert "incomplete" in read_jsonl(p).warnings[0]
+
+
 def test_jsonl_half_line_and_bad_middle_line(tmp_path: Path) -> None:
     p = write_jsonl(tmp_path / "m.jsonl", [{"step": s, "reward": 0.1} for s in range(1, 5)])
     p.write_text(p.read_text() + '{"step": 5, "rew')
