@@ -513,7 +513,8 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     """
     path = Path(path)
     if not path.is_file():
-        raise BadInput(f"protocol file {path} not found; pass the path of a protocol YAML file")
+        what = "is a directory" if path.is_dir() else "not found"
+        raise BadInput(f"protocol file {path} {what}; pass the path of a protocol YAML file")
     text = read_text(path)
     raw = load_yaml_mapping(path, text, "protocol")
     try:

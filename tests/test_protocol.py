@@ -236,6 +236,17 @@ def test_protocol_lock_and_template_file_not_utf8_are_bad_input_with_line(tmp_pa
         verify(lp)
 
 
+def test_a_directory_given_as_protocol_or_policy_is_named_as_such(tmp_path: Path) -> None:
+    from evalgate.gate.policy import load_policy
+
+    with pytest.raises(BadInput, match=f"protocol file {tmp_path} is a directory; pass the path of a protocol"):
+        load_protocol(tmp_path)
+    with pytest.raises(BadInput, match=f"gate policy {tmp_path} is a directory; pass the path of a gate policy"):
+        load_policy(tmp_path)
+    with pytest.raises(BadInput, match="protocol file nope.yaml not found"):
+        load_protocol(Path("nope.yaml"))
+
+
 def test_template_and_template_file_together_rejected_with_line(tmp_path: Path) -> None:
     (tmp_path / "t.j2").write_text("x")
     doc = {**BASE, "prompt": {"template": "x", "template_file": "t.j2"}}

@@ -136,7 +136,8 @@ def load_policy(path: str | Path) -> GatePolicy:
     """
     path = Path(path)
     if not path.is_file():
-        raise BadInput(f"gate policy {path} not found; pass the path of a gate policy YAML file")
+        what = "is a directory" if path.is_dir() else "not found"
+        raise BadInput(f"gate policy {path} {what}; pass the path of a gate policy YAML file")
     text = read_text(path)
     try:
         policy = GatePolicy.model_validate(load_yaml_mapping(path, text, "gate policy"))
