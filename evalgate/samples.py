@@ -116,7 +116,8 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
         "shown", "total", "samples": [Sample.as_dict()]}``.
 
     Raises:
-        BadInput: unknown run, unknown status, an item the run does not have, a limit below 1.
+        BadInput: unknown run, a run not complete (interrupted, failed, running), unknown status, an item the run
+            does not have, a limit below 1.
         RefusedByPolicy: the view is refused (see ``_admit``; logged).
     """
     if status is not None and status not in SAMPLE_STATUSES:
@@ -125,6 +126,10 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
         raise BadInput(f"--limit {limit}: give a positive number of samples")
     store = store or Store()
     run = _run(store, run_id)
+    if run.get("status") != "complete":  # before the read: an unfinished run has no scored samples to show
+        raise BadInput(f"run {run_id} is {run.get('status')}, not complete: its samples are scored and stored when "
+                       "the run completes. Rerun the same 'evalgate run' command (what it generated is reused), "
+                       "then look again")
     _admit(store, run, SAMPLES_PURPOSE, actor_name(actor), grant)
     rows = store.samples(run_id)
     if item is not None and not any(r["item_id"] == item for r in rows):

@@ -179,3 +179,23 @@ def test_status_filter_knows_the_agent_loops_tool_violation(home: Path) -> None:
         run_samples("nosuch", status="tool_violation")
     with pytest.raises(BadInput, match="known: correct, wrong, truncated, no_answer, timeout, error, tool_violation"):
         run_samples("nosuch", status="bogus")
+
+
+def test_samples_of_an_unfinished_run_say_so_and_read_nothing(home: Path) -> None:
+    write_split("fx-dev", "dev", ITEMS[:2], {"source": "test"})
+    store = Store()
+    add_run(store, "done", "fx-dev", ["correct", "wrong"])
+    store.create_run(_run_row(store, "cut"))
+    store.fail_run("cut", "KeyboardInterrupt", status="interrupted")
+    before = rows(store)
+    code, out, err = cli("samples", "cut")
+    assert code == 2 and "run cut is interrupted, not complete" in err and "Rerun" in err
+    assert rows(store) == before  # refused before the read: nothing logged
+
+
+def _run_row(store: Store, run_id: str) -> dict[str, Any]:
+    m = load_manifest("fx-dev")
+    return {"run_id": run_id, "protocol_name": "fx", "protocol_version": "1", "protocol_hash": "ab" * 32,
+            "checkpoint_digest": "digest-cut", "checkpoint_path": "/ck/cut", "train_run": "fx-run", "train_seed": 1,
+            "step": None, "split": "fx-dev", "tier": m.tier, "split_sha256": m.content_sha256, "sampling_seed": 0,
+            "backend": "hf", "backend_info": {}, "effective_params": {}, "actor": "t", "purpose": "evaluation"}
