@@ -9,6 +9,7 @@ User errors print one line without a traceback; ``EVALGATE_DEBUG=1`` re-raises t
 
 from __future__ import annotations
 
+import shlex
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -249,7 +250,7 @@ def splits_export_audit(name: str, out: Path, run_id: str | None, actor: str | N
         _dump(doc)
     else:
         click.echo(f"wrote {doc['records']} records of {name} to {out}; fill in human_score, then "
-                   f"'evalgate splits import-audit {out}'")
+                   f"'evalgate splits import-audit {shlex.quote(str(out))}'")
 
 
 @splits.command("import-audit")
@@ -346,11 +347,19 @@ def runs_cmd(status: str | None, split: str | None, protocol_name: str | None, t
     from evalgate.runs_view import by_step as step_tables
     from evalgate.runs_view import select_runs
 
-    where = {k: v for k, v in (("status", status), ("split", split), ("protocol_name", protocol_name),
-                               ("train_run", train_run), ("train_seed", train_seed), ("checkpoint", checkpoint))
-             if v is not None}
+    where = " ".join(f"{flag} {shlex.quote(str(v))}" for flag, v in (
+        ("--status", status), ("--split", split), ("--protocol", protocol_name), ("--train-run", train_run),
+        ("--train-seed", train_seed), ("--checkpoint", checkpoint)) if v is not None)
     rows = select_runs(status=status, split=split, protocol_name=protocol_name, train_run=train_run,
                        train_seed=train_seed, checkpoint=checkpoint)
+    if split is not None and not rows:
+        from evalgate.errors import BadInput
+        from evalgate.splits import list_manifests
+
+        known = [m.name for m in list_manifests()]
+        if split not in known:  # a name no split has and no run was made on is a typo, as in 'audit --split'
+            raise BadInput(f"--split {split!r}: no split of that name and no run on it; known splits: "
+                           f"{', '.join(known) or 'none'} ('evalgate splits list')")
     if by_step:
         tables = step_tables(rows, metric)
         if as_json:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -611,7 +612,7 @@ def read_lock(lp: LoadedProtocol) -> dict[str, Any] | None:
     if problem:
         raise BadInput(f"{lp.lock_path}: the lock file is inconsistent: {problem}, so it was edited or damaged after "
                        f"freeze. Restore it (e.g. from version control), or rewrite it from the protocol file with "
-                       f"'evalgate protocol freeze {lp.path}'")
+                       f"'evalgate protocol freeze {shlex.quote(str(lp.path))}'")
     return lock
 
 
@@ -626,8 +627,8 @@ def verify(lp: LoadedProtocol) -> None:
     lock = read_lock(lp)
     if lock is None:
         raise BadInput(
-            f"protocol {lp.path} has no lock file {lp.lock_path.name}; run 'evalgate protocol freeze {lp.path}' "
-            "before evaluating with it"
+            f"protocol {lp.path} has no lock file {lp.lock_path.name}; run "
+            f"'evalgate protocol freeze {shlex.quote(str(lp.path))}' before evaluating with it"
         )
     if lock["sha256"] != lp.sha256:
         rows = diff_resolved(lock["resolved"], lp.resolved)

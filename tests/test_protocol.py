@@ -283,3 +283,16 @@ def test_unknown_scorer_and_broken_template_refused_at_load(tmp_path: Path) -> N
     doc["prompt"]["template"] = "Q: {{ question \nA:"
     with pytest.raises(BadInput, match="prompt.template: jinja2 syntax error"):
         load_protocol(write(tmp_path, doc))
+
+
+def test_the_freeze_hint_can_be_pasted_for_a_path_with_spaces(tmp_path: Path) -> None:
+    import shlex
+
+    d = tmp_path / "my protocols"
+    d.mkdir()
+    p = write(d, BASE)
+    with pytest.raises(BadInput) as e:
+        verify(load_protocol(p))
+    hint = e.value.message.split("run '", 1)[1].split("' before", 1)[0]
+    # the shell splits the pasted hint into the command and ONE path argument, the protocol file
+    assert shlex.split(hint) == ["evalgate", "protocol", "freeze", str(p)]
