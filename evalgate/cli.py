@@ -171,16 +171,21 @@ def splits_add(name: str, tier: str, file: Path, source: str | None, purposes: t
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def splits_list(as_json: bool) -> None:
-    """List splits with tier, item count and data hash."""
-    from evalgate.splits import list_manifests
+    """List splits with tier, item count and data hash. A manifest that does not load is reported on stderr after
+    the others are listed, and the command then exits 2."""
+    from evalgate.splits import scan_manifests
 
-    ms = list_manifests()
+    ms, broken = scan_manifests()
     if as_json:
         _dump([m.model_dump(mode="json") for m in ms])
-        return
-    for m in ms:
-        click.echo(f"{m.name:24s} {m.tier:11s} {m.count:5d} items  sha256 {m.content_sha256[:12]}"
-                   f"{'  encrypted' if m.encrypted else ''}")
+    else:
+        for m in ms:
+            click.echo(f"{m.name:24s} {m.tier:11s} {m.count:5d} items  sha256 {m.content_sha256[:12]}"
+                       f"{'  encrypted' if m.encrypted else ''}")
+    if broken:
+        for e in broken:
+            click.echo(f"error: {e.message}", err=True)
+        sys.exit(2)
 
 
 @splits.command("contamination")

@@ -390,8 +390,31 @@ def load_manifest(name: str, directory: Path | None = None) -> Manifest:
 
 
 def list_manifests(directory: Path | None = None) -> list[Manifest]:
+    """Every split manifest in ``directory`` (default ``splits_dir()``), sorted by name.
+
+    Raises:
+        BadInput: a manifest does not load (naming its file and line). Strict on purpose: callers that check
+            content across splits (a private split re-added under another name shares its budget) must not miss
+            one. ``scan_manifests`` lists the loadable ones beside the errors, for display.
+    """
+    good, bad = scan_manifests(directory)
+    if bad:
+        raise bad[0]
+    return good
+
+
+def scan_manifests(directory: Path | None = None) -> tuple[list[Manifest], list[BadInput]]:
+    """The manifests that load, sorted by name, and one ``BadInput`` per manifest that does not (for ``splits
+    list``: one broken file must not hide every other split)."""
     d = directory or splits_dir()
-    return [load_manifest(p.stem, d) for p in sorted(d.glob("*.yaml"))] if d.is_dir() else []
+    good: list[Manifest] = []
+    bad: list[BadInput] = []
+    for p in sorted(d.glob("*.yaml")) if d.is_dir() else []:
+        try:
+            good.append(load_manifest(p.stem, d))
+        except BadInput as e:
+            bad.append(e)
+    return good, bad
 
 
 def read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[str, Any]]:

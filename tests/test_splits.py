@@ -90,6 +90,20 @@ def test_a_broken_manifest_is_named_with_its_line_in_one_message(home: Path) -> 
     path.write_bytes(good.encode() + b"# \xff\n")
     with pytest.raises(BadInput, match=rf"{path}:\d+: not UTF-8 text"):
         load_manifest("humaneval-dev")
+    # 'splits list' still lists the other three humaneval splits, names the broken one on stderr, exits 2;
+    # list_manifests (which budget-by-content checks use) stays strict
+    from click.testing import CliRunner
+
+    from evalgate.cli import main
+    from evalgate.splits import list_manifests
+
+    r = CliRunner().invoke(main, ["splits", "list"])
+    assert r.exit_code == 2
+    assert [ln.split()[0] for ln in r.stdout.splitlines()] == ["humaneval-private", "humaneval-public",
+                                                               "humaneval-smoke"]
+    assert f"{path}:" in r.stderr and "not UTF-8 text" in r.stderr
+    with pytest.raises(BadInput, match="not UTF-8 text"):
+        list_manifests()
 
 
 def test_creating_the_private_key_says_where_it_is_once(home: Path, capsys: pytest.CaptureFixture[str],
