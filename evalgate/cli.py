@@ -9,6 +9,7 @@ User errors print one line without a traceback; ``EVALGATE_DEBUG=1`` re-raises t
 
 from __future__ import annotations
 
+import shlex
 import sys
 from datetime import datetime
 from pathlib import Path
@@ -170,16 +171,21 @@ def splits_add(name: str, tier: str, file: Path, source: str | None, purposes: t
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def splits_list(as_json: bool) -> None:
-    """List splits with tier, item count and data hash."""
-    from evalgate.splits import list_manifests
+    """List splits with tier, item count and data hash. A manifest that does not load is reported on stderr after
+    the others are listed, and the command then exits 2."""
+    from evalgate.splits import scan_manifests
 
-    ms = list_manifests()
+    ms, broken = scan_manifests()
     if as_json:
         _dump([m.model_dump(mode="json") for m in ms])
-        return
-    for m in ms:
-        click.echo(f"{m.name:24s} {m.tier:11s} {m.count:5d} items  sha256 {m.content_sha256[:12]}"
-                   f"{'  encrypted' if m.encrypted else ''}")
+    else:
+        for m in ms:
+            click.echo(f"{m.name:24s} {m.tier:11s} {m.count:5d} items  sha256 {m.content_sha256[:12]}"
+                       f"{'  encrypted' if m.encrypted else ''}")
+    if broken:
+        for e in broken:
+            click.echo(f"error: {e.message}", err=True)
+        sys.exit(2)
 
 
 @splits.command("contamination")
@@ -249,7 +255,7 @@ def splits_export_audit(name: str, out: Path, run_id: str | None, actor: str | N
         _dump(doc)
     else:
         click.echo(f"wrote {doc['records']} records of {name} to {out}; fill in human_score, then "
-                   f"'evalgate splits import-audit {out}'")
+                   f"'evalgate splits import-audit {shlex.quote(str(out))}'")
 
 
 @splits.command("import-audit")
@@ -346,11 +352,19 @@ def runs_cmd(status: str | None, split: str | None, protocol_name: str | None, t
     from evalgate.runs_view import by_step as step_tables
     from evalgate.runs_view import select_runs
 
-    where = {k: v for k, v in (("status", status), ("split", split), ("protocol_name", protocol_name),
-                               ("train_run", train_run), ("train_seed", train_seed), ("checkpoint", checkpoint))
-             if v is not None}
+    where = " ".join(f"{flag} {shlex.quote(str(v))}" for flag, v in (
+        ("--status", status), ("--split", split), ("--protocol", protocol_name), ("--train-run", train_run),
+        ("--train-seed", train_seed), ("--checkpoint", checkpoint)) if v is not None)
     rows = select_runs(status=status, split=split, protocol_name=protocol_name, train_run=train_run,
                        train_seed=train_seed, checkpoint=checkpoint)
+    if split is not None and not rows:
+        from evalgate.errors import BadInput
+        from evalgate.splits import list_manifests
+
+        known = [m.name for m in list_manifests()]
+        if split not in known:  # a name no split has and no run was made on is a typo, as in 'audit --split'
+            raise BadInput(f"--split {split!r}: no split of that name and no run on it; known splits: "
+                           f"{', '.join(known) or 'none'} ('evalgate splits list')")
     if by_step:
         tables = step_tables(rows, metric)
         if as_json:
@@ -606,7 +620,8 @@ def audit_verify(expect_head: str | None, as_json: bool) -> None:
               "from a seed-N directory name).")
 @click.option("--thresholds", "thresholds_file", type=click.Path(path_type=Path), default=None,
               help="YAML file of Thresholds fields (docs/DIAGNOSTICS.md).")
-@click.option("--kl-target", type=float, default=None, help="KL target: KL above 2x this fails.")
+@click.option("--kl-target", type=click.FloatRange(0, min_open=True), default=None,
+              help="KL target (> 0): KL above 2x this fails.")
 @click.option("--report", type=click.Path(path_type=Path), default=None, help="Write an HTML report with plots.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors

@@ -144,7 +144,8 @@ def _cut(block: bytes, kind: str, final: bool) -> int:
 
 
 def corpus_chunks(path: Path, fmt: str = "auto", chunk_bytes: int = CHUNK_BYTES) -> Iterator[Chunk]:
-    """Stream a corpus file as ``Chunk`` blocks of about ``chunk_bytes`` (``.gz`` is decompressed).
+    """Stream a corpus file as ``Chunk`` blocks of about ``chunk_bytes`` (``.gz`` is decompressed). Bytes that are
+    not UTF-8 are kept here and read as U+FFFD when tokenised (text and JSONL alike): scraped corpora hold some.
 
     Raises:
         BadInput: the file is missing, or ``fmt`` is not ``auto``, ``text`` or ``jsonl``.
@@ -347,8 +348,8 @@ class Scanner:
             for i, line in enumerate(chunk.data.split(b"\n"), chunk.first_line):
                 if not line.strip():
                     continue
-                try:
-                    rec = json.loads(line)
+                try:  # bytes that are not UTF-8 become U+FFFD, as in a text corpus: scraped corpora hold some
+                    rec = json.loads(line.decode(errors="replace"))
                 except json.JSONDecodeError as e:
                     raise BadInput(f"{chunk.path}:{i}: not valid JSON ({e.msg}); fix the line or pass a text "
                                    "corpus with --corpus-format text") from e

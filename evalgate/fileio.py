@@ -29,11 +29,12 @@ def iter_jsonl(source: str | bytes | Iterable[str], where: str | Path,
         ``(line_number, value)``; line numbers count from 1 and include blank lines, as an editor shows them.
 
     Raises:
-        BadInput: ``"<where>:<line>: not valid JSON (<reason>); <hint>"`` at the first line that does not parse.
+        BadInput: ``"<where>:<line>: not valid JSON (<reason>); <hint>"`` at the first line that does not parse;
+            bytes that are not UTF-8, naming the line (``decode_utf8``).
     """
     lines: Iterable[str]
     if isinstance(source, bytes):
-        lines = source.decode("utf-8").splitlines()
+        lines = decode_utf8(source, where).splitlines()
     elif isinstance(source, str):
         lines = source.splitlines()
     else:
@@ -46,6 +47,38 @@ def iter_jsonl(source: str | bytes | Iterable[str], where: str | Path,
         except json.JSONDecodeError as e:
             raise BadInput(f"{where}:{i}: not valid JSON ({e.msg}); {hint}") from e
         yield i, value
+
+
+def decode_utf8(data: bytes, where: str | Path) -> str:
+    """Decode a user's file as UTF-8 (a leading byte-order mark is dropped).
+
+    Args:
+        data: the file's bytes.
+        where: the file named in errors.
+
+    Returns:
+        The text.
+
+    Raises:
+        BadInput: ``"<where>:<line>: not UTF-8 text (byte 0x.. at offset N); save the file as UTF-8"``, the line
+            counted from 1 as an editor shows it.
+    """
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise BadInput(f"{where}:{line}: not UTF-8 text (byte 0x{data[e.start]:02x} at offset {e.start}); save the "
+                       "file as UTF-8") from e
+
+
+def read_text(path: str | Path) -> str:
+    """Read a user's text file (protocol, policy, thresholds, manifest) as UTF-8.
+
+    Raises:
+        BadInput: bytes that are not UTF-8, naming the file and line (``decode_utf8``).
+        OSError: the file cannot be read.
+    """
+    return decode_utf8(Path(path).read_bytes(), path)
 
 
 def read_jsonl(path: str | Path, hint: str = "fix or remove that line") -> list[tuple[int, Any]]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.errors import BadInput, ProtocolDrift
-from evalgate.fileio import iter_jsonl
+from evalgate.fileio import iter_jsonl, read_text
 from evalgate.userfiles import FieldProblem, format_validation_error, load_yaml_mapping, yaml_line
 
 if TYPE_CHECKING:
@@ -338,7 +339,7 @@ def _read_file(base: Path, rel: str, what: str) -> str:
     p = (base / rel).resolve()
     if not p.is_file():
         raise BadInput(f"{what} '{rel}' not found (looked at {p}); fix the path in the protocol file")
-    return p.read_text(encoding="utf-8")
+    return read_text(p)
 
 
 def _read_fewshot(base: Path, rel: str, target_field: str) -> list[dict[str, Any]]:
@@ -513,8 +514,9 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     """
     path = Path(path)
     if not path.is_file():
-        raise BadInput(f"protocol file {path} not found; pass the path of a protocol YAML file")
-    text = path.read_text(encoding="utf-8")
+        what = "is a directory" if path.is_dir() else "not found"
+        raise BadInput(f"protocol file {path} {what}; pass the path of a protocol YAML file")
+    text = read_text(path)
     raw = load_yaml_mapping(path, text, "protocol")
     try:
         spec = Protocol.model_validate(raw)
@@ -602,7 +604,7 @@ def read_lock(lp: LoadedProtocol) -> dict[str, Any] | None:
     if not lp.lock_path.is_file():
         return None
     try:
-        lock = json.loads(lp.lock_path.read_text(encoding="utf-8"))
+        lock = json.loads(read_text(lp.lock_path))
         lock["sha256"], lock["resolved"]  # noqa: B018 - required keys
     except (json.JSONDecodeError, KeyError, TypeError) as e:
         raise BadInput(f"{lp.lock_path}: not a valid protocol lock file; delete it and run protocol freeze") from e
@@ -610,7 +612,7 @@ def read_lock(lp: LoadedProtocol) -> dict[str, Any] | None:
     if problem:
         raise BadInput(f"{lp.lock_path}: the lock file is inconsistent: {problem}, so it was edited or damaged after "
                        f"freeze. Restore it (e.g. from version control), or rewrite it from the protocol file with "
-                       f"'evalgate protocol freeze {lp.path}'")
+                       f"'evalgate protocol freeze {shlex.quote(str(lp.path))}'")
     return lock
 
 
@@ -625,8 +627,8 @@ def verify(lp: LoadedProtocol) -> None:
     lock = read_lock(lp)
     if lock is None:
         raise BadInput(
-            f"protocol {lp.path} has no lock file {lp.lock_path.name}; run 'evalgate protocol freeze {lp.path}' "
-            "before evaluating with it"
+            f"protocol {lp.path} has no lock file {lp.lock_path.name}; run "
+            f"'evalgate protocol freeze {shlex.quote(str(lp.path))}' before evaluating with it"
         )
     if lock["sha256"] != lp.sha256:
         rows = diff_resolved(lock["resolved"], lp.resolved)

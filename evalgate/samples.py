@@ -21,6 +21,9 @@ from evalgate.scoring.base import STATUSES
 from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
 from evalgate.store import Store
 
+# What a stored sample's status can be: the scorers' statuses, plus the agent loop's ``tool_violation`` (a sample
+# ended by a tool violation under ``tools.violation: end``, ``evalgate.agent.metrics``).
+SAMPLE_STATUSES = (*STATUSES, "tool_violation")
 SAMPLES_PURPOSE = "inspect-samples"
 COMPARE_PURPOSE = "compare-runs"
 # Tiers whose per-item outputs this module never shows without a release grant (DESIGN.md: private outputs are
@@ -101,7 +104,7 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
     Args:
         run_id: the run.
         item: only this item id.
-        status: only samples with this status (one of ``scoring.base.STATUSES``).
+        status: only samples with this status (one of ``SAMPLE_STATUSES``).
         limit: at most this many samples (after filtering), in item and sample-index order.
         actor: who reads (default ``actor_name()``).
         store: the store (default ``Store()``).
@@ -113,15 +116,20 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
         "shown", "total", "samples": [Sample.as_dict()]}``.
 
     Raises:
-        BadInput: unknown run, unknown status, an item the run does not have, a limit below 1.
+        BadInput: unknown run, a run not complete (interrupted, failed, running), unknown status, an item the run
+            does not have, a limit below 1.
         RefusedByPolicy: the view is refused (see ``_admit``; logged).
     """
-    if status is not None and status not in STATUSES:
-        raise BadInput(f"--status {status!r} is not a sample status; known: {', '.join(STATUSES)}")
+    if status is not None and status not in SAMPLE_STATUSES:
+        raise BadInput(f"--status {status!r} is not a sample status; known: {', '.join(SAMPLE_STATUSES)}")
     if limit is not None and limit < 1:
         raise BadInput(f"--limit {limit}: give a positive number of samples")
     store = store or Store()
     run = _run(store, run_id)
+    if run.get("status") != "complete":  # before the read: an unfinished run has no scored samples to show
+        raise BadInput(f"run {run_id} is {run.get('status')}, not complete: its samples are scored and stored when "
+                       "the run completes. Rerun the same 'evalgate run' command (what it generated is reused), "
+                       "then look again")
     _admit(store, run, SAMPLES_PURPOSE, actor_name(actor), grant)
     rows = store.samples(run_id)
     if item is not None and not any(r["item_id"] == item for r in rows):

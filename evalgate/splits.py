@@ -46,9 +46,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from evalgate import accesslog
 from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
-from evalgate.fileio import atomic_write, iter_jsonl
+from evalgate.fileio import atomic_write, iter_jsonl, read_text
 from evalgate.sealing import SEALED_TIERS, key_file, load_key  # noqa: F401 - key_file: part of this module's API
 from evalgate.store import Store
+from evalgate.userfiles import format_validation_error, load_yaml_mapping
 
 Tier = Literal["smoke", "dev", "public", "private", "human-audit"]
 TIERS: tuple[str, ...] = ("smoke", "dev", "public", "private", "human-audit")
@@ -381,15 +382,39 @@ def load_manifest(name: str, directory: Path | None = None) -> Manifest:
         known = sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
         hint = f"known splits: {', '.join(known)}" if known else "no splits yet: run 'evalgate splits import humaneval'"
         raise BadInput(f"unknown split {name!r} (no {path}); {hint}")
+    text = read_text(path)
     try:
-        return Manifest.model_validate(yaml.safe_load(path.read_text()))
-    except (ValidationError, yaml.YAMLError) as e:
-        raise BadInput(f"{path}: invalid split manifest: {e}") from e
+        return Manifest.model_validate(load_yaml_mapping(path, text, "split manifest"))
+    except ValidationError as e:
+        raise BadInput(format_validation_error(path, text, e, Manifest, "split manifest")) from e
 
 
 def list_manifests(directory: Path | None = None) -> list[Manifest]:
+    """Every split manifest in ``directory`` (default ``splits_dir()``), sorted by name.
+
+    Raises:
+        BadInput: a manifest does not load (naming its file and line). Strict on purpose: callers that check
+            content across splits (a private split re-added under another name shares its budget) must not miss
+            one. ``scan_manifests`` lists the loadable ones beside the errors, for display.
+    """
+    good, bad = scan_manifests(directory)
+    if bad:
+        raise bad[0]
+    return good
+
+
+def scan_manifests(directory: Path | None = None) -> tuple[list[Manifest], list[BadInput]]:
+    """The manifests that load, sorted by name, and one ``BadInput`` per manifest that does not (for ``splits
+    list``: one broken file must not hide every other split)."""
     d = directory or splits_dir()
-    return [load_manifest(p.stem, d) for p in sorted(d.glob("*.yaml"))] if d.is_dir() else []
+    good: list[Manifest] = []
+    bad: list[BadInput] = []
+    for p in sorted(d.glob("*.yaml")) if d.is_dir() else []:
+        try:
+            good.append(load_manifest(p.stem, d))
+        except BadInput as e:
+            bad.append(e)
+    return good, bad
 
 
 def read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[str, Any]]:
@@ -514,10 +539,8 @@ class SplitManager:
         if purpose == CONTAMINATION_CHECK and not free:
             refusal = (f"purpose {purpose!r} is reserved for 'evalgate splits contamination', whose output holds no "
                        "item text and no score; give another purpose")
-        elif not free and policy.purposes is not None and purpose not in policy.purposes:
-            refusal = (f"split {name} (tier {m.tier}) may be read only for purpose {', '.join(policy.purposes)}, "
-                       f"not {purpose!r}" + ("; private splits are read by 'evalgate gate'" if m.tier == "private"
-                                              else "; its manifest's policy sets the purposes"))
+        elif not free and (purpose_refusal := _purpose_refusal(m, policy, purpose)):
+            refusal = purpose_refusal
         elif policy.max_reads is not None and not free and not reserved:
             used = self.reads_in_window(name, policy)
             if used >= policy.max_reads:
@@ -575,6 +598,24 @@ class SplitManager:
                 self._log(manifest, actor, purpose, "refused", False, None, None, None, msg)
                 raise RefusedByPolicy(msg)
         return logged
+
+    def check_purpose(self, name: str, purpose: str, actor: str) -> Manifest:
+        """Refuse, before any work, a command whose purpose split ``name``'s tier policy never allows (``watch`` or
+        ``sweep`` on a private split): such a command must not start, nor reuse the complete runs others made
+        there. The budget is not checked here; each read checks it.
+
+        Returns:
+            The split's manifest.
+
+        Raises:
+            BadInput: unknown split or invalid manifest.
+            RefusedByPolicy: the tier's policy does not list ``purpose`` (the refusal is logged first).
+        """
+        m = self.manifest(name)
+        refusal = _purpose_refusal(m, m.effective_policy(), purpose)
+        if refusal:
+            self.refuse(name, purpose, actor, refusal)
+        return m
 
     def refuse(self, name: str, purpose: str, actor: str, reason: str, error: type[EvalgateError] = RefusedByPolicy,
                checkpoint_digest: str | None = None, protocol_hash: str | None = None) -> NoReturn:
@@ -655,6 +696,15 @@ class SplitManager:
         return accesslog.append(self.store, accesslog.entry(
             actor=actor, split=m.name, tier=m.tier, purpose=purpose, outcome=outcome, cached=cached,
             checkpoint_digest=checkpoint_digest, protocol_hash=protocol_hash, run_id=run_id, detail=detail), budget)
+
+
+def _purpose_refusal(m: Manifest, policy: Policy, purpose: str) -> str | None:
+    """Why ``purpose`` may not read split ``m`` under ``policy`` (None when it may)."""
+    if policy.purposes is None or purpose in policy.purposes:
+        return None
+    return (f"split {m.name} (tier {m.tier}) may be read only for purpose {', '.join(policy.purposes)}, not "
+            f"{purpose!r}" + ("; private splits are read by 'evalgate gate'" if m.tier == "private"
+                              else "; its manifest's policy sets the purposes"))
 
 
 def _budget_refusal(m: Manifest, policy: Policy, used: int) -> str:

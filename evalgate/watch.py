@@ -45,7 +45,7 @@ from evalgate.errors import EvalgateError, RefusedByPolicy
 from evalgate.fileio import atomic_write
 from evalgate.protocol import load_protocol, verify
 from evalgate.run import RunOptions, evaluate
-from evalgate.splits import load_manifest
+from evalgate.splits import SplitManager, actor_name
 from evalgate.store import Store, home
 
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
@@ -236,6 +236,7 @@ class Watcher:
 
     Raises:
         BadInput, ProtocolDrift: protocol or split invalid (checked at construction, before any watching).
+        RefusedByPolicy: the split's tier does not allow purpose ``watch`` (a private split; logged as refused).
     """
 
     def __init__(self, run_dirs: list[str | Path], opts: WatchOptions, store: Store | None = None,
@@ -244,7 +245,8 @@ class Watcher:
         self.store = store or Store()
         self.protocol = load_protocol(opts.protocol)
         verify(self.protocol)
-        load_manifest(opts.split)
+        # a split the tier never lets 'watch' read (private) is refused here, before a stored run of it is reused
+        SplitManager(self.store).check_purpose(opts.split, opts.run.purpose, actor_name(opts.run.actor))
         self.seed = self.protocol.spec.sampling.seed if opts.run.seed is None else opts.run.seed
         self.runs = [RunState(str(Path(d))) for d in run_dirs]
         self._say = say or (lambda s: print(s, file=sys.stderr, flush=True))

@@ -273,3 +273,15 @@ def test_bad_parameters_exit_2_and_only_a_bad_field_is_found_after_the_logged_re
     assert r.exit_code == 2 and message in r.output
     # Parameters are checked before the split is read; a field name can only be checked against the items.
     assert len(Store().access_rows("qa")) == (1 if flags[0] == "--field" else 0)
+
+
+def test_bytes_that_are_not_utf8_are_replaced_in_text_and_jsonl_corpora_alike(tmp_path: Path) -> None:
+    # a scraped corpus with a Latin-1 byte (0xE9, "é") in a record that also holds HIGH's first 20 words: the byte
+    # becomes U+FFFD, a non-word character, so the words around it are still HIGH's and its overlap is still 0.8
+    payload = (" ".join(HIGH[:20]) + " caf").encode() + b"\xe9 " + FILLER.encode()
+    jsonl = tmp_path / "scraped.jsonl"
+    jsonl.write_bytes(b'{"text": "' + " ".join(LOW[:13]).encode() + b'"}\n{"text": "' + payload + b'"}\n')
+    text = tmp_path / "scraped.txt"
+    text.write_bytes(" ".join(LOW[:13]).encode() + b"\n" + payload + b"\n")
+    assert scores(jsonl) == {"low": (0.1, False), "high": (0.8, True)}
+    assert scores(text) == {"low": (0.1, False), "high": (0.8, True)}

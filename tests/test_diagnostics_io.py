@@ -50,6 +50,17 @@ def test_trainer_state_cut_mid_write(tmp_path: Path) -> None:
         read_trainer_state(p)
 
 
+def test_jsonl_bad_last_line_with_its_newline_is_bad_input_not_mid_write(tmp_path: Path) -> None:
+    # a writer mid-line has not written the newline yet; a finished line that does not parse is an error in the
+    # file (once: "last line is incomplete (being written?)", 0 records, exit 0)
+    p = tmp_path / "m.jsonl"
+    p.write_bytes(b'{"step": 1, "reward": 0.1}\n{"step": 2, "reward": \xff}\n')
+    with pytest.raises(BadInput, match=r"m\.jsonl:2: not valid JSON"):
+        read_jsonl(p)
+    p.write_bytes(b'{"step": 1, "reward": 0.1}\n{"step": 2, "rew')
+    assert "incomplete" in read_jsonl(p).warnings[0]
+
+
 def test_jsonl_half_line_and_bad_middle_line(tmp_path: Path) -> None:
     p = write_jsonl(tmp_path / "m.jsonl", [{"step": s, "reward": 0.1} for s in range(1, 5)])
     p.write_text(p.read_text() + '{"step": 5, "rew')
@@ -126,6 +137,24 @@ def test_cli_bad_input_exit_2(tmp_path: Path) -> None:
     assert r.exit_code == 2 and "th.yaml:2" in r.output and "clip_fraction_max" in r.output
     th.write_text("truncation_max: 0.5\n")
     assert CliRunner().invoke(main, ["diagnose", str(p), "--thresholds", str(th)]).exit_code == 0
+
+
+def test_cli_malformed_thresholds_and_kl_target_exit_2_in_one_line(tmp_path: Path) -> None:
+    p = write_jsonl(tmp_path / "m.jsonl", [{"step": 1, "reward": 0.1}])
+    th = tmp_path / "th.yaml"
+    th.write_text("truncation_max: 0.2\nkl_target: [0.1\n")  # unclosed flow sequence: PyYAML errors at line 3
+    r = CliRunner().invoke(main, ["diagnose", str(p), "--thresholds", str(th)])
+    assert r.exit_code == 2 and f"{th}:3: thresholds is not valid YAML" in r.output
+    assert len(r.output.strip().splitlines()) == 1  # one line, not PyYAML's multi-line dump
+    th.write_bytes(b"kl_target: 0.1 # caf\xe9\n")  # Latin-1, not UTF-8: bad input (2), not internal (3)
+    r = CliRunner().invoke(main, ["diagnose", str(p), "--thresholds", str(th)])
+    assert r.exit_code == 2 and f"{th}:1: not UTF-8 text" in r.output
+    th.write_text("- 1\n")
+    r = CliRunner().invoke(main, ["diagnose", str(p), "--thresholds", str(th)])
+    assert r.exit_code == 2 and "must be a YAML mapping" in r.output
+    # Thresholds.kl_target must be > 0; the flag may not bypass that check (it once switched the signal off)
+    r = CliRunner().invoke(main, ["diagnose", str(p), "--kl-target", "-1"])
+    assert r.exit_code == 2 and "--kl-target" in r.output
 
 
 def test_nan_literals_as_hf_writes_them(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ import os
 import pytest
 
 from evalgate.errors import BadInput
-from evalgate.fileio import atomic_write, iter_jsonl, read_jsonl
+from evalgate.fileio import atomic_write, decode_utf8, iter_jsonl, read_jsonl
 
 
 def test_jsonl_line_numbers_count_blank_lines(tmp_path):
@@ -59,3 +59,17 @@ def test_atomic_write_failure_keeps_old_content(tmp_path, monkeypatch):
         atomic_write(p, "new")
     assert p.read_text() == "old"
     assert [x.name for x in tmp_path.iterdir()] == ["out.txt"]
+
+
+def test_a_file_that_is_not_utf8_is_bad_input_naming_its_line(tmp_path):
+    # Latin-1 "é" (0xe9) on line 2, byte 12 + 11 = 23: a user's file saved in the wrong encoding is bad input
+    # (exit 2), not an internal error (exit 3), and the message says which line to fix
+    p = tmp_path / "items.jsonl"
+    p.write_bytes(b'{"id": "a"}\n{"id": "caf\xe9"}\n')
+    with pytest.raises(BadInput) as e:
+        read_jsonl(p)
+    assert e.value.message == f"{p}:2: not UTF-8 text (byte 0xe9 at offset 23); save the file as UTF-8"
+    with pytest.raises(BadInput, match=r"x\.yaml:1: not UTF-8 text \(byte 0xff at offset 0\)"):
+        decode_utf8(b"\xff\xfe", "x.yaml")
+    # a byte-order mark (what some Windows editors write) is not part of the text
+    assert decode_utf8(b'\xef\xbb\xbf{"id": "a"}', "bom.jsonl") == '{"id": "a"}'

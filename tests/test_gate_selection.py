@@ -105,6 +105,9 @@ def test_malformed_yaml_gives_file_line_not_a_pyyaml_dump(tmp_path: Path) -> Non
     p.write_text("- just\n- a list\n")
     with pytest.raises(BadInput, match="must be a YAML mapping"):
         load_policy(p)
+    p.write_bytes(b"name: g\n# caf\xe9\n")  # saved as Latin-1: bad input naming the line, not an internal error
+    with pytest.raises(BadInput, match=rf"{p}:2: not UTF-8 text"):
+        load_policy(p)
     proto = tmp_path / "p.yaml"
     proto.write_text("name: p\nversion: '1'\nprompt: {template: 'x'\nscorer: {name: exact}\n")
     with pytest.raises(BadInput) as e:

@@ -103,7 +103,7 @@ def test_report_rerenders_a_stored_verdict_without_reading(tmp_path: Path, built
     assert load_verdict(row["document"]) == v and row["verdict"] == "FAIL" and row["reason"] == "fail"
     rows = len(store.access_rows())
     out = tmp_path / "out"
-    r = CliRunner().invoke(main, ["report", v.gate_id or "", "--html", str(out / "r.html"), "--json",
+    r = CliRunner().invoke(main, ["report", v.gate_id or "", "--report", str(out / "r.html"), "--json-out",
                                   str(out / "r.json"), "--junit", str(out / "r.xml"), "--markdown", str(out / "r.md")])
     assert r.exit_code == 1, r.output
     assert len(store.access_rows()) == rows  # no row at all: nothing read, nothing spent
@@ -116,6 +116,9 @@ def test_report_rerenders_a_stored_verdict_without_reading(tmp_path: Path, built
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert props == {"reason": "fail", "verdict": "FAIL", "gate_id": v.gate_id}
     assert "FAIL" in (out / "r.md").read_text() and "<svg" in (out / "r.html").read_text()
+    printed = CliRunner().invoke(main, ["report", v.gate_id or "", "--json", "--html", str(out / "again.html")])
+    assert printed.exit_code == 1 and json.loads(printed.stdout)["gate_id"] == v.gate_id  # --json: a flag, as in gate
+    assert "<svg" in (out / "again.html").read_text()  # --html: the old name of --report still works
     unknown = CliRunner().invoke(main, ["report", "gate-nope"])
     assert unknown.exit_code == 2 and "no stored gate 'gate-nope'" in unknown.output
 

@@ -221,6 +221,32 @@ def test_malformed_yaml_names_line(tmp_path: Path) -> None:
         load_protocol(p)
 
 
+def test_protocol_lock_and_template_file_not_utf8_are_bad_input_with_line(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_bytes(yaml.safe_dump(BASE, sort_keys=False).encode() + b"# r\xe9sum\xe9\n")  # Latin-1 comment
+    with pytest.raises(BadInput, match=r"p\.yaml:\d+: not UTF-8 text"):
+        load_protocol(p)
+    (tmp_path / "t.j2").write_bytes(b"Q: {{ question }} \xff")
+    doc = {**BASE, "prompt": {"template_file": "t.j2", "chat_template": "none"}}
+    with pytest.raises(BadInput, match=r"t\.j2:1: not UTF-8 text"):
+        load_protocol(write(tmp_path, doc, "q.yaml"))
+    lp = load_protocol(write(tmp_path, BASE, "r.yaml"))
+    lp.lock_path.write_bytes(b"\xff{}")
+    with pytest.raises(BadInput, match=r"r\.yaml\.lock:1: not UTF-8 text"):
+        verify(lp)
+
+
+def test_a_directory_given_as_protocol_or_policy_is_named_as_such(tmp_path: Path) -> None:
+    from evalgate.gate.policy import load_policy
+
+    with pytest.raises(BadInput, match=f"protocol file {tmp_path} is a directory; pass the path of a protocol"):
+        load_protocol(tmp_path)
+    with pytest.raises(BadInput, match=f"gate policy {tmp_path} is a directory; pass the path of a gate policy"):
+        load_policy(tmp_path)
+    with pytest.raises(BadInput, match="protocol file nope.yaml not found"):
+        load_protocol(Path("nope.yaml"))
+
+
 def test_template_and_template_file_together_rejected_with_line(tmp_path: Path) -> None:
     (tmp_path / "t.j2").write_text("x")
     doc = {**BASE, "prompt": {"template": "x", "template_file": "t.j2"}}
@@ -257,3 +283,16 @@ def test_unknown_scorer_and_broken_template_refused_at_load(tmp_path: Path) -> N
     doc["prompt"]["template"] = "Q: {{ question \nA:"
     with pytest.raises(BadInput, match="prompt.template: jinja2 syntax error"):
         load_protocol(write(tmp_path, doc))
+
+
+def test_the_freeze_hint_can_be_pasted_for_a_path_with_spaces(tmp_path: Path) -> None:
+    import shlex
+
+    d = tmp_path / "my protocols"
+    d.mkdir()
+    p = write(d, BASE)
+    with pytest.raises(BadInput) as e:
+        verify(load_protocol(p))
+    hint = e.value.message.split("run '", 1)[1].split("' before", 1)[0]
+    # the shell splits the pasted hint into the command and ONE path argument, the protocol file
+    assert shlex.split(hint) == ["evalgate", "protocol", "freeze", str(p)]

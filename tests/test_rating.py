@@ -121,3 +121,9 @@ def test_a_raters_note_is_sealed_at_rest(store: Store) -> None:
                   for r in con.execute(f"SELECT note::VARCHAR FROM {t}").fetchall()]
     assert len(stored) == 3 and not any("zebra" in (v or "") for v in stored)
     assert [h["note"] for h in store.human_scores("ha", "run1") if h["rater"] == "ann"] == [note]
+
+
+def test_serve_refuses_a_port_outside_1_65535() -> None:
+    # once accepted, then the server sat there bound to nothing
+    r = CliRunner().invoke(main, ["serve", "--port", "99999"])
+    assert r.exit_code == 2 and "99999 is not in the range 1<=x<=65535" in r.output

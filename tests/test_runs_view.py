@@ -52,7 +52,9 @@ def test_runs_lines_show_training_run_seed_and_step_and_the_filters_apply(home: 
     assert sorted(r["run_id"] for r in json.loads(out)) == ["dec-1", "dev-1-30"]
     code, out = cli("runs", "--checkpoint", str(home / "fx-run-seed3" / "checkpoint-20"), "--json")
     assert sorted(r["run_id"] for r in json.loads(out)) == ["dec-3", "dev-3-20"]
-    code, out = cli("runs", "--train-run", "no-such-run")
-    assert code == 0 and out.startswith("no runs matching")
+    code, out = cli("runs", "--train-run", "no such run")
+    assert code == 0 and out.strip() == "no runs matching --train-run 'no such run'"  # the flags, pasteable
+    code, out = cli("runs", "--split", "fx-devv")  # a typo: no split and no run of that name
+    assert code == 2 and "--split 'fx-devv': no split of that name" in out and "fx-dev" in out
     code, out = cli("runs", "--by-step", "--metric", "pass@8")
     assert code == 2 and "no run has metric 'pass@8'" in out

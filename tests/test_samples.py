@@ -167,3 +167,35 @@ def test_samples_of_a_real_run_show_the_rendered_prompt_and_the_completion(home:
         assert item["question"] in s["prompt"] and "<|im_start|>user" in s["prompt"]  # the chat template applied
         assert s["completion"] == stored[item["id"]]["text"] and s["finish_reason"] in ("stop", "length")
         assert s["completion_tokens"] <= 3 and s["status"] == stored[item["id"]]["status"]
+
+
+def test_status_filter_knows_the_agent_loops_tool_violation(home: Path) -> None:
+    # an agentic run's sample ended by a violation is stored as 'tool_violation' (README, agentic evaluation):
+    # filtering on it must reach the run lookup, not be refused as an unknown status
+    from evalgate.errors import BadInput
+    from evalgate.samples import run_samples
+
+    with pytest.raises(BadInput, match="no run 'nosuch'"):
+        run_samples("nosuch", status="tool_violation")
+    with pytest.raises(BadInput, match="known: correct, wrong, truncated, no_answer, timeout, error, tool_violation"):
+        run_samples("nosuch", status="bogus")
+
+
+def test_samples_of_an_unfinished_run_say_so_and_read_nothing(home: Path) -> None:
+    write_split("fx-dev", "dev", ITEMS[:2], {"source": "test"})
+    store = Store()
+    add_run(store, "done", "fx-dev", ["correct", "wrong"])
+    store.create_run(_run_row(store, "cut"))
+    store.fail_run("cut", "KeyboardInterrupt", status="interrupted")
+    before = rows(store)
+    code, out, err = cli("samples", "cut")
+    assert code == 2 and "run cut is interrupted, not complete" in err and "Rerun" in err
+    assert rows(store) == before  # refused before the read: nothing logged
+
+
+def _run_row(store: Store, run_id: str) -> dict[str, Any]:
+    m = load_manifest("fx-dev")
+    return {"run_id": run_id, "protocol_name": "fx", "protocol_version": "1", "protocol_hash": "ab" * 32,
+            "checkpoint_digest": "digest-cut", "checkpoint_path": "/ck/cut", "train_run": "fx-run", "train_seed": 1,
+            "step": None, "split": "fx-dev", "tier": m.tier, "split_sha256": m.content_sha256, "sampling_seed": 0,
+            "backend": "hf", "backend_info": {}, "effective_params": {}, "actor": "t", "purpose": "evaluation"}

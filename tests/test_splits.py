@@ -74,6 +74,38 @@ def test_unknown_split_lists_known(home: Path) -> None:
         SplitManager(Store()).open("humaneval-nope", "evaluation", "me")
 
 
+def test_a_broken_manifest_is_named_with_its_line_in_one_message(home: Path) -> None:
+    import_humaneval()
+    path = splits_dir() / "humaneval-dev.yaml"
+    good = path.read_text()
+    path.write_text(good.replace("tier: dev", "tier: devv"))
+    with pytest.raises(BadInput) as e:
+        load_manifest("humaneval-dev")
+    line = good.splitlines().index("tier: dev") + 1
+    assert e.value.message.startswith(f"invalid split manifest:\n  {path}:{line}: tier: Input should be 'smoke'")
+    assert "errors.pydantic.dev" not in e.value.message  # not pydantic's dump
+    path.write_text(good + "extra: [\n")
+    with pytest.raises(BadInput, match=rf"{path}:\d+: split manifest is not valid YAML: .*; fix the syntax$"):
+        load_manifest("humaneval-dev")
+    path.write_bytes(good.encode() + b"# \xff\n")
+    with pytest.raises(BadInput, match=rf"{path}:\d+: not UTF-8 text"):
+        load_manifest("humaneval-dev")
+    # 'splits list' still lists the other three humaneval splits, names the broken one on stderr, exits 2;
+    # list_manifests (which budget-by-content checks use) stays strict
+    from click.testing import CliRunner
+
+    from evalgate.cli import main
+    from evalgate.splits import list_manifests
+
+    r = CliRunner().invoke(main, ["splits", "list"])
+    assert r.exit_code == 2
+    assert [ln.split()[0] for ln in r.stdout.splitlines()] == ["humaneval-private", "humaneval-public",
+                                                               "humaneval-smoke"]
+    assert f"{path}:" in r.stderr and "not UTF-8 text" in r.stderr
+    with pytest.raises(BadInput, match="not UTF-8 text"):
+        list_manifests()
+
+
 def test_creating_the_private_key_says_where_it_is_once(home: Path, capsys: pytest.CaptureFixture[str],
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate.splits import write_split

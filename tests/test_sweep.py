@@ -132,3 +132,20 @@ def test_a_protocol_that_offers_tools_is_refused_before_anything_runs(tmp_path: 
     r = CliRunner().invoke(main, ["sweep", "--protocol", str(REPO / "protocols" / "tool-probe.yaml"),
                                   "--checkpoints", str(tmp_path / "none-*"), "--split", "any"])
     assert r.exit_code == 2 and "offers tools" in r.output, r.output
+
+
+def test_a_split_the_tier_never_lets_a_sweep_read_is_refused_and_logged_before_planning(home: Path) -> None:
+    """A sweep on a private split must neither start nor report the gate's complete release-gate runs there as
+    'skipped' units: it is refused before any stored run is looked at, and the refusal is in the access log."""
+    from evalgate.errors import RefusedByPolicy
+    from evalgate.protocol import load_protocol
+    from evalgate.sweep.units import plan_units
+
+    addition_split("private-a", 1, tier="private")
+    addition_split("dev-a", 1)
+    protocol = load_protocol(addition_protocol(home, max_tokens=4, n=1))
+    with pytest.raises(RefusedByPolicy, match="private-a \\(tier private\\) may be read only for purpose release-gate"):
+        plan_units(protocol, [], ["dev-a", "private-a"], RunOptions(purpose="sweep", actor="ann"), Store())
+    rows = [(r["actor"], r["purpose"], r["outcome"]) for r in Store().access_rows("private-a")]
+    assert rows[-1] == ("ann", "sweep", "refused")
+    assert plan_units(protocol, [], ["dev-a"], RunOptions(purpose="sweep"), Store()) == []

@@ -251,3 +251,18 @@ def test_a_policys_guards_reach_the_watch_and_the_callback(tmp_path: Path) -> No
     opts = WatchOptions.from_policy(policy, protocol=PROTOCOL, split="dev")
     assert (opts.guards.window, sorted(opts.guards.fail_on)) == (7, ["fail", "warn"])
     assert EvalgateCallback(policy=policy).guards.window == 7
+
+
+def test_a_private_split_is_refused_at_start_and_logged(tmp_path: Path) -> None:
+    """A watch on a private split must not start (it once ran on, failing each checkpoint, and showed the gate's
+    release-gate runs there as 'already evaluated', their private metric on the status page)."""
+    from evalgate.demo_train import addition_items
+    from evalgate.splits import write_split
+    from evalgate.store import Store
+
+    write_split("addition-private", "private", addition_items("private", 2), {"source": "evalgate.demo_train"})
+    with pytest.raises(RefusedByPolicy, match="addition-private \\(tier private\\) may be read only for purpose "
+                                              "release-gate, not 'watch'"):
+        _watcher([tmp_path / "run"], tmp_path, "addition-private")
+    assert [(r["purpose"], r["outcome"]) for r in Store().access_rows("addition-private")][-1] == ("watch", "refused")
+    assert not (tmp_path / "status").exists()

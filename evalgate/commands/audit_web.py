@@ -63,7 +63,7 @@ def batch_create_cmd(run_id: str, samples: int, stratify: str | None, rubric_fil
 
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind (loopback unless you say).")
-@click.option("--port", default=DEFAULT_PORT, show_default=True, type=int)
+@click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, 65535))
 @handle_errors
 def serve_cmd(host: str, port: int) -> None:
     """Serve the rating queue, agreement page and read-only dashboard (tokens from 'evalgate audit add-rater')."""

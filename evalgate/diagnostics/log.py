@@ -293,10 +293,11 @@ def _read_trainer_state(path: str | Path) -> TrainLog:
 def read_jsonl(path: str | Path) -> TrainLog:
     """Read a JSONL metrics log: one JSON object per line with ``step`` (or ``global_step``) and metric keys.
 
-    A last line that is not valid JSON (the writer is mid-line) is dropped with a warning.
+    A last line that is not valid JSON and has no newline after it (the writer is mid-line) is dropped with a
+    warning.
 
     Raises:
-        BadInput: a line before the last that is not a JSON object (naming the line).
+        BadInput: any other line that is not a JSON object (naming the line), a finished last line included.
     """
     with _no_gc():
         return _read_jsonl(path)
@@ -320,11 +321,12 @@ def _read_jsonl(path: str | Path) -> TrainLog:
         lines.pop()
     records: list[dict[str, Any]] = []
     warnings: list[str] = []
+    mid_line = not data.rstrip(b" \t").endswith((b"\n", b"\r"))  # a line being written has no newline yet
     for i, line in enumerate(lines, 1):
         try:
             rec = _loads(line)
         except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            if i == len(lines):
+            if i == len(lines) and mid_line:
                 warnings.append(f"{p}:{i}: last line is incomplete (being written?); read the {len(records)} lines "
                                 "before it")
                 break

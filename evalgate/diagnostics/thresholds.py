@@ -97,20 +97,19 @@ def load_thresholds(path: str | Path) -> Thresholds:
     """Read a thresholds YAML file (the fields of ``Thresholds``).
 
     Raises:
-        BadInput: unreadable file, bad YAML, or a field that is unknown or out of range (``file:line: field``).
+        BadInput: unreadable or non-UTF-8 file, bad YAML (``file:line``, one line), a document that is not a
+            mapping, or a field that is unknown or out of range (``file:line: field``). An empty file gives the
+            defaults.
     """
-    import yaml
-
-    from evalgate.userfiles import format_validation_error
+    from evalgate.fileio import read_text
+    from evalgate.userfiles import format_validation_error, load_yaml_mapping
 
     p = Path(path)
     try:
-        text = p.read_text()
-        doc = yaml.safe_load(text) or {}
-    except (OSError, yaml.YAMLError) as e:
-        raise BadInput(f"{p}: cannot read thresholds ({e}); give a YAML mapping of Thresholds fields") from e
-    if not isinstance(doc, dict):
-        raise BadInput(f"{p}: thresholds must be a YAML mapping of field: value")
+        text = read_text(p)
+    except OSError as e:
+        raise BadInput(f"{p}: cannot read thresholds ({e.strerror or e}); pass a YAML file of Thresholds fields") from e
+    doc = load_yaml_mapping(p, text, "thresholds") if text.strip() else {}
     try:
         return Thresholds(**doc)
     except ValidationError as e:

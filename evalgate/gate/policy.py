@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from evalgate.diagnostics.guards import Guards
 from evalgate.errors import BadInput
+from evalgate.fileio import read_text
 from evalgate.reward_audit import RewardAuditRules
 from evalgate.scoring import metrics
 from evalgate.userfiles import FieldProblem, format_validation_error, load_yaml_mapping
@@ -152,8 +153,9 @@ def load_policy(path: str | Path) -> GatePolicy:
     """
     path = Path(path)
     if not path.is_file():
-        raise BadInput(f"gate policy {path} not found; pass the path of a gate policy YAML file")
-    text = path.read_text()
+        what = "is a directory" if path.is_dir() else "not found"
+        raise BadInput(f"gate policy {path} {what}; pass the path of a gate policy YAML file")
+    text = read_text(path)
     try:
         policy = GatePolicy.model_validate(load_yaml_mapping(path, text, "gate policy"))
     except ValidationError as e:

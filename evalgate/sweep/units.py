@@ -14,7 +14,7 @@ from evalgate.checkpoints import Checkpoint
 from evalgate.protocol import LoadedProtocol
 from evalgate.runner.plan import RunOptions
 from evalgate.runner.settings import generation_settings, settings_sha256
-from evalgate.splits import SplitManager
+from evalgate.splits import SplitManager, actor_name
 from evalgate.store import Store
 
 UnitStatus = Literal["pending", "skipped", "running", "done", "failed", "interrupted"]
@@ -77,15 +77,18 @@ def plan_units(protocol: LoadedProtocol, checkpoints: list[Checkpoint], splits: 
 
     Complete means a stored ``complete`` run with the same checkpoint digest, protocol hash, split name and
     content, sampling seed, backend and generation settings (the generation cache's key, so such a run's samples
-    are the ones this unit would produce). Nothing is read or logged here.
+    are the ones this unit would produce). Nothing is read here; a split whose tier never allows the runs' purpose
+    (a private split) is refused, and that refusal logged, before any stored run is looked at.
 
     Raises:
         BadInput: an unknown split, or bad backend options (before any unit runs).
+        RefusedByPolicy: a split's tier policy does not allow ``options.purpose``.
     """
     backend_options = check_backend(options.backend, options.backend_options)
     settings = settings_sha256(generation_settings(options.backend, backend_options))
     seed = protocol.spec.sampling.seed if options.seed is None else options.seed
-    manifests = {s: SplitManager(store).manifest(s) for s in splits}
+    access = SplitManager(store)
+    manifests = {s: access.check_purpose(s, options.purpose, actor_name(options.actor)) for s in splits}
     units = []
     for ckpt in checkpoints:
         for split in splits:
