@@ -106,6 +106,23 @@ def _same_key(con: duckdb.DuckDBPyConnection, s: Sealer) -> Sealer:
     return s
 
 
+def _insert_values(con: duckdb.DuckDBPyConnection, head: str, rows: Sequence[Sequence[Any]], tail: str = "",
+                   chunk: int = 500) -> None:
+    """Insert ``rows`` (each a sequence of the same length) with ``{head} VALUES (...), (...) {tail}``, up to
+    ``chunk`` rows a statement.
+
+    DuckDB runs ``executemany`` as one statement per row (about 150 rows/s for the access log here, docs/
+    BENCHMARKS.md "Store writes"); one multi-row ``VALUES`` per chunk gives the same rows in the same order, so
+    ``ON CONFLICT DO NOTHING`` in ``tail`` still keeps the first of two rows with one key.
+    """
+    if not rows:
+        return
+    one = f"({', '.join('?' * len(rows[0]))})"
+    for i in range(0, len(rows), chunk):
+        part = rows[i:i + chunk]
+        con.execute(f"{head} VALUES {', '.join([one] * len(part))} {tail}", [v for r in part for v in r])
+
+
 def _dicts(cur: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
     """The rows of an executed query as dicts keyed by column name."""
     cols = [d[0] for d in cur.description]
@@ -312,8 +329,8 @@ class Store:
             seal = _run_sealer(con, run_id)
             con.execute("DELETE FROM samples WHERE run_id=?", [run_id])
             if samples:
-                con.executemany(
-                    "INSERT INTO samples VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                _insert_values(
+                    con, "INSERT INTO samples",
                     [[run_id, s["item_id"], s["sample_index"], s["seed"], s["score"], s["status"],
                       seal.seal(s.get("extracted")) if seal else s.get("extracted"),
                       seal.seal(s.get("detail")) if seal else s.get("detail"), s["cached"],
@@ -391,10 +408,10 @@ class Store:
         for a run on a sealed tier)."""
         with self.connect() as con:
             seal = _run_sealer(con, run_id)
-            con.executemany("INSERT INTO prompts VALUES (?, ?) ON CONFLICT DO NOTHING",
-                            [[h, seal.seal(t) if seal else t] for h, t in texts.items()])
-            con.executemany("INSERT INTO run_prompts VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            [[run_id, r["item_id"], r["prompt_sha256"], r["prompt_tokens"], r["bos_count"],
+            _insert_values(con, "INSERT INTO prompts", [[h, seal.seal(t) if seal else t] for h, t in texts.items()],
+                           "ON CONFLICT DO NOTHING")
+            _insert_values(con, "INSERT INTO run_prompts",
+                           [[run_id, r["item_id"], r["prompt_sha256"], r["prompt_tokens"], r["bos_count"],
                               r["bos_added"], r["system_merged"]] for r in rows])
 
     def run_prompts(self, run_id: str) -> list[dict[str, Any]]:
@@ -449,7 +466,7 @@ class Store:
         with self.connect() as con:
             con.execute("CREATE TEMP TABLE want (item_id VARCHAR, sample_index INTEGER, seed UBIGINT, "
                         "prompt_sha256 VARCHAR)")
-            con.executemany("INSERT INTO want VALUES (?, ?, ?, ?)", [[*k, prompt_sha256[k[0]]] for k in keys])
+            _insert_values(con, "INSERT INTO want", [[*k, prompt_sha256[k[0]]] for k in keys])
             cur = con.execute("""
                 SELECT g.item_id, g.sample_index, g.seed, g.text, g.completion_tokens, g.prompt_tokens,
                        g.finish_reason, g.prompt_sha256, g.run_id
@@ -474,14 +491,14 @@ class Store:
         with self.connect() as con:
             seal = _run_sealer(con, run_id)
             if prompts:
-                con.executemany("INSERT INTO prompts VALUES (?, ?) ON CONFLICT DO NOTHING",
-                                [[h, seal.seal(t) if seal else t] for h, t in prompts.items()])
-            con.executemany(
-                "INSERT INTO generations VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING",
+                _insert_values(con, "INSERT INTO prompts",
+                               [[h, seal.seal(t) if seal else t] for h, t in prompts.items()], "ON CONFLICT DO NOTHING")
+            _insert_values(
+                con, "INSERT INTO generations",
                 [[checkpoint_digest, protocol_hash, r["item_id"], r["sample_index"], r["seed"], r["prompt_sha256"],
                   seal.seal(r["text"]) if seal else r["text"], r.get("prompt_tokens"), r["completion_tokens"],
                   r["finish_reason"], now(), settings_sha256, run_id]
-                 for r in rows])
+                 for r in rows], "ON CONFLICT DO NOTHING")
 
     # -- trajectories (agentic runs, migration 11) -------------------------------------------------------------
     def put_turns(self, checkpoint_digest: str, protocol_hash: str, settings_sha256: str,
@@ -541,8 +558,7 @@ class Store:
         Returns:
             False when ``budget`` refused the rows (nothing inserted), else True.
         """
-        cols, chunk = [*_ACCESS_COLUMNS], 500  # multi-row VALUES: DuckDB's executemany inserts ~150 rows/s here
-        one = f"({', '.join('?' * len(cols))})"
+        cols = [*_ACCESS_COLUMNS]
         with self.connect() as con:
             if budget is not None:
                 split, start, max_reads = budget
@@ -552,10 +568,7 @@ class Store:
                           and r["purpose"] != "contamination-check")
                 if (int(used[0]) if used else 0) + new > max_reads:
                     return False
-            for i in range(0, len(rows), chunk):
-                part = rows[i:i + chunk]
-                con.execute(f"INSERT INTO access_log ({', '.join(cols)}) VALUES {', '.join([one] * len(part))}",
-                            [r[c] for r in part for c in cols])
+            _insert_values(con, f"INSERT INTO access_log ({', '.join(cols)})", [[r[c] for c in cols] for r in rows])
         return True
 
     def access_reads_since(self, split: str, start: datetime) -> int:
@@ -625,6 +638,8 @@ class Store:
         with self.connect() as con:
             if seal:
                 _same_key(con, seal)
+            # executemany, not _insert_values: two rows with one key in a file must replace (last wins); one
+            # multi-row INSERT OR REPLACE keeps the first of them instead (DuckDB 1.x, checked)
             con.executemany(
                 f"INSERT OR REPLACE INTO human_scores ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
                 [[seal.seal(r[c]) if seal and c == "note" else r[c] for c in cols] for r in rows])
@@ -677,9 +692,9 @@ class Store:
         with self.connect() as con:
             con.execute(f"INSERT INTO audit_batches ({', '.join(batch)}) VALUES ({', '.join('?' * len(batch))})",
                         list(batch.values()))
-            con.executemany("INSERT INTO audit_batch_items VALUES (?, ?, ?, ?, ?)",
-                            [[batch["batch_id"], i["sample_key"], i["position"], i["item_id"], i["sample_index"]]
-                             for i in items])
+            _insert_values(con, "INSERT INTO audit_batch_items",
+                           [[batch["batch_id"], i["sample_key"], i["position"], i["item_id"], i["sample_index"]]
+                            for i in items])
 
     def batches(self, batch_id: str | None = None) -> list[dict[str, Any]]:
         """Rating batches (all, or the one with ``batch_id``), oldest first, with ``n_items``."""
