@@ -208,3 +208,37 @@ def test_real_vllm_has_the_calls_stream_engine_uses() -> None:
     assert "request_id=external_req_id" in (root / "v1" / "engine" / "output_processor.py").read_text()
     assert 'f"{request.external_req_id}-{random_uuid():.8}"' in (root / "v1" / "engine" / "input_processor.py"
                                                                  ).read_text()
+
+
+def test_one_engine_serves_every_generate_call_of_a_backend(monkeypatch: pytest.MonkeyPatch,
+                                                            smollm2_dir: Path) -> None:
+    # the agent loop calls generate once per turn (and a sweep once per split): two turns here. A new LLM per call
+    # would reload the weights each turn and can run out of GPU memory while the old engine still holds it.
+    from evalgate.backends.base import GenerationRequest
+
+    built: list[dict] = []
+    queued: list[list] = []
+
+    class FakeLLM:
+        def __init__(self, **kwargs: object) -> None:
+            built.append(kwargs)
+            self.count = 0
+            self.llm_engine = _FakeEngine([])
+
+        def enqueue(self, prompts: list, params: list, use_tqdm: bool) -> list[str]:
+            queued.append([(p["prompt_token_ids"], sp.seed) for p, sp in zip(prompts, params, strict=True)])
+            ids = [str(self.count + i) for i in range(len(prompts))]  # vLLM's counter goes on across calls
+            self.count += len(prompts)
+            self.llm_engine.steps = [[_out(i, f"reply {i}", True) for i in ids]]
+            return [f"{i}-abcd1234" for i in ids]
+
+    monkeypatch.setitem(vllm.__dict__, "LLM", FakeLLM)  # not setattr: reading vllm.LLM imports the real engine
+    backend = vb.VLLMBackend(str(smollm2_dir), VLLMOptions())
+    turn = [GenerationRequest("q1", "p", (0, 1), (11, 12), SAMPLED, prompt_ids=(1, 5)),
+            GenerationRequest("q2", "p", (0,), (21,), SAMPLED, prompt_ids=(1, 6))]
+    first = backend.generate(turn)
+    second = backend.generate([GenerationRequest("q1", "p2", (0,), (31,), SAMPLED, prompt_ids=(1, 5, 7))])
+    assert len(built) == 1  # one engine for both turns
+    assert queued == [[([1, 5], 11), ([1, 5], 12), ([1, 6], 21)], [([1, 5, 7], 31)]]
+    assert [[c.text for c in r.completions] for r in first] == [["reply 0", "reply 1"], ["reply 2"]]
+    assert [c.text for c in second[0].completions] == ["reply 3"]  # ids 3.. of the same engine map back

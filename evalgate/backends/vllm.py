@@ -227,6 +227,7 @@ class VLLMBackend:
         self.data_parallel_size = self.options.data_parallel_size
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
         self.encoder = PromptEncoder(self.tokenizer)
+        self._llm: Any = None  # the engine, started by the first generate and kept for every later call
 
     def generation_settings(self) -> dict[str, Any]:
         """The settings that change outputs (``base.generation_settings``)."""
@@ -241,7 +242,12 @@ class VLLMBackend:
         """Generate every sample of every request, all queued in one engine at once (per data-parallel worker).
 
         In one process (``data_parallel_size`` 1) a request's result goes to ``on_result`` as soon as its last
-        sample finishes (``stream_engine``); with data-parallel workers, when its worker finishes.
+        sample finishes (``stream_engine``); with data-parallel workers, when its worker finishes. The in-process
+        engine is started once, by the first call, and reused by every later one: the agent loop calls
+        ``generate`` once per turn and a sweep once per split, and a new ``LLM`` each time would reload the weights
+        and, while the old engine's GPU memory is not yet released, fail for lack of it. Data-parallel workers
+        (``data_parallel_size`` > 1) are still processes started per call, each loading the model: correct (they
+        exit and free their GPUs) but slow for many turns; persistent workers are not built yet.
 
         Raises:
             EngineError: the engine failed to start or generate, or aborted a request.
@@ -265,9 +271,11 @@ class VLLMBackend:
 
         try:
             if self.data_parallel_size == 1:
-                from vllm import LLM
+                if self._llm is None:
+                    from vllm import LLM
 
-                stream_engine(LLM(**self.kwargs), prompts, sps, take)
+                    self._llm = LLM(**self.kwargs)
+                stream_engine(self._llm, prompts, sps, take)
             else:
                 for k, out in enumerate(self._generate_data_parallel(prompts, sps)):
                     take(k, out)
