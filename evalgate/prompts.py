@@ -6,6 +6,7 @@ transformers, vLLM or a server, and it is recorded (hash plus one stored copy) w
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import Any
@@ -37,9 +38,17 @@ class RenderedPrompt:
     system_merged: bool = False
 
 
+@functools.lru_cache(maxsize=64)
+def _template(source: str) -> jinja2.Template:
+    """``source`` compiled once: a run renders one template per item and the agent loop one per turn, and compiling
+    costs far more than rendering a short template. Templates are immutable; a syntax error is raised, not
+    cached."""
+    return _ENV.from_string(source)
+
+
 def _render(source: str, item: dict[str, Any], what: str) -> str:
     try:
-        return _ENV.from_string(source).render(**item)
+        return _template(source).render(**item)
     except jinja2.UndefinedError as e:
         raise BadInput(f"{what}: {e.message} in item {item.get('id')!r}; the template uses a field the split's "
                        f"items do not have (fields: {', '.join(sorted(item))})") from e
