@@ -15,7 +15,7 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +104,11 @@ def _same_key(con: duckdb.DuckDBPyConnection, s: Sealer) -> Sealer:
                               f"encrypted outputs were written with (fingerprint {row[0][:12]}); use that key "
                               "(EVALGATE_PRIVATE_KEY or EVALGATE_PRIVATE_KEY_FILE)")
     return s
+
+
+FORM_TOKEN_TTL = timedelta(hours=12)
+"""How long a rating page's one-time form token stays valid (a rater's working day); older ones are refused and
+pruned when the next token is issued, so the ``form_tokens`` table stays small."""
 
 
 def _insert_values(con: duckdb.DuckDBPyConnection, head: str, rows: Sequence[Sequence[Any]], tail: str = "",
@@ -732,9 +737,12 @@ class Store:
             return _dicts(con.execute("SELECT * FROM audit_rating_events WHERE batch_id=? ORDER BY ts", [batch_id]))
 
     def issue_form_token(self, token_sha256: str, rater: str, purpose: str) -> None:
-        """Record a one-time form token issued to ``rater`` for ``purpose``."""
+        """Record a one-time form token issued to ``rater`` for ``purpose``, and drop tokens issued more than
+        ``FORM_TOKEN_TTL`` ago (expired whether spent or not: a replay of a dropped one is refused as unknown)."""
+        ts = now()
         with self.connect() as con:
-            con.execute("INSERT INTO form_tokens VALUES (?, ?, ?, ?, NULL)", [token_sha256, rater, purpose, now()])
+            con.execute("DELETE FROM form_tokens WHERE issued_at < ?", [ts - FORM_TOKEN_TTL])
+            con.execute("INSERT INTO form_tokens VALUES (?, ?, ?, ?, NULL)", [token_sha256, rater, purpose, ts])
 
     def submit_rating(self, *, form_token_sha256: str, purpose: str, batch_id: str, rater: str, sample_key: str,
                       score: float | None, note: str | None, human_score: dict[str, Any] | None) -> str:
@@ -748,8 +756,8 @@ class Store:
             The action: ``scored``, ``replaced`` or ``skipped``.
 
         Raises:
-            RefusedByPolicy: the form token is unknown, another rater's or already used (a replayed form); a note
-                and no private key (nothing is written).
+            RefusedByPolicy: the form token is unknown, expired (``FORM_TOKEN_TTL``), another rater's or already
+                used (a replayed form); a note and no private key (nothing is written).
             BadInput: ``sample_key`` is not a sample of ``batch_id``.
         """
         ts = now()
@@ -757,10 +765,12 @@ class Store:
         note = sealer().seal(note) if note else None
         with self.connect() as con:
             spent = con.execute("UPDATE form_tokens SET used_at=? WHERE token_sha256=? AND rater=? AND purpose=? "
-                                "AND used_at IS NULL RETURNING rater", [ts, form_token_sha256, rater, purpose])
+                                "AND used_at IS NULL AND issued_at >= ? RETURNING rater",
+                                [ts, form_token_sha256, rater, purpose, ts - FORM_TOKEN_TTL])
             if not spent.fetchall():
-                raise RefusedByPolicy("this form was already submitted or was not issued to you (a replayed or "
-                                      "forged form); nothing was stored. Reload the page and submit again")
+                raise RefusedByPolicy("this form was already submitted, has expired (forms are valid for "
+                                      f"{FORM_TOKEN_TTL.total_seconds() / 3600:g} h) or was not issued to you (a "
+                                      "replayed or forged form); nothing was stored. Reload the page and submit again")
             item = con.execute("SELECT item_id, sample_index FROM audit_batch_items WHERE batch_id=? AND "
                                "sample_key=?", [batch_id, sample_key]).fetchone()
             if item is None:

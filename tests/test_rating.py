@@ -127,3 +127,24 @@ def test_serve_refuses_a_port_outside_1_65535() -> None:
     # once accepted, then the server sat there bound to nothing
     r = CliRunner().invoke(main, ["serve", "--port", "99999"])
     assert r.exit_code == 2 and "99999 is not in the range 1<=x<=65535" in r.output
+
+
+def test_a_form_token_expires_after_the_ttl_and_old_tokens_are_pruned(store: Store) -> None:
+    from datetime import timedelta
+
+    from evalgate.store import FORM_TOKEN_TTL
+
+    b = rating.create_batch("run1", samples=3, store=store, seed=1)["batch_id"]
+    key = store.batch_items(b)[0]["sample_key"]
+    stale, spent = rating.issue_form_token(store, "ann"), rating.issue_form_token(store, "ann")
+    rating.submit(store, "ann", b, spent, key, "4")
+    with store.connect() as con:  # both issued a minute past the TTL ago: one never used, one spent
+        con.execute("UPDATE form_tokens SET issued_at = issued_at - ?", [FORM_TOKEN_TTL + timedelta(minutes=1)])
+    with pytest.raises(RefusedByPolicy, match="has expired"):
+        rating.submit(store, "ann", b, stale, key, "2")
+    assert store.ratings(b, "ann")[0]["score"] == 4.0 and len(store.rating_events(b)) == 1  # nothing written
+    fresh = rating.issue_form_token(store, "ann")  # issuing prunes the two expired rows
+    with store.connect() as con:
+        assert con.execute("SELECT count(*) FROM form_tokens").fetchone() == (1,)
+    rating.submit(store, "ann", b, fresh, key, "2")  # a fresh token still works
+    assert store.ratings(b, "ann")[0]["score"] == 2.0

@@ -202,7 +202,7 @@ def test_bad_submissions_are_refused_and_write_nothing(site: dict[str, Any]) -> 
     cases = [({"score": "7"}, 400, "outside this batch's scale 1..5"),
              ({"score": "three"}, 400, "not a whole number"),
              ({"sample": other}, 400, f"is not in batch {b1}"),
-             ({"form_token": "forged"}, 403, "already submitted or was not issued to you")]
+             ({"form_token": "forged"}, 403, "or was not issued to you")]
     for change, status, message in cases:
         r = _post(f"{base}/batch/{b1}/rate", headers=bob,
                        data={"form_token": form, "sample": sample, "score": "3", **change})
