@@ -6,7 +6,7 @@ import glob
 from collections.abc import Callable
 from pathlib import Path
 
-from evalgate.checkpoints import Checkpoint, digest_hex, resolve_checkpoint
+from evalgate.checkpoints import Checkpoint, resolve_checkpoint, short_digest
 from evalgate.errors import BadInput
 
 
@@ -42,7 +42,7 @@ def discover_checkpoints(pattern: str, recorded: Callable[[str], str | None] | N
             continue
         ckpt = resolve_checkpoint(path, recorded=recorded)
         if ckpt.digest in found:
-            ignored.append(f"{path}: the same checkpoint (digest {digest_hex(ckpt.digest)[:12]}) as "
+            ignored.append(f"{path}: the same checkpoint (digest {short_digest(ckpt.digest)}) as "
                            f"{found[ckpt.digest].path}")
             continue
         found[ckpt.digest] = ckpt
