@@ -179,15 +179,16 @@ def test_docs_key_map_matches_code() -> None:
 def test_guards_for_the_gate() -> None:
     from evalgate.diagnostics.guards import Guards, guard_seed
 
-    # truncation (fail) from step 10 of 20; entropy drop (warn) from step 11
+    # truncation (fail) and entropy drop (warn) both change at step 11 of 20 (the first window whose mean crosses
+    # starts at 10, where truncation is still 0: the checkpoint at step 10 is clean; issue 28, item 10)
     rows = [{"step": s, "completions/clipped_ratio": 0.3 if s > 10 else 0.0, "entropy": 0.9 if s > 10 else 2.0}
             for s in range(1, 21)]
     log = from_records(rows, "log.jsonl", "jsonl")
     g = guard_seed(log, Guards(), [5, 10, 15, 20], seed=1)
-    assert [(f.signal, f.step) for f in g.trips] == [("truncation", 10)]
-    assert g.failing(5) == [] and [f.signal for f in g.failing(10)] == ["truncation"]
+    assert [(f.signal, f.step) for f in g.trips] == [("truncation", 11)]
+    assert g.failing(10) == [] and [f.signal for f in g.failing(15)] == ["truncation"]
     both = guard_seed(log, Guards(fail_on=("warn", "fail")), [5, 10, 15, 20], seed=1)
-    assert [(f.signal, f.step) for f in both.trips] == [("truncation", 10), ("entropy_drop", 11)]
+    assert [(f.signal, f.step) for f in both.trips] == [("truncation", 11), ("entropy_drop", 11)]
     assert guard_seed(log, Guards(), [5, 50]).coverage  # the log stops at 20, before the checkpoint at 50
     assert guard_seed(None, Guards(), [5]).diagnosis is None
     with pytest.raises(ValueError):
