@@ -42,8 +42,9 @@ class Diagnosis:
 
     @property
     def first_break(self) -> Finding | None:
-        """The earliest warn or fail finding: "which curve broke first"."""
-        hits = self.fired("warn")
+        """The earliest warn or fail finding of the log as it stands (not of a resumed run's abandoned segment, which
+        is listed apart): "which curve broke first"."""
+        hits = [f for f in self.fired("warn") if f.segment is None]
         return hits[0] if hits else None
 
     @property
