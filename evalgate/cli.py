@@ -331,7 +331,7 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
 @click.option("--status", type=click.Choice(["complete", "running", "interrupted", "failed"]), default=None,
               help="Only runs with this status.")
 @click.option("--split", default=None, help="Only runs on this split.")
-@click.option("--protocol", "protocol_name", default=None, help="Only runs under this protocol name.")
+@click.option("--protocol", "protocol_name", default=None, help="Only runs under this protocol: a name (any version) or name@version.")
 @click.option("--train-run", default=None, help="Only runs of this training run.")
 @click.option("--train-seed", type=int, default=None, help="Only runs of checkpoints of this training seed.")
 @click.option("--checkpoint", default=None,
