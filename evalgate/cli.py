@@ -54,16 +54,16 @@ def protocol_freeze(path: Path, as_json: bool) -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @handle_errors
 def protocol_verify(path: Path) -> None:
-    """Exit 1 with a field-level diff if PATH no longer matches its lock."""
-    from evalgate.protocol import load_protocol, verify
+    """Exit 1 with a field-level diff if PATH no longer matches its lock; exit 2 for what 'freeze' and 'run' would
+    refuse (no or an edited lock, name@version recorded in the store with other content)."""
+    from evalgate.protocols_ops import verify_frozen
 
-    lp = load_protocol(path)
     try:
-        verify(lp)
+        lp = verify_frozen(path)
     except ProtocolDrift as e:
         click.echo(e.message, err=True)
         sys.exit(1)
-    click.echo(f"ok: {lp.ref} matches its lock (sha256 {lp.sha256})")
+    click.echo(f"ok: {lp.ref} matches its lock and the store's record (sha256 {lp.sha256})")
 
 
 @protocol.command("show")
@@ -93,7 +93,8 @@ def protocol_show(path: Path, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
-    """Show the fields that differ between two protocol files (exit 0 either way)."""
+    """Show the fields that differ between two protocol files; exit 0 when their content is identical, 1 when it
+    differs (as diff(1) does), 2 when a file is not a valid protocol."""
     from evalgate.protocol import diff_resolved, format_diff, load_protocol
 
     pa, pb = load_protocol(a), load_protocol(b)
@@ -106,6 +107,8 @@ def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
     else:
         click.echo(f"{len(rows)} field(s) differ between {pa.ref} and {pb.ref}:")
         click.echo(format_diff(rows, "a", "b"))
+    if rows:
+        sys.exit(1)
 
 
 @protocol.command("docs")
@@ -331,7 +334,8 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
 @click.option("--status", type=click.Choice(["complete", "running", "interrupted", "failed"]), default=None,
               help="Only runs with this status.")
 @click.option("--split", default=None, help="Only runs on this split.")
-@click.option("--protocol", "protocol_name", default=None, help="Only runs under this protocol: a name (any version) or name@version.")
+@click.option("--protocol", "protocol_name", default=None,
+              help="Only runs under this protocol: a name (any version) or name@version.")
 @click.option("--train-run", default=None, help="Only runs of this training run.")
 @click.option("--train-seed", type=int, default=None, help="Only runs of checkpoints of this training seed.")
 @click.option("--checkpoint", default=None,
