@@ -545,7 +545,8 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
                "budget used/max (left)")
     for name, a in doc["splits"].items():
         b = a.get("budget")
-        budget = f"{b['used']}/{b['max_reads']} per {b['window_days']}d ({b['left']} left)" if b else "-"
+        budget = f"{b['used']}/{b['max_reads']} per {b['window_days']}d ({b['left']} left)" if b else \
+            "-" if a["manifest"] else "? (no manifest)"
         click.echo(f"{name:20s} {a['tier'] or '?':11s} {a['reads']:5d} {a['cached_reads']:6d} {a['overrides']:8d} "
                    f"{a['refusals']:7d}  {budget}")
         for label, key in (("by actor", "by_actor"), ("by purpose", "by_purpose"), ("by day", "by_day"),
@@ -556,6 +557,10 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
             click.echo(f"    {'in CI:':12s} {a['ci_reads']} of the reads")
         if len(a["tiers_seen"]) > 1:
             click.echo(f"    WARNING: logged under tiers {', '.join(a['tiers_seen'])} (its manifest was changed)")
+    unknown = [name for name, a in doc["splits"].items() if not a["manifest"]]
+    if unknown:
+        click.echo(f"budget of {', '.join(unknown)} unknown: no manifest in {doc['splits_dir']} (EVALGATE_SPLITS, "
+                   "default ./splits); run from the project directory or set EVALGATE_SPLITS")
     c = doc["chain"]
     click.echo(f"access log: {c['rows']} rows, chain "
                + (f"intact (head {c['head']['seq']}:{c['head']['hash'][:16]})" if c["ok"]
