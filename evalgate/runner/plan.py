@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.backends.base import BackendOptions, EffectiveParams, check_backend, sample_seed
-from evalgate.checkpoints import Checkpoint, resolve_checkpoint
+from evalgate.checkpoints import Checkpoint, disagreements, resolve_checkpoint
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.protocol import LoadedProtocol, load_protocol, verify
 from evalgate.runner.grant import ReleaseGrant, check_release_purpose
@@ -71,7 +71,8 @@ class RunPlan:
         run_id: the new run's id (``YYYYmmddTHHMMSS-<8 hex>``).
         protocol, checkpoint, manifest: the verified protocol, resolved checkpoint and the split's manifest.
         items: the split's items, in file order.
-        warnings: budget warnings of the read.
+        warnings: budget warnings of the read, and the checkpoint's (``checkpoints.disagreements``, the context
+            length check skipped for a server).
         options: the caller's options; ``actor`` the resolved reader; ``backend_options`` as validated.
         settings: the generation settings (``runner.settings``); ``settings_sha256`` their hash, part of the
             cache key.
@@ -199,6 +200,9 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     with store.session():
         store.record_protocol(protocol.spec.name, protocol.spec.version, protocol.sha256, protocol.resolved)
         manifest, items, warnings, seal = _read_split(access, split, options, actor, ckpt, protocol, limit)
+        for w in disagreements(ckpt.provenance):
+            print(f"warning: checkpoint {ckpt.path}: {w}", file=sys.stderr)
+            warnings.append(w)
         check_items(items, scorer, split)
         keys = [(str(it["id"]), j, sample_seed(seed, str(it["id"]), j)) for it in items for j in range(sampling.n)]
         # A fully cached rerun takes its prompts from an earlier run rendered from the same inputs, so it loads no
