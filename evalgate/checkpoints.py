@@ -373,6 +373,41 @@ def check_finite_weights(model_dir: Path) -> None:
                                    "evaluate another checkpoint")
 
 
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
+
+
+def context_length(model_dir: Path) -> tuple[int, str] | None:
+    """The checkpoint's context length in tokens (prompt + completion), from its ``config.json``, and where it
+    came from; None when the config names none.
+
+    The first of ``max_position_embeddings``, ``n_positions``, ``max_seq_len``, ``seq_length`` and
+    ``max_sequence_length`` in the config or its ``text_config`` (multimodal configs such as Gemma 3's). RoPE
+    scaling of type ``linear``, ``dynamic`` or ``yarn`` multiplies it by its ``factor`` (``yarn``: the
+    ``original_max_position_embeddings`` times the factor), as vLLM derives its maximum model length
+    (``vllm.config``); ``llama3`` and the default type already state the extended length.
+    """
+    try:
+        cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    for where, c in (("config.json", cfg), ("config.json text_config", cfg.get("text_config"))):
+        if not isinstance(c, dict):
+            continue
+        key = next((k for k in _CONTEXT_KEYS if isinstance(c.get(k), int) and c[k] > 0), None)
+        if key is None:
+            continue
+        n, src = c[key], f"{where} {key}"
+        rope = c.get("rope_scaling") or c.get("rope_parameters") or {}
+        kind = rope.get("rope_type", rope.get("type")) if isinstance(rope, dict) else None
+        factor = rope.get("factor") if isinstance(rope, dict) else None
+        if kind in ("linear", "dynamic", "yarn") and isinstance(factor, int | float) and factor > 1:
+            base = rope.get("original_max_position_embeddings") if kind == "yarn" else None
+            n = int((base if isinstance(base, int) else n) * factor)
+            src += f" with {kind} RoPE scaling x{factor}"
+        return n, src
+    return None
+
+
 def models_dir() -> Path:
     """Where converted GGUF checkpoints are cached: ``$EVALGATE_MODELS``, else ``$EVALGATE_HOME/models``."""
     if os.environ.get("EVALGATE_MODELS"):
