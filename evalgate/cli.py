@@ -456,11 +456,14 @@ def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_ou
     import os
 
     from evalgate.report import error_document, gate_and_report
+    swept = None
     try:
         if missing:
             from evalgate.sweep import evaluate_missing
 
-            evaluate_missing(policy_path, missing, actor, progress=not as_json)
+            swept = evaluate_missing(policy_path, missing, actor, progress=not as_json)
+            for why in swept["ignored"]:  # e.g. a seed's checkpoint whose weights duplicate another's: not its own run
+                click.echo(f"--evaluate-missing: not evaluated: {why}", err=True)
         verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out,
                                        markdown=markdown, actor=actor)
     except Exception as e:
@@ -474,7 +477,7 @@ def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_ou
             click.echo(f"ship: none ({err['reason']}: no verdict)")
         sys.exit(err["exit_code"])
     if as_json:
-        _dump(doc)
+        _dump({**doc, "evaluate_missing": {"counts": swept["counts"], "ignored": swept["ignored"]}} if swept else doc)
     else:
         _print_gate(verdict, doc)
     sys.exit(0 if verdict.passed else 1)
