@@ -12,7 +12,7 @@ from typing import Any
 
 from evalgate.accesslog import verify as verify_chain
 from evalgate.errors import BadInput
-from evalgate.splits import SplitManager, list_manifests
+from evalgate.splits import SplitManager, list_manifests, splits_dir
 from evalgate.store import Store, now
 
 
@@ -30,11 +30,13 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
         tier: only splits of this tier (e.g. ``"private"`` for the release report's table).
 
     Returns:
-        ``{"generated_at", "since", "splits": {name: entry}, "chain": verify_chain(...)}``; each entry holds
+        ``{"generated_at", "since", "splits_dir", "splits": {name: entry}, "chain": verify_chain(...)}``, where
+        ``splits_dir`` is the absolute directory the manifests (tiers, budgets) were read from; each entry holds
         ``tier``, ``reads``, ``cached_reads``, ``overrides``, ``refusals``, ``by_actor``, ``by_purpose``,
         ``by_day`` (ISO date -> reads), ``refusals_by_actor``, ``ci_reads``, ``first_read``, ``last_read``
         (ISO text or None), ``tiers_seen`` (more than one means the manifest's tier was changed), and ``budget``
-        (``max_reads``, ``window_days``, ``hard``, ``used``, ``left``) for budgeted splits.
+        (``max_reads``, ``window_days``, ``hard``, ``used``, ``left``) for budgeted splits, and ``manifest``
+        (False for a split in the log whose manifest is not in ``splits_dir``: its budget is unknown, not absent).
 
     Raises:
         BadInput: ``split`` has neither a manifest nor any access-log row.
@@ -66,6 +68,7 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
             "first_read": min((r["ts"] for r in reads), default=None),
             "last_read": max((r["ts"] for r in reads), default=None),
             "tiers_seen": sorted({r["tier"] for r in rs} | ({m_tier} if m_tier else set())),
+            "manifest": name in manifests,
         }
         if tier is not None and entry["tier"] != tier:
             continue
@@ -80,7 +83,7 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
                 entry[k] = entry[k].isoformat(timespec="seconds")
         out[name] = entry
     return {"generated_at": now().isoformat(timespec="seconds"), "since": since.isoformat() if since else None,
-            "splits": out, "chain": verify_chain(store)}
+            "splits_dir": str(splits_dir().resolve()), "splits": out, "chain": verify_chain(store)}
 
 
 LOG_FIELDS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outcome", "cached", "run_id",

@@ -54,16 +54,16 @@ def protocol_freeze(path: Path, as_json: bool) -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @handle_errors
 def protocol_verify(path: Path) -> None:
-    """Exit 1 with a field-level diff if PATH no longer matches its lock."""
-    from evalgate.protocol import load_protocol, verify
+    """Exit 1 with a field-level diff if PATH no longer matches its lock; exit 2 for what 'freeze' and 'run' would
+    refuse (no or an edited lock, name@version recorded in the store with other content)."""
+    from evalgate.protocols_ops import verify_frozen
 
-    lp = load_protocol(path)
     try:
-        verify(lp)
+        lp = verify_frozen(path)
     except ProtocolDrift as e:
         click.echo(e.message, err=True)
         sys.exit(1)
-    click.echo(f"ok: {lp.ref} matches its lock (sha256 {lp.sha256})")
+    click.echo(f"ok: {lp.ref} matches its lock and the store's record (sha256 {lp.sha256})")
 
 
 @protocol.command("show")
@@ -93,7 +93,8 @@ def protocol_show(path: Path, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
-    """Show the fields that differ between two protocol files (exit 0 either way)."""
+    """Show the fields that differ between two protocol files; exit 0 when their content is identical, 1 when it
+    differs (as diff(1) does), 2 when a file is not a valid protocol."""
     from evalgate.protocol import diff_resolved, format_diff, load_protocol
 
     pa, pb = load_protocol(a), load_protocol(b)
@@ -106,6 +107,8 @@ def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
     else:
         click.echo(f"{len(rows)} field(s) differ between {pa.ref} and {pb.ref}:")
         click.echo(format_diff(rows, "a", "b"))
+    if rows:
+        sys.exit(1)
 
 
 @protocol.command("docs")
@@ -331,7 +334,8 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
 @click.option("--status", type=click.Choice(["complete", "running", "interrupted", "failed"]), default=None,
               help="Only runs with this status.")
 @click.option("--split", default=None, help="Only runs on this split.")
-@click.option("--protocol", "protocol_name", default=None, help="Only runs under this protocol name.")
+@click.option("--protocol", "protocol_name", default=None,
+              help="Only runs under this protocol: a name (any version) or name@version.")
 @click.option("--train-run", default=None, help="Only runs of this training run.")
 @click.option("--train-seed", type=int, default=None, help="Only runs of checkpoints of this training seed.")
 @click.option("--checkpoint", default=None,
@@ -452,11 +456,14 @@ def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_ou
     import os
 
     from evalgate.report import error_document, gate_and_report
+    swept = None
     try:
         if missing:
             from evalgate.sweep import evaluate_missing
 
-            evaluate_missing(policy_path, missing, actor, progress=not as_json)
+            swept = evaluate_missing(policy_path, missing, actor, progress=not as_json)
+            for why in swept["ignored"]:  # e.g. a seed's checkpoint whose weights duplicate another's: not its own run
+                click.echo(f"--evaluate-missing: not evaluated: {why}", err=True)
         verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out,
                                        markdown=markdown, actor=actor)
     except Exception as e:
@@ -470,7 +477,7 @@ def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_ou
             click.echo(f"ship: none ({err['reason']}: no verdict)")
         sys.exit(err["exit_code"])
     if as_json:
-        _dump(doc)
+        _dump({**doc, "evaluate_missing": {"counts": swept["counts"], "ignored": swept["ignored"]}} if swept else doc)
     else:
         _print_gate(verdict, doc)
     sys.exit(0 if verdict.passed else 1)
@@ -541,7 +548,8 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
                "budget used/max (left)")
     for name, a in doc["splits"].items():
         b = a.get("budget")
-        budget = f"{b['used']}/{b['max_reads']} per {b['window_days']}d ({b['left']} left)" if b else "-"
+        budget = f"{b['used']}/{b['max_reads']} per {b['window_days']}d ({b['left']} left)" if b else \
+            "-" if a["manifest"] else "? (no manifest)"
         click.echo(f"{name:20s} {a['tier'] or '?':11s} {a['reads']:5d} {a['cached_reads']:6d} {a['overrides']:8d} "
                    f"{a['refusals']:7d}  {budget}")
         for label, key in (("by actor", "by_actor"), ("by purpose", "by_purpose"), ("by day", "by_day"),
@@ -552,6 +560,10 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
             click.echo(f"    {'in CI:':12s} {a['ci_reads']} of the reads")
         if len(a["tiers_seen"]) > 1:
             click.echo(f"    WARNING: logged under tiers {', '.join(a['tiers_seen'])} (its manifest was changed)")
+    unknown = [name for name, a in doc["splits"].items() if not a["manifest"]]
+    if unknown:
+        click.echo(f"budget of {', '.join(unknown)} unknown: no manifest in {doc['splits_dir']} (EVALGATE_SPLITS, "
+                   "default ./splits); run from the project directory or set EVALGATE_SPLITS")
     c = doc["chain"]
     click.echo(f"access log: {c['rows']} rows, chain "
                + (f"intact (head {c['head']['seq']}:{c['head']['hash'][:16]})" if c["ok"]

@@ -188,15 +188,23 @@ def _sha256(data: bytes) -> str:
 
 
 def parse_jsonl(data: bytes, where: str) -> list[dict[str, Any]]:
-    """Parse JSONL records, each an object with a unique string ``id``.
+    """Parse JSONL records, each an object with a unique ``id``: a non-empty string, or an integer, which becomes
+    its decimal text (``1`` -> ``"1"``, as user data often numbers its items) so every id in evalgate is a string.
 
     Raises:
-        BadInput: naming the line of the first bad record.
+        BadInput: naming the line of the first bad record (an id of another type, e.g. ``1.5`` or ``true``; ids
+            that are equal as text, e.g. ``1`` and ``"1"``, are duplicates).
     """
     items, seen = [], set()
     for i, rec in iter_jsonl(data, where):
-        if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or not rec["id"]:
-            raise BadInput(f"{where}:{i}: each record must be a JSON object with a non-empty string 'id'")
+        if not isinstance(rec, dict):
+            raise BadInput(f"{where}:{i}: each record must be a JSON object with a non-empty string or integer 'id'")
+        if isinstance(rec.get("id"), int) and not isinstance(rec["id"], bool):
+            rec["id"] = str(rec["id"])
+        if not isinstance(rec.get("id"), str) or not rec["id"]:
+            got = "no 'id'" if "id" not in rec else f"'id' {json.dumps(rec['id'])} ({type(rec['id']).__name__})"
+            raise BadInput(f"{where}:{i}: each record must be a JSON object with a non-empty string or integer "
+                           f"'id'; this one has {got}")
         if rec["id"] in seen:
             raise BadInput(f"{where}:{i}: duplicate id {rec['id']!r}; ids must be unique within a split")
         seen.add(rec["id"])
@@ -259,7 +267,7 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     Args:
         name: split name.
         tier: one of ``TIERS``.
-        file: JSONL, one object with a unique string ``id`` per line.
+        file: JSONL, one object with a unique string or integer ``id`` per line (integers are stored as text).
         source: provenance text (default: the file path).
         policy: policy fields that tighten the tier's default (``Policy`` fields), or None.
         replace: replace an existing split of the same tier.

@@ -262,3 +262,26 @@ def _chained(store: Store, actor: str) -> dict:
            "seq": seq, "ts": datetime(2026, 11, 1, tzinfo=UTC), "prev_hash": prev}
     row["row_hash"] = accesslog.row_hash(prev, row)
     return row
+
+
+def test_audit_from_another_directory_says_the_budget_is_unknown_and_where_it_looked(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28 item 18: run where the manifests are not (another working directory, no EVALGATE_SPLITS), the
+    budget column showed "-" as for a split without a budget; it must say the budget is unknown and name the
+    directory it read manifests from."""
+    write_split("pub", "public", ITEMS, {"source": "test"})
+    SplitManager(Store()).open("pub", "trend", "alice")
+    elsewhere = home / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("EVALGATE_SPLITS")
+    r = CliRunner().invoke(main, ["audit"])
+    assert r.exit_code == 0, r.output
+    line = next(ln for ln in r.output.splitlines() if ln.startswith("pub "))
+    assert line.rstrip().endswith("? (no manifest)")
+    assert f"budget of pub unknown: no manifest in {elsewhere / 'splits'}" in r.output
+    doc = json.loads(CliRunner().invoke(main, ["audit", "--json"]).output)
+    assert doc["splits_dir"] == str(elsewhere / "splits") and doc["splits"]["pub"]["manifest"] is False
+    monkeypatch.setenv("EVALGATE_SPLITS", str(home / "splits"))  # where the manifests are: the budget again
+    r = CliRunner().invoke(main, ["audit"])
+    assert "1/20 per 30d (19 left)" in r.output and "unknown" not in r.output

@@ -278,6 +278,9 @@ class BackendEntry:
         extra: the pip extra that installs the engine (``pip install 'evalgate[EXTRA]'``).
         engine: the module whose presence proves the engine is installed (found without importing it).
         versions: distributions whose versions change outputs, recorded in ``generation_settings``.
+        context: whose context length bounds prompt + ``max_tokens``: ``checkpoint`` (the engine loads the
+            checkpoint's config, whose ``max_position_embeddings`` a run checks before any read), ``server`` (a
+            server decides; not known here, so the run says it did not check), or ``none`` (no model).
     """
 
     name: str
@@ -286,19 +289,20 @@ class BackendEntry:
     extra: str
     engine: str
     versions: tuple[str, ...]
+    context: str = "checkpoint"
 
 
 BACKENDS: dict[str, BackendEntry] = {}
 
 
 def register_backend(name: str, options: type[BackendOptions], *, extra: str, engine: str,
-                     versions: tuple[str, ...] = ()) -> Callable[[Callable[[], Callable[..., Backend]]],
-                                                                   Callable[[], Callable[..., Backend]]]:
+                     versions: tuple[str, ...] = (), context: str = "checkpoint"
+                     ) -> Callable[[Callable[[], Callable[..., Backend]]], Callable[[], Callable[..., Backend]]]:
     """Decorator registering a backend: the decorated function imports the backend's module and returns its
     constructor, so the engine is imported only when the backend is chosen (inspect_ai's ``@modelapi`` shape)."""
 
     def register(load: Callable[[], Callable[..., Backend]]) -> Callable[[], Callable[..., Backend]]:
-        BACKENDS[name] = BackendEntry(name, options, load, extra, engine, versions)
+        BACKENDS[name] = BackendEntry(name, options, load, extra, engine, versions, context)
         return load
 
     return register
@@ -318,7 +322,7 @@ def _vllm() -> Callable[..., Backend]:
     return VLLMBackend
 
 
-@register_backend("openai", OpenAIOptions, extra="openai", engine="httpx")
+@register_backend("openai", OpenAIOptions, extra="openai", engine="httpx", context="server")
 def _openai() -> Callable[..., Backend]:
     from evalgate.backends.openai import OpenAIBackend
 
@@ -334,7 +338,7 @@ class ReplayOptions(BackendOptions):
     every sample of the item), ``"tool_calls"`` (OpenAI-style structured calls) and ``"finish_reason"``. Required."""
 
 
-@register_backend("replay", ReplayOptions, extra="test", engine="json")
+@register_backend("replay", ReplayOptions, extra="test", engine="json", context="none")
 def _replay() -> Callable[..., Backend]:
     from evalgate.backends.replay import ReplayBackend
 

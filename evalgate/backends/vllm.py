@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 # An ImportError here becomes "pip install 'evalgate[vllm]'" in the registry. Only the light classes are imported
@@ -223,6 +224,7 @@ class VLLMBackend:
 
         self.options = options or VLLMOptions()
         self.model_dir = str(model_dir)
+        self._weights_checked = False
         self.kwargs = engine_kwargs(self.model_dir, self.options)
         self.data_parallel_size = self.options.data_parallel_size
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
@@ -269,6 +271,11 @@ class VLLMBackend:
                 if on_result:
                     on_result(res)
 
+        if not self._weights_checked:  # before the engine starts: vLLM would generate from NaN weights
+            from evalgate.checkpoints import check_finite_weights
+
+            check_finite_weights(Path(self.model_dir))
+            self._weights_checked = True
         try:
             if self.data_parallel_size == 1:
                 if self._llm is None:

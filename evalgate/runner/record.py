@@ -114,7 +114,7 @@ class RunRecord(_Record):
     """items, samples, generated, cached, ``samples_from`` (samples per run that generated them), by_status and
     timing (None until complete)."""
     warnings: list[str] = []
-    """Budget warnings of the read."""
+    """Budget warnings of the read, and the checkpoint's (provenance disagreements, a context check skipped)."""
     wall_s: float | None = None
     """Wall seconds of the whole run, preparation included (None until complete)."""
     actor: str | None = None
