@@ -34,10 +34,11 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
         ``tier``, ``reads``, ``cached_reads``, ``overrides``, ``refusals``, ``by_actor``, ``by_purpose``,
         ``by_day`` (ISO date -> reads), ``refusals_by_actor``, ``ci_reads``, ``first_read``, ``last_read``
         (ISO text or None), ``tiers_seen`` (more than one means the manifest's tier was changed), and ``budget``
-        (``max_reads``, ``window_days``, ``hard``, ``used``, ``left``; ``unknown`` on a broken chain) for budgeted splits. A split's
-        reads are those of its content under any name (``splits.content_owner``): ``content_names`` lists them,
-        ``same_content_as`` names the owning split when this manifest is a copy. On a broken chain the budget's
-        ``used`` and ``left`` are None and ``unknown`` says why (a deleted row would otherwise count as a refund).
+        (``max_reads``, ``window_days``, ``hard``, ``used``, ``left``; ``unknown`` on a broken chain) for
+        budgeted splits. A split's reads are those of its content under any name (``splits.content_owner``):
+        ``content_names`` lists them, ``same_content_as`` names the owning split when this manifest is a copy.
+        On a broken chain the budget's ``used`` and ``left`` are None and ``unknown`` says why (a deleted row
+        would otherwise count as a refund).
 
     Raises:
         BadInput: ``split`` has neither a manifest nor any access-log row.
@@ -93,7 +94,8 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
 
 def _budget(manager: SplitManager, names: tuple[str, ...], policy: Any, chain: dict[str, Any]) -> dict[str, Any]:
     """A budget's line: used and left in the window over every name of the content; on a broken chain ``used`` and
-    ``left`` are None and ``unknown`` (present only then) says why: deleted rows would count as budget left, so nothing is counted."""
+    ``left`` are None and ``unknown`` (present only then) says why: deleted rows would count as budget left, so
+    nothing is counted."""
     b: dict[str, Any] = {"max_reads": policy.max_reads, "window_days": policy.window_days, "hard": policy.hard}
     if not chain["ok"]:
         return {**b, "used": None, "left": None, "unknown": f"chain broken at row {chain['first_bad_seq']}"}

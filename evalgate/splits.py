@@ -535,9 +535,10 @@ def content_owner(m: Manifest, store: Store, directory: Path | None = None) -> C
     The content's names are ``m`` and every other manifest of ``m``'s tier on disk with the same
     ``content_sha256``, the same stored bytes (``sha256``) or the same data file, plus any split of that tier whose
     ``added``/``replaced`` access-log rows name ``m``'s content hash (a replaced split whose old data file was copied
-    under a new name). For a tier in ``SHARED_TIERS`` the owner is the name the access log saw first (then the first
-    by name); its policy applies, and every read is logged and counted under its name (the detail names the
-    manifest actually read), so deleting the copy later refunds nothing.
+    under a new name). For a tier in ``SHARED_TIERS`` the owner is the split whose data file bears its name (as
+    ``write_split`` names it), then the name the access log saw first (splits added by ``splits add`` or ``import``
+    have an ``added`` row), then the first by name; its policy applies, and every read is logged and counted under
+    its name (the detail names the manifest actually read), so deleting the copy later refunds nothing.
 
     Copies under another tier are not grouped here: a private split's data file is encrypted, so another tier's
     manifest cannot read it, and a plaintext copy needs the key (the boundary; ``splits add`` refuses such a copy,
@@ -561,7 +562,10 @@ def content_owner(m: Manifest, store: Store, directory: Path | None = None) -> C
     if len(group) == 1:
         return ContentOwner(m, (m.name,))
     first = store.access_first_seq(sorted(group))
-    order = sorted(group.values(), key=lambda o: (first.get(o.name, float("inf")), o.name))
+    # the split whose data file bears its own name (as write_split names it) first: a copy pointing at another
+    # split's file never owns it, so deleting the copy later leaves every row with the original
+    order = sorted(group.values(), key=lambda o: (Path(o.data).name.split(".")[0] != o.name,
+                                                  first.get(o.name, float("inf")), o.name))
     return ContentOwner(order[0], tuple(o.name for o in order))
 
 
@@ -748,6 +752,10 @@ class SplitManager:
                 load_key()
             except RefusedByPolicy as e:
                 return RefusedByPolicy(f"split {m.name}: {e.message}")
+        try:  # the key decrypts it and the content is the manifest's (a manifest may not claim another content)
+            _read_items(m, self.directory)
+        except EvalgateError as e:
+            return e
         return None
 
     def manifest(self, name: str) -> Manifest:

@@ -88,8 +88,8 @@ def _stored_runs(policy: GatePolicy, store: Store, decision_sha256: str,
     where: dict[str, Any] = {"protocol_name": name, "protocol_version": version, "split": policy.selection_split}
     if policy.train_run:
         where["train_run"] = policy.train_run
-    dec_runs = [] if evaluate_decision else store.runs(
-        protocol_name=name, protocol_version=version, split=policy.decision_split, status="complete",
+    dec_runs = [] if evaluate_decision else store.runs(  # by content: a decision split's runs under any name
+        protocol_name=name, protocol_version=version, tier="private", status="complete",
         split_sha256=decision_sha256, backend=policy.backend)
     return store.runs(**where), dec_runs
 
@@ -210,7 +210,7 @@ def _shown_before(policy: GatePolicy, store: Store, manager: SplitManager, dec_m
     digest, protocol hash, split content and backend (and, when evaluating, the generation settings the decision
     run would have), already shown by a logged read. Those reads are logged as ``re-read`` and not charged."""
     name, version = policy.protocol.split("@", 1)
-    runs = store.runs(protocol_name=name, protocol_version=version, status="complete",
+    runs = store.runs(protocol_name=name, protocol_version=version, status="complete", tier="private",
                       split_sha256=dec_m.content_sha256, backend=policy.backend, purpose=RELEASE_GATE)
     settings = reads.decision_settings_sha256(policy.backend) if evaluate_decision else None
     names = manager.owner(dec_m).names
