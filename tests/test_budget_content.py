@@ -67,6 +67,14 @@ def _copy_manifest(src: str, dst: str) -> Path:
     return path
 
 
+def _attacker_runs(store: Store, tmp_path: Path, split: str) -> None:
+    """The decision runs a gate on the copy would make (the fixture's runs are stored, not evaluated)."""
+    for seed, step in ((1, 30), (2, 20)):
+        fx.add_run(store, f"{split}-{seed}", f"d{seed}-{step}",
+                   tmp_path / "runs" / f"fx-run-seed{seed}" / f"checkpoint-{step}", split, "private", seed, step,
+                   fx.X[seed], purpose="release-gate")
+
+
 def _audit(split: str) -> dict[str, Any]:
     r = CliRunner().invoke(main, ["audit", "--split", split, "--json"])
     assert r.exit_code == 0, r.output
@@ -80,6 +88,7 @@ def test_a_manifest_copied_under_a_new_name_gets_no_fresh_budget(tmp_path: Path,
     for _ in range(4):  # the original's 4 of 4 spent
         SplitManager(store).log_read(m, "t", "release-gate", cached=True)
     _copy_manifest("fx-private", "fx-private-copy")
+    _attacker_runs(store, tmp_path, "fx-private-copy")
     with pytest.raises(RefusedByPolicy, match="needs 2 reads of private split fx-private-copy .* only 0 of 4"):
         _gate(_policy(tmp_path, built, decision_split="fx-private-copy"), store)
     assert _counted(store) == 4 and store.gates() == []
@@ -95,6 +104,7 @@ def test_reads_through_a_copy_are_the_originals_and_deleting_the_copy_refunds_no
         tmp_path: Path, built: dict[str, Any]) -> None:
     store = built["store"]
     _copy_manifest("fx-private", "fx-private-copy")
+    _attacker_runs(store, tmp_path, "fx-private-copy")
     v = _gate(_policy(tmp_path, built, decision_split="fx-private-copy"), store)
     assert v.passed and _counted(store) == 2
     reads = [r for r in store.access_rows() if r["outcome"] == "read" and r["tier"] == "private"]
@@ -294,7 +304,7 @@ def test_a_grant_from_a_finished_gate_reads_nothing(tmp_path: Path, built: dict[
     store = built["store"]
     # evaluate_decision=True would need a model: reserve with evaluating on, then fail before any evaluation
     monkeypatch.setattr(reads, "evaluate", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no model here")))
-    monkeypatch.setattr(reads, "decision_settings_sha256", lambda backend: "s")
+    monkeypatch.setattr(reads, "decision_settings_sha256", lambda backend: "s", raising=False)
     monkeypatch.setattr(reads, "check_protocol", lambda policy, evaluate: None)
     monkeypatch.setattr(reads, "baseline_digest", lambda *a, **k: None)
     with pytest.raises(RuntimeError, match="no model here"):
