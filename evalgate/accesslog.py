@@ -153,18 +153,19 @@ def _check_since_head(store: Store) -> tuple[tuple[int, str] | None, dict[str, A
 _warned_broken: set[Path] = set()  # stores whose broken chain this process has already reported
 
 
-def append(store: Store, row: dict[str, Any], budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
+def append(store: Store, row: dict[str, Any], budget: tuple[datetime, int] | None = None,
+           counted: tuple[str, ...] | None = None) -> dict[str, Any] | None:
     """Chain and append one row (built with ``entry``); ``append_many`` with one row.
 
     Returns:
         The stored row with seq, ts, prev_hash and row_hash; None when ``budget`` refused it (nothing stored).
     """
-    rows = append_many(store, [row], budget)
+    rows = append_many(store, [row], budget, counted)
     return rows[0] if rows else None
 
 
-def append_many(store: Store, rows: list[dict[str, Any]],
-                budget: tuple[datetime, int] | None = None) -> list[dict[str, Any]] | None:
+def append_many(store: Store, rows: list[dict[str, Any]], budget: tuple[datetime, int] | None = None,
+                counted: tuple[str, ...] | None = None) -> list[dict[str, Any]] | None:
     """Chain and append rows (built with ``entry``, all of one split when ``budget`` is given) after the incremental
     check of what is new since the last verified head; all under the store lock, and the budget count and the
     insert in one transaction, so concurrent processes append one at a time and all rows go in or none.
@@ -180,6 +181,8 @@ def append_many(store: Store, rows: list[dict[str, Any]],
             ``override``) of ``rows[0]["split"]`` with ``ts >= window_start``, plus those among ``rows``, stay
             within ``max_reads``: concurrent readers cannot overdraw a budget, and a gate reserves all its reads or
             none (``SplitManager.reserve``).
+        counted: the split names whose reads ``budget`` counts (default: ``rows[0]["split"]`` alone); one content
+            known under several names shares one budget (``SplitManager.content_names``).
 
     Returns:
         The stored rows with seq, ts, prev_hash and row_hash; None when ``budget`` refused them (nothing stored).
@@ -195,7 +198,7 @@ def append_many(store: Store, rows: list[dict[str, Any]],
             full["row_hash"] = prev = row_hash(prev, full)
             full_rows.append(full)
             seq += 1
-        limit = (rows[0]["split"], budget[0], budget[1]) if budget is not None and rows else None
+        limit = (counted or rows[0]["split"], budget[0], budget[1]) if budget is not None and rows else None
         if not store.insert_access_rows(full_rows, limit):
             return None
         if bad is not None and store.path.resolve() not in _warned_broken:

@@ -446,10 +446,14 @@ def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str
 @click.option("--evaluate-missing", "missing", default=None, metavar="GLOB",
               help="First evaluate, on the selection split, the checkpoints matching GLOB that have no complete run "
                    "there (evalgate sweep, locally).")
+@click.option("--accept-broken-chain", "accept_broken", default=None, metavar="REASON",
+              help="Gate although the access log's hash chain is broken (refused otherwise, exit 2); the reason is "
+                   "logged and shown in every report.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_out: Path | None,
-             markdown: Path | None, actor: str | None, missing: str | None, as_json: bool) -> None:
+             markdown: Path | None, actor: str | None, missing: str | None, accept_broken: str | None,
+             as_json: bool) -> None:
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
     refused, invalid or error."""
@@ -465,7 +469,7 @@ def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_ou
             for why in swept["ignored"]:  # e.g. a seed's checkpoint whose weights duplicate another's: not its own run
                 click.echo(f"--evaluate-missing: not evaluated: {why}", err=True)
         verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out,
-                                       markdown=markdown, actor=actor)
+                                       markdown=markdown, actor=actor, accept_broken_chain=accept_broken)
     except Exception as e:
         if os.environ.get("EVALGATE_DEBUG") == "1":
             raise
@@ -491,6 +495,12 @@ def _print_gate(verdict: Any, doc: dict[str, Any]) -> None:
     if doc["reused_from"]:
         r = doc["reused_from"]
         click.echo(f"  reused decision of gate {r['gate_id']} from {r['created_at']}: inputs unchanged, nothing read")
+    if doc.get("broken_chain"):
+        b = doc["broken_chain"]
+        click.echo(f"  WARNING: access log chain BROKEN at row {b['first_bad_seq']} ({b['reason']}); gated anyway: "
+                   f"{b['accepted_because']}")
+    if doc.get("rereads"):
+        click.echo(f"  {len(doc['rereads'])} decision read(s) showed stored results again: logged, not charged")
     for r in verdict.rules:
         click.echo(f"  [{'pass' if r.passed else 'FAIL'}] {r.rule}: {r.detail}")
     for s in doc["seeds"]:
@@ -548,8 +558,9 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
                "budget used/max (left)")
     for name, a in doc["splits"].items():
         b = a.get("budget")
-        budget = f"{b['used']}/{b['max_reads']} per {b['window_days']}d ({b['left']} left)" if b else \
-            "-" if a["manifest"] else "? (no manifest)"
+        budget = (("-" if a["manifest"] else "? (no manifest)") if not b
+                  else f"unknown: {b['unknown']} (max {b['max_reads']} per {b['window_days']}d)" if b.get("unknown")
+                  else f"{b['used']}/{b['max_reads']} per {b['window_days']}d ({b['left']} left)")
         click.echo(f"{name:20s} {a['tier'] or '?':11s} {a['reads']:5d} {a['cached_reads']:6d} {a['overrides']:8d} "
                    f"{a['refusals']:7d}  {budget}")
         for label, key in (("by actor", "by_actor"), ("by purpose", "by_purpose"), ("by day", "by_day"),
@@ -558,6 +569,12 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
                 click.echo(f"    {label + ':':12s} " + ", ".join(f"{k} {n}" for k, n in a[key].items()))
         if a["ci_reads"]:
             click.echo(f"    {'in CI:':12s} {a['ci_reads']} of the reads")
+        if a.get("same_content_as"):
+            click.echo(f"    same content as split {a['same_content_as']}: its reads, budget and rows are that "
+                       "split's")
+        elif len(a.get("content_names", ())) > 1:
+            click.echo(f"    {'also named:':12s} {', '.join(a['content_names'][1:])} (same content; reads counted "
+                       "here)")
         if len(a["tiers_seen"]) > 1:
             click.echo(f"    WARNING: logged under tiers {', '.join(a['tiers_seen'])} (its manifest was changed)")
     unknown = [name for name, a in doc["splits"].items() if not a["manifest"]]

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from evalgate.sealing import SEALED_TIERS
-from evalgate.splits import list_manifests, read_items
+from evalgate.splits import _read_items, list_manifests
 from evalgate.store import home
 
 
@@ -25,7 +25,7 @@ def main() -> int:
     args = ap.parse_args()
     db = home() / "evalgate.duckdb"
     files = [p for p in (db, Path(str(db) + ".wal"), *args.files) if p.is_file()]
-    texts = {str(v) for m in list_manifests() if m.tier in SEALED_TIERS for it in read_items(m)
+    texts = {str(v) for m in list_manifests() if m.tier in SEALED_TIERS for it in _read_items(m)
              for k, v in it.items() if k != "id" and isinstance(v, str | int) and len(str(v)) >= args.min_chars}
     data = {p: p.read_bytes() for p in files}
     hits = [(p, t) for p in files for t in sorted(texts) if t.encode() in data[p]]

@@ -131,6 +131,10 @@ class GatePolicy(_Strict):
     """Bootstrap resamples. Default: 10000."""
     bootstrap_seed: int = 0
     """Seed of the bootstrap's numpy generator. Default: 0."""
+    accept_broken_chain: str | None = None
+    """A reason to gate although the access log's hash chain is broken (a deleted or edited row would otherwise
+    refund the budget unseen). The acceptance is logged and shown in every report; ``evalgate gate
+    --accept-broken-chain REASON`` sets it for one run. Default: None, a broken chain refuses the gate (exit 2)."""
     reward_audit: RewardAuditRules = RewardAuditRules()
     """Reward-audit thresholds (the chapter's rule) for the release report's "Reward audit" section over the best
     checkpoints' human-rated runs, and the gate rule ``min_reward_human_spearman``. Default: the chapter's
