@@ -12,7 +12,7 @@ from typing import Any
 
 from evalgate.accesslog import verify as verify_chain
 from evalgate.errors import BadInput
-from evalgate.splits import SplitManager, list_manifests
+from evalgate.splits import SplitManager, scan_manifests
 from evalgate.store import Store, now
 
 
@@ -34,13 +34,15 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
         ``tier``, ``reads``, ``cached_reads``, ``overrides``, ``refusals``, ``by_actor``, ``by_purpose``,
         ``by_day`` (ISO date -> reads), ``refusals_by_actor``, ``ci_reads``, ``first_read``, ``last_read``
         (ISO text or None), ``tiers_seen`` (more than one means the manifest's tier was changed), and ``budget``
-        (``max_reads``, ``window_days``, ``hard``, ``used``, ``left``) for budgeted splits.
+        (``max_reads``, ``window_days``, ``hard``, ``used``, ``left``) for budgeted splits; ``broken_manifests``:
+        the error of each split manifest that does not load (its split shows only its logged rows).
 
     Raises:
         BadInput: ``split`` has neither a manifest nor any access-log row.
     """
     rows = store.access_rows(split, since)
-    manifests = {m.name: m for m in list_manifests()}
+    loaded, broken = scan_manifests()  # a manifest that does not load is named, and hides no other split
+    manifests = {m.name: m for m in loaded}
     if split and split not in manifests and not store.access_rows(split):
         raise BadInput(f"unknown split {split!r}: no manifest and no access-log rows; known splits: "
                        f"{', '.join(sorted(manifests)) or 'none'}")
@@ -80,7 +82,7 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
                 entry[k] = entry[k].isoformat(timespec="seconds")
         out[name] = entry
     return {"generated_at": now().isoformat(timespec="seconds"), "since": since.isoformat() if since else None,
-            "splits": out, "chain": verify_chain(store)}
+            "splits": out, "chain": verify_chain(store), "broken_manifests": [e.message for e in broken]}
 
 
 LOG_FIELDS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outcome", "cached", "run_id",

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.fileio import read_text
 from evalgate.splits import SplitManager, actor_name
 from evalgate.store import Store, now
 
@@ -176,7 +177,7 @@ def create_batch(run_id: str, samples: int = 50, stratify: str | None = None, ru
         p = Path(rubric_file)
         if not p.is_file():
             raise BadInput(f"--rubric {p}: file not found; pass a text or Markdown file with the rubric")
-        rubric = p.read_text(encoding="utf-8").strip() or DEFAULT_RUBRIC
+        rubric = read_text(p).strip() or DEFAULT_RUBRIC  # BadInput naming the line of bytes that are not UTF-8
     runs = store.runs(run_id=run_id)
     if not runs:
         raise BadInput(f"unknown run {run_id!r}; list runs with 'evalgate runs'")

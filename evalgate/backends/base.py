@@ -494,6 +494,6 @@ def parse_backend_options(pairs: Sequence[str]) -> dict[str, Any]:
                            "127.0.0.1:8000/v1)")
         try:
             out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
+        except (yaml.YAMLError, ValueError):  # not YAML, or date-shaped and no date (2026-13-45): the text itself
             out[key.strip()] = value
     return out

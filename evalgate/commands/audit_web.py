@@ -42,7 +42,7 @@ def batch_cmd() -> None:
 @click.option("--samples", default=50, show_default=True, help="How many of the run's samples.")
 @click.option("--stratify", type=click.Choice(["score"]), default=None,
               help="Draw the same share of each automatic-score value.")
-@click.option("--rubric", "rubric_file", type=click.Path(path_type=Path), default=None,
+@click.option("--rubric", "rubric_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Text or Markdown file shown to raters.")
 @click.option("--scale", default="1-5", show_default=True, help="Integer score scale MIN-MAX within 0..9.")
 @click.option("--seed", type=int, default=None, help="Selection seed (default: drawn and recorded).")

@@ -205,11 +205,20 @@ def _merge(ps: list[tuple[list[int], list[int], list[float]]], dups: set[int],
     return [s for s, _ in items], [v for _, v in items]
 
 
+def _all_finite(vs: list[float]) -> bool:
+    """Whether every value is finite: one ``fsum`` (fast, and finite exactly when every value is) unless the sum
+    itself overflows (two values near 1e308), then a scan."""
+    try:
+        return math.isfinite(math.fsum(vs))
+    except OverflowError:
+        return all(math.isfinite(v) for v in vs)
+
+
 def _build(cols: dict[str, tuple[list[int], list[float]]], source: str, fmt: str, dups: list[int],
            warnings: list[str]) -> TrainLog:
     log = TrainLog(source, fmt, columns=cols, raw_keys=sorted(cols), duplicate_steps=dups, warnings=warnings)
     for k, (st, vs) in cols.items():
-        if not math.isfinite(math.fsum(vs)):  # fsum is finite when every value is finite (barring overflow)
+        if not _all_finite(vs):
             log.nonfinite.extend((s, k) for s, v in zip(st, vs, strict=True) if not math.isfinite(v))
     log.nonfinite.sort()
     if dups:
