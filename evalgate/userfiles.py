@@ -44,11 +44,28 @@ class _Loader(yaml.SafeLoader):
         return value
 
 
+MAX_DEPTH = 64  # nesting levels of a user's file; PyYAML's composer recurses per level (seconds at a few thousand)
+
+
+def _check_depth(text: str) -> None:
+    """Raise ``ConstructorError`` at the first collection nested deeper than ``MAX_DEPTH``, found by PyYAML's
+    event parser, which keeps its own stack and does not recurse."""
+    depth = 0
+    for ev in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(ev, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"nested more than {MAX_DEPTH} levels deep; flatten it", ev.start_mark)
+        elif isinstance(ev, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def _yaml_error(path: Path, what: str, e: yaml.YAMLError) -> str:
     mark = getattr(e, "problem_mark", None)
     where = f"{path}:{mark.line + 1}" if mark else str(path)
     problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-    if isinstance(e, yaml.constructor.ConstructorError) and e.__cause__ is not None or "surrogate" in problem:
+    if isinstance(e, yaml.constructor.ConstructorError) and e.context is None:  # ours: a value, not the syntax
         return f"{where}: {what}: {problem}"
     ctx, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
     context = f" ({ctx} at line {cmark.line + 1})" if ctx and cmark else ""
@@ -66,12 +83,13 @@ def load_yaml_mapping(path: Path, text: str, what: str) -> dict[str, Any]:
     Raises:
         BadInput: malformed YAML, as ``file:line: <what> is not valid YAML: <problem> (<context> at line
             N); fix the syntax`` -- one line, not PyYAML's multi-line dump; a value that cannot be built (a
-            date-shaped ``2026-13-45``, a lone surrogate), naming its line; nesting too deep to parse; or a
-            document that is not a mapping.
+            date-shaped ``2026-13-45``, a lone surrogate), naming its line; nesting deeper than ``MAX_DEPTH``; or
+            a document that is not a mapping.
     """
     from evalgate.errors import BadInput
 
     try:
+        _check_depth(text)
         raw = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         raise BadInput(_yaml_error(path, what, e)) from e

@@ -50,7 +50,10 @@ def _loads(data: bytes | str) -> Any:
     try:
         return orjson.loads(data)
     except ValueError:
-        return json.loads(data)
+        try:
+            return json.loads(data)
+        except RecursionError:  # json recurses per nesting level; orjson already refused past its 1024
+            raise json.JSONDecodeError("nested too deeply to read", "", 0) from None
 
 
 _STEP_DIR = re.compile(r"checkpoint-(\d+)$")
@@ -162,13 +165,22 @@ def _floats(col: Any) -> tuple[list[float], list[int] | None] | None:
     if types == {float}:
         return list(col), None  # a list as annotated (zip gave a tuple): a stored verdict reloads equal
     if types <= {float, int}:
-        return list(map(float, col)), None
+        return list(map(_as_float, col)), None
     keep, vals = [], []
     for j, v in enumerate(col):
         if type(v) in (float, int) or (type(v) is str and _numeral(v)):
             keep.append(j)
-            vals.append(float(v))
+            vals.append(_as_float(v))
     return (vals, keep) if keep else None
+
+
+def _as_float(v: float | int | str) -> float:
+    """``float(v)``, with an integer beyond the float range (JSON allows 400 digits) as +-inf: a non-finite value,
+    reported as such, not an OverflowError."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if int(v) > 0 else -math.inf
 
 
 def _numeral(v: str) -> bool:
