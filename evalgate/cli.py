@@ -47,8 +47,18 @@ class _Main(click.Group):
         sys.exit(rv if isinstance(rv, int) else 0)  # click.exceptions.Exit comes back as its code
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: this project's installed version, looked up under its distribution name only."""
+    if value and not ctx.resilient_parsing:
+        from evalgate.version import DISTRIBUTION, installed_version
+
+        click.echo(f"evalgate ({DISTRIBUTION}), version {installed_version() or 'unknown (not installed)'}")
+        ctx.exit()
+
+
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="evalgate")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+              help="Show the version and exit.")
 def main() -> None:
     """evalgate: frozen evaluation protocols, audited split tiers and release gates for LLM checkpoints."""
 
