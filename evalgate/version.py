@@ -20,3 +20,9 @@ def installed_version() -> str | None:
         return importlib.metadata.version(DISTRIBUTION)
     except importlib.metadata.PackageNotFoundError:
         return None
+
+
+def install_hint(extra: str) -> str:
+    """How to add an optional extra: from the checkout, by path (never ``pip install 'evalgate[...]'``, which would
+    fetch the unrelated project of that name from the index)."""
+    return f"pip install '<evalgate checkout>[{extra}]' (by path; 'evalgate' on PyPI is another project)"

@@ -29,6 +29,7 @@ import orjson
 
 from evalgate.diagnostics.keys import KEY_MAP, STRIP_PREFIX
 from evalgate.errors import BadInput, MissingExtra
+from evalgate.version import install_hint
 
 
 @contextmanager
@@ -370,7 +371,7 @@ def read_tensorboard(path: str | Path) -> TrainLog:
     try:
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     except ImportError as e:
-        raise MissingExtra("reading TensorBoard event files needs: pip install 'evalgate[tensorboard]'") from e
+        raise MissingExtra(f"reading TensorBoard event files needs: {install_hint('tensorboard')}") from e
     p = Path(path)
     files = [p] if p.is_file() else sorted(p.rglob("events.out.tfevents.*"))
     by_key: dict[str, dict[int, float]] = {}
