@@ -56,7 +56,8 @@ def _check_depth(text: str) -> None:
             depth += 1
             if depth > MAX_DEPTH:
                 raise yaml.constructor.ConstructorError(
-                    None, None, f"nested more than {MAX_DEPTH} levels deep; flatten it", ev.start_mark)
+                    None, None, f"nested more than {MAX_DEPTH} levels deep; flatten it",
+                    ev.start_mark)  # type: ignore[arg-type]  # SafeLoader is the pure-Python parser: a yaml.error.Mark
         elif isinstance(ev, yaml.CollectionEndEvent):
             depth -= 1
 
