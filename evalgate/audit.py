@@ -12,7 +12,7 @@ from typing import Any
 
 from evalgate.accesslog import verify as verify_chain
 from evalgate.errors import BadInput
-from evalgate.splits import SplitManager, list_manifests, splits_dir
+from evalgate.splits import SplitManager, scan_manifests, splits_dir
 from evalgate.store import Store, now
 
 
@@ -40,13 +40,15 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
         its budget is unknown, not absent). A split's reads are those of its content under any name
         (``splits.content_owner``): ``content_names`` lists them, ``same_content_as`` names the owning split when
         this manifest is a copy. On a broken chain the budget's ``used`` and ``left`` are None and ``unknown`` says
-        why (a deleted row would otherwise count as a refund).
+        why (a deleted row would otherwise count as a refund). ``broken_manifests``: the error of each split
+        manifest that does not load (its split shows only its logged rows).
 
     Raises:
         BadInput: ``split`` has neither a manifest nor any access-log row.
     """
     chain = verify_chain(store)  # first: a budget is never counted from a broken chain
-    manifests = {m.name: m for m in list_manifests()}
+    loaded, broken = scan_manifests()  # a manifest that does not load is named, and hides no other split
+    manifests = {m.name: m for m in loaded}
     if split and split not in manifests and not store.access_rows(split):
         raise BadInput(f"unknown split {split!r}: no manifest and no access-log rows; known splits: "
                        f"{', '.join(sorted(manifests)) or 'none'}")
@@ -92,7 +94,8 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
                 entry[k] = entry[k].isoformat(timespec="seconds")
         out[name] = entry
     return {"generated_at": now().isoformat(timespec="seconds"), "since": since.isoformat() if since else None,
-            "splits_dir": str(splits_dir().resolve()), "splits": out, "chain": chain}
+            "splits_dir": str(splits_dir().resolve()), "splits": out, "chain": chain,
+            "broken_manifests": [e.message for e in broken]}
 
 
 def _budget(manager: SplitManager, names: tuple[str, ...], policy: Any, chain: dict[str, Any]) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from filelock import FileLock
 
 from evalgate.errors import BadInput, EngineError, MissingExtra
 from evalgate.fileio import atomic_write
+from evalgate.version import install_hint
 
 # Files whose bytes decide what a checkpoint generates. generation_config.json is deliberately absent: evalgate
 # never lets it change what is sent to the engine (sampling comes only from the protocol).
@@ -443,7 +444,7 @@ def convert_gguf(gguf: Path, digest: str) -> Path:
             from evalgate.progress import gguf_conversion_bars
         except ImportError as e:
             raise MissingExtra(
-                f"converting a GGUF checkpoint needs the hf extra: pip install 'evalgate[hf]' ({e})") from e
+                f"converting a GGUF checkpoint needs the hf extra: {install_hint('hf')} ({e})") from e
         tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
         try:
             with gguf_conversion_bars():  # its bar follows transformers' switch (off under evalgate run --json)
@@ -644,7 +645,7 @@ def load_tokenizer(model_dir: str | Path) -> Any:
         from transformers import AutoTokenizer
     except ImportError as e:
         raise MissingExtra(
-            f"rendering prompts with a checkpoint's tokenizer needs: pip install 'evalgate[hf]' ({e})") from e
+            f"rendering prompts with a checkpoint's tokenizer needs: {install_hint('hf')} ({e})") from e
     try:
         return AutoTokenizer.from_pretrained(str(model_dir))
     except (OSError, ValueError) as e:

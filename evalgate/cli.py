@@ -22,9 +22,43 @@ from evalgate.commands import handle_errors
 from evalgate.commands.report import report_cmd
 from evalgate.errors import ProtocolDrift
 
+# a file written (or read whole): a directory there is refused while the flags are parsed, before any work
+OUT_FILE = click.Path(path_type=Path, dir_okay=False)
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="evalgate")
+
+class _Main(click.Group):
+    """The ``evalgate`` group: a ``--json`` command whose flags do not parse (a usage error, exit 2) still prints
+    the JSON error document ``handle_errors`` prints for its other failures."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        if not standalone_mode or "--json" not in argv:
+            return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as e:
+            e.show()
+            _dump({"error": e.format_message(), "exit_code": e.exit_code})
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)  # click.exceptions.Exit comes back as its code
+
+
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: this project's installed version, looked up under its distribution name only."""
+    if value and not ctx.resilient_parsing:
+        from evalgate.version import DISTRIBUTION, installed_version
+
+        click.echo(f"evalgate ({DISTRIBUTION}), version {installed_version() or 'unknown (not installed)'}")
+        ctx.exit()
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+              help="Show the version and exit.")
 def main() -> None:
     """evalgate: frozen evaluation protocols, audited split tiers and release gates for LLM checkpoints."""
 
@@ -244,7 +278,7 @@ def splits_contamination(split: str, corpus: Path, ngram: int, threshold: float,
 
 @splits.command("export-audit")
 @click.argument("name")
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="JSONL file to write.")
+@click.option("--out", required=True, type=OUT_FILE, help="JSONL file to write.")
 @click.option("--run", "run_id", default=None, help="Export this run's samples instead of the bare items.")
 @click.option("--actor", default=None)
 @click.option("--json", "as_json", is_flag=True)
@@ -437,10 +471,10 @@ def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str
 # -- gate --------------------------------------------------------------------------------------------------------
 @main.command("gate")
 @click.option("--policy", "policy_path", required=True, type=click.Path(path_type=Path))
-@click.option("--report", type=click.Path(path_type=Path), default=None, help="Write the HTML report here.")
-@click.option("--junit", type=click.Path(path_type=Path), default=None, help="Write JUnit XML here.")
-@click.option("--json-out", type=click.Path(path_type=Path), default=None, help="Write the verdict JSON here.")
-@click.option("--markdown", type=click.Path(path_type=Path), default=None,
+@click.option("--report", type=OUT_FILE, default=None, help="Write the HTML report here.")
+@click.option("--junit", type=OUT_FILE, default=None, help="Write JUnit XML here.")
+@click.option("--json-out", type=OUT_FILE, default=None, help="Write the verdict JSON here.")
+@click.option("--markdown", type=OUT_FILE, default=None,
               help="Write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set).")
 @click.option("--actor", default=None)
 @click.option("--evaluate-missing", "missing", default=None, metavar="GLOB",
@@ -553,7 +587,15 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
     doc = audit_summary(Store(), split, _since(since), tier)
     if as_json:
         _dump(doc)
-        return
+    else:
+        _print_audit(doc)
+    for message in doc["broken_manifests"]:  # shown after the others, then exit 2 as 'splits list' does
+        click.echo(f"error: {message}", err=True)
+    if doc["broken_manifests"]:
+        sys.exit(2)
+
+
+def _print_audit(doc: dict[str, Any]) -> None:
     click.echo(f"{'split':20s} {'tier':11s} {'reads':>5s} {'cached':>6s} {'override':>8s} {'refused':>7s}  "
                "budget used/max (left)")
     for name, a in doc["splits"].items():
@@ -651,7 +693,7 @@ def audit_verify(expect_head: str | None, as_json: bool) -> None:
               help="YAML file of Thresholds fields (docs/DIAGNOSTICS.md).")
 @click.option("--kl-target", type=click.FloatRange(0, min_open=True), default=None,
               help="KL target (> 0): KL above 2x this fails.")
-@click.option("--report", type=click.Path(path_type=Path), default=None, help="Write an HTML report with plots.")
+@click.option("--report", type=OUT_FILE, default=None, help="Write an HTML report with plots.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def diagnose_cmd(paths: tuple[Path, ...], seeds: tuple[int, ...], thresholds_file: Path | None,

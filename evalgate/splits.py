@@ -409,8 +409,10 @@ def list_manifests(directory: Path | None = None) -> list[Manifest]:
             one. ``scan_manifests`` lists the loadable ones beside the errors, for display.
     """
     good, bad = scan_manifests(directory)
-    if bad:
+    if len(bad) == 1:
         raise bad[0]
+    if bad:  # every broken file named, so fixing one does not reveal the next only on the next run
+        raise BadInput(f"{len(bad)} split manifests do not load:\n  " + "\n  ".join(e.message for e in bad))
     return good
 
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.config import JsonDict
 
 from evalgate.errors import BadInput, MissingExtra
+from evalgate.version import install_hint
 
 
 @dataclass(frozen=True)
@@ -275,7 +276,7 @@ class BackendEntry:
         options: its options model (validated before any split is read).
         load: imports the backend's module (the engine with it) and returns its constructor, called as
             ``constructor(model_dir, options, tokenizer)``.
-        extra: the pip extra that installs the engine (``pip install 'evalgate[EXTRA]'``).
+        extra: the pip extra that installs the engine (``evalgate.version.install_hint``).
         engine: the module whose presence proves the engine is installed (found without importing it).
         versions: distributions whose versions change outputs, recorded in ``generation_settings``.
         context: whose context length bounds prompt + ``max_tokens``: ``checkpoint`` (the engine loads the
@@ -411,7 +412,7 @@ def check_backend(name: str, options: dict[str, Any]) -> BackendOptions:
         bad = "; ".join(f"{'.'.join(map(str, err['loc']))}={err.get('input')!r}: {err['msg']}" for err in e.errors())
         raise BadInput(f"bad {name} backend option value(s): {bad} (--backend-option KEY=VALUE)") from e
     if importlib.util.find_spec(entry.engine) is None:
-        raise MissingExtra(f"backend {name!r} needs {entry.engine}: pip install 'evalgate[{entry.extra}]'")
+        raise MissingExtra(f"backend {name!r} needs {entry.engine}: {install_hint(entry.extra)}")
     checked.check_here()
     return checked
 
@@ -478,7 +479,7 @@ def get_backend(name: str, model_dir: str, options: BackendOptions | None = None
     except ImportError as e:
         missing = f"module {e.name!r} cannot be imported" if e.name else "an import failed"
         raise MissingExtra(f"backend {name!r}: {missing} ({e}); install the engine with its dependencies: "
-                           f"pip install 'evalgate[{entry.extra}]'") from e
+                           f"{install_hint(entry.extra)}") from e
 
 
 def parse_backend_options(pairs: Sequence[str]) -> dict[str, Any]:
@@ -498,6 +499,6 @@ def parse_backend_options(pairs: Sequence[str]) -> dict[str, Any]:
                            "127.0.0.1:8000/v1)")
         try:
             out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
+        except (yaml.YAMLError, ValueError):  # not YAML, or date-shaped and no date (2026-13-45): the text itself
             out[key.strip()] = value
     return out

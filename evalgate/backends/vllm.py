@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-# An ImportError here becomes "pip install 'evalgate[vllm]'" in the registry. Only the light classes are imported
+# An ImportError here becomes an install hint for the vllm extra in the registry. Only the light classes are imported
 # at module level (the contract tests need no GPU stack); vllm.LLM is imported when a VLLMBackend is constructed.
 import vllm  # noqa: E402,I001
 from vllm import SamplingParams  # noqa: E402

@@ -29,6 +29,7 @@ import orjson
 
 from evalgate.diagnostics.keys import KEY_MAP, STRIP_PREFIX
 from evalgate.errors import BadInput, MissingExtra
+from evalgate.version import install_hint
 
 
 @contextmanager
@@ -50,7 +51,10 @@ def _loads(data: bytes | str) -> Any:
     try:
         return orjson.loads(data)
     except ValueError:
-        return json.loads(data)
+        try:
+            return json.loads(data)
+        except RecursionError:  # json recurses per nesting level; orjson already refused past its 1024
+            raise json.JSONDecodeError("nested too deeply to read", "", 0) from None
 
 
 _STEP_DIR = re.compile(r"checkpoint-(\d+)$")
@@ -220,13 +224,22 @@ def _floats(col: Any) -> tuple[list[float], list[int] | None] | None:
     if types == {float}:
         return list(col), None  # a list as annotated (zip gave a tuple): a stored verdict reloads equal
     if types <= {float, int}:
-        return list(map(float, col)), None
+        return list(map(_as_float, col)), None
     keep, vals = [], []
     for j, v in enumerate(col):
         if type(v) in (float, int) or (type(v) is str and _numeral(v)):
             keep.append(j)
-            vals.append(float(v))
+            vals.append(_as_float(v))
     return (vals, keep) if keep else None
+
+
+def _as_float(v: float | int | str) -> float:
+    """``float(v)``, with an integer beyond the float range (JSON allows 400 digits) as +-inf: a non-finite value,
+    reported as such, not an OverflowError."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if int(v) > 0 else -math.inf
 
 
 def _numeral(v: str) -> bool:
@@ -263,11 +276,20 @@ def _merge(ps: list[tuple[list[int], list[int], list[float]]], dups: set[int],
     return [s for s, _ in items], [v for _, v in items]
 
 
+def _all_finite(vs: list[float]) -> bool:
+    """Whether every value is finite: one ``fsum`` (fast, and finite exactly when every value is) unless the sum
+    itself overflows (two values near 1e308), then a scan."""
+    try:
+        return math.isfinite(math.fsum(vs))
+    except OverflowError:
+        return all(math.isfinite(v) for v in vs)
+
+
 def _build(cols: dict[str, tuple[list[int], list[float]]], source: str, fmt: str, dups: list[int],
            warnings: list[str]) -> TrainLog:
     log = TrainLog(source, fmt, columns=cols, raw_keys=sorted(cols), duplicate_steps=dups, warnings=warnings)
     for k, (st, vs) in cols.items():
-        if not math.isfinite(math.fsum(vs)):  # fsum is finite when every value is finite (barring overflow)
+        if not _all_finite(vs):
             log.nonfinite.extend((s, k) for s, v in zip(st, vs, strict=True) if not math.isfinite(v))
     log.nonfinite.sort()
     if dups:
@@ -407,7 +429,7 @@ def read_tensorboard(path: str | Path) -> TrainLog:
     try:
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     except ImportError as e:
-        raise MissingExtra("reading TensorBoard event files needs: pip install 'evalgate[tensorboard]'") from e
+        raise MissingExtra(f"reading TensorBoard event files needs: {install_hint('tensorboard')}") from e
     p = Path(path)
     files = [p] if p.is_file() else sorted(p.rglob("events.out.tfevents.*"))
     records: list[dict[str, Any]] = []  # per file, one record per step: a resumed run's new file re-logs steps

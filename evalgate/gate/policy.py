@@ -168,6 +168,8 @@ def load_policy(path: str | Path) -> GatePolicy:
 
     def rel(p: str) -> str:
         p = os.path.expandvars(p)
+        if "\x00" in p:  # a "\0" escape: no file system takes it (Path.resolve raises ValueError)
+            raise BadInput(f"{path}: path {p!r} holds a NUL character; write the path out")
         if "$" in p:
             raise BadInput(f"{path}: path {p!r} names an environment variable that is not set; set it or write the "
                            "path out")

@@ -21,6 +21,7 @@ from evalgate.prompts import (
 )
 from evalgate.protocol import LoadedProtocol
 from evalgate.store import Store
+from evalgate.version import DISTRIBUTION
 
 # The fields of a ``run_prompts`` record (``Store.put_run_prompts``).
 PROMPT_RECORD_FIELDS = ("item_id", "prompt_sha256", "system_merged", "prompt_tokens", "bos_count", "bos_added")
@@ -37,16 +38,17 @@ def package_version(pkg: str) -> str | None:
 def versions() -> dict[str, str]:
     """Python's version and those of the installed packages that can change a run's numbers."""
     out = {"python": platform.python_version()}
-    for pkg in ("evalgate", "transformers", "torch", "vllm", "duckdb", "math-verify"):
+    for key, pkg in (("evalgate", DISTRIBUTION), *((p, p) for p in ("transformers", "torch", "vllm", "duckdb",
+                                                                     "math-verify"))):
         if (v := package_version(pkg)) is not None:
-            out[pkg] = v
+            out[key] = v
     return out
 
 
 def renderer_versions() -> dict[str, str | None]:
     """Versions of the code that renders and tokenizes prompts (evalgate, transformers), read from package
     metadata without importing them; recorded runs' prompts are reused only under the same versions."""
-    return {pkg: package_version(pkg) for pkg in ("evalgate", "transformers")}
+    return {"evalgate": package_version(DISTRIBUTION), "transformers": package_version("transformers")}
 
 
 @dataclass(frozen=True)
