@@ -442,10 +442,13 @@ def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str
 @click.option("--evaluate-missing", "missing", default=None, metavar="GLOB",
               help="First evaluate, on the selection split, the checkpoints matching GLOB that have no complete run "
                    "there (evalgate sweep, locally).")
+@click.option("--expect-head", default=None, help="SEQ:HASH the access log must hold (pinned by the last run; default "
+              "$EVALGATE_EXPECT_HEAD): refused (exit 2) before any read when it does not.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_out: Path | None,
-             markdown: Path | None, actor: str | None, missing: str | None, as_json: bool) -> None:
+             markdown: Path | None, actor: str | None, missing: str | None, expect_head: str | None,
+             as_json: bool) -> None:
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
     refused, invalid or error."""
@@ -457,8 +460,9 @@ def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_ou
             from evalgate.sweep import evaluate_missing
 
             evaluate_missing(policy_path, missing, actor, progress=not as_json)
+        head = _expect_head(expect_head)
         verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out,
-                                       markdown=markdown, actor=actor)
+                                       markdown=markdown, actor=actor, expect_head=head)
     except Exception as e:
         if os.environ.get("EVALGATE_DEBUG") == "1":
             raise
@@ -553,9 +557,11 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
         if len(a["tiers_seen"]) > 1:
             click.echo(f"    WARNING: logged under tiers {', '.join(a['tiers_seen'])} (its manifest was changed)")
     c = doc["chain"]
+    sig = c["signature"]
     click.echo(f"access log: {c['rows']} rows, chain "
-               + (f"intact (head {c['head']['seq']}:{c['head']['hash'][:16]})" if c["ok"]
-                  else f"BROKEN at row {c['first_bad_seq']}: {c['reason']}"))
+               + (f"intact, head signed (head {c['head']['seq']}:{c['head']['hash']})" if c["ok"]
+                  else f"BROKEN at row {c['first_bad_seq']}: {c['reason']}" if c["first_bad_seq"]
+                  else f"NOT VERIFIED: signed head: {sig['reason']}"))
 
 
 @audit_cmd.command("log")
@@ -586,31 +592,63 @@ def audit_log(split: str | None, since: str | None, refused: bool, limit: int | 
                    + extra)
 
 
+_EXPECT_HEAD_HELP = ("SEQ:HASH printed by an earlier 'audit verify' or 'audit' (default $EVALGATE_EXPECT_HEAD); "
+                     "also detects deleted final rows and a store rolled back to an older copy.")
+
+
+def _expect_head(text: str | None) -> tuple[int, str] | None:
+    """``--expect-head``, else ``$EVALGATE_EXPECT_HEAD``, parsed (``accesslog.parse_head``)."""
+    import os
+
+    from evalgate.accesslog import parse_head
+
+    if text:
+        return parse_head(text)
+    env = os.environ.get("EVALGATE_EXPECT_HEAD", "").strip()
+    return parse_head(env, "$EVALGATE_EXPECT_HEAD") if env else None
+
+
 @audit_cmd.command("verify")
-@click.option("--expect-head", default=None, help="SEQ:HASH recorded earlier; also detects deleted final rows.")
+@click.option("--expect-head", default=None, help=_EXPECT_HEAD_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def audit_verify(expect_head: str | None, as_json: bool) -> None:
-    """Exit 1 and name the first bad row if the access log was edited, inserted into or truncated."""
+    """Exit 1 and name the first bad row if the access log was edited, inserted into, truncated or re-hashed (its
+    newest signed head no longer verifies with the signing key); exit 2 when no signing key is found to check it."""
     from evalgate.audit import verify_chain
-    from evalgate.errors import BadInput
     from evalgate.store import Store
 
-    head = None
-    if expect_head:
-        seq, _, digest = expect_head.partition(":")
-        if not seq.isdigit() or len(digest) != 64:
-            raise BadInput(f"--expect-head {expect_head!r}: expected SEQ:HASH as printed by 'audit verify' "
-                           "(a row number, a colon, 64 hex digits)")
-        head = (int(seq), digest)
-    res = verify_chain(Store(), head)
+    res = verify_chain(Store(), _expect_head(expect_head))
+    sig = res["signature"]
     if as_json:
         _dump(res)
     elif res["ok"]:
-        click.echo(f"ok: access log chain intact ({res['rows']} rows); head {res['head']['seq']}:"
+        click.echo(f"ok: access log chain intact ({res['rows']} rows), head signed; head {res['head']['seq']}:"
                    f"{res['head']['hash']}")
-    else:
+    elif res["first_bad_seq"]:
         click.echo(f"BROKEN: first bad row seq {res['first_bad_seq']}: {res['reason']}", err=True)
+    else:
+        click.echo(f"{'BROKEN' if sig['checked'] else 'NOT VERIFIED'}: signed head: {sig['reason']}", err=True)
+    sys.exit(0 if res["ok"] else 1 if res["first_bad_seq"] or sig["checked"] else 2)
+
+
+@audit_cmd.command("sign")
+@click.option("--expect-head", default=None, help=_EXPECT_HEAD_HELP)
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def audit_sign(expect_head: str | None, as_json: bool) -> None:
+    """Sign the head of an intact log that has no valid signed head (a store from before signed heads): this vouches
+    for the log as it is now, so check it against a head pinned earlier first. Never for a log that lost its
+    signature: that one was tampered with."""
+    from evalgate.accesslog import sign_head
+    from evalgate.store import Store
+
+    res = sign_head(Store(), _expect_head(expect_head))
+    if as_json:
+        _dump(res)
+    else:
+        click.echo(f"signed: head {res['head']['seq']}:{res['head']['hash']} ({res['rows']} rows) with key "
+                   f"{(res['signature']['public_key'] or '')[:16]}")
     sys.exit(0 if res["ok"] else 1)
 
 

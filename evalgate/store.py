@@ -551,7 +551,8 @@ class Store:
         return {"seq": r[0], "row_hash": r[1]} if r else None
 
     def insert_access_rows(self, rows: Sequence[dict[str, Any]],
-                           budget: tuple[str, datetime, int] | None = None) -> bool:
+                           budget: tuple[str, datetime, int] | None = None,
+                           signature: tuple[int, str, str, str] | None = None) -> bool:
         """Insert access-log rows as given (already chained by ``evalgate.accesslog``) in one transaction.
 
         Args:
@@ -559,6 +560,8 @@ class Store:
             budget: ``(split, window_start, max_reads)``: insert only if the split's permitted reads since
                 ``window_start`` (as ``access_reads_since``) plus the permitted reads among ``rows`` stay within
                 ``max_reads``; counted in the same transaction as the insert.
+            signature: ``(seq, row_hash, public_key, signature)`` of the new head, stored in the same transaction
+                (``evalgate.logsign``), so no row is ever committed without the signature meant for it.
 
         Returns:
             False when ``budget`` refused the rows (nothing inserted), else True.
@@ -574,6 +577,9 @@ class Store:
                 if (int(used[0]) if used else 0) + new > max_reads:
                     return False
             _insert_values(con, f"INSERT INTO access_log ({', '.join(cols)})", [[r[c] for c in cols] for r in rows])
+            if signature is not None:
+                con.execute("DELETE FROM access_log_signature")
+                con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)", [*signature, self.clock()])
         return True
 
     def access_reads_since(self, split: str, start: datetime) -> int:
@@ -629,6 +635,20 @@ class Store:
                             ["0" * 64, self.clock()])
             con.execute("UPDATE access_log_head SET broken_seq=?, broken_reason=?, checked_at=?",
                         [seq, reason, self.clock()])
+
+    def access_log_signature(self) -> dict[str, Any] | None:
+        """The newest signed head (``seq``, ``row_hash``, ``public_key``, ``signature``, ``signed_at``), or None."""
+        with self.connect() as con:
+            rows = _dicts(con.execute("SELECT seq, row_hash, public_key, signature, signed_at "
+                                      "FROM access_log_signature"))
+        return rows[0] if rows else None
+
+    def set_access_log_signature(self, seq: int, row_hash: str, public_key: str, signature: str) -> None:
+        """Replace the newest signed head (``evalgate.logsign``)."""
+        with self.connect() as con:
+            con.execute("DELETE FROM access_log_signature")
+            con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)",
+                        [seq, row_hash, public_key, signature, self.clock()])
 
     # -- human-audit scores ------------------------------------------------------------------------------------
     def put_human_scores(self, rows: Sequence[dict[str, Any]]) -> None:
