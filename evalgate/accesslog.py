@@ -331,18 +331,20 @@ def _signer(store: Store, last: dict[str, Any] | None) -> tuple[Any | None, str 
     return key, None
 
 
-def append(store: Store, row: dict[str, Any], budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
+def append(store: Store, row: dict[str, Any], budget: tuple[datetime, int] | None = None, *,
+           contamination: bool = False) -> dict[str, Any] | None:
     """Chain and append one row (built with ``entry``); ``append_many`` with one row.
 
     Returns:
         The stored row with seq, ts, prev_hash and row_hash; None when ``budget`` refused it (nothing stored).
     """
-    rows = append_many(store, [row], budget)
+    rows = append_many(store, [row], budget, contamination=contamination)
     return rows[0] if rows else None
 
 
 def append_many(store: Store, rows: list[dict[str, Any]],
-                budget: tuple[datetime, int] | None = None) -> list[dict[str, Any]] | None:
+                budget: tuple[datetime, int] | None = None, *,
+                contamination: bool = False) -> list[dict[str, Any]] | None:
     """Chain and append rows (built with ``entry``, all of one split when ``budget`` is given) after the incremental
     check of what is new since the last verified head; all under the store lock, and the budget count and the
     insert in one transaction, so concurrent processes append one at a time and all rows go in or none.
@@ -358,6 +360,8 @@ def append_many(store: Store, rows: list[dict[str, Any]],
             ``override``) of ``rows[0]["split"]`` with ``ts >= window_start``, plus those among ``rows``, stay
             within ``max_reads``: concurrent readers cannot overdraw a budget, and a gate reserves all its reads or
             none (``SplitManager.reserve``).
+        contamination: ``budget`` counts contamination checks (outcome ``read``, purpose ``contamination-check``)
+            instead of reads: the sealed tiers' budget of its own (``evalgate.splits``).
 
     Returns:
         The stored rows with seq, ts, prev_hash and row_hash; None when ``budget`` refused them (nothing stored).
@@ -379,7 +383,7 @@ def append_many(store: Store, rows: list[dict[str, Any]],
         if key is not None and bad is None and full_rows:
             head_seq, head_hash = full_rows[-1]["seq"], full_rows[-1]["row_hash"]
             signature = (head_seq, head_hash, logsign.public_hex(key), logsign.sign(key, head_seq, head_hash))
-        if not store.insert_access_rows(full_rows, limit, signature):
+        if not store.insert_access_rows(full_rows, limit, signature, contamination=contamination):
             return None
         if bad is None and why_unsigned and store.path.resolve() not in _warned_unsigned:
             _warned_unsigned.add(store.path.resolve())

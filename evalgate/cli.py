@@ -222,21 +222,46 @@ def splits_contamination(split: str, corpus: Path, ngram: int, threshold: float,
     if as_json:
         _dump(rep.as_dict())
     else:
-        for w in rep.warnings:
-            click.echo(f"warning: {w}", err=True)
-        for it in sorted(rep.items, key=lambda x: -1.0 if x.overlap is None else x.overlap, reverse=True):
-            cells = []
-            for name, f in it.fields.items():
-                share = "n/a" if f.overlap is None else f"{f.overlap:.3f} ({f.matched}/{f.ngrams})"
-                near = "" if rep.jaccard is None or f.overlap is None else \
-                    f" jaccard {'-' if f.jaccard is None else f'{f.jaccard:.2f}'}"
-                cells.append(f"{name} {share}{near}{' [' + ','.join(f.flagged_by) + ']' if f.flagged_by else ''}")
-            click.echo(f"{'FLAG' if it.flagged else '    '} {it.id:24s} " + "  ".join(cells))
-        near_txt = f" or a near duplicate (Jaccard >= {rep.jaccard})" if rep.jaccard is not None else ""
-        click.echo(f"{len(rep.flagged)} of {len(rep.items)} items have a field at or above {rep.threshold} "
-                   f"{rep.ngram}-gram overlap{near_txt} with {rep.corpus} (fields: {rep.fields_from}; "
-                   f"{rep.corpus_tokens} tokens read, {rep.seconds:.1f} s, {rep.workers} worker(s))")
+        _print_contamination(rep)
     sys.exit(1 if rep.flagged else 0)
+
+
+def _print_contamination(rep: Any) -> None:
+    """The text report of ``splits contamination``: a line per item (on sealed tiers only the flagged ids), the
+    fields that could not be checked, the summary and the sealed tiers' check budget."""
+    from evalgate.contamination import MIN_WHOLE_WORDS
+
+    for w in rep.warnings:
+        click.echo(f"warning: {w}", err=True)
+    if rep.sealed:
+        for it in rep.flagged:
+            click.echo(f"FLAG {it.id}")
+    for it in [] if rep.sealed else sorted(rep.items, key=lambda x: -1.0 if x.overlap is None else x.overlap,
+                                           reverse=True):
+        cells = []
+        for name, f in it.fields.items():
+            share = (f"not checked ({f.words} < {MIN_WHOLE_WORDS} words)" if f.overlap is None
+                     else f"{f.overlap:.3f} (whole field, {f.words} words)" if f.whole
+                     else f"{f.overlap:.3f} ({f.matched}/{f.ngrams})")
+            near = "" if rep.jaccard is None or f.overlap is None else \
+                f" jaccard {'-' if f.jaccard is None else f'{f.jaccard:.2f}'}"
+            cells.append(f"{name} {share}{near}{' [' + ','.join(f.flagged_by) + ']' if f.flagged_by else ''}")
+        click.echo(f"{'FLAG' if it.flagged else '    '} {it.id:24s} " + "  ".join(cells))
+    for name, count in rep.unchecked.items():
+        click.echo(f"not checked: field {name} of {count} of {len(rep.items)} items has fewer than {MIN_WHOLE_WORDS} "
+                   "words (too short to judge alone; check it as part of a longer field with --field)", err=True)
+    near_txt = f" or a near duplicate (Jaccard >= {rep.jaccard})" if rep.jaccard is not None else ""
+    click.echo(f"{len(rep.flagged)} of {len(rep.items)} items have a field at or above {rep.threshold} "
+               f"{rep.ngram}-gram overlap (a field shorter than {rep.ngram} words: found whole){near_txt} with "
+               f"{rep.corpus} (fields: {rep.fields_from}; {rep.corpus_tokens} tokens read, {rep.seconds:.1f} s, "
+               f"{rep.workers} worker(s))")
+    if not rep.flagged:
+        click.echo("not shown clean: some fields could not be checked (see above)" if rep.unchecked
+                   else "clean: no item flagged")
+    if rep.budget:
+        b = rep.budget
+        click.echo(f"sealed split: one flag per item shown; contamination checks {b['used']}/{b['max_checks']} per "
+                   f"{b['window_days']}d ({b['left']} left)")
 
 
 @splits.command("export-audit")
@@ -615,6 +640,8 @@ def _expect_head(text: str | None) -> tuple[int, str] | None:
 def audit_verify(expect_head: str | None, as_json: bool) -> None:
     """Exit 1 and name the first bad row if the access log was edited, inserted into, truncated or re-hashed (its
     newest signed head no longer verifies with the signing key); exit 2 when no signing key is found to check it."""
+    import os
+
     from evalgate.audit import verify_chain
     from evalgate.store import Store
 
@@ -623,8 +650,11 @@ def audit_verify(expect_head: str | None, as_json: bool) -> None:
     if as_json:
         _dump(res)
     elif res["ok"]:
-        click.echo(f"ok: access log chain intact ({res['rows']} rows), head signed; head {res['head']['seq']}:"
-                   f"{res['head']['hash']}")
+        from evalgate.logsign import log_key_file
+
+        where = "$EVALGATE_LOG_KEY" if os.environ.get("EVALGATE_LOG_KEY") else str(log_key_file())
+        click.echo(f"ok: access log chain intact ({res['rows']} rows), head signed (key "
+                   f"{(sig['public_key'] or '-')[:16]} from {where}); head {res['head']['seq']}:{res['head']['hash']}")
     elif res["first_bad_seq"]:
         click.echo(f"BROKEN: first bad row seq {res['first_bad_seq']}: {res['reason']}", err=True)
     else:

@@ -13,7 +13,8 @@ Where the key comes from, first found wins:
 3. ``log-signing.key`` beside the private-split key file (``evalgate.sealing.key_file``: by default
    ``$XDG_CONFIG_HOME/evalgate/``, outside any repository).
 
-When none exists, the first append creates the file (mode 600; printed on stderr, as the private-split key is).
+When none exists, the first append creates the file (mode 600), quietly: a note on stderr would land in every
+first command's output; ``evalgate audit verify`` names the key it checked with.
 Everyone who writes the same store needs the same key, as everyone who reads its private splits needs the private
 key. The store keeps only the public key beside each signature, for the error message; verification always uses
 the public key derived from the key found above, never the stored one.
@@ -22,7 +23,6 @@ the public key derived from the key found above, never the stored one.
 from __future__ import annotations
 
 import os
-import sys
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -78,13 +78,9 @@ def _create(path: Path) -> None:
     try:
         os.link(tmp, path)
     except FileExistsError:
-        return
+        pass  # another process created it first: use that one
     finally:
         tmp.unlink()
-    print(f"note: created the access-log signing key {path} (mode 600). Keep it outside the store and back it up: "
-          "'evalgate audit verify' and every gate check the log's newest signed head with it, and a store whose "
-          "log was rewritten without it fails. Everyone who writes this store needs the same key "
-          "(EVALGATE_LOG_KEY or EVALGATE_LOG_KEY_FILE; in CI a secret).", file=sys.stderr)
 
 
 def signing_key(create: bool = False) -> Any | None:

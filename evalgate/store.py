@@ -55,6 +55,8 @@ _TRAJECTORY_TYPES = {"checkpoint_digest": "VARCHAR", "protocol_hash": "VARCHAR",
 
 # The access-log rows a budget counts: permitted reads, except contamination checks (see ``evalgate.splits``).
 _COUNTED = "outcome IN ('read', 'override') AND purpose <> 'contamination-check'"
+# The rows the sealed tiers' contamination-check budget counts (its own budget, ``evalgate.splits``).
+_CONTAMINATION_COUNTED = "outcome = 'read' AND purpose = 'contamination-check'"
 
 # The runs columns holding JSON.
 _RUN_JSON_COLUMNS = ("backend_info", "effective_params", "metrics", "counts", "versions", "warnings",
@@ -552,7 +554,8 @@ class Store:
 
     def insert_access_rows(self, rows: Sequence[dict[str, Any]],
                            budget: tuple[str, datetime, int] | None = None,
-                           signature: tuple[int, str, str, str] | None = None) -> bool:
+                           signature: tuple[int, str, str, str] | None = None, *,
+                           contamination: bool = False) -> bool:
         """Insert access-log rows as given (already chained by ``evalgate.accesslog``) in one transaction.
 
         Args:
@@ -562,6 +565,7 @@ class Store:
                 ``max_reads``; counted in the same transaction as the insert.
             signature: ``(seq, row_hash, public_key, signature)`` of the new head, stored in the same transaction
                 (``evalgate.logsign``), so no row is ever committed without the signature meant for it.
+            contamination: ``budget`` counts contamination checks (``_CONTAMINATION_COUNTED``) instead of reads.
 
         Returns:
             False when ``budget`` refused the rows (nothing inserted), else True.
@@ -570,10 +574,12 @@ class Store:
         with self.connect() as con:
             if budget is not None:
                 split, start, max_reads = budget
-                used = con.execute(f"SELECT count(*) FROM access_log WHERE split=? AND ts>=? AND {_COUNTED}",
+                counted = _CONTAMINATION_COUNTED if contamination else _COUNTED
+                used = con.execute(f"SELECT count(*) FROM access_log WHERE split=? AND ts>=? AND {counted}",
                                    [split, start]).fetchone()
-                new = sum(1 for r in rows if r["split"] == split and r["outcome"] in ("read", "override")
-                          and r["purpose"] != "contamination-check")
+                new = sum(1 for r in rows if r["split"] == split and (
+                    (r["outcome"] == "read" and r["purpose"] == "contamination-check") if contamination
+                    else (r["outcome"] in ("read", "override") and r["purpose"] != "contamination-check")))
                 if (int(used[0]) if used else 0) + new > max_reads:
                     return False
             _insert_values(con, f"INSERT INTO access_log ({', '.join(cols)})", [[r[c] for c in cols] for r in rows])
