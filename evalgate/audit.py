@@ -34,7 +34,9 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
         ``tier``, ``reads``, ``cached_reads``, ``overrides``, ``refusals``, ``by_actor``, ``by_purpose``,
         ``by_day`` (ISO date -> reads), ``refusals_by_actor``, ``ci_reads``, ``first_read``, ``last_read``
         (ISO text or None), ``tiers_seen`` (more than one means the manifest's tier was changed), and ``budget``
-        (``max_reads``, ``window_days``, ``hard``, ``used``, ``left``) for budgeted splits.
+        (``max_reads``, ``window_days``, ``hard``, ``used``, ``left``) for budgeted splits, and
+        ``contamination_budget`` (``max_checks``, ``window_days``, ``used``, ``left``) for splits whose policy
+        budgets contamination checks (the sealed tiers).
 
     Raises:
         BadInput: ``split`` has neither a manifest nor any access-log row.
@@ -75,6 +77,11 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
                 used = SplitManager(store).reads_in_window(name, policy)
                 entry["budget"] = {"max_reads": policy.max_reads, "window_days": policy.window_days,
                                    "hard": policy.hard, "used": used, "left": max(0, policy.max_reads - used)}
+            if policy.max_contamination_checks is not None:
+                used = SplitManager(store).contamination_checks_in_window(name, policy)
+                entry["contamination_budget"] = {
+                    "max_checks": policy.max_contamination_checks, "window_days": policy.window_days, "used": used,
+                    "left": max(0, policy.max_contamination_checks - used)}
         for k in ("first_read", "last_read"):
             if entry[k] is not None:
                 entry[k] = entry[k].isoformat(timespec="seconds")

@@ -579,6 +579,10 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
                 click.echo(f"    {label + ':':12s} " + ", ".join(f"{k} {n}" for k, n in a[key].items()))
         if a["ci_reads"]:
             click.echo(f"    {'in CI:':12s} {a['ci_reads']} of the reads")
+        if a.get("contamination_budget"):
+            cb = a["contamination_budget"]
+            click.echo(f"    {'contam.:':12s} {cb['used']}/{cb['max_checks']} contamination checks per "
+                       f"{cb['window_days']}d ({cb['left']} left)")
         if len(a["tiers_seen"]) > 1:
             click.echo(f"    WARNING: logged under tiers {', '.join(a['tiers_seen'])} (its manifest was changed)")
     c = doc["chain"]
