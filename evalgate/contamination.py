@@ -650,6 +650,16 @@ def overlaps(texts: dict[str, dict[str, str]], chunks: Iterable[Chunk], n: int =
     return out, total
 
 
+def _unchecked(items: list[ItemOverlap]) -> dict[str, int]:
+    """Field name -> how many items' field was not checked (fewer than ``MIN_WHOLE_WORDS`` words)."""
+    out: dict[str, int] = {}
+    for it in items:
+        for name, f in it.fields.items():
+            if f.overlap is None:
+                out[name] = out.get(name, 0) + 1
+    return out
+
+
 def check_contamination(split: str, corpus: str | Path, ngram: int = 13, threshold: float = 0.7,
                         fields: list[str] | None = None, protocol: str | Path | None = None,
                         jaccard: float | None = None, corpus_fmt: str = "auto", text_field: str | None = None,
@@ -715,11 +725,7 @@ def check_contamination(split: str, corpus: str | Path, ngram: int = 13, thresho
     texts = {str(it["id"]): item_fields(it, fields) for it in opened.items}
     items, total = overlaps(texts, corpus_chunks(path, corpus_fmt), ngram, threshold, jaccard, text_field, workers,
                             full_scan=sealed)
-    unchecked: dict[str, int] = {}
-    for it in items:
-        for name, f in it.fields.items():
-            if f.overlap is None:
-                unchecked[name] = unchecked.get(name, 0) + 1
+    unchecked = _unchecked(items)
     if sealed:  # one bit per item leaves this function (see the docstring)
         items = [ItemOverlap(it.id, {}, flag=it.flagged) for it in items]
     policy = opened.manifest.effective_policy()
