@@ -41,7 +41,9 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
         (``splits.content_owner``): ``content_names`` lists them, ``same_content_as`` names the owning split when
         this manifest is a copy. On a broken chain the budget's ``used`` and ``left`` are None and ``unknown`` says
         why (a deleted row would otherwise count as a refund). ``broken_manifests``: the error of each split
-        manifest that does not load (its split shows only its logged rows).
+        manifest that does not load (its split shows only its logged rows). ``contamination_budget``
+        (``max_checks``, ``window_days``, ``used``, ``left``) for splits whose policy budgets contamination checks
+        (the sealed tiers), over every name of the content.
 
     Raises:
         BadInput: ``split`` has neither a manifest nor any access-log row.
@@ -89,6 +91,11 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
             policy = own.manifest.effective_policy()
             if policy.max_reads is not None:
                 entry["budget"] = _budget(manager, own.names, policy, chain)
+            if policy.max_contamination_checks is not None:
+                used = manager.contamination_checks_in_window(own.names, policy)
+                entry["contamination_budget"] = {
+                    "max_checks": policy.max_contamination_checks, "window_days": policy.window_days, "used": used,
+                    "left": max(0, policy.max_contamination_checks - used)}
         for k in ("first_read", "last_read"):
             if entry[k] is not None:
                 entry[k] = entry[k].isoformat(timespec="seconds")

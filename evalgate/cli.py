@@ -259,21 +259,46 @@ def splits_contamination(split: str, corpus: Path, ngram: int, threshold: float,
     if as_json:
         _dump(rep.as_dict())
     else:
-        for w in rep.warnings:
-            click.echo(f"warning: {w}", err=True)
-        for it in sorted(rep.items, key=lambda x: -1.0 if x.overlap is None else x.overlap, reverse=True):
-            cells = []
-            for name, f in it.fields.items():
-                share = "n/a" if f.overlap is None else f"{f.overlap:.3f} ({f.matched}/{f.ngrams})"
-                near = "" if rep.jaccard is None or f.overlap is None else \
-                    f" jaccard {'-' if f.jaccard is None else f'{f.jaccard:.2f}'}"
-                cells.append(f"{name} {share}{near}{' [' + ','.join(f.flagged_by) + ']' if f.flagged_by else ''}")
-            click.echo(f"{'FLAG' if it.flagged else '    '} {it.id:24s} " + "  ".join(cells))
-        near_txt = f" or a near duplicate (Jaccard >= {rep.jaccard})" if rep.jaccard is not None else ""
-        click.echo(f"{len(rep.flagged)} of {len(rep.items)} items have a field at or above {rep.threshold} "
-                   f"{rep.ngram}-gram overlap{near_txt} with {rep.corpus} (fields: {rep.fields_from}; "
-                   f"{rep.corpus_tokens} tokens read, {rep.seconds:.1f} s, {rep.workers} worker(s))")
+        _print_contamination(rep)
     sys.exit(1 if rep.flagged else 0)
+
+
+def _print_contamination(rep: Any) -> None:
+    """The text report of ``splits contamination``: a line per item (on sealed tiers only the flagged ids), the
+    fields that could not be checked, the summary and the sealed tiers' check budget."""
+    from evalgate.contamination import MIN_WHOLE_WORDS
+
+    for w in rep.warnings:
+        click.echo(f"warning: {w}", err=True)
+    if rep.sealed:
+        for it in rep.flagged:
+            click.echo(f"FLAG {it.id}")
+    for it in [] if rep.sealed else sorted(rep.items, key=lambda x: -1.0 if x.overlap is None else x.overlap,
+                                           reverse=True):
+        cells = []
+        for name, f in it.fields.items():
+            share = (f"not checked ({f.words} < {MIN_WHOLE_WORDS} words)" if f.overlap is None
+                     else f"{f.overlap:.3f} (whole field, {f.words} words)" if f.whole
+                     else f"{f.overlap:.3f} ({f.matched}/{f.ngrams})")
+            near = "" if rep.jaccard is None or f.overlap is None else \
+                f" jaccard {'-' if f.jaccard is None else f'{f.jaccard:.2f}'}"
+            cells.append(f"{name} {share}{near}{' [' + ','.join(f.flagged_by) + ']' if f.flagged_by else ''}")
+        click.echo(f"{'FLAG' if it.flagged else '    '} {it.id:24s} " + "  ".join(cells))
+    for name, count in rep.unchecked.items():
+        click.echo(f"not checked: field {name} of {count} of {len(rep.items)} items has fewer than {MIN_WHOLE_WORDS} "
+                   "words (too short to judge alone; check it as part of a longer field with --field)", err=True)
+    near_txt = f" or a near duplicate (Jaccard >= {rep.jaccard})" if rep.jaccard is not None else ""
+    click.echo(f"{len(rep.flagged)} of {len(rep.items)} items have a field at or above {rep.threshold} "
+               f"{rep.ngram}-gram overlap (a field shorter than {rep.ngram} words: found whole){near_txt} with "
+               f"{rep.corpus} (fields: {rep.fields_from}; {rep.corpus_tokens} tokens read, {rep.seconds:.1f} s, "
+               f"{rep.workers} worker(s))")
+    if not rep.flagged:
+        click.echo("not shown clean: some fields could not be checked (see above)" if rep.unchecked
+                   else "clean: no item flagged")
+    if rep.budget:
+        b = rep.budget
+        click.echo(f"sealed split: one flag per item shown; contamination checks {b['used']}/{b['max_checks']} per "
+                   f"{b['window_days']}d ({b['left']} left)")
 
 
 @splits.command("export-audit")
@@ -483,10 +508,13 @@ def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str
 @click.option("--accept-broken-chain", "accept_broken", default=None, metavar="REASON",
               help="Gate although the access log's hash chain is broken (refused otherwise, exit 2); the reason is "
                    "logged and shown in every report.")
+@click.option("--expect-head", default=None, help="SEQ:HASH the access log must hold (pinned by the last run; default "
+              "$EVALGATE_EXPECT_HEAD): refused (exit 2) before any read when it does not.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_out: Path | None,
              markdown: Path | None, actor: str | None, missing: str | None, accept_broken: str | None,
+             expect_head: str | None,
              as_json: bool) -> None:
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
@@ -502,8 +530,10 @@ def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_ou
             swept = evaluate_missing(policy_path, missing, actor, progress=not as_json)
             for why in swept["ignored"]:  # e.g. a seed's checkpoint whose weights duplicate another's: not its own run
                 click.echo(f"--evaluate-missing: not evaluated: {why}", err=True)
+        head = _expect_head(expect_head)
         verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out,
-                                       markdown=markdown, actor=actor, accept_broken_chain=accept_broken)
+                                       markdown=markdown, actor=actor, accept_broken_chain=accept_broken,
+                                       expect_head=head)
     except Exception as e:
         if os.environ.get("EVALGATE_DEBUG") == "1":
             raise
@@ -617,6 +647,10 @@ def _print_audit(doc: dict[str, Any]) -> None:
         elif len(a.get("content_names", ())) > 1:
             click.echo(f"    {'also named:':12s} {', '.join(a['content_names'][1:])} (same content; reads counted "
                        "here)")
+        if a.get("contamination_budget"):
+            cb = a["contamination_budget"]
+            click.echo(f"    {'contam.:':12s} {cb['used']}/{cb['max_checks']} contamination checks per "
+                       f"{cb['window_days']}d ({cb['left']} left)")
         if len(a["tiers_seen"]) > 1:
             click.echo(f"    WARNING: logged under tiers {', '.join(a['tiers_seen'])} (its manifest was changed)")
     unknown = [name for name, a in doc["splits"].items() if not a["manifest"]]
@@ -624,9 +658,11 @@ def _print_audit(doc: dict[str, Any]) -> None:
         click.echo(f"budget of {', '.join(unknown)} unknown: no manifest in {doc['splits_dir']} (EVALGATE_SPLITS, "
                    "default ./splits); run from the project directory or set EVALGATE_SPLITS")
     c = doc["chain"]
+    sig = c["signature"]
     click.echo(f"access log: {c['rows']} rows, chain "
-               + (f"intact (head {c['head']['seq']}:{c['head']['hash'][:16]})" if c["ok"]
-                  else f"BROKEN at row {c['first_bad_seq']}: {c['reason']}"))
+               + (f"intact, head signed (head {c['head']['seq']}:{c['head']['hash']})" if c["ok"]
+                  else f"BROKEN at row {c['first_bad_seq']}: {c['reason']}" if c["first_bad_seq"]
+                  else f"NOT VERIFIED: signed head: {sig['reason']}"))
 
 
 @audit_cmd.command("log")
@@ -657,31 +693,68 @@ def audit_log(split: str | None, since: str | None, refused: bool, limit: int | 
                    + extra)
 
 
+_EXPECT_HEAD_HELP = ("SEQ:HASH printed by an earlier 'audit verify' or 'audit' (default $EVALGATE_EXPECT_HEAD); "
+                     "also detects deleted final rows and a store rolled back to an older copy.")
+
+
+def _expect_head(text: str | None) -> tuple[int, str] | None:
+    """``--expect-head``, else ``$EVALGATE_EXPECT_HEAD``, parsed (``accesslog.parse_head``)."""
+    import os
+
+    from evalgate.accesslog import parse_head
+
+    if text:
+        return parse_head(text)
+    env = os.environ.get("EVALGATE_EXPECT_HEAD", "").strip()
+    return parse_head(env, "$EVALGATE_EXPECT_HEAD") if env else None
+
+
 @audit_cmd.command("verify")
-@click.option("--expect-head", default=None, help="SEQ:HASH recorded earlier; also detects deleted final rows.")
+@click.option("--expect-head", default=None, help=_EXPECT_HEAD_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def audit_verify(expect_head: str | None, as_json: bool) -> None:
-    """Exit 1 and name the first bad row if the access log was edited, inserted into or truncated."""
+    """Exit 1 and name the first bad row if the access log was edited, inserted into, truncated or re-hashed (its
+    newest signed head no longer verifies with the signing key); exit 2 when no signing key is found to check it."""
+    import os
+
     from evalgate.audit import verify_chain
-    from evalgate.errors import BadInput
     from evalgate.store import Store
 
-    head = None
-    if expect_head:
-        seq, _, digest = expect_head.partition(":")
-        if not seq.isdigit() or len(digest) != 64:
-            raise BadInput(f"--expect-head {expect_head!r}: expected SEQ:HASH as printed by 'audit verify' "
-                           "(a row number, a colon, 64 hex digits)")
-        head = (int(seq), digest)
-    res = verify_chain(Store(), head)
+    res = verify_chain(Store(), _expect_head(expect_head))
+    sig = res["signature"]
     if as_json:
         _dump(res)
     elif res["ok"]:
-        click.echo(f"ok: access log chain intact ({res['rows']} rows); head {res['head']['seq']}:"
-                   f"{res['head']['hash']}")
-    else:
+        from evalgate.logsign import log_key_file
+
+        where = "$EVALGATE_LOG_KEY" if os.environ.get("EVALGATE_LOG_KEY") else str(log_key_file())
+        click.echo(f"ok: access log chain intact ({res['rows']} rows), head signed (key "
+                   f"{(sig['public_key'] or '-')[:16]} from {where}); head {res['head']['seq']}:{res['head']['hash']}")
+    elif res["first_bad_seq"]:
         click.echo(f"BROKEN: first bad row seq {res['first_bad_seq']}: {res['reason']}", err=True)
+    else:
+        click.echo(f"{'BROKEN' if sig['checked'] else 'NOT VERIFIED'}: signed head: {sig['reason']}", err=True)
+    sys.exit(0 if res["ok"] else 1 if res["first_bad_seq"] or sig["checked"] else 2)
+
+
+@audit_cmd.command("sign")
+@click.option("--expect-head", default=None, help=_EXPECT_HEAD_HELP)
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def audit_sign(expect_head: str | None, as_json: bool) -> None:
+    """Sign the head of an intact log that has no valid signed head (a store from before signed heads): this vouches
+    for the log as it is now, so check it against a head pinned earlier first. Never for a log that lost its
+    signature: that one was tampered with."""
+    from evalgate.accesslog import sign_head
+    from evalgate.store import Store
+
+    res = sign_head(Store(), _expect_head(expect_head))
+    if as_json:
+        _dump(res)
+    else:
+        click.echo(f"signed: head {res['head']['seq']}:{res['head']['hash']} ({res['rows']} rows) with key "
+                   f"{(res['signature']['public_key'] or '')[:16]}")
     sys.exit(0 if res["ok"] else 1)
 
 

@@ -337,9 +337,11 @@ def _write_error_outputs(doc: dict[str, Any], junit: str | Path | None, json_out
 def gate_and_report(policy_path: str | Path, store: Store | None = None, report: str | Path | None = None,
                     junit: str | Path | None = None, json_out: str | Path | None = None,
                     markdown: str | Path | None = None, actor: str | None = None,
-                    accept_broken_chain: str | None = None) -> tuple[Verdict, dict[str, Any]]:
+                    accept_broken_chain: str | None = None,
+                    expect_head: tuple[int, str] | None = None) -> tuple[Verdict, dict[str, Any]]:
     """Load a policy, run the gate and write the requested outputs (what ``evalgate gate`` does).
-    ``accept_broken_chain``: a reason to gate on a broken access-log chain (sets the policy's field for this run).
+    ``accept_broken_chain``: a reason to gate on a broken access-log chain (sets the policy's field for this run);
+    ``expect_head`` as in ``run_gate``.
 
     The Markdown summary is also appended to ``$GITHUB_STEP_SUMMARY`` when that is set. A gate that decides
     nothing (refused, invalid policy, protocol drift, internal error) still writes the JUnit (one error testcase),
@@ -360,7 +362,7 @@ def gate_and_report(policy_path: str | Path, store: Store | None = None, report:
         _write_error_outputs(error_document(policy_path, Path(policy_path).stem, e), junit, json_out, markdown)
         raise
     try:
-        verdict = run_gate(policy, store, actor)
+        verdict = run_gate(policy, store, actor, expect_head=expect_head)
     except Exception as e:
         _write_error_outputs(error_document(policy_path, policy.name, e), junit, json_out, markdown)
         raise

@@ -20,12 +20,16 @@ human-audit   any                                none
 ============  =================================  ==========================================================
 
 Purpose ``contamination-check`` (``evalgate splits contamination`` only; any other reader giving it is refused)
-may read every tier, whatever its purposes, and never counts against a budget, in ``SplitManager`` or in the
-store's atomic count. A budget limits how often people learn a model's score on a held-out set, because every score
-they see and act on makes the set less held-out (adaptive overfitting; Dwork et al. 2015, "The reusable holdout").
-A contamination check shows no model output and no item text, only which item ids and fields overlap a training
-corpus and by how much; and the private split is the one whose contamination matters most for a release. The read
-is still logged like any other, so ``evalgate audit`` shows who checked what, with which corpus.
+may read every tier, whatever its purposes, and never counts against the read budget, in ``SplitManager`` or in
+the store's atomic count. A budget limits how often people learn a model's score on a held-out set, because every
+score they see and act on makes the set less held-out (adaptive overfitting; Dwork et al. 2015, "The reusable
+holdout"). A contamination check shows no model output and no item text; and the private split is the one whose
+contamination matters most for a release. But its answer is about the items' text, and the corpus is the caller's:
+a corpus holding a guess answers whether the guess is in the split. So on the sealed tiers (private, human-audit) a
+check answers one bit per item (flagged or not, ``evalgate.contamination``) and has a budget of its own,
+``max_contamination_checks`` per ``window_days`` (default 4 per 30 days, hard), counted atomically like reads and
+shown by ``evalgate audit``. Every check is logged like any read, so ``evalgate audit`` shows who checked what,
+with which corpus.
 """
 
 from __future__ import annotations
@@ -79,14 +83,17 @@ class Policy(BaseModel):
     """Hard budget: refuse beyond it, no override. Soft: refuse unless an override reason is given."""
     warn_at: float = Field(0.8, gt=0, le=1)
     """Share of the budget from which reads warn. Default: 0.8."""
+    max_contamination_checks: int | None = Field(None, ge=0)
+    """Contamination checks (``evalgate splits contamination``) allowed per window, refused beyond (hard); None for
+    no budget. Default: 4 on the private and human-audit tiers, none elsewhere."""
 
 
 DEFAULT_POLICIES: dict[str, Policy] = {
     "smoke": Policy(),
     "dev": Policy(),
     "public": Policy(max_reads=20, window_days=30, hard=False),
-    "private": Policy(purposes=[RELEASE_GATE], max_reads=4, window_days=30, hard=True),
-    "human-audit": Policy(),
+    "private": Policy(purposes=[RELEASE_GATE], max_reads=4, window_days=30, hard=True, max_contamination_checks=4),
+    "human-audit": Policy(max_contamination_checks=4),
 }
 
 
@@ -139,7 +146,10 @@ class Manifest(BaseModel):
         loosened = [what for what, bad in (
             ("purposes", base.purposes is not None and not fewer_purposes),
             ("max_reads", base.max_reads is not None and (p.max_reads is None or p.max_reads > base.max_reads)),
-            ("window_days", base.max_reads is not None and p.window_days < base.window_days),
+            ("window_days", (base.max_reads is not None or base.max_contamination_checks is not None)
+             and p.window_days < base.window_days),
+            ("max_contamination_checks", base.max_contamination_checks is not None
+             and (p.max_contamination_checks is None or p.max_contamination_checks > base.max_contamination_checks)),
             ("warn_at", p.warn_at > base.warn_at),
             ("hard", base.hard and not p.hard),
         ) if bad]
@@ -617,6 +627,13 @@ class SplitManager:
                    for r in self.store.access_rows(name, self.window_start(policy))
                    if r["outcome"] in ("read", "override") and r["purpose"] != CONTAMINATION_CHECK)
 
+    def contamination_checks_in_window(self, split: str | tuple[str, ...], policy: Policy) -> int:
+        """Contamination checks (outcome ``read``, purpose ``contamination-check``) of ``split`` (a name, or every
+        name of one content) in the window."""
+        return sum(1 for name in ((split,) if isinstance(split, str) else split)
+                   for r in self.store.access_rows(name, self.window_start(policy))
+                   if r["outcome"] == "read" and r["purpose"] == CONTAMINATION_CHECK)
+
     def check(self, name: str, purpose: str, actor: str, override_reason: str | None = None,
               checkpoint_digest: str | None = None, protocol_hash: str | None = None, *,
               contamination_check: bool = False, reserved: bool = False) -> tuple[Manifest, list[str]]:
@@ -627,8 +644,9 @@ class SplitManager:
         logs it as ``reserved-read``, which no budget counts.
 
         ``contamination_check=True`` (only ``evalgate.contamination`` passes it, with purpose
-        ``contamination-check``) reads any tier without a budget; any other reader giving that purpose is refused,
-        so ``run --purpose contamination-check`` cannot read a score for free.
+        ``contamination-check``) reads any tier without spending the read budget, within the tier's
+        ``max_contamination_checks`` (hard); any other reader giving that purpose is refused, so ``run --purpose
+        contamination-check`` cannot read a score for free.
 
         Refused (and logged as ``refused``): a purpose the tier does not allow; an exhausted budget (a soft
         budget accepts ``override_reason``, then logged as ``override``); a data file that no longer matches
@@ -655,6 +673,10 @@ class SplitManager:
                        "item text and no score; give another purpose")
         elif not free and (purpose_refusal := _purpose_refusal(own.manifest, policy, purpose)):
             refusal = purpose_refusal
+        elif free and policy.max_contamination_checks is not None:
+            used = self.contamination_checks_in_window(own.names, policy)
+            if used >= policy.max_contamination_checks:
+                refusal = _contamination_refusal(own.manifest, policy, used)
         elif policy.max_reads is not None and not free and not reserved:
             used = self.reads_in_window(own.names, policy)
             if used >= policy.max_reads:
@@ -801,13 +823,17 @@ class SplitManager:
         overridden = manifest.name in self._overridden and bool(override_reason)
         reserved = manifest.name in self._reserved
         budget = None
-        if policy.max_reads is not None and not overridden and not reserved and purpose != CONTAMINATION_CHECK:
+        contamination = purpose == CONTAMINATION_CHECK
+        if policy.max_reads is not None and not overridden and not reserved and not contamination:
             budget = (self.window_start(policy), policy.max_reads)
+        elif contamination and policy.max_contamination_checks is not None:
+            budget = (self.window_start(policy), policy.max_contamination_checks)
         outcome = "override" if overridden else "reserved-read" if reserved else "read"
         row = self._log(manifest, actor, purpose, outcome, cached, checkpoint_digest,
                         protocol_hash, run_id, override_reason if overridden else detail, budget)
         if row is None:
-            refusal = _budget_refusal(own.manifest, policy, policy.max_reads or 0)
+            refusal = (_contamination_refusal(own.manifest, policy, policy.max_contamination_checks or 0)
+                       if contamination else _budget_refusal(own.manifest, policy, policy.max_reads or 0))
             self._log(manifest, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, run_id, refusal)
             raise RefusedByPolicy(refusal)
         return row
@@ -828,7 +854,7 @@ class SplitManager:
         return accesslog.append(self.store, accesslog.entry(
             actor=actor, split=own.manifest.name, tier=own.manifest.tier, purpose=purpose, outcome=outcome,
             cached=cached, checkpoint_digest=checkpoint_digest, protocol_hash=protocol_hash, run_id=run_id,
-            detail=_as_alias(m, own, detail)), budget, own.names)
+            detail=_as_alias(m, own, detail)), budget, own.names, contamination=purpose == CONTAMINATION_CHECK)
 
 
 def _as_alias(m: Manifest, own: ContentOwner, detail: str | None) -> str | None:
@@ -853,3 +879,9 @@ def _budget_refusal(m: Manifest, policy: Policy, used: int) -> str:
     return (f"split {m.name} (tier {m.tier}) has used its budget of {policy.max_reads} reads per "
             f"{policy.window_days} days ({used} used); "
             + ("wait for the window to pass" if policy.hard else "pass --override-reason TEXT to read anyway (logged)"))
+
+
+def _contamination_refusal(m: Manifest, policy: Policy, used: int) -> str:
+    return (f"split {m.name} (tier {m.tier}) has used its budget of {policy.max_contamination_checks} contamination "
+            f"checks per {policy.window_days} days ({used} used): each check answers a bit per item about its text, "
+            "so they are budgeted like reads; wait for the window to pass, or check a dev or public copy")

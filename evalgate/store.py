@@ -55,6 +55,8 @@ _TRAJECTORY_TYPES = {"checkpoint_digest": "VARCHAR", "protocol_hash": "VARCHAR",
 
 # The access-log rows a budget counts: permitted reads, except contamination checks (see ``evalgate.splits``).
 _COUNTED = "outcome IN ('read', 'override') AND purpose <> 'contamination-check'"
+# The rows the sealed tiers' contamination-check budget counts (its own budget, ``evalgate.splits``).
+_CONTAMINATION_COUNTED = "outcome = 'read' AND purpose = 'contamination-check'"
 
 # The runs columns holding JSON.
 _RUN_JSON_COLUMNS = ("backend_info", "effective_params", "metrics", "counts", "versions", "warnings",
@@ -565,7 +567,9 @@ class Store:
         return {"seq": r[0], "row_hash": r[1]} if r else None
 
     def insert_access_rows(self, rows: Sequence[dict[str, Any]],
-                           budget: tuple[str | tuple[str, ...], datetime, int] | None = None) -> bool:
+                           budget: tuple[str | tuple[str, ...], datetime, int] | None = None,
+                           signature: tuple[int, str, str, str] | None = None, *,
+                           contamination: bool = False) -> bool:
         """Insert access-log rows as given (already chained by ``evalgate.accesslog``) in one transaction.
 
         Args:
@@ -575,6 +579,9 @@ class Store:
                 ``max_reads``; counted in the same transaction as the insert. ``split`` may be a tuple of names
                 (one content known under several names shares one budget, ``evalgate.splits``): their reads
                 count together.
+            signature: ``(seq, row_hash, public_key, signature)`` of the new head, stored in the same transaction
+                (``evalgate.logsign``), so no row is ever committed without the signature meant for it.
+            contamination: ``budget`` counts contamination checks (``_CONTAMINATION_COUNTED``) instead of reads.
 
         Returns:
             False when ``budget`` refused the rows (nothing inserted), else True.
@@ -584,13 +591,18 @@ class Store:
             if budget is not None:
                 split, start, max_reads = budget
                 names = (split,) if isinstance(split, str) else tuple(split)
+                counted = _CONTAMINATION_COUNTED if contamination else _COUNTED
                 used = con.execute(f"SELECT count(*) FROM access_log WHERE split IN ({', '.join('?' * len(names))})"
-                                   f" AND ts>=? AND {_COUNTED}", [*names, start]).fetchone()
-                new = sum(1 for r in rows if r["split"] in names and r["outcome"] in ("read", "override")
-                          and r["purpose"] != "contamination-check")
+                                   f" AND ts>=? AND {counted}", [*names, start]).fetchone()
+                new = sum(1 for r in rows if r["split"] in names and (
+                    (r["outcome"] == "read" and r["purpose"] == "contamination-check") if contamination
+                    else (r["outcome"] in ("read", "override") and r["purpose"] != "contamination-check")))
                 if (int(used[0]) if used else 0) + new > max_reads:
                     return False
             _insert_values(con, f"INSERT INTO access_log ({', '.join(cols)})", [[r[c] for c in cols] for r in rows])
+            if signature is not None:
+                con.execute("DELETE FROM access_log_signature")
+                con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)", [*signature, self.clock()])
         return True
 
     def access_reads_since(self, split: str, start: datetime) -> int:
@@ -662,6 +674,20 @@ class Store:
                             ["0" * 64, self.clock()])
             con.execute("UPDATE access_log_head SET broken_seq=?, broken_reason=?, checked_at=?",
                         [seq, reason, self.clock()])
+
+    def access_log_signature(self) -> dict[str, Any] | None:
+        """The newest signed head (``seq``, ``row_hash``, ``public_key``, ``signature``, ``signed_at``), or None."""
+        with self.connect() as con:
+            rows = _dicts(con.execute("SELECT seq, row_hash, public_key, signature, signed_at "
+                                      "FROM access_log_signature"))
+        return rows[0] if rows else None
+
+    def set_access_log_signature(self, seq: int, row_hash: str, public_key: str, signature: str) -> None:
+        """Replace the newest signed head (``evalgate.logsign``)."""
+        with self.connect() as con:
+            con.execute("DELETE FROM access_log_signature")
+            con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)",
+                        [seq, row_hash, public_key, signature, self.clock()])
 
     # -- human-audit scores ------------------------------------------------------------------------------------
     def put_human_scores(self, rows: Sequence[dict[str, Any]]) -> None:

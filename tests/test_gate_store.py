@@ -125,7 +125,7 @@ def test_report_rerenders_a_stored_verdict_without_reading(tmp_path: Path, built
 
 def _cli_gate(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> Any:
     """``evalgate gate`` over the fixtures: their decision runs are stored, not evaluated (no model here)."""
-    monkeypatch.setattr(report_mod, "run_gate", lambda p, s, a: run_gate(p, s, a, evaluate_decision=False))
+    monkeypatch.setattr(report_mod, "run_gate", lambda p, s, a, **k: run_gate(p, s, a, evaluate_decision=False, **k))
     return CliRunner().invoke(main, ["gate", *args])
 
 

@@ -131,6 +131,8 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, smollm2_dir: Path) -> N
             Store()._samples(run_id)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("XDG_CONFIG_HOME", str(home / "nokey"))
+        # only the private key is missing here, not the access log's signing key
+        mp.setenv("EVALGATE_LOG_KEY_FILE", str(home / "config" / "evalgate" / "log-signing.key"))
         missing = _cli("gate", "--policy", str(policy))
         assert missing.exit_code == 2 and "no key was found" in missing.output, missing.output
     assert _counts(home) == before

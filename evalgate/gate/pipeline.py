@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import evalgate.accesslog as accesslog
 import evalgate.gate.decide as decide
 import evalgate.gate.guards as guards
 import evalgate.gate.history as history
@@ -105,7 +106,7 @@ def _statistics(policy: GatePolicy, store: Store, chosen: list[SeedResult], base
 
 
 def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None = None,
-             evaluate_decision: bool = True) -> Verdict:
+             evaluate_decision: bool = True, expect_head: tuple[int, str] | None = None) -> Verdict:
     """Decide PASS/FAIL for a policy, and store the verdict (``Verdict.gate_id``).
 
     Args:
@@ -114,13 +115,17 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
         actor: who runs the gate (default ``$EVALGATE_ACTOR`` or the OS user).
         evaluate_decision: False reuses the latest complete release-gate runs in the store instead of evaluating
             (benchmarks); the reads are still reserved, logged and counted.
+        expect_head: ``(seq, row_hash)`` the access log must hold (``--expect-head``; default
+            ``$EVALGATE_EXPECT_HEAD``); ``policy.require_expect_head`` refuses a gate without one.
 
     Raises:
         BadInput: unknown split, decision split not private, missing protocol file, metric absent.
-        RefusedByPolicy: selection split not dev; the private budget cannot cover the gate's reads (nothing spent).
+        RefusedByPolicy: selection split not dev; the private budget cannot cover the gate's reads (nothing spent);
+            the access log's signed head or expected head does not hold (``accesslog.check_for_gate``).
         ProtocolDrift: the protocol file no longer matches its lock (before any read).
     """
     store = store or Store()
+    accesslog.check_for_gate(store, expect_head, policy.require_expect_head)  # before any read
     who = actor_name(actor)
     name, version = policy.protocol.split("@", 1)
     manager = SplitManager(store)
