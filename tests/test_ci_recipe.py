@@ -143,6 +143,7 @@ def test_the_example_workflow_runs_its_steps_on_a_temporary_store(home: Path, sm
            "XDG_CONFIG_HOME": str(home / "runner-config")}  # no key file on the runner: the secret is the key
     context: dict[str, Any] = {"github.workspace": str(repo), "github.actor": "octo", "github.run_id": "1",
                                "secrets.EVALGATE_PRIVATE_KEY": key, "secrets.EVALGATE_VARS_TOKEN": "t",
+                               "secrets.EVALGATE_LOG_KEY": _log_key_pem(),
                                "vars.EVALGATE_BASELINE": str(smollm2_dir),
                                "vars.EVALGATE_CHECKPOINT_ROOT": str(train)}
 
@@ -169,7 +170,9 @@ def test_the_example_workflow_runs_its_steps_on_a_temporary_store(home: Path, sm
     pinned = results["Pin the access-log head"][1]
     assert re.search(r"ci-octo +my-private \(private\) +release-gate +read ci", pinned)  # the audit log rows
 
-    # next run: the restored store holds the pinned head, so the check passes
+    # next run, on a fresh runner (nothing of the first one's config left): the restored store holds the pinned
+    # head, and its signature verifies with the key from the secret, so the check passes
+    shutil.rmtree(home / "runner-config", ignore_errors=True)
     context["vars.EVALGATE_LOG_HEAD"] = head
     (name, code, out), = run_workflow(repo, context, env, stop_after="Check the store against the pinned "
                                       "access-log head")[1:]
@@ -181,6 +184,15 @@ def test_the_example_workflow_runs_its_steps_on_a_temporary_store(home: Path, sm
     assert [(n, c) for n, c, _ in results2] == [("Install evalgate", 0),
                                                 ("Check the store against the pinned access-log head", 1)]
     assert "BROKEN" in results2[1][2]
+
+
+def _log_key_pem() -> str:
+    """A new Ed25519 key as PEM text, as a repository's ``EVALGATE_LOG_KEY`` secret holds it."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.generate().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                      serialization.NoEncryption()).decode()
 
 
 def install_step() -> str:
