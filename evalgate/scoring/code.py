@@ -23,8 +23,7 @@ from evalgate.sandbox import (  # noqa: F401 - re-exported
     run_many,
     sandbox_command,
 )
-
-from evalgate.scoring.harness import TestJob, run_tests_many
+from evalgate.scoring.harness import HarnessJob, run_tests_many
 
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)(?:\n```|\Z)", re.S)
 
@@ -73,9 +72,9 @@ class HumanEvalScorer:
             code = prompt + code
         return code
 
-    def job(self, s: Any) -> TestJob:
+    def job(self, s: Any) -> HarnessJob:
         """The harness's job for one sample: its code and the item's prompt, tests and entry point."""
-        return TestJob(self.program(s), s.item["prompt"], s.item["test"], s.item["entry_point"])
+        return HarnessJob(self.program(s), s.item["prompt"], s.item["test"], s.item["entry_point"])
 
     def score(self, samples: Any) -> list[Any]:
         from evalgate.scoring.base import ScoreResult

@@ -27,7 +27,7 @@ _VERDICTS = ("passed", "failed", "timeout", "error")
 
 
 @dataclass(frozen=True)
-class TestJob:
+class HarnessJob:
     """One sample's test run.
 
     Attributes:
@@ -44,7 +44,7 @@ class TestJob:
 
 
 @dataclass(frozen=True)
-class TestResult:
+class HarnessResult:
     """How one test run ended.
 
     Attributes:
@@ -84,7 +84,7 @@ def _verdict(raw: bytes, nonce: str) -> tuple[str, str | None] | None:
     return doc["verdict"], detail if isinstance(detail, str) else None
 
 
-def run_tests(job: TestJob, **limits: Any) -> TestResult:
+def run_tests(job: HarnessJob, **limits: Any) -> HarnessResult:
     """Run ``job`` in the sandbox under the harness and return the harness's verdict.
 
     Args:
@@ -93,7 +93,7 @@ def run_tests(job: TestJob, **limits: Any) -> TestResult:
             file_size_mb, network, processes, output_bytes); the harness and the candidate are two processes.
 
     Returns:
-        TestResult; never raises for anything the code does.
+        HarnessResult; never raises for anything the code does.
     """
     nonce = secrets.token_hex(16)
     with tempfile.TemporaryFile() as jf, tempfile.TemporaryFile() as vf:
@@ -110,10 +110,10 @@ def run_tests(job: TestJob, **limits: Any) -> TestResult:
         status, detail = res.status, None
     else:
         status, detail = "failed", "the run ended before the harness saw the tests end"
-    return TestResult(status, detail, res.returncode, res.stderr, res.wall_s, res.isolation)
+    return HarnessResult(status, detail, res.returncode, res.stderr, res.wall_s, res.isolation)
 
 
-def run_tests_many(jobs: Sequence[TestJob], workers: int = 0, **limits: Any) -> list[TestResult]:
+def run_tests_many(jobs: Sequence[HarnessJob], workers: int = 0, **limits: Any) -> list[HarnessResult]:
     """``run_tests`` for each job, ``workers`` at once (0: one per available core); results in input order."""
     n = workers or available_cores()
     with ThreadPoolExecutor(max_workers=n) as pool:
