@@ -16,9 +16,13 @@ the names present with ``+``; ``LAYERS`` lists them):
   they load (read-only, bound from the host by ``bwrap``), a private ``/dev`` (null, zero, random, ...), fresh
   size-bounded tmpfs at ``/tmp``, ``/dev/shm`` and the program's working directory ``/work``, no ``/sys``: no
   home directory, no ``/root``, no ``$EVALGATE_HOME``, ``$EVALGATE_SPLITS``, key file or checkout exist there;
+- ``rofs``: everything but those sized tmpfs is read-only: bubblewrap's own root tmpfs (``/``, ``/etc``,
+  ``/usr``, ... have no size bound there) and its ``/dev`` tmpfs are remounted read-only last;
 - ``unpriv``: the program runs as uid/gid 65534 (``nobody``) in a new user namespace with every capability dropped;
   when evalgate runs as root, ``bwrap`` itself is started as uid 65534 (``setpriv``), so the program is not root
   outside its namespace either;
+- ``nouserns``: the program cannot create user namespaces (``bwrap --disable-userns``, bubblewrap >= 0.8), so it
+  never gets the capabilities to mount anything (e.g. a tmpfs without a size bound);
 - ``nproc``: at most ``processes`` processes and threads (RLIMIT_NPROC, set inside the sandbox by ``prlimit``:
   the kernel exempts uid 0 from this limit, which is why ``unpriv`` comes with it; each sandbox's user namespace
   counts its own processes, so parallel programs do not share the bound);
@@ -53,6 +57,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from evalgate.errors import RefusedByPolicy
@@ -81,8 +86,8 @@ class ExecResult:
         returncode: the program's exit status (negative: killed by that signal), None if it never ran.
         stderr: the last ``output_bytes`` (default 4096) bytes of the program's stderr, decoded as UTF-8.
         wall_s: seconds from start to exit or kill.
-        isolation: the layers used, joined with ``+`` (``netns+pidns+minfs+unpriv+nproc+stdlib`` with bubblewrap;
-            the fallback's ``netns+pidns+rofs``, ``netns+pidns``, ``pidns``, ``netns`` or ``none``).
+        isolation: the layers used, joined with ``+`` (``netns+pidns+minfs+rofs+unpriv+nouserns+nproc+stdlib``
+            with bubblewrap; the fallback's ``netns+pidns+rofs``, ``netns+pidns``, ``pidns``, ``netns`` or ``none``).
     """
 
     status: str
@@ -403,12 +408,31 @@ def missing_layers(network: bool = False) -> list[str]:
     return [layer for layer in LAYERS if layer not in have and not (network and layer == "netns")]
 
 
+@functools.lru_cache(maxsize=1)
+def memory_bound() -> str:
+    """How a sandbox's memory is bounded here, for the run record: always per process (RLIMIT_AS) and by the
+    sized tmpfs; ``memcg`` (one cgroup v2 bound for the whole sandbox) is not applied by this version, and this
+    says whether the machine would allow it (a cgroup v2 hierarchy whose controllers include ``memory``)."""
+    try:
+        own = next(x[3:] for x in Path("/proc/self/cgroup").read_text().splitlines() if x.startswith("0::"))
+        root = next(x.split(" - ")[0].split()[4] for x in Path("/proc/self/mountinfo").read_text().splitlines()
+                    if " - cgroup2 " in x)
+        controllers = (Path(root) / own.lstrip("/") / "cgroup.controllers").read_text().split()
+    except (OSError, StopIteration, IndexError):
+        return "per process (RLIMIT_AS) and sized tmpfs; no memcg: no cgroup v2 hierarchy here"
+    if "memory" not in controllers:
+        return (f"per process (RLIMIT_AS) and sized tmpfs; no memcg: the cgroup v2 hierarchy here has no memory "
+                f"controller (controllers: {' '.join(controllers) or 'none'})")
+    return "per process (RLIMIT_AS) and sized tmpfs; no memcg: cgroup v2 memory is available but not used yet"
+
+
 def describe(network: bool = False) -> dict[str, Any]:
-    """The sandbox for a run record: ``isolation`` (the layers, ``+``-joined), ``missing`` (list of layer names)
-    and ``python`` (the interpreter programs run under and its version)."""
+    """The sandbox for a run record: ``isolation`` (the layers, ``+``-joined), ``missing`` (list of layer names),
+    ``python`` (the interpreter programs run under and its version) and ``memory`` (``memory_bound()``)."""
     b = _bwrap()
     python = f"{b.python.exe} {b.python.version}" if b else f"{sys.executable} {sys.version.split()[0]}"
-    return {"isolation": isolation(network), "missing": missing_layers(network), "python": python}
+    return {"isolation": isolation(network), "missing": missing_layers(network), "python": python,
+            "memory": memory_bound()}
 
 
 def require_strict(network: bool = False, where: str = "execution.isolation") -> None:
