@@ -10,7 +10,6 @@ accepts a verdict only from the verdict descriptor and only with that nonce.
 from __future__ import annotations
 
 import functools
-import json
 import secrets
 import tempfile
 from collections.abc import Sequence
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.sandbox import available_cores, run_code
+from evalgate.scoring.harness_program import decode, encode
 
 VERDICT_BYTES = 1 << 16
 """Most bytes read from the verdict descriptor."""
@@ -75,13 +75,12 @@ def harness_source() -> str:
 
 def _verdict(raw: bytes, nonce: str) -> tuple[str, str | None] | None:
     try:
-        doc = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        doc = decode(raw)
+    except (ValueError, UnicodeDecodeError, OverflowError):
         return None
-    if not isinstance(doc, dict) or doc.get("nonce") != nonce or doc.get("verdict") not in _VERDICTS:
+    if type(doc) is not tuple or len(doc) != 3 or doc[0] != nonce or doc[1] not in _VERDICTS:
         return None
-    detail = doc.get("detail")
-    return doc["verdict"], detail if isinstance(detail, str) else None
+    return doc[1], doc[2] if isinstance(doc[2], str) else None
 
 
 def run_tests(job: HarnessJob, **limits: Any) -> HarnessResult:
@@ -97,8 +96,7 @@ def run_tests(job: HarnessJob, **limits: Any) -> HarnessResult:
     """
     nonce = secrets.token_hex(16)
     with tempfile.TemporaryFile() as jf, tempfile.TemporaryFile() as vf:
-        jf.write(json.dumps({"nonce": nonce, "prompt": job.prompt, "test": job.test,
-                             "entry_point": job.entry_point}).encode("utf-8"))
+        jf.write(encode((nonce, job.prompt, job.test, job.entry_point)))
         jf.seek(0)
         res = run_code(harness_source(), files={"candidate.py": job.code},
                        args=[str(jf.fileno()), str(vf.fileno())], pass_fds=(jf.fileno(), vf.fileno()), **limits)
