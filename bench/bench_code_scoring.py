@@ -31,7 +31,7 @@ from pathlib import Path
 # Import the checkout's evalgate, not an installed one.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from evalgate.datasets.humaneval import humaneval_path  # noqa: E402
-from evalgate.sandbox import available_cores, describe  # noqa: E402
+from evalgate.sandbox import available_cores, describe, run_many  # noqa: E402
 from evalgate.scoring.harness import HarnessJob, run_tests_many  # noqa: E402
 
 
@@ -80,6 +80,15 @@ def sandboxed(todo: list[HarnessJob]) -> tuple[float, float]:
     return wall, _children_cpu_s() - cpu0
 
 
+def sandboxed_without_harness(progs: list[str]) -> float:
+    """Seconds to run the assembled programs in the same sandbox with ``run_many`` and the exit status as the
+    verdict (scoring before issue 27): the harness's own cost is the difference."""
+    t0 = time.perf_counter()
+    res = run_many(progs, timeout_s=60)
+    assert all(r.status == "passed" for r in res)
+    return time.perf_counter() - t0
+
+
 def cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -98,7 +107,7 @@ def main() -> None:
     progs, todo = programs(recs), jobs(recs)
     cores = available_cores()
     load_before = os.getloadavg()
-    plain, sandbox, plain_cores, sandbox_cores, same = [], [], [], [], []
+    plain, sandbox, plain_cores, sandbox_cores, same, bare = [], [], [], [], [], []
     # The sandbox's interpreter is a system Python started with -I -S (no site import), which starts faster than
     # evalgate's: a second baseline runs the plain loop under that same interpreter and flags.
     same_python = [describe()["python"].split()[0], "-I", "-S", "-B"]
@@ -109,6 +118,7 @@ def main() -> None:
             plain.append(wall)
             plain_cores.append(cpu / wall)
             same.append(plain_loop(progs, Path(d), same_python)[0])
+            bare.append(sandboxed_without_harness(progs))
             wall, cpu = sandboxed(todo)
             sandbox.append(wall)
             sandbox_cores.append(cpu / wall)
@@ -127,6 +137,8 @@ def main() -> None:
         "ratio_sandbox_to_plain_over_cores": round(med_sandbox / ideal, 3), "target_ratio": 1.5,
         "plain_loop_sandbox_python": same_python, "plain_loop_sandbox_python_s": [round(x, 3) for x in same],
         "ratio_sandbox_to_plain_sandbox_python_over_cores": round(med_sandbox / (statistics.median(same) / cores), 3),
+        "sandbox_without_harness_s": [round(x, 3) for x in bare],
+        "ratio_harness_to_without_harness": round(med_sandbox / statistics.median(bare), 3),
         "plain_loop_cores_busy": [round(x, 3) for x in plain_cores],
         "sandbox_cores_busy": [round(x, 3) for x in sandbox_cores],
     }, indent=2))
