@@ -9,6 +9,7 @@ accepts a verdict only from the verdict descriptor and only with that nonce.
 
 from __future__ import annotations
 
+import ast
 import functools
 import secrets
 import tempfile
@@ -73,6 +74,23 @@ def harness_source() -> str:
     return (Path(__file__).parent / "harness_program.py").read_text(encoding="utf-8")
 
 
+@functools.lru_cache(maxsize=1024)
+def prompt_imports(prompt: str) -> tuple[str, ...]:
+    """The modules a prompt imports at its top level (``import x``, ``from x import y``; relative imports left
+    out), which the harness imports before it forks; () when the prompt does not parse."""
+    try:
+        tree = ast.parse(prompt)
+    except (SyntaxError, ValueError):
+        return ()
+    names: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.append(node.module)
+    return tuple(dict.fromkeys(names))
+
+
 def _verdict(raw: bytes, nonce: str) -> tuple[str, str | None] | None:
     try:
         doc = decode(raw)
@@ -99,7 +117,8 @@ def run_tests(job: HarnessJob, **limits: Any) -> HarnessResult:
         jf.write(encode((nonce, job.prompt, job.test, job.entry_point)))
         jf.seek(0)
         res = run_code(harness_source(), files={"candidate.py": job.code},
-                       args=[str(jf.fileno()), str(vf.fileno())], pass_fds=(jf.fileno(), vf.fileno()), **limits)
+                       args=[str(jf.fileno()), str(vf.fileno()), *prompt_imports(job.prompt)],
+                       pass_fds=(jf.fileno(), vf.fileno()), **limits)
         vf.seek(0)
         verdict = _verdict(vf.read(VERDICT_BYTES), nonce)
     if verdict is not None:
