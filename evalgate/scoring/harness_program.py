@@ -270,6 +270,7 @@ def _preload(names):
 
 
 def main():
+    """``program.py JOB_FD VERDICT_FD [MODULE ...]``: the trusted process (see the module docstring)."""
     job_fd, verdict_fd = int(sys.argv[1]), int(sys.argv[2])
     _no_dump()
     _preload([n for n in sys.argv[3:] if n.replace(".", "").replace("_", "").isalnum()])
