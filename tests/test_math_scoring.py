@@ -179,10 +179,15 @@ def test_numbers_compare_relatively_and_partial_parses_are_not_equal(prediction:
         ("10:30", "10:45", False),
         ("3:05 pm", "3:05\\text{ p.m.}", True),
         ("3:05 pm", "3:05 am", False),
+        ("10:00", "11:00", False),
+        ("1:00 pm", "13:00", True),  # am/pm read on the 12-hour clock
+        ("12:30 am", "0:30", True),
+        ("1:00 pm", "1:00", False),
         ("The train leaves at 2:00.", "2:00", False),  # not an extracted answer: no time of day, no equality
         ("3:4", "6:8", True),  # any other a:b stays a ratio (minutes are two digits below 60)
         ("3:4", "\\frac{3}{4}", True),
         ("\\frac{1}{0}", "\\frac{2}{0}", False),  # complex infinity twice: undefined, not equal
+        ("\\tfrac{1}{0}", "5/0", False),
         ("1/0", "1/0", True),  # the same text
         ("0/0", "1/0", False),
         ("\\infty", "\\infty", True),

@@ -23,8 +23,8 @@ parsed is compared as normalised text; an empty answer equals nothing. Docs: doc
 
 Times and undefined values (huggingface/Math-Verify#14): math-verify reads ``a:b`` as the ratio a/b, so a time of
 day ``1:00`` became 1/0, complex infinity, and every ``h:00`` equalled every other. An answer that is a time of day
-(``H:MM`` or ``H:MM:SS``, minutes and seconds 00-59, an optional am/pm) equals only a time with the same fields
-(``1:00`` equals ``01:00``, not ``12:00`` and not ``1``; ``1:00 pm`` is not ``1:00 am``); any other ``a:b`` stays
+(``H:MM`` or ``H:MM:SS``, minutes and seconds 00-59, an optional am/pm) equals only the same time on the 24-hour
+clock (``1:00`` equals ``01:00``, not ``12:00`` and not ``1``; ``1:00 pm`` equals ``13:00``, not ``1:00 am``); any other ``a:b`` stays
 a ratio (``3:4`` equals ``6:8`` and ``\\frac{3}{4}``). A value that is undefined (complex infinity ``zoo`` from a
 division by zero, or ``nan``) is no number: such an answer is compared as written (normalised text), so ``1/0``
 equals ``1/0`` but not ``2/0`` or ``\\infty``. The real infinities ``\\infty`` and ``-\\infty`` equal only
@@ -187,13 +187,17 @@ def _text_key(answer: str) -> str:
     return re.sub(r"[\s\\{}]", "", s).lower()
 
 
-def time_of_day(answer: str) -> tuple[int, int, int, str] | None:
-    """``(hour, minute, second, am/pm)`` of an answer that is a time of day (``1:00``, ``12:30:15``, ``3:05 pm``,
-    ``3:05\\text{ p.m.}``), else None. Minutes and seconds must be 00-59 (``6:90`` is a ratio, not a time)."""
+def time_of_day(answer: str) -> tuple[int, int, int] | None:
+    """``(hour, minute, second)`` on the 24-hour clock of an answer that is a time of day (``1:00``, ``12:30:15``,
+    ``3:05 pm``, ``3:05\\text{ p.m.}``), else None. Minutes and seconds must be 00-59 (``6:90`` is a ratio, not a
+    time); with am/pm the hour is read on the 12-hour clock (``1:00 pm`` is 13:00, ``12:30 am`` is 0:30)."""
     m = _TIME.match(answer.strip())
     if not m:
         return None
-    return int(m.group(1)), int(m.group(2)), int(m.group(3) or 0), (m.group(4) or m.group(5) or "").lower()
+    hour, half = int(m.group(1)), (m.group(4) or m.group(5) or "").lower()
+    if half:
+        hour = hour % 12 + (12 if half == "p" else 0)
+    return hour, int(m.group(2)), int(m.group(3) or 0)
 
 
 def _undefined(parsed: tuple[Any, ...]) -> bool:
