@@ -149,8 +149,8 @@ class ReasoningSpec(StrictModel):
     (``<thinking>``), ``reasoning`` (``<reasoning>``), ``kimi`` (``◁think▷``...``◁/think▷``), ``magistral``
     (``[THINK]``...``[/THINK]``), ``harmony`` (gpt-oss: the ``analysis`` channel removed, the ``final`` channel
     kept). A block opened and never closed yields no answer from the draft (status ``no_answer``, or
-    ``truncated`` when cut at max_tokens); the run record counts such samples (``counts.reasoning``). ``[]`` scores the whole completion. Default: ``[think]``, as lighteval's
-    ``remove_reasoning_tags``."""
+    ``truncated`` when cut at max_tokens); the run record counts such samples (``counts.reasoning``). ``[]``
+    scores the whole completion. Default: ``[think]``, as lighteval's ``remove_reasoning_tags``."""
 
 
 class ToolSpec(StrictModel):
