@@ -26,9 +26,9 @@ day ``1:00`` became 1/0, complex infinity, and every ``h:00`` equalled every oth
 (``H:MM`` or ``H:MM:SS``, minutes and seconds 00-59, an optional am/pm) equals only the same time on the 24-hour
 clock (``1:00`` equals ``01:00``, not ``12:00`` and not ``1``; ``1:00 pm`` equals ``13:00``, not ``1:00 am``); any
 other ``a:b`` stays a ratio (``3:4`` equals ``6:8`` and ``\\frac{3}{4}``). A value that is undefined (complex
-infinity ``zoo`` from a division by zero, or ``nan``) is no number: such an answer is compared as written (normalised text), so ``1/0``
-equals ``1/0`` but not ``2/0`` or ``\\infty``. The real infinities ``\\infty`` and ``-\\infty`` equal only
-themselves.
+infinity ``zoo`` from a division by zero, or ``nan``) is no number: such an answer is compared as written
+(normalised text), so ``1/0`` equals ``1/0`` but not ``2/0`` or ``\\infty``. The real infinities ``\\infty`` and
+``-\\infty`` equal only themselves.
 
 math-verify bounds each parse and comparison with ``signal.alarm``, which works only in the main thread; off
 the main thread ``math_equal`` runs without that bound.
