@@ -31,7 +31,7 @@ _OPEN_FENCE = re.compile(r"```(?:python|py)[ \t]*\n")
 _HERMES_OPEN, _HERMES_CLOSE = "<tool_call>", "</tool_call>"
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"\s*")
-_LLAMA3_SEP = re.compile(r"\s*(?:;\s*)?")
+_LLAMA3_SEP = re.compile(r"[\s;]*")
 
 
 @dataclass(frozen=True)
