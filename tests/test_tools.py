@@ -104,8 +104,9 @@ def test_llama3_replies_that_stay_unparsable(text: str) -> None:
 
 
 # The same inputs through vLLM's maintained parsers (vllm.tool_parsers, installed --no-deps by `make
-# setup-vllm-contract`): ours must agree wherever theirs reads calls. vLLM's hermes parser still ends a call at the
-# first </tool_call> (vllm-project/vllm#45167), so that input is compared above, not here.
+# setup-vllm-contract`; they also import partial-json-parser): ours must agree wherever theirs reads calls.
+# vLLM's hermes parser still ends a call at the first </tool_call> (vllm-project/vllm#45167), so that input is
+# compared above, not here.
 AGREED_HERMES = [
     'ok <tool_call>\n{"name": "calculator", "arguments": {"expression": "1+1"}}\n</tool_call>',
     '<tool_call>{"name": "a", "arguments": {}}</tool_call>\n<tool_call>{"name": "b", "arguments": {"q": 1}}'
@@ -126,7 +127,8 @@ def _vllm_parsers():
         from vllm.tool_parsers.hermes_tool_parser import Hermes2ProToolParser
         from vllm.tool_parsers.llama_tool_parser import Llama3JsonToolParser
     except ImportError as e:
-        pytest.skip(f"vLLM's tool parsers do not import here ({e}); `make setup-vllm-contract` installs them")
+        pytest.skip(f"vLLM's tool parsers do not import here ({e}); `make setup-vllm-contract` installs them "
+                    "(with partial-json-parser, which they import)")
 
     class Vocab:  # the parsers read only the tokenizer's vocabulary (llama3_json: the <|python_tag|> id)
         def get_vocab(self) -> dict[str, int]:
