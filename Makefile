@@ -41,7 +41,7 @@ $(VENV)/.installed: pyproject.toml
 # CPU build, so it goes in with --no-deps next to the small packages its imports need (~22 s, ~900 MB). Not fatal:
 # where it fails, tests/test_backend_vllm.py is skipped and says why.
 VLLM_CONTRACT := vllm==0.33.0 msgspec cbor2 pyzmq openai-harmony cloudpickle pybase64 cachetools uvloop py-cpuinfo \
-	prometheus_client
+	prometheus_client partial-json-parser
 setup-vllm-contract:
 	@$(PY) -c "import vllm.sampling_params" 2>/dev/null || { $(PY) -m pip install -q aiohttp && \
 	  $(PY) -m pip install -q --no-deps $(VLLM_CONTRACT); } || \

@@ -48,7 +48,7 @@ def _gate(path: Path, store: Store) -> Any:
 
 def _cli_gate(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> Any:
     """``evalgate gate`` over the stored fixture runs (no model here)."""
-    monkeypatch.setattr(report_mod, "run_gate", lambda p, s, a: run_gate(p, s, a, evaluate_decision=False))
+    monkeypatch.setattr(report_mod, "run_gate", lambda p, s, a, **kw: run_gate(p, s, a, evaluate_decision=False, **kw))
     return CliRunner().invoke(main, ["gate", *args])
 
 

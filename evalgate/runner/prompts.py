@@ -16,6 +16,7 @@ from evalgate.prompts import (
     RenderedPrompt,
     TokenizedPrompt,
     chat_template_sha256,
+    check_generation_prompt,
     render_prompt,
     render_response_prefix,
 )
@@ -110,9 +111,13 @@ def render_prompts(protocol: LoadedProtocol, ckpt: Checkpoint, items: list[dict[
         digest: the prompt hash to use instead of sha256 (a sealed tier's keyed HMAC, ``evalgate.sealing``).
 
     Raises:
-        BadInput: the checkpoint has no tokenizer while the protocol applies a chat template; a template error.
+        BadInput: the checkpoint has no tokenizer while the protocol applies a chat template; a template error;
+            a chat template that ignores ``add_generation_prompt`` (``prompts.check_generation_prompt``, checked on
+            the first item, before the read is logged).
     """
     tokenizer = _tokenizer(protocol, ckpt)
+    if protocol.chat_template != "none" and items:
+        check_generation_prompt(tokenizer, protocol, items[0])
     rendered = {str(it["id"]): render_prompt(protocol, it, tokenizer) for it in items}
     if digest is not None:
         rendered = {iid: replace(r, sha256=digest(r.text)) for iid, r in rendered.items()}

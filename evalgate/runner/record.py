@@ -111,8 +111,9 @@ class RunRecord(_Record):
     metrics: dict[str, Any] | None = None
     """pass@k with stderr, mean score, behaviour metrics (None until complete)."""
     counts: dict[str, Any] | None = None
-    """items, samples, generated, cached, ``samples_from`` (samples per run that generated them), by_status and
-    timing (None until complete)."""
+    """items, samples, generated, cached, ``samples_from`` (samples per run that generated them), by_status,
+    timing and ``reasoning`` (the protocol's ``reasoning.strip``, samples ``with_reasoning``, samples whose block
+    was ``unclosed``; absent in runs stored before issue 28) (None until complete)."""
     warnings: list[str] = []
     """Budget warnings of the read, and the checkpoint's (provenance disagreements, a context check skipped)."""
     wall_s: float | None = None
@@ -238,7 +239,8 @@ def record(plan: RunPlan, started: RunRecord, generated: Generated, scored: Scor
               "cached": len(plan.keys) - n_gen, "by_status": {st: statuses.count(st) for st in sorted(set(statuses))},
               "timing": {"wall_s": wall, "generate_s": gen_s, "score_s": scored.score_s,
                          "new_completion_tokens": generated.new_completion_tokens,
-                         "tokens_per_s": generated.new_completion_tokens / gen_s if gen_s > 0 else None}}
+                         "tokens_per_s": generated.new_completion_tokens / gen_s if gen_s > 0 else None},
+              "reasoning": scored.reasoning}
     if hasattr(plan.scorer, "sandbox"):  # code scorers: the isolation layers programs ran with, and the missing ones
         counts["sandbox"] = plan.scorer.sandbox
     return RunRecord.model_validate({
