@@ -214,20 +214,24 @@ def verify(store: Store, expect_head: tuple[int, str] | None = None) -> dict[str
             "reason": bad[1] if bad else None, "head": head, "signature": signature}
 
 
-def check_for_gate(store: Store, expect_head: tuple[int, str] | None = None, required: bool = False
-                   ) -> dict[str, Any]:
+def check_for_gate(store: Store, expect_head: tuple[int, str] | None = None, required: bool = False,
+                   accept_broken: bool = False) -> dict[str, Any]:
     """What every gate checks before it reads anything: the newest signed head, and the head pinned outside the
     store (``expect_head``, else ``$EVALGATE_EXPECT_HEAD``).
 
-    A chain broken by an edited row (with its signature intact) is not refused here; that is the broken-chain
-    rule's to decide. Refused here: a log whose newest signed head does not verify with the signing key (it was
-    rewritten and re-hashed, truncated, or appended to unsigned), no key to check it with, and a log that does not
+    A chain broken by an edited or deleted row is not refused here (whatever its signature says); that is the
+    broken-chain rule's to decide (``gate.reads.check_chain``: refused and logged unless accepted). Refused here:
+    a log whose newest signed head does not verify with the signing key (it was rewritten and re-hashed, truncated,
+    or appended to unsigned), no key to check it with, and a log that does not
     hold the expected head (an empty expected head holds only for an empty log).
 
     Args:
         store: the store whose access log the gate will append to.
         expect_head: ``(seq, row_hash)`` pinned by an earlier run, or None.
         required: the policy's ``require_expect_head``: refuse when no expected head is given.
+        accept_broken: the policy's ``accept_broken_chain`` is set: a signed head that does not hold is left to the
+            broken-chain rule (the gate goes on, logged and shown in every report) instead of refused here; the
+            expected head is still enforced.
 
     Returns:
         ``verify``'s result.
@@ -248,7 +252,7 @@ def check_for_gate(store: Store, expect_head: tuple[int, str] | None = None, req
                               f"{expect_head[1][:16]}...: {mismatch[1]}; the store was rolled back, truncated or "
                               "replaced. Find out who changed it before gating (nothing was read)")
     sig = res["signature"]
-    if not sig["ok"]:
+    if not sig["ok"] and not accept_broken and res["first_bad_seq"] is None:  # a broken chain: the rule's to refuse
         raise RefusedByPolicy(f"the access log's signed head does not hold: {sig['reason']}. The log may have been "
                               "rewritten by someone without the signing key; nothing was read ('evalgate audit "
                               "verify' says more)")

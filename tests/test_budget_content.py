@@ -199,7 +199,7 @@ def test_deleting_the_gates_read_rows_refunds_nothing_and_the_gate_refuses(
     _delete_gate_reads(home)
     audit = CliRunner().invoke(main, ["audit", "--split", "fx-private"])
     assert "chain BROKEN" in audit.output and "unknown: chain broken at row" in audit.output
-    assert "(4 left)" not in audit.output and _audit("fx-private")["budget"]["used"] is None
+    assert "/4 per 30d (4 left)" not in audit.output and _audit("fx-private")["budget"]["used"] is None
     pol2 = _policy(tmp_path, built, "gate2.yaml", bootstrap_seed=1)  # a changed policy: it would read again
     before = len(store.access_rows())
     out = tmp_path / "out"

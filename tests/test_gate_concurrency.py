@@ -1,5 +1,6 @@
 """Issue 13 point 2: gates started together on one private split. Each reserves all its decision reads in one locked
-step before reading anything, so exactly one decides and the others are refused having spent nothing; then an
+step before reading anything, so exactly one decides and the others are refused having spent nothing (a private
+result shown before is a free re-read, issue 27, so each gate here needs a read no other has made); then an
 unchanged gate reuses the stored decision (point 5). Real ``evalgate gate`` processes, a real SmolLM2 checkpoint
 on tiny splits, a real DuckDB store."""
 
@@ -19,7 +20,7 @@ from evalgate.cli import main
 from evalgate.demo_train import addition_items
 from evalgate.gate import load_policy, run_gate
 from evalgate.run import RunOptions, evaluate
-from evalgate.splits import write_split
+from evalgate.splits import DEFAULT_POLICIES, write_split
 from evalgate.store import Store
 from tests.test_gate_real import REPO, _variant
 
@@ -30,7 +31,9 @@ def _counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Path, smollm2_dir: Path) -> None:
     write_split("cc-dev", "dev", addition_items("dev", 2), {"source": "test"})
-    write_split("cc-private", "private", addition_items("private", 2), {"source": "test"})  # 4 reads / 30 days
+    # the private tier's policy with a budget of 3 reads / 30 days (a manifest may lower the tier's 4)
+    write_split("cc-private", "private", addition_items("private", 2), {"source": "test"},
+                policy=DEFAULT_POLICIES["private"].model_copy(update={"max_reads": 3}))
     proto = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
     proto.update(name="cc-add")
     proto["sampling"]["max_tokens"] = 3
@@ -42,53 +45,57 @@ def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Pat
     ck = _variant(smollm2_dir, home / "train" / "seed1" / "checkpoint-2", 2)
     evaluate(ppath, ck, "cc-dev", RunOptions(train_run="cc", train_seed=1, progress=False))
 
-    def policy(name: str) -> Path:
+    def policy(name: str, baseline: Path) -> Path:
         p = home / f"{name}.yaml"
         p.write_text(yaml.safe_dump({
             "name": name, "protocol": "cc-add@1", "protocol_file": str(ppath), "selection_split": "cc-dev",
-            "decision_split": "cc-private", "baseline": {"checkpoint": str(smollm2_dir)},
+            "decision_split": "cc-private", "baseline": {"checkpoint": str(baseline)},
             "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
         return p
 
-    # a first gate (baseline + seed 1's best = 2 reads) leaves 2 of 4: room for exactly one more decision, and
-    # fills the generation cache, so the winner below generates nothing
-    first = run_gate(load_policy(policy("g0")), Store())
+    # a first gate (baseline + seed 1's best = 2 reads) leaves 1 of 3
+    first = run_gate(load_policy(policy("g0", smollm2_dir)), Store())
     store = Store()
     assert len(_counted(store.access_rows("cc-private"))) == 2
     before = len(store.access_rows("cc-private"))
 
-    def gate(name: str, actor: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([sys.executable, "-m", "evalgate.cli", "gate", "--policy", str(policy(name)),
+    def gate(name: str, actor: str, baseline: Path) -> subprocess.Popen[str]:
+        return subprocess.Popen([sys.executable, "-m", "evalgate.cli", "gate", "--policy", str(policy(name, baseline)),
                                  "--actor", actor], cwd=REPO, env={**os.environ}, text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
 
-    # four different gates (their own names: no one can reuse another's verdict), started together
-    procs = [gate(f"g{i}", f"actor-{i}") for i in range(1, 5)]
+    # four different gates (their own names: no one can reuse another's verdict), started together, each against a
+    # baseline of its own (a checkpoint no gate has shown on the private split): each needs exactly 1 new read (its
+    # baseline; seed 1's best was shown by g0, a free re-read), and 1 is left, so exactly one can decide whatever
+    # the timing
+    bases = [_variant(smollm2_dir, home / "bases" / f"b{i}", 100 + i) for i in range(1, 5)]
+    procs = [gate(f"g{i}", f"actor-{i}", bases[i - 1]) for i in range(1, 5)]
     outs = [p.communicate(timeout=600) for p in procs]
     codes = [p.returncode for p in procs]
     winners = [i for i, c in enumerate(codes) if c in (0, 1)]
     assert len(winners) == 1 and sorted(codes).count(2) == 3, (codes, outs)
     for i, (out, err) in enumerate(outs):
         if i not in winners:
-            assert "the gate needs 2 reads of private split cc-private" in err and "only 0 of 4" in err, err
+            assert "the gate needs 1 read of private split cc-private" in err and "only 0 of 3" in err, err
             assert "nothing was read or spent" in err and out.splitlines()[-1] == "ship: none (refused: no verdict)"
     new = store.access_rows("cc-private")[before:]
-    by_actor = {f"actor-{i}": [r["outcome"] for r in new if r["actor"] == f"actor-{i}"] for i in range(1, 5)}
+    by_actor = {f"actor-{i}": [r for r in new if r["actor"] == f"actor-{i}"] for i in range(1, 5)}
     win = f"actor-{winners[0] + 1}"
-    # the winner: 2 reads reserved before reading, then its 2 runs logged under the reservation (not counted)
-    assert by_actor.pop(win) == ["read", "read", "reserved-read", "reserved-read"]
-    assert by_actor == {a: ["refused"] for a in by_actor}  # the three others spent nothing
-    assert len(_counted(store.access_rows("cc-private"))) == 4
+    # the winner: 1 read reserved (counted) before reading, its baseline run logged under the reservation (not
+    # counted), seed 1's best shown again as a free re-read
+    won = by_actor.pop(win)
+    assert sorted(r["outcome"] for r in won) == ["re-read", "read", "reserved-read"], won
+    assert {r["outcome"]: r["checkpoint_digest"] for r in won}["re-read"] == first.seeds[0].best.digest  # type: ignore[union-attr]
+    assert {a: [r["outcome"] for r in rows] for a, rows in by_actor.items()} == {a: ["refused"] for a in by_actor}
+    assert len(_counted(store.access_rows("cc-private"))) == 3
     text = outs[winners[0]][0].splitlines()
     assert f"    best: step 2 pass@1 {first.seeds[0].best.value:.4f}  {ck}" in text  # type: ignore[union-attr]
-    if codes[winners[0]] == 0:
-        assert text[-1].startswith(f"ship: {ck} (PASS; seed 1's best (step 2) has the highest pass@1 on cc-dev")
-    else:
+    if codes[winners[0]] != 0:
         assert text[-1].startswith("ship: none (gate FAIL: ")
 
     # the first gate again, unchanged: its stored decision is reused, nothing is read or spent
     rows = len(store.access_rows("cc-private"))
-    again = CliRunner().invoke(main, ["gate", "--policy", str(policy("g0"))])
+    again = CliRunner().invoke(main, ["gate", "--policy", str(policy("g0", smollm2_dir))])
     assert again.exit_code in (0, 1), again.output
     assert f"  reused decision of gate {first.gate_id} from " in again.output
     assert [r["outcome"] for r in store.access_rows("cc-private")[rows:]] == ["reused"]

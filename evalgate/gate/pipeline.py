@@ -125,7 +125,8 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
         ProtocolDrift: the protocol file no longer matches its lock (before any read).
     """
     store = store or Store()
-    accesslog.check_for_gate(store, expect_head, policy.require_expect_head)  # before any read
+    accesslog.check_for_gate(store, expect_head, policy.require_expect_head,  # before any read
+                             accept_broken=policy.accept_broken_chain is not None)
     who = actor_name(actor)
     name, version = policy.protocol.split("@", 1)
     manager = SplitManager(store)

@@ -42,6 +42,9 @@ def check_chain(policy: GatePolicy, manager: SplitManager, manifest: Any, actor:
     chain = verify(manager.store)
     if chain["ok"]:
         return None
+    if chain["first_bad_seq"] is None:  # the rows chain, but the signed head does not hold (accesslog.check_for_gate)
+        seq, why = chain["signature"].get("first_bad_seq"), f"signed head: {chain['signature']['reason']}"
+        chain = {**chain, "first_bad_seq": seq, "reason": why}
     where = f"the access log's hash chain is broken at row {chain['first_bad_seq']} ({chain['reason']})"
     if not policy.accept_broken_chain:
         manager.refuse(manifest.name, RELEASE_GATE, actor,
@@ -165,10 +168,10 @@ def reserve(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str
              for i, (path, digest, run_id) in enumerate(targets, 1)]
     new = sum(1 for r in reads if r["outcome"] == "read")
     pol = manager.owner(manifest).manifest.effective_policy()
-    refusal = (f"the gate needs {new} reads of private split {manifest.name} (one per seed's best checkpoint and the "
-               f"baseline not shown before), but only {{left}} of {pol.max_reads} per {pol.window_days} days are "
-               "left; nothing was read or spent. Wait for the window to pass or gate fewer seeds (another gate may "
-               "hold the reads: 'evalgate audit --split " + manifest.name + "')")
+    refusal = (f"the gate needs {new} read{'s' if new != 1 else ''} of private split {manifest.name} (one per "
+               f"seed's best checkpoint and the baseline not shown before), but only {{left}} of {pol.max_reads} per "
+               f"{pol.window_days} days are left; nothing was read or spent. Wait for the window to pass or gate "
+               "fewer seeds (another gate may hold the reads: 'evalgate audit --split " + manifest.name + "')")
     if evaluate_decision and new:
         return _reserve_release_reads(policy.name, manager, manifest, actor, reads, refusal)
     manager.reserve(manifest, actor, RELEASE_GATE, reads, refusal)
