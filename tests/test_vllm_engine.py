@@ -265,3 +265,19 @@ def test_openai_backend_reports_a_refused_server(smollm2_dir: Path) -> None:
     greedy = EffectiveParams(temperature=0.0, top_p=1.0, top_k=0, max_tokens=4, stop=(), repetition_penalty=1.0)
     with pytest.raises(EngineError):
         be.generate([GenerationRequest("q", "hi", (0,), (1,), greedy)])
+
+
+def test_data_parallel_two_engines_give_the_same_samples_as_one(smollm2_dir: Path) -> None:
+    """``data_parallel_size: 2``: two worker processes, each with its own engine on its own CPU cores (GPUs on a
+    GPU machine), the samples dealt out round-robin; every sample equals the one engine's (own seed each)."""
+    from evalgate.backends.base import EffectiveParams, GenerationRequest, VLLMOptions
+    from evalgate.backends.vllm import VLLMBackend
+
+    params = EffectiveParams(temperature=1.0, top_p=1.0, top_k=0, max_tokens=12, stop=(), repetition_penalty=1.0)
+    reqs = [GenerationRequest("a", "Once upon a time", (0, 1), (11, 12), params),
+            GenerationRequest("b", "The capital of France is", (0, 1), (21, 22), params)]
+    one = VLLMBackend(str(smollm2_dir), VLLMOptions(**ENGINE_OPTIONS)).generate(reqs)
+    two_backend = VLLMBackend(str(smollm2_dir), VLLMOptions(**ENGINE_OPTIONS, data_parallel_size=2))
+    two = two_backend.generate(reqs)
+    assert [[c.text for c in r.completions] for r in two] == [[c.text for c in r.completions] for r in one]
+    assert two_backend.timing()["engine_start_s"] > 0  # the workers started their own engines
