@@ -50,6 +50,15 @@ CLI_OPTIONS = [x for k, v in ENGINE_OPTIONS.items() for x in ("--backend-option"
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _close_engine() -> Iterator[None]:
+    """The module's shared engine is shut down after its last test (its memory freed for the rest of the run)."""
+    yield
+    from evalgate.backends.vllm import close_engine
+
+    close_engine()
+
+
 def _protocol(home: Path, base: str, name: str, sampling: dict, **extra: object) -> Path:
     from evalgate.protocols_ops import freeze
 
