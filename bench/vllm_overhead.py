@@ -68,6 +68,7 @@ def prepare(a: argparse.Namespace, work: Path) -> tuple[Path, dict, list[str]]:
     from evalgate.store import Store
     from evalgate.wheels import smollm2_gguf
 
+    os.environ.setdefault("EVALGATE_MODELS", str(REPO / ".evalgate" / "models"))  # the tests' conversion cache
     os.environ.update(EVALGATE_SPLITS=str(work / "splits"), EVALGATE_HOME=str(work / "home-prep"),
                       HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1")
     model_dir = resolve_checkpoint(a.model or smollm2_gguf()).model_dir

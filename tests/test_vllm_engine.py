@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -200,6 +201,9 @@ def test_sweep_over_two_checkpoints(home: Path, smollm2_dir: Path, smollm2_gguf:
 
 
 # -- the openai backend against `vllm serve` ---------------------------------------------------------------------
+SERVER: dict[str, subprocess.Popen] = {}  # the module's server process, for the test that kills it
+
+
 @pytest.fixture(scope="module")
 def vserve(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """vLLM's OpenAI-compatible server (``vllm serve``) on 127.0.0.1 with the SmolLM2 directory (float32, vLLM's
@@ -217,7 +221,7 @@ def vserve(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
                                  str(smollm2_dir), "--host", "127.0.0.1", "--port", str(port),
                                  "--dtype", "float32", "--max-model-len", "2048", "--generation-config", "vllm",
                                  "--enforce-eager"],
-                                stdout=fh, stderr=subprocess.STDOUT)
+                                stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         deadline = time.monotonic() + 900
         while True:
@@ -229,13 +233,21 @@ def vserve(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
             if proc.poll() is not None or time.monotonic() > deadline:
                 pytest.fail(f"vllm serve did not come up:\n{log.read_text()[-3000:]}")
             time.sleep(1)
+        SERVER["proc"] = proc
         yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        proc.terminate()
+    finally:  # the server's whole process group: its engine core and worker too
+        _signal_group(proc, signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
-            proc.kill()
+            _signal_group(proc, signal.SIGKILL)
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
 
 
 def test_openai_backend_against_vllm_serve(vserve: str, home: Path, smollm2_dir: Path, he_two: str) -> None:
@@ -257,6 +269,20 @@ def test_openai_backend_against_vllm_serve(vserve: str, home: Path, smollm2_dir:
         texts = [c.text for c in be.generate([req])[0].completions]
         assert texts[0] == texts[2], endpoint  # seed 5 twice
         assert all("\n" not in t for t in texts)  # the stop ends the text and is not in it
+
+
+def test_openai_backend_reports_a_server_that_died(vserve: str, smollm2_dir: Path) -> None:
+    """Runs after the server's other tests (file order): the server is killed, as a crash would end it."""
+    from evalgate.backends.base import EffectiveParams, GenerationRequest, OpenAIOptions
+    from evalgate.backends.openai import OpenAIBackend
+    from evalgate.errors import EngineError
+
+    _signal_group(SERVER["proc"], signal.SIGKILL)  # the server and its engine processes, at once
+    SERVER["proc"].wait(timeout=60)
+    be = OpenAIBackend(str(smollm2_dir), OpenAIOptions(base_url=vserve, max_retries=1, backoff_s=0.01))
+    greedy = EffectiveParams(temperature=0.0, top_p=1.0, top_k=0, max_tokens=4, stop=(), repetition_penalty=1.0)
+    with pytest.raises(EngineError):
+        be.generate([GenerationRequest("q", "hi", (0,), (1,), greedy)])
 
 
 def test_openai_backend_reports_a_refused_server(smollm2_dir: Path) -> None:
