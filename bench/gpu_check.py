@@ -43,7 +43,7 @@ def main() -> None:
             raise SystemExit("no CUDA device visible to torch: this check is for a GPU machine (on CPU, run the "
                              "tests with make test-vllm and bench/vllm_overhead.py directly)")
     except ImportError as e:
-        raise SystemExit(f"torch is not importable ({e}); run this with the engine's environment, .venv-vllm")
+        raise SystemExit(f"torch is not importable ({e}); run this with the engine's environment, .venv-vllm") from e
     steps = []
     if not a.skip_tests:
         steps.append([sys.executable, "-m", "pytest", "-q", "--durations=10", "tests/test_vllm_engine.py",

@@ -442,7 +442,7 @@ def generation_settings(name: str, options: BackendOptions) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=1)
 def _distributions_of() -> dict[str, list[str]]:
-    return importlib.metadata.packages_distributions()
+    return dict(importlib.metadata.packages_distributions())
 
 
 def engine_builds(package: str) -> dict[str, str | None]:

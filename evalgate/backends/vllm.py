@@ -290,7 +290,8 @@ class VLLMBackend:
         self.data_parallel_size = self.options.data_parallel_size
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
         self.encoder = PromptEncoder(self.tokenizer)
-        self._timing = {"engine_start_s": 0.0, "first_token_s": 0.0, "generation_s": 0.0, "calls": 0}
+        self._timing: dict[str, float] = {"engine_start_s": 0.0, "first_token_s": 0.0, "generation_s": 0.0,
+                                          "calls": 0}
 
     def generation_settings(self) -> dict[str, Any]:
         """The settings that change outputs (``base.generation_settings``)."""
@@ -352,10 +353,10 @@ class VLLMBackend:
                 phases = {"engine_start_s": started, **_timed_stream(llm, prompts, sps, take)}
             else:
                 outs, phases = self._generate_data_parallel(prompts, sps)
-                for k, out in enumerate(outs):
-                    take(k, out)
-            for k in ("engine_start_s", "first_token_s", "generation_s"):
-                self._timing[k] += phases[k]
+                for row, out in enumerate(outs):
+                    take(row, out)
+            for phase in ("engine_start_s", "first_token_s", "generation_s"):
+                self._timing[phase] += phases[phase]
             self._timing["calls"] += 1
         except EngineError:
             raise
