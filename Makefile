@@ -73,7 +73,7 @@ test: setup
 	$(MAKE) --no-print-directory test-vllm
 
 # the vLLM backend's tests, in the engine's environment (one engine per session, shared by the tests)
-VLLM_TESTS := tests/test_backend_vllm.py tests/test_vllm_engine.py
+VLLM_TESTS := tests/test_backend_vllm.py tests/test_vllm_engine.py tests/test_tools.py::test_hermes_and_llama3_agree_with_vllms_parsers
 test-vllm:
 	@if $(VPY) -c "import vllm" 2>/dev/null; then $(VLLM_VENV)/bin/pytest -q --durations=10 $(VLLM_TESTS); \
 	  else echo "skipped: $(VLLM_TESTS) (vLLM is not installed in $(VLLM_VENV); see make setup-vllm)"; fi

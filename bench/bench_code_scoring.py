@@ -1,7 +1,9 @@
 """Benchmark: sandboxed scoring of the 164 HumanEval canonical solutions against a plain subprocess loop.
 
-Target (issue 5): ``run_many`` (sandbox, one worker per core) takes no more than 1.5x the time of running the
-same programs one after another with plain ``subprocess.run`` divided by the number of cores.
+Target (issues 5 and 27): scoring through evalgate's harness (``run_tests_many``: the sandbox, the harness's
+trusted process and the candidate's process, one worker per core) takes no more than 1.5x the time of running the
+programs (prompt + solution + test + ``check``, as the reference harness assembles them) one after another with
+plain ``subprocess.run`` divided by the number of cores.
 
 Both are measured in the same process, interleaved repetition by repetition (so background load hits both),
 and reported as medians. The script prints one JSON document: machine, load averages before and after, per
@@ -30,11 +32,20 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from evalgate.datasets.humaneval import humaneval_path  # noqa: E402
 from evalgate.sandbox import available_cores, describe, run_many  # noqa: E402
+from evalgate.scoring.harness import HarnessJob, run_tests_many  # noqa: E402
 
 
-def programs() -> list[str]:
-    recs = [json.loads(x) for x in gzip.decompress(humaneval_path().read_bytes()).decode().splitlines() if x]
+def records() -> list[dict]:
+    return [json.loads(x) for x in gzip.decompress(humaneval_path().read_bytes()).decode().splitlines() if x]
+
+
+def programs(recs: list[dict]) -> list[str]:
     return [f"{r['prompt']}{r['canonical_solution']}\n\n{r['test']}\n\ncheck({r['entry_point']})\n"
+            for r in recs]
+
+
+def jobs(recs: list[dict]) -> list[HarnessJob]:
+    return [HarnessJob(r["prompt"] + r["canonical_solution"], r["prompt"], r["test"], r["entry_point"])
             for r in recs]
 
 
@@ -59,14 +70,23 @@ def plain_loop(progs: list[str], workdir: Path, python: list[str]) -> tuple[floa
     return time.perf_counter() - t0, _children_cpu_s() - cpu0
 
 
-def sandboxed(progs: list[str]) -> tuple[float, float]:
-    """(seconds, children's CPU seconds) to score every program with ``run_many`` (one worker per core)."""
+def sandboxed(todo: list[HarnessJob]) -> tuple[float, float]:
+    """(seconds, children's CPU seconds) to score every job with ``run_tests_many`` (one worker per core)."""
     cpu0, t0 = _children_cpu_s(), time.perf_counter()
-    res = run_many(progs, timeout_s=60)
+    res = run_tests_many(todo, timeout_s=60)
     wall = time.perf_counter() - t0
     bad = [i for i, r in enumerate(res) if r.status != "passed"]
     assert not bad, f"canonical solutions failed: {bad}"
     return wall, _children_cpu_s() - cpu0
+
+
+def sandboxed_without_harness(progs: list[str]) -> float:
+    """Seconds to run the assembled programs in the same sandbox with ``run_many`` and the exit status as the
+    verdict (scoring before issue 27): the harness's own cost is the difference."""
+    t0 = time.perf_counter()
+    res = run_many(progs, timeout_s=60)
+    assert all(r.status == "passed" for r in res)
+    return time.perf_counter() - t0
 
 
 def cpu_model() -> str:
@@ -83,21 +103,23 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=5, help="repetitions of each measurement (default 5)")
     args = ap.parse_args()
-    progs = programs()
+    recs = records()
+    progs, todo = programs(recs), jobs(recs)
     cores = available_cores()
     load_before = os.getloadavg()
-    plain, sandbox, plain_cores, sandbox_cores, same = [], [], [], [], []
+    plain, sandbox, plain_cores, sandbox_cores, same, bare = [], [], [], [], [], []
     # The sandbox's interpreter is a system Python started with -I -S (no site import), which starts faster than
     # evalgate's: a second baseline runs the plain loop under that same interpreter and flags.
     same_python = [describe()["python"].split()[0], "-I", "-S", "-B"]
     with tempfile.TemporaryDirectory(prefix="evalgate-bench-") as d:
-        run_many(progs[:cores])  # warm the namespace probe and the page cache
+        run_tests_many(todo[:cores])  # warm the namespace probe and the page cache
         for _ in range(args.reps):
             wall, cpu = plain_loop(progs, Path(d), [sys.executable])
             plain.append(wall)
             plain_cores.append(cpu / wall)
             same.append(plain_loop(progs, Path(d), same_python)[0])
-            wall, cpu = sandboxed(progs)
+            bare.append(sandboxed_without_harness(progs))
+            wall, cpu = sandboxed(todo)
             sandbox.append(wall)
             sandbox_cores.append(cpu / wall)
     med_plain, med_sandbox = statistics.median(plain), statistics.median(sandbox)
@@ -115,6 +137,8 @@ def main() -> None:
         "ratio_sandbox_to_plain_over_cores": round(med_sandbox / ideal, 3), "target_ratio": 1.5,
         "plain_loop_sandbox_python": same_python, "plain_loop_sandbox_python_s": [round(x, 3) for x in same],
         "ratio_sandbox_to_plain_sandbox_python_over_cores": round(med_sandbox / (statistics.median(same) / cores), 3),
+        "sandbox_without_harness_s": [round(x, 3) for x in bare],
+        "ratio_harness_to_without_harness": round(med_sandbox / statistics.median(bare), 3),
         "plain_loop_cores_busy": [round(x, 3) for x in plain_cores],
         "sandbox_cores_busy": [round(x, 3) for x in sandbox_cores],
     }, indent=2))

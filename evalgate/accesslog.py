@@ -14,6 +14,15 @@ Two checks, two costs:
   this module, so an append costs the same at 10 rows and at 100,000. It does *not* re-hash older rows: an edit of an
   older row's content (with or without re-hashing it) is seen only by the next full ``verify``.
 
+Neither check can tell a chain that someone re-hashed after editing it, with the stored head rewritten to match,
+from an honest one: everything they look at is in the store. So every append also signs the new head with an
+Ed25519 key kept outside the store (``evalgate.logsign``), and ``verify`` checks the newest signature against that
+key: the signed row must still be in the chain with the signed hash, and no row may follow it unsigned. An append
+signs only when the head it extends is the validly signed one, so a rewritten log stays unsigned whatever is
+appended to it. What a signature cannot show: a whole store rolled back to an earlier state (an old copy of the
+file, with its old signature). A head pinned outside the store catches that: ``verify(expect_head=...)``,
+``evalgate audit verify --expect-head``, ``evalgate gate --expect-head`` or ``$EVALGATE_EXPECT_HEAD``.
+
 This module depends on the store only; ``splits`` and ``audit`` both use it (no import cycle).
 """
 
@@ -27,6 +36,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from evalgate import logsign
+from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.store import Store
 
 GENESIS_HASH = "0" * 64
@@ -90,6 +101,83 @@ def _first_bad(rows: list[dict[str, Any]], prev: str, expected_seq: int) -> tupl
     return None
 
 
+def parse_head(text: str, where: str = "--expect-head") -> tuple[int, str]:
+    """A head as ``audit verify`` and ``audit`` print it: ``SEQ:HASH`` (row number, colon, 64 hex digits).
+
+    Raises:
+        BadInput: any other form, or the empty head ``0:`` with a hash other than the genesis hash.
+    """
+    seq, _, digest = text.strip().partition(":")
+    digest = digest.lower()
+    if not seq.isdigit() or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise BadInput(f"{where} {text!r}: expected SEQ:HASH as printed by 'evalgate audit verify' or 'evalgate "
+                       "audit' (a row number, a colon, 64 hex digits)")
+    if int(seq) == 0 and digest != GENESIS_HASH:
+        raise BadInput(f"{where} {text!r}: row 0 is the empty log, whose only head is 0:{GENESIS_HASH}")
+    return int(seq), digest
+
+
+def _expected_mismatch(rows: list[dict[str, Any]], want: tuple[int, str]) -> tuple[int, str] | None:
+    """``(seq, reason)`` when the chain does not hold head ``want``. The empty head ``(0, GENESIS_HASH)`` matches
+    only an empty log: a head pinned before anything was read must not vouch for a store that holds reads."""
+    seq, digest = want
+    if seq == 0:
+        if rows:
+            return 1, (f"the expected head is the empty log (0:{GENESIS_HASH[:12]}...), but the log holds "
+                       f"{len(rows)} rows: an empty head matches only an empty log; pin the head printed after the "
+                       "first read")
+        return None
+    got = rows[seq - 1]["row_hash"] if seq <= len(rows) else None
+    if got == digest:
+        return None
+    return (min(seq, len(rows) + 1),
+            f"the recorded head row {seq} is missing (rows after {len(rows)} were deleted)" if got is None
+            else f"row {seq} no longer has the recorded hash {digest[:12]} (the log was rewritten)")
+
+
+def _signature_check(store: Store, rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Check the newest signed head against the key outside the store (``logsign.signing_key``).
+
+    Returns:
+        ``{"ok", "checked", "seq", "reason", "public_key"}``: ``checked`` is False when no key was found to check
+        with (then ``ok`` is False unless the log is empty); ``seq`` is the signed row.
+    """
+    sig = store.access_log_signature()
+    key = logsign.signing_key()
+    out: dict[str, Any] = {"ok": False, "checked": key is not None, "seq": sig["seq"] if sig else None,
+                           "reason": None, "public_key": logsign.public_hex(key) if key is not None else None,
+                           "first_bad_seq": min(sig["seq"], len(rows) + 1) if sig and sig["seq"] > 0 else 1}
+    if not rows and (sig is None or sig["seq"] == 0):
+        out.update(ok=True, checked=True, first_bad_seq=None)
+        return out
+    if sig is None:
+        out["reason"] = (f"the log holds {len(rows)} rows and no signed head: its signature was removed, or the rows "
+                         "were written by an evalgate without signed heads. If you trust this store as it is (check "
+                         "it against a head you pinned, --expect-head), sign its head once with 'evalgate audit "
+                         "sign'")
+    elif key is None:
+        out["reason"] = (f"no access-log signing key to check the signed head with ({logsign.log_key_file()} is "
+                         "missing); set EVALGATE_LOG_KEY or EVALGATE_LOG_KEY_FILE to the key that signs this store")
+    elif not logsign.valid(key, sig["seq"], sig["row_hash"], sig["signature"]):
+        other = sig["public_key"] != out["public_key"]
+        out["reason"] = (f"the signature of head {sig['seq']} does not verify with this key"
+                         + (f" (it names key {sig['public_key'][:16]}, this is {out['public_key'][:16]}: use the key "
+                            "that signs this store, or the signature was forged)" if other
+                            else " (the signed head or its signature was rewritten)"))
+    elif sig["seq"] > len(rows) or rows[sig["seq"] - 1]["row_hash"] != sig["row_hash"]:
+        out["reason"] = (f"the signed head row {sig['seq']} is missing (rows after {len(rows)} were deleted)"
+                         if sig["seq"] > len(rows) else
+                         f"row {sig['seq']} no longer has its signed hash {sig['row_hash'][:12]} (the log was "
+                         "rewritten and re-hashed)")
+    elif sig["seq"] < len(rows):
+        out["first_bad_seq"] = sig["seq"] + 1
+        out["reason"] = (f"rows {sig['seq'] + 1}-{len(rows)} follow the signed head {sig['seq']} unsigned: they "
+                         "were appended without the signing key, or the log after the signed row was rewritten")
+    else:
+        out.update(ok=True, first_bad_seq=None)
+    return out
+
+
 def verify(store: Store, expect_head: tuple[int, str] | None = None) -> dict[str, Any]:
     """Re-compute the whole hash chain (O(rows)); record the result in the store for ``append``'s warning.
 
@@ -111,21 +199,86 @@ def verify(store: Store, expect_head: tuple[int, str] | None = None) -> dict[str
         head: dict[str, Any] = {"seq": rows[-1]["seq"] if rows else 0,
                                 "hash": rows[-1]["row_hash"] if rows else GENESIS_HASH}
         bad = _first_bad(rows, GENESIS_HASH, 1)
-        for want in (expect_head, (recorded["seq"], recorded["row_hash"]) if recorded else None):
-            if bad is None and want is not None and want[0] > 0:
-                seq, digest = want
-                got = rows[seq - 1]["row_hash"] if seq <= len(rows) else None
-                if got != digest:
-                    bad = (min(seq, len(rows) + 1),
-                           f"the recorded head row {seq} is missing (rows after {len(rows)} were deleted)"
-                           if got is None else f"row {seq} no longer has the recorded hash {digest[:12]} "
-                                               "(the log was rewritten)")
-        if bad is None:
+        recorded_head = (recorded["seq"], recorded["row_hash"]) if recorded and recorded["seq"] > 0 else None
+        for want in (expect_head, recorded_head):
+            if bad is None and want is not None:
+                bad = _expected_mismatch(rows, want)
+        signature = _signature_check(store, rows)
+        if bad is None and signature["ok"]:
             store.set_access_log_head(head["seq"], head["hash"])
-        else:
+        elif bad is not None:
             store.mark_access_log_broken(*bad)
-    return {"ok": bad is None, "rows": len(rows), "first_bad_seq": bad[0] if bad else None,
-            "reason": bad[1] if bad else None, "head": head}
+        elif signature["checked"]:
+            store.mark_access_log_broken(signature["first_bad_seq"], f"signed head: {signature['reason']}")
+    return {"ok": bad is None and signature["ok"], "rows": len(rows), "first_bad_seq": bad[0] if bad else None,
+            "reason": bad[1] if bad else None, "head": head, "signature": signature}
+
+
+def check_for_gate(store: Store, expect_head: tuple[int, str] | None = None, required: bool = False
+                   ) -> dict[str, Any]:
+    """What every gate checks before it reads anything: the newest signed head, and the head pinned outside the
+    store (``expect_head``, else ``$EVALGATE_EXPECT_HEAD``).
+
+    A chain broken by an edited row (with its signature intact) is not refused here; that is the broken-chain
+    rule's to decide. Refused here: a log whose newest signed head does not verify with the signing key (it was
+    rewritten and re-hashed, truncated, or appended to unsigned), no key to check it with, and a log that does not
+    hold the expected head (an empty expected head holds only for an empty log).
+
+    Args:
+        store: the store whose access log the gate will append to.
+        expect_head: ``(seq, row_hash)`` pinned by an earlier run, or None.
+        required: the policy's ``require_expect_head``: refuse when no expected head is given.
+
+    Returns:
+        ``verify``'s result.
+
+    Raises:
+        RefusedByPolicy: see above (nothing read, nothing spent).
+        BadInput: ``$EVALGATE_EXPECT_HEAD`` is not ``SEQ:HASH``.
+    """
+    if expect_head is None and os.environ.get("EVALGATE_EXPECT_HEAD", "").strip():
+        expect_head = parse_head(os.environ["EVALGATE_EXPECT_HEAD"], "$EVALGATE_EXPECT_HEAD")
+    if required and expect_head is None:
+        raise RefusedByPolicy("the gate policy sets require_expect_head: pass --expect-head SEQ:HASH (or set "
+                              "$EVALGATE_EXPECT_HEAD) to the head the last gate or 'evalgate audit verify' printed")
+    res = verify(store, expect_head)
+    mismatch = _expected_mismatch(store.access_rows(), expect_head) if expect_head else None
+    if mismatch is not None:
+        raise RefusedByPolicy(f"the access log does not hold the expected head {expect_head[0]}:"
+                              f"{expect_head[1][:16]}...: {mismatch[1]}; the store was rolled back, truncated or "
+                              "replaced. Find out who changed it before gating (nothing was read)")
+    sig = res["signature"]
+    if not sig["ok"]:
+        raise RefusedByPolicy(f"the access log's signed head does not hold: {sig['reason']}. The log may have been "
+                              "rewritten by someone without the signing key; nothing was read ('evalgate audit "
+                              "verify' says more)")
+    return res
+
+
+def sign_head(store: Store, expect_head: tuple[int, str] | None = None) -> dict[str, Any]:
+    """Sign the current head of a log whose chain is intact (``evalgate audit sign``), creating the key if needed.
+
+    For a store written before heads were signed, or after a key change the team decided on: it vouches for the log
+    as it is now, so check it first (against a head pinned outside the store: ``expect_head``). A signed log that
+    loses its signature was tampered with; signing it again would hide that.
+
+    Returns:
+        ``verify``'s result after signing.
+
+    Raises:
+        BadInput: the chain is broken, or does not hold ``expect_head`` (nothing signed).
+    """
+    with store.session():
+        rows = store.access_rows()
+        bad = _first_bad(rows, GENESIS_HASH, 1) or (_expected_mismatch(rows, expect_head) if expect_head else None)
+        if bad is not None:
+            raise BadInput(f"not signing: the access log is broken at row {bad[0]} ({bad[1]}); a signature would vouch "
+                           "for an edited log")
+        key = logsign.signing_key(create=True)
+        if rows:
+            seq, digest = rows[-1]["seq"], rows[-1]["row_hash"]
+            store.set_access_log_signature(seq, digest, logsign.public_hex(key), logsign.sign(key, seq, digest))
+        return verify(store, expect_head)
 
 
 def _check_since_head(store: Store) -> tuple[tuple[int, str] | None, dict[str, Any] | None]:
@@ -151,20 +304,47 @@ def _check_since_head(store: Store) -> tuple[tuple[int, str] | None, dict[str, A
 
 
 _warned_broken: set[Path] = set()  # stores whose broken chain this process has already reported
+_warned_unsigned: set[Path] = set()  # stores this process appended to without signing
 
 
-def append(store: Store, row: dict[str, Any], budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
+def _signer(store: Store, last: dict[str, Any] | None) -> tuple[Any | None, str | None]:
+    """The key that signs the head after an append, or ``(None, why not)``.
+
+    An append signs only when the log it extends is empty (and was never signed) or ends at the validly signed
+    head: signing the head of a log that was rewritten after its last signature would vouch for the rewrite. The
+    key is created at the first append (``logsign``); if that fails the row is still appended, unsigned.
+    """
+    try:
+        key = logsign.signing_key(create=True)
+    except OSError as e:
+        return None, f"the signing key {logsign.log_key_file()} cannot be created ({e})"
+    sig = store.access_log_signature()
+    if last is None:
+        return (key, None) if sig is None or sig["seq"] == 0 else (None, "the log is empty but was signed at row "
+                                                                          f"{sig['seq']} (its rows were deleted)")
+    if sig is None:
+        return None, "the log has no signed head (see 'evalgate audit sign')"
+    if (sig["seq"], sig["row_hash"]) != (last["seq"], last["row_hash"]):
+        return None, f"its last row {last['seq']} is not the signed head (row {sig['seq']})"
+    if not logsign.valid(key, sig["seq"], sig["row_hash"], sig["signature"]):
+        return None, "the signed head does not verify with this key (another key signs this store, or it was forged)"
+    return key, None
+
+
+def append(store: Store, row: dict[str, Any], budget: tuple[datetime, int] | None = None,
+           counted: tuple[str, ...] | None = None, *, contamination: bool = False) -> dict[str, Any] | None:
     """Chain and append one row (built with ``entry``); ``append_many`` with one row.
 
     Returns:
         The stored row with seq, ts, prev_hash and row_hash; None when ``budget`` refused it (nothing stored).
     """
-    rows = append_many(store, [row], budget)
+    rows = append_many(store, [row], budget, counted, contamination=contamination)
     return rows[0] if rows else None
 
 
-def append_many(store: Store, rows: list[dict[str, Any]],
-                budget: tuple[datetime, int] | None = None) -> list[dict[str, Any]] | None:
+def append_many(store: Store, rows: list[dict[str, Any]], budget: tuple[datetime, int] | None = None,
+                counted: tuple[str, ...] | None = None, *,
+                contamination: bool = False) -> list[dict[str, Any]] | None:
     """Chain and append rows (built with ``entry``, all of one split when ``budget`` is given) after the incremental
     check of what is new since the last verified head; all under the store lock, and the budget count and the
     insert in one transaction, so concurrent processes append one at a time and all rows go in or none.
@@ -180,6 +360,10 @@ def append_many(store: Store, rows: list[dict[str, Any]],
             ``override``) of ``rows[0]["split"]`` with ``ts >= window_start``, plus those among ``rows``, stay
             within ``max_reads``: concurrent readers cannot overdraw a budget, and a gate reserves all its reads or
             none (``SplitManager.reserve``).
+        counted: the split names whose reads ``budget`` counts (default: ``rows[0]["split"]`` alone); one content
+            known under several names shares one budget (``SplitManager.content_names``).
+        contamination: ``budget`` counts contamination checks (outcome ``read``, purpose ``contamination-check``)
+            instead of reads: the sealed tiers' budget of its own (``evalgate.splits``).
 
     Returns:
         The stored rows with seq, ts, prev_hash and row_hash; None when ``budget`` refused them (nothing stored).
@@ -187,6 +371,7 @@ def append_many(store: Store, rows: list[dict[str, Any]],
     with store.session():
         bad, verified = _check_since_head(store)
         last = store.access_log_last()
+        key, why_unsigned = _signer(store, last)
         seq, prev = (last["seq"] + 1, last["row_hash"]) if last else (1, GENESIS_HASH)
         ts, full_rows = store.clock(), []
         for row in rows:
@@ -195,9 +380,18 @@ def append_many(store: Store, rows: list[dict[str, Any]],
             full["row_hash"] = prev = row_hash(prev, full)
             full_rows.append(full)
             seq += 1
-        limit = (rows[0]["split"], budget[0], budget[1]) if budget is not None and rows else None
-        if not store.insert_access_rows(full_rows, limit):
+        limit = (counted or rows[0]["split"], budget[0], budget[1]) if budget is not None and rows else None
+        signature = None
+        if key is not None and bad is None and full_rows:
+            head_seq, head_hash = full_rows[-1]["seq"], full_rows[-1]["row_hash"]
+            signature = (head_seq, head_hash, logsign.public_hex(key), logsign.sign(key, head_seq, head_hash))
+        if not store.insert_access_rows(full_rows, limit, signature, contamination=contamination):
             return None
+        if bad is None and why_unsigned and store.path.resolve() not in _warned_unsigned:
+            _warned_unsigned.add(store.path.resolve())
+            print(f"warning: the access log in {store.path} is appended to without a new signed head: {why_unsigned}. "
+                  "'evalgate audit verify' and 'evalgate gate' fail until that is resolved (see 'evalgate audit "
+                  "verify').", file=sys.stderr)
         if bad is not None and store.path.resolve() not in _warned_broken:
             _warned_broken.add(store.path.resolve())
             print(f"warning: the access log in {store.path} is already broken at row {bad[0]} ({bad[1]}); new "

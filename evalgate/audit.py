@@ -12,7 +12,7 @@ from typing import Any
 
 from evalgate.accesslog import verify as verify_chain
 from evalgate.errors import BadInput
-from evalgate.splits import SplitManager, list_manifests
+from evalgate.splits import SplitManager, scan_manifests, splits_dir
 from evalgate.store import Store, now
 
 
@@ -30,26 +30,41 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
         tier: only splits of this tier (e.g. ``"private"`` for the release report's table).
 
     Returns:
-        ``{"generated_at", "since", "splits": {name: entry}, "chain": verify_chain(...)}``; each entry holds
+        ``{"generated_at", "since", "splits_dir", "splits": {name: entry}, "chain": verify_chain(...)}``, where
+        ``splits_dir`` is the absolute directory the manifests (tiers, budgets) were read from; each entry holds
         ``tier``, ``reads``, ``cached_reads``, ``overrides``, ``refusals``, ``by_actor``, ``by_purpose``,
         ``by_day`` (ISO date -> reads), ``refusals_by_actor``, ``ci_reads``, ``first_read``, ``last_read``
         (ISO text or None), ``tiers_seen`` (more than one means the manifest's tier was changed), and ``budget``
-        (``max_reads``, ``window_days``, ``hard``, ``used``, ``left``) for budgeted splits.
+        (``max_reads``, ``window_days``, ``hard``, ``used``, ``left``; ``unknown`` on a broken chain) for
+        budgeted splits, and ``manifest`` (False for a split in the log whose manifest is not in ``splits_dir``:
+        its budget is unknown, not absent). A split's reads are those of its content under any name
+        (``splits.content_owner``): ``content_names`` lists them, ``same_content_as`` names the owning split when
+        this manifest is a copy. On a broken chain the budget's ``used`` and ``left`` are None and ``unknown`` says
+        why (a deleted row would otherwise count as a refund). ``broken_manifests``: the error of each split
+        manifest that does not load (its split shows only its logged rows). ``contamination_budget``
+        (``max_checks``, ``window_days``, ``used``, ``left``) for splits whose policy budgets contamination checks
+        (the sealed tiers), over every name of the content.
 
     Raises:
         BadInput: ``split`` has neither a manifest nor any access-log row.
     """
-    rows = store.access_rows(split, since)
-    manifests = {m.name: m for m in list_manifests()}
+    chain = verify_chain(store)  # first: a budget is never counted from a broken chain
+    loaded, broken = scan_manifests()  # a manifest that does not load is named, and hides no other split
+    manifests = {m.name: m for m in loaded}
     if split and split not in manifests and not store.access_rows(split):
         raise BadInput(f"unknown split {split!r}: no manifest and no access-log rows; known splits: "
                        f"{', '.join(sorted(manifests)) or 'none'}")
+    manager = SplitManager(store)
+    owners = {name: manager.owner(m) for name, m in manifests.items()}
+    names = set(owners[split].names) if split in owners else {split} if split else None
+    rows = [r for r in store.access_rows(None, since) if names is None or r["split"] in names]
     by_split: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_split[r["split"]].append(r)
     out: dict[str, Any] = {}
     for name in sorted(set(by_split) | ({split} if split else set(manifests))):
-        rs = by_split.get(name, [])
+        own = owners.get(name)
+        rs = sorted((r for n in (own.names if own else (name,)) for r in by_split.get(n, [])), key=lambda r: r["seq"])
         reads = [r for r in rs if r["outcome"] in ("read", "override")]
         refused = [r for r in rs if r["outcome"] == "refused"]
         m_tier = manifests[name].tier if name in manifests else None
@@ -66,21 +81,39 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
             "first_read": min((r["ts"] for r in reads), default=None),
             "last_read": max((r["ts"] for r in reads), default=None),
             "tiers_seen": sorted({r["tier"] for r in rs} | ({m_tier} if m_tier else set())),
+            "manifest": name in manifests,
         }
         if tier is not None and entry["tier"] != tier:
             continue
-        if name in manifests:
-            policy = manifests[name].effective_policy()
+        if own is not None:
+            entry["content_names"] = list(own.names)
+            entry["same_content_as"] = own.manifest.name if own.manifest.name != name else None
+            policy = own.manifest.effective_policy()
             if policy.max_reads is not None:
-                used = SplitManager(store).reads_in_window(name, policy)
-                entry["budget"] = {"max_reads": policy.max_reads, "window_days": policy.window_days,
-                                   "hard": policy.hard, "used": used, "left": max(0, policy.max_reads - used)}
+                entry["budget"] = _budget(manager, own.names, policy, chain)
+            if policy.max_contamination_checks is not None:
+                used = manager.contamination_checks_in_window(own.names, policy)
+                entry["contamination_budget"] = {
+                    "max_checks": policy.max_contamination_checks, "window_days": policy.window_days, "used": used,
+                    "left": max(0, policy.max_contamination_checks - used)}
         for k in ("first_read", "last_read"):
             if entry[k] is not None:
                 entry[k] = entry[k].isoformat(timespec="seconds")
         out[name] = entry
     return {"generated_at": now().isoformat(timespec="seconds"), "since": since.isoformat() if since else None,
-            "splits": out, "chain": verify_chain(store)}
+            "splits_dir": str(splits_dir().resolve()), "splits": out, "chain": chain,
+            "broken_manifests": [e.message for e in broken]}
+
+
+def _budget(manager: SplitManager, names: tuple[str, ...], policy: Any, chain: dict[str, Any]) -> dict[str, Any]:
+    """A budget's line: used and left in the window over every name of the content; on a broken chain ``used`` and
+    ``left`` are None and ``unknown`` (present only then) says why: deleted rows would count as budget left, so
+    nothing is counted."""
+    b: dict[str, Any] = {"max_reads": policy.max_reads, "window_days": policy.window_days, "hard": policy.hard}
+    if not chain["ok"]:
+        return {**b, "used": None, "left": None, "unknown": f"chain broken at row {chain['first_bad_seq']}"}
+    used = manager.reads_in_window(names, policy)
+    return {**b, "used": used, "left": max(0, policy.max_reads - used)}
 
 
 LOG_FIELDS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outcome", "cached", "run_id",

@@ -9,6 +9,11 @@ it unchanged: they are ``Trainer`` subclasses and call the same ``TrainerCallbac
 - ``on_save``: the new ``checkpoint-N`` is announced in ``<output_dir>/evalgate-queue.jsonl`` (a running watch reads
   it without waiting out its settle time) or, with ``evaluate=True``, evaluated in-process through ``evaluate()``.
 - ``on_train_end``: a ``train_end`` line in the queue file, so ``evalgate watch --exit-when-done`` can finish.
+- ``on_train_begin``: leftovers of an earlier run in the same ``output_dir`` are moved aside (renamed
+  ``<name>.previous-<time>``), never obeyed or merged (issue 28, item 14): the ``STOP`` file and
+  ``evalgate-stop.json`` always (they were written before this training began); on a fresh start (global step 0)
+  also ``evalgate-log.jsonl`` and ``evalgate-queue.jsonl``. A resumed run keeps its log (the steps it logs again
+  make an abandoned segment that the diagnostics judge too) and drops the stale ``train_end`` lines of its queue.
 
 Importing this module imports ``transformers`` (for ``TrainerCallback``), never vLLM.
 """
@@ -23,7 +28,8 @@ from typing import Any
 
 from transformers import TrainerCallback
 
-from evalgate.diagnostics.guards import Guards, guard_seed
+from evalgate.diagnostics.diagnose import diagnose
+from evalgate.diagnostics.guards import Guards, trips
 from evalgate.diagnostics.log import from_records
 from evalgate.fileio import atomic_write
 from evalgate.watch import LOG_FILE, QUEUE_FILE, STOP_FILE
@@ -68,13 +74,34 @@ class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
         self.stop_reason: str | None = None
         self.results: list[dict[str, Any]] = []
 
-    def _stop(self, args: Any, control: Any, reason: str, step: int | None) -> None:
+    def _stop(self, args: Any, control: Any, reason: str, step: int, first_step: int | None = None) -> None:
+        """Stop training at ``step`` (the global step now); ``first_step``: where the finding began."""
         control.should_training_stop = True
         if self.stop_reason is None:
             self.stop_reason = reason
             print(f"evalgate: stopping training at step {step}: {reason}", file=sys.stderr, flush=True)
-            atomic_write(Path(args.output_dir) / STOP_REASON_FILE,
-                         json.dumps({"reason": reason, "step": step, "time": time.time()}, indent=2) + "\n")
+            doc = {"reason": reason, "step": step, "first_step": first_step, "time": time.time()}
+            atomic_write(Path(args.output_dir) / STOP_REASON_FILE, json.dumps(doc, indent=2) + "\n")
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if not state.is_world_process_zero:
+            return control
+        out = Path(args.output_dir)
+        fresh = not state.global_step
+        names = [STOP_FILE, STOP_REASON_FILE] + ([LOG_FILE, QUEUE_FILE] if fresh else [])
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for name in names:
+            f = out / name
+            if f.is_file():
+                dest = f.with_name(f"{name}.previous-{stamp}")
+                f.replace(dest)
+                print(f"evalgate: {f} is left from an earlier run; moved to {dest.name}", file=sys.stderr,
+                      flush=True)
+        q = out / QUEUE_FILE
+        if not fresh and q.is_file():
+            lines = [ln for ln in q.read_text().splitlines(keepends=True) if '"train_end"' not in ln]
+            atomic_write(q, "".join(lines))
+        return control
 
     def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
                **kwargs: Any) -> Any:
@@ -92,10 +119,12 @@ class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
             self._stop(args, control, f"{stop}: {reason}", state.global_step)
             return control
         log = from_records(list(state.log_history), f"{out} (log_history)", "trainer_state")
-        sg = guard_seed(log, self.guards, [], seed=self.seed if self.seed is not None else args.seed)
-        if sg.trips:
-            f = sg.trips[0]
-            self._stop(args, control, f"{f.signal} ({f.status}) at step {f.step}: {f.message}", f.step)
+        d = diagnose(log, self.guards, seed=self.seed if self.seed is not None else args.seed)
+        hits = trips(d, self.guards, live=True)
+        if hits:
+            f = hits[0]
+            self._stop(args, control, f"{f.signal} ({f.status}) since step {f.step}: {f.message}", state.global_step,
+                       f.step)
         return control
 
     def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:

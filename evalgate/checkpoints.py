@@ -44,6 +44,7 @@ from filelock import FileLock
 
 from evalgate.errors import BadInput, EngineError, MissingExtra
 from evalgate.fileio import atomic_write
+from evalgate.version import install_hint
 
 # Files whose bytes decide what a checkpoint generates. generation_config.json is deliberately absent: evalgate
 # never lets it change what is sent to the engine (sampling comes only from the protocol).
@@ -329,6 +330,85 @@ def check_weight_files(model_dir: Path) -> None:
                            "damaged (an interrupted copy or download?). Copy it again") from e
 
 
+def nonfinite_count(t: Any) -> int:
+    """How many values of a torch tensor are NaN or infinite (0 for an empty or non-floating tensor).
+
+    The common case, all finite, costs one ``torch.aminmax`` pass (NaN propagates to both ends, infinity sits at
+    one of them): measured here about 10x faster than ``torch.isfinite(t).all()``, which builds a boolean tensor
+    as large as ``t`` (bench/finite_check.py). Only a tensor that fails is counted in full.
+    """
+    import torch
+
+    if not t.is_floating_point() or t.numel() == 0:
+        return 0
+    lo, hi = torch.aminmax(t)
+    if bool(torch.isfinite(lo)) and bool(torch.isfinite(hi)):
+        return 0
+    return int((~torch.isfinite(t)).sum())
+
+
+def check_finite_weights(model_dir: Path) -> None:
+    """Refuse a directory whose ``*.safetensors`` weights hold NaN or infinity, for engines that load the files
+    themselves (vLLM); the hf backend checks the tensors it loaded instead (``backends.hf.check_finite``).
+
+    Reads every floating tensor once (``safetensors.safe_open``, torch) and counts its non-finite values
+    (``nonfinite_count``): about the cost of reading the weights, small beside an engine's start. A single
+    non-finite weight makes every logit NaN and the run a "complete" one of empty or garbage completions.
+
+    Raises:
+        BadInput: naming the file, the first non-finite tensor and how many of its values are non-finite.
+    """
+    try:
+        import torch  # noqa: F401 - the "pt" framework of safe_open
+        from safetensors import safe_open
+    except ImportError:
+        return
+    for f in sorted(model_dir.glob("*.safetensors")):
+        with safe_open(str(f), "pt") as st:
+            for name in st.keys():  # noqa: SIM118 - a safe_open handle is not iterable
+                t = st.get_tensor(name)
+                if bad := nonfinite_count(t):
+                    raise BadInput(f"checkpoint {model_dir}: tensor {name} in {f.name} holds {bad} non-finite "
+                                   f"value(s) (NaN or infinity) of {t.numel()}: the model cannot produce meaningful "
+                                   "output. The training step that saved it diverged or the file is damaged; "
+                                   "evaluate another checkpoint")
+
+
+_CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_seq_len", "seq_length", "max_sequence_length")
+
+
+def context_length(model_dir: Path) -> tuple[int, str] | None:
+    """The checkpoint's context length in tokens (prompt + completion), from its ``config.json``, and where it
+    came from; None when the config names none.
+
+    The first of ``max_position_embeddings``, ``n_positions``, ``max_seq_len``, ``seq_length`` and
+    ``max_sequence_length`` in the config or its ``text_config`` (multimodal configs such as Gemma 3's). RoPE
+    scaling of type ``linear``, ``dynamic`` or ``yarn`` multiplies it by its ``factor`` (``yarn``: the
+    ``original_max_position_embeddings`` times the factor), as vLLM derives its maximum model length
+    (``vllm.config``); ``llama3`` and the default type already state the extended length.
+    """
+    try:
+        cfg = json.loads((model_dir / "config.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError):
+        return None
+    for where, c in (("config.json", cfg), ("config.json text_config", cfg.get("text_config"))):
+        if not isinstance(c, dict):
+            continue
+        key = next((k for k in _CONTEXT_KEYS if isinstance(c.get(k), int) and c[k] > 0), None)
+        if key is None:
+            continue
+        n, src = c[key], f"{where} {key}"
+        rope = c.get("rope_scaling") or c.get("rope_parameters") or {}
+        kind = rope.get("rope_type", rope.get("type")) if isinstance(rope, dict) else None
+        factor = rope.get("factor") if isinstance(rope, dict) else None
+        if kind in ("linear", "dynamic", "yarn") and isinstance(factor, int | float) and factor > 1:
+            base = rope.get("original_max_position_embeddings") if kind == "yarn" else None
+            n = int((base if isinstance(base, int) else n) * factor)
+            src += f" with {kind} RoPE scaling x{factor}"
+        return n, src
+    return None
+
+
 def models_dir() -> Path:
     """Where converted GGUF checkpoints are cached: ``$EVALGATE_MODELS``, else ``$EVALGATE_HOME/models``."""
     if os.environ.get("EVALGATE_MODELS"):
@@ -364,7 +444,7 @@ def convert_gguf(gguf: Path, digest: str) -> Path:
             from evalgate.progress import gguf_conversion_bars
         except ImportError as e:
             raise MissingExtra(
-                f"converting a GGUF checkpoint needs the hf extra: pip install 'evalgate[hf]' ({e})") from e
+                f"converting a GGUF checkpoint needs the hf extra: {install_hint('hf')} ({e})") from e
         tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
         try:
             with gguf_conversion_bars():  # its bar follows transformers' switch (off under evalgate run --json)
@@ -445,10 +525,24 @@ def _args_seed(dir_: Path) -> int | None:
 _SEED_RE = re.compile(r"(?:^|[-_.])seed[-_=]?(\d+)$", re.IGNORECASE)
 
 
+FOLDER_WINS = "the folder name wins"
+"""Ends the provenance note of a value whose folder name and saved training file disagree (``disagreements``)."""
+
+
+def disagreements(provenance: dict[str, str]) -> list[str]:
+    """Warnings for the provenance values whose folder name and the trainer's saved files disagree (a renamed or
+    copied checkpoint folder, or a ``trainer_state.json`` from another checkpoint), e.g. ``step 800 from folder name
+    'checkpoint-800' (trainer_state.json global_step says 750; the folder name wins)``."""
+    return [f"training {k.replace('_', ' ')} from {v}: pass --{k.replace('_', '-')} if the folder name is wrong"
+            for k, v in provenance.items() if v.endswith(f"{FOLDER_WINS})")]
+
+
 def infer_training(dir_: Path) -> tuple[dict[str, Any], dict[str, str]]:
     """Training run, seed and step of a checkpoint directory, from common layouts, and where each came from.
 
-    - step: a ``checkpoint-N`` folder name, else ``global_step`` of ``trainer_state.json``.
+    - step: a ``checkpoint-N`` folder name, else ``global_step`` of ``trainer_state.json``. The folder name wins
+      over a different ``global_step`` (it is the name sweeps, globs and people use), and the disagreement is noted
+      in the source (``disagreements`` turns such notes into the run's warnings).
     - train_seed: a ``seed-N`` / ``seed_N`` / ``seedN`` folder name (the checkpoint's own folder or one of its two
       parents, e.g. ``run/seed-1/checkpoint-9``), else ``seed`` of ``training_args.bin`` (HF Trainer, TRL), else
       ``trial_params.seed`` of ``trainer_state.json``. A folder name wins over the saved arguments (it is the label
@@ -463,8 +557,11 @@ def infer_training(dir_: Path) -> tuple[dict[str, Any], dict[str, str]]:
     values: dict[str, Any] = {"train_run": None, "train_seed": None, "step": None}
     src: dict[str, str] = {}
     state = _trainer_state(dir_)
+    saved_step = (state or {}).get("global_step")
     if m := _STEP_RE.search(dir_.name):
         values["step"], src["step"] = int(m.group(1)), f"folder name {dir_.name!r}"
+        if isinstance(saved_step, int) and saved_step != values["step"]:
+            src["step"] += f" (trainer_state.json global_step says {saved_step}; {FOLDER_WINS})"
     elif state and isinstance(state.get("global_step"), int):
         values["step"], src["step"] = state["global_step"], "trainer_state.json global_step"
     seed_dir = next((d for d in (dir_, dir_.parent, dir_.parent.parent) if _SEED_RE.search(d.name)), None)
@@ -473,7 +570,8 @@ def infer_training(dir_: Path) -> tuple[dict[str, Any], dict[str, str]]:
     if seed_dir is not None:
         values["train_seed"] = int(_SEED_RE.search(seed_dir.name).group(1))  # type: ignore[union-attr]
         src["train_seed"] = f"folder name {seed_dir.name!r}" + (
-            f" (training_args.bin says seed {args_seed})" if args_seed not in (None, values["train_seed"]) else "")
+            f" (training_args.bin says seed {args_seed}; {FOLDER_WINS})"
+            if args_seed not in (None, values["train_seed"]) else "")
     elif args_seed is not None:
         values["train_seed"], src["train_seed"] = args_seed, "training_args.bin (seed)"
     elif isinstance(trial.get("seed"), int):
@@ -547,7 +645,7 @@ def load_tokenizer(model_dir: str | Path) -> Any:
         from transformers import AutoTokenizer
     except ImportError as e:
         raise MissingExtra(
-            f"rendering prompts with a checkpoint's tokenizer needs: pip install 'evalgate[hf]' ({e})") from e
+            f"rendering prompts with a checkpoint's tokenizer needs: {install_hint('hf')} ({e})") from e
     try:
         return AutoTokenizer.from_pretrained(str(model_dir))
     except (OSError, ValueError) as e:

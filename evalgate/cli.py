@@ -22,9 +22,43 @@ from evalgate.commands import handle_errors
 from evalgate.commands.report import report_cmd
 from evalgate.errors import ProtocolDrift
 
+# a file written (or read whole): a directory there is refused while the flags are parsed, before any work
+OUT_FILE = click.Path(path_type=Path, dir_okay=False)
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="evalgate")
+
+class _Main(click.Group):
+    """The ``evalgate`` group: a ``--json`` command whose flags do not parse (a usage error, exit 2) still prints
+    the JSON error document ``handle_errors`` prints for its other failures."""
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        if not standalone_mode or "--json" not in argv:
+            return super().main(argv, prog_name, complete_var, standalone_mode, **extra)
+        try:
+            rv = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as e:
+            e.show()
+            _dump({"error": e.format_message(), "exit_code": e.exit_code})
+            sys.exit(e.exit_code)
+        except click.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) else 0)  # click.exceptions.Exit comes back as its code
+
+
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    """``--version``: this project's installed version, looked up under its distribution name only."""
+    if value and not ctx.resilient_parsing:
+        from evalgate.version import DISTRIBUTION, installed_version
+
+        click.echo(f"evalgate ({DISTRIBUTION}), version {installed_version() or 'unknown (not installed)'}")
+        ctx.exit()
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+              help="Show the version and exit.")
 def main() -> None:
     """evalgate: frozen evaluation protocols, audited split tiers and release gates for LLM checkpoints."""
 
@@ -54,16 +88,16 @@ def protocol_freeze(path: Path, as_json: bool) -> None:
 @click.argument("path", type=click.Path(path_type=Path))
 @handle_errors
 def protocol_verify(path: Path) -> None:
-    """Exit 1 with a field-level diff if PATH no longer matches its lock."""
-    from evalgate.protocol import load_protocol, verify
+    """Exit 1 with a field-level diff if PATH no longer matches its lock; exit 2 for what 'freeze' and 'run' would
+    refuse (no or an edited lock, name@version recorded in the store with other content)."""
+    from evalgate.protocols_ops import verify_frozen
 
-    lp = load_protocol(path)
     try:
-        verify(lp)
+        lp = verify_frozen(path)
     except ProtocolDrift as e:
         click.echo(e.message, err=True)
         sys.exit(1)
-    click.echo(f"ok: {lp.ref} matches its lock (sha256 {lp.sha256})")
+    click.echo(f"ok: {lp.ref} matches its lock and the store's record (sha256 {lp.sha256})")
 
 
 @protocol.command("show")
@@ -93,7 +127,8 @@ def protocol_show(path: Path, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
-    """Show the fields that differ between two protocol files (exit 0 either way)."""
+    """Show the fields that differ between two protocol files; exit 0 when their content is identical, 1 when it
+    differs (as diff(1) does), 2 when a file is not a valid protocol."""
     from evalgate.protocol import diff_resolved, format_diff, load_protocol
 
     pa, pb = load_protocol(a), load_protocol(b)
@@ -106,6 +141,8 @@ def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
     else:
         click.echo(f"{len(rows)} field(s) differ between {pa.ref} and {pb.ref}:")
         click.echo(format_diff(rows, "a", "b"))
+    if rows:
+        sys.exit(1)
 
 
 @protocol.command("docs")
@@ -222,26 +259,51 @@ def splits_contamination(split: str, corpus: Path, ngram: int, threshold: float,
     if as_json:
         _dump(rep.as_dict())
     else:
-        for w in rep.warnings:
-            click.echo(f"warning: {w}", err=True)
-        for it in sorted(rep.items, key=lambda x: -1.0 if x.overlap is None else x.overlap, reverse=True):
-            cells = []
-            for name, f in it.fields.items():
-                share = "n/a" if f.overlap is None else f"{f.overlap:.3f} ({f.matched}/{f.ngrams})"
-                near = "" if rep.jaccard is None or f.overlap is None else \
-                    f" jaccard {'-' if f.jaccard is None else f'{f.jaccard:.2f}'}"
-                cells.append(f"{name} {share}{near}{' [' + ','.join(f.flagged_by) + ']' if f.flagged_by else ''}")
-            click.echo(f"{'FLAG' if it.flagged else '    '} {it.id:24s} " + "  ".join(cells))
-        near_txt = f" or a near duplicate (Jaccard >= {rep.jaccard})" if rep.jaccard is not None else ""
-        click.echo(f"{len(rep.flagged)} of {len(rep.items)} items have a field at or above {rep.threshold} "
-                   f"{rep.ngram}-gram overlap{near_txt} with {rep.corpus} (fields: {rep.fields_from}; "
-                   f"{rep.corpus_tokens} tokens read, {rep.seconds:.1f} s, {rep.workers} worker(s))")
+        _print_contamination(rep)
     sys.exit(1 if rep.flagged else 0)
+
+
+def _print_contamination(rep: Any) -> None:
+    """The text report of ``splits contamination``: a line per item (on sealed tiers only the flagged ids), the
+    fields that could not be checked, the summary and the sealed tiers' check budget."""
+    from evalgate.contamination import MIN_WHOLE_WORDS
+
+    for w in rep.warnings:
+        click.echo(f"warning: {w}", err=True)
+    if rep.sealed:
+        for it in rep.flagged:
+            click.echo(f"FLAG {it.id}")
+    for it in [] if rep.sealed else sorted(rep.items, key=lambda x: -1.0 if x.overlap is None else x.overlap,
+                                           reverse=True):
+        cells = []
+        for name, f in it.fields.items():
+            share = (f"not checked ({f.words} < {MIN_WHOLE_WORDS} words)" if f.overlap is None
+                     else f"{f.overlap:.3f} (whole field, {f.words} words)" if f.whole
+                     else f"{f.overlap:.3f} ({f.matched}/{f.ngrams})")
+            near = "" if rep.jaccard is None or f.overlap is None else \
+                f" jaccard {'-' if f.jaccard is None else f'{f.jaccard:.2f}'}"
+            cells.append(f"{name} {share}{near}{' [' + ','.join(f.flagged_by) + ']' if f.flagged_by else ''}")
+        click.echo(f"{'FLAG' if it.flagged else '    '} {it.id:24s} " + "  ".join(cells))
+    for name, count in rep.unchecked.items():
+        click.echo(f"not checked: field {name} of {count} of {len(rep.items)} items has fewer than {MIN_WHOLE_WORDS} "
+                   "words (too short to judge alone; check it as part of a longer field with --field)", err=True)
+    near_txt = f" or a near duplicate (Jaccard >= {rep.jaccard})" if rep.jaccard is not None else ""
+    click.echo(f"{len(rep.flagged)} of {len(rep.items)} items have a field at or above {rep.threshold} "
+               f"{rep.ngram}-gram overlap (a field shorter than {rep.ngram} words: found whole){near_txt} with "
+               f"{rep.corpus} (fields: {rep.fields_from}; {rep.corpus_tokens} tokens read, {rep.seconds:.1f} s, "
+               f"{rep.workers} worker(s))")
+    if not rep.flagged:
+        click.echo("not shown clean: some fields could not be checked (see above)" if rep.unchecked
+                   else "clean: no item flagged")
+    if rep.budget:
+        b = rep.budget
+        click.echo(f"sealed split: one flag per item shown; contamination checks {b['used']}/{b['max_checks']} per "
+                   f"{b['window_days']}d ({b['left']} left)")
 
 
 @splits.command("export-audit")
 @click.argument("name")
-@click.option("--out", required=True, type=click.Path(path_type=Path), help="JSONL file to write.")
+@click.option("--out", required=True, type=OUT_FILE, help="JSONL file to write.")
 @click.option("--run", "run_id", default=None, help="Export this run's samples instead of the bare items.")
 @click.option("--actor", default=None)
 @click.option("--json", "as_json", is_flag=True)
@@ -331,7 +393,8 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
 @click.option("--status", type=click.Choice(["complete", "running", "interrupted", "failed"]), default=None,
               help="Only runs with this status.")
 @click.option("--split", default=None, help="Only runs on this split.")
-@click.option("--protocol", "protocol_name", default=None, help="Only runs under this protocol name.")
+@click.option("--protocol", "protocol_name", default=None,
+              help="Only runs under this protocol: a name (any version) or name@version.")
 @click.option("--train-run", default=None, help="Only runs of this training run.")
 @click.option("--train-seed", type=int, default=None, help="Only runs of checkpoints of this training seed.")
 @click.option("--checkpoint", default=None,
@@ -433,32 +496,44 @@ def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str
 # -- gate --------------------------------------------------------------------------------------------------------
 @main.command("gate")
 @click.option("--policy", "policy_path", required=True, type=click.Path(path_type=Path))
-@click.option("--report", type=click.Path(path_type=Path), default=None, help="Write the HTML report here.")
-@click.option("--junit", type=click.Path(path_type=Path), default=None, help="Write JUnit XML here.")
-@click.option("--json-out", type=click.Path(path_type=Path), default=None, help="Write the verdict JSON here.")
-@click.option("--markdown", type=click.Path(path_type=Path), default=None,
+@click.option("--report", type=OUT_FILE, default=None, help="Write the HTML report here.")
+@click.option("--junit", type=OUT_FILE, default=None, help="Write JUnit XML here.")
+@click.option("--json-out", type=OUT_FILE, default=None, help="Write the verdict JSON here.")
+@click.option("--markdown", type=OUT_FILE, default=None,
               help="Write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set).")
 @click.option("--actor", default=None)
 @click.option("--evaluate-missing", "missing", default=None, metavar="GLOB",
               help="First evaluate, on the selection split, the checkpoints matching GLOB that have no complete run "
                    "there (evalgate sweep, locally).")
+@click.option("--accept-broken-chain", "accept_broken", default=None, metavar="REASON",
+              help="Gate although the access log's hash chain is broken (refused otherwise, exit 2); the reason is "
+                   "logged and shown in every report.")
+@click.option("--expect-head", default=None, help="SEQ:HASH the access log must hold (pinned by the last run; default "
+              "$EVALGATE_EXPECT_HEAD): refused (exit 2) before any read when it does not.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_out: Path | None,
-             markdown: Path | None, actor: str | None, missing: str | None, as_json: bool) -> None:
+             markdown: Path | None, actor: str | None, missing: str | None, accept_broken: str | None,
+             expect_head: str | None,
+             as_json: bool) -> None:
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
     refused, invalid or error."""
     import os
 
     from evalgate.report import error_document, gate_and_report
+    swept = None
     try:
         if missing:
             from evalgate.sweep import evaluate_missing
 
-            evaluate_missing(policy_path, missing, actor, progress=not as_json)
+            swept = evaluate_missing(policy_path, missing, actor, progress=not as_json)
+            for why in swept["ignored"]:  # e.g. a seed's checkpoint whose weights duplicate another's: not its own run
+                click.echo(f"--evaluate-missing: not evaluated: {why}", err=True)
+        head = _expect_head(expect_head)
         verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out,
-                                       markdown=markdown, actor=actor)
+                                       markdown=markdown, actor=actor, accept_broken_chain=accept_broken,
+                                       expect_head=head)
     except Exception as e:
         if os.environ.get("EVALGATE_DEBUG") == "1":
             raise
@@ -470,7 +545,7 @@ def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_ou
             click.echo(f"ship: none ({err['reason']}: no verdict)")
         sys.exit(err["exit_code"])
     if as_json:
-        _dump(doc)
+        _dump({**doc, "evaluate_missing": {"counts": swept["counts"], "ignored": swept["ignored"]}} if swept else doc)
     else:
         _print_gate(verdict, doc)
     sys.exit(0 if verdict.passed else 1)
@@ -484,6 +559,12 @@ def _print_gate(verdict: Any, doc: dict[str, Any]) -> None:
     if doc["reused_from"]:
         r = doc["reused_from"]
         click.echo(f"  reused decision of gate {r['gate_id']} from {r['created_at']}: inputs unchanged, nothing read")
+    if doc.get("broken_chain"):
+        b = doc["broken_chain"]
+        click.echo(f"  WARNING: access log chain BROKEN at row {b['first_bad_seq']} ({b['reason']}); gated anyway: "
+                   f"{b['accepted_because']}")
+    if doc.get("rereads"):
+        click.echo(f"  {len(doc['rereads'])} decision read(s) showed stored results again: logged, not charged")
     for r in verdict.rules:
         click.echo(f"  [{'pass' if r.passed else 'FAIL'}] {r.rule}: {r.detail}")
     for s in doc["seeds"]:
@@ -536,12 +617,22 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
     doc = audit_summary(Store(), split, _since(since), tier)
     if as_json:
         _dump(doc)
-        return
+    else:
+        _print_audit(doc)
+    for message in doc["broken_manifests"]:  # shown after the others, then exit 2 as 'splits list' does
+        click.echo(f"error: {message}", err=True)
+    if doc["broken_manifests"]:
+        sys.exit(2)
+
+
+def _print_audit(doc: dict[str, Any]) -> None:
     click.echo(f"{'split':20s} {'tier':11s} {'reads':>5s} {'cached':>6s} {'override':>8s} {'refused':>7s}  "
                "budget used/max (left)")
     for name, a in doc["splits"].items():
         b = a.get("budget")
-        budget = f"{b['used']}/{b['max_reads']} per {b['window_days']}d ({b['left']} left)" if b else "-"
+        budget = (("-" if a["manifest"] else "? (no manifest)") if not b
+                  else f"unknown: {b['unknown']} (max {b['max_reads']} per {b['window_days']}d)" if b.get("unknown")
+                  else f"{b['used']}/{b['max_reads']} per {b['window_days']}d ({b['left']} left)")
         click.echo(f"{name:20s} {a['tier'] or '?':11s} {a['reads']:5d} {a['cached_reads']:6d} {a['overrides']:8d} "
                    f"{a['refusals']:7d}  {budget}")
         for label, key in (("by actor", "by_actor"), ("by purpose", "by_purpose"), ("by day", "by_day"),
@@ -550,12 +641,28 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
                 click.echo(f"    {label + ':':12s} " + ", ".join(f"{k} {n}" for k, n in a[key].items()))
         if a["ci_reads"]:
             click.echo(f"    {'in CI:':12s} {a['ci_reads']} of the reads")
+        if a.get("same_content_as"):
+            click.echo(f"    same content as split {a['same_content_as']}: its reads, budget and rows are that "
+                       "split's")
+        elif len(a.get("content_names", ())) > 1:
+            click.echo(f"    {'also named:':12s} {', '.join(a['content_names'][1:])} (same content; reads counted "
+                       "here)")
+        if a.get("contamination_budget"):
+            cb = a["contamination_budget"]
+            click.echo(f"    {'contam.:':12s} {cb['used']}/{cb['max_checks']} contamination checks per "
+                       f"{cb['window_days']}d ({cb['left']} left)")
         if len(a["tiers_seen"]) > 1:
             click.echo(f"    WARNING: logged under tiers {', '.join(a['tiers_seen'])} (its manifest was changed)")
+    unknown = [name for name, a in doc["splits"].items() if not a["manifest"]]
+    if unknown:
+        click.echo(f"budget of {', '.join(unknown)} unknown: no manifest in {doc['splits_dir']} (EVALGATE_SPLITS, "
+                   "default ./splits); run from the project directory or set EVALGATE_SPLITS")
     c = doc["chain"]
+    sig = c["signature"]
     click.echo(f"access log: {c['rows']} rows, chain "
-               + (f"intact (head {c['head']['seq']}:{c['head']['hash'][:16]})" if c["ok"]
-                  else f"BROKEN at row {c['first_bad_seq']}: {c['reason']}"))
+               + (f"intact, head signed (head {c['head']['seq']}:{c['head']['hash']})" if c["ok"]
+                  else f"BROKEN at row {c['first_bad_seq']}: {c['reason']}" if c["first_bad_seq"]
+                  else f"NOT VERIFIED: signed head: {sig['reason']}"))
 
 
 @audit_cmd.command("log")
@@ -586,31 +693,68 @@ def audit_log(split: str | None, since: str | None, refused: bool, limit: int | 
                    + extra)
 
 
+_EXPECT_HEAD_HELP = ("SEQ:HASH printed by an earlier 'audit verify' or 'audit' (default $EVALGATE_EXPECT_HEAD); "
+                     "also detects deleted final rows and a store rolled back to an older copy.")
+
+
+def _expect_head(text: str | None) -> tuple[int, str] | None:
+    """``--expect-head``, else ``$EVALGATE_EXPECT_HEAD``, parsed (``accesslog.parse_head``)."""
+    import os
+
+    from evalgate.accesslog import parse_head
+
+    if text:
+        return parse_head(text)
+    env = os.environ.get("EVALGATE_EXPECT_HEAD", "").strip()
+    return parse_head(env, "$EVALGATE_EXPECT_HEAD") if env else None
+
+
 @audit_cmd.command("verify")
-@click.option("--expect-head", default=None, help="SEQ:HASH recorded earlier; also detects deleted final rows.")
+@click.option("--expect-head", default=None, help=_EXPECT_HEAD_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def audit_verify(expect_head: str | None, as_json: bool) -> None:
-    """Exit 1 and name the first bad row if the access log was edited, inserted into or truncated."""
+    """Exit 1 and name the first bad row if the access log was edited, inserted into, truncated or re-hashed (its
+    newest signed head no longer verifies with the signing key); exit 2 when no signing key is found to check it."""
+    import os
+
     from evalgate.audit import verify_chain
-    from evalgate.errors import BadInput
     from evalgate.store import Store
 
-    head = None
-    if expect_head:
-        seq, _, digest = expect_head.partition(":")
-        if not seq.isdigit() or len(digest) != 64:
-            raise BadInput(f"--expect-head {expect_head!r}: expected SEQ:HASH as printed by 'audit verify' "
-                           "(a row number, a colon, 64 hex digits)")
-        head = (int(seq), digest)
-    res = verify_chain(Store(), head)
+    res = verify_chain(Store(), _expect_head(expect_head))
+    sig = res["signature"]
     if as_json:
         _dump(res)
     elif res["ok"]:
-        click.echo(f"ok: access log chain intact ({res['rows']} rows); head {res['head']['seq']}:"
-                   f"{res['head']['hash']}")
-    else:
+        from evalgate.logsign import log_key_file
+
+        where = "$EVALGATE_LOG_KEY" if os.environ.get("EVALGATE_LOG_KEY") else str(log_key_file())
+        click.echo(f"ok: access log chain intact ({res['rows']} rows), head signed (key "
+                   f"{(sig['public_key'] or '-')[:16]} from {where}); head {res['head']['seq']}:{res['head']['hash']}")
+    elif res["first_bad_seq"]:
         click.echo(f"BROKEN: first bad row seq {res['first_bad_seq']}: {res['reason']}", err=True)
+    else:
+        click.echo(f"{'BROKEN' if sig['checked'] else 'NOT VERIFIED'}: signed head: {sig['reason']}", err=True)
+    sys.exit(0 if res["ok"] else 1 if res["first_bad_seq"] or sig["checked"] else 2)
+
+
+@audit_cmd.command("sign")
+@click.option("--expect-head", default=None, help=_EXPECT_HEAD_HELP)
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def audit_sign(expect_head: str | None, as_json: bool) -> None:
+    """Sign the head of an intact log that has no valid signed head (a store from before signed heads): this vouches
+    for the log as it is now, so check it against a head pinned earlier first. Never for a log that lost its
+    signature: that one was tampered with."""
+    from evalgate.accesslog import sign_head
+    from evalgate.store import Store
+
+    res = sign_head(Store(), _expect_head(expect_head))
+    if as_json:
+        _dump(res)
+    else:
+        click.echo(f"signed: head {res['head']['seq']}:{res['head']['hash']} ({res['rows']} rows) with key "
+                   f"{(res['signature']['public_key'] or '')[:16]}")
     sys.exit(0 if res["ok"] else 1)
 
 
@@ -622,7 +766,7 @@ def audit_verify(expect_head: str | None, as_json: bool) -> None:
               help="YAML file of Thresholds fields (docs/DIAGNOSTICS.md).")
 @click.option("--kl-target", type=click.FloatRange(0, min_open=True), default=None,
               help="KL target (> 0): KL above 2x this fails.")
-@click.option("--report", type=click.Path(path_type=Path), default=None, help="Write an HTML report with plots.")
+@click.option("--report", type=OUT_FILE, default=None, help="Write an HTML report with plots.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def diagnose_cmd(paths: tuple[Path, ...], seeds: tuple[int, ...], thresholds_file: Path | None,

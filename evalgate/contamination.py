@@ -6,7 +6,10 @@ not change the result. Each checked field of an item is scored on its own:
 - **exact**: the share of the field's distinct word n-grams found anywhere in the corpus; n = 13 follows the GPT-3
   contamination analysis (Brown et al. 2020, "Language Models are Few-Shot Learners", appendix C). A field at or above
   the threshold flags its item (the n-grams are found with numpy, see ``NgramTable``). Scoring fields separately keeps
-  a pasted question from being diluted by the much longer worked solution stored beside it.
+  a pasted question from being diluted by the much longer worked solution stored beside it. A field shorter than n
+  words has no n-gram; as in that analysis, it is looked for as a whole (flagged when the whole field occurs) from
+  ``MIN_WHOLE_WORDS`` (8) words on; shorter fields are not checked, and the report names them (``unchecked``), so
+  a split with such fields is never called clean.
 - **near-duplicate** (optional): the Jaccard similarity between the field and a corpus segment (a line of a text
   corpus, a string of a JSONL record), both as sets of 5-byte shingles of the normalised text (tokens joined by single
   spaces). Candidates come from MinHash locality-sensitive hashing (``datasketch.MinHashLSH``, 128 permutations;
@@ -44,6 +47,14 @@ CHUNK_BYTES = 1 << 20
 SHINGLE_BYTES = 5
 NUM_PERM = 128
 DEFAULT_JACCARD = 0.5
+MIN_WHOLE_WORDS = 8
+"""A field shorter than the n-gram is checked as a whole from this many words on: the GPT-3 analysis's smallest N
+on non-synthetic tasks, below which it saw spurious collisions (Brown et al. 2020, appendix C). Shorter fields (an
+answer, a subject label) are named as not checked."""
+SEALED_MIN_NGRAM = 8
+SEALED_MIN_THRESHOLD = 0.5
+"""On private and human-audit splits ``--ngram`` below 8 and thresholds below 0.5 are refused: each flag must
+answer "is most of this item in the corpus", not "is this word in it"."""
 _WORD = re.compile(r"\w+")
 _WORD_ASCII = b"abcdefghijklmnopqrstuvwxyz0123456789_"
 # ASCII upper case -> lower case, other non-word ASCII -> space; bytes >= 0x80 (UTF-8 multi-byte sequences) kept.
@@ -250,29 +261,50 @@ class NgramTable:
     Tokens become integer ids (a field token's id from 1 up, any other token 0); each window of n ids gets a
     polynomial hash (sum of ``id * P**k`` mod 2**64, Karp and Rabin 1987); windows holding a 0 are skipped, the rest
     looked up among the fields' hashes (binary search), and every hit is confirmed by comparing the n ids, so a hash
-    collision cannot report an n-gram that is not there. An n-gram is named by its hash.
+    collision cannot report an n-gram that is not there. An n-gram is named by ``(length, hash)``.
+
+    A field shorter than n words but at least ``min_whole`` long has no n-gram; it is looked for as a whole (one
+    gram of its own length), the rule of the GPT-3 contamination analysis for examples shorter than N (Brown et al.
+    2020, appendix C). The hashes of every length come from one pass (``_hashes``: the hash of a window of length
+    L + 1 is that of its first L ids times P plus the next id).
 
     Args:
         n: n-gram length in words.
         fields: the token lists of the fields to check.
+        min_whole: the fewest words a field checked as a whole may have (capped at n).
     """
 
     P = 0x9E3779B97F4A7C15  # odd 64-bit multiplier (the golden-ratio constant)
 
-    def __init__(self, n: int, fields: Iterable[list[bytes]]):
+    def __init__(self, n: int, fields: Iterable[list[bytes]], min_whole: int | None = None):
         import numpy as np
 
         self.n = n
+        self.min_whole = min(MIN_WHOLE_WORDS if min_whole is None else min_whole, n)
         fields = list(fields)
         self.vocab = {t: i for i, t in enumerate(dict.fromkeys(chain.from_iterable(fields)), 1)}
-        rows, hashes = [np.zeros((0, n), np.int64)], [np.zeros(0, np.uint64)]
+        rows: dict[int, list[Any]] = {}
+        hashes: dict[int, list[Any]] = {}
         for toks in fields:
             ids = self.ids(toks)
-            if ids.size >= n:
-                rows.append(np.lib.stride_tricks.sliding_window_view(ids, n))
-                hashes.append(self._hash(ids))
-        self.hashes, first = np.unique(np.concatenate(hashes), return_index=True)
-        self.rows = np.concatenate(rows)[first]
+            length = self.gram_length(ids.size)
+            if length:
+                rows.setdefault(length, []).append(np.lib.stride_tricks.sliding_window_view(ids, length))
+                hashes.setdefault(length, []).append(self._hashes(ids, [length])[length])
+        self.tables: dict[int, tuple[Any, Any]] = {}
+        for length in sorted(hashes):
+            uniq, first = np.unique(np.concatenate(hashes[length]), return_index=True)
+            self.tables[length] = (uniq, np.concatenate(rows[length])[first])
+
+    @property
+    def size(self) -> int:
+        """How many distinct grams (n-grams and whole short fields) the table holds."""
+        return sum(h.size for h, _ in self.tables.values())
+
+    def gram_length(self, words: int) -> int:
+        """The gram length a field of ``words`` words is checked with: n, its own length (whole), or 0 (not
+        checked: fewer than ``min_whole`` words)."""
+        return self.n if words >= self.n else words if words >= max(self.min_whole, 1) else 0
 
     def ids(self, toks: list[bytes]) -> Any:
         """Token ids (int64 numpy array, 0 for tokens in no field)."""
@@ -280,34 +312,45 @@ class NgramTable:
 
         return np.fromiter(map(self.vocab.get, toks, repeat(0)), dtype=np.int64, count=len(toks))
 
-    def _hash(self, ids: Any) -> Any:
+    def _hashes(self, ids: Any, lengths: Iterable[int]) -> dict[int, Any]:
+        """The hash of every window of each length in ``lengths`` (each at most ``ids.size``), in one pass."""
         import numpy as np
 
-        h = np.zeros(ids.size - self.n + 1, dtype=np.uint64)
+        want, out = set(lengths), {}
         u = ids.astype(np.uint64)
-        for k in range(self.n):  # wraps modulo 2**64, as intended
-            h = h * np.uint64(self.P) + u[k:u.size - self.n + 1 + k]
-        return h
+        h = u.copy()
+        for length in range(1, max(want, default=0) + 1):
+            if length > 1:  # wraps modulo 2**64, as intended
+                h = h[:-1] * np.uint64(self.P) + u[length - 1:]
+            if length in want:
+                out[length] = h
+        return out
 
-    def grams(self, toks: list[bytes]) -> set[int]:
-        """The distinct n-grams of a field (as hashes)."""
+    def grams(self, toks: list[bytes]) -> set[tuple[int, int]]:
+        """The distinct grams of a field, as ``(length, hash)``: its n-grams, or itself when shorter than n."""
         ids = self.ids(toks)
-        return set(self._hash(ids).tolist()) if ids.size >= self.n else set()
+        length = self.gram_length(ids.size)
+        return {(length, h) for h in self._hashes(ids, [length])[length].tolist()} if length else set()
 
-    def find(self, ids: Any) -> set[int]:
-        """The fields' n-grams that occur in the id stream (as hashes)."""
+    def find(self, ids: Any) -> set[tuple[int, int]]:
+        """The fields' grams that occur in the id stream, as ``(length, hash)``."""
         import numpy as np
 
-        if ids.size < self.n or not self.hashes.size:
+        lengths = [k for k in self.tables if k <= ids.size]
+        if not lengths:
             return set()
         zeros = np.concatenate(([0], np.cumsum(ids == 0)))
-        pos = np.flatnonzero(zeros[self.n:] == zeros[:-self.n])  # windows with no token outside the fields
-        h = self._hash(ids)[pos]
-        at = np.minimum(np.searchsorted(self.hashes, h), self.hashes.size - 1)
-        hit = self.hashes[at] == h
-        pos, at = pos[hit], at[hit]
-        same = (np.lib.stride_tricks.sliding_window_view(ids, self.n)[pos] == self.rows[at]).all(axis=1)
-        return set(self.hashes[at[same]].tolist())
+        found: set[tuple[int, int]] = set()
+        for length, h_all in self._hashes(ids, lengths).items():
+            hashes, rows = self.tables[length]
+            pos = np.flatnonzero(zeros[length:] == zeros[:-length])  # windows with no token outside the fields
+            h = h_all[pos]
+            at = np.minimum(np.searchsorted(hashes, h), hashes.size - 1)
+            hit = hashes[at] == h
+            pos, at = pos[hit], at[hit]
+            same = (np.lib.stride_tricks.sliding_window_view(ids, length)[pos] == rows[at]).all(axis=1)
+            found.update((length, x) for x in hashes[at[same]].tolist())
+        return found
 
 
 @dataclass
@@ -315,7 +358,7 @@ class ChunkResult:
     """What one chunk holds: field n-grams found inside it (as hashes), its first and last n-1 token ids (to join
     n-grams across chunks), its token count and the near-duplicate similarities found in it."""
 
-    found: set[int]
+    found: set[tuple[int, int]]
     head: Any
     tail: Any
     tokens: int
@@ -438,12 +481,14 @@ class FieldOverlap:
     """One field's result.
 
     Attributes:
-        ngrams: distinct word n-grams in the field.
+        ngrams: distinct word n-grams in the field (1 for a field checked as a whole).
         matched: how many of them occur in the corpus.
-        overlap: matched / ngrams; None when the field has fewer than n words (never flagged).
+        overlap: matched / ngrams; None when the field was not checked (fewer than ``MIN_WHOLE_WORDS`` words).
         jaccard: highest Jaccard similarity with a corpus segment that the LSH returned as a candidate; None when
-            no segment was a candidate, the near-duplicate check is off, or the field has fewer than n words.
+            no segment was a candidate, the near-duplicate check is off, or the field was not checked.
         flagged_by: ``exact`` (overlap >= threshold) and/or ``near-dup`` (jaccard >= the Jaccard threshold).
+        whole: the field is shorter than n words and was looked for as a whole (overlap 1.0 when it occurs).
+        words: the field's word count.
     """
 
     ngrams: int
@@ -451,18 +496,22 @@ class FieldOverlap:
     overlap: float | None
     jaccard: float | None = None
     flagged_by: list[str] = field(default_factory=list)
+    whole: bool = False
+    words: int = 0
 
 
 @dataclass
 class ItemOverlap:
-    """One item's result: each checked field's overlap; flagged when any field is."""
+    """One item's result: each checked field's overlap; flagged when any field is. On a sealed tier the fields are
+    dropped and only ``flag`` is kept (``check_contamination``)."""
 
     id: str
     fields: dict[str, FieldOverlap]
+    flag: bool | None = None
 
     @property
     def flagged(self) -> bool:
-        return any(f.flagged_by for f in self.fields.values())
+        return self.flag if self.flag is not None else any(f.flagged_by for f in self.fields.values())
 
     @property
     def overlap(self) -> float | None:
@@ -480,7 +529,12 @@ class ItemOverlap:
 
 @dataclass
 class ContaminationReport:
-    """The check's result: item ids, field names and figures only, never item text."""
+    """The check's result: item ids, field names and figures only, never item text.
+
+    ``sealed`` (a private or human-audit split): ``as_dict`` and the CLI give each item's flag only, one bit per
+    item (no per-field figures, which would let a caller-written corpus confirm a guessed 13-gram at a time), and
+    ``unchecked`` only as counts per field over the whole split.
+    """
 
     split: str
     corpus: str
@@ -493,17 +547,25 @@ class ContaminationReport:
     seconds: float
     workers: int
     warnings: list[str] = field(default_factory=list)
+    sealed: bool = False
+    budget: dict[str, Any] | None = None
 
     @property
     def flagged(self) -> list[ItemOverlap]:
         return [it for it in self.items if it.flagged]
 
+    unchecked: dict[str, int] = field(default_factory=dict)
+    """Field name -> how many items' field was too short to check (fewer than ``MIN_WHOLE_WORDS`` words)."""
+
     def as_dict(self) -> dict[str, Any]:
+        items = ([{"id": it.id, "flagged": it.flagged} for it in self.items] if self.sealed
+                 else [it.as_dict() for it in self.items])
         return {"split": self.split, "corpus": self.corpus, "ngram": self.ngram, "threshold": self.threshold,
                 "jaccard_threshold": self.jaccard, "fields_from": self.fields_from,
                 "corpus_tokens": self.corpus_tokens, "seconds": self.seconds, "workers": self.workers,
-                "flagged": len(self.flagged), "items": [it.as_dict() for it in self.items],
-                "warnings": self.warnings}
+                "flagged": len(self.flagged), "items": items, "unchecked": self.unchecked,
+                "min_whole_words": MIN_WHOLE_WORDS, "clean": not self.flagged and not self.unchecked,
+                "sealed": self.sealed, "budget": self.budget, "warnings": self.warnings}
 
 
 def check_parameters(n: int, threshold: float, jaccard: float | None) -> None:
@@ -520,9 +582,10 @@ def check_parameters(n: int, threshold: float, jaccard: float | None) -> None:
 
 def overlaps(texts: dict[str, dict[str, str]], chunks: Iterable[Chunk], n: int = 13, threshold: float = 0.7,
              jaccard: float | None = None, text_field: str | None = None,
-             workers: int = 1) -> tuple[list[ItemOverlap], int]:
+             workers: int = 1, full_scan: bool = False) -> tuple[list[ItemOverlap], int]:
     """Per item and field, the share of the field's distinct word n-grams that occur in the corpus, and (when
-    ``jaccard`` is given) its best near-duplicate similarity.
+    ``jaccard`` is given) its best near-duplicate similarity. A field shorter than n words (but at least
+    ``MIN_WHOLE_WORDS``) is looked for as a whole: overlap 1.0 when the whole field occurs, else 0.0.
 
     Args:
         texts: item id -> field name -> text.
@@ -534,10 +597,12 @@ def overlaps(texts: dict[str, dict[str, str]], chunks: Iterable[Chunk], n: int =
         workers: processes scanning the corpus (1: in this process). More than 1 starts them with ``spawn``,
             which re-imports the caller's ``__main__``: a script should call from under
             ``if __name__ == "__main__":`` (else each worker first re-runs the script, scanning in-process).
+        full_scan: always read the whole corpus (sealed tiers: where reading stops, and how many tokens were read,
+            would tell when the last n-gram of the items was found).
 
     Returns:
-        (one ItemOverlap per item in ``texts`` order, corpus tokens read). Without the near-duplicate check,
-        reading stops once every n-gram is found, and is skipped when no field has n words.
+        (one ItemOverlap per item in ``texts`` order, corpus tokens read). Without the near-duplicate check and
+        ``full_scan``, reading stops once every gram is found, and is skipped when no field can be checked.
 
     Raises:
         BadInput: parameters out of range, a bad JSONL line.
@@ -556,8 +621,8 @@ def overlaps(texts: dict[str, dict[str, str]], chunks: Iterable[Chunk], n: int =
     best: dict[tuple[int, str], float] = {}
     tail = np.zeros(0, np.int64)
     total = 0
-    wanted = table.hashes.size
-    for res in _results(scanner, chunks, workers) if wanted else ():  # no field has n words: nothing to look for
+    wanted = table.size
+    for res in _results(scanner, chunks, workers) if wanted or full_scan else ():  # else nothing to look for
         total += res.tokens
         found |= res.found
         for key, sim in res.near.items():
@@ -566,8 +631,8 @@ def overlaps(texts: dict[str, dict[str, str]], chunks: Iterable[Chunk], n: int =
             joined = np.concatenate((tail, res.head))
             found |= table.find(joined)
             tail = res.tail if res.tokens >= n - 1 else joined[max(0, joined.size - n + 1):]
-        if near is None and len(found) == wanted:
-            break  # every n-gram is already found; the rest of the corpus cannot change the result
+        if near is None and len(found) == wanted and not full_scan:
+            break  # every gram is already found; the rest of the corpus cannot change the result
     out = []
     for i, (iid, fields) in enumerate(texts.items()):
         per: dict[str, FieldOverlap] = {}
@@ -578,9 +643,21 @@ def overlaps(texts: dict[str, dict[str, str]], chunks: Iterable[Chunk], n: int =
             j = best.get((i, f)) if g else None
             by = ([*(["exact"] if share is not None and share >= threshold else []),
                    *(["near-dup"] if j is not None and jaccard is not None and j >= jaccard else [])])
-            per[f] = FieldOverlap(len(g), matched, share, None if j is None else round(j, 4), by)
+            words = len(toks[(i, f)])
+            per[f] = FieldOverlap(len(g), matched, share, None if j is None else round(j, 4), by,
+                                  whole=bool(g) and words < n, words=words)
         out.append(ItemOverlap(iid, per))
     return out, total
+
+
+def _unchecked(items: list[ItemOverlap]) -> dict[str, int]:
+    """Field name -> how many items' field was not checked (fewer than ``MIN_WHOLE_WORDS`` words)."""
+    out: dict[str, int] = {}
+    for it in items:
+        for name, f in it.fields.items():
+            if f.overlap is None:
+                out[name] = out.get(name, 0) + 1
+    return out
 
 
 def check_contamination(split: str, corpus: str | Path, ngram: int = 13, threshold: float = 0.7,
@@ -591,7 +668,11 @@ def check_contamination(split: str, corpus: str | Path, ngram: int = 13, thresho
 
     Every tier may be checked: the read is logged with purpose ``contamination-check``, which the tier policies
     allow everywhere without spending a read budget (see ``evalgate.splits``), because the report holds item ids,
-    field names and figures only, never item text or a model's score.
+    field names and figures only, never item text or a model's score. On the sealed tiers (private, human-audit)
+    the corpus is still the caller's, and per-field figures would confirm a guessed n-gram of an item at a time; so
+    there the report gives each item's flag only (one bit per item), the whole corpus is always read (where reading
+    stopped would tell more), ``ngram`` below ``SEALED_MIN_NGRAM`` and thresholds below ``SEALED_MIN_THRESHOLD``
+    are refused, and each check spends one of the tier's ``max_contamination_checks``.
 
     Args:
         split: split name.
@@ -611,9 +692,10 @@ def check_contamination(split: str, corpus: str | Path, ngram: int = 13, thresho
 
     Raises:
         BadInput: unknown split, missing corpus, bad JSONL line, bad field, protocol or parameters.
-        RefusedByPolicy: the split cannot be read (no key for a private split; logged).
+        RefusedByPolicy: the split cannot be read (no key for a private split); a sealed split's contamination-check
+            budget is used up, or its parameters are below the sealed minimums (each logged).
     """
-    from evalgate.splits import CONTAMINATION_CHECK, SplitManager, actor_name
+    from evalgate.splits import CONTAMINATION_CHECK, SEALED_TIERS, SplitManager, actor_name
     from evalgate.store import Store
 
     t0 = time.perf_counter()
@@ -626,11 +708,31 @@ def check_contamination(split: str, corpus: str | Path, ngram: int = 13, thresho
         fields, fields_from = protocol_fields(protocol), f"protocol {Path(protocol).name}"
     if workers is None:
         workers = default_workers() if path.stat().st_size >= 4 * CHUNK_BYTES else 1
-    opened = SplitManager(store or Store()).open(
-        split, CONTAMINATION_CHECK, actor_name(actor),
+    manager = SplitManager(store or Store())
+    who = actor_name(actor)
+    sealed = manager.manifest(split).tier in SEALED_TIERS
+    if sealed and (ngram < SEALED_MIN_NGRAM or threshold < SEALED_MIN_THRESHOLD
+                   or (jaccard is not None and jaccard < SEALED_MIN_THRESHOLD)):
+        manager.refuse(split, CONTAMINATION_CHECK, who,
+                       f"split {split} is sealed (private or human-audit): a contamination check there needs --ngram "
+                       f">= {SEALED_MIN_NGRAM} and --threshold / --jaccard >= {SEALED_MIN_THRESHOLD} (got --ngram "
+                       f"{ngram}, --threshold {threshold}, --jaccard {jaccard}), so that a flag says most of an item "
+                       "is in the corpus, not that one word is")
+    opened = manager.open(
+        split, CONTAMINATION_CHECK, who,
         detail=f"corpus {path.name} ({path.stat().st_size} bytes); fields: {', '.join(fields or ['all text'])}",
         contamination_check=True)
     texts = {str(it["id"]): item_fields(it, fields) for it in opened.items}
-    items, total = overlaps(texts, corpus_chunks(path, corpus_fmt), ngram, threshold, jaccard, text_field, workers)
+    items, total = overlaps(texts, corpus_chunks(path, corpus_fmt), ngram, threshold, jaccard, text_field, workers,
+                            full_scan=sealed)
+    unchecked = _unchecked(items)
+    if sealed:  # one bit per item leaves this function (see the docstring)
+        items = [ItemOverlap(it.id, {}, flag=it.flagged) for it in items]
+    policy = opened.manifest.effective_policy()
+    budget = None
+    if policy.max_contamination_checks is not None:
+        used = manager.contamination_checks_in_window(split, policy)
+        budget = {"max_checks": policy.max_contamination_checks, "window_days": policy.window_days, "used": used,
+                  "left": max(0, policy.max_contamination_checks - used)}
     return ContaminationReport(split, str(path), ngram, threshold, jaccard, fields_from, total, items,
-                               time.perf_counter() - t0, workers, opened.warnings)
+                               time.perf_counter() - t0, workers, opened.warnings, sealed, budget, unchecked)

@@ -109,9 +109,12 @@ def atomic_write(path: str | Path, content: str | bytes) -> Path:
         The path written.
 
     Raises:
+        BadInput: ``path`` is a directory.
         OSError: the directory is not writable or the disk is full; the target is then left as it was.
     """
     p = Path(path)
+    if p.is_dir():
+        raise BadInput(f"{p} is a directory; give a file name to write (e.g. {p / 'report.html'})")
     p.parent.mkdir(parents=True, exist_ok=True)
     data = content.encode("utf-8") if isinstance(content, str) else content
     tmp = p.with_name(f".{p.name}.{secrets.token_hex(4)}.tmp")

@@ -313,3 +313,14 @@ def _m016_checkpoint_provenance(con: duckdb.DuckDBPyConnection) -> None:
     ``"flag"``, ``"folder name 'checkpoint-800'"``, ``"not inferred: ..."``), so the release report can show how
     each candidate was attributed to its seed. Older runs keep NULL there."""
     con.execute("ALTER TABLE runs ADD COLUMN checkpoint_provenance JSON")
+
+
+@migration(20, "access_log_signature")
+def _m020_access_log_signature(con: duckdb.DuckDBPyConnection) -> None:
+    """The access log's newest signed head (one row): ``seq`` and ``row_hash`` signed with the Ed25519 key kept
+    outside the store (``evalgate.logsign``), and that key's public half (for messages only: verification uses the
+    key found outside the store)."""
+    con.execute("""
+        CREATE TABLE access_log_signature (
+            seq BIGINT NOT NULL, row_hash VARCHAR NOT NULL, public_key VARCHAR NOT NULL, signature VARCHAR NOT NULL,
+            signed_at TIMESTAMPTZ NOT NULL)""")

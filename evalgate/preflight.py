@@ -27,7 +27,7 @@ from evalgate.errors import BadInput
 from evalgate.protocol import load_protocol
 from evalgate.run import RunOptions, evaluate
 from evalgate.scoring import SampleToScore, get_scorer
-from evalgate.splits import load_manifest, read_items
+from evalgate.splits import _read_items, load_manifest
 from evalgate.store import Store
 
 # Verdict thresholds (shares of samples). The chapter names the shapes, not numbers; these are ours.
@@ -38,6 +38,11 @@ LENIENT_SHARE = 0.95
 TAIL_SHARE = 0.5
 """Heavy tail: the top 1% of samples by |score - mean| (at least one) hold more than this share of the sum of
 squared deviations, i.e. of the GRPO/PPO advantage signal."""
+TRUNCATION_SHARE = 0.2
+"""Truncation first: more than this share of the samples was cut at ``max_tokens`` (finish reason ``length``), the
+default limit of the training-log ``truncation`` signal (DAPO, Yu et al. 2025, sec. 3.4: truncated answers add
+reward noise), or more than half of the zero scores are truncations ("mostly"). A histogram shaped by the length
+limit says nothing yet about the reward (issue 28, item 13)."""
 CONSTANT_ANSWER = "0"
 
 
@@ -46,7 +51,8 @@ class Verdict:
     """One of the chapter's histogram shapes.
 
     Attributes:
-        name: ``too_sparse``, ``too_lenient``, ``heavy_tail`` or ``sign_confusion``.
+        name: ``truncation`` (first, when finish reasons are known), ``too_sparse``, ``too_lenient``, ``heavy_tail``
+            or ``sign_confusion``.
         status: ``fired``, ``ok`` or ``not_checkable``.
         message: the measured figure and what it means (and, when fired, the chapter's remedy).
     """
@@ -69,6 +75,8 @@ class PreflightResult:
         all_correct, all_wrong, other_constant: shares of prompts whose K samples all score 1 / all 0 / all the
             same other value; ``zero_variance`` their sum.
         mean, std: of the per-sample score; ``pass_rate_std`` the spread of the per-prompt pass rates.
+        truncated: share of samples cut at ``max_tokens`` (finish reason ``length``); ``truncated_zeros`` the share
+            of zero-score samples that were.
         baselines: trivial answer -> mean score under the scorer; ``baseline_deserved`` what each deserves (the
             share of items whose gold answer it is).
         verdicts: the chapter's four shapes.
@@ -92,6 +100,8 @@ class PreflightResult:
     pass_rate_std: float
     baselines: dict[str, float]
     baseline_deserved: dict[str, float] = field(default_factory=dict)
+    truncated: float = 0.0
+    truncated_zeros: float = 0.0
     verdicts: list[Verdict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -115,10 +125,35 @@ def histogram(rates: list[float], k: int, binary: bool) -> list[tuple[float, int
     return [(b / 10, counts.get(b, 0)) for b in range(10)]
 
 
-def verdicts(scores: list[float], baselines: dict[str, float], deserved: dict[str, float] | None = None
-             ) -> list[Verdict]:
-    """The chapter's four histogram shapes over per-sample scores.
+def truncation_verdict(scores: list[float], finish: list[str | None]) -> Verdict:
+    """Were the samples cut at ``max_tokens``? Fired when more than ``TRUNCATION_SHARE`` of them were (finish reason
+    ``length``), or more than half of the zero scores are truncations; the remedy is the length limit, not the
+    reward (raise ``max_tokens`` or ask for shorter answers).
 
+    Args:
+        scores: per-sample scores.
+        finish: the finish reason of each sample, in the same order (None: unknown).
+    """
+    n = len(scores)
+    cut = [f == "length" for f in finish]
+    n_cut = sum(cut)
+    zeros = sum(s == 0 for s in scores)
+    cut_zeros = sum(c and s == 0 for c, s in zip(cut, scores, strict=True))
+    msg = (f"{n_cut} of {n} samples ({n_cut / n:.0%}) were cut at max_tokens; {cut_zeros} of the {zeros} zero "
+           f"scores are truncations")
+    if n_cut / n > TRUNCATION_SHARE or (zeros and cut_zeros / zeros > 0.5):
+        return Verdict("truncation", "fired", msg + ": the histogram measures the length limit, not the reward; "
+                       "raise max_tokens or ask for shorter answers (a stop sequence, a terser prompt), then look "
+                       "again before changing the reward")
+    return Verdict("truncation", "ok", msg)
+
+
+def verdicts(scores: list[float], baselines: dict[str, float], deserved: dict[str, float] | None = None,
+             finish: list[str | None] | None = None) -> list[Verdict]:
+    """The chapter's four histogram shapes over per-sample scores, after truncation when ``finish`` is given.
+
+    - truncation (``truncation_verdict``; first, and when it fires too_sparse points to it instead of advising
+      intermediate rewards: zeros that are cut-off answers are no reward design problem);
     - too sparse: share of scores == 0 at least ``SPARSE_SHARE`` (remedy: intermediate rewards, a curriculum,
       more exploration);
     - too lenient: share of scores == 1 at least ``LENIENT_SHARE`` (remedy: harder tasks, split the score);
@@ -130,13 +165,15 @@ def verdicts(scores: list[float], baselines: dict[str, float], deserved: dict[st
     n = len(scores)
     mean = sum(scores) / n
     zeros, ones = sum(s == 0 for s in scores) / n, sum(s == 1 for s in scores) / n
-    out = [Verdict("too_sparse", "fired" if zeros >= SPARSE_SHARE else "ok",
-                   f"{zeros:.1%} of samples score 0" + (": almost no gradient; add intermediate rewards, a "
-                                                        "curriculum or more exploration" if zeros >= SPARSE_SHARE
-                                                        else "")),
-           Verdict("too_lenient", "fired" if ones >= LENIENT_SHARE else "ok",
-                   f"{ones:.1%} of samples score 1" + (": the reward is too easy; make the task harder or split "
-                                                       "the score" if ones >= LENIENT_SHARE else ""))]
+    out = [truncation_verdict(scores, finish)] if finish is not None else []
+    cut = bool(out) and out[0].status == "fired"
+    remedy = ": mostly truncated answers; fix the length limit first (see truncation)" if cut else \
+        ": almost no gradient; add intermediate rewards, a curriculum or more exploration"
+    out += [Verdict("too_sparse", "fired" if zeros >= SPARSE_SHARE else "ok",
+                    f"{zeros:.1%} of samples score 0" + (remedy if zeros >= SPARSE_SHARE else "")),
+            Verdict("too_lenient", "fired" if ones >= LENIENT_SHARE else "ok",
+                    f"{ones:.1%} of samples score 1" + (": the reward is too easy; make the task harder or "
+                                                        "split the score" if ones >= LENIENT_SHARE else ""))]
     if len(set(scores)) <= 2:
         out.append(Verdict("heavy_tail", "not_checkable", f"the reward takes {len(set(scores))} value(s): a "
                            "two-valued reward has no tail (see too_sparse / too_lenient)"))
@@ -213,19 +250,22 @@ def preflight(protocol_path: str | Path, checkpoint: str | Path, split: str, sam
     k = 1 if greedy else (samples or sampling.n)
     base_seed = sampling.seed if opts.seed is None else opts.seed
     store = store or Store()
-    per_item: dict[str, list[float]] = {}
+    per_item: dict[str, list[tuple[float, str | None]]] = {}
     run_ids: list[str] = []
     r = 0
     while not per_item or min(len(v) for v in per_item.values()) < k:
         doc = evaluate(protocol_path, checkpoint, split, replace(opts, seed=base_seed + r), store)
         run_ids.append(doc["run_id"])
-        for row in store.sample_scores(doc["run_id"]):
-            per_item.setdefault(str(row["item_id"]), []).append(float(row["score"] or 0.0))
+        for row in sorted(store.samples(doc["run_id"]), key=lambda r: (str(r["item_id"]), r["sample_index"])):
+            per_item.setdefault(str(row["item_id"]), []).append((float(row["score"] or 0.0), row["finish_reason"]))
         r += 1
-    items = read_items(load_manifest(split))  # the run above logged this read; the baselines score the same items
+    items = _read_items(load_manifest(split))  # the run above logged this read; the baselines score the same items
     order = [str(it["id"]) for it in items]
-    scores = {i: per_item[i][:k] for i in order}
+    scores = {i: [sc for sc, _ in per_item[i][:k]] for i in order}
+    finish = [f for i in order for _, f in per_item[i][:k]]
     flat = [s for v in scores.values() for s in v]
+    n_zero = sum(s == 0 for s in flat)
+    cut_zeros = sum(f == "length" and s == 0 for s, f in zip(flat, finish, strict=True))
     rates = {i: sum(v) / k for i, v in scores.items()}
     binary = all(s in (0.0, 1.0) for s in flat)
     n = len(order)
@@ -242,7 +282,9 @@ def preflight(protocol_path: str | Path, checkpoint: str | Path, split: str, sam
         all_correct=sum(c == 1 for c in const) / n, all_wrong=sum(c == 0 for c in const) / n,
         other_constant=sum(c not in (0, 1) for c in const) / n, zero_variance=len(const) / n,
         mean=sum(flat) / len(flat), std=_std(flat), pass_rate_std=_std(list(rates.values())), baselines=baselines,
-        baseline_deserved=deserved, verdicts=verdicts(flat, baselines, deserved), notes=notes)
+        baseline_deserved=deserved, truncated=sum(f == "length" for f in finish) / len(finish),
+        truncated_zeros=cut_zeros / n_zero if n_zero else 0.0, verdicts=verdicts(flat, baselines, deserved, finish),
+        notes=notes)
 
 
 def format_summary(res: PreflightResult) -> str:
@@ -254,6 +296,7 @@ def format_summary(res: PreflightResult) -> str:
     lines += [f"zero-variance prompts: {res.zero_variance:.1%} (all correct {res.all_correct:.1%}, all wrong "
               f"{res.all_wrong:.1%}, other constant {res.other_constant:.1%})",
               f"score: mean {res.mean:.4f}, std {res.std:.4f}; per-prompt pass rate std {res.pass_rate_std:.4f}",
+              f"cut at max_tokens: {res.truncated:.1%} of samples ({res.truncated_zeros:.1%} of the zero scores)",
               "trivial baselines (same scorer; deserved = share of items with that gold answer): "
               + ", ".join(f"{k} {v:.3f} (deserves {res.baseline_deserved.get(k, 0.0):.3f})"
                           for k, v in res.baselines.items())]

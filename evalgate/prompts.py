@@ -110,6 +110,44 @@ def apply_chat(tokenizer: Any, protocol: LoadedProtocol, msgs: list[dict[str, An
     return tokenizer.apply_chat_template(msgs, **kwargs)
 
 
+# Text no template writes by itself: marks where an assistant message's text begins.
+_PROBE = "\u2063evalgate-assistant-probe\u2063"
+
+
+def check_generation_prompt(tokenizer: Any, protocol: LoadedProtocol, item: dict[str, Any]) -> None:
+    """Refuse a chat template that ignores ``add_generation_prompt`` and so sends a prompt without the start of
+    the assistant turn: the model would continue the user turn (instructlab/training#232).
+
+    The item's messages are rendered with ``add_generation_prompt`` True and False. Where the two differ the template
+    honours it. Where they are equal, the prompt is accepted only if it already ends where an assistant message's
+    text would begin (templates such as Llama 2's ``[INST] ... [/INST]``, whose user turn ends with the assistant's
+    cue): the conversation with an assistant message is rendered and cut where that message's text begins, and
+    the prompt must equal that cut, white space at the end aside.
+
+    Raises:
+        BadInput: the template ignores ``add_generation_prompt`` and the prompt lacks the assistant turn's start.
+    """
+    msgs = _messages(protocol, item)
+    with_prompt = apply_chat(tokenizer, protocol, msgs)
+    kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": False}
+    if protocol.chat_template != "model":
+        kwargs["chat_template"] = protocol.chat_template
+    if tokenizer.apply_chat_template(msgs, **kwargs) != with_prompt:
+        return
+    try:
+        full = tokenizer.apply_chat_template([*msgs, {"role": "assistant", "content": _PROBE}], **kwargs)
+    except Exception:  # a template that refuses an assistant turn here cannot show where it starts
+        full = ""
+    cut = full.find(_PROBE)
+    if cut >= 0 and full[:cut].rstrip() == with_prompt.rstrip():
+        return
+    which = "the model's chat template" if protocol.chat_template == "model" else "the protocol's chat template"
+    raise BadInput(f"{which} ignores add_generation_prompt: the prompt ends after the user turn, without the start "
+                   "of the assistant turn, so the model would continue the user's text. Use a chat template that "
+                   "writes the assistant header when add_generation_prompt is true (prompt.chat_template: FILE), "
+                   "or prompt.chat_template: none with the header in the prompt template")
+
+
 def render_response_prefix(protocol: LoadedProtocol, item: dict[str, Any]) -> str:
     """The item's rendered ``prompt.response_prefix`` ("" if the protocol has none); no tokenizer involved.
 

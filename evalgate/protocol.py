@@ -135,6 +135,24 @@ class ExtractionSpec(StrictModel):
     and wrong."""
 
 
+ReasoningFormat = Literal["think", "thinking", "reasoning", "kimi", "magistral", "harmony"]
+
+
+class ReasoningSpec(StrictModel):
+    """How a reasoning model's reasoning block is handled before the answer is extracted
+    (``evalgate.scoring.reasoning``). Left out of the hash at its default, so protocols frozen before this section
+    keep their sha256."""
+
+    strip: list[ReasoningFormat] = ["think"]
+    """Reasoning formats removed from every completion before extraction and scoring, tried in order (the first
+    found decides): ``think`` (``<think>``...``</think>``: DeepSeek-R1, Qwen3, QwQ), ``thinking``
+    (``<thinking>``), ``reasoning`` (``<reasoning>``), ``kimi`` (``◁think▷``...``◁/think▷``), ``magistral``
+    (``[THINK]``...``[/THINK]``), ``harmony`` (gpt-oss: the ``analysis`` channel removed, the ``final`` channel
+    kept). A block opened and never closed yields no answer from the draft (status ``no_answer``, or
+    ``truncated`` when cut at max_tokens); the run record counts such samples (``counts.reasoning``). ``[]``
+    scores the whole completion. Default: ``[think]``, as lighteval's ``remove_reasoning_tags``."""
+
+
 class ToolSpec(StrictModel):
     """One tool offered to the model: what it is told, and which registered implementation runs a call."""
 
@@ -260,6 +278,8 @@ class Protocol(StrictModel):
     """Tool permissions (section ``tools``). Default: no tools, no network."""
     execution: ExecutionLimits = ExecutionLimits()
     """Code execution limits (section ``execution``). Default: every execution default."""
+    reasoning: ReasoningSpec = ReasoningSpec()
+    """Reasoning blocks removed before extraction (section ``reasoning``). Default: ``<think>`` blocks removed."""
 
     @model_validator(mode="after")
     def _check(self) -> Protocol:
@@ -541,6 +561,8 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
         resolved["prompt"].pop(key)
     if resolved["execution"]["isolation"] == "best-effort":
         del resolved["execution"]["isolation"]  # the default: older locks stay valid
+    if resolved["reasoning"] == ReasoningSpec().model_dump(mode="json"):
+        del resolved["reasoning"]  # the default (issue 28): older locks stay valid
     digest = sha256_text(canonical_json(resolved))
     return LoadedProtocol(path, spec, resolved, digest, template, chat, tuple(fewshot), scorer_options, tools,
                           task_dir)

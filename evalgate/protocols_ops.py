@@ -8,7 +8,15 @@ from typing import Any
 
 from evalgate.errors import BadInput
 from evalgate.fileio import atomic_write
-from evalgate.protocol import diff_resolved, format_diff, load_protocol, lock_document, lock_problem
+from evalgate.protocol import (
+    LoadedProtocol,
+    diff_resolved,
+    format_diff,
+    load_protocol,
+    lock_document,
+    lock_problem,
+    verify,
+)
 from evalgate.store import Store
 
 
@@ -44,6 +52,34 @@ def freeze(path: str | Path, store: Store | None = None) -> dict[str, Any]:
     doc = lock_document(lp)
     atomic_write(lp.lock_path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
     return doc
+
+
+def verify_frozen(path: str | Path, store: Store | None = None) -> LoadedProtocol:
+    """What ``protocol verify`` checks: everything ``run`` and ``freeze`` check before they accept a protocol.
+
+    The file must load (schema, scorer), match its lock (``protocol.verify``), and its ``name@version`` must not be
+    recorded in the store with another hash (the store's record, which ``freeze`` and ``run`` enforce through
+    ``Store.record_protocol``; a lock copied from another machine's store can agree with the file and still be
+    refused here). Nothing is written: a version the store has not seen is left for ``freeze`` or ``run`` to record.
+
+    Returns:
+        The loaded protocol.
+
+    Raises:
+        BadInput: invalid protocol, no or inconsistent lock, or ``name@version`` recorded with another hash.
+        ProtocolDrift: the content no longer matches its lock.
+    """
+    lp = load_protocol(path)
+    verify(lp)
+    store = store or Store()
+    recorded = store.protocol_hash(lp.spec.name, lp.spec.version)
+    if recorded is not None and recorded != lp.sha256:
+        raise BadInput(
+            f"protocol {lp.ref} ({lp.path}) matches its lock, but the store {store.path} "
+            f"recorded {lp.ref} with hash {recorded[:12]} and this content hashes to {lp.sha256[:12]}, so 'freeze' "
+            "and 'run' refuse it here. Bump 'version' in the protocol file and freeze again (or restore the content "
+            "frozen here)")
+    return lp
 
 
 def _consistent_lock(path: Path) -> dict[str, Any] | None:

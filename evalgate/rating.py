@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.fileio import read_text
 from evalgate.splits import SplitManager, actor_name
 from evalgate.store import Store, now
 
@@ -53,6 +54,9 @@ class Rater:
     role: str
 
 
+NOTE_MAX_CHARS = 4000  # a rater's note: a few paragraphs, sealed and stored with the score
+
+
 def token_sha256(token: str) -> str:
     """sha256 of a token's text (what the store keeps instead of the token)."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
@@ -79,7 +83,8 @@ def add_rater(name: str, admin: bool = False, base_url: str = "http://127.0.0.1:
     token = secrets.token_urlsafe(24)
     role = "admin" if admin else "rater"
     replaced = store.put_rater(name, token_sha256(token), role, actor_name(actor))
-    return {"name": name, "role": role, "token": token, "url": f"{base_url.rstrip('/')}/login?token={token}",
+    # the token rides in the fragment, which a browser never sends: the login page posts it (a GET never logs in)
+    return {"name": name, "role": role, "token": token, "url": f"{base_url.rstrip('/')}/login#token={token}",
             "replaced": replaced}
 
 
@@ -172,7 +177,7 @@ def create_batch(run_id: str, samples: int = 50, stratify: str | None = None, ru
         p = Path(rubric_file)
         if not p.is_file():
             raise BadInput(f"--rubric {p}: file not found; pass a text or Markdown file with the rubric")
-        rubric = p.read_text(encoding="utf-8").strip() or DEFAULT_RUBRIC
+        rubric = read_text(p).strip() or DEFAULT_RUBRIC  # BadInput naming the line of bytes that are not UTF-8
     runs = store.runs(run_id=run_id)
     if not runs:
         raise BadInput(f"unknown run {run_id!r}; list runs with 'evalgate runs'")
@@ -301,11 +306,14 @@ def submit(store: Store, rater: str, batch_id: str, form_token: str, sample_key:
         ``{"action": "scored" | "replaced" | "skipped", "score"}``.
 
     Raises:
-        BadInput: unknown batch, a sample of another batch, a score that is not on the scale.
+        BadInput: unknown batch, a sample of another batch, a score that is not on the scale, a note longer than
+            ``NOTE_MAX_CHARS``.
         RefusedByPolicy: a replayed, forged or another rater's form (nothing stored).
     """
     b = batch(store, batch_id)
     value = parse_score(score, b)
+    if note is not None and len(note) > NOTE_MAX_CHARS:
+        raise BadInput(f"the note has {len(note)} characters, more than the {NOTE_MAX_CHARS} allowed; shorten it")
     if not form_token:
         raise RefusedByPolicy("the form carries no form token; reload the page and submit again")
     auto = {(s["item_id"], s["sample_index"]): s["score"] for s in store.sample_scores(b["run_id"])}

@@ -178,8 +178,15 @@ def junit_xml(verdict: Verdict) -> str:
     properties hold the machine-readable ``reason`` (``pass`` / ``fail``), the verdict and the gate id."""
     suite = ET.Element("testsuite", name=f"evalgate.{verdict.policy.name}", tests=str(len(verdict.rules)),
                        failures=str(sum(not r.passed for r in verdict.rules)), errors="0", skipped="0")
-    _properties(suite, {"reason": verdict.reason, "verdict": "PASS" if verdict.passed else "FAIL",
-                        "gate_id": verdict.gate_id or ""})
+    props = {"reason": verdict.reason, "verdict": "PASS" if verdict.passed else "FAIL",
+             "gate_id": verdict.gate_id or ""}
+    if verdict.broken_chain:
+        props["access_log_chain"] = _broken_text(verdict)
+    _properties(suite, props)
+    if verdict.broken_chain:  # not a rule, but never silent: a test case of its own, with the warning as output
+        case = ET.SubElement(suite, "testcase", classname=f"evalgate.{verdict.policy.name}", name="access_log_chain")
+        ET.SubElement(case, "system-err").text = _broken_text(verdict)
+        suite.set("tests", str(len(verdict.rules) + 1))
     for r in verdict.rules:
         case = ET.SubElement(suite, "testcase", classname=f"evalgate.{verdict.policy.name}", name=r.rule)
         if not r.passed:
@@ -202,6 +209,13 @@ def write_junit(verdict: Verdict, path: str | Path) -> Path:
     p = Path(path)
     _atomic_write(p, junit_xml(verdict))
     return p
+
+
+def _broken_text(verdict: Verdict) -> str:
+    b = verdict.broken_chain
+    assert b is not None
+    return (f"WARNING: the access log's hash chain is BROKEN at row {b.first_bad_seq} ({b.reason}): the private "
+            f"budget could not be counted; gated anyway (accept_broken_chain: {b.accepted_because})")
 
 
 def _md(text: str) -> str:
@@ -228,6 +242,10 @@ def markdown_summary(verdict: Verdict) -> str:
     ship = d["ship"]
     lines += ["", f"**Ship:** `{ship['checkpoint']}` ({_md(ship['why'])})" if ship["checkpoint"]
               else f"**Ship:** none ({_md(ship['why'])})"]
+    if verdict.broken_chain:
+        lines += ["", f"**{_md(_broken_text(verdict))}**"]
+    if d["rereads"]:
+        lines += ["", f"{len(d['rereads'])} decision read(s) showed stored results again (logged, not charged)."]
     if d["reused_from"]:
         lines += ["", f"Decision reused from gate `{d['reused_from']['gate_id']}` ({d['reused_from']['created_at']}): "
                       "inputs unchanged, no private read."]
@@ -318,8 +336,12 @@ def _write_error_outputs(doc: dict[str, Any], junit: str | Path | None, json_out
 
 def gate_and_report(policy_path: str | Path, store: Store | None = None, report: str | Path | None = None,
                     junit: str | Path | None = None, json_out: str | Path | None = None,
-                    markdown: str | Path | None = None, actor: str | None = None) -> tuple[Verdict, dict[str, Any]]:
+                    markdown: str | Path | None = None, actor: str | None = None,
+                    accept_broken_chain: str | None = None,
+                    expect_head: tuple[int, str] | None = None) -> tuple[Verdict, dict[str, Any]]:
     """Load a policy, run the gate and write the requested outputs (what ``evalgate gate`` does).
+    ``accept_broken_chain``: a reason to gate on a broken access-log chain (sets the policy's field for this run);
+    ``expect_head`` as in ``run_gate``.
 
     The Markdown summary is also appended to ``$GITHUB_STEP_SUMMARY`` when that is set. A gate that decides
     nothing (refused, invalid policy, protocol drift, internal error) still writes the JUnit (one error testcase),
@@ -334,11 +356,13 @@ def gate_and_report(policy_path: str | Path, store: Store | None = None, report:
     store = store or Store()
     try:
         policy = load_policy(policy_path)
+        if accept_broken_chain:
+            policy = policy.model_copy(update={"accept_broken_chain": accept_broken_chain})
     except Exception as e:
         _write_error_outputs(error_document(policy_path, Path(policy_path).stem, e), junit, json_out, markdown)
         raise
     try:
-        verdict = run_gate(policy, store, actor)
+        verdict = run_gate(policy, store, actor, expect_head=expect_head)
     except Exception as e:
         _write_error_outputs(error_document(policy_path, policy.name, e), junit, json_out, markdown)
         raise

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.checkpoints import Checkpoint
 from evalgate.progress import progress_bars
 from evalgate.runner.generate import Generated, generate_missing
-from evalgate.runner.grant import ReleaseGrant, issue_release_grant
+from evalgate.runner.grant import ReleaseGrant
 from evalgate.runner.plan import RunOptions, RunPlan, effective_params, prepare
 from evalgate.runner.record import RunRecord, record, start
 from evalgate.runner.score import compute_metrics, score
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from evalgate.agent.loop import AgentRun
 
 __all__ = ["ReleaseGrant", "RunOptions", "RunRecord", "compute_metrics", "effective_params", "evaluate", "finish",
-           "issue_release_grant", "marking_stops"]
+           "marking_stops"]
 
 
 def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str,

@@ -26,7 +26,7 @@ def select_runs(store: Store | None = None, *, status: str | None = None, split:
         store: the store (default ``Store()``).
         status: complete, running, interrupted or failed.
         split: split name.
-        protocol_name: protocol name (any version).
+        protocol_name: protocol name (any version), or ``name@version`` (that version only), as ``runs`` prints it.
         train_run: training run name.
         train_seed: training seed.
         checkpoint: a checkpoint path (the same directory or file, however written), a path suffix such as
@@ -36,8 +36,12 @@ def select_runs(store: Store | None = None, *, status: str | None = None, split:
     Returns:
         The runs rows (``Store.runs``: all stored fields, JSON columns decoded).
     """
+    version = None
+    if protocol_name is not None and "@" in protocol_name:
+        protocol_name, version = protocol_name.rsplit("@", 1)
     where = {k: v for k, v in (("status", status), ("split", split), ("protocol_name", protocol_name),
-                               ("train_run", train_run), ("train_seed", train_seed)) if v is not None}
+                               ("protocol_version", version), ("train_run", train_run), ("train_seed", train_seed))
+             if v is not None}
     rows = (store or Store()).runs(**where)
     if checkpoint is not None:
         rows = [r for r in rows if _checkpoint_matches(r, checkpoint)]
@@ -98,7 +102,8 @@ class StepTable:
                 cells.append(f"{f'{v:.3f} ± {se:.3f}' if not math.isnan(se) else f'{v:.3f}':>{width}}")
             lines.append(f"{step:>8}  " + "  ".join(cells))
         if self.repeats:
-            lines.append(f"  ({self.repeats} earlier run(s) of the same checkpoints not shown: the latest is)")
+            lines.append(f"  ({self.repeats} earlier run(s) of the same checkpoints not shown: each cell is the "
+                         "checkpoint's latest complete run)")
         return "\n".join(lines)
 
 

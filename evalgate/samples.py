@@ -3,8 +3,8 @@
 
 Both show per-item results derived from a split, so both are reads of it, under its tier policy: a permitted view
 is logged (cached, purpose ``inspect-samples`` or ``compare-runs``; the run id in the row), and a refused one is
-logged as refused before the error is raised. Per-item outputs of the private tier are never shown except under a
-release grant (``runner.grant``: the gate's role, issued only by ``evalgate gate``); the human-audit tier's are
+logged as refused before the error is raised. Per-item outputs of the private tier are never shown here, to any
+caller (the gate reads per-item scores for its statistics, never texts; issue 27); the human-audit tier's are
 shown to raters through ``evalgate splits export-audit NAME --run RUN_ID``, not here. Sample text is read through
 ``Store.samples`` only, which owns how stored text is kept (encrypted or not).
 """
@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalgate.errors import BadInput
-from evalgate.runner.grant import ReleaseGrant, check_release_purpose
 from evalgate.scoring.base import STATUSES
-from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
+from evalgate.splits import SplitManager, actor_name
 from evalgate.store import Store
 
 # What a stored sample's status can be: the scorers' statuses, plus the agent loop's ``tool_violation`` (a sample
@@ -26,8 +25,8 @@ from evalgate.store import Store
 SAMPLE_STATUSES = (*STATUSES, "tool_violation")
 SAMPLES_PURPOSE = "inspect-samples"
 COMPARE_PURPOSE = "compare-runs"
-# Tiers whose per-item outputs this module never shows without a release grant (DESIGN.md: private outputs are
-# never shown; human-audit samples go to raters through export-audit, which is its own logged read).
+# Tiers whose per-item outputs this module never shows (DESIGN.md: private outputs are never shown; human-audit
+# samples go to raters through export-audit, which is its own logged read).
 GUARDED_TIERS = ("private", "human-audit")
 
 
@@ -72,33 +71,28 @@ def _run(store: Store, run_id: str) -> dict[str, Any]:
     return rows[0]
 
 
-def _admit(store: Store, run: dict[str, Any], purpose: str, actor: str, grant: ReleaseGrant | None) -> None:
+def _admit(store: Store, run: dict[str, Any], purpose: str, actor: str) -> None:
     """Check and log a view of ``run``'s per-item results as a read of its split.
 
     Raises:
-        RefusedByPolicy: a guarded tier without a release grant, the split's policy refuses ``purpose``, or its
-            budget is used up (each logged as refused first).
+        RefusedByPolicy: a guarded tier, the split's policy refuses ``purpose``, or its budget is used up (each
+            logged as refused first).
         BadInput: the run's split has no manifest any more.
     """
     manager = SplitManager(store)
     split, tier = run["split"], run["tier"]
-    if tier in GUARDED_TIERS and grant is None:
-        how = ("per-item outputs of the private tier are shown only under a release grant, which only "
-               "'evalgate gate' holds; use 'evalgate runs' for the run's metrics" if tier == "private" else
+    if tier in GUARDED_TIERS:
+        how = ("per-item outputs of the private tier are never shown; use 'evalgate runs' for the run's metrics"
+               if tier == "private" else
                f"raters see its samples through 'evalgate splits export-audit {split} --run {run['run_id']}' "
                "(a logged read)")
         manager.refuse(split, purpose, actor, f"run {run['run_id']} is on split {split} (tier {tier}): {how}")
-    if grant is not None:
-        check_release_purpose(RELEASE_GATE, grant, split, manager, actor, run["checkpoint_digest"],
-                              run["protocol_hash"])
-        purpose = RELEASE_GATE
     m, _ = manager.check(split, purpose, actor, None, run["checkpoint_digest"], run["protocol_hash"])
     manager.log_read(m, actor, purpose, True, run["checkpoint_digest"], run["protocol_hash"], run["run_id"])
 
 
 def run_samples(run_id: str, item: str | None = None, status: str | None = None, limit: int | None = None,
-                actor: str | None = None, store: Store | None = None,
-                grant: ReleaseGrant | None = None) -> dict[str, Any]:
+                actor: str | None = None, store: Store | None = None) -> dict[str, Any]:
     """A run's samples with rendered prompt, completion, extracted answer, score and status (a logged read).
 
     Args:
@@ -108,8 +102,6 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
         limit: at most this many samples (after filtering), in item and sample-index order.
         actor: who reads (default ``actor_name()``).
         store: the store (default ``Store()``).
-        grant: a release grant (``runner.grant.issue_release_grant``) admitting a private split's run; one of its
-            reads is used.
 
     Returns:
         ``{"run_id", "split", "tier", "protocol", "checkpoint_path", "counts": {status: n} over the whole run,
@@ -130,7 +122,7 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
         raise BadInput(f"run {run_id} is {run.get('status')}, not complete: its samples are scored and stored when "
                        "the run completes. Rerun the same 'evalgate run' command (what it generated is reused), "
                        "then look again")
-    _admit(store, run, SAMPLES_PURPOSE, actor_name(actor), grant)
+    _admit(store, run, SAMPLES_PURPOSE, actor_name(actor))
     rows = store.samples(run_id)
     if item is not None and not any(r["item_id"] == item for r in rows):
         raise BadInput(f"run {run_id} has no item {item!r} ({len({r['item_id'] for r in rows})} items)")
@@ -202,8 +194,8 @@ def compare_runs(run_a: str, run_b: str, actor: str | None = None, store: Store 
                 f"{b['protocol_version']}, splits {a['split']} vs {b['split']}): their samples are not paired "
                 "outcomes of one evaluation. Compare runs of one protocol on one split's current content")
     who = actor_name(actor)
-    _admit(store, a, COMPARE_PURPOSE, who, None)
-    _admit(store, b, COMPARE_PURPOSE, who, None)
+    _admit(store, a, COMPARE_PURPOSE, who)
+    _admit(store, b, COMPARE_PURPOSE, who)
     sa = {(r["item_id"], r["sample_index"]): r for r in store.sample_scores(run_a)}
     sb = {(r["item_id"], r["sample_index"]): r for r in store.sample_scores(run_b)}
     keys = sorted(sa.keys() & sb.keys())

@@ -16,9 +16,13 @@ the names present with ``+``; ``LAYERS`` lists them):
   they load (read-only, bound from the host by ``bwrap``), a private ``/dev`` (null, zero, random, ...), fresh
   size-bounded tmpfs at ``/tmp``, ``/dev/shm`` and the program's working directory ``/work``, no ``/sys``: no
   home directory, no ``/root``, no ``$EVALGATE_HOME``, ``$EVALGATE_SPLITS``, key file or checkout exist there;
+- ``rofs``: everything but those sized tmpfs is read-only: bubblewrap's own root tmpfs (``/``, ``/etc``,
+  ``/usr``, ... have no size bound there) and its ``/dev`` tmpfs are remounted read-only last;
 - ``unpriv``: the program runs as uid/gid 65534 (``nobody``) in a new user namespace with every capability dropped;
   when evalgate runs as root, ``bwrap`` itself is started as uid 65534 (``setpriv``), so the program is not root
   outside its namespace either;
+- ``nouserns``: the program cannot create user namespaces (``bwrap --disable-userns``, bubblewrap >= 0.8), so it
+  never gets the capabilities to mount anything (e.g. a tmpfs without a size bound);
 - ``nproc``: at most ``processes`` processes and threads (RLIMIT_NPROC, set inside the sandbox by ``prlimit``:
   the kernel exempts uid 0 from this limit, which is why ``unpriv`` comes with it; each sandbox's user namespace
   counts its own processes, so parallel programs do not share the bound);
@@ -53,11 +57,12 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from evalgate.errors import RefusedByPolicy
 
-LAYERS = ("netns", "pidns", "minfs", "unpriv", "nproc", "stdlib")
+LAYERS = ("netns", "pidns", "minfs", "rofs", "unpriv", "nouserns", "nproc", "stdlib")
 """Every isolation layer, in the order ``ExecResult.isolation`` names them (see the module docstring)."""
 
 OUTPUT_BYTES = 4096
@@ -81,8 +86,8 @@ class ExecResult:
         returncode: the program's exit status (negative: killed by that signal), None if it never ran.
         stderr: the last ``output_bytes`` (default 4096) bytes of the program's stderr, decoded as UTF-8.
         wall_s: seconds from start to exit or kill.
-        isolation: the layers used, joined with ``+`` (``netns+pidns+minfs+unpriv+nproc+stdlib`` with bubblewrap;
-            the fallback's ``netns+pidns+rofs``, ``netns+pidns``, ``pidns``, ``netns`` or ``none``).
+        isolation: the layers used, joined with ``+`` (``netns+pidns+minfs+rofs+unpriv+nouserns+nproc+stdlib``
+            with bubblewrap; the fallback's ``netns+pidns+rofs``, ``netns+pidns``, ``pidns``, ``netns`` or ``none``).
     """
 
     status: str
@@ -198,41 +203,58 @@ class _Bwrap:
     def unprivileged(self) -> bool:
         return bool(self.drop) or os.geteuid() != 0
 
-    def command(self, argv: Sequence[str], network: bool, writable: Sequence[str], fd: int, rlimits: Sequence[str],
-                tmpfs_mb: int) -> list[str]:
-        """The full command: ``argv`` (run in ``/work``, which holds the program read from ``fd`` as
-        ``program.py``) under every layer; ``rlimits``: prlimit options; ``tmpfs_mb``: size of each tmpfs."""
+    nouserns: bool = True  # bwrap --disable-userns (bubblewrap >= 0.8)
+
+    def command(self, argv: Sequence[str], network: bool, writable: Sequence[str], files: Sequence[tuple[int, str]],
+                rlimits: Sequence[str], tmpfs_mb: int) -> list[str]:
+        """The full command: ``argv`` (run in ``/work``, which holds each file read from an fd of ``files`` as
+        its name) under every layer; ``rlimits``: prlimit options; ``tmpfs_mb``: size of each tmpfs.
+
+        Everything but the sized tmpfs (``/tmp``, ``/dev/shm``, ``/work``) and ``writable`` ends read-only:
+        bubblewrap's own root tmpfs (``/``, which holds the mount points and ``/etc``, ``/usr``, ...) and its
+        ``/dev`` tmpfs have no size bound, so they are remounted read-only last (``rofs``)."""
         py = self.python
         size = ["--size", str(tmpfs_mb << 20)]
         mounts = [a for b in (*py.binds, self.prlimit) for a in ("--ro-bind", b, b)]
         mounts += [a for t, link in py.symlinks for a in ("--symlink", t, link)]
         mounts += [a for m in py.masked for a in ("--tmpfs", m, "--remount-ro", m)]
-        return [*self.drop, self.bwrap, "--unshare-all", *(["--share-net"] if network else []),
+        return [*self.drop, self.bwrap, "--unshare-all", "--unshare-user",
+                *(["--disable-userns"] if self.nouserns else []), *(["--share-net"] if network else []),
                 "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox",
                 "--die-with-parent", "--new-session", "--cap-drop", "ALL", *mounts,
                 "--proc", "/proc", "--dev", "/dev", *size, "--tmpfs", "/dev/shm", *size, "--tmpfs", "/tmp",
-                *size, "--tmpfs", "/work", "--file", str(fd), "/work/program.py",
-                *[a for w in writable for a in ("--bind", w, w)], "--chdir", "/work",
-                self.prlimit, *rlimits, "--", *argv]
+                *size, "--tmpfs", "/work", *[a for fd, name in files for a in ("--file", str(fd), f"/work/{name}")],
+                *[a for w in writable for a in ("--bind", w, w)], "--remount-ro", "/dev", "--remount-ro", "/",
+                "--chdir", "/work", self.prlimit, *rlimits, "--", *argv]
 
 
-_PROBE = """import os, resource
+_PROBE = """import ctypes, errno, os, resource
 assert os.getuid() == os.geteuid() == 65534 and os.getgid() == 65534, 'uid'
 assert open('/proc/self/status').read().split('CapEff:')[1].split()[0].strip('0') == '', 'capabilities'
 assert resource.getrlimit(resource.RLIMIT_NPROC) == (16, 16), 'nproc'
 assert not any(os.path.exists(p) for p in ('/root', '/home', '/sys', '/etc/passwd')), 'file system'
 assert os.listdir('/proc/self/task') and len([p for p in os.listdir('/proc') if p.isdigit()]) <= 2, 'proc'
 open('/work/x', 'w').write('x'); open('/tmp/x', 'w').write('x'); open('/dev/shm/x', 'w').write('x')
+for p in ('/x', '/dev/x', '/etc/x'):
+    try:
+        open(p, 'w')
+    except OSError as e:
+        assert e.errno in (errno.EROFS, errno.EACCES), p
+    else:
+        raise AssertionError('rofs ' + p)
+libc = ctypes.CDLL(None, use_errno=True)
+assert USERNS or libc.unshare(0x10000000) != 0, 'nouserns'  # CLONE_NEWUSER
 print('sandbox ok')
 """
 
 
 def _probe(b: _Bwrap) -> bool:
-    """Whether ``b`` runs a program with every layer here (uid, capabilities, nproc, file system, /proc)."""
+    """Whether ``b`` runs a program with every layer here (uid, capabilities, nproc, file system, /proc, read-only
+    root, and no user namespaces inside where ``b.nouserns``)."""
     with tempfile.TemporaryFile() as f:
-        f.write(_PROBE.encode())
+        f.write(_PROBE.replace("USERNS", str(not b.nouserns)).encode())
         f.seek(0)
-        cmd = b.command([b.python.exe, "-I", "-S", "-B", "program.py"], False, (), f.fileno(),
+        cmd = b.command([b.python.exe, "-I", "-S", "-B", "program.py"], False, (), [(f.fileno(), "program.py")],
                         ["--nproc=16:16"], 4)
         try:
             r = subprocess.run(cmd, capture_output=True, timeout=30, pass_fds=(f.fileno(),), env={}, cwd="/")
@@ -251,13 +273,14 @@ def _bwrap() -> _Bwrap | None:
     if os.geteuid() == 0 and setpriv:
         drops.insert(0, (setpriv, f"--reuid={SANDBOX_UID}", f"--regid={SANDBOX_UID}", "--clear-groups",
                          "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--"))
-    for drop in drops:
-        for candidate in _candidate_pythons():
-            py = _python_mounts(candidate)
-            if py is not None:
-                b = _Bwrap(bwrap, os.path.realpath(prlimit), drop, py)
-                if _probe(b):
-                    return b
+    for nouserns in (True, False):  # --disable-userns needs bubblewrap >= 0.8
+        for drop in drops:
+            for candidate in _candidate_pythons():
+                py = _python_mounts(candidate)
+                if py is not None:
+                    b = _Bwrap(bwrap, os.path.realpath(prlimit), drop, py, nouserns)
+                    if _probe(b):
+                        return b
     return None
 
 
@@ -375,7 +398,7 @@ def isolation(network: bool = False) -> str:
     b = _bwrap()
     if b is None:
         return _fallback_command("/x.py", network)[1]
-    on = {"netns": not network, "unpriv": b.unprivileged, "nproc": b.unprivileged}
+    on = {"netns": not network, "unpriv": b.unprivileged, "nproc": b.unprivileged, "nouserns": b.nouserns}
     return "+".join(layer for layer in LAYERS if on.get(layer, True))
 
 
@@ -385,12 +408,31 @@ def missing_layers(network: bool = False) -> list[str]:
     return [layer for layer in LAYERS if layer not in have and not (network and layer == "netns")]
 
 
+@functools.lru_cache(maxsize=1)
+def memory_bound() -> str:
+    """How a sandbox's memory is bounded here, for the run record: always per process (RLIMIT_AS) and by the
+    sized tmpfs; ``memcg`` (one cgroup v2 bound for the whole sandbox) is not applied by this version, and this
+    says whether the machine would allow it (a cgroup v2 hierarchy whose controllers include ``memory``)."""
+    try:
+        own = next(x[3:] for x in Path("/proc/self/cgroup").read_text().splitlines() if x.startswith("0::"))
+        root = next(x.split(" - ")[0].split()[4] for x in Path("/proc/self/mountinfo").read_text().splitlines()
+                    if " - cgroup2 " in x)
+        controllers = (Path(root) / own.lstrip("/") / "cgroup.controllers").read_text().split()
+    except (OSError, StopIteration, IndexError):
+        return "per process (RLIMIT_AS) and sized tmpfs; no memcg: no cgroup v2 hierarchy here"
+    if "memory" not in controllers:
+        return (f"per process (RLIMIT_AS) and sized tmpfs; no memcg: the cgroup v2 hierarchy here has no memory "
+                f"controller (controllers: {' '.join(controllers) or 'none'})")
+    return "per process (RLIMIT_AS) and sized tmpfs; no memcg: cgroup v2 memory is available but not used yet"
+
+
 def describe(network: bool = False) -> dict[str, Any]:
-    """The sandbox for a run record: ``isolation`` (the layers, ``+``-joined), ``missing`` (list of layer names)
-    and ``python`` (the interpreter programs run under and its version)."""
+    """The sandbox for a run record: ``isolation`` (the layers, ``+``-joined), ``missing`` (list of layer names),
+    ``python`` (the interpreter programs run under and its version) and ``memory`` (``memory_bound()``)."""
     b = _bwrap()
     python = f"{b.python.exe} {b.python.version}" if b else f"{sys.executable} {sys.version.split()[0]}"
-    return {"isolation": isolation(network), "missing": missing_layers(network), "python": python}
+    return {"isolation": isolation(network), "missing": missing_layers(network), "python": python,
+            "memory": memory_bound()}
 
 
 def require_strict(network: bool = False, where: str = "execution.isolation") -> None:
@@ -452,13 +494,35 @@ def _tail(f: Any, limit: int) -> str:
     return str(f.read(limit).decode("utf-8", "replace"))
 
 
+def _command(b: _Bwrap | None, workdir: str | None, sources: dict[str, Any], args: Sequence[str], network: bool,
+             writable: Sequence[str], limits: tuple[int, int, int], processes: int
+             ) -> tuple[list[str], str, dict[str, str], str, Any]:
+    """(command, isolation, environment additions, working directory, preexec_fn) for ``run_code``; ``sources``
+    maps each file's name in the program's directory to an open file holding it."""
+    if b is not None:
+        cmd = b.command([b.python.exe, "-I", "-S", "-B", "program.py", *args], network, writable,
+                        [(f.fileno(), name) for name, f in sources.items()],
+                        [*_rlimit_options(*limits), f"--nproc={processes}:{processes}"], 4 * limits[2])
+        return cmd, isolation(network), {"HOME": "/work", "TMPDIR": "/tmp"}, "/", None
+    assert workdir is not None
+    for name, f in sources.items():
+        with open(os.path.join(workdir, name), "wb") as out:
+            shutil.copyfileobj(f, out)
+        f.seek(0)
+    cmd, name = _fallback_command(os.path.join(workdir, "program.py"), network, writable)
+    prlimit = _prlimit_prefix(*limits)
+    preexec = None if prlimit else functools.partial(_limits, *limits)
+    return [*(prlimit or ()), *cmd, *args], name, {"HOME": workdir, "TMPDIR": workdir}, workdir, preexec
+
+
 def run_code(program: str, timeout_s: float = 10.0, cpu_s: int = 10, memory_mb: int = 1024,
              file_size_mb: int = 16, network: bool = False, writable: Sequence[str] = (),
-             processes: int = PROCESSES, output_bytes: int = OUTPUT_BYTES) -> ExecResult:
+             processes: int = PROCESSES, output_bytes: int = OUTPUT_BYTES, files: dict[str, str] | None = None,
+             args: Sequence[str] = (), pass_fds: Sequence[int] = ()) -> ExecResult:
     """Run a Python program in the sandbox (see the module docstring) and report how it ended.
 
     Args:
-        program: Python source.
+        program: Python source, run as ``program.py`` in the program's directory.
         timeout_s: wall-clock limit, seconds; on expiry the program's whole process group is killed.
         cpu_s: CPU-time limit (RLIMIT_CPU), seconds.
         memory_mb: address-space limit per process (RLIMIT_AS), MiB.
@@ -469,6 +533,10 @@ def run_code(program: str, timeout_s: float = 10.0, cpu_s: int = 10, memory_mb: 
             program report back). With bubblewrap as root they must be reachable by uid 65534.
         processes: processes and threads the program may have at once (RLIMIT_NPROC; ``nproc`` layer only).
         output_bytes: bytes kept of the program's stderr (the end); stdout is discarded.
+        files: further files (name -> text) placed beside ``program.py``.
+        args: command-line arguments after ``program.py``.
+        pass_fds: open file descriptors of this process the program inherits under the same numbers (the test
+            harness of ``evalgate.scoring.harness`` passes its job and verdict files so).
 
     Returns:
         ExecResult; a program that cannot be started gives status ``error``, never an exception.
@@ -476,55 +544,44 @@ def run_code(program: str, timeout_s: float = 10.0, cpu_s: int = 10, memory_mb: 
     b = _bwrap()
     workdir = None if b else tempfile.mkdtemp(prefix="evalgate-exec-")
     t0 = time.perf_counter()
-    # The program goes in through a file descriptor (bwrap copies it into the sandbox): no host directory has to
+    # The files go in through file descriptors (bwrap copies them into the sandbox): no host directory has to
     # be shared with the sandbox user. stderr goes to a file, not a pipe: a child that outlives the program would
     # hold a pipe open; RLIMIT_FSIZE bounds it.
-    with tempfile.TemporaryFile() as src, tempfile.TemporaryFile() as err:
-        src.write(program.encode("utf-8"))
-        src.flush()
-        src.seek(0)
-        env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"}
-        limits = (cpu_s, memory_mb, file_size_mb)
-        preexec = None
-        if b is not None:
-            name = isolation(network)
-            cmd = b.command([b.python.exe, "-I", "-S", "-B", "program.py"], network, writable, src.fileno(),
-                            [*_rlimit_options(*limits), f"--nproc={processes}:{processes}"], 4 * file_size_mb)
-            env.update(HOME="/work", TMPDIR="/tmp")
-            cwd = "/"
-        else:
-            assert workdir is not None
-            path = os.path.join(workdir, "program.py")
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(program)
-            cmd, name = _fallback_command(path, network, writable)
-            prlimit = _prlimit_prefix(*limits)
-            cmd = [*(prlimit or ()), *cmd]
-            preexec = None if prlimit else functools.partial(_limits, *limits)
-            env.update(HOME=workdir, TMPDIR=workdir)
-            cwd = workdir
+    sources: dict[str, Any] = {}
+    with tempfile.TemporaryFile() as err:
         try:
-            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=err, start_new_session=True, pass_fds=(src.fileno(),),
-                                    preexec_fn=preexec)
-        except OSError as e:
+            for name, text in {"program.py": program, **(files or {})}.items():
+                sources[name] = f = tempfile.TemporaryFile()
+                f.write(text.encode("utf-8"))
+                f.seek(0)
+            env = {"PATH": "/usr/bin:/bin", "PYTHONHASHSEED": "0", "LANG": "C.UTF-8"}
+            cmd, name, more_env, cwd, preexec = _command(b, workdir, sources, args, network, writable,
+                                                         (cpu_s, memory_mb, file_size_mb), processes)
+            env.update(more_env)
+            try:
+                proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=err, start_new_session=True,
+                                        pass_fds=(*[f.fileno() for f in sources.values()], *pass_fds),
+                                        preexec_fn=preexec)
+            except OSError as e:
+                return ExecResult("error", None, str(e), 0.0, name)
+            try:
+                timed_out = not _wait_exit(proc, timeout_s)
+            finally:
+                # Kill the whole group: a program that forked a child leaves nothing behind, timeout or not (with
+                # bwrap, its PID namespace dies with bwrap, --die-with-parent).
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                proc.wait()
+        finally:
+            for f in sources.values():
+                f.close()
             if workdir:
                 shutil.rmtree(workdir, ignore_errors=True)
-            return ExecResult("error", None, str(e), 0.0, name)
-        try:
-            timed_out = not _wait_exit(proc, timeout_s)
-        finally:
-            # Kill the whole group: a program that forked a child leaves nothing behind, timeout or not (with
-            # bwrap, its PID namespace dies with bwrap, --die-with-parent).
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            proc.wait()
         wall = time.perf_counter() - t0
         stderr = _tail(err, output_bytes)
-    if workdir:
-        shutil.rmtree(workdir, ignore_errors=True)
     rc = proc.returncode
     if "pidns" in name and 128 < rc <= 128 + 64:
         rc = -(rc - 128)

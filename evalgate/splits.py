@@ -20,12 +20,16 @@ human-audit   any                                none
 ============  =================================  ==========================================================
 
 Purpose ``contamination-check`` (``evalgate splits contamination`` only; any other reader giving it is refused)
-may read every tier, whatever its purposes, and never counts against a budget, in ``SplitManager`` or in the
-store's atomic count. A budget limits how often people learn a model's score on a held-out set, because every score
-they see and act on makes the set less held-out (adaptive overfitting; Dwork et al. 2015, "The reusable holdout").
-A contamination check shows no model output and no item text, only which item ids and fields overlap a training
-corpus and by how much; and the private split is the one whose contamination matters most for a release. The read
-is still logged like any other, so ``evalgate audit`` shows who checked what, with which corpus.
+may read every tier, whatever its purposes, and never counts against the read budget, in ``SplitManager`` or in
+the store's atomic count. A budget limits how often people learn a model's score on a held-out set, because every
+score they see and act on makes the set less held-out (adaptive overfitting; Dwork et al. 2015, "The reusable
+holdout"). A contamination check shows no model output and no item text; and the private split is the one whose
+contamination matters most for a release. But its answer is about the items' text, and the corpus is the caller's:
+a corpus holding a guess answers whether the guess is in the split. So on the sealed tiers (private, human-audit) a
+check answers one bit per item (flagged or not, ``evalgate.contamination``) and has a budget of its own,
+``max_contamination_checks`` per ``window_days`` (default 4 per 30 days, hard), counted atomically like reads and
+shown by ``evalgate audit``. Every check is logged like any read, so ``evalgate audit`` shows who checked what,
+with which corpus.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ import getpass
 import hashlib
 import json
 import os
+import re
 import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -57,6 +62,8 @@ RELEASE_GATE = "release-gate"
 ADD_PURPOSE = "add-split"
 """The purpose logged when a split is added (outcome ``added``) or an addition is refused."""
 CONTAMINATION_CHECK = "contamination-check"  # allowed on every tier, never spends a budget (see above)
+LIBRARY_READ = "library-read"
+"""The purpose logged when ``read_items`` refuses a private or human-audit split."""
 PARTITION_SALT = "evalgate-partition-v1"
 SMOKE_SIZE = 8
 
@@ -76,14 +83,17 @@ class Policy(BaseModel):
     """Hard budget: refuse beyond it, no override. Soft: refuse unless an override reason is given."""
     warn_at: float = Field(0.8, gt=0, le=1)
     """Share of the budget from which reads warn. Default: 0.8."""
+    max_contamination_checks: int | None = Field(None, ge=0)
+    """Contamination checks (``evalgate splits contamination``) allowed per window, refused beyond (hard); None for
+    no budget. Default: 4 on the private and human-audit tiers, none elsewhere."""
 
 
 DEFAULT_POLICIES: dict[str, Policy] = {
     "smoke": Policy(),
     "dev": Policy(),
     "public": Policy(max_reads=20, window_days=30, hard=False),
-    "private": Policy(purposes=[RELEASE_GATE], max_reads=4, window_days=30, hard=True),
-    "human-audit": Policy(),
+    "private": Policy(purposes=[RELEASE_GATE], max_reads=4, window_days=30, hard=True, max_contamination_checks=4),
+    "human-audit": Policy(max_contamination_checks=4),
 }
 
 
@@ -136,7 +146,10 @@ class Manifest(BaseModel):
         loosened = [what for what, bad in (
             ("purposes", base.purposes is not None and not fewer_purposes),
             ("max_reads", base.max_reads is not None and (p.max_reads is None or p.max_reads > base.max_reads)),
-            ("window_days", base.max_reads is not None and p.window_days < base.window_days),
+            ("window_days", (base.max_reads is not None or base.max_contamination_checks is not None)
+             and p.window_days < base.window_days),
+            ("max_contamination_checks", base.max_contamination_checks is not None
+             and (p.max_contamination_checks is None or p.max_contamination_checks > base.max_contamination_checks)),
             ("warn_at", p.warn_at > base.warn_at),
             ("hard", base.hard and not p.hard),
         ) if bad]
@@ -188,15 +201,23 @@ def _sha256(data: bytes) -> str:
 
 
 def parse_jsonl(data: bytes, where: str) -> list[dict[str, Any]]:
-    """Parse JSONL records, each an object with a unique string ``id``.
+    """Parse JSONL records, each an object with a unique ``id``: a non-empty string, or an integer, which becomes
+    its decimal text (``1`` -> ``"1"``, as user data often numbers its items) so every id in evalgate is a string.
 
     Raises:
-        BadInput: naming the line of the first bad record.
+        BadInput: naming the line of the first bad record (an id of another type, e.g. ``1.5`` or ``true``; ids
+            that are equal as text, e.g. ``1`` and ``"1"``, are duplicates).
     """
     items, seen = [], set()
     for i, rec in iter_jsonl(data, where):
-        if not isinstance(rec, dict) or not isinstance(rec.get("id"), str) or not rec["id"]:
-            raise BadInput(f"{where}:{i}: each record must be a JSON object with a non-empty string 'id'")
+        if not isinstance(rec, dict):
+            raise BadInput(f"{where}:{i}: each record must be a JSON object with a non-empty string or integer 'id'")
+        if isinstance(rec.get("id"), int) and not isinstance(rec["id"], bool):
+            rec["id"] = str(rec["id"])
+        if not isinstance(rec.get("id"), str) or not rec["id"]:
+            got = "no 'id'" if "id" not in rec else f"'id' {json.dumps(rec['id'])} ({type(rec['id']).__name__})"
+            raise BadInput(f"{where}:{i}: each record must be a JSON object with a non-empty string or integer "
+                           f"'id'; this one has {got}")
         if rec["id"] in seen:
             raise BadInput(f"{where}:{i}: duplicate id {rec['id']!r}; ids must be unique within a split")
         seen.add(rec["id"])
@@ -259,7 +280,7 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     Args:
         name: split name.
         tier: one of ``TIERS``.
-        file: JSONL, one object with a unique string ``id`` per line.
+        file: JSONL, one object with a unique string or integer ``id`` per line (integers are stored as text).
         source: provenance text (default: the file path).
         policy: policy fields that tighten the tier's default (``Policy`` fields), or None.
         replace: replace an existing split of the same tier.
@@ -360,7 +381,7 @@ def _private_twin(name: str, items: list[dict[str, Any]]) -> tuple[Manifest, int
         if m.content_sha256 == content:
             return m, len(items)
         try:
-            theirs = read_items(m)
+            theirs = _read_items(m)
         except EvalgateError:
             continue
         their_ids, their_texts = {str(it["id"]) for it in theirs}, {_item_text(it) for it in theirs}
@@ -398,8 +419,10 @@ def list_manifests(directory: Path | None = None) -> list[Manifest]:
             one. ``scan_manifests`` lists the loadable ones beside the errors, for display.
     """
     good, bad = scan_manifests(directory)
-    if bad:
+    if len(bad) == 1:
         raise bad[0]
+    if bad:  # every broken file named, so fixing one does not reveal the next only on the next run
+        raise BadInput(f"{len(bad)} split manifests do not load:\n  " + "\n  ".join(e.message for e in bad))
     return good
 
 
@@ -418,12 +441,33 @@ def scan_manifests(directory: Path | None = None) -> tuple[list[Manifest], list[
 
 
 def read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[str, Any]]:
-    """Read and check a split's items (decrypting private data). Does not log: use ``SplitManager``.
+    """Read and check a split's items, for the tiers whose items may be looked at freely (smoke, dev, public).
+    Not logged by itself: reads that count go through ``SplitManager`` (``open``, or ``check``/``read``/``log_read``).
+
+    Items of the private and human-audit tiers are never returned here (issue 27: a library call must not hand out
+    private plaintext without a log row): they are read through ``SplitManager``, under the tier's policy, logged.
+    The refusal is logged in the default store. In-process Python cannot be sandboxed, so this is a rule of the
+    library, not a wall: whoever holds the key file can decrypt the data file directly; the key file is the
+    boundary (README).
 
     Raises:
-        BadInput: data file missing or changed since the manifest was written.
-        RefusedByPolicy: encrypted data and no key.
+        BadInput: data file missing or changed since the manifest was written (bytes or decrypted content).
+        RefusedByPolicy: a private or human-audit split (logged as refused); encrypted data and no key.
     """
+    if manifest.tier in SEALED_TIERS:
+        why = (f"split {manifest.name} is tier {manifest.tier}: its items are read only through SplitManager under "
+               "the tier's policy (logged); " + ("the private tier is read by 'evalgate gate'" if
+                                                 manifest.tier == "private" else "raters get them with "
+                                                 f"'evalgate splits export-audit {manifest.name}'"))
+        accesslog.append(Store(), accesslog.entry(actor=actor_name(), split=manifest.name, tier=manifest.tier,
+                                                  purpose=LIBRARY_READ, outcome="refused", detail=why))
+        raise RefusedByPolicy(why)
+    return _read_items(manifest, directory)
+
+
+def _read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[str, Any]]:
+    """``read_items`` for every tier, unlogged: for ``SplitManager`` (which logs) and comparisons that show nothing
+    (``_private_twin``, the plaintext scan)."""
     d = directory or splits_dir()
     path = d / manifest.data
     if not path.is_file():
@@ -440,6 +484,10 @@ def read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[s
         except InvalidToken as e:
             raise RefusedByPolicy(f"split {manifest.name}: the private key does not decrypt {path}; "
                                   "use the key the split was imported with") from e
+    if _sha256(stored) != manifest.content_sha256:  # the split's identity: a manifest may not claim another's
+        raise BadInput(f"split {manifest.name}: the content of {path} (sha256 {_sha256(stored)[:12]}) is not the "
+                       f"manifest's content_sha256 {manifest.content_sha256[:12]}; restore the manifest or re-import "
+                       "the split")
     return parse_jsonl(stored, str(path))
 
 
@@ -477,6 +525,70 @@ def import_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str
     return paths
 
 
+# -- one content, several names ---------------------------------------------------------------------------------
+SHARED_TIERS = ("private", "human-audit", "public")
+"""Tiers whose reads belong to the content, not the name: a budget or an audit that a copied manifest must not
+escape."""
+
+
+@dataclass(frozen=True)
+class ContentOwner:
+    """The split whose policy, budget and audit rows a manifest's reads take (issue 27).
+
+    Attributes:
+        manifest: the owning split's manifest (the manifest itself unless its content is another split's).
+        names: every split name whose reads count for this content, the owner's first.
+    """
+
+    manifest: Manifest
+    names: tuple[str, ...]
+
+
+def _same_content(a: Manifest, b: Manifest, directory: Path) -> bool:
+    return (a.content_sha256 == b.content_sha256 or a.sha256 == b.sha256
+            or (directory / a.data).resolve() == (directory / b.data).resolve())
+
+
+def content_owner(m: Manifest, store: Store, directory: Path | None = None) -> ContentOwner:
+    """Whose split ``m``'s reads are: a split's budget and audit belong to its content, whatever manifest named it.
+
+    The content's names are ``m`` and every other manifest of ``m``'s tier on disk with the same
+    ``content_sha256``, the same stored bytes (``sha256``) or the same data file, plus any split of that tier whose
+    ``added``/``replaced`` access-log rows name ``m``'s content hash (a replaced split whose old data file was copied
+    under a new name). For a tier in ``SHARED_TIERS`` the owner is the split whose data file bears its name (as
+    ``write_split`` names it), then the name the access log saw first (splits added by ``splits add`` or ``import``
+    have an ``added`` row), then the first by name; its policy applies, and every read is logged and counted under
+    its name (the detail names the manifest actually read), so deleting the copy later refunds nothing.
+
+    Copies under another tier are not grouped here: a private split's data file is encrypted, so another tier's
+    manifest cannot read it, and a plaintext copy needs the key (the boundary; ``splits add`` refuses such a copy,
+    ``_private_twin``).
+
+    Returns:
+        The owner and every name of the content (``(m, (m.name,))`` when nothing else shares it).
+    """
+    d = directory or splits_dir()
+    on_disk = {o.name: o for o in scan_manifests(d)[0]}
+    if m.tier not in SHARED_TIERS:
+        return ContentOwner(m, (m.name,))
+    group = {o.name: o for o in on_disk.values()
+             if o.name != m.name and o.tier == m.tier and _same_content(o, m, d)}
+    group[m.name] = m
+    prefix = m.content_sha256[:12]
+    for r in store.access_content_changes():
+        if r["split"] in on_disk and on_disk[r["split"]].tier == m.tier and prefix in re.findall(
+                r"\b[0-9a-f]{12}\b", r["detail"] or ""):
+            group.setdefault(r["split"], on_disk[r["split"]])
+    if len(group) == 1:
+        return ContentOwner(m, (m.name,))
+    first = store.access_first_seq(sorted(group))
+    # the split whose data file bears its own name (as write_split names it) first: a copy pointing at another
+    # split's file never owns it, so deleting the copy later leaves every row with the original
+    order = sorted(group.values(), key=lambda o: (Path(o.data).name.split(".")[0] != o.name,
+                                                  first.get(o.name, float("inf")), o.name))
+    return ContentOwner(order[0], tuple(o.name for o in order))
+
+
 # -- the manager -------------------------------------------------------------------------------------------------
 class SplitManager:
     """Opens splits under their tier policies and logs every read and refusal to the store's access log.
@@ -494,29 +606,47 @@ class SplitManager:
         self.directory = directory or splits_dir()
         self._overridden: set[str] = set()  # splits whose budget ``check`` let an override reason exceed
         self._reserved: set[str] = set()  # splits ``check`` admitted for a read ``reserve`` already logged
+        self._admitted: set[str] = set()  # splits ``check`` admitted: ``read`` returns sealed tiers' items only then
+        self._owners: dict[tuple[str, str], ContentOwner] = {}
+
+    def owner(self, m: Manifest) -> ContentOwner:
+        """``content_owner`` of ``m`` (computed once per manager)."""
+        key = (m.name, m.content_sha256)
+        if key not in self._owners:
+            self._owners[key] = content_owner(m, self.store, self.directory)
+        return self._owners[key]
 
     def window_start(self, policy: Policy) -> datetime:
         """Start of the policy's budget window, on the store's clock."""
         return self.store.clock() - timedelta(days=policy.window_days)
 
-    def reads_in_window(self, split: str, policy: Policy) -> int:
-        """Permitted reads (cached or not, outcome ``read`` or ``override``) of ``split`` in the budget window,
-        except contamination checks."""
-        return sum(1 for r in self.store.access_rows(split, self.window_start(policy))
+    def reads_in_window(self, split: str | tuple[str, ...], policy: Policy) -> int:
+        """Permitted reads (cached or not, outcome ``read`` or ``override``) of ``split`` (a name, or every name of
+        one content: ``ContentOwner.names``) in the budget window, except contamination checks."""
+        return sum(1 for name in ((split,) if isinstance(split, str) else split)
+                   for r in self.store.access_rows(name, self.window_start(policy))
                    if r["outcome"] in ("read", "override") and r["purpose"] != CONTAMINATION_CHECK)
+
+    def contamination_checks_in_window(self, split: str | tuple[str, ...], policy: Policy) -> int:
+        """Contamination checks (outcome ``read``, purpose ``contamination-check``) of ``split`` (a name, or every
+        name of one content) in the window."""
+        return sum(1 for name in ((split,) if isinstance(split, str) else split)
+                   for r in self.store.access_rows(name, self.window_start(policy))
+                   if r["outcome"] == "read" and r["purpose"] == CONTAMINATION_CHECK)
 
     def check(self, name: str, purpose: str, actor: str, override_reason: str | None = None,
               checkpoint_digest: str | None = None, protocol_hash: str | None = None, *,
               contamination_check: bool = False, reserved: bool = False) -> tuple[Manifest, list[str]]:
         """Decide whether ``actor`` may read split ``name`` for ``purpose``; log a refusal as such.
 
-        ``reserved=True`` (the runner passes it for a read under a grant that ``reserve_release_reads`` issued):
+        ``reserved=True`` (the runner passes it for a read under a grant that ``runner.grant`` issued):
         the read was logged and counted by ``reserve`` before; the budget is not checked again and ``log_read``
         logs it as ``reserved-read``, which no budget counts.
 
         ``contamination_check=True`` (only ``evalgate.contamination`` passes it, with purpose
-        ``contamination-check``) reads any tier without a budget; any other reader giving that purpose is refused,
-        so ``run --purpose contamination-check`` cannot read a score for free.
+        ``contamination-check``) reads any tier without spending the read budget, within the tier's
+        ``max_contamination_checks`` (hard); any other reader giving that purpose is refused, so ``run --purpose
+        contamination-check`` cannot read a score for free.
 
         Refused (and logged as ``refused``): a purpose the tier does not allow; an exhausted budget (a soft
         budget accepts ``override_reason``, then logged as ``override``); a data file that no longer matches
@@ -530,22 +660,28 @@ class SplitManager:
             RefusedByPolicy: the policy refuses the read, or no key (the refusal is logged first).
         """
         m = self.manifest(name)
-        policy = m.effective_policy()
+        own = self.owner(m)
+        policy = own.manifest.effective_policy()
         warnings: list[str] = []
         refusal = None
         self._overridden.discard(name)
         self._reserved.discard(name)
+        self._admitted.discard(name)
         free = contamination_check and purpose == CONTAMINATION_CHECK  # see the module docstring
         if purpose == CONTAMINATION_CHECK and not free:
             refusal = (f"purpose {purpose!r} is reserved for 'evalgate splits contamination', whose output holds no "
                        "item text and no score; give another purpose")
-        elif not free and (purpose_refusal := _purpose_refusal(m, policy, purpose)):
+        elif not free and (purpose_refusal := _purpose_refusal(own.manifest, policy, purpose)):
             refusal = purpose_refusal
+        elif free and policy.max_contamination_checks is not None:
+            used = self.contamination_checks_in_window(own.names, policy)
+            if used >= policy.max_contamination_checks:
+                refusal = _contamination_refusal(own.manifest, policy, used)
         elif policy.max_reads is not None and not free and not reserved:
-            used = self.reads_in_window(name, policy)
+            used = self.reads_in_window(own.names, policy)
             if used >= policy.max_reads:
                 if policy.hard or not override_reason:
-                    refusal = _budget_refusal(m, policy, used)
+                    refusal = _budget_refusal(own.manifest, policy, used)
                 else:
                     self._overridden.add(name)
                     warnings.append(f"split {name}: budget of {policy.max_reads} reads per {policy.window_days} "
@@ -559,6 +695,7 @@ class SplitManager:
             raise error
         if reserved:
             self._reserved.add(name)
+        self._admitted.add(name)
         return m, warnings
 
     def reserve(self, manifest: Manifest, actor: str, purpose: str, reads: list[dict[str, Any]],
@@ -584,16 +721,18 @@ class SplitManager:
         Raises:
             RefusedByPolicy: the window has too few reads left (the refusal is logged; nothing is spent).
         """
-        policy = manifest.effective_policy()
+        own = self.owner(manifest)
+        policy = own.manifest.effective_policy()
         budget = (self.window_start(policy), policy.max_reads) if policy.max_reads is not None else None
-        rows = [accesslog.entry(actor=actor, split=manifest.name, tier=manifest.tier, purpose=purpose, outcome="read",
-                                cached=bool(r.get("cached")), checkpoint_digest=r.get("checkpoint_digest"),
-                                protocol_hash=r.get("protocol_hash"), run_id=r.get("run_id"), detail=r.get("detail"))
+        rows = [accesslog.entry(actor=actor, split=own.manifest.name, tier=own.manifest.tier, purpose=purpose,
+                                outcome=r.get("outcome", "read"), cached=bool(r.get("cached")),
+                                checkpoint_digest=r.get("checkpoint_digest"), protocol_hash=r.get("protocol_hash"),
+                                run_id=r.get("run_id"), detail=_as_alias(manifest, own, r.get("detail")))
                 for r in reads]
         with self.store.session():  # the count, the rows and a refusal under one lock
-            logged = accesslog.append_many(self.store, rows, budget)
+            logged = accesslog.append_many(self.store, rows, budget, own.names)
             if logged is None:
-                used = self.reads_in_window(manifest.name, policy)
+                used = self.reads_in_window(own.names, policy)
                 msg = refusal.format(left=max(0, (policy.max_reads or 0) - used), used=used)
                 self._log(manifest, actor, purpose, "refused", False, None, None, None, msg)
                 raise RefusedByPolicy(msg)
@@ -612,7 +751,8 @@ class SplitManager:
             RefusedByPolicy: the tier's policy does not list ``purpose`` (the refusal is logged first).
         """
         m = self.manifest(name)
-        refusal = _purpose_refusal(m, m.effective_policy(), purpose)
+        own = self.owner(m).manifest
+        refusal = _purpose_refusal(own, own.effective_policy(), purpose)
         if refusal:
             self.refuse(name, purpose, actor, refusal)
         return m
@@ -644,14 +784,26 @@ class SplitManager:
                 load_key()
             except RefusedByPolicy as e:
                 return RefusedByPolicy(f"split {m.name}: {e.message}")
+        try:  # the key decrypts it and the content is the manifest's (a manifest may not claim another content)
+            _read_items(m, self.directory)
+        except EvalgateError as e:
+            return e
         return None
 
     def manifest(self, name: str) -> Manifest:
         return load_manifest(name, self.directory)
 
     def read(self, manifest: Manifest) -> list[dict[str, Any]]:
-        """The split's items (not logged by itself; pair with ``log_read``)."""
-        return read_items(manifest, self.directory)
+        """The split's items (not logged by itself; pair with ``log_read``).
+
+        Raises:
+            RefusedByPolicy: a private or human-audit split that ``check`` has not admitted on this manager (a
+                library caller must not read sealed items past the policy and the log).
+        """
+        if manifest.tier in SEALED_TIERS and manifest.name not in self._admitted:
+            raise RefusedByPolicy(f"split {manifest.name} (tier {manifest.tier}) is read only after "
+                                  "SplitManager.check admits it (and log_read logs it); call check first")
+        return _read_items(manifest, self.directory)
 
     def log_read(self, manifest: Manifest, actor: str, purpose: str, cached: bool,
                  checkpoint_digest: str | None = None, protocol_hash: str | None = None, run_id: str | None = None,
@@ -666,17 +818,22 @@ class SplitManager:
         Raises:
             RefusedByPolicy: the budget was used up between ``check`` and this call.
         """
-        policy = manifest.effective_policy()
+        own = self.owner(manifest)
+        policy = own.manifest.effective_policy()
         overridden = manifest.name in self._overridden and bool(override_reason)
         reserved = manifest.name in self._reserved
         budget = None
-        if policy.max_reads is not None and not overridden and not reserved and purpose != CONTAMINATION_CHECK:
+        contamination = purpose == CONTAMINATION_CHECK
+        if policy.max_reads is not None and not overridden and not reserved and not contamination:
             budget = (self.window_start(policy), policy.max_reads)
+        elif contamination and policy.max_contamination_checks is not None:
+            budget = (self.window_start(policy), policy.max_contamination_checks)
         outcome = "override" if overridden else "reserved-read" if reserved else "read"
         row = self._log(manifest, actor, purpose, outcome, cached, checkpoint_digest,
                         protocol_hash, run_id, override_reason if overridden else detail, budget)
         if row is None:
-            refusal = _budget_refusal(manifest, policy, policy.max_reads or 0)
+            refusal = (_contamination_refusal(own.manifest, policy, policy.max_contamination_checks or 0)
+                       if contamination else _budget_refusal(own.manifest, policy, policy.max_reads or 0))
             self._log(manifest, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, run_id, refusal)
             raise RefusedByPolicy(refusal)
         return row
@@ -693,9 +850,20 @@ class SplitManager:
     def _log(self, m: Manifest, actor: str, purpose: str, outcome: str, cached: bool, checkpoint_digest: str | None,
              protocol_hash: str | None, run_id: str | None, detail: str | None,
              budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
+        own = self.owner(m)  # the row goes to the content's owner, whatever manifest named it
         return accesslog.append(self.store, accesslog.entry(
-            actor=actor, split=m.name, tier=m.tier, purpose=purpose, outcome=outcome, cached=cached,
-            checkpoint_digest=checkpoint_digest, protocol_hash=protocol_hash, run_id=run_id, detail=detail), budget)
+            actor=actor, split=own.manifest.name, tier=own.manifest.tier, purpose=purpose, outcome=outcome,
+            cached=cached, checkpoint_digest=checkpoint_digest, protocol_hash=protocol_hash, run_id=run_id,
+            detail=_as_alias(m, own, detail)), budget, own.names, contamination=purpose == CONTAMINATION_CHECK)
+
+
+def _as_alias(m: Manifest, own: ContentOwner, detail: str | None) -> str | None:
+    """A row's detail, saying which manifest was read when it is not the owner's."""
+    if own.manifest.name == m.name:
+        return detail
+    note = (f"read as split {m.name} ({m.name}.yaml), whose content is split {own.manifest.name}'s: its budget and "
+            "audit rows are that split's")
+    return f"{note}; {detail}" if detail else note
 
 
 def _purpose_refusal(m: Manifest, policy: Policy, purpose: str) -> str | None:
@@ -711,3 +879,9 @@ def _budget_refusal(m: Manifest, policy: Policy, used: int) -> str:
     return (f"split {m.name} (tier {m.tier}) has used its budget of {policy.max_reads} reads per "
             f"{policy.window_days} days ({used} used); "
             + ("wait for the window to pass" if policy.hard else "pass --override-reason TEXT to read anyway (logged)"))
+
+
+def _contamination_refusal(m: Manifest, policy: Policy, used: int) -> str:
+    return (f"split {m.name} (tier {m.tier}) has used its budget of {policy.max_contamination_checks} contamination "
+            f"checks per {policy.window_days} days ({used} used): each check answers a bit per item about its text, "
+            "so they are budgeted like reads; wait for the window to pass, or check a dev or public copy")

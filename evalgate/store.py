@@ -55,6 +55,8 @@ _TRAJECTORY_TYPES = {"checkpoint_digest": "VARCHAR", "protocol_hash": "VARCHAR",
 
 # The access-log rows a budget counts: permitted reads, except contamination checks (see ``evalgate.splits``).
 _COUNTED = "outcome IN ('read', 'override') AND purpose <> 'contamination-check'"
+# The rows the sealed tiers' contamination-check budget counts (its own budget, ``evalgate.splits``).
+_CONTAMINATION_COUNTED = "outcome = 'read' AND purpose = 'contamination-check'"
 
 # The runs columns holding JSON.
 _RUN_JSON_COLUMNS = ("backend_info", "effective_params", "metrics", "counts", "versions", "warnings",
@@ -388,8 +390,22 @@ class Store:
     def samples(self, run_id: str) -> list[dict[str, Any]]:
         """A run's samples joined with their cached generations and prompts, sealed values decrypted.
 
+        A run on the private tier is refused: its per-item outputs are never shown (issue 27; the gate reads only
+        ``sample_scores``). Readers of other tiers check and log the read first (``evalgate.samples``, the rating
+        pages, ``export-audit``).
+
         Raises:
-            RefusedByPolicy: the run's outputs are sealed and the private key is missing or wrong."""
+            RefusedByPolicy: a private-tier run; the run's outputs are sealed and the private key is missing or
+                wrong."""
+        with self.connect() as con:
+            tier = con.execute("SELECT tier FROM runs WHERE run_id=?", [run_id]).fetchone()
+        if tier is not None and tier[0] == "private":
+            raise RefusedByPolicy(f"run {run_id} is on a private split: its per-item outputs are never shown (the "
+                                  "gate reads only per-item scores); use 'evalgate runs' for its metrics")
+        return self._samples(run_id)
+
+    def _samples(self, run_id: str) -> list[dict[str, Any]]:
+        """``samples`` for every tier (the sealing tests check that an authorised reader can decrypt)."""
         with self.connect() as con:
             cur = con.execute("""
                 SELECT s.*, g.text, g.completion_tokens, g.prompt_tokens, g.finish_reason, p.text AS prompt
@@ -551,14 +567,21 @@ class Store:
         return {"seq": r[0], "row_hash": r[1]} if r else None
 
     def insert_access_rows(self, rows: Sequence[dict[str, Any]],
-                           budget: tuple[str, datetime, int] | None = None) -> bool:
+                           budget: tuple[str | tuple[str, ...], datetime, int] | None = None,
+                           signature: tuple[int, str, str, str] | None = None, *,
+                           contamination: bool = False) -> bool:
         """Insert access-log rows as given (already chained by ``evalgate.accesslog``) in one transaction.
 
         Args:
             rows: the chained rows.
             budget: ``(split, window_start, max_reads)``: insert only if the split's permitted reads since
                 ``window_start`` (as ``access_reads_since``) plus the permitted reads among ``rows`` stay within
-                ``max_reads``; counted in the same transaction as the insert.
+                ``max_reads``; counted in the same transaction as the insert. ``split`` may be a tuple of names
+                (one content known under several names shares one budget, ``evalgate.splits``): their reads
+                count together.
+            signature: ``(seq, row_hash, public_key, signature)`` of the new head, stored in the same transaction
+                (``evalgate.logsign``), so no row is ever committed without the signature meant for it.
+            contamination: ``budget`` counts contamination checks (``_CONTAMINATION_COUNTED``) instead of reads.
 
         Returns:
             False when ``budget`` refused the rows (nothing inserted), else True.
@@ -567,13 +590,19 @@ class Store:
         with self.connect() as con:
             if budget is not None:
                 split, start, max_reads = budget
-                used = con.execute(f"SELECT count(*) FROM access_log WHERE split=? AND ts>=? AND {_COUNTED}",
-                                   [split, start]).fetchone()
-                new = sum(1 for r in rows if r["split"] == split and r["outcome"] in ("read", "override")
-                          and r["purpose"] != "contamination-check")
+                names = (split,) if isinstance(split, str) else tuple(split)
+                counted = _CONTAMINATION_COUNTED if contamination else _COUNTED
+                used = con.execute(f"SELECT count(*) FROM access_log WHERE split IN ({', '.join('?' * len(names))})"
+                                   f" AND ts>=? AND {counted}", [*names, start]).fetchone()
+                new = sum(1 for r in rows if r["split"] in names and (
+                    (r["outcome"] == "read" and r["purpose"] == "contamination-check") if contamination
+                    else (r["outcome"] in ("read", "override") and r["purpose"] != "contamination-check")))
                 if (int(used[0]) if used else 0) + new > max_reads:
                     return False
             _insert_values(con, f"INSERT INTO access_log ({', '.join(cols)})", [[r[c] for c in cols] for r in rows])
+            if signature is not None:
+                con.execute("DELETE FROM access_log_signature")
+                con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)", [*signature, self.clock()])
         return True
 
     def access_reads_since(self, split: str, start: datetime) -> int:
@@ -583,6 +612,22 @@ class Store:
             r = con.execute(f"SELECT count(*) FROM access_log WHERE split=? AND ts>=? AND {_COUNTED}",
                             [split, start]).fetchone()
         return int(r[0]) if r else 0
+
+    def access_first_seq(self, splits: Sequence[str]) -> dict[str, int]:
+        """The ``seq`` of each split's first access-log row (splits without a row are left out)."""
+        if not splits:
+            return {}
+        with self.connect() as con:
+            cur = con.execute(f"SELECT split, min(seq) FROM access_log WHERE split IN ({', '.join('?' * len(splits))})"
+                              " GROUP BY split", list(splits))
+            return {r[0]: int(r[1]) for r in cur.fetchall()}
+
+    def access_content_changes(self) -> list[dict[str, Any]]:
+        """The access-log rows that record a split's data being added or replaced (outcome ``added`` or
+        ``replaced``; their detail names the content hashes), in sequence order."""
+        with self.connect() as con:
+            cur = con.execute("SELECT * FROM access_log WHERE outcome IN ('added', 'replaced') ORDER BY seq")
+            return _dicts(cur)
 
     def access_log_count(self, up_to_seq: int) -> int:
         """Number of access-log rows with ``seq <= up_to_seq``."""
@@ -629,6 +674,20 @@ class Store:
                             ["0" * 64, self.clock()])
             con.execute("UPDATE access_log_head SET broken_seq=?, broken_reason=?, checked_at=?",
                         [seq, reason, self.clock()])
+
+    def access_log_signature(self) -> dict[str, Any] | None:
+        """The newest signed head (``seq``, ``row_hash``, ``public_key``, ``signature``, ``signed_at``), or None."""
+        with self.connect() as con:
+            rows = _dicts(con.execute("SELECT seq, row_hash, public_key, signature, signed_at "
+                                      "FROM access_log_signature"))
+        return rows[0] if rows else None
+
+    def set_access_log_signature(self, seq: int, row_hash: str, public_key: str, signature: str) -> None:
+        """Replace the newest signed head (``evalgate.logsign``)."""
+        with self.connect() as con:
+            con.execute("DELETE FROM access_log_signature")
+            con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)",
+                        [seq, row_hash, public_key, signature, self.clock()])
 
     # -- human-audit scores ------------------------------------------------------------------------------------
     def put_human_scores(self, rows: Sequence[dict[str, Any]]) -> None:

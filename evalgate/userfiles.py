@@ -20,6 +20,59 @@ class FieldProblem(ValueError):
         self.field = field
 
 
+class _Loader(yaml.SafeLoader):
+    """PyYAML's safe loader, with every value that cannot be built turned into a ``ConstructorError`` at its node:
+    a date-shaped scalar that is no date (``2026-13-45`` makes ``datetime.date`` raise ValueError), and strings
+    holding a lone surrogate (a ``"\\ud800"`` escape), which no UTF-8 file or database can store."""
+
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        try:
+            value = super().construct_object(node, deep=deep)
+        except yaml.YAMLError:
+            raise
+        except (ValueError, TypeError, OverflowError) as e:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"cannot read {str(getattr(node, 'value', ''))[:40]!r} ({e}); quote it to keep it as "
+                "text", node.start_mark) from e
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise yaml.constructor.ConstructorError(
+                    None, None, "a string holds a lone UTF-16 surrogate (an escape such as \\ud800), which is not "
+                    "text; remove it", node.start_mark) from None
+        return value
+
+
+MAX_DEPTH = 64  # nesting levels of a user's file; PyYAML's composer recurses per level (seconds at a few thousand)
+
+
+def _check_depth(text: str) -> None:
+    """Raise ``ConstructorError`` at the first collection nested deeper than ``MAX_DEPTH``, found by PyYAML's
+    event parser, which keeps its own stack and does not recurse."""
+    depth = 0
+    for ev in yaml.parse(text, Loader=yaml.SafeLoader):
+        if isinstance(ev, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"nested more than {MAX_DEPTH} levels deep; flatten it",
+                    ev.start_mark)  # type: ignore[arg-type]  # SafeLoader is the pure-Python parser: a yaml.error.Mark
+        elif isinstance(ev, yaml.CollectionEndEvent):
+            depth -= 1
+
+
+def _yaml_error(path: Path, what: str, e: yaml.YAMLError) -> str:
+    mark = getattr(e, "problem_mark", None)
+    where = f"{path}:{mark.line + 1}" if mark else str(path)
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    if isinstance(e, yaml.constructor.ConstructorError) and e.context is None:  # ours: a value, not the syntax
+        return f"{where}: {what}: {problem}"
+    ctx, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
+    context = f" ({ctx} at line {cmark.line + 1})" if ctx and cmark else ""
+    return f"{where}: {what} is not valid YAML: {problem}{context}; fix the syntax"
+
+
 def load_yaml_mapping(path: Path, text: str, what: str) -> dict[str, Any]:
     """Parse a user's YAML file that must hold a mapping.
 
@@ -30,19 +83,19 @@ def load_yaml_mapping(path: Path, text: str, what: str) -> dict[str, Any]:
 
     Raises:
         BadInput: malformed YAML, as ``file:line: <what> is not valid YAML: <problem> (<context> at line
-            N); fix the syntax`` -- one line, not PyYAML's multi-line dump; or a document that is not a mapping.
+            N); fix the syntax`` -- one line, not PyYAML's multi-line dump; a value that cannot be built (a
+            date-shaped ``2026-13-45``, a lone surrogate), naming its line; nesting deeper than ``MAX_DEPTH``; or
+            a document that is not a mapping.
     """
     from evalgate.errors import BadInput
 
     try:
-        raw = yaml.safe_load(text)
+        _check_depth(text)
+        raw = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark else str(path)
-        problem = getattr(e, "problem", None) or str(e).splitlines()[0]
-        ctx, cmark = getattr(e, "context", None), getattr(e, "context_mark", None)
-        context = f" ({ctx} at line {cmark.line + 1})" if ctx and cmark else ""
-        raise BadInput(f"{where}: {what} is not valid YAML: {problem}{context}; fix the syntax") from e
+        raise BadInput(_yaml_error(path, what, e)) from e
+    except RecursionError:
+        raise BadInput(f"{path}: {what} is nested too deeply to read; flatten it") from None
     if not isinstance(raw, dict):
         raise BadInput(f"{path}: a {what} file must be a YAML mapping of keys to values, not "
                        f"{type(raw).__name__ if raw is not None else 'an empty document'}")

@@ -39,7 +39,7 @@ from filelock import FileLock, Timeout
 
 from evalgate.checkpoints import resolve_checkpoint
 from evalgate.diagnostics.diagnose import Diagnosis, diagnose, format_table, seed_from_path
-from evalgate.diagnostics.guards import Guards
+from evalgate.diagnostics.guards import Guards, trips
 from evalgate.diagnostics.log import TrainLog, find_train_log, read_jsonl
 from evalgate.errors import EvalgateError, RefusedByPolicy
 from evalgate.fileio import atomic_write
@@ -342,9 +342,9 @@ class Watcher:
                 return
             seed = seed_from_path(rd)
             rs.diagnosis = diagnose(log, self.opts.guards, label=rd.name, seed=seed)
-            trips = [f for f in rs.diagnosis.fired() if f.status in self.opts.guards.fail_on and f.step is not None]
-            if trips:
-                f = trips[0]
+            hits = trips(rs.diagnosis, self.opts.guards, live=not rs.finished)
+            if hits:
+                f = hits[0]
                 self._stop(rs, f"{f.signal} ({f.status}) at step {f.step}: {f.message}", f.step, "diagnostics")
 
     def _stop(self, rs: RunState, reason: str, step: int | None, source: str) -> None:

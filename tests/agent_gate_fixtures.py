@@ -1,6 +1,7 @@
 """A gate over an agentic protocol with recorded model turns (the ``replay`` backend): one training seed's
 checkpoint and a baseline, each run on a dev split (selection) and a private split (decision; release-gate runs
-under an issued grant), for the release report's trajectory viewer and the private-plaintext scan."""
+under a grant issued the way the gate's decision issues it, its reads reserved and logged first), for the release
+report's trajectory viewer and the private-plaintext scan."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ import yaml
 from evalgate.checkpoints import Checkpoint
 from evalgate.gate import Verdict, load_policy, run_gate
 from evalgate.protocols_ops import freeze
-from evalgate.run import RunOptions, evaluate, issue_release_grant
-from evalgate.splits import RELEASE_GATE, write_split
+from evalgate.run import RunOptions, evaluate
+from evalgate.runner.grant import _reserve_release_reads
+from evalgate.splits import RELEASE_GATE, SplitManager, load_manifest, write_split
 from evalgate.store import Store
 
 
@@ -56,7 +58,8 @@ def build(root: Path, dev_items: list[dict[str, Any]], dev_turns: dict[str, list
         d = root / name
         d.mkdir(parents=True)
         ckpts.append(Checkpoint(d, "hf", digest, d, "ag-run" if seed else None, seed, 10 if seed else None))
-    grant = issue_release_grant("ag-gate", "ag-private", len(ckpts))
+    grant = _reserve_release_reads("ag-gate", SplitManager(store), load_manifest("ag-private"), "fixture",
+                                   [{"detail": f"fixture read {i}"} for i in range(len(ckpts))], "refused")
     for ck in ckpts:
         _run(root, proto, ck, "ag-dev", dev_turns, store)
         _run(root, proto, ck, "ag-private", private_turns, store, purpose=RELEASE_GATE, grant=grant)

@@ -25,6 +25,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     monkeypatch.delenv("EVALGATE_PRIVATE_KEY", raising=False)
     monkeypatch.delenv("EVALGATE_PRIVATE_KEY_FILE", raising=False)
+    for var in ("EVALGATE_LOG_KEY", "EVALGATE_LOG_KEY_FILE", "EVALGATE_EXPECT_HEAD"):  # the access-log signing key
+        monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("EVALGATE_ACTOR", "test-actor")
     return tmp_path
 

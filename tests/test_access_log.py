@@ -126,14 +126,29 @@ def test_inserted_row_with_a_valid_hash_is_caught_at_the_next_row(five_rows: Pat
     assert code == 1 and "first bad row seq 4: prev_hash does not match" in out
 
 
-def test_deleted_final_rows_are_caught_against_a_recorded_head(five_rows: Path) -> None:
+def test_deleted_final_rows_are_caught_against_a_recorded_head(home: Path) -> None:
+    write_split("s", "dev", ITEMS, {"source": "test"})
+    mgr = SplitManager(Store())
+    for actor in ("a1", "a2", "a3"):
+        mgr.open("s", "tuning", actor)
+    old_signature = Store().access_log_signature()  # an editor who kept a copy of the store at row 3
+    for actor in ("a4", "a5"):
+        mgr.open("s", "tuning", actor)
     code, out = verify("--json")
     head = json.loads(out)["head"]
-    sql(five_rows, "DELETE FROM access_log WHERE seq>=4")
+    sql(db(home), "DELETE FROM access_log WHERE seq>=4")
     code, out = verify()  # the head the store recorded at the last check is gone
     assert code == 1 and "first bad row seq 4: the recorded head row 5 is missing" in out
-    sql(five_rows, "DELETE FROM access_log_head")  # an editor who also removes that record
-    assert verify()[0] == 0  # a shorter chain is still a valid chain...
+    sql(db(home), "DELETE FROM access_log_head")  # an editor who also removes that record
+    code, out = verify()  # the signed head (row 5) is gone too, and the editor cannot sign row 3 without the key
+    assert code == 1 and "the signed head row 5 is missing" in out
+    # Putting back the genuine older signature of row 3 rolls the store back to an earlier state: that passes
+    # (nothing in the store can tell), which is what a head pinned outside the store is for.
+    con = duckdb.connect(str(db(home)))
+    con.execute("DELETE FROM access_log_signature")
+    con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)", list(old_signature.values()))
+    con.close()
+    assert verify()[0] == 0
     code, out = verify("--expect-head", f"{head['seq']}:{head['hash']}")
     assert code == 1 and "first bad row seq 4: the recorded head row 5 is missing" in out  # ...but not this one
 
@@ -248,7 +263,9 @@ def test_a_store_from_before_migration_6_is_checked_in_full_once_then_incrementa
     assert seen == [1, 4]
     head = store.access_log_head()
     assert head is not None and head["seq"] == 5 and head["broken_seq"] is None
-    assert accesslog.verify(store)["ok"]
+    res = accesslog.verify(store)  # an old store's chain is intact but has no signed head until someone signs it
+    assert res["first_bad_seq"] is None and not res["ok"] and "no signed head" in res["signature"]["reason"]
+    assert accesslog.sign_head(store)["ok"] and accesslog.verify(store)["ok"]
 
 
 def _chained(store: Store, actor: str) -> dict:
@@ -262,3 +279,26 @@ def _chained(store: Store, actor: str) -> dict:
            "seq": seq, "ts": datetime(2026, 11, 1, tzinfo=UTC), "prev_hash": prev}
     row["row_hash"] = accesslog.row_hash(prev, row)
     return row
+
+
+def test_audit_from_another_directory_says_the_budget_is_unknown_and_where_it_looked(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28 item 18: run where the manifests are not (another working directory, no EVALGATE_SPLITS), the
+    budget column showed "-" as for a split without a budget; it must say the budget is unknown and name the
+    directory it read manifests from."""
+    write_split("pub", "public", ITEMS, {"source": "test"})
+    SplitManager(Store()).open("pub", "trend", "alice")
+    elsewhere = home / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    monkeypatch.delenv("EVALGATE_SPLITS")
+    r = CliRunner().invoke(main, ["audit"])
+    assert r.exit_code == 0, r.output
+    line = next(ln for ln in r.output.splitlines() if ln.startswith("pub "))
+    assert line.rstrip().endswith("? (no manifest)")
+    assert f"budget of pub unknown: no manifest in {elsewhere / 'splits'}" in r.output
+    doc = json.loads(CliRunner().invoke(main, ["audit", "--json"]).output)
+    assert doc["splits_dir"] == str(elsewhere / "splits") and doc["splits"]["pub"]["manifest"] is False
+    monkeypatch.setenv("EVALGATE_SPLITS", str(home / "splits"))  # where the manifests are: the budget again
+    r = CliRunner().invoke(main, ["audit"])
+    assert "1/20 per 30d (19 left)" in r.output and "unknown" not in r.output

@@ -365,3 +365,16 @@ def test_a_failed_turn_write_fails_the_run_instead_of_hanging(tmp_path: Path,
         _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "2"}], replay)
     (run,) = Store().runs()
     assert run["status"] == "failed"
+
+
+def test_a_call_drafted_inside_a_reasoning_block_is_not_made(tmp_path: Path) -> None:
+    """Issue 28, point 2 in agentic runs: a reasoning model drafts a call inside <think> and then answers; only
+    calls after the block are read (vLLM parses reasoning out before tool calls)."""
+    proto = _protocol(tmp_path, {"allowed": ["calculator"], "max_calls": 5, "max_turns": 3})
+    replay = _replay_file(tmp_path, {"a": [
+        f"<think>maybe {_call('calculator', expression='1/0')}? no.</think>\n{_call('calculator', expression='6*7')}",
+        "<think>\nThe answer is 41?\n</think>\nThe answer is 42"]})
+    doc, store = _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "42"}], replay)
+    turns = _turns(store, doc)["a"]
+    assert [c["arguments"] for c in turns[0]["calls"]] == [{"expression": "6*7"}]
+    assert doc["metrics"]["pass@1"] == 1.0

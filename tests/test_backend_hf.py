@@ -101,3 +101,57 @@ def test_humaneval_smoke_prompt_does_not_stop_on_its_own_newline(smollm2_dir: Pa
     assert c.text.startswith("```") and c.text != "```" and "\n```" not in c.text
     assert c.completion_tokens > 1
 
+
+
+def _broken_copy(src: Path, dest: Path, tensor: str, value: float) -> Path:
+    """A copy of the SmolLM2 directory with one value of ``tensor`` set to ``value`` (NaN, infinity)."""
+    import shutil
+
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(src, dest)
+    weights = load_file(str(dest / "model.safetensors"))
+    weights[tensor].view(-1)[7] = value
+    save_file(weights, str(dest / "model.safetensors"), metadata={"format": "pt"})
+    return dest
+
+
+@pytest.mark.slow
+def test_a_checkpoint_with_a_nan_weight_is_refused_before_generation(smollm2_dir: Path, tmp_path: Path) -> None:
+    """Issue 28 item 17: one NaN weight gave a "complete" run of empty completions, exit 0, nothing said. Right:
+    exit 2 (a broken checkpoint is bad input) naming the tensor, and no completion stored."""
+    import yaml
+    from click.testing import CliRunner
+
+    from evalgate.cli import main
+    from evalgate.protocols_ops import freeze
+    from evalgate.splits import write_split
+    from evalgate.store import Store
+
+    tensor = "model.layers.3.self_attn.q_proj.weight"
+    ckpt = _broken_copy(smollm2_dir, tmp_path / "nan-ckpt", tensor, float("nan"))
+    write_split("t-smoke", "smoke", [{"id": "a", "question": "What is 2+2?", "answer": "4"}], {"source": "test"})
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump({"name": "t", "version": "1", "scorer": {"name": "exact"},
+                                 "prompt": {"template": "Q: {{ question }}", "chat_template": "model"},
+                                 "sampling": {"temperature": 0.0, "max_tokens": 4}}))
+    freeze(p)
+    r = CliRunner().invoke(main, ["run", "--protocol", str(p), "--checkpoint", str(ckpt), "--split", "t-smoke"])
+    assert r.exit_code == 2, r.output
+    assert f"tensor {tensor} holds 1 non-finite value(s)" in r.stderr and str(ckpt) in r.stderr
+    (run,) = Store().runs()
+    assert run["status"] == "failed" and tensor in run["error"] and Store().samples(run["run_id"]) == []
+
+
+@pytest.mark.slow
+def test_the_file_check_for_engines_that_load_weights_themselves(smollm2_dir: Path, tmp_path: Path) -> None:
+    """The vllm backend's check (``check_finite_weights``, before its engine starts) on the same kind of damage:
+    infinity in a norm weight; the clean checkpoint passes."""
+    from evalgate.checkpoints import check_finite_weights
+    from evalgate.errors import BadInput
+
+    check_finite_weights(smollm2_dir)
+    ckpt = _broken_copy(smollm2_dir, tmp_path / "inf-ckpt", "model.layers.0.input_layernorm.weight", float("inf"))
+    with pytest.raises(BadInput, match=r"tensor model\.layers\.0\.input_layernorm\.weight in model\.safetensors "
+                                       r"holds 1 non-finite value"):
+        check_finite_weights(ckpt)

@@ -38,11 +38,11 @@ def test_missing_engine_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None
     # sys.modules[name] = None makes `import name` raise ImportError, as on a machine without the package
     monkeypatch.setitem(sys.modules, "vllm", None)
     monkeypatch.delitem(sys.modules, "evalgate.backends.vllm", raising=False)
-    with pytest.raises(MissingExtra, match=r"pip install 'evalgate\[vllm\]'"):
+    with pytest.raises(MissingExtra, match=r"pip install '<evalgate checkout>\[vllm\]' \(by path"):
         get_backend("vllm", "model")
     monkeypatch.setitem(sys.modules, "httpx", None)
     monkeypatch.delitem(sys.modules, "evalgate.backends.openai", raising=False)
-    with pytest.raises(MissingExtra, match=r"pip install 'evalgate\[openai\]'"):
+    with pytest.raises(MissingExtra, match=r"pip install '<evalgate checkout>\[openai\]' \(by path"):
         get_backend("openai", "model", OpenAIOptions(base_url="http://127.0.0.1:9/v1"))
 
 
@@ -76,7 +76,7 @@ def test_partial_install_names_the_missing_module(tmp_path, monkeypatch: pytest.
     with pytest.raises(MissingExtra) as err:
         get_backend("partial", "model")
     assert "'evalgate_absent_dependency'" in err.value.message
-    assert "pip install 'evalgate[partial]'" in err.value.message
+    assert "pip install '<evalgate checkout>[partial]' (by path" in err.value.message
     assert err.value.exit_code == 2
 
 
@@ -90,7 +90,7 @@ def test_partially_installed_vllm_is_a_missing_extra() -> None:
         missing = e.name
     else:
         pytest.skip("vLLM is completely installed here, so it is not a partial install; covered by the test above")
-    with pytest.raises(MissingExtra, match=rf"'{missing}'.*pip install 'evalgate\[vllm\]'"):
+    with pytest.raises(MissingExtra, match=rf"'{missing}'.*pip install '<evalgate checkout>\[vllm\]' \(by path"):
         get_backend("vllm", "model")
 
 

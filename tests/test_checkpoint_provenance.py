@@ -95,3 +95,43 @@ def test_provenance_is_stored_with_the_run(tmp_path: Path, monkeypatch: pytest.M
     r1, r2 = store.runs()
     assert r1["checkpoint_provenance"] is None and RunRecord.from_row(r1).checkpoint.provenance is None
     assert r2["checkpoint_provenance"] == prov and RunRecord.from_row(r2) == rec
+
+
+def test_a_step_folder_and_trainer_state_that_disagree_are_said_and_the_folder_wins(tmp_path: Path) -> None:
+    """Issue 28 item 17: 'checkpoint-800' holding a trainer_state.json of global_step 750 (a renamed or copied
+    folder) was resolved to 800 without a word. The folder name still wins (as for the seed), and it is said."""
+    from evalgate.checkpoints import disagreements
+
+    d = _dir(tmp_path, "grpo/seed-1/checkpoint-800")
+    (d / "trainer_state.json").write_text(json.dumps({"global_step": 750, "log_history": []}))
+    values, src = infer_training(d)
+    assert values["step"] == 800
+    assert src["step"] == ("folder name 'checkpoint-800' (trainer_state.json global_step says 750; the folder name "
+                           "wins)")
+    (warning,) = disagreements(src)
+    assert "step from folder name 'checkpoint-800'" in warning and "750" in warning and "--step" in warning
+    (d / "trainer_state.json").write_text(json.dumps({"global_step": 800, "log_history": []}))  # agreeing: nothing
+    assert disagreements(infer_training(d)[1]) == []
+
+
+def test_the_run_warns_and_records_the_disagreement(tmp_path: Path, smollm2_dir: Path) -> None:
+    import yaml
+
+    from evalgate.protocols_ops import freeze
+    from evalgate.run import RunOptions
+    from evalgate.runner.plan import prepare
+    from evalgate.splits import write_split
+
+    d = _dir(tmp_path, "grpo/seed-1/checkpoint-800")
+    for f in smollm2_dir.iterdir():
+        if f.is_file():
+            (d / f.name).symlink_to(f)
+    (d / "trainer_state.json").write_text(json.dumps({"global_step": 750, "log_history": []}))
+    write_split("t-smoke", "smoke", [{"id": "a", "question": "2+2?", "answer": "4"}], {"source": "test"})
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump({"name": "t", "version": "1", "scorer": {"name": "exact"},
+                                 "prompt": {"template": "Q: {{ question }}", "chat_template": "none"}}))
+    freeze(p)
+    plan = prepare(p, d, "t-smoke", RunOptions(progress=False))
+    assert plan.checkpoint.step == 800
+    assert any("trainer_state.json global_step says 750" in w for w in plan.warnings)

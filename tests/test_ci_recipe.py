@@ -2,8 +2,10 @@
 order, under ``bash -eo pipefail`` as GitHub runs them, on a temporary repository and store, with ``${{ ... }}``
 filled from a context like the one Actions provides. ``uses:`` steps (checkout, setup-python, cache, artifact)
 are GitHub's and skipped: the store simply stays where it is between two runs, as a restored cache or a
-persistent volume leaves it. ``pip`` and ``gh`` are stand-ins that record their arguments; ``evalgate`` is this
-checkout's CLI. The checkpoint is a real SmolLM2-135M directory (training seed 1, step 4) on 2-item splits.
+persistent volume leaves it. In the whole-workflow test ``pip`` and ``gh`` are stand-ins that record their
+arguments and ``evalgate`` is this checkout's CLI; the install step's own commands run for real in
+``test_the_install_step_installs_evalgate_from_the_checkout``. The checkpoint is a real SmolLM2-135M directory
+(training seed 1, step 4) on 2-item splits.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -140,6 +143,7 @@ def test_the_example_workflow_runs_its_steps_on_a_temporary_store(home: Path, sm
            "XDG_CONFIG_HOME": str(home / "runner-config")}  # no key file on the runner: the secret is the key
     context: dict[str, Any] = {"github.workspace": str(repo), "github.actor": "octo", "github.run_id": "1",
                                "secrets.EVALGATE_PRIVATE_KEY": key, "secrets.EVALGATE_VARS_TOKEN": "t",
+                               "secrets.EVALGATE_LOG_KEY": _log_key_pem(),
                                "vars.EVALGATE_BASELINE": str(smollm2_dir),
                                "vars.EVALGATE_CHECKPOINT_ROOT": str(train)}
 
@@ -166,7 +170,9 @@ def test_the_example_workflow_runs_its_steps_on_a_temporary_store(home: Path, sm
     pinned = results["Pin the access-log head"][1]
     assert re.search(r"ci-octo +my-private \(private\) +release-gate +read ci", pinned)  # the audit log rows
 
-    # next run: the restored store holds the pinned head, so the check passes
+    # next run, on a fresh runner (nothing of the first one's config left): the restored store holds the pinned
+    # head, and its signature verifies with the key from the secret, so the check passes
+    shutil.rmtree(home / "runner-config", ignore_errors=True)
     context["vars.EVALGATE_LOG_HEAD"] = head
     (name, code, out), = run_workflow(repo, context, env, stop_after="Check the store against the pinned "
                                       "access-log head")[1:]
@@ -178,3 +184,76 @@ def test_the_example_workflow_runs_its_steps_on_a_temporary_store(home: Path, sm
     assert [(n, c) for n, c, _ in results2] == [("Install evalgate", 0),
                                                 ("Check the store against the pinned access-log head", 1)]
     assert "BROKEN" in results2[1][2]
+
+
+def _log_key_pem() -> str:
+    """A new Ed25519 key as PEM text, as a repository's ``EVALGATE_LOG_KEY`` secret holds it."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.generate().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                      serialization.NoEncryption()).decode()
+
+
+def install_step() -> str:
+    doc = yaml.safe_load(WORKFLOW.read_text())
+    (job,) = doc["jobs"].values()
+    (step,) = [s for s in job["steps"] if s.get("name") == "Install evalgate"]
+    return str(step["run"])
+
+
+def test_no_pip_command_names_evalgate_on_an_index() -> None:
+    """Every requirement a pip command of the workflow names is the CPU torch pin or a path: ``evalgate`` (and its
+    extras) on the package index is another project, which the Gate step would hand the private key."""
+    reqs = []
+    for line in WORKFLOW.read_text().splitlines():
+        if "pip install" not in line:
+            continue
+        args = shlex.split(line.split("pip install", 1)[1])
+        values = {i + 1 for i, a in enumerate(args) if a in ("--index-url", "-i", "--extra-index-url")}
+        reqs += [a for i, a in enumerate(args) if not a.startswith("-") and i not in values]
+    assert reqs == ["torch==2.13.0", "$EVALGATE_SRC[hf]"]
+    first = install_step().strip().splitlines()[0]
+    assert "torch==2.13.0" in first and "download.pytorch.org/whl/cpu" in first  # before anything pulls torch in
+
+
+def test_the_install_step_installs_evalgate_from_the_checkout(tmp_path: Path) -> None:
+    """The step's own commands, run by bash in a throwaway venv that sees this environment's packages (a .pth
+    line): evalgate is built from a copy of this checkout as evalgate-gate, and the venv's ``evalgate`` command
+    and ``import evalgate`` are that copy. PIP_NO_DEPS=1 keeps pip from touching the shared packages (they
+    satisfy every dependency already; on a runner pip installs them)."""
+    import sysconfig
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    (site / "shared.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    src = tmp_path / "ws" / ".evalgate-src"
+    listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                            capture_output=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        if (REPO / name).is_file():
+            (src / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, src / name)
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "EVALGATE_SRC": str(src),
+           "PIP_NO_DEPS": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+    r = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", install_step()], cwd=tmp_path / "ws",
+                       env=env, capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "evalgate (evalgate-gate), version 0.1.0" in r.stdout
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import evalgate, importlib.metadata as m; "
+                            "print(evalgate.__file__); print(m.distribution('evalgate-gate').read_text('RECORD'))"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert where.returncode == 0, where.stderr
+    assert where.stdout.startswith(str(site / "evalgate" / "__init__.py"))
+    assert "evalgate/cli.py" in where.stdout
+
+
+def test_the_splits_the_recipe_commits_are_not_ignored() -> None:
+    """docs/CI.md commits split manifests and their data (private data encrypted): git must not ignore them, or a
+    fresh checkout lacks the splits."""
+    for name in ("splits/my-dev.yaml", "splits/my-dev.jsonl", "splits/my-private.yaml", "splits/my-private.jsonl.enc"):
+        r = subprocess.run(["git", "check-ignore", "--no-index", "-q", name], cwd=REPO, capture_output=True)
+        assert r.returncode == 1, f"{name} is ignored by .gitignore"
+    assert subprocess.run(["git", "check-ignore", "--no-index", "-q", "splits/.my-dev.yaml.0a1b.tmp"],
+                          cwd=REPO).returncode == 0

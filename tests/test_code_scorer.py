@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.scoring import run_code, run_many
+from evalgate.scoring import run_code
 from evalgate.scoring.code import HumanEvalScorer, extract_program, netns_available
+from evalgate.scoring.harness import HarnessJob, run_tests_many
 
 
 def _program(rec: dict, body: str) -> str:
@@ -16,12 +17,18 @@ def _program(rec: dict, body: str) -> str:
 
 
 def test_all_canonical_solutions_pass_and_wrong_ones_fail(humaneval_records: list[dict]) -> None:
+    """Through evalgate's harness (issue 27), as the scorer runs them: the 164 canonical solutions pass and 40
+    wrong bodies fail."""
+
+    def job(rec: dict, body: str) -> HarnessJob:
+        return HarnessJob(rec["prompt"] + body, rec["prompt"], rec["test"], rec["entry_point"])
+
     assert len(humaneval_records) == 164
-    right = run_many([_program(r, r["canonical_solution"]) for r in humaneval_records])
-    failed = [(r["task_id"], x.status, x.stderr[-200:]) for r, x in zip(humaneval_records, right, strict=True)
+    right = run_tests_many([job(r, r["canonical_solution"]) for r in humaneval_records])
+    failed = [(r["task_id"], x.status, x.detail) for r, x in zip(humaneval_records, right, strict=True)
               if x.status != "passed"]
     assert not failed
-    wrong = run_many([_program(r, "    return None\n") for r in humaneval_records[:40]])
+    wrong = run_tests_many([job(r, "    return None\n") for r in humaneval_records[:40]])
     assert [x.status for x in wrong] == ["failed"] * 40
 
 
@@ -121,6 +128,6 @@ def test_humaneval_program_keeps_the_prompts_imports_and_helpers(humaneval_recor
     assert "List" in samples[0].text and "import" not in samples[0].text
     assert "def is_palindrome" not in samples[1].text
     assert scorer.program(samples[3]).count("from typing import List") == 1  # the prompt is not written twice
-    results = run_many([scorer.program(s) for s in samples], timeout_s=10)
+    results = run_tests_many([scorer.job(s) for s in samples], timeout_s=10)
     assert [r.status for r in results] == ["passed", "passed", "passed", "passed", "failed"], [
-        r.stderr[-300:] for r in results]
+        r.detail for r in results]

@@ -137,7 +137,7 @@ def test_every_tier_can_be_checked_and_the_check_spends_no_budget(tmp_path: Path
         write_split(f"qa-{tier}", tier, items, {"source": "test"}, policy=policy)
     corpus = tmp_path / "corpus.txt"
     corpus.write_text(CORPUS)
-    reads = {t: {"private": 5, "public": 2}.get(t, 1) for t in TIERS}  # beyond each budget
+    reads = {t: {"private": 4, "public": 2}.get(t, 1) for t in TIERS}  # beyond the public read budget
     for tier in TIERS:
         for _ in range(reads[tier]):
             rep = check_contamination(f"qa-{tier}", corpus)
@@ -148,7 +148,7 @@ def test_every_tier_can_be_checked_and_the_check_spends_no_budget(tmp_path: Path
         (f"qa-{t}", "contamination-check", "read") for t in TIERS}
     assert len(rows) == sum(reads.values())
     summary = audit_summary(store)["splits"]
-    assert summary["qa-private"]["reads"] == 5 and summary["qa-private"]["budget"]["used"] == 0
+    assert summary["qa-private"]["reads"] == 4 and summary["qa-private"]["budget"]["used"] == 0
     assert summary["qa-public"]["budget"]["used"] == 0
     # The private tier's whole budget (4 release-gate reads) is still there, and the fifth is refused.
     mgr = SplitManager(store)
@@ -221,6 +221,9 @@ def test_gsm8k_verbatim_leaks_are_flagged_by_default_on_every_tier(gsm8k_case: G
     for split, ids in c.tier_ids.items():
         rep = check_contamination(split, c.corpus)  # the defaults: 13-grams, 0.7, every text field on its own
         assert {it.id for it in rep.flagged} == c.leaked & ids, split
+        if rep.sealed:  # private and human-audit: the flag only (test_contamination_oracle.py)
+            assert all(it.fields == {} for it in rep.items), split
+            continue
         for it in rep.flagged:
             assert it.fields["question"].overlap == 1.0 and it.fields["question"].flagged_by == ["exact"]
             assert it.fields["solution"].flagged_by == [] and it.fields["answer"].overlap is None
@@ -234,7 +237,7 @@ def test_gsm8k_edited_copy_is_flagged_as_a_near_duplicate(gsm8k_case: Gsm8kCase)
     for split, ids in c.tier_ids.items():
         rep = check_contamination(split, c.corpus, jaccard=DEFAULT_JACCARD)
         assert {it.id for it in rep.flagged} == (c.leaked | {c.edited}) & ids, split
-        for it in rep.items:
+        for it in [] if rep.sealed else rep.items:  # a sealed split gives the flag only
             if it.id == c.edited:
                 q = it.fields["question"]
                 assert q.flagged_by == ["near-dup"] and q.jaccard is not None and q.jaccard >= DEFAULT_JACCARD
@@ -251,7 +254,7 @@ def test_gsm8k_cli_protocol_fields_and_no_item_text_in_the_private_output(gsm8k_
     assert r.exit_code == 1, r.output
     doc = json.loads(r.output)
     assert doc["fields_from"] == "protocol gsm8k-cot.yaml" and doc["jaccard_threshold"] == DEFAULT_JACCARD
-    assert {tuple(it["fields"]) for it in doc["items"]} == {("question",)}  # what the prompt renders
+    assert {tuple(sorted(it)) for it in doc["items"]} == {("flagged", "id")}  # a private split: one bit per item
     assert [it["id"] for it in doc["items"] if it["flagged"]] == sorted(c.leaked & c.tier_ids["gsm8k-private"])
     text = CliRunner().invoke(main, args)
     assert text.exit_code == 1 and "FLAG" in text.output

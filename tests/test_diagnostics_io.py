@@ -179,15 +179,16 @@ def test_docs_key_map_matches_code() -> None:
 def test_guards_for_the_gate() -> None:
     from evalgate.diagnostics.guards import Guards, guard_seed
 
-    # truncation (fail) from step 10 of 20; entropy drop (warn) from step 11
+    # truncation (fail) and entropy drop (warn) both change at step 11 of 20 (the first window whose mean crosses
+    # starts at 10, where truncation is still 0: the checkpoint at step 10 is clean; issue 28, item 10)
     rows = [{"step": s, "completions/clipped_ratio": 0.3 if s > 10 else 0.0, "entropy": 0.9 if s > 10 else 2.0}
             for s in range(1, 21)]
     log = from_records(rows, "log.jsonl", "jsonl")
     g = guard_seed(log, Guards(), [5, 10, 15, 20], seed=1)
-    assert [(f.signal, f.step) for f in g.trips] == [("truncation", 10)]
-    assert g.failing(5) == [] and [f.signal for f in g.failing(10)] == ["truncation"]
+    assert [(f.signal, f.step) for f in g.trips] == [("truncation", 11)]
+    assert g.failing(10) == [] and [f.signal for f in g.failing(15)] == ["truncation"]
     both = guard_seed(log, Guards(fail_on=("warn", "fail")), [5, 10, 15, 20], seed=1)
-    assert [(f.signal, f.step) for f in both.trips] == [("truncation", 10), ("entropy_drop", 11)]
+    assert [(f.signal, f.step) for f in both.trips] == [("truncation", 11), ("entropy_drop", 11)]
     assert guard_seed(log, Guards(), [5, 50]).coverage  # the log stops at 20, before the checkpoint at 50
     assert guard_seed(None, Guards(), [5]).diagnosis is None
     with pytest.raises(ValueError):
@@ -222,3 +223,94 @@ def test_tensorboard_events(tmp_path: Path) -> None:
     assert [s for s, _ in log.series["reward"]] == [1, 2, 3, 4, 5]
     assert log.series["kl"][-1][1] == pytest.approx(0.05, rel=1e-6)
     assert read_path(tmp_path / "runs").format == "tensorboard"
+
+
+# -- issue 28: the training-run judgements an RL engineer got wrong ------------------------------------------------
+def _run_dir(tmp_path: Path) -> Path:
+    """A TRL run that EvalgateCallback stopped for truncation: checkpoint-2 (steps 1-2, clean), the callback's log
+    to step 6 (truncation 1.0 from step 3), its STOP reason, the watch's queue."""
+    rd = tmp_path / "grpo-run"
+    ck = rd / "checkpoint-2"
+    ck.mkdir(parents=True)
+    hist = [{"step": s, "loss": 0.1, "reward": 0.5, "completions/clipped_ratio": 0.0} for s in (1, 2)]
+    (ck / "trainer_state.json").write_text(json.dumps({"global_step": 2, "log_history": hist}))
+    more = [{"step": s, "loss": 0.1, "reward": 0.5, "completions/clipped_ratio": 1.0} for s in range(3, 7)]
+    write_jsonl(rd / "evalgate-log.jsonl", hist + more)
+    write_jsonl(rd / "evalgate-queue.jsonl", [{"step": s, "checkpoint": str(rd / f"checkpoint-{s}")}
+                                             for s in range(1, 40)])
+    (rd / "evalgate-stop.json").write_text(json.dumps({"reason": "truncation (fail)", "step": 6}))
+    return rd
+
+
+def test_run_dir_reads_the_most_complete_log_and_names_it(tmp_path: Path) -> None:
+    """Item 8: diagnose RUN_DIR took the newest checkpoint's trainer_state.json (steps 1-2: "no warn or fail", exit
+    0) beside the callback's log to step 6 that it had stopped for truncation."""
+    rd = _run_dir(tmp_path)
+    log = read_path(rd)
+    assert log.source == str(rd / "evalgate-log.jsonl") and log.steps == (1, 6)
+    assert log.choice is not None and "most complete" in log.choice and "checkpoint-2" in log.choice
+    r = CliRunner().invoke(main, ["diagnose", str(rd)])
+    assert r.exit_code == 1, r.output
+    assert "evalgate-log.jsonl" in r.output and "most complete" in r.output  # the choice is named
+    assert "evalgate-queue.jsonl (" not in r.output  # the watch's queue is no metrics log
+
+
+def test_run_dir_with_hf_tensorboard_layout(tmp_path: Path) -> None:
+    """Item 8, HF's TensorBoard layout: runs/<date>/events... to step 8 beside a checkpoint-2 trainer_state.json."""
+    tb = pytest.importorskip("torch.utils.tensorboard", reason="torch's SummaryWriter needs the tensorboard package")
+    rd = tmp_path / "sft-run"
+    (rd / "checkpoint-2").mkdir(parents=True)
+    (rd / "checkpoint-2" / "trainer_state.json").write_text(json.dumps(
+        {"global_step": 2, "log_history": [{"step": s, "loss": 1.0, "grad_norm": 1.0} for s in (1, 2)]}))
+    w = tb.SummaryWriter(str(rd / "runs" / "Dec01_10-00-00_host"))
+    for s in range(1, 9):
+        w.add_scalar("train/loss", 1.0 if s < 8 else float("nan"), s)
+        w.add_scalar("train/grad_norm", 1.0, s)
+    w.close()
+    log = read_path(rd)
+    assert log.format == "tensorboard" and log.steps == (1, 8) and "most complete" in (log.choice or "")
+    assert CliRunner().invoke(main, ["diagnose", str(rd)]).exit_code == 1  # loss NaN at step 8
+
+
+def test_logs_without_a_known_step_are_bad_input(tmp_path: Path) -> None:
+    """Item 9: a W&B-style JSONL (train/global_step, train/loss) and an empty file gave "no logged steps",
+    nonfinite ok, exit 0. train/global_step is now a step key; a log with no step is exit 2 naming the keys."""
+    wb = write_jsonl(tmp_path / "wandb.jsonl", [{"_step": i, "train/global_step": 10 * i, "train/loss": 1.0 / i,
+                                                 "train/reward": 0.1 * i} for i in range(1, 9)])
+    log = read_path(wb)
+    assert log.steps == (10, 80) and log.used["loss"] == "loss" and log.used["reward"] == "reward"
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    r = CliRunner().invoke(main, ["diagnose", str(empty)])
+    assert r.exit_code == 2 and "no logged step" in r.output and "global_step" in r.output
+    odd = write_jsonl(tmp_path / "odd.jsonl", [{"iteration": i, "policy/loss": 0.5} for i in range(5)])
+    r = CliRunner().invoke(main, ["diagnose", str(odd)])
+    assert r.exit_code == 2 and "iteration" in r.output and "policy/loss" in r.output  # the keys read are named
+    st = tmp_path / "trainer_state.json"
+    st.write_text(json.dumps({"global_step": 0, "log_history": []}))
+    assert CliRunner().invoke(main, ["diagnose", str(st)]).exit_code == 2
+
+
+def test_resumed_run_judges_the_abandoned_segment(tmp_path: Path) -> None:
+    """Item 11: the run blew up at step 25 (grad norm 50, KL 5.0) and was resumed from checkpoint 20; the resumed
+    run re-logged 21-40 normally. Last-wins hid the blow-up (exit 0, only "logged more than once")."""
+    first = [{"step": s, "loss": 0.1, "grad_norm": 50.0 if s == 25 else 1.0, "kl": 5.0 if s >= 25 else 0.01}
+             for s in range(1, 31)]
+    second = [{"step": s, "loss": 0.1, "grad_norm": 1.0, "kl": 0.01} for s in range(21, 41)]
+    p = write_jsonl(tmp_path / "evalgate-log.jsonl", first + second)
+    (d,) = diagnose_paths([p])
+    seg = [f for f in d.findings if f.segment is not None]
+    got = {(f.signal, f.status, f.step) for f in seg}
+    assert ("grad_norm_spike", "fail", 25) in got and all("resume at step 21" in f.message for f in seg)
+    main_findings = {f.signal: f.status for f in d.findings if f.segment is None}
+    assert main_findings["grad_norm_spike"] == "ok"  # the log as it stands is clean
+    r = CliRunner().invoke(main, ["diagnose", str(p)])
+    assert r.exit_code == 1 and "abandoned before the resume at step 21" in r.output
+    # the gate and a live callback never fail checkpoints on the replaced segment
+    from evalgate.diagnostics.guards import Guards, guard_seed
+    assert guard_seed(read_path(p), Guards(), [20, 40]).trips == []
+    # neighbour: a clean resume (steps 21-30 logged twice with ordinary values) is reported, adds no finding
+    calm = [{"step": s, "loss": 0.1, "grad_norm": 1.0, "kl": 0.01} for s in range(1, 31)]
+    again = diagnose_paths([write_jsonl(tmp_path / "clean.jsonl", calm + second)])[0]
+    assert [f for f in again.findings if f.segment] == [] and again.log.abandoned[0][0] == 21
+    assert again.worst != "fail"

@@ -106,3 +106,19 @@ def test_cli_on_real_logs(tmp_path: Path) -> None:
     assert page.count("<svg") >= 10 and "truncation" in page
     ok = CliRunner().invoke(main, ["diagnose", str(TELE)])
     assert ok.exit_code == 0 and "zero_std_groups" in ok.output and "n/c" in ok.output
+
+
+def test_early_checkpoint_of_a_real_run_is_judged(tmp_path: Path) -> None:
+    """Issue 28, item 7: the real minesweeper run's early checkpoint (its first 4 logged steps, 10-40, 90-99 % of
+    completions truncated) was "ok" everywhere, exit 0: fewer steps than the window of 5. Judged on the 4 there are,
+    truncation fails at the first logged step."""
+    hist = json.loads((MINE / "trainer_state.json").read_text())["log_history"][:4]
+    ck = tmp_path / "checkpoint-40"
+    ck.mkdir()
+    (ck / "trainer_state.json").write_text(json.dumps({"global_step": 40, "log_history": hist}))
+    trunc = [(h["step"], float(h["completions/clipped_ratio"])) for h in hist]
+    assert len(trunc) == 4 and all(v > 0.2 for _, v in trunc)
+    f, _ = finding(ck, "truncation")
+    assert (f.status, f.step) == ("fail", trunc[0][0])
+    assert f.values["mean"] == pytest.approx(sum(v for _, v in trunc) / 4)
+    assert CliRunner().invoke(main, ["diagnose", str(ck)]).exit_code == 1

@@ -50,7 +50,8 @@ def test_run_then_gate_on_two_smoke_items(home: Path, smollm2_gguf: Path, smollm
     assert set(doc["metrics"]) >= {"pass@1", "pass@2", "mean_completion_tokens", "truncation_rate"}
     assert 0 < doc["metrics"]["mean_completion_tokens"] <= 24
     assert "transformers" in doc["versions"] and doc["backend"]["model_loaded"] is True
-    assert doc["counts"]["sandbox"]["isolation"] == "netns+pidns+minfs+unpriv+nproc+stdlib"  # the run record
+    # the run record
+    assert doc["counts"]["sandbox"]["isolation"] == "netns+pidns+minfs+rofs+unpriv+nouserns+nproc+stdlib"
 
     con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
     assert con.execute("SELECT status FROM runs WHERE run_id=?", [doc["run_id"]]).fetchone() == ("complete",)

@@ -186,3 +186,57 @@ def test_token_ids_sent_to_the_model_hold_one_bos(smollm2_dir: Path, tmp_path: P
     tok = doc["backend"]["tokenizer"]
     assert tok["tokenizer_adds_bos"] is True and tok["prompts_bos_added"] == 1
     assert tok["bos_per_prompt"] == {"min": 1, "max": 1}
+
+
+def test_max_tokens_beyond_the_context_is_refused_before_any_read(smollm2_dir: Path, tmp_path: Path) -> None:
+    """Issue 28 item 17: ``max_tokens: 100000000`` was accepted though SmolLM2's context is 8,192 tokens
+    (config.json max_position_embeddings). Refused before the split is read (no access-log row), naming both."""
+    from evalgate.runner.plan import prepare
+
+    p = setup_run(tmp_path, {"chat_template": "model"}, {"max_tokens": 100_000_000})
+    with pytest.raises(BadInput) as e:
+        prepare(p, smollm2_dir, "t-smoke", RunOptions(progress=False))
+    assert "max_tokens 100000000" in e.value.message and "context of 8192 tokens" in e.value.message
+    assert "max_position_embeddings" in e.value.message
+    assert Store().access_rows("t-smoke") == [] and Store().runs() == []
+
+    # 8,190 completion tokens leave 2 for the prompt; SmolLM2's chat prompt for "Q: What is 2+2?" is longer (its
+    # default system turn alone is a sentence), so prompt + max_tokens exceeds 8,192: refused, naming the item.
+    p = setup_run(tmp_path, {"chat_template": "model"}, {"max_tokens": 8190}, version="2")
+    with pytest.raises(BadInput, match=r"item 'a''s prompt of \d+ tokens \+ sampling\.max_tokens 8190 = \d+ "
+                                       r"exceeds the checkpoint's context of 8192 tokens"):
+        prepare(p, smollm2_dir, "t-smoke", RunOptions(progress=False))
+    assert Store().access_rows("t-smoke") == [] and Store().runs() == []
+    p = setup_run(tmp_path, {"chat_template": "model"}, {"max_tokens": 8000}, version="3")  # fits: prepared
+    assert prepare(p, smollm2_dir, "t-smoke", RunOptions(progress=False)).warnings == []
+
+
+def test_the_context_check_is_skipped_for_a_server_and_the_run_says_so(smollm2_dir: Path, tmp_path: Path) -> None:
+    from evalgate.runner.plan import prepare
+
+    p = setup_run(tmp_path, {"chat_template": "model"}, {"max_tokens": 100_000_000})
+    plan = prepare(p, smollm2_dir, "t-smoke", RunOptions(backend="openai", progress=False,
+                                                         backend_options={"base_url": "http://127.0.0.1:9/v1"}))
+    (w,) = plan.warnings
+    assert w.startswith("context length not checked: the openai server decides it") and "8192" in w
+
+
+@pytest.mark.parametrize("config, expected", [
+    ({"max_position_embeddings": 8192}, (8192, "config.json max_position_embeddings")),
+    ({"n_positions": 1024}, (1024, "config.json n_positions")),  # GPT-2
+    ({"text_config": {"max_position_embeddings": 32768}},  # Gemma 3 (multimodal config)
+     (32768, "config.json text_config max_position_embeddings")),
+    # Qwen2.5's model card: 32,768 tokens, 131,072 with YaRN factor 4
+    ({"max_position_embeddings": 32768,
+      "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}},
+     (131072, "config.json max_position_embeddings with yarn RoPE scaling x4.0")),
+    # Llama 3.1 states the extended length itself (rope_type llama3)
+    ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
+     (131072, "config.json max_position_embeddings")),
+    ({"hidden_size": 8}, None),
+])
+def test_context_length_from_common_configs(tmp_path: Path, config: dict, expected) -> None:
+    from evalgate.checkpoints import context_length
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert context_length(tmp_path) == expected

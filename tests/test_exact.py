@@ -69,3 +69,35 @@ def test_each_step_can_be_turned_off() -> None:
 def test_gold_never_normalises_to_empty_and_empty_prediction_never_matches(prediction: str, gold: str,
                                                                            equal: bool) -> None:
     assert exact_match(prediction, gold) is equal
+
+
+# Issue 28, point 16: with the last_number rule (protocols/addition.yaml), punctuation removal took the minus sign
+# and the decimal point away, so "64" was correct for gold -64 and "1075" for 10.75, while "18.0" was wrong for 18.
+# Numbers are compared as numbers.
+@pytest.mark.parametrize(("prediction", "gold", "equal"), [
+    ("64", "-64", False), ("-64", "-64", True), ("1075", "10.75", False), ("10.75", "10.75", True),
+    ("18.0", "18", True), ("18.00", "18", True), ("18", "18.5", False),
+    ("1000", "1,000", True), ("1,000", "1000", True), ("100", "1,000", False),
+    ("5", "+5", True), ("-5", "+5", False), ("0.5", ".5", True), ("5", "5.", True), ("-.5", "-0.5", True),
+    ("1000", "1e3", True), ("1500", "1.5E3", True), ("0.001", "1e-3", True), ("1e3", "13", False),
+    ("\u221264", "-64", True),  # the minus sign U+2212
+    ("\uff16\uff14", "64", True),  # fullwidth digits
+    ("12 apples", "12", False),  # not one number: normalised text as before
+])
+def test_numbers_are_compared_as_numbers(prediction: str, gold: str, equal: bool) -> None:
+    assert exact_match(prediction, gold) is equal
+
+
+@pytest.mark.parametrize(("completion", "gold", "status"), [
+    ("The sum is 64.", "-64", "wrong"), ("The sum is -64.", "-64", "correct"),
+    ("It costs $1075", "10.75", "wrong"), ("18.0", "18", "correct"), ("It is 1,000.", "1000", "correct"),
+])
+def test_exact_scorer_with_last_number_rule(tmp_path, completion: str, gold: str, status: str) -> None:
+    """The combination protocols/addition.yaml ships (exact + last_number), through the scorer."""
+    from evalgate.protocol import load_protocol
+    from evalgate.scoring import SampleToScore, get_scorer
+    from tests.conftest import REPO
+
+    scorer = get_scorer(load_protocol(REPO / "protocols" / "addition.yaml"))
+    [res] = scorer.score([SampleToScore({"id": "a", "answer": gold}, completion, "", "stop")])
+    assert res.status == status

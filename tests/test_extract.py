@@ -60,3 +60,102 @@ def test_latex_and_si_thousands_separators(text: str, answer: str) -> None:
 
 def test_plain_numbers_rewrites_only_numbers() -> None:
     assert plain_numbers("x\\,dx and 1\\,000 and \u0661\u0662") == "x\\,dx and 1,000 and 12"
+
+
+# -- reasoning blocks (issue 28, point 2; allenai/olmo-eval#348, huggingface/lighteval#869) ------------------------
+R1 = "<think>\nLet me try: 3 * 4 = 12.\n#### 12\nWait, I forgot the 6 more.\n</think>\nShe has 12 + 6 = 18.\n#### 18"
+
+
+@pytest.mark.parametrize(("text", "formats", "answer", "closed"), [
+    (R1, ["think"], "18", True),  # the report: the draft's 12 used to be the answer
+    ("<thinking>#### 12</thinking>\n#### 18", ["thinking"], "18", True),
+    ("<reasoning>#### 12</reasoning> The answer is 18.", ["reasoning"], "18", True),
+    ("\u25c1think\u25b7#### 12\u25c1/think\u25b7#### 18", ["kimi"], "18", True),  # Kimi-VL-Thinking
+    ("[THINK]#### 12[/THINK]#### 18", ["magistral"], "18", True),  # Magistral
+    ("<|channel|>analysis<|message|>#### 12<|end|><|start|>assistant<|channel|>final<|message|>#### 18<|return|>",
+     ["harmony"], "18", True),  # gpt-oss
+    ("#### 12\n</think>\n#### 18", ["think"], "18", True),  # the prompt opened the block (DeepSeek-R1's template)
+    ("<think>a</think>The answer is <think>b #### 12</think>18.", ["think"], "18", True),  # every block removed
+    ("<think>\n#### 12\nhmm, let me check", ["think"], None, False),  # reasoning only, never closed
+    ("The answer is 18.\n<think>#### 12", ["think"], "18", False),  # text before an unclosed block is kept
+    ("<|channel|>analysis<|message|>#### 12", ["harmony"], None, False),
+    ("#### 18", ["think"], "18", True),  # no block: the whole text
+    (R1, [], "12", True),  # stripping turned off: the whole text, as before
+    ("<thinking>\n#### 12\n</thinking>\n#### 18", ["think"], "12", True),  # a format not listed is not stripped
+])
+def test_reasoning_blocks_are_removed_before_extraction(text: str, formats: list[str], answer: str | None,
+                                                        closed: bool) -> None:
+    from evalgate.scoring.reasoning import strip_reasoning
+
+    r = strip_reasoning(text, formats)
+    assert r.closed is closed
+    assert extract_answer(r.answer, "gsm8k") == answer
+
+
+def test_a_prompt_that_opens_the_block_makes_an_unclosed_completion_a_draft() -> None:
+    from evalgate.scoring.reasoning import prompt_opens, strip_reasoning
+
+    opened = prompt_opens("<|User|>2+2?<|Assistant|><think>\n", ["think"])
+    assert opened == "think"
+    assert not strip_reasoning("2 + 2 = 4\n#### 4", ["think"], opened).closed
+    assert prompt_opens("<|im_start|>assistant\n", ["think"]) is None
+
+
+def _reasoning_run(tmp_path, records: list[dict], reasoning: dict | None = None, template: str = "{{ question }}"):
+    """A frozen math/gsm8k protocol run on recorded completions (replay backend, no model)."""
+    import json
+
+    import yaml
+
+    from evalgate.checkpoints import Checkpoint
+    from evalgate.protocols_ops import freeze
+    from evalgate.run import RunOptions, evaluate
+    from evalgate.splits import write_split
+
+    doc = {"name": "r", "version": "1", "prompt": {"template": template, "chat_template": "none"},
+           "scorer": {"name": "math"}, "extraction": {"rule": "gsm8k"}, "sampling": {"max_tokens": 64}}
+    if reasoning is not None:
+        doc["reasoning"] = reasoning
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump(doc))
+    freeze(tmp_path / "r.yaml")
+    write_split("r-split", "dev", [{"id": r["item_id"], "question": "q", "answer": "18"} for r in records],
+                {"source": "test"})
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps({**r, "turn": 0}) + "\n" for r in records))
+    (tmp_path / "model").mkdir()
+    ckpt = Checkpoint(path=tmp_path / "model", kind="hf", digest="0" * 64, model_dir=tmp_path / "model")
+    return evaluate(tmp_path / "r.yaml", ckpt, "r-split",
+                    RunOptions(backend="replay", backend_options={"file": str(replay)}, progress=False))
+
+
+def test_a_run_scores_the_answer_after_the_reasoning_and_counts_unclosed_blocks(tmp_path) -> None:
+    from evalgate.store import Store
+
+    doc = _reasoning_run(tmp_path, [
+        {"item_id": "closed", "text": R1},
+        {"item_id": "draft", "text": "<think>\n#### 18\nhmm"},  # the draft holds the right number: still no answer
+        {"item_id": "cut", "text": "<think>\n#### 18\nhmm", "finish_reason": "length"},
+        {"item_id": "plain", "text": "#### 18"},
+    ])
+    status = {s["item_id"]: (s["status"], s["extracted"]) for s in Store().samples(doc["run_id"])}
+    assert status == {"closed": ("correct", "18"), "draft": ("no_answer", None), "cut": ("truncated", None),
+                      "plain": ("correct", "18")}
+    assert doc["counts"]["reasoning"] == {"strip": ["think"], "with_reasoning": 3, "unclosed": 2}
+
+
+def test_a_prompt_ending_in_an_open_block(tmp_path) -> None:
+    from evalgate.store import Store
+
+    doc = _reasoning_run(tmp_path, [{"item_id": "opened", "text": "3 * 4 = 12\n#### 12\n</think>\n#### 18"},
+                                    {"item_id": "never", "text": "3 * 4 = 12\n#### 18"}],
+                         template="{{ question }}\n<think>\n")
+    status = {s["item_id"]: s["status"] for s in Store().samples(doc["run_id"])}
+    assert status == {"opened": "correct", "never": "no_answer"}
+
+
+def test_a_protocol_that_turns_stripping_off_scores_the_whole_completion(tmp_path) -> None:
+    from evalgate.store import Store
+
+    off = _reasoning_run(tmp_path, [{"item_id": "closed", "text": R1}], reasoning={"strip": []})
+    assert [s["extracted"] for s in Store().samples(off["run_id"])] == ["12"]
+    assert off["counts"]["reasoning"] == {"strip": [], "with_reasoning": 0, "unclosed": 0}

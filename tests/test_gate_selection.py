@@ -127,3 +127,36 @@ def test_every_checkpoint_failed_with_a_baseline_checkpoint_is_a_fail_not_a_cras
     rules = [(r["rule"], r["passed"]) for r in g["doc"]["rules"]]
     assert rules[:2] == [("best_checkpoint", False), ("min_seeds", False)]
     assert g["doc"]["seeds"][0]["failed"][0]["failed_reasons"][0].startswith("run error (EngineError")
+
+
+def test_a_candidate_that_is_the_baseline_is_listed_as_ignored(tmp_path: Path) -> None:
+    """Issue 28, item 15: a candidate checkpoint that is the policy's baseline itself was dropped without a word
+    (ignored: [])."""
+    built = fx.build(tmp_path / "runs", seeds=(1,))  # dev by step: 10: .3, 20: .5, 30: .6 (best), 40: .5
+    run = tmp_path / "runs" / "fx-run-seed1"
+    ck30 = run / "checkpoint-30"
+    # with 30 as the baseline the best candidate is 20 (.5): its decision run
+    fx.add_run(built["store"], "dec-1-20", "d1-20", run / "checkpoint-20", "fx-private", "private", 1, 20, fx.X[1],
+               purpose="release-gate")
+    g = _gate(tmp_path, {**built, "baseline": str(ck30)})
+    ignored = {a["run_id"]: a["reason"] for a in g["doc"]["ignored"]}
+    # the fixture's old baseline directory (no training seed) is ignored as before; checkpoint-30 for being the baseline
+    assert set(ignored) == {"dev-1-30", "dev-base"} and "is the policy's baseline" in ignored["dev-1-30"]
+    (seed,) = g["doc"]["seeds"]
+    assert [c["step"] for c in seed["checkpoints"]] == [10, 20, 40]  # still no candidate
+
+
+def test_the_only_candidate_is_the_baseline(tmp_path: Path) -> None:
+    """Issue 28, item 15, the reported shape: the only trained checkpoint is the baseline; the message said no run
+    with a training run and seed exists, and ignored was empty."""
+    write_split("fx-dev", "dev", fx.ITEMS, {"source": "test fixture"})
+    write_split("fx-private", "private", fx.ITEMS, {"source": "test fixture"})
+    store = fx.Store()
+    store.record_protocol(*fx.PROTO, fx.HASH, {})
+    only = tmp_path / "only" / "checkpoint-5"
+    only.mkdir(parents=True)
+    fx.add_run(store, "dev-only", "donly", only, "fx-dev", "dev", 7, 5, fx._scores(0.5))
+    fx.add_run(store, "dec-only", "donly", only, "fx-private", "private", 7, 5, fx.X[1], purpose="release-gate")
+    g = _gate(tmp_path, {"store": store, "baseline": str(only)})
+    assert [a["run_id"] for a in g["doc"]["ignored"]] == ["dev-only"]
+    assert "1 ignored" in g["v"].rules[0].detail

@@ -162,3 +162,39 @@ def test_eight_shot_exemplars_are_part_of_the_protocol_hash(tmp_path: Path) -> N
 def test_numbers_compare_relatively_and_partial_parses_are_not_equal(prediction: str, gold: str,
                                                                      equal: bool) -> None:
     assert math_equal(prediction, gold) is equal
+
+
+# huggingface/Math-Verify#14: math-verify reads "h:00" as h/0 (complex infinity), and two infinities compared equal,
+# so every time on the hour equalled every other. Right: a time equals only the same time; a value that is undefined
+# (a division by zero, 0/0) is no number and is compared as written; the real infinities equal only themselves.
+@pytest.mark.parametrize(
+    ("prediction", "gold", "equal"),
+    [
+        ("1:00", "12:00", False),  # the report
+        ("12:00", "12:00", True),
+        ("1:00", "1:00", True),
+        ("1:00", "01:00", True),  # the same time of day
+        ("1:00", "1", False),  # a time is not a number
+        ("12:00", "\\infty", False),
+        ("10:30", "10:45", False),
+        ("3:05 pm", "3:05\\text{ p.m.}", True),
+        ("3:05 pm", "3:05 am", False),
+        ("10:00", "11:00", False),
+        ("1:00 pm", "13:00", True),  # am/pm read on the 12-hour clock
+        ("12:30 am", "0:30", True),
+        ("1:00 pm", "1:00", False),
+        ("The train leaves at 2:00.", "2:00", False),  # not an extracted answer: no time of day, no equality
+        ("3:4", "6:8", True),  # any other a:b stays a ratio (minutes are two digits below 60)
+        ("3:4", "\\frac{3}{4}", True),
+        ("\\frac{1}{0}", "\\frac{2}{0}", False),  # complex infinity twice: undefined, not equal
+        ("\\tfrac{1}{0}", "5/0", False),
+        ("1/0", "1/0", True),  # the same text
+        ("0/0", "1/0", False),
+        ("\\infty", "\\infty", True),
+        ("\\infty", "-\\infty", False),
+        ("[1,\\infty)", "[1, \\infty)", True),
+    ],
+)
+def test_times_ratios_and_undefined_values(prediction: str, gold: str, equal: bool) -> None:
+    assert math_equal(prediction, gold) is equal
+    assert math_equal(gold, prediction) is equal

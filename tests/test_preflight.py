@@ -81,8 +81,33 @@ def test_preflight_cli_on_a_real_model(tmp_path: Path, smollm2_dir: Path) -> Non
     assert doc["samples"] == 1 and doc["prompts"] == 2 and doc["zero_variance"] == 1.0
     assert doc["all_correct"] + doc["all_wrong"] == 1.0
     assert "greedily" in doc["notes"][0]
+    assert doc["verdicts"][0]["name"] == "truncation" and 0.0 <= doc["truncated"] <= 1.0  # finish reasons read
     assert "<svg" in report.read_text()
     reads = [r for r in Store().access_rows("addition-train") if r["outcome"] == "read"]
     assert [r["purpose"] for r in reads] == ["preflight"]
     res = CliRunner().invoke(main, [*args, "--max-zero-variance", "1.0"])
     assert res.exit_code == 0, res.output
+
+
+def test_truncation_comes_first() -> None:
+    """Issue 28, item 13: 96 of 128 addition samples (75 %) were cut at max_tokens and the verdict advised
+    intermediate rewards and a curriculum. Zeros that are mostly truncations say so first."""
+    scores = [0.0] * 96 + [0.0] * 28 + [1.0] * 4  # 124 zeros (96.9 % >= 95 %: too sparse), 96 of them cut
+    finish = ["length"] * 96 + ["stop"] * 32
+    vs = verdicts(scores, {"empty": 0.0}, None, finish)
+    assert vs[0].name == "truncation" and vs[0].status == "fired"
+    assert "96 of 128 samples (75%)" in vs[0].message and "max_tokens" in vs[0].message
+    sparse = next(v for v in vs if v.name == "too_sparse")
+    assert sparse.status == "fired" and "intermediate rewards" not in sparse.message
+    assert "truncation" in sparse.message
+    # GSM8K: 25 of 64 (39 %) cut, 25 of the 45 zeros: fired (> 20 % of samples)
+    g = verdicts([0.0] * 45 + [1.0] * 19, {}, None, ["length"] * 25 + ["stop"] * 39)
+    assert (g[0].name, g[0].status) == ("truncation", "fired")
+    # neighbours: 10 of 128 cut (7.8 %) and 10 of 100 zeros: ok, and the sparse remedy stays the chapter's
+    ok = verdicts([0.0] * 100 + [1.0] * 28, {}, None, ["length"] * 10 + ["stop"] * 118)
+    assert ok[0].status == "ok"
+    # few cuts, but they are most of the zeros (6 of 10 zeros, 6 of 100 samples): fired
+    few = verdicts([0.0] * 10 + [1.0] * 90, {}, None, ["length"] * 6 + ["stop"] * 94)
+    assert few[0].status == "fired"
+    very = verdicts([0.0] * 99 + [1.0], {}, None, ["stop"] * 100)
+    assert "intermediate rewards" in next(v for v in very if v.name == "too_sparse").message

@@ -43,7 +43,7 @@ def test_private_items_are_not_in_any_tracked_file(humaneval_records: list[dict]
 def test_private_split_at_rest_has_no_plaintext_and_needs_the_key(home: Path, humaneval_records: list[dict],
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate.errors import RefusedByPolicy
-    from evalgate.splits import read_items
+    from evalgate.splits import _read_items as read_items  # the unlogged reader (the public one refuses private)
 
     import_humaneval()
     m = load_manifest("humaneval-private")
@@ -85,3 +85,35 @@ def test_an_agentic_gate_shows_no_private_trajectory_anywhere(tmp_path: Path) ->
     assert [name for name, text in texts.items() if secret in text] == []
     html = texts["r.html"]
     assert html.count(dev_marker) >= 3 and '<details class="trajectory">' in html
+
+
+def _scan(home: Path, *files: Path) -> subprocess.CompletedProcess[str]:
+    import os
+    import sys
+
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, str(REPO / "tools" / "scan_private_plaintext.py"), *map(str, files)],
+                          env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_plaintext_scan_is_clean_on_a_clean_store_and_finds_a_planted_text(home: Path) -> None:
+    """Item ids are stored by design: a private item ``HumanEval/15`` (its ``task_id`` repeating the id) is not found
+    inside the stored id ``HumanEval/157``, nor as itself; its prompt planted in a report file is found."""
+    from evalgate.splits import write_split
+    from evalgate.store import Store
+    from tests.test_human_audit import add_run
+
+    prompt = "def string_sequence(n: int) -> str:\n    ''' Return space-delimited numbers 0..n '''\n"
+    items = [{"id": f"HumanEval/{n}", "task_id": f"HumanEval/{n}", "prompt": f"{prompt}# item {n}\n"}
+             for n in (15, 157)]
+    write_split("he-private", "private", items, {"source": "test"})
+    add_run(Store(), "run1", "he-private", {"HumanEval/157": 1.0, "HumanEval/15": 0.0})
+    report = home / "report.md"
+    report.write_text("| item | score |\n| HumanEval/157 | 1 |\n| HumanEval/15 | 0 |\n")
+    clean = _scan(home, report)
+    assert clean.returncode == 0, clean.stdout + clean.stderr
+    assert "0 hit(s) of 2 private/human-audit text(s)" in clean.stdout
+    report.write_text(report.read_text() + f"leaked: {prompt}# item 15\n")
+    leaked = _scan(home, report)
+    assert leaked.returncode == 1, leaked.stdout + leaked.stderr
+    assert leaked.stdout.startswith(f"{report}: \"def string_sequence")

@@ -182,3 +182,59 @@ def test_template_writing_bos_twice_is_refused(smollm2_dir: Path, tmp_path: Path
     text = render_prompt(p, ITEM, tok).text
     with pytest.raises(BadInput, match="item 'i1' starts with 2 BOS tokens"):
         PromptEncoder(tok).encode(text, "i1")
+
+
+# instructlab/training#232: SmolLM2's own template with its generation prompt ({% if add_generation_prompt %}...)
+# removed, so the assistant header is never written.
+def _ignores_generation_prompt(tok) -> str:
+    src = tok.chat_template
+    assert "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}" in src
+    return src.replace("{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}", "")
+
+
+# Llama 2's shape: no add_generation_prompt at all, but the user turn ends with the assistant's cue [/INST].
+LLAMA2_STYLE = (
+    "{{ bos_token }}{% for m in messages %}{% if m['role'] == 'user' %}[INST] {{ m['content'] }} [/INST]"
+    "{% else %} {{ m['content'] }} {{ eos_token }}{% endif %}{% endfor %}"
+)
+
+
+def test_template_that_ignores_add_generation_prompt_is_refused(tmp_path: Path, tok) -> None:
+    from evalgate.prompts import check_generation_prompt
+
+    p = protocol(tmp_path, "nogen.jinja", {"nogen.jinja": _ignores_generation_prompt(tok)})
+    # what the model would be sent: the user turn closed, no assistant header
+    assert render_prompt(p, ITEM, tok).text.endswith("Q: 2+2?<|im_end|>\n")
+    with pytest.raises(BadInput, match="ignores add_generation_prompt"):
+        check_generation_prompt(tok, p, ITEM)
+
+
+def test_templates_that_end_the_prompt_at_the_assistant_turn_are_accepted(tmp_path: Path, tok) -> None:
+    from evalgate.prompts import check_generation_prompt
+
+    check_generation_prompt(tok, protocol(tmp_path), ITEM)  # SmolLM2's own template honours the flag
+    p = protocol(tmp_path, "llama2.jinja", {"llama2.jinja": LLAMA2_STYLE})
+    assert render_prompt(p, ITEM, tok).text.endswith("[INST] Q: 2+2? [/INST]")
+    check_generation_prompt(tok, p, ITEM)
+
+
+def test_run_with_a_template_that_ignores_add_generation_prompt_is_refused_before_the_read(
+        tmp_path: Path, tok, smollm2_dir: Path) -> None:
+    """The CLI exits 2 naming the cause, and nothing is logged as read, spent or created."""
+    from click.testing import CliRunner
+
+    from evalgate.cli import main
+    from evalgate.protocols_ops import freeze
+    from evalgate.splits import write_split
+    from evalgate.store import Store
+
+    p = protocol(tmp_path, "nogen.jinja", {"nogen.jinja": _ignores_generation_prompt(tok)})
+    freeze(p.path)
+    write_split("gen-split", "dev", [{**ITEM, "answer": "4"}], {"source": "test"})
+    r = CliRunner().invoke(main, ["run", "--protocol", str(p.path), "--checkpoint", str(smollm2_dir),
+                                  "--split", "gen-split", "--json"])
+    assert r.exit_code == 2, r.output
+    assert "ignores add_generation_prompt" in r.output
+    store = Store()
+    assert [row for row in store.access_rows("gen-split") if row["outcome"] != "added"] == []
+    assert store.runs() == []

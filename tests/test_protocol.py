@@ -52,6 +52,7 @@ MUTATIONS: dict[str, object] = {
     "execution.timeout_s": 3.0, "execution.cpu_s": 5, "execution.memory_mb": 512, "execution.file_size_mb": 8,
     "execution.workers": 2,
     "execution.isolation": "strict",
+    "reasoning.strip": ["thinking", "think"],
 }
 
 
@@ -87,6 +88,21 @@ def test_any_field_change_changes_hash(tmp_path: Path, path: str, value: object)
     assert d.get(keys[-1]) != value
     d[keys[-1]] = value
     assert load_protocol(write(tmp_path, doc, "b.yaml")).sha256 != base
+
+
+def test_reasoning_section_at_its_default_keeps_the_hash_of_protocols_frozen_before_it(tmp_path: Path) -> None:
+    """Issue 28: the ``reasoning`` section is left out of the hash at its default, so every committed lock stays
+    valid; writing the default out gives the same hash, and turning stripping off changes it."""
+    from tests.conftest import REPO
+
+    for f in sorted((REPO / "protocols").glob("*.yaml")):
+        verify(load_protocol(f))
+    base = load_protocol(write(tmp_path, BASE, "a.yaml")).sha256
+    assert "reasoning" not in load_protocol(tmp_path / "a.yaml").resolved
+    same = {**BASE, "reasoning": {"strip": ["think"]}}
+    assert load_protocol(write(tmp_path, same, "b.yaml")).sha256 == base
+    off = {**BASE, "reasoning": {"strip": []}}
+    assert load_protocol(write(tmp_path, off, "c.yaml")).sha256 != base
 
 
 def test_template_file_is_inlined_in_the_hash(tmp_path: Path) -> None:

@@ -57,14 +57,16 @@ def test_diff_shows_each_differing_field_with_both_values(tmp_path: Path) -> Non
     b.write_text(yaml.safe_dump(changed))
 
     code, out = cli("protocol", "diff", str(a), str(b))
-    assert code == 0
+    assert code == 1  # as diff(1): 1 when the inputs differ
     assert out.splitlines() == [
         "3 field(s) differ between t@1 and t@2:",
         '  sampling.stop: a=["\\n\\n"] b=["\\n"]',
         "  sampling.temperature: a=0.7 b=1.0",
         '  version: a="1" b="2"',
     ]
-    doc = json.loads(cli("protocol", "diff", str(a), str(b), "--json")[1])
+    code, out = cli("protocol", "diff", str(a), str(b), "--json")
+    assert code == 1
+    doc = json.loads(out)
     assert doc["a"]["ref"] == "t@1" and doc["b"]["ref"] == "t@2" and doc["a"]["sha256"] != doc["b"]["sha256"]
     assert doc["diff"] == [{"field": "sampling.stop", "a": ["\n\n"], "b": ["\n"]},
                            {"field": "sampling.temperature", "a": 0.7, "b": 1.0},
@@ -84,6 +86,29 @@ def test_verify_prints_field_level_diff_and_exits_1(tmp_path: Path) -> None:
     code, out = cli("protocol", "verify", str(p))
     assert code == 1
     assert '  prompt.system_prompt: locked=null now="Be brief."' in out.splitlines()
+
+
+def test_verify_refuses_what_freeze_and_run_refuse(tmp_path: Path, home: Path, monkeypatch) -> None:
+    """Issue 28 item 18: a lock that agrees with the file (e.g. committed from another machine's store) while this
+    store recorded other content under the same name@version: freeze refuses it (exit 2), so verify must not say ok."""
+    p = tmp_path / "p.yaml"
+    doc = {"name": "t", "version": "1", "prompt": {"template": "{{ q }}"}, "scorer": {"name": "exact"}}
+    p.write_text(yaml.safe_dump(doc))
+    assert cli("protocol", "freeze", str(p))[0] == 0  # this store: t@1 -> content A
+    doc["prompt"]["template"] = "Q: {{ q }}"
+    p.write_text(yaml.safe_dump(doc))
+    p.with_name("p.yaml.lock").unlink()
+    monkeypatch.setenv("EVALGATE_HOME", str(tmp_path / "other-machine"))
+    assert cli("protocol", "freeze", str(p))[0] == 0  # a fresh store: t@1 -> content B, lock of B written
+    monkeypatch.setenv("EVALGATE_HOME", str(home / "home"))
+    code, out = cli("protocol", "freeze", str(p))
+    assert code == 2 and "already frozen" in out
+    code, out = cli("protocol", "verify", str(p))
+    assert code == 2, out
+    assert "t@1" in out and "Bump 'version'" in out and "ok:" not in out
+    monkeypatch.setenv("EVALGATE_HOME", str(tmp_path / "other-machine"))
+    code, out = cli("protocol", "verify", str(p))  # where it was frozen, it is fine
+    assert code == 0 and out.startswith("ok: t@1")
 
 
 def test_committed_protocol_reference_is_up_to_date() -> None:

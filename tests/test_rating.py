@@ -84,7 +84,7 @@ def test_cli_add_rater_and_batch_create(store: Store) -> None:
     r = CliRunner().invoke(main, ["audit", "add-rater", "ann", "--url", "http://h:1"])
     assert r.exit_code == 0, r.output
     url = r.stdout.strip()
-    assert url.startswith("http://h:1/login?token=")
+    assert url.startswith("http://h:1/login#token=")
     assert rating.authenticate(store, url.split("token=")[1]) == rating.Rater("ann", "rater")
     r = CliRunner().invoke(main, ["audit", "batch", "create", "--run", "run1", "--samples", "4", "--json"])
     assert r.exit_code == 0, r.output
@@ -127,6 +127,19 @@ def test_serve_refuses_a_port_outside_1_65535() -> None:
     # once accepted, then the server sat there bound to nothing
     r = CliRunner().invoke(main, ["serve", "--port", "99999"])
     assert r.exit_code == 2 and "99999 is not in the range 1<=x<=65535" in r.output
+
+
+def test_serve_on_a_port_in_use_or_a_wildcard_without_url_is_bad_input() -> None:
+    import socket
+
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        r = CliRunner().invoke(main, ["serve", "--port", str(port)])
+    assert r.exit_code == 2 and f"cannot listen on 127.0.0.1:{port}" in r.output, r.output
+    r = CliRunner().invoke(main, ["serve", "--host", "0.0.0.0", "--port", str(port)])
+    assert r.exit_code == 2 and "not a wildcard" in r.output, r.output
 
 
 def test_a_form_token_expires_after_the_ttl_and_old_tokens_are_pruned(store: Store) -> None:

@@ -10,8 +10,9 @@ import pytest
 
 from evalgate.demo_train import addition_items
 from evalgate.errors import RefusedByPolicy
-from evalgate.run import ReleaseGrant, RunOptions, evaluate, issue_release_grant
-from evalgate.splits import write_split
+from evalgate.run import ReleaseGrant, RunOptions, evaluate
+from evalgate.runner.grant import _reserve_release_reads
+from evalgate.splits import SplitManager, load_manifest, write_split
 from evalgate.store import Store
 from tests.test_run_record import addition_protocol
 
@@ -41,8 +42,8 @@ def test_release_gate_purpose_from_python_is_refused_and_logged(private: Path, s
 
 @pytest.mark.slow
 def test_an_issued_grant_admits_its_split_for_its_reads_only(private: Path, smollm2_dir: Path) -> None:
-    store = Store()
-    grant = issue_release_grant("g", "add-private", 1)
+    store = Store()  # the grant as the gate's decision gets it: its one read reserved (logged, counted) first
+    grant = _reserve_release_reads("g", SplitManager(store), load_manifest("add-private"), "t", [{}], "refused")
     with pytest.raises(RefusedByPolicy, match="covers split add-private, not add-other"):
         evaluate(private, smollm2_dir, "add-other", RunOptions(purpose="release-gate", grant=grant,
                                                                progress=False), store)
@@ -52,7 +53,7 @@ def test_an_issued_grant_admits_its_split_for_its_reads_only(private: Path, smol
     with pytest.raises(RefusedByPolicy, match="used all its 1 read"):
         evaluate(private, smollm2_dir, "add-private", RunOptions(purpose="release-gate", grant=grant,
                                                                  progress=False), store)
-    assert [r["outcome"] for r in store.access_rows()] == ["refused", "read", "refused"]
+    assert [r["outcome"] for r in store.access_rows()] == ["read", "refused", "reserved-read", "refused"]
 
 
 def test_an_item_without_the_scorers_field_is_refused_before_generation(home: Path, smollm2_dir: Path,

@@ -58,3 +58,26 @@ def test_runs_lines_show_training_run_seed_and_step_and_the_filters_apply(home: 
     assert code == 2 and "--split 'fx-devv': no split of that name" in out and "fx-dev" in out
     code, out = cli("runs", "--by-step", "--metric", "pass@8")
     assert code == 2 and "no run has metric 'pass@8'" in out
+
+
+def test_protocol_filter_takes_name_at_version_as_runs_prints_it(home: Path) -> None:
+    fx.build(home)
+    code, out = cli("runs", "--protocol", "fx@1", "--split", "fx-dev", "--train-seed", "2")
+    assert code == 0, out
+    assert [ln.split()[0] for ln in out.splitlines()] == ["dev-2-10", "dev-2-20", "dev-2-30", "dev-2-40"]
+    assert all("fx@1" in ln for ln in out.splitlines())
+    code, out = cli("runs", "--protocol", "fx@2")  # another version of the same name: none of these runs
+    assert code == 0 and out.strip() == "no runs matching --protocol fx@2"
+    code, out = cli("runs", "--protocol", "fx", "--split", "fx-dev", "--train-seed", "2")  # the bare name still works
+    assert len(out.splitlines()) == 4
+
+
+def test_by_step_note_on_repeated_runs_is_a_whole_sentence(home: Path) -> None:
+    store = fx.build(home)["store"]
+    fx.add_run(store, "dev-2-20-again", "d2-20", home / "fx-run-seed2" / "checkpoint-20", "fx-dev", "dev", 2, 20,
+               fx._scores(0.8))
+    code, out = cli("runs", "--by-step", "--split", "fx-dev")
+    assert code == 0, out
+    assert out.splitlines()[3].split()[4] == "0.800"  # the latest run of that checkpoint
+    note = out.strip().splitlines()[-1].strip()
+    assert note.startswith("(1 earlier run(s)") and note.endswith("latest complete run)"), note

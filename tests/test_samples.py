@@ -13,7 +13,7 @@ from click.testing import CliRunner
 from evalgate.cli import main
 from evalgate.demo_train import addition_items
 from evalgate.errors import RefusedByPolicy
-from evalgate.run import RunOptions, evaluate, issue_release_grant
+from evalgate.run import RunOptions, evaluate
 from evalgate.samples import compare_runs, mcnemar_exact, run_samples
 from evalgate.splits import load_manifest, write_split
 from evalgate.store import Store
@@ -92,18 +92,15 @@ def test_samples_of_a_private_or_human_audit_run_are_refused_and_the_refusal_log
     assert [r["outcome"] for r in store.access_rows()[before:]] == ["refused", "refused"]
 
 
-def test_a_release_grant_admits_a_private_run_and_spends_one_of_its_reads(home: Path) -> None:
+def test_a_private_runs_samples_are_never_shown_to_any_caller(home: Path) -> None:
+    """Issue 27: a grant used to show a private run's per-item samples to any Python caller that minted one; now
+    ``run_samples`` takes no grant and the private tier is refused (logged)."""
     write_split("fx-private", "private", ITEMS[:2], {"source": "test"})
     store = Store()
     add_run(store, "p1", "fx-private", ["correct", "wrong"])
-    with pytest.raises(RefusedByPolicy, match="covers split other"):
-        run_samples("p1", grant=issue_release_grant("g", "other", 1), store=store)
-    grant = issue_release_grant("g", "fx-private", 1)
-    assert [s["status"] for s in run_samples("p1", grant=grant, store=store)["samples"]] == ["correct", "wrong"]
-    with pytest.raises(RefusedByPolicy, match="used all its 1 read"):
-        run_samples("p1", grant=grant, store=store)
-    assert [(r["purpose"], r["outcome"]) for r in store.access_rows()[-3:]] == [
-        ("release-gate", "refused"), ("release-gate", "read"), ("release-gate", "refused")]
+    with pytest.raises(RefusedByPolicy, match="per-item outputs of the private tier are never shown"):
+        run_samples("p1", store=store)
+    assert [(r["purpose"], r["outcome"]) for r in store.access_rows()[-1:]] == [("inspect-samples", "refused")]
 
 
 def test_exact_mcnemar_matches_the_binomial_tail_by_hand() -> None:

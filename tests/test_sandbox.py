@@ -414,7 +414,7 @@ def test_strict_scores_with_every_layer(tmp_path: Path, humaneval_records: list[
     rec = humaneval_records[0]
     [res] = scorer.score([SampleToScore(rec, rec["canonical_solution"], "", "stop")])
     assert res.status == "correct"
-    assert res.detail == "[netns+pidns+minfs+unpriv+nproc+stdlib]"
+    assert res.detail == "[netns+pidns+minfs+rofs+unpriv+nouserns+nproc+stdlib]"
     assert scorer.sandbox["missing"] == []  # type: ignore[attr-defined]
 
 
@@ -434,9 +434,77 @@ def test_strict_refuses_without_bubblewrap_exit_2_before_any_read(tmp_path: Path
                  "--split", "humaneval-public")
     assert r.returncode == 2, r.stderr
     assert "execution.isolation is strict" in r.stderr
-    assert "lacks netns, pidns, minfs, unpriv, nproc, stdlib" in r.stderr and "bubblewrap" in r.stderr
+    assert "lacks netns, pidns, minfs, rofs, unpriv, nouserns, nproc, stdlib" in r.stderr and "bubblewrap" in r.stderr
     import duckdb
 
     con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
     assert con.execute("SELECT count(*) FROM access_log WHERE outcome <> 'added'").fetchone() == (0,)
     con.close()
+
+
+# -- bounded file system, no nested namespaces (issue 27) ------------------------------------------------------------
+FILL = """import os, sys
+chunk = b"x" * (1 << 20)
+wrote = {}
+for d in ("/", "/etc", "/usr/bin", "/dev", "/proc", "/tmp", "/work", "/dev/shm"):
+    n = 0
+    for i in range(400):  # 400 MiB in files of 8 MiB, each under file_size_mb
+        try:
+            with open(os.path.join(d, f"fill{i}"), "wb") as f:
+                for _ in range(8):
+                    f.write(chunk)
+                    n += 1
+        except OSError:
+            break
+        if n >= 400:
+            break
+    wrote[d] = n
+print(wrote, file=sys.stderr)
+"""
+
+
+def test_root_file_system_cannot_be_filled() -> None:
+    """A program wrote 300 MiB to bubblewrap's root tmpfs (``/``, ``/etc``, ``/usr/bin``) where file_size_mb
+    allowed 64 per tmpfs: now the root and ``/dev`` are read-only and every scratch tmpfs stops at 4 x 16 MiB."""
+    res = run_code(FILL, timeout_s=60.0, file_size_mb=16)
+    wrote = eval(res.stderr.strip().splitlines()[-1])  # noqa: S307 - the dict the program printed
+    assert {d: wrote[d] for d in ("/", "/etc", "/usr/bin", "/dev", "/proc")} == dict.fromkeys(
+        ("/", "/etc", "/usr/bin", "/dev", "/proc"), 0), wrote
+    assert all(0 < wrote[d] <= 64 for d in ("/tmp", "/work", "/dev/shm")), wrote
+
+
+NESTED = """import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+got = []
+if libc.unshare(0x10000000) == 0:  # CLONE_NEWUSER: root with every capability in a namespace of its own
+    got.append("user namespace")
+    if libc.unshare(0x00020000) == 0:  # CLONE_NEWNS
+        got.append("mount namespace")
+os.makedirs("/tmp/mnt", exist_ok=True)
+if libc.mount(b"none", b"/tmp/mnt", b"tmpfs", 0, b"") == 0:
+    got.append("tmpfs without size")
+    try:
+        with open("/tmp/mnt/big", "wb") as f:
+            f.write(b"x" * (100 << 20))
+        got.append("wrote 100 MiB")
+    except OSError as e:
+        got.append(f"write: {e}")
+print(got, file=sys.stderr)
+"""
+
+
+def test_nested_user_namespace_and_tmpfs_are_refused() -> None:
+    """A program could ``unshare`` a user namespace (root with every capability inside) and mount a tmpfs of its
+    own without a size bound; with ``nouserns`` (bwrap --disable-userns) and no capabilities it can do neither."""
+    res = run_code(NESTED, timeout_s=30.0, file_size_mb=128, memory_mb=2048)
+    assert res.status == "passed", res.stderr
+    assert res.stderr.strip().splitlines()[-1] == "[]", res.stderr
+
+
+def test_run_record_names_the_new_layers() -> None:
+    from evalgate.sandbox import describe
+
+    d = describe()
+    assert {"rofs", "nouserns"} <= set(d["isolation"].split("+")), d
+    # the whole-sandbox memory bound (cgroup v2) is not applied: the record says so, and why, rather than nothing
+    assert d["memory"].startswith("per process (RLIMIT_AS) and sized tmpfs; no memcg: "), d

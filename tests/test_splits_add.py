@@ -67,3 +67,38 @@ def test_renaming_private_content_does_not_reset_its_budget(home: Path) -> None:
     add_split("fresh", "private", _jsonl(home / "fresh.jsonl", ["f1", "f2"]))
     assert [(r["outcome"], r["purpose"]) for r in Store().access_rows("fresh")] == [("added", "add-split")]
     assert verify_chain(Store())["ok"]
+
+
+def test_integer_ids_are_accepted_as_their_decimal_text(home: Path) -> None:
+    """Issue 28 item 18: user data often numbers its items (``"id": 1``); such a split was refused. An integer id is
+    stored as its text, so the split is the same as one written with ``"1"``, ``"2"`` (same content hash)."""
+    from evalgate.splits import SplitManager
+
+    ints, strs = home / "ints.jsonl", home / "strs.jsonl"
+    ints.write_text('{"id": 1, "q": "a"}\n{"id": 2, "q": "b"}\n{"id": -3, "q": "c"}\n')
+    strs.write_text('{"id": "1", "q": "a"}\n{"id": "2", "q": "b"}\n{"id": "-3", "q": "c"}\n')
+    add_split("numbered", "dev", ints)
+    add_split("named", "dev", strs)
+    assert load_manifest("numbered").content_sha256 == load_manifest("named").content_sha256
+    items = SplitManager(Store()).open("numbered", "tuning", "alice").items
+    assert [it["id"] for it in items] == ["1", "2", "-3"]
+
+
+@pytest.mark.parametrize("lines, message", [
+    ('{"id": 1, "q": "a"}\n{"id": "1", "q": "b"}\n', "2: duplicate id '1'"),  # equal as text
+    ('{"id": 1.5, "q": "a"}\n', "1: each record must be a JSON object with a non-empty string or integer 'id'; "
+                                "this one has 'id' 1.5 (float)"),
+    ('{"id": true, "q": "a"}\n', "1: each record must be a JSON object with a non-empty string or integer 'id'; "
+                                "this one has 'id' true (bool)"),
+    ('{"id": "", "q": "a"}\n', "1: each record must be a JSON object with a non-empty string or integer 'id'; "
+                              "this one has 'id' \"\" (str)"),
+    ('{"q": "a"}\n', "1: each record must be a JSON object with a non-empty string or integer 'id'; "
+                    "this one has no 'id'"),
+])
+def test_other_ids_are_one_clear_error_naming_the_line(home: Path, lines: str, message: str) -> None:
+    f = home / "bad.jsonl"
+    f.write_text(lines)
+    with pytest.raises(BadInput) as e:
+        add_split("bad", "dev", f)
+    assert f"{f}:{message}" in e.value.message
+    assert not (splits_dir() / "bad.yaml").exists()

@@ -126,6 +126,27 @@ def test_gate_evaluate_missing_sweeps_the_selection_split_with_the_policy_backen
     assert evaluate_missing(policy, pattern, progress=False)["counts"] == {"skipped": 1}
 
 
+def test_gate_evaluate_missing_says_which_checkpoint_it_dropped_as_a_duplicate(home: Path,
+                                                                             smollm2_dir: Path) -> None:
+    """Issue 28 item 17: seed 2's checkpoint-10 holding the very files of seed 1's was dropped by
+    ``gate --evaluate-missing`` without a word (only ``sweep`` listed it). Right: named, with the seed it lacks."""
+    make_checkpoints(home / "runs", smollm2_dir, [10], seed=1)
+    make_checkpoints(home / "runs", smollm2_dir, [10], seed=2)  # same config marker, same links: same digest
+    proto = addition_protocol(home, max_tokens=4, n=1)
+    addition_split("dev-a", 1)
+    policy = home / "gate.yaml"
+    policy.write_text(f"name: g\nprotocol: sweep-addition@1\nprotocol_file: {proto.name}\nselection_split: dev-a\n"
+                      "decision_split: private-a\nbaseline:\n  value: 0.5\n")
+    res = CliRunner().invoke(main, ["gate", "--policy", str(policy), "--evaluate-missing",
+                                    str(home / "runs/*/*/checkpoint-*")])
+    dup = home / "runs" / "grpo" / "seed-2" / "checkpoint-10"
+    line = next((ln for ln in res.stderr.splitlines() if ln.startswith("--evaluate-missing: not evaluated:")), "")
+    assert f"not evaluated: {dup}: the same checkpoint" in line, res.output
+    assert str(home / "runs" / "grpo" / "seed-1" / "checkpoint-10") in line
+    assert "grpo seed 2 step 10 vs grpo seed 1 step 10" in line and "no run of its own" in line
+    assert [r["train_seed"] for r in Store().runs(split="dev-a")] == [1]
+
+
 def test_a_protocol_that_offers_tools_is_refused_before_anything_runs(tmp_path: Path) -> None:
     """An agentic protocol needs the multi-turn loop, which only `evalgate run` drives: the sweep refuses it
     (exit 2) before finding checkpoints or reading a split."""

@@ -54,6 +54,102 @@ def test_llama3_json_calls() -> None:
     assert parse_llama3("The answer is 6").final
 
 
+# Issue 28, point 4. vllm-project/vllm#45167: a literal </tool_call> inside a JSON string argument ended the call.
+@pytest.mark.parametrize(("text", "calls"), [
+    ('<tool_call>{"name": "write_file", "arguments": {"path": "a.md", "content": "use </tool_call> to end"}}'
+     "</tool_call>", [ToolCall("write_file", {"path": "a.md", "content": "use </tool_call> to end"})]),
+    ('<tool_call>{"name": "python", "arguments": {"code": "print(\'<tool_call>\')"}}</tool_call>',
+     [ToolCall("python", {"code": "print('<tool_call>')"})]),  # an opening tag inside a string
+    ('<tool_call>{"name": "a", "arguments": {"s": "</tool_call>"}}</tool_call>\n'
+     '<tool_call>{"name": "b", "arguments": {}}</tool_call>',
+     [ToolCall("a", {"s": "</tool_call>"}), ToolCall("b", {})]),
+])
+def test_hermes_tags_inside_json_strings_belong_to_the_argument(text: str, calls: list[ToolCall]) -> None:
+    assert parse_hermes(text).calls == tuple(calls)
+
+
+@pytest.mark.parametrize("text", [
+    '<tool_call>{"name": "a", "arguments": {"s": "</tool_call>"}}',  # the real closing tag is missing
+    '<tool_call>{"name": "a", "arguments": {}} trailing</tool_call>',  # text after the object inside the tag
+    '<tool_call>{"name": "a", "arguments": {</tool_call>',
+])
+def test_hermes_calls_that_stay_unparsable(text: str) -> None:
+    assert parse_hermes(text).error is not None and not parse_hermes(text).calls
+
+
+# ai-dynamo/dynamo#9536: a llama3 call written with "arguments" (as vLLM's llama3_json parser accepts) got {}.
+# vllm-project/vllm#49923: two calls on separate lines were a parse error.
+@pytest.mark.parametrize(("text", "calls"), [
+    ('{"name": "calculator", "arguments": {"expression": "2*3"}}', [ToolCall("calculator", {"expression": "2*3"})]),
+    ('{"name": "a", "arguments": "{\\"x\\": 1}"}', [ToolCall("a", {"x": 1})]),  # arguments as a JSON string
+    ('{"name": "a", "parameters": {"x": 1}, "arguments": {"x": 2}}', [ToolCall("a", {"x": 1})]),  # both: parameters
+    ('{"name": "a", "parameters": {"x": 1}}\n{"name": "b", "parameters": {"y": 2}}',
+     [ToolCall("a", {"x": 1}), ToolCall("b", {"y": 2})]),
+    ('{"name": "a", "parameters": {}}\n\n{"name": "b", "arguments": {}}', [ToolCall("a", {}), ToolCall("b", {})]),
+    ('{"name": "a", "parameters": {}};\n{"name": "b", "parameters": {}};', [ToolCall("a", {}), ToolCall("b", {})]),
+    ('{"name": "a", "parameters": {}} {"name": "b", "parameters": {}}', [ToolCall("a", {}), ToolCall("b", {})]),
+    ('{"name": "a", "parameters": {}};;{"name": "b", "parameters": {}}', [ToolCall("a", {}), ToolCall("b", {})]),
+    ('{"name": "a", "parameters": {"s": "x; y"}}', [ToolCall("a", {"s": "x; y"})]),  # ";" inside a string
+])
+def test_llama3_arguments_key_and_calls_on_separate_lines(text: str, calls: list[ToolCall]) -> None:
+    assert parse_llama3(text).calls == tuple(calls)
+
+
+@pytest.mark.parametrize("text", [
+    '{"name": "a", "parameters": {}}\nSo the answer is 6',  # prose after a call
+    '{"name": "a", "parameters": {}}\n{"name": ',  # a second call cut off
+])
+def test_llama3_replies_that_stay_unparsable(text: str) -> None:
+    assert parse_llama3(text).error is not None and not parse_llama3(text).calls
+
+
+# The same inputs through vLLM's maintained parsers (vllm.tool_parsers, in the engine's environment .venv-vllm,
+# where `make test-vllm` runs this test): ours must agree wherever theirs reads calls.
+# vLLM's hermes parser still ends a call at the first </tool_call> (vllm-project/vllm#45167), so that input is
+# compared above, not here.
+AGREED_HERMES = [
+    'ok <tool_call>\n{"name": "calculator", "arguments": {"expression": "1+1"}}\n</tool_call>',
+    '<tool_call>{"name": "a", "arguments": {}}</tool_call>\n<tool_call>{"name": "b", "arguments": {"q": 1}}'
+    "</tool_call>",
+    'no calls here',
+]
+AGREED_LLAMA3 = [
+    '{"name": "calculator", "parameters": {"expression": "2*3"}}',
+    '{"name": "calculator", "arguments": {"expression": "2*3"}}',
+    '{"name": "a", "parameters": {"x": 1}}\n{"name": "b", "parameters": {"y": 2}}',
+    '<|python_tag|>{"name": "a", "parameters": {}}; {"name": "b", "parameters": {}}',
+    'The answer is 6',
+]
+
+
+def _vllm_parsers():
+    try:
+        from vllm.tool_parsers.hermes_tool_parser import Hermes2ProToolParser
+        from vllm.tool_parsers.llama_tool_parser import Llama3JsonToolParser
+    except ImportError as e:
+        pytest.skip(f"vLLM's tool parsers do not import here ({e}); this test runs in .venv-vllm "
+                    "(`make test-vllm`, after `make setup-vllm`)")
+
+    class Vocab:  # the parsers read only the tokenizer's vocabulary (llama3_json: the <|python_tag|> id)
+        def get_vocab(self) -> dict[str, int]:
+            return {"<|python_tag|>": 1, "<tool_call>": 2, "</tool_call>": 3}
+
+    return Hermes2ProToolParser(Vocab()), Llama3JsonToolParser(Vocab())
+
+
+def _theirs(parser, text: str) -> list[ToolCall]:
+    info = parser.extract_tool_calls(text, None)
+    return [ToolCall(c.function.name, json.loads(c.function.arguments)) for c in info.tool_calls]
+
+
+def test_hermes_and_llama3_agree_with_vllms_parsers() -> None:
+    hermes, llama3 = _vllm_parsers()
+    for text in AGREED_HERMES:
+        assert list(parse_hermes(text).calls) == _theirs(hermes, text), text
+    for text in AGREED_LLAMA3:
+        assert list(parse_llama3(text).calls) == _theirs(llama3, text), text
+
+
 def test_openai_tool_calls() -> None:
     parsed = parse_openai([{"id": "c1", "name": "calculator", "arguments": '{"expression": "1"}'}])
     assert parsed.calls == (ToolCall("calculator", {"expression": "1"}, "c1"),)

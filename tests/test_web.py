@@ -22,6 +22,7 @@ import pytest
 from evalgate import rating
 from evalgate.splits import write_split
 from evalgate.store import Store
+from evalgate.web.app import COOKIE
 from tests.test_human_audit import add_run
 
 REPO = Path(__file__).resolve().parent.parent
@@ -100,7 +101,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
                     raise AssertionError(f"evalgate serve did not answer within 180 s (exit {proc.returncode}): "
                                          f"{err[-2000:]}")
                 time.sleep(0.1)
-            yield {"base": base, "store": store, "b1": b1, "b2": b2, "tokens": tokens, "root": root}
+            yield {"base": base, "port": port, "store": store, "b1": b1, "b2": b2, "tokens": tokens, "root": root}
         finally:
             proc.terminate()
             try:
@@ -127,6 +128,17 @@ def browser() -> Iterator[Any]:
         driver.quit()
 
 
+def _login(driver: Any, url: str) -> None:
+    """Open a printed login URL and click "Log in" (the page never logs in by itself)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    driver.get(url)
+    assert driver.find_element(By.ID, "token").get_attribute("value") == url.split("#token=")[1]
+    driver.find_element(By.ID, "login").click()
+    WebDriverWait(driver, 90).until(lambda d: not d.current_url.endswith("/login"))
+
+
 def _shot(driver: Any, name: str) -> None:
     """Save a screenshot under $EVALGATE_SHOTS (when set), for the issue's closing note."""
     if os.environ.get("EVALGATE_SHOTS"):
@@ -142,7 +154,7 @@ def test_rater_scores_three_samples_with_the_keyboard(site: dict[str, Any], brow
     from selenium.webdriver.support.ui import WebDriverWait
 
     store, b1 = site["store"], site["b1"]
-    browser.get(site["tokens"]["alice"]["url"])
+    _login(browser, site["tokens"]["alice"]["url"])
     assert browser.current_url == site["base"] + "/"  # the login set the cookie and dropped the token from the URL
     browser.get(f"{site['base']}/batch/{b1}")
     WebDriverWait(browser, 90).until(lambda d: d.execute_script("return document.readyState") == "complete")
@@ -187,7 +199,7 @@ def test_pages_need_a_valid_token(site: dict[str, Any]) -> None:
         assert _get(base + path).status_code == 401, path
     assert _get(base + "/agreement", headers={"Authorization": "Bearer not-a-token"}).status_code == 401
     assert _post(f"{base}/batch/{b1}/rate", data={"score": "3"}).status_code == 401
-    assert _get(f"{base}/login?token=wrong").status_code == 401
+    assert _post(f"{base}/login", data={"token": "wrong"}).status_code == 401
     for path in ("/agreement", "/dashboard/runs/run1", "/dashboard/access"):
         assert _get(base + path, headers={"Authorization": f"Bearer {alice}"}).status_code == 403, path
     assert _get(base + "/dashboard/gates", headers={"Authorization": f"Bearer {boss}"}).status_code == 200
@@ -237,7 +249,7 @@ def test_agreement_page_shows_the_hand_computed_spearman(site: dict[str, Any], b
         for rater in ("alice", "bob"):
             for item, score in HUMAN2.items():
                 rating.submit(store, rater, b2, rating.issue_form_token(store, rater), key[item], str(score))
-    browser.get(site["tokens"]["boss"]["url"])
+    _login(browser, site["tokens"]["boss"]["url"])
     browser.get(site["base"] + "/agreement")
     section = browser.find_element(By.ID, "run-run2")
     # auto 0.1..0.5 ranks 1..5; human 1,3,2,5,4 ranks 1,3,2,5,4; sum d^2 = 4; rho = 1 - 6*4/(5*24) = 0.8
@@ -266,3 +278,90 @@ def test_dashboard_pages_read_the_store(site: dict[str, Any]) -> None:
     access = _get(f"{base}/dashboard/access?split=ha", headers=boss).text
     assert "intact" in access and "human-audit-rating" in access
     assert "No gate verdicts stored." in _get(f"{base}/dashboard/gates", headers=boss).text
+
+
+def _raw(port: int, request: bytes) -> bytes:
+    """Send ``request`` (headers, perhaps part of a body) on a raw socket and return the response head: the server
+    must answer without waiting for the rest of a declared body."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as s:
+        s.sendall(request)
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            head += chunk
+        return head
+
+
+def _new_rater(site: dict[str, Any], name: str) -> dict[str, str]:
+    t = rating.add_rater(name, base_url=site["base"], store=site["store"])
+    return {"Authorization": f"Bearer {t['token']}"}
+
+
+def test_a_large_post_is_refused_before_its_body_is_read(site: dict[str, Any]) -> None:
+    """A 300 MiB POST declared but never sent: answered at once (401 without a token, 413 with one), so the server
+    neither waits for nor holds the body. Without a length, a streamed body is cut off at the limit."""
+    port, b1 = site["port"], site["b1"]
+    auth = _new_rater(site, "dora")["Authorization"]
+    head = (f"POST /batch/{b1}/rate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/"
+            f"x-www-form-urlencoded\r\nContent-Length: {300 * 2**20}\r\n").encode()
+    assert _raw(port, head + b"\r\n").startswith(b"HTTP/1.1 401 ")
+    assert _raw(port, head + f"Authorization: {auth}\r\n\r\n".encode()).startswith(b"HTTP/1.1 413 ")
+    chunk = b"note=" + b"x" * 100_000
+    chunked = (f"POST /batch/{b1}/rate HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nAuthorization: {auth}\r\n"
+               f"Transfer-Encoding: chunked\r\n\r\n{len(chunk):x}\r\n").encode() + chunk + b"\r\n"
+    assert _raw(port, chunked).startswith(b"HTTP/1.1 413 ")
+    assert _raw(port, (f"POST /login HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: {2**30}\r\n\r\n"
+                       ).encode()).startswith(b"HTTP/1.1 413 ")
+
+
+def test_a_form_from_a_null_or_foreign_origin_is_refused(site: dict[str, Any]) -> None:
+    """``Origin: null`` and an origin matching only the client's own ``Host`` header (as a DNS-rebinding page
+    sends) are refused; the server's configured address, under any loopback name, is accepted."""
+    base, port, store, b1 = site["base"], site["port"], site["store"], site["b1"]
+    erin = _new_rater(site, "erin")
+    form, sample = _form(_get(f"{base}/batch/{b1}", headers=erin).text)
+    before = _counts(store, b1)
+    data = {"form_token": form, "sample": sample, "score": "2"}
+    for extra in ({"Origin": "null"}, {"Origin": f"http://evil.example:{port}", "Host": f"evil.example:{port}"},
+                  {"Origin": f"http://127.0.0.1:{port + 1}"}, {"Origin": f"https://127.0.0.1:{port}"}):
+        r = _post(f"{base}/batch/{b1}/rate", headers={**erin, **extra}, data=data)
+        assert (r.status_code, "cross-site" in r.text) == (403, True), extra
+        assert _counts(store, b1) == before
+    ok = _post(f"{base}/batch/{b1}/rate", headers={**erin, "Origin": f"http://localhost:{port}"}, data=data)
+    assert ok.status_code == 303, ok.text[-300:]
+    assert _counts(store, b1)[0] == before[0] + 1
+
+
+def test_a_long_note_is_refused_and_stores_nothing(site: dict[str, Any]) -> None:
+    base, store, b1 = site["base"], site["store"], site["b1"]
+    fred = _new_rater(site, "fred")
+    form, sample = _form(_get(f"{base}/batch/{b1}", headers=fred).text)
+    before = _counts(store, b1)
+    data = {"form_token": form, "sample": sample, "score": "2"}
+    long = _post(f"{base}/batch/{b1}/rate", headers=fred, data={**data, "note": "n" * 4001})
+    assert long.status_code == 400 and "more than the 4000 allowed" in html.unescape(long.text)
+    huge = _post(f"{base}/batch/{b1}/rate", headers=fred, data={**data, "note": "n" * 2**21})
+    assert huge.status_code == 413
+    assert _counts(store, b1) == before
+    assert _post(f"{base}/batch/{b1}/rate", headers=fred, data={**data, "note": "n" * 4000}).status_code == 303
+
+
+def test_login_is_by_post_only(site: dict[str, Any]) -> None:
+    """A link (GET ``/login?token=``) shows the form and sets no cookie: no page elsewhere can log a browser in as
+    another rater. The form's POST logs in; a POST from another origin is refused."""
+    base, port = site["base"], site["port"]
+    t = rating.add_rater("gina", base_url=base, store=site["store"])
+    assert t["url"] == f"{base}/login#token={t['token']}"
+    page = _get(f"{base}/login?token={t['token']}")
+    assert page.status_code == 200 and 'method="post" action="/login"' in page.text
+    assert "set-cookie" not in page.headers
+    foreign = _post(f"{base}/login", data={"token": t["token"]}, headers={"Origin": "http://evil.example"})
+    assert foreign.status_code == 403 and "set-cookie" not in foreign.headers
+    null = _post(f"{base}/login", data={"token": t["token"]}, headers={"Origin": "null"})
+    assert null.status_code == 403 and "set-cookie" not in null.headers
+    ok = _post(f"{base}/login", data={"token": t["token"]}, headers={"Origin": f"http://127.0.0.1:{port}"})
+    assert ok.status_code == 303 and ok.cookies.get(COOKIE) == t["token"]
+    home = _get(base + "/", headers={"Cookie": f"{COOKIE}={t['token']}"})
+    assert home.status_code == 200 and "gina" in home.text

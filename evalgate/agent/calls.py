@@ -3,10 +3,15 @@
 - ``text``: every fenced ````python`` (or ````py``) block is a call to ``python`` with ``{"code": block}``
   (program-aided style, Gao et al. 2023, PAL); a block opened and never closed is a parse error.
 - ``hermes``: every ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` (Hermes 2 Pro, Qwen2.5 chat
-  templates); an unclosed tag or a body that is not such an object is a parse error.
+  templates); an unclosed tag or a body that is not such an object is a parse error. The body is read as JSON
+  from the opening tag on, so a ``</tool_call>`` (or ``<tool_call>``) inside a JSON string argument is part of the
+  argument, not the end of the call (vllm-project/vllm#45167: a regex up to the first ``</tool_call>`` cut it).
 - ``llama3``: the whole reply (after an optional ``<|python_tag|>``) is ``{"name": ..., "parameters": {...}}``, or
-  several joined by ``;`` (Llama 3.1's JSON tool calling, as in its model card and vLLM's ``llama3_json`` parser);
-  a reply that starts with ``{`` but is not such an object is a parse error.
+  several such objects separated by ``;`` and/or white space (a newline, as models write them:
+  vllm-project/vllm#49923) (Llama 3.1's JSON tool calling, as in its model card and vLLM's ``llama3_json``
+  parser). A call written with ``arguments`` instead of ``parameters`` gets those arguments, as vLLM's parser reads
+  it (ai-dynamo/dynamo#9536); with both keys, ``parameters``. A reply that starts with ``{`` but is not made of
+  such objects is a parse error.
 - ``openai``: the server's structured ``tool_calls`` (arguments as JSON text; text that is not a JSON object is a
   parse error).
 
@@ -23,7 +28,10 @@ from typing import Any
 
 _FENCE = re.compile(r"```(?:python|py)[ \t]*\n(.*?)```", re.DOTALL)
 _OPEN_FENCE = re.compile(r"```(?:python|py)[ \t]*\n")
-_HERMES = re.compile(r"<tool_call>(.*?)</tool_call>", re.DOTALL)
+_HERMES_OPEN, _HERMES_CLOSE = "<tool_call>", "</tool_call>"
+_DECODER = json.JSONDecoder()
+_SPACE = re.compile(r"\s*")
+_LLAMA3_SEP = re.compile(r"[\s;]*")
 
 
 @dataclass(frozen=True)
@@ -49,9 +57,12 @@ class ParsedTurn:
 
 
 def _call(obj: Any, args_key: str) -> ToolCall | str:
-    """A ToolCall from a decoded ``{"name", args_key}`` object, or what is wrong with it."""
+    """A ToolCall from a decoded ``{"name", args_key}`` object, or what is wrong with it. A llama3 call
+    (``args_key`` ``parameters``) written with ``arguments`` instead gets those."""
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return 'a call must be a JSON object with a string "name"'
+    if args_key == "parameters" and "parameters" not in obj and "arguments" in obj:
+        args_key = "arguments"
     args = obj.get(args_key, {})
     if isinstance(args, str):  # some models encode the arguments object as a JSON string
         try:
@@ -61,14 +72,6 @@ def _call(obj: Any, args_key: str) -> ToolCall | str:
     if not isinstance(args, dict):
         return f'"{args_key}" must be a JSON object'
     return ToolCall(obj["name"], args)
-
-
-def _decode(body: str, args_key: str) -> ToolCall | str:
-    try:
-        obj = json.loads(body)
-    except json.JSONDecodeError as e:
-        return f"not JSON ({e.msg} at char {e.pos})"
-    return _call(obj, args_key)
 
 
 def _collect(parts: Sequence[ToolCall | str], what: str) -> ParsedTurn:
@@ -86,26 +89,57 @@ def parse_text(text: str) -> ParsedTurn:
     return ParsedTurn(tuple(ToolCall("python", {"code": b}) for b in blocks))
 
 
+def _hermes_call(text: str, start: int) -> tuple[ToolCall | str, int]:
+    """The call whose ``<tool_call>`` ends at ``start``, read as JSON (a closing tag inside a JSON string is part
+    of the string), and the index after its ``</tool_call>``; or what is wrong and where to go on (-1: the end)."""
+    at = _SPACE.match(text, start).end()  # type: ignore[union-attr]
+    try:
+        obj, end = _DECODER.raw_decode(text, at)
+    except json.JSONDecodeError as e:
+        close = text.find(_HERMES_CLOSE, start)
+        if close < 0:
+            return "opened and never closed with </tool_call>", -1
+        return f"not JSON ({e.msg} at char {e.pos - at})", close + len(_HERMES_CLOSE)
+    end = _SPACE.match(text, end).end()  # type: ignore[union-attr]
+    if not text.startswith(_HERMES_CLOSE, end):
+        if text.find(_HERMES_CLOSE, end) < 0:
+            return "opened and never closed with </tool_call>", -1
+        return "text after the JSON object before </tool_call>", text.find(_HERMES_CLOSE, end) + len(_HERMES_CLOSE)
+    return _call(obj, "arguments"), end + len(_HERMES_CLOSE)
+
+
 def parse_hermes(text: str) -> ParsedTurn:
-    """Calls of the ``hermes`` format (``<tool_call>`` JSON bodies with ``name`` and ``arguments``)."""
-    bodies = _HERMES.findall(text)
-    if text.count("<tool_call>") > len(bodies):
-        return ParsedTurn(error="unparsable <tool_call>: opened and never closed with </tool_call>")
-    return _collect([_decode(b.strip(), "arguments") for b in bodies], "<tool_call>")
+    """Calls of the ``hermes`` format (``<tool_call>`` JSON bodies with ``name`` and ``arguments``; a
+    ``</tool_call>`` inside a JSON string belongs to the string)."""
+    parts: list[ToolCall | str] = []
+    pos = text.find(_HERMES_OPEN)
+    while pos >= 0:
+        call, nxt = _hermes_call(text, pos + len(_HERMES_OPEN))
+        parts.append(call)
+        if nxt < 0:
+            break
+        pos = text.find(_HERMES_OPEN, nxt)
+    return _collect(parts, "<tool_call>")
 
 
 def parse_llama3(text: str) -> ParsedTurn:
-    """Calls of the ``llama3`` format: the reply is one JSON call (``name``, ``parameters``) or several joined by
-    ``;``."""
+    """Calls of the ``llama3`` format: the reply is one JSON call (``name``, ``parameters``, or ``arguments``) or
+    several separated by ``;`` and/or white space."""
     body = text.strip().removeprefix("<|python_tag|>").strip()
     if not body.startswith("{"):
         return ParsedTurn()
-    try:
-        return _collect([_call(json.loads(body), "parameters")], "JSON tool call")
-    except json.JSONDecodeError:
-        pass
-    parts = [p.strip() for p in body.split(";") if p.strip()]
-    return _collect([_decode(p, "parameters") for p in parts], "JSON tool call")
+    parts: list[ToolCall | str] = []
+    pos = 0
+    while pos < len(body):
+        try:
+            obj, end = _DECODER.raw_decode(body, pos)
+        except json.JSONDecodeError as e:
+            return _collect([f"not JSON ({e.msg} at char {e.pos})"], "JSON tool call")
+        parts.append(_call(obj, "parameters"))
+        pos = _LLAMA3_SEP.match(body, end).end()  # type: ignore[union-attr]
+        if pos < len(body) and body[pos] != "{":
+            return _collect([*parts, f"text after a call at char {pos}: {body[pos:pos + 20]!r}"], "JSON tool call")
+    return _collect(parts, "JSON tool call")
 
 
 def parse_openai(tool_calls: Sequence[dict[str, Any]] | None) -> ParsedTurn:

@@ -38,6 +38,7 @@ from evalgate.backends.base import Backend, Completion, GenerationRequest, get_b
 from evalgate.errors import EvalgateError
 from evalgate.runner.generate import Generated, backend_timing, phases_between, progress_bar
 from evalgate.runner.plan import RunPlan, SampleKey
+from evalgate.scoring.reasoning import strip_reasoning
 from evalgate.sealing import sealer_for
 
 
@@ -114,7 +115,8 @@ class Agent:
         fmt = self.spec.format
         tool_calls = c.tool_calls if stored is None else [{"id": s.get("id"), "name": s["name"],
                                                             "arguments": json.dumps(s["arguments"])} for s in stored]
-        parsed = parse_turn(fmt, c.text, tool_calls)
+        # a call drafted inside a reasoning block is not made (vLLM parses reasoning out before tool calls)
+        parsed = parse_turn(fmt, strip_reasoning(c.text, self.protocol.spec.reasoning.strip).answer, tool_calls)
         calls: list[dict[str, Any]] = []
         ended = None
         for i, call in enumerate(parsed.calls):

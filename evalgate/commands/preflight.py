@@ -21,7 +21,7 @@ from evalgate.commands import dump, handle_errors
 @click.option("--backend", default="hf", show_default=True)
 @click.option("--device", default=None, help="hf: cpu, cuda, cuda:N (default cpu).")
 @click.option("--actor", default=None)
-@click.option("--report", "report_path", type=click.Path(path_type=Path), default=None,
+@click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write a self-contained HTML report with the histogram.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors

@@ -14,12 +14,12 @@ from evalgate.commands import dump, handle_errors
 @click.argument("gate_id")
 # The output options are named as 'evalgate gate' names them (--report, --json-out, --junit, --markdown), and --json
 # is the flag it is in every command (print the document), so a gate's command line re-renders by changing its verb.
-@click.option("--report", "--html", "html", type=click.Path(path_type=Path), default=None,
+@click.option("--report", "--html", "html", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the HTML release report here.")
-@click.option("--json-out", "json_out", type=click.Path(path_type=Path), default=None,
+@click.option("--json-out", "json_out", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the verdict JSON here.")
-@click.option("--junit", type=click.Path(path_type=Path), default=None, help="Write JUnit XML here.")
-@click.option("--markdown", type=click.Path(path_type=Path), default=None,
+@click.option("--junit", type=click.Path(path_type=Path, dir_okay=False), default=None, help="Write JUnit XML here.")
+@click.option("--markdown", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set).")
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict's JSON document on stdout.")
 @handle_errors

@@ -42,8 +42,9 @@ class Diagnosis:
 
     @property
     def first_break(self) -> Finding | None:
-        """The earliest warn or fail finding: "which curve broke first"."""
-        hits = self.fired("warn")
+        """The earliest warn or fail finding of the log as it stands (not of a resumed run's abandoned segment, which
+        is listed apart): "which curve broke first"."""
+        hits = [f for f in self.fired("warn") if f.segment is None]
         return hits[0] if hits else None
 
     @property
@@ -59,6 +60,7 @@ class Diagnosis:
         return {"label": self.label, "seed": self.seed, "source": self.log.source, "format": self.log.format,
                 "steps": list(steps) if steps else None, "keys_used": self.log.used,
                 "duplicate_steps": self.log.duplicate_steps, "warnings": self.log.warnings, "worst": self.worst,
+                "log_choice": self.log.choice,
                 "first_break": fb.as_dict() if fb else None, "findings": [f.as_dict() for f in self.findings]}
 
 
@@ -70,9 +72,22 @@ def seed_from_path(path: str | Path) -> int | None:
 
 def diagnose(log: TrainLog, thresholds: Thresholds | None = None, label: str | None = None,
              seed: int | None = None) -> Diagnosis:
-    """Run every signal on one log."""
+    """Run every signal on one log, and on each segment a resumed run abandoned (``TrainLog.abandoned``): a warn
+    or fail finding there at or after the resume step is added with ``segment`` set, so a divergence the resume
+    replaced is reported (issue 28, item 11), as such."""
+    findings = run_signals(log, thresholds)
+    seen = {(f.signal, f.status, f.step) for f in findings}
+    for resume, part in log.abandoned:
+        seg = f"abandoned before the resume at step {resume}"
+        for f in run_signals(part, thresholds):
+            if f.status in ("warn", "fail") and f.step is not None and f.step >= resume and \
+                    (f.signal, f.status, f.step) not in seen:
+                f.segment = seg
+                f.message = f"{seg} (steps {resume}..{part.steps[1] if part.steps else resume} as first logged): " \
+                    + f.message
+                findings.append(f)
     return Diagnosis(label or (f"seed {seed}" if seed is not None else Path(log.source).parent.name or log.source),
-                     seed, log, run_signals(log, thresholds))
+                     seed, log, findings)
 
 
 def diagnose_paths(paths: list[str | Path], seeds: list[int] | None = None,
@@ -124,13 +139,13 @@ def format_table(diags: list[Diagnosis]) -> str:
     for part, sig in names:
         cells = []
         for d in diags:
-            hit = next((x for x in d.findings if x.signal == sig), None)
+            hit = next((x for x in d.findings if x.signal == sig and x.segment is None), None)
             at = f" @{hit.step}" if hit is not None and hit.fired and hit.step is not None else ""
             cells.append("" if hit is None else _MARK[hit.status] + at)
         rows.append([part, sig] + cells)
     cells = []
     for d in diags:
-        nf = [f for f in d.findings if f.signal == "nonfinite"]
+        nf = [f for f in d.findings if f.signal == "nonfinite" and f.segment is None]
         worst: Finding | None = max(nf, key=lambda f: SEVERITIES.index(f.status) if f.fired else -1) if nf else None
         cells.append("" if worst is None else _MARK[worst.status] + (f" @{worst.step} {worst.keys[0]}"
                                                                      if worst.fired else ""))
@@ -147,6 +162,11 @@ def format_table(diags: list[Diagnosis]) -> str:
         lines.append(f"{d.label}: {d.log.source} ({d.log.format}, steps {st[0]}..{st[1]})" if st else
                      f"{d.label}: {d.log.source} (no logged steps)")
         lines.append(f"  {first}")
+        if d.log.choice:
+            lines.append(f"  log: {d.log.choice}")
+        for f in d.findings:
+            if f.segment is not None:
+                lines.append(f"  {_MARK[f.status]} {f.signal} at step {f.step} ({f.part}), {f.message}")
         for w in d.log.warnings:
             lines.append(f"  warning: {w}")
     return "\n".join(lines)

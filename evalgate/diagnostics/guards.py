@@ -87,5 +87,15 @@ def guard_seed(log: TrainLog | None, guards: Guards, checkpoint_steps: list[int]
     if log is None:
         return SeedGuards(None)
     d = diagnose(log, guards, seed=seed)
-    trips = [f for f in d.fired() if f.status in guards.fail_on and f.step is not None]
-    return SeedGuards(d, trips, coverage(log, checkpoint_steps, guards.log_overrun_factor))
+    return SeedGuards(d, trips(d, guards), coverage(log, checkpoint_steps, guards.log_overrun_factor))
+
+
+def trips(d: Diagnosis, guards: Thresholds, live: bool = False) -> list[Finding]:
+    """The findings that stop a run or fail its checkpoints: severity in ``guards.fail_on`` (``fail`` when the
+    guards are plain ``Thresholds``), a first step, not in an abandoned segment of a resumed run (its checkpoints
+    were replaced by the resume). ``live``: a run still training (``EvalgateCallback``, ``evalgate watch``) is not
+    stopped on a level finding judged on fewer steps than its window (``values["short_window"]``): the window fills
+    as the run logs on."""
+    fail_on = getattr(guards, "fail_on", ("fail",))
+    return [f for f in d.fired() if f.status in fail_on and f.step is not None and f.segment is None
+            and not (live and "short_window" in f.values)]

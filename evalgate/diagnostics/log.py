@@ -29,6 +29,7 @@ import orjson
 
 from evalgate.diagnostics.keys import KEY_MAP, STRIP_PREFIX
 from evalgate.errors import BadInput, MissingExtra
+from evalgate.version import install_hint
 
 
 @contextmanager
@@ -50,11 +51,16 @@ def _loads(data: bytes | str) -> Any:
     try:
         return orjson.loads(data)
     except ValueError:
-        return json.loads(data)
+        try:
+            return json.loads(data)
+        except RecursionError:  # json recurses per nesting level; orjson already refused past its 1024
+            raise json.JSONDecodeError("nested too deeply to read", "", 0) from None
 
 
 _STEP_DIR = re.compile(r"checkpoint-(\d+)$")
-_SKIP = frozenset(("step", "global_step", "epoch", "_step", "_timestamp", "_runtime"))
+STEP_KEYS = ("step", "global_step", "train/global_step", "train/step")
+"""Keys a record's step is read from, in this order (``train/global_step``: HF's W&B callback; ``train/step``)."""
+_SKIP = frozenset((*STEP_KEYS, "epoch", "train/epoch", "_step", "_timestamp", "_runtime"))
 
 
 @dataclass
@@ -74,6 +80,10 @@ class TrainLog:
         duplicate_steps: steps logged more than once for the same key (a resumed run), sorted.
         warnings: what could not be read (a half-written file), one sentence each.
         meta: ``trainer_state.json`` top-level numbers (``global_step``, ``max_steps``, ``logging_steps``) when known.
+        abandoned: per resume (a record whose step is below the highest step logged before it, in file order), the
+            first step logged again and the log as it stood before the resume (every record before it, a repeated
+            step keeping its last value): the segment the resumed run replaced, which the diagnosis judges too.
+        choice: how the log was chosen among several in a run directory (``find_train_log``), or None.
     """
 
     source: str
@@ -86,6 +96,8 @@ class TrainLog:
     duplicate_steps: list[int] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     meta: dict[str, int] = field(default_factory=dict)
+    abandoned: list[tuple[int, TrainLog]] = field(default_factory=list)
+    choice: str | None = None
 
     @property
     def steps(self) -> tuple[int, int] | None:
@@ -102,7 +114,50 @@ def from_records(records: list[dict[str, Any]], source: str, fmt: str, warnings:
 
     Records are grouped by their key tuple (a trainer logs the same keys every step) and transposed into columns
     with ``zip``, so the per-value work runs in C: 100,000 steps x 28 keys take a fraction of the JSON parse.
+
+    A record whose step is below the highest step logged before it starts a resumed segment: the log before it is
+    kept in ``TrainLog.abandoned`` (issue 28, item 11: a grad-norm blow-up before a resume must not vanish because
+    the resumed run re-logged its steps).
     """
+    log = _from_records(records, source, fmt, warnings)
+    for b in _resume_points(records):
+        log.abandoned.append((_step_of(records[b]) or 0, _from_records(records[:b], source, fmt, [])))
+    if log.abandoned:
+        log.warnings.append("the run was resumed: " + "; ".join(
+            f"steps {r}..{a.steps[1] if a.steps else r} were logged again from step {r}" for r, a in log.abandoned)
+            + "; the abandoned segment is judged too")
+    return log
+
+
+def _step_of(rec: dict[str, Any]) -> int | None:
+    """A record's step (the first of ``STEP_KEYS`` that is a finite number), or None."""
+    for k in STEP_KEYS:
+        v = rec.get(k)
+        if v is not None:
+            return int(v) if type(v) in (int, float) and math.isfinite(v) else None
+    return None
+
+
+def _resume_points(records: list[dict[str, Any]]) -> list[int]:
+    """Indexes of the records where a resumed run starts logging again: a step below the highest step of the
+    segment before it (file order). HF logs several records at one step (train, eval, the final summary), so an
+    equal step is no resume."""
+    out: list[int] = []
+    hi: int | None = None
+    for i, s in enumerate(map(_step_of, records)):
+        if s is None:
+            continue
+        if hi is not None and s < hi:
+            out.append(i)
+            hi = s
+        elif hi is None or s > hi:
+            hi = s
+    return out
+
+
+def _from_records(records: list[dict[str, Any]], source: str, fmt: str,
+                  warnings: list[str] | None = None) -> TrainLog:
+    """``from_records`` without the resume segments."""
     groups: dict[tuple[str, ...], tuple[list[int], list[tuple[Any, ...]]]] = {}
     keysets = set(map(tuple, records))
     if len(keysets) == 1 and "data" not in (keys := next(iter(keysets))):  # one key set: transpose in C
@@ -119,9 +174,11 @@ def from_records(records: list[dict[str, Any]], source: str, fmt: str, warnings:
         g[0].append(i)
         g[1].append(tuple(rec.values()))
     parts: dict[str, list[tuple[list[int], list[int], list[float]]]] = {}
+    stepless: set[str] = set()
     for keys, (idx, rows) in groups.items():
-        skey = "step" if "step" in keys else "global_step" if "global_step" in keys else None
+        skey = next((k for k in STEP_KEYS if k in keys), None)
         if skey is None:
+            stepless.update(keys)
             continue
         cols: list[Any] = list(zip(*rows, strict=True))
         steps, keep = _steps(cols[keys.index(skey)])
@@ -144,7 +201,12 @@ def from_records(records: list[dict[str, Any]], source: str, fmt: str, warnings:
     clean: dict[int, bool] = {}  # id(steps list) -> unique and sorted (one list is shared by a group's keys)
     for name, ps in parts.items():
         merged[name] = _merge(ps, dups, clean)
-    return _build(merged, source, fmt, sorted(dups), warnings or [])
+    warnings = list(warnings or [])
+    if stepless - {"data"}:
+        names = sorted(stepless)
+        warnings.append(f"records without a step key ({', '.join(STEP_KEYS)}) were skipped; their keys: "
+                        + ", ".join(names[:12]) + (" ..." if len(names) > 12 else ""))
+    return _build(merged, source, fmt, sorted(dups), warnings)
 
 
 def _steps(col: tuple[Any, ...]) -> tuple[list[int], list[int] | None]:
@@ -162,13 +224,22 @@ def _floats(col: Any) -> tuple[list[float], list[int] | None] | None:
     if types == {float}:
         return list(col), None  # a list as annotated (zip gave a tuple): a stored verdict reloads equal
     if types <= {float, int}:
-        return list(map(float, col)), None
+        return list(map(_as_float, col)), None
     keep, vals = [], []
     for j, v in enumerate(col):
         if type(v) in (float, int) or (type(v) is str and _numeral(v)):
             keep.append(j)
-            vals.append(float(v))
+            vals.append(_as_float(v))
     return (vals, keep) if keep else None
+
+
+def _as_float(v: float | int | str) -> float:
+    """``float(v)``, with an integer beyond the float range (JSON allows 400 digits) as +-inf: a non-finite value,
+    reported as such, not an OverflowError."""
+    try:
+        return float(v)
+    except OverflowError:
+        return math.inf if int(v) > 0 else -math.inf
 
 
 def _numeral(v: str) -> bool:
@@ -205,11 +276,20 @@ def _merge(ps: list[tuple[list[int], list[int], list[float]]], dups: set[int],
     return [s for s, _ in items], [v for _, v in items]
 
 
+def _all_finite(vs: list[float]) -> bool:
+    """Whether every value is finite: one ``fsum`` (fast, and finite exactly when every value is) unless the sum
+    itself overflows (two values near 1e308), then a scan."""
+    try:
+        return math.isfinite(math.fsum(vs))
+    except OverflowError:
+        return all(math.isfinite(v) for v in vs)
+
+
 def _build(cols: dict[str, tuple[list[int], list[float]]], source: str, fmt: str, dups: list[int],
            warnings: list[str]) -> TrainLog:
     log = TrainLog(source, fmt, columns=cols, raw_keys=sorted(cols), duplicate_steps=dups, warnings=warnings)
     for k, (st, vs) in cols.items():
-        if not math.isfinite(math.fsum(vs)):  # fsum is finite when every value is finite (barring overflow)
+        if not _all_finite(vs):
             log.nonfinite.extend((s, k) for s, v in zip(st, vs, strict=True) if not math.isfinite(v))
     log.nonfinite.sort()
     if dups:
@@ -349,11 +429,10 @@ def read_tensorboard(path: str | Path) -> TrainLog:
     try:
         from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
     except ImportError as e:
-        raise MissingExtra("reading TensorBoard event files needs: pip install 'evalgate[tensorboard]'") from e
+        raise MissingExtra(f"reading TensorBoard event files needs: {install_hint('tensorboard')}") from e
     p = Path(path)
     files = [p] if p.is_file() else sorted(p.rglob("events.out.tfevents.*"))
-    by_key: dict[str, dict[int, float]] = {}
-    dups: set[int] = set()
+    records: list[dict[str, Any]] = []  # per file, one record per step: a resumed run's new file re-logs steps
     warnings: list[str] = []
     for f in files:
         cut = _tfrecord_tail(f)
@@ -365,16 +444,12 @@ def read_tensorboard(path: str | Path) -> TrainLog:
             acc.Reload()
         except Exception as e:  # noqa: BLE001 - a damaged event file: keep what was read, say so
             warnings.append(f"{f}: stopped reading ({type(e).__name__}: {e}); kept the records before it")
+        by_step: dict[int, dict[str, Any]] = {}
         for tag in acc.Tags().get("scalars", []):
-            key = tag[len(STRIP_PREFIX):] if tag.startswith(STRIP_PREFIX) else tag
-            d = by_key.setdefault(key, {})
             for ev in acc.Scalars(tag):
-                if int(ev.step) in d:
-                    dups.add(int(ev.step))
-                d[int(ev.step)] = float(ev.value)
-    cols = {k: ([s for s, _ in items], [v for _, v in items]) for k, items in
-            ((k, sorted(d.items())) for k, d in by_key.items())}
-    return _build(cols, str(p), "tensorboard", sorted(dups), warnings)
+                by_step.setdefault(int(ev.step), {"step": int(ev.step)})[tag] = float(ev.value)
+        records.extend(by_step[k] for k in sorted(by_step))
+    return from_records(records, str(p), "tensorboard", warnings)
 
 
 def _tfrecord_tail(path: Path) -> int:
@@ -397,30 +472,77 @@ def _tfrecord_tail(path: Path) -> int:
     return size - pos
 
 
-def find_train_log(run_dir: str | Path) -> TrainLog | None:
-    """Find and read the training log of a run directory (the parent of its ``checkpoint-N`` directories).
+def _candidates(d: Path) -> list[tuple[str, Path]]:
+    """The training logs a run directory may hold, in order of preference on a tie: the newest ``checkpoint-N``'s
+    ``trainer_state.json``, one in the directory, its TensorBoard events (HF's ``runs/<date>/``), its ``*.jsonl``
+    metrics logs (``evalgate-log.jsonl``, which ``EvalgateCallback`` writes; not the watch's queue file)."""
+    out: list[tuple[str, Path]] = []
+    ckpts = sorted(((int(m.group(1)), c) for c in d.iterdir() if (m := _STEP_DIR.search(c.name))), reverse=True)
+    newest = next((c / "trainer_state.json" for _, c in ckpts if (c / "trainer_state.json").is_file()), None)
+    if newest is not None:
+        out.append(("trainer_state", newest))
+    if (d / "trainer_state.json").is_file():
+        out.append(("trainer_state", d / "trainer_state.json"))
+    if any(d.rglob("events.out.tfevents.*")):
+        out.append(("tensorboard", d))
+    out += [("jsonl", j) for j in sorted(d.glob("*.jsonl")) if j.name not in _NOT_METRICS]
+    return out
 
-    Order: ``trainer_state.json`` in the highest ``checkpoint-N`` (it holds the whole history up to that step),
-    else one in ``run_dir``; TensorBoard event files under ``run_dir``; ``*.jsonl`` in ``run_dir``.
+
+_NOT_METRICS = frozenset(("evalgate-queue.jsonl",))
+_READERS = {"trainer_state": lambda p: read_trainer_state(p), "tensorboard": lambda p: read_tensorboard(p),
+            "jsonl": lambda p: read_jsonl(p)}
+
+
+def find_train_log(run_dir: str | Path) -> TrainLog | None:
+    """Find and read the most complete training log of a run directory (the parent of its ``checkpoint-N``
+    directories).
+
+    Every candidate (``_candidates``: the newest checkpoint's ``trainer_state.json``, one in ``run_dir``,
+    TensorBoard events under it, its ``*.jsonl`` logs) is read; the one reaching the highest step wins, then the one
+    with the most logged values, then the earlier candidate. A checkpoint's ``trainer_state.json`` stops at that
+    checkpoint, so a callback's or TensorBoard's log that goes further is the run's log (issue 28, item 8). The
+    choice is named in ``TrainLog.choice``; a candidate that cannot be read is named there too.
 
     Returns:
         The log, or None when there is none.
+
+    Raises:
+        BadInput: every candidate is unreadable (the first one's error).
     """
     d = Path(run_dir)
     if d.is_file():
         return read_path(d)
     if not d.is_dir():
         return None
-    ckpts = sorted(((int(m.group(1)), c) for c in d.iterdir() if (m := _STEP_DIR.search(c.name))), reverse=True)
-    for _, c in ckpts:
-        if (c / "trainer_state.json").is_file():
-            return read_trainer_state(c / "trainer_state.json")
-    if (d / "trainer_state.json").is_file():
-        return read_trainer_state(d / "trainer_state.json")
-    if any(d.rglob("events.out.tfevents.*")):
-        return read_tensorboard(d)
-    jsonl = sorted(d.glob("*.jsonl"))
-    return read_jsonl(jsonl[0]) if jsonl else None
+    read: list[tuple[Path, TrainLog]] = []
+    bad: list[tuple[Path, Exception]] = []
+    for kind, c in _candidates(d):
+        try:
+            read.append((c, _READERS[kind](c)))
+        except (BadInput, MissingExtra) as e:
+            bad.append((c, e))
+    if not read:
+        if bad:
+            raise bad[0][1]
+        return None
+
+    def rank(item: tuple[Path, TrainLog]) -> tuple[int, int]:
+        st = item[1].steps
+        return (st[1] if st else -1, sum(len(v[0]) for v in item[1].columns.values()))
+
+    best = max(read, key=rank)  # max keeps the first of equals: the preferred candidate
+    if len(read) + len(bad) > 1:
+        others = [f"{c} ({_span(lg)})" for c, lg in read if lg is not best[1]]
+        others += [f"{c} (unreadable: {e})" for c, e in bad]
+        best[1].choice = (f"read {best[0]} ({_span(best[1])}), the most complete of the run's logs; also found: "
+                          + "; ".join(others))
+    return best[1]
+
+
+def _span(log: TrainLog) -> str:
+    st = log.steps
+    return f"steps {st[0]}..{st[1]}" if st else "no logged step"
 
 
 def read_path(path: str | Path) -> TrainLog:
@@ -435,12 +557,28 @@ def read_path(path: str | Path) -> TrainLog:
         log = find_train_log(p)
         if log is None:
             raise BadInput(f"{p}: no trainer_state.json, TensorBoard events or .jsonl log found")
-        return log
-    if not p.exists():
+    elif not p.exists():
         raise BadInput(f"{p}: no such file or directory; pass a trainer_state.json, .jsonl, event file or run "
                        "directory")
-    if p.name.startswith("events.out.tfevents"):
-        return read_tensorboard(p)
-    if p.suffix == ".jsonl":
-        return read_jsonl(p)
-    return read_trainer_state(p)
+    elif p.name.startswith("events.out.tfevents"):
+        log = read_tensorboard(p)
+    elif p.suffix == ".jsonl":
+        log = read_jsonl(p)
+    else:
+        log = read_trainer_state(p)
+    return require_steps(log)
+
+
+def require_steps(log: TrainLog) -> TrainLog:
+    """The log itself when it has a logged step; else BadInput naming what was expected and the keys read (issue
+    28, item 9: an empty file or a W&B export without a known step key read as "no logged steps" and passed).
+
+    Raises:
+        BadInput: no record with a step key and a numeric value.
+    """
+    if log.steps is not None:
+        return log
+    seen = "; ".join(log.warnings) or "nothing was read (an empty log?)"
+    raise BadInput(f"{log.source}: no logged step: expected one record per logged step with a step key "
+                   f"({', '.join(STEP_KEYS)}) and numeric metric keys; {seen}. Pass the trainer's "
+                   "trainer_state.json, its metrics JSONL or TensorBoard events")

@@ -93,8 +93,11 @@ def render_html(diags: list[Diagnosis], title: str = "evalgate diagnose") -> str
 
 
 def write_report(diags: list[Diagnosis], path: str | Path) -> Path:
-    """Write the HTML report (parent directories created). Returns the path."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    p.write_text(render_html(diags))
-    return p
+    """Write the HTML report atomically (parent directories created). Returns the path.
+
+    Raises:
+        BadInput: ``path`` is a directory.
+    """
+    from evalgate.fileio import atomic_write
+
+    return atomic_write(path, render_html(diags))

@@ -12,6 +12,7 @@ the first step of the first trailing window (after the early one) that crosses t
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from operator import itemgetter
@@ -46,6 +47,8 @@ class Finding:
         step: first step where it appeared (None unless it fired).
         values: the numbers behind it (threshold, window means, the value that tripped).
         keys: the raw keys it read, or, when not checkable, every key it looked for.
+        segment: None for the log as it stands; for a finding in a resumed run's abandoned segment, which one
+            (``abandoned before the resume at step N``); such findings are reported, never stop or gate a run.
     """
 
     signal: str
@@ -55,6 +58,7 @@ class Finding:
     step: int | None = None
     values: dict[str, float] = field(default_factory=dict)
     keys: list[str] = field(default_factory=list)
+    segment: str | None = None
 
     @property
     def fired(self) -> bool:
@@ -87,37 +91,57 @@ def _windows(pts: Series, share: float) -> tuple[int, float, float] | None:
 
 
 def _first_trailing(pts: Series, w: int, crossed: Callable[[float], bool]) -> int | None:
-    """First step of the first window of ``w`` values after the early window whose mean satisfies ``crossed``."""
+    """The step where the value changed: in the first window of ``w`` values after the early window whose mean
+    satisfies ``crossed``, the first value that satisfies it itself (a mean past a bound has a value past it). The
+    window's first step would name a step before the change (issue 28, item 10: KL flat to step 29 and jumping at
+    30 was reported at step 22)."""
     vals = list(map(_second, pts))
     run = sum(vals[w:2 * w])
     for i in range(w, len(vals) - w + 1):
         if i > w:
             run += vals[i + w - 1] - vals[i - 1]
         if crossed(run / w):
-            return pts[i][0]
+            return next((pts[j][0] for j in range(i, i + w) if crossed(vals[j])), pts[i][0])
     return None
 
 
-def _first_level(pts: Series, w: int, above: float, every: bool) -> tuple[int, float] | None:
-    """First step of the first ``w`` consecutive values all above ``above`` (``every``) or with mean above it;
-    with the run's mean."""
+def _first_level(pts: Series, w: int, above: float, every: bool) -> tuple[int, float, int] | None:
+    """The first ``w`` consecutive values all above ``above`` (``every``) or with mean above it: the step where the
+    value changed (the first value of that run above ``above``), the run's mean and ``w``. A log with fewer than
+    ``w`` values is judged on all of them (``w`` is then their number; issue 28, item 7: four steps at 100 %
+    truncation were "ok")."""
     vals = list(map(_second, pts))
-    if len(vals) < w:
+    if not vals:
         return None
+    w = min(w, len(vals))
     if every:
         run = 0
         for i, v in enumerate(vals):
             run = run + 1 if v > above else 0
             if run == w:
-                return pts[i - w + 1][0], _mean(vals[i - w + 1:i + 1])
+                return pts[i - w + 1][0], _mean(vals[i - w + 1:i + 1]), w
         return None
     total = sum(vals[:w])
     for i in range(len(vals) - w + 1):
         if i:
             total += vals[i + w - 1] - vals[i - 1]
         if total / w > above:
-            return pts[i][0], total / w
+            j = next((j for j in range(i, i + w) if vals[j] > above), i)
+            return pts[j][0], total / w, w
     return None
+
+
+def _over(hit: tuple[int, float, int], window: int) -> str:
+    """"over N logged steps", saying so when the log is shorter than the window."""
+    if hit[2] < window:
+        return f"over all {hit[2]} logged step(s) (fewer than the window of {window}: judged on what there is)"
+    return f"over {window} logged steps"
+
+
+def _short(hit: tuple[int, float, int], window: int) -> dict[str, float]:
+    """``{"short_window": n}`` when the log had fewer than ``window`` values (a live run's callback waits for a
+    full window before it stops training on such a finding)."""
+    return {"short_window": float(hit[2])} if hit[2] < window else {}
 
 
 class _Ctx:
@@ -161,6 +185,10 @@ class _Ctx:
         lim: float | None = getattr(self.th, field_name)
         if lim is None:
             self.off(signal, part, canon, field_name)
+        elif not self.pts(canon):
+            self.add(signal, part, "not_checkable", f"every logged value of '{self.log.used[canon]}' is NaN/inf.",
+                     keys=self.keys(canon))
+            return None
         return lim
 
 
@@ -245,9 +273,9 @@ def clip_signal(c: _Ctx) -> None:
     pts, keys = c.pts("clip_fraction"), c.keys("clip_fraction")
     hit = _first_level(pts, c.th.window, lim, every=True)
     if hit:
-        c.add("clip_fraction", POLICY, "fail", f"clip fraction above {lim:g} for {c.th.window} logged steps from "
-              f"step {hit[0]} (mean {hit[1]:.3g}): PPO keeps hitting its clip; lower the learning rate or the "
-              "number of PPO epochs.", hit[0], {"mean": hit[1], "limit": lim}, keys)
+        c.add("clip_fraction", POLICY, "fail", f"clip fraction above {lim:g} at every step {_over(hit, c.th.window)} "
+              f"from step {hit[0]} (mean {hit[1]:.3g}): PPO keeps hitting its clip; lower the learning rate or the "
+              "number of PPO epochs.", hit[0], {"mean": hit[1], "limit": lim, **_short(hit, c.th.window)}, keys)
     elif pts and all(v == 0 for _, v in pts):
         c.add("clip_fraction", POLICY, "info", f"'{keys[0]}' is 0 at every logged step: with one update per batch "
               "(TRL num_iterations = 1) the importance ratio is 1 and the clip never acts.", values={"max": 0.0},
@@ -283,6 +311,23 @@ def value_loss_signal(c: _Ctx) -> None:
 
 
 # -- exploration -----------------------------------------------------------------------------------------------------
+_RL_SERIES = ("kl", "clip_fraction", "completion_length", "truncation", "zero_std_frac", "value_loss", "reward_std")
+_PREFERENCE_KEYS = ("rewards/margins", "rewards/chosen", "logps/chosen")
+
+
+def trainer_kind(log: TrainLog) -> str:
+    """The kind of training read from a log's keys: ``rl`` (a key only RL trainers log: KL, clip fraction,
+    completion length, truncation, zero-variance groups, value loss, reward spread, or a reward other than DPO's
+    margin), ``preference`` (TRL DPO's ``rewards/margins``, ``rewards/chosen``, ``logps/chosen``), ``sft`` (TRL
+    SFTTrainer's ``mean_token_accuracy`` and none of those), else ``unknown`` (every signal applies)."""
+    raw = set(log.raw_keys)
+    if any(k in log.series for k in _RL_SERIES) or any(r in raw for r in KEY_MAP["reward"] if r != "rewards/margins"):
+        return "rl"
+    if raw.intersection(_PREFERENCE_KEYS):
+        return "preference"
+    return "sft" if "mean_token_accuracy" in raw else "unknown"
+
+
 def entropy_signals(c: _Ctx) -> None:
     """``entropy_floor`` (fail) and ``entropy_drop`` (warn)."""
     if "entropy" not in c.log.series:
@@ -304,6 +349,13 @@ def entropy_signals(c: _Ctx) -> None:
                   keys=keys)
     if c.th.entropy_drop_max is None:
         c.off("entropy_drop", EXPLORATION, "entropy", "entropy_drop_max")
+        return
+    kind = trainer_kind(c.log) if c.th.trainer_kind == "auto" else c.th.trainer_kind
+    if kind == "sft":
+        why = "mean_token_accuracy and no RL key logged" if c.th.trainer_kind == "auto" else "set"
+        c.add("entropy_drop", EXPLORATION, "off", f"does not apply to an SFT run (thresholds.trainer_kind "
+              f"{c.th.trainer_kind}: {why}): fitting the data lowers the entropy by design; it is an RL signal "
+              "(exploration).", keys=keys)
         return
     _trend(c, "entropy_drop", EXPLORATION, "entropy", "down", c.th.entropy_drop_max, drop=True,
            fired="entropy fell {d:.0%} from the early steps ({a:.4g} -> {b:.4g}): the policy is converging early "
@@ -331,10 +383,10 @@ def length_signals(c: _Ctx) -> None:
         pts, keys = c.pts("truncation"), c.keys("truncation")
         hit = _first_level(pts, th.window, lim, every=False)
         if hit:
-            c.add("truncation", DATA, "fail", f"{hit[1]:.0%} of completions were cut at the maximum length over "
-                  f"{th.window} logged steps from step {hit[0]} (limit {lim:.0%}): the reward scores "
+            c.add("truncation", DATA, "fail", f"{hit[1]:.0%} of completions were cut at the maximum length "
+                  f"{_over(hit, th.window)} from step {hit[0]} (limit {lim:.0%}): the reward scores "
                   "unfinished answers; raise the length limit or penalise overlong answers.", hit[0],
-                  {"mean": hit[1], "limit": lim}, keys)
+                  {"mean": hit[1], "limit": lim, **_short(hit, th.window)}, keys)
         else:
             c.add("truncation", DATA, "ok", f"truncated share stayed at or below {lim:.0%} over every "
                   f"{th.window} logged steps (max {max((v for _, v in pts), default=0):.0%}).",
@@ -358,8 +410,8 @@ def length_signals(c: _Ctx) -> None:
         vals = {"cap": cap[0], "limit": lim}
         if hit:
             c.add("length_pinned", DATA, "warn", f"mean completion length {hit[1]:.4g} is at {hit[1] / cap[0]:.0%} of "
-                  f"the cap {cap[0]:g} over {th.window} logged steps from step {hit[0]} (cap: {cap[1]}): most answers "
-                  "run to the limit.", hit[0], {**vals, "mean": hit[1]}, keys)
+                  f"the cap {cap[0]:g} {_over(hit, th.window)} from step {hit[0]} (cap: {cap[1]}): most answers "
+                  "run to the limit.", hit[0], {**vals, "mean": hit[1], **_short(hit, th.window)}, keys)
         else:
             c.add("length_pinned", DATA, "ok", f"mean completion length stayed below {th.length_pinned_ratio:.0%} "
                   f"of the cap {cap[0]:g} (cap: {cap[1]}).", values=vals, keys=keys)
@@ -388,9 +440,9 @@ def zero_std_signals(c: _Ctx) -> None:
         mean_all = _mean(list(map(_second, pts))) if pts else float("nan")
         if hit:
             c.add("zero_std_groups", DATA, "warn", f"{hit[1]:.0%} of prompts had the same reward for every sampled "
-                  f"completion over {th.window} logged steps from step {hit[0]} ({mean_all:.0%} over the run): those "
+                  f"completion {_over(hit, th.window)} from step {hit[0]} ({mean_all:.0%} over the run): those "
                   "groups give no learning signal; the prompts are too easy or too hard for the reward.", hit[0],
-                  {"mean": hit[1], "run_mean": mean_all, "limit": th.zero_std_max}, keys)
+                  {"mean": hit[1], "run_mean": mean_all, "limit": th.zero_std_max, **_short(hit, th.window)}, keys)
         else:
             c.add("zero_std_groups", DATA, "ok", f"zero-variance groups stayed at or below {th.zero_std_max:.0%} "
                   f"over every {th.window} logged steps ({mean_all:.0%} over the run).",
@@ -508,13 +560,27 @@ def _spike_candidates(gn: Series, k: float, win: int) -> list[int]:
     return [int(i) + 3 for i in hit]
 
 
+_LOSS = re.compile(r"(?:^|[/_])loss(?:$|[/_])")
+_REWARD_KEYS = frozenset((*KEY_MAP["reward"], *KEY_MAP["reward_std"]))
+
+
+def must_be_finite(key: str) -> bool:
+    """True for a loss (a key with ``loss`` as a word: HF ``loss``, verl ``actor/pg_loss``, ``critic/vf_loss``,
+    OpenRLHF ``policy_loss``, ``critic_loss``, ``ptx_loss``, TRL PPO ``loss/value_avg``, ...) or a reward of the key
+    map (``reward``, ``critic/score/mean``, ...): NaN there is a divergence whatever signal is on (issue 28, item 5:
+    OpenRLHF's ``policy_loss`` NaN was a warning). Per-function rewards (TRL ``rewards/<fn>/mean``) are not: a
+    function that returns None for every completion of a batch logs NaN by design."""
+    return bool(_LOSS.search(key)) or key in _REWARD_KEYS
+
+
 def nonfinite_signal(c: _Ctx) -> None:
-    """``nonfinite`` per key: fail in ``loss`` or a key a signal that is on reads, warn in another key (one whose
-    signals are off: ``kl`` without a KL check), info for a key NaN at every step (a metric that is off)."""
+    """``nonfinite`` per key: fail in a loss or a reward (``must_be_finite``) or a key a signal that is on reads,
+    warn in another key (one whose signals are off: ``kl`` without a KL check), info for such a key NaN at every
+    step (a metric that is off)."""
     if not c.th.nonfinite:
         c.add("nonfinite", SYSTEM, "off", "turned off (thresholds.nonfinite is false).")
         return
-    read = {k for f in c.out if f.status != "off" for k in f.keys} | {"loss"}  # keys of the signals that ran
+    read = {k for f in c.out if f.status != "off" for k in f.keys}  # keys of the signals that ran
     first: dict[str, tuple[int, int]] = {}
     for s, k in c.log.nonfinite:
         st, n = first.get(k, (s, 0))
@@ -523,7 +589,11 @@ def nonfinite_signal(c: _Ctx) -> None:
         c.add("nonfinite", SYSTEM, "ok", "no NaN or inf in any logged value.")
     for k, (s, n) in sorted(first.items(), key=lambda kv: kv[1][0]):
         total = len(c.log.columns[k][0])
-        if n == total:
+        if must_be_finite(k):
+            c.add("nonfinite", SYSTEM, "fail", f"'{k}' became NaN/inf at step {s} ({n} of {total} logged values): a "
+                  f"{'loss' if _LOSS.search(k) else 'reward'} the trainer optimises is not a number, so the run "
+                  "diverged numerically; checkpoints from this step on are suspect.", s, {"count": float(n)}, [k])
+        elif n == total:
             c.add("nonfinite", SYSTEM, "info", f"'{k}' is NaN/inf at every logged step ({n}): that metric is off or "
                   "not computed (e.g. kl with beta = 0), not a divergence.", s, {"count": float(n)}, [k])
         elif k in read:

@@ -8,6 +8,7 @@ change it. None turns the signal off (it is then reported as ``off``).
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -33,9 +34,13 @@ class Thresholds(BaseModel):
     """KL late-window mean / early-window mean above this warns (the PPO-stability article: KL surging precedes the
     collapse; Zheng et al. 2023, "Secrets of RLHF in LLMs Part I: PPO", sec. 5.2). Default: 5 (evalgate default:
     KL starts at 0 and grows in every run with a penalty, so only a several-fold rise is flagged)."""
-    kl_rise_floor: float = Field(default=1e-3, gt=0)
+    kl_rise_floor: float = Field(default=1e-2, gt=0)
     """The early KL mean used in that ratio is at least this, so a run starting at KL = 0 does not give an infinite
-    ratio. Default: 0.001 (evalgate default)."""
+    ratio, and KL growing from ~0 into the range PPO itself targets is no surge. Default: 0.01 nats per token, the
+    middle of the KL targets the PPO paper tries for its adaptive penalty (d_targ 0.003, 0.01, 0.03; Schulman et al.
+    2017, sec. 4 and Table 1). With 0.001 ordinary linear KL growth (0.0055 -> 0.0355, 6.5x) warned "a surge like
+    this precedes collapse" (issue 28, item 12); now it is 3.6x of the floor, while KL jumping from 0.01 to 0.1 is
+    10x."""
     clip_fraction_max: float | None = Field(default=0.4, ge=0, le=1)
     """Clip fraction above this for ``window`` consecutive logged steps fails (the chapter's PPO guardrail
     ``clip_fraction > 0.4``: reduce the learning rate or PPO epochs). Default: 0.4."""
@@ -85,6 +90,11 @@ class Thresholds(BaseModel):
     guard before this module). Default: 10 (evalgate default)."""
     grad_norm_window: int = Field(default=10, ge=3)
     """Previous logged values for the grad-norm median. Default: 10."""
+    trainer_kind: Literal["auto", "rl", "preference", "sft"] = "auto"
+    """What kind of training wrote the log, for the signals that apply only to some kinds (docs/DIAGNOSTICS.md,
+    "applies to"): ``auto`` reads it from the keys (``signals.trainer_kind``: TRL's SFTTrainer logs
+    ``mean_token_accuracy`` and no RL key). On an SFT run ``entropy_drop`` is off: fitting the data lowers the
+    entropy by design. Default: auto."""
     nonfinite: bool = True
     """Report NaN/inf per key: fail in ``loss`` or a key read by a signal that is on, warn in another key, info for
     a key that is NaN at every step (a metric that is off, e.g. ``kl`` with beta = 0). Default: true."""

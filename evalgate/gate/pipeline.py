@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import evalgate.accesslog as accesslog
 import evalgate.gate.decide as decide
 import evalgate.gate.guards as guards
 import evalgate.gate.history as history
@@ -31,6 +32,7 @@ from evalgate.gate.results import (
 )
 from evalgate.gate.select import RunPartition, partition_runs, select_checkpoints, weights_finite
 from evalgate.reward_audit import audits_for_checkpoints
+from evalgate.runner.grant import revoke
 from evalgate.scoring import metrics
 from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
 from evalgate.store import Store
@@ -87,8 +89,8 @@ def _stored_runs(policy: GatePolicy, store: Store, decision_sha256: str,
     where: dict[str, Any] = {"protocol_name": name, "protocol_version": version, "split": policy.selection_split}
     if policy.train_run:
         where["train_run"] = policy.train_run
-    dec_runs = [] if evaluate_decision else store.runs(
-        protocol_name=name, protocol_version=version, split=policy.decision_split, status="complete",
+    dec_runs = [] if evaluate_decision else store.runs(  # by content: a decision split's runs under any name
+        protocol_name=name, protocol_version=version, tier="private", status="complete",
         split_sha256=decision_sha256, backend=policy.backend)
     return store.runs(**where), dec_runs
 
@@ -104,7 +106,7 @@ def _statistics(policy: GatePolicy, store: Store, chosen: list[SeedResult], base
 
 
 def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None = None,
-             evaluate_decision: bool = True) -> Verdict:
+             evaluate_decision: bool = True, expect_head: tuple[int, str] | None = None) -> Verdict:
     """Decide PASS/FAIL for a policy, and store the verdict (``Verdict.gate_id``).
 
     Args:
@@ -113,18 +115,23 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
         actor: who runs the gate (default ``$EVALGATE_ACTOR`` or the OS user).
         evaluate_decision: False reuses the latest complete release-gate runs in the store instead of evaluating
             (benchmarks); the reads are still reserved, logged and counted.
+        expect_head: ``(seq, row_hash)`` the access log must hold (``--expect-head``; default
+            ``$EVALGATE_EXPECT_HEAD``); ``policy.require_expect_head`` refuses a gate without one.
 
     Raises:
         BadInput: unknown split, decision split not private, missing protocol file, metric absent.
-        RefusedByPolicy: selection split not dev; the private budget cannot cover the gate's reads (nothing spent).
+        RefusedByPolicy: selection split not dev; the private budget cannot cover the gate's reads (nothing spent);
+            the access log's signed head or expected head does not hold (``accesslog.check_for_gate``).
         ProtocolDrift: the protocol file no longer matches its lock (before any read).
     """
     store = store or Store()
+    accesslog.check_for_gate(store, expect_head, policy.require_expect_head)  # before any read
     who = actor_name(actor)
     name, version = policy.protocol.split("@", 1)
     manager = SplitManager(store)
     sel_m, dec_m = reads.check_tiers(policy, manager)
     reads.check_protocol(policy, evaluate_decision)  # before any read: a typo must not spend a private read
+    broken = reads.check_chain(policy, manager, dec_m, who)  # a broken chain cannot count the budget
     sel_runs, dec_runs = _stored_runs(policy, store, dec_m.content_sha256, evaluate_decision)
     base_digest = reads.baseline_digest(policy, dec_runs, evaluate_decision, store.recorded_checkpoint)
     part = partition_runs(sel_runs, sel_m.content_sha256, policy.backend, base_digest)
@@ -139,7 +146,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
                                                   "with a training run and seed; evaluate the checkpoints with "
                                                   "'evalgate run' first" + _aside_note(part))
         verdict = Verdict(False, policy, [rule], protocol_hash=protocol_hash, stale=part.stale,
-                          ignored=part.ignored, failures=part.failures)
+                          ignored=part.ignored, failures=part.failures, broken_chain=broken)
         history.record(store, verdict, inputs, who)
         return verdict
 
@@ -147,11 +154,14 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     chosen = [s for s in seeds if s.best is not None]
     reader, reused = _decision_reader(policy, store, manager, dec_m, who, inputs, chosen, dec_runs,
                                       evaluate_decision, protocol_hash)
-    baseline = _baseline(policy, reader, sel_runs, sel_m.content_sha256, who, base_digest)
-    for s in chosen:
-        assert s.best is not None
-        s.decision = reader.read(s.best.path, {"train_run": s.best.train_run, "train_seed": s.train_seed,
-                                               "step": s.best.step}, s.best.digest)
+    try:
+        baseline = _baseline(policy, reader, sel_runs, sel_m.content_sha256, who, base_digest)
+        for s in chosen:
+            assert s.best is not None
+            s.decision = reader.read(s.best.path, {"train_run": s.best.train_run, "train_seed": s.train_seed,
+                                                   "step": s.best.step}, s.best.digest)
+    finally:
+        revoke(reader.grant)  # the grant lives inside this decision only
 
     stats = _statistics(policy, store, chosen, baseline) if chosen else None
     rules = decide.rules(policy, seeds, baseline, stats)
@@ -162,7 +172,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
                           f"{a['rule']['detail']}") for a in audits if a["rule"]["passed"] is not None]
     verdict = Verdict(all(r.passed for r in rules), policy, rules, seeds, baseline, stats, protocol_hash, samples,
                       stale=part.stale, ignored=part.ignored, failures=part.failures, reused_from=reused,
-                      reward_audit=audits)
+                      reward_audit=audits, rereads=[r["run_id"] for r in reader.shown.values()], broken_chain=broken)
     history.record(store, verdict, inputs, who)
     return verdict
 
@@ -186,12 +196,35 @@ def _decision_reader(policy: GatePolicy, store: Store, manager: SplitManager, de
         return reads.DecisionReader(policy, store, who, runs), reused
     reader = reads.DecisionReader(policy, store, who, dec_runs)
     if targets:
-        runs_of = [None if evaluate_decision else reader.prior(path, digest)["run_id"] for path, digest in targets]
+        shown = _shown_before(policy, store, manager, dec_m, targets, evaluate_decision, protocol_hash)
+        runs_of = [None if evaluate_decision or i in shown else reader.prior(path, digest)["run_id"]
+                   for i, (path, digest) in enumerate(targets)]
         reader.grant = reads.reserve(policy, manager, dec_m, who,
                                      [(p, d, r) for (p, d), r in zip(targets, runs_of, strict=True)],
-                                     evaluate_decision, protocol_hash)
+                                     evaluate_decision, protocol_hash,
+                                     {i: run["run_id"] for i, run in shown.items()})
+        reader.shown = {run["checkpoint_digest"]: run for run in shown.values()}
         reader.evaluate_decision = evaluate_decision
     return reader, None
+
+
+def _shown_before(policy: GatePolicy, store: Store, manager: SplitManager, dec_m: Any,
+                  targets: list[tuple[str, str | None]], evaluate_decision: bool,
+                  protocol_hash: str | None) -> dict[int, dict[str, Any]]:
+    """Per target index, the stored decision run a read would show again (``reads.shown_before``): same checkpoint
+    digest, protocol hash, split content and backend (and, when evaluating, the generation settings the decision
+    run would have), already shown by a logged read. Those reads are logged as ``re-read`` and not charged."""
+    name, version = policy.protocol.split("@", 1)
+    runs = store.runs(protocol_name=name, protocol_version=version, status="complete", tier="private",
+                      split_sha256=dec_m.content_sha256, backend=policy.backend, purpose=RELEASE_GATE)
+    settings = reads.decision_settings_sha256(policy.backend) if evaluate_decision else None
+    names = manager.owner(dec_m).names
+    out = {}
+    for i, (_, digest) in enumerate(targets):
+        run = reads.shown_before(store, names, runs, digest, protocol_hash, settings)
+        if run is not None:
+            out[i] = run
+    return out
 
 
 def _aside_note(part: RunPartition) -> str:

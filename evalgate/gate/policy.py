@@ -131,6 +131,14 @@ class GatePolicy(_Strict):
     """Bootstrap resamples. Default: 10000."""
     bootstrap_seed: int = 0
     """Seed of the bootstrap's numpy generator. Default: 0."""
+    accept_broken_chain: str | None = None
+    """A reason to gate although the access log's hash chain is broken (a deleted or edited row would otherwise
+    refund the budget unseen). The acceptance is logged and shown in every report; ``evalgate gate
+    --accept-broken-chain REASON`` sets it for one run. Default: None, a broken chain refuses the gate (exit 2)."""
+    require_expect_head: bool = False
+    """Refuse the gate unless it is given the access-log head pinned by the previous run (``--expect-head`` or
+    ``$EVALGATE_EXPECT_HEAD``): only a head kept outside the store shows that the store was not rolled back to an
+    older copy. Default: false (the newest signed head is checked either way)."""
     reward_audit: RewardAuditRules = RewardAuditRules()
     """Reward-audit thresholds (the chapter's rule) for the release report's "Reward audit" section over the best
     checkpoints' human-rated runs, and the gate rule ``min_reward_human_spearman``. Default: the chapter's
@@ -164,6 +172,8 @@ def load_policy(path: str | Path) -> GatePolicy:
 
     def rel(p: str) -> str:
         p = os.path.expandvars(p)
+        if "\x00" in p:  # a "\0" escape: no file system takes it (Path.resolve raises ValueError)
+            raise BadInput(f"{path}: path {p!r} holds a NUL character; write the path out")
         if "$" in p:
             raise BadInput(f"{path}: path {p!r} names an environment variable that is not set; set it or write the "
                            "path out")

@@ -11,13 +11,76 @@ from typing import Any
 
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.gate.policy import GatePolicy
-from evalgate.gate.results import DecisionRun
-from evalgate.runner.grant import ReleaseGrant, reserve_release_reads
+from evalgate.gate.results import BrokenChain, DecisionRun
+from evalgate.runner.grant import ReleaseGrant, _reserve_release_reads
 from evalgate.scoring import metrics
 from evalgate.splits import RELEASE_GATE, SplitManager
 from evalgate.store import Store
 
 SELECTION_PURPOSE = "gate-selection"
+REREAD = "re-read"
+"""Outcome of a decision read that shows a stored private result again: logged, never charged (no budget counts
+it, ``store._COUNTED``)."""
+BROKEN_CHAIN_ACCEPTED = "broken-chain-accepted"
+"""Outcome of the row a gate logs when it runs on a broken access-log chain under ``accept_broken_chain``."""
+_SHOWN = ("read", "override", "reserved-read", REREAD)  # outcomes of a logged (shown) decision read
+
+
+def check_chain(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str) -> BrokenChain | None:
+    """Verify the whole access-log chain before any read (``accesslog.verify``): on a broken chain the budget cannot
+    be counted (a deleted row reads as a refund), so the gate is refused unless ``policy.accept_broken_chain``
+    gives a reason, which is logged.
+
+    Returns:
+        None for an intact chain; the ``BrokenChain`` accepted.
+
+    Raises:
+        RefusedByPolicy: the chain is broken and not accepted (logged as refused; nothing read or spent).
+    """
+    from evalgate.accesslog import verify
+
+    chain = verify(manager.store)
+    if chain["ok"]:
+        return None
+    where = f"the access log's hash chain is broken at row {chain['first_bad_seq']} ({chain['reason']})"
+    if not policy.accept_broken_chain:
+        manager.refuse(manifest.name, RELEASE_GATE, actor,
+                       f"gate {policy.name}: {where}, so the budget of split {manifest.name} cannot be counted (a "
+                       "deleted row would read as reads left); nothing was read. Find out who edited the store "
+                       "('evalgate audit verify'), or gate anyway with --accept-broken-chain REASON (or "
+                       "accept_broken_chain in the policy), which is logged and shown in every report")
+    manager._log(manifest, actor, RELEASE_GATE, BROKEN_CHAIN_ACCEPTED, False, None, None, None,
+                 f"gate {policy.name}: {where}; accepted: {policy.accept_broken_chain}")
+    return BrokenChain(chain["first_bad_seq"], chain["reason"], policy.accept_broken_chain)
+
+
+def decision_settings_sha256(backend: str) -> str:
+    """The generation settings hash a gate's decision run has on ``backend`` (the gate passes no backend options)."""
+    from evalgate.backends.base import check_backend
+    from evalgate.runner.settings import generation_settings, settings_sha256
+
+    return settings_sha256(generation_settings(backend, check_backend(backend, {})))
+
+
+def shown_before(store: Store, names: tuple[str, ...], runs: list[dict[str, Any]], digest: str | None,
+                 protocol_hash: str | None, settings: str | None) -> dict[str, Any] | None:
+    """The stored decision run that a read of checkpoint ``digest`` would show again, if any: a complete run among
+    ``runs`` (the decision split's content under the policy's backend) with the same checkpoint digest, protocol
+    hash and, when ``settings`` is given, generation settings hash, whose result an earlier logged read of the split
+    (under any of its ``names``) already showed. Showing it again reveals nothing new, so it is not charged.
+
+    Returns:
+        The latest such run, or None.
+    """
+    if digest is None:
+        return None
+    cands = [r for r in runs if r["status"] == "complete" and r["checkpoint_digest"] == digest
+             and r["protocol_hash"] == protocol_hash and (settings is None or r.get("settings_sha256") == settings)]
+    if not cands:
+        return None
+    seen = {r["run_id"] for n in names for r in store.access_rows(n) if r["outcome"] in _SHOWN and r["run_id"]}
+    shown = [r for r in cands if r["run_id"] in seen]
+    return shown[-1] if shown else None
 
 
 def check_tiers(policy: GatePolicy, manager: SplitManager) -> tuple[Any, Any]:
@@ -74,33 +137,40 @@ def check_protocol(policy: GatePolicy, evaluate_decision: bool) -> None:
 
 def reserve(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str,
             targets: list[tuple[str, str | None, str | None]], evaluate_decision: bool,
-            protocol_hash: str | None) -> ReleaseGrant | None:
+            protocol_hash: str | None, rereads: dict[int, str] | None = None) -> ReleaseGrant | None:
     """Reserve every decision read of the gate at once (``SplitManager.reserve``: one locked step, all or none),
-    after checking that the split may be read for ``release-gate`` at all; evaluating, return the grant its
+    after checking that the split may be read for ``release-gate`` at all; evaluating, return the grant its new
     decision runs are made under (each logged as ``reserved-read``).
 
     Args:
         targets: per read, (checkpoint path, checkpoint digest or None, stored run id or None).
         evaluate_decision: False: the reads take stored runs (logged as cached reads; no grant).
+        rereads: index in ``targets`` -> the stored run (``shown_before``) the read shows again: logged as
+            ``re-read``, not charged, and not evaluated (no grant read for it).
 
     Raises:
-        RefusedByPolicy: the purpose is not allowed, the key is missing, or the budget cannot cover every read
+        RefusedByPolicy: the purpose is not allowed, the key is missing, or the budget cannot cover every new read
             (logged; nothing is spent).
     """
     # purposes and readability; the budget is decided by the reservation below, under the lock
     manager.check(manifest.name, RELEASE_GATE, actor, reserved=True)
+    again = rereads or {}
     n = len(targets)
-    reads = [{"checkpoint_digest": digest, "run_id": run_id, "cached": not evaluate_decision,
-              "protocol_hash": protocol_hash,
-              "detail": f"gate {policy.name}: read {i} of {n}, reserved before reading ({path})"}
+    reads = [{"checkpoint_digest": digest, "run_id": again.get(i - 1, run_id), "cached": not evaluate_decision,
+              "protocol_hash": protocol_hash, "outcome": REREAD if i - 1 in again else "read",
+              "detail": f"gate {policy.name}: read {i} of {n} " + (
+                  f"shows stored run {again[i - 1]} again (same checkpoint, protocol, split content and backend "
+                  f"settings; seen before): logged, not charged ({path})" if i - 1 in again
+                  else f"reserved before reading ({path})")}
              for i, (path, digest, run_id) in enumerate(targets, 1)]
-    pol = manifest.effective_policy()
-    refusal = (f"the gate needs {n} reads of private split {manifest.name} (one per seed's best checkpoint and the "
-               f"baseline), but only {{left}} of {pol.max_reads} per {pol.window_days} days are left; nothing was "
-               "read or spent. Wait for the window to pass or gate fewer seeds (another gate may hold the reads: "
-               "'evalgate audit --split " + manifest.name + "')")
-    if evaluate_decision:
-        return reserve_release_reads(policy.name, manager, manifest, actor, reads, refusal)
+    new = sum(1 for r in reads if r["outcome"] == "read")
+    pol = manager.owner(manifest).manifest.effective_policy()
+    refusal = (f"the gate needs {new} reads of private split {manifest.name} (one per seed's best checkpoint and the "
+               f"baseline not shown before), but only {{left}} of {pol.max_reads} per {pol.window_days} days are "
+               "left; nothing was read or spent. Wait for the window to pass or gate fewer seeds (another gate may "
+               "hold the reads: 'evalgate audit --split " + manifest.name + "')")
+    if evaluate_decision and new:
+        return _reserve_release_reads(policy.name, manager, manifest, actor, reads, refusal)
     manager.reserve(manifest, actor, RELEASE_GATE, reads, refusal)
     return None
 
@@ -146,6 +216,7 @@ class DecisionReader:
                  grant: ReleaseGrant | None = None):
         self.policy, self.store, self.actor, self.prior_runs, self.grant = policy, store, actor, prior_runs, grant
         self.evaluate_decision = grant is not None
+        self.shown: dict[str, dict[str, Any]] = {}  # checkpoint digest -> the stored run a re-read shows again
 
     def prior(self, path: str, digest: str | None) -> dict[str, Any]:
         """The latest stored run of the checkpoint (by digest when known, else by path).
@@ -166,6 +237,9 @@ class DecisionReader:
             BadInput: reusing, and the store holds no decision run of that checkpoint.
         """
         p = self.policy
+        if digest is not None and digest in self.shown:  # a re-read: the stored result, nothing evaluated
+            run = self.shown[digest]
+            return DecisionRun(run["run_id"], run["metrics"], run["checkpoint_digest"])
         if self.grant is not None:
             doc = evaluate(p.protocol_file or "", path, p.decision_split, RELEASE_GATE, self.actor, self.store,
                            seed_info, p.backend, self.grant)

@@ -242,6 +242,16 @@ class ReusedDecision:
     created_at: str
 
 
+@dataclass(frozen=True)
+class BrokenChain:
+    """A gate run although the access log's hash chain is broken (``accept_broken_chain``): where it broke, why, and
+    the reason given for going on (logged in the access log; shown in every report format)."""
+
+    first_bad_seq: int | None
+    reason: str | None
+    accepted_because: str
+
+
 @dataclass
 class Verdict:
     """The gate's decision and everything the report shows.
@@ -262,6 +272,10 @@ class Verdict:
         gate_id: the id it is stored under (``evalgate.gate.history``; None: not stored).
         reused_from: the stored gate whose decision runs it reused without reading (None: it read, or needed no
             read).
+        rereads: decision runs shown again (stored results of the same checkpoint, protocol hash, split content and
+            backend settings, seen before): logged, not charged. Their run ids.
+        broken_chain: the access log's chain was broken and the gate ran under ``accept_broken_chain`` (None: the
+            chain was intact).
     """
 
     passed: bool
@@ -278,6 +292,8 @@ class Verdict:
     reward_audit: list[dict[str, Any]] = field(default_factory=list)
     gate_id: str | None = None
     reused_from: ReusedDecision | None = None
+    rereads: list[str] = field(default_factory=list)
+    broken_chain: BrokenChain | None = None
 
     @property
     def reasons(self) -> list[str]:
@@ -323,6 +339,8 @@ class Verdict:
                              for a in self.reward_audit],
             "reason": self.reason, "gate_id": self.gate_id,
             "reused_from": dataclasses.asdict(self.reused_from) if self.reused_from else None, "ship": self.ship(),
+            "rereads": list(self.rereads),
+            "broken_chain": dataclasses.asdict(self.broken_chain) if self.broken_chain else None,
         }
 
     def _seed_dict(self, s: SeedResult) -> dict[str, Any]:

@@ -166,10 +166,18 @@ def partition_runs(runs: list[dict[str, Any]], split_sha256: str, backend: str,
         runs: the selection split's runs of the protocol (store rows), oldest first.
         split_sha256: the selection split's current content sha256.
         backend: the policy's backend.
-        exclude_digest: the baseline checkpoint's digest (no candidate, listed nowhere).
+        exclude_digest: the baseline checkpoint's digest: no candidate; its complete runs that carry a training
+            run and seed (a checkpoint of the run that is the baseline itself) are listed under ``ignored`` with
+            that reason (issue 28, item 15), its plain baseline runs nowhere.
     """
-    runs = [r for r in runs if r["checkpoint_digest"] != exclude_digest and r["status"] != "running"]
     out = RunPartition()
+    as_base = [r for r in runs if r["checkpoint_digest"] == exclude_digest and r["status"] == "complete"
+               and r["train_run"] is not None and r["train_seed"] is not None]
+    for r in as_base[-1:]:  # its latest run, as for the other ignored checkpoints
+        out.ignored.append(_set_aside(r, "this checkpoint is the policy's baseline (same weight digest "
+                                             f"{str(exclude_digest)[:12]}): candidates are compared with it, so it is "
+                                             "no candidate; set another baseline to gate it"))
+    runs = [r for r in runs if r["checkpoint_digest"] != exclude_digest and r["status"] != "running"]
     complete: dict[str, dict[str, Any]] = {}
     latest_ignored: dict[str, tuple[dict[str, Any], str]] = {}
     latest_stale: dict[str, dict[str, Any]] = {}
@@ -199,7 +207,7 @@ def partition_runs(runs: list[dict[str, Any]], split_sha256: str, backend: str,
             why = "the checkpoint has no complete run: marked failed"
             blaming[d] = r
         out.failures.append(_set_aside(r, f"{error}; {why}"))
-    out.ignored = [_set_aside(r, why) for r, why in latest_ignored.values()]
+    out.ignored += [_set_aside(r, why) for r, why in latest_ignored.values()]
     for d, r in latest_stale.items():
         fate = ("a run on the current content is used" if d in complete else
                 "the checkpoint has no run on the current content: missing; re-evaluate it with 'evalgate run'")

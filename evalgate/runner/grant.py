@@ -2,12 +2,19 @@
 
 The ``release-gate`` purpose is the one purpose a private split's policy admits, so whoever may use it can read the
 private set. Policy lives in the library, not in the CLI: ``evaluate`` refuses that purpose unless the options
-carry a ``ReleaseGrant`` that ``issue_release_grant`` or ``reserve_release_reads`` made, for that split, with reads
-left. The gate uses ``reserve_release_reads`` after its policy checks: it logs (and counts) every read the gate will
-make in one locked step, or refuses them all, so two gates at once cannot drain a budget between them; the runs
-under that grant are then logged as ``reserved-read`` (not counted again). A grant built by hand
-(``ReleaseGrant(...)``) was never issued and is refused; every refusal is logged in the access log like any other
-refused read.
+carry a ``ReleaseGrant`` that the gate's decision holds, for that split, with reads left.
+
+A grant exists only inside a gate's decision (issue 27): the one way to get one is ``_reserve_release_reads``, which
+the gate calls after its policy checks and which first logs (and counts against the budget) every read the gate will
+make, in one locked step, or refuses them all; the runs under it are then logged as ``reserved-read`` (not counted
+again). The gate revokes its grant when its decision ends (``revoke``), so a grant kept past the gate reads
+nothing. There is no function that hands out a grant without that reservation, a grant built by hand
+(``ReleaseGrant(...)``) was never issued and is refused, and per-item private outputs are never shown through a
+grant (``evalgate.samples`` refuses the private tier outright). Every refusal is logged like any other refused read.
+
+This is a rule of the library, not a sandbox: Python code in the same process can reach any object, and whoever can
+read the key file can decrypt the private data directly. The key file (``EVALGATE_PRIVATE_KEY`` or the file it
+names) is the boundary (README, "What protects the private split").
 """
 
 from __future__ import annotations
@@ -29,13 +36,13 @@ class ReleaseGrant:
         gate: the gate policy's name (for messages).
         split: the decision split the grant covers; any other split is refused.
         reads: how many runs the grant admits (each ``evaluate`` under it uses one).
-        reserved: its reads were logged and counted when it was issued (``reserve_release_reads``).
+        reserved: its reads were logged and counted when it was issued (``reserve_release_reads``; always).
     """
 
     gate: str
     split: str
     reads: int
-    reserved: bool = False
+    reserved: bool = True
 
 
 # Reads left per issued grant. Weak keys: a grant the gate dropped takes its entry with it.
@@ -43,25 +50,12 @@ _READS_LEFT: weakref.WeakKeyDictionary[ReleaseGrant, int] = weakref.WeakKeyDicti
 _LOCK = threading.Lock()
 
 
-def issue_release_grant(gate: str, split: str, reads: int) -> ReleaseGrant:
-    """Issue a grant for ``reads`` runs on ``split``. Called by the gate only, after its policy checks (tiers,
-    protocol, metric) and its budget check for all ``reads`` at once.
-
-    Raises:
-        ValueError: ``reads`` is below 1.
-    """
-    if reads < 1:
-        raise ValueError(f"a release grant needs at least one read, not {reads}")
-    grant = ReleaseGrant(gate, split, reads)
-    with _LOCK:
-        _READS_LEFT[grant] = reads
-    return grant
-
-
-def reserve_release_reads(gate: str, manager: SplitManager, manifest: Manifest, actor: str,
-                          reads: list[dict[str, Any]], refusal: str) -> ReleaseGrant:
+def _reserve_release_reads(gate: str, manager: SplitManager, manifest: Manifest, actor: str,
+                           reads: list[dict[str, Any]], refusal: str) -> ReleaseGrant:
     """Log all of a gate's release-gate reads of ``manifest``'s split at once (``SplitManager.reserve``: one
-    locked step, all or none) and issue a grant for exactly that many runs, each logged as ``reserved-read``.
+    locked step, all or none) and issue a grant for exactly the new ones (outcome ``read``; a ``re-read`` shows a
+    stored run and is not evaluated), each logged as ``reserved-read``. Private: only ``evalgate.gate.reads`` calls
+    it, inside a gate's decision, which revokes the grant when it ends.
 
     Args:
         gate: the gate policy's name. manager, manifest, actor: the split manager, decision split, who.
@@ -75,10 +69,18 @@ def reserve_release_reads(gate: str, manager: SplitManager, manifest: Manifest, 
     if not reads:
         raise ValueError("a release grant needs at least one read")
     manager.reserve(manifest, actor, RELEASE_GATE, reads, refusal)
-    grant = ReleaseGrant(gate, manifest.name, len(reads), reserved=True)
+    new = sum(1 for r in reads if r.get("outcome", "read") == "read")
+    grant = ReleaseGrant(gate, manifest.name, new, reserved=True)
     with _LOCK:
-        _READS_LEFT[grant] = len(reads)
+        _READS_LEFT[grant] = new
     return grant
+
+
+def revoke(grant: ReleaseGrant | None) -> None:
+    """End ``grant`` (the gate calls this when its decision ends): its unused reads are void."""
+    if grant is not None:
+        with _LOCK:
+            _READS_LEFT.pop(grant, None)
 
 
 def _refusal(grant: ReleaseGrant | None, split: str) -> str | None:
@@ -90,7 +92,7 @@ def _refusal(grant: ReleaseGrant | None, split: str) -> str | None:
         if grant is None:
             return f"{reserved}; run 'evalgate gate --policy FILE' (no grant was given)"
         if left is None:
-            return f"{reserved}; this grant was not issued by the gate (issue_release_grant)"
+            return f"{reserved}; this grant was not issued by a gate's decision, or that decision has ended"
         if grant.split != split:
             return f"{reserved}; the grant of gate {grant.gate} covers split {grant.split}, not {split}"
         if left < 1:

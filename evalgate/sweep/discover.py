@@ -42,8 +42,13 @@ def discover_checkpoints(pattern: str, recorded: Callable[[str], str | None] | N
             continue
         ckpt = resolve_checkpoint(path, recorded=recorded)
         if ckpt.digest in found:
-            ignored.append(f"{path}: the same checkpoint (digest {short_digest(ckpt.digest)}) as "
-                           f"{found[ckpt.digest].path}")
+            first = found[ckpt.digest]
+            other_seed = (ckpt.train_run, ckpt.train_seed) != (first.train_run, first.train_seed)
+            ignored.append(f"{path}: the same checkpoint (digest {short_digest(ckpt.digest)}) as {first.path}"
+                           + (f"; identical weights under another training seed ({ckpt.train_run} seed "
+                              f"{ckpt.train_seed} step {ckpt.step} vs {first.train_run} seed {first.train_seed} "
+                              f"step {first.step}): it gets no run of its own, so that seed lacks this step "
+                              "(a copied folder, or seeds that did not diverge?)" if other_seed else ""))
             continue
         found[ckpt.digest] = ckpt
     if not found:

@@ -29,6 +29,7 @@ from evalgate.runner.record import start
 from evalgate.store import Store
 from evalgate.sweep.steps import Observed, OnStored, fail, finish_unit, prepare_unit
 from evalgate.sweep.units import Board, Unit
+from evalgate.version import install_hint
 
 
 def connect(address: str) -> Any:
@@ -42,7 +43,7 @@ def connect(address: str) -> Any:
     try:
         import ray
     except ImportError as e:
-        raise MissingExtra(f"--ray needs Ray ({e}): pip install 'evalgate[ray]'") from e
+        raise MissingExtra(f"--ray needs Ray ({e}): {install_hint('ray')}") from e
     if not ray.is_initialized():
         try:
             ray.init(address=address, log_to_driver=False)

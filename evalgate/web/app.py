@@ -1,10 +1,14 @@
 """The FastAPI application behind ``evalgate serve``.
 
-Access: ``/login?token=T`` checks a rater token (``evalgate audit add-rater``) and sets it as an HttpOnly,
-``SameSite=Strict`` cookie; every other page needs that cookie (or ``Authorization: Bearer T``): 401 without a valid
-token, 403 for an admin page with a rater's token. Forms carry a one-time token bound to the rater (``evalgate.rating``)
-and a request whose ``Origin`` is another site is refused, so a page elsewhere cannot post a score in a rater's
-name, and a replayed form is refused. Responses forbid framing and send no referrer (the login URL holds a token).
+Access: ``POST /login`` checks a rater token (``evalgate audit add-rater``) and sets it as an HttpOnly,
+``SameSite=Strict`` cookie; ``GET /login`` only shows the form (the printed URL carries the token in its fragment,
+which the page's script copies into the form: the rater clicks to log in, so no link can log a browser in under
+someone else's name). Every other page needs that cookie (or ``Authorization: Bearer T``): 401 without a valid token,
+403 for an admin page with a rater's token. A form post is authenticated from its headers before its body is read,
+and a body over ``MAX_FORM_BYTES`` is refused (413) unread. Forms carry a one-time token bound to the rater
+(``evalgate.rating``) and a post whose ``Origin`` is not the server's own configured address (``Origin: null``
+included) is refused, so a page elsewhere cannot post a score in a rater's name, and a replayed form is refused.
+Responses forbid framing and send a referrer only to this server.
 
 Pages: ``/`` (the rater's batches and progress), ``/batch/{id}`` (the rating queue, one blind sample at a time),
 ``/agreement`` (admin), ``/dashboard/runs``, ``/dashboard/runs/{run_id}``, ``/dashboard/gates``,
@@ -24,6 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 import jinja2
 from fastapi import FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from starlette.concurrency import run_in_threadpool
 
 from evalgate import rating
 from evalgate.checkpoints import short_digest
@@ -31,7 +36,11 @@ from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
 from evalgate.store import Store
 
 COOKIE = "evalgate_token"
-_HEADERS = {"X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+MAX_FORM_BYTES = 64 * 1024  # a rating form: tokens, score and a note of NOTE_MAX_CHARS characters, URL-encoded
+_LOOPBACK = ("127.0.0.1", "localhost", "[::1]")
+# same-origin, not no-referrer: under no-referrer browsers send "Origin: null" with a page's own form posts, and null
+# is refused. No URL holds a token (the login link carries it in the fragment, which no Referer ever includes).
+_HEADERS = {"X-Frame-Options": "DENY", "Referrer-Policy": "same-origin", "Cache-Control": "no-store",
             "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; "
                                        "img-src data:; form-action 'self'; frame-ancestors 'none'"}
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("evalgate.web", "templates"),
@@ -53,7 +62,8 @@ def _page(template: str, http_status: int = 200, **ctx: Any) -> HTMLResponse:
 
 
 def _error(e: EvalgateError) -> HTMLResponse:
-    status = e.status if isinstance(e, rating.NotAuthorized) else 403 if isinstance(e, RefusedByPolicy) else 400
+    status = (e.status if isinstance(e, rating.NotAuthorized) else 403 if isinstance(e, RefusedByPolicy)
+              else 413 if isinstance(e, _TooLarge) else 400)
     return _page("error.html.j2", status, status=status, message=e.message, rater=None)
 
 
@@ -64,11 +74,63 @@ def _token(request: Request) -> str | None:
     return request.cookies.get(COOKIE)
 
 
-def _same_origin(request: Request) -> None:
-    """Refuse a form posted from another site (the Origin header, sent by browsers with every POST)."""
+class _TooLarge(EvalgateError):
+    """A request body over the limit (HTTP 413)."""
+
+
+def own_origins(url: str) -> frozenset[str]:
+    """The origins (``scheme://host:port``, lower case) a browser sends for pages of the server reached at ``url``;
+    a loopback address also under its other loopback names (``localhost``, ``127.0.0.1``, ``[::1]``).
+
+    Raises:
+        BadInput: ``url`` is not ``http(s)://HOST[:PORT]`` or names a wildcard address (0.0.0.0, ::), which no
+            browser shows as its origin.
+    """
+    parts = urlsplit(url.strip().lower())
+    host = parts.hostname or ""
+    if parts.scheme not in ("http", "https") or not host or host in ("0.0.0.0", "::"):
+        raise BadInput(f"server address {url!r}: give the http(s)://HOST:PORT raters open (--url), not a wildcard")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    name = f"[{host}]" if ":" in host else host
+    names = _LOOPBACK if name in _LOOPBACK else (name,)
+    return frozenset(f"{parts.scheme}://{n}:{port}" for n in names)
+
+
+def _origin_key(origin: str) -> str:
+    parts = urlsplit(origin.lower())
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return ""
+    host = parts.hostname or ""
+    return f"{parts.scheme}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def _same_origin(request: Request, allowed: frozenset[str]) -> None:
+    """Refuse a form posted from anywhere but this server's own configured address. Browsers send ``Origin`` with
+    every POST; ``null`` (a sandboxed frame, a ``data:`` page, a redirect chain) is refused too. The client's
+    ``Host`` header is not trusted: a page on a name that resolves here (DNS rebinding) sends a matching one."""
     origin = request.headers.get("origin")
-    if origin and origin != "null" and urlsplit(origin).netloc != request.headers.get("host"):
+    if origin is not None and _origin_key(origin) not in allowed:
         raise rating.NotAuthorized(f"a form from {origin} may not post here (cross-site request refused)", 403)
+
+
+async def _read_form(request: Request, limit: int) -> dict[str, str]:
+    """The URL-encoded form of ``request``, read only up to ``limit`` bytes.
+
+    Raises:
+        _TooLarge: ``Content-Length`` over ``limit`` (refused before a byte of the body is read), or a body
+            streamed without a length that passes it.
+    """
+    declared = request.headers.get("content-length", "0")
+    if not declared.isdigit() or int(declared) > limit:
+        raise _TooLarge(f"the request body ({declared} bytes) is over the {limit} allowed")
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            raise _TooLarge(f"the request body is over the {limit} bytes allowed")
+    return {k: v[0] for k, v in parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True).items()}
 
 
 class _FifoLock:
@@ -100,13 +162,22 @@ class _FifoLock:
                     self._busy = False
 
 
-def create_app(store: Store | None = None) -> FastAPI:
-    """The application over ``store`` (default ``Store()``, i.e. ``$EVALGATE_HOME``).
+def create_app(store: Store | None = None, url: str = "http://127.0.0.1:8765") -> FastAPI:
+    """The application over ``store`` (default ``Store()``, i.e. ``$EVALGATE_HOME``), reached at ``url``.
 
     Every request runs in one store session (one connection under the store's lock), taken in arrival order
     (``_FifoLock``), so concurrent raters queue for the database for a few milliseconds each and no write is lost.
+
+    Args:
+        store: the store served.
+        url: the address raters open (``http(s)://HOST:PORT``); a form whose ``Origin`` is not this address (or,
+            for a loopback address, another loopback name of it) is refused.
+
+    Raises:
+        BadInput: ``url`` is not an address a browser can show as an origin (``own_origins``).
     """
     st = store or Store()
+    origins = own_origins(url)
     app = FastAPI(title="evalgate", docs_url=None, redoc_url=None, openapi_url=None)
     queue = _FifoLock()
 
@@ -117,10 +188,26 @@ def create_app(store: Store | None = None) -> FastAPI:
         except EvalgateError as e:
             return _error(e)
 
+    def admitted(request: Request) -> None:
+        """Origin and token checked from the headers alone, before any body is read."""
+        _same_origin(request, origins)
+        with queue.held(), st.session():
+            rating.authenticate(st, _token(request))
+
     @app.get("/login")
-    def login(token: str = "") -> Response:
+    def login_page() -> Response:
+        return _page("login.html.j2", rater=None)
+
+    @app.post("/login")
+    async def login(request: Request) -> Response:
         try:
-            rating.authenticate(st, token)
+            _same_origin(request, origins)
+            token = (await _read_form(request, 4096)).get("token", "").strip()
+
+            def check() -> None:
+                with queue.held(), st.session():
+                    rating.authenticate(st, token)
+            await run_in_threadpool(check)
         except EvalgateError as e:
             return _error(e)
         resp = RedirectResponse("/", status_code=303, headers=_HEADERS)
@@ -143,24 +230,24 @@ def create_app(store: Store | None = None) -> FastAPI:
                 return _page("done.html.j2", rater=r, batch=b, q=q)
             view = rating.view_sample(st, b, r.name, q["next"]["sample_key"])
             return _page("rate.html.j2", rater=r, batch=b, q=q, view=view, notice=notice[:200],
-                         form_token=rating.issue_form_token(st, r.name),
+                         note_max=rating.NOTE_MAX_CHARS, form_token=rating.issue_form_token(st, r.name),
                          scores=list(range(b["scale_min"], b["scale_max"] + 1)))
         return guarded(request, False, show)
 
     @app.post("/batch/{batch_id}/rate")
     async def rate_submit(request: Request, batch_id: str) -> Response:
-        form = {k: v[0] for k, v in parse_qs((await request.body()).decode("utf-8", "replace"),
-                                             keep_blank_values=True).items()}
+        # the store work is synchronous: run it in the thread pool like the other pages
+        try:
+            await run_in_threadpool(admitted, request)
+            form = await _read_form(request, MAX_FORM_BYTES)
+        except EvalgateError as e:
+            return _error(e)
 
         def store_it(r: rating.Rater) -> Response:
-            _same_origin(request)
             res = rating.submit(st, r.name, batch_id, form.get("form_token", ""), form.get("sample", ""),
                                 form.get("score"), form.get("note"))
             note = "skipped" if res["action"] == "skipped" else f"{res['action']}: {int(res['score'])}"
             return RedirectResponse(f"/batch/{batch_id}?notice={note}", status_code=303, headers=_HEADERS)
-        # the store work is synchronous: run it in the thread pool like the other pages
-        from starlette.concurrency import run_in_threadpool
-
         return await run_in_threadpool(guarded, request, False, store_it)
 
     @app.get("/agreement")
@@ -211,8 +298,31 @@ def create_app(store: Store | None = None) -> FastAPI:
     return app
 
 
-def serve(host: str = "127.0.0.1", port: int = 8765, store: Store | None = None) -> None:
-    """Run the application with uvicorn until interrupted (``evalgate serve``)."""
+def serve(host: str = "127.0.0.1", port: int = 8765, store: Store | None = None, url: str | None = None) -> None:
+    """Run the application with uvicorn until interrupted (``evalgate serve``).
+
+    Args:
+        host: the interface to bind; port: its TCP port.
+        store: the store served (default ``Store()``).
+        url: the address raters open, checked against every form's ``Origin`` (default ``http://HOST:PORT``;
+            needed when ``host`` is a wildcard such as 0.0.0.0).
+
+    Raises:
+        BadInput: the address cannot be bound (in use, not an address of this machine, a privileged port) or
+            ``url`` is not an origin (``own_origins``).
+    """
+    import socket
+
     import uvicorn
 
-    uvicorn.run(create_app(store), host=host, port=port, log_level="warning")
+    app = create_app(store, url or f"http://{f'[{host}]' if ':' in host else host}:{port}")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:  # bound here, not inside uvicorn, which logs the error and exits 1 (or 3 through the CLI)
+        sock.close()
+        raise BadInput(f"cannot listen on {host}:{port}: {e.strerror or e}; is another server on that port? pick "
+                       "another --port (or stop it)") from None
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
