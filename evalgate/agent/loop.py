@@ -36,7 +36,7 @@ from evalgate.agent.render import (
 )
 from evalgate.backends.base import Backend, Completion, GenerationRequest, get_backend
 from evalgate.errors import EvalgateError
-from evalgate.runner.generate import Generated, progress_bar
+from evalgate.runner.generate import Generated, backend_timing, phases_between, progress_bar
 from evalgate.runner.plan import RunPlan, SampleKey
 from evalgate.scoring.reasoning import strip_reasoning
 from evalgate.sealing import sealer_for
@@ -308,6 +308,7 @@ def run_agent(plan: RunPlan, backend: Backend | None = None) -> AgentRun:
     fresh = gen_s = tool_s = 0.0
     tokens = 0
     writer = _TurnWriter(plan)
+    before: dict[str, float] | None = None
     try:
         with progress_bar(len(trs), "agent", plan.options.progress) as bar:
             bar.update(sum(tr.ended is not None for tr in trs.values()))
@@ -316,6 +317,8 @@ def run_agent(plan: RunPlan, backend: Backend | None = None) -> AgentRun:
                 if backend is None:
                     backend = get_backend(plan.options.backend, str(plan.checkpoint.model_dir),
                                           plan.backend_options, tokenizer=tokenizer)
+                if before is None:
+                    before = backend_timing(backend)
                 reqs = [agent.request(tr, tokenizer) for tr in active]
                 g0 = time.perf_counter()
                 results = backend.generate(reqs)
@@ -348,7 +351,8 @@ def run_agent(plan: RunPlan, backend: Backend | None = None) -> AgentRun:
                                    {r["prompt_sha256"]: plan.prompts.rendered[r["item_id"]].text for r in new},
                                    plan.settings_sha256, plan.run_id)
     info = {**backend.info(), "model_loaded": True} if backend is not None and fresh else {}
-    generated = Generated(samples, gen_s, tokens, info)
+    phases = phases_between(before, backend_timing(backend)) if before is not None and fresh else {}
+    generated = Generated(samples, gen_s, tokens, info, phases)
     return AgentRun(generated, trs, int(fresh), cached, loop_s, gen_s, tool_s)
 
 

