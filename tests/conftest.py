@@ -96,3 +96,14 @@ def tserve(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
             proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             proc.kill()
+
+
+MODEL_FIXTURES = {"smollm2_dir", "smollm2_gguf", "tserve"}
+"""Fixtures that load or serve the real model: a test using one is ``slow`` even without the marker, so
+``make test-fast`` (``-m "not slow"``) leaves it out."""
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
