@@ -74,8 +74,11 @@ def _sections(model: type[BaseModel], key: str) -> list[tuple[str, type[BaseMode
     """(YAML key, model) for ``model`` and every nested section, depth first, in field order."""
     out = [(key, model)]
     for name, field in model.model_fields.items():
-        if isinstance(field.annotation, type) and issubclass(field.annotation, BaseModel):
-            out.extend(_sections(field.annotation, name))
+        ann = field.annotation
+        if get_origin(ann) is list:  # a list of sections (tools.offered) is documented as its item's section
+            ann = get_args(ann)[0]
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            out.extend(_sections(ann, name))
     return out
 
 
@@ -178,7 +181,8 @@ def gate_reference() -> str:
     lines += [_md(par) + "\n" for par in (policy_module.__doc__ or "").split("\n\n") if par.strip()]
     lines += ["Unknown keys are errors: the message names the file, the line, the key and the nearest known key. "
               "Paths are relative to the policy file's directory and may use `$VARS`. The gate's decision itself "
-              "(best / last / failed per seed, the paired bootstrap, the verdict) is described in the README.", "",
+              "(best / last / failed per seed, the paired bootstrap, the verdict) is described in "
+              "[GATING.md](GATING.md).", "",
               "An example: `gates/demo.yaml`.", ""]
     for key, model in _sections(policy_module.GatePolicy, ""):
         title = "Top level" if not key else f"`{key}`"

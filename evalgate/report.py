@@ -286,7 +286,7 @@ def write_all(verdict: Verdict, out_dir: str | Path, stem: str, audit: dict[str,
 
 
 # -- a gate that decided nothing -----------------------------------------------------------------------------------
-# the machine-readable reason of each outcome, beside the exit code (drift and FAIL both exit 1; README table)
+# the machine-readable reason of each outcome, beside the exit code (drift and FAIL both exit 1; docs/GATING.md table)
 ERROR_REASONS: tuple[tuple[type[EvalgateError], str], ...] = (
     (ProtocolDrift, "drift"), (RefusedByPolicy, "refused"), (BadInput, "invalid"))
 

@@ -448,7 +448,7 @@ def read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[s
     private plaintext without a log row): they are read through ``SplitManager``, under the tier's policy, logged.
     The refusal is logged in the default store. In-process Python cannot be sandboxed, so this is a rule of the
     library, not a wall: whoever holds the key file can decrypt the data file directly; the key file is the
-    boundary (README).
+    boundary (docs/SECURITY.md).
 
     Raises:
         BadInput: data file missing or changed since the manifest was written (bytes or decrypted content).

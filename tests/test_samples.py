@@ -167,7 +167,7 @@ def test_samples_of_a_real_run_show_the_rendered_prompt_and_the_completion(home:
 
 
 def test_status_filter_knows_the_agent_loops_tool_violation(home: Path) -> None:
-    # an agentic run's sample ended by a violation is stored as 'tool_violation' (README, agentic evaluation):
+    # an agentic run's sample ended by a violation is stored as 'tool_violation' (docs/AGENTIC.md):
     # filtering on it must reach the run lookup, not be refused as an unknown status
     from evalgate.errors import BadInput
     from evalgate.samples import run_samples

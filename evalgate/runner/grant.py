@@ -14,7 +14,7 @@ grant (``evalgate.samples`` refuses the private tier outright). Every refusal is
 
 This is a rule of the library, not a sandbox: Python code in the same process can reach any object, and whoever can
 read the key file can decrypt the private data directly. The key file (``EVALGATE_PRIVATE_KEY`` or the file it
-names) is the boundary (README, "What protects the private split").
+names) is the boundary (docs/SECURITY.md, "What protects the private split").
 """
 
 from __future__ import annotations
