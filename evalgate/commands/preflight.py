@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from evalgate.commands import dump, handle_errors
+from evalgate.commands.options import backend_options_of, run_options
 
 
 @click.command("preflight")
@@ -18,26 +19,23 @@ from evalgate.commands import dump, handle_errors
               help="Samples per prompt K (default: the protocol's n; more runs the protocol with further seeds).")
 @click.option("--max-zero-variance", type=click.FloatRange(0, 1), default=0.5, show_default=True,
               help="Exit 1 when the share of prompts whose samples all score the same is above this.")
-@click.option("--backend", default="hf", show_default=True)
-@click.option("--device", default=None, help="hf: cpu, cuda, cuda:N (default cpu).")
-@click.option("--actor", default=None)
+@run_options(seed=False)
 @click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
               help="Write a self-contained HTML report with the histogram.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def preflight_cmd(protocol_path: Path, checkpoint: Path, split: str, samples: int | None, max_zero_variance: float,
-                  backend: str, device: str | None, actor: str | None, report_path: Path | None,
-                  as_json: bool) -> None:
+                  backend: str, actor: str | None, device: str | None, backend_option: tuple[str, ...],
+                  report_path: Path | None, as_json: bool) -> None:
     """Sample the base policy on the training prompts and report the reward histogram: per-prompt pass rates,
     zero-variance shares (all correct / all wrong: no GRPO gradient), mean and spread, trivial baselines under the
     same scorer, and the verdicts too sparse / too lenient / heavy tail / sign confusion. Exit 1 when the
     zero-variance share is above --max-zero-variance."""
-    from evalgate.backends.base import with_flags
     from evalgate.preflight import format_summary, preflight, write_report
     from evalgate.run import RunOptions
 
     opts = RunOptions(backend=backend, purpose="preflight", actor=actor, progress=not as_json,
-                      backend_options=with_flags(backend, {}, device=device))
+                      backend_options=backend_options_of(backend, backend_option, device))
     res = preflight(protocol_path, checkpoint, split, samples, opts)
     if report_path is not None:
         write_report(res, report_path)

@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from evalgate.commands import dump, handle_errors
+from evalgate.commands.options import backend_options_of, run_options
 
 
 @click.command("sweep")
@@ -15,15 +16,8 @@ from evalgate.commands import dump, handle_errors
 @click.option("--checkpoints", required=True, metavar="GLOB",
               help="Checkpoints to evaluate, quoted: HF/TRL directories and .gguf files, e.g. 'runs/*/checkpoint-*'.")
 @click.option("--split", "splits", required=True, multiple=True, help="Split to evaluate on; repeatable.")
-@click.option("--backend", default="hf", show_default=True)
-@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None,
-              help="Sampling seed, 0 to 2**63-1 (default: the protocol's).")
+@run_options()
 @click.option("--purpose", default="evaluation", show_default=True)
-@click.option("--actor", default=None)
-@click.option("--device", default=None,
-              help="Device option of backends that have one (hf: cpu, cuda, cuda:N; default cpu); refused for others.")
-@click.option("--backend-option", "backend_option", multiple=True, metavar="KEY=VALUE",
-              help="Backend option, repeatable (e.g. tensor_parallel_size=2).")
 @click.option("--ray", "ray_address", default=None, metavar="auto|ADDRESS",
               help="Run the units on a Ray cluster: 'auto' (the one started on this machine) or its address. "
                    "Default: locally, one after another.")
@@ -36,12 +30,11 @@ def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], ba
               ray_address: str | None, chunk: int, as_json: bool) -> None:
     """Evaluate every checkpoint matching GLOB on every --split, skipping units already complete in the store.
     Exit 0 when every unit is done or skipped; else 2 (a refused read, bad input) or 3 (engine error)."""
-    from evalgate.backends.base import parse_backend_options, with_flags
     from evalgate.run import RunOptions
     from evalgate.sweep import SweepOptions, sweep
 
     run = RunOptions(backend=backend, seed=seed, purpose=purpose, actor=actor,
-                     backend_options=with_flags(backend, parse_backend_options(backend_option), device=device),
+                     backend_options=backend_options_of(backend, backend_option, device),
                      progress=not as_json)
     doc = sweep(protocol_path, checkpoints, list(splits), SweepOptions(run=run, ray=ray_address, chunk=chunk))
     if as_json:

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from evalgate.commands import handle_errors
+from evalgate.commands.options import backend_options_of, run_options
 
 
 @click.command("watch")
@@ -26,15 +27,11 @@ from evalgate.commands import handle_errors
 @click.option("--exit-on-stop", is_flag=True, help="Exit 1 after writing a STOP file instead of watching on.")
 @click.option("--exit-when-done", is_flag=True,
               help="Exit 0 once every run's training ended and its checkpoints are evaluated.")
-@click.option("--backend", default="hf", show_default=True)
-@click.option("--device", default=None, help="hf: cpu, cuda, cuda:N (default cpu).")
-@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=None,
-              help="Sampling seed (default: the protocol's).")
-@click.option("--actor", default=None)
+@run_options()
 @handle_errors
 def watch_cmd(run_dirs: tuple[Path, ...], protocol_path: Path, split: str, policy_path: Path | None, settle_s: float,
               poll_s: float, status_dir: Path, exit_on_stop: bool, exit_when_done: bool, backend: str,
-              device: str | None, seed: int | None, actor: str | None) -> None:
+              seed: int | None, actor: str | None, device: str | None, backend_option: tuple[str, ...]) -> None:
     """Watch training run directories: evaluate each new checkpoint-N on the dev split once it is completely
     written (oldest first, one at a time, same store and cache as `evalgate run`), re-run the diagnostics on the
     growing training log, keep status.json and status.html current, and write RUN_DIR/STOP when a fail signal
@@ -43,12 +40,11 @@ def watch_cmd(run_dirs: tuple[Path, ...], protocol_path: Path, split: str, polic
     Exit codes: 0 training done (--exit-when-done); 1 a STOP was written (--exit-on-stop); 2 bad input, or another
     watch holds a run directory; 130 / 143 stopped by Ctrl-C / SIGTERM (between steps; an evaluation cut short is
     marked interrupted and resumes from its stored samples)."""
-    from evalgate.backends.base import with_flags
     from evalgate.run import RunOptions
     from evalgate.watch import Watcher, WatchOptions
 
     run = RunOptions(backend=backend, seed=seed, purpose="watch", actor=actor, progress=False,
-                     backend_options=with_flags(backend, {}, device=device))
+                     backend_options=backend_options_of(backend, backend_option, device))
     kw: dict[str, Any] = {"protocol": protocol_path, "split": split, "settle_s": settle_s, "poll_s": poll_s,
           "status_dir": status_dir, "exit_on_stop": exit_on_stop, "exit_when_done": exit_when_done, "run": run}
     opts = WatchOptions.from_policy(policy_path, **kw) if policy_path else WatchOptions(**kw)

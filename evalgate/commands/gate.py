@@ -1,0 +1,109 @@
+"""``evalgate gate``: decide PASS or FAIL for a gate policy and write the reports (``evalgate.report``)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from evalgate.commands import dump as _dump
+from evalgate.commands import handle_errors
+from evalgate.commands.options import OUT_FILE, actor_option, expect_head_option, parse_expect_head
+
+
+@click.command("gate")
+@click.option("--policy", "policy_path", required=True, type=click.Path(path_type=Path))
+@click.option("--report", type=OUT_FILE, default=None, help="Write the HTML report here.")
+@click.option("--junit", type=OUT_FILE, default=None, help="Write JUnit XML here.")
+@click.option("--json-out", type=OUT_FILE, default=None, help="Write the verdict JSON here.")
+@click.option("--markdown", type=OUT_FILE, default=None,
+              help="Write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set).")
+@actor_option()
+@click.option("--evaluate-missing", "missing", default=None, metavar="GLOB",
+              help="First evaluate, on the selection split, the checkpoints matching GLOB that have no complete run "
+                   "there (evalgate sweep, locally).")
+@click.option("--accept-broken-chain", "accept_broken", default=None, metavar="REASON",
+              help="Gate although the access log's hash chain is broken (refused otherwise, exit 2); the reason is "
+                   "logged and shown in every report.")
+@expect_head_option("SEQ:HASH the access log must hold (pinned by the last run; default $EVALGATE_EXPECT_HEAD): "
+                    "refused (exit 2) before any read when it does not.")
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_out: Path | None,
+             markdown: Path | None, actor: str | None, missing: str | None, accept_broken: str | None,
+             expect_head: str | None,
+             as_json: bool) -> None:
+    """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
+    refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
+    refused, invalid or error."""
+    import os
+
+    from evalgate.report import error_document, gate_and_report
+    swept = None
+    try:
+        if missing:
+            from evalgate.sweep import evaluate_missing
+
+            swept = evaluate_missing(policy_path, missing, actor, progress=not as_json)
+            for why in swept["ignored"]:  # e.g. a seed's checkpoint whose weights duplicate another's: not its own run
+                click.echo(f"--evaluate-missing: not evaluated: {why}", err=True)
+        head = parse_expect_head(expect_head)
+        verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out,
+                                       markdown=markdown, actor=actor, accept_broken_chain=accept_broken,
+                                       expect_head=head)
+    except Exception as e:
+        if os.environ.get("EVALGATE_DEBUG") == "1":
+            raise
+        err = error_document(policy_path, policy_path.stem, e)
+        if as_json:
+            _dump(err)
+        else:
+            click.echo(f"{'error' if err['exit_code'] != 3 else 'internal error'}: {err['error']}", err=True)
+            click.echo(f"ship: none ({err['reason']}: no verdict)")
+        sys.exit(err["exit_code"])
+    if as_json:
+        _dump({**doc, "evaluate_missing": {"counts": swept["counts"], "ignored": swept["ignored"]}} if swept else doc)
+    else:
+        _print_gate(verdict, doc)
+    sys.exit(0 if verdict.passed else 1)
+
+
+def _print_gate(verdict: Any, doc: dict[str, Any]) -> None:
+    """The gate's text output: verdict, rules, per seed best / last / failed with paths, set-aside runs, files,
+    and a final line naming the checkpoint to ship (or why none)."""
+    click.echo(f"{doc['verdict']}: gate {doc['gate']} ({doc['protocol']}, selection on {doc['selection_split']}, "
+               f"decision on {doc['decision_split']}; stored as {doc['gate_id']})")
+    if doc["reused_from"]:
+        r = doc["reused_from"]
+        click.echo(f"  reused decision of gate {r['gate_id']} from {r['created_at']}: inputs unchanged, nothing read")
+    if doc.get("broken_chain"):
+        b = doc["broken_chain"]
+        click.echo(f"  WARNING: access log chain BROKEN at row {b['first_bad_seq']} ({b['reason']}); gated anyway: "
+                   f"{b['accepted_because']}")
+    if doc.get("rereads"):
+        click.echo(f"  {len(doc['rereads'])} decision read(s) showed stored results again: logged, not charged")
+    for r in verdict.rules:
+        click.echo(f"  [{'pass' if r.passed else 'FAIL'}] {r.rule}: {r.detail}")
+    for s in doc["seeds"]:
+        click.echo(f"  seed {s['train_seed']} ({s['train_run']}):")
+        for label, c in (("best", s["best"]), ("last", s["last"])):
+            if c is None:
+                click.echo(f"    {label}: none (every checkpoint failed)")
+            else:
+                click.echo(f"    {label}: step {c['step']} {doc['metric']} {_num(c['value'])}  {c['path']}")
+        for c in s["failed"]:
+            click.echo(f"    failed: step {c['step']}  {c['path']}: {'; '.join(c['failed_reasons'])}")
+    for key in ("stale", "ignored", "failures"):
+        for a in doc[key]:
+            click.echo(f"  {key}: run {a['run_id']} ({a['checkpoint_path']}): {a['reason']}")
+    for k in ("report", "junit", "json_out", "markdown"):
+        if doc.get(k):
+            click.echo(f"{k}: {doc[k]}")
+    ship = doc["ship"]
+    click.echo(f"ship: {ship['checkpoint']} ({ship['why']})" if ship["checkpoint"] else f"ship: none ({ship['why']})")
+
+
+def _num(v: Any) -> str:
+    return f"{v:.4f}" if isinstance(v, float) else str(v)

@@ -1,0 +1,199 @@
+"""``evalgate splits``: import, add, list and check splits; export and import human-audit scores."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from evalgate.commands import dump as _dump
+from evalgate.commands import handle_errors
+from evalgate.commands.options import OUT_FILE, actor_option
+
+
+@click.group()
+def splits() -> None:
+    """Import, add and list splits."""
+
+
+@splits.command("import")
+@click.argument("dataset")
+@click.option("--from", "source", type=click.Path(path_type=Path),
+              help="Data file (humaneval default: the installed wheel; gsm8k, math500: required).")
+@handle_errors
+def splits_import(dataset: str, source: Path | None) -> None:
+    """Import a benchmark (humaneval, gsm8k, math500, ...: evalgate/datasets/) as tiered splits
+    (smoke/dev/public/private)."""
+    from evalgate.datasets import import_dataset
+    from evalgate.splits import load_manifest
+
+    paths = import_dataset(dataset, source)
+    for p in paths:
+        m = load_manifest(p.stem, p.parent)
+        click.echo(f"{m.name:24s} tier {m.tier:8s} {m.count:4d} items  {p}{'  (encrypted)' if m.encrypted else ''}")
+
+
+@splits.command("add")
+@click.argument("name")
+@click.option("--tier", required=True, type=click.Choice(["smoke", "dev", "public", "private", "human-audit"]))
+@click.option("--file", "file", required=True, type=click.Path(path_type=Path), help="JSONL with an 'id' per line.")
+@click.option("--source", default=None, help="Provenance: where the data came from.")
+@click.option("--purpose", "purposes", multiple=True, help="Policy: allow only these purposes (repeatable).")
+@click.option("--max-reads", type=int, default=None, help="Policy: reads allowed per window.")
+@click.option("--window-days", type=int, default=None, help="Policy: budget window, days.")
+@click.option("--hard", is_flag=True, default=None, help="Policy: a hard budget (no override).")
+@click.option("--replace", is_flag=True, help="Replace an existing split's data (same tier only; logged).")
+@actor_option()
+@handle_errors
+def splits_add(name: str, tier: str, file: Path, source: str | None, purposes: tuple[str, ...],
+               max_reads: int | None, window_days: int | None, hard: bool | None, replace: bool,
+               actor: str | None) -> None:
+    """Add a split from a JSONL file; policy options may only tighten the tier's default."""
+    from evalgate.splits import add_split, load_manifest
+
+    given = {"purposes": list(purposes) or None, "max_reads": max_reads, "window_days": window_days, "hard": hard}
+    policy = {k: v for k, v in given.items() if v is not None}
+    p = add_split(name, tier, file, source, policy or None, replace, actor=actor)
+    m = load_manifest(name)
+    click.echo(f"{'replaced' if replace else 'added'} split {name} (tier {tier}, {m.count} items) -> {p}")
+
+
+@splits.command("list")
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def splits_list(as_json: bool) -> None:
+    """List splits with tier, item count and data hash. A manifest that does not load is reported on stderr after
+    the others are listed, and the command then exits 2."""
+    from evalgate.splits import scan_manifests
+
+    ms, broken = scan_manifests()
+    if as_json:
+        _dump([m.model_dump(mode="json") for m in ms])
+    else:
+        for m in ms:
+            click.echo(f"{m.name:24s} {m.tier:11s} {m.count:5d} items  sha256 {m.content_sha256[:12]}"
+                       f"{'  encrypted' if m.encrypted else ''}")
+    if broken:
+        for e in broken:
+            click.echo(f"error: {e.message}", err=True)
+        sys.exit(2)
+
+
+@splits.command("contamination")
+@click.option("--split", required=True)
+@click.option("--corpus", required=True, type=click.Path(path_type=Path), help="Text or JSONL file (.gz allowed).")
+@click.option("--ngram", type=int, default=13, show_default=True, help="n-gram length in words.")
+@click.option("--threshold", type=float, default=0.7, show_default=True,
+              help="Flag items with a field whose n-gram overlap is >= this.")
+@click.option("--field", "fields", multiple=True,
+              help="Item field to check (repeatable; default: those --protocol renders, else every text field).")
+@click.option("--protocol", type=click.Path(path_type=Path), default=None,
+              help="Check the item fields this protocol's prompt template renders.")
+@click.option("--near-dup", is_flag=True, help="Also find edited copies (MinHash LSH over 5-byte shingles).")
+@click.option("--jaccard", type=float, default=None,
+              help="Near-duplicate Jaccard threshold (implies --near-dup; default 0.5).")
+@click.option("--workers", type=click.IntRange(min=1), default=None,
+              help="Processes scanning the corpus (default: one per core for corpora of 4 MiB or more).")
+@click.option("--corpus-format", type=click.Choice(["auto", "text", "jsonl"]), default="auto", show_default=True)
+@click.option("--text-field", default=None, help="JSONL corpus field with the text (default: every string).")
+@actor_option()
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def splits_contamination(split: str, corpus: Path, ngram: int, threshold: float, fields: tuple[str, ...],
+                         protocol: Path | None, near_dup: bool, jaccard: float | None, workers: int | None,
+                         corpus_format: str, text_field: str | None, actor: str | None, as_json: bool) -> None:
+    """Per item and field, the share of word n-grams found in a training corpus (and near duplicates); exit 1 if
+    any item is flagged. Any tier, the private one included; the output holds ids, field names and figures only."""
+    from evalgate.contamination import DEFAULT_JACCARD, check_contamination
+
+    if near_dup and jaccard is None:
+        jaccard = DEFAULT_JACCARD
+    rep = check_contamination(split, corpus, ngram, threshold, list(fields) or None, protocol, jaccard,
+                              corpus_format, text_field, actor, workers=workers)
+    if as_json:
+        _dump(rep.as_dict())
+    else:
+        _print_contamination(rep)
+    sys.exit(1 if rep.flagged else 0)
+
+
+def _print_contamination(rep: Any) -> None:
+    """The text report of ``splits contamination``: a line per item (on sealed tiers only the flagged ids), the
+    fields that could not be checked, the summary and the sealed tiers' check budget."""
+    from evalgate.contamination import MIN_WHOLE_WORDS
+
+    for w in rep.warnings:
+        click.echo(f"warning: {w}", err=True)
+    if rep.sealed:
+        for it in rep.flagged:
+            click.echo(f"FLAG {it.id}")
+    for it in [] if rep.sealed else sorted(rep.items, key=lambda x: -1.0 if x.overlap is None else x.overlap,
+                                           reverse=True):
+        cells = []
+        for name, f in it.fields.items():
+            share = (f"not checked ({f.words} < {MIN_WHOLE_WORDS} words)" if f.overlap is None
+                     else f"{f.overlap:.3f} (whole field, {f.words} words)" if f.whole
+                     else f"{f.overlap:.3f} ({f.matched}/{f.ngrams})")
+            near = "" if rep.jaccard is None or f.overlap is None else \
+                f" jaccard {'-' if f.jaccard is None else f'{f.jaccard:.2f}'}"
+            cells.append(f"{name} {share}{near}{' [' + ','.join(f.flagged_by) + ']' if f.flagged_by else ''}")
+        click.echo(f"{'FLAG' if it.flagged else '    '} {it.id:24s} " + "  ".join(cells))
+    for name, count in rep.unchecked.items():
+        click.echo(f"not checked: field {name} of {count} of {len(rep.items)} items has fewer than {MIN_WHOLE_WORDS} "
+                   "words (too short to judge alone; check it as part of a longer field with --field)", err=True)
+    near_txt = f" or a near duplicate (Jaccard >= {rep.jaccard})" if rep.jaccard is not None else ""
+    click.echo(f"{len(rep.flagged)} of {len(rep.items)} items have a field at or above {rep.threshold} "
+               f"{rep.ngram}-gram overlap (a field shorter than {rep.ngram} words: found whole){near_txt} with "
+               f"{rep.corpus} (fields: {rep.fields_from}; {rep.corpus_tokens} tokens read, {rep.seconds:.1f} s, "
+               f"{rep.workers} worker(s))")
+    if not rep.flagged:
+        click.echo("not shown clean: some fields could not be checked (see above)" if rep.unchecked
+                   else "clean: no item flagged")
+    if rep.budget:
+        b = rep.budget
+        click.echo(f"sealed split: one flag per item shown; contamination checks {b['used']}/{b['max_checks']} per "
+                   f"{b['window_days']}d ({b['left']} left)")
+
+
+@splits.command("export-audit")
+@click.argument("name")
+@click.option("--out", required=True, type=OUT_FILE, help="JSONL file to write.")
+@click.option("--run", "run_id", default=None, help="Export this run's samples instead of the bare items.")
+@actor_option()
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def splits_export_audit(name: str, out: Path, run_id: str | None, actor: str | None, as_json: bool) -> None:
+    """Write a human-audit split's items (or a run's samples) for people to score (fill in human_score)."""
+    from evalgate.human_audit import export_audit
+
+    doc = export_audit(name, out, run_id, actor)
+    if as_json:
+        _dump(doc)
+    else:
+        click.echo(f"wrote {doc['records']} records of {name} to {out}; fill in human_score, then "
+                   f"'evalgate splits import-audit {shlex.quote(str(out))}'")
+
+
+@splits.command("import-audit")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--rater", default=None, help="Rater for records without one (default: the actor).")
+@actor_option()
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def splits_import_audit(file: Path, rater: str | None, actor: str | None, as_json: bool) -> None:
+    """Store the human scores of a file written by export-audit."""
+    from evalgate.human_audit import import_audit
+
+    doc = import_audit(file, rater, actor)
+    if as_json:
+        _dump(doc)
+        return
+    a = doc["agreement"]
+    click.echo(f"imported {doc['imported']} human scores ({doc['skipped_unscored']} unscored records skipped)")
+    if a["n"]:
+        click.echo(f"  vs automatic scores on {a['n']} samples: mean human {a['mean_human']:.3f}, mean auto "
+                   f"{a['mean_auto']:.3f}, mean |diff| {a['mean_abs_diff']:.3f}, exact agreement "
+                   f"{a['exact_agreement']:.3f}")
