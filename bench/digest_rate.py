@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ["EVALGATE_NO_DIGEST_CACHE"] = "1"  # measure hashing, not the stat-keyed cache
 import blake3  # noqa: E402
 
-from evalgate.checkpoints import DigestCache, dir_digest  # noqa: E402
+from evalgate.checkpoints.identity import DigestCache, dir_digest  # noqa: E402
 
 
 def read_only(path: Path) -> None:

@@ -25,7 +25,8 @@ import torch  # noqa: E402
 from transformers import AutoModelForCausalLM  # noqa: E402
 
 from evalgate.backends.hf import check_finite  # noqa: E402
-from evalgate.checkpoints import check_finite_weights, resolve_checkpoint  # noqa: E402
+from evalgate.checkpoints.model import check_finite_weights  # noqa: E402
+from evalgate.checkpoints.resolve import resolve_checkpoint  # noqa: E402
 from evalgate.wheels import smollm2_gguf  # noqa: E402
 
 

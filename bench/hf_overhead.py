@@ -59,7 +59,8 @@ def main() -> None:
     import gzip
 
     from evalgate.backends.base import cut_at_stop
-    from evalgate.checkpoints import load_tokenizer, resolve_checkpoint
+    from evalgate.checkpoints.model import load_tokenizer
+    from evalgate.checkpoints.resolve import resolve_checkpoint
     from evalgate.datasets.humaneval import humaneval_path
     from evalgate.prompts import render_prompt
     from evalgate.protocol import load_protocol

@@ -75,7 +75,7 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
-    from evalgate.checkpoints import Checkpoint
+    from evalgate.checkpoints.resolve import Checkpoint
     from evalgate.run import RunOptions, evaluate
     from evalgate.store import Store
 

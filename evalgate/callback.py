@@ -32,7 +32,7 @@ from evalgate.diagnostics.diagnose import diagnose
 from evalgate.diagnostics.guards import Guards, trips
 from evalgate.diagnostics.log import from_records
 from evalgate.fileio import atomic_write
-from evalgate.watch import LOG_FILE, QUEUE_FILE, STOP_FILE
+from evalgate.watch.files import LOG_FILE, QUEUE_FILE, STOP_FILE
 
 STOP_REASON_FILE = "evalgate-stop.json"
 

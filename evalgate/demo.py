@@ -74,7 +74,8 @@ def main() -> int:
           + ", ".join(f"{k} {hm[k]:.3f} ± {hm[k + '_stderr']:.3f}" for k in hm
                       if k.startswith("pass@") and not k.endswith("_stderr")))
     _fresh_demo_home()
-    from evalgate.checkpoints import file_sha256, resolve_checkpoint
+    from evalgate.checkpoints.identity import file_sha256
+    from evalgate.checkpoints.resolve import resolve_checkpoint
     from evalgate.demo_train import TRAIN_CONFIG, addition_items, ensure_training
     from evalgate.protocols_ops import freeze
     from evalgate.report import gate_and_report

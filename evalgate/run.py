@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalgate.checkpoints import Checkpoint
+from evalgate.checkpoints.resolve import Checkpoint
 from evalgate.progress import progress_bars
 from evalgate.runner.generate import Generated, generate_missing
 from evalgate.runner.grant import ReleaseGrant

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.checkpoints import digest_hex
+from evalgate.checkpoints.identity import digest_hex
 from evalgate.errors import BadInput
 from evalgate.store import Store
 

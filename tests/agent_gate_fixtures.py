@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from evalgate.checkpoints import Checkpoint
+from evalgate.checkpoints.resolve import Checkpoint
 from evalgate.gate import Verdict, load_policy, run_gate
 from evalgate.protocols_ops import freeze
 from evalgate.run import RunOptions, evaluate

@@ -41,7 +41,7 @@ def smollm2_gguf() -> Path:
 @pytest.fixture(scope="session")
 def smollm2_dir(smollm2_gguf: Path) -> Path:
     """The SmolLM2 checkpoint converted to an HF directory (converted once, then cached)."""
-    from evalgate.checkpoints import resolve_checkpoint
+    from evalgate.checkpoints.resolve import resolve_checkpoint
 
     return resolve_checkpoint(smollm2_gguf).model_dir
 

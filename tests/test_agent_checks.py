@@ -11,7 +11,7 @@ import yaml
 from click.testing import CliRunner
 
 from evalgate.agent.checks import check_agentic_setup, template_reads_tools
-from evalgate.checkpoints import Checkpoint
+from evalgate.checkpoints.resolve import Checkpoint
 from evalgate.errors import BadInput
 from evalgate.protocols_ops import freeze
 from evalgate.run import RunOptions, evaluate
@@ -118,7 +118,7 @@ def test_template_reads_tools() -> None:
 def test_native_format_with_smollm2s_own_template_is_refused(tmp_path: Path, smollm2_dir: Path) -> None:
     """SmolLM2-135M-Instruct's chat template ignores ``tools`` (protocols/gsm8k-python-tool-native.yaml says to
     use the text protocol for it): ``chat_template: model`` with format hermes is refused before the read."""
-    from evalgate.checkpoints import resolve_checkpoint
+    from evalgate.checkpoints.resolve import resolve_checkpoint
 
     proto = _protocol(tmp_path, "hermes", "model")
     _budgeted_split()

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from evalgate.backends.replay import ReplayBackend
-from evalgate.checkpoints import Checkpoint
+from evalgate.checkpoints.resolve import Checkpoint
 from evalgate.errors import EngineError
 from evalgate.fileio import iter_jsonl
 from evalgate.protocols_ops import freeze

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from evalgate.agent.loop import turn_seed
-from evalgate.checkpoints import resolve_checkpoint
+from evalgate.checkpoints.resolve import resolve_checkpoint
 from evalgate.datasets import import_dataset
 from evalgate.protocols_ops import freeze
 from evalgate.run import RunOptions, evaluate

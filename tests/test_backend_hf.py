@@ -64,7 +64,7 @@ def test_stop_criteria_sees_only_generated_tokens(smollm2_dir: Path) -> None:
     import torch
 
     from evalgate.backends.hf import GeneratedStopCriteria
-    from evalgate.checkpoints import load_tokenizer
+    from evalgate.checkpoints.model import load_tokenizer
 
     tok = load_tokenizer(str(smollm2_dir))
     prompt = tok('def f():\n    """doc"""\n', add_special_tokens=False)["input_ids"]
@@ -147,7 +147,7 @@ def test_a_checkpoint_with_a_nan_weight_is_refused_before_generation(smollm2_dir
 def test_the_file_check_for_engines_that_load_weights_themselves(smollm2_dir: Path, tmp_path: Path) -> None:
     """The vllm backend's check (``check_finite_weights``, before its engine starts) on the same kind of damage:
     infinity in a norm weight; the clean checkpoint passes."""
-    from evalgate.checkpoints import check_finite_weights
+    from evalgate.checkpoints.model import check_finite_weights
     from evalgate.errors import BadInput
 
     check_finite_weights(smollm2_dir)

@@ -103,7 +103,7 @@ def test_completion_from_real_output_classes() -> None:
 
 
 def test_prompts_go_in_as_tokens_with_one_bos(smollm2_dir: Path) -> None:
-    from evalgate.checkpoints import load_tokenizer
+    from evalgate.checkpoints.model import load_tokenizer
     from evalgate.prompts import PromptEncoder
 
     tok = load_tokenizer(smollm2_dir)

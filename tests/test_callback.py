@@ -33,7 +33,7 @@ def test_import_does_not_import_vllm() -> None:
 
 def test_watch_stop_file_stops_training_and_saves_are_queued(tmp_path: Path) -> None:
     from evalgate.callback import STOP_REASON_FILE, EvalgateCallback
-    from evalgate.watch import read_queue
+    from evalgate.watch.files import read_queue
 
     cb, args = EvalgateCallback(), _args(tmp_path)
     hist = [{"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.9}]
@@ -106,7 +106,7 @@ def test_leftovers_of_an_earlier_run_are_moved_aside(tmp_path: Path) -> None:
     """Issue 28, item 14: a STOP file and evalgate-log.jsonl from an earlier run in the same output_dir stopped a
     fixed rerun at step 1 with the old reason, and the two runs' logs were merged."""
     from evalgate.callback import EvalgateCallback
-    from evalgate.watch import read_queue
+    from evalgate.watch.files import read_queue
 
     cb, args = EvalgateCallback(), _args(tmp_path)
     out = Path(args.output_dir)

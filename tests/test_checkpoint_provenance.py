@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.checkpoints import infer_training, resolve_checkpoint
+from evalgate.checkpoints.provenance import infer_training
+from evalgate.checkpoints.resolve import resolve_checkpoint
 
 
 def _dir(root: Path, rel: str) -> Path:
@@ -100,7 +101,7 @@ def test_provenance_is_stored_with_the_run(tmp_path: Path, monkeypatch: pytest.M
 def test_a_step_folder_and_trainer_state_that_disagree_are_said_and_the_folder_wins(tmp_path: Path) -> None:
     """Issue 28 item 17: 'checkpoint-800' holding a trainer_state.json of global_step 750 (a renamed or copied
     folder) was resolved to 800 without a word. The folder name still wins (as for the seed), and it is said."""
-    from evalgate.checkpoints import disagreements
+    from evalgate.checkpoints.provenance import disagreements
 
     d = _dir(tmp_path, "grpo/seed-1/checkpoint-800")
     (d / "trainer_state.json").write_text(json.dumps({"global_step": 750, "log_history": []}))

@@ -13,8 +13,8 @@ from typing import Any
 import blake3
 import pytest
 
-from evalgate import checkpoints
-from evalgate.checkpoints import DigestCache, digest_algorithm, dir_digest
+from evalgate.checkpoints import identity as checkpoints
+from evalgate.checkpoints.identity import DigestCache, digest_algorithm, dir_digest
 
 
 def _old(path: Path, data: bytes) -> None:
@@ -120,7 +120,7 @@ def test_dir_digest_equals_the_uncached_formula(tmp_path: Path, monkeypatch: pyt
 
 
 def test_file_sha256_equals_hashlib_and_raises_read_errors(tmp_path: Path) -> None:
-    from evalgate.checkpoints import file_sha256
+    from evalgate.checkpoints.identity import file_sha256
 
     data = bytes(range(256)) * 70_001  # not a multiple of the chunk size
     f = tmp_path / "w.safetensors"
@@ -143,7 +143,7 @@ def test_file_sha256_equals_hashlib_and_raises_read_errors(tmp_path: Path) -> No
     (7169, "a003fc7a51754a9b3c7fae0367ab3d782dccf28855a03d435f8cfe74605e7817"),
 ])
 def test_file_blake3_equals_the_spec_test_vectors(tmp_path: Path, length: int, expect: str) -> None:
-    from evalgate.checkpoints import file_blake3
+    from evalgate.checkpoints.identity import file_blake3
 
     f = tmp_path / "input"
     f.write_bytes(bytes(i % 251 for i in range(length)))
@@ -171,7 +171,7 @@ def _by_hand(files: dict[str, bytes], alg: str) -> str:
 
 
 def test_a_new_checkpoint_gets_a_blake3_identity(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalgate.checkpoints import resolve_checkpoint
+    from evalgate.checkpoints.resolve import resolve_checkpoint
 
     monkeypatch.setattr(checkpoints, "RACY_WINDOW_S", 0.0)
     files = _model(tmp_path / "ckpt")
@@ -192,7 +192,7 @@ def test_old_digest_cache_entries_keep_the_sha256_identity_without_reading(tmp_p
                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The cache file as the code before blake3 wrote it ({"stat", "sha256"} per file): the checkpoint keeps its
     sha256 identity and no byte is read; a changed file then makes a new, blake3, identity."""
-    from evalgate.checkpoints import resolve_checkpoint
+    from evalgate.checkpoints.resolve import resolve_checkpoint
 
     monkeypatch.setattr(checkpoints, "RACY_WINDOW_S", 0.0)
     d = tmp_path / "ckpt"
@@ -235,7 +235,7 @@ def test_a_store_of_sha256_runs_stays_a_cache_hit_and_sweep_skips_it(tmp_path: P
     """Runs stored under a checkpoint's sha256 identity (as every run before blake3; no digest cache left, e.g.
     another machine): the rerun keeps that identity, generates nothing and a sweep skips the unit. Changed
     weights make a new, blake3, identity that the run records with its algorithm."""
-    from evalgate.checkpoints import Checkpoint
+    from evalgate.checkpoints.resolve import Checkpoint
     from evalgate.errors import BadInput
     from evalgate.run import evaluate
     from evalgate.runner import prompts
@@ -311,7 +311,7 @@ def test_a_gguf_keeps_its_sha256_identity_and_conversion_and_a_new_one_gets_blak
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A GGUF's identity is the file's own digest; its conversion directory is keyed by the digest's hex part, so a
     GGUF hashed before blake3 (the cache entry the old code wrote) finds the conversion made then."""
-    from evalgate.checkpoints import resolve_checkpoint
+    from evalgate.checkpoints.resolve import resolve_checkpoint
 
     monkeypatch.setattr(checkpoints, "RACY_WINDOW_S", 0.0)
     monkeypatch.setenv("EVALGATE_MODELS", str(tmp_path / "models"))
@@ -333,7 +333,7 @@ def test_a_gguf_keeps_its_sha256_identity_and_conversion_and_a_new_one_gets_blak
 
 
 def test_short_digest_keeps_the_algorithm_visible() -> None:
-    from evalgate.checkpoints import short_digest
+    from evalgate.checkpoints.identity import short_digest
 
     sha = "ab" * 32
     assert short_digest(sha) == "abababababab"  # a bare sha256 identity: 12 hex digits

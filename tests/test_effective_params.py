@@ -236,7 +236,7 @@ def test_the_context_check_is_skipped_for_a_server_and_the_run_says_so(smollm2_d
     ({"hidden_size": 8}, None),
 ])
 def test_context_length_from_common_configs(tmp_path: Path, config: dict, expected) -> None:
-    from evalgate.checkpoints import context_length
+    from evalgate.checkpoints.model import context_length
 
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert context_length(tmp_path) == expected

@@ -107,7 +107,7 @@ def _reasoning_run(tmp_path, records: list[dict], reasoning: dict | None = None,
 
     import yaml
 
-    from evalgate.checkpoints import Checkpoint
+    from evalgate.checkpoints.resolve import Checkpoint
     from evalgate.protocols_ops import freeze
     from evalgate.run import RunOptions, evaluate
     from evalgate.splits import write_split

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from evalgate.checkpoints import Checkpoint
+from evalgate.checkpoints.resolve import Checkpoint
 from evalgate.errors import BadInput
 from evalgate.gate import GatePolicy, load_policy, run_gate
 from evalgate.gate.decide import rules

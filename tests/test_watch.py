@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 from evalgate.errors import RefusedByPolicy
-from evalgate.watch import STOP_FILE, Watcher, WatchOptions, read_queue, watch_locks
+from evalgate.watch.files import STOP_FILE, read_queue
+from evalgate.watch.loop import Watcher, WatchOptions, watch_locks
 
 REPO = Path(__file__).resolve().parent.parent
 PROTOCOL = REPO / "protocols" / "addition.yaml"
@@ -149,7 +150,7 @@ def test_second_watch_on_the_same_run_dir_is_refused(tmp_path: Path, dev_split: 
 
 
 def test_collapse_writes_stop(tmp_path: Path, dev_split: str) -> None:
-    from evalgate.watch import CheckpointState
+    from evalgate.watch.detect import CheckpointState
 
     run = tmp_path / "run"
     run.mkdir()
@@ -222,7 +223,8 @@ def test_kill_and_restart_evaluates_nothing_twice_and_loses_nothing(tmp_path: Pa
 
 
 def test_fail_signal_in_the_growing_log_writes_stop_and_exits(tmp_path: Path, dev_split: str) -> None:
-    from evalgate.watch import EXIT_STOPPED, LOG_FILE
+    from evalgate.watch.files import LOG_FILE
+    from evalgate.watch.loop import EXIT_STOPPED
 
     run = tmp_path / "run"
     run.mkdir()
@@ -241,7 +243,7 @@ def test_a_policys_guards_reach_the_watch_and_the_callback(tmp_path: Path) -> No
     """``--policy`` hands the gate policy's guards section (the diagnostics' ``Guards``) to the watch and the
     callback, so both stop on what the gate would fail."""
     from evalgate.callback import EvalgateCallback
-    from evalgate.watch import WatchOptions
+    from evalgate.watch.loop import WatchOptions
 
     text = (REPO / "gates" / "demo.yaml").read_text() + "guards:\n  window: 7\n  fail_on: [warn, fail]\n"
     policy = tmp_path / "gates" / "g.yaml"

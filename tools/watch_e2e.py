@@ -81,7 +81,7 @@ def main() -> None:
     ap.add_argument("--status-dir", type=Path, default=REPO / "reports" / "watch-e2e")
     ap.add_argument("--screenshot", type=Path, default=None)
     a = ap.parse_args()
-    from evalgate.checkpoints import resolve_checkpoint
+    from evalgate.checkpoints.resolve import resolve_checkpoint
     from evalgate.demo_train import addition_items
     from evalgate.splits import write_split
     from evalgate.wheels import smollm2_gguf

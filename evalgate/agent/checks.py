@@ -64,7 +64,7 @@ def check_agentic_setup(protocol: LoadedProtocol, backend: str, model_dir: Any) 
                        "text, hermes or llama3")
     if tools.format in ("hermes", "llama3") and protocol.chat_template != "none":
         if protocol.chat_template == "model":
-            from evalgate.checkpoints import load_tokenizer
+            from evalgate.checkpoints.model import load_tokenizer
             from evalgate.prompts import chat_template_source
 
             source, which = chat_template_source(load_tokenizer(model_dir)) or "", f"the chat template of {model_dir}"

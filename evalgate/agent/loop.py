@@ -160,7 +160,7 @@ def _tokenizer(plan: RunPlan) -> Any:
     """
     if plan.prompts.tokenizer is not None or plan.protocol.chat_template == "none":
         return plan.prompts.tokenizer
-    from evalgate.checkpoints import load_tokenizer
+    from evalgate.checkpoints.model import load_tokenizer
 
     return load_tokenizer(plan.checkpoint.model_dir)
 

@@ -45,7 +45,7 @@ from evalgate.backends.base import (
     generation_settings,
 )
 from evalgate.backends.sampler import SAMPLER_VERSION, SeededSampler
-from evalgate.checkpoints import load_tokenizer, nonfinite_count
+from evalgate.checkpoints.model import load_tokenizer, nonfinite_count
 from evalgate.errors import BadInput, EngineError
 from evalgate.prompts import PromptEncoder
 

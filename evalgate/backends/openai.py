@@ -139,7 +139,7 @@ class OpenAIBackend:
         options.check_here()
         import threading
 
-        from evalgate.checkpoints import load_tokenizer
+        from evalgate.checkpoints.model import load_tokenizer
         from evalgate.prompts import PromptEncoder
 
         self.options = options

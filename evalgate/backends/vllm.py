@@ -282,7 +282,7 @@ class VLLMBackend:
         # names the missing module, instead of failing later inside generate as an engine error.
         from vllm import LLM  # noqa: F401
 
-        from evalgate.checkpoints import load_tokenizer
+        from evalgate.checkpoints.model import load_tokenizer
         from evalgate.prompts import PromptEncoder
 
         self.options = options or VLLMOptions()
@@ -350,7 +350,7 @@ class VLLMBackend:
                     on_result(res)
 
         if not self._weights_checked:  # before the engine starts: vLLM would generate from NaN weights
-            from evalgate.checkpoints import check_finite_weights
+            from evalgate.checkpoints.model import check_finite_weights
 
             check_finite_weights(Path(self.model_dir))
             self._weights_checked = True

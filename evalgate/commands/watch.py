@@ -41,7 +41,7 @@ def watch_cmd(run_dirs: tuple[Path, ...], protocol_path: Path, split: str, polic
     watch holds a run directory; 130 / 143 stopped by Ctrl-C / SIGTERM (between steps; an evaluation cut short is
     marked interrupted and resumes from its stored samples)."""
     from evalgate.run import RunOptions
-    from evalgate.watch import Watcher, WatchOptions
+    from evalgate.watch.loop import Watcher, WatchOptions
 
     run = RunOptions(backend=backend, seed=seed, purpose="watch", actor=actor, progress=False,
                      backend_options=backend_options_of(backend, backend_option, device))

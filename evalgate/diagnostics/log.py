@@ -18,7 +18,6 @@ from __future__ import annotations
 import gc
 import json
 import math
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from evalgate.checkpoints.layout import checkpoint_step
 from evalgate.diagnostics.keys import KEY_MAP, STRIP_PREFIX
 from evalgate.errors import BadInput, MissingExtra
 from evalgate.version import install_hint
@@ -57,7 +57,6 @@ def _loads(data: bytes | str) -> Any:
             raise json.JSONDecodeError("nested too deeply to read", "", 0) from None
 
 
-_STEP_DIR = re.compile(r"checkpoint-(\d+)$")
 STEP_KEYS = ("step", "global_step", "train/global_step", "train/step")
 """Keys a record's step is read from, in this order (``train/global_step``: HF's W&B callback; ``train/step``)."""
 _SKIP = frozenset((*STEP_KEYS, "epoch", "train/epoch", "_step", "_timestamp", "_runtime"))
@@ -477,7 +476,8 @@ def _candidates(d: Path) -> list[tuple[str, Path]]:
     ``trainer_state.json``, one in the directory, its TensorBoard events (HF's ``runs/<date>/``), its ``*.jsonl``
     metrics logs (``evalgate-log.jsonl``, which ``EvalgateCallback`` writes; not the watch's queue file)."""
     out: list[tuple[str, Path]] = []
-    ckpts = sorted(((int(m.group(1)), c) for c in d.iterdir() if (m := _STEP_DIR.search(c.name))), reverse=True)
+    ckpts = sorted(((n, c) for c in d.iterdir() if (n := checkpoint_step(c.name)) is not None and c.is_dir()),
+                   reverse=True)
     newest = next((c / "trainer_state.json" for _, c in ckpts if (c / "trainer_state.json").is_file()), None)
     if newest is not None:
         out.append(("trainer_state", newest))

@@ -186,7 +186,7 @@ def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], res
     if path is None:
         return None
     if resolve:
-        from evalgate.checkpoints import resolve_checkpoint
+        from evalgate.checkpoints.resolve import resolve_checkpoint
         from evalgate.progress import progress_bars
 
         with progress_bars(False):  # the gate shows no progress bars (its evaluations run with progress=False)

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.backends.base import BackendOptions, EffectiveParams, check_backend, sample_seed
-from evalgate.checkpoints import Checkpoint, disagreements, resolve_checkpoint
+from evalgate.checkpoints.provenance import disagreements
+from evalgate.checkpoints.resolve import Checkpoint, resolve_checkpoint
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.protocol import LoadedProtocol, load_protocol, verify
 from evalgate.runner.grant import ReleaseGrant, check_release_purpose
@@ -185,7 +186,7 @@ def check_context(protocol: LoadedProtocol, ckpt: Checkpoint, backend: str,
         BadInput: naming max_tokens, the context length and its source (and the item and its prompt length).
     """
     from evalgate.backends.base import backend_entry
-    from evalgate.checkpoints import context_length
+    from evalgate.checkpoints.model import context_length
 
     mode = backend_entry(backend).context
     found = context_length(ckpt.model_dir) if mode != "none" else None

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from evalgate.backends.base import engine_builds
-from evalgate.checkpoints import Checkpoint, load_tokenizer
+from evalgate.checkpoints.model import load_tokenizer
+from evalgate.checkpoints.resolve import Checkpoint
 from evalgate.errors import BadInput
 from evalgate.prompts import (
     PromptEncoder,

@@ -6,13 +6,10 @@ import glob
 from collections.abc import Callable
 from pathlib import Path
 
-from evalgate.checkpoints import Checkpoint, resolve_checkpoint, short_digest
+from evalgate.checkpoints.identity import short_digest
+from evalgate.checkpoints.layout import is_checkpoint, not_hf_checkpoint
+from evalgate.checkpoints.resolve import Checkpoint, resolve_checkpoint
 from evalgate.errors import BadInput
-
-
-def _is_checkpoint(path: Path) -> bool:
-    """An HF/TRL checkpoint directory (``config.json`` beside it) or a ``.gguf`` file."""
-    return (path.is_dir() and (path / "config.json").is_file()) or (path.is_file() and path.suffix == ".gguf")
 
 
 def discover_checkpoints(pattern: str, recorded: Callable[[str], str | None] | None = None
@@ -27,7 +24,8 @@ def discover_checkpoints(pattern: str, recorded: Callable[[str], str | None] | N
     Returns:
         ``(checkpoints, ignored)``: the checkpoints ordered by training run, training seed, step and path (one
         per identity: a path whose digest was already found is dropped), and the matched paths that are not
-        checkpoints (a folder without ``config.json``, a file that is not ``.gguf``), each with the reason.
+        checkpoints (``checkpoints.layout.is_checkpoint``: a folder without ``config.json`` or weights, a file that
+        is not ``.gguf``), each with the reason.
 
     Raises:
         BadInput: the glob matches no checkpoint; a matched checkpoint cannot be resolved (no weights, a damaged
@@ -37,8 +35,10 @@ def discover_checkpoints(pattern: str, recorded: Callable[[str], str | None] | N
     found: dict[str, Checkpoint] = {}
     ignored: list[str] = []
     for path in matched:
-        if not _is_checkpoint(path):
-            ignored.append(f"{path}: not a checkpoint (an HF directory with config.json, or a .gguf file)")
+        if not is_checkpoint(path):
+            why = "not .gguf" if path.is_file() else not_hf_checkpoint(path)
+            ignored.append(f"{path}: not a checkpoint ({why}; an HF directory with config.json and weights, or a "
+                           ".gguf file)")
             continue
         ckpt = resolve_checkpoint(path, recorded=recorded)
         if ckpt.digest in found:
@@ -53,8 +53,8 @@ def discover_checkpoints(pattern: str, recorded: Callable[[str], str | None] | N
         found[ckpt.digest] = ckpt
     if not found:
         raise BadInput(f"--checkpoints {pattern!r} matches no checkpoint ({len(matched)} paths matched, none an HF "
-                       "directory with config.json or a .gguf file); quote the glob so the shell does not expand "
-                       "it, e.g. --checkpoints 'runs/*/checkpoint-*'")
+                       "directory with config.json and weights or a .gguf file); quote the glob so the shell does not "
+                       "expand it, e.g. --checkpoints 'runs/*/checkpoint-*'")
     order = sorted(found.values(), key=lambda c: (c.train_run or "", c.train_seed if c.train_seed is not None else -1,
                                                    c.step if c.step is not None else -1, str(c.path)))
     return order, ignored

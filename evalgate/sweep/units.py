@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evalgate.backends.base import check_backend
-from evalgate.checkpoints import Checkpoint
+from evalgate.checkpoints.resolve import Checkpoint
 from evalgate.protocol import LoadedProtocol
 from evalgate.runner.plan import RunOptions
 from evalgate.runner.settings import generation_settings, settings_sha256

@@ -31,7 +31,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
 from evalgate import rating
-from evalgate.checkpoints import short_digest
+from evalgate.checkpoints.identity import short_digest
 from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
 from evalgate.store import Store
 

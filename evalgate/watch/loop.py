@@ -1,4 +1,4 @@
-"""``watch``: evaluate a training run's checkpoints as they land, re-read its log, and stop it when it breaks.
+"""``watch``'s loop: evaluate a training run's checkpoints as they land, re-read its log, and stop it when it breaks.
 
 A checkpoint ``RUN_DIR/checkpoint-N`` is evaluated only when it is completely written: weights, ``config.json`` and
 ``trainer_state.json`` present, ``trainer_state.json`` parses, and no file in it changed (name, size, mtime) for the
@@ -20,12 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import html
-import io
 import json
-import math
 import os
-import re
 import signal
 import sys
 import time
@@ -37,8 +33,8 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from evalgate.checkpoints import resolve_checkpoint
-from evalgate.diagnostics.diagnose import Diagnosis, diagnose, format_table, seed_from_path
+from evalgate.checkpoints.resolve import resolve_checkpoint
+from evalgate.diagnostics.diagnose import diagnose, seed_from_path
 from evalgate.diagnostics.guards import Guards, trips
 from evalgate.diagnostics.log import TrainLog, find_train_log, read_jsonl
 from evalgate.errors import EvalgateError, RefusedByPolicy
@@ -47,16 +43,12 @@ from evalgate.protocol import load_protocol, verify
 from evalgate.run import RunOptions, evaluate
 from evalgate.splits import SplitManager, actor_name
 from evalgate.store import Store, home
+from evalgate.watch.detect import CheckpointState, RunState, checkpoint_dirs, log_source, progress, settle
+from evalgate.watch.files import LOG_FILE, STOP_FILE, read_queue, write_stop
+from evalgate.watch.status import metric_svg, render_status
 
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                "pytorch_model.bin.index.json", "adapter_model.safetensors")
-STATE_FILE = "trainer_state.json"
-QUEUE_FILE = "evalgate-queue.jsonl"
-LOG_FILE = "evalgate-log.jsonl"
-STOP_FILE = "STOP"
 EXIT_STOPPED = 1
 """``--exit-on-stop``: the exit code after a STOP file was written (a failed run, like a gate FAIL)."""
-_CKPT = re.compile(r"^checkpoint-(\d+)$")
 
 
 @dataclass
@@ -100,101 +92,6 @@ class WatchOptions:
         extra: dict[str, Any] = {"metric": pol.metric, "collapse_drop": pol.selection.collapse_drop,
                                  "guards": pol.guards}
         return cls(**{**extra, **kw})
-
-
-@dataclass
-class CheckpointState:
-    """One checkpoint seen by the watch.
-
-    Attributes:
-        run_dir, path, step: where it is.
-        status: ``settling`` (being written or waiting out the settle time), ``ready``, ``evaluating``, ``done``,
-            ``skipped`` (deleted) or ``failed`` (its evaluation raised).
-        message: why it waits, was skipped or failed.
-        metric: the dev metric once done; ``run_id`` the run that holds it (``resumed``: found in the store).
-        last_change: wall time (epoch s) its files last changed; ``eval_started``: when its evaluation began.
-    """
-
-    run_dir: str
-    path: str
-    step: int
-    status: str = "settling"
-    message: str | None = None
-    metric: float | None = None
-    run_id: str | None = None
-    resumed: bool = False
-    last_change: float | None = None
-    eval_started: float | None = None
-    signature: tuple[tuple[str, int, int], ...] | None = field(default=None, repr=False)
-
-
-@dataclass
-class RunState:
-    """One watched run directory: its checkpoints, its diagnosis and its STOP reason."""
-
-    run_dir: str
-    checkpoints: dict[int, CheckpointState] = field(default_factory=dict)
-    diagnosis: Diagnosis | None = None
-    log_key: tuple[str, int, int] | None = None
-    stop: dict[str, Any] | None = None
-    max_steps: int | None = None
-    global_step: int | None = None
-    finished: bool = False
-
-
-def signature(ckpt: Path) -> tuple[tuple[str, int, int], ...]:
-    """(relative path, size, mtime_ns) of every file under ``ckpt``, sorted: any write changes it."""
-    out = []
-    for root, _, files in os.walk(ckpt):
-        for f in files:
-            p = os.path.join(root, f)
-            with contextlib.suppress(FileNotFoundError):
-                st = os.stat(p)
-                out.append((os.path.relpath(p, ckpt), st.st_size, st.st_mtime_ns))
-    return tuple(sorted(out))
-
-
-def incomplete(ckpt: Path) -> str | None:
-    """Why ``ckpt`` cannot be read yet (no weights, no config, no or unparsable ``trainer_state.json``), or None."""
-    if not any((ckpt / w).is_file() for w in WEIGHT_FILES):
-        return "no weights file yet"
-    if not (ckpt / "config.json").is_file() and not (ckpt / "adapter_config.json").is_file():
-        return "no config.json yet"
-    state = ckpt / STATE_FILE
-    if not state.is_file():
-        return f"no {STATE_FILE} yet"
-    try:
-        json.loads(state.read_text())
-    except (ValueError, OSError) as e:
-        return f"{STATE_FILE} does not parse yet ({type(e).__name__}); retrying"
-    return None
-
-
-def read_queue(run_dir: Path) -> tuple[set[int], bool]:
-    """What ``EvalgateCallback`` wrote to ``run_dir/evalgate-queue.jsonl``: the steps it announced as saved, and
-    whether training ended (an ``{"event": "train_end"}`` line). A half-written last line is ignored until it is
-    complete."""
-    q = run_dir / QUEUE_FILE
-    steps: set[int] = set()
-    ended = False
-    if not q.is_file():
-        return steps, ended
-    for line in q.read_text().splitlines():
-        with contextlib.suppress(ValueError, KeyError, TypeError, AttributeError):
-            rec = json.loads(line)
-            if rec.get("event") == "train_end":
-                ended = True
-            else:
-                steps.add(int(rec["step"]))
-    return steps, ended
-
-
-def write_stop(run_dir: Path, reason: str, step: int | None, source: str) -> dict[str, Any]:
-    """Write ``run_dir/STOP`` (JSON: reason, step, source, time) atomically; returns what was written."""
-    doc = {"reason": reason, "step": step, "source": source, "time": datetime.now(UTC).isoformat(),
-           "by": f"evalgate watch (pid {os.getpid()})"}
-    atomic_write(run_dir / STOP_FILE, json.dumps(doc, indent=2) + "\n")
-    return doc
 
 
 @contextlib.contextmanager
@@ -274,57 +171,24 @@ class Watcher:
                 continue
             queued, ended = read_queue(rd)
             rs.finished = rs.finished or ended
-            present = {int(m.group(1)): rd / c for c in os.listdir(rd) if (m := _CKPT.match(c)) and (rd / c).is_dir()}
+            present = checkpoint_dirs(rd)
             for step, path in present.items():
                 cs = rs.checkpoints.setdefault(step, CheckpointState(str(rd), str(path), step))
                 if cs.status == "settling":
-                    self._settle(cs, path, step in queued, now)
+                    line = settle(cs, path, step in queued, now, self.opts.settle_s)
+                    if line:
+                        self.say(line, once=True)
                     if cs.status == "ready":
-                        self._progress(rs, path)
+                        progress(rs, path)
             for step, cs in rs.checkpoints.items():
                 if step not in present and cs.status in ("settling", "ready"):
                     cs.status, cs.message = "skipped", "deleted before it was evaluated"
                     self.say(f"{cs.path} was deleted before it was evaluated; skipping it")
             self._diagnose(rs)
 
-    def _settle(self, cs: CheckpointState, path: Path, queued: bool, now: float) -> None:
-        sig = signature(path)
-        if sig != cs.signature:
-            cs.signature, cs.last_change = sig, now
-        why = incomplete(path)
-        if why is not None:
-            cs.message = why
-            if "does not parse" in why:
-                self.say(f"{path}: {why}", once=True)
-            return
-        if queued or now - (cs.last_change or now) >= self.opts.settle_s:
-            cs.status, cs.message = "ready", "announced by EvalgateCallback" if queued else None
-        else:
-            cs.message = f"settling ({now - (cs.last_change or now):.0f}/{self.opts.settle_s:g} s unchanged)"
-
-    @staticmethod
-    def _progress(rs: RunState, ckpt: Path) -> None:
-        """Training progress from a complete checkpoint's ``trainer_state.json``: global_step, max_steps, and
-        finished once global_step reached max_steps."""
-        with contextlib.suppress(ValueError, OSError, TypeError):
-            state = json.loads((ckpt / STATE_FILE).read_text())
-            g, m = int(state.get("global_step") or 0), int(state.get("max_steps") or 0)
-            if g >= (rs.global_step or 0):
-                rs.global_step, rs.max_steps = g, m or rs.max_steps
-            rs.finished = rs.finished or bool(m and g >= m)
-
-    def _log_source(self, rd: Path) -> Path | None:
-        if (rd / LOG_FILE).is_file():
-            return rd / LOG_FILE
-        steps = sorted((int(m.group(1)), rd / c) for c in os.listdir(rd) if (m := _CKPT.match(c)))
-        for _, c in reversed(steps):
-            if (c / STATE_FILE).is_file():
-                return c / STATE_FILE
-        return rd / STATE_FILE if (rd / STATE_FILE).is_file() else None
-
     def _diagnose(self, rs: RunState) -> None:
         rd = Path(rs.run_dir)
-        src = self._log_source(rd)
+        src = log_source(rd)
         if src is None:
             return
         with contextlib.suppress(FileNotFoundError):
@@ -515,57 +379,3 @@ def _main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
-def metric_svg(series: list[tuple[str, list[tuple[int, float]]]], metric: str) -> str:
-    """Dev metric per step, one line per run directory (seed), as inline SVG; "" when nothing is evaluated yet."""
-    if not any(p for _, p in series):
-        return ""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(5.2, 2.6), dpi=72)
-    ax = fig.add_subplot()
-    for name, pts in series:
-        if pts:
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", markersize=3, label=Path(name).name)
-    ax.set_xlabel("step")
-    ax.set_ylabel(f"dev {metric}")
-    ax.legend(fontsize=7)
-    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.2, top=0.95)
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    svg = buf.getvalue()
-    return svg[svg.find("<svg"):]
-
-
-def render_status(doc: dict[str, Any], diags: list[Diagnosis], chart: str) -> str:
-    """The live status page: refreshes itself every 5 s while watching; what is evaluated now, the dev metric per
-    step per run, each run's checkpoints and STOP reason, and the diagnostics table."""
-    e = html.escape
-    refresh = "<meta http-equiv='refresh' content='5'>" if doc["state"] == "watching" else ""
-    now = doc["evaluating"]
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'>{refresh}<title>evalgate watch</title><style>"
-             "body{font-family:sans-serif;max-width:70em;margin:1em auto}td,th{padding:.2em .6em;text-align:left}"
-             ".stop{background:#fee;border:1px solid #b00;padding:.5em}.done{color:#060}.failed,.skipped{color:#b00}"
-             "pre{background:#f6f6f6;padding:.5em;overflow:auto}</style></head><body>",
-             f"<h1>evalgate watch: {e(doc['protocol'])} on {e(doc['split'])}</h1>",
-             f"<p>state <b>{e(doc['state'])}</b>, updated {e(doc['updated_at'])} (pid {doc['pid']}); evaluating now: "
-             f"<b>{e(now['path']) if now else 'nothing'}</b></p>", chart]
-    for r in doc["runs"]:
-        parts.append(f"<h2>{e(r['run_dir'])}</h2>")
-        if not r["exists"]:
-            parts.append("<p>does not exist yet; waiting for it</p>")
-        if r["stop"]:
-            parts.append(f"<p class='stop'>STOP: {e(r['stop']['reason'])}</p>")
-        parts.append(f"<table><tr><th>step</th><th>status</th><th>dev {e(doc['metric'])}</th><th>run</th>"
-                     "<th>note</th></tr>")
-        for c in r["checkpoints"]:
-            m = "" if c["metric"] is None or not math.isfinite(c["metric"]) else f"{c['metric']:.4f}"
-            parts.append(f"<tr class='{e(c['status'])}'><td>{c['step']}</td><td>{e(c['status'])}</td><td>{m}</td>"
-                         f"<td>{e(c['run_id'] or '')}</td><td>{e(c['message'] or '')}</td></tr>")
-        parts.append("</table>")
-    if diags:
-        parts.append(f"<h2>diagnostics</h2><pre>{e(format_table(diags))}</pre>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
