@@ -13,7 +13,6 @@ version that was already used.
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
 import shlex
@@ -388,10 +387,7 @@ def _check_scorer(path: Path, text: str, spec: Protocol) -> ScorerOptions:
 
     if spec.scorer.name not in SCORERS:
         line = yaml_line(text, ("scorer", "name"))
-        close = difflib.get_close_matches(spec.scorer.name, list(SCORERS), n=1)
-        hint = f"did you mean '{close[0]}'? " if close else ""
-        raise BadInput(f"{path}:{line or '?'}: scorer.name: unknown scorer {spec.scorer.name!r}; {hint}"
-                       f"known scorers: {', '.join(sorted(SCORERS))}")
+        raise BadInput(f"{path}:{line or '?'}: scorer.name: {SCORERS.unknown(spec.scorer.name).message}")
     entry = SCORERS[spec.scorer.name]
     try:
         options = entry.options.model_validate(spec.scorer.options)

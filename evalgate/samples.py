@@ -16,13 +16,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalgate.errors import BadInput
-from evalgate.scoring.base import STATUSES
+from evalgate.scoring.base import STATUSES, score_statuses
 from evalgate.splits import SplitManager, actor_name
 from evalgate.store import Store
 
 # What a stored sample's status can be: the scorers' statuses, plus the agent loop's ``tool_violation`` (a sample
 # ended by a tool violation under ``tools.violation: end``, ``evalgate.agent.metrics``).
-SAMPLE_STATUSES = (*STATUSES, "tool_violation")
+AGENT_STATUSES = ("tool_violation",)
+SAMPLE_STATUSES = (*STATUSES, *AGENT_STATUSES)
+"""The built-in statuses; ``sample_statuses()`` adds plugin scorers'."""
+
+
+def sample_statuses() -> tuple[str, ...]:
+    """Every status a stored sample can have: the registered scorers' (``scoring.base.score_statuses``) and the
+    agent loop's."""
+    return (*score_statuses(), *AGENT_STATUSES)
 SAMPLES_PURPOSE = "inspect-samples"
 COMPARE_PURPOSE = "compare-runs"
 # Tiers whose per-item outputs this module never shows (DESIGN.md: private outputs are never shown; human-audit
@@ -112,8 +120,8 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
             does not have, a limit below 1.
         RefusedByPolicy: the view is refused (see ``_admit``; logged).
     """
-    if status is not None and status not in SAMPLE_STATUSES:
-        raise BadInput(f"--status {status!r} is not a sample status; known: {', '.join(SAMPLE_STATUSES)}")
+    if status is not None and status not in sample_statuses():
+        raise BadInput(f"--status {status!r} is not a sample status; known: {', '.join(sample_statuses())}")
     if limit is not None and limit < 1:
         raise BadInput(f"--limit {limit}: give a positive number of samples")
     store = store or Store()

@@ -18,6 +18,7 @@ from evalgate.runner.generate import Generated
 from evalgate.runner.plan import RunPlan
 from evalgate.runner.prompts import versions
 from evalgate.runner.score import Scored
+from evalgate.scoring.base import SCORERS
 
 # How per-sample seeds derive from the sampling seed (``backends.base.sample_seed``), recorded with every run.
 PER_SAMPLE_SEED = "sha256(f'{seed}:{item_id}:{sample_index}')[:8] & (2**63-1)"
@@ -252,7 +253,7 @@ def record(plan: RunPlan, started: RunRecord, generated: Generated, scored: Scor
               "samples_from": {run: sources.count(run) for run in sorted(set(sources))},
               "cached": len(plan.keys) - n_gen, "by_status": {st: statuses.count(st) for st in sorted(set(statuses))},
               "timing": timing(wall, generated, scored.score_s), "reasoning": scored.reasoning}
-    if hasattr(plan.scorer, "sandbox"):  # code scorers: the isolation layers programs ran with, and the missing ones
+    if SCORERS[plan.protocol.spec.scorer.name].runs_code:  # the isolation layers programs ran with, the missing ones
         counts["sandbox"] = plan.scorer.sandbox
     return RunRecord.model_validate({
         **started.model_dump(), "status": "complete", "backend": {**started.backend, **generated.backend_info},

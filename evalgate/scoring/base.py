@@ -1,4 +1,4 @@
-"""The scorer contract and registry.
+"""The scorer contract and registry (``SCORERS``, an ``evalgate.registry.Registry``).
 
 A scorer judges a batch of samples at once (so code execution can run in parallel) and returns, per sample, a
 ``ScoreResult``: score in [0, 1], a status saying why (``correct``, ``wrong``, ``truncated``, ``no_answer``,
@@ -13,9 +13,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from evalgate.errors import BadInput
-
-STATUSES = ("correct", "wrong", "truncated", "no_answer", "timeout", "error")
+from evalgate.registry import Registry
 
 
 @dataclass(frozen=True)
@@ -151,55 +149,55 @@ class HumanEvalOptions(ScorerOptions):
     network permission ``tools.network``)."""
 
 
+ANSWER_STATUSES = ("correct", "wrong", "truncated", "no_answer")
+"""The statuses ``AnswerScorer`` gives."""
+
+
 @dataclass(frozen=True)
 class ScorerEntry:
-    """One registered scorer.
+    """One registered scorer and its capabilities.
 
     Attributes:
-        name: the protocol's ``scorer.name``.
         options: its options model (``scorer.options`` is validated into it at load).
-        load: imports the scorer's module and returns its class, called as ``cls(protocol, options)``.
+        scorer: its class, or ``"module:Class"`` imported only when the scorer is used (so a protocol is checked
+            without importing the scorers' dependencies: math-verify, the sandbox); called as
+            ``cls(protocol, options)``.
+        statuses: every status it can give (``ScoreResult.status``); ``STATUSES`` is their union.
+        runs_code: it runs model-written code; the run record then keeps the scorer's ``sandbox`` attribute (the
+            isolation layers the programs ran with, ``evalgate.sandbox.describe``).
     """
 
-    name: str
     options: type[ScorerOptions]
-    load: Callable[[], Callable[..., Scorer]]
+    scorer: Callable[..., Scorer] | str
+    statuses: tuple[str, ...] = ANSWER_STATUSES
+    runs_code: bool = False
+
+    def load(self) -> Callable[..., Scorer]:
+        """The scorer's class, imported if registered as ``"module:Class"``."""
+        from evalgate.registry import load_reference
+
+        return load_reference(self.scorer) if isinstance(self.scorer, str) else self.scorer
 
 
-SCORERS: dict[str, ScorerEntry] = {}
+SCORERS: Registry[ScorerEntry] = Registry("scorer", ScorerEntry, entry_point_group="evalgate.scorers")
+"""Scorers by the protocol's ``scorer.name``; plugins through the ``evalgate.scorers`` entry-point group (each names
+a ``ScorerEntry``)."""
+
+SCORERS.register("humaneval", ScorerEntry(HumanEvalOptions, "evalgate.scoring.code:HumanEvalScorer",
+                                          statuses=(*ANSWER_STATUSES, "timeout", "error"), runs_code=True))
+SCORERS.register("exact", ScorerEntry(ExactOptions, "evalgate.scoring.exact:ExactScorer"))
+SCORERS.register("math", ScorerEntry(MathOptions, "evalgate.scoring.math:MathScorer"))
 
 
-def register_scorer(name: str, options: type[ScorerOptions]) -> Callable[[Callable[[], Callable[..., Scorer]]],
-                                                                          Callable[[], Callable[..., Scorer]]]:
-    """Decorator registering a scorer: the decorated function imports the scorer's module and returns its class,
-    so a protocol is checked without importing the scorers' dependencies (math-verify, the sandbox)."""
-
-    def register(load: Callable[[], Callable[..., Scorer]]) -> Callable[[], Callable[..., Scorer]]:
-        SCORERS[name] = ScorerEntry(name, options, load)
-        return load
-
-    return register
+def score_statuses() -> tuple[str, ...]:
+    """Every status a registered scorer can give (plugins' included): the union of the entries' ``statuses``, in
+    registration order."""
+    return tuple(dict.fromkeys(s for name in SCORERS.names(sort=False) for s in SCORERS[name].statuses))
 
 
-@register_scorer("humaneval", HumanEvalOptions)
-def _humaneval() -> Callable[..., Scorer]:
-    from evalgate.scoring.code import HumanEvalScorer
-
-    return HumanEvalScorer
-
-
-@register_scorer("exact", ExactOptions)
-def _exact() -> Callable[..., Scorer]:
-    from evalgate.scoring.exact import ExactScorer
-
-    return ExactScorer
-
-
-@register_scorer("math", MathOptions)
-def _math() -> Callable[..., Scorer]:
-    from evalgate.scoring.math import MathScorer
-
-    return MathScorer
+STATUSES = tuple(dict.fromkeys(s for entry in SCORERS.builtins() for s in entry.statuses))
+"""The built-in scorers' statuses: correct, wrong, truncated, no_answer, timeout, error (``score_statuses()`` adds
+plugins')."""
 
 
 def get_scorer(protocol: Any) -> Scorer:
@@ -209,8 +207,5 @@ def get_scorer(protocol: Any) -> Scorer:
     Raises:
         BadInput: unknown scorer name (lists the known ones), or a protocol the scorer refuses.
     """
-    name = protocol.spec.scorer.name
-    if name not in SCORERS:
-        raise BadInput(f"unknown scorer {name!r} in protocol {protocol.path}; known scorers: "
-                       f"{', '.join(sorted(SCORERS))}")
-    return SCORERS[name].load()(protocol, protocol.scorer_options)
+    entry = SCORERS.require(protocol.spec.scorer.name, f" in protocol {protocol.path}")
+    return entry.load()(protocol, protocol.scorer_options)

@@ -1,0 +1,153 @@
+"""The one registry mechanism (``evalgate.registry.Registry``) and a scorer added as one module plus one
+registration, through a real entry point (an installed dist-info on ``sys.path``), scored end to end."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from evalgate.errors import BadInput
+from evalgate.registry import ENTRY_POINT_GROUPS, Registry
+from evalgate.scoring.base import SCORERS, STATUSES, score_statuses
+from tests.plugin_fixtures import _forget_plugins, install_dist  # noqa: F401 - the fixture is autouse
+
+LAZY = "evalgate_registry_lazy_target"
+
+
+def test_a_lazy_entry_is_imported_only_when_looked_up(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / f"{LAZY}.py").write_text("VALUE = {'answer': 42}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    reg: Registry[dict] = Registry("widget", dict)
+    reg.register("w", f"{LAZY}:VALUE")
+    assert "w" in reg and reg.names() == ["w"]
+    assert LAZY not in sys.modules  # listing and membership import nothing
+    assert reg["w"] == {"answer": 42} and LAZY in sys.modules
+    sys.modules.pop(LAZY)
+
+
+def test_unknown_name_is_one_error_with_the_nearest_and_every_known_name() -> None:
+    reg: Registry[int] = Registry("gadget", int)
+    reg.register("alpha", 1)
+    reg.register("beta", 2)
+    with pytest.raises(BadInput) as err:
+        reg.require("alpah", " in file x.yaml")
+    assert err.value.message == ("unknown gadget 'alpah' in file x.yaml; did you mean 'alpha'? "
+                                 "known gadgets: alpha, beta")
+    assert reg.get("gamma") is None and reg.get("beta") == 2
+
+
+def test_a_name_registered_twice_is_refused() -> None:
+    reg: Registry[int] = Registry("gadget", int)
+    reg.register("alpha", 1)
+    with pytest.raises(BadInput, match="gadget 'alpha' is registered twice"):
+        reg.register("alpha", 2)
+
+
+def test_every_entry_point_group_is_named_once() -> None:
+    assert ENTRY_POINT_GROUPS == ("evalgate.backends", "evalgate.scorers", "evalgate.datasets",
+                                  "evalgate.extract_rules", "evalgate.log_readers", "evalgate.report_writers",
+                                  "evalgate.tools")
+
+
+def test_a_plugin_of_the_wrong_type_is_refused_and_a_builtin_name_wins(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    install_dist(tmp_path, monkeypatch, "evalgate-bad-plugin",
+                 {"evalgate_bad_plugin": "NOT_AN_ENTRY = 'text'\nSHADOW = 'text'\n"},
+                 {"evalgate.scorers": {"notentry": "evalgate_bad_plugin:NOT_AN_ENTRY",
+                                       "exact": "evalgate_bad_plugin:SHADOW"}}, (SCORERS,))
+    assert SCORERS.origin("notentry") == "plugin" and SCORERS.origin("exact") == "built-in"
+    with pytest.raises(BadInput, match=r"scorer 'notentry' \(plugin evalgate_bad_plugin:NOT_AN_ENTRY\) is a str, "
+                                       r"not a ScorerEntry"):
+        SCORERS.require("notentry")
+    assert SCORERS["exact"].scorer == "evalgate.scoring.exact:ExactScorer"
+
+
+# --- a scorer, added as one module and one registration (an entry point) -------------------------------------------
+
+LENGTH_SCORER = '''
+"""A third-party scorer: correct when the completion is at most ``max_chars`` characters, else ``too_long``."""
+from evalgate.scoring.base import ScoreResult, ScorerEntry, ScorerOptions
+
+
+class LengthOptions(ScorerOptions):
+    """Options of the ``brevity`` scorer."""
+
+    max_chars: int = 10
+    """Longest completion that counts as correct, in characters. Default: 10."""
+
+
+class BrevityScorer:
+    name = "brevity"
+    required_fields = ()
+
+    def __init__(self, protocol, options):
+        self.max_chars = options.max_chars
+
+    def score(self, samples):
+        return [ScoreResult(1.0, "correct", s.text, None) if len(s.text) <= self.max_chars
+                else ScoreResult(0.0, "too_long", None, f"{len(s.text)} > {self.max_chars} characters")
+                for s in samples]
+
+
+ENTRY = ScorerEntry(LengthOptions, BrevityScorer, statuses=("correct", "too_long"))
+'''
+
+
+def replay_run(tmp_path: Path, scorer: dict[str, Any], texts: dict[str, str], **protocol: Any) -> tuple[Path, Any]:
+    """A frozen protocol, a split ``sums`` of the items in ``texts`` and replay RunOptions playing ``texts`` back
+    (no model runs)."""
+    from evalgate.protocols_ops import freeze
+    from evalgate.run import RunOptions
+    from evalgate.splits import write_split
+
+    proto = tmp_path / "p.yaml"
+    proto.write_text(yaml.safe_dump({
+        "name": "plugin", "version": "1", "prompt": {"chat_template": "none", "template": "{{ prompt }}"},
+        "sampling": {"max_tokens": 8}, "scorer": scorer, **protocol}))
+    freeze(proto)
+    write_split("sums", "dev", [{"id": k, "prompt": "1+1?", "answer": "2"} for k in texts], {"source": "test"})
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps({"item_id": k, "turn": 0, "text": t}) + "\n" for k, t in texts.items()))
+    return proto, RunOptions(backend="replay", backend_options={"file": str(replay)}, progress=False)
+
+
+def model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A checkpoint directory without a tokenizer (chat_template none needs none)."""
+    from evalgate.runner import prompts
+
+    def no_tokenizer(model_dir: Path) -> None:
+        raise BadInput("no tokenizer")
+
+    monkeypatch.setattr(prompts, "load_tokenizer", no_tokenizer)
+    import numpy as np
+    from safetensors.numpy import save
+
+    d = tmp_path / "ckpt"
+    d.mkdir()
+    (d / "config.json").write_text('{"model_type": "llama"}')
+    (d / "model.safetensors").write_bytes(save({"w": np.zeros(4, dtype=np.uint8)}))
+    return d
+
+
+def test_a_scorer_plugin_is_validated_at_freeze_and_scores_a_run(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalgate.run import evaluate
+    from evalgate.samples import sample_statuses
+    from evalgate.store import Store
+
+    install_dist(tmp_path / "site", monkeypatch, "evalgate-brevity", {"evalgate_brevity": LENGTH_SCORER},
+                 {"evalgate.scorers": {"brevity": "evalgate_brevity:ENTRY"}}, (SCORERS,))
+    assert "brevity" in SCORERS and "evalgate_brevity" not in sys.modules
+    with pytest.raises(BadInput, match=r"scorer.options.max_char: unknown key 'max_char'; did you mean 'max_chars'"):
+        replay_run(tmp_path, {"name": "brevity", "options": {"max_char": 3}}, {"a": "2"})
+    proto, opts = replay_run(tmp_path, {"name": "brevity", "options": {"max_chars": 3}},
+                             {"a": "2", "b": "it is two"})
+    doc = evaluate(proto, model_dir(tmp_path, monkeypatch), "sums", opts, Store())
+    assert doc["counts"]["by_status"] == {"correct": 1, "too_long": 1}
+    assert float(doc["metrics"]["pass@1"]) == 0.5
+    assert "too_long" in score_statuses() and "too_long" in sample_statuses() and "too_long" not in STATUSES
