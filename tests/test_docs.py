@@ -144,6 +144,14 @@ def test_cli_reference_covers_every_command_of_the_entry_point() -> None:
     assert "`evalgate shown`" in text and "`evalgate sub leaf`" in text and "secret" not in text
 
 
+def test_every_environment_variable_the_code_reads_is_in_config_md() -> None:
+    read = {m for path in (ROOT / "evalgate").rglob("*.py")
+            for m in re.findall(r"\bEVALGATE_[A-Z_]*[A-Z]\b", path.read_text())}
+    listed = set(re.findall(r"^\| `(EVALGATE_[A-Z_]+)` \|", (DOCS / "CONFIG.md").read_text(), re.M))
+    assert "EVALGATE_HOME" in read and "EVALGATE_HOME" in listed
+    assert not read - listed, f"add to docs/CONFIG.md's environment table: {sorted(read - listed)}"
+
+
 def test_readme_stays_a_front_page() -> None:
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 200, (f"README.md has {len(lines)} lines: keep it to what evalgate is, install, the quick "
