@@ -17,7 +17,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from evalgate.backends.base import EffectiveParams, GenerationRequest, OpenAIOptions
+from evalgate.backends.base import EffectiveParams, GenerationRequest, OpenAIOptions, generation_settings
 from evalgate.backends.openai import PROMPT_MODES, OpenAIBackend, boundary_stops, request_body
 from evalgate.errors import BadInput, EngineError
 from tests.conftest import REPO
@@ -222,7 +222,7 @@ def test_use_n_is_refused_for_sampled_protocols(scripted: str, smollm2_dir: Path
     b = _backend(scripted, smollm2_dir)  # without use_n: one request per sample, each with its own seed
     b.generate([req])
     assert sorted(x["seed"] for x in Scripted.seen) == [11, 22, 33, 44] and {x["n"] for x in Scripted.seen} == {1}
-    settings = b.generation_settings()
+    settings = generation_settings("openai", b.options)
     assert (settings["endpoint"], settings["use_n"]) == ("completions", False)
 
 

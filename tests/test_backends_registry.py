@@ -68,11 +68,8 @@ def test_partial_install_names_the_missing_module(tmp_path, monkeypatch: pytest.
         "        import evalgate_absent_dependency  # noqa: F401\n")
     monkeypatch.syspath_prepend(str(tmp_path))
 
-    def load():  # noqa: ANN202
-        return importlib.import_module("evalgate_partial_engine").Engine
-
-    monkeypatch.setitem(BACKENDS, "partial", BackendEntry("partial", _PartialOptions, load, "partial",
-                                                          "evalgate_partial_engine", ()))
+    monkeypatch.setitem(BACKENDS, "partial", BackendEntry(_PartialOptions, "evalgate_partial_engine:Engine",
+                                                          "partial", "evalgate_partial_engine", ()))
     with pytest.raises(MissingExtra) as err:
         get_backend("partial", "model")
     assert "'evalgate_absent_dependency'" in err.value.message
@@ -98,7 +95,7 @@ def test_each_constructor_takes_its_validated_options_object() -> None:
     # one signature for every backend: (model_dir, options, tokenizer); the options are the registered model
     for name, entry in BACKENDS.items():
         try:
-            klass = entry.load()
+            klass = entry.constructor()
         except ImportError as e:
             pytest.skip(f"backend {name} cannot be imported here ({e}); its constructor is checked where it can")
         params = inspect.signature(klass).parameters
@@ -147,7 +144,9 @@ def test_generation_settings_hold_what_changes_outputs_and_nothing_else() -> Non
     assert generation_settings("hf", HFOptions(device="cuda"))["dtype"] == "bfloat16"
     oa = generation_settings("openai", OpenAIOptions(base_url="http://127.0.0.1:9/v1", concurrency=2, timeout_s=5,
                                                      use_n=True))
-    assert oa == {"backend": "openai", "versions": {}, "model": None, "endpoint": "completions", "use_n": True}
+    assert oa == {"backend": "openai", "versions": {}, "model": None, "endpoint": "completions", "use_n": True,
+                  "base_url": "http://127.0.0.1:9/v1"}  # the server's address stands for its unseen engine version
+    assert generation_settings("hf", HFOptions(device="cuda:1"))["device"] == "cuda"  # the kind, not the index
     vl = generation_settings("vllm", VLLMOptions(data_parallel_size=4, gpu_memory_utilization=0.5))
     assert vl == {"backend": "vllm", "versions": {"vllm": _version("vllm"), "torch": _version("torch")},
                   "tensor_parallel_size": 1, "max_model_len": None, "dtype": "auto"}
@@ -159,10 +158,12 @@ def test_generation_settings_hold_what_changes_outputs_and_nothing_else() -> Non
         generation_settings("openai", HFOptions())
 
 
-def test_a_backend_reports_the_same_settings(smollm2_dir) -> None:
+def test_the_backend_contract_has_no_settings_method_of_its_own(smollm2_dir) -> None:
+    # issue 31: Backend.generation_settings() had no runtime caller and left out the hf device kind and the openai
+    # server address that the cache key holds; the entry's cache_settings is now the one definition
     from evalgate.backends.hf import HFBackend
 
     b = get_backend("hf", str(smollm2_dir), check_backend("hf", {"dtype": "bfloat16"}))
-    assert isinstance(b, HFBackend)
-    assert b.generation_settings() == generation_settings("hf", HFOptions(dtype="bfloat16"))
-    assert b.generation_settings()["dtype"] == "bfloat16" and b.dtype == "bfloat16"
+    assert isinstance(b, HFBackend) and b.dtype == "bfloat16"
+    assert not hasattr(b, "generation_settings")
+    assert generation_settings("hf", HFOptions(dtype="bfloat16"))["dtype"] == "bfloat16"

@@ -151,3 +151,71 @@ def test_a_scorer_plugin_is_validated_at_freeze_and_scores_a_run(tmp_path: Path,
     assert doc["counts"]["by_status"] == {"correct": 1, "too_long": 1}
     assert float(doc["metrics"]["pass@1"]) == 0.5
     assert "too_long" in score_statuses() and "too_long" in sample_statuses() and "too_long" not in STATUSES
+
+
+# --- a backend, added as one module and one registration (an entry point) ------------------------------------------
+
+ECHO_BACKEND = '''
+"""A third-party backend: answers every prompt with the prompt itself, upper-cased when ``shout`` is set."""
+from pydantic import Field
+
+from evalgate.backends.base import (CHANGES_OUTPUTS, BackendEntry, BackendOptions, Completion, GenerationResult)
+
+
+class EchoOptions(BackendOptions):
+    """Options of the ``echo`` backend."""
+
+    shout: bool = Field(False, json_schema_extra=CHANGES_OUTPUTS)
+    """Upper-case the echo. Default: false."""
+
+
+class EchoBackend:
+    name = "echo"
+
+    def __init__(self, model_dir, options, tokenizer=None):
+        self.options = options
+
+    def generate(self, requests, on_result=None):
+        out = []
+        for r in requests:
+            text = r.prompt.upper() if self.options.shout else r.prompt
+            res = GenerationResult(r, tuple(Completion(text, len(text.split()), "stop") for _ in r.seeds))
+            if on_result is not None:
+                on_result(res)
+            out.append(res)
+        return out
+
+    def info(self):
+        return {"engine": "echo"}
+
+
+ENTRY = BackendEntry(EchoOptions, EchoBackend, extra="test", engine="json", context="none",
+                     resources=lambda o: {"num_cpus": 2})
+'''
+
+
+def test_a_backend_plugin_runs_an_evaluation_with_its_own_cache_key(tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalgate.agent.checks import structured_call_backends
+    from evalgate.backends.base import BACKENDS, check_backend
+    from evalgate.run import RunOptions, evaluate
+    from evalgate.runner.settings import generation_settings
+    from evalgate.store import Store
+    from evalgate.sweep.ray_cluster import unit_resources
+
+    install_dist(tmp_path / "site", monkeypatch, "evalgate-echo", {"evalgate_echo": ECHO_BACKEND},
+                 {"evalgate.backends": {"echo": "evalgate_echo:ENTRY"}}, (BACKENDS,))
+    with pytest.raises(BadInput, match=r"unknown echo backend option\(s\) \['shuot'\]; known: shout"):
+        check_backend("echo", {"shuot": True})
+    proto, _ = replay_run(tmp_path, {"name": "exact", "options": {"answer_field": "answer"}}, {"a": "", "b": ""})
+    ckpt, store = model_dir(tmp_path, monkeypatch), Store()
+    # the prompt is "1+1?"; the exact scorer's gold is "2": the echo is wrong, and says so for both items
+    doc = evaluate(proto, ckpt, "sums", RunOptions(backend="echo", progress=False), store)
+    assert doc["counts"]["by_status"] == {"wrong": 2} and doc["counts"]["generated"] == 2
+    assert generation_settings("echo", check_backend("echo", {"shout": True})) == {
+        "backend": "echo", "versions": {}, "shout": True}  # no versions declared: none recorded
+    shouted = evaluate(proto, ckpt, "sums", RunOptions(backend="echo", backend_options={"shout": True},
+                                                       progress=False), store)
+    assert shouted["counts"]["generated"] == 2  # another cache key: nothing reused from the plain echo
+    assert unit_resources(RunOptions(backend="echo"), check_backend("echo", {})) == {"num_cpus": 2}
+    assert "echo" not in structured_call_backends() and structured_call_backends() == ["openai", "replay"]

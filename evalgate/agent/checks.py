@@ -22,8 +22,12 @@ import jinja2.meta
 from evalgate.errors import BadInput
 from evalgate.protocol import LoadedProtocol
 
-STRUCTURED_CALL_BACKENDS: tuple[str, ...] = ("openai", "replay")
-"""Backends that return structured ``tool_calls`` (what ``tools.format: openai`` reads)."""
+
+def structured_call_backends() -> list[str]:
+    """Backends whose entry says they return structured ``tool_calls`` (what ``tools.format: openai`` reads)."""
+    from evalgate.backends.base import BACKENDS
+
+    return [name for name in BACKENDS.names() if BACKENDS[name].structured_tool_calls]
 
 
 def template_reads_tools(source: str) -> bool:
@@ -58,10 +62,11 @@ def check_agentic_setup(protocol: LoadedProtocol, backend: str, model_dir: Any) 
 
     ToolBox(protocol)  # loads every offered tool's implementation and compiles its JSON Schema
     where = f"protocol {protocol.ref} ({protocol.path})"
-    if tools.format == "openai" and backend not in STRUCTURED_CALL_BACKENDS:
-        raise BadInput(f"{where}: tools.format: openai needs structured tool_calls, which only the openai backend "
-                       f"(or replay) returns, not {backend}; use --backend openai, or a protocol with tools.format "
-                       "text, hermes or llama3")
+    structured = structured_call_backends()
+    if tools.format == "openai" and backend not in structured:
+        raise BadInput(f"{where}: tools.format: openai needs structured tool_calls, which only the "
+                       f"{', '.join(structured)} backends return, not {backend}; use --backend openai, or a protocol "
+                       "with tools.format text, hermes or llama3")
     if tools.format in ("hermes", "llama3") and protocol.chat_template != "none":
         if protocol.chat_template == "model":
             from evalgate.checkpoints.model import load_tokenizer

@@ -1,5 +1,5 @@
-"""Generation backends behind one contract (``base.Backend``), registered by name (``base.register_backend``) and
-imported lazily."""
+"""Generation backends behind one contract (``base.Backend``), registered by name (``base.BACKENDS``, a
+``BackendEntry`` each) and imported lazily."""
 
 from evalgate.backends.base import (
     BACKENDS,

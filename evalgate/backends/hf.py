@@ -42,7 +42,6 @@ from evalgate.backends.base import (
     GenerationResult,
     HFOptions,
     cut_at_stop,
-    generation_settings,
 )
 from evalgate.backends.sampler import SAMPLER_VERSION, SeededSampler
 from evalgate.checkpoints.model import load_tokenizer, nonfinite_count
@@ -147,10 +146,6 @@ class HFBackend:
         self.load_s: float | None = None
         self.ignored_generation_config: dict[str, Any] = {}
         self.sent: dict[str, Any] = {}
-
-    def generation_settings(self) -> dict[str, Any]:
-        """The settings that change outputs (``base.generation_settings``)."""
-        return generation_settings(self.name, self.options)
 
     def info(self) -> dict[str, Any]:
         """Engine and versions; ``ignored_generation_config``: the checkpoint's generation_config.json values

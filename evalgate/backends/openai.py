@@ -52,7 +52,6 @@ from evalgate.backends.base import (
     GenerationResult,
     OpenAIOptions,
     cut_at_stop,
-    generation_settings,
 )
 from evalgate.errors import BadInput, EngineError
 
@@ -156,10 +155,6 @@ class OpenAIBackend:
             else None
         self._mode_lock = threading.Lock()
         self.stats = {"http_requests": 0, "retries": 0, "short_n_fallbacks": 0, "stops_held_back": 0}
-
-    def generation_settings(self) -> dict[str, Any]:
-        """The settings that change outputs (``base.generation_settings``)."""
-        return generation_settings(self.name, self.options)
 
     def info(self) -> dict[str, Any]:
         return {"engine": "openai-compatible server", "base_url": self.base_url, "model": self.model,

@@ -17,7 +17,6 @@ from evalgate.backends.base import (
     GenerationRequest,
     GenerationResult,
     ReplayOptions,
-    generation_settings,
 )
 from evalgate.errors import BadInput, EngineError
 from evalgate.fileio import iter_jsonl
@@ -71,6 +70,3 @@ class ReplayBackend:
 
     def info(self) -> dict[str, Any]:
         return {"engine": "replay", "file": self.options.file}
-
-    def generation_settings(self) -> dict[str, Any]:
-        return generation_settings("replay", self.options)

@@ -57,7 +57,6 @@ from evalgate.backends.base import (
     GenerationResult,
     VLLMOptions,
     engine_builds,
-    generation_settings,
 )
 from evalgate.errors import BadInput, EngineError
 
@@ -294,10 +293,6 @@ class VLLMBackend:
         self.encoder = PromptEncoder(self.tokenizer)
         self._timing: dict[str, float] = {"engine_start_s": 0.0, "first_token_s": 0.0, "generation_s": 0.0,
                                           "calls": 0}
-
-    def generation_settings(self) -> dict[str, Any]:
-        """The settings that change outputs (``base.generation_settings``)."""
-        return generation_settings(self.name, self.options)
 
     def info(self) -> dict[str, Any]:
         builds = engine_builds("vllm")

@@ -2,33 +2,20 @@
 
 Sampled outputs differ by engine, engine version, dtype, device kind and parallelism, so the generation cache
 reuses a sample only under the same settings (their sha256 is part of the cache key). Cross-backend equality is
-what ``evalgate parity`` checks, explicitly. To add a backend or an output-changing option, extend
-mark the option ``changes_outputs`` in the backend's options model (the one place).
+what ``evalgate parity`` checks, explicitly. The settings are
+``backends.base.generation_settings``: engine versions and the backend entry's ``cache_settings`` (by default every
+option marked ``changes_outputs`` in the backend's options model), the one definition.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 from typing import Any
 
-from evalgate.backends.base import BackendOptions
-from evalgate.backends.base import generation_settings as base_generation_settings
+from evalgate.backends.base import generation_settings
 
-
-def generation_settings(backend: str, options: BackendOptions) -> dict[str, Any]:
-    """The settings of ``backend`` under validated ``options`` that change sampled outputs: the backend's own
-    ``backends.base.generation_settings`` (engine versions and every option marked ``changes_outputs``), with an hf
-    device reduced to its kind (``cuda:1`` -> ``cuda``: the same GPU model gives the same samples on any index) and
-    an openai server's address added (a remote engine's version is not visible; its address stands for it).
-    """
-    settings = base_generation_settings(backend, options)
-    if backend == "hf" and settings.get("device"):
-        settings["device"] = str(settings["device"]).split(":")[0]
-    if backend == "openai":
-        settings["base_url"] = getattr(options, "base_url", None) or os.environ.get("EVALGATE_OPENAI_BASE_URL")
-    return settings
+__all__ = ["generation_settings", "settings_sha256"]
 
 
 def settings_sha256(settings: dict[str, Any]) -> str:

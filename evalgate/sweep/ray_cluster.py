@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from evalgate.backends.base import BackendOptions, GenerationRequest, GenerationResult, get_backend
+from evalgate.backends.base import BackendOptions, GenerationRequest, GenerationResult, backend_entry, get_backend
 from evalgate.errors import BadInput, EngineError, MissingExtra
 from evalgate.run import marking_stops
 from evalgate.runner.generate import generate_missing
@@ -54,13 +54,9 @@ def connect(address: str) -> Any:
 
 
 def unit_resources(options: RunOptions, backend_options: BackendOptions) -> dict[str, float]:
-    """The Ray resources one unit's actor asks for: vllm ``num_gpus`` = ``tensor_parallel_size``; hf on a GPU one
-    GPU; otherwise (hf on cpu, openai) one CPU."""
-    if options.backend == "vllm":
-        return {"num_cpus": 1, "num_gpus": getattr(backend_options, "tensor_parallel_size", 1)}
-    if options.backend == "hf" and getattr(backend_options, "device", "cpu") != "cpu":
-        return {"num_cpus": 1, "num_gpus": 1}
-    return {"num_cpus": 1}
+    """The Ray resources one unit's actor asks for: the backend entry's ``resources`` (vllm ``num_gpus`` =
+    ``tensor_parallel_size``; hf on a GPU one GPU; otherwise, hf on cpu or openai, one CPU)."""
+    return backend_entry(options.backend).resources(backend_options)
 
 
 class GenerationWorker:
@@ -209,9 +205,6 @@ class RayBackend:
 
     def info(self) -> dict[str, Any]:
         return {**self._info, "ray_node": self.unit.node_id, "ray_attempts": self.unit.attempts}
-
-    def generation_settings(self) -> dict[str, Any]:
-        return {}  # the cache key is computed in the driver (runner.settings) before any worker exists
 
 
 def _run_unit(ray: Any, unit: Unit, protocol_path: str | Path, options: RunOptions, store: Store, board: Board,

@@ -84,6 +84,3 @@ class Observed:
 
     def info(self) -> dict[str, Any]:
         return self.inner.info()
-
-    def generation_settings(self) -> dict[str, Any]:
-        return self.inner.generation_settings()
