@@ -1,0 +1,205 @@
+"""Pairwise judge statistics: both orders per pair, ties half, position flips, win rate with a paired bootstrap CI,
+and the length-controlled win rate.
+
+A pair is one item judged twice: once with the model's completion in position A and the baseline's in B, once with
+the two swapped (the position swap of MT-Bench, Zheng et al. 2023, "Judging LLM-as-a-Judge", sec. 3.4, and of
+Arena-Hard, Li et al. 2024). The item's preference is the mean of the two outcomes seen from the model's side
+(win 1, tie 0.5, loss 0), so a judge that always picks position A gives every item 0.5, never a win.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from evalgate.stats import bootstrap_ci
+
+Verdict = Literal["A", "B", "tie"]
+VERDICTS: tuple[str, ...] = ("A", "B", "tie")
+# AlpacaEval 2's regularisation strength (LogisticRegression C=100 in alpaca_eval/metrics/glm_winrate.py): an L2
+# penalty of 1/(2C) on the length coefficient keeps it finite where length alone separates wins from losses.
+LENGTH_L2 = 1 / 100
+
+
+@dataclass(frozen=True)
+class PairJudgement:
+    """One item judged in both orders.
+
+    Attributes:
+        item_id: the item.
+        model_first: the judge's verdict with the model's completion in position A ("A", "B", "tie"), or None when
+            the verdict could not be parsed.
+        baseline_first: the verdict with the baseline's completion in position A, or None.
+        model_len: the model's completion length in characters (AlpacaEval measures length in characters).
+        baseline_len: the baseline's completion length in characters.
+    """
+
+    item_id: str
+    model_first: str | None
+    baseline_first: str | None
+    model_len: int
+    baseline_len: int
+
+    def __post_init__(self) -> None:
+        for name in ("model_first", "baseline_first"):
+            value = getattr(self, name)
+            if value is not None and value not in VERDICTS:
+                raise ValueError(f"item {self.item_id!r}: {name} is {value!r}; a verdict is one of {VERDICTS} "
+                                 "or None (unparseable)")
+
+
+def outcome(verdict: str, model_position: Literal["A", "B"]) -> float:
+    """The model's outcome of one verdict: 1 when the judge preferred the model, 0.5 a tie, 0 the baseline.
+
+    Raises:
+        ValueError: a verdict outside ``VERDICTS``.
+    """
+    if verdict not in VERDICTS:
+        raise ValueError(f"verdict {verdict!r} is not one of {VERDICTS}")
+    if verdict == "tie":
+        return 0.5
+    return 1.0 if verdict == model_position else 0.0
+
+
+def item_preference(pair: PairJudgement) -> float | None:
+    """The item's preference for the model: the mean of its two outcomes (0, 0.25, 0.5, 0.75 or 1); None when either
+    order's verdict is unparseable (the item is then left out of every rate and counted as unparseable)."""
+    if pair.model_first is None or pair.baseline_first is None:
+        return None
+    return (outcome(pair.model_first, "A") + outcome(pair.baseline_first, "B")) / 2
+
+
+def position_flip(pair: PairJudgement) -> bool | None:
+    """Whether swapping the positions changed the judge's outcome for the model (win, tie or loss); None when
+    either verdict is unparseable. A judge that keeps choosing position A flips on every item it does not call a
+    tie in both orders."""
+    if pair.model_first is None or pair.baseline_first is None:
+        return None
+    return outcome(pair.model_first, "A") != outcome(pair.baseline_first, "B")
+
+
+def length_controlled_win_rate(preferences: Sequence[float], len_diff: Sequence[float],
+                               l2: float = LENGTH_L2) -> dict[str, Any]:
+    """Length-controlled win rate: AlpacaEval 2's GLM with the length term set to zero.
+
+    Fits ``P(model preferred) = sigmoid(theta + phi * tanh(d_i / sd(d)))`` by maximum likelihood with soft labels
+    (each item's preference in [0, 1] is its target, as ``fit_LogisticRegressionCV(is_ytrue_proba=True)`` does) and
+    an L2 penalty ``l2 / 2 * phi**2`` on the length coefficient only, then predicts with the length difference set
+    to zero: the LC win rate is ``sigmoid(theta)`` (Dubois et al. 2024, "Length-Controlled AlpacaEval: A Simple Way
+    to Debias Automatic Evaluators", arXiv:2404.04475, eq. 2 and 3). One model against one baseline, so the GLM's
+    per-instruction difficulty term, estimated there from many models, is left out; ``d_i`` is the model's length
+    minus the baseline's, ``sd`` the sample standard deviation (ddof=1).
+
+    Args:
+        preferences: shape ``(n,)``, each item's preference for the model in [0, 1].
+        len_diff: shape ``(n,)``, model length minus baseline length per item (characters).
+        l2: penalty on ``phi`` (``1 / C`` of scikit-learn's ``LogisticRegression``); 0 is the plain MLE.
+
+    Returns:
+        ``{"lc_win_rate", "theta", "phi", "note"}``; where every preference is 0 or every one is 1 the intercept
+        has no finite estimate and the LC win rate is that raw rate (``note`` says so); where every length
+        difference is the same the length term is 0 and the LC win rate is the raw win rate.
+
+    Raises:
+        ValueError: no items, shapes differ, or a preference outside [0, 1].
+    """
+    p = np.asarray(preferences, dtype=float)
+    d = np.asarray(len_diff, dtype=float)
+    if p.shape != d.shape or p.ndim != 1 or len(p) == 0:
+        raise ValueError(f"preferences {p.shape} and length differences {d.shape} must be the same non-empty 1-D shape")
+    if ((p < 0) | (p > 1)).any():
+        raise ValueError("a preference is outside [0, 1]")
+    raw = float(p.mean())
+    if raw in (0.0, 1.0):
+        return {"lc_win_rate": raw, "theta": None, "phi": None,
+                "note": f"every preference is {raw:g}: no finite intercept, the raw win rate is reported"}
+    sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
+    if sd == 0.0:
+        return {"lc_win_rate": raw, "theta": float(math.log(raw / (1 - raw))), "phi": 0.0,
+                "note": "every length difference is the same: no length term"}
+    theta, phi = _fit_glm(p, np.tanh(d / sd), l2)
+    return {"lc_win_rate": float(1 / (1 + math.exp(-theta))), "theta": theta, "phi": phi, "note": None}
+
+
+def _fit_glm(p: np.ndarray, x: np.ndarray, l2: float) -> tuple[float, float]:
+    """Penalised soft-label logistic regression of ``p`` on ``[1, x]``; returns (theta, phi)."""
+    from scipy.optimize import minimize
+    from scipy.special import expit, log_expit
+
+    design = np.column_stack([np.ones_like(x), x])
+    penalty = np.array([0.0, l2])
+
+    def loss(w: np.ndarray) -> float:
+        z = design @ w
+        return float(-(p * log_expit(z) + (1 - p) * log_expit(-z)).sum() + 0.5 * (penalty * w * w).sum())
+
+    def grad(w: np.ndarray) -> np.ndarray:
+        return np.asarray(design.T @ (expit(design @ w) - p) + penalty * w)
+
+    def hess(w: np.ndarray) -> np.ndarray:
+        s = expit(design @ w)
+        return np.asarray((design * (s * (1 - s))[:, None]).T @ design + np.diag(penalty))
+
+    fit = minimize(loss, np.zeros(2), jac=grad, hess=hess, method="trust-exact", options={"gtol": 1e-10})
+    return float(fit.x[0]), float(fit.x[1])
+
+
+def win_rate(pairs: Sequence[PairJudgement], confidence: float = 0.95, resamples: int = 10_000,
+             seed: int = 0) -> dict[str, Any]:
+    """Win rate of the model against the baseline over items judged in both orders.
+
+    Args:
+        pairs: one judgement per item (both orders).
+        confidence: two-sided level of the bootstrap interval.
+        resamples: bootstrap resamples.
+        seed: numpy ``default_rng`` seed.
+
+    Returns:
+        ``{"win_rate", "low", "high", "lc_win_rate", "lc", "items", "unparseable_items", "wins", "ties", "losses",
+        "position_flip_rate", "first_position_rate"}``. ``win_rate`` is the mean item preference (ties half);
+        ``low``/``high`` a percentile bootstrap over items, both orders of an item drawn together (paired);
+        ``wins``/``ties``/``losses`` count single verdicts from the model's side; ``position_flip_rate`` the share
+        of items whose outcome changed with the swap; ``first_position_rate`` the share of non-tie verdicts for
+        position A (0.5 for a judge without position bias). Rates are None when no item parsed in both orders.
+
+    Raises:
+        ValueError: no pairs, or an item twice.
+    """
+    if not pairs:
+        raise ValueError("win rate over zero pairs")
+    ids = [p.item_id for p in pairs]
+    if len(set(ids)) != len(ids):
+        raise ValueError("an item is judged twice: one PairJudgement per item")
+    parsed = [p for p in pairs if item_preference(p) is not None]
+    prefs = [item_preference(p) or 0.0 for p in parsed]
+    counts = _verdict_counts(parsed)
+    out: dict[str, Any] = {"items": len(parsed), "unparseable_items": len(pairs) - len(parsed), **counts,
+                           "win_rate": None, "low": None, "high": None, "lc_win_rate": None, "lc": None,
+                           "position_flip_rate": None, "first_position_rate": None}
+    if not parsed:
+        return out
+    low, high = bootstrap_ci(prefs, confidence=confidence, resamples=resamples, seed=seed)
+    lc = length_controlled_win_rate(prefs, [p.model_len - p.baseline_len for p in parsed])
+    decided = [v for p in parsed for v in (p.model_first, p.baseline_first) if v != "tie"]
+    out.update(win_rate=float(np.mean(prefs)), low=low, high=high, lc_win_rate=lc["lc_win_rate"], lc=lc,
+               position_flip_rate=sum(bool(position_flip(p)) for p in parsed) / len(parsed),
+               first_position_rate=(decided.count("A") / len(decided)) if decided else None)
+    return out
+
+
+def _verdict_counts(parsed: Sequence[PairJudgement]) -> dict[str, int]:
+    outcomes = [o for p in parsed for o in (outcome(p.model_first or "", "A"), outcome(p.baseline_first or "", "B"))]
+    return {"wins": outcomes.count(1.0), "ties": outcomes.count(0.5), "losses": outcomes.count(0.0)}
+
+
+def per_item_table(pairs: Sequence[PairJudgement]) -> list[dict[str, Any]]:
+    """The report's per-item table: one row per item with both verdicts, the preference, whether the swap flipped
+    the outcome, and both lengths; ``status`` is ``ok`` or ``unparseable``."""
+    return [{"item_id": p.item_id, "model_first": p.model_first, "baseline_first": p.baseline_first,
+             "preference": item_preference(p), "flip": position_flip(p), "model_len": p.model_len,
+             "baseline_len": p.baseline_len,
+             "status": "ok" if item_preference(p) is not None else "unparseable"} for p in pairs]

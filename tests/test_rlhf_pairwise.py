@@ -1,0 +1,134 @@
+"""Pairwise judge statistics (evalgate/rlhf/pairwise.py): expected values by hand, the LC GLM against scikit-learn's
+LogisticRegression and the bootstrap interval against scipy.stats.bootstrap on the same tables."""
+
+import math
+
+import numpy as np
+import pytest
+
+from evalgate.rlhf.pairwise import (
+    PairJudgement,
+    item_preference,
+    length_controlled_win_rate,
+    per_item_table,
+    position_flip,
+    win_rate,
+)
+
+
+def _pair(item: str, first: str | None, second: str | None, mlen: int = 100, blen: int = 100) -> PairJudgement:
+    return PairJudgement(item, first, second, mlen, blen)
+
+
+# model_first, baseline_first -> preference by hand: the model's side of each verdict, averaged
+HAND = [("A", "B", 1.0, False), ("A", "A", 0.5, True), ("tie", "B", 0.75, True), ("B", "A", 0.0, False),
+        ("tie", "tie", 0.5, False), ("B", "tie", 0.25, True)]
+
+
+@pytest.mark.parametrize("first,second,pref,flip", HAND)
+def test_item_preference_and_flip_by_hand(first, second, pref, flip):
+    pair = _pair("q", first, second)
+    assert item_preference(pair) == pref
+    assert position_flip(pair) is flip
+
+
+def test_unparseable_is_neither_a_tie_nor_counted():
+    pair = _pair("q", None, "B")
+    assert item_preference(pair) is None and position_flip(pair) is None
+    out = win_rate([pair, _pair("r", "A", "B")], resamples=200)
+    assert out["unparseable_items"] == 1 and out["items"] == 1 and out["win_rate"] == 1.0
+    assert per_item_table([pair])[0]["status"] == "unparseable"
+
+
+def test_win_rate_table_by_hand():
+    pairs = [_pair("1", "A", "B"), _pair("2", "A", "A"), _pair("3", "tie", "B"), _pair("4", "B", "A"),
+             _pair("5", None, "A")]
+    out = win_rate(pairs, resamples=2000)
+    assert out["win_rate"] == pytest.approx((1 + 0.5 + 0.75 + 0) / 4)
+    assert out["items"] == 4 and out["unparseable_items"] == 1
+    # flips: item 2 (win then loss) and item 3 (tie then win)
+    assert out["position_flip_rate"] == pytest.approx(2 / 4)
+    # single verdicts from the model's side: 1,1 | 1,0 | .5,1 | 0,0
+    assert (out["wins"], out["ties"], out["losses"]) == (4, 1, 3)
+    # non-tie verdicts A,B,A,A,B,B,A: four of seven for position A
+    assert out["first_position_rate"] == pytest.approx(4 / 7)
+    assert out["low"] <= out["win_rate"] <= out["high"]
+
+
+def test_always_first_position_judge_scores_half_and_flips_everything():
+    pairs = [_pair(str(i), "A", "A") for i in range(10)]
+    out = win_rate(pairs, resamples=500)
+    assert out["win_rate"] == 0.5 and out["position_flip_rate"] == 1.0 and out["first_position_rate"] == 1.0
+    assert (out["low"], out["high"]) == (0.5, 0.5)
+
+
+def test_bootstrap_ci_matches_scipy_percentile_bootstrap():
+    from scipy.stats import bootstrap
+
+    prefs = [1, 1, 0.75, 0.5, 0, 1, 0.25, 1, 0.5, 0.75, 0, 1, 1, 0.5, 0.75, 0.25, 1, 0, 1, 0.5]
+    verdicts = {1: ("A", "B"), 0.75: ("tie", "B"), 0.5: ("tie", "tie"), 0.25: ("B", "tie"), 0: ("B", "A")}
+    pairs = [_pair(str(i), *verdicts[p]) for i, p in enumerate(prefs)]
+    out = win_rate(pairs, resamples=20_000)
+    ref = bootstrap((np.array(prefs, dtype=float),), np.mean, confidence_level=0.95, n_resamples=20_000,
+                    method="percentile", random_state=1).confidence_interval
+    assert out["win_rate"] == pytest.approx(np.mean(prefs))
+    assert out["low"] == pytest.approx(ref.low, abs=0.015) and out["high"] == pytest.approx(ref.high, abs=0.015)
+
+
+def test_lc_equals_raw_when_lengths_agree():
+    out = length_controlled_win_rate([1, 0.75, 0.5, 0, 1], [30, 30, 30, 30, 30])
+    assert out["lc_win_rate"] == pytest.approx(0.65) and out["phi"] == 0.0
+
+
+def test_lc_closed_form_two_length_groups():
+    # Two length groups x = +c (model longer) and -c: the unpenalised GLM is saturated, so
+    # sigmoid(theta + phi c) = 0.75 and sigmoid(theta - phi c) = 0.375, theta = (logit .75 + logit .375) / 2.
+    prefs = [1, 0.75, 0.75, 0.5, 1, 0.75, 0.75, 0.5] + [0.5, 0.25]
+    diffs = [200] * 8 + [-200] * 2
+    logit = lambda q: math.log(q / (1 - q))  # noqa: E731
+    theta = (logit(0.75) + logit(0.375)) / 2
+    out = length_controlled_win_rate(prefs, diffs, l2=0.0)
+    assert out["theta"] == pytest.approx(theta, abs=1e-6)
+    assert out["lc_win_rate"] == pytest.approx(1 / (1 + math.exp(-theta)), abs=1e-6)  # 0.5730
+    # the verbose model's raw win rate (0.675) is discounted
+    assert np.mean(prefs) == pytest.approx(0.675) and out["lc_win_rate"] == pytest.approx(0.5730, abs=1e-4)
+
+
+def test_lc_matches_sklearn_logistic_regression():
+    from sklearn.linear_model import LogisticRegression
+
+    prefs = np.array([1, 1, 0.75, 0.5, 0, 1, 0.25, 1, 0.5, 0.75, 0, 1, 1, 0.5, 0.75, 0.25])
+    diffs = np.array([340, 120, 80, -20, -300, 410, 15, 260, -90, 30, -150, 500, 75, -40, 220, -10])
+    x = np.tanh(diffs / diffs.std(ddof=1))
+    # soft labels as AlpacaEval fits them: each row twice, label 1 weighted p and label 0 weighted 1 - p
+    reference = LogisticRegression(C=100, tol=1e-12, max_iter=10_000).fit(
+        np.concatenate([x, x])[:, None], np.r_[np.ones(len(x)), np.zeros(len(x))],
+        sample_weight=np.r_[prefs, 1 - prefs])
+    out = length_controlled_win_rate(prefs, diffs)
+    assert out["theta"] == pytest.approx(reference.intercept_[0], abs=1e-5)
+    assert out["phi"] == pytest.approx(reference.coef_[0][0], abs=1e-5)
+    assert out["lc_win_rate"] == pytest.approx(reference.predict_proba([[0.0]])[0, 1], abs=1e-6)
+    assert out["lc_win_rate"] < prefs.mean()  # the model wins where it is longer
+
+
+def test_lc_separated_by_length_stays_finite():
+    out = length_controlled_win_rate([1, 1, 0, 0], [100, 200, -100, -200])
+    assert math.isfinite(out["phi"]) and out["lc_win_rate"] == pytest.approx(0.5, abs=1e-6)
+
+
+def test_lc_all_wins_reports_raw_with_note():
+    out = length_controlled_win_rate([1, 1, 1], [10, -5, 3])
+    assert out["lc_win_rate"] == 1.0 and out["theta"] is None and "no finite intercept" in out["note"]
+
+
+def test_bad_input_is_one_clear_error():
+    with pytest.raises(ValueError, match="a verdict is one of"):
+        _pair("q", "left", "B")
+    with pytest.raises(ValueError, match="judged twice"):
+        win_rate([_pair("q", "A", "B"), _pair("q", "A", "B")])
+    with pytest.raises(ValueError, match="zero pairs"):
+        win_rate([])
+    with pytest.raises(ValueError, match="outside"):
+        length_controlled_win_rate([1.5, 0], [1, 2])
+    with pytest.raises(ValueError, match="same non-empty"):
+        length_controlled_win_rate([1, 0], [1])
