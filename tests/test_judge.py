@@ -1,0 +1,76 @@
+"""The LLM judge (evalgate/scoring/judge.py): verdicts parsed by the protocol's rule, unparseable as its own value,
+and the real SmolLM2 judging through the hf backend in both orders."""
+
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from evalgate.rlhf.pairwise import win_rate
+from evalgate.scoring.judge import JudgeOptions, parse_verdict, render
+
+PAIRWISE_TEMPLATE = ("You are a judge. Question: {question}\n[Answer A]: {answer_a}\n[Answer B]: {answer_b}\n"
+                     "Which answer is better for {rubric}? Output your final verdict by strictly following this "
+                     "format: \"[[A]]\" if answer A is better, \"[[B]]\" if answer B is better.")
+
+
+def _options(mode: str = "pairwise", checkpoint: str = "/x", digest: str = "blake3:00", **kw) -> JudgeOptions:
+    base = {"mode": mode, "judge": {"backend": "hf", "checkpoint": checkpoint, "digest": digest},
+            "rubric": "correctness", "question_field": "question",
+            "sampling": {"temperature": 0.0, "max_tokens": 16, "seed": 0}}
+    if mode == "pairwise":
+        base.update(template=PAIRWISE_TEMPLATE, parse=r"\[\[([ABC])\]\]", scale=None,
+                    verdicts={"A": "A", "B": "B", "C": "tie"})
+    else:
+        base.update(template="Question: {question}\nAnswer: {answer}\nRate its {rubric}.", parse=r"Rating:\s*(\d+)",
+                    scale=[1, 10], verdicts=None)
+    base.update(kw)
+    return JudgeOptions.model_validate(base)
+
+
+def test_pairwise_verdicts_parsed_by_hand():
+    o = _options()
+    assert parse_verdict(o, "My verdict: [[B]]").value == "B"
+    assert parse_verdict(o, "[[C]] both are equal").value == "tie"
+    assert parse_verdict(o, "[[A]] ... final [[A]]").value == "A"
+    several = parse_verdict(o, "[[A]] no, [[B]]")
+    assert several.value is None and "several verdicts" in (several.detail or "")
+    assert parse_verdict(o, "A is better").value is None
+
+
+def test_pointwise_rating_scale_and_unparseable():
+    o = _options("pointwise")
+    assert parse_verdict(o, "Rating: 7").value == 7.0
+    out = parse_verdict(o, "Rating: 11")
+    assert out.value is None and "outside the scale" in (out.detail or "")
+    assert parse_verdict(o, "it is fine").detail == "no match of the parse rule"
+    assert render(o, "What is 2+3?", answer="5") == "Question: What is 2+3?\nAnswer: 5\nRate its correctness."
+
+
+def test_options_refuse_an_incomplete_judge():
+    with pytest.raises(ValidationError, match="exactly one group"):
+        _options(parse=r"\[\[[AB]\]\]")
+    with pytest.raises(ValidationError, match="template lacks"):
+        _options(template="Question: {question} {answer_a}")
+    with pytest.raises(ValidationError, match="pins its 'digest'"):
+        _options(digest=None)
+    with pytest.raises(ValidationError, match="scale"):
+        _options("pointwise", scale=[5, 1])
+
+
+def test_real_smollm2_judge_in_both_orders(smollm2_gguf: Path):
+    from evalgate.checkpoints.resolve import resolve_checkpoint
+    from evalgate.scoring.judge import load_judge
+
+    digest = resolve_checkpoint(smollm2_gguf).digest
+    judge = load_judge(_options(checkpoint=str(smollm2_gguf), digest=digest))
+    pairs, verdicts = judge.compare(["q1"], ["What is 2+3?"], ["5"], ["7"])
+    (v1, v2), = verdicts
+    # SmolLM2-135M answers "[[A]]" whichever answer sits in position A (greedy): its output is read by the rule,
+    # and the swap shows the position bias: model wins in order 1, baseline wins in order 2
+    assert v1.text.startswith("[[A]]") and v2.text.startswith("[[A]]")
+    assert (pairs[0].model_first, pairs[0].baseline_first) == ("A", "A")
+    out = win_rate(pairs, resamples=200)
+    assert out["win_rate"] == 0.5 and out["position_flip_rate"] == 1.0 and out["first_position_rate"] == 1.0
+    with pytest.raises(Exception, match="pins"):
+        load_judge(_options(checkpoint=str(smollm2_gguf), digest="blake3:" + "0" * 64))
