@@ -111,8 +111,8 @@ def main() -> int:
     t_eval = time.perf_counter() - t_eval
 
     REPORTS.mkdir(exist_ok=True)
-    verdict, doc = gate_and_report(GATE, store, report=REPORTS / "demo.html", junit=REPORTS / "demo.junit.xml",
-                                   json_out=REPORTS / "demo.json", markdown=REPORTS / "demo.md")
+    verdict, doc = gate_and_report(GATE, store, {"html": REPORTS / "demo.html", "junit": REPORTS / "demo.junit.xml",
+                                                 "json": REPORTS / "demo.json", "markdown": REPORTS / "demo.md"})
     print(f"\ngate '{verdict.policy.name}' over {len(verdict.seeds)} training seeds: "
           f"{'PASS' if verdict.passed else 'FAIL'}")
     for s in doc["seeds"]:

@@ -14,6 +14,7 @@ import math
 import os
 import re
 import xml.etree.ElementTree as ET
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -325,83 +326,135 @@ def error_markdown(doc: dict[str, Any]) -> str:
             f"{_md(doc['error'])}\n\n**Ship:** none\n")
 
 
-def _write_error_outputs(doc: dict[str, Any], junit: str | Path | None, json_out: str | Path | None,
-                         markdown: str | Path | None) -> None:
-    if junit:
-        _atomic_write(Path(junit), error_junit(doc))
-    if json_out:
-        _atomic_write(Path(json_out), json.dumps(doc, indent=2))
-    write_markdown(error_markdown(doc), markdown)
+def junit_output(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None = None) -> Path:
+    """The ``junit`` report writer (``report_writers.WRITERS``): ``write_junit``."""
+    return write_junit(verdict, path)
 
 
-def gate_and_report(policy_path: str | Path, store: Store | None = None, report: str | Path | None = None,
-                    junit: str | Path | None = None, json_out: str | Path | None = None,
-                    markdown: str | Path | None = None, actor: str | None = None,
+def markdown_output(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None = None) -> Path:
+    """The ``markdown`` report writer: the summary to ``path`` (the step summary is ``write_reports``'s)."""
+    p = Path(path)
+    _atomic_write(p, markdown_summary(verdict))
+    return p
+
+
+def error_junit_output(doc: dict[str, Any], path: str | Path) -> Path:
+    """The ``junit`` writer of a gate that decided nothing (``error_junit``)."""
+    _atomic_write(Path(path), error_junit(doc))
+    return Path(path)
+
+
+def error_json_output(doc: dict[str, Any], path: str | Path) -> Path:
+    """The ``json`` writer of a gate that decided nothing: the ``error_document``."""
+    _atomic_write(Path(path), json.dumps(doc, indent=2))
+    return Path(path)
+
+
+def error_markdown_output(doc: dict[str, Any], path: str | Path) -> Path:
+    """The ``markdown`` writer of a gate that decided nothing (``error_markdown``)."""
+    _atomic_write(Path(path), error_markdown(doc))
+    return Path(path)
+
+
+def _checked(outputs: Mapping[str, str | Path] | None) -> dict[str, Path]:
+    from evalgate.report_writers import WRITERS
+
+    outputs = dict(outputs or {})
+    for name in outputs:
+        WRITERS.require(name, " (report outputs)")
+    return {name: Path(path) for name, path in outputs.items() if path}
+
+
+def _step_summary(text: str) -> list[Path]:
+    """Append ``text`` to ``$GITHUB_STEP_SUMMARY`` when that is set; the files appended to."""
+    gh = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not gh:
+        return []
+    with open(gh, "a", encoding="utf-8") as f:
+        f.write(text + "\n")
+    return [Path(gh)]
+
+
+def _write_error_outputs(doc: dict[str, Any], outputs: dict[str, Path]) -> None:
+    from evalgate.report_writers import WRITERS
+
+    for name, path in outputs.items():
+        write_error = WRITERS[name].error_writer()
+        if write_error is not None:
+            write_error(doc, path)
+    _step_summary(error_markdown(doc))
+
+
+def gate_and_report(policy_path: str | Path, store: Store | None = None,
+                    outputs: Mapping[str, str | Path] | None = None, actor: str | None = None,
                     accept_broken_chain: str | None = None,
                     expect_head: tuple[int, str] | None = None) -> tuple[Verdict, dict[str, Any]]:
     """Load a policy, run the gate and write the requested outputs (what ``evalgate gate`` does).
+    ``outputs``: report format name (``report_writers.WRITERS``: html, json, junit, markdown, a plugin's) -> path.
     ``accept_broken_chain``: a reason to gate on a broken access-log chain (sets the policy's field for this run);
     ``expect_head`` as in ``run_gate``.
 
     The Markdown summary is also appended to ``$GITHUB_STEP_SUMMARY`` when that is set. A gate that decides
-    nothing (refused, invalid policy, protocol drift, internal error) still writes the JUnit (one error testcase),
-    the JSON (``error_document``) and the Markdown summary it was asked for, saying why, then raises.
+    nothing (refused, invalid policy, protocol drift, internal error) still writes, in each format that has an
+    error writer (JUnit: one error testcase; JSON: ``error_document``; Markdown), the output it was asked for,
+    saying why, then raises.
 
     Returns:
         (verdict, the verdict's JSON document with the paths written).
 
     Raises:
+        BadInput: an unknown report format in ``outputs``.
         EvalgateError: see ``evalgate.gate.load_policy`` and ``evalgate.gate.run_gate``.
     """
     store = store or Store()
+    paths = _checked(outputs)
     try:
         policy = load_policy(policy_path)
         if accept_broken_chain:
             policy = policy.model_copy(update={"accept_broken_chain": accept_broken_chain})
     except Exception as e:
-        _write_error_outputs(error_document(policy_path, Path(policy_path).stem, e), junit, json_out, markdown)
+        _write_error_outputs(error_document(policy_path, Path(policy_path).stem, e), paths)
         raise
     try:
         verdict = run_gate(policy, store, actor, expect_head=expect_head)
     except Exception as e:
-        _write_error_outputs(error_document(policy_path, policy.name, e), junit, json_out, markdown)
+        _write_error_outputs(error_document(policy_path, policy.name, e), paths)
         raise
-    return verdict, write_reports(verdict, store, report, junit, json_out, markdown)
+    return verdict, write_reports(verdict, paths, store)
 
 
-def write_reports(verdict: Verdict, store: Store | None = None, report: str | Path | None = None,
-                  junit: str | Path | None = None, json_out: str | Path | None = None,
-                  markdown: str | Path | None = None) -> dict[str, Any]:
-    """Write the requested outputs of a verdict (the HTML and JSON with the decision split's access table as it
-    is now; reading the access log reads no split) and return its JSON document with the paths written."""
+def write_reports(verdict: Verdict, outputs: Mapping[str, str | Path] | None = None,
+                  store: Store | None = None) -> dict[str, Any]:
+    """Write a verdict in each requested format (``outputs``: format name -> path; the HTML and JSON with the
+    decision split's access table as it is now; reading the access log reads no split), append the Markdown
+    summary to ``$GITHUB_STEP_SUMMARY`` when set, and return the verdict's JSON document with the paths written
+    (under each writer's ``key``: ``report``, ``json_out``, ``junit``, ``markdown``; ``step_summary``).
+
+    Raises:
+        BadInput: an unknown format name (lists the known ones).
+    """
     from evalgate.audit import audit_summary
+    from evalgate.report_writers import WRITERS, key_of
 
+    paths = _checked(outputs)
     audit = audit_summary(store or Store(), verdict.policy.decision_split)
     doc = verdict.as_dict()
-    if report:
-        doc["report"] = str(write_html(verdict, report, audit))
-    if junit:
-        doc["junit"] = str(write_junit(verdict, junit))
-    if json_out:
-        doc["json_out"] = str(write_json(verdict, json_out, audit))
-    written = write_markdown(verdict, markdown)
-    if markdown:
-        doc["markdown"] = str(markdown)
-    doc["step_summary"] = [str(p) for p in written if not markdown or str(p) != str(markdown)]
+    for name, path in paths.items():
+        doc[key_of(name)] = str(WRITERS[name].writer()(verdict, path, audit))
+    doc["step_summary"] = [str(p) for p in _step_summary(markdown_summary(verdict)) if p != paths.get("markdown")]
     return doc
 
 
-def report_stored(gate_id: str, store: Store | None = None, report: str | Path | None = None,
-                  junit: str | Path | None = None, json_out: str | Path | None = None,
-                  markdown: str | Path | None = None) -> tuple[Verdict, dict[str, Any]]:
+def report_stored(gate_id: str, store: Store | None = None,
+                  outputs: Mapping[str, str | Path] | None = None) -> tuple[Verdict, dict[str, Any]]:
     """Write the outputs of a stored gate again (``evalgate report GATE_ID``) from its stored verdict: no split is
-    read and nothing is logged, so no budget is spent.
+    read and nothing is logged, so no budget is spent. ``outputs`` as in ``write_reports``.
 
     Raises:
-        BadInput: no stored gate ``gate_id``.
+        BadInput: no stored gate ``gate_id``, or an unknown report format.
     """
     from evalgate.gate.history import stored_verdict
 
     store = store or Store()
     _, verdict = stored_verdict(store, gate_id)
-    return verdict, write_reports(verdict, store, report, junit, json_out, markdown)
+    return verdict, write_reports(verdict, outputs, store)

@@ -75,7 +75,8 @@ def test_an_agentic_gate_shows_no_private_trajectory_anywhere(tmp_path: Path) ->
                                    priv["backend_info"]["generation_settings_sha256"])
     assert secret in turns[0]["text"] and secret in turns[0]["calls"][0]["result"]  # in clear with the key
     out = tmp_path / "out"
-    write_reports(v, store, out / "r.html", out / "r.junit.xml", out / "r.json", out / "r.md")
+    write_reports(v, {"html": out / "r.html", "junit": out / "r.junit.xml", "json": out / "r.json",
+                      "markdown": out / "r.md"}, store)
     texts = {p.name: p.read_text() for p in out.iterdir()}
     texts["stored verdict"] = json.dumps(store.gates()[-1]["document"])
     with duckdb.connect(str(store.path)) as con:

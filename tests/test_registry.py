@@ -219,3 +219,65 @@ def test_a_backend_plugin_runs_an_evaluation_with_its_own_cache_key(tmp_path: Pa
     assert shouted["counts"]["generated"] == 2  # another cache key: nothing reused from the plain echo
     assert unit_resources(RunOptions(backend="echo"), check_backend("echo", {})) == {"num_cpus": 2}
     assert "echo" not in structured_call_backends() and structured_call_backends() == ["openai", "replay"]
+
+
+# --- a report format, added as one module and one registration (an entry point) ------------------------------------
+
+CSV_WRITER = '''
+"""A third-party report format: one CSV line per gate rule (rule, outcome)."""
+import csv
+from pathlib import Path
+
+from evalgate.report_writers import ReportWriter
+
+
+def write(verdict, path, audit):
+    path = Path(path)
+    with path.open("w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f)
+        w.writerow(["rule", "outcome"])
+        w.writerows([r.rule, "pass" if r.passed else "fail"] for r in verdict.rules)
+    return path
+
+
+WRITER = ReportWriter(write, "Write the rules as CSV here.", flags=("--rules-csv",))
+'''
+
+
+def test_a_report_format_plugin_gets_its_flag_and_is_written_by_the_cli(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import os
+    import subprocess
+
+    from evalgate.gate import load_policy, run_gate
+    from evalgate.report_writers import WRITERS
+    from tests import gate_fixtures as fx
+
+    site = install_dist(tmp_path / "site", monkeypatch, "evalgate-rules-csv", {"evalgate_rules_csv": CSV_WRITER},
+                        {"evalgate.report_writers": {"rules-csv": "evalgate_rules_csv:WRITER"}}, (WRITERS,))
+    built = fx.build(tmp_path / "runs", seeds=(1, 2))
+    policy = tmp_path / "gate.yaml"
+    policy.write_text(yaml.safe_dump(fx.policy_dict(built["baseline"], min_seeds=2)))
+    v = run_gate(load_policy(policy), built["store"], evaluate_decision=False)
+    assert not v.passed  # seed 1's reward-hacking triad (tests/test_gate.py)
+    out = tmp_path / "rules.csv"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(Path(__file__).parents[1])])}
+    r = subprocess.run([sys.executable, "-m", "evalgate.cli", "report", v.gate_id or "", "--rules-csv", str(out),
+                        "--junit", str(tmp_path / "r.xml")], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 1, r.stderr  # FAIL, as the gate decided
+    assert f"rules_csv: {out}" in r.stdout
+    lines = out.read_text().splitlines()
+    assert lines[0] == "rule,outcome" and len(lines) == 1 + len(v.rules)
+    assert f"{v.rules[0].rule},{'pass' if v.rules[0].passed else 'fail'}" in lines
+    assert (tmp_path / "r.xml").is_file()  # the built-in formats alongside
+    helped = subprocess.run([sys.executable, "-m", "evalgate.cli", "gate", "--help"], capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert "--rules-csv FILE" in helped.stdout and "Write the rules as CSV here." in helped.stdout
+
+
+def test_write_reports_refuses_an_unknown_format(tmp_path: Path) -> None:
+    from evalgate.report import write_reports
+
+    with pytest.raises(BadInput, match=r"unknown report format 'sarif' \(report outputs\); known report formats: "
+                                       r"html, json, junit, markdown"):
+        write_reports(None, {"sarif": tmp_path / "x"})  # type: ignore[arg-type]

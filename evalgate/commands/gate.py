@@ -10,16 +10,13 @@ import click
 
 from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors
-from evalgate.commands.options import OUT_FILE, actor_option, expect_head_option, parse_expect_head
+from evalgate.commands.options import actor_option, expect_head_option, parse_expect_head
+from evalgate.report_writers import WRITERS, key_of, outputs_from, report_options
 
 
 @click.command("gate")
 @click.option("--policy", "policy_path", required=True, type=click.Path(path_type=Path))
-@click.option("--report", type=OUT_FILE, default=None, help="Write the HTML report here.")
-@click.option("--junit", type=OUT_FILE, default=None, help="Write JUnit XML here.")
-@click.option("--json-out", type=OUT_FILE, default=None, help="Write the verdict JSON here.")
-@click.option("--markdown", type=OUT_FILE, default=None,
-              help="Write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set).")
+@report_options
 @actor_option()
 @click.option("--evaluate-missing", "missing", default=None, metavar="GLOB",
               help="First evaluate, on the selection split, the checkpoints matching GLOB that have no complete run "
@@ -31,10 +28,8 @@ from evalgate.commands.options import OUT_FILE, actor_option, expect_head_option
                     "refused (exit 2) before any read when it does not.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_out: Path | None,
-             markdown: Path | None, actor: str | None, missing: str | None, accept_broken: str | None,
-             expect_head: str | None,
-             as_json: bool) -> None:
+def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_broken: str | None,
+             expect_head: str | None, as_json: bool, **outputs: Path | None) -> None:
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
     refused, invalid or error."""
@@ -50,9 +45,8 @@ def gate_cmd(policy_path: Path, report: Path | None, junit: Path | None, json_ou
             for why in swept["ignored"]:  # e.g. a seed's checkpoint whose weights duplicate another's: not its own run
                 click.echo(f"--evaluate-missing: not evaluated: {why}", err=True)
         head = parse_expect_head(expect_head)
-        verdict, doc = gate_and_report(policy_path, report=report, junit=junit, json_out=json_out,
-                                       markdown=markdown, actor=actor, accept_broken_chain=accept_broken,
-                                       expect_head=head)
+        verdict, doc = gate_and_report(policy_path, outputs=outputs_from(outputs), actor=actor,
+                                       accept_broken_chain=accept_broken, expect_head=head)
     except Exception as e:
         if os.environ.get("EVALGATE_DEBUG") == "1":
             raise
@@ -98,12 +92,17 @@ def _print_gate(verdict: Any, doc: dict[str, Any]) -> None:
     for key in ("stale", "ignored", "failures"):
         for a in doc[key]:
             click.echo(f"  {key}: run {a['run_id']} ({a['checkpoint_path']}): {a['reason']}")
-    for k in ("report", "junit", "json_out", "markdown"):
-        if doc.get(k):
-            click.echo(f"{k}: {doc[k]}")
+    _print_outputs(doc)
     ship = doc["ship"]
     click.echo(f"ship: {ship['checkpoint']} ({ship['why']})" if ship["checkpoint"] else f"ship: none ({ship['why']})")
 
 
 def _num(v: Any) -> str:
     return f"{v:.4f}" if isinstance(v, float) else str(v)
+
+
+def _print_outputs(doc: dict[str, Any]) -> None:
+    """One ``key: path`` line per report written (``report``, ``json_out``, ``junit``, ``markdown``, a plugin's)."""
+    for k in (key_of(name) for name in WRITERS.names()):
+        if doc.get(k):
+            click.echo(f"{k}: {doc[k]}")
