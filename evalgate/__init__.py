@@ -1,0 +1,62 @@
+"""evalgate: evaluate LLM post-training checkpoints on tiered splits and gate the release (docs/API.md).
+
+The public API, imported lazily (lm-evaluation-harness's module ``__getattr__``): ``import evalgate`` loads
+neither torch, transformers, DuckDB, vLLM nor the sandbox; each name below is imported on first use.
+
+    import evalgate
+    ws = evalgate.Workspace(home=".evalgate/nb", actor="alice")
+    run = ws.evaluate("protocols/addition.yaml", checkpoint, split="addition-dev")   # -> evalgate.RunRecord
+    verdict = ws.gate("gates/demo.yaml")                                             # -> evalgate.Verdict
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from evalgate.callback import EvalgateCallback
+    from evalgate.diagnostics.diagnose import Diagnosis
+    from evalgate.enums import Outcome, RunStatus, SampleStatus, Tier
+    from evalgate.environment import Environment
+    from evalgate.errors import BadInput, EngineError, EvalgateError, MissingExtra, ProtocolDrift, RefusedByPolicy
+    from evalgate.gate.results import RuleOutcome, Verdict
+    from evalgate.runner.plan import RunOptions
+    from evalgate.runner.record import RunRecord
+    from evalgate.sweep import SweepSummary
+    from evalgate.workspace import Workspace
+
+# public name -> the module that defines it
+_EXPORTS: dict[str, str] = {
+    "Workspace": "evalgate.workspace", "Environment": "evalgate.environment",
+    "RunOptions": "evalgate.runner.plan", "RunRecord": "evalgate.runner.record",
+    "Verdict": "evalgate.gate.results", "RuleOutcome": "evalgate.gate.results",
+    "SweepSummary": "evalgate.sweep", "Diagnosis": "evalgate.diagnostics.diagnose",
+    "Tier": "evalgate.enums", "RunStatus": "evalgate.enums", "SampleStatus": "evalgate.enums",
+    "Outcome": "evalgate.enums",
+    "EvalgateError": "evalgate.errors", "BadInput": "evalgate.errors", "RefusedByPolicy": "evalgate.errors",
+    "ProtocolDrift": "evalgate.errors", "EngineError": "evalgate.errors", "MissingExtra": "evalgate.errors",
+    "EvalgateCallback": "evalgate.callback",
+}
+
+__all__ = ["BadInput", "Diagnosis", "EngineError", "Environment", "EvalgateCallback", "EvalgateError",
+           "MissingExtra", "Outcome", "ProtocolDrift", "RefusedByPolicy", "RuleOutcome", "RunOptions", "RunRecord",
+           "RunStatus", "SampleStatus", "SweepSummary", "Tier", "Verdict", "Workspace", "__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name on first use (PEP 562) and keep it in the module."""
+    if name == "__version__":
+        from evalgate.version import installed_version
+
+        value: Any = installed_version() or "0+unknown"
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    else:
+        raise AttributeError(f"module 'evalgate' has no attribute {name!r}; the public API is evalgate.__all__")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

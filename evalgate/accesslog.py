@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate import logsign
+from evalgate.environment import active
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.store import Store
 
@@ -240,8 +241,9 @@ def check_for_gate(store: Store, expect_head: tuple[int, str] | None = None, req
         RefusedByPolicy: see above (nothing read, nothing spent).
         BadInput: ``$EVALGATE_EXPECT_HEAD`` is not ``SEQ:HASH``.
     """
-    if expect_head is None and os.environ.get("EVALGATE_EXPECT_HEAD", "").strip():
-        expect_head = parse_head(os.environ["EVALGATE_EXPECT_HEAD"], "$EVALGATE_EXPECT_HEAD")
+    pinned = active().expect_head
+    if expect_head is None and pinned:
+        expect_head = parse_head(pinned, "$EVALGATE_EXPECT_HEAD")
     if required and expect_head is None:
         raise RefusedByPolicy("the gate policy sets require_expect_head: pass --expect-head SEQ:HASH (or set "
                               "$EVALGATE_EXPECT_HEAD) to the head the last gate or 'evalgate audit verify' printed")

@@ -28,6 +28,8 @@ from typing import Any
 
 from filelock import FileLock
 
+from evalgate.environment import active
+
 DATA_SEED = 20261130
 QUESTION = "What is {a} + {b}? Answer with the number only."
 
@@ -65,8 +67,8 @@ def addition_items(part: str, n: int) -> list[dict[str, Any]]:
 
 
 def cache_root() -> Path:
-    """``$EVALGATE_CACHE`` (default ``~/.cache/evalgate``)."""
-    return Path(os.environ.get("EVALGATE_CACHE", "~/.cache/evalgate")).expanduser()
+    """The active cache (``evalgate.environment``: ``$EVALGATE_CACHE``, default ``~/.cache/evalgate``)."""
+    return active().cache
 
 
 def config_key(base_digest: str) -> str:

@@ -27,6 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from evalgate.environment import active
 from evalgate.errors import BadInput
 from evalgate.sealing import key_file
 
@@ -35,10 +36,9 @@ _CONTEXT = b"evalgate access-log head v1\n"
 
 
 def log_key_file() -> Path:
-    """``$EVALGATE_LOG_KEY_FILE``, else ``log-signing.key`` in the private-split key's directory."""
-    if os.environ.get("EVALGATE_LOG_KEY_FILE"):
-        return Path(os.environ["EVALGATE_LOG_KEY_FILE"])
-    return key_file().parent / KEY_NAME
+    """The active log key file (``evalgate.environment``: ``$EVALGATE_LOG_KEY_FILE``), else ``log-signing.key`` in
+    the private-split key's directory."""
+    return active().log_key_file or key_file().parent / KEY_NAME
 
 
 def message(seq: int, row_hash: str) -> bytes:
@@ -95,8 +95,9 @@ def signing_key(create: bool = False) -> Any | None:
     Raises:
         BadInput: the key found is not a PEM Ed25519 private key.
     """
-    if os.environ.get("EVALGATE_LOG_KEY"):
-        return _parse(os.environ["EVALGATE_LOG_KEY"].strip().encode() + b"\n", "EVALGATE_LOG_KEY")
+    pem = active().log_key
+    if pem:
+        return _parse(pem.strip().encode() + b"\n", "EVALGATE_LOG_KEY")
     path = log_key_file()
     if not path.is_file():
         if not create:

@@ -324,3 +324,10 @@ def _m020_access_log_signature(con: duckdb.DuckDBPyConnection) -> None:
         CREATE TABLE access_log_signature (
             seq BIGINT NOT NULL, row_hash VARCHAR NOT NULL, public_key VARCHAR NOT NULL, signature VARCHAR NOT NULL,
             signed_at TIMESTAMPTZ NOT NULL)""")
+
+
+@migration(31, "run_record_version")
+def _m031_run_record_version(con: duckdb.DuckDBPyConnection) -> None:
+    """The run record's format (``runner.record.RUN_RECORD_VERSION``), so a reader can tell records apart when the
+    record changes. Runs stored before keep NULL there and read as version 1."""
+    con.execute("ALTER TABLE runs ADD COLUMN record_version INTEGER")

@@ -28,12 +28,21 @@ from evalgate.store import Store
 if TYPE_CHECKING:
     from evalgate.agent.loop import AgentRun
 
-__all__ = ["ReleaseGrant", "RunOptions", "RunRecord", "compute_metrics", "effective_params", "evaluate", "finish",
-           "marking_stops"]
+__all__ = ["ReleaseGrant", "RunOptions", "RunRecord", "compute_metrics", "effective_params", "evaluate",
+           "evaluate_checkpoint", "finish", "marking_stops"]
 
 
 def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str,
              options: RunOptions | None = None, store: Store | None = None) -> dict[str, Any]:
+    """``evaluate_checkpoint(...).document()``: the run document (what ``evalgate run --json`` prints and the
+    ``runs`` row holds): run_id, status, protocol, checkpoint, split, backend, versions, effective parameters,
+    metrics, counts, warnings, wall_s, actor, purpose, host, pid, version. Arguments and errors as
+    ``evaluate_checkpoint``."""
+    return evaluate_checkpoint(protocol_path, checkpoint, split, options, store).document()
+
+
+def evaluate_checkpoint(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str,
+                        options: RunOptions | None = None, store: Store | None = None) -> RunRecord:
     """Evaluate a checkpoint on a split under a frozen protocol.
 
     Args:
@@ -44,9 +53,7 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
         store: the Store (default: ``$EVALGATE_HOME/evalgate.duckdb``).
 
     Returns:
-        The run document (``RunRecord.document()``, what ``evalgate run --json`` prints and what the ``runs`` row
-        holds): run_id, status, protocol, checkpoint, split, backend, versions, effective parameters, metrics,
-        counts, warnings, wall_s, actor, purpose, host, pid.
+        The complete ``RunRecord`` (stored in the ``runs`` table with its samples).
 
     Raises:
         BadInput: malformed protocol, unknown split, missing checkpoint, bad template (nothing is written).
@@ -68,8 +75,7 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
                 generated = agent.generated
             else:
                 generated = generate_missing(plan)
-        done = finish(plan, started, generated, agent)
-    return done.document()
+        return finish(plan, started, generated, agent)
 
 
 @contextmanager

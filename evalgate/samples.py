@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
+from evalgate.enums import SampleStatus
 from evalgate.errors import BadInput
 from evalgate.scoring.base import STATUSES, score_statuses
 from evalgate.splits import SplitManager, actor_name
@@ -22,7 +23,7 @@ from evalgate.store import Store
 
 # What a stored sample's status can be: the scorers' statuses, plus the agent loop's ``tool_violation`` (a sample
 # ended by a tool violation under ``tools.violation: end``, ``evalgate.agent.metrics``).
-AGENT_STATUSES = ("tool_violation",)
+AGENT_STATUSES = (SampleStatus.TOOL_VIOLATION.value,)
 SAMPLE_STATUSES = (*STATUSES, *AGENT_STATUSES)
 """The built-in statuses; ``sample_statuses()`` adds plugin scorers'."""
 

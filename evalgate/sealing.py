@@ -26,20 +26,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from evalgate.enums import Tier
+from evalgate.environment import active
 from evalgate.errors import BadInput, RefusedByPolicy
 
-SEALED_TIERS: tuple[str, ...] = ("private", "human-audit")
+SEALED_TIERS: tuple[str, ...] = (Tier.PRIVATE.value, Tier.HUMAN_AUDIT.value)
 SEALED_PREFIX = "evalgate-sealed:v1:"
 _DIGEST_CONTEXT = b"evalgate prompt digest v1"
 
 
 # -- the key (it also encrypts the private splits' data files, ``evalgate.splits``) ----------------------------
 def key_file() -> Path:
-    """``$EVALGATE_PRIVATE_KEY_FILE``, else ``$XDG_CONFIG_HOME/evalgate/private.key`` (outside any repo)."""
-    if os.environ.get("EVALGATE_PRIVATE_KEY_FILE"):
-        return Path(os.environ["EVALGATE_PRIVATE_KEY_FILE"])
-    base = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    return base / "evalgate" / "private.key"
+    """The active key file (``evalgate.environment``: the workspace's, else ``$EVALGATE_PRIVATE_KEY_FILE``, else
+    ``$XDG_CONFIG_HOME/evalgate/private.key``, outside any repo)."""
+    return active().key_file
 
 
 def load_key(create: bool = False) -> bytes:
@@ -52,9 +52,10 @@ def load_key(create: bool = False) -> bytes:
     """
     from cryptography.fernet import Fernet
 
-    if os.environ.get("EVALGATE_PRIVATE_KEY"):
-        return os.environ["EVALGATE_PRIVATE_KEY"].encode()
-    kf = key_file()
+    env = active()
+    if env.key:
+        return env.key
+    kf = env.key_file
     if kf.is_file():
         return kf.read_bytes().strip()
     if not create:

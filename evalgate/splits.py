@@ -34,10 +34,8 @@ with which corpus.
 
 from __future__ import annotations
 
-import getpass
 import hashlib
 import json
-import os
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -50,13 +48,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate import accesslog
+from evalgate.enums import Outcome
+from evalgate.environment import active
 from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
 from evalgate.fileio import atomic_write, iter_jsonl, read_text
 from evalgate.sealing import SEALED_TIERS, key_file, load_key  # noqa: F401 - key_file: part of this module's API
 from evalgate.store import Store
 from evalgate.userfiles import format_validation_error, load_yaml_mapping
 
-Tier = Literal["smoke", "dev", "public", "private", "human-audit"]
+Tier = Literal["smoke", "dev", "public", "private", "human-audit"]  # = the values of enums.Tier (a test checks)
 TIERS: tuple[str, ...] = ("smoke", "dev", "public", "private", "human-audit")
 RELEASE_GATE = "release-gate"
 ADD_PURPOSE = "add-split"
@@ -169,20 +169,15 @@ class OpenedSplit:
 
 
 def splits_dir() -> Path:
-    """``$EVALGATE_SPLITS`` (default ``./splits``)."""
-    return Path(os.environ.get("EVALGATE_SPLITS", "splits"))
+    """The active splits directory (``evalgate.environment``: the workspace's, else ``$EVALGATE_SPLITS``, default
+    ``./splits``)."""
+    return active().splits
 
 
 def actor_name(explicit: str | None = None) -> str:
-    """The actor: ``--actor``, else ``$EVALGATE_ACTOR``, else the OS user."""
-    if explicit:
-        return explicit
-    if os.environ.get("EVALGATE_ACTOR"):
-        return os.environ["EVALGATE_ACTOR"]
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return f"uid-{os.getuid()}"
+    """The actor: ``explicit`` (``--actor``), else the active one (the workspace's, else ``$EVALGATE_ACTOR``), else
+    the OS user."""
+    return explicit or active().actor_name
 
 
 # -- encryption --------------------------------------------------------------------------------------------------
@@ -625,7 +620,7 @@ class SplitManager:
         one content: ``ContentOwner.names``) in the budget window, except contamination checks."""
         return sum(1 for name in ((split,) if isinstance(split, str) else split)
                    for r in self.store.access_rows(name, self.window_start(policy))
-                   if r["outcome"] in ("read", "override") and r["purpose"] != CONTAMINATION_CHECK)
+                   if r["outcome"] in (Outcome.READ, Outcome.OVERRIDE) and r["purpose"] != CONTAMINATION_CHECK)
 
     def contamination_checks_in_window(self, split: str | tuple[str, ...], policy: Policy) -> int:
         """Contamination checks (outcome ``read``, purpose ``contamination-check``) of ``split`` (a name, or every
@@ -828,7 +823,7 @@ class SplitManager:
             budget = (self.window_start(policy), policy.max_reads)
         elif contamination and policy.max_contamination_checks is not None:
             budget = (self.window_start(policy), policy.max_contamination_checks)
-        outcome = "override" if overridden else "reserved-read" if reserved else "read"
+        outcome = (Outcome.OVERRIDE if overridden else Outcome.RESERVED_READ if reserved else Outcome.READ).value
         row = self._log(manifest, actor, purpose, outcome, cached, checkpoint_digest,
                         protocol_hash, run_id, override_reason if overridden else detail, budget)
         if row is None:

@@ -15,25 +15,28 @@ import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import duckdb
 from filelock import FileLock
 
+from evalgate.environment import active
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.migrations import COMPACT_TABLE, MIGRATIONS
 from evalgate.sealing import Sealer, open_or_mark, open_rows, sealer, sealer_for
 
 
 def home() -> Path:
-    """``$EVALGATE_HOME`` (default ``./.evalgate``)."""
-    return Path(os.environ.get("EVALGATE_HOME", ".evalgate"))
+    """The active home (``evalgate.environment``: the workspace's, else ``$EVALGATE_HOME``, default
+    ``./.evalgate``)."""
+    return active().home
 
 
 def now() -> datetime:
-    return datetime.now(UTC)
+    """The active clock's time (``evalgate.environment``; default the system clock, UTC)."""
+    return active().clock()
 
 
 _ACCESS_COLUMNS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outcome", "cached",

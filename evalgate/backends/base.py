@@ -12,7 +12,6 @@ import functools
 import hashlib
 import importlib.metadata
 import importlib.util
-import os
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -20,6 +19,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.config import JsonDict
 
+from evalgate.environment import active
 from evalgate.errors import BadInput, MissingExtra
 from evalgate.registry import Registry
 from evalgate.version import install_hint
@@ -258,7 +258,7 @@ class OpenAIOptions(BackendOptions):
         Raises:
             BadInput: no URL.
         """
-        if not (self.base_url or os.environ.get("EVALGATE_OPENAI_BASE_URL")):
+        if not (self.base_url or active().openai_base_url):
             raise BadInput("the openai backend needs the server's URL: pass base_url (e.g. --backend-option "
                            "base_url=http://127.0.0.1:8000/v1) or set EVALGATE_OPENAI_BASE_URL")
 
@@ -326,7 +326,7 @@ def _hf_settings(o: HFOptions) -> dict[str, Any]:
 
 def _openai_settings(o: OpenAIOptions) -> dict[str, Any]:
     # a remote engine's version is not visible; the server's address stands for it
-    return {**o.output_settings(), "base_url": o.base_url or os.environ.get("EVALGATE_OPENAI_BASE_URL")}
+    return {**o.output_settings(), "base_url": o.base_url or active().openai_base_url}
 
 
 BACKENDS.register("hf", BackendEntry(

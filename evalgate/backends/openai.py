@@ -53,6 +53,7 @@ from evalgate.backends.base import (
     OpenAIOptions,
     cut_at_stop,
 )
+from evalgate.environment import active
 from evalgate.errors import BadInput, EngineError
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -142,7 +143,7 @@ class OpenAIBackend:
         from evalgate.prompts import PromptEncoder
 
         self.options = options
-        base_url = options.base_url or os.environ["EVALGATE_OPENAI_BASE_URL"]
+        base_url = options.base_url or active().openai_base_url or ""
         self.model_dir, self.base_url = str(model_dir), base_url.rstrip("/")
         self.model, self.endpoint = options.model or self.model_dir, options.endpoint
         self.concurrency, self.timeout_s = options.concurrency, float(options.timeout_s)

@@ -12,15 +12,15 @@ from pathlib import Path
 from filelock import FileLock
 
 from evalgate.checkpoints.identity import digest_hex
+from evalgate.environment import active
 from evalgate.errors import EngineError, MissingExtra
 from evalgate.version import install_hint
 
 
 def models_dir() -> Path:
-    """Where converted GGUF checkpoints are cached: ``$EVALGATE_MODELS``, else ``$EVALGATE_HOME/models``."""
-    if os.environ.get("EVALGATE_MODELS"):
-        return Path(os.environ["EVALGATE_MODELS"])
-    return Path(os.environ.get("EVALGATE_HOME", ".evalgate")) / "models"
+    """Where converted GGUF checkpoints are cached (``evalgate.environment``: the workspace's, else
+    ``$EVALGATE_MODELS``, else ``$EVALGATE_HOME/models``)."""
+    return active().models_dir
 
 
 def convert_gguf(gguf: Path, digest: str) -> Path:

@@ -36,6 +36,7 @@ import blake3
 from filelock import FileLock
 
 from evalgate.checkpoints.layout import not_hf_checkpoint
+from evalgate.environment import active
 from evalgate.errors import BadInput
 from evalgate.fileio import atomic_write
 
@@ -114,8 +115,9 @@ class DigestCache:
     """
 
     def __init__(self, path: Path | None = None):
-        self.path = path or Path(os.environ.get("EVALGATE_HOME", ".evalgate")) / "file-digests.json"
-        self.enabled = os.environ.get("EVALGATE_NO_DIGEST_CACHE", "") in ("", "0")
+        env = active()
+        self.path = path or env.home / "file-digests.json"
+        self.enabled = env.digest_cache
         self._entries: dict[str, Any] = {}
         self._new: dict[str, Any] = {}
         if self.enabled:

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 
 import click
 
+from evalgate.environment import active
 from evalgate.errors import EvalgateError
 
 __all__ = ["dump", "handle_errors", "json_stdout"]
@@ -91,13 +92,13 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail("interrupted (Ctrl-C); a run stopped this way is marked interrupted and resumes from its stored "
                   "samples when run again", 128 + signal.SIGINT, kwargs.get("as_json", False))
         except EvalgateError as e:
-            if os.environ.get("EVALGATE_DEBUG") == "1":
+            if active().debug:
                 raise
             _fail(f"error: {e.message}", e.exit_code, kwargs.get("as_json", False), e.message)
         except click.exceptions.Exit:
             raise
         except Exception as e:  # noqa: BLE001 - the documented exit code for internal errors
-            if os.environ.get("EVALGATE_DEBUG") == "1":
+            if active().debug:
                 raise
             _fail(f"internal error: {type(e).__name__}: {e} (set EVALGATE_DEBUG=1 for the traceback)", 3,
                   kwargs.get("as_json", False), f"{type(e).__name__}: {e}")

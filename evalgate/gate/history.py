@@ -144,7 +144,7 @@ def load_verdict(doc: dict[str, Any]) -> Verdict:
         BadInput: the document does not fit the current ``Verdict`` (written by another evalgate version).
     """
     try:
-        out = _load(Verdict, doc)
+        out = _load(Verdict, {"version": 1, **doc})  # a document stored before it carried its version
     except (TypeError, ValueError, KeyError) as e:
         raise BadInput(f"the stored verdict cannot be read by this evalgate version ({e}); run the gate again") from e
     assert isinstance(out, Verdict)

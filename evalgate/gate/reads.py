@@ -9,6 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from evalgate.enums import Outcome
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import BrokenChain, DecisionRun
@@ -18,12 +19,13 @@ from evalgate.splits import RELEASE_GATE, SplitManager
 from evalgate.store import Store
 
 SELECTION_PURPOSE = "gate-selection"
-REREAD = "re-read"
+REREAD = Outcome.REREAD.value
 """Outcome of a decision read that shows a stored private result again: logged, never charged (no budget counts
 it, ``store._COUNTED``)."""
 BROKEN_CHAIN_ACCEPTED = "broken-chain-accepted"
 """Outcome of the row a gate logs when it runs on a broken access-log chain under ``accept_broken_chain``."""
-_SHOWN = ("read", "override", "reserved-read", REREAD)  # outcomes of a logged (shown) decision read
+# outcomes of a logged (shown) decision read
+_SHOWN = tuple(o.value for o in (Outcome.READ, Outcome.OVERRIDE, Outcome.RESERVED_READ, Outcome.REREAD))
 
 
 def check_chain(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str) -> BrokenChain | None:

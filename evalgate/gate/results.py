@@ -252,6 +252,10 @@ class BrokenChain:
     accepted_because: str
 
 
+VERDICT_VERSION = 2
+"""The stored verdict document's format: 2 since it carries ``version`` (documents stored before read as 1)."""
+
+
 @dataclass
 class Verdict:
     """The gate's decision and everything the report shows.
@@ -276,6 +280,7 @@ class Verdict:
             backend settings, seen before): logged, not charged. Their run ids.
         broken_chain: the access log's chain was broken and the gate ran under ``accept_broken_chain`` (None: the
             chain was intact).
+        version: the stored document's format (``VERDICT_VERSION``; 1: stored before the document carried it).
     """
 
     passed: bool
@@ -294,6 +299,7 @@ class Verdict:
     reused_from: ReusedDecision | None = None
     rereads: list[str] = field(default_factory=list)
     broken_chain: BrokenChain | None = None
+    version: int = VERDICT_VERSION
 
     @property
     def reasons(self) -> list[str]:

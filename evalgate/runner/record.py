@@ -9,11 +9,12 @@ import os
 import socket
 import sys
 import time
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from evalgate.checkpoints.identity import digest_algorithm
+from evalgate.enums import RunStatus, Tier
 from evalgate.runner.generate import Generated
 from evalgate.runner.plan import RunPlan
 from evalgate.runner.prompts import versions
@@ -24,8 +25,13 @@ from evalgate.scoring.base import SCORERS
 PER_SAMPLE_SEED = "sha256(f'{seed}:{item_id}:{sample_index}')[:8] & (2**63-1)"
 
 
+RUN_RECORD_VERSION = 2
+"""The run record's format: 2 since the record carries ``version`` (runs stored before read as 1)."""
+
+
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # use_enum_values: a status or tier is checked against its enum, and held (and dumped) as its plain string
+    model_config = ConfigDict(extra="forbid", use_enum_values=True)
 
 
 class ProtocolRef(_Record):
@@ -75,7 +81,7 @@ class SplitRef(_Record):
 
     name: str
     """Split name."""
-    tier: str
+    tier: Tier
     """Split tier (smoke, dev, public, private, human-audit)."""
     sha256: str
     """Hex sha256 of the split's content."""
@@ -92,7 +98,7 @@ class RunRecord(_Record):
 
     run_id: str
     """``YYYYmmddTHHMMSS-<8 hex>``."""
-    status: Literal["running", "complete", "failed", "interrupted"]
+    status: RunStatus
     """``running`` until scored; ``failed`` / ``interrupted`` runs keep their error in ``error``."""
     protocol: ProtocolRef
     """The protocol."""
@@ -129,6 +135,8 @@ class RunRecord(_Record):
     """Process id that ran it (with ``host``: recognises runs left ``running`` by a killed process)."""
     error: str | None = None
     """Why a failed or interrupted run ended."""
+    version: int = RUN_RECORD_VERSION
+    """The record's format (``RUN_RECORD_VERSION``; 1: stored before the record carried it)."""
 
     @field_validator("backend", "effective_params", "metrics", "counts")
     @classmethod
@@ -151,7 +159,7 @@ class RunRecord(_Record):
                 "backend_info": self.backend, "effective_params": self.effective_params, "versions": self.versions,
                 "metrics": self.metrics, "counts": self.counts, "warnings": self.warnings, "wall_s": self.wall_s,
                 "actor": self.actor, "purpose": self.purpose, "host": self.host, "pid": self.pid, "error": self.error,
-                "settings_sha256": self.backend.get("generation_settings_sha256")}
+                "settings_sha256": self.backend.get("generation_settings_sha256"), "record_version": self.version}
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> RunRecord:
@@ -168,7 +176,8 @@ class RunRecord(_Record):
             backend=row["backend_info"] or {"name": row["backend"]}, versions=row.get("versions") or {},
             effective_params=row["effective_params"] or {"seed": row["sampling_seed"]}, metrics=row["metrics"],
             counts=row["counts"], warnings=row.get("warnings") or [], wall_s=row["wall_s"], actor=row["actor"],
-            purpose=row["purpose"], host=row.get("host"), pid=row.get("pid"), error=row["error"])
+            purpose=row["purpose"], host=row.get("host"), pid=row.get("pid"), error=row["error"],
+            version=row.get("record_version") or 1)
 
 
 def draft(plan: RunPlan) -> RunRecord:

@@ -22,7 +22,7 @@ from evalgate.sweep.discover import discover_checkpoints
 from evalgate.sweep.steps import OnStored
 from evalgate.sweep.units import Board, Unit, plan_units
 
-__all__ = ["SweepOptions", "Unit", "discover_checkpoints", "evaluate_missing", "sweep"]
+__all__ = ["SweepOptions", "SweepSummary", "Unit", "discover_checkpoints", "evaluate_missing", "run_sweep", "sweep"]
 
 
 @dataclass
@@ -46,8 +46,54 @@ class SweepOptions:
     on_stored: OnStored | None = None
 
 
+@dataclass(frozen=True)
+class SweepSummary:
+    """What a sweep did (``evalgate sweep --json`` prints ``as_dict()``).
+
+    Attributes:
+        protocol: ``{"name", "version", "sha256"}`` of the protocol.
+        splits: the split names, in the order given.
+        where: ``local`` or the Ray address.
+        units: ``Unit.summary()`` of each (checkpoint, split) unit, checkpoint-major: checkpoint, split, status
+            (``done``, ``skipped``, ``failed``), run_id, error, tokens, ...
+        counts: units by status.
+        ignored: paths the glob matched that are no checkpoint.
+        tokens: new completion tokens over all units.
+        wall_s: wall seconds of the sweep.
+        exit_code: 0 when every unit is done or skipped; else the highest of the failed units' codes (2 refused or
+            bad input, 3 engine or internal).
+    """
+
+    protocol: dict[str, str]
+    splits: list[str]
+    where: str
+    units: list[dict[str, Any]]
+    counts: dict[str, int]
+    ignored: list[Any]
+    tokens: int
+    wall_s: float
+    exit_code: int
+
+    @property
+    def failed(self) -> list[dict[str, Any]]:
+        """The units that failed."""
+        return [u for u in self.units if u["status"] == "failed"]
+
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON document (``evalgate sweep --json``)."""
+        return {"protocol": self.protocol, "splits": self.splits, "where": self.where, "units": self.units,
+                "counts": self.counts, "ignored": self.ignored, "tokens": self.tokens, "wall_s": self.wall_s,
+                "exit_code": self.exit_code}
+
+
 def sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], options: SweepOptions | None = None,
           store: Store | None = None) -> dict[str, Any]:
+    """``run_sweep(...).as_dict()``: the sweep summary as the JSON document ``evalgate sweep --json`` prints."""
+    return run_sweep(protocol_path, checkpoints, splits, options, store).as_dict()
+
+
+def run_sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], options: SweepOptions | None = None,
+              store: Store | None = None) -> SweepSummary:
     """Evaluate every checkpoint a glob matches on every split, skipping units already complete in the store.
 
     Args:
@@ -58,10 +104,7 @@ def sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], option
         store: the Store (default ``$EVALGATE_HOME/evalgate.duckdb``).
 
     Returns:
-        The sweep summary (``evalgate sweep --json``): protocol, splits, ``where`` (``local`` or the Ray address),
-        ``units`` (``Unit.summary()`` each, checkpoint-major), ``counts`` by status, ``ignored`` paths,
-        ``tokens``, ``wall_s`` and ``exit_code`` (0: every unit done or skipped; else the highest of the failed
-        units' codes, 2 refused or bad input, 3 engine or internal).
+        The ``SweepSummary`` (``evalgate sweep --json`` prints its ``as_dict()``).
 
     Raises:
         BadInput, ProtocolDrift, MissingExtra: before any unit runs (bad glob, protocol, split, backend options;
@@ -94,11 +137,12 @@ def sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], option
         finally:
             board.close()
     statuses = [u.status for u in units]
-    return {"protocol": {"name": protocol.spec.name, "version": protocol.spec.version, "sha256": protocol.sha256},
-            "splits": splits, "where": opts.ray or "local", "units": [u.summary() for u in units],
-            "counts": {s: statuses.count(s) for s in sorted(set(statuses))}, "ignored": ignored,
-            "tokens": sum(u.tokens for u in units), "wall_s": round(time.perf_counter() - t0, 3),
-            "exit_code": max((u.exit_code for u in units), default=0)}
+    return SweepSummary(
+        protocol={"name": protocol.spec.name, "version": protocol.spec.version, "sha256": protocol.sha256},
+        splits=list(splits), where=opts.ray or "local", units=[u.summary() for u in units],
+        counts={s: statuses.count(s) for s in sorted(set(statuses))}, ignored=ignored,
+        tokens=sum(u.tokens for u in units), wall_s=round(time.perf_counter() - t0, 3),
+        exit_code=max((u.exit_code for u in units), default=0))
 
 
 def evaluate_missing(policy_path: str | Path, checkpoints: str, actor: str | None = None,

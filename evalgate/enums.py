@@ -1,0 +1,57 @@
+"""The words evalgate stores and prints for tiers, run and sample statuses and access-log outcomes, as ``StrEnum``s.
+
+A member is its string (``RunStatus.COMPLETE == "complete"``, ``json.dumps`` writes ``"complete"``), so stored rows
+and ``--json`` documents are unchanged; a typo in code is an ``AttributeError`` instead of a silent mismatch, and a
+pydantic field typed with one of these rejects any other word (a fixture's ``"incorrect"`` sample status).
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["Outcome", "RunStatus", "SampleStatus", "Tier"]
+
+
+class Tier(StrEnum):
+    """A split's tier: who may read it, how often, and whether its data is sealed (docs/SPLITS.md)."""
+
+    SMOKE = "smoke"
+    DEV = "dev"
+    PUBLIC = "public"
+    PRIVATE = "private"
+    HUMAN_AUDIT = "human-audit"
+
+
+class RunStatus(StrEnum):
+    """A run's status: ``running`` until scored and stored; ``failed`` and ``interrupted`` runs keep their error."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+class SampleStatus(StrEnum):
+    """A scored sample's status (the scorers' ``Judgement.status``; ``tool_violation`` from agentic runs)."""
+
+    CORRECT = "correct"
+    WRONG = "wrong"
+    TRUNCATED = "truncated"
+    NO_ANSWER = "no_answer"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+    TOOL_VIOLATION = "tool_violation"
+
+
+class Outcome(StrEnum):
+    """An access-log row's outcome: a permitted ``read``, an ``override`` of a refusal (counted like a read), a read
+    the gate reserved ahead (``reserved-read``), a stored decision result shown again (``re-read``, not charged),
+    a ``refused`` read, or a split ``added`` / ``replaced``."""
+
+    READ = "read"
+    OVERRIDE = "override"
+    RESERVED_READ = "reserved-read"
+    REREAD = "re-read"
+    REFUSED = "refused"
+    ADDED = "added"
+    REPLACED = "replaced"

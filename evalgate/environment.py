@@ -1,0 +1,160 @@
+"""Where evalgate keeps things and who is acting: the one place the ``EVALGATE_*`` environment variables are read.
+
+An ``Environment`` is a frozen value: home, splits directory, private key, actor, models cache, access-log key,
+clock. ``Environment.from_env()`` reads it from the process environment (what the CLI does on every command);
+``evalgate.Workspace`` builds one from explicit arguments (what a notebook or a Trainer callback does) and makes it
+``active`` around each of its calls. Library code asks ``active()`` for a default it was not given (the store's
+directory, the splits directory, the actor, the key), so the environment is read in this module only.
+
+This module imports nothing of evalgate's, so every layer may use it without an import cycle.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import getpass
+import os
+import threading
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+VARIABLES: tuple[str, ...] = (
+    "EVALGATE_HOME", "EVALGATE_SPLITS", "EVALGATE_PRIVATE_KEY", "EVALGATE_PRIVATE_KEY_FILE", "EVALGATE_ACTOR",
+    "EVALGATE_MODELS", "EVALGATE_LOG_KEY", "EVALGATE_LOG_KEY_FILE", "EVALGATE_EXPECT_HEAD",
+    "EVALGATE_OPENAI_BASE_URL", "EVALGATE_NO_DIGEST_CACHE", "EVALGATE_DEBUG", "EVALGATE_CACHE",
+)
+"""Every environment variable evalgate reads (docs/API.md lists what each one sets)."""
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware UTC (the default clock)."""
+    return datetime.now(UTC)
+
+
+def default_key_file(environ: Mapping[str, str] | None = None) -> Path:
+    """``$XDG_CONFIG_HOME/evalgate/private.key`` (default ``~/.config/evalgate/private.key``): outside any repo."""
+    env = os.environ if environ is None else environ
+    return Path(env.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "evalgate" / "private.key"
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Where evalgate keeps things, and who is acting.
+
+    Attributes:
+        home: the store's directory (``evalgate.duckdb``, the digest cache, converted models by default).
+        splits: the directory of split manifests and data files.
+        key: the private splits' Fernet key itself (None: read it from ``key_file``).
+        key_file: the file holding that key (created on the first private import).
+        actor: who reads splits (None: the OS user).
+        models: where converted GGUF checkpoints are cached (None: ``home/models``).
+        log_key: the access-log signing key, PEM text (None: read it from ``log_key_file``).
+        log_key_file: the file holding it (None: ``log-signing.key`` beside ``key_file``).
+        expect_head: ``SEQ:HASH`` the access log must hold at a gate (None: no pin).
+        openai_base_url: the default ``base_url`` of the openai backend.
+        digest_cache: remember file digests by stat (False: hash every time).
+        debug: show tracebacks of user errors.
+        cache: the demo's once-per-machine cache (trained demo checkpoints).
+        clock: the time source of the store's timestamps (timezone-aware UTC).
+    """
+
+    home: Path = Path(".evalgate")
+    splits: Path = Path("splits")
+    key: bytes | None = None
+    key_file: Path = field(default_factory=default_key_file)
+    actor: str | None = None
+    models: Path | None = None
+    log_key: str | None = None
+    log_key_file: Path | None = None
+    expect_head: str | None = None
+    openai_base_url: str | None = None
+    digest_cache: bool = True
+    debug: bool = False
+    cache: Path = Path("~/.cache/evalgate").expanduser()
+    clock: Callable[[], datetime] = utc_now
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Environment:
+        """The environment the ``EVALGATE_*`` variables describe (``environ``: default ``os.environ``); an unset or
+        empty variable keeps the default."""
+        env = os.environ if environ is None else environ
+
+        def get(name: str) -> str | None:
+            return env.get(name) or None
+
+        key, key_file, log_file = get("EVALGATE_PRIVATE_KEY"), get("EVALGATE_PRIVATE_KEY_FILE"), \
+            get("EVALGATE_LOG_KEY_FILE")
+        models = get("EVALGATE_MODELS")
+        return cls(
+            home=Path(env.get("EVALGATE_HOME", ".evalgate")), splits=Path(env.get("EVALGATE_SPLITS", "splits")),
+            key=key.encode() if key else None,
+            key_file=Path(key_file) if key_file else default_key_file(env), actor=get("EVALGATE_ACTOR"),
+            models=Path(models) if models else None, log_key=get("EVALGATE_LOG_KEY"),
+            log_key_file=Path(log_file) if log_file else None,
+            expect_head=env.get("EVALGATE_EXPECT_HEAD", "").strip() or None,
+            openai_base_url=get("EVALGATE_OPENAI_BASE_URL"),
+            digest_cache=env.get("EVALGATE_NO_DIGEST_CACHE", "") in ("", "0"), debug=env.get("EVALGATE_DEBUG") == "1",
+            cache=Path(env.get("EVALGATE_CACHE", "~/.cache/evalgate")).expanduser())
+
+    @property
+    def models_dir(self) -> Path:
+        """Where converted GGUF checkpoints are cached: ``models``, else ``home/models``."""
+        return self.models if self.models is not None else self.home / "models"
+
+    @property
+    def actor_name(self) -> str:
+        """``actor``, else the OS user (``uid-N`` where the user has no name)."""
+        if self.actor:
+            return self.actor
+        try:
+            return getpass.getuser()
+        except (KeyError, OSError):
+            return f"uid-{os.getuid()}"
+
+    def replace(self, **changes: object) -> Environment:
+        """A copy with ``changes`` (field name -> value)."""
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+    def variables(self) -> dict[str, str]:
+        """The ``EVALGATE_*`` variables that describe this environment (for a child process: ``evalgate sweep``'s
+        workers, the demo's subprocesses). The clock does not travel."""
+        out = {"EVALGATE_HOME": str(self.home), "EVALGATE_SPLITS": str(self.splits),
+               "EVALGATE_PRIVATE_KEY_FILE": str(self.key_file), "EVALGATE_MODELS": str(self.models_dir),
+               "EVALGATE_CACHE": str(self.cache)}
+        optional = {"EVALGATE_PRIVATE_KEY": self.key.decode() if self.key else None, "EVALGATE_ACTOR": self.actor,
+                    "EVALGATE_LOG_KEY": self.log_key, "EVALGATE_EXPECT_HEAD": self.expect_head,
+                    "EVALGATE_LOG_KEY_FILE": str(self.log_key_file) if self.log_key_file else None,
+                    "EVALGATE_OPENAI_BASE_URL": self.openai_base_url,
+                    "EVALGATE_NO_DIGEST_CACHE": None if self.digest_cache else "1",
+                    "EVALGATE_DEBUG": "1" if self.debug else None}
+        return {**out, **{k: v for k, v in optional.items() if v is not None}}
+
+
+# The environments made active by ``activate``, innermost last. Process-wide rather than a ContextVar: the run's
+# worker threads (scoring, the sweep's units) must see the workspace their caller activated.
+_ACTIVE: list[Environment] = []
+_LOCK = threading.Lock()
+
+
+def active() -> Environment:
+    """The innermost ``activate``d environment, else the process environment's (read now, so a changed variable
+    counts at once, as it always has for the CLI)."""
+    with _LOCK:
+        if _ACTIVE:
+            return _ACTIVE[-1]
+    return Environment.from_env()
+
+
+@contextmanager
+def activate(env: Environment) -> Iterator[Environment]:
+    """Within the block, ``active()`` is ``env`` (nested blocks stack; the block's exit restores the previous one)."""
+    with _LOCK:
+        _ACTIVE.append(env)
+    try:
+        yield env
+    finally:
+        with _LOCK:
+            del _ACTIVE[max(i for i, e in enumerate(_ACTIVE) if e is env)]

@@ -1,0 +1,219 @@
+"""``Workspace``: evalgate from Python, one object holding the store, the splits directory, the key and the actor.
+
+The shape of inspect_ai's ``eval()`` -> ``EvalLog`` and simonw/llm's ``llm.get_model()``: a notebook or a Trainer
+callback builds a workspace and calls it; every result is typed. The CLI builds its workspace with
+``Workspace.from_env()`` (the ``EVALGATE_*`` variables, ``evalgate.environment``) and calls the same functions.
+
+    ws = evalgate.Workspace(home=".evalgate/nb", actor="alice")
+    run = ws.evaluate("protocols/addition.yaml", "ckpts/checkpoint-9", split="addition-dev")
+    run.metrics["pass@1"], run.metrics["pass@1_stderr"]
+    verdict = ws.gate("gates/demo.yaml")
+    verdict.passed, [r for r in verdict.rules if not r.passed]
+
+Each method makes the workspace's environment ``active`` (``evalgate.environment.activate``) for its duration, so
+everything below it (split reads, the key, the models cache, the access log) uses this workspace and never the
+process environment. Do not run two workspaces' calls concurrently in one process (the active environment is
+process-wide, so the run's worker threads see it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evalgate.environment import Environment, activate, default_key_file
+
+if TYPE_CHECKING:
+    from evalgate.checkpoints import Checkpoint
+    from evalgate.diagnostics.diagnose import Diagnosis
+    from evalgate.gate.results import Verdict
+    from evalgate.runner.plan import RunOptions
+    from evalgate.runner.record import RunRecord
+    from evalgate.store import Store
+    from evalgate.sweep import SweepSummary
+
+
+class Workspace:
+    """Where evalgate keeps things (store, splits, key) and who acts, as one object.
+
+    Args:
+        home: the store's directory (``evalgate.duckdb``, the digest cache); created on first use.
+        splits: the split manifests' directory (default ``home/splits``).
+        key: the private splits' Fernet key (``bytes`` or ``str``), or a ``Path`` to the file holding it (default
+            ``$XDG_CONFIG_HOME/evalgate/private.key``, created by the first private import, outside any repo).
+        actor: who reads splits, as the access log records it (default: the OS user).
+        clock: the store's time source (default ``datetime.now(UTC)``); a fixed clock makes timestamps repeatable.
+        models: where converted GGUF checkpoints are cached (default ``home/models``).
+    """
+
+    def __init__(self, home: str | Path = ".evalgate", splits: str | Path | None = None,
+                 key: bytes | str | Path | None = None, actor: str | None = None,
+                 clock: Callable[[], datetime] | None = None, models: str | Path | None = None) -> None:
+        home = Path(home)
+        as_file = isinstance(key, Path)
+        env = Environment(home=home, splits=Path(splits) if splits is not None else home / "splits",
+                          key=None if as_file or key is None else (key.encode() if isinstance(key, str) else key),
+                          key_file=key if isinstance(key, Path) else default_key_file(), actor=actor,
+                          models=Path(models) if models is not None else None)
+        self.env = env.replace(clock=clock) if clock is not None else env
+
+    @classmethod
+    def from_env(cls) -> Workspace:
+        """The workspace the ``EVALGATE_*`` environment variables describe (what the CLI uses; docs/API.md lists
+        them): ``$EVALGATE_HOME`` (default ``./.evalgate``), ``$EVALGATE_SPLITS`` (default ``./splits``),
+        ``$EVALGATE_PRIVATE_KEY`` / ``$EVALGATE_PRIVATE_KEY_FILE``, ``$EVALGATE_ACTOR``, ``$EVALGATE_MODELS``, ..."""
+        return cls.of(Environment.from_env())
+
+    @classmethod
+    def of(cls, env: Environment) -> Workspace:
+        """The workspace of an ``Environment``."""
+        ws = cls.__new__(cls)
+        ws.env = env
+        return ws
+
+    def __repr__(self) -> str:
+        return f"Workspace(home={str(self.home)!r}, splits={str(self.splits)!r}, actor={self.actor!r})"
+
+    @property
+    def home(self) -> Path:
+        """The store's directory."""
+        return self.env.home
+
+    @property
+    def splits(self) -> Path:
+        """The split manifests' directory."""
+        return self.env.splits
+
+    @property
+    def actor(self) -> str:
+        """Who acts (the OS user when none was given)."""
+        return self.env.actor_name
+
+    @cached_property
+    def store(self) -> Store:
+        """The store, ``home/evalgate.duckdb`` (opened, and migrated, on first use)."""
+        from evalgate.store import Store
+
+        with self.activate():
+            return Store(self.home / "evalgate.duckdb", clock=self.env.clock)
+
+    @contextmanager
+    def activate(self) -> Iterator[Workspace]:
+        """Within the block, library calls that are not given a store, actor or directory use this workspace's."""
+        with activate(self.env):
+            yield self
+
+    # -- the front door ------------------------------------------------------------------------------------------
+    def evaluate(self, protocol: str | Path, checkpoint: str | Path | Checkpoint, split: str,
+                 options: RunOptions | None = None, **option: Any) -> RunRecord:
+        """Evaluate a checkpoint on a split under a frozen protocol (``evalgate run``).
+
+        Args:
+            protocol: protocol YAML (must match its ``.lock``; ``freeze`` writes it).
+            checkpoint: HF directory, GGUF file, or a resolved ``Checkpoint``.
+            split: split name (its manifest in ``splits``).
+            options: ``RunOptions``; or give its fields as keywords (``backend="replay"``, ``seed=1``,
+                ``purpose="checkpoint-selection"``, ``train_seed=...``, ``backend_options={...}``). The actor
+                defaults to the workspace's; progress bars are off unless ``progress=True``.
+
+        Returns:
+            The complete ``RunRecord`` (``metrics["pass@1"]``, ``metrics["pass@1_stderr"]``, ``counts``, ...).
+
+        Raises:
+            BadInput, ProtocolDrift, RefusedByPolicy, EngineError: as ``evalgate.run.evaluate_checkpoint``.
+        """
+        from evalgate.run import RunOptions, evaluate_checkpoint
+
+        opts = options or RunOptions(**{"progress": False, **option})
+        if opts.actor is None:
+            opts.actor = self.actor
+        with self.activate():
+            return evaluate_checkpoint(protocol, checkpoint, split, opts, self.store)
+
+    def freeze(self, protocol: str | Path) -> dict[str, Any]:
+        """Write the protocol's ``.lock`` and register it in the store (``evalgate protocol freeze``).
+
+        Returns:
+            The lock document (name, version, sha256, ...).
+        """
+        from evalgate.protocols_ops import freeze
+
+        with self.activate():
+            return freeze(Path(protocol), self.store)
+
+    def gate(self, policy: str | Path, *, evaluate_decision: bool = True,
+             expect_head: tuple[int, str] | None = None) -> Verdict:
+        """Run the release gate of a policy file and store its verdict (``evalgate gate``, without the report
+        files: ``evalgate.report.write_reports`` writes those from the verdict).
+
+        Returns:
+            The ``Verdict``: ``passed``, ``rules`` (each ``RuleOutcome(rule, passed, detail)``), ``seeds``,
+            ``stats``, ``ship()``, ``gate_id``; ``as_dict()`` is ``evalgate gate --json``'s document.
+
+        Raises:
+            BadInput, RefusedByPolicy, ProtocolDrift: as ``evalgate.gate.run_gate``.
+        """
+        from evalgate.gate import load_policy, run_gate
+
+        with self.activate():
+            return run_gate(load_policy(policy), self.store, self.actor, evaluate_decision, expect_head)
+
+    def sweep(self, protocol: str | Path, checkpoints: str, splits: Sequence[str],
+              options: RunOptions | None = None, ray: str | None = None) -> SweepSummary:
+        """Evaluate every checkpoint a glob matches on every split, skipping units already complete
+        (``evalgate sweep``; ``ray``: a Ray address, or None to run here).
+
+        Returns:
+            The ``SweepSummary``.
+        """
+        from evalgate.run import RunOptions
+        from evalgate.sweep import SweepOptions, run_sweep
+
+        opts = options or RunOptions(progress=False)
+        if opts.actor is None:
+            opts.actor = self.actor
+        with self.activate():
+            return run_sweep(protocol, checkpoints, list(splits), SweepOptions(run=opts, ray=ray), self.store)
+
+    def samples(self, run_id: str, item: str | None = None, status: str | None = None,
+                limit: int | None = None) -> dict[str, Any]:
+        """A run's samples with prompt, completion, answer, score and status (``evalgate samples``; a logged read,
+        refused for the private tiers).
+
+        Returns:
+            ``evalgate samples --json``'s document: ``run`` and ``samples`` (``samples.Sample.as_dict()`` each).
+        """
+        from evalgate.samples import run_samples
+
+        with self.activate():
+            return run_samples(run_id, item, status, limit, self.actor, self.store)
+
+    def compare(self, run_a: str, run_b: str) -> dict[str, Any]:
+        """Two runs of the same split item by item, with McNemar's exact test (``evalgate compare``)."""
+        from evalgate.samples import compare_runs
+
+        with self.activate():
+            return compare_runs(run_a, run_b, self.actor, self.store)
+
+    def audit(self, split: str | None = None, since: datetime | None = None,
+              tier: str | None = None) -> dict[str, Any]:
+        """Reads per split, actor, purpose and day, refusals and budgets (``evalgate audit --json``'s document)."""
+        from evalgate.audit import audit_summary
+
+        with self.activate():
+            return audit_summary(self.store, split, since, tier)
+
+    def diagnose(self, paths: Sequence[str | Path], seeds: Sequence[int] | None = None) -> list[Diagnosis]:
+        """Read each training log (one per seed) and run the training-health signals (``evalgate diagnose``).
+
+        Returns:
+            One ``Diagnosis`` per path: ``worst``, ``first_break``, ``findings``; ``as_dict()`` for JSON.
+        """
+        from evalgate.diagnostics import diagnose_paths
+
+        with self.activate():
+            return diagnose_paths(list(paths), list(seeds) if seeds else None)

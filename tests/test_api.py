@@ -1,0 +1,229 @@
+"""The public API (``import evalgate``): cheap to import, typed results, and the notebook path with no CLI and no
+``EVALGATE_*`` variable set."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+import typing
+from pathlib import Path
+
+import pytest
+import yaml
+
+import tests.gate_fixtures as fx
+from tests.conftest import REPO
+
+
+@pytest.fixture
+def no_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    """No EVALGATE_* variable at all, run from an empty directory (a default path would land there)."""
+    from evalgate.environment import VARIABLES
+
+    for var in VARIABLES:
+        monkeypatch.delenv(var, raising=False)
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    return cwd
+
+
+def test_import_evalgate_loads_no_heavy_module() -> None:
+    code = ("import sys, evalgate; print(evalgate.__all__); "
+            "print([m for m in ('torch', 'transformers', 'duckdb', 'vllm', 'evalgate.sandbox', 'evalgate.store') "
+            "if m in sys.modules])")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
+                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}).stdout.splitlines()
+    assert "Workspace" in out[0] and "Verdict" in out[0]
+    assert out[1] == "[]"
+
+
+def test_every_public_name_resolves_and_unknown_names_say_where_to_look() -> None:
+    import evalgate
+
+    for name in evalgate.__all__:
+        assert getattr(evalgate, name) is not None
+    assert evalgate.Verdict.__module__ == "evalgate.gate.results"
+    with pytest.raises(AttributeError, match="evalgate.__all__"):
+        evalgate.evaluate  # noqa: B018
+
+
+def test_environment_from_variables_by_hand(tmp_path: Path) -> None:
+    from evalgate.environment import Environment
+
+    env = Environment.from_env({"EVALGATE_HOME": "/h", "EVALGATE_SPLITS": "/s", "EVALGATE_PRIVATE_KEY": "k",
+                                "EVALGATE_ACTOR": "bob", "EVALGATE_NO_DIGEST_CACHE": "1", "EVALGATE_DEBUG": "1",
+                                "XDG_CONFIG_HOME": "/cfg", "EVALGATE_EXPECT_HEAD": " 3:ab "})
+    assert (env.home, env.splits, env.key, env.actor_name) == (Path("/h"), Path("/s"), b"k", "bob")
+    assert (env.key_file, env.models_dir, env.expect_head) == (Path("/cfg/evalgate/private.key"), Path("/h/models"),
+                                                              "3:ab")
+    assert (env.digest_cache, env.debug) == (False, True)
+    empty = Environment.from_env({})
+    assert (empty.home, empty.splits, empty.key, empty.actor, empty.digest_cache) == (
+        Path(".evalgate"), Path("splits"), None, None, True)
+
+
+def test_a_workspace_is_what_library_defaults_see_inside_its_calls(tmp_path: Path, no_env: Path) -> None:
+    import evalgate
+    from evalgate import sealing, splits, store
+
+    ws = evalgate.Workspace(tmp_path / "ws", actor="alice", key=b"k" * 44)
+    with ws.activate():
+        assert (store.home(), splits.splits_dir(), splits.actor_name()) == (tmp_path / "ws", tmp_path / "ws" /
+                                                                              "splits", "alice")
+        assert sealing.load_key() == b"k" * 44
+    assert store.home() == Path(".evalgate") and splits.splits_dir() == Path("splits")
+
+
+def test_enums_are_the_stored_words() -> None:
+    from evalgate.enums import RunStatus, SampleStatus, Tier
+    from evalgate.samples import SAMPLE_STATUSES
+    from evalgate.scoring.base import STATUSES
+    from evalgate.splits import Tier as TierLiteral
+
+    assert [t.value for t in Tier] == list(typing.get_args(TierLiteral))
+    assert STATUSES == ("correct", "wrong", "truncated", "no_answer", "timeout", "error")
+    assert SAMPLE_STATUSES == (*STATUSES, "tool_violation") and SampleStatus("no_answer") == "no_answer"
+    assert json.dumps({"s": RunStatus.COMPLETE}) == '{"s": "complete"}'
+
+
+def test_a_run_record_refuses_an_unknown_status_and_reads_an_old_row_as_version_1() -> None:
+    from pydantic import ValidationError
+
+    from evalgate.runner.record import RUN_RECORD_VERSION, RunRecord
+
+    row = {"run_id": "r", "status": "complete", "protocol_name": "p", "protocol_version": "1", "protocol_hash": "h",
+           "checkpoint_path": "/c", "checkpoint_digest": "ab", "train_run": None, "train_seed": None, "step": None,
+           "split": "s", "tier": "dev", "split_sha256": "x", "backend": "hf", "backend_info": None,
+           "effective_params": None, "sampling_seed": 0, "metrics": None, "counts": None, "wall_s": None,
+           "actor": "a", "purpose": "evaluation", "error": None}
+    old = RunRecord.from_row(row)
+    assert old.version == 1 and old.status == "complete" and type(old.status) is str
+    new = old.model_copy(update={"version": RUN_RECORD_VERSION})
+    assert RUN_RECORD_VERSION == 2 and new.row()["record_version"] == 2 and RunRecord.from_row(new.row()) == new
+    with pytest.raises(ValidationError):
+        RunRecord.from_row({**row, "status": "incorrect"})
+    with pytest.raises(ValidationError):
+        RunRecord.from_row({**row, "tier": "secret"})
+
+
+def test_a_verdict_document_without_a_version_reads_as_version_1() -> None:
+    from evalgate.gate.history import dump_verdict, load_verdict
+    from evalgate.gate.policy import Baseline, GatePolicy
+    from evalgate.gate.results import VERDICT_VERSION, RuleOutcome, Verdict
+
+    pol = GatePolicy(name="g", protocol="p@1", selection_split="d", decision_split="x", baseline=Baseline(value=0.5))
+    doc = json.loads(json.dumps(dump_verdict(Verdict(False, pol, [RuleOutcome("runs_present", False, "none")]))))
+    assert doc["version"] == VERDICT_VERSION == 2 and load_verdict(doc).version == 2
+    del doc["version"]
+    old = load_verdict(doc)
+    assert old.version == 1 and old.rules == [RuleOutcome("runs_present", False, "none")]
+    assert "version" not in Verdict(False, pol, []).as_dict()  # the --json document is unchanged
+
+
+# -- the notebook path ------------------------------------------------------------------------------------------
+_PROTOCOL = {"name": "nb", "version": "1", "prompt": {"chat_template": "none", "template": "{{ question }}"},
+             "sampling": {"max_tokens": 8, "temperature": 0.0}, "scorer": {"name": "exact"},
+             "extraction": {"rule": "last_number"}}
+
+
+def _fake_checkpoint(d: Path) -> Path:
+    """A directory the checkpoint resolver accepts (the replay backend never loads it)."""
+    import numpy as np
+    from safetensors.numpy import save_file
+
+    d.mkdir(parents=True)
+    (d / "config.json").write_text('{"model_type": "llama"}')
+    save_file({"w": np.zeros(4, dtype=np.uint8)}, str(d / "model.safetensors"))
+    return d
+
+
+def test_notebook_path_on_the_replay_backend(tmp_path: Path, no_env: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Evaluate with a Workspace and the replay backend (no model), read the typed record; then gate the fixture
+    training runs (answers known by construction, ``tests/gate_fixtures.py``) and read the typed verdict."""
+    import evalgate
+    from evalgate.errors import BadInput
+    from evalgate.runner import prompts
+    from evalgate.splits import write_split
+
+    def no_tokenizer(model_dir: Path) -> None:  # chat_template none: nothing to load
+        raise BadInput("no tokenizer")
+
+    monkeypatch.setattr(prompts, "load_tokenizer", no_tokenizer)
+    ws = evalgate.Workspace(tmp_path / "ws", actor="alice", key=tmp_path / "keys" / "private.key")
+    proto = tmp_path / "nb.yaml"
+    proto.write_text(yaml.safe_dump(_PROTOCOL))
+    assert ws.freeze(proto)["name"] == "nb"
+    items = [{"id": f"q{i}", "question": f"{i}+{i}?", "answer": str(2 * i)} for i in range(4)]
+    with ws.activate():
+        write_split("nb-dev", "dev", items, {"source": "test"})
+    replay = tmp_path / "replay.jsonl"  # q0, q1, q2 right; q3 wrong
+    replay.write_text("".join(json.dumps({"item_id": f"q{i}", "turn": 0, "text": f"It is {2 * i + (i == 3)}"})
+                              + "\n" for i in range(4)))
+    ckpt = _fake_checkpoint(tmp_path / "ck")
+    run = ws.evaluate(proto, ckpt, "nb-dev", backend="replay", backend_options={"file": str(replay)})
+    assert isinstance(run, evalgate.RunRecord)
+    assert (run.status, run.split.tier, run.actor, run.version) == (evalgate.RunStatus.COMPLETE, "dev", "alice", 2)
+    assert run.metrics is not None and run.metrics["pass@1"] == pytest.approx(0.75)
+    # sample sd of (1, 1, 1, 0) is 0.5; stderr 0.5 / sqrt(4)
+    assert run.metrics["pass@1_stderr"] == pytest.approx(0.25)
+    assert (tmp_path / "ws" / "evalgate.duckdb").is_file() and not (no_env / ".evalgate").exists()
+    assert [r.run_id for r in map(evalgate.RunRecord.from_row, ws.store.runs())] == [run.run_id]
+
+    with ws.activate():
+        built = fx.build(tmp_path / "runs", seeds=(1, 2))
+    pol = fx.policy_dict(built["baseline"], min_improvement=0.0, confidence=0.9, min_seeds=2,
+                         seeds_beat_baseline_share=1.0, max_length_inflation=1.5, max_truncation_rate=0.1,
+                         reward_hacking=False)
+    policy = tmp_path / "gate.yaml"
+    policy.write_text(yaml.safe_dump(pol))
+    verdict = ws.gate(policy, evaluate_decision=False)
+    assert isinstance(verdict, evalgate.Verdict) and verdict.passed and verdict.version == 2
+    assert [r.rule for r in verdict.rules if not r.passed] == []
+    assert verdict.stats is not None and verdict.stats.baseline is not None
+    assert verdict.stats.baseline.value == pytest.approx(0.4)  # B: 4 of 10 right
+    assert verdict.stats.aggregate.mean_of_seed_means == pytest.approx(0.65)  # X1 0.6, X2 0.7
+    assert verdict.ship()["train_seed"] == 2 and verdict.ship()["step"] == 20  # dev best: seed 2's 0.7 at 20
+    assert verdict.gate_id and ws.store.gates(gate_id=verdict.gate_id)[0]["verdict"] == "PASS"
+    assert not (no_env / "splits").exists() and not (no_env / ".evalgate").exists()
+
+
+def test_notebook_path_on_smollm2(tmp_path: Path, no_env: Path, smollm2_dir: Path) -> None:
+    """The real model (slow): a Workspace with no variable set evaluates SmolLM2 on a 3-item addition split, then
+    gates its own checkpoint against itself on a private split: no improvement, so the gate fails on
+    ``min_improvement`` (known by construction: candidate and baseline are the same weights, same greedy outputs)."""
+    import evalgate
+    from evalgate.demo_train import addition_items
+    from evalgate.splits import write_split
+
+    models = Path(str(smollm2_dir)).parent  # the converted model stays where the suite caches it
+    ws = evalgate.Workspace(tmp_path / "ws", actor="nb", key=tmp_path / "private.key", models=models)
+    proto = tmp_path / "addition.yaml"
+    proto.write_text((REPO / "protocols" / "addition.yaml").read_text())
+    ws.freeze(proto)
+    with ws.activate():
+        write_split("add-dev", "dev", addition_items("dev", 3), {"source": "test"})
+        write_split("add-private", "private", addition_items("private", 3), {"source": "test"})
+    seed_dir = tmp_path / "train" / "seed-1"
+    seed_dir.mkdir(parents=True)
+    ckpt = seed_dir / "checkpoint-3"
+    ckpt.symlink_to(smollm2_dir, target_is_directory=True)
+    run = ws.evaluate(proto, ckpt, "add-dev", train_run="nb-run", train_seed=1, purpose="checkpoint-selection")
+    assert isinstance(run, evalgate.RunRecord) and run.status == "complete" and run.checkpoint.step == 3
+    assert run.counts is not None and run.counts["samples"] == 3 and run.counts["generated"] == 3
+    assert run.metrics is not None and 0.0 <= run.metrics["pass@1"] <= 1.0
+    assert run.metrics["pass@1_stderr"] == pytest.approx(
+        math.sqrt(run.metrics["pass@1"] * (1 - run.metrics["pass@1"]) * 3 / 2 / 3), abs=1e-9)
+    policy = tmp_path / "gate.yaml"
+    policy.write_text(yaml.safe_dump({
+        "name": "nb-gate", "protocol": "addition@1", "protocol_file": str(proto), "selection_split": "add-dev",
+        "decision_split": "add-private", "metric": "pass@1", "baseline": {"checkpoint": str(smollm2_dir)},
+        "bootstrap_resamples": 200, "rules": {"min_improvement": 0.01, "min_seeds": 1}}))
+    verdict = ws.gate(policy)
+    assert isinstance(verdict, evalgate.Verdict) and not verdict.passed
+    assert "min_improvement" in [r.rule for r in verdict.rules if not r.passed]
+    assert verdict.stats is not None and verdict.stats.difference is not None
+    assert verdict.stats.difference.diff == pytest.approx(0.0)
+    assert verdict.ship()["checkpoint"] is None
