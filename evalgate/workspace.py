@@ -54,9 +54,8 @@ class Workspace:
                  key: bytes | str | Path | None = None, actor: str | None = None,
                  clock: Callable[[], datetime] | None = None, models: str | Path | None = None) -> None:
         home = Path(home)
-        as_file = isinstance(key, Path)
-        env = Environment(home=home, splits=Path(splits) if splits is not None else home / "splits",
-                          key=None if as_file or key is None else (key.encode() if isinstance(key, str) else key),
+        key_bytes = key.encode() if isinstance(key, str) else key if isinstance(key, bytes) else None
+        env = Environment(home=home, splits=Path(splits) if splits is not None else home / "splits", key=key_bytes,
                           key_file=key if isinstance(key, Path) else default_key_file(), actor=actor,
                           models=Path(models) if models is not None else None)
         self.env = env.replace(clock=clock) if clock is not None else env
