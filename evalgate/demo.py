@@ -16,17 +16,20 @@
 The demo keeps its store and splits in ``.evalgate/demo`` and starts them afresh on every run: the private split's
 hard budget (4 reads per 30 days) would otherwise refuse the third demo. The training is cached outside it. The demo
 exits 0 whatever the verdict (it shows the gate; CI uses ``evalgate gate`` for the exit code).
+
+Each step runs in a ``Workspace`` of its own home (``Workspace.activate``), derived from the one the environment
+describes (key, actor and models cache kept); the process environment is never changed.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import time
 from pathlib import Path
 
 from evalgate.wheels import smollm2_gguf
+from evalgate.workspace import Workspace
 
 PROTOCOL = Path("protocols/addition.yaml")
 GATE = Path("gates/demo.yaml")
@@ -37,32 +40,31 @@ DEV_ITEMS, PRIVATE_ITEMS = 40, 60
 HUMANEVAL_PROTOCOL = Path("protocols/humaneval-smoke.yaml")
 
 
+def _workspace(home: Path) -> Workspace:
+    """The environment's workspace with its own store and splits under ``home``; the converted base model stays in
+    the usual models cache (``$EVALGATE_MODELS``, else ``$EVALGATE_HOME/models``)."""
+    env = Workspace.from_env().env
+    return Workspace.of(env.replace(home=home, splits=home / "splits", models=env.models_dir))
+
+
 def _humaneval_smoke() -> dict:
     """Step 0: SmolLM2 on the HumanEval smoke split; returns the run document."""
     from evalgate.datasets.humaneval import import_humaneval
-    from evalgate.protocols_ops import freeze
-    from evalgate.run import RunOptions, evaluate
-    from evalgate.store import Store
 
-    os.environ.setdefault("EVALGATE_MODELS", str(Path(os.environ.get("EVALGATE_HOME", ".evalgate")) / "models"))
     home = Path(".evalgate/demo-humaneval")
-    os.environ["EVALGATE_HOME"], os.environ["EVALGATE_SPLITS"] = str(home), str(home / "splits")
-    store = Store()
-    if not (home / "splits" / "humaneval-smoke.yaml").is_file():
-        import_humaneval()
-    freeze(HUMANEVAL_PROTOCOL, store)
-    return evaluate(HUMANEVAL_PROTOCOL, smollm2_gguf(), "humaneval-smoke",
-                    RunOptions(purpose="demo", train_run="smollm2-135m-instruct", progress=False), store)
+    ws = _workspace(home)
+    with ws.activate():
+        if not (home / "splits" / "humaneval-smoke.yaml").is_file():
+            import_humaneval()
+    ws.freeze(HUMANEVAL_PROTOCOL)
+    return ws.evaluate(HUMANEVAL_PROTOCOL, smollm2_gguf(), "humaneval-smoke", purpose="demo",
+                       train_run="smollm2-135m-instruct").document()
 
 
-def _fresh_demo_home() -> Path:
-    # the converted base model stays in the usual models cache; only the store and splits are per run
-    os.environ.setdefault("EVALGATE_MODELS", str(Path(os.environ.get("EVALGATE_HOME", ".evalgate")) / "models"))
+def _fresh_demo_workspace() -> Workspace:
     demo_home = Path(".evalgate/demo")
     shutil.rmtree(demo_home, ignore_errors=True)
-    os.environ["EVALGATE_HOME"] = str(demo_home)
-    os.environ["EVALGATE_SPLITS"] = str(demo_home / "splits")
-    return demo_home
+    return _workspace(demo_home)
 
 
 def main() -> int:
@@ -73,26 +75,30 @@ def main() -> int:
           f"{he['counts']['cached']} from cache): "
           + ", ".join(f"{k} {hm[k]:.3f} ± {hm[k + '_stderr']:.3f}" for k in hm
                       if k.startswith("pass@") and not k.endswith("_stderr")))
-    _fresh_demo_home()
+    with _fresh_demo_workspace().activate() as ws:
+        return _gate_demo(ws, t0)
+
+
+def _gate_demo(ws: Workspace, t0: float) -> int:
+    """Steps 1-3 in the demo's workspace (active)."""
     from evalgate.checkpoints.identity import file_sha256
     from evalgate.checkpoints.resolve import resolve_checkpoint
     from evalgate.demo_train import TRAIN_CONFIG, addition_items, ensure_training
+    from evalgate.gate import load_policy, run_gate
     from evalgate.protocols_ops import freeze
-    from evalgate.report import gate_and_report
+    from evalgate.report import write_reports
     from evalgate.run import RunOptions, evaluate
     from evalgate.splits import write_split
-    from evalgate.store import Store
 
     gguf = smollm2_gguf()
     base = resolve_checkpoint(gguf)
-    os.environ["EVALGATE_DEMO_BASE"] = str(gguf)
     t_train = time.perf_counter()
     # keyed by the base's sha256 (its identity before blake3), so training cached before issue 21 stays valid
     train_dir = ensure_training(base.model_dir, file_sha256(gguf))
     t_train = time.perf_counter() - t_train
     print(f"training run: {train_dir} ({'trained' if t_train > 5 else 'cached'}, {t_train:.0f} s)", file=sys.stderr)
 
-    store = Store()
+    store = ws.store
     prov = {"source": "evalgate.demo_train.addition_items (seeded, synthetic)", "data_seed": TRAIN_CONFIG["data_seed"]}
     write_split("addition-dev", "dev", addition_items("dev", DEV_ITEMS), prov)
     write_split("addition-private", "private", addition_items("private", PRIVATE_ITEMS), prov)
@@ -111,8 +117,10 @@ def main() -> int:
     t_eval = time.perf_counter() - t_eval
 
     REPORTS.mkdir(exist_ok=True)
-    verdict, doc = gate_and_report(GATE, store, {"html": REPORTS / "demo.html", "junit": REPORTS / "demo.junit.xml",
-                                                 "json": REPORTS / "demo.json", "markdown": REPORTS / "demo.md"})
+    # gates/demo.yaml's baseline is $EVALGATE_DEMO_BASE: the base model's GGUF file
+    verdict = run_gate(load_policy(GATE, {"EVALGATE_DEMO_BASE": str(gguf)}), store, ws.actor)
+    doc = write_reports(verdict, {"html": REPORTS / "demo.html", "junit": REPORTS / "demo.junit.xml",
+                                  "json": REPORTS / "demo.json", "markdown": REPORTS / "demo.md"}, store)
     print(f"\ngate '{verdict.policy.name}' over {len(verdict.seeds)} training seeds: "
           f"{'PASS' if verdict.passed else 'FAIL'}")
     for s in doc["seeds"]:

@@ -8,6 +8,8 @@ fixed value) and the rules.
 from __future__ import annotations
 
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -152,8 +154,14 @@ class GatePolicy(_Strict):
         return self
 
 
-def load_policy(path: str | Path) -> GatePolicy:
+_VAR = re.compile(r"\$(?:(\w+)|\{(\w+)\})")  # $NAME or ${NAME}, as os.path.expandvars reads them
+
+
+def load_policy(path: str | Path, variables: Mapping[str, str] | None = None) -> GatePolicy:
     """Load a gate policy file. Paths in it may use ``$VARS`` and are resolved against the file's directory.
+
+    ``variables``: values for ``$NAME`` / ``${NAME}`` in paths, used before the process environment's (a script or
+    notebook fills in the demo's ``$EVALGATE_DEMO_BASE`` without setting ``os.environ``).
 
     Raises:
         BadInput: missing file, malformed YAML, invalid or unknown fields (each with file:line, the field path and,
@@ -171,6 +179,8 @@ def load_policy(path: str | Path) -> GatePolicy:
     base = path.resolve().parent
 
     def rel(p: str) -> str:
+        given = variables or {}
+        p = _VAR.sub(lambda m: given.get(m[1] or m[2], m[0]), p)
         p = os.path.expandvars(p)
         if "\x00" in p:  # a "\0" escape: no file system takes it (Path.resolve raises ValueError)
             raise BadInput(f"{path}: path {p!r} holds a NUL character; write the path out")
