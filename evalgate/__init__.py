@@ -12,21 +12,10 @@ neither torch, transformers, DuckDB, vLLM nor the sandbox; each name below is im
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from evalgate.callback import EvalgateCallback
-    from evalgate.diagnostics.diagnose import Diagnosis
-    from evalgate.enums import Outcome, RunStatus, SampleStatus, Tier
-    from evalgate.environment import Environment
-    from evalgate.errors import BadInput, EngineError, EvalgateError, MissingExtra, ProtocolDrift, RefusedByPolicy
-    from evalgate.gate.results import RuleOutcome, Verdict
-    from evalgate.runner.plan import RunOptions
-    from evalgate.runner.record import RunRecord
-    from evalgate.sweep import SweepSummary
-    from evalgate.workspace import Workspace
-
-# public name -> the module that defines it
+# public name -> the module that defines it (no import statement here: the package must import none of its
+# modules, which import it back, e.g. ``from evalgate import accesslog``)
 _EXPORTS: dict[str, str] = {
     "Workspace": "evalgate.workspace", "Environment": "evalgate.environment",
     "RunOptions": "evalgate.runner.plan", "RunRecord": "evalgate.runner.record",
