@@ -15,15 +15,17 @@ Trivial baselines are scored by the protocol's own scorer on the same items: an 
 
 from __future__ import annotations
 
-import html
-import io
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from markupsafe import Markup
+
 from evalgate.errors import BadInput
+from evalgate.fileio import atomic_write
+from evalgate.html import render, svg
 from evalgate.protocol import load_protocol
 from evalgate.run import RunOptions, evaluate
 from evalgate.scoring import SampleToScore, get_scorer
@@ -47,8 +49,8 @@ CONSTANT_ANSWER = "0"
 
 
 @dataclass
-class Verdict:
-    """One of the chapter's histogram shapes.
+class ShapeCheck:
+    """One of the chapter's histogram shapes, checked (not the gate's ``Verdict``: ``evalgate.gate.results``).
 
     Attributes:
         name: ``truncation`` (first, when finish reasons are known), ``too_sparse``, ``too_lenient``, ``heavy_tail``
@@ -102,7 +104,7 @@ class PreflightResult:
     baseline_deserved: dict[str, float] = field(default_factory=dict)
     truncated: float = 0.0
     truncated_zeros: float = 0.0
-    verdicts: list[Verdict] = field(default_factory=list)
+    verdicts: list[ShapeCheck] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
@@ -125,7 +127,7 @@ def histogram(rates: list[float], k: int, binary: bool) -> list[tuple[float, int
     return [(b / 10, counts.get(b, 0)) for b in range(10)]
 
 
-def truncation_verdict(scores: list[float], finish: list[str | None]) -> Verdict:
+def truncation_verdict(scores: list[float], finish: list[str | None]) -> ShapeCheck:
     """Were the samples cut at ``max_tokens``? Fired when more than ``TRUNCATION_SHARE`` of them were (finish reason
     ``length``), or more than half of the zero scores are truncations; the remedy is the length limit, not the
     reward (raise ``max_tokens`` or ask for shorter answers).
@@ -142,14 +144,14 @@ def truncation_verdict(scores: list[float], finish: list[str | None]) -> Verdict
     msg = (f"{n_cut} of {n} samples ({n_cut / n:.0%}) were cut at max_tokens; {cut_zeros} of the {zeros} zero "
            f"scores are truncations")
     if n_cut / n > TRUNCATION_SHARE or (zeros and cut_zeros / zeros > 0.5):
-        return Verdict("truncation", "fired", msg + ": the histogram measures the length limit, not the reward; "
-                       "raise max_tokens or ask for shorter answers (a stop sequence, a terser prompt), then look "
-                       "again before changing the reward")
-    return Verdict("truncation", "ok", msg)
+        return ShapeCheck("truncation", "fired", msg + ": the histogram measures the length limit, not the reward; "
+                          "raise max_tokens or ask for shorter answers (a stop sequence, a terser prompt), then look "
+                          "again before changing the reward")
+    return ShapeCheck("truncation", "ok", msg)
 
 
 def verdicts(scores: list[float], baselines: dict[str, float], deserved: dict[str, float] | None = None,
-             finish: list[str | None] | None = None) -> list[Verdict]:
+             finish: list[str | None] | None = None) -> list[ShapeCheck]:
     """The chapter's four histogram shapes over per-sample scores, after truncation when ``finish`` is given.
 
     - truncation (``truncation_verdict``; first, and when it fires too_sparse points to it instead of advising
@@ -169,21 +171,21 @@ def verdicts(scores: list[float], baselines: dict[str, float], deserved: dict[st
     cut = bool(out) and out[0].status == "fired"
     remedy = ": mostly truncated answers; fix the length limit first (see truncation)" if cut else \
         ": almost no gradient; add intermediate rewards, a curriculum or more exploration"
-    out += [Verdict("too_sparse", "fired" if zeros >= SPARSE_SHARE else "ok",
-                    f"{zeros:.1%} of samples score 0" + (remedy if zeros >= SPARSE_SHARE else "")),
-            Verdict("too_lenient", "fired" if ones >= LENIENT_SHARE else "ok",
-                    f"{ones:.1%} of samples score 1" + (": the reward is too easy; make the task harder or "
-                                                        "split the score" if ones >= LENIENT_SHARE else ""))]
+    out += [ShapeCheck("too_sparse", "fired" if zeros >= SPARSE_SHARE else "ok",
+                       f"{zeros:.1%} of samples score 0" + (remedy if zeros >= SPARSE_SHARE else "")),
+            ShapeCheck("too_lenient", "fired" if ones >= LENIENT_SHARE else "ok",
+                       f"{ones:.1%} of samples score 1" + (": the reward is too easy; make the task harder or "
+                                                           "split the score" if ones >= LENIENT_SHARE else ""))]
     if len(set(scores)) <= 2:
-        out.append(Verdict("heavy_tail", "not_checkable", f"the reward takes {len(set(scores))} value(s): a "
-                           "two-valued reward has no tail (see too_sparse / too_lenient)"))
+        out.append(ShapeCheck("heavy_tail", "not_checkable", f"the reward takes {len(set(scores))} value(s): a "
+                              "two-valued reward has no tail (see too_sparse / too_lenient)"))
     else:
         dev = sorted(((s - mean) ** 2 for s in scores), reverse=True)
         top = max(1, n // 100)
         share = sum(dev[:top]) / sum(dev) if sum(dev) else 0.0
         fired = share > TAIL_SHARE
-        out.append(Verdict("heavy_tail", "fired" if fired else "ok",
-                           f"the top {top} sample(s) hold {share:.1%} of the squared deviation from the mean"
+        out.append(ShapeCheck("heavy_tail", "fired" if fired else "ok",
+                              f"the top {top} sample(s) hold {share:.1%} of the squared deviation from the mean"
                            + ("; a few samples dominate the gradient: clip or normalise the reward" if fired else "")))
     due = deserved or {}
     bad = {k: v for k, v in baselines.items() if v > due.get(k, 0.0) + 1e-9}
@@ -192,11 +194,11 @@ def verdicts(scores: list[float], baselines: dict[str, float], deserved: dict[st
         why = [f"the {k} answer scores {v:.3f}, more than the {due.get(k, 0.0):.3f} of items whose gold answer it is"
                for k, v in bad.items()]
         why += ["scores are both negative and positive"] if mixed else []
-        out.append(Verdict("sign_confusion", "fired", "; ".join(why) + ": the reward does not point toward the "
-                           "task; read the samples one by one"))
+        out.append(ShapeCheck("sign_confusion", "fired", "; ".join(why) + ": the reward does not point toward the "
+                              "task; read the samples one by one"))
     else:
-        out.append(Verdict("sign_confusion", "ok", "no trivial answer scores more than the share of items whose gold "
-                           "answer it is; scores have one sign"))
+        out.append(ShapeCheck("sign_confusion", "ok", "no trivial answer scores more than the share of items whose "
+                              "gold answer it is; scores have one sign"))
     return out
 
 
@@ -305,7 +307,7 @@ def format_summary(res: PreflightResult) -> str:
     return "\n".join(lines)
 
 
-def histogram_svg(res: PreflightResult) -> str:
+def histogram_svg(res: PreflightResult) -> Markup:
     """The histogram of per-prompt pass rates as inline SVG (matplotlib, no display)."""
     import matplotlib
 
@@ -321,21 +323,12 @@ def histogram_svg(res: PreflightResult) -> str:
     ax.set_ylabel("prompts")
     ax.set_title(f"{res.protocol} on {res.split}: {res.prompts} prompts x {res.samples} samples", fontsize=9)
     fig.subplots_adjust(left=0.12, right=0.97, bottom=0.2, top=0.88)
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    svg = buf.getvalue()
-    return svg[svg.find("<svg"):]
+    return svg(fig)
 
 
 def write_report(res: PreflightResult, path: str | Path) -> Path:
     """Write the self-contained HTML report (histogram SVG inline, the summary, the verdicts). Returns the path."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    rows = "".join(f"<tr class='{v.status}'><td>{html.escape(v.name)}</td><td>{v.status}</td>"
-                   f"<td>{html.escape(v.message)}</td></tr>" for v in res.verdicts)
-    p.write_text("<!doctype html><html><head><meta charset='utf-8'><title>evalgate preflight</title><style>"
-                 "body{font-family:sans-serif;max-width:60em;margin:1em auto}pre{background:#f6f6f6;padding:.5em}"
-                 ".fired{color:#b00}td{padding:.2em .6em}</style></head><body><h1>evalgate preflight</h1>"
-                 f"{histogram_svg(res)}<table>{rows}</table><pre>{html.escape(format_summary(res))}</pre>"
-                 "</body></html>")
+    atomic_write(p, render("preflight.html.j2", chart=histogram_svg(res), verdicts=res.verdicts,
+                           summary=format_summary(res)))
     return p

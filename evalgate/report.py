@@ -8,35 +8,20 @@ from a CI artifact store. No output holds per-item outputs of the private split.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
-import re
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import jinja2
-from markupsafe import Markup
-
 from evalgate.errors import BadInput, EvalgateError, ProtocolDrift, RefusedByPolicy
 from evalgate.fileio import atomic_write
 from evalgate.gate import Verdict, load_policy, run_gate
+from evalgate.html import fmt as _fmt
+from evalgate.html import render, svg
 from evalgate.store import Store, now
-
-_ENV = jinja2.Environment(loader=jinja2.PackageLoader("evalgate", "templates"),
-                          autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
-
-
-def _fmt(v: Any, digits: int = 4) -> str:
-    if isinstance(v, float):
-        return "n/a" if not math.isfinite(v) else f"{v:.{digits}f}"
-    return "" if v is None else str(v)
-
-
-_ENV.filters["fmt"] = _fmt
 
 # (title, canonical training-log key or None for the dev metric)
 CHARTS: tuple[tuple[str, str | None], ...] = (
@@ -51,21 +36,6 @@ def _thin(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
         return points
     stride = math.ceil(len(points) / _MAX_POINTS)
     return points[::stride] + ([points[-1]] if (len(points) - 1) % stride else [])
-
-
-def _svg(fig: Any) -> str:
-    buf = io.StringIO()
-    fig.savefig(buf, format="svg")
-    return _inline_svg(buf.getvalue())
-
-
-def _inline_svg(text: str) -> str:
-    """An SVG document as an inline ``<svg>`` element with no URL in it."""
-    text = text[text.index("<svg"):]
-    # inline SVG in HTML needs no namespace declarations; dropping them (and the metadata block) leaves the file
-    # with no URL at all, so a reader can check at a glance that nothing is fetched
-    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
-    return re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", text)
 
 
 def charts(verdict: Verdict) -> list[dict[str, str]]:
@@ -114,7 +84,7 @@ def charts(verdict: Verdict) -> list[dict[str, str]]:
         ax.set_title(f"{verdict.policy.metric} on {verdict.policy.selection_split}" if key is None else title)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-        out.append({"title": title, "svg": Markup(_svg(fig))})
+        out.append({"title": title, "svg": svg(fig)})
         plt.close(fig)
     return out
 
@@ -131,15 +101,12 @@ def diagnostics_section(verdict: Verdict) -> dict[str, Any]:
     diags = [s.guards.diagnosis for s in verdict.seeds if s.guards is not None and s.guards.diagnosis is not None]
     if not diags:
         return {}
-    import matplotlib
-
     fired = {f.signal for d in diags for f in d.fired("warn")}
     plots = []
-    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "evalgate"}):  # text as text, stable ids
-        for sig in SIGNAL_SERIES:
-            svg = plot_signal(sig, diags) if sig in fired else None
-            if svg:
-                plots.append({"signal": sig, "svg": Markup(_inline_svg(svg))})
+    for sig in SIGNAL_SERIES:
+        chart = plot_signal(sig, diags) if sig in fired else None
+        if chart:
+            plots.append({"signal": sig, "svg": chart})
     return {"table": format_table(diags), "plots": plots}
 
 
@@ -155,7 +122,7 @@ def render_html(verdict: Verdict, audit: dict[str, Any] | None = None) -> str:
     agentic = any("trajectory" in r for rows in verdict.samples.values() for r in rows)
     runs = [s.decision for s in verdict.seeds if s.decision] + (
         [verdict.baseline.decision] if verdict.baseline and verdict.baseline.decision else [])
-    return _ENV.get_template("report.html.j2").render(
+    return render("report.html.j2",
         v=verdict, d=verdict.as_dict(), charts=charts(verdict), generated_at=now().isoformat(timespec="seconds"),
         audit=audit or {}, diag=diagnostics_section(verdict), agentic=agentic,
         tools_columns=any(r.metrics.get("tools") for r in runs))
