@@ -617,7 +617,7 @@ def overlaps(texts: dict[str, dict[str, str]], chunks: Iterable[Chunk], n: int =
     if jaccard is not None:
         near = NearDupIndex({key: t for key, t in toks.items() if grams[key]}, jaccard)
     scanner = Scanner(table, near, text_field)
-    found: set[int] = set()
+    found: set[tuple[int, int]] = set()
     best: dict[tuple[int, str], float] = {}
     tail = np.zeros(0, np.int64)
     total = 0

@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from evalgate.sandbox import netns_available
 from evalgate.scoring import run_code
-from evalgate.scoring.code import HumanEvalScorer, extract_program, netns_available
+from evalgate.scoring.code import HumanEvalScorer, extract_program
 from evalgate.scoring.harness import HarnessJob, run_tests_many
 
 

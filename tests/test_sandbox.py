@@ -349,7 +349,7 @@ def test_host_files_cannot_be_deleted_or_written(shared_dir: Path) -> None:
 
 
 def test_run_many_keeps_order_and_uses_every_core(shared_dir: Path) -> None:
-    from evalgate.scoring.code import available_cores
+    from evalgate.sandbox import available_cores
 
     cores = available_cores()
     # Each program records when it ran; the spans overlap as many at a time as there are workers. A program does not

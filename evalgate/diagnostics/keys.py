@@ -68,7 +68,5 @@ for _canon, _raw, _ in KEY_ROWS:
     KEY_MAP.setdefault(_canon, ())
     KEY_MAP[_canon] += (_raw,)
 
-RAW_TO_CANON: dict[str, str] = {raw: canon for canon, raw, _ in KEY_ROWS}
-"""Raw key -> canonical key (each raw key maps to one canonical key)."""
 
 STRIP_PREFIX = "train/"

@@ -75,8 +75,8 @@ def _baseline(policy: GatePolicy, reader: reads.DecisionReader, sel_runs: list[d
     if dev_runs:
         dev = DevRun(dev_runs[-1]["run_id"], dev_runs[-1]["metrics"])
     elif reader.evaluate_decision:
-        doc = reads.evaluate(policy.protocol_file or "", bl.checkpoint, policy.selection_split,
-                             reads.SELECTION_PURPOSE, who, reader.store, backend=policy.backend)
+        doc = reads.evaluate_for_gate(policy.protocol_file or "", bl.checkpoint, policy.selection_split,
+                                      reads.SELECTION_PURPOSE, who, reader.store, backend=policy.backend)
         dev = DevRun(doc["run_id"], doc["metrics"])
     return BaselineResult(checkpoint=bl.checkpoint, decision=decision, dev=dev)
 

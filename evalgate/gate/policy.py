@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from evalgate.diagnostics.guards import Guards
 from evalgate.errors import BadInput
 from evalgate.fileio import read_text
-from evalgate.reward_audit import RewardAuditRules
+from evalgate.reward_rules import RewardAuditRules
 from evalgate.scoring import metrics
 from evalgate.userfiles import FieldProblem, format_validation_error, load_yaml_mapping
 

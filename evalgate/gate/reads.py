@@ -197,19 +197,18 @@ def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], res
     return prior[-1]["checkpoint_digest"] if prior else None
 
 
-def evaluate(protocol_file: str, path: str, split: str, purpose: str, actor: str, store: Store,
-             seed_info: dict[str, Any] | None = None, backend: str = "hf",
-             grant: ReleaseGrant | None = None) -> dict[str, Any]:
+def evaluate_for_gate(protocol_file: str, path: str, split: str, purpose: str, actor: str, store: Store,
+                      seed_info: dict[str, Any] | None = None, backend: str = "hf",
+                      grant: ReleaseGrant | None = None) -> dict[str, Any]:
     """Evaluate one checkpoint for the gate (``evalgate.run.evaluate``, no progress bars); the run's document.
     ``grant``: the release grant that admits a decision (release-gate) read."""
-    from evalgate.run import RunOptions
-    from evalgate.run import evaluate as run_evaluate
+    from evalgate.run import RunOptions, evaluate
 
     info = seed_info or {}
-    return run_evaluate(protocol_file, path, split,
-                        RunOptions(purpose=purpose, actor=actor, backend=backend, train_run=info.get("train_run"),
-                                   train_seed=info.get("train_seed"), step=info.get("step"), progress=False,
-                                   grant=grant), store)
+    return evaluate(protocol_file, path, split,
+                    RunOptions(purpose=purpose, actor=actor, backend=backend, train_run=info.get("train_run"),
+                               train_seed=info.get("train_seed"), step=info.get("step"), progress=False,
+                               grant=grant), store)
 
 
 class DecisionReader:
@@ -246,8 +245,8 @@ class DecisionReader:
             run = self.shown[digest]
             return DecisionRun(run["run_id"], run["metrics"], run["checkpoint_digest"])
         if self.grant is not None:
-            doc = evaluate(p.protocol_file or "", path, p.decision_split, RELEASE_GATE, self.actor, self.store,
-                           seed_info, p.backend, self.grant)
+            doc = evaluate_for_gate(p.protocol_file or "", path, p.decision_split, RELEASE_GATE, self.actor,
+                                    self.store, seed_info, p.backend, self.grant)
             return DecisionRun(doc["run_id"], doc["metrics"], doc["checkpoint"]["digest"])
         run = self.prior(path, digest)
         return DecisionRun(run["run_id"], run["metrics"], run["checkpoint_digest"])

@@ -1,6 +1,6 @@
 """Scoring model-written code: HumanEval programs run in the sandbox of ``evalgate.sandbox``.
 
-``run_code``, ``run_many``, ``ExecResult`` and the availability checks are re-exported from there for older callers.
+``run_code``, ``run_many`` and ``ExecResult`` are re-exported from there (``evalgate.scoring`` exports them).
 """
 
 from __future__ import annotations
@@ -11,18 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from evalgate.scoring.base import HumanEvalOptions
 
-from evalgate.sandbox import (  # noqa: F401 - re-exported
-    ExecResult,
-    available_cores,
-    describe,
-    netns_available,
-    pidns_available,
-    require_strict,
-    rofs_available,
-    run_code,
-    run_many,
-    sandbox_command,
-)
+from evalgate.sandbox import ExecResult, describe, require_strict, run_code, run_many  # noqa: F401 - re-exported
 from evalgate.scoring.harness import HarnessJob, run_tests_many
 
 _FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)(?:\n```|\Z)", re.S)
