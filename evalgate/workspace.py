@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.environment import Environment, activate, default_key_file
 
 if TYPE_CHECKING:
-    from evalgate.checkpoints import Checkpoint
+    from evalgate.checkpoints.resolve import Checkpoint
     from evalgate.diagnostics.diagnose import Diagnosis
     from evalgate.gate.results import Verdict
     from evalgate.runner.plan import RunOptions
