@@ -47,7 +47,7 @@ from typing import Any, Literal, NoReturn
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from evalgate import accesslog
+from evalgate import accesslog, splits_sources
 from evalgate.enums import Outcome
 from evalgate.environment import active
 from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
@@ -261,8 +261,9 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
 
 
 def add_split(name: str, tier: str, file: Path, source: str | None = None, policy: dict[str, Any] | None = None,
-              replace: bool = False, store: Store | None = None, actor: str | None = None) -> Path:
-    """Add a split from a JSONL file (``evalgate splits add``).
+              replace: bool = False, store: Store | None = None, actor: str | None = None,
+              fmt: str | None = None, mapping: list[str] | None = None, row_ids: bool = False) -> Path:
+    """Add a split from a JSONL, CSV or Parquet file or a ``datasets`` folder (``evalgate splits add``).
 
     An existing split is never replaced silently: ``replace`` must be given, the tier must stay the same (a
     private split can never become a dev one), and the replacement is logged in the access log (outcome
@@ -275,24 +276,32 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     Args:
         name: split name.
         tier: one of ``TIERS``.
-        file: JSONL, one object with a unique string or integer ``id`` per line (integers are stored as text).
+        file: JSONL, one object with a unique string or integer ``id`` per line (integers are stored as text);
+            or, through ``splits_sources.read_items``, a CSV or Parquet file or a ``datasets`` folder.
         source: provenance text (default: the file path).
         policy: policy fields that tighten the tier's default (``Policy`` fields), or None.
         replace: replace an existing split of the same tier.
         store: store for the access log (default ``Store()``).
         actor: who (default ``actor_name()``).
+        fmt: ``splits_sources.FORMATS`` name, or None to detect it from the path.
+        mapping: ``FIELD=COLUMN`` strings (``splits_sources.Mapping``): the item's fields, or None for every column.
+        row_ids: number items by row where the data has no ``id``.
 
     Returns:
         The manifest path.
 
     Raises:
-        BadInput: missing or empty file, bad record (with its line), invalid policy, or an existing split without
-            ``replace`` / with another tier.
+        BadInput: missing or empty file, bad record (with its line), a mapping naming a missing column (with the
+            columns there are), unknown format, invalid policy, or an existing split without ``replace`` / with
+            another tier. Nothing is written.
         RefusedByPolicy: the items repeat another private split (logged).
     """
-    if not file.is_file():
-        raise BadInput(f"{file} not found; pass a JSONL file with --file")
-    items = parse_jsonl(file.read_bytes(), str(file))
+    if fmt is None and not mapping and not row_ids and file.suffix.lower() in (".jsonl", ".ndjson"):
+        if not file.is_file():
+            raise BadInput(f"{file} not found; pass a JSONL file with --file")
+        items = parse_jsonl(file.read_bytes(), str(file))
+    else:
+        items = splits_sources.read_items(file, fmt, splits_sources.Mapping.parse(mapping or []), row_ids)
     if not items:
         raise BadInput(f"{file} holds no records; a split needs at least one JSONL object with an 'id'")
     try:

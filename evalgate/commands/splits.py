@@ -39,7 +39,13 @@ def splits_import(dataset: str, source: Path | None) -> None:
 @splits.command("add")
 @click.argument("name")
 @click.option("--tier", required=True, type=click.Choice(["smoke", "dev", "public", "private", "human-audit"]))
-@click.option("--file", "file", required=True, type=click.Path(path_type=Path), help="JSONL with an 'id' per line.")
+@click.option("--file", "file", required=True, type=click.Path(path_type=Path),
+              help="JSONL, CSV or Parquet file, or a datasets folder (Dataset.save_to_disk).")
+@click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet", "datasets"]), default=None,
+              help="Source format (default: from the suffix; a folder is a datasets folder).")
+@click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN",
+              help="Item field from a source column (repeatable); with --map only mapped fields (and id) are kept.")
+@click.option("--row-ids", is_flag=True, help="Number items by row (0-based) where the data has no 'id'.")
 @click.option("--source", default=None, help="Provenance: where the data came from.")
 @click.option("--purpose", "purposes", multiple=True, help="Policy: allow only these purposes (repeatable).")
 @click.option("--max-reads", type=int, default=None, help="Policy: reads allowed per window.")
@@ -48,15 +54,17 @@ def splits_import(dataset: str, source: Path | None) -> None:
 @click.option("--replace", is_flag=True, help="Replace an existing split's data (same tier only; logged).")
 @actor_option()
 @handle_errors
-def splits_add(name: str, tier: str, file: Path, source: str | None, purposes: tuple[str, ...],
-               max_reads: int | None, window_days: int | None, hard: bool | None, replace: bool,
-               actor: str | None) -> None:
-    """Add a split from a JSONL file; policy options may only tighten the tier's default."""
+def splits_add(name: str, tier: str, file: Path, fmt: str | None, mapping: tuple[str, ...], row_ids: bool,
+               source: str | None, purposes: tuple[str, ...], max_reads: int | None, window_days: int | None,
+               hard: bool | None, replace: bool, actor: str | None) -> None:
+    """Add a split from a JSONL, CSV or Parquet file or a datasets folder, optionally mapping fields
+    (--map question=problem); policy options may only tighten the tier's default."""
     from evalgate.splits import add_split, load_manifest
 
     given = {"purposes": list(purposes) or None, "max_reads": max_reads, "window_days": window_days, "hard": hard}
     policy = {k: v for k, v in given.items() if v is not None}
-    p = add_split(name, tier, file, source, policy or None, replace, actor=actor)
+    p = add_split(name, tier, file, source, policy or None, replace, actor=actor, fmt=fmt, mapping=list(mapping),
+                  row_ids=row_ids)
     m = load_manifest(name)
     click.echo(f"{'replaced' if replace else 'added'} split {name} (tier {tier}, {m.count} items) -> {p}")
 
