@@ -12,6 +12,7 @@ from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors
 from evalgate.commands.options import actor_option, expect_head_option, parse_expect_head
 from evalgate.report_writers import WRITERS, key_of, outputs_from, report_options
+from evalgate.trackers.cli import say_written, tracker_options
 
 
 @click.command("gate")
@@ -28,8 +29,9 @@ from evalgate.report_writers import WRITERS, key_of, outputs_from, report_option
                     "refused (exit 2) before any read when it does not.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
+@tracker_options
 def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_broken: str | None,
-             expect_head: str | None, as_json: bool, **outputs: Path | None) -> None:
+             expect_head: str | None, as_json: bool, trackers: list[Any], **outputs: Path | None) -> None:
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
     refused, invalid or error."""
@@ -57,6 +59,10 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
             click.echo(f"{'error' if err['exit_code'] != 3 else 'internal error'}: {err['error']}", err=True)
             click.echo(f"ship: none ({err['reason']}: no verdict)")
         sys.exit(err["exit_code"])
+    if trackers:
+        from evalgate.trackers import export_gate
+
+        say_written(export_gate(doc, trackers, [p for p in outputs.values() if p], actor=actor))
     if as_json:
         _dump({**doc, "evaluate_missing": {"counts": swept["counts"], "ignored": swept["ignored"]}} if swept else doc)
     else:

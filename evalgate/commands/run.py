@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
 from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors
 from evalgate.commands.options import backend_options_of, run_options
+from evalgate.trackers.cli import export_and_say, tracker_options
 
 
 @click.command("run")
@@ -23,9 +25,11 @@ from evalgate.commands.options import backend_options_of, run_options
 @click.option("--override-reason", default=None, help="Exceed a soft read budget, with this logged reason.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
+@tracker_options
 def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, seed: int | None,
             train_run: str | None, train_seed: int | None, step: int | None, purpose: str, actor: str | None,
-            override_reason: str | None, device: str | None, backend_option: tuple[str, ...], as_json: bool) -> None:
+            override_reason: str | None, device: str | None, backend_option: tuple[str, ...], as_json: bool,
+            trackers: list[Any]) -> None:
     """Evaluate a checkpoint on a split under a frozen protocol."""
     from evalgate.run import RunOptions, evaluate
 
@@ -34,6 +38,7 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
                       backend_options=backend_options_of(backend, backend_option, device),
                       progress=not as_json)
     doc = evaluate(protocol_path, checkpoint, split, opts)
+    export_and_say([doc["run_id"]], trackers, actor)
     if as_json:
         _dump(doc)
         return

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 import click
 
 from evalgate.commands import dump, handle_errors
 from evalgate.commands.options import backend_options_of, run_options
+from evalgate.trackers.cli import export_and_say, tracker_options
 
 
 @click.command("sweep")
@@ -25,9 +27,10 @@ from evalgate.commands.options import backend_options_of, run_options
               help="With --ray: requests per actor call; completions come back, and are stored, a chunk at a time.")
 @click.option("--json", "as_json", is_flag=True, help="Print the sweep summary as JSON.")
 @handle_errors
+@tracker_options
 def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], backend: str, seed: int | None,
               purpose: str, actor: str | None, device: str | None, backend_option: tuple[str, ...],
-              ray_address: str | None, chunk: int, as_json: bool) -> None:
+              ray_address: str | None, chunk: int, as_json: bool, trackers: list[Any]) -> None:
     """Evaluate every checkpoint matching GLOB on every --split, skipping units already complete in the store.
     Exit 0 when every unit is done or skipped; else 2 (a refused read, bad input) or 3 (engine error)."""
     from evalgate.run import RunOptions
@@ -37,6 +40,7 @@ def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], ba
                      backend_options=backend_options_of(backend, backend_option, device),
                      progress=not as_json)
     doc = sweep(protocol_path, checkpoints, list(splits), SweepOptions(run=run, ray=ray_address, chunk=chunk))
+    export_and_say([u["run_id"] for u in doc["units"] if u["run_id"]], trackers, actor)
     if as_json:
         dump(doc)
     else:

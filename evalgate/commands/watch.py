@@ -10,6 +10,7 @@ import click
 
 from evalgate.commands import handle_errors
 from evalgate.commands.options import backend_options_of, run_options
+from evalgate.trackers.cli import export_and_say, tracker_options
 
 
 @click.command("watch")
@@ -29,9 +30,11 @@ from evalgate.commands.options import backend_options_of, run_options
               help="Exit 0 once every run's training ended and its checkpoints are evaluated.")
 @run_options()
 @handle_errors
+@tracker_options
 def watch_cmd(run_dirs: tuple[Path, ...], protocol_path: Path, split: str, policy_path: Path | None, settle_s: float,
               poll_s: float, status_dir: Path, exit_on_stop: bool, exit_when_done: bool, backend: str,
-              seed: int | None, actor: str | None, device: str | None, backend_option: tuple[str, ...]) -> None:
+              seed: int | None, actor: str | None, device: str | None, backend_option: tuple[str, ...],
+              trackers: list[Any]) -> None:
     """Watch training run directories: evaluate each new checkpoint-N on the dev split once it is completely
     written (oldest first, one at a time, same store and cache as `evalgate run`), re-run the diagnostics on the
     growing training log, keep status.json and status.html current, and write RUN_DIR/STOP when a fail signal
@@ -48,4 +51,7 @@ def watch_cmd(run_dirs: tuple[Path, ...], protocol_path: Path, split: str, polic
     kw: dict[str, Any] = {"protocol": protocol_path, "split": split, "settle_s": settle_s, "poll_s": poll_s,
           "status_dir": status_dir, "exit_on_stop": exit_on_stop, "exit_when_done": exit_when_done, "run": run}
     opts = WatchOptions.from_policy(policy_path, **kw) if policy_path else WatchOptions(**kw)
-    sys.exit(Watcher(list(run_dirs), opts).run())
+    watcher = Watcher(list(run_dirs), opts)
+    if trackers:
+        watcher.on_run = lambda run_id: export_and_say([run_id], trackers, actor) and None
+    sys.exit(watcher.run())

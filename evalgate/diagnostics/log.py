@@ -2,7 +2,8 @@
 
 Readers: HF/TRL ``trainer_state.json`` (its ``log_history``), JSONL (one JSON object per logged step with ``step``
 or ``global_step``; verl's file logger nests the metrics as ``{"step": N, "data": {...}}``, which is read too) and
-TensorBoard event files (the ``tensorboard`` package's ``EventAccumulator``; install ``evalgate[tensorboard]``).
+TensorBoard event files (the ``tensorboard`` package's ``EventAccumulator``; install ``evalgate[tensorboard]``), W&B run
+files and MLflow runs (``evalgate.diagnostics.tracker_logs``; ``evalgate[wandb]``, ``evalgate[mlflow]``).
 
 A log that is being written while it is read gives the readable part and a warning in ``TrainLog.warnings``, never
 an exception: a ``trainer_state.json`` cut mid-file keeps every complete ``log_history`` entry before the cut; a
@@ -28,6 +29,7 @@ import orjson
 
 from evalgate.checkpoints.layout import checkpoint_step
 from evalgate.diagnostics.keys import KEY_MAP, STRIP_PREFIX
+from evalgate.diagnostics.tracker_logs import MLFLOW_PREFIX, read_mlflow, read_wandb, wandb_files
 from evalgate.errors import BadInput, MissingExtra
 from evalgate.version import install_hint
 
@@ -68,7 +70,7 @@ class TrainLog:
 
     Attributes:
         source: file or directory read.
-        format: ``trainer_state``, ``jsonl`` or ``tensorboard``.
+        format: ``trainer_state``, ``jsonl``, ``tensorboard``, ``wandb`` or ``mlflow``.
         columns: raw key (``train/`` prefix stripped) -> ``(steps, values)``, two lists in step order after
             de-duplication (a repeated step keeps its last value).
         series: canonical key (``keys.KEY_MAP``) -> ``[(step, value)]`` in step order, from the first raw key of the
@@ -486,12 +488,14 @@ def _candidates(d: Path) -> list[tuple[str, Path]]:
     if any(d.rglob("events.out.tfevents.*")):
         out.append(("tensorboard", d))
     out += [("jsonl", j) for j in sorted(d.glob("*.jsonl")) if j.name not in _NOT_METRICS]
+    if wandb_files(d):
+        out.append(("wandb", d))
     return out
 
 
 _NOT_METRICS = frozenset(("evalgate-queue.jsonl",))
 _READERS = {"trainer_state": lambda p: read_trainer_state(p), "tensorboard": lambda p: read_tensorboard(p),
-            "jsonl": lambda p: read_jsonl(p)}
+            "jsonl": lambda p: read_jsonl(p), "wandb": lambda p: read_wandb(p)}
 
 
 def find_train_log(run_dir: str | Path) -> TrainLog | None:
@@ -553,10 +557,12 @@ def read_path(path: str | Path) -> TrainLog:
         BadInput: no such file, or a directory without a log.
     """
     p = Path(path)
+    if str(path).startswith(MLFLOW_PREFIX) or str(p).startswith(MLFLOW_PREFIX):
+        return require_steps(read_mlflow(str(p)))
     if p.is_dir():
         log = find_train_log(p)
         if log is None:
-            raise BadInput(f"{p}: no trainer_state.json, TensorBoard events or .jsonl log found")
+            raise BadInput(f"{p}: no trainer_state.json, TensorBoard events, .jsonl log or W&B run file found")
     elif not p.exists():
         raise BadInput(f"{p}: no such file or directory; pass a trainer_state.json, .jsonl, event file or run "
                        "directory")
@@ -564,6 +570,8 @@ def read_path(path: str | Path) -> TrainLog:
         log = read_tensorboard(p)
     elif p.suffix == ".jsonl":
         log = read_jsonl(p)
+    elif p.suffix == ".wandb":
+        log = read_wandb(p)
     else:
         log = read_trainer_state(p)
     return require_steps(log)

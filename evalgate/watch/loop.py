@@ -153,6 +153,8 @@ class Watcher:
         self.evaluated = 0
         self.signal: int | None = None
         self._interruptible = False
+        self.on_run: Callable[[str], None] | None = None
+        """Called with each new run's id once it is complete (``--report-to``: its metrics go to the trackers)."""
 
     def say(self, line: str, once: bool = False) -> None:
         if once and line in self._said:
@@ -266,6 +268,8 @@ class Watcher:
         cs.message = None
         if not cs.resumed:
             self.say(f"{path.name} ({rs.run_dir}): dev {self.opts.metric} = {value}")
+            if self.on_run is not None:
+                self.on_run(doc["run_id"])
         self._check_collapse(rs, cs)
 
     def _check_collapse(self, rs: RunState, cs: CheckpointState) -> None:

@@ -1,0 +1,132 @@
+"""What every tracker writer receives: one training run + seed's eval metrics at a training step, and a gate's
+verdict summary (``evalgate.trackers``; one module per tracker library)."""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+
+class TrackerConfig(BaseModel):
+    """Where the trackers write (``--tracker-dir``, ``--tracker-project``, ``--tracker-uri``). Not part of any
+    protocol or gate policy, nor of their hashes: where results are copied to never changes what they are."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    dir: Path = Path("evalgate-trackers")
+    """Root directory: TensorBoard event files under ``DIR/tensorboard/<train_run>/seed-<seed>``, W&B offline runs
+    under ``DIR/wandb``, MLflow's default store ``sqlite:///DIR/mlflow.db``."""
+    project: str = "evalgate"
+    """The W&B project and the MLflow experiment name."""
+    tracking_uri: str | None = None
+    """MLflow tracking URI (default: the SQLite store in ``dir``)."""
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """One tracker run: a training run and seed (the checkpoints' ``train_run`` / ``train_seed``)."""
+
+    train_run: str
+    train_seed: int | None
+
+    @property
+    def name(self) -> str:
+        """``<train_run>/seed-<seed>`` (``seed-none`` when the seed is unknown)."""
+        return f"{self.train_run}/seed-{'none' if self.train_seed is None else self.train_seed}"
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    """A run's metrics at its checkpoint's training step.
+
+    Attributes:
+        key: the training run + seed.
+        step: the checkpoint's training step (the x axis the training curves use).
+        split: the split evaluated; tags are ``eval/<split>/<metric>``.
+        metrics: metric name -> finite float (pass@k, stderr, truncation rate, ...).
+        run_id: the evalgate run.
+    """
+
+    key: RunKey
+    step: int
+    split: str
+    metrics: dict[str, float]
+    run_id: str
+
+    def tags(self) -> dict[str, float]:
+        """``eval/<split>/<metric>`` -> value."""
+        return {f"eval/{self.split}/{k}": v for k, v in self.metrics.items()}
+
+
+@dataclass(frozen=True)
+class GateSummary:
+    """What a tracker gets of a gate: its aggregate verdict, never a per-item or per-run value.
+
+    Attributes:
+        gate: the policy name; gate_id: the stored gate.
+        verdict: ``PASS`` / ``FAIL``; reason: the machine-readable reason (pass, fail, drift, ...).
+        rules: ``(rule, passed, detail)`` per rule, as the gate printed them.
+        step: the shipped checkpoint's training step (the highest step gated when none ships).
+        ship: the checkpoint path to ship, or None.
+        files: the report files the gate wrote (logged as artifacts).
+    """
+
+    gate: str
+    gate_id: str
+    verdict: str
+    reason: str
+    rules: list[tuple[str, bool, str]]
+    step: int
+    ship: str | None
+    files: list[Path] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict == "PASS"
+
+    def markdown(self) -> str:
+        """The verdict, each rule with pass/FAIL and its detail, and the checkpoint to ship, as Markdown."""
+        lines = [f"**{self.verdict}**: gate `{self.gate}` ({self.reason}; {self.gate_id})", ""]
+        lines += [f"- [{'pass' if ok else 'FAIL'}] `{rule}`: {detail}" for rule, ok, detail in self.rules]
+        lines += ["", f"ship: `{self.ship}`" if self.ship else "ship: none"]
+        return "\n".join(lines)
+
+    def scalars(self) -> dict[str, float]:
+        """``gate/passed`` and ``gate/rule/<rule>``: 1.0 pass, 0.0 fail."""
+        out = {"gate/passed": 1.0 if self.passed else 0.0}
+        out.update({f"gate/rule/{rule}": 1.0 if ok else 0.0 for rule, ok, _ in self.rules})
+        return out
+
+
+class Tracker(Protocol):
+    """A tracker writer (``tensorboard``, ``wandb``, ``mlflow``)."""
+
+    name: str
+
+    def log_eval(self, point: EvalPoint) -> None:
+        """Write one run's metrics at its step into the tracker run of its training run + seed."""
+
+    def log_gate(self, summary: GateSummary) -> None:
+        """Write a gate's verdict summary, rules and report files into the tracker run ``gate/<name>``."""
+
+    def close(self) -> list[str]:
+        """Flush and close; returns where the data went (directories, run ids) for the user."""
+
+
+def finite_metrics(metrics: dict[str, Any] | None) -> dict[str, float]:
+    """The metrics that are plain finite numbers (booleans and NaN left out; nested values left out)."""
+    out: dict[str, float] = {}
+    for k, v in (metrics or {}).items():
+        if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v)):
+            out[str(k)] = float(v)
+    return out
+
+
+def safe_name(text: str) -> str:
+    """A path component from a training-run name (``/`` and other odd characters become ``_``)."""
+    return re.sub(r"[^A-Za-z0-9._=-]+", "_", text).strip("_") or "run"
