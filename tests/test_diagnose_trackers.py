@@ -6,6 +6,9 @@ step elsewhere, 50 at 25: 10x the median of the previous 10 is about 12) must be
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -25,18 +28,23 @@ def _spike(out: str) -> list[tuple[str, int | None]]:
     return [(f["status"], f["step"]) for f in doc["seeds"][0]["findings"] if f["signal"] == "grad_norm_spike"]
 
 
-def test_diagnose_a_wandb_offline_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import wandb
+_WANDB_TRAINER = """
+import sys, wandb
+run = wandb.init(project="p", dir=sys.argv[1], name="grpo", mode="offline",
+                 settings=wandb.Settings(silent=True, console="off", x_disable_stats=True, x_disable_meta=True))
+run.define_metric("train/global_step")
+run.define_metric("*", step_metric="train/global_step", step_sync=True)
+for s in range(1, 41):
+    run.log({"train/loss": 0.5, "train/grad_norm": 50.0 if s == 25 else 1.0 + 0.01 * s,
+             "train/learning_rate": 1e-6, "train/global_step": s})
+run.finish()
+"""
 
-    monkeypatch.setenv("WANDB_MODE", "offline")
-    run = wandb.init(project="p", dir=str(tmp_path), name="grpo", mode="offline",
-                     settings=wandb.Settings(silent=True, console="off", x_disable_stats=True, x_disable_meta=True))
-    run.define_metric("train/global_step")
-    run.define_metric("*", step_metric="train/global_step", step_sync=True)
-    for s in STEPS:
-        run.log({"train/loss": 0.5, "train/grad_norm": _grad(s), "train/learning_rate": 1e-6,
-                 "train/global_step": s})
-    run.finish()
+
+def test_diagnose_a_wandb_offline_run(tmp_path: Path) -> None:
+    # the trainer is its own process, as in training (and wandb's service state stays out of this one)
+    subprocess.run([sys.executable, "-c", _WANDB_TRAINER, str(tmp_path)], check=True, timeout=120,
+                   env={**os.environ, "WANDB_MODE": "offline"})
     (run_dir,) = (tmp_path / "wandb").glob("offline-run-*")
     r = CliRunner().invoke(main, ["diagnose", str(run_dir), "--json"])
     assert r.exit_code == 1, r.output  # a fail signal fired
