@@ -39,6 +39,7 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
 
     from evalgate.report import error_document, gate_and_report
     swept = None
+    files = outputs_from(outputs)
     try:
         if missing:
             from evalgate.sweep import evaluate_missing
@@ -47,7 +48,7 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
             for why in swept["ignored"]:  # e.g. a seed's checkpoint whose weights duplicate another's: not its own run
                 click.echo(f"--evaluate-missing: not evaluated: {why}", err=True)
         head = parse_expect_head(expect_head)
-        verdict, doc = gate_and_report(policy_path, outputs=outputs_from(outputs), actor=actor,
+        verdict, doc = gate_and_report(policy_path, outputs=files, actor=actor,
                                        accept_broken_chain=accept_broken, expect_head=head)
     except Exception as e:
         if os.environ.get("EVALGATE_DEBUG") == "1":
@@ -62,7 +63,7 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
     if trackers:
         from evalgate.trackers import export_gate
 
-        say_written(export_gate(doc, trackers, [p for p in outputs.values() if p], actor=actor))
+        say_written(export_gate(doc, trackers, list(files.values()), actor=actor))
     if as_json:
         _dump({**doc, "evaluate_missing": {"counts": swept["counts"], "ignored": swept["ignored"]}} if swept else doc)
     else:
