@@ -27,7 +27,8 @@ def test_runs_and_samples_frames(built: dict[str, Any]) -> None:
     runs = runs_frame("arrow", store)
     # seed 1: 4 dev runs; baseline: 1 dev + 1 private; seed 1's decision run
     assert isinstance(runs, pa.Table) and runs.num_rows == 7
-    assert isinstance(runs_frame("pandas", store), pd.DataFrame) and isinstance(runs_frame("polars", store), pl.DataFrame)
+    assert isinstance(runs_frame("pandas", store), pd.DataFrame)
+    assert isinstance(runs_frame("polars", store), pl.DataFrame)
     ids = [f"dev-1-{s}" for s in fx.STEPS]
     df = samples_frame(ids, "polars", actor="analyst", store=store)
     assert df.height == 40 and set(df["tier"].unique()) == {"dev"}

@@ -7,7 +7,8 @@ step). The eval curve is demo-like: dev pass@1 values at every 10th step, stored
 and sent through ``evalgate.trackers.export_runs`` (the same path as ``evalgate sweep --report-to tensorboard``),
 into the same log directory. Nothing here is a measurement; the picture shows where the curves land.
 
-Usage: python tools/tensorboard_shot.py [--log ../shared/data/trainlogs/chaos-economy-grpo] [--out docs/img/tensorboard.png]
+Usage: python tools/tensorboard_shot.py [--log ../shared/data/trainlogs/chaos-economy-grpo]
+       [--out docs/img/tensorboard.png]
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ def training_events(log: Path, logdir: Path) -> list[int]:
         if "step" in h and "loss" in h:
             vals = [summary_pb2.Summary.Value(tag=f"train/{k}", simple_value=float(h[k])) for k in ("loss", "reward")
                     if k in h]
-            w.add_event(event_pb2.Event(wall_time=time.time(), step=int(h["step"]), summary=summary_pb2.Summary(value=vals)))
+            summary = summary_pb2.Summary(value=vals)
+            w.add_event(event_pb2.Event(wall_time=time.time(), step=int(h["step"]), summary=summary))
             steps.append(int(h["step"]))
     w.close()
     return steps
