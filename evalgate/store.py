@@ -854,19 +854,6 @@ class Store:
                             f"({', '.join('?' * len(row))})", list(row.values()))
         return action
 
-    def table_rows(self, table: str, order_by: str, limit: int = 200) -> list[dict[str, Any]] | None:
-        """Rows of a table another part of evalgate may or may not have created yet (e.g. ``gates``), newest
-        ``order_by`` first; None when the table does not exist in this store."""
-        with self.connect() as con:
-            found = con.execute("SELECT count(*) FROM information_schema.tables WHERE table_name=?",
-                                [table]).fetchone()
-            if found == (0,):
-                return None
-            cols = {r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "
-                                              "table_name=?", [table]).fetchall()}
-            order = f' ORDER BY "{order_by}" DESC' if order_by in cols else ""
-            return _dicts(con.execute(f'SELECT * FROM "{table}"{order} LIMIT ?', [limit]))
-
     # -- gates -------------------------------------------------------------------------------------------------
     def put_gate(self, row: dict[str, Any]) -> None:
         """Insert one gate verdict (``gates`` columns to values, JSON columns as Python data), stamped now."""
@@ -874,6 +861,12 @@ class Store:
         with self.connect() as con:
             con.execute(f"INSERT INTO gates ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
                         _json_values(row))
+
+    def recent_gates(self, limit: int = 200) -> list[dict[str, Any]]:
+        """The newest ``limit`` gate verdicts, newest ``created_at`` first, columns as stored (JSON undecoded): the
+        web dashboard's table."""
+        with self.connect() as con:
+            return _dicts(con.execute("SELECT * FROM gates ORDER BY created_at DESC, gate_id LIMIT ?", [limit]))
 
     def gates(self, **where: Any) -> list[dict[str, Any]]:
         """Gate verdicts matching column equalities (e.g. ``gate_id=...``, ``inputs_sha256=...``), oldest first,

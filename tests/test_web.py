@@ -365,3 +365,18 @@ def test_login_is_by_post_only(site: dict[str, Any]) -> None:
     assert ok.status_code == 303 and ok.cookies.get(COOKIE) == t["token"]
     home = _get(base + "/", headers={"Cookie": f"{COOKIE}={t['token']}"})
     assert home.status_code == 200 and "gina" in home.text
+
+
+def test_the_gates_dashboard_shows_the_newest_gate_first(site: dict[str, Any]) -> None:
+    # Inserted newest first, so neither insertion order nor gate_id order gives the order asked for: only created_at
+    # does (the page used to order by a column the table does not have, and showed the oldest gates first).
+    store = site["store"]
+    boss = {"Authorization": f"Bearer {site['tokens']['boss']['token']}"}
+    with store.connect() as con:
+        for gid, day in (("gate-a-new", "2026-11-30"), ("gate-z-old", "2026-01-05"), ("gate-m-mid", "2026-06-01")):
+            con.execute("INSERT INTO gates (gate_id, name, policy_sha256, inputs_sha256, inputs, decision_runs, "
+                        "verdict, reason, reasons, document, created_at, actor) VALUES (?, 'g', 'p', 'i', '{}', "
+                        "'[]', 'pass', 'r', '[]', '{}', ?, 'boss')", [gid, f"{day} 12:00:00+00"])
+    page = _get(f"{site['base']}/dashboard/gates", headers=boss).text
+    shown = [g for g in re.findall(r"gate-[a-z]-(?:new|old|mid)", page)]
+    assert shown == ["gate-a-new", "gate-m-mid", "gate-z-old"]

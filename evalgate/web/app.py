@@ -283,7 +283,7 @@ def create_app(store: Store | None = None, url: str = "http://127.0.0.1:8765") -
 
     @app.get("/dashboard/gates")
     def gates_page(request: Request) -> Response:
-        return guarded(request, True, lambda r: _page("gates.html.j2", rater=r, rows=st.table_rows("gates", "ts")))
+        return guarded(request, True, lambda r: _page("gates.html.j2", rater=r, rows=st.recent_gates()))
 
     @app.get("/dashboard/access")
     def access_page(request: Request, split: str = "") -> Response:
