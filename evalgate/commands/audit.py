@@ -122,9 +122,8 @@ def audit_log(split: str | None, since: str | None, refused: bool, limit: int | 
 def audit_verify(expect_head: str | None, as_json: bool) -> None:
     """Exit 1 and name the first bad row if the access log was edited, inserted into, truncated or re-hashed (its
     newest signed head no longer verifies with the signing key); exit 2 when no signing key is found to check it."""
-    import os
-
     from evalgate.audit import verify_chain
+    from evalgate.environment import active
     from evalgate.store import Store
 
     res = verify_chain(Store(), parse_expect_head(expect_head))
@@ -134,7 +133,7 @@ def audit_verify(expect_head: str | None, as_json: bool) -> None:
     elif res["ok"]:
         from evalgate.logsign import log_key_file
 
-        where = "$EVALGATE_LOG_KEY" if os.environ.get("EVALGATE_LOG_KEY") else str(log_key_file())
+        where = "$EVALGATE_LOG_KEY" if active().log_key else str(log_key_file())
         click.echo(f"ok: access log chain intact ({res['rows']} rows), head signed (key "
                    f"{(sig['public_key'] or '-')[:16]} from {where}); head {res['head']['seq']}:{res['head']['hash']}")
     elif res["first_bad_seq"]:

@@ -35,8 +35,7 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
     refused, invalid or error."""
-    import os
-
+    from evalgate.environment import active
     from evalgate.report import error_document, gate_and_report
     swept = None
     files = outputs_from(outputs)
@@ -51,7 +50,7 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
         verdict, doc = gate_and_report(policy_path, outputs=files, actor=actor,
                                        accept_broken_chain=accept_broken, expect_head=head)
     except Exception as e:
-        if os.environ.get("EVALGATE_DEBUG") == "1":
+        if active().debug:
             raise
         err = error_document(policy_path, policy_path.stem, e)
         if as_json:

@@ -14,7 +14,6 @@ help are the same wherever it appears::
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
@@ -93,8 +92,9 @@ def parse_expect_head(text: str | None) -> tuple[int, str] | None:
         BadInput: the text is not SEQ:HASH.
     """
     from evalgate.accesslog import parse_head
+    from evalgate.environment import active
 
     if text:
         return parse_head(text)
-    env = os.environ.get("EVALGATE_EXPECT_HEAD", "").strip()
+    env = active().expect_head
     return parse_head(env, "$EVALGATE_EXPECT_HEAD") if env else None

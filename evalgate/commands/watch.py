@@ -53,5 +53,8 @@ def watch_cmd(run_dirs: tuple[Path, ...], protocol_path: Path, split: str, polic
     opts = WatchOptions.from_policy(policy_path, **kw) if policy_path else WatchOptions(**kw)
     watcher = Watcher(list(run_dirs), opts)
     if trackers:
-        watcher.on_run = lambda run_id: export_and_say([run_id], trackers, actor) and None
+        def export(run_id: str) -> None:
+            export_and_say([run_id], trackers, actor)
+
+        watcher.on_run = export
     sys.exit(watcher.run())

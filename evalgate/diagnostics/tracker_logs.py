@@ -59,7 +59,7 @@ def _wandb_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
             break
         if data is None:
             break
-        rec = pb.Record()
+        rec = pb.Record()  # type: ignore[attr-defined]  # generated protobuf class: no stubs
         rec.ParseFromString(data)
         if rec.WhichOneof("record_type") == "history":
             rows.append({i.key or "/".join(i.nested_key): _value(i.value_json) for i in rec.history.item})

@@ -127,7 +127,7 @@ def gate_summary(doc: dict[str, Any], files: list[Path] | None = None) -> GateSu
     """
     steps = [c["step"] for s in doc.get("seeds", []) for c in s.get("checkpoints", []) if c.get("step") is not None]
     ship = doc.get("ship") or {}
-    step = ship.get("step") if ship.get("step") is not None else max(steps, default=0)
+    step: int = ship["step"] if ship.get("step") is not None else max(steps, default=0)
     rules = [(r["rule"], bool(r["passed"]), str(r["detail"])) for r in doc.get("rules", [])]
     return GateSummary(doc["gate"], doc.get("gate_id") or "", doc["verdict"], doc["reason"], rules, int(step),
                        ship.get("checkpoint"), [Path(f) for f in (files or []) if Path(f).is_file()])
