@@ -192,8 +192,8 @@ def test_notebook_path_on_the_replay_backend(tmp_path: Path, no_env: Path, monke
 
 def test_notebook_path_on_smollm2(tmp_path: Path, no_env: Path, smollm2_dir: Path) -> None:
     """The real model (slow): a Workspace with no variable set evaluates SmolLM2 on a 3-item addition split, then
-    gates its own checkpoint against itself on a private split: no improvement, so the gate fails on
-    ``min_improvement`` (known by construction: candidate and baseline are the same weights, same greedy outputs)."""
+    gates that checkpoint with itself as the baseline: the typed verdict says it is no candidate (same weights as
+    the baseline) and fails on ``runs_present`` (known by construction)."""
     import evalgate
     from evalgate.demo_train import addition_items
     from evalgate.splits import write_split
@@ -208,8 +208,10 @@ def test_notebook_path_on_smollm2(tmp_path: Path, no_env: Path, smollm2_dir: Pat
         write_split("add-private", "private", addition_items("private", 3), {"source": "test"})
     seed_dir = tmp_path / "train" / "seed-1"
     seed_dir.mkdir(parents=True)
-    ckpt = seed_dir / "checkpoint-3"
-    ckpt.symlink_to(smollm2_dir, target_is_directory=True)
+    ckpt = seed_dir / "checkpoint-3"  # a real checkpoint-N folder (a symlinked folder resolves to the cache's name)
+    ckpt.mkdir()
+    for f in Path(str(smollm2_dir)).iterdir():
+        (ckpt / f.name).symlink_to(f)
     run = ws.evaluate(proto, ckpt, "add-dev", train_run="nb-run", train_seed=1, purpose="checkpoint-selection")
     assert isinstance(run, evalgate.RunRecord) and run.status == "complete" and run.checkpoint.step == 3
     assert run.counts is not None and run.counts["samples"] == 3 and run.counts["generated"] == 3
@@ -222,8 +224,11 @@ def test_notebook_path_on_smollm2(tmp_path: Path, no_env: Path, smollm2_dir: Pat
         "decision_split": "add-private", "metric": "pass@1", "baseline": {"checkpoint": str(smollm2_dir)},
         "bootstrap_resamples": 200, "rules": {"min_improvement": 0.01, "min_seeds": 1}}))
     verdict = ws.gate(policy)
+    # known by construction: the only candidate has the baseline's weights, so it is set aside (no candidate), no
+    # run is left to decide on and the gate fails on runs_present, shipping nothing
     assert isinstance(verdict, evalgate.Verdict) and not verdict.passed
-    assert "min_improvement" in [r.rule for r in verdict.rules if not r.passed]
-    assert verdict.stats is not None and verdict.stats.difference is not None
-    assert verdict.stats.difference.diff == pytest.approx(0.0)
+    assert [r.rule for r in verdict.rules if not r.passed] == ["runs_present"]
+    ignored = verdict.as_dict()["ignored"]
+    assert [i["checkpoint_digest"] for i in ignored] == [run.checkpoint.digest]
+    assert "the policy's baseline" in ignored[0]["reason"]
     assert verdict.ship()["checkpoint"] is None
