@@ -29,7 +29,7 @@ import orjson
 
 from evalgate.checkpoints.layout import checkpoint_step
 from evalgate.diagnostics.keys import KEY_MAP, STRIP_PREFIX
-from evalgate.diagnostics.tracker_logs import MLFLOW_PREFIX, read_mlflow, read_wandb, wandb_files
+from evalgate.diagnostics.tracker_logs import MLFLOW_PREFIX, mlflow_records, wandb_files, wandb_records
 from evalgate.errors import BadInput, MissingExtra
 from evalgate.version import install_hint
 
@@ -369,6 +369,20 @@ def _read_trainer_state(path: str | Path) -> TrainLog:
     log = from_records([h for h in hist if isinstance(h, dict)], str(p), "trainer_state", warnings)
     log.meta = meta
     return log
+
+
+def read_wandb(path: str | Path) -> TrainLog:
+    """A W&B run (a ``.wandb`` file or a directory holding one) as a ``TrainLog`` of format ``wandb``; the reading
+    and its errors are ``tracker_logs.wandb_records``'s."""
+    records, source, warnings = wandb_records(path)
+    return from_records(records, source, "wandb", warnings)
+
+
+def read_mlflow(ref: str) -> TrainLog:
+    """An MLflow run ``runs:/<run_id>`` as a ``TrainLog`` of format ``mlflow``; the reading and its errors are
+    ``tracker_logs.mlflow_records``'s."""
+    records, source, warnings = mlflow_records(ref)
+    return from_records(records, source, "mlflow", warnings)
 
 
 def read_jsonl(path: str | Path) -> TrainLog:

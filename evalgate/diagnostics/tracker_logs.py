@@ -66,7 +66,7 @@ def _wandb_rows(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
     return rows, warnings
 
 
-def read_wandb(path: str | Path) -> Any:
+def wandb_records(path: str | Path) -> tuple[list[dict[str, Any]], str, list[str]]:
     """Read a W&B run: a ``.wandb`` file, or a directory holding one (``wandb_files``; the newest is read).
 
     The step of a row is its ``train/global_step`` (HF / TRL), else ``global_step`` / ``step``, else W&B's own
@@ -74,14 +74,13 @@ def read_wandb(path: str | Path) -> Any:
     passed ``step=``).
 
     Returns:
-        A ``TrainLog`` of format ``wandb``.
+        ``(records, source, warnings)``: one record per logged step (``step`` plus the metrics), the file read,
+        and what the reader had to guess (``diagnostics.log.read_wandb`` makes them a ``TrainLog``).
 
     Raises:
         BadInput: no ``.wandb`` file there, or not a W&B run file.
         MissingExtra: wandb (< 0.30) is not installed.
     """
-    from evalgate.diagnostics.log import from_records
-
     p = Path(path)
     files = [p] if p.is_file() else wandb_files(p)
     if not files:
@@ -93,22 +92,21 @@ def read_wandb(path: str | Path) -> Any:
     records = [{"step": next(r[k] for k in WANDB_STEP_KEYS if k in r),
                 **{k: v for k, v in r.items() if k not in WANDB_STEP_KEYS}}
                for r in rows if any(k in r for k in WANDB_STEP_KEYS)]
-    return from_records(records, str(files[-1]), "wandb", warnings)
+    return records, str(files[-1]), warnings
 
 
-def read_mlflow(ref: str) -> Any:
+def mlflow_records(ref: str) -> tuple[list[dict[str, Any]], str, list[str]]:
     """Read an MLflow run ``runs:/<run_id>`` from ``$MLFLOW_TRACKING_URI`` (MLflow's default otherwise): every
     metric's full history (``MlflowClient.get_metric_history``), one record per step in step order.
 
     Returns:
-        A ``TrainLog`` of format ``mlflow``.
+        ``(records, source, warnings)``: one record per step in step order, ``ref``, and no warnings
+        (``diagnostics.log.read_mlflow`` makes them a ``TrainLog``).
 
     Raises:
         BadInput: no such run in that store.
         MissingExtra: mlflow is not installed.
     """
-    from evalgate.diagnostics.log import from_records
-
     try:
         from mlflow.exceptions import MlflowException
         from mlflow.tracking import MlflowClient
@@ -126,4 +124,4 @@ def read_mlflow(ref: str) -> Any:
     for key in sorted(run.data.metrics):
         for m in client.get_metric_history(run_id, key):
             by_step.setdefault(int(m.step), {"step": int(m.step)})[key] = float(m.value)
-    return from_records([by_step[s] for s in sorted(by_step)], ref, "mlflow", [])
+    return [by_step[s] for s in sorted(by_step)], ref, []
