@@ -152,5 +152,10 @@ def test_ctrl_c_kills_the_running_units_workers_and_marks_their_runs_interrupted
     store = Store()
     runs = store.runs()
     assert 1 <= len(runs) <= 2  # the units that had started (2 CPUs: up to one each)
-    assert {r["status"] for r in runs} == {"interrupted"} and all("Ctrl-C" in r["error"] for r in runs)
+    # the other unit may have finished all 3 items before the signal was handled (a quiet machine): it stays
+    # complete, with all its samples; every unit still running is interrupted, and at least the one that sent it
+    interrupted = [r for r in runs if r["status"] == "interrupted"]
+    assert interrupted and all("Ctrl-C" in r["error"] for r in interrupted)
+    assert {r["status"] for r in runs} <= {"interrupted", "complete"}
+    assert all(r["counts"]["samples"] == 3 for r in runs if r["status"] == "complete")
     assert 1 <= len(_generations(store)) < 6  # what was stored before Ctrl-C is kept
