@@ -12,7 +12,9 @@ from typing import Any
 
 from evalgate.accesslog import verify as verify_chain
 from evalgate.errors import BadInput
-from evalgate.splits import SplitManager, scan_manifests, splits_dir
+from evalgate.splits.discovery import scan_manifests
+from evalgate.splits.guard import SplitManager
+from evalgate.splits.manifest import splits_dir
 from evalgate.store import Store, now
 
 

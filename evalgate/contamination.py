@@ -695,7 +695,9 @@ def check_contamination(split: str, corpus: str | Path, ngram: int = 13, thresho
         RefusedByPolicy: the split cannot be read (no key for a private split); a sealed split's contamination-check
             budget is used up, or its parameters are below the sealed minimums (each logged).
     """
-    from evalgate.splits import CONTAMINATION_CHECK, SEALED_TIERS, SplitManager, actor_name
+    from evalgate.sealing import SEALED_TIERS
+    from evalgate.splits.guard import SplitManager
+    from evalgate.splits.manifest import CONTAMINATION_CHECK, actor_name
     from evalgate.store import Store
 
     t0 = time.perf_counter()

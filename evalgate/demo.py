@@ -88,7 +88,7 @@ def _gate_demo(ws: Workspace, t0: float) -> int:
     from evalgate.protocols_ops import freeze
     from evalgate.report import write_reports
     from evalgate.run import RunOptions, evaluate
-    from evalgate.splits import write_split
+    from evalgate.splits.write import write_split
 
     gguf = smollm2_gguf()
     base = resolve_checkpoint(gguf)

@@ -64,7 +64,7 @@ def samples_frame(run_ids: str | list[str], kind: Kind = "arrow", actor: str | N
         RefusedByPolicy: a private or human-audit run, or the split's policy or budget refuses (logged first).
     """
     from evalgate.samples import SAMPLES_PURPOSE, _admit, _run
-    from evalgate.splits import actor_name
+    from evalgate.splits.manifest import actor_name
 
     store = store or Store()
     ids = [run_ids] if isinstance(run_ids, str) else list(dict.fromkeys(run_ids))

@@ -16,7 +16,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from evalgate.errors import BadInput
 from evalgate.fileio import atomic_write, iter_jsonl
-from evalgate.splits import SplitManager, actor_name
+from evalgate.splits.guard import SplitManager
+from evalgate.splits.manifest import actor_name
 from evalgate.store import Store
 
 EXPORT_PURPOSE = "human-audit-export"

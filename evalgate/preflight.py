@@ -29,7 +29,8 @@ from evalgate.html import render, svg
 from evalgate.protocol import load_protocol
 from evalgate.run import RunOptions, evaluate
 from evalgate.scoring import SampleToScore, get_scorer
-from evalgate.splits import _read_items, load_manifest
+from evalgate.splits.data import read_unlogged
+from evalgate.splits.discovery import load_manifest
 from evalgate.store import Store
 
 # Verdict thresholds (shares of samples). The chapter names the shapes, not numbers; these are ours.
@@ -261,7 +262,7 @@ def preflight(protocol_path: str | Path, checkpoint: str | Path, split: str, sam
         for row in sorted(store.samples(doc["run_id"]), key=lambda r: (str(r["item_id"]), r["sample_index"])):
             per_item.setdefault(str(row["item_id"]), []).append((float(row["score"] or 0.0), row["finish_reason"]))
         r += 1
-    items = _read_items(load_manifest(split))  # the run above logged this read; the baselines score the same items
+    items = read_unlogged(load_manifest(split))  # the run above logged this read; the baselines score the same items
     order = [str(it["id"]) for it in items]
     scores = {i: [sc for sc, _ in per_item[i][:k]] for i in order}
     finish = [f for i in order for _, f in per_item[i][:k]]

@@ -25,7 +25,8 @@ from typing import Any
 
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.fileio import read_text
-from evalgate.splits import SplitManager, actor_name
+from evalgate.splits.guard import SplitManager
+from evalgate.splits.manifest import actor_name
 from evalgate.store import Store, now
 
 RATING_PURPOSE = "human-audit-rating"

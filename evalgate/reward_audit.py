@@ -25,7 +25,8 @@ from evalgate.agreement import run_agreement
 from evalgate.errors import BadInput
 from evalgate.fileio import iter_jsonl
 from evalgate.reward_rules import RewardAuditRules
-from evalgate.splits import SplitManager, actor_name
+from evalgate.splits.guard import SplitManager
+from evalgate.splits.manifest import actor_name
 from evalgate.store import Store
 
 PURPOSE = "reward-audit"

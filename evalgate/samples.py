@@ -18,7 +18,8 @@ from typing import Any
 from evalgate.enums import SampleStatus
 from evalgate.errors import BadInput
 from evalgate.scoring.base import STATUSES, score_statuses
-from evalgate.splits import SplitManager, actor_name
+from evalgate.splits.guard import SplitManager
+from evalgate.splits.manifest import actor_name
 from evalgate.store import Store
 
 # What a stored sample's status can be: the scorers' statuses, plus the agent loop's ``tool_violation`` (a sample

@@ -135,9 +135,9 @@ def test_a_copy_of_the_data_file_and_a_manifest_claiming_another_content(built: 
     mgr = SplitManager(store)
     assert mgr.owner(lie).manifest.name == "fx-private"  # same stored bytes: the same split
     with pytest.raises(BadInput, match="is not the manifest's content_sha256"):
-        from evalgate.splits import _read_items
+        from evalgate.splits.data import read_unlogged
 
-        _read_items(lie)
+        read_unlogged(lie)
 
 
 def test_public_soft_budget_and_human_audit_rows_belong_to_the_content() -> None:

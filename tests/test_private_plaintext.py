@@ -43,7 +43,7 @@ def test_private_items_are_not_in_any_tracked_file(humaneval_records: list[dict]
 def test_private_split_at_rest_has_no_plaintext_and_needs_the_key(home: Path, humaneval_records: list[dict],
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate.errors import RefusedByPolicy
-    from evalgate.splits import _read_items as read_items  # the unlogged reader (the public one refuses private)
+    from evalgate.splits.data import read_unlogged as read_items  # the unlogged reader (the public one refuses private)
 
     import_humaneval()
     m = load_manifest("humaneval-private")

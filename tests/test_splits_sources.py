@@ -145,7 +145,8 @@ _PEAK = textwrap.dedent("""
     import pyarrow.parquet as pq
     from click.testing import CliRunner
     from evalgate.cli import main
-    from evalgate import splits_sources, store  # noqa: F401 - imported before the measurement starts
+    from evalgate import store  # noqa: F401 - imported before the measurement starts
+    from evalgate.splits import sources  # noqa: F401
     def hwm():  # the process's peak resident set size, KiB (Linux /proc)
         return int(re.search(r"VmHWM:\\s+(\\d+)", Path("/proc/self/status").read_text()).group(1))
     def add(p):

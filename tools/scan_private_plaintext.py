@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 from evalgate.sealing import SEALED_TIERS
-from evalgate.splits import _read_items, list_manifests
+from evalgate.splits.data import read_unlogged
+from evalgate.splits.discovery import list_manifests
 from evalgate.store import home
 
 
@@ -28,7 +29,7 @@ def private_texts(min_chars: int) -> set[str]:
     for m in list_manifests():
         if m.tier not in SEALED_TIERS:
             continue
-        for it in _read_items(m):
+        for it in read_unlogged(m):
             out |= {str(v) for k, v in it.items() if k != "id" and isinstance(v, str | int)
                     and str(v) != str(it.get("id")) and len(str(v)) >= min_chars}
     return out

@@ -44,7 +44,7 @@ def runs_cmd(status: str | None, split: str | None, protocol_name: str | None, t
                        train_seed=train_seed, checkpoint=checkpoint)
     if split is not None and not rows:
         from evalgate.errors import BadInput
-        from evalgate.splits import list_manifests
+        from evalgate.splits.discovery import list_manifests
 
         known = [m.name for m in list_manifests()]
         if split not in known:  # a name no split has and no run was made on is a typo, as in 'audit --split'

@@ -28,7 +28,7 @@ def splits_import(dataset: str, source: Path | None) -> None:
     """Import a benchmark (humaneval, gsm8k, math500, ...: evalgate/datasets/) as tiered splits
     (smoke/dev/public/private)."""
     from evalgate.datasets import import_dataset
-    from evalgate.splits import load_manifest
+    from evalgate.splits.discovery import load_manifest
 
     paths = import_dataset(dataset, source)
     for p in paths:
@@ -59,7 +59,8 @@ def splits_add(name: str, tier: str, file: Path, fmt: str | None, mapping: tuple
                hard: bool | None, replace: bool, actor: str | None) -> None:
     """Add a split from a JSONL, CSV or Parquet file or a datasets folder, optionally mapping fields
     (--map question=problem); policy options may only tighten the tier's default."""
-    from evalgate.splits import add_split, load_manifest
+    from evalgate.splits.discovery import load_manifest
+    from evalgate.splits.write import add_split
 
     given = {"purposes": list(purposes) or None, "max_reads": max_reads, "window_days": window_days, "hard": hard}
     policy = {k: v for k, v in given.items() if v is not None}
@@ -75,7 +76,7 @@ def splits_add(name: str, tier: str, file: Path, fmt: str | None, mapping: tuple
 def splits_list(as_json: bool) -> None:
     """List splits with tier, item count and data hash. A manifest that does not load is reported on stderr after
     the others are listed, and the command then exits 2."""
-    from evalgate.splits import scan_manifests
+    from evalgate.splits.discovery import scan_manifests
 
     ms, broken = scan_manifests()
     if as_json:

@@ -46,7 +46,7 @@ class Dataset:
         Raises:
             BadInput: no ``source`` where one is required, or a bad file.
         """
-        from evalgate.splits import import_tiered
+        from evalgate.splits.tiering import import_tiered
 
         if source is None:
             if self.default_source is None:

@@ -34,7 +34,8 @@ from evalgate.gate.select import RunPartition, partition_runs, select_checkpoint
 from evalgate.reward_audit import audits_for_checkpoints
 from evalgate.runner.grant import revoke
 from evalgate.scoring import metrics
-from evalgate.splits import RELEASE_GATE, SplitManager, actor_name
+from evalgate.splits.guard import SplitManager
+from evalgate.splits.manifest import RELEASE_GATE, actor_name
 from evalgate.store import Store
 
 
@@ -191,9 +192,9 @@ def _decision_reader(policy: GatePolicy, store: Store, manager: SplitManager, de
     if prior is not None:
         row, runs = prior
         reused = history.reused_decision(row)
-        manager._log(dec_m, who, RELEASE_GATE, "reused", True, None, protocol_hash, None,
-                     f"gate {policy.name} reused the decision runs of gate {reused.gate_id} ({reused.created_at}): "
-                     "unchanged inputs, nothing read")
+        manager.log_event(dec_m, who, RELEASE_GATE, "reused", cached=True, protocol_hash=protocol_hash,
+                          detail=f"gate {policy.name} reused the decision runs of gate {reused.gate_id} "
+                          f"({reused.created_at}): unchanged inputs, nothing read")
         return reads.DecisionReader(policy, store, who, runs), reused
     reader = reads.DecisionReader(policy, store, who, dec_runs)
     if targets:

@@ -15,7 +15,8 @@ from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import BrokenChain, DecisionRun
 from evalgate.runner.grant import ReleaseGrant, _reserve_release_reads
 from evalgate.scoring import metrics
-from evalgate.splits import RELEASE_GATE, SplitManager
+from evalgate.splits.guard import SplitManager
+from evalgate.splits.manifest import RELEASE_GATE
 from evalgate.store import Store
 
 SELECTION_PURPOSE = "gate-selection"
@@ -54,8 +55,8 @@ def check_chain(policy: GatePolicy, manager: SplitManager, manifest: Any, actor:
                        "deleted row would read as reads left); nothing was read. Find out who edited the store "
                        "('evalgate audit verify'), or gate anyway with --accept-broken-chain REASON (or "
                        "accept_broken_chain in the policy), which is logged and shown in every report")
-    manager._log(manifest, actor, RELEASE_GATE, BROKEN_CHAIN_ACCEPTED, False, None, None, None,
-                 f"gate {policy.name}: {where}; accepted: {policy.accept_broken_chain}")
+    manager.log_event(manifest, actor, RELEASE_GATE, BROKEN_CHAIN_ACCEPTED,
+                      detail=f"gate {policy.name}: {where}; accepted: {policy.accept_broken_chain}")
     return BrokenChain(chain["first_bad_seq"], chain["reason"], policy.accept_broken_chain)
 
 

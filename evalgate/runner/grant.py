@@ -24,8 +24,8 @@ import weakref
 from dataclasses import dataclass
 from typing import Any
 
-from evalgate.errors import RefusedByPolicy
-from evalgate.splits import RELEASE_GATE, Manifest, SplitManager
+from evalgate.splits.guard import SplitManager
+from evalgate.splits.manifest import RELEASE_GATE, Manifest
 
 
 @dataclass(frozen=True, eq=False)
@@ -120,6 +120,4 @@ def check_release_purpose(purpose: str, grant: ReleaseGrant | None, split: str, 
     refusal = _refusal(grant, split)
     if refusal is None:
         return bool(grant and grant.reserved)
-    manifest = manager.manifest(split)
-    manager._log(manifest, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, None, refusal)
-    raise RefusedByPolicy(refusal)
+    manager.refuse(split, purpose, actor, refusal, checkpoint_digest=checkpoint_digest, protocol_hash=protocol_hash)

@@ -27,7 +27,8 @@ from evalgate.runner.prompts import RunPrompts, recorded_prompts, render_prompts
 from evalgate.runner.settings import generation_settings, settings_sha256
 from evalgate.scoring import Scorer, get_scorer
 from evalgate.sealing import Sealer, sealer_for
-from evalgate.splits import Manifest, SplitManager, actor_name
+from evalgate.splits.guard import SplitManager
+from evalgate.splits.manifest import Manifest, actor_name
 from evalgate.store import Store
 
 # (item_id, sample_index, per-sample seed): one sample of a run.

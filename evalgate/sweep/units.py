@@ -14,7 +14,8 @@ from evalgate.checkpoints.resolve import Checkpoint
 from evalgate.protocol import LoadedProtocol
 from evalgate.runner.plan import RunOptions
 from evalgate.runner.settings import generation_settings, settings_sha256
-from evalgate.splits import SplitManager, actor_name
+from evalgate.splits.guard import SplitManager
+from evalgate.splits.manifest import actor_name
 from evalgate.store import Store
 
 UnitStatus = Literal["pending", "skipped", "running", "done", "failed", "interrupted"]

@@ -81,7 +81,8 @@ def export_runs(run_ids: list[str], trackers: list[Tracker], store: Any = None, 
     Returns:
         ``{"exported": [run ids], "skipped": [{"run_id", "reason"}], "written": [where each tracker wrote]}``.
     """
-    from evalgate.splits import SplitManager, actor_name
+    from evalgate.splits.guard import SplitManager
+    from evalgate.splits.manifest import actor_name
     from evalgate.store import Store
 
     store = store or Store()
@@ -141,7 +142,8 @@ def export_gate(doc: dict[str, Any], trackers: list[Tracker], files: list[Path] 
     Returns:
         ``{"summary": GateSummary as a dict, "written": [where each tracker wrote]}``.
     """
-    from evalgate.splits import SplitManager, actor_name
+    from evalgate.splits.guard import SplitManager
+    from evalgate.splits.manifest import actor_name
     from evalgate.store import Store
 
     store = store or Store()

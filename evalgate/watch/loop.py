@@ -41,7 +41,8 @@ from evalgate.errors import EvalgateError, RefusedByPolicy
 from evalgate.fileio import atomic_write
 from evalgate.protocol import load_protocol, verify
 from evalgate.run import RunOptions, evaluate
-from evalgate.splits import SplitManager, actor_name
+from evalgate.splits.guard import SplitManager
+from evalgate.splits.manifest import actor_name
 from evalgate.store import Store, home
 from evalgate.watch.detect import CheckpointState, RunState, checkpoint_dirs, log_source, progress, settle
 from evalgate.watch.files import LOG_FILE, STOP_FILE, read_queue, write_stop

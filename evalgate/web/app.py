@@ -268,7 +268,7 @@ def create_app(store: Store | None = None, url: str = "http://127.0.0.1:8765") -
     @app.get("/dashboard/runs/{run_id}")
     def run_page(request: Request, run_id: str) -> Response:
         def show(r: rating.Rater) -> Response:
-            from evalgate.splits import SplitManager
+            from evalgate.splits.guard import SplitManager
 
             runs = st.runs(run_id=run_id)
             if not runs:

@@ -132,7 +132,7 @@ def read_items(path: Path, fmt: str | None = None, mapping: Mapping | None = Non
 
 
 def _with_id(row: dict[str, Any], n: int, row_ids: bool, seen: set[str], where: str) -> dict[str, Any]:
-    """``row`` with its ``id`` checked as ``splits.parse_jsonl`` checks JSONL ids (or the row index)."""
+    """``row`` with its ``id`` checked as ``splits.data.parse_jsonl`` checks JSONL ids (or the row index)."""
     if "id" not in row and row_ids:
         row["id"] = str(n)
     rid = row.get("id")

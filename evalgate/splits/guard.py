@@ -1,0 +1,334 @@
+"""The guard: ``SplitManager`` opens splits under their tier policies (purposes, read budgets, overrides,
+contamination checks, reservations) and logs every read and refusal to the store's access log, under the split
+that owns the content (``owners.content_owner``). The rules are described in ``evalgate.splits``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, NoReturn
+
+from evalgate import accesslog
+from evalgate.enums import Outcome
+from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
+from evalgate.sealing import SEALED_TIERS, load_key
+from evalgate.splits.data import read_unlogged, sha256_hex
+from evalgate.splits.discovery import load_manifest
+from evalgate.splits.manifest import CONTAMINATION_CHECK, Manifest, Policy, splits_dir
+from evalgate.splits.owners import ContentOwner, content_owner
+from evalgate.store import Store
+
+
+@dataclass
+class OpenedSplit:
+    """The result of a permitted read: manifest, items in file order, and any budget warning."""
+
+    manifest: Manifest
+    items: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+
+
+class SplitManager:
+    """Opens splits under their tier policies and logs every read and refusal to the store's access log.
+
+    Use ``check`` (logs refusals), then ``read``, then ``log_read``; or ``open`` for all three. Budget windows
+    are measured on ``store.clock``.
+
+    Args:
+        store: the Store holding the access log.
+        directory: splits directory (default ``splits_dir()``).
+    """
+
+    def __init__(self, store: Store, directory: Path | None = None):
+        self.store = store
+        self.directory = directory or splits_dir()
+        self._overridden: set[str] = set()  # splits whose budget ``check`` let an override reason exceed
+        self._reserved: set[str] = set()  # splits ``check`` admitted for a read ``reserve`` already logged
+        self._admitted: set[str] = set()  # splits ``check`` admitted: ``read`` returns sealed tiers' items only then
+        self._owners: dict[tuple[str, str], ContentOwner] = {}
+
+    def owner(self, m: Manifest) -> ContentOwner:
+        """``content_owner`` of ``m`` (computed once per manager)."""
+        key = (m.name, m.content_sha256)
+        if key not in self._owners:
+            self._owners[key] = content_owner(m, self.store, self.directory)
+        return self._owners[key]
+
+    def window_start(self, policy: Policy) -> datetime:
+        """Start of the policy's budget window, on the store's clock."""
+        return self.store.clock() - timedelta(days=policy.window_days)
+
+    def reads_in_window(self, split: str | tuple[str, ...], policy: Policy) -> int:
+        """Permitted reads (cached or not, outcome ``read`` or ``override``) of ``split`` (a name, or every name of
+        one content: ``ContentOwner.names``) in the budget window, except contamination checks."""
+        return sum(1 for name in ((split,) if isinstance(split, str) else split)
+                   for r in self.store.access_rows(name, self.window_start(policy))
+                   if r["outcome"] in (Outcome.READ, Outcome.OVERRIDE) and r["purpose"] != CONTAMINATION_CHECK)
+
+    def contamination_checks_in_window(self, split: str | tuple[str, ...], policy: Policy) -> int:
+        """Contamination checks (outcome ``read``, purpose ``contamination-check``) of ``split`` (a name, or every
+        name of one content) in the window."""
+        return sum(1 for name in ((split,) if isinstance(split, str) else split)
+                   for r in self.store.access_rows(name, self.window_start(policy))
+                   if r["outcome"] == "read" and r["purpose"] == CONTAMINATION_CHECK)
+
+    def check(self, name: str, purpose: str, actor: str, override_reason: str | None = None,
+              checkpoint_digest: str | None = None, protocol_hash: str | None = None, *,
+              contamination_check: bool = False, reserved: bool = False) -> tuple[Manifest, list[str]]:
+        """Decide whether ``actor`` may read split ``name`` for ``purpose``; log a refusal as such.
+
+        ``reserved=True`` (the runner passes it for a read under a grant that ``runner.grant`` issued):
+        the read was logged and counted by ``reserve`` before; the budget is not checked again and ``log_read``
+        logs it as ``reserved-read``, which no budget counts.
+
+        ``contamination_check=True`` (only ``evalgate.contamination`` passes it, with purpose
+        ``contamination-check``) reads any tier without spending the read budget, within the tier's
+        ``max_contamination_checks`` (hard); any other reader giving that purpose is refused, so ``run --purpose
+        contamination-check`` cannot read a score for free.
+
+        Refused (and logged as ``refused``): a purpose the tier does not allow; an exhausted budget (a soft
+        budget accepts ``override_reason``, then logged as ``override``); a data file that no longer matches
+        its manifest; an encrypted split with no key available.
+
+        Returns:
+            (manifest, warnings); a warning from ``warn_at`` of the budget on, or when an override is used.
+
+        Raises:
+            BadInput: unknown split or invalid manifest; data file missing or changed (logged as refused).
+            RefusedByPolicy: the policy refuses the read, or no key (the refusal is logged first).
+        """
+        m = self.manifest(name)
+        own = self.owner(m)
+        policy = own.manifest.effective_policy()
+        warnings: list[str] = []
+        refusal = None
+        self._overridden.discard(name)
+        self._reserved.discard(name)
+        self._admitted.discard(name)
+        free = contamination_check and purpose == CONTAMINATION_CHECK  # see evalgate.splits' docstring
+        if purpose == CONTAMINATION_CHECK and not free:
+            refusal = (f"purpose {purpose!r} is reserved for 'evalgate splits contamination', whose output holds no "
+                       "item text and no score; give another purpose")
+        elif not free and (purpose_refusal := _purpose_refusal(own.manifest, policy, purpose)):
+            refusal = purpose_refusal
+        elif free and policy.max_contamination_checks is not None:
+            used = self.contamination_checks_in_window(own.names, policy)
+            if used >= policy.max_contamination_checks:
+                refusal = _contamination_refusal(own.manifest, policy, used)
+        elif policy.max_reads is not None and not free and not reserved:
+            used = self.reads_in_window(own.names, policy)
+            if used >= policy.max_reads:
+                if policy.hard or not override_reason:
+                    refusal = _budget_refusal(own.manifest, policy, used)
+                else:
+                    self._overridden.add(name)
+                    warnings.append(f"split {name}: budget of {policy.max_reads} reads per {policy.window_days} "
+                                    f"days used up ({used}); reading under override ({override_reason!r}, logged)")
+            elif used + 1 >= policy.warn_at * policy.max_reads:
+                warnings.append(f"split {name}: this is read {used + 1} of {policy.max_reads} allowed per "
+                                f"{policy.window_days} days")
+        error: EvalgateError | None = RefusedByPolicy(refusal) if refusal else self._unreadable(m)
+        if error:
+            self._log(m, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, None, error.message)
+            raise error
+        if reserved:
+            self._reserved.add(name)
+        self._admitted.add(name)
+        return m, warnings
+
+    def reserve(self, manifest: Manifest, actor: str, purpose: str, reads: list[dict[str, Any]],
+                refusal: str) -> list[dict[str, Any]]:
+        """Log every read a caller will make of a budgeted split, before any is made, in one locked step: all of
+        them if the budget's window has room for all, else none and one ``refused`` row (issue 13: two gates at
+        once must not drain a budget and both fail; one decides, the other is refused having spent nothing).
+
+        Each row has outcome ``read`` (it counts against the budget like any read); the reads made afterwards are
+        admitted with ``check(reserved=True)`` and logged as ``reserved-read`` (not counted again). A reservation
+        the caller does not use up stays spent.
+
+        Args:
+            manifest: the split's manifest (its purposes and readability checked with ``check`` before).
+            actor, purpose: who reads and what for.
+            reads: one dict per read: ``checkpoint_digest``, ``protocol_hash``, ``run_id``, ``cached``, ``detail``
+                (each optional).
+            refusal: the message when the budget cannot cover them; ``{left}`` and ``{used}`` are filled in.
+
+        Returns:
+            The logged rows, in order.
+
+        Raises:
+            RefusedByPolicy: the window has too few reads left (the refusal is logged; nothing is spent).
+        """
+        own = self.owner(manifest)
+        policy = own.manifest.effective_policy()
+        budget = (self.window_start(policy), policy.max_reads) if policy.max_reads is not None else None
+        rows = [accesslog.entry(actor=actor, split=own.manifest.name, tier=own.manifest.tier, purpose=purpose,
+                                outcome=r.get("outcome", "read"), cached=bool(r.get("cached")),
+                                checkpoint_digest=r.get("checkpoint_digest"), protocol_hash=r.get("protocol_hash"),
+                                run_id=r.get("run_id"), detail=_as_alias(manifest, own, r.get("detail")))
+                for r in reads]
+        with self.store.session():  # the count, the rows and a refusal under one lock
+            logged = accesslog.append_many(self.store, rows, budget, own.names)
+            if logged is None:
+                used = self.reads_in_window(own.names, policy)
+                msg = refusal.format(left=max(0, (policy.max_reads or 0) - used), used=used)
+                self._log(manifest, actor, purpose, "refused", False, None, None, None, msg)
+                raise RefusedByPolicy(msg)
+        return logged
+
+    def check_purpose(self, name: str, purpose: str, actor: str) -> Manifest:
+        """Refuse, before any work, a command whose purpose split ``name``'s tier policy never allows (``watch`` or
+        ``sweep`` on a private split): such a command must not start, nor reuse the complete runs others made
+        there. The budget is not checked here; each read checks it.
+
+        Returns:
+            The split's manifest.
+
+        Raises:
+            BadInput: unknown split or invalid manifest.
+            RefusedByPolicy: the tier's policy does not list ``purpose`` (the refusal is logged first).
+        """
+        m = self.manifest(name)
+        own = self.owner(m).manifest
+        refusal = _purpose_refusal(own, own.effective_policy(), purpose)
+        if refusal:
+            self.refuse(name, purpose, actor, refusal)
+        return m
+
+    def refuse(self, name: str, purpose: str, actor: str, reason: str, error: type[EvalgateError] = RefusedByPolicy,
+               checkpoint_digest: str | None = None, protocol_hash: str | None = None) -> NoReturn:
+        """Log a refused attempt on split ``name`` (who, what, why) and raise it: for refusals decided outside
+        ``check`` (a purpose reserved for the gate, a command that needs another tier).
+
+        Raises:
+            ``error`` (default RefusedByPolicy) with ``reason``, after the row is appended; BadInput for an unknown
+            split (nothing to log it under).
+        """
+        m = self.manifest(name)
+        self._log(m, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, None, reason)
+        raise error(reason)
+
+    def _unreadable(self, m: Manifest) -> EvalgateError | None:
+        """Why the data cannot be read: BadInput for a missing or changed file, RefusedByPolicy for no key."""
+        path = self.directory / m.data
+        if not path.is_file():
+            return BadInput(f"split {m.name}: data file {path} is missing; re-import the split")
+        digest = sha256_hex(path.read_bytes())
+        if digest != m.sha256:
+            return BadInput(f"split {m.name}: data file {path} changed since its manifest was written (sha256 "
+                            f"{digest[:12]} != {m.sha256[:12]}); restore it or re-import the split")
+        if m.encrypted:
+            try:
+                load_key()
+            except RefusedByPolicy as e:
+                return RefusedByPolicy(f"split {m.name}: {e.message}")
+        try:  # the key decrypts it and the content is the manifest's (a manifest may not claim another content)
+            read_unlogged(m, self.directory)
+        except EvalgateError as e:
+            return e
+        return None
+
+    def manifest(self, name: str) -> Manifest:
+        return load_manifest(name, self.directory)
+
+    def read(self, manifest: Manifest) -> list[dict[str, Any]]:
+        """The split's items (not logged by itself; pair with ``log_read``).
+
+        Raises:
+            RefusedByPolicy: a private or human-audit split that ``check`` has not admitted on this manager (a
+                library caller must not read sealed items past the policy and the log).
+        """
+        if manifest.tier in SEALED_TIERS and manifest.name not in self._admitted:
+            raise RefusedByPolicy(f"split {manifest.name} (tier {manifest.tier}) is read only after "
+                                  "SplitManager.check admits it (and log_read logs it); call check first")
+        return read_unlogged(manifest, self.directory)
+
+    def log_read(self, manifest: Manifest, actor: str, purpose: str, cached: bool,
+                 checkpoint_digest: str | None = None, protocol_hash: str | None = None, run_id: str | None = None,
+                 override_reason: str | None = None, detail: str | None = None) -> dict[str, Any]:
+        """Append the access-log row for a read that ``check`` permitted.
+
+        The outcome is ``override`` when ``check`` let ``override_reason`` exceed a soft budget (the reason is
+        the row's detail), ``reserved-read`` when ``check`` admitted it as reserved (``reserve`` logged and counted
+        it before; not counted again), else ``read``. A budgeted read is counted and appended atomically: if
+        concurrent readers used the budget up since ``check``, the read is logged as ``refused`` instead.
+
+        Raises:
+            RefusedByPolicy: the budget was used up between ``check`` and this call.
+        """
+        own = self.owner(manifest)
+        policy = own.manifest.effective_policy()
+        overridden = manifest.name in self._overridden and bool(override_reason)
+        reserved = manifest.name in self._reserved
+        budget = None
+        contamination = purpose == CONTAMINATION_CHECK
+        if policy.max_reads is not None and not overridden and not reserved and not contamination:
+            budget = (self.window_start(policy), policy.max_reads)
+        elif contamination and policy.max_contamination_checks is not None:
+            budget = (self.window_start(policy), policy.max_contamination_checks)
+        outcome = (Outcome.OVERRIDE if overridden else Outcome.RESERVED_READ if reserved else Outcome.READ).value
+        row = self._log(manifest, actor, purpose, outcome, cached, checkpoint_digest,
+                        protocol_hash, run_id, override_reason if overridden else detail, budget)
+        if row is None:
+            refusal = (_contamination_refusal(own.manifest, policy, policy.max_contamination_checks or 0)
+                       if contamination else _budget_refusal(own.manifest, policy, policy.max_reads or 0))
+            self._log(manifest, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, run_id, refusal)
+            raise RefusedByPolicy(refusal)
+        return row
+
+    def open(self, name: str, purpose: str, actor: str, cached: bool = False,
+             override_reason: str | None = None, detail: str | None = None, *,
+             contamination_check: bool = False) -> OpenedSplit:
+        """Check, read and log in one step (for readers that do not use the generation cache)."""
+        m, warnings = self.check(name, purpose, actor, override_reason, contamination_check=contamination_check)
+        items = self.read(m)
+        self.log_read(m, actor, purpose, cached, override_reason=override_reason, detail=detail)
+        return OpenedSplit(m, items, warnings)
+
+    def log_event(self, manifest: Manifest, actor: str, purpose: str, outcome: str, *, cached: bool = False,
+                  protocol_hash: str | None = None, detail: str | None = None) -> None:
+        """Append one access-log row that no budget limits, for an event decided outside ``check``: a gate that
+        reused earlier decision runs (outcome ``reused``), a broken hash chain accepted by the policy. The row goes
+        to the content's owner, like every row of this manager.
+        """
+        self._log(manifest, actor, purpose, outcome, cached, None, protocol_hash, None, detail)
+
+    def _log(self, m: Manifest, actor: str, purpose: str, outcome: str, cached: bool, checkpoint_digest: str | None,
+             protocol_hash: str | None, run_id: str | None, detail: str | None,
+             budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
+        own = self.owner(m)  # the row goes to the content's owner, whatever manifest named it
+        return accesslog.append(self.store, accesslog.entry(
+            actor=actor, split=own.manifest.name, tier=own.manifest.tier, purpose=purpose, outcome=outcome,
+            cached=cached, checkpoint_digest=checkpoint_digest, protocol_hash=protocol_hash, run_id=run_id,
+            detail=_as_alias(m, own, detail)), budget, own.names, contamination=purpose == CONTAMINATION_CHECK)
+
+
+def _as_alias(m: Manifest, own: ContentOwner, detail: str | None) -> str | None:
+    """A row's detail, saying which manifest was read when it is not the owner's."""
+    if own.manifest.name == m.name:
+        return detail
+    note = (f"read as split {m.name} ({m.name}.yaml), whose content is split {own.manifest.name}'s: its budget and "
+            "audit rows are that split's")
+    return f"{note}; {detail}" if detail else note
+
+
+def _purpose_refusal(m: Manifest, policy: Policy, purpose: str) -> str | None:
+    """Why ``purpose`` may not read split ``m`` under ``policy`` (None when it may)."""
+    if policy.purposes is None or purpose in policy.purposes:
+        return None
+    return (f"split {m.name} (tier {m.tier}) may be read only for purpose {', '.join(policy.purposes)}, not "
+            f"{purpose!r}" + ("; private splits are read by 'evalgate gate'" if m.tier == "private"
+                              else "; its manifest's policy sets the purposes"))
+
+
+def _budget_refusal(m: Manifest, policy: Policy, used: int) -> str:
+    return (f"split {m.name} (tier {m.tier}) has used its budget of {policy.max_reads} reads per "
+            f"{policy.window_days} days ({used} used); "
+            + ("wait for the window to pass" if policy.hard else "pass --override-reason TEXT to read anyway (logged)"))
+
+
+def _contamination_refusal(m: Manifest, policy: Policy, used: int) -> str:
+    return (f"split {m.name} (tier {m.tier}) has used its budget of {policy.max_contamination_checks} contamination "
+            f"checks per {policy.window_days} days ({used} used): each check answers a bit per item about its text, "
+            "so they are budgeted like reads; wait for the window to pass, or check a dev or public copy")

@@ -1,0 +1,51 @@
+"""Importing a benchmark as tiered splits: a deterministic partition of its item ids into smoke, dev, public and
+private (``partition``), and ``import_tiered``, which writes and logs the four splits (``evalgate splits import``)."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from evalgate import accesslog
+from evalgate.splits.discovery import load_manifest
+from evalgate.splits.manifest import ADD_PURPOSE, actor_name
+from evalgate.splits.write import write_split
+from evalgate.store import Store
+
+PARTITION_SALT = "evalgate-partition-v1"
+SMOKE_SIZE = 8
+
+
+def partition(ids: list[str], smoke_size: int = SMOKE_SIZE) -> dict[str, list[str]]:
+    """Deterministic tier partition of item ids.
+
+    Ids are ordered by ``sha256(PARTITION_SALT + ":" + id)``; the first ``smoke_size`` form ``smoke`` and the
+    rest are dealt round-robin to ``dev``, ``public``, ``private`` (sizes differ by at most one).
+
+    Returns:
+        ``{"smoke": [...], "dev": [...], "public": [...], "private": [...]}``, each in hash order.
+    """
+    order = sorted(ids, key=lambda i: hashlib.sha256(f"{PARTITION_SALT}:{i}".encode()).hexdigest())
+    out: dict[str, list[str]] = {"smoke": order[:smoke_size], "dev": [], "public": [], "private": []}
+    for j, i in enumerate(order[smoke_size:]):
+        out[("dev", "public", "private")[j % 3]].append(i)
+    return out
+
+
+def import_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
+                  directory: Path | None = None, smoke_size: int = SMOKE_SIZE) -> list[Path]:
+    """Split ``items`` (each with an ``id``) into ``<prefix>-smoke|dev|public|private`` with ``partition``."""
+    by_id = {it["id"]: it for it in items}
+    parts = partition(list(by_id), smoke_size)
+    prov = {**provenance, "partition": f"sha256('{PARTITION_SALT}:' + id) order; first {smoke_size} smoke, "
+                                       "rest round-robin dev/public/private"}
+    paths = [write_split(f"{prefix}-{tier}", tier, [by_id[i] for i in ids], prov, directory)
+             for tier, ids in parts.items()]
+    store = Store()
+    for path in paths:  # every addition is logged
+        m = load_manifest(path.stem, path.parent)
+        accesslog.append(store, accesslog.entry(actor=actor_name(), split=m.name, tier=m.tier, purpose=ADD_PURPOSE,
+                                                outcome="added", detail=f"imported: sha256 {m.content_sha256[:12]} "
+                                                                        f"({m.count} items)"))
+    return paths

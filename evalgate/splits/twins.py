@@ -1,0 +1,80 @@
+"""Private-copy detection: a new split whose items repeat a private split (its very content, or enough items by id
+or by normalised text) is refused under any other name, since a split's read budget belongs to its content."""
+
+from __future__ import annotations
+
+import json
+import unicodedata
+from pathlib import Path
+from typing import Any
+
+from evalgate import accesslog
+from evalgate.errors import EvalgateError, RefusedByPolicy
+from evalgate.splits.data import dump_jsonl, read_unlogged, sha256_hex
+from evalgate.splits.discovery import list_manifests
+from evalgate.splits.manifest import ADD_PURPOSE, Manifest
+from evalgate.store import Store
+
+NEAR_DUPLICATE_SHARE = 0.5
+"""A new split repeats a private split when at least this share of its items match that split's items by id or by
+normalised text (or when both hold the very same content)."""
+
+
+def _item_text(item: dict[str, Any]) -> str:
+    """An item's content without its id, normalised (NFKC, case, whitespace) to catch re-formatted copies."""
+    def norm(v: Any) -> str:
+        text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
+        return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+
+    return "\x1f".join(f"{k}={norm(item[k])}" for k in sorted(item) if k != "id")
+
+
+def private_twin(name: str, items: list[dict[str, Any]]) -> tuple[Manifest, int] | None:
+    """The private split (other than ``name``) whose content ``items`` repeat, with the number of repeated items.
+
+    Compares with each private split's decrypted items in memory (nothing is written or shown, so this is not a
+    logged read); without the key only an identical content hash is recognised.
+
+    Returns:
+        (the private split's manifest, how many of ``items`` repeat it), or None when none does.
+
+    Raises:
+        BadInput: a manifest in the splits directory does not load (``list_manifests``).
+    """
+    content = sha256_hex(dump_jsonl(items))
+    ids, texts = [str(it["id"]) for it in items], [_item_text(it) for it in items]
+    for m in list_manifests():
+        if m.tier != "private" or m.name == name:
+            continue
+        if m.content_sha256 == content:
+            return m, len(items)
+        try:
+            theirs = read_unlogged(m)
+        except EvalgateError:
+            continue
+        their_ids, their_texts = {str(it["id"]) for it in theirs}, {_item_text(it) for it in theirs}
+        shared = sum(1 for i, t in zip(ids, texts, strict=True) if i in their_ids or t in their_texts)
+        if shared and shared >= NEAR_DUPLICATE_SHARE * len(items):
+            return m, shared
+    return None
+
+
+def refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file: Path, store: Store,
+                         who: str) -> None:
+    """Refuse (logged under both names) items that repeat another private split (``private_twin``).
+
+    Raises:
+        RefusedByPolicy: ``items`` (read from ``file``, to be added as split ``name`` of ``tier``) repeat a private
+            split; one ``refused`` row is appended under each of the two names first.
+    """
+    twin = private_twin(name, items)
+    if twin is None:
+        return
+    m, shared = twin
+    why = (f"{shared} of the {len(items)} items of {file} repeat private split {m.name} (same id or same text); "
+           f"its read budget belongs to its content, so a copy under another name is refused. Read "
+           f"{m.name} itself (through 'evalgate gate'), or remove those items")
+    for split_name, split_tier in ((m.name, m.tier), (name, tier)):
+        accesslog.append(store, accesslog.entry(actor=who, split=split_name, tier=split_tier,
+                                                purpose=ADD_PURPOSE, outcome="refused", detail=why))
+    raise RefusedByPolicy(why)
