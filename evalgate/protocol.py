@@ -20,12 +20,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.errors import BadInput, ProtocolDrift
 from evalgate.fileio import iter_jsonl, read_text
+from evalgate.scoring.extract import RULES
 from evalgate.userfiles import FieldProblem, format_validation_error, load_yaml_mapping, yaml_line
 
 if TYPE_CHECKING:
@@ -125,10 +126,11 @@ class ScorerSpec(StrictModel):
 class ExtractionSpec(StrictModel):
     """How the answer is taken from a completion."""
 
-    rule: Literal["code", "boxed", "last_number", "gsm8k", "raw"] = "raw"
-    """``code``: the program (prefix + completion, fenced block if present); ``boxed``: the last ``\\boxed{}``;
-    ``last_number``: the last number; ``gsm8k``: text after ``####`` or "The answer is", else the last number;
-    ``raw``: the whole completion. Default: raw."""
+    rule: Annotated[str, RULES] = "raw"
+    """A rule registered in ``scoring.extract.RULES`` (a plugin's through the ``evalgate.extract_rules`` entry-point
+    group): ``code``: the program (prefix + completion, fenced block if present); ``boxed``: the last
+    ``\\boxed{}``; ``last_number``: the last number; ``gsm8k``: text after ``####`` or "The answer is", else the
+    last number; ``raw``: the whole completion. Default: raw."""
     score_truncated: bool = False
     """Score completions cut off by max_tokens (finish_reason ``length``). Default: false, they count as truncated
     and wrong."""

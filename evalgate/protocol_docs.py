@@ -21,6 +21,7 @@ from pydantic.fields import FieldInfo
 
 from evalgate import protocol as protocol_module
 from evalgate.protocol import Protocol
+from evalgate.registry import Registry
 
 DOC_PATH = "docs/PROTOCOL.md"
 SCORERS_DOC_PATH = "docs/SCORERS.md"
@@ -57,6 +58,8 @@ def _constraints(field: FieldInfo) -> str:
         for cls, (sym, attr) in bounds.items():
             if isinstance(m, cls):
                 out.append(f"{sym} {getattr(m, attr)}")
+        if isinstance(m, Registry):  # a name of a registry: its built-in names (plugins add theirs)
+            out.append(f"a registered {m.kind}: {', '.join(f'`{n}`' for n in m.builtin_names())} or a plugin's")
         if getattr(m, "pattern", None):
             out.append(f"matches `{m.pattern}`".replace("|", "\\|"))  # a pipe would end the table cell
     return f" ({', '.join(out)})" if out else ""

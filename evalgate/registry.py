@@ -9,8 +9,9 @@ names imports nothing heavy. Third-party packages add entries through the regist
 be of the registry's entry type. A built-in name wins over a plugin of the same name.
 
 The registries themselves live beside what they register (``backends.base.BACKENDS``, ``scoring.base.SCORERS``,
-``datasets.DATASETS``, ``scoring.extract.RULES``, ``diagnostics.log.LOG_READERS``, ``report.WRITERS``); this module
-imports nothing of evalgate but ``errors``.
+``datasets.DATASETS``, ``scoring.extract.RULES``, ``diagnostics.log.LOG_READERS``, ``report_writers.WRITERS``,
+``scoring.metrics.METRICS``); this module imports nothing of evalgate but ``errors``. A registry is also pydantic
+metadata: a field ``Annotated[str, RULES]`` accepts the registry's names only (a plugin's included).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from evalgate.errors import BadInput
 T = TypeVar("T")
 
 ENTRY_POINT_GROUPS = ("evalgate.backends", "evalgate.scorers", "evalgate.datasets", "evalgate.extract_rules",
-                      "evalgate.log_readers", "evalgate.report_writers", "evalgate.tools")
+                      "evalgate.log_readers", "evalgate.report_writers", "evalgate.metrics", "evalgate.tools")
 """Every entry-point group evalgate reads (``evalgate.tools`` is read by ``evalgate.tools``)."""
 
 
@@ -59,11 +60,14 @@ class Registry(Generic[T]):
             loaded); None: anything.
         entry_point_group: the ``importlib.metadata`` entry-point group read for plugins; None: no plugins.
         plural: the plural used in errors; default ``kind + "s"``.
+        alias: maps a name as used to the name registered, for families of names (``pass@10`` -> ``pass@k``);
+            None: names are used as registered.
     """
 
     def __init__(self, kind: str, entry_type: type | None = None, entry_point_group: str | None = None,
-                 plural: str | None = None):
+                 plural: str | None = None, alias: Callable[[str], str] | None = None):
         self.kind = kind
+        self.alias = alias
         self.plural = plural or f"{kind}s"
         self.entry_type = entry_type
         self.entry_point_group = entry_point_group
@@ -122,9 +126,12 @@ class Registry(Generic[T]):
         """The built-in entries registered as objects, in registration order (reads no plugin, imports nothing)."""
         return [v for n, v in self._entries.items() if self._origin[n] == "built-in" and not isinstance(v, str)]
 
+    def _key(self, name: str) -> str:
+        return self.alias(name) if self.alias is not None else name
+
     def __contains__(self, name: object) -> bool:
         self._read_plugins()
-        return name in self._entries
+        return isinstance(name, str) and self._key(name) in self._entries
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
@@ -149,6 +156,7 @@ class Registry(Generic[T]):
         """
         if name not in self:
             raise self.unknown(name, where)
+        name = self._key(name)
         value = self._entries[name]
         if isinstance(value, str):
             try:
@@ -181,6 +189,24 @@ class Registry(Generic[T]):
         """(name, entry) for every name, sorted, each loaded."""
         return [(name, self.require(name)) for name in self.names()]
 
+    def builtin_names(self) -> list[str]:
+        """The built-in names (lazy ones included), in registration order; reads no plugin, imports nothing."""
+        return [n for n, o in self._origin.items() if o == "built-in"]
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        """The registry as pydantic metadata: a field ``Annotated[str, REGISTRY]`` holds a name of this registry,
+        checked when the model is validated (plugins' names included, so a plugin's name validates; an unknown one
+        fails with ``unknown``'s message), and ``protocol_docs`` lists the built-in names from the field's
+        metadata."""
+        from pydantic_core import core_schema
+
+        def known(name: str) -> str:
+            if name not in self:
+                raise ValueError(self.unknown(name).message)
+            return name
+
+        return core_schema.no_info_after_validator_function(known, handler(source))
+
     def origin(self, name: str) -> str:
         """``built-in`` or ``plugin``.
 
@@ -189,4 +215,4 @@ class Registry(Generic[T]):
         """
         if name not in self:
             raise self.unknown(name)
-        return self._origin[name]
+        return self._origin[self._key(name)]

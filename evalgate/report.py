@@ -129,6 +129,7 @@ def render_html(verdict: Verdict, audit: dict[str, Any] | None = None) -> str:
 
 
 def write_html(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None = None) -> Path:
+    """The ``html`` report writer: the release report (``render_html``) to ``path``, written atomically."""
     p = Path(path)
     _atomic_write(p, render_html(verdict, audit))
     return p
@@ -223,34 +224,30 @@ def markdown_summary(verdict: Verdict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_markdown(verdict: Verdict | str, path: str | Path | None = None) -> list[Path]:
-    """Write the Markdown summary (of a verdict, or the text given) to ``path`` (if given) and append it to
-    ``$GITHUB_STEP_SUMMARY`` (if set).
+def write_all(verdict: Verdict, out_dir: str | Path, stem: str, audit: dict[str, Any] | None = None) -> dict[str, str]:
+    """Every registered report format (``report_writers.WRITERS``) beside each other: ``<out_dir>/<stem><suffix>``
+    (``.html``, ``.json``, ``.junit.xml``, ``.md``, a plugin's ``.<name>``); the Markdown summary is also appended to
+    ``$GITHUB_STEP_SUMMARY`` when set.
+
+    Args:
+        audit: ``audit.audit_summary`` of the decision split, shown in the HTML and JSON; None: none shown.
 
     Returns:
-        The files written or appended to.
+        Format name -> the path written.
     """
-    text = verdict if isinstance(verdict, str) else markdown_summary(verdict)
-    out = []
-    if path:
-        _atomic_write(Path(path), text)
-        out.append(Path(path))
-    gh = os.environ.get("GITHUB_STEP_SUMMARY")
-    if gh:
-        with open(gh, "a", encoding="utf-8") as f:
-            f.write(text + "\n")
-        out.append(Path(gh))
+    from evalgate.report_writers import WRITERS, suffix_of
+
+    o = Path(out_dir)
+    out = _write_outputs(verdict, {name: o / f"{stem}{suffix_of(name)}" for name in WRITERS.names()}, audit)
+    _step_summary(markdown_summary(verdict))
     return out
 
 
-def write_all(verdict: Verdict, out_dir: str | Path, stem: str, audit: dict[str, Any] | None = None) -> dict[str, str]:
-    """HTML, JSON, JUnit and Markdown beside each other: ``<out_dir>/<stem>.html|.json|.junit.xml|.md``."""
-    o = Path(out_dir)
-    paths = {"html": write_html(verdict, o / f"{stem}.html", audit), "json": write_json(verdict, o / f"{stem}.json",
-                                                                                         audit),
-             "junit": write_junit(verdict, o / f"{stem}.junit.xml")}
-    md = write_markdown(verdict, o / f"{stem}.md")
-    return {**{k: str(v) for k, v in paths.items()}, "markdown": [str(p) for p in md]}  # type: ignore[dict-item]
+def _write_outputs(verdict: Verdict, paths: Mapping[str, Path], audit: dict[str, Any] | None) -> dict[str, str]:
+    """Write each format of ``paths`` (format name -> path; names already checked); format name -> path written."""
+    from evalgate.report_writers import WRITERS
+
+    return {name: str(WRITERS[name].writer()(verdict, path, audit)) for name, path in paths.items()}
 
 
 # -- a gate that decided nothing -----------------------------------------------------------------------------------
@@ -401,13 +398,12 @@ def write_reports(verdict: Verdict, outputs: Mapping[str, str | Path] | None = N
         BadInput: an unknown format name (lists the known ones).
     """
     from evalgate.audit import audit_summary
-    from evalgate.report_writers import WRITERS, key_of
+    from evalgate.report_writers import key_of
 
     paths = _checked(outputs)
     audit = audit_summary(store or Store(), verdict.policy.decision_split)
     doc = verdict.as_dict()
-    for name, path in paths.items():
-        doc[key_of(name)] = str(WRITERS[name].writer()(verdict, path, audit))
+    doc.update({key_of(name): path for name, path in _write_outputs(verdict, paths, audit).items()})
     doc["step_summary"] = [str(p) for p in _step_summary(markdown_summary(verdict)) if p != paths.get("markdown")]
     return doc
 

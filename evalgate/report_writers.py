@@ -29,6 +29,8 @@ class ReportWriter:
         flags: the CLI flags. Default: ``--<name>``.
         write_error: ``write_error(error_document, path) -> Path`` for a gate that decided nothing, or its
             ``"module:function"``; None: the format writes nothing then.
+        suffix: the file name's ending when every format is written beside each other (``report.write_all``).
+            Default: ``.<name>``.
     """
 
     write: Callable[..., Path] | str
@@ -36,6 +38,7 @@ class ReportWriter:
     key: str = ""
     flags: tuple[str, ...] = ()
     write_error: Callable[..., Path] | str | None = None
+    suffix: str = ""
 
     def writer(self) -> Callable[..., Path]:
         """The write function, imported if given as a reference."""
@@ -53,13 +56,13 @@ WRITERS: Registry[ReportWriter] = Registry("report format", ReportWriter, entry_
 WRITERS.register("html", ReportWriter("evalgate.report:write_html", "Write the HTML release report here.",
                                       key="report", flags=("--report", "--html")))
 WRITERS.register("junit", ReportWriter("evalgate.report:junit_output", "Write JUnit XML here.",
-                                       write_error="evalgate.report:error_junit_output"))
+                                       write_error="evalgate.report:error_junit_output", suffix=".junit.xml"))
 WRITERS.register("json", ReportWriter("evalgate.report:write_json", "Write the verdict JSON here.", key="json_out",
                                       flags=("--json-out",), write_error="evalgate.report:error_json_output"))
 WRITERS.register("markdown", ReportWriter(
     "evalgate.report:markdown_output",
     "Write the Markdown summary here (it is also appended to $GITHUB_STEP_SUMMARY when set).",
-    write_error="evalgate.report:error_markdown_output"))
+    write_error="evalgate.report:error_markdown_output", suffix=".md"))
 
 
 def key_of(name: str) -> str:
@@ -70,6 +73,11 @@ def key_of(name: str) -> str:
 def flags_of(name: str) -> tuple[str, ...]:
     """The CLI flags of writer ``name``."""
     return WRITERS[name].flags or (f"--{name}",)
+
+
+def suffix_of(name: str) -> str:
+    """The file-name ending of writer ``name`` in ``report.write_all``."""
+    return WRITERS[name].suffix or f".{name}"
 
 
 def outputs_from(params: dict[str, Any]) -> dict[str, Path]:

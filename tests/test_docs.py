@@ -8,7 +8,9 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import click
 import pytest
@@ -167,3 +169,41 @@ def test_docs_site_builds_strict(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "site" / "CLI" / "index.html").exists()
     assert "evalgate gate" in (tmp_path / "site" / "CLI" / "index.html").read_text()
+
+
+def _registries() -> list[tuple[Any, str, Callable[[Any], list[str | None]]]]:
+    """(registry, its docs page, the docstrings an entry must have) for every registry of an extension point."""
+    from evalgate.backends.base import BACKENDS
+    from evalgate.datasets import DATASETS
+    from evalgate.diagnostics.log import LOG_READERS
+    from evalgate.report_writers import WRITERS
+    from evalgate.scoring.base import SCORERS
+    from evalgate.scoring.extract import RULES
+    from evalgate.scoring.metrics import METRICS
+
+    return [
+        (BACKENDS, "BACKENDS.md", lambda e: [e.options.__doc__]),
+        (SCORERS, "SCORERS.md", lambda e: [e.options.__doc__, e.load().__doc__]),
+        (DATASETS, "AUDIT.md", lambda e: [e.description, e.read.__doc__]),
+        (RULES, "SCORING.md", lambda e: [e.help]),
+        (LOG_READERS, "DIAGNOSTICS.md", lambda e: [e.describe, e.read.__doc__]),
+        (WRITERS, "GATING.md", lambda e: [e.help, e.writer().__doc__]),
+        (METRICS, "SCORING.md", lambda e: [e.help]),
+    ]
+
+
+@pytest.mark.parametrize("index", range(7), ids=["backends", "scorers", "datasets", "extraction rules",
+                                                 "log readers", "report writers", "metrics"])
+def test_every_registry_entry_is_named_in_its_docs_page_and_has_docstrings(index: int) -> None:
+    """Each built-in entry of each extension point's registry heads a table row or a section of its page (as the
+    scorer reference names every scorer) and carries its own documentation (options model, class, reader or
+    writer docstring, help text), so a new entry without docs fails here."""
+    registry, page, docs = _registries()[index]
+    text = (DOCS / page).read_text(encoding="utf-8")
+    names = registry.builtin_names()
+    assert names, f"the {registry.kind} registry has no built-in entry"
+    for name in names:
+        listed = re.search(rf"^(?:\| |#+ )`{re.escape(name)}`", text, re.M)
+        assert listed, f"{registry.kind} {name!r} is not in a table row or heading of docs/{page}; add it there"
+        for doc in docs(registry[name]):
+            assert doc and doc.strip(), f"{registry.kind} {name!r} has an entry without its docstring or help"

@@ -51,7 +51,7 @@ def test_a_name_registered_twice_is_refused() -> None:
 def test_every_entry_point_group_is_named_once() -> None:
     assert ENTRY_POINT_GROUPS == ("evalgate.backends", "evalgate.scorers", "evalgate.datasets",
                                   "evalgate.extract_rules", "evalgate.log_readers", "evalgate.report_writers",
-                                  "evalgate.tools")
+                                  "evalgate.metrics", "evalgate.tools")
 
 
 def test_a_plugin_of_the_wrong_type_is_refused_and_a_builtin_name_wins(tmp_path: Path,
@@ -281,3 +281,130 @@ def test_write_reports_refuses_an_unknown_format(tmp_path: Path) -> None:
     with pytest.raises(BadInput, match=r"unknown report format 'sarif' \(report outputs\); known report formats: "
                                        r"html, json, junit, markdown"):
         write_reports(None, {"sarif": tmp_path / "x"})  # type: ignore[arg-type]
+
+
+# --- a dataset, added as one module and one registration (an entry point) ------------------------------------------
+
+TOY_DATASET = '''
+"""A third-party benchmark: sums, read from a JSONL file of ``{"q": "1+1", "a": "2"}`` records."""
+from evalgate.datasets.base import Dataset
+from evalgate.fileio import iter_jsonl
+
+
+def toy_items(path):
+    raw = path.read_bytes()
+    records = iter_jsonl(raw, path)
+    return [{"id": f"toy/{n}", "question": r["q"], "answer": r["a"]} for n, (_, r) in enumerate(records)], raw
+
+
+DATASET = Dataset("toy", "Toy sums (a plugin); --from toy.jsonl", toy_items, {"source": "tests", "license": "CC0"})
+MISNAMED = Dataset("other", "registered under another name", toy_items)
+'''
+
+
+def test_a_dataset_plugin_is_imported_as_tiered_splits_by_the_cli(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from evalgate.cli import main
+    from evalgate.datasets import DATASETS, known
+    from evalgate.splits import load_manifest, read_items
+
+    install_dist(tmp_path / "site", monkeypatch, "evalgate-toy", {"evalgate_toy": TOY_DATASET},
+                 {"evalgate.datasets": {"toy": "evalgate_toy:DATASET", "toy2": "evalgate_toy:MISNAMED"}}, (DATASETS,))
+    assert known() == ["gsm8k", "humaneval", "math500", "toy", "toy2"] and "evalgate_toy" not in sys.modules
+    src = tmp_path / "toy.jsonl"
+    src.write_text("".join(json.dumps({"q": f"{i}+{i}", "a": str(2 * i)}) + "\n" for i in range(12)))
+    r = CliRunner().invoke(main, ["splits", "import", "toy", "--from", str(src)])
+    assert r.exit_code == 0, r.output
+    # 12 items: 8 smoke (SMOKE_SIZE), the other 4 dealt round-robin dev, public, private, dev
+    assert {t: load_manifest(f"toy-{t}").count for t in ("smoke", "dev", "public", "private")} == \
+        {"smoke": 8, "dev": 2, "public": 1, "private": 1}
+    assert load_manifest("toy-dev").provenance["license"] == "CC0"
+    smoke = read_items(load_manifest("toy-smoke"))
+    assert all(int(it["answer"]) == 2 * int(it["question"].split("+")[0]) for it in smoke)
+    r = CliRunner().invoke(main, ["splits", "import", "toy2", "--from", str(src)])
+    assert r.exit_code == 2 and "dataset 'toy2' (plugin) is a Dataset named 'other'" in r.output
+
+
+# --- a training-log format, added as one module and one registration (an entry point) ------------------------------
+
+CSV_LOG = '''
+"""A third-party training-log format: a CSV file with a header row (``step`` and metric columns)."""
+import csv
+from pathlib import Path
+
+from evalgate.diagnostics.log import LogReader, from_records
+
+
+def read_csv_log(path):
+    with Path(path).open(newline="", encoding="utf-8") as f:
+        records = [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    return from_records(records, str(path), "csv")
+
+
+READER = LogReader(read_csv_log, "a metrics .csv file", recognises=lambda t: t.endswith(".csv"),
+                   find=lambda d: sorted(d.glob("*.csv")))
+'''
+
+
+def test_a_log_format_plugin_is_read_found_in_a_run_directory_and_diagnosed(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from evalgate.cli import main
+    from evalgate.diagnostics import find_train_log, read_path
+    from evalgate.diagnostics.log import LOG_READERS
+
+    install_dist(tmp_path / "site", monkeypatch, "evalgate-csv-log", {"evalgate_csv_log": CSV_LOG},
+                 {"evalgate.log_readers": {"csv": "evalgate_csv_log:READER"}}, (LOG_READERS,))
+    run = tmp_path / "run"
+    (run / "checkpoint-2").mkdir(parents=True)
+    # the checkpoint's trainer state stops at step 2; the CSV log goes on to step 4, so it is the run's log
+    (run / "checkpoint-2" / "trainer_state.json").write_text(json.dumps(
+        {"log_history": [{"step": 1, "reward": 0.1}, {"step": 2, "reward": 0.2}]}))
+    (run / "metrics.csv").write_text("step,reward,kl\n1,0.1,0.01\n2,0.2,0.02\n3,0.3,0.03\n4,0.4,0.04\n")
+    log = read_path(run / "metrics.csv")
+    assert log.format == "csv" and log.steps == (1, 4)
+    assert log.series["reward"] == [(1, 0.1), (2, 0.2), (3, 0.3), (4, 0.4)] and log.used["kl"] == "kl"
+    found = find_train_log(run)
+    assert found is not None and found.format == "csv" and found.source == str(run / "metrics.csv")
+    assert found.choice is not None and "checkpoint-2/trainer_state.json (steps 1..2)" in found.choice
+    r = CliRunner().invoke(main, ["diagnose", str(run), "--json"])
+    assert r.exit_code in (0, 1), r.output
+    doc = json.loads(r.output)
+    assert doc["seeds"][0]["format"] == "csv" and doc["seeds"][0]["steps"] == [1, 4]
+
+
+# --- an extraction rule, added as one module and one registration (an entry point) --------------------------------
+
+LAST_WORD_RULE = '''
+"""A third-party extraction rule: the completion's last whitespace-separated word, trailing period dropped."""
+from evalgate.scoring.extract import ExtractionRule
+
+
+def last_word(text):
+    words = text.split()
+    return words[-1].rstrip(".") or None if words else None
+
+
+RULE = ExtractionRule(last_word, "the last word, a trailing period dropped")
+'''
+
+
+def test_an_extraction_rule_plugin_validates_in_a_protocol_and_scores_a_run(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalgate.run import evaluate
+    from evalgate.scoring.extract import RULES
+    from evalgate.store import Store
+
+    scorer = {"name": "exact", "options": {"answer_field": "answer"}}
+    with pytest.raises(BadInput, match=r"p.yaml:2: extraction.rule: unknown extraction rule 'last_word'; did you mean "
+                                       r"'last_number'\? known extraction rules: boxed, code, gsm8k, last_number, raw"):
+        replay_run(tmp_path, scorer, {"a": "x"}, extraction={"rule": "last_word"})
+    install_dist(tmp_path / "site", monkeypatch, "evalgate-last-word", {"evalgate_last_word": LAST_WORD_RULE},
+                 {"evalgate.extract_rules": {"last_word": "evalgate_last_word:RULE"}}, (RULES,))
+    proto, opts = replay_run(tmp_path, scorer, {"a": "so the sum is 2.", "b": "2 is not it, three"},
+                             extraction={"rule": "last_word"})
+    doc = evaluate(proto, model_dir(tmp_path, monkeypatch), "sums", opts, Store())
+    assert doc["counts"]["by_status"] == {"correct": 1, "wrong": 1}  # "2" matches the gold 2; "three" does not

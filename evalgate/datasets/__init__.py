@@ -1,44 +1,51 @@
-"""Benchmark importers: one module per benchmark, one registry that ``evalgate splits import`` reads.
+"""Benchmark importers: one module per benchmark, one registry (``DATASETS``) that ``evalgate splits import`` reads.
 
 Each importer reads the benchmark's own file (nothing is downloaded), turns its records into items with a unique
 ``id`` and the gold answer in the field its scorer reads, and writes the four tiered splits
 ``<name>-smoke|dev|public|private`` with ``splits.import_tiered``.
 
-To add a benchmark: write ``evalgate/datasets/<name>.py`` defining ``DATASET = Dataset(...)`` (``datasets/base.py``)
-and add the module to ``_MODULES`` below.
+To add a benchmark: one module defining ``DATASET = Dataset(...)`` (``datasets/base.py``), and one registration:
+``DATASETS.register(name, "module:DATASET")`` below, or, outside evalgate, an entry point in the group
+``evalgate.datasets`` naming a ``Dataset``. Entries are ``"module:attr"`` references, so listing the names imports
+no importer.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from evalgate.datasets import gsm8k, humaneval, math500
 from evalgate.datasets.base import Dataset, Items
 from evalgate.errors import BadInput
+from evalgate.registry import Registry
 
-__all__ = ["Dataset", "Items", "get", "import_dataset", "known"]
-_MODULES = (humaneval, gsm8k, math500)
+__all__ = ["DATASETS", "Dataset", "Items", "get", "import_dataset", "known"]
 
+DATASETS: Registry[Dataset] = Registry("dataset", Dataset, entry_point_group="evalgate.datasets")
+"""Benchmarks by ``splits import`` name; plugins through the ``evalgate.datasets`` entry-point group (each names a
+``Dataset`` whose ``name`` is the entry point's name)."""
 
-def _registry() -> dict[str, Dataset]:
-    return {m.DATASET.name: m.DATASET for m in _MODULES}
+DATASETS.register("humaneval", "evalgate.datasets.humaneval:DATASET")
+DATASETS.register("gsm8k", "evalgate.datasets.gsm8k:DATASET")
+DATASETS.register("math500", "evalgate.datasets.math500:DATASET")
 
 
 def known() -> list[str]:
-    """Names of the registered benchmarks, sorted."""
-    return sorted(_registry())
+    """Names of the registered benchmarks (plugins' included), sorted; imports no importer."""
+    return DATASETS.names()
 
 
 def get(name: str) -> Dataset:
     """The registered benchmark called ``name``.
 
     Raises:
-        BadInput: unknown name (the message lists the known ones).
+        BadInput: unknown name (the message lists the known ones); an entry whose ``Dataset.name`` is not the name
+            it is registered under (its splits would be named after the other).
     """
-    reg = _registry()
-    if name not in reg:
-        raise BadInput(f"unknown dataset {name!r}; known: {', '.join(sorted(reg))}")
-    return reg[name]
+    dataset = DATASETS.require(name)
+    if dataset.name != name:
+        raise BadInput(f"dataset {name!r} ({DATASETS.origin(name)}) is a Dataset named {dataset.name!r}; register it "
+                       "under its own name")
+    return dataset
 
 
 def import_dataset(name: str, source: Path | None = None, directory: Path | None = None) -> list[Path]:

@@ -3,7 +3,11 @@
 Readers: HF/TRL ``trainer_state.json`` (its ``log_history``), JSONL (one JSON object per logged step with ``step``
 or ``global_step``; verl's file logger nests the metrics as ``{"step": N, "data": {...}}``, which is read too) and
 TensorBoard event files (the ``tensorboard`` package's ``EventAccumulator``; install ``evalgate[tensorboard]``), W&B run
-files and MLflow runs (``evalgate.diagnostics.tracker_logs``; ``evalgate[wandb]``, ``evalgate[mlflow]``).
+files and MLflow runs (``evalgate.diagnostics.tracker_logs``; ``evalgate[wandb]``, ``evalgate[mlflow]``). Each is a
+``LogReader`` in ``LOG_READERS``, declaring how it recognises a log given by itself and where it finds one in a run
+directory; ``read_path`` and ``find_train_log`` dispatch on that one table. To add a format: one module with a
+reader (``from_records`` builds the ``TrainLog``) and one registration: ``LOG_READERS.register(name,
+LogReader(...))`` here, or an entry point in the group ``evalgate.log_readers`` naming a ``LogReader``.
 
 A log that is being written while it is read gives the readable part and a warning in ``TrainLog.warnings``, never
 an exception: a ``trainer_state.json`` cut mid-file keeps every complete ``log_history`` entry before the cut; a
@@ -19,7 +23,7 @@ from __future__ import annotations
 import gc
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,6 +35,7 @@ from evalgate.checkpoints.layout import checkpoint_step
 from evalgate.diagnostics.keys import KEY_MAP, STRIP_PREFIX
 from evalgate.diagnostics.tracker_logs import MLFLOW_PREFIX, mlflow_records, wandb_files, wandb_records
 from evalgate.errors import BadInput, MissingExtra
+from evalgate.registry import Registry
 from evalgate.version import install_hint
 
 
@@ -487,29 +492,71 @@ def _tfrecord_tail(path: Path) -> int:
     return size - pos
 
 
-def _candidates(d: Path) -> list[tuple[str, Path]]:
-    """The training logs a run directory may hold, in order of preference on a tie: the newest ``checkpoint-N``'s
-    ``trainer_state.json``, one in the directory, its TensorBoard events (HF's ``runs/<date>/``), its ``*.jsonl``
-    metrics logs (``evalgate-log.jsonl``, which ``EvalgateCallback`` writes; not the watch's queue file)."""
-    out: list[tuple[str, Path]] = []
+@dataclass(frozen=True)
+class LogReader:
+    """One training-log format: how its logs are recognised and read.
+
+    Attributes:
+        read: ``read(path) -> TrainLog``; ``path`` is what ``recognises`` accepted or ``find`` returned (a file, a
+            directory, or the text of a reference for a ``remote`` reader). Raises ``BadInput`` naming the file and
+            line of damage, ``MissingExtra`` naming the pip extra.
+        describe: what its logs are, as a noun phrase for messages and docs (``a TensorBoard events file``).
+        recognises: ``recognises(text) -> bool``: whether a path (its text) given by itself (``--from``, a gate
+            policy's ``training_logs``) is a log of this format; None: the reader of a file no other reader
+            recognises (the first such reader).
+        find: ``find(run_dir) -> list[Path]``: this format's logs in a run directory, preferred first; None: it has
+            none there.
+        remote: its logs are no files (an MLflow ``runs:/<id>``): ``recognises`` is asked before the path is
+            looked for on disk.
+    """
+
+    read: Callable[[Any], TrainLog]
+    describe: str
+    recognises: Callable[[str], bool] | None = None
+    find: Callable[[Path], list[Path]] | None = None
+    remote: bool = False
+
+
+LOG_READERS: Registry[LogReader] = Registry("training-log format", LogReader, entry_point_group="evalgate.log_readers")
+"""Training-log readers by format name (``TrainLog.format``), in order of preference (a run directory's logs are
+found in registration order, plugins last); plugins through the ``evalgate.log_readers`` entry-point group."""
+
+_NOT_METRICS = frozenset(("evalgate-queue.jsonl",))
+
+
+def _trainer_states(d: Path) -> list[Path]:
+    """The newest ``checkpoint-N``'s ``trainer_state.json``, then one in ``d`` itself."""
     ckpts = sorted(((n, c) for c in d.iterdir() if (n := checkpoint_step(c.name)) is not None and c.is_dir()),
                    reverse=True)
     newest = next((c / "trainer_state.json" for _, c in ckpts if (c / "trainer_state.json").is_file()), None)
-    if newest is not None:
-        out.append(("trainer_state", newest))
-    if (d / "trainer_state.json").is_file():
-        out.append(("trainer_state", d / "trainer_state.json"))
-    if any(d.rglob("events.out.tfevents.*")):
-        out.append(("tensorboard", d))
-    out += [("jsonl", j) for j in sorted(d.glob("*.jsonl")) if j.name not in _NOT_METRICS]
-    if wandb_files(d):
-        out.append(("wandb", d))
-    return out
+    return [p for p in (newest, d / "trainer_state.json") if p is not None and p.is_file()]
 
 
-_NOT_METRICS = frozenset(("evalgate-queue.jsonl",))
-_READERS = {"trainer_state": lambda p: read_trainer_state(p), "tensorboard": lambda p: read_tensorboard(p),
-            "jsonl": lambda p: read_jsonl(p), "wandb": lambda p: read_wandb(p)}
+LOG_READERS.register("trainer_state", LogReader(
+    read_trainer_state, "a trainer_state.json", find=_trainer_states))
+LOG_READERS.register("tensorboard", LogReader(
+    read_tensorboard, "a TensorBoard events file", recognises=lambda t: Path(t).name.startswith("events.out.tfevents"),
+    find=lambda d: [d] if any(d.rglob("events.out.tfevents.*")) else []))
+LOG_READERS.register("jsonl", LogReader(  # evalgate-log.jsonl (EvalgateCallback's) among them; not the watch's queue
+    read_jsonl, "a .jsonl metrics log", recognises=lambda t: Path(t).suffix == ".jsonl",
+    find=lambda d: [j for j in sorted(d.glob("*.jsonl")) if j.name not in _NOT_METRICS]))
+LOG_READERS.register("wandb", LogReader(
+    read_wandb, "a W&B run file", recognises=lambda t: Path(t).suffix == ".wandb",
+    find=lambda d: [d] if wandb_files(d) else []))
+LOG_READERS.register("mlflow", LogReader(
+    read_mlflow, f"an MLflow run {MLFLOW_PREFIX}<run_id>", recognises=lambda t: t.startswith(MLFLOW_PREFIX),
+    remote=True))
+
+
+def _readers() -> list[tuple[str, LogReader]]:
+    return [(name, LOG_READERS[name]) for name in LOG_READERS.names(sort=False)]
+
+
+def _candidates(d: Path) -> list[tuple[LogReader, Path]]:
+    """The training logs a run directory may hold, in order of preference on a tie: each reader's ``find``, in
+    ``LOG_READERS`` order (the newest ``checkpoint-N``'s ``trainer_state.json``, one in the directory, its TensorBoard
+    events (HF's ``runs/<date>/``), its ``*.jsonl`` metrics logs, a W&B run, then plugins')."""
+    return [(r, c) for _, r in _readers() if r.find is not None for c in r.find(d)]
 
 
 def find_train_log(run_dir: str | Path) -> TrainLog | None:
@@ -517,10 +564,11 @@ def find_train_log(run_dir: str | Path) -> TrainLog | None:
     directories).
 
     Every candidate (``_candidates``: the newest checkpoint's ``trainer_state.json``, one in ``run_dir``,
-    TensorBoard events under it, its ``*.jsonl`` logs) is read; the one reaching the highest step wins, then the one
-    with the most logged values, then the earlier candidate. A checkpoint's ``trainer_state.json`` stops at that
-    checkpoint, so a callback's or TensorBoard's log that goes further is the run's log (issue 28, item 8). The
-    choice is named in ``TrainLog.choice``; a candidate that cannot be read is named there too.
+    TensorBoard events under it, its ``*.jsonl`` logs, a W&B run, a plugin format's) is read; the one reaching the
+    highest step wins, then the one with the most logged values, then the earlier candidate. A checkpoint's
+    ``trainer_state.json`` stops at that checkpoint, so a callback's or TensorBoard's log that goes further is the
+    run's log (issue 28, item 8). The choice is named in ``TrainLog.choice``; a candidate that cannot be read is
+    named there too.
 
     Returns:
         The log, or None when there is none.
@@ -535,9 +583,9 @@ def find_train_log(run_dir: str | Path) -> TrainLog | None:
         return None
     read: list[tuple[Path, TrainLog]] = []
     bad: list[tuple[Path, Exception]] = []
-    for kind, c in _candidates(d):
+    for reader, c in _candidates(d):
         try:
-            read.append((c, _READERS[kind](c)))
+            read.append((c, reader.read(c)))
         except (BadInput, MissingExtra) as e:
             bad.append((c, e))
     if not read:
@@ -564,31 +612,31 @@ def _span(log: TrainLog) -> str:
 
 
 def read_path(path: str | Path) -> TrainLog:
-    """Read a training log file by its kind (``*.jsonl``, TensorBoard event file, else ``trainer_state.json``), or a
-    run directory (``find_train_log``).
+    """Read a training log by the first reader of ``LOG_READERS`` that recognises it (an MLflow ``runs:/<id>``,
+    a TensorBoard event file, ``*.jsonl``, ``*.wandb``, a plugin's format), a file no reader recognises as a
+    ``trainer_state.json``, or a run directory (``find_train_log``).
 
     Raises:
-        BadInput: no such file, or a directory without a log.
+        BadInput: no such file, a directory without a log, or a log without a logged step (``require_steps``).
     """
-    p = Path(path)
-    if str(path).startswith(MLFLOW_PREFIX) or str(p).startswith(MLFLOW_PREFIX):
-        return require_steps(read_mlflow(str(p)))
+    text, p = str(path), Path(path)
+    readers = [r for _, r in _readers()]
+    remote = next((r for r in readers if r.remote and r.recognises is not None and r.recognises(text)), None)
+    if remote is not None:
+        return require_steps(remote.read(text))
     if p.is_dir():
         log = find_train_log(p)
         if log is None:
-            raise BadInput(f"{p}: no trainer_state.json, TensorBoard events, .jsonl log or W&B run file found")
-    elif not p.exists():
-        raise BadInput(f"{p}: no such file or directory; pass a trainer_state.json, .jsonl, event file or run "
-                       "directory")
-    elif p.name.startswith("events.out.tfevents"):
-        log = read_tensorboard(p)
-    elif p.suffix == ".jsonl":
-        log = read_jsonl(p)
-    elif p.suffix == ".wandb":
-        log = read_wandb(p)
-    else:
-        log = read_trainer_state(p)
-    return require_steps(log)
+            found = ", ".join(r.describe for r in readers if r.find is not None)
+            raise BadInput(f"{p}: no training log found in the directory (looked for {found})")
+        return require_steps(log)
+    if not p.exists():
+        raise BadInput(f"{p}: no such file or directory; pass a run directory or a log: "
+                       + ", ".join(r.describe for r in readers))
+    local = [r for r in readers if not r.remote]
+    reader = next((r for r in local if r.recognises is not None and r.recognises(text)), None)
+    reader = reader or next(r for r in local if r.recognises is None)
+    return require_steps(reader.read(p))
 
 
 def require_steps(log: TrainLog) -> TrainLog:

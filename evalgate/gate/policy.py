@@ -11,9 +11,9 @@ import os
 import re
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.diagnostics.guards import Guards
 from evalgate.errors import BadInput
@@ -109,8 +109,9 @@ class GatePolicy(_Strict):
     """Dev-tier split that picks each seed's best checkpoint (public and private tiers are refused)."""
     decision_split: str
     """Private-tier split that decides release."""
-    metric: str = Field(default="pass@1", pattern=metrics.METRIC_PATTERN)
-    """``pass@k`` or ``mean_score`` (both have per-item values for paired statistics). Default: pass@1."""
+    metric: Annotated[str, AfterValidator(metrics.check_metric)] = "pass@1"
+    """A metric of ``scoring.metrics.METRICS``: ``pass@k`` (k >= 1) or ``mean_score``, or a plugin's (each has
+    per-item values for paired statistics). Default: pass@1."""
     train_run: str | None = None
     """Only checkpoints of this training run name. Default: every run of the protocol on the selection split."""
     backend: str = "hf"

@@ -20,14 +20,20 @@ thin, narrow no-break and figure spaces (``1{,}000{,}000``, ``12\\,345``, and 12
 1000000 and 12345) when every group after the first has exactly three digits. A plain ASCII space never joins
 numbers ("5 100" stays two numbers). Docs: docs/SCORING.md.
 
-Returns None when the rule finds no answer. Truncated completions (finish_reason ``length``) are not extracted
-at all by the scorers unless the protocol sets ``extraction.score_truncated``.
+Each rule is an ``ExtractionRule`` in ``RULES``; a plugin adds one through the ``evalgate.extract_rules`` entry-point
+group, and a protocol naming it validates. Returns None when the rule finds no answer. Truncated completions
+(finish_reason ``length``) are not extracted at all by the scorers unless the protocol sets
+``extraction.score_truncated``.
 """
 
 from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from evalgate.registry import Registry
 
 # A number: thousands separators only in groups of three ("1,234", but "5,7" is two numbers), an optional
 # decimal part and exponent, and a minus sign only where it cannot be a subtraction ("10-5" ends in 5, not -5).
@@ -127,18 +133,45 @@ def _gsm8k(text: str) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class ExtractionRule:
+    """One extraction rule (the protocol's ``extraction.rule``).
+
+    Attributes:
+        extract: ``extract(text) -> answer``, or None when the text holds no answer.
+        help: one sentence: what the rule takes from a completion (the protocol reference's wording).
+        yields_answer: it yields an answer to compare with a gold answer; False for a rule that hands the scorer
+            the program (``code``), which answer scorers (``math``) refuse at load.
+    """
+
+    extract: Callable[[str], str | None]
+    help: str
+    yields_answer: bool = True
+
+
+RULES: Registry[ExtractionRule] = Registry("extraction rule", ExtractionRule,
+                                           entry_point_group="evalgate.extract_rules")
+"""Extraction rules by the protocol's ``extraction.rule``; plugins through the ``evalgate.extract_rules`` entry-point
+group (each names an ``ExtractionRule``)."""
+
+
+def _whole(text: str) -> str | None:
+    return text.strip() or None
+
+
+RULES.register("raw", ExtractionRule(_whole, "the whole completion, stripped"))
+RULES.register("last_number", ExtractionRule(last_number, "the last number (thousands separators removed)"))
+RULES.register("gsm8k", ExtractionRule(_gsm8k, "the number after ``####`` or \"The answer is\", else the last "
+                                       "``\\boxed{}``, else the last number, before any run-on new exercise"))
+RULES.register("boxed", ExtractionRule(last_boxed, "the content of the last ``\\boxed{}``"))
+RULES.register("code", ExtractionRule(_whole, "the program (the code scorer takes prefix + completion, a fenced "
+                                      "block if present)", yields_answer=False))
+
+
 def extract_answer(text: str, rule: str = "raw") -> str | None:
-    """Extract the answer from a completion by ``rule`` (see the module docstring).
+    """Extract the answer from a completion by ``rule`` (a name in ``RULES``; see the module docstring).
 
     Raises:
-        ValueError: unknown rule.
+        BadInput: unknown rule (lists the known ones).
     """
-    if rule in ("raw", "code"):
-        return text.strip() or None
-    if rule == "last_number":
-        return last_number(text)
-    if rule == "boxed":
-        return last_boxed(text)
-    if rule == "gsm8k":
-        return _gsm8k(text)
-    raise ValueError(f"unknown extraction rule {rule!r}; known: raw, last_number, gsm8k, boxed, code")
+    return RULES.require(rule).extract(text)

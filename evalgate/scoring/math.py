@@ -43,7 +43,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalgate.scoring.base import AnswerScorer, MathOptions
-from evalgate.scoring.extract import last_boxed, plain_numbers
+from evalgate.scoring.extract import RULES, last_boxed, plain_numbers
 from evalgate.userfiles import FieldProblem
 
 _DELIMS = ((r"$$", r"$$"), ("$", "$"), (r"\(", r"\)"), (r"\[", r"\]"))
@@ -286,9 +286,10 @@ class MathScorer(AnswerScorer):
         Raises:
             FieldProblem: naming the field (``extraction.rule``, ``sampling.stop``) and what to do.
         """
-        if spec.extraction.rule not in ("gsm8k", "boxed", "last_number", "raw"):
+        if not RULES[spec.extraction.rule].yields_answer:
+            answers = [name for name, rule in RULES.items() if rule.yields_answer]
             raise FieldProblem("extraction.rule", f"extraction rule {spec.extraction.rule!r} does not yield an "
-                               "answer; use gsm8k, boxed, last_number or raw")
+                               f"answer; use one that does: {', '.join(answers)}")
         bad = stop_cuts_answers(spec.sampling.stop)
         if bad:
             raise FieldProblem("sampling.stop", f"stop sequences {bad} can occur inside a numeric answer (e.g. '.' "

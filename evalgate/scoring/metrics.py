@@ -12,11 +12,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from evalgate.errors import BadInput
+from evalgate.registry import Registry
 from evalgate.scoring.passk import pass_at_k
 from evalgate.stats import mean_stderr
 
-METRIC_PATTERN = r"^(pass@[1-9]\d*|mean_score)$"
 _PASS_AT = re.compile(r"^pass@([1-9]\d*)$")
+_FAMILY = re.compile(r"@[1-9]\d*$")
+
+ItemValue = Callable[[Sequence[Mapping[str, Any]]], float]
+"""One item's scored samples (each a mapping with ``status`` and ``score``) -> the item's value in [0, 1]."""
 
 
 @dataclass(frozen=True)
@@ -24,16 +28,32 @@ class Metric:
     """One per-item metric.
 
     Attributes:
-        name: ``pass@k`` or ``mean_score``.
+        name: ``pass@k``, ``mean_score`` or a plugin's name.
         item_value: maps one item's scored samples (each a mapping with ``status`` and ``score``) to a value in
             [0, 1].
     """
 
     name: str
-    item_value: Callable[[Sequence[Mapping[str, Any]]], float]
+    item_value: ItemValue
 
 
-def _pass_at(k: int) -> Callable[[Sequence[Mapping[str, Any]]], float]:
+@dataclass(frozen=True)
+class MetricEntry:
+    """One registered metric, or a family of metrics with a whole-number parameter ``k >= 1`` written after ``@``
+    (registered as ``pass@k``, used as ``pass@1``, ``pass@10``).
+
+    Attributes:
+        help: what the per-item value is, with the source of its formula.
+        item_value: a plain metric's per-item function; None for a family.
+        family: a family's ``family(k) -> item_value``; None for a plain metric.
+    """
+
+    help: str
+    item_value: ItemValue | None = None
+    family: Callable[[int], ItemValue] | None = None
+
+
+def _pass_at(k: int) -> ItemValue:
     def value(samples: Sequence[Mapping[str, Any]]) -> float:
         return pass_at_k(len(samples), sum(1 for s in samples if s["status"] == "correct"), k)
     return value
@@ -45,22 +65,45 @@ def _mean_score(samples: Sequence[Mapping[str, Any]]) -> float:
     return sum(float(s["score"]) for s in samples) / len(samples)
 
 
-def get_metric(name: str) -> Metric:
-    """The metric called ``name``.
+METRICS: Registry[MetricEntry] = Registry("metric", MetricEntry, entry_point_group="evalgate.metrics",
+                                          alias=lambda name: _FAMILY.sub("@k", name))
+"""Metrics by name (a gate policy's ``metric``); a family is registered as ``<name>@k``; plugins through the
+``evalgate.metrics`` entry-point group (each names a ``MetricEntry``)."""
 
-    ``pass@k``: the unbiased per-item estimator ``1 - C(n-c, k)/C(n, k)`` with n samples and c correct (Chen et al.
-    2021, eq. 1); an item with fewer than k samples is an error, never pass@k = 1. ``mean_score``: the mean sample
-    score of the item.
+METRICS.register("pass@k", MetricEntry(
+    "the unbiased per-item estimator 1 - C(n-c, k)/C(n, k) with n samples and c correct (Chen et al. 2021, eq. 1); "
+    "an item with fewer than k samples is an error, never pass@k = 1", family=_pass_at))
+METRICS.register("mean_score", MetricEntry("the mean sample score of the item", item_value=_mean_score))
+
+
+def get_metric(name: str) -> Metric:
+    """The metric called ``name``: a plain metric of ``METRICS`` or a family's member (``pass@k`` as ``pass@1``,
+    ``pass@10``; each entry's ``help`` says what it is).
 
     Raises:
-        BadInput: an unknown name (the message lists the known forms).
+        BadInput: an unknown name (the message lists the known ones; ``pass@0`` is unknown).
     """
-    if name == "mean_score":
-        return Metric(name, _mean_score)
-    m = _PASS_AT.match(name)
-    if not m:
-        raise BadInput(f"unknown metric {name!r}: use pass@k (k >= 1) or mean_score")
-    return Metric(name, _pass_at(int(m.group(1))))
+    entry = METRICS.require(name)
+    if entry.family is not None:
+        if not _FAMILY.search(name):
+            raise BadInput(f"metric {name!r}: write k as a whole number >= 1 ({name.rsplit('@', 1)[0]}@1)")
+        return Metric(name, entry.family(int(name.rsplit("@", 1)[1])))
+    if entry.item_value is None:
+        raise BadInput(f"metric {name!r} ({METRICS.origin(name)}) has neither item_value nor family; give one")
+    return Metric(name, entry.item_value)
+
+
+def check_metric(name: str) -> str:
+    """``name`` when it is a known metric (``get_metric``); the gate policy's ``metric`` field validator.
+
+    Raises:
+        ValueError: an unknown name (``get_metric``'s message), as pydantic validators raise.
+    """
+    try:
+        get_metric(name)
+    except BadInput as e:
+        raise ValueError(e.message) from e
+    return name
 
 
 def pass_at_k_of(name: str) -> int | None:
