@@ -63,19 +63,19 @@ def samples_frame(run_ids: str | list[str], kind: Kind = "arrow", actor: str | N
         BadInput: an unknown run, or one not complete.
         RefusedByPolicy: a private or human-audit run, or the split's policy or budget refuses (logged first).
     """
-    from evalgate.samples import SAMPLES_PURPOSE, _admit, _run
+    from evalgate.samples import SAMPLES_PURPOSE, admit_view, stored_run
     from evalgate.splits.manifest import actor_name
 
     store = store or Store()
     ids = [run_ids] if isinstance(run_ids, str) else list(dict.fromkeys(run_ids))
     who = actor_name(actor)
     with store.session():  # one connection for the checks, the logged reads and the query
-        runs = [_run(store, r) for r in ids]
+        runs = [stored_run(store, r) for r in ids]
         for run in runs:
             if run.get("status") != "complete":
                 raise BadInput(f"run {run['run_id']} is {run.get('status')}, not complete: it has no scored samples")
         for run in runs:  # every run is checked and logged before any row is returned
-            _admit(store, run, SAMPLES_PURPOSE, who)
+            admit_view(store, run, SAMPLES_PURPOSE, who)
         return query_frame(SAMPLES_SQL, [ids], kind, store)
 
 

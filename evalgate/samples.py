@@ -74,15 +74,28 @@ class Sample:
         return dict(self.__dict__)
 
 
-def _run(store: Store, run_id: str) -> dict[str, Any]:
+def stored_run(store: Store, run_id: str) -> dict[str, Any]:
+    """The stored run ``run_id`` (its ``runs`` row as a dict: ``run_id``, ``split``, ``tier``, ``status``,
+    ``checkpoint_digest``, ``protocol_hash``, ...). Reads no split.
+
+    Raises:
+        BadInput: no such run in the store (names the store and ``evalgate runs``).
+    """
     rows = store.runs(run_id=run_id)
     if not rows:
         raise BadInput(f"no run {run_id!r} in the store {store.path}; list runs with 'evalgate runs'")
     return rows[0]
 
 
-def _admit(store: Store, run: dict[str, Any], purpose: str, actor: str) -> None:
-    """Check and log a view of ``run``'s per-item results as a read of its split.
+def admit_view(store: Store, run: dict[str, Any], purpose: str, actor: str) -> None:
+    """Check and log a view of ``run``'s per-item results as a read of its split: call it before showing any
+    sample of a stored run (``run_samples``, ``compare_runs``, ``frames.samples_frame``).
+
+    Args:
+        store: the store holding the run and the access log.
+        run: the run's row (``stored_run``).
+        purpose: the read's purpose, checked against the split's policy (``SAMPLES_PURPOSE``, ``COMPARE_PURPOSE``).
+        actor: who reads (logged).
 
     Raises:
         RefusedByPolicy: a guarded tier, the split's policy refuses ``purpose``, or its budget is used up (each
@@ -120,19 +133,19 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
     Raises:
         BadInput: unknown run, a run not complete (interrupted, failed, running), unknown status, an item the run
             does not have, a limit below 1.
-        RefusedByPolicy: the view is refused (see ``_admit``; logged).
+        RefusedByPolicy: the view is refused (see ``admit_view``; logged).
     """
     if status is not None and status not in sample_statuses():
         raise BadInput(f"--status {status!r} is not a sample status; known: {', '.join(sample_statuses())}")
     if limit is not None and limit < 1:
         raise BadInput(f"--limit {limit}: give a positive number of samples")
     store = store or Store()
-    run = _run(store, run_id)
+    run = stored_run(store, run_id)
     if run.get("status") != "complete":  # before the read: an unfinished run has no scored samples to show
         raise BadInput(f"run {run_id} is {run.get('status')}, not complete: its samples are scored and stored when "
                        "the run completes. Rerun the same 'evalgate run' command (what it generated is reused), "
                        "then look again")
-    _admit(store, run, SAMPLES_PURPOSE, actor_name(actor))
+    admit_view(store, run, SAMPLES_PURPOSE, actor_name(actor))
     rows = store.samples(run_id)
     if item is not None and not any(r["item_id"] == item for r in rows):
         raise BadInput(f"run {run_id} has no item {item!r} ({len({r['item_id'] for r in rows})} items)")
@@ -192,7 +205,7 @@ def compare_runs(run_a: str, run_b: str, actor: str | None = None, store: Store 
     store = store or Store()
     if run_a == run_b:
         raise BadInput(f"compare needs two different runs, got {run_a} twice")
-    a, b = _run(store, run_a), _run(store, run_b)
+    a, b = stored_run(store, run_a), stored_run(store, run_b)
     for r in (a, b):
         if r["status"] != "complete":
             raise BadInput(f"run {r['run_id']} is {r['status']}, not complete: it has no scored samples to compare")
@@ -204,8 +217,8 @@ def compare_runs(run_a: str, run_b: str, actor: str | None = None, store: Store 
                 f"{b['protocol_version']}, splits {a['split']} vs {b['split']}): their samples are not paired "
                 "outcomes of one evaluation. Compare runs of one protocol on one split's current content")
     who = actor_name(actor)
-    _admit(store, a, COMPARE_PURPOSE, who)
-    _admit(store, b, COMPARE_PURPOSE, who)
+    admit_view(store, a, COMPARE_PURPOSE, who)
+    admit_view(store, b, COMPARE_PURPOSE, who)
     sa = {(r["item_id"], r["sample_index"]): r for r in store.sample_scores(run_a)}
     sb = {(r["item_id"], r["sample_index"]): r for r in store.sample_scores(run_b)}
     keys = sorted(sa.keys() & sb.keys())

@@ -26,7 +26,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import jinja2
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -162,66 +162,75 @@ class _FifoLock:
                     self._busy = False
 
 
-def create_app(store: Store | None = None, url: str = "http://127.0.0.1:8765") -> FastAPI:
-    """The application over ``store`` (default ``Store()``, i.e. ``$EVALGATE_HOME``), reached at ``url``.
+class _Served:
+    """What every route shares: the store, the server's own origins and the request queue.
 
     Every request runs in one store session (one connection under the store's lock), taken in arrival order
     (``_FifoLock``), so concurrent raters queue for the database for a few milliseconds each and no write is lost.
-
-    Args:
-        store: the store served.
-        url: the address raters open (``http(s)://HOST:PORT``); a form whose ``Origin`` is not this address (or,
-            for a loopback address, another loopback name of it) is refused.
-
-    Raises:
-        BadInput: ``url`` is not an address a browser can show as an origin (``own_origins``).
     """
-    st = store or Store()
-    origins = own_origins(url)
-    app = FastAPI(title="evalgate", docs_url=None, redoc_url=None, openapi_url=None)
-    queue = _FifoLock()
 
-    def guarded(request: Request, admin: bool, fn: Callable[[rating.Rater], Response]) -> Response:
+    def __init__(self, store: Store, origins: frozenset[str]):
+        self.store = store
+        self.origins = origins
+        self.queue = _FifoLock()
+
+    def guarded(self, request: Request, admin: bool, fn: Callable[[rating.Rater], Response]) -> Response:
+        """``fn(rater)`` for the request's rater (an admin's where ``admin``) in one store session; an error page
+        (401, 403, ...) for an ``EvalgateError``."""
         try:
-            with queue.held(), st.session():
-                return fn(rating.authenticate(st, _token(request), admin=admin))
+            with self.queue.held(), self.store.session():
+                return fn(rating.authenticate(self.store, _token(request), admin=admin))
         except EvalgateError as e:
             return _error(e)
 
-    def admitted(request: Request) -> None:
+    def admitted(self, request: Request) -> None:
         """Origin and token checked from the headers alone, before any body is read."""
-        _same_origin(request, origins)
-        with queue.held(), st.session():
-            rating.authenticate(st, _token(request))
+        _same_origin(request, self.origins)
+        with self.queue.held(), self.store.session():
+            rating.authenticate(self.store, _token(request))
 
-    @app.get("/login")
+    def login(self, token: str) -> None:
+        """Check a token posted to ``/login``."""
+        with self.queue.held(), self.store.session():
+            rating.authenticate(self.store, token)
+
+
+def _login_routes(srv: _Served) -> APIRouter:
+    """``GET /login`` (the form) and ``POST /login`` (the token checked, then set as the cookie)."""
+    router = APIRouter()
+
+    @router.get("/login")
     def login_page() -> Response:
         return _page("login.html.j2", rater=None)
 
-    @app.post("/login")
+    @router.post("/login")
     async def login(request: Request) -> Response:
         try:
-            _same_origin(request, origins)
+            _same_origin(request, srv.origins)
             token = (await _read_form(request, 4096)).get("token", "").strip()
-
-            def check() -> None:
-                with queue.held(), st.session():
-                    rating.authenticate(st, token)
-            await run_in_threadpool(check)
+            await run_in_threadpool(srv.login, token)
         except EvalgateError as e:
             return _error(e)
         resp = RedirectResponse("/", status_code=303, headers=_HEADERS)
         resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
         return resp
 
-    @app.get("/")
+    return router
+
+
+def _rating_routes(srv: _Served) -> APIRouter:
+    """The rater's pages: ``/`` (batches and progress), ``/batch/{id}`` (one blind sample at a time) and its
+    form post ``/batch/{id}/rate``."""
+    router, st = APIRouter(), srv.store
+
+    @router.get("/")
     def home(request: Request) -> Response:
         def show(r: rating.Rater) -> Response:
             rows = [{**b, **rating.queue(st, b["batch_id"], r.name)} for b in st.batches()]
             return _page("home.html.j2", rater=r, batches=rows)
-        return guarded(request, False, show)
+        return srv.guarded(request, False, show)
 
-    @app.get("/batch/{batch_id}")
+    @router.get("/batch/{batch_id}")
     def rate_page(request: Request, batch_id: str, notice: str = "") -> Response:
         def show(r: rating.Rater) -> Response:
             b = rating.batch(st, batch_id)
@@ -232,13 +241,13 @@ def create_app(store: Store | None = None, url: str = "http://127.0.0.1:8765") -
             return _page("rate.html.j2", rater=r, batch=b, q=q, view=view, notice=notice[:200],
                          note_max=rating.NOTE_MAX_CHARS, form_token=rating.issue_form_token(st, r.name),
                          scores=list(range(b["scale_min"], b["scale_max"] + 1)))
-        return guarded(request, False, show)
+        return srv.guarded(request, False, show)
 
-    @app.post("/batch/{batch_id}/rate")
+    @router.post("/batch/{batch_id}/rate")
     async def rate_submit(request: Request, batch_id: str) -> Response:
         # the store work is synchronous: run it in the thread pool like the other pages
         try:
-            await run_in_threadpool(admitted, request)
+            await run_in_threadpool(srv.admitted, request)
             form = await _read_form(request, MAX_FORM_BYTES)
         except EvalgateError as e:
             return _error(e)
@@ -248,44 +257,55 @@ def create_app(store: Store | None = None, url: str = "http://127.0.0.1:8765") -
                                 form.get("score"), form.get("note"))
             note = "skipped" if res["action"] == "skipped" else f"{res['action']}: {int(res['score'])}"
             return RedirectResponse(f"/batch/{batch_id}?notice={note}", status_code=303, headers=_HEADERS)
-        return await run_in_threadpool(guarded, request, False, store_it)
+        return await run_in_threadpool(srv.guarded, request, False, store_it)
 
-    @app.get("/agreement")
+    return router
+
+
+def _run_view(st: Store, r: rating.Rater, run_id: str) -> Response:
+    """``/dashboard/runs/{run_id}``: per-item outputs are a read of the split, checked and logged first."""
+    from evalgate.splits.guard import SplitManager
+
+    runs = st.runs(run_id=run_id)
+    if not runs:
+        raise BadInput(f"unknown run {run_id!r}")
+    manager = SplitManager(st)
+    manifest, _ = manager.check(runs[0]["split"], "dashboard", r.name, protocol_hash=runs[0]["protocol_hash"],
+                                checkpoint_digest=runs[0]["checkpoint_digest"])
+    manager.log_read(manifest, r.name, "dashboard", cached=True, run_id=run_id,
+                     checkpoint_digest=runs[0]["checkpoint_digest"], protocol_hash=runs[0]["protocol_hash"])
+    return _page("run.html.j2", rater=r, run=runs[0], samples=st.samples(run_id))
+
+
+def _admin_routes(srv: _Served) -> APIRouter:
+    """The admin pages (read-only): ``/agreement`` and ``/dashboard/runs``, ``/dashboard/runs/{id}``,
+    ``/dashboard/gates``, ``/dashboard/access``."""
+    router, st = APIRouter(), srv.store
+
+    @router.get("/agreement")
     def agreement_page(request: Request) -> Response:
         from evalgate.agreement import agreement_by_checkpoint
 
-        return guarded(request, True, lambda r: _page("agreement.html.j2", rater=r,
-                                                      runs=agreement_by_checkpoint(st)))
+        return srv.guarded(request, True, lambda r: _page("agreement.html.j2", rater=r,
+                                                          runs=agreement_by_checkpoint(st)))
 
-    @app.get("/dashboard/runs")
+    @router.get("/dashboard/runs")
     def runs_page(request: Request, protocol: str = "", split: str = "", status: str = "") -> Response:
         def show(r: rating.Rater) -> Response:
             where = {k: v for k, v in (("protocol_name", protocol), ("split", split), ("status", status)) if v}
             return _page("runs.html.j2", rater=r, runs=list(reversed(st.runs(**where))),
                          filters={"protocol": protocol, "split": split, "status": status})
-        return guarded(request, True, show)
+        return srv.guarded(request, True, show)
 
-    @app.get("/dashboard/runs/{run_id}")
+    @router.get("/dashboard/runs/{run_id}")
     def run_page(request: Request, run_id: str) -> Response:
-        def show(r: rating.Rater) -> Response:
-            from evalgate.splits.guard import SplitManager
+        return srv.guarded(request, True, lambda r: _run_view(st, r, run_id))
 
-            runs = st.runs(run_id=run_id)
-            if not runs:
-                raise BadInput(f"unknown run {run_id!r}")
-            manager = SplitManager(st)  # per-item outputs are a read of the split: checked and logged first
-            manifest, _ = manager.check(runs[0]["split"], "dashboard", r.name, protocol_hash=runs[0]["protocol_hash"],
-                                        checkpoint_digest=runs[0]["checkpoint_digest"])
-            manager.log_read(manifest, r.name, "dashboard", cached=True, run_id=run_id,
-                             checkpoint_digest=runs[0]["checkpoint_digest"], protocol_hash=runs[0]["protocol_hash"])
-            return _page("run.html.j2", rater=r, run=runs[0], samples=st.samples(run_id))
-        return guarded(request, True, show)
-
-    @app.get("/dashboard/gates")
+    @router.get("/dashboard/gates")
     def gates_page(request: Request) -> Response:
-        return guarded(request, True, lambda r: _page("gates.html.j2", rater=r, rows=st.recent_gates()))
+        return srv.guarded(request, True, lambda r: _page("gates.html.j2", rater=r, rows=st.recent_gates()))
 
-    @app.get("/dashboard/access")
+    @router.get("/dashboard/access")
     def access_page(request: Request, split: str = "") -> Response:
         def show(r: rating.Rater) -> Response:
             from evalgate.audit import audit_summary
@@ -293,8 +313,27 @@ def create_app(store: Store | None = None, url: str = "http://127.0.0.1:8765") -
             rows = st.access_rows(split or None)[-200:]
             return _page("access.html.j2", rater=r, summary=audit_summary(st, split or None), split=split,
                          rows=list(reversed(rows)))
-        return guarded(request, True, show)
+        return srv.guarded(request, True, show)
 
+    return router
+
+
+def create_app(store: Store | None = None, url: str = "http://127.0.0.1:8765") -> FastAPI:
+    """The application over ``store`` (default ``Store()``, i.e. ``$EVALGATE_HOME``), reached at ``url``: the login,
+    rating and admin routes (one ``APIRouter`` each) over one shared store and request queue (``_Served``).
+
+    Args:
+        store: the store served.
+        url: the address raters open (``http(s)://HOST:PORT``); a form whose ``Origin`` is not this address (or,
+            for a loopback address, another loopback name of it) is refused.
+
+    Raises:
+        BadInput: ``url`` is not an address a browser can show as an origin (``own_origins``).
+    """
+    srv = _Served(store or Store(), own_origins(url))
+    app = FastAPI(title="evalgate", docs_url=None, redoc_url=None, openapi_url=None)
+    for routes in (_login_routes, _rating_routes, _admin_routes):
+        app.include_router(routes(srv))
     return app
 
 
