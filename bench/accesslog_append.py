@@ -39,7 +39,7 @@ def filled_store(path: Path, n: int) -> Store:
              "seq": i, "ts": t0 + timedelta(seconds=i), "prev_hash": prev}
         r["row_hash"] = prev = accesslog.row_hash(prev, r)
         rows.append(r)
-    store.insert_access_rows(rows)
+    store.append(rows)
     assert accesslog.verify(store)["ok"]
     return store
 

@@ -1,4 +1,4 @@
-"""Bulk writes to the store: DuckDB ``executemany`` (one statement per row) vs ``store._insert_values`` (multi-row
+"""Bulk writes to the store: DuckDB ``executemany`` (one statement per row) vs ``store.db.insert_values`` (multi-row
 ``VALUES`` in chunks of 500), on the ``generations`` table of a real store file, same rows, alternated.
 
 Each repetition opens a fresh store (all migrations), then times writing N generation rows (13 columns, like
@@ -28,7 +28,8 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     a = ap.parse_args()
     sys.path.insert(0, str(REPO))
-    from evalgate.store import Store, _insert_values
+    from evalgate.store import Store
+    from evalgate.store.db import insert_values
 
     sql = "INSERT INTO generations VALUES (" + ", ".join("?" * 13) + ") ON CONFLICT DO NOTHING"
     out: dict[str, object] = {"load_start": os.getloadavg()[0]}
@@ -46,7 +47,7 @@ def main() -> None:
                         if method == "executemany":
                             con.executemany(sql, rows)
                         else:
-                            _insert_values(con, "INSERT INTO generations", rows, "ON CONFLICT DO NOTHING")
+                            insert_values(con, "INSERT INTO generations", rows, "ON CONFLICT DO NOTHING")
                         times[method].append(time.perf_counter() - t0)
                         assert con.execute("SELECT count(*) FROM generations").fetchone() == (n,)
         med = {k: statistics.median(v) for k, v in times.items()}

@@ -39,7 +39,7 @@ from typing import Any
 from evalgate import logsign
 from evalgate.environment import active
 from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.store import Store
+from evalgate.store import CONTAMINATION_CHECKS, READS, BudgetLimit, Store
 
 GENESIS_HASH = "0" * 64
 """The ``prev_hash`` of the first row."""
@@ -386,12 +386,15 @@ def append_many(store: Store, rows: list[dict[str, Any]], budget: tuple[datetime
             full["row_hash"] = prev = row_hash(prev, full)
             full_rows.append(full)
             seq += 1
-        limit = (counted or rows[0]["split"], budget[0], budget[1]) if budget is not None and rows else None
+        limit = None
+        if budget is not None and rows:
+            limit = BudgetLimit(tuple(counted or (rows[0]["split"],)), budget[0], budget[1],
+                                CONTAMINATION_CHECKS if contamination else READS)
         signature = None
         if key is not None and bad is None and full_rows:
             head_seq, head_hash = full_rows[-1]["seq"], full_rows[-1]["row_hash"]
             signature = (head_seq, head_hash, logsign.public_hex(key), logsign.sign(key, head_seq, head_hash))
-        if not store.insert_access_rows(full_rows, limit, signature, contamination=contamination):
+        if not store.append(full_rows, limit, signature):
             return None
         if bad is None and why_unsigned and store.path.resolve() not in _warned_unsigned:
             _warned_unsigned.add(store.path.resolve())

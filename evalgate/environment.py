@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 VARIABLES: tuple[str, ...] = (
     "EVALGATE_HOME", "EVALGATE_SPLITS", "EVALGATE_PRIVATE_KEY", "EVALGATE_PRIVATE_KEY_FILE", "EVALGATE_ACTOR",
@@ -59,6 +60,8 @@ class Environment:
         debug: show tracebacks of user errors.
         cache: the demo's once-per-machine cache (trained demo checkpoints).
         clock: the time source of the store's timestamps (timezone-aware UTC).
+        database: an open ``evalgate.store.Database`` that stores use instead of ``home/evalgate.duckdb`` (e.g.
+            ``Database(":memory:")`` for tests); it does not travel to child processes (``variables``).
     """
 
     home: Path = Path(".evalgate")
@@ -75,6 +78,7 @@ class Environment:
     debug: bool = False
     cache: Path = Path("~/.cache/evalgate").expanduser()
     clock: Callable[[], datetime] = utc_now
+    database: Any = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Environment:

@@ -20,6 +20,7 @@ import random
 import secrets
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,10 @@ RATING_PURPOSE = "human-audit-rating"
 BATCH_PURPOSE = "human-audit-batch"
 """The access-log purpose of a refused batch creation (a run on a split of another tier)."""
 FORM_PURPOSE = "rate"
+"""The purpose a rating form's one-time token is issued for."""
+FORM_TOKEN_TTL = timedelta(hours=12)
+"""How long a rating page's one-time form token stays valid (a rater's working day); older ones are refused and
+pruned when the next token is issued, so the ``form_tokens`` table stays small."""
 DEFAULT_RUBRIC = ("Score how well the completion answers the item: the lowest score for a wrong, empty or evasive "
                   "answer, the highest for a correct, complete and concise one. Judge the answer, not its length.")
 ROLES = ("rater", "admin")
@@ -275,7 +280,7 @@ def view_sample(store: Store, b: dict[str, Any], rater: str, sample_key: str) ->
 def issue_form_token(store: Store, rater: str) -> str:
     """A one-time token for one rating form, bound to ``rater`` (the store keeps its sha256)."""
     token = secrets.token_urlsafe(24)
-    store.issue_form_token(token_sha256(token), rater, FORM_PURPOSE)
+    store.issue_form_token(token_sha256(token), rater, FORM_PURPOSE, FORM_TOKEN_TTL)
     return token
 
 
@@ -324,7 +329,8 @@ def submit(store: Store, rater: str, batch_id: str, form_token: str, sample_key:
         human = {"split": b["split"], "run_id": b["run_id"], "rater": rater,
                  "auto_score": auto.get((target["item_id"], target["sample_index"])),
                  "source_sha256": f"batch:{batch_id}", "imported_by": rater}
-    action = store.submit_rating(form_token_sha256=token_sha256(form_token), purpose=FORM_PURPOSE, batch_id=batch_id,
+    action = store.submit_rating(form_token_sha256=token_sha256(form_token), purpose=FORM_PURPOSE, ttl=FORM_TOKEN_TTL,
+                                 batch_id=batch_id,
                                  rater=rater, sample_key=sample_key, score=value, note=(note or "").strip() or None,
                                  human_score=human)
     return {"action": action, "score": value}

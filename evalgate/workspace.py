@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from evalgate.gate.results import Verdict
     from evalgate.runner.plan import RunOptions
     from evalgate.runner.record import RunRecord
-    from evalgate.store import Store
+    from evalgate.store import Database, Store
     from evalgate.sweep import SweepSummary
 
 
@@ -48,16 +48,19 @@ class Workspace:
         actor: who reads splits, as the access log records it (default: the OS user).
         clock: the store's time source (default ``datetime.now(UTC)``); a fixed clock makes timestamps repeatable.
         models: where converted GGUF checkpoints are cached (default ``home/models``).
+        database: the database to use instead of ``home/evalgate.duckdb``, e.g. ``Database(":memory:")``
+            (``evalgate.store.Database``; nothing is written to ``home`` then, and it is lost with the object).
     """
 
     def __init__(self, home: str | Path = ".evalgate", splits: str | Path | None = None,
                  key: bytes | str | Path | None = None, actor: str | None = None,
-                 clock: Callable[[], datetime] | None = None, models: str | Path | None = None) -> None:
+                 clock: Callable[[], datetime] | None = None, models: str | Path | None = None,
+                 database: Database | None = None) -> None:
         home = Path(home)
         key_bytes = key.encode() if isinstance(key, str) else key if isinstance(key, bytes) else None
         env = Environment(home=home, splits=Path(splits) if splits is not None else home / "splits", key=key_bytes,
                           key_file=key if isinstance(key, Path) else default_key_file(), actor=actor,
-                          models=Path(models) if models is not None else None)
+                          models=Path(models) if models is not None else None, database=database)
         self.env = env.replace(clock=clock) if clock is not None else env
 
     @classmethod
@@ -94,11 +97,12 @@ class Workspace:
 
     @cached_property
     def store(self) -> Store:
-        """The store, ``home/evalgate.duckdb`` (opened, and migrated, on first use)."""
+        """The store, ``home/evalgate.duckdb`` or the workspace's ``database`` (opened, and migrated, on first
+        use)."""
         from evalgate.store import Store
 
         with self.activate():
-            return Store(self.home / "evalgate.duckdb", clock=self.env.clock)
+            return Store(self.env.database or self.home / "evalgate.duckdb", clock=self.env.clock)
 
     @contextmanager
     def activate(self) -> Iterator[Workspace]:

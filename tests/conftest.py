@@ -6,8 +6,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from evalgate.store import Store
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = REPO.parent / "shared" / "data"
@@ -29,6 +33,22 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("EVALGATE_ACTOR", "test-actor")
     return tmp_path
+
+
+@pytest.fixture
+def memory_store(home: Path) -> Iterator[Store]:
+    """The test's store in memory (``Database(":memory:")``): for the test's duration the active environment is the
+    process environment's (as ``home`` set it) with that database, so every ``Store()`` the test, the library or
+    an in-process CLI command makes without a path uses it, and no DuckDB file is opened. Variables set after
+    this fixture are not seen (the environment is read once); tests of files, locks, WAL or several processes keep
+    a real file. Use it per test, or per module with ``pytestmark = pytest.mark.usefixtures("memory_store")``."""
+    from evalgate.environment import Environment, activate
+    from evalgate.store import Database, Store
+
+    db = Database(":memory:")
+    with activate(Environment.from_env().replace(database=db)):
+        yield Store(db)
+    db.close()
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -26,6 +25,8 @@ from evalgate.gate import load_policy, run_gate
 from evalgate.splits import SplitManager, load_manifest, splits_dir
 from evalgate.store import Store
 from tests import gate_fixtures as fx
+
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 
 PASSING = {"min_seeds": 2, "reward_hacking": False}
 
@@ -183,11 +184,11 @@ def test_a_replaced_splits_old_data_copied_under_a_new_name_is_still_that_split(
 
 
 # -- 2. a broken chain stops the gate -------------------------------------------------------------------------------
-def _delete_gate_reads(home: Path) -> None:
-    """One SQL delete of the gate's counted read rows (the store is a DuckDB file anyone with write access opens)."""
-    con = duckdb.connect(str(home / "home" / "evalgate.duckdb"))
-    con.execute("DELETE FROM access_log WHERE outcome = 'read' AND split = 'fx-private'")
-    con.close()
+def _delete_gate_reads(store: Store) -> None:
+    """One SQL delete of the gate's counted read rows (the store is a DuckDB file anyone with write access opens;
+    here the same SQL on the test's store)."""
+    with store.connect() as con:
+        con.execute("DELETE FROM access_log WHERE outcome = 'read' AND split = 'fx-private'")
 
 
 def test_deleting_the_gates_read_rows_refunds_nothing_and_the_gate_refuses(
@@ -196,7 +197,7 @@ def test_deleting_the_gates_read_rows_refunds_nothing_and_the_gate_refuses(
     pol = _policy(tmp_path, built)
     first = _cli_gate(monkeypatch, ["--policy", str(pol)])
     assert first.exit_code == 0, first.output
-    _delete_gate_reads(home)
+    _delete_gate_reads(store)
     audit = CliRunner().invoke(main, ["audit", "--split", "fx-private"])
     assert "chain BROKEN" in audit.output and "unknown: chain broken at row" in audit.output
     assert "/4 per 30d (4 left)" not in audit.output and _audit("fx-private")["budget"]["used"] is None
@@ -217,7 +218,7 @@ def test_a_gate_on_a_broken_chain_goes_on_only_when_accepted_and_every_report_sa
         home: Path, tmp_path: Path, built: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     store = built["store"]
     assert _cli_gate(monkeypatch, ["--policy", str(_policy(tmp_path, built))]).exit_code == 0
-    _delete_gate_reads(home)
+    _delete_gate_reads(store)
     out = tmp_path / "out"
     files = ["--junit", str(out / "j.xml"), "--markdown", str(out / "s.md"), "--json-out", str(out / "g.json"),
              "--report", str(out / "r.html")]

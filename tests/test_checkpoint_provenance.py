@@ -76,9 +76,9 @@ def test_resolve_records_where_each_value_came_from(tmp_path: Path, smollm2_dir:
 
 
 def test_provenance_is_stored_with_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalgate import store as store_mod
     from evalgate.runner.record import CheckpointRef, ProtocolRef, RunRecord, SplitRef
     from evalgate.store import Store
+    from evalgate.store import db as store_mod
 
     prov = {"train_run": "flag", "train_seed": "folder name 'seed-1'", "step": "folder name 'checkpoint-9'"}
     rec = RunRecord(run_id="r2", status="running", protocol=ProtocolRef(name="p", version="1", sha256="h"),

@@ -24,6 +24,8 @@ from evalgate.store import Store
 from tests import gate_fixtures as fx
 from tests.conftest import SHARED_DATA
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 LOGS = SHARED_DATA / "trainlogs"
 RUNS = {1: ("chaos-economy-grpo", [50, 100, 150, 200, 250]),
         2: ("minesweeper-grpo-gptoss20b", [100, 200, 300, 400, 500]),

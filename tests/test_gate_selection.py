@@ -15,6 +15,8 @@ from evalgate.report import markdown_summary, render_html
 from evalgate.splits import write_split
 from tests import gate_fixtures as fx
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 
 def _gate(tmp_path: Path, built: dict, **over: object) -> dict:
     d = {**fx.policy_dict(built["baseline"], reward_hacking=False, training_guards=False), **over}

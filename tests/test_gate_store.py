@@ -22,6 +22,8 @@ from evalgate.gate.history import load_verdict
 from evalgate.store import Store
 from tests import gate_fixtures as fx
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 PASSING = {"min_seeds": 2, "reward_hacking": False}  # seeds 1 and 2 pass these (test_gate.py)
 
 

@@ -22,6 +22,8 @@ from evalgate.splits import write_split
 from evalgate.store import Store
 from tests import gate_fixtures as fx
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 
 def _policy(tmp_path: Path, d: dict[str, Any]) -> GatePolicy:
     p = tmp_path / "gate.yaml"

@@ -31,7 +31,7 @@ def test_settings_differ_by_backend_dtype_and_engine_but_not_by_spelling_of_defa
 
 
 def test_migration_7_keeps_old_rows_but_never_reuses_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalgate import store as store_mod
+    from evalgate.store import db as store_mod
 
     path = tmp_path / "s.duckdb"
     with monkeypatch.context() as m:  # a store as it was before migration 7

@@ -12,6 +12,8 @@ from evalgate.human_audit import export_audit, import_audit
 from evalgate.splits import write_split
 from evalgate.store import Store
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 ITEMS = [{"id": f"q{i}", "question": f"is {i} even?"} for i in range(3)]
 
 

@@ -16,6 +16,8 @@ from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.test_human_audit import add_run
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 ITEMS = [{"id": f"q{i}", "question": f"{i}?"} for i in range(10)]
 
 
@@ -110,13 +112,11 @@ def test_agreement_statistics_by_hand() -> None:
 def test_a_raters_note_is_sealed_at_rest(store: Store) -> None:
     """A note may quote the human-audit item: stored encrypted in every table it reaches (issue 13), read back in
     clear through ``human_scores`` with the key."""
-    import duckdb
-
     b = rating.create_batch("run1", samples=1, store=store, seed=1)["batch_id"]
     key = store.batch_items(b)[0]["sample_key"]
     note = "the answer quotes zebra-quartz-7301"
     rating.submit(store, "ann", b, rating.issue_form_token(store, "ann"), key, "4", note)
-    with duckdb.connect(str(store.path)) as con:
+    with store.connect() as con:  # the stored values (the file's bytes: tests/test_private_plaintext.py)
         stored = [r[0] for t in ("audit_ratings", "audit_rating_events", "human_scores")
                   for r in con.execute(f"SELECT note::VARCHAR FROM {t}").fetchall()]
     assert len(stored) == 3 and not any("zebra" in (v or "") for v in stored)
@@ -145,7 +145,7 @@ def test_serve_on_a_port_in_use_or_a_wildcard_without_url_is_bad_input() -> None
 def test_a_form_token_expires_after_the_ttl_and_old_tokens_are_pruned(store: Store) -> None:
     from datetime import timedelta
 
-    from evalgate.store import FORM_TOKEN_TTL
+    from evalgate.rating import FORM_TOKEN_TTL
 
     b = rating.create_batch("run1", samples=3, store=store, seed=1)["batch_id"]
     key = store.batch_items(b)[0]["sample_key"]

@@ -16,6 +16,8 @@ from evalgate.splits import SplitManager, load_manifest, write_split
 from evalgate.store import Store
 from tests.test_run_record import addition_protocol
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 
 def refused_rows(store: Store) -> list[tuple[str, str, str]]:
     return [(r["split"], r["purpose"], r["detail"]) for r in store.access_rows() if r["outcome"] == "refused"]

@@ -44,7 +44,7 @@ def put_old_generation(store: Store, checkpoint: str, protocol: str, g: dict) ->
 
 def test_migration_5_keeps_old_generations_and_puts_the_prompt_in_the_cache_key(tmp_path: Path,
                                                                                 monkeypatch) -> None:
-    from evalgate import store as store_mod
+    from evalgate.store import db as store_mod
 
     path = tmp_path / "s.duckdb"
     with monkeypatch.context() as m:  # a store as it was before migration 5

@@ -58,7 +58,7 @@ def test_stored_run_equals_the_returned_document_and_run_json(home: Path, smollm
 
 
 def test_a_run_stored_before_migration_7_still_reads_as_a_record(tmp_path: Path, monkeypatch) -> None:
-    from evalgate import store as store_mod
+    from evalgate.store import db as store_mod
 
     path = tmp_path / "s.duckdb"
     with monkeypatch.context() as m:

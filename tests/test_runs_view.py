@@ -7,10 +7,13 @@ import json
 import math
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from evalgate.cli import main
 from tests import gate_fixtures as fx
+
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 
 
 def cli(*args: str) -> tuple[int, str]:

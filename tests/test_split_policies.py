@@ -39,6 +39,7 @@ def outcomes(store: Store, name: str) -> list[str]:
     return [r["outcome"] for r in store.access_rows(name)]
 
 
+@pytest.mark.usefixtures("memory_store")
 @pytest.mark.parametrize("tier", ["smoke", "dev", "human-audit"])
 def test_free_tiers_read_freely_and_log_every_read_with_its_purpose(tier: str) -> None:
     store = Store()
@@ -52,6 +53,7 @@ def test_free_tiers_read_freely_and_log_every_read_with_its_purpose(tier: str) -
         ("debug", "read", tier, "alice"), ("tuning", "read", tier, "alice"), ("anything", "read", tier, "alice")]
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_public_soft_budget_warns_from_80_percent_refuses_beyond_and_logs_overrides() -> None:
     store = Store()
     mgr = SplitManager(store)
@@ -72,6 +74,7 @@ def test_public_soft_budget_warns_from_80_percent_refuses_beyond_and_logs_overri
     assert verify_chain(store)["ok"]
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_an_override_reason_within_budget_is_a_plain_read() -> None:
     store = Store()
     split("pub", "public")
@@ -79,6 +82,7 @@ def test_an_override_reason_within_budget_is_a_plain_read() -> None:
     assert outcomes(store, "pub") == ["read"]
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_private_only_release_gate_and_a_hard_budget_no_override() -> None:
     store = Store()
     mgr = SplitManager(store)
@@ -92,6 +96,7 @@ def test_private_only_release_gate_and_a_hard_budget_no_override() -> None:
     assert outcomes(store, "priv") == ["refused"] + ["read"] * 4 + ["refused"]
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_budget_window_counts_only_reads_inside_it() -> None:
     t = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     split("priv", "private")
@@ -118,6 +123,7 @@ def test_budget_window_counts_only_reads_inside_it() -> None:
     assert verify_chain(Store())["ok"]
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_manifest_overrides_may_tighten() -> None:
     store = Store()
     mgr = SplitManager(store)
@@ -136,6 +142,7 @@ def test_manifest_overrides_may_tighten() -> None:
         mgr.open("dev1", "tuning", "a", override_reason="hard budgets ignore this")
 
 
+@pytest.mark.usefixtures("memory_store")
 @pytest.mark.parametrize(("tier", "override", "field"), [
     ("public", {"max_reads": 50}, "max_reads"),
     ("public", {"window_days": 7}, "window_days"),
@@ -152,6 +159,7 @@ def test_manifest_overrides_may_not_loosen(tier: str, override: dict, field: str
         SplitManager(Store()).open("s", "release-gate", "a")
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_a_private_manifest_edited_to_another_tier_is_refused() -> None:
     split("priv", "private")
     path = splits_dir() / "priv.yaml"
@@ -201,6 +209,7 @@ def test_ci_runs_are_marked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert [r["ci"] for r in store.access_rows("s")] == [None, "github_actions"]
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_splits_add_cli_policy_options_and_bad_lines(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
@@ -221,6 +230,7 @@ def test_splits_add_cli_policy_options_and_bad_lines(tmp_path: Path) -> None:
     assert r.exit_code == 2 and f"{f}:2: not valid JSON" in r.stderr
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_a_changed_data_file_is_refused_and_the_refusal_logged() -> None:
     store = Store()
     split("s", "dev")

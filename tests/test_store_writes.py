@@ -1,4 +1,4 @@
-"""Bulk writes to a real DuckDB file: multi-row ``VALUES`` in chunks (``store._insert_values``) keep every row,
+"""Bulk writes to a real DuckDB file: multi-row ``VALUES`` in chunks (``store.db.insert_values``) keep every row,
 in order, and ``ON CONFLICT DO NOTHING`` keeps the first of two rows with one key, as ``executemany`` did."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import duckdb
 
-from evalgate.store import Store, _insert_values
+from evalgate.store import Store
+from evalgate.store.db import insert_values
 
 
 def test_chunks_keep_every_row_and_the_first_of_a_repeated_key(tmp_path: Path) -> None:
@@ -17,10 +18,10 @@ def test_chunks_keep_every_row_and_the_first_of_a_repeated_key(tmp_path: Path) -
     # 7 rows in chunks of 3: rows 0-2, 3-5, 6; key 3 is already stored, key 5 repeats inside one chunk (rows 3-5:
     # keys 3, 4, 5 then 5 again in the next chunk), so 6 distinct keys are new: 0, 1, 2, 4, 5, 6
     rows = [[0, "a"], [1, "b"], [2, "c"], [3, "d"], [4, "e"], [5, "f"], [5, "g"], [6, "h"]]
-    _insert_values(con, "INSERT INTO t", rows, "ON CONFLICT DO NOTHING", chunk=3)
+    insert_values(con, "INSERT INTO t", rows, "ON CONFLICT DO NOTHING", chunk=3)
     got = dict(con.execute("SELECT k, v FROM t").fetchall())
     assert got == {0: "a", 1: "b", 2: "c", 3: "old", 4: "e", 5: "f", 6: "h"}
-    _insert_values(con, "INSERT INTO t", [])  # nothing to write is not an error
+    insert_values(con, "INSERT INTO t", [])  # nothing to write is not an error
     assert con.execute("SELECT count(*) FROM t").fetchone() == (7,)
 
 

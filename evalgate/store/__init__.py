@@ -1,0 +1,44 @@
+"""The DuckDB store: one ``Database`` (a file under a lock, or ``":memory:"``) and the repositories over it.
+
+    db.py       Database: the lock, the connection, sessions, migrations (the only DuckDB import)
+    runs.py     ProtocolRepo, RunRepo: protocols, checkpoints, runs, scored samples
+    cache.py    GenerationCache: prompts, generations, agentic turns
+    access.py   AccessLogRepo: the hash-chained access log and its heads; the budget rule (``Counted``)
+    ratings.py  RatingRepo: human scores, raters, rating batches, form tokens
+    gates.py    GateRepo: gate verdicts
+    codec.py    the sealing rule (which columns a sealed tier's rows encrypt) and its codec
+
+``Store`` is every repository over one database: what most callers hold (``Workspace.store``). A repository alone
+works the same way, e.g. ``AccessLogRepo(Database(":memory:"))``. All SQL of evalgate lives in this package;
+schema changes are numbered migrations (``evalgate.migrations``).
+"""
+
+from __future__ import annotations
+
+from evalgate.store.access import (
+    CONTAMINATION_CHECK,
+    CONTAMINATION_CHECKS,
+    READS,
+    AccessLogRepo,
+    BudgetLimit,
+    Counted,
+)
+from evalgate.store.cache import TRAJECTORY_COLUMNS, GenerationCache
+from evalgate.store.db import MEMORY, Connection, Database, Repository, default_database, home, now
+from evalgate.store.gates import GateRepo
+from evalgate.store.ratings import RatingRepo
+from evalgate.store.runs import ProtocolRepo, RunRepo
+
+__all__ = ["CONTAMINATION_CHECK", "CONTAMINATION_CHECKS", "MEMORY", "READS", "TRAJECTORY_COLUMNS", "AccessLogRepo",
+           "BudgetLimit", "Connection", "Counted", "Database", "GateRepo", "GenerationCache", "ProtocolRepo",
+           "RatingRepo", "Repository", "RunRepo", "Store", "default_database", "home", "now"]
+
+
+class Store(ProtocolRepo, RunRepo, GenerationCache, AccessLogRepo, RatingRepo, GateRepo):
+    """Every repository over one database (``Repository``'s arguments: a ``Database`` or a path, default the active
+    workspace's; a clock). Each call is one transaction, except inside ``session()``, where calls share one open
+    connection.
+
+    New code that needs one table group can take that repository instead (e.g. ``AccessLogRepo``); ``Store`` is
+    one, so callers pass theirs unchanged.
+    """

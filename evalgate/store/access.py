@@ -1,0 +1,203 @@
+"""The hash-chained access log (``access_log``), its verified head and its signed head, and the budget rule.
+
+The budget rule is defined here once, above the SQL: ``Counted`` says which access-log rows a budget counts
+(by outcome and purpose); ``AccessLogRepo.append`` renders it into the SQL that counts the stored rows and applies
+it in Python to the rows being appended, in one transaction, and ``evalgate.splits`` asks ``count`` with the same
+rule. It lives in the store rather than in ``evalgate.splits`` because the store is the layer below the splits
+(the import-linter contract in pyproject.toml): the splits decide *whether* a read may happen, the store counts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from evalgate.enums import Outcome
+from evalgate.store.db import Connection, Repository, insert_values, records
+
+CONTAMINATION_CHECK = "contamination-check"
+"""The purpose of ``evalgate splits contamination``'s reads: allowed on every tier, counted by a budget of its own
+(``CONTAMINATION_CHECKS``), never by the read budget."""
+
+ACCESS_COLUMNS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outcome", "cached",
+                  "checkpoint_digest", "protocol_hash", "run_id", "detail", "prev_hash", "row_hash")
+"""The access_log columns, in table order."""
+
+
+@dataclass(frozen=True)
+class Counted:
+    """Which access-log rows a budget counts: outcome in ``outcomes``, and purpose in ``purposes`` (None: any)
+    and not in ``except_purposes``."""
+
+    outcomes: tuple[str, ...]
+    purposes: tuple[str, ...] | None = None
+    except_purposes: tuple[str, ...] = ()
+
+    def counts(self, row: Mapping[str, Any]) -> bool:
+        """Whether ``row`` (access-log columns) counts."""
+        return (row["outcome"] in self.outcomes and (self.purposes is None or row["purpose"] in self.purposes)
+                and row["purpose"] not in self.except_purposes)
+
+    def sql(self) -> tuple[str, list[str]]:
+        """The rule as a SQL condition over ``access_log`` columns, and its parameters."""
+        clauses, params = [f"outcome IN ({', '.join('?' * len(self.outcomes))})"], list(self.outcomes)
+        if self.purposes is not None:
+            clauses.append(f"purpose IN ({', '.join('?' * len(self.purposes))})")
+            params += self.purposes
+        if self.except_purposes:
+            clauses.append(f"purpose NOT IN ({', '.join('?' * len(self.except_purposes))})")
+            params += self.except_purposes
+        return " AND ".join(clauses), params
+
+
+READS = Counted(outcomes=(Outcome.READ.value, Outcome.OVERRIDE.value), except_purposes=(CONTAMINATION_CHECK,))
+"""What a read budget (``Policy.max_reads``) counts: permitted reads (``read``, or ``override`` of a soft budget),
+cached or not, except contamination checks. ``reserved-read`` rows are not counted: ``reserve`` logged and counted
+each as ``read`` before."""
+
+CONTAMINATION_CHECKS = Counted(outcomes=(Outcome.READ.value,), purposes=(CONTAMINATION_CHECK,))
+"""What the sealed tiers' contamination-check budget (``Policy.max_contamination_checks``) counts."""
+
+
+@dataclass(frozen=True)
+class BudgetLimit:
+    """Append only while the ``counted`` rows of ``splits`` with ``ts >= since``, plus those being appended, stay
+    within ``max_rows``.
+
+    Attributes:
+        splits: the split names that share the budget (one content known under several names, ``evalgate.splits``).
+        since: the start of the budget window (UTC).
+        max_rows: the budget (reads, or contamination checks, per window).
+        counted: the rule (``READS`` or ``CONTAMINATION_CHECKS``).
+    """
+
+    splits: tuple[str, ...]
+    since: datetime
+    max_rows: int
+    counted: Counted = READS
+
+
+class AccessLogRepo(Repository):
+    """The access log's rows (appended already chained by ``evalgate.accesslog``), and its verified and signed
+    heads."""
+
+    def append(self, rows: Sequence[Mapping[str, Any]], limit: BudgetLimit | None = None,
+               signature: tuple[int, str, str, str] | None = None) -> bool:
+        """Insert access-log rows as given (already chained) in one transaction.
+
+        Args:
+            rows: the chained rows (``ACCESS_COLUMNS``).
+            limit: insert only within this budget, counted in the same transaction as the insert (concurrent
+                readers cannot overdraw it).
+            signature: ``(seq, row_hash, public_key, signature)`` of the new head, stored in the same transaction
+                (``evalgate.logsign``), so no row is ever committed without the signature meant for it.
+
+        Returns:
+            False when ``limit`` refused the rows (nothing inserted), else True.
+        """
+        with self.connect() as con:
+            if limit is not None:
+                new = sum(1 for r in rows if r["split"] in limit.splits and limit.counted.counts(r))
+                if self._count(con, limit) + new > limit.max_rows:
+                    return False
+            insert_values(con, f"INSERT INTO access_log ({', '.join(ACCESS_COLUMNS)})",
+                          [[r[c] for c in ACCESS_COLUMNS] for r in rows])
+            if signature is not None:
+                con.execute("DELETE FROM access_log_signature")
+                con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)", [*signature, self.clock()])
+        return True
+
+    def count(self, splits: Sequence[str], since: datetime, counted: Counted = READS) -> int:
+        """The ``counted`` rows of ``splits`` with ``ts >= since``: a budget's use."""
+        with self.connect() as con:
+            return self._count(con, BudgetLimit(tuple(splits), since, 0, counted))
+
+    @staticmethod
+    def _count(con: Connection, limit: BudgetLimit) -> int:
+        if not limit.splits:
+            return 0
+        cond, params = limit.counted.sql()
+        r = con.execute(f"SELECT count(*) FROM access_log WHERE split IN ({', '.join('?' * len(limit.splits))}) "
+                        f"AND ts>=? AND {cond}", [*limit.splits, limit.since, *params]).fetchone()
+        return int(r[0]) if r else 0
+
+    def access_log_last(self) -> dict[str, Any] | None:
+        """The last access-log row's ``seq`` and ``row_hash``, or None for an empty log."""
+        with self.connect() as con:
+            r = con.execute("SELECT seq, row_hash FROM access_log ORDER BY seq DESC LIMIT 1").fetchone()
+        return {"seq": r[0], "row_hash": r[1]} if r else None
+
+    def access_first_seq(self, splits: Sequence[str]) -> dict[str, int]:
+        """The ``seq`` of each split's first access-log row (splits without a row are left out)."""
+        if not splits:
+            return {}
+        with self.connect() as con:
+            cur = con.execute(f"SELECT split, min(seq) FROM access_log WHERE split IN ({', '.join('?' * len(splits))})"
+                              " GROUP BY split", list(splits))
+            return {r[0]: int(r[1]) for r in cur.fetchall()}
+
+    def access_content_changes(self) -> list[dict[str, Any]]:
+        """The access-log rows that record a split's data being added or replaced (outcome ``added`` or
+        ``replaced``; their detail names the content hashes), in sequence order."""
+        with self.connect() as con:
+            return records(con, "SELECT * FROM access_log WHERE outcome IN (?, ?) ORDER BY seq",
+                           [Outcome.ADDED.value, Outcome.REPLACED.value])
+
+    def access_log_count(self, up_to_seq: int) -> int:
+        """Number of access-log rows with ``seq <= up_to_seq``."""
+        with self.connect() as con:
+            r = con.execute("SELECT count(*) FROM access_log WHERE seq <= ?", [up_to_seq]).fetchone()
+        return int(r[0]) if r else 0
+
+    def access_rows(self, split: str | None = None, since: datetime | None = None,
+                    from_seq: int | None = None) -> list[dict[str, Any]]:
+        """Access-log rows in sequence order, optionally for one split, from a time on, from a ``seq`` on."""
+        sql, args = "SELECT * FROM access_log WHERE TRUE", list[Any]()
+        if split:
+            sql += " AND split=?"
+            args.append(split)
+        if since:
+            sql += " AND ts>=?"
+            args.append(since)
+        if from_seq is not None:
+            sql += " AND seq>=?"
+            args.append(from_seq)
+        with self.connect() as con:
+            return records(con, sql + " ORDER BY seq", args)
+
+    def access_log_head(self) -> dict[str, Any] | None:
+        """The last verified head (``seq``, ``row_hash``) and the first bad row found (``broken_seq``,
+        ``broken_reason``, None while the chain is intact); None before the first check."""
+        with self.connect() as con:
+            rows = records(con, "SELECT seq, row_hash, broken_seq, broken_reason FROM access_log_head")
+        return rows[0] if rows else None
+
+    def set_access_log_head(self, seq: int, row_hash: str) -> None:
+        """Record that the chain up to row ``seq`` (hash ``row_hash``) was verified intact."""
+        with self.connect() as con:
+            con.execute("DELETE FROM access_log_head")
+            con.execute("INSERT INTO access_log_head VALUES (?, ?, NULL, NULL, ?)", [seq, row_hash, self.clock()])
+
+    def mark_access_log_broken(self, seq: int, reason: str) -> None:
+        """Record the first bad row found (kept until a full verify finds the chain intact)."""
+        with self.connect() as con:
+            if con.execute("SELECT count(*) FROM access_log_head").fetchone() == (0,):
+                con.execute("INSERT INTO access_log_head VALUES (0, ?, NULL, NULL, ?)",
+                            ["0" * 64, self.clock()])
+            con.execute("UPDATE access_log_head SET broken_seq=?, broken_reason=?, checked_at=?",
+                        [seq, reason, self.clock()])
+
+    def access_log_signature(self) -> dict[str, Any] | None:
+        """The newest signed head (``seq``, ``row_hash``, ``public_key``, ``signature``, ``signed_at``), or None."""
+        with self.connect() as con:
+            rows = records(con, "SELECT seq, row_hash, public_key, signature, signed_at FROM access_log_signature")
+        return rows[0] if rows else None
+
+    def set_access_log_signature(self, seq: int, row_hash: str, public_key: str, signature: str) -> None:
+        """Replace the newest signed head (``evalgate.logsign``)."""
+        with self.connect() as con:
+            con.execute("DELETE FROM access_log_signature")
+            con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)",
+                        [seq, row_hash, public_key, signature, self.clock()])

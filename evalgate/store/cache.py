@@ -1,0 +1,168 @@
+"""The generation cache: rendered prompts (``prompts``, ``run_prompts``), generations, and agentic turns
+(``trajectories``, migration 11).
+
+A generation is cached by checkpoint digest, protocol hash, item id, sample index, sampling seed, prompt hash and
+generation-settings hash, never by less. A run on a sealed tier stores its texts encrypted (``evalgate.store.codec``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from evalgate.store.codec import open_read, run_codec
+from evalgate.store.db import Repository, insert_values, now, records
+
+TRAJECTORY_COLUMNS = ("item_id", "sample_index", "seed", "turn", "turn_seed", "prompt_sha256", "text",
+                      "prompt_tokens", "completion_tokens", "finish_reason", "calls", "parse_error", "violation",
+                      "ended", "gen_s", "tool_s")
+"""The trajectories columns a turn record gives (``GenerationCache.put_turns``), in table order."""
+
+_TRAJECTORY_TYPES = {"checkpoint_digest": "VARCHAR", "protocol_hash": "VARCHAR", "settings_sha256": "VARCHAR",
+                     "item_id": "VARCHAR", "sample_index": "INTEGER", "seed": "UBIGINT", "turn": "INTEGER",
+                     "turn_seed": "UBIGINT", "prompt_sha256": "VARCHAR", "text": "VARCHAR",
+                     "prompt_tokens": "INTEGER", "completion_tokens": "INTEGER", "finish_reason": "VARCHAR",
+                     "calls": "JSON", "parse_error": "VARCHAR", "violation": "VARCHAR", "ended": "VARCHAR",
+                     "gen_s": "DOUBLE", "tool_s": "DOUBLE", "run_id": "VARCHAR"}
+"""Every trajectories column but created_at, with its type (``put_turns`` reads rows from one JSON document)."""
+
+SampleKey = tuple[str, int, int]
+"""``(item_id, sample_index, seed)``: a generation's key under one checkpoint, protocol, prompt and settings."""
+
+
+class GenerationCache(Repository):
+    """Prompts, generations and agentic turns, keyed as the module says."""
+
+    def put_run_prompts(self, run_id: str, rows: Sequence[dict[str, Any]], texts: dict[str, str]) -> None:
+        """Record a run's rendered prompts: one ``run_prompts`` row per item (keys: item_id, prompt_sha256,
+        prompt_tokens, bos_count, bos_added, system_merged) and each distinct text once in ``prompts`` (encrypted
+        for a run on a sealed tier)."""
+        with self.connect() as con:
+            codec = run_codec(con, run_id)
+            insert_values(con, "INSERT INTO prompts",
+                          [[h, codec.value("prompts", "text", t)] for h, t in texts.items()], "ON CONFLICT DO NOTHING")
+            insert_values(con, "INSERT INTO run_prompts",
+                          [[run_id, r["item_id"], r["prompt_sha256"], r["prompt_tokens"], r["bos_count"],
+                            r["bos_added"], r["system_merged"]] for r in rows])
+
+    def run_prompts(self, run_id: str) -> list[dict[str, Any]]:
+        """A run's rendered prompts by item id, with the prompt text (column ``text``)."""
+        with self.connect() as con:
+            rows = records(con, """SELECT rp.*, p.text FROM run_prompts rp
+                                   JOIN prompts p ON p.sha256=rp.prompt_sha256
+                                   WHERE rp.run_id=? ORDER BY rp.item_id""", [run_id])
+        return open_read("run_prompts", rows)
+
+    def reusable_prompts(self, checkpoint_digest: str, protocol_hash: str, split_sha256: str,
+                         renderer: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """The newest complete run whose prompts were rendered from the same inputs, and its prompt records.
+
+        Same inputs: checkpoint digest (covers the tokenizer and the model's chat template), protocol hash
+        (covers the templates and few-shot file), split content sha256, and ``backend_info.renderer`` (the
+        evalgate and transformers versions that rendered them). A fully cached rerun uses these records instead of
+        loading the tokenizer to render the prompts again.
+
+        Returns:
+            ``(run, records)``: the run's ``run_id`` and decoded ``backend_info``, and its ``run_prompts`` rows
+            with ``text``; None when no such run recorded its prompts.
+        """
+        with self.connect() as con:
+            rows = con.execute("""SELECT run_id, backend_info FROM runs
+                                  WHERE status='complete' AND checkpoint_digest=? AND protocol_hash=?
+                                        AND split_sha256=?
+                                  ORDER BY finished_at DESC LIMIT 20""",
+                               [checkpoint_digest, protocol_hash, split_sha256]).fetchall()
+            for run_id, info in rows:
+                info = json.loads(info) if isinstance(info, str) else (info or {})
+                if info.get("renderer") != renderer:
+                    continue
+                found = open_read("run_prompts", records(con, """SELECT rp.*, p.text FROM run_prompts rp
+                                  JOIN prompts p ON p.sha256=rp.prompt_sha256 WHERE rp.run_id=?""", [run_id]))
+                if found:
+                    return {"run_id": run_id, "backend_info": info}, found
+        return None
+
+    def cached_generations(self, checkpoint_digest: str, protocol_hash: str, keys: Sequence[SampleKey],
+                           prompt_sha256: dict[str, str],
+                           settings_sha256: str = "") -> dict[SampleKey, dict[str, Any]]:
+        """Cached generations for ``(item_id, sample_index, seed)`` keys under one checkpoint and protocol, each
+        generated from the prompt whose hash ``prompt_sha256[item_id]`` gives, under the generation settings whose
+        hash is ``settings_sha256`` (``runner.settings``; ``""``: rows stored before migration 7). The full cache
+        key is checkpoint digest, protocol hash, item, sample index, sampling seed, prompt hash and settings hash.
+        Each value carries the ``run_id`` that generated it (None for rows from before migration 7)."""
+        if not keys:
+            return {}
+        with self.connect() as con:
+            con.execute("CREATE TEMP TABLE want (item_id VARCHAR, sample_index INTEGER, seed UBIGINT, "
+                        "prompt_sha256 VARCHAR)")
+            insert_values(con, "INSERT INTO want", [[*k, prompt_sha256[k[0]]] for k in keys])
+            cur = con.execute("""
+                SELECT g.item_id, g.sample_index, g.seed, g.text, g.completion_tokens, g.prompt_tokens,
+                       g.finish_reason, g.prompt_sha256, g.run_id
+                FROM generations g JOIN want w USING (item_id, sample_index, seed, prompt_sha256)
+                WHERE g.checkpoint_digest=? AND g.protocol_hash=? AND g.settings_sha256=?""",
+                              [checkpoint_digest, protocol_hash, settings_sha256])
+            out = {(r[0], r[1], r[2]): {"text": r[3], "completion_tokens": r[4], "prompt_tokens": r[5],
+                                        "finish_reason": r[6], "prompt_sha256": r[7], "run_id": r[8]}
+                   for r in cur.fetchall()}
+            open_read("generations", list(out.values()))
+            con.execute("DROP TABLE want")
+        return out
+
+    def put_generations(self, checkpoint_digest: str, protocol_hash: str, rows: Sequence[dict[str, Any]],
+                        prompts: dict[str, str], settings_sha256: str = "", run_id: str | None = None) -> None:
+        """Store generations made by ``run_id`` under the settings hashed ``settings_sha256`` (and the prompts they
+        came from, once per prompt hash) in one transaction; a run on a sealed tier stores texts and prompts
+        encrypted (``evalgate.store.codec``).
+
+        Raises:
+            RefusedByPolicy: a sealed tier's run and no private key (nothing is written)."""
+        with self.connect() as con:
+            codec = run_codec(con, run_id)
+            insert_values(con, "INSERT INTO prompts",
+                          [[h, codec.value("prompts", "text", t)] for h, t in prompts.items()],
+                          "ON CONFLICT DO NOTHING")
+            insert_values(
+                con, "INSERT INTO generations",
+                [[checkpoint_digest, protocol_hash, r["item_id"], r["sample_index"], r["seed"], r["prompt_sha256"],
+                  codec.value("generations", "text", r["text"]), r.get("prompt_tokens"), r["completion_tokens"],
+                  r["finish_reason"], now(), settings_sha256, run_id]
+                 for r in rows], "ON CONFLICT DO NOTHING")
+
+    def put_turns(self, checkpoint_digest: str, protocol_hash: str, settings_sha256: str,
+                  rows: Sequence[dict[str, Any]], run_id: str) -> None:
+        """Store agentic turns (``TRAJECTORY_COLUMNS`` from ``item_id`` to ``tool_s``) made by ``run_id``, in one
+        transaction; a turn already stored is kept. On a sealed tier the text fields are sealed (``calls`` as its
+        sealed JSON text, stored as a JSON string so the column stays valid JSON)."""
+        if not rows:
+            return
+        keys = {"checkpoint_digest": checkpoint_digest, "protocol_hash": protocol_hash,
+                "settings_sha256": settings_sha256, "run_id": run_id}
+        struct = ", ".join(f'"{c}": "{t}"' for c, t in _TRAJECTORY_TYPES.items())
+        with self.connect() as con:  # one JSON document unnested: ~5x faster here than multi-row VALUES
+            codec = run_codec(con, run_id)
+            doc = json.dumps([{**keys, **codec.row("trajectories", {c: r[c] for c in TRAJECTORY_COLUMNS})}
+                              for r in rows])
+            con.execute(f"INSERT INTO trajectories ({', '.join(_TRAJECTORY_TYPES)}, created_at) SELECT *, ? FROM "
+                        f"(SELECT unnest(from_json(?::JSON, '[{{{struct}}}]'), recursive := true)) "
+                        "ON CONFLICT DO NOTHING", [now(), doc])
+
+    def trajectory_turns(self, checkpoint_digest: str, protocol_hash: str, settings_sha256: str,
+                         item_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+        """Stored turns under one checkpoint, protocol and settings (of ``item_ids`` only, when given), ordered by
+        item, sample index, seed and turn; ``calls`` decoded."""
+        sql = "SELECT * FROM trajectories WHERE checkpoint_digest=? AND protocol_hash=? AND settings_sha256=?"
+        params: list[Any] = [checkpoint_digest, protocol_hash, settings_sha256]
+        if item_ids is not None:
+            sql += f" AND item_id IN ({', '.join('?' * len(item_ids))})" if item_ids else " AND false"
+            params += list(item_ids)
+        with self.connect() as con:
+            rows = records(con, sql + " ORDER BY item_id, sample_index, seed, turn", params)
+        for r in rows:
+            r["calls"] = json.loads(r["calls"])
+        open_read("trajectories", rows)
+        for r in rows:
+            if isinstance(r["calls"], str):  # sealed: the calls' JSON text, encrypted (``Codec.row``)
+                r["calls"] = json.loads(r["calls"])
+        return rows

@@ -1,0 +1,285 @@
+"""``Database``: one DuckDB database (a file, or ``":memory:"``), its lock, its connection and its migrations.
+
+DuckDB lets one process hold a database file open for writing, and a read-write connection excludes every other
+process. So each transaction on a file opens it under ``filelock`` on ``<db>.lock``, runs and closes it:
+concurrent ``evalgate`` processes queue for a few milliseconds instead of failing, and nothing is lost. Inside
+``session()`` the transactions share one connection, opened (under the lock) at its start.
+
+``Database(":memory:")`` holds one connection for its whole life, behind a thread lock (no other process can reach
+it): the same schema and SQL, without the 15-50 ms that opening and closing a file costs per transaction. The tests
+of policy, gates and runs views use it (``tests/conftest.py``); it is lost when the object is.
+
+Schema changes are numbered migrations in ``evalgate/migrations.py``, recorded in ``schema_migrations``; opening a
+database applies the ones it has not seen. This is the store's only module that imports DuckDB.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import duckdb
+from filelock import FileLock
+
+from evalgate.environment import active
+from evalgate.errors import BadInput
+from evalgate.migrations import COMPACT_TABLE, MIGRATIONS
+
+Connection = duckdb.DuckDBPyConnection
+"""The connection type the repositories execute SQL on (``Database.transaction`` yields one)."""
+
+MEMORY = ":memory:"
+"""The path of a database held in memory."""
+
+
+def home() -> Path:
+    """The active home (``evalgate.environment``: the workspace's, else ``$EVALGATE_HOME``, default
+    ``./.evalgate``)."""
+    return active().home
+
+
+def now() -> datetime:
+    """The active clock's time (``evalgate.environment``; default the system clock, UTC)."""
+    return active().clock()
+
+
+def insert_values(con: Connection, head: str, rows: Sequence[Sequence[Any]], tail: str = "",
+                  chunk: int = 500) -> None:
+    """Insert ``rows`` (each a sequence of the same length) with ``{head} VALUES (...), (...) {tail}``, up to
+    ``chunk`` rows a statement.
+
+    DuckDB runs ``executemany`` as one statement per row (about 150 rows/s for the access log here, docs/
+    BENCHMARKS.md "Store writes"); one multi-row ``VALUES`` per chunk gives the same rows in the same order, so
+    ``ON CONFLICT DO NOTHING`` in ``tail`` still keeps the first of two rows with one key.
+    """
+    if not rows:
+        return
+    one = f"({', '.join('?' * len(rows[0]))})"
+    for i in range(0, len(rows), chunk):
+        part = rows[i:i + chunk]
+        con.execute(f"{head} VALUES {', '.join([one] * len(part))} {tail}", [v for r in part for v in r])
+
+
+def records(con: Connection, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
+    """The rows of ``sql`` as dicts keyed by column name (for the generic row readers: ``runs``, ``access_rows``)."""
+    cur = con.execute(sql, list(params))
+    cols = [d[0] for d in cur.description]
+    return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+class Database:
+    """One evalgate database: a DuckDB file (opened per transaction under its file lock), or ``":memory:"``.
+
+    Args:
+        path: the database file, or ``":memory:"``; a file's directory is created.
+        migrations: the ``(version, name, function)`` migrations to apply (default all of
+            ``evalgate.migrations.MIGRATIONS``; the migration tests give a prefix to build an old store).
+
+    Raises:
+        BadInput: the file or its lock cannot be created or opened (the message names ``EVALGATE_HOME``).
+    """
+
+    def __init__(self, path: str | Path, migrations: Sequence[tuple[int, str, Callable[[Connection], None]]]
+                 | None = None) -> None:
+        self.memory = str(path) == MEMORY
+        self.path = Path(path)
+        self._migrations = list(MIGRATIONS if migrations is None else migrations)
+        self._session: Connection | None = None
+        self._session_thread: int | None = None
+        self._depth = 0  # transactions open on the session connection (nested ones join the outer one)
+        if self.memory:
+            self._lock: AbstractContextManager[Any] = threading.RLock()
+            self._session, self._session_thread = self._open_migrated(), None
+            return
+        self._lock = FileLock(str(self.path) + ".lock")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            with self.transaction():
+                pass
+        except OSError as e:  # the lock file cannot be created: a read-only or unwritable directory
+            raise BadInput(f"cannot use the store {self.path}: {e}. evalgate writes there on every command (the "
+                           "access log and its lock); set EVALGATE_HOME to a writable directory") from e
+
+    def __repr__(self) -> str:
+        return f"Database({str(self.path)!r})"
+
+    def _in_session(self) -> bool:
+        """Whether this thread's transactions use the session connection (always, for a memory database)."""
+        return self._session is not None and (self.memory or self._session_thread == threading.get_ident())
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """Within the block, transactions share one connection opened (under the lock) at its start; each is still
+        its own transaction, committed when it ends, so an exception loses nothing an earlier one wrote.
+
+        Opening and closing DuckDB costs 15-50 ms per transaction here (the close checkpoints the write-ahead
+        log), which is most of a fully cached run's store time. The lock is held for the whole block: use it around
+        short, store-only work, never around generation. Nested sessions reuse the outer one. Only the thread that
+        opened the session uses its connection (DuckDB connections are not for concurrent use); other threads
+        wait for the lock as usual. A memory database is always in session (its lock is taken per block).
+
+        Raises:
+            EvalgateError: the database cannot be opened.
+        """
+        if self.memory:
+            with self._lock:
+                yield
+            return
+        if self._in_session():
+            yield
+            return
+        with self._lock:
+            con = self._open_migrated()
+            try:
+                self._session, self._session_thread = con, threading.get_ident()
+                yield
+            finally:
+                self._session, self._session_thread = None, None
+                con.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """A locked connection inside one transaction: committed on success, rolled back on error. A transaction
+        opened inside another one on the session connection joins it (commits with it)."""
+        if self._in_session():
+            with self._lock if self.memory else nullcontext():
+                assert self._session is not None
+                if self._depth:
+                    yield self._session
+                    return
+                self._depth += 1
+                try:
+                    with self._transaction(self._session) as con:
+                        yield con
+                finally:
+                    self._depth -= 1
+            return
+        with self._lock:
+            con = self._open_migrated()
+            try:
+                with self._transaction(con):
+                    yield con
+            finally:
+                con.close()
+
+    def close(self) -> None:
+        """Close a memory database's connection (its contents are lost); nothing for a file."""
+        if self.memory and self._session is not None:
+            self._session.close()
+            self._session = None
+
+    def _open(self) -> Connection:
+        try:
+            return duckdb.connect(str(self.path))
+        except duckdb.Error as e:
+            raise BadInput(f"cannot open the store {self.path}: {type(e).__name__}: {e}. If the file is damaged, "
+                           "restore it from a backup (the access log and the generation cache live in it), or set "
+                           "EVALGATE_HOME to another directory to start a new store there") from e
+
+    @contextmanager
+    def _transaction(self, con: Connection) -> Iterator[Connection]:
+        con.execute("BEGIN TRANSACTION")
+        try:
+            yield con
+            con.execute("COMMIT")
+        except BaseException as e:
+            try:
+                con.execute("ROLLBACK")
+            except duckdb.Error:
+                pass  # a damaged file can fail the rollback too; the error below says what happened
+            if isinstance(e, duckdb.IOException):  # the file cannot be read: damaged or truncated
+                raise BadInput(f"the store {self.path} cannot be read ({e}); it is damaged or truncated. Restore it "
+                               "from a backup (the access log and the generation cache live in it), or set "
+                               "EVALGATE_HOME to another directory to start a new store there") from e
+            raise
+
+    def _open_migrated(self) -> Connection:
+        """Open the database (the lock held) and apply the migrations it has not seen; rewrite a file when a
+        migration asked to (``COMPACT_TABLE``; a memory database has no free blocks to leave text in).
+
+        Raises:
+            EvalgateError: the file cannot be opened, or a migration refused (nothing of it applied).
+        """
+        con = self._open()
+        try:
+            compact = self._migrate(con)
+        except BaseException:
+            con.close()
+            raise
+        if compact and self.memory:
+            con.execute(f"DROP TABLE {COMPACT_TABLE}")
+        elif compact:
+            self._compact(con)
+            con = self._open()
+        return con
+
+    def _compact(self, con: Connection) -> None:
+        """Copy the database into a new file that replaces it, then close ``con``. DuckDB keeps the bytes of values
+        it replaced in the file's free blocks; a copy holds only the live values (migration 9 relies on it to
+        leave no plain text of what it encrypted)."""
+        fresh = self.path.with_name(self.path.name + ".compact")
+        fresh.unlink(missing_ok=True)
+        name = con.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
+        con.execute("ATTACH '{}' AS evalgate_compact".format(str(fresh).replace("'", "''")))
+        con.execute(f'COPY FROM DATABASE "{name}" TO evalgate_compact')
+        con.execute("DETACH evalgate_compact")
+        con.close()
+        os.replace(fresh, self.path)
+
+    def _migrate(self, con: Connection) -> bool:
+        """Apply the migrations the database has not seen, each in its own transaction.
+
+        Returns:
+            Whether a migration asked for the file to be rewritten (it created the temporary ``COMPACT_TABLE``).
+        """
+        con.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                    "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMPTZ)")
+        done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+        for version, name, fn in self._migrations:
+            if version not in done:
+                con.execute("BEGIN TRANSACTION")
+                fn(con)
+                con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, now()])
+                con.execute("COMMIT")
+        return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name=?",
+                                [COMPACT_TABLE]).fetchone()[0])  # type: ignore[index]
+
+
+def default_database() -> Database:
+    """The active workspace's database (``Environment.database``, e.g. a ``Database(":memory:")``), else the file
+    ``home()/evalgate.duckdb``."""
+    env = active()
+    return env.database if isinstance(env.database, Database) else Database(env.home / "evalgate.duckdb")
+
+
+class Repository:
+    """A group of tables' reads and writes over one ``Database`` (``evalgate.store.runs``, ``cache``, ``access``,
+    ``ratings``, ``gates``); ``Store`` is all of them over one database.
+
+    Args:
+        db: the database, or its path (``":memory:"`` for one in memory); default the active workspace's
+            (``default_database``).
+        clock: returns the current UTC time; stamps access-log rows and anchors budget windows (tests inject one).
+    """
+
+    def __init__(self, db: Database | str | Path | None = None, clock: Callable[[], datetime] = now) -> None:
+        self.db = db if isinstance(db, Database) else Database(db) if db is not None else default_database()
+        self.clock = clock
+
+    @property
+    def path(self) -> Path:
+        """The database file (``:memory:`` for one in memory)."""
+        return self.db.path
+
+    def session(self) -> AbstractContextManager[None]:
+        """``Database.session``: the calls in the block share one connection."""
+        return self.db.session()
+
+    def connect(self) -> AbstractContextManager[Connection]:
+        """``Database.transaction``: a locked connection inside one transaction."""
+        return self.db.transaction()

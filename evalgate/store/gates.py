@@ -1,0 +1,41 @@
+"""Gate verdicts (``gates``, migration 10; ``evalgate.gate.history`` writes and reads them)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from evalgate.store.db import Repository, now, records
+from evalgate.store.runs import json_values
+
+GATE_JSON_COLUMNS = ("inputs", "decision_runs", "reasons", "document")
+"""The gates columns holding JSON (``document`` is VARCHAR: it may hold NaN)."""
+
+
+class GateRepo(Repository):
+    """Stored gate verdicts."""
+
+    def put_gate(self, row: dict[str, Any]) -> None:
+        """Insert one gate verdict (``gates`` columns to values, JSON columns as Python data), stamped now."""
+        row = {**row, "created_at": now()}
+        with self.connect() as con:
+            con.execute(f"INSERT INTO gates ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                        json_values(row))
+
+    def recent_gates(self, limit: int = 200) -> list[dict[str, Any]]:
+        """The newest ``limit`` gate verdicts, newest ``created_at`` first, columns as stored (JSON undecoded): the
+        web dashboard's table."""
+        with self.connect() as con:
+            return records(con, "SELECT * FROM gates ORDER BY created_at DESC, gate_id LIMIT ?", [limit])
+
+    def gates(self, **where: Any) -> list[dict[str, Any]]:
+        """Gate verdicts matching column equalities (e.g. ``gate_id=...``, ``inputs_sha256=...``), oldest first,
+        JSON columns decoded."""
+        clause = " AND ".join(f"{k}=?" for k in where) or "TRUE"
+        with self.connect() as con:
+            rows = records(con, f"SELECT * FROM gates WHERE {clause} ORDER BY created_at", list(where.values()))
+        for r in rows:
+            for k in GATE_JSON_COLUMNS:
+                if isinstance(r.get(k), str):
+                    r[k] = json.loads(r[k])
+        return rows

@@ -1,0 +1,170 @@
+"""Human-audit scores and blind rating in the browser: raters, batches, one-time form tokens, ratings
+(``human_scores``, ``raters``, ``audit_batches``, ``audit_batch_items``, ``audit_rater_seeds``, ``audit_ratings``,
+``audit_rating_events``, ``form_tokens``; ``evalgate.rating`` and ``evalgate.web`` use them).
+
+The policy lives in ``evalgate.rating`` (how long a form token is valid, ``rating.FORM_TOKEN_TTL``, is given to
+the calls that need it); raters' notes are sealed (``evalgate.store.codec``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.store.codec import note_codec, open_read
+from evalgate.store.db import Repository, insert_values, now, records
+
+_HUMAN_SCORE_COLUMNS = ("split", "item_id", "run_id", "sample_index", "rater", "score", "auto_score", "note",
+                        "source_sha256", "imported_by", "imported_at")
+
+
+class RatingRepo(Repository):
+    """Human scores, raters, rating batches, form tokens and ratings."""
+
+    def put_human_scores(self, rows: Sequence[dict[str, Any]]) -> None:
+        """Insert or replace human scores (``human_scores`` columns) in one transaction. Raters' notes may quote
+        the human-audit item, so they are stored encrypted (``evalgate.store.codec``).
+
+        Raises:
+            RefusedByPolicy: a note and no private key (nothing is written)."""
+        cols = _HUMAN_SCORE_COLUMNS
+        with self.connect() as con:
+            codec = note_codec(con, any(r.get("note") for r in rows))
+            # executemany, not insert_values: two rows with one key in a file must replace (last wins); one
+            # multi-row INSERT OR REPLACE keeps the first of them instead (DuckDB 1.x, checked)
+            con.executemany(
+                f"INSERT OR REPLACE INTO human_scores ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+                [list(codec.row("human_scores", {c: r[c] for c in cols}).values()) for r in rows])
+
+    def human_scores(self, split: str, run_id: str | None = None) -> list[dict[str, Any]]:
+        """Human scores of a split (optionally of one run), ordered by item, run, sample index and rater."""
+        sql, args = "SELECT * FROM human_scores WHERE split=?", [split]
+        if run_id is not None:
+            sql += " AND run_id=?"
+            args.append(run_id)
+        with self.connect() as con:
+            rows = records(con, sql + " ORDER BY item_id, run_id, sample_index, rater", args)
+        return open_read("human_scores", rows)
+
+    def put_rater(self, name: str, token_sha256: str, role: str, created_by: str) -> bool:
+        """Add a rater or give an existing one a new token (the old token stops working at once).
+
+        Returns:
+            True when the rater existed (its token was replaced).
+        """
+        with self.connect() as con:
+            existed = con.execute("SELECT count(*) FROM raters WHERE name=?", [name]).fetchone() != (0,)
+            con.execute("DELETE FROM raters WHERE name=?", [name])
+            con.execute("INSERT INTO raters VALUES (?, ?, ?, ?, ?)", [name, token_sha256, role, now(), created_by])
+        return existed
+
+    def rater_by_token(self, token_sha256: str) -> dict[str, Any] | None:
+        """The rater (``name``, ``role``) holding the token with this sha256, or None."""
+        with self.connect() as con:
+            r = con.execute("SELECT name, role FROM raters WHERE token_sha256=?", [token_sha256]).fetchone()
+        return {"name": r[0], "role": r[1]} if r else None
+
+    def create_batch(self, batch: dict[str, Any], items: Sequence[dict[str, Any]]) -> None:
+        """Insert a rating batch (``audit_batches`` columns) and its samples (``audit_batch_items`` columns) in one
+        transaction."""
+        with self.connect() as con:
+            con.execute(f"INSERT INTO audit_batches ({', '.join(batch)}) VALUES ({', '.join('?' * len(batch))})",
+                        list(batch.values()))
+            insert_values(con, "INSERT INTO audit_batch_items",
+                          [[batch["batch_id"], i["sample_key"], i["position"], i["item_id"], i["sample_index"]]
+                           for i in items])
+
+    def batches(self, batch_id: str | None = None) -> list[dict[str, Any]]:
+        """Rating batches (all, or the one with ``batch_id``), oldest first, with ``n_items``."""
+        with self.connect() as con:
+            return records(con, "SELECT b.*, (SELECT count(*) FROM audit_batch_items i WHERE i.batch_id=b.batch_id) "
+                           "AS n_items FROM audit_batches b WHERE ? IS NULL OR b.batch_id=? ORDER BY b.created_at",
+                           [batch_id, batch_id])
+
+    def batch_items(self, batch_id: str) -> list[dict[str, Any]]:
+        """A batch's samples (sample_key, position, item_id, sample_index) in position order."""
+        with self.connect() as con:
+            return records(con, "SELECT sample_key, position, item_id, sample_index FROM audit_batch_items "
+                           "WHERE batch_id=? ORDER BY position", [batch_id])
+
+    def rater_seed(self, batch_id: str, rater: str, new_seed: int) -> int:
+        """The rater's shuffle seed for a batch; ``new_seed`` is recorded (and returned) on the first call."""
+        with self.connect() as con:
+            r = con.execute("SELECT seed FROM audit_rater_seeds WHERE batch_id=? AND rater=?",
+                            [batch_id, rater]).fetchone()
+            if r:
+                return int(r[0])
+            con.execute("INSERT INTO audit_rater_seeds VALUES (?, ?, ?, ?)", [batch_id, rater, new_seed, now()])
+        return new_seed
+
+    def ratings(self, batch_id: str | None = None, rater: str | None = None) -> list[dict[str, Any]]:
+        """Current ratings (one per batch, rater and sample), optionally of one batch and one rater."""
+        with self.connect() as con:
+            return records(con, "SELECT * FROM audit_ratings WHERE (? IS NULL OR batch_id=?) AND (? IS NULL OR "
+                           "rater=?) ORDER BY batch_id, rater, item_id, sample_index",
+                           [batch_id, batch_id, rater, rater])
+
+    def rating_events(self, batch_id: str) -> list[dict[str, Any]]:
+        """Every submission to a batch (``action`` ``scored``, ``replaced`` or ``skipped``), in time order."""
+        with self.connect() as con:
+            return records(con, "SELECT * FROM audit_rating_events WHERE batch_id=? ORDER BY ts", [batch_id])
+
+    def issue_form_token(self, token_sha256: str, rater: str, purpose: str, ttl: timedelta) -> None:
+        """Record a one-time form token issued to ``rater`` for ``purpose``, and drop tokens issued more than
+        ``ttl`` ago (expired whether spent or not: a replay of a dropped one is refused as unknown)."""
+        ts = now()
+        with self.connect() as con:
+            con.execute("DELETE FROM form_tokens WHERE issued_at < ?", [ts - ttl])
+            con.execute("INSERT INTO form_tokens VALUES (?, ?, ?, ?, NULL)", [token_sha256, rater, purpose, ts])
+
+    def submit_rating(self, *, form_token_sha256: str, purpose: str, ttl: timedelta, batch_id: str, rater: str,
+                      sample_key: str, score: float | None, note: str | None,
+                      human_score: dict[str, Any] | None) -> str:
+        """Spend a form token (issued less than ``ttl`` ago) and store one rating, all in one transaction: a refused
+        submission writes nothing.
+
+        ``score`` None is a skip (kept only while the sample has no score). A score replaces the rater's earlier
+        one; every submission is also appended to ``audit_rating_events``. ``human_score`` (``human_scores``
+        columns less item_id, sample_index and score) mirrors the score into ``human_scores``.
+
+        Returns:
+            The action: ``scored``, ``replaced`` or ``skipped``.
+
+        Raises:
+            RefusedByPolicy: the form token is unknown, expired, another rater's or already used (a replayed
+                form); a note and no private key (nothing is written).
+            BadInput: ``sample_key`` is not a sample of ``batch_id``.
+        """
+        ts = now()
+        with self.connect() as con:
+            # a note may quote the item or the completion: sealed like every text derived from human-audit items
+            note = note_codec(con, bool(note)).value("audit_ratings", "note", note)
+            spent = con.execute("UPDATE form_tokens SET used_at=? WHERE token_sha256=? AND rater=? AND purpose=? "
+                                "AND used_at IS NULL AND issued_at >= ? RETURNING rater",
+                                [ts, form_token_sha256, rater, purpose, ts - ttl])
+            if not spent.fetchall():
+                raise RefusedByPolicy("this form was already submitted, has expired (forms are valid for "
+                                      f"{ttl.total_seconds() / 3600:g} h) or was not issued to you (a "
+                                      "replayed or forged form); nothing was stored. Reload the page and submit again")
+            item = con.execute("SELECT item_id, sample_index FROM audit_batch_items WHERE batch_id=? AND "
+                               "sample_key=?", [batch_id, sample_key]).fetchone()
+            if item is None:
+                raise BadInput(f"sample {sample_key!r} is not in batch {batch_id}; nothing was stored. Reload the "
+                               "batch's page")
+            old = con.execute("SELECT score, submissions FROM audit_ratings WHERE batch_id=? AND rater=? AND "
+                              "item_id=? AND sample_index=?", [batch_id, rater, *item]).fetchone()
+            action = "skipped" if score is None else ("replaced" if old and old[0] is not None else "scored")
+            con.execute("INSERT INTO audit_rating_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [batch_id, rater, *item, score, score is None, note, old[0] if old else None, action, ts])
+            if score is None and old and old[0] is not None:
+                return action  # a skip never erases a score
+            con.execute("INSERT OR REPLACE INTO audit_ratings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        [batch_id, rater, *item, score, score is None, note, ts, (old[1] if old else 0) + 1])
+            if score is not None and human_score is not None:
+                row = {**human_score, "item_id": item[0], "sample_index": item[1], "score": score, "note": note,
+                       "imported_at": ts}
+                con.execute(f"INSERT OR REPLACE INTO human_scores ({', '.join(row)}) VALUES "
+                            f"({', '.join('?' * len(row))})", list(row.values()))
+        return action
