@@ -39,7 +39,7 @@ from typing import Any
 from evalgate import logsign
 from evalgate.environment import active
 from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.store import CONTAMINATION_CHECKS, READS, BudgetLimit, Store
+from evalgate.store import CONTAMINATION_CHECKS, READS, BudgetLimit, ChainLink, Store
 
 GENESIS_HASH = "0" * 64
 """The ``prev_hash`` of the first row."""
@@ -145,10 +145,10 @@ def _signature_check(store: Store, rows: list[dict[str, Any]]) -> dict[str, Any]
     """
     sig = store.access_log_signature()
     key = logsign.signing_key()
-    out: dict[str, Any] = {"ok": False, "checked": key is not None, "seq": sig["seq"] if sig else None,
+    out: dict[str, Any] = {"ok": False, "checked": key is not None, "seq": sig.seq if sig else None,
                            "reason": None, "public_key": logsign.public_hex(key) if key is not None else None,
-                           "first_bad_seq": min(sig["seq"], len(rows) + 1) if sig and sig["seq"] > 0 else 1}
-    if not rows and (sig is None or sig["seq"] == 0):
+                           "first_bad_seq": min(sig.seq, len(rows) + 1) if sig and sig.seq > 0 else 1}
+    if not rows and (sig is None or sig.seq == 0):
         out.update(ok=True, checked=True, first_bad_seq=None)
         return out
     if sig is None:
@@ -159,20 +159,20 @@ def _signature_check(store: Store, rows: list[dict[str, Any]]) -> dict[str, Any]
     elif key is None:
         out["reason"] = (f"no access-log signing key to check the signed head with ({logsign.log_key_file()} is "
                          "missing); set EVALGATE_LOG_KEY or EVALGATE_LOG_KEY_FILE to the key that signs this store")
-    elif not logsign.valid(key, sig["seq"], sig["row_hash"], sig["signature"]):
-        other = sig["public_key"] != out["public_key"]
-        out["reason"] = (f"the signature of head {sig['seq']} does not verify with this key"
-                         + (f" (it names key {sig['public_key'][:16]}, this is {out['public_key'][:16]}: use the key "
+    elif not logsign.valid(key, sig.seq, sig.row_hash, sig.signature):
+        other = sig.public_key != out["public_key"]
+        out["reason"] = (f"the signature of head {sig.seq} does not verify with this key"
+                         + (f" (it names key {sig.public_key[:16]}, this is {out['public_key'][:16]}: use the key "
                             "that signs this store, or the signature was forged)" if other
                             else " (the signed head or its signature was rewritten)"))
-    elif sig["seq"] > len(rows) or rows[sig["seq"] - 1]["row_hash"] != sig["row_hash"]:
-        out["reason"] = (f"the signed head row {sig['seq']} is missing (rows after {len(rows)} were deleted)"
-                         if sig["seq"] > len(rows) else
-                         f"row {sig['seq']} no longer has its signed hash {sig['row_hash'][:12]} (the log was "
+    elif sig.seq > len(rows) or rows[sig.seq - 1]["row_hash"] != sig.row_hash:
+        out["reason"] = (f"the signed head row {sig.seq} is missing (rows after {len(rows)} were deleted)"
+                         if sig.seq > len(rows) else
+                         f"row {sig.seq} no longer has its signed hash {sig.row_hash[:12]} (the log was "
                          "rewritten and re-hashed)")
-    elif sig["seq"] < len(rows):
-        out["first_bad_seq"] = sig["seq"] + 1
-        out["reason"] = (f"rows {sig['seq'] + 1}-{len(rows)} follow the signed head {sig['seq']} unsigned: they "
+    elif sig.seq < len(rows):
+        out["first_bad_seq"] = sig.seq + 1
+        out["reason"] = (f"rows {sig.seq + 1}-{len(rows)} follow the signed head {sig.seq} unsigned: they "
                          "were appended without the signing key, or the log after the signed row was rewritten")
     else:
         out.update(ok=True, first_bad_seq=None)
@@ -200,7 +200,7 @@ def verify(store: Store, expect_head: tuple[int, str] | None = None) -> dict[str
         head: dict[str, Any] = {"seq": rows[-1]["seq"] if rows else 0,
                                 "hash": rows[-1]["row_hash"] if rows else GENESIS_HASH}
         bad = _first_bad(rows, GENESIS_HASH, 1)
-        recorded_head = (recorded["seq"], recorded["row_hash"]) if recorded and recorded["seq"] > 0 else None
+        recorded_head = (recorded.seq, recorded.row_hash) if recorded and recorded.seq > 0 else None
         for want in (expect_head, recorded_head):
             if bad is None and want is not None:
                 bad = _expected_mismatch(rows, want)
@@ -290,9 +290,9 @@ def sign_head(store: Store, expect_head: tuple[int, str] | None = None) -> dict[
 def _check_since_head(store: Store) -> tuple[tuple[int, str] | None, dict[str, Any] | None]:
     """The incremental check ``append`` runs: ``(first_bad, last_good_row)``. See the module docstring."""
     recorded = store.access_log_head()
-    if recorded and recorded["broken_seq"] is not None:
-        return (recorded["broken_seq"], recorded["broken_reason"]), None
-    seq, digest = (recorded["seq"], recorded["row_hash"]) if recorded else (0, GENESIS_HASH)
+    if recorded and recorded.broken_seq is not None:
+        return (recorded.broken_seq, recorded.broken_reason or ""), None
+    seq, digest = (recorded.seq, recorded.row_hash) if recorded else (0, GENESIS_HASH)
     rows = store.access_rows(from_seq=max(seq, 1))
     last: dict[str, Any] | None = None
     if seq > 0:
@@ -313,7 +313,7 @@ _warned_broken: set[Path] = set()  # stores whose broken chain this process has 
 _warned_unsigned: set[Path] = set()  # stores this process appended to without signing
 
 
-def _signer(store: Store, last: dict[str, Any] | None) -> tuple[Any | None, str | None]:
+def _signer(store: Store, last: ChainLink | None) -> tuple[Any | None, str | None]:
     """The key that signs the head after an append, or ``(None, why not)``.
 
     An append signs only when the log it extends is empty (and was never signed) or ends at the validly signed
@@ -326,13 +326,13 @@ def _signer(store: Store, last: dict[str, Any] | None) -> tuple[Any | None, str 
         return None, f"the signing key {logsign.log_key_file()} cannot be created ({e})"
     sig = store.access_log_signature()
     if last is None:
-        return (key, None) if sig is None or sig["seq"] == 0 else (None, "the log is empty but was signed at row "
-                                                                          f"{sig['seq']} (its rows were deleted)")
+        return (key, None) if sig is None or sig.seq == 0 else (None, "the log is empty but was signed at row "
+                                                                          f"{sig.seq} (its rows were deleted)")
     if sig is None:
         return None, "the log has no signed head (see 'evalgate audit sign')"
-    if (sig["seq"], sig["row_hash"]) != (last["seq"], last["row_hash"]):
-        return None, f"its last row {last['seq']} is not the signed head (row {sig['seq']})"
-    if not logsign.valid(key, sig["seq"], sig["row_hash"], sig["signature"]):
+    if (sig.seq, sig.row_hash) != (last.seq, last.row_hash):
+        return None, f"its last row {last.seq} is not the signed head (row {sig.seq})"
+    if not logsign.valid(key, sig.seq, sig.row_hash, sig.signature):
         return None, "the signed head does not verify with this key (another key signs this store, or it was forged)"
     return key, None
 
@@ -378,7 +378,7 @@ def append_many(store: Store, rows: list[dict[str, Any]], budget: tuple[datetime
         bad, verified = _check_since_head(store)
         last = store.access_log_last()
         key, why_unsigned = _signer(store, last)
-        seq, prev = (last["seq"] + 1, last["row_hash"]) if last else (1, GENESIS_HASH)
+        seq, prev = (last.seq + 1, last.row_hash) if last else (1, GENESIS_HASH)
         ts, full_rows = store.clock(), []
         for row in rows:
             full: dict[str, Any] = {k: row.get(k) for k in ACCESS_FIELDS}

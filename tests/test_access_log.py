@@ -1,6 +1,7 @@
 """The access log: tampering (edit, delete, insert, truncation) detected by 'evalgate audit verify', 8 concurrent
 reader processes, and 'evalgate audit'."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -146,7 +147,7 @@ def test_deleted_final_rows_are_caught_against_a_recorded_head(home: Path) -> No
     # (nothing in the store can tell), which is what a head pinned outside the store is for.
     con = duckdb.connect(str(db(home)))
     con.execute("DELETE FROM access_log_signature")
-    con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)", list(old_signature.values()))
+    con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)", list(dataclasses.astuple(old_signature)))
     con.close()
     assert verify()[0] == 0
     code, out = verify("--expect-head", f"{head['seq']}:{head['hash']}")
@@ -262,7 +263,7 @@ def test_a_store_from_before_migration_6_is_checked_in_full_once_then_incrementa
     SplitManager(store).open("s", "tuning", "a2")  # second: only from the head (row 4) on
     assert seen == [1, 4]
     head = store.access_log_head()
-    assert head is not None and head["seq"] == 5 and head["broken_seq"] is None
+    assert head is not None and head.seq == 5 and head.broken_seq is None
     res = accesslog.verify(store)  # an old store's chain is intact but has no signed head until someone signs it
     assert res["first_bad_seq"] is None and not res["ok"] and "no signed head" in res["signature"]["reason"]
     assert accesslog.sign_head(store)["ok"] and accesslog.verify(store)["ok"]
@@ -274,7 +275,7 @@ def _chained(store: Store, actor: str) -> dict:
     from evalgate import accesslog
 
     last = store.access_log_last()
-    seq, prev = (last["seq"] + 1, last["row_hash"]) if last else (1, accesslog.GENESIS_HASH)
+    seq, prev = (last.seq + 1, last.row_hash) if last else (1, accesslog.GENESIS_HASH)
     row = {**accesslog.entry(actor=actor, split="s", tier="dev", purpose="tuning", outcome="read"),
            "seq": seq, "ts": datetime(2026, 11, 1, tzinfo=UTC), "prev_hash": prev}
     row["row_hash"] = accesslog.row_hash(prev, row)

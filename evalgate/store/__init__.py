@@ -21,7 +21,10 @@ from evalgate.store.access import (
     READS,
     AccessLogRepo,
     BudgetLimit,
+    ChainLink,
     Counted,
+    SignedHead,
+    VerifiedHead,
 )
 from evalgate.store.cache import TRAJECTORY_COLUMNS, GenerationCache
 from evalgate.store.db import MEMORY, Connection, Database, Repository, default_database, home, now
@@ -30,8 +33,9 @@ from evalgate.store.ratings import RatingRepo
 from evalgate.store.runs import ProtocolRepo, RunRepo
 
 __all__ = ["CONTAMINATION_CHECK", "CONTAMINATION_CHECKS", "MEMORY", "READS", "TRAJECTORY_COLUMNS", "AccessLogRepo",
-           "BudgetLimit", "Connection", "Counted", "Database", "GateRepo", "GenerationCache", "ProtocolRepo",
-           "RatingRepo", "Repository", "RunRepo", "Store", "default_database", "home", "now"]
+           "BudgetLimit", "ChainLink", "Connection", "Counted", "Database", "GateRepo", "GenerationCache",
+           "ProtocolRepo", "RatingRepo", "Repository", "RunRepo", "SignedHead", "Store", "VerifiedHead",
+           "default_database", "home", "now"]
 
 
 class Store(ProtocolRepo, RunRepo, GenerationCache, AccessLogRepo, RatingRepo, GateRepo):

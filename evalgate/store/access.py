@@ -79,6 +79,35 @@ class BudgetLimit:
     counted: Counted = READS
 
 
+@dataclass(frozen=True)
+class ChainLink:
+    """A row's place in the hash chain: its ``seq`` and ``row_hash``."""
+
+    seq: int
+    row_hash: str
+
+
+@dataclass(frozen=True)
+class VerifiedHead:
+    """The last verified head of the chain, and the first bad row found (None while the chain is intact)."""
+
+    seq: int
+    row_hash: str
+    broken_seq: int | None
+    broken_reason: str | None
+
+
+@dataclass(frozen=True)
+class SignedHead:
+    """The newest signed head: row ``seq`` with hash ``row_hash``, signed (hex) with the Ed25519 ``public_key``."""
+
+    seq: int
+    row_hash: str
+    public_key: str
+    signature: str
+    signed_at: datetime
+
+
 class AccessLogRepo(Repository):
     """The access log's rows (appended already chained by ``evalgate.accesslog``), and its verified and signed
     heads."""
@@ -123,11 +152,11 @@ class AccessLogRepo(Repository):
                         f"AND ts>=? AND {cond}", [*limit.splits, limit.since, *params]).fetchone()
         return int(r[0]) if r else 0
 
-    def access_log_last(self) -> dict[str, Any] | None:
+    def access_log_last(self) -> ChainLink | None:
         """The last access-log row's ``seq`` and ``row_hash``, or None for an empty log."""
         with self.connect() as con:
             r = con.execute("SELECT seq, row_hash FROM access_log ORDER BY seq DESC LIMIT 1").fetchone()
-        return {"seq": r[0], "row_hash": r[1]} if r else None
+        return ChainLink(*r) if r else None
 
     def access_first_seq(self, splits: Sequence[str]) -> dict[str, int]:
         """The ``seq`` of each split's first access-log row (splits without a row are left out)."""
@@ -167,12 +196,11 @@ class AccessLogRepo(Repository):
         with self.connect() as con:
             return records(con, sql + " ORDER BY seq", args)
 
-    def access_log_head(self) -> dict[str, Any] | None:
-        """The last verified head (``seq``, ``row_hash``) and the first bad row found (``broken_seq``,
-        ``broken_reason``, None while the chain is intact); None before the first check."""
+    def access_log_head(self) -> VerifiedHead | None:
+        """The last verified head and the first bad row found; None before the first check."""
         with self.connect() as con:
-            rows = records(con, "SELECT seq, row_hash, broken_seq, broken_reason FROM access_log_head")
-        return rows[0] if rows else None
+            r = con.execute("SELECT seq, row_hash, broken_seq, broken_reason FROM access_log_head").fetchone()
+        return VerifiedHead(*r) if r else None
 
     def set_access_log_head(self, seq: int, row_hash: str) -> None:
         """Record that the chain up to row ``seq`` (hash ``row_hash``) was verified intact."""
@@ -189,11 +217,12 @@ class AccessLogRepo(Repository):
             con.execute("UPDATE access_log_head SET broken_seq=?, broken_reason=?, checked_at=?",
                         [seq, reason, self.clock()])
 
-    def access_log_signature(self) -> dict[str, Any] | None:
-        """The newest signed head (``seq``, ``row_hash``, ``public_key``, ``signature``, ``signed_at``), or None."""
+    def access_log_signature(self) -> SignedHead | None:
+        """The newest signed head, or None."""
         with self.connect() as con:
-            rows = records(con, "SELECT seq, row_hash, public_key, signature, signed_at FROM access_log_signature")
-        return rows[0] if rows else None
+            r = con.execute("SELECT seq, row_hash, public_key, signature, signed_at FROM access_log_signature"
+                            ).fetchone()
+        return SignedHead(*r) if r else None
 
     def set_access_log_signature(self, seq: int, row_hash: str, public_key: str, signature: str) -> None:
         """Replace the newest signed head (``evalgate.logsign``)."""

@@ -15,9 +15,10 @@ database applies the ones it has not seen. This is the store's only module that 
 
 from __future__ import annotations
 
+import json
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
 from pathlib import Path
@@ -70,6 +71,19 @@ def records(con: Connection, sql: str, params: Sequence[Any] = ()) -> list[dict[
     cur = con.execute(sql, list(params))
     cols = [d[0] for d in cur.description]
     return [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+
+
+def matching(con: Connection, table: str, where: Mapping[str, Any], order: str,
+             json_columns: Sequence[str] = ()) -> list[dict[str, Any]]:
+    """The rows of ``table`` whose columns equal ``where``'s values (the keys are column names, from code, never
+    from users), ordered by ``order``, with the ``json_columns`` held as text decoded."""
+    clause = " AND ".join(f"{k}=?" for k in where) or "TRUE"
+    rows = records(con, f"SELECT * FROM {table} WHERE {clause} ORDER BY {order}", list(where.values()))
+    for r in rows:
+        for k in json_columns:
+            if isinstance(r.get(k), str):
+                r[k] = json.loads(r[k])
+    return rows
 
 
 class Database:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from evalgate.store.db import Repository, now, records
+from evalgate.store.db import Repository, matching, now, records
 from evalgate.store.runs import json_values
 
 GATE_JSON_COLUMNS = ("inputs", "decision_runs", "reasons", "document")
@@ -31,11 +30,5 @@ class GateRepo(Repository):
     def gates(self, **where: Any) -> list[dict[str, Any]]:
         """Gate verdicts matching column equalities (e.g. ``gate_id=...``, ``inputs_sha256=...``), oldest first,
         JSON columns decoded."""
-        clause = " AND ".join(f"{k}=?" for k in where) or "TRUE"
         with self.connect() as con:
-            rows = records(con, f"SELECT * FROM gates WHERE {clause} ORDER BY created_at", list(where.values()))
-        for r in rows:
-            for k in GATE_JSON_COLUMNS:
-                if isinstance(r.get(k), str):
-                    r[k] = json.loads(r[k])
-        return rows
+            return matching(con, "gates", where, "created_at", GATE_JSON_COLUMNS)

@@ -9,7 +9,7 @@ from typing import Any
 
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.store.codec import open_errors, open_read, run_codec
-from evalgate.store.db import Repository, insert_values, now, records
+from evalgate.store.db import Repository, insert_values, matching, now, records
 
 RUN_JSON_COLUMNS = ("backend_info", "effective_params", "metrics", "counts", "versions", "warnings",
                     "checkpoint_provenance")
@@ -128,14 +128,8 @@ class RunRepo(Repository):
     def runs(self, **where: Any) -> list[dict[str, Any]]:
         """Runs matching column equalities (e.g. ``protocol_name=..., split=..., status='complete'``), oldest
         first, JSON columns decoded."""
-        clause = " AND ".join(f"{k}=?" for k in where) or "TRUE"
         with self.connect() as con:
-            rows = records(con, f"SELECT * FROM runs WHERE {clause} ORDER BY started_at", list(where.values()))
-        for r in rows:
-            for k in RUN_JSON_COLUMNS:
-                if isinstance(r.get(k), str):
-                    r[k] = json.loads(r[k])
-        return open_errors(rows)
+            return open_errors(matching(con, "runs", where, "started_at", RUN_JSON_COLUMNS))
 
     def samples(self, run_id: str) -> list[dict[str, Any]]:
         """A run's samples joined with their cached generations and prompts, sealed values decrypted.
