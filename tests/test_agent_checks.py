@@ -18,6 +18,8 @@ from evalgate.run import RunOptions, evaluate
 from evalgate.splits import Policy, SplitManager, load_manifest, write_split
 from evalgate.store import Store
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 TOOLS_TEMPLATE = Path(__file__).parent / "agent_data" / "hermes_tools.jinja"
 ITEMS = [{"id": "a", "prompt": "6*7?", "answer": "42"}]
 

@@ -14,6 +14,8 @@ from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.gate import GatePolicy, load_policy, run_gate
 from tests import gate_fixtures as fx
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 
 def _policy(tmp_path: Path, d: dict) -> GatePolicy:
     p = tmp_path / "gate.yaml"

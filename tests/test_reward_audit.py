@@ -18,6 +18,8 @@ from evalgate.reward_audit import RewardAuditRules, reward_audit
 from evalgate.splits import write_split
 from evalgate.store import Store
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 ITEMS = [{"id": f"q{i}", "question": f"{i}?"} for i in range(5)]
 TOKENS = {"q0": 10, "q1": 30, "q2": 10, "q3": 10, "q4": 50}
 BASE_TOKENS = {"q0": 10, "q1": 10, "q2": 10, "q3": 10, "q4": 30}

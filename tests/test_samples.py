@@ -19,6 +19,8 @@ from evalgate.splits import load_manifest, write_split
 from evalgate.store import Store
 from tests.test_run_record import addition_protocol
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 ITEMS = [{"id": f"q{i}", "question": f"{i}+{i}", "answer": str(2 * i)} for i in range(8)]
 
 
