@@ -39,7 +39,7 @@ from typing import Any
 from evalgate import logsign
 from evalgate.environment import active
 from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.store import CONTAMINATION_CHECKS, READS, BudgetLimit, ChainLink, Store
+from evalgate.store import CONTAMINATION_CHECKS, READS, AccessLogRepo, BudgetLimit, ChainLink
 
 GENESIS_HASH = "0" * 64
 """The ``prev_hash`` of the first row."""
@@ -136,7 +136,7 @@ def _expected_mismatch(rows: list[dict[str, Any]], want: tuple[int, str]) -> tup
             else f"row {seq} no longer has the recorded hash {digest[:12]} (the log was rewritten)")
 
 
-def _signature_check(store: Store, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _signature_check(store: AccessLogRepo, rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Check the newest signed head against the key outside the store (``logsign.signing_key``).
 
     Returns:
@@ -179,7 +179,7 @@ def _signature_check(store: Store, rows: list[dict[str, Any]]) -> dict[str, Any]
     return out
 
 
-def verify(store: Store, expect_head: tuple[int, str] | None = None) -> dict[str, Any]:
+def verify(store: AccessLogRepo, expect_head: tuple[int, str] | None = None) -> dict[str, Any]:
     """Re-compute the whole hash chain (O(rows)); record the result in the store for ``append``'s warning.
 
     The chain alone cannot tell a log whose last rows were deleted from a shorter log: pass a head recorded
@@ -215,7 +215,7 @@ def verify(store: Store, expect_head: tuple[int, str] | None = None) -> dict[str
             "reason": bad[1] if bad else None, "head": head, "signature": signature}
 
 
-def check_for_gate(store: Store, expect_head: tuple[int, str] | None = None, required: bool = False,
+def check_for_gate(store: AccessLogRepo, expect_head: tuple[int, str] | None = None, required: bool = False,
                    accept_broken: bool = False) -> dict[str, Any]:
     """What every gate checks before it reads anything: the newest signed head, and the head pinned outside the
     store (``expect_head``, else ``$EVALGATE_EXPECT_HEAD``).
@@ -261,7 +261,7 @@ def check_for_gate(store: Store, expect_head: tuple[int, str] | None = None, req
     return res
 
 
-def sign_head(store: Store, expect_head: tuple[int, str] | None = None) -> dict[str, Any]:
+def sign_head(store: AccessLogRepo, expect_head: tuple[int, str] | None = None) -> dict[str, Any]:
     """Sign the current head of a log whose chain is intact (``evalgate audit sign``), creating the key if needed.
 
     For a store written before heads were signed, or after a key change the team decided on: it vouches for the log
@@ -287,7 +287,7 @@ def sign_head(store: Store, expect_head: tuple[int, str] | None = None) -> dict[
         return verify(store, expect_head)
 
 
-def _check_since_head(store: Store) -> tuple[tuple[int, str] | None, dict[str, Any] | None]:
+def _check_since_head(store: AccessLogRepo) -> tuple[tuple[int, str] | None, dict[str, Any] | None]:
     """The incremental check ``append`` runs: ``(first_bad, last_good_row)``. See the module docstring."""
     recorded = store.access_log_head()
     if recorded and recorded.broken_seq is not None:
@@ -313,7 +313,7 @@ _warned_broken: set[Path] = set()  # stores whose broken chain this process has 
 _warned_unsigned: set[Path] = set()  # stores this process appended to without signing
 
 
-def _signer(store: Store, last: ChainLink | None) -> tuple[Any | None, str | None]:
+def _signer(store: AccessLogRepo, last: ChainLink | None) -> tuple[Any | None, str | None]:
     """The key that signs the head after an append, or ``(None, why not)``.
 
     An append signs only when the log it extends is empty (and was never signed) or ends at the validly signed
@@ -337,7 +337,7 @@ def _signer(store: Store, last: ChainLink | None) -> tuple[Any | None, str | Non
     return key, None
 
 
-def append(store: Store, row: dict[str, Any], budget: tuple[datetime, int] | None = None,
+def append(store: AccessLogRepo, row: dict[str, Any], budget: tuple[datetime, int] | None = None,
            counted: tuple[str, ...] | None = None, *, contamination: bool = False) -> dict[str, Any] | None:
     """Chain and append one row (built with ``entry``); ``append_many`` with one row.
 
@@ -348,7 +348,7 @@ def append(store: Store, row: dict[str, Any], budget: tuple[datetime, int] | Non
     return rows[0] if rows else None
 
 
-def append_many(store: Store, rows: list[dict[str, Any]], budget: tuple[datetime, int] | None = None,
+def append_many(store: AccessLogRepo, rows: list[dict[str, Any]], budget: tuple[datetime, int] | None = None,
                 counted: tuple[str, ...] | None = None, *,
                 contamination: bool = False) -> list[dict[str, Any]] | None:
     """Chain and append rows (built with ``entry``, all of one split when ``budget`` is given) after the incremental

@@ -15,7 +15,7 @@ from evalgate.errors import BadInput
 from evalgate.splits.discovery import scan_manifests
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import splits_dir
-from evalgate.store import Store, now
+from evalgate.store import AccessLogRepo, Store, now
 
 
 def audit_summary(store: Store, split: str | None = None, since: datetime | None = None,
@@ -123,7 +123,7 @@ LOG_FIELDS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outcome",
 """The access-log fields ``log_rows`` returns (the chain's hashes are left to ``audit verify``)."""
 
 
-def log_rows(store: Store, split: str | None = None, since: datetime | None = None,
+def log_rows(store: AccessLogRepo, split: str | None = None, since: datetime | None = None,
              refused: bool = False) -> list[dict[str, Any]]:
     """Access-log rows in sequence order: who read which split when, for what, with what outcome, for which run.
 

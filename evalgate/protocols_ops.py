@@ -17,10 +17,10 @@ from evalgate.protocol import (
     lock_problem,
     verify,
 )
-from evalgate.store import Store
+from evalgate.store import ProtocolRepo, Store
 
 
-def freeze(path: str | Path, store: Store | None = None) -> dict[str, Any]:
+def freeze(path: str | Path, store: ProtocolRepo | None = None) -> dict[str, Any]:
     """Hash a protocol, record ``name@version -> sha256`` in the store, and write ``<path>.lock`` atomically.
 
     Re-freezing unchanged content is a no-op that keeps the first ``frozen_at``; a lock whose fields disagree
@@ -54,7 +54,7 @@ def freeze(path: str | Path, store: Store | None = None) -> dict[str, Any]:
     return doc
 
 
-def verify_frozen(path: str | Path, store: Store | None = None) -> LoadedProtocol:
+def verify_frozen(path: str | Path, store: ProtocolRepo | None = None) -> LoadedProtocol:
     """What ``protocol verify`` checks: everything ``run`` and ``freeze`` check before they accept a protocol.
 
     The file must load (schema, scorer), match its lock (``protocol.verify``), and its ``name@version`` must not be

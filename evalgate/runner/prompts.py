@@ -23,10 +23,10 @@ from evalgate.prompts import (
     render_response_prefix,
 )
 from evalgate.protocol import LoadedProtocol
-from evalgate.store import Store
+from evalgate.store import GenerationCache
 from evalgate.version import DISTRIBUTION
 
-# The fields of a ``run_prompts`` record (``Store.put_run_prompts``).
+# The fields of a ``run_prompts`` record (``GenerationCache.put_run_prompts``).
 PROMPT_RECORD_FIELDS = ("item_id", "prompt_sha256", "system_merged", "prompt_tokens", "bos_count", "bos_added")
 
 
@@ -132,10 +132,10 @@ def render_prompts(protocol: LoadedProtocol, ckpt: Checkpoint, items: list[dict[
                       renderer, tokenizer)
 
 
-def recorded_prompts(store: Store, protocol: LoadedProtocol, ckpt: Checkpoint, split_sha256: str,
+def recorded_prompts(store: GenerationCache, protocol: LoadedProtocol, ckpt: Checkpoint, split_sha256: str,
                      items: list[dict[str, Any]], renderer: dict[str, str | None]) -> RunPrompts | None:
     """The prompts an earlier complete run rendered from the same checkpoint, protocol, split content and
-    renderer versions (``Store.reusable_prompts``), or None. The response prefix is rendered again from the item
+    renderer versions (``GenerationCache.reusable_prompts``), or None. The response prefix is rendered again from the item
     (plain jinja2, no tokenizer)."""
     found = store.reusable_prompts(ckpt.digest, protocol.sha256, split_sha256, renderer)
     if found is None:
