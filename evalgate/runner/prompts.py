@@ -135,8 +135,8 @@ def render_prompts(protocol: LoadedProtocol, ckpt: Checkpoint, items: list[dict[
 def recorded_prompts(store: GenerationCache, protocol: LoadedProtocol, ckpt: Checkpoint, split_sha256: str,
                      items: list[dict[str, Any]], renderer: dict[str, str | None]) -> RunPrompts | None:
     """The prompts an earlier complete run rendered from the same checkpoint, protocol, split content and
-    renderer versions (``GenerationCache.reusable_prompts``), or None. The response prefix is rendered again from the item
-    (plain jinja2, no tokenizer)."""
+    renderer versions (``GenerationCache.reusable_prompts``), or None. The response prefix is rendered again from
+    the item (plain jinja2, no tokenizer)."""
     found = store.reusable_prompts(ckpt.digest, protocol.sha256, split_sha256, renderer)
     if found is None:
         return None
