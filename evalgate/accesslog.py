@@ -39,7 +39,7 @@ from typing import Any
 from evalgate import logsign
 from evalgate.environment import active
 from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.store import CONTAMINATION_CHECKS, READS, AccessLogRepo, BudgetLimit, ChainLink
+from evalgate.store import AccessLogRepo, BudgetLimit, ChainLink
 
 GENESIS_HASH = "0" * 64
 """The ``prev_hash`` of the first row."""
@@ -337,23 +337,21 @@ def _signer(store: AccessLogRepo, last: ChainLink | None) -> tuple[Any | None, s
     return key, None
 
 
-def append(store: AccessLogRepo, row: dict[str, Any], budget: tuple[datetime, int] | None = None,
-           counted: tuple[str, ...] | None = None, *, contamination: bool = False) -> dict[str, Any] | None:
+def append(store: AccessLogRepo, row: dict[str, Any], limit: BudgetLimit | None = None) -> dict[str, Any] | None:
     """Chain and append one row (built with ``entry``); ``append_many`` with one row.
 
     Returns:
-        The stored row with seq, ts, prev_hash and row_hash; None when ``budget`` refused it (nothing stored).
+        The stored row with seq, ts, prev_hash and row_hash; None when ``limit`` refused it (nothing stored).
     """
-    rows = append_many(store, [row], budget, counted, contamination=contamination)
+    rows = append_many(store, [row], limit)
     return rows[0] if rows else None
 
 
-def append_many(store: AccessLogRepo, rows: list[dict[str, Any]], budget: tuple[datetime, int] | None = None,
-                counted: tuple[str, ...] | None = None, *,
-                contamination: bool = False) -> list[dict[str, Any]] | None:
-    """Chain and append rows (built with ``entry``, all of one split when ``budget`` is given) after the incremental
-    check of what is new since the last verified head; all under the store lock, and the budget count and the
-    insert in one transaction, so concurrent processes append one at a time and all rows go in or none.
+def append_many(store: AccessLogRepo, rows: list[dict[str, Any]],
+                limit: BudgetLimit | None = None) -> list[dict[str, Any]] | None:
+    """Chain and append rows (built with ``entry``) after the incremental check of what is new since the last
+    verified head; all under the store lock, and the budget count and the insert in one transaction, so concurrent
+    processes append one at a time and all rows go in or none.
 
     If the chain is broken (found now, or recorded by an earlier full ``verify``), a warning naming the first bad
     row goes to stderr once per store per process. The rows are still appended and chained: refusing a read would
@@ -362,17 +360,14 @@ def append_many(store: AccessLogRepo, rows: list[dict[str, Any]], budget: tuple[
     Args:
         store: the store holding the log.
         rows: the rows' fields (``entry``), in order.
-        budget: ``(window_start, max_reads)``: append only if the permitted reads (outcome ``read`` or
-            ``override``) of ``rows[0]["split"]`` with ``ts >= window_start``, plus those among ``rows``, stay
-            within ``max_reads``: concurrent readers cannot overdraw a budget, and a gate reserves all its reads or
-            none (``SplitManager.reserve``).
-        counted: the split names whose reads ``budget`` counts (default: ``rows[0]["split"]`` alone); one content
-            known under several names shares one budget (``SplitManager.content_names``).
-        contamination: ``budget`` counts contamination checks (outcome ``read``, purpose ``contamination-check``)
-            instead of reads: the sealed tiers' budget of its own (``evalgate.splits``).
+        limit: append only if the rows the budget counts (``limit.counted``: ``store.access.READS`` or
+            ``CONTAMINATION_CHECKS``) of ``limit.splits`` since ``limit.since``, plus those among ``rows``, stay
+            within ``limit.max_rows``: concurrent readers cannot overdraw a budget, and a gate reserves all its
+            reads or none (``SplitManager.reserve``). One content known under several names shares one budget
+            (``ContentOwner.names``).
 
     Returns:
-        The stored rows with seq, ts, prev_hash and row_hash; None when ``budget`` refused them (nothing stored).
+        The stored rows with seq, ts, prev_hash and row_hash; None when ``limit`` refused them (nothing stored).
     """
     with store.session():
         bad, verified = _check_since_head(store)
@@ -386,15 +381,11 @@ def append_many(store: AccessLogRepo, rows: list[dict[str, Any]], budget: tuple[
             full["row_hash"] = prev = row_hash(prev, full)
             full_rows.append(full)
             seq += 1
-        limit = None
-        if budget is not None and rows:
-            limit = BudgetLimit(tuple(counted or (rows[0]["split"],)), budget[0], budget[1],
-                                CONTAMINATION_CHECKS if contamination else READS)
         signature = None
         if key is not None and bad is None and full_rows:
             head_seq, head_hash = full_rows[-1]["seq"], full_rows[-1]["row_hash"]
             signature = (head_seq, head_hash, logsign.public_hex(key), logsign.sign(key, head_seq, head_hash))
-        if not store.append(full_rows, limit, signature):
+        if not store.append(full_rows, limit if full_rows else None, signature):
             return None
         if bad is None and why_unsigned and store.path.resolve() not in _warned_unsigned:
             _warned_unsigned.add(store.path.resolve())

@@ -697,8 +697,9 @@ def check_contamination(split: str, corpus: str | Path, ngram: int = 13, thresho
     """
     from evalgate.sealing import SEALED_TIERS
     from evalgate.splits.guard import SplitManager
-    from evalgate.splits.manifest import CONTAMINATION_CHECK, actor_name
+    from evalgate.splits.manifest import actor_name
     from evalgate.store import Store
+    from evalgate.store.access import CONTAMINATION_CHECK
 
     t0 = time.perf_counter()
     path = Path(corpus)

@@ -45,7 +45,6 @@ from evalgate.splits.discovery import list_manifests, load_manifest, scan_manife
 from evalgate.splits.guard import OpenedSplit, SplitManager
 from evalgate.splits.manifest import (
     ADD_PURPOSE,
-    CONTAMINATION_CHECK,
     DEFAULT_POLICIES,
     LIBRARY_READ,
     RELEASE_GATE,
@@ -60,6 +59,7 @@ from evalgate.splits.owners import SHARED_TIERS, ContentOwner, content_owner
 from evalgate.splits.tiering import PARTITION_SALT, SMOKE_SIZE, import_tiered, partition
 from evalgate.splits.twins import NEAR_DUPLICATE_SHARE
 from evalgate.splits.write import add_split, write_split
+from evalgate.store.access import CONTAMINATION_CHECK
 
 __all__ = [
     "ADD_PURPOSE", "CONTAMINATION_CHECK", "DEFAULT_POLICIES", "LIBRARY_READ", "NEAR_DUPLICATE_SHARE", "PARTITION_SALT",

@@ -15,9 +15,10 @@ from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
 from evalgate.sealing import SEALED_TIERS, load_key
 from evalgate.splits.data import read_unlogged, sha256_hex
 from evalgate.splits.discovery import load_manifest
-from evalgate.splits.manifest import CONTAMINATION_CHECK, Manifest, Policy, splits_dir
+from evalgate.splits.manifest import Manifest, Policy, splits_dir
 from evalgate.splits.owners import ContentOwner, content_owner
 from evalgate.store import Store
+from evalgate.store.access import CONTAMINATION_CHECK, CONTAMINATION_CHECKS, READS, BudgetLimit, Counted
 
 
 @dataclass
@@ -60,18 +61,21 @@ class SplitManager:
         return self.store.clock() - timedelta(days=policy.window_days)
 
     def reads_in_window(self, split: str | tuple[str, ...], policy: Policy) -> int:
-        """Permitted reads (cached or not, outcome ``read`` or ``override``) of ``split`` (a name, or every name of
-        one content: ``ContentOwner.names``) in the budget window, except contamination checks."""
-        return sum(1 for name in ((split,) if isinstance(split, str) else split)
-                   for r in self.store.access_rows(name, self.window_start(policy))
-                   if r["outcome"] in (Outcome.READ, Outcome.OVERRIDE) and r["purpose"] != CONTAMINATION_CHECK)
+        """What the read budget counts (``store.access.READS``: permitted reads, cached or not, except contamination
+        checks) of ``split`` (a name, or every name of one content: ``ContentOwner.names``) in the window."""
+        return self.store.count((split,) if isinstance(split, str) else split, self.window_start(policy), READS)
 
     def contamination_checks_in_window(self, split: str | tuple[str, ...], policy: Policy) -> int:
-        """Contamination checks (outcome ``read``, purpose ``contamination-check``) of ``split`` (a name, or every
-        name of one content) in the window."""
-        return sum(1 for name in ((split,) if isinstance(split, str) else split)
-                   for r in self.store.access_rows(name, self.window_start(policy))
-                   if r["outcome"] == "read" and r["purpose"] == CONTAMINATION_CHECK)
+        """What the contamination-check budget counts (``store.access.CONTAMINATION_CHECKS``) of ``split`` (a name,
+        or every name of one content) in the window."""
+        return self.store.count((split,) if isinstance(split, str) else split, self.window_start(policy),
+                                CONTAMINATION_CHECKS)
+
+    def budget(self, own: ContentOwner, policy: Policy, counted: Counted = READS) -> BudgetLimit:
+        """The limit an append of ``own``'s rows must keep: the policy's ``max_reads`` (``READS``) or
+        ``max_contamination_checks`` (``CONTAMINATION_CHECKS``) over every name of the content, in the window."""
+        cap = policy.max_contamination_checks if counted == CONTAMINATION_CHECKS else policy.max_reads
+        return BudgetLimit(own.names, self.window_start(policy), cap or 0, counted)
 
     def check(self, name: str, purpose: str, actor: str, override_reason: str | None = None,
               checkpoint_digest: str | None = None, protocol_hash: str | None = None, *,
@@ -162,14 +166,14 @@ class SplitManager:
         """
         own = self.owner(manifest)
         policy = own.manifest.effective_policy()
-        budget = (self.window_start(policy), policy.max_reads) if policy.max_reads is not None else None
+        limit = self.budget(own, policy) if policy.max_reads is not None else None
         rows = [accesslog.entry(actor=actor, split=own.manifest.name, tier=own.manifest.tier, purpose=purpose,
                                 outcome=r.get("outcome", "read"), cached=bool(r.get("cached")),
                                 checkpoint_digest=r.get("checkpoint_digest"), protocol_hash=r.get("protocol_hash"),
                                 run_id=r.get("run_id"), detail=_as_alias(manifest, own, r.get("detail")))
                 for r in reads]
         with self.store.session():  # the count, the rows and a refusal under one lock
-            logged = accesslog.append_many(self.store, rows, budget, own.names)
+            logged = accesslog.append_many(self.store, rows, limit)
             if logged is None:
                 used = self.reads_in_window(own.names, policy)
                 msg = refusal.format(left=max(0, (policy.max_reads or 0) - used), used=used)
@@ -261,15 +265,15 @@ class SplitManager:
         policy = own.manifest.effective_policy()
         overridden = manifest.name in self._overridden and bool(override_reason)
         reserved = manifest.name in self._reserved
-        budget = None
+        limit = None
         contamination = purpose == CONTAMINATION_CHECK
         if policy.max_reads is not None and not overridden and not reserved and not contamination:
-            budget = (self.window_start(policy), policy.max_reads)
+            limit = self.budget(own, policy)
         elif contamination and policy.max_contamination_checks is not None:
-            budget = (self.window_start(policy), policy.max_contamination_checks)
+            limit = self.budget(own, policy, CONTAMINATION_CHECKS)
         outcome = (Outcome.OVERRIDE if overridden else Outcome.RESERVED_READ if reserved else Outcome.READ).value
         row = self._log(manifest, actor, purpose, outcome, cached, checkpoint_digest,
-                        protocol_hash, run_id, override_reason if overridden else detail, budget)
+                        protocol_hash, run_id, override_reason if overridden else detail, limit)
         if row is None:
             refusal = (_contamination_refusal(own.manifest, policy, policy.max_contamination_checks or 0)
                        if contamination else _budget_refusal(own.manifest, policy, policy.max_reads or 0))
@@ -296,12 +300,12 @@ class SplitManager:
 
     def _log(self, m: Manifest, actor: str, purpose: str, outcome: str, cached: bool, checkpoint_digest: str | None,
              protocol_hash: str | None, run_id: str | None, detail: str | None,
-             budget: tuple[datetime, int] | None = None) -> dict[str, Any] | None:
+             limit: BudgetLimit | None = None) -> dict[str, Any] | None:
         own = self.owner(m)  # the row goes to the content's owner, whatever manifest named it
         return accesslog.append(self.store, accesslog.entry(
             actor=actor, split=own.manifest.name, tier=own.manifest.tier, purpose=purpose, outcome=outcome,
             cached=cached, checkpoint_digest=checkpoint_digest, protocol_hash=protocol_hash, run_id=run_id,
-            detail=_as_alias(m, own, detail)), budget, own.names, contamination=purpose == CONTAMINATION_CHECK)
+            detail=_as_alias(m, own, detail)), limit)
 
 
 def _as_alias(m: Manifest, own: ContentOwner, detail: str | None) -> str | None:

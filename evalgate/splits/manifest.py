@@ -19,7 +19,6 @@ TIERS: tuple[str, ...] = ("smoke", "dev", "public", "private", "human-audit")
 RELEASE_GATE = "release-gate"
 ADD_PURPOSE = "add-split"
 """The purpose logged when a split is added (outcome ``added``) or an addition is refused."""
-CONTAMINATION_CHECK = "contamination-check"  # allowed on every tier, never spends a budget (see above)
 LIBRARY_READ = "library-read"
 """The purpose logged when ``read_items`` refuses a private or human-audit split."""
 
