@@ -49,9 +49,6 @@ class Codec:
     def __init__(self, seal: Sealer | None) -> None:
         self.sealer = seal
 
-    def __bool__(self) -> bool:
-        return self.sealer is not None
-
     def value(self, table: str, column: str, v: str | None) -> str | None:
         """``v`` as stored in ``table.column``: sealed when the codec has a key and the column is sealed."""
         if self.sealer is None or column not in SEALED_COLUMNS.get(table, ()):
