@@ -10,22 +10,21 @@ The rating web app (``evalgate.web``) keeps its own environment: its pages are s
 from __future__ import annotations
 
 import io
-import math
 import re
 from typing import Any
 
 import jinja2
 from markupsafe import Markup
 
+from evalgate.formatting import DIGITS, num
+
 __all__ = ["ENV", "fmt", "render", "short_digest", "svg"]
 
 
-def fmt(v: Any, digits: int = 4) -> str:
-    """A number for a page: a float to ``digits`` decimals (``n/a`` when NaN or infinite), None as "", anything else
-    through ``str``."""
-    if isinstance(v, float):
-        return "n/a" if not math.isfinite(v) else f"{v:.{digits}f}"
-    return "" if v is None else str(v)
+def fmt(v: Any, digits: int = DIGITS) -> str:
+    """A number for a page (``evalgate.formatting.num``, the command line's convention): a float to ``digits``
+    decimals (``n/a`` when NaN or infinite), None as "", anything else through ``str``."""
+    return num(v, digits, missing="")
 
 
 def short_digest(digest: str | None, n: int = 12) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 
 from evalgate.checkpoints.identity import digest_hex
 from evalgate.errors import BadInput
+from evalgate.formatting import num, pm, table
 from evalgate.store import Store
 
 
@@ -99,7 +100,7 @@ class StepTable:
                     cells.append(f"{'-':>{width}}")
                     continue
                 v, se, _ = row[s]
-                cells.append(f"{f'{v:.3f} ± {se:.3f}' if not math.isnan(se) else f'{v:.3f}':>{width}}")
+                cells.append(f"{pm(v, se):>{width}}")
             lines.append(f"{step:>8}  " + "  ".join(cells))
         if self.repeats:
             lines.append(f"  ({self.repeats} earlier run(s) of the same checkpoints not shown: each cell is the "
@@ -138,3 +139,37 @@ def by_step(runs: list[dict[str, Any]], metric: str = "pass@1") -> list[StepTabl
     for t in tables.values():
         t.seeds = sorted({s for row in t.cells.values() for s in row})
     return [tables[k] for k in sorted(tables)]
+
+
+def runs_by_id(run_ids: list[str], store: Store | None = None) -> list[dict[str, Any]]:
+    """The stored runs ``run_ids``, in that order (``Store.runs`` rows; an unknown id is left out)."""
+    store = store or Store()
+    return [r for rid in run_ids for r in store.runs(run_id=rid)]
+
+
+def score_metrics(runs: list[dict[str, Any]]) -> list[str]:
+    """The score metrics of ``runs`` a results table shows: every ``pass@k`` any of them reports, by k; else
+    ``mean_score``."""
+    ks = sorted({int(k[5:]) for r in runs for k in (r.get("metrics") or {})
+                 if k.startswith("pass@") and not k.endswith("_stderr") and k[5:].isdigit()})
+    return [f"pass@{k}" for k in ks] or ["mean_score"]
+
+
+def results_table(runs: list[dict[str, Any]], labels: list[str] | None = None) -> str:
+    """Runs' scores for a person (``evalgate sweep`` and ``evalgate compare`` end with it): one line per run with
+    its checkpoint (the last two parts of its path), training step and seed, split, each score metric as
+    ``value ± stderr`` (``evalgate.formatting.pm``) and n, the items the metric averages over.
+
+    Args:
+        runs: ``Store.runs`` rows (``runs_by_id``); only aggregate metrics are shown, no per-item value.
+        labels: a first column naming each run (``a`` / ``b``); default the run ids.
+    """
+    names = score_metrics(runs)
+    header = ["run", "checkpoint", "step", "seed", "split", *(f"{m} ± stderr" for m in names), "n"]
+    rows = []
+    for label, r in zip(labels or [r["run_id"] for r in runs], runs, strict=True):
+        m, c = r.get("metrics") or {}, r.get("counts") or {}
+        ckpt = "/".join(Path(r["checkpoint_path"] or "?").parts[-2:])
+        rows.append([label, ckpt, num(r["step"]), num(r["train_seed"]), r["split"],
+                     *(pm(m.get(k), m.get(f"{k}_stderr")) for k in names), num(r.get("items") or c.get("items"))])
+    return table(header, rows, right=[2, 3, *range(5, len(header))])

@@ -94,7 +94,7 @@ def add_run(store: Store, run_id: str, digest: str, path: Path | str, split: str
                 "extracted": PRIVATE_MARKER if tier == "private" else "1", "detail": None, "cached": False,
                 "behavior": {"completion_tokens": tokens}} for i, s in enumerate(scores)]
     metrics: dict[str, Any] = {**_metrics(scores, tokens), **({"tools": tools} if tools else {})}
-    store.finish_run({"run_id": run_id, "metrics": metrics, "counts": {"samples": len(scores)},
+    store.finish_run({"run_id": run_id, "metrics": metrics, "counts": {"items": len(scores), "samples": len(scores)},
                       "wall_s": 1.0}, samples)
 
 

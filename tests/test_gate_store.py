@@ -139,10 +139,10 @@ def test_gate_prints_best_last_failed_paths_and_what_to_ship(tmp_path: Path, bui
     runs = tmp_path / "runs"
     lines = r.output.splitlines()
     # seed 2 collapsed at step 30 (0.7 -> 0.2); best by dev: seed 1 step 30 (0.6), seed 2 step 20 (0.7)
-    for want in (f"    best: step 30 pass@1 0.6000  {runs / 'fx-run-seed1' / 'checkpoint-30'}",
-                 f"    last: step 40 pass@1 0.5000  {runs / 'fx-run-seed1' / 'checkpoint-40'}",
-                 f"    best: step 20 pass@1 0.7000  {runs / 'fx-run-seed2' / 'checkpoint-20'}",
-                 f"    last: step 40 pass@1 0.6000  {runs / 'fx-run-seed2' / 'checkpoint-40'}"):
+    for want in (f"    best: step 30 pass@1 0.600  {runs / 'fx-run-seed1' / 'checkpoint-30'}",
+                 f"    last: step 40 pass@1 0.500  {runs / 'fx-run-seed1' / 'checkpoint-40'}",
+                 f"    best: step 20 pass@1 0.700  {runs / 'fx-run-seed2' / 'checkpoint-20'}",
+                 f"    last: step 40 pass@1 0.600  {runs / 'fx-run-seed2' / 'checkpoint-40'}"):
         assert want in lines, want
     assert any(ln.startswith(f"    failed: step 30  {runs / 'fx-run-seed2' / 'checkpoint-30'}: collapse")
                for ln in lines)

@@ -25,8 +25,9 @@ ITEMS = [{"id": f"q{i}", "question": f"{i}+{i}", "answer": str(2 * i)} for i in 
 
 
 def add_run(store: Store, run_id: str, split: str, statuses: list[str], protocol_hash: str = "ab" * 32,
-            step: int | None = None) -> None:
-    """A complete run whose samples (one per item q0..) have the given statuses; score 1 for ``correct``."""
+            step: int | None = None, metrics: dict[str, float] | None = None) -> None:
+    """A complete run whose samples (one per item q0..) have the given statuses; score 1 for ``correct``;
+    ``metrics`` as stored (default none)."""
     m = load_manifest(split)
     store.create_run({
         "run_id": run_id, "protocol_name": "fx", "protocol_version": "1", "protocol_hash": protocol_hash,
@@ -36,7 +37,8 @@ def add_run(store: Store, run_id: str, split: str, statuses: list[str], protocol
         "purpose": "evaluation"})
     samples = [{"item_id": f"q{i}", "sample_index": 0, "seed": 1, "score": float(s == "correct"), "status": s,
                 "extracted": str(i), "detail": None, "cached": False, "behavior": {}} for i, s in enumerate(statuses)]
-    store.finish_run({"run_id": run_id, "metrics": {}, "counts": {"samples": len(samples)}}, samples)
+    store.finish_run({"run_id": run_id, "metrics": metrics or {},
+                      "counts": {"items": len(samples), "samples": len(samples)}}, samples)
 
 
 def cli(*args: str) -> tuple[int, str, str]:
@@ -118,8 +120,9 @@ def test_compare_pairs_samples_and_counts_the_changes(home: Path) -> None:
     store = Store()
     a = ["correct", "wrong", "wrong", "wrong", "wrong", "wrong", "correct", "truncated"]
     b = ["wrong", "correct", "correct", "correct", "correct", "correct", "correct", "wrong"]
-    add_run(store, "a", "fx-dev", a, step=10)
-    add_run(store, "b", "fx-dev", b, step=20)
+    # pass@1 2/8 and 6/8; stderr of a mean of 8 0/1 scores: sqrt(8/7 * 0.25 * 0.75 / 8) = 0.16366
+    add_run(store, "a", "fx-dev", a, step=10, metrics={"pass@1": 0.25, "pass@1_stderr": 0.16366})
+    add_run(store, "b", "fx-dev", b, step=20, metrics={"pass@1": 0.75, "pass@1_stderr": 0.16366})
     code, out, err = cli("compare", "a", "b", "--json")
     assert code == 0, err
     doc = json.loads(out)
@@ -133,6 +136,11 @@ def test_compare_pairs_samples_and_counts_the_changes(home: Path) -> None:
                                                                               ("compare-runs", "b")]
     code, out, _ = cli("compare", "a", "b")
     assert code == 0 and "p = 0.2188" in out and "q0#0: correct -> wrong" in out
+    lines = out.splitlines()  # the two runs' scores, in a table (not only through a second command)
+    at = lines.index("run  checkpoint  step  seed  split   pass@1 ± stderr  n")
+    assert [ln.split() for ln in lines[at + 2:at + 4]] == [
+        ["a", "ck/a", "10", "1", "fx-dev", "0.250", "±", "0.164", "8"],
+        ["b", "ck/b", "20", "1", "fx-dev", "0.750", "±", "0.164", "8"]]
 
 
 def test_compare_refuses_runs_of_different_protocols_or_splits(home: Path) -> None:

@@ -77,6 +77,19 @@ def test_cli_sweep_loads_each_model_once_and_skips_complete_units(home: Path, sm
     assert len(store.runs()) == 4 and len(store.access_rows()) == reads  # a skipped unit reads nothing
     assert len(loads) == 2
 
+    # without --json the sweep ends with its scores (no second command needed): per unit, pass@1 = the share of
+    # its split's one item's 2 samples scored correct, n = 1 item (a stderr over one item is undefined: none shown)
+    text = CliRunner().invoke(main, args[:-1])
+    assert text.exit_code == 0, text.output
+    lines = text.stdout.splitlines()
+    at = lines.index("results:")
+    assert lines[at + 1].split() == ["run", "checkpoint", "step", "seed", "split", "pass@1", "±", "stderr", "n"]
+    for u, line in zip(doc["units"], lines[at + 3:], strict=True):
+        correct = [s["status"] == "correct" for s in store.sample_scores(u["run_id"])]
+        assert len(correct) == 2
+        assert line.split() == [u["run_id"], f"seed-1/checkpoint-{u['step']}", str(u["step"]), "1", u["split"],
+                                f"{sum(correct) / 2:.3f}", "1"]
+
 
 def test_ctrl_c_marks_the_running_unit_interrupted_and_a_rerun_generates_only_the_rest(
         home: Path, smollm2_dir: Path) -> None:

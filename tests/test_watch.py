@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -149,6 +150,26 @@ def test_second_watch_on_the_same_run_dir_is_refused(tmp_path: Path, dev_split: 
         pass
 
 
+def test_an_evaluated_checkpoint_is_reported_as_a_formatted_number(tmp_path: Path, dev_split: str,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    # `watch` printed "dev pass@1 = 0.08333333333333333"; now the CLI's format with the stderr (1 of 12 correct:
+    # sqrt(1/12 * 11/12 / 11) = 0.0833) and n. The evaluation itself is stood in for (the slow test runs it).
+    from evalgate.watch import loop
+
+    run = tmp_path / "run"
+    ck = _write_ckpt(run, 3)
+    w, said = _watcher([run], tmp_path, dev_split)
+    w.scan()
+    cs = w.runs[0].checkpoints[3]
+    monkeypatch.setattr(loop, "resolve_checkpoint", lambda *a, **k: SimpleNamespace(digest="d" * 64))
+    monkeypatch.setattr(loop, "evaluate", lambda *a, **k: {
+        "run_id": "r1", "metrics": {"pass@1": 1 / 12, "pass@1_stderr": (1 / 12 * 11 / 12 / 11) ** 0.5},
+        "counts": {"items": 12}})
+    w.evaluate_one(cs)
+    assert f"watch: {ck.name} ({run}): dev pass@1 0.083 ± 0.083 (± stderr, n 12 items)" in said
+    assert cs.metric == 1 / 12  # status.json keeps the whole float
+
+
 def test_collapse_writes_stop(tmp_path: Path, dev_split: str) -> None:
     from evalgate.watch.detect import CheckpointState
 
@@ -160,7 +181,8 @@ def test_collapse_writes_stop(tmp_path: Path, dev_split: str) -> None:
     rs.checkpoints[6] = CheckpointState(str(run), str(run / "checkpoint-6"), 6, status="done", metric=0.35)
     w._check_collapse(rs, rs.checkpoints[6])  # a drop of 0.15 > 0.1 (the default collapse_drop)
     stop = json.loads((run / STOP_FILE).read_text())
-    assert stop["step"] == 6 and stop["source"] == "collapse" and "0.5000" in stop["reason"]
+    assert stop["step"] == 6 and stop["source"] == "collapse"
+    assert "0.500 (step 3) -> 0.350, a drop of more than 0.1" in stop["reason"]
 
 
 def _tiny_checkpoint(tok_dir: Path, dst: Path, step: int, max_steps: int) -> None:
@@ -212,6 +234,12 @@ def test_kill_and_restart_evaluates_nothing_twice_and_loses_nothing(tmp_path: Pa
     assert json.loads(status.read_text())["state"] == "stopped"
     first = Store().runs(status="complete")
     assert 1 in [r["step"] for r in first] and 3 not in [r["step"] for r in first]
+    # the line a person reads, in the CLI's number format: pass@1 over the 2 items and its stderr, by hand from
+    # the stored scores (2 items: 0 or 2 correct -> stderr 0; 1 correct -> sd 0.7071 / sqrt(2) = 0.5)
+    r1 = next(r for r in first if r["step"] == 1)
+    correct = sum(s["status"] == "correct" for s in Store().sample_scores(r1["run_id"]))
+    want = {0: "0.000 ± 0.000", 1: "0.500 ± 0.500", 2: "1.000 ± 0.000"}[correct]
+    assert f"checkpoint-1 ({run}): dev pass@1 {want} (± stderr, n 2 items)" in err
     res = subprocess.run(_watch_cmd(run, tmp_path, dev_split, "--exit-when-done"), env=env, capture_output=True,
                          text=True, timeout=600)
     assert res.returncode == 0, res.stderr

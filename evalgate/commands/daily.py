@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from evalgate.commands import dump, handle_errors
+from evalgate.formatting import num
 
 
 def _short(text: str | None, width: int, tail: bool = False) -> str:
@@ -44,7 +45,7 @@ def samples_cmd(run_id: str, item: str | None, status: str | None, limit: int | 
     click.echo(f"  statuses: {counts}; showing {doc['shown']} of {doc['total']}")
     for s in doc["samples"]:
         tokens = "" if s["completion_tokens"] is None else f", {s['completion_tokens']} tokens"
-        click.echo(f"\n{s['item_id']}#{s['sample_index']}  {s['status']}  score {s['score']:g}  "
+        click.echo(f"\n{s['item_id']}#{s['sample_index']}  {s['status']}  score {num(s['score'])}  "
                    f"extracted {s['extracted']!r}  (finish {s['finish_reason']}{tokens})")
         if s["detail"]:
             click.echo(f"  detail:     {s['detail']}")
@@ -72,10 +73,13 @@ def compare_cmd(run_a: str, run_b: str, limit: int, actor: str | None, as_json: 
     if as_json:
         dump(doc)
         return
+    from evalgate.runs_view import results_table, runs_by_id
+
     for key in ("a", "b"):
         r = doc[key]
         where = "" if r["step"] is None else f" [{r['train_run']} seed {r['train_seed']} step {r['step']}]"
         click.echo(f"{key}: run {r['run_id']}  {r['checkpoint_path']}{where}")
+    click.echo(results_table(runs_by_id([doc["a"]["run_id"], doc["b"]["run_id"]]), labels=["a", "b"]))
     click.echo(f"{doc['protocol']} on {doc['split']}: {doc['pairs']} paired samples"
                + (f" ({doc['unpaired']} without a partner, left out)" if doc["unpaired"] else ""))
     click.echo(f"  both correct {doc['both_correct']}, both not correct {doc['both_not_correct']}, "

@@ -11,6 +11,7 @@ import click
 from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors
 from evalgate.commands.options import actor_option, expect_head_option, parse_expect_head
+from evalgate.formatting import num
 from evalgate.report_writers import WRITERS, key_of, outputs_from, report_options
 from evalgate.trackers.cli import say_written, tracker_options
 
@@ -92,7 +93,7 @@ def _print_gate(verdict: Any, doc: dict[str, Any]) -> None:
             if c is None:
                 click.echo(f"    {label}: none (every checkpoint failed)")
             else:
-                click.echo(f"    {label}: step {c['step']} {doc['metric']} {_num(c['value'])}  {c['path']}")
+                click.echo(f"    {label}: step {c['step']} {doc['metric']} {num(c['value'])}  {c['path']}")
         for c in s["failed"]:
             click.echo(f"    failed: step {c['step']}  {c['path']}: {'; '.join(c['failed_reasons'])}")
     for key in ("stale", "ignored", "failures"):
@@ -101,10 +102,6 @@ def _print_gate(verdict: Any, doc: dict[str, Any]) -> None:
     _print_outputs(doc)
     ship = doc["ship"]
     click.echo(f"ship: {ship['checkpoint']} ({ship['why']})" if ship["checkpoint"] else f"ship: none ({ship['why']})")
-
-
-def _num(v: Any) -> str:
-    return f"{v:.4f}" if isinstance(v, float) else str(v)
 
 
 def _print_outputs(doc: dict[str, Any]) -> None:

@@ -10,6 +10,7 @@ import click
 from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors
 from evalgate.commands.options import backend_options_of, run_options
+from evalgate.formatting import num, pct, pm
 from evalgate.trackers.cli import export_and_say, tracker_options
 
 
@@ -48,6 +49,6 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
                f"{doc['split']['name']} ({doc['split']['tier']}), {doc['counts']['samples']} samples "
                f"({doc['counts']['cached']} cached) in {doc['wall_s']:.1f} s")
     for k in ks:
-        click.echo(f"  {k} = {m[k]:.4f} ± {m[k + '_stderr']:.4f} (stderr)")
-    click.echo(f"  mean completion tokens {m['mean_completion_tokens']:.1f}, "
-               f"truncation rate {m['truncation_rate']:.3f}")
+        click.echo(f"  {k} = {pm(m[k], m.get(k + '_stderr'))} (± stderr, n {doc['counts']['items']} items)")
+    click.echo(f"  mean completion tokens {num(m['mean_completion_tokens'], 1)}, "
+               f"truncation rate {pct(m['truncation_rate'])}")

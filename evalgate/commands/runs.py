@@ -9,6 +9,7 @@ import click
 
 from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors
+from evalgate.formatting import pm
 
 
 @click.command("runs")
@@ -68,7 +69,7 @@ def runs_cmd(status: str | None, split: str | None, protocol_name: str | None, t
         return
     for r in rows:
         m, c = r["metrics"] or {}, r["counts"] or {}
-        score = next((f"{k} {m[k]:.4f}" for k in ("pass@1", "mean_score") if k in m), "-")
+        score = next((f"{k} {pm(m[k], m.get(k + '_stderr'))}" for k in ("pass@1", "mean_score") if k in m), "-")
         train = "" if r["train_run"] is None and r["train_seed"] is None else \
             f" [{r['train_run'] or '?'} seed {'?' if r['train_seed'] is None else r['train_seed']}]"
         ckpt = Path(r["checkpoint_path"]).name + (f" (step {r['step']})" if r["step"] is not None else "") + train

@@ -12,6 +12,7 @@ import click
 from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors
 from evalgate.commands.options import OUT_FILE, actor_option
+from evalgate.formatting import num, pct
 
 
 @click.group()
@@ -144,10 +145,9 @@ def _print_contamination(rep: Any) -> None:
         cells = []
         for name, f in it.fields.items():
             share = (f"not checked ({f.words} < {MIN_WHOLE_WORDS} words)" if f.overlap is None
-                     else f"{f.overlap:.3f} (whole field, {f.words} words)" if f.whole
-                     else f"{f.overlap:.3f} ({f.matched}/{f.ngrams})")
-            near = "" if rep.jaccard is None or f.overlap is None else \
-                f" jaccard {'-' if f.jaccard is None else f'{f.jaccard:.2f}'}"
+                     else f"{num(f.overlap)} (whole field, {f.words} words)" if f.whole
+                     else f"{num(f.overlap)} ({f.matched}/{f.ngrams})")
+            near = "" if rep.jaccard is None or f.overlap is None else f" jaccard {num(f.jaccard, 2)}"
             cells.append(f"{name} {share}{near}{' [' + ','.join(f.flagged_by) + ']' if f.flagged_by else ''}")
         click.echo(f"{'FLAG' if it.flagged else '    '} {it.id:24s} " + "  ".join(cells))
     for name, count in rep.unchecked.items():
@@ -203,6 +203,6 @@ def splits_import_audit(file: Path, rater: str | None, actor: str | None, as_jso
     a = doc["agreement"]
     click.echo(f"imported {doc['imported']} human scores ({doc['skipped_unscored']} unscored records skipped)")
     if a["n"]:
-        click.echo(f"  vs automatic scores on {a['n']} samples: mean human {a['mean_human']:.3f}, mean auto "
-                   f"{a['mean_auto']:.3f}, mean |diff| {a['mean_abs_diff']:.3f}, exact agreement "
-                   f"{a['exact_agreement']:.3f}")
+        click.echo(f"  vs automatic scores on {a['n']} samples: mean human {num(a['mean_human'])}, mean auto "
+                   f"{num(a['mean_auto'])}, mean |diff| {num(a['mean_abs_diff'])}, exact agreement "
+                   f"{pct(a['exact_agreement'])}")

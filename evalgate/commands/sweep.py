@@ -54,4 +54,14 @@ def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], ba
                                                                                   else ""))
         for path in doc["ignored"]:
             click.echo(f"  ignored: {path}")
+        _print_results([u["run_id"] for u in doc["units"] if u["run_id"]])
     sys.exit(doc["exit_code"])
+
+
+def _print_results(run_ids: list[str]) -> None:
+    """The scores of the sweep's runs (made now or found complete in the store), as a table."""
+    from evalgate.runs_view import results_table, runs_by_id
+
+    runs = runs_by_id(run_ids)
+    if runs:
+        click.echo("\nresults:\n" + results_table(runs))

@@ -39,6 +39,7 @@ from evalgate.diagnostics.guards import Guards, trips
 from evalgate.diagnostics.log import TrainLog, find_train_log, read_jsonl
 from evalgate.errors import EvalgateError, RefusedByPolicy
 from evalgate.fileio import atomic_write
+from evalgate.formatting import num, pm
 from evalgate.protocol import load_protocol, verify
 from evalgate.run import RunOptions, evaluate
 from evalgate.splits.guard import SplitManager
@@ -268,7 +269,10 @@ class Watcher:
         cs.status, cs.run_id, cs.metric = "done", doc["run_id"], value
         cs.message = None
         if not cs.resumed:
-            self.say(f"{path.name} ({rs.run_dir}): dev {self.opts.metric} = {value}")
+            stderr = (doc.get("metrics") or {}).get(self.opts.metric + "_stderr")
+            items = (doc.get("counts") or {}).get("items", "?")
+            self.say(f"{path.name} ({rs.run_dir}): dev {self.opts.metric} {pm(value, stderr)} (± stderr, n {items} "
+                     "items)")
             if self.on_run is not None:
                 self.on_run(doc["run_id"])
         self._check_collapse(rs, cs)
@@ -281,8 +285,8 @@ class Watcher:
         p = max(prev, key=lambda c: c.step)
         assert p.metric is not None
         if p.metric - cs.metric > drop:
-            self._stop(rs, f"dev {self.opts.metric} collapsed at step {cs.step}: {p.metric:.4f} (step {p.step}) -> "
-                           f"{cs.metric:.4f}, a drop of more than {drop}", cs.step, "collapse")
+            self._stop(rs, f"dev {self.opts.metric} collapsed at step {cs.step}: {num(p.metric)} (step {p.step}) -> "
+                           f"{num(cs.metric)}, a drop of more than {drop:g}", cs.step, "collapse")
 
     # -- the loop -----------------------------------------------------------------------------------------------
     def done(self) -> bool:

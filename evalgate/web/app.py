@@ -17,7 +17,7 @@ Pages: ``/`` (the rater's batches and progress), ``/batch/{id}`` (the rating que
 
 from __future__ import annotations
 
-import math
+import functools
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -33,6 +33,7 @@ from starlette.concurrency import run_in_threadpool
 from evalgate import rating
 from evalgate.checkpoints.identity import short_digest
 from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
+from evalgate.formatting import num
 from evalgate.store import Store
 
 COOKIE = "evalgate_token"
@@ -48,13 +49,7 @@ _ENV = jinja2.Environment(loader=jinja2.PackageLoader("evalgate.web", "templates
 _ENV.filters["short_digest"] = short_digest
 
 
-def _fmt(v: Any, digits: int = 3) -> str:
-    if isinstance(v, float):
-        return "n/a" if not math.isfinite(v) else f"{v:.{digits}f}"
-    return "n/a" if v is None else str(v)
-
-
-_ENV.filters["fmt"] = _fmt
+_ENV.filters["fmt"] = functools.partial(num, missing="n/a")  # the command line's numbers (evalgate.formatting)
 
 
 def _page(template: str, http_status: int = 200, **ctx: Any) -> HTMLResponse:
