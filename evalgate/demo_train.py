@@ -20,7 +20,6 @@ import json
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from typing import Any
 from filelock import FileLock
 
 from evalgate.environment import active
+from evalgate.formatting import num
 
 DATA_SEED = 20261130
 QUESTION = "What is {a} + {b}? Answer with the number only."
@@ -164,9 +164,9 @@ def quiet_progress(trainer: Any, desc: str) -> None:
         bar: Any = None
 
         def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
-            from tqdm.auto import tqdm
+            from evalgate.progress import bar
 
-            self.bar = tqdm(total=state.max_steps, desc=desc, unit="step", file=sys.stderr, dynamic_ncols=True)
+            self.bar = bar(state.max_steps, desc, "step", leave=True)
 
         def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if self.bar is not None:
@@ -174,7 +174,7 @@ def quiet_progress(trainer: Any, desc: str) -> None:
 
         def on_log(self, args: Any, state: Any, control: Any, logs: Any = None, **kwargs: Any) -> None:
             if self.bar is not None and logs and "loss" in logs:
-                self.bar.set_postfix(loss=f"{logs['loss']:.4f}", refresh=False)
+                self.bar.set_postfix(loss=num(logs["loss"]), refresh=False)
 
         def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
             if self.bar is not None:

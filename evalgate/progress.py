@@ -1,4 +1,10 @@
-"""Progress bars of the libraries evalgate drives (transformers, huggingface_hub), switched with evalgate's own.
+"""Progress: evalgate's own bars and stage lines (``bar``, ``stage``), and the bars of the libraries it drives
+(transformers, huggingface_hub), switched with evalgate's own.
+
+Every bar evalgate draws is a tqdm bar on stderr made by ``bar``. On a terminal it is a live bar. Anywhere else (a
+CI log, a pipe, a file) it writes whole lines instead, with no carriage return: one when it starts, at most one
+every ``LOG_INTERVAL_S`` seconds, and one when it ends, so a log shows what ran and how far it got without a line
+per sample. ``stage`` says, on stderr, what a long step is about to do.
 
 ``evalgate run --json`` (``RunOptions.progress=False``) must leave stderr free of progress bars, including those
 drawn while a checkpoint is loaded ("Loading weights") or a GGUF file is converted. transformers and
@@ -10,9 +16,89 @@ directly, past that switch; ``gguf_conversion_bars`` makes it follow the switch.
 from __future__ import annotations
 
 import functools
+import io
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tqdm import tqdm
+
+LOG_INTERVAL_S = 30.0
+"""Seconds between two lines of a bar that is not on a terminal."""
+
+
+def _on_terminal(stream: Any) -> bool:
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream
+        return False
+
+
+class _Lines(io.TextIOBase):
+    """A text stream for tqdm off a terminal: each status tqdm draws (after a carriage return, padded with blanks)
+    becomes one line of its own; blank ones are dropped."""
+
+    def __init__(self, out: Any):
+        self.out = out
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]  # tqdm reads it to choose unicode or ascii bars
+        return getattr(self.out, "encoding", None) or "utf-8"
+
+    def write(self, s: str) -> int:
+        for part in s.replace("\r", "\n").split("\n"):
+            if part.strip():
+                self.out.write(part.rstrip() + "\n")
+        return len(s)
+
+    def flush(self) -> None:
+        self.out.flush()
+
+
+@functools.cache
+def _log_bar() -> type[tqdm]:
+    """tqdm for a bar off a terminal: a new postfix waits for the next line instead of drawing one at once.
+    (tqdm is imported when a bar is made: a fully cached run draws none.)"""
+    from tqdm import tqdm
+
+    class LogBar(tqdm):  # type: ignore[type-arg]
+        def set_postfix_str(self, s: str = "", refresh: bool = True) -> None:
+            super().set_postfix_str(s, refresh=False)
+
+    return LogBar
+
+
+def bar(total: int | None, desc: str, unit: str = "it", enabled: bool = True, leave: bool = False) -> tqdm:
+    """A progress bar on stderr (tqdm; use it as a context manager or ``close`` it).
+
+    Args:
+        total: how many ``unit`` the work has (None: unknown, a counter).
+        desc: what is counted, shown first (``generate``, ``sweep``, ``training seed 1``).
+        unit: the unit counted (``sample``, ``unit``, ``step``).
+        enabled: False draws nothing (``--json``, ``RunOptions.progress=False``).
+        leave: on a terminal, keep the finished bar on screen (off a terminal its last line always stays).
+
+    Returns:
+        A ``tqdm`` bar: a live one on a terminal, else one that writes a line at the start, at most one every
+        ``LOG_INTERVAL_S`` seconds, and one at the end (``set_postfix_str`` then waits for the next line).
+    """
+    from tqdm import tqdm
+
+    err = sys.stderr
+    if not enabled:
+        return tqdm(total=total, desc=desc, unit=unit, file=err, disable=True)
+    if _on_terminal(err):
+        return tqdm(total=total, desc=desc, unit=unit, file=err, leave=leave, dynamic_ncols=True)
+    return _log_bar()(total=total, desc=desc, unit=unit, file=_Lines(err), leave=True, mininterval=LOG_INTERVAL_S,
+                       ascii=True, ncols=100)
+
+
+def stage(line: str, enabled: bool = True) -> None:
+    """Say on stderr, as one line, what a long step is about to do (nothing when not ``enabled``)."""
+    if enabled:
+        print(line, file=sys.stderr, flush=True)
 
 
 @contextmanager

@@ -1,12 +1,16 @@
-"""Library progress bars (transformers, huggingface_hub, transformers' GGUF loader) follow evalgate's switch."""
+"""Library progress bars (transformers, huggingface_hub, transformers' GGUF loader) follow evalgate's switch;
+evalgate's own bars are live on a terminal and whole lines in a log."""
 
 from __future__ import annotations
 
+import io
 import os
+import sys
 
 import pytest
 
-from evalgate.progress import gguf_conversion_bars, progress_bars
+from evalgate import progress
+from evalgate.progress import bar, gguf_conversion_bars, progress_bars, stage
 
 pytestmark = pytest.mark.skipif(os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") == "1",
                                 reason="HF_HUB_DISABLE_PROGRESS_BARS=1 turns these bars off for the whole process")
@@ -65,3 +69,47 @@ def test_transformers_is_not_imported_and_starts_quiet_when_imported_inside() ->
             "print(before, inside, tf_logging.is_progress_bar_enabled())\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "False", "True"], out.stderr
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def _draw(n: int) -> None:
+    with bar(n, "generate", "sample") as b:
+        for i in range(n):
+            b.set_postfix_str(f"{i + 1} done")
+            b.update(1)
+
+
+def test_off_a_terminal_a_bar_writes_whole_lines_not_carriage_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    log = io.StringIO()  # a CI log: no terminal
+    monkeypatch.setattr(sys, "stderr", log)
+    _draw(500)
+    lines = log.getvalue().splitlines()
+    # within LOG_INTERVAL_S (30 s): the start and the end only, each a line of its own, the last postfix in the end
+    assert "\r" not in log.getvalue() and len(lines) == 2, lines
+    assert lines[0].startswith("generate:   0%|") and "0/500" in lines[0]
+    assert lines[1].startswith("generate: 100%|") and "500/500" in lines[1] and "500 done" in lines[1]
+
+    monkeypatch.setattr(progress, "LOG_INTERVAL_S", 0.0)  # a long run: a line per interval, still no \r
+    log.seek(0)
+    log.truncate()
+    _draw(3)
+    assert "\r" not in log.getvalue() and len(log.getvalue().splitlines()) >= 3
+
+
+def test_on_a_terminal_the_bar_is_live_and_disabled_draws_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    tty = _Terminal()
+    monkeypatch.setattr(sys, "stderr", tty)
+    _draw(5)
+    assert tty.getvalue().count("\r") >= 3 and "/5 [" in tty.getvalue()  # redrawn in place, cleared at the end
+    quiet = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    with bar(5, "generate", "sample", enabled=False) as b:
+        b.update(5)
+    stage("evaluating", enabled=False)
+    assert quiet.getvalue() == ""
+    stage("demo [1/4] evaluating")
+    assert quiet.getvalue() == "demo [1/4] evaluating\n"

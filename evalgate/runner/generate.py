@@ -3,7 +3,6 @@ store each request's completions as it finishes (so a killed run resumes where i
 
 from __future__ import annotations
 
-import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -49,10 +48,10 @@ def phases_between(before: dict[str, float], after: dict[str, float]) -> dict[st
 
 
 def progress_bar(total: int, desc: str, enabled: bool) -> Any:
-    """A tqdm bar on stderr counting samples (disabled: draws nothing)."""
-    from tqdm import tqdm
+    """A bar on stderr counting samples (``evalgate.progress.bar``; disabled: draws nothing)."""
+    from evalgate.progress import bar
 
-    return tqdm(total=total, desc=desc, unit="sample", file=sys.stderr, disable=not enabled, leave=False)
+    return bar(total, desc, "sample", enabled)
 
 
 def _requests(plan: RunPlan, missing: list[SampleKey]) -> list[GenerationRequest]:
@@ -89,8 +88,9 @@ class _Sink:
                                                                                 "run_id": plan.run_id}
                           for row in rows})
         self.tokens += sum(c.completion_tokens for c in res.completions)
+        self.bar.set_postfix_str(f"{self.tokens / max(time.perf_counter() - self.started, 1e-9):.1f} tok/s",
+                                 refresh=False)  # drawn by the update: one draw per result, not two
         self.bar.update(len(rows))
-        self.bar.set_postfix_str(f"{self.tokens / max(time.perf_counter() - self.started, 1e-9):.1f} tok/s")
 
 
 def generate_missing(plan: RunPlan, backend: Backend | None = None) -> Generated:

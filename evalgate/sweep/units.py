@@ -3,7 +3,6 @@ progress bar over them."""
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
@@ -115,10 +114,10 @@ class Board:
     _bar: Any = None
 
     def __post_init__(self) -> None:
-        from tqdm import tqdm
+        from evalgate.progress import bar
 
         todo = sum(u.status == "pending" for u in self.units)
-        self._bar = tqdm(total=todo, desc="sweep", unit="unit", file=sys.stderr, disable=not self.enabled)
+        self._bar = bar(todo, "sweep", "unit", self.enabled, leave=True)
         self.refresh()
 
     def refresh(self, finished: bool = False) -> None:
@@ -127,10 +126,10 @@ class Board:
             n = {s: sum(u.status == s for u in self.units) for s in ("done", "running", "failed", "skipped")}
             elapsed = time.perf_counter() - self.started
             rate = sum(u.tokens for u in self.units) / elapsed if elapsed > 0 else 0.0
+            self._bar.set_postfix_str(f"done {n['done']} running {n['running']} failed {n['failed']} skipped "
+                                      f"{n['skipped']}, {rate:.1f} tok/s", refresh=not finished)
             if finished:
                 self._bar.update(1)
-            self._bar.set_postfix_str(f"done {n['done']} running {n['running']} failed {n['failed']} skipped "
-                                      f"{n['skipped']}, {rate:.1f} tok/s")
 
     def close(self) -> None:
         self._bar.close()
