@@ -352,11 +352,12 @@ def _write_error_outputs(doc: dict[str, Any], outputs: dict[str, Path]) -> None:
 def gate_and_report(policy_path: str | Path, store: Store | None = None,
                     outputs: Mapping[str, str | Path] | None = None, actor: str | None = None,
                     accept_broken_chain: str | None = None,
-                    expect_head: tuple[int, str] | None = None) -> tuple[Verdict, dict[str, Any]]:
+                    expect_head: tuple[int, str] | None = None, progress: bool = False
+                    ) -> tuple[Verdict, dict[str, Any]]:
     """Load a policy, run the gate and write the requested outputs (what ``evalgate gate`` does).
     ``outputs``: report format name (``report_writers.WRITERS``: html, json, junit, markdown, a plugin's) -> path.
     ``accept_broken_chain``: a reason to gate on a broken access-log chain (sets the policy's field for this run);
-    ``expect_head`` as in ``run_gate``.
+    ``expect_head`` and ``progress`` (stderr: what is evaluated, sample counts) as in ``run_gate``.
 
     The Markdown summary is also appended to ``$GITHUB_STEP_SUMMARY`` when that is set. A gate that decides
     nothing (refused, invalid policy, protocol drift, internal error) still writes, in each format that has an
@@ -380,7 +381,7 @@ def gate_and_report(policy_path: str | Path, store: Store | None = None,
         _write_error_outputs(error_document(policy_path, Path(policy_path).stem, e), paths)
         raise
     try:
-        verdict = run_gate(policy, store, actor, expect_head=expect_head)
+        verdict = run_gate(policy, store, actor, expect_head=expect_head, progress=progress)
     except Exception as e:
         _write_error_outputs(error_document(policy_path, policy.name, e), paths)
         raise

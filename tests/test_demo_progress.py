@@ -1,14 +1,21 @@
-"""``make demo`` trains with one progress bar per seed, not the HF Trainer's printed log dictionaries (issue 17).
-A tiny randomly initialised Llama (no download) trains for 3 steps through the same ``quiet_progress`` the demo
-uses; without it the same Trainer prints ``{'loss': ...}`` lines."""
+"""``make demo`` says what each stage does and shows its progress: it trains with one progress bar per seed, not
+the HF Trainer's printed log dictionaries (issue 17; a tiny randomly initialised Llama, no download, trains for 3
+steps through the same ``quiet_progress`` the demo uses; without it the same Trainer prints ``{'loss': ...}``
+lines), and each stage is announced before it starts with its evaluations' bars on (issue 32)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
+from evalgate import demo_train
+from evalgate import gate as gate_mod
+from evalgate import run as run_mod
+from evalgate.checkpoints import identity
 from evalgate.demo_train import _collate, quiet_progress
+from evalgate.run import RunOptions
 
 
 def _trainer(out: Path):  # noqa: ANN202 - a transformers.Trainer
@@ -39,3 +46,71 @@ def test_training_shows_a_bar_and_no_log_dictionaries(tmp_path: Path, capfd: pyt
     assert "training seed 1" in err and "3/3" in err and "loss=" in err
     assert out == ""  # the bar is on stderr
     assert [e["step"] for e in quiet.state.log_history if "loss" in e] == [1, 2, 3]  # logs still kept
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_each_demo_stage_says_what_it_does_before_it_starts_with_progress_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # `make demo` printed nothing for over five minutes. The stages' work (model, training, evaluations, gate) is
+    # stood in for here, recording the order of events; the real runs are tested in their own modules.
+    import shutil
+
+    from evalgate import demo
+    from evalgate.checkpoints import resolve
+    from evalgate.datasets import humaneval
+    from evalgate.workspace import Workspace
+
+    repo = Path(__file__).resolve().parent.parent
+    shutil.copytree(repo / "protocols", tmp_path / "protocols")
+    shutil.copytree(repo / "gates", tmp_path / "gates")
+    monkeypatch.chdir(tmp_path)  # the demo's stores and reports are relative to the working directory
+    events: list[tuple[str, object]] = []
+    monkeypatch.setattr(demo, "stage", lambda line: events.append(("stage", line)))
+    monkeypatch.setattr(demo, "smollm2_gguf", lambda: tmp_path / "base.gguf")
+    monkeypatch.setattr(humaneval, "import_humaneval", lambda *a, **k: events.append(("import", None)))
+    monkeypatch.setattr(Workspace, "freeze", lambda self, p: events.append(("freeze", p)))
+
+    def he_evaluate(self: Workspace, *a: object, **k: object) -> None:
+        events.append(("humaneval", k.get("progress")))
+        raise _Stop
+
+    monkeypatch.setattr(Workspace, "evaluate", he_evaluate)
+    with pytest.raises(_Stop):
+        demo._humaneval_smoke()
+    assert events[0][0] == "stage" and str(events[0][1]).startswith("demo [1/4] HumanEval smoke: SmolLM2")
+    assert events[-1] == ("humaneval", True)  # with the generation and scoring bars
+
+    events.clear()
+    train = tmp_path / "train"
+    for seed in (1, 2):
+        for step in (3, 6):
+            (train / f"seed-{seed}" / f"checkpoint-{step}").mkdir(parents=True)
+    monkeypatch.setattr(resolve, "resolve_checkpoint", lambda p, **k: SimpleNamespace(model_dir=tmp_path))
+    monkeypatch.setattr(demo_train, "ensure_training", lambda *a: events.append(("train", None)) or train)
+    monkeypatch.setattr(identity, "file_sha256", lambda p: "0" * 64)
+
+    def dev_evaluate(protocol: object, ck: Path, split: str, opts: RunOptions, store: object) -> dict:
+        events.append(("evaluate", (Path(ck).name, split, opts.progress)))
+        return {"metrics": {"pass@1": 0.5, "pass@1_stderr": 0.1}}
+
+    def gate(policy: object, store: object, actor: object, progress: bool = False) -> None:
+        events.append(("gate", progress))
+        raise _Stop
+
+    monkeypatch.setattr(run_mod, "evaluate", dev_evaluate)
+    monkeypatch.setattr(gate_mod, "run_gate", gate)
+    with demo._fresh_demo_workspace().activate() as ws, pytest.raises(_Stop):
+        demo._gate_demo(ws, 0.0)
+    kinds = [k for k, _ in events]
+    stages = [str(v) for k, v in events if k == "stage"]
+    assert [s[:10] for s in stages] == ["demo [2/4]", "demo [3/4]", "demo [4/4]"]
+    assert kinds.index("stage") < kinds.index("train")  # announced before the work
+    assert "the base model and 4 checkpoints on addition-dev (40 items each)" in stages[1]
+    i3, i4 = (i for i, (k, v) in enumerate(events) if k == "stage" and str(v)[:10] in ("demo [3/4]", "demo [4/4]"))
+    evals = [v for k, v in events[i3:i4] if k == "evaluate"]
+    assert evals == [("base.gguf", "addition-dev", True)] + [
+        (f"checkpoint-{s}", "addition-dev", True) for _ in (1, 2) for s in (3, 6)]
+    assert events[i4 + 1:] == [("gate", True)]  # the gate's decision reads show their sample counts

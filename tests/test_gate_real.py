@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -58,9 +59,24 @@ def test_gate_cli_with_real_decision_runs(home: Path, smollm2_dir: Path) -> None
     policy.write_text(yaml.safe_dump({
         "name": "real", "protocol": "add-test@1", "selection_split": "add-dev", "decision_split": "add-private",
         "baseline": {"checkpoint": str(smollm2_dir)}, "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
+    # without --json: the ~100 s of private evaluation show what is read and how far it got, on stderr, as whole
+    # lines in a log (no terminal here), counts only: the baseline and the seed's best, 3 samples each
+    t = cli("gate", "--policy", str(policy))
+    assert t.returncode in (0, 1), t.stderr
+    assert "\r" not in t.stderr
+    for ck in (smollm2_dir, "checkpoint-"):
+        assert any(ln.startswith("gate: evaluating ") and str(ck) in ln and ln.endswith(" on add-private "
+                   "(release-gate)") for ln in t.stderr.splitlines()), t.stderr
+    bars = [ln for ln in t.stderr.splitlines() if ln.startswith(("generate:", "score:"))]
+    assert any(ln.startswith("generate: 100%|") and "3/3" in ln for ln in bars), t.stderr
+    assert all(re.fullmatch(r"(generate|score): +\d+%\|[# 0-9]*\| \d/3 \[[^\]]*\]", ln) for ln in bars), bars
+    assert t.stdout.splitlines()[-1].startswith("ship: ")  # the verdict on stdout, the progress not
+
+    # --json: the same gate (its decision reused: nothing read again) prints its document only, and no progress
     g = cli("gate", "--policy", str(policy), "--json", "--report", str(home / "r.html"), "--junit",
             str(home / "j.xml"))
     assert g.returncode in (0, 1), g.stderr
+    assert "gate: evaluating" not in g.stderr and "%|" not in g.stderr
     doc = json.loads(g.stdout)
     (seed,) = doc["seeds"]
     assert seed["train_seed"] == 1 and seed["last"]["step"] == 4 and seed["best"]["step"] in (2, 4)

@@ -49,7 +49,7 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
                 click.echo(f"--evaluate-missing: not evaluated: {why}", err=True)
         head = parse_expect_head(expect_head)
         verdict, doc = gate_and_report(policy_path, outputs=files, actor=actor,
-                                       accept_broken_chain=accept_broken, expect_head=head)
+                                       accept_broken_chain=accept_broken, expect_head=head, progress=not as_json)
     except Exception as e:
         if active().debug:
             raise

@@ -77,7 +77,8 @@ def _baseline(policy: GatePolicy, reader: reads.DecisionReader, sel_runs: list[d
         dev = DevRun(dev_runs[-1]["run_id"], dev_runs[-1]["metrics"])
     elif reader.evaluate_decision:
         doc = reads.evaluate_for_gate(policy.protocol_file or "", bl.checkpoint, policy.selection_split,
-                                      reads.SELECTION_PURPOSE, who, reader.store, backend=policy.backend)
+                                      reads.SELECTION_PURPOSE, who, reader.store, backend=policy.backend,
+                                      progress=reader.progress)
         dev = DevRun(doc["run_id"], doc["metrics"])
     return BaselineResult(checkpoint=bl.checkpoint, decision=decision, dev=dev)
 
@@ -107,7 +108,8 @@ def _statistics(policy: GatePolicy, store: Store, chosen: list[SeedResult], base
 
 
 def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None = None,
-             evaluate_decision: bool = True, expect_head: tuple[int, str] | None = None) -> Verdict:
+             evaluate_decision: bool = True, expect_head: tuple[int, str] | None = None,
+             progress: bool = False) -> Verdict:
     """Decide PASS/FAIL for a policy, and store the verdict (``Verdict.gate_id``).
 
     Args:
@@ -118,6 +120,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
             (benchmarks); the reads are still reserved, logged and counted.
         expect_head: ``(seq, row_hash)`` the access log must hold (``--expect-head``; default
             ``$EVALGATE_EXPECT_HEAD``); ``policy.require_expect_head`` refuses a gate without one.
+        progress: say on stderr what each evaluation reads, with bars counting its samples (counts only).
 
     Raises:
         BadInput: unknown split, decision split not private, missing protocol file, metric absent.
@@ -135,7 +138,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     reads.check_protocol(policy, evaluate_decision)  # before any read: a typo must not spend a private read
     broken = reads.check_chain(policy, manager, dec_m, who)  # a broken chain cannot count the budget
     sel_runs, dec_runs = _stored_runs(policy, store, dec_m.content_sha256, evaluate_decision)
-    base_digest = reads.baseline_digest(policy, dec_runs, evaluate_decision, store.recorded_checkpoint)
+    base_digest = reads.baseline_digest(policy, dec_runs, evaluate_decision, store.recorded_checkpoint, progress)
     part = partition_runs(sel_runs, sel_m.content_sha256, policy.backend, base_digest)
     manager.check(policy.selection_split, reads.SELECTION_PURPOSE, who)
     manager.log_read(sel_m, who, reads.SELECTION_PURPOSE, cached=True, detail=f"gate {policy.name}")
@@ -156,6 +159,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     chosen = [s for s in seeds if s.best is not None]
     reader, reused = _decision_reader(policy, store, manager, dec_m, who, inputs, chosen, dec_runs,
                                       evaluate_decision, protocol_hash)
+    reader.progress = progress
     try:
         baseline = _baseline(policy, reader, sel_runs, sel_m.content_sha256, who, base_digest)
         for s in chosen:

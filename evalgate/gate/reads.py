@@ -182,9 +182,10 @@ def reserve(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str
 
 
 def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], resolve: bool,
-                    recorded: Callable[[str], str | None] | None = None) -> str | None:
+                    recorded: Callable[[str], str | None] | None = None, progress: bool = False) -> str | None:
     """The baseline checkpoint's digest (it is no training candidate), or None for a fixed value (``recorded``:
-    ``Store.recorded_checkpoint``, so a baseline known by a sha256 identity keeps it, as its evaluation will)."""
+    ``Store.recorded_checkpoint``, so a baseline known by a sha256 identity keeps it, as its evaluation will;
+    ``progress``: show the libraries' bars while it resolves, e.g. a GGUF file's conversion)."""
     path = policy.baseline.checkpoint
     if path is None:
         return None
@@ -192,7 +193,7 @@ def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], res
         from evalgate.checkpoints.resolve import resolve_checkpoint
         from evalgate.progress import progress_bars
 
-        with progress_bars(False):  # the gate shows no progress bars (its evaluations run with progress=False)
+        with progress_bars(progress):
             return resolve_checkpoint(path, recorded=recorded).digest
     prior = [r for r in decision_runs if r["checkpoint_path"] == path]
     return prior[-1]["checkpoint_digest"] if prior else None
@@ -200,15 +201,19 @@ def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], res
 
 def evaluate_for_gate(protocol_file: str, path: str, split: str, purpose: str, actor: str, store: Store,
                       seed_info: dict[str, Any] | None = None, backend: str = "hf",
-                      grant: ReleaseGrant | None = None) -> dict[str, Any]:
-    """Evaluate one checkpoint for the gate (``evalgate.run.evaluate``, no progress bars); the run's document.
-    ``grant``: the release grant that admits a decision (release-gate) read."""
+                      grant: ReleaseGrant | None = None, progress: bool = False) -> dict[str, Any]:
+    """Evaluate one checkpoint for the gate (``evalgate.run.evaluate``); the run's document.
+    ``grant``: the release grant that admits a decision (release-gate) read. ``progress``: say on stderr what is
+    evaluated and show the run's bars, which count samples only (never a score: a private split's values stay
+    out of any log)."""
+    from evalgate.progress import stage
     from evalgate.run import RunOptions, evaluate
 
     info = seed_info or {}
+    stage(f"gate: evaluating {path} on {split} ({purpose})", progress)
     return evaluate(protocol_file, path, split,
                     RunOptions(purpose=purpose, actor=actor, backend=backend, train_run=info.get("train_run"),
-                               train_seed=info.get("train_seed"), step=info.get("step"), progress=False,
+                               train_seed=info.get("train_seed"), step=info.get("step"), progress=progress,
                                grant=grant), store)
 
 
@@ -222,6 +227,7 @@ class DecisionReader:
         self.policy, self.store, self.actor, self.prior_runs, self.grant = policy, store, actor, prior_runs, grant
         self.evaluate_decision = grant is not None
         self.shown: dict[str, dict[str, Any]] = {}  # checkpoint digest -> the stored run a re-read shows again
+        self.progress = False  # evaluations say what they read and show sample counts on stderr
 
     def prior(self, path: str, digest: str | None) -> dict[str, Any]:
         """The latest stored run of the checkpoint (by digest when known, else by path).
@@ -247,7 +253,7 @@ class DecisionReader:
             return DecisionRun(run["run_id"], run["metrics"], run["checkpoint_digest"])
         if self.grant is not None:
             doc = evaluate_for_gate(p.protocol_file or "", path, p.decision_split, RELEASE_GATE, self.actor,
-                                    self.store, seed_info, p.backend, self.grant)
+                                    self.store, seed_info, p.backend, self.grant, self.progress)
             return DecisionRun(doc["run_id"], doc["metrics"], doc["checkpoint"]["digest"])
         run = self.prior(path, digest)
         return DecisionRun(run["run_id"], run["metrics"], run["checkpoint_digest"])
