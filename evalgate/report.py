@@ -90,11 +90,11 @@ def charts(verdict: Verdict) -> list[dict[str, str]]:
 
 
 def diagnostics_section(verdict: Verdict) -> dict[str, Any]:
-    """The per-seed training-log diagnostics for the report: ``diagnostics.format_table`` over every seed's
-    diagnosis (one row per signal, per seed its status and first step) and one small plot per signal that fired at
-    warn or fail on some seed (``diagnostics.report.plot_signal``: every seed's series, its first step dashed), as
-    inline SVG. Empty when no seed has a training log."""
-    from evalgate.diagnostics import format_table
+    """The per-seed training-log diagnostics for the report: ``diagnostics.diagnose.summary`` over every seed's
+    diagnosis (an HTML table on the page: one row per signal, per seed its status and first step) and one small
+    plot per signal that fired at warn or fail on some seed (``diagnostics.report.plot_signal``: every seed's
+    series, its first step dashed), as inline SVG. Empty when no seed has a training log."""
+    from evalgate.diagnostics.diagnose import summary
     from evalgate.diagnostics.report import plot_signal
     from evalgate.diagnostics.signals import SIGNAL_SERIES
 
@@ -107,7 +107,7 @@ def diagnostics_section(verdict: Verdict) -> dict[str, Any]:
         chart = plot_signal(sig, diags) if sig in fired else None
         if chart:
             plots.append({"signal": sig, "svg": chart})
-    return {"table": format_table(diags), "plots": plots}
+    return {"summary": summary(diags), "plots": plots}
 
 
 def _atomic_write(path: Path, text: str) -> None:

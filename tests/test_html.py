@@ -4,6 +4,7 @@ a page shows arrives escaped, and the one figure helper gives inline SVG with no
 from __future__ import annotations
 
 import json
+from html.parser import HTMLParser
 from pathlib import Path
 
 from evalgate.html import ENV, fmt, svg
@@ -91,3 +92,74 @@ def test_no_page_is_built_in_python_strings():
     root = Path(__file__).resolve().parent.parent / "evalgate"
     hits = [str(p.relative_to(root)) for p in root.rglob("*.py") if "<!doctype" in p.read_text().lower()]
     assert hits == []
+
+
+class _Cells(HTMLParser):
+    """The rows of every <table class='diag'> (cell text, class) and whether a <pre> occurs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[list[tuple[str, str]]] = []
+        self.pre, self._in_diag, self._cell = False, False, None
+        self._cls = ""
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        self.pre |= tag == "pre"
+        if tag == "table" and a.get("class") == "diag":
+            self._in_diag = True
+        elif self._in_diag and tag == "tr":
+            self.rows.append([])
+        elif self._in_diag and tag in ("td", "th"):
+            self._cell, self._cls = "", a.get("class") or ""
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell += data
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "th") and self._cell is not None:
+            self.rows[-1].append((self._cell, self._cls))
+            self._cell = None
+        elif tag == "table":
+            self._in_diag = False
+
+
+def test_diagnose_summary_is_an_html_table_that_wraps_not_a_preformatted_block(tmp_path):
+    # the summary was one <pre> whose lines ran off the page; now a table (a row per signal, a column per seed) and
+    # lists, with long values allowed to wrap. A loss of NaN at step 3 is the nonfinite signal failing there.
+    from evalgate.diagnostics.diagnose import diagnose
+    from evalgate.diagnostics.log import read_jsonl
+    from evalgate.diagnostics.report import render_html
+
+    log = tmp_path / ("a-long-directory-name-" * 6) / "m.jsonl"
+    log.parent.mkdir()
+    log.write_text("".join(json.dumps(r) + "\n" for r in ({"step": 1, "loss": 2.0}, {"step": 2, "loss": 1.9},
+                                                           {"step": 3, "loss": float("nan")})))
+    page = render_html([diagnose(read_jsonl(log), label="seed 1", seed=1)])
+    p = _Cells()
+    p.feed(page)
+    assert not p.pre
+    assert p.rows[0] == [("part", ""), ("signal", ""), ("seed 1", "")]
+    assert p.rows[-1] == [("system", ""), ("nonfinite", ""), ("FAIL @3 loss", "fail")]
+    assert ("kl_rising", "") in [r[1] for r in p.rows]  # not checkable from a loss-only log
+    assert [r[2] for r in p.rows if r[1][0] == "kl_rising"] == [("n/c", "not_checkable")]
+    assert "overflow-wrap:anywhere" in page
+    assert f"<b>seed 1</b>: {log} (jsonl, steps 1..3)" in page and "<li>first break: nonfinite at step 3" in page
+
+
+def test_watch_and_release_report_show_the_same_summary_table(tmp_path):
+    from evalgate.diagnostics.diagnose import diagnose
+    from evalgate.diagnostics.log import read_jsonl
+    from evalgate.watch.status import render_status
+
+    path = tmp_path / "m.jsonl"
+    path.write_text(json.dumps({"step": 1, "loss": 2.0}) + "\n" + json.dumps({"step": 2, "loss": float("inf")}) + "\n")
+    log = read_jsonl(path)
+    doc = {"state": "done", "protocol": "p@1", "split": "dev", "updated_at": "t", "pid": 1, "metric": "pass@1",
+           "evaluating": None, "runs": []}
+    p = _Cells()
+    p.feed(render_status(doc, [diagnose(log, label="seed 2")], ""))
+    assert not p.pre and p.rows[-1] == [("system", ""), ("nonfinite", ""), ("FAIL @2 loss", "fail")]
+    tpl = (Path(__file__).resolve().parent.parent / "evalgate" / "templates" / "report.html.j2").read_text()
+    assert "diag_summary(diag.summary)" in tpl and "diag.table" not in tpl

@@ -14,6 +14,7 @@ from evalgate.diagnostics.log import TrainLog, read_path
 from evalgate.diagnostics.signals import PARTS, SEVERITIES, Finding, run_signals
 from evalgate.diagnostics.thresholds import Thresholds
 from evalgate.errors import BadInput
+from evalgate.formatting import table
 
 _SEED = re.compile(r"(?:^|[-_/])seed[-_]?(\d+)(?:$|[-_/])", re.IGNORECASE)
 
@@ -125,48 +126,86 @@ def _label(p: Path) -> str:
 _MARK = {"fail": "FAIL", "warn": "warn", "info": "info", "ok": "ok", "not_checkable": "n/c", "off": "off"}
 
 
-def format_table(diags: list[Diagnosis]) -> str:
-    """The terminal table: one row per signal (grouped by loop part), per seed its status and first step, then per
-    seed the first break and the log's warnings."""
+@dataclass
+class SummaryCell:
+    """One seed's outcome of one signal: its severity (``fail`` ... ``off``; "" when the seed has no such finding)
+    and the text shown (``FAIL @25``)."""
+
+    status: str
+    text: str
+
+
+@dataclass
+class SeedNotes:
+    """What the summary says about one seed below the table: where its log came from, its first break, which log
+    was chosen, findings of later segments and the log's warnings."""
+
+    label: str
+    source: str
+    first_break: str
+    log_choice: str | None
+    segments: list[str]
+    warnings: list[str]
+
+
+@dataclass
+class Summary:
+    """The diagnostics summary (``summary``): one row per signal, grouped by loop part, each with a cell per seed;
+    then the notes per seed. ``format_table`` writes it as text, the HTML pages as a table and lists
+    (``templates/_diagnostics.html.j2``)."""
+
+    labels: list[str]
+    rows: list[tuple[str, str, list[SummaryCell]]]
+    seeds: list[SeedNotes]
+
+
+def _cell(f: Finding | None, nonfinite: bool = False) -> SummaryCell:
+    if f is None:
+        return SummaryCell("", "")
+    at = f" @{f.step}" + (f" {f.keys[0]}" if nonfinite else "") if f.fired and f.step is not None else ""
+    return SummaryCell(f.status, _MARK[f.status] + at)
+
+
+def _notes(d: Diagnosis) -> SeedNotes:
+    fb, st = d.first_break, d.log.steps
+    return SeedNotes(
+        d.label, f"{d.log.source} ({d.log.format}, steps {st[0]}..{st[1]})" if st else
+        f"{d.log.source} (no logged steps)",
+        f"{fb.signal} at step {fb.step} ({fb.part}): {fb.message}" if fb else "none (no warn or fail signal)",
+        d.log.choice or None,
+        [f"{_MARK[f.status]} {f.signal} at step {f.step} ({f.part}), {f.message}" for f in d.findings
+         if f.segment is not None], list(d.log.warnings))
+
+
+def summary(diags: list[Diagnosis]) -> Summary:
+    """The summary of one or several seeds' diagnoses: per signal (grouped by loop part, in ``PARTS`` order) each
+    seed's status and first step, the NaN / inf row last (its worst finding), then each seed's notes."""
     names: list[tuple[str, str]] = []
     for d in diags:
         for f in d.findings:
             if f.signal != "nonfinite" and (f.part, f.signal) not in names:
                 names.append((f.part, f.signal))
     names.sort(key=lambda n: PARTS.index(n[0]))
-    header = ["part", "signal"] + [d.label for d in diags]
-    rows = [header]
-    for part, sig in names:
-        cells = []
-        for d in diags:
-            hit = next((x for x in d.findings if x.signal == sig and x.segment is None), None)
-            at = f" @{hit.step}" if hit is not None and hit.fired and hit.step is not None else ""
-            cells.append("" if hit is None else _MARK[hit.status] + at)
-        rows.append([part, sig] + cells)
+    rows = [(part, sig, [_cell(next((x for x in d.findings if x.signal == sig and x.segment is None), None))
+                         for d in diags]) for part, sig in names]
     cells = []
     for d in diags:
         nf = [f for f in d.findings if f.signal == "nonfinite" and f.segment is None]
-        worst: Finding | None = max(nf, key=lambda f: SEVERITIES.index(f.status) if f.fired else -1) if nf else None
-        cells.append("" if worst is None else _MARK[worst.status] + (f" @{worst.step} {worst.keys[0]}"
-                                                                     if worst.fired else ""))
-    rows.append(["system", "nonfinite"] + cells)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    lines.append("")
-    for d in diags:
-        fb = d.first_break
-        first = f"first break: {fb.signal} at step {fb.step} ({fb.part}): {fb.message}" if fb else \
-            "first break: none (no warn or fail signal)"
-        st = d.log.steps
-        lines.append(f"{d.label}: {d.log.source} ({d.log.format}, steps {st[0]}..{st[1]})" if st else
-                     f"{d.label}: {d.log.source} (no logged steps)")
-        lines.append(f"  {first}")
-        if d.log.choice:
-            lines.append(f"  log: {d.log.choice}")
-        for f in d.findings:
-            if f.segment is not None:
-                lines.append(f"  {_MARK[f.status]} {f.signal} at step {f.step} ({f.part}), {f.message}")
-        for w in d.log.warnings:
-            lines.append(f"  warning: {w}")
+        worst = max(nf, key=lambda f: SEVERITIES.index(f.status) if f.fired else -1) if nf else None
+        cells.append(_cell(worst, nonfinite=True))
+    rows.append(("system", "nonfinite", cells))
+    return Summary([d.label for d in diags], rows, [_notes(d) for d in diags])
+
+
+def format_table(diags: list[Diagnosis]) -> str:
+    """The terminal table (``summary`` as text): one row per signal (grouped by loop part), per seed its status and
+    first step, then per seed the first break and the log's warnings."""
+    s = summary(diags)
+    lines = [table(["part", "signal", *s.labels], [[part, sig, *(c.text for c in cells)]
+                                                   for part, sig, cells in s.rows]), ""]
+    for n in s.seeds:
+        lines += [f"{n.label}: {n.source}", f"  first break: {n.first_break}"]
+        if n.log_choice:
+            lines.append(f"  log: {n.log_choice}")
+        lines += [f"  {seg}" for seg in n.segments] + [f"  warning: {w}" for w in n.warnings]
     return "\n".join(lines)

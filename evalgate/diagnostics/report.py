@@ -7,7 +7,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-from evalgate.diagnostics.diagnose import Diagnosis, format_table
+from evalgate.diagnostics.diagnose import Diagnosis, summary
 from evalgate.diagnostics.signals import PARTS, SIGNAL_SERIES
 from evalgate.html import render, svg
 
@@ -51,7 +51,8 @@ def plot_signal(signal: str, diags: list[Diagnosis]) -> Markup | None:
 
 
 def render_html(diags: list[Diagnosis], title: str = "evalgate diagnose") -> str:
-    """The report page (``templates/diagnose.html.j2``): the terminal table, then per loop part each signal's plot
+    """The report page (``templates/diagnose.html.j2``): the summary (``diagnose.summary``) as an HTML table and
+    lists that wrap, then per loop part each signal's plot
     and per-seed sentences, then the NaN / inf findings. Every value is HTML-escaped."""
     order: list[tuple[str, str]] = []
     for d in diags:
@@ -69,7 +70,7 @@ def render_html(diags: list[Diagnosis], title: str = "evalgate diagnose") -> str
             parts.append({"name": part, "signals": signals})
     nonfinite = [{"label": d.label, "status": f.status, "message": f.message}
                  for d in diags for f in d.findings if f.signal == "nonfinite" and f.fired]
-    return render("diagnose.html.j2", title=title, table=format_table(diags), parts=parts, nonfinite=nonfinite)
+    return render("diagnose.html.j2", title=title, summary=summary(diags), parts=parts, nonfinite=nonfinite)
 
 
 def write_report(diags: list[Diagnosis], path: str | Path) -> Path:

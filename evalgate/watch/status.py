@@ -7,7 +7,7 @@ from typing import Any
 
 from markupsafe import Markup
 
-from evalgate.diagnostics.diagnose import Diagnosis, format_table
+from evalgate.diagnostics.diagnose import Diagnosis, summary
 from evalgate.html import render, svg
 
 
@@ -36,4 +36,4 @@ def render_status(doc: dict[str, Any], diags: list[Diagnosis], chart: str) -> st
     """The live status page (``templates/watch.html.j2``): refreshes itself every 5 s while watching; what is
     evaluated now, the dev metric per step per run (``chart``, inline SVG from ``metric_svg``), each run's
     checkpoints and STOP reason, and the diagnostics table. Every value of ``doc`` is HTML-escaped."""
-    return render("watch.html.j2", doc=doc, chart=Markup(chart), table=format_table(diags) if diags else "")
+    return render("watch.html.j2", doc=doc, chart=Markup(chart), summary=summary(diags) if diags else None)
