@@ -25,6 +25,7 @@ from markupsafe import Markup
 
 from evalgate.errors import BadInput
 from evalgate.fileio import atomic_write
+from evalgate.formatting import num, pct
 from evalgate.html import render, svg
 from evalgate.protocol import load_protocol
 from evalgate.run import RunOptions, evaluate
@@ -296,12 +297,12 @@ def format_summary(res: PreflightResult) -> str:
     lines = [f"preflight {res.protocol} on {res.split}: {res.prompts} prompts x {res.samples} samples "
              f"({res.checkpoint})", "pass rate  prompts"]
     lines += [f"  {rate:5.2f}  {c:5d} {'#' * round(30 * c / width)}" for rate, c in res.histogram]
-    lines += [f"zero-variance prompts: {res.zero_variance:.1%} (all correct {res.all_correct:.1%}, all wrong "
-              f"{res.all_wrong:.1%}, other constant {res.other_constant:.1%})",
-              f"score: mean {res.mean:.4f}, std {res.std:.4f}; per-prompt pass rate std {res.pass_rate_std:.4f}",
-              f"cut at max_tokens: {res.truncated:.1%} of samples ({res.truncated_zeros:.1%} of the zero scores)",
+    lines += [f"zero-variance prompts: {pct(res.zero_variance)} (all correct {pct(res.all_correct)}, all wrong "
+              f"{pct(res.all_wrong)}, other constant {pct(res.other_constant)})",
+              f"score: mean {num(res.mean)}, std {num(res.std)}; per-prompt pass rate std {num(res.pass_rate_std)}",
+              f"cut at max_tokens: {pct(res.truncated)} of samples ({pct(res.truncated_zeros)} of the zero scores)",
               "trivial baselines (same scorer; deserved = share of items with that gold answer): "
-              + ", ".join(f"{k} {v:.3f} (deserves {res.baseline_deserved.get(k, 0.0):.3f})"
+              + ", ".join(f"{k} {num(v)} (deserves {num(res.baseline_deserved.get(k, 0.0))})"
                           for k, v in res.baselines.items())]
     lines += [f"{v.name}: {v.status}: {v.message}" for v in res.verdicts]
     lines += [f"note: {n}" for n in res.notes]

@@ -34,7 +34,7 @@ def test_no_command_formats_a_metric_by_hand() -> None:
     # the kind of fault behind `watch` printing 0.08333333333333333: a float put into a printed line without going
     # through evalgate.formatting. The command modules format numbers only there (durations, :.1f s, excepted).
     root = Path(__file__).resolve().parent.parent / "evalgate" / "commands"
-    hand = re.compile(r"\{[^{}]*:\.[0-9][fg]\}")
+    hand = re.compile(r"\{[^{}]*:\.[0-9][fg%]\}")
     offenders = [f"{p.name}:{i}: {line.strip()}" for p in sorted(root.glob("*.py"))
                  for i, line in enumerate(p.read_text().splitlines(), 1)
                  if hand.search(line) and "_s'" not in line and "seconds" not in line and "mcnemar_p" not in line]

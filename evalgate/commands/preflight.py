@@ -9,6 +9,7 @@ import click
 
 from evalgate.commands import dump, handle_errors
 from evalgate.commands.options import backend_options_of, run_options
+from evalgate.formatting import pct
 
 
 @click.command("preflight")
@@ -47,6 +48,6 @@ def preflight_cmd(protocol_path: Path, checkpoint: Path, split: str, samples: in
         if report_path is not None:
             click.echo(f"report: {report_path}")
     if res.zero_variance > max_zero_variance:
-        click.echo(f"zero-variance share {res.zero_variance:.1%} > --max-zero-variance {max_zero_variance:.1%}",
+        click.echo(f"zero-variance share {pct(res.zero_variance)} > --max-zero-variance {pct(max_zero_variance)}",
                    err=True)
         sys.exit(1)
