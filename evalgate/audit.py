@@ -15,6 +15,7 @@ from evalgate.errors import BadInput
 from evalgate.splits.discovery import scan_manifests
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import splits_dir
+from evalgate.splits.owners import ContentOwner
 from evalgate.store import AccessLogRepo, Store, now
 
 
@@ -67,44 +68,54 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
     for name in sorted(set(by_split) | ({split} if split else set(manifests))):
         own = owners.get(name)
         rs = sorted((r for n in (own.names if own else (name,)) for r in by_split.get(n, [])), key=lambda r: r["seq"])
-        reads = [r for r in rs if r["outcome"] in ("read", "override")]
-        refused = [r for r in rs if r["outcome"] == "refused"]
-        m_tier = manifests[name].tier if name in manifests else None
-        entry: dict[str, Any] = {
-            "tier": m_tier or (rs[-1]["tier"] if rs else None),
-            "reads": len(reads), "cached_reads": sum(1 for r in reads if r["cached"]),
-            "overrides": sum(1 for r in rs if r["outcome"] == "override"),
-            "refusals": len(refused),
-            "by_actor": dict(Counter(r["actor"] for r in reads)),
-            "by_purpose": dict(Counter(r["purpose"] for r in reads)),
-            "by_day": dict(sorted(Counter(r["ts"].date().isoformat() for r in reads).items())),
-            "refusals_by_actor": dict(Counter(r["actor"] for r in refused)),
-            "ci_reads": sum(1 for r in reads if r["ci"]),
-            "first_read": min((r["ts"] for r in reads), default=None),
-            "last_read": max((r["ts"] for r in reads), default=None),
-            "tiers_seen": sorted({r["tier"] for r in rs} | ({m_tier} if m_tier else set())),
-            "manifest": name in manifests,
-        }
+        entry = _counts(rs, manifests[name].tier if name in manifests else None, name in manifests)
         if tier is not None and entry["tier"] != tier:
             continue
         if own is not None:
-            entry["content_names"] = list(own.names)
-            entry["same_content_as"] = own.manifest.name if own.manifest.name != name else None
-            policy = own.manifest.effective_policy()
-            if policy.max_reads is not None:
-                entry["budget"] = _budget(manager, own.names, policy, chain)
-            if policy.max_contamination_checks is not None:
-                used = manager.contamination_checks_in_window(own.names, policy)
-                entry["contamination_budget"] = {
-                    "max_checks": policy.max_contamination_checks, "window_days": policy.window_days, "used": used,
-                    "left": max(0, policy.max_contamination_checks - used)}
-        for k in ("first_read", "last_read"):
-            if entry[k] is not None:
-                entry[k] = entry[k].isoformat(timespec="seconds")
+            entry.update(_content(name, own, manager, chain))
         out[name] = entry
     return {"generated_at": now().isoformat(timespec="seconds"), "since": since.isoformat() if since else None,
             "splits_dir": str(splits_dir().resolve()), "splits": out, "chain": chain,
             "broken_manifests": [e.message for e in broken]}
+
+
+def _counts(rs: list[dict[str, Any]], m_tier: str | None, has_manifest: bool) -> dict[str, Any]:
+    """One split's entry of ``audit_summary`` from its access-log rows ``rs`` (in log order): the counts, the
+    first and last read (ISO text), the tiers seen (``m_tier``: its manifest's tier, None without a manifest)."""
+    reads = [r for r in rs if r["outcome"] in ("read", "override")]
+    refused = [r for r in rs if r["outcome"] == "refused"]
+    first, last = min((r["ts"] for r in reads), default=None), max((r["ts"] for r in reads), default=None)
+    return {
+        "tier": m_tier or (rs[-1]["tier"] if rs else None),
+        "reads": len(reads), "cached_reads": sum(1 for r in reads if r["cached"]),
+        "overrides": sum(1 for r in rs if r["outcome"] == "override"),
+        "refusals": len(refused),
+        "by_actor": dict(Counter(r["actor"] for r in reads)),
+        "by_purpose": dict(Counter(r["purpose"] for r in reads)),
+        "by_day": dict(sorted(Counter(r["ts"].date().isoformat() for r in reads).items())),
+        "refusals_by_actor": dict(Counter(r["actor"] for r in refused)),
+        "ci_reads": sum(1 for r in reads if r["ci"]),
+        "first_read": first.isoformat(timespec="seconds") if first is not None else None,
+        "last_read": last.isoformat(timespec="seconds") if last is not None else None,
+        "tiers_seen": sorted({r["tier"] for r in rs} | ({m_tier} if m_tier else set())),
+        "manifest": has_manifest,
+    }
+
+
+def _content(name: str, own: ContentOwner, manager: SplitManager, chain: dict[str, Any]) -> dict[str, Any]:
+    """The content part of a split's entry: its names, the split owning the content, and its budgets (reads,
+    contamination checks) over every name of the content."""
+    out: dict[str, Any] = {"content_names": list(own.names),
+                           "same_content_as": own.manifest.name if own.manifest.name != name else None}
+    policy = own.manifest.effective_policy()
+    if policy.max_reads is not None:
+        out["budget"] = _budget(manager, own.names, policy, chain)
+    if policy.max_contamination_checks is not None:
+        used = manager.contamination_checks_in_window(own.names, policy)
+        out["contamination_budget"] = {
+            "max_checks": policy.max_contamination_checks, "window_days": policy.window_days, "used": used,
+            "left": max(0, policy.max_contamination_checks - used)}
+    return out
 
 
 def _budget(manager: SplitManager, names: tuple[str, ...], policy: Any, chain: dict[str, Any]) -> dict[str, Any]:

@@ -115,12 +115,12 @@ class ScorerSpec(StrictModel):
     """Which scorer judges a completion, by registry name, and its options."""
 
     name: str
-    """Scorer name: ``humaneval`` (run the item's unit tests), ``math`` (math-verify equivalence), ``exact``
-    (normalised exact match). Required."""
+    """A scorer registered in ``scoring.base.SCORERS`` (a plugin's through the ``evalgate.scorers`` entry-point
+    group), e.g. ``humaneval`` (run the item's unit tests), ``math`` (math-verify equivalence), ``exact``
+    (normalised exact match); every scorer: ``docs/SCORERS.md``. Checked at load. Required."""
     options: dict[str, Any] = {}
     """Scorer-specific options, checked at load against the scorer's options model (unknown keys and wrong types
-    are errors): ``exact``: ``answer_field``, ``case``, ``punctuation``, ``articles``; ``math``: ``answer_field``;
-    ``humaneval``: none. Each option's type, default and meaning: ``docs/SCORERS.md``. Default: none."""
+    are errors). Each scorer's options, with type, default and meaning: ``docs/SCORERS.md``. Default: none."""
 
 
 class ExtractionSpec(StrictModel):
