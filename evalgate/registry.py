@@ -10,7 +10,7 @@ be of the registry's entry type. A built-in name wins over a plugin of the same 
 
 The registries themselves live beside what they register (``backends.base.BACKENDS``, ``scoring.base.SCORERS``,
 ``datasets.DATASETS``, ``scoring.extract.RULES``, ``diagnostics.log.LOG_READERS``, ``report_writers.WRITERS``,
-``scoring.metrics.METRICS``); this module imports nothing of evalgate but ``errors``. A registry is also pydantic
+``scoring.metrics.METRICS``, ``tools.TOOLS``); this module imports nothing of evalgate but ``errors``. A registry is also pydantic
 metadata: a field ``Annotated[str, RULES]`` accepts the registry's names only (a plugin's included).
 """
 
@@ -28,7 +28,7 @@ T = TypeVar("T")
 
 ENTRY_POINT_GROUPS = ("evalgate.backends", "evalgate.scorers", "evalgate.datasets", "evalgate.extract_rules",
                       "evalgate.log_readers", "evalgate.report_writers", "evalgate.metrics", "evalgate.tools")
-"""Every entry-point group evalgate reads (``evalgate.tools`` is read by ``evalgate.tools``)."""
+"""Every entry-point group evalgate reads, one per registry."""
 
 
 def load_reference(ref: str) -> Any:

@@ -180,6 +180,7 @@ def _registries() -> list[tuple[Any, str, Callable[[Any], list[str | None]]]]:
     from evalgate.scoring.base import SCORERS
     from evalgate.scoring.extract import RULES
     from evalgate.scoring.metrics import METRICS
+    from evalgate.tools import TOOLS
 
     return [
         (BACKENDS, "BACKENDS.md", lambda e: [e.options.__doc__]),
@@ -189,11 +190,12 @@ def _registries() -> list[tuple[Any, str, Callable[[Any], list[str | None]]]]:
         (LOG_READERS, "DIAGNOSTICS.md", lambda e: [e.describe, e.read.__doc__]),
         (WRITERS, "GATING.md", lambda e: [e.help, e.writer().__doc__]),
         (METRICS, "SCORING.md", lambda e: [e.help]),
+        (TOOLS, "AGENTIC.md", lambda e: [e.description]),
     ]
 
 
-@pytest.mark.parametrize("index", range(7), ids=["backends", "scorers", "datasets", "extraction rules",
-                                                 "log readers", "report writers", "metrics"])
+@pytest.mark.parametrize("index", range(8), ids=["backends", "scorers", "datasets", "extraction rules",
+                                                 "log readers", "report writers", "metrics", "tools"])
 def test_every_registry_entry_is_named_in_its_docs_page_and_has_docstrings(index: int) -> None:
     """Each built-in entry of each extension point's registry heads a table row or a section of its page (as the
     scorer reference names every scorer) and carries its own documentation (options model, class, reader or

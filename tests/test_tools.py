@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ import yaml
 from evalgate.agent.calls import ToolCall, parse_hermes, parse_llama3, parse_openai, parse_text
 from evalgate.errors import BadInput
 from evalgate.protocol import load_protocol
-from evalgate.tools import Tool, ToolContext, ToolOutput, get_tool
+from evalgate.tools import Tool, ToolContext, ToolOutput, get_tool, known_tools
+from tests.plugin_fixtures import _forget_plugins, install_dist  # noqa: F401 - the fixture is autouse
 
 BASE = {"name": "t", "version": "1", "prompt": {"template": "{{ q }}", "chat_template": "none"},
         "scorer": {"name": "exact"}}
@@ -200,15 +202,14 @@ def test_python_tool_runs_in_the_sandbox_and_returns_output_or_error() -> None:
 
 def test_task_defined_tool_by_entry_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A distribution on sys.path declaring an ``evalgate.tools`` entry point adds a tool."""
-    pkg = tmp_path / "mytools.py"
-    pkg.write_text("from evalgate.tools import Tool, ToolOutput\n"
-                   "ECHO = Tool('echo', 'Echo text.', {'type': 'object', 'properties': {'s': {'type': 'string'}}},\n"
-                   "            lambda args, ctx: ToolOutput(True, args['s']))\n")
-    dist = tmp_path / "mytools-0.1.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: mytools\nVersion: 0.1\n")
-    (dist / "entry_points.txt").write_text("[evalgate.tools]\necho = mytools:ECHO\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
+    from evalgate.tools import TOOLS
+
+    install_dist(tmp_path, monkeypatch, "mytools", {"mytools": (
+        "from evalgate.tools import Tool, ToolOutput\n"
+        "ECHO = Tool('echo', 'Echo text.', {'type': 'object', 'properties': {'s': {'type': 'string'}}},\n"
+        "            lambda args, ctx: ToolOutput(True, args['s']))\n")}, {"evalgate.tools": {"echo": "mytools:ECHO"}},
+        (TOOLS,))
+    assert "echo" in known_tools() and "mytools" not in sys.modules  # listing names imports no tool
     tool = get_tool("echo")
     assert isinstance(tool, Tool) and tool.run({"s": "hi"}, ToolContext()) == ToolOutput(True, "hi")
     lp = load_protocol(_write(tmp_path, {"allowed": ["echo"], "max_calls": 1}))
@@ -269,19 +270,19 @@ def test_slow_or_raising_tool_is_a_result_not_a_hang(tmp_path: Path, monkeypatch
     import threading
 
     from evalgate.agent.permissions import ToolBox
-    from evalgate.tools import BUILTIN
+    from evalgate.tools import TOOLS
 
     release = threading.Event()
     slow = Tool("calculator", "slow", get_tool("calculator").parameters,
                 lambda args, ctx: ToolOutput(True, "late") if release.wait(5) else ToolOutput(True, "never"))
-    monkeypatch.setitem(BUILTIN, "calculator", slow)
+    monkeypatch.setitem(TOOLS, "calculator", slow)
     box = ToolBox(load_protocol(_write(tmp_path, {"allowed": ["calculator"], "max_calls": 3, "timeout_s": 0.2})))
     out = box.execute(ToolCall("calculator", {"expression": "1"}), 0)
     release.set()
     assert out.status == "error" and out.result == "error: timed out after 0.2 s"
     boom = Tool("calculator", "boom", get_tool("calculator").parameters,
                 lambda args, ctx: (_ for _ in ()).throw(RuntimeError("tool bug")))
-    monkeypatch.setitem(BUILTIN, "calculator", boom)
+    monkeypatch.setitem(TOOLS, "calculator", boom)
     box = ToolBox(load_protocol(_write(tmp_path, {"allowed": ["calculator"], "max_calls": 3})))
     out = box.execute(ToolCall("calculator", {"expression": "1"}), 0)
     assert out.status == "error" and out.result == "error: RuntimeError: tool bug"

@@ -6,7 +6,7 @@ import urllib.error
 import urllib.request
 from typing import Any
 
-from evalgate.tools import Tool, ToolContext, ToolOutput, _register, inside
+from evalgate.tools.base import Tool, ToolContext, ToolOutput, inside
 
 OUTPUT_CHARS = 4000
 """Characters of a tool's output shown to the model (the start; the rest is cut with a note)."""
@@ -85,15 +85,15 @@ def _string_params(**props: str) -> dict[str, Any]:
             "required": list(props), "additionalProperties": False}
 
 
-_register(Tool("python", "Run a Python program (standard library only, no network) and return what it prints.",
-               _string_params(code="Python source; print() the values you need."), _python))
-_register(Tool("calculator", "Evaluate an arithmetic expression, e.g. (3 + 4) * 2 / 7.",
-               _string_params(expression="The arithmetic expression."), _calculator))
-_register(Tool("read_file", "Read a text file of the task directory.",
-               _string_params(path="Path relative to the task directory."), _read_file, _path_check))
-_register(Tool("write_file", "Write a text file in the task directory.",
-               _string_params(path="Path relative to the task directory.", content="The file's new content."),
-               _write_file, _write_check))
-_register(Tool("http_get", "Fetch a URL with HTTP GET and return the status and the start of the body.",
-               _string_params(url="An http:// or https:// URL."), _http_get,
-               lambda args, ctx: None if ctx.network else "network"))
+PYTHON = Tool("python", "Run a Python program (standard library only, no network) and return what it prints.",
+              _string_params(code="Python source; print() the values you need."), _python)
+CALCULATOR = Tool("calculator", "Evaluate an arithmetic expression, e.g. (3 + 4) * 2 / 7.",
+                  _string_params(expression="The arithmetic expression."), _calculator)
+READ_FILE = Tool("read_file", "Read a text file of the task directory.",
+                 _string_params(path="Path relative to the task directory."), _read_file, _path_check)
+WRITE_FILE = Tool("write_file", "Write a text file in the task directory.",
+                  _string_params(path="Path relative to the task directory.", content="The file's new content."),
+                  _write_file, _write_check)
+HTTP_GET = Tool("http_get", "Fetch a URL with HTTP GET and return the status and the start of the body.",
+                _string_params(url="An http:// or https:// URL."), _http_get,
+                lambda args, ctx: None if ctx.network else "network")
