@@ -10,8 +10,9 @@ be of the registry's entry type. A built-in name wins over a plugin of the same 
 
 The registries themselves live beside what they register (``backends.base.BACKENDS``, ``scoring.base.SCORERS``,
 ``datasets.DATASETS``, ``scoring.extract.RULES``, ``diagnostics.log.LOG_READERS``, ``report_writers.WRITERS``,
-``scoring.metrics.METRICS``, ``tools.TOOLS``); this module imports nothing of evalgate but ``errors``. A registry is also pydantic
-metadata: a field ``Annotated[str, RULES]`` accepts the registry's names only (a plugin's included).
+``scoring.metrics.METRICS``, ``tools.TOOLS``); this module imports nothing of evalgate but ``errors``. A registry
+is also pydantic metadata: a field ``Annotated[str, RULES]`` accepts the registry's names only (a plugin's
+included).
 """
 
 from __future__ import annotations
