@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO
 
 
 def _args(tmp_path: Path) -> SimpleNamespace:

@@ -26,7 +26,7 @@ from evalgate.datasets.gsm8k import gsm8k_items
 from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.splits import RELEASE_GATE, TIERS, Policy, SplitManager, partition, write_split
 from evalgate.store import Store
-from tests.conftest import SHARED_DATA
+from tests.conftest import REPO, SHARED_DATA
 
 # Item texts of 22 distinct words have 22 - 13 + 1 = 10 distinct 13-grams.
 LOW = [f"alpha{i}" for i in range(22)]
@@ -248,7 +248,7 @@ def test_gsm8k_edited_copy_is_flagged_as_a_near_duplicate(gsm8k_case: Gsm8kCase)
 
 def test_gsm8k_cli_protocol_fields_and_no_item_text_in_the_private_output(gsm8k_case: Gsm8kCase) -> None:
     c = gsm8k_case
-    protocol = Path(__file__).resolve().parent.parent / "protocols" / "gsm8k-cot.yaml"
+    protocol = REPO / "protocols" / "gsm8k-cot.yaml"
     args = ["splits", "contamination", "--split", "gsm8k-private", "--corpus", str(c.corpus), "--near-dup"]
     r = CliRunner().invoke(main, [*args, "--protocol", str(protocol), "--json"])
     assert r.exit_code == 1, r.output

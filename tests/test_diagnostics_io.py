@@ -16,7 +16,7 @@ from evalgate.cli import main
 from evalgate.diagnostics import coverage, diagnose_paths, read_path, seed_from_path
 from evalgate.diagnostics.log import from_records, read_jsonl, read_tensorboard, read_trainer_state
 from evalgate.errors import BadInput
-from tests.conftest import SHARED_DATA
+from tests.conftest import REPO, SHARED_DATA
 
 
 def write_jsonl(p: Path, rows: list[dict]) -> Path:
@@ -171,7 +171,7 @@ def test_nan_literals_as_hf_writes_them(tmp_path: Path) -> None:
 def test_docs_key_map_matches_code() -> None:
     from evalgate.diagnostics.keys import KEY_ROWS
 
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "DIAGNOSTICS.md").read_text()
+    doc = (REPO / "docs" / "DIAGNOSTICS.md").read_text()
     missing = [(c, r) for c, r, _ in KEY_ROWS if f"| `{c}` | `{r}` |" not in doc]
     assert not missing, f"docs/DIAGNOSTICS.md key map lacks {missing}"
 

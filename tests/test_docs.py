@@ -16,7 +16,8 @@ import click
 import pytest
 from markdown.extensions.toc import slugify
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.conftest import REPO as ROOT
+
 DOCS = ROOT / "docs"
 _LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _REF = re.compile(r"^\s{0,3}\[[^\]]+\]:\s*<?(\S+?)>?(?:\s+.*)?$")

@@ -15,8 +15,7 @@ import yaml
 from evalgate.demo_train import addition_items
 from evalgate.run import RunOptions, evaluate
 from evalgate.splits import write_split
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO
 
 
 def _variant(src: Path, dst: Path, k: int) -> Path:

@@ -8,6 +8,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from evalgate.html import ENV, fmt, svg
+from tests.conftest import REPO
 
 HOSTILE = "<img src=x onerror=alert(1)>"
 ESCAPED = "&lt;img src=x onerror=alert(1)&gt;"
@@ -89,7 +90,7 @@ def test_fmt():
 
 def test_no_page_is_built_in_python_strings():
     # the f-string producers are gone: no module outside the templates writes a doctype
-    root = Path(__file__).resolve().parent.parent / "evalgate"
+    root = REPO / "evalgate"
     hits = [str(p.relative_to(root)) for p in root.rglob("*.py") if "<!doctype" in p.read_text().lower()]
     assert hits == []
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from evalgate.preflight import histogram, score_baselines, verdicts
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 ADDITION = REPO / "protocols" / "addition.yaml"
 
 

@@ -14,6 +14,7 @@ import yaml
 from evalgate.errors import BadInput
 from evalgate.registry import ENTRY_POINT_GROUPS, Registry
 from evalgate.scoring.base import SCORERS, STATUSES, score_statuses
+from tests.conftest import REPO
 from tests.plugin_fixtures import _forget_plugins, install_dist  # noqa: F401 - the fixture is autouse
 
 LAZY = "evalgate_registry_lazy_target"
@@ -261,7 +262,7 @@ def test_a_report_format_plugin_gets_its_flag_and_is_written_by_the_cli(tmp_path
     v = run_gate(load_policy(policy), built["store"], evaluate_decision=False)
     assert not v.passed  # seed 1's reward-hacking triad (tests/test_gate.py)
     out = tmp_path / "rules.csv"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(Path(__file__).parents[1])])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
     r = subprocess.run([sys.executable, "-m", "evalgate.cli", "report", v.gate_id or "", "--rules-csv", str(out),
                         "--junit", str(tmp_path / "r.xml")], capture_output=True, text=True, env=env, timeout=300)
     assert r.returncode == 1, r.stderr  # FAIL, as the gate decided

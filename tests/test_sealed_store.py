@@ -27,8 +27,7 @@ from evalgate.run import RunOptions, evaluate
 from evalgate.sealing import SEALED_PREFIX, UNREADABLE, Sealer, sealer
 from evalgate.splits import write_split
 from evalgate.store import Store
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.conftest import REPO
 
 # Distinctive texts: none can occur in a store or report by chance.
 PRIVATE = [{"id": "zq-1", "question": "Zephyrine quokka ledger 4471: what is 860217000 plus 493?",

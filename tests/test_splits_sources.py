@@ -18,8 +18,8 @@ from click.testing import CliRunner
 
 from evalgate.cli import main
 from evalgate.splits import load_manifest, read_items, splits_dir
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 ROWS = [{"task": "t1", "problem": "What is 2+3?", "solution": "5", "source": "hand"},
         {"task": "t2", "problem": "Name, with a comma?", "solution": "x, y", "source": "hand"},
         {"task": "t3", "problem": "Ünïcode ✓", "solution": "ok", "source": "hand"}]

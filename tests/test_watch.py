@@ -20,8 +20,8 @@ import pytest
 from evalgate.errors import RefusedByPolicy
 from evalgate.watch.files import STOP_FILE, read_queue
 from evalgate.watch.loop import Watcher, WatchOptions, watch_locks
+from tests.conftest import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 PROTOCOL = REPO / "protocols" / "addition.yaml"
 
 

@@ -23,9 +23,9 @@ from evalgate import rating
 from evalgate.splits import write_split
 from evalgate.store import Store
 from evalgate.web.app import COOKIE
+from tests.conftest import REPO
 from tests.test_human_audit import add_run
 
-REPO = Path(__file__).resolve().parent.parent
 CHROMEDRIVER = shutil.which("chromedriver")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_browser = pytest.mark.skipif(CHROMEDRIVER is None or CHROMIUM is None,
