@@ -72,9 +72,13 @@ test: setup
 	$(VENV)/bin/pytest -q --durations=25
 	$(MAKE) --no-print-directory test-vllm
 
-# everyday edits: the tests that neither load the real model nor start an engine (tests/conftest.py marks those slow)
+# everyday edits (target: under a minute). It leaves out three markers (pyproject.toml), which `make test` runs:
+#   slow         the tests that load the real model (tests/conftest.py marks every test using a model fixture)
+#   vllm_engine  the tests that start vLLM's engine (.venv-vllm, `make test-vllm`)
+#   integration  the tests that need seconds of real machinery without a model: programs in the sandbox, headless
+#                Chromium, a uvicorn server, tracker writers, several processes at once, a CLI subprocess per check
 test-fast: setup
-	$(VENV)/bin/pytest -q -m "not slow and not vllm_engine" --durations=10
+	$(VENV)/bin/pytest -q -m "not slow and not vllm_engine and not integration" --durations=10
 
 # the vLLM backend's tests, in the engine's environment (one engine per session, shared by the tests)
 VLLM_TESTS := tests/test_backend_vllm.py tests/test_vllm_engine.py tests/test_tools.py::test_hermes_and_llama3_agree_with_vllms_parsers

@@ -181,6 +181,7 @@ except RefusedByPolicy:
 """
 
 
+@pytest.mark.integration
 def test_eight_concurrent_reader_processes(home: Path) -> None:
     write_split("free", "dev", ITEMS, {"source": "test"})
     write_split("budgeted", "dev", ITEMS, {"source": "test"}, policy=Policy(max_reads=3, hard=True))

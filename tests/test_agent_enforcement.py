@@ -233,6 +233,7 @@ def test_trajectories_command_shows_calls_results_and_violations(tmp_path: Path)
     assert missing.exit_code == 2 and "no run 'nope'" in missing.output
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.slow
 def test_sigkill_mid_trajectory_then_rerun_generates_only_the_missing_turns(tmp_path: Path) -> None:
     """The real CLI in a subprocess, killed with SIGKILL while item a's turn-1 python call runs (after the first

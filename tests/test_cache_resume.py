@@ -23,7 +23,7 @@ from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # model runs in subprocesses: 15 minutes, not the default 5
 
 
 def _protocol(home: Path, name: str, n: int, max_tokens: int, temperature: float = 1.0, version: str = "1") -> Path:

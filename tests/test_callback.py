@@ -24,6 +24,7 @@ def _state(step: int, history: list[dict[str, Any]]) -> SimpleNamespace:
     return SimpleNamespace(global_step=step, log_history=history, is_world_process_zero=True)
 
 
+@pytest.mark.integration
 def test_import_does_not_import_vllm() -> None:
     code = "import sys, evalgate.callback; print(sorted(m for m in sys.modules if m.split('.')[0] == 'vllm'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

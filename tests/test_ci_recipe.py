@@ -28,7 +28,7 @@ from evalgate.splits import load_key, write_split
 from tests.conftest import REPO
 from tests.test_gate_real import _variant
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # a venv install and model runs: 15 min, not 5
 
 WORKFLOW = REPO / ".github" / "workflows" / "evalgate-example.yml"
 EXPR = re.compile(r"\$\{\{\s*([A-Za-z_][\w.]*)\s*\}\}")

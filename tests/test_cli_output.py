@@ -22,6 +22,7 @@ def run_into_closed_pipe(*args: str) -> subprocess.CompletedProcess:
         os.close(w)
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("args", [["audit"], ["audit", "verify"], ["protocol", "docs"]],
                          ids=["audit", "audit-verify", "protocol-docs"])
 def test_closed_stdout_exits_quietly(home, args: list[str]) -> None:
@@ -35,6 +36,7 @@ def evalgate_run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess
                           env=env, cwd=REPO, timeout=900)
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.slow
 def test_json_run_draws_no_progress_bar_even_while_converting_a_gguf(home, tmp_path, smollm2_gguf) -> None:
     import json

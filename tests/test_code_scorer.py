@@ -17,6 +17,7 @@ def _program(rec: dict, body: str) -> str:
     return f"{rec['prompt']}{body}\n\n{rec['test']}\n\ncheck({rec['entry_point']})\n"
 
 
+@pytest.mark.integration
 def test_all_canonical_solutions_pass_and_wrong_ones_fail(humaneval_records: list[dict]) -> None:
     """Through evalgate's harness (issue 27), as the scorer runs them: the 164 canonical solutions pass and 40
     wrong bodies fail."""
@@ -33,6 +34,7 @@ def test_all_canonical_solutions_pass_and_wrong_ones_fail(humaneval_records: lis
     assert [x.status for x in wrong] == ["failed"] * 40
 
 
+@pytest.mark.integration
 def test_infinite_loop_times_out_within_about_the_timeout() -> None:
     t0 = time.perf_counter()
     res = run_code("while True:\n    pass\n", timeout_s=1.0)
@@ -43,6 +45,7 @@ def test_infinite_loop_times_out_within_about_the_timeout() -> None:
     assert time.perf_counter() - t0 < 8.0
 
 
+@pytest.mark.integration
 def test_cpu_time_limit_gives_timeout() -> None:
     res = run_code("while True:\n    pass\n", timeout_s=20.0, cpu_s=1)
     assert res.status == "timeout"
@@ -50,6 +53,7 @@ def test_cpu_time_limit_gives_timeout() -> None:
     assert res.wall_s < 15
 
 
+@pytest.mark.integration
 def test_network_connection_fails_where_isolation_is_available() -> None:
     if not netns_available():
         pytest.skip("no network namespace here (unshare --net fails), so programs keep the network")
@@ -69,12 +73,14 @@ def test_network_connection_fails_where_isolation_is_available() -> None:
     assert "OSError" in isolated.stderr or "ConnectionRefused" in isolated.stderr
 
 
+@pytest.mark.integration
 def test_memory_limit_stops_a_2gb_allocation_without_crashing_the_scorer() -> None:
     res = run_code("x = bytearray(2 * 1024 ** 3)\nx[-1] = 1\n", timeout_s=20.0, memory_mb=512)
     assert res.status in ("failed", "error")
     assert "MemoryError" in res.stderr
 
 
+@pytest.mark.integration
 def test_file_size_limit(tmp_path: Path) -> None:
     # Python ignores SIGXFSZ, so the write fails with EFBIG ("File too large") instead of a kill.
     res = run_code("open('big', 'wb').write(b'x' * (3 << 20))\n", timeout_s=10.0, file_size_mb=1)
@@ -108,6 +114,7 @@ def _chat_answer(rec: dict, drop: str = "") -> str:
     return "Here is the function:\n```python\n" + "\n".join(lines) + "\n```\n"
 
 
+@pytest.mark.integration
 def test_humaneval_program_keeps_the_prompts_imports_and_helpers(humaneval_records: list[dict]) -> None:
     """Issue 14, point 8: HumanEval/0's full function without ``from typing import List`` used to fail with
     NameError; the harness assembles prompt + completion + tests, so it is correct. Neighbours: a prompt helper

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 
 from evalgate.cli import main
 
+pytestmark = pytest.mark.integration
 STEPS = list(range(1, 41))
 
 

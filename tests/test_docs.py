@@ -161,6 +161,7 @@ def test_readme_stays_a_front_page() -> None:
                                "start, the daily loop and where to read on; move reference material into docs/")
 
 
+@pytest.mark.integration
 @pytest.mark.timeout(120)
 def test_docs_site_builds_strict(tmp_path: Path) -> None:
     # mkdocs-material (the dev extra): a broken link, a missing anchor or a page left out of the nav fails --strict

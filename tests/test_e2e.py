@@ -13,7 +13,7 @@ import yaml
 
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # model runs in subprocesses: 15 minutes, not the default 5
 
 
 def evalgate(*args: str, check: bool = True) -> subprocess.CompletedProcess:

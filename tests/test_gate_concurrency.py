@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -29,6 +30,7 @@ def _counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r["outcome"] in ("read", "override")]
 
 
+@pytest.mark.timeout(900)
 def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Path, smollm2_dir: Path) -> None:
     write_split("cc-dev", "dev", addition_items("dev", 2), {"source": "test"})
     # the private tier's policy with a budget of 3 reads / 30 days (a manifest may lower the tier's 4)

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from evalgate.demo_train import addition_items
@@ -31,6 +32,7 @@ def _variant(src: Path, dst: Path, k: int) -> Path:
     return dst
 
 
+@pytest.mark.timeout(900)
 def test_gate_cli_with_real_decision_runs(home: Path, smollm2_dir: Path) -> None:
     write_split("add-dev", "dev", addition_items("dev", 3), {"source": "test"})
     write_split("add-private", "private", addition_items("private", 3), {"source": "test"})

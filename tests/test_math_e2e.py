@@ -12,7 +12,7 @@ import yaml
 
 from tests.conftest import REPO, SHARED_DATA
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # model runs in subprocesses: 15 minutes, not the default 5
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
 
 

@@ -54,6 +54,7 @@ def test_bars_follow_the_switch_and_the_setting_is_restored(capsys: pytest.Captu
         tf_logging.enable_progress_bar()
 
 
+@pytest.mark.integration
 def test_transformers_is_not_imported_and_starts_quiet_when_imported_inside() -> None:
     # A fresh interpreter: a fully cached run must not import transformers just to silence it, and a run that does
     # import it (to load the model) within the block must get its bars off, then on again after the block.

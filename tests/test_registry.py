@@ -245,6 +245,7 @@ WRITER = ReportWriter(write, "Write the rules as CSV here.", flags=("--rules-csv
 '''
 
 
+@pytest.mark.integration
 def test_a_report_format_plugin_gets_its_flag_and_is_written_by_the_cli(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     import os

@@ -58,6 +58,7 @@ def chromium(html: Path, tmp: Path, png: Path) -> tuple[str, list[str]]:
     return r.stderr, urls
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium; .ci/run does it)")
 def test_html_report_in_headless_chromium(tmp_path: Path) -> None:
     v = _verdict(tmp_path)

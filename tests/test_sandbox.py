@@ -24,6 +24,7 @@ import pytest
 from evalgate.scoring import run_code, run_many
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.integration
 SECRET = "evalgate-sandbox-test-secret-" + uuid.uuid4().hex
 
 

@@ -165,6 +165,7 @@ _PEAK = textwrap.dedent("""
 """)
 
 
+@pytest.mark.integration
 def test_a_large_file_is_streamed(tmp_path: Path) -> None:
     """A Parquet file whose unmapped column holds 57 MiB of text: how far each process's peak memory rises above
     its resident size after imports (the peak reset through /proc/self/clear_refs, so an import-time peak cannot

@@ -35,6 +35,7 @@ def _approx(pairs: list[tuple[int, float]]) -> list[tuple[int, Any]]:
     return [(s, pytest.approx(v, abs=1e-6)) for s, v in pairs]
 
 
+@pytest.mark.integration
 def test_runs_land_by_step_per_training_run_and_seed(tmp_path: Path, built: dict[str, Any],
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow.tracking import MlflowClient
@@ -78,6 +79,7 @@ def _strings(root: Path) -> bytes:
     return b"".join(p.read_bytes() for p in root.rglob("*") if p.is_file())
 
 
+@pytest.mark.integration
 def test_a_private_gate_exports_its_verdict_only(tmp_path: Path, built: dict[str, Any],
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from mlflow.tracking import MlflowClient

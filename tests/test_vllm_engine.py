@@ -139,6 +139,7 @@ def test_samples_depend_on_their_seed_only_not_on_the_batch(smollm2_dir: Path) -
     assert together["a"][0] != together["a"][1]  # different seeds, different samples (16 tokens at T=1)
 
 
+@pytest.mark.timeout(900)
 @pytest.mark.skipif(not GSM8K.is_file(), reason=f"GSM8K test set not found at {GSM8K}")
 def test_gsm8k_greedy_run_in_a_subprocess_prints_only_json_on_stdout(home: Path, smollm2_dir: Path,
                                                                      gsm_two: str) -> None:

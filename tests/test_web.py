@@ -26,6 +26,7 @@ from evalgate.web.app import COOKIE
 from tests.conftest import REPO
 from tests.test_human_audit import add_run
 
+pytestmark = pytest.mark.integration
 CHROMEDRIVER = shutil.which("chromedriver")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_browser = pytest.mark.skipif(CHROMEDRIVER is None or CHROMIUM is None,
