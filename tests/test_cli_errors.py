@@ -6,14 +6,21 @@ import sys
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from evalgate.cli import main
 from evalgate.datasets.humaneval import import_humaneval
 from tests.conftest import REPO
 
 
 def evalgate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evalgate.cli", *args], capture_output=True, text=True,
-                          env=os.environ.copy(), cwd=REPO, timeout=300)
+    """``evalgate ARGS`` run in this process (click's ``CliRunner``): its exit code, stdout and stderr as a shell
+    sees them. An exception the command did not turn into an exit code is raised here, so it cannot pass for one.
+    The same contract from a real process: test_damaged_store_... below and the CLI output tests."""
+    r = CliRunner().invoke(main, list(args))
+    if r.exception is not None and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return subprocess.CompletedProcess(["evalgate", *args], r.exit_code, r.stdout, r.stderr)
 
 
 def store_snapshot(home: Path) -> bytes:
@@ -150,6 +157,7 @@ def test_bad_checkpoint_files_are_refused_before_any_read(home: Path, frozen: Pa
     assert store_snapshot(home) == before
 
 
+@pytest.mark.integration  # a real process: its exit code and stderr, as a shell sees them
 def test_damaged_store_says_what_to_do_and_is_left_as_it_was(tmp_path: Path) -> None:
     bad = tmp_path / "badhome"
     bad.mkdir()
