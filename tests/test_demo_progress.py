@@ -16,6 +16,7 @@ from evalgate import run as run_mod
 from evalgate.checkpoints import identity
 from evalgate.demo_train import _collate, quiet_progress
 from evalgate.run import RunOptions
+from tests.conftest import REPO
 
 
 def _trainer(out: Path):  # noqa: ANN202 - a transformers.Trainer
@@ -63,7 +64,7 @@ def test_each_demo_stage_says_what_it_does_before_it_starts_with_progress_on(
     from evalgate.datasets import humaneval
     from evalgate.workspace import Workspace
 
-    repo = Path(__file__).resolve().parent.parent
+    repo = REPO
     shutil.copytree(repo / "protocols", tmp_path / "protocols")
     shutil.copytree(repo / "gates", tmp_path / "gates")
     monkeypatch.chdir(tmp_path)  # the demo's stores and reports are relative to the working directory

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 import pytest
 
 from evalgate.formatting import num, pct, pm, table
+from tests.conftest import REPO
 
 
 def test_num_pm_pct() -> None:
@@ -33,7 +33,7 @@ def test_table_aligns_columns() -> None:
 def test_no_command_formats_a_metric_by_hand() -> None:
     # the kind of fault behind `watch` printing 0.08333333333333333: a float put into a printed line without going
     # through evalgate.formatting. The command modules format numbers only there (durations, :.1f s, excepted).
-    root = Path(__file__).resolve().parent.parent / "evalgate" / "commands"
+    root = REPO / "evalgate" / "commands"
     hand = re.compile(r"\{[^{}]*:\.[0-9][fg%]\}")
     offenders = [f"{p.name}:{i}: {line.strip()}" for p in sorted(root.glob("*.py"))
                  for i, line in enumerate(p.read_text().splitlines(), 1)

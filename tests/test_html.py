@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from html.parser import HTMLParser
-from pathlib import Path
 
 from evalgate.html import ENV, fmt, svg
 from tests.conftest import REPO
@@ -162,5 +161,5 @@ def test_watch_and_release_report_show_the_same_summary_table(tmp_path):
     p = _Cells()
     p.feed(render_status(doc, [diagnose(log, label="seed 2")], ""))
     assert not p.pre and p.rows[-1] == [("system", ""), ("nonfinite", ""), ("FAIL @2 loss", "fail")]
-    tpl = (Path(__file__).resolve().parent.parent / "evalgate" / "templates" / "report.html.j2").read_text()
+    tpl = (REPO / "evalgate" / "templates" / "report.html.j2").read_text()
     assert "diag_summary(diag.summary)" in tpl and "diag.table" not in tpl
