@@ -23,6 +23,7 @@ from evalgate.commands import (
     daily,
     diagnose,
     gate,
+    init,
     parity,
     preflight,
     protocol,
@@ -81,6 +82,7 @@ main.add_command(daily.compare_cmd)
 main.add_command(daily.samples_cmd)
 main.add_command(diagnose.diagnose_cmd)
 main.add_command(gate.gate_cmd)
+main.add_command(init.init_cmd)
 main.add_command(parity.parity_cmd)
 main.add_command(preflight.preflight_cmd)
 main.add_command(protocol.protocol)

@@ -33,8 +33,26 @@ class Dataset:
     provenance: dict[str, Any] = field(default_factory=dict)
     default_source: Callable[[], Path] | None = None
 
+    def load(self, source: Path | None = None) -> tuple[Items, dict[str, Any]]:
+        """The benchmark's items and the provenance its splits record (source, license, the file's name and
+        sha256); nothing is written.
+
+        Args:
+            source: the benchmark's file; default ``default_source`` where there is one.
+
+        Raises:
+            BadInput: no ``source`` where one is required, or a bad file.
+        """
+        if source is None:
+            if self.default_source is None:
+                raise BadInput(f"{self.name}: pass --from PATH to the dataset's file (nothing is downloaded)")
+            source = self.default_source()
+        items, raw = self.read(Path(source))
+        return items, {**self.provenance, "file": Path(source).name, "file_sha256": hashlib.sha256(raw).hexdigest()}
+
     def import_splits(self, source: Path | None = None, directory: Path | None = None) -> list[Path]:
-        """Import as four tiered splits ``<name>-smoke|dev|public|private`` (``splits.import_tiered``).
+        """Import as four tiered splits ``<name>-smoke|dev|public|private`` (``load``, then
+        ``splits.import_tiered``).
 
         Args:
             source: the benchmark's file; default ``default_source`` where there is one.
@@ -48,10 +66,5 @@ class Dataset:
         """
         from evalgate.splits.tiering import import_tiered
 
-        if source is None:
-            if self.default_source is None:
-                raise BadInput(f"{self.name}: pass --from PATH to the dataset's file (nothing is downloaded)")
-            source = self.default_source()
-        items, raw = self.read(Path(source))
-        provenance = {**self.provenance, "file": Path(source).name, "file_sha256": hashlib.sha256(raw).hexdigest()}
+        items, provenance = self.load(source)
         return import_tiered(self.name, items, provenance, directory)

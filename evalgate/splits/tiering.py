@@ -1,5 +1,6 @@
 """Importing a benchmark as tiered splits: a deterministic partition of its item ids into smoke, dev, public and
-private (``partition``), and ``import_tiered``, which writes and logs the four splits (``evalgate splits import``)."""
+private (``partition``), and ``import_tiered``, which writes (``write_tiered``) and logs (``log_imported``) the four
+splits (``evalgate splits import``; ``evalgate init`` writes first and logs once the files are in place)."""
 
 from __future__ import annotations
 
@@ -35,17 +36,36 @@ def partition(ids: list[str], smoke_size: int = SMOKE_SIZE) -> dict[str, list[st
 
 def import_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
                   directory: Path | None = None, smoke_size: int = SMOKE_SIZE) -> list[Path]:
-    """Split ``items`` (each with an ``id``) into ``<prefix>-smoke|dev|public|private`` with ``partition``."""
+    """Split ``items`` (each with an ``id``) into ``<prefix>-smoke|dev|public|private`` with ``partition``, and log
+    each addition (``write_tiered``, then ``log_imported``)."""
+    paths = write_tiered(prefix, items, provenance, directory, smoke_size)
+    log_imported(paths)
+    return paths
+
+
+def write_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
+                 directory: Path | None = None, smoke_size: int = SMOKE_SIZE) -> list[Path]:
+    """Write ``<prefix>-smoke|dev|public|private`` (``partition``, ``write_split``) without logging them: the
+    caller logs them with ``log_imported`` once they are where they stay (``evalgate init`` writes into a staging
+    folder first).
+
+    Returns:
+        The four manifest paths, in tier order.
+    """
     by_id = {it["id"]: it for it in items}
     parts = partition(list(by_id), smoke_size)
     prov = {**provenance, "partition": f"sha256('{PARTITION_SALT}:' + id) order; first {smoke_size} smoke, "
                                        "rest round-robin dev/public/private"}
-    paths = [write_split(f"{prefix}-{tier}", tier, [by_id[i] for i in ids], prov, directory)
-             for tier, ids in parts.items()]
-    store = Store()
-    for path in paths:  # every addition is logged
+    return [write_split(f"{prefix}-{tier}", tier, [by_id[i] for i in ids], prov, directory)
+            for tier, ids in parts.items()]
+
+
+def log_imported(manifests: list[Path], store: Store | None = None) -> None:
+    """Log the addition of each split whose manifest is in ``manifests`` (outcome ``added``, purpose
+    ``ADD_PURPOSE``, the content hash and item count in the detail)."""
+    store = store or Store()
+    for path in manifests:
         m = load_manifest(path.stem, path.parent)
         accesslog.append(store, accesslog.entry(actor=actor_name(), split=m.name, tier=m.tier, purpose=ADD_PURPOSE,
                                                 outcome="added", detail=f"imported: sha256 {m.content_sha256[:12]} "
                                                                         f"({m.count} items)"))
-    return paths

@@ -1,0 +1,63 @@
+"""``evalgate init``: write a starter protocol, gate policy, tiered splits and CI workflow (``evalgate.scaffold``)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+import click
+
+from evalgate.commands import dump, handle_errors
+from evalgate.scaffold import BENCHMARKS, DEFAULT_BASELINE, DEFAULT_CHECKPOINT_GLOB, InitOptions, InitResult
+
+
+@click.command("init")
+@click.option("--benchmark", required=True, type=click.Choice(BENCHMARKS),
+              help="The benchmark's protocol and data, or custom: your data with 'question' and 'answer' fields.")
+@click.option("--from", "source", type=click.Path(path_type=Path), default=None,
+              help="The data: the benchmark's file (humaneval default: the installed wheel; gsm8k, math500: "
+                   "required), or for custom a JSONL, CSV or Parquet file or a datasets folder.")
+@click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN",
+              help="custom: an item field from a source column (repeatable), e.g. --map question=problem.")
+@click.option("--row-ids", is_flag=True, help="custom: number items by row (0-based) where the data has no 'id'.")
+@click.option("--name", default=None,
+              help="Name of the protocol, the gate and the splits' prefix (default: the benchmark's name).")
+@click.option("--checkpoint-glob", default=DEFAULT_CHECKPOINT_GLOB, show_default=True,
+              help="The checkpoints the CI workflow evaluates (relative to the repository root, or absolute).")
+@click.option("--baseline", default=DEFAULT_BASELINE, show_default=True,
+              help="The gate's baseline checkpoint: a path, or $VARIABLE (the workflow sets $EVALGATE_BASELINE "
+                   "from the repository variable).")
+@click.option("--dir", "directory", type=click.Path(path_type=Path, file_okay=False), default=Path("."),
+              show_default=True, help="The repository to write into.")
+@click.option("--force", is_flag=True,
+              help="Replace an existing protocol, gate policy or workflow (never a protocol's lock or a split).")
+@click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
+@handle_errors
+def init_cmd(benchmark: str, source: Path | None, mapping: tuple[str, ...], row_ids: bool, name: str | None,
+             checkpoint_glob: str, baseline: str, directory: Path, force: bool, as_json: bool) -> None:
+    """Write a starter protocol, gate policy, splits (private data encrypted) and GitHub Actions workflow into a
+    repository. Refuses (exit 2, writing nothing) when any of those files exists."""
+    from evalgate.scaffold import init_project
+
+    result = init_project(InitOptions(benchmark, name, source, mapping, row_ids, checkpoint_glob, baseline,
+                                      directory, force))
+    if as_json:
+        dump(result.to_json())
+        return
+    _say(result)
+
+
+def _say(r: InitResult) -> None:
+    """What was written and what to do next."""
+    for f in r.files:
+        if f.kind != "protocol lock":
+            click.echo(f"wrote {f.kind:14s} {r.directory / f.path}")
+    click.echo("splits: " + ", ".join(f"{r.splits[t]} ({n} items)" for t, n in r.counts.items()))
+    where = "" if r.directory == Path(".") else f"cd {shlex.quote(str(r.directory))} && "
+    click.echo("next:")
+    click.echo(f"  {where}evalgate protocol freeze protocols/{r.name}.yaml   # writes the .lock; commit it with "
+               "the files above")
+    click.echo(f"  evalgate run --protocol protocols/{r.name}.yaml --checkpoint CKPT --split {r.splits['smoke']}")
+    if r.key_file is not None:
+        click.echo(f"  the private split is encrypted with the key in {r.key_file}: store it as the CI secret "
+                   "EVALGATE_PRIVATE_KEY (docs/CI.md), never in the repository")

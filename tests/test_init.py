@@ -1,0 +1,221 @@
+"""``evalgate init``: the files it writes freeze and validate at once, a second init refuses and changes nothing, and
+a failure writes nothing. The CLI runs as a subprocess in a temporary directory, as a user runs it."""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from evalgate.gate.policy import load_policy
+from evalgate.protocol import load_protocol
+from tests.conftest import REPO, SHARED_DATA
+
+HUMANEVAL_FILES = [  # hand-listed: what a user's repository holds after 'evalgate init --benchmark humaneval'
+    ".github/workflows/evalgate-humaneval.yml", "gates/humaneval.yaml", "protocols/humaneval.yaml",
+    "splits/humaneval-dev.jsonl", "splits/humaneval-dev.yaml", "splits/humaneval-private.jsonl.enc",
+    "splits/humaneval-private.yaml", "splits/humaneval-public.jsonl", "splits/humaneval-public.yaml",
+    "splits/humaneval-smoke.jsonl", "splits/humaneval-smoke.yaml"]
+
+
+def evalgate(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """This checkout's CLI in a fresh process, in ``cwd``."""
+    return subprocess.run([sys.executable, "-m", "evalgate.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, timeout=300)
+
+
+def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
+    """Every file under ``root`` with its bytes and modification time."""
+    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+
+
+def files(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file())
+
+
+def test_init_writes_files_that_freeze_and_validate_at_once(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    r = evalgate(tmp_path, "init", "--benchmark", "humaneval", "--dir", "repo", "--json")
+    assert r.returncode == 0, r.stderr
+    assert files(repo) == HUMANEVAL_FILES
+    assert json.loads(r.stdout)["counts"] == {"smoke": 8, "dev": 52, "public": 52, "private": 52}  # 164 = 8 + 3*52
+
+    frozen = evalgate(repo, "protocol", "freeze", "protocols/humaneval.yaml")
+    assert frozen.returncode == 0, frozen.stderr
+    assert (repo / "protocols" / "humaneval.yaml.lock").is_file()
+    assert evalgate(repo, "protocol", "verify", "protocols/humaneval.yaml").returncode == 0
+
+    policy = load_policy(repo / "gates" / "humaneval.yaml", {"EVALGATE_BASELINE": str(tmp_path / "base")})
+    assert (policy.protocol, policy.selection_split, policy.decision_split) == (
+        "humaneval@1", "humaneval-dev", "humaneval-private")
+    assert policy.protocol_file == str((repo / "protocols" / "humaneval.yaml").resolve())
+    assert policy.baseline.checkpoint == str(tmp_path / "base")
+
+    listed = evalgate(repo, "splits", "list", "--json", env={"EVALGATE_SPLITS": "splits"})
+    assert listed.returncode == 0, listed.stderr
+    tiers = {m["name"]: (m["tier"], m["count"], m["encrypted"]) for m in json.loads(listed.stdout)}
+    assert tiers == {"humaneval-smoke": ("smoke", 8, False), "humaneval-dev": ("dev", 52, False),
+                     "humaneval-public": ("public", 52, False), "humaneval-private": ("private", 52, True)}
+    private = (repo / "splits" / "humaneval-private.jsonl.enc").read_bytes()
+    assert b"HumanEval/" not in private and b"def " not in private  # only ciphertext of the private tier
+    scan = subprocess.run([sys.executable, str(REPO / "tools" / "scan_private_plaintext.py"),
+                           *(str(repo / f) for f in HUMANEVAL_FILES if not f.endswith(".jsonl"))],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(REPO), "EVALGATE_SPLITS": str(repo / "splits")})
+    # no private item's text in a file init wrote but the other tiers' data (whose items may share words with it)
+    assert scan.returncode == 0 and "0 hit(s)" in scan.stdout, scan.stdout + scan.stderr
+    audit = evalgate(tmp_path, "audit", "log", "--json")
+    added = [row["split"] for row in json.loads(audit.stdout) if row["outcome"] == "added"]
+    assert sorted(added) == ["humaneval-dev", "humaneval-private", "humaneval-public", "humaneval-smoke"]
+
+
+def test_a_second_init_refuses_and_changes_nothing(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    assert evalgate(repo, "init", "--benchmark", "humaneval").returncode == 0
+    assert evalgate(repo, "protocol", "freeze", "protocols/humaneval.yaml").returncode == 0
+    before = snapshot(repo)
+    log_rows = len(json.loads(evalgate(repo, "audit", "log", "--json").stdout))
+
+    again = evalgate(repo, "init", "--benchmark", "humaneval", "--checkpoint-glob", "other/*")
+    assert again.returncode == 2
+    assert "protocols/humaneval.yaml" in again.stderr and "--force" in again.stderr and "--dir" in again.stderr
+    assert "Traceback" not in again.stderr
+    # --force replaces the starter files, never the lock or a split: refused just the same
+    forced = evalgate(repo, "init", "--benchmark", "humaneval", "--force")
+    assert forced.returncode == 2 and "splits/humaneval-private.jsonl.enc" in forced.stderr
+    assert snapshot(repo) == before
+    assert len(json.loads(evalgate(repo, "audit", "log", "--json").stdout)) == log_rows
+
+
+def test_force_replaces_a_starter_file_and_without_it_nothing_is_written(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    mine = repo / "gates" / "humaneval.yaml"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("name: mine\n")
+    r = evalgate(repo, "init", "--benchmark", "humaneval")
+    assert r.returncode == 2 and "gates/humaneval.yaml (pass --force to replace these)" in r.stderr
+    assert files(repo) == ["gates/humaneval.yaml"] and mine.read_text() == "name: mine\n"
+    assert evalgate(repo, "init", "--benchmark", "humaneval", "--force").returncode == 0
+    assert files(repo) == HUMANEVAL_FILES
+    assert yaml.safe_load(mine.read_text())["name"] == "humaneval"
+
+
+def test_bad_data_writes_nothing(tmp_path: Path) -> None:
+    data = tmp_path / "data.csv"
+    with data.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "problem", "solution"])
+        w.writerows([[i, f"{i} + 1?", str(i + 1)] for i in range(20)])
+    repo = tmp_path / "repo"
+    r = evalgate(tmp_path, "init", "--benchmark", "custom", "--name", "sums", "--from", str(data), "--dir", "repo",
+                 "--map", "question=problem")
+    assert r.returncode == 2
+    assert "has no 'answer' field" in r.stderr and "--map answer=COLUMN" in r.stderr
+    assert not repo.exists()
+    r = evalgate(tmp_path, "init", "--benchmark", "custom", "--from", str(data), "--map", "question=problem",
+                 "--map", "answer=nope", "--dir", "repo")
+    assert r.returncode == 2 and "nope" in r.stderr and "solution" in r.stderr  # names the columns there are
+    assert not repo.exists()
+    r = evalgate(tmp_path, "init", "--benchmark", "gsm8k", "--dir", "repo")
+    assert r.returncode == 2 and "--from" in r.stderr and not repo.exists()
+
+
+def test_custom_csv_data_with_a_mapping(tmp_path: Path) -> None:
+    data = tmp_path / "data.csv"
+    with data.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["problem", "solution"])
+        w.writerows([[f"What is {i} + 1?", str(i + 1)] for i in range(20)])
+    r = evalgate(tmp_path, "init", "--benchmark", "custom", "--name", "sums", "--from", str(data), "--row-ids",
+                 "--map", "question=problem", "--map", "answer=solution", "--dir", "repo")
+    assert r.returncode == 0, r.stderr
+    repo = tmp_path / "repo"
+    assert evalgate(repo, "protocol", "freeze", "protocols/sums.yaml").returncode == 0
+    smoke = [json.loads(line) for line in (repo / "splits" / "sums-smoke.jsonl").read_text().splitlines()]
+    assert len(smoke) == 8 and all(it["answer"] == str(int(it["id"]) + 1) for it in smoke)
+    assert set(smoke[0]) == {"id", "question", "answer"}
+    assert load_policy(repo / "gates" / "sums.yaml", {"EVALGATE_BASELINE": "/base"}).decision_split == "sums-private"
+
+
+@pytest.mark.parametrize(("benchmark", "data", "project_protocol"), [
+    ("humaneval", None, "humaneval-smoke.yaml"),
+    ("gsm8k", SHARED_DATA / "gsm8k" / "test.jsonl", "gsm8k-cot.yaml"),
+    ("math500", SHARED_DATA / "math500" / "test.jsonl", "math500.yaml")])
+def test_the_starter_protocol_is_the_projects_own(tmp_path: Path, benchmark: str, data: Path | None,
+                                                  project_protocol: str) -> None:
+    """Each starter protocol evaluates as evalgate's own protocol for that benchmark does: every resolved field
+    but the name and version is the same."""
+    if data is not None and not data.is_file():
+        pytest.skip(f"{data} is absent (../shared/data holds the benchmark files on developer machines and CI)")
+    r = evalgate(tmp_path, "init", "--benchmark", benchmark, "--dir", "repo", *(["--from", str(data)] if data else []))
+    assert r.returncode == 0, r.stderr
+
+    def fields(path: Path) -> dict[str, Any]:
+        return {k: v for k, v in load_protocol(path).resolved.items() if k not in ("name", "version")}
+
+    starter = tmp_path / "repo" / "protocols" / f"{benchmark}.yaml"
+    assert fields(starter) == fields(REPO / "protocols" / project_protocol)
+
+
+def test_the_workflow_installs_evalgate_from_a_checkout_and_names_the_files(tmp_path: Path) -> None:
+    r = evalgate(tmp_path, "init", "--benchmark", "humaneval", "--name", "he", "--checkpoint-glob",
+                 "/mnt/runs/*/seed-*/checkpoint-*", "--dir", "repo")
+    assert r.returncode == 0, r.stderr
+    doc = yaml.safe_load((tmp_path / "repo" / ".github" / "workflows" / "evalgate-he.yml").read_text())
+    env = doc["env"]
+    assert (env["EVALGATE_PROTOCOL"], env["EVALGATE_POLICY"]) == ("protocols/he.yaml", "gates/he.yaml")
+    assert (env["EVALGATE_DEV_SPLIT"], env["EVALGATE_PRIVATE_SPLIT"]) == ("he-dev", "he-private")
+    assert env["EVALGATE_CHECKPOINTS"] == "/mnt/runs/*/seed-*/checkpoint-*"
+    (job,) = doc["jobs"].values()
+    reqs = []
+    for step in job["steps"]:
+        for line in str(step.get("run", "")).splitlines():
+            if "pip install" in line:
+                args = shlex.split(line.split("pip install", 1)[1])
+                skip = {i + 1 for i, a in enumerate(args) if a in ("--index-url", "-i", "--extra-index-url")}
+                reqs += [a for i, a in enumerate(args) if not a.startswith("-") and i not in skip]
+    assert reqs == ["torch==2.13.0", "$EVALGATE_SRC[hf]"]  # never 'evalgate' by name: on PyPI that is another project
+    (src,) = [s for s in job["steps"] if s.get("with", {}).get("path") == ".evalgate-src"]
+    assert src["with"]["repository"] == "${{ vars.EVALGATE_REPOSITORY }}"
+
+
+def test_a_failed_rename_leaves_nothing_and_restores_a_replaced_file(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The move into place fails half-way (a full disk, say): the files moved in are removed, the one --force set
+    aside is back, and no staging folder is left."""
+    from evalgate import scaffold
+
+    repo = tmp_path / "repo"
+    mine = repo / "gates" / "humaneval.yaml"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("name: mine\n")
+    real, calls = os.replace, []
+
+    def flaky(src: Any, dst: Any) -> None:
+        calls.append(dst)
+        if len(calls) == 6:
+            raise OSError(28, "No space left on device")
+        real(src, dst)
+
+    monkeypatch.setattr(scaffold.os, "replace", flaky)
+    with pytest.raises(OSError):
+        scaffold.init_project(scaffold.InitOptions("humaneval", directory=repo, force=True))
+    assert files(repo) == ["gates/humaneval.yaml"] and mine.read_text() == "name: mine\n"
+    assert len(calls) == 6
+
+
+def test_every_registered_benchmark_has_a_starter() -> None:
+    from evalgate import datasets, scaffold
+
+    assert set(scaffold.BENCHMARKS) == {*datasets.known(), "custom"}
+    for name in scaffold.BENCHMARKS:
+        assert (REPO / "evalgate" / "templates" / "init" / f"protocol-{name}.yaml.j2").is_file()
