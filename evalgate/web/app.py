@@ -26,7 +26,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import jinja2
+import markupsafe
 from fastapi import APIRouter, FastAPI, Request
+from markdown_it import MarkdownIt
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from starlette.concurrency import run_in_threadpool
 
@@ -50,6 +52,20 @@ _ENV.filters["short_digest"] = short_digest
 
 
 _ENV.filters["fmt"] = functools.partial(num, missing="n/a")  # the command line's numbers (evalgate.formatting)
+
+
+_MARKDOWN = MarkdownIt("js-default")
+
+
+def markdown_html(text: str) -> markupsafe.Markup:
+    """``text`` (a rubric) as HTML through markdown-it-py's ``js-default`` preset (CommonMark plus tables and
+    strikethrough): raw HTML in the text is escaped, never passed through (``html: False``), and links to
+    ``javascript:``, ``vbscript:``, ``file:`` and non-image ``data:`` URLs are not made links (markdown-it's
+    ``validateLink``). The result is marked safe for the templates because markdown-it escaped it."""
+    return markupsafe.Markup(_MARKDOWN.render(text))
+
+
+_ENV.filters["markdown"] = markdown_html
 
 
 def _page(template: str, http_status: int = 200, **ctx: Any) -> HTMLResponse:
