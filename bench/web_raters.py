@@ -48,6 +48,7 @@ def setup(root: Path, n_items: int, raters: int, port: int) -> tuple[str, dict[s
                 {"source": "bench"})
     ids = [f"q{i}" for i in range(n_items)]
     with store.session():
+        store.record_protocol("p", "1", "h", {"prompt": {"template": "{{ question }}", "response_prefix": None}})
         store.create_run({"run_id": "r", "protocol_name": "p", "protocol_version": "1", "protocol_hash": "h",
                           "checkpoint_digest": "ck", "checkpoint_path": "/ck", "split": "ha", "tier": "human-audit",
                           "split_sha256": "x", "sampling_seed": 1, "backend": "hf"})

@@ -84,25 +84,17 @@ def tokens(text: str | bytes) -> list[bytes]:
 
 
 def protocol_fields(path: str | Path) -> list[str]:
-    """The item fields a protocol's prompt renders (what the model sees): the undeclared variables of its
-    ``prompt.template`` and ``prompt.response_prefix``, sorted.
+    """The item fields a protocol's prompt renders (``protocol.rendered_fields``).
 
     Raises:
         BadInput: the protocol does not load (see ``load_protocol``) or its template uses no item field.
     """
-    import jinja2
-    from jinja2 import meta
+    from evalgate.protocol import load_protocol, rendered_fields
 
-    from evalgate.protocol import load_protocol
-
-    lp = load_protocol(path)
-    env = jinja2.Environment()
-    names: set[str] = set()
-    for source in (lp.template, lp.spec.prompt.response_prefix or ""):
-        names |= meta.find_undeclared_variables(env.parse(source))
+    names = rendered_fields(load_protocol(path).resolved)
     if not names:
         raise BadInput(f"{path}: prompt.template renders no item field; pass the fields to check with --field")
-    return sorted(names)
+    return names
 
 
 def item_fields(item: dict[str, Any], fields: Iterable[str] | None = None) -> dict[str, str]:

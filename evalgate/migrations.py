@@ -331,3 +331,15 @@ def _m031_run_record_version(con: duckdb.DuckDBPyConnection) -> None:
     """The run record's format (``runner.record.RUN_RECORD_VERSION``), so a reader can tell records apart when the
     record changes. Runs stored before keep NULL there and read as version 1."""
     con.execute("ALTER TABLE runs ADD COLUMN record_version INTEGER")
+
+
+@migration(33, "rating_sessions_and_gold")
+def _m033_rating_sessions_and_gold(con: duckdb.DuckDBPyConnection) -> None:
+    """``evalgate serve`` logs a rater in to a server-side session (the cookie holds its id; the store its sha256),
+    which logout, expiry or a new token for the rater ends; and a rating batch says whether raters see the item's
+    gold answer (``audit batch create --show-gold``; batches made before keep it hidden)."""
+    con.execute("""
+        CREATE TABLE rater_sessions (
+            session_sha256 VARCHAR PRIMARY KEY, rater VARCHAR NOT NULL, created_at TIMESTAMPTZ NOT NULL,
+            ended_at TIMESTAMPTZ)""")
+    con.execute("ALTER TABLE audit_batches ADD COLUMN show_gold BOOLEAN DEFAULT FALSE")

@@ -566,6 +566,23 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
                           task_dir)
 
 
+def rendered_fields(resolved: dict[str, Any]) -> list[str]:
+    """The item fields a protocol's prompt renders (what the model sees): the undeclared variables of the resolved
+    ``prompt.template`` and ``prompt.response_prefix``, sorted.
+
+    Args:
+        resolved: a protocol's resolved content (``LoadedProtocol.resolved``, or as the store records it).
+    """
+    import jinja2
+    from jinja2 import meta
+
+    env = jinja2.Environment()
+    names: set[str] = set()
+    for source in (resolved["prompt"]["template"], resolved["prompt"].get("response_prefix") or ""):
+        names |= meta.find_undeclared_variables(env.parse(source))
+    return sorted(names)
+
+
 def flatten(obj: Any, prefix: str = "") -> dict[str, Any]:
     """Flatten nested dicts/lists to ``{"a.b[0]": value}`` for field-level diffs."""
     out: dict[str, Any] = {}

@@ -9,6 +9,10 @@ submissions (the library behind ``evalgate serve`` and ``evalgate audit add-rate
   first time the rater opens the batch, so the order can be reproduced.
 - Every view of a sample is a logged read of the split under the rater's name (``SplitManager.open``, purpose
   ``human-audit-rating``); a sample is shown only after its read is logged.
+- A rater logs in to the browser with their token once; the page then holds a **session** id (the store keeps its
+  sha256), which logout, ``SESSION_TTL`` or a new token for the rater ends.
+- A rater sees the item's fields the run's protocol renders (the question), and the other fields (the gold answer,
+  a reference solution, tests) only where the batch was made with ``show_gold``, below the question.
 - A submission carries a one-time form token issued with the page to that rater; the token is spent in the same
   transaction that stores the rating, so a replayed form is refused and a refused submission writes nothing.
 """
@@ -60,6 +64,8 @@ class Rater:
     role: str
 
 
+SESSION_TTL = timedelta(hours=12)
+"""How long a browser session lasts after login (a rater's working day, as a form token)."""
 NOTE_MAX_CHARS = 4000  # a rater's note: a few paragraphs, sealed and stored with the score
 
 
@@ -107,10 +113,49 @@ def authenticate(store: Store, token: str | None, admin: bool = False) -> Rater:
     if found is None:
         raise NotAuthorized("this rater token is not valid (unknown, or replaced by a newer 'evalgate audit "
                             "add-rater'); ask for a new URL")
+    return _role_checked(found, admin)
+
+
+def _role_checked(found: dict[str, Any], admin: bool) -> Rater:
+    """The rater ``found`` (``name``, ``role``), refused (403) for an admin page unless an admin."""
     if admin and found["role"] != "admin":
         raise NotAuthorized(f"rater {found['name']} is not an admin; this page needs an admin token "
                             "('evalgate audit add-rater NAME --admin')", status=403)
     return Rater(found["name"], found["role"])
+
+
+def start_session(store: Store, token: str) -> str:
+    """Log the holder of a rater ``token`` in: a new session id (shown once; the store keeps its sha256).
+
+    Raises:
+        NotAuthorized: the token is not a rater's (``authenticate``).
+    """
+    rater = authenticate(store, token)
+    session = secrets.token_urlsafe(32)
+    store.start_session(token_sha256(session), rater.name)
+    return session
+
+
+def session_rater(store: Store, session: str | None, admin: bool = False) -> Rater:
+    """The rater whose session ``session`` is.
+
+    Raises:
+        NotAuthorized: no session, or one that ended (logout, ``SESSION_TTL``, a new token for the rater) or is
+            unknown (status 401); ``admin`` asked and the rater is not an admin (403).
+    """
+    if not session:
+        raise NotAuthorized("not logged in: open the URL that 'evalgate audit add-rater NAME' printed")
+    found = store.session_rater(token_sha256(session), now() - SESSION_TTL)
+    if found is None:
+        raise NotAuthorized("this session has ended (logged out, older than "
+                            f"{SESSION_TTL.total_seconds() / 3600:g} h, or the rater's token was replaced); open "
+                            "your login URL again")
+    return _role_checked(found, admin)
+
+
+def end_session(store: Store, session: str | None) -> bool:
+    """Log out: end ``session`` in the store, so its cookie no longer works anywhere. Returns whether it was open."""
+    return bool(session) and store.end_session(token_sha256(session or ""))
 
 
 def parse_scale(text: str) -> tuple[int, int]:
@@ -153,7 +198,7 @@ def _pick(samples: list[dict[str, Any]], n: int, stratify: str | None, rng: rand
 
 def create_batch(run_id: str, samples: int = 50, stratify: str | None = None, rubric_file: str | Path | None = None,
                  scale: str = "1-5", seed: int | None = None, store: Store | None = None,
-                 actor: str | None = None) -> dict[str, Any]:
+                 actor: str | None = None, show_gold: bool = False) -> dict[str, Any]:
     """Make a rating batch from a complete run's samples (``evalgate audit batch create``).
 
     Args:
@@ -163,12 +208,15 @@ def create_batch(run_id: str, samples: int = 50, stratify: str | None = None, ru
         rubric_file: text shown to raters above the scale (default ``DEFAULT_RUBRIC``).
         scale: ``MIN-MAX`` integer scale (``parse_scale``).
         seed: the selection's random seed (default: drawn and recorded).
+        show_gold: raters see the item's fields the protocol's prompt does not render (the gold answer, a
+            reference solution, tests) below the question; default: only what the model saw.
 
     Returns:
-        ``{"batch_id", "run_id", "split", "samples", "scale", "stratify", "selection_seed"}``.
+        ``{"batch_id", "run_id", "split", "samples", "scale", "stratify", "selection_seed", "show_gold"}``.
 
     Raises:
-        BadInput: unknown or incomplete run, a bad flag or rubric file, a run without samples.
+        BadInput: unknown or incomplete run, a run whose protocol the store does not hold, a bad flag or rubric
+            file, a run without samples.
         RefusedByPolicy: the run's split is not tier human-audit (logged as refused).
     """
     store = store or Store()
@@ -190,6 +238,7 @@ def create_batch(run_id: str, samples: int = 50, stratify: str | None = None, ru
     run = runs[0]
     if run["status"] != "complete":
         raise BadInput(f"run {run_id} is {run['status']}; a batch needs a complete run's samples")
+    question_fields(store, run)  # the page shows what the protocol renders: refuse a batch it could not show
     manager = SplitManager(store)
     if manager.manifest(run["split"]).tier != "human-audit":
         manager.refuse(run["split"], BATCH_PURPOSE, who,
@@ -205,11 +254,11 @@ def create_batch(run_id: str, samples: int = 50, stratify: str | None = None, ru
     store.create_batch(
         {"batch_id": batch_id, "run_id": run_id, "split": run["split"], "rubric": rubric, "scale_min": lo,
          "scale_max": hi, "stratify": stratify, "selection_seed": selection_seed, "created_by": who,
-         "created_at": now()},
+         "created_at": now(), "show_gold": show_gold},
         [{"sample_key": secrets.token_hex(8), "position": i, "item_id": s["item_id"],
           "sample_index": s["sample_index"]} for i, s in enumerate(picked)])
     return {"batch_id": batch_id, "run_id": run_id, "split": run["split"], "samples": len(picked),
-            "scale": [lo, hi], "stratify": stratify, "selection_seed": selection_seed}
+            "scale": [lo, hi], "stratify": stratify, "selection_seed": selection_seed, "show_gold": show_gold}
 
 
 def batch(store: Store, batch_id: str) -> dict[str, Any]:
@@ -251,30 +300,54 @@ def queue(store: Store, batch_id: str, rater: str) -> dict[str, Any]:
     return {"seed": seed, "next": nxt, "scored": len(scored), "skipped": len(skipped - scored), "total": len(items)}
 
 
+def question_fields(store: Store, run: dict[str, Any]) -> list[str]:
+    """The item fields ``run``'s protocol renders into the prompt (``protocol.rendered_fields``): the question a
+    rater reads.
+
+    Raises:
+        BadInput: the store holds no protocol ``name@version`` with the run's hash.
+    """
+    from evalgate.protocol import rendered_fields
+
+    ref = f"{run['protocol_name']}@{run['protocol_version']}"
+    found = store.protocol_resolved(run["protocol_name"], run["protocol_version"])
+    if found is None or found[0] != run["protocol_hash"]:
+        raise BadInput(f"run {run['run_id']}: this store holds no protocol {ref} with the run's hash "
+                       f"{run['protocol_hash'][:12]}, so the page cannot tell the question from the gold answer; "
+                       "rate a run made with this store")
+    return rendered_fields(found[1])
+
+
 def view_sample(store: Store, b: dict[str, Any], rater: str, sample_key: str) -> dict[str, Any]:
-    """The blind view of one sample: the item's fields and the completion, after logging the read.
+    """The blind view of one sample: the question (the item fields the run's protocol renders), the gold answer
+    where the batch shows it (``show_gold``: every other field but ``id``), and the completion, after logging the
+    read.
 
     The read is ``SplitManager.open`` on the batch's split under the rater's name (purpose ``human-audit-rating``,
     detail naming the batch and the sample key), so it is checked against the split's policy and logged before
     anything is returned. Neither the checkpoint, the run nor the automatic score is returned.
 
     Returns:
-        ``{"sample_key", "item": {field: value}, "completion"}``.
+        ``{"sample_key", "question": {field: value}, "gold": {field: value} or None, "completion"}``, the fields
+        in item order.
 
     Raises:
-        BadInput: the sample key is not in the batch; the split cannot be read (logged as refused).
+        BadInput: the sample key is not in the batch; the run's protocol is not in the store; the split cannot
+            be read (logged as refused).
         RefusedByPolicy: the split's policy refuses the read (logged).
     """
     target = next((i for i in store.batch_items(b["batch_id"]) if i["sample_key"] == sample_key), None)
     if target is None:
         raise BadInput(f"sample {sample_key!r} is not in batch {b['batch_id']}")
+    shown = set(question_fields(store, store.runs(run_id=b["run_id"])[0]))
     opened = SplitManager(store).open(b["split"], RATING_PURPOSE, rater,
                                       detail=f"batch {b['batch_id']} sample {sample_key}")
     item = next((it for it in opened.items if str(it["id"]) == target["item_id"]), {})
     sample = next((s for s in store.samples(b["run_id"])
                    if s["item_id"] == target["item_id"] and s["sample_index"] == target["sample_index"]), {})
-    return {"sample_key": sample_key, "item": {k: v for k, v in item.items() if k != "id"},
-            "completion": sample.get("text") or ""}
+    gold = {k: v for k, v in item.items() if k != "id" and k not in shown}
+    return {"sample_key": sample_key, "question": {k: v for k, v in item.items() if k in shown},
+            "gold": gold if b.get("show_gold") else None, "completion": sample.get("text") or ""}
 
 
 def issue_form_token(store: Store, rater: str) -> str:

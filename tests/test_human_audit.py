@@ -18,7 +18,9 @@ ITEMS = [{"id": f"q{i}", "question": f"is {i} even?"} for i in range(3)]
 
 
 def add_run(store: Store, run_id: str, split: str, scores: dict[str, float]) -> None:
-    """A completed run with one sample per item, written through the store API as 'evalgate run' writes it."""
+    """A completed run with one sample per item, written through the store API as 'evalgate run' writes it (its
+    protocol ``p@1`` recorded as freezing it records it: the prompt renders the item's ``question``)."""
+    store.record_protocol("p", "1", "h", {"prompt": {"template": "Q: {{ question }}", "response_prefix": None}})
     store.create_run({"run_id": run_id, "protocol_name": "p", "protocol_version": "1", "protocol_hash": "h",
                       "checkpoint_digest": "ck", "checkpoint_path": "/ck", "split": split, "tier": "human-audit",
                       "split_sha256": "x", "sampling_seed": 1, "backend": "hf"})

@@ -30,7 +30,8 @@ HUMAN = {"q0": 1, "q1": 3, "q2": 1, "q3": 2, "q4": 5}  # scale 1-5 -> 0, 0.5, 0,
 def put_run(store: Store, run_id: str, digest: str, tokens: dict[str, int],
             scores: dict[str, float] | None = None) -> None:
     """A complete run with completion lengths, repetition ratios and rendered prompts ('prompt q0' ...); automatic
-    scores 1.0 unless ``scores`` says otherwise."""
+    scores 1.0 unless ``scores`` says otherwise. Its protocol ``p@1`` is recorded as freezing it records it."""
+    store.record_protocol("p", "1", "h", {"prompt": {"template": "{{ question }}", "response_prefix": None}})
     store.create_run({"run_id": run_id, "protocol_name": "p", "protocol_version": "1", "protocol_hash": "h",
                       "checkpoint_digest": digest, "checkpoint_path": f"/{digest}", "split": "ha",
                       "tier": "human-audit", "split_sha256": "x", "sampling_seed": 1, "backend": "hf", "step": 9,

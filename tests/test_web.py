@@ -363,9 +363,11 @@ def test_login_is_by_post_only(site: dict[str, Any]) -> None:
     null = _post(f"{base}/login", data={"token": t["token"]}, headers={"Origin": "null"})
     assert null.status_code == 403 and "set-cookie" not in null.headers
     ok = _post(f"{base}/login", data={"token": t["token"]}, headers={"Origin": f"http://127.0.0.1:{port}"})
-    assert ok.status_code == 303 and ok.cookies.get(COOKIE) == t["token"]
-    home = _get(base + "/", headers={"Cookie": f"{COOKIE}={t['token']}"})
+    session = ok.cookies.get(COOKIE)
+    assert ok.status_code == 303 and session and session != t["token"]  # a session id, not the rater's token
+    home = _get(base + "/", headers={"Cookie": f"{COOKIE}={session}"})
     assert home.status_code == 200 and "gina" in home.text
+    assert _get(base + "/", headers={"Cookie": f"{COOKIE}={t['token']}"}).status_code == 401
 
 
 def test_the_gates_dashboard_shows_the_newest_gate_first(site: dict[str, Any]) -> None:
@@ -381,3 +383,22 @@ def test_the_gates_dashboard_shows_the_newest_gate_first(site: dict[str, Any]) -
     page = _get(f"{site['base']}/dashboard/gates", headers=boss).text
     shown = [g for g in re.findall(r"gate-[a-z]-(?:new|old|mid)", page)]
     assert shown == ["gate-a-new", "gate-m-mid", "gate-z-old"]
+
+
+@needs_browser
+def test_logging_out_in_the_browser_ends_the_session_on_the_server(site: dict[str, Any], browser: Any) -> None:
+    """The header's "log out" button: the browser drops the cookie, and the server ended the session, so the same
+    cookie sent again (copied before logout) is refused."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    base = site["base"]
+    t = rating.add_rater("hana", base_url=base, store=site["store"])
+    _login(browser, t["url"])
+    session = browser.get_cookie(COOKIE)["value"]
+    assert session != t["token"]
+    assert _get(base + "/", headers={"Cookie": f"{COOKIE}={session}"}).status_code == 200
+    browser.find_element(By.ID, "logout").click()
+    WebDriverWait(browser, 90).until(lambda d: d.current_url.endswith("/login"))
+    assert browser.get_cookie(COOKIE) is None
+    assert _get(base + "/", headers={"Cookie": f"{COOKIE}={session}"}).status_code == 401

@@ -46,14 +46,17 @@ def batch_cmd() -> None:
               help="Text or Markdown file shown to raters.")
 @click.option("--scale", default="1-5", show_default=True, help="Integer score scale MIN-MAX within 0..9.")
 @click.option("--seed", type=int, default=None, help="Selection seed (default: drawn and recorded).")
+@click.option("--show-gold", is_flag=True,
+              help="Raters see the item's gold answer (the fields the protocol's prompt does not render) below the "
+                   "question; default: only what the model saw.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def batch_create_cmd(run_id: str, samples: int, stratify: str | None, rubric_file: Path | None, scale: str,
-                     seed: int | None, as_json: bool) -> None:
+                     seed: int | None, show_gold: bool, as_json: bool) -> None:
     """Make a rating batch from a run's samples."""
     from evalgate.rating import create_batch
 
-    res = create_batch(run_id, samples, stratify, rubric_file, scale, seed)
+    res = create_batch(run_id, samples, stratify, rubric_file, scale, seed, show_gold=show_gold)
     if as_json:
         dump(res)
     else:

@@ -1,6 +1,6 @@
 """Human-audit scores and blind rating in the browser: raters, batches, one-time form tokens, ratings
-(``human_scores``, ``raters``, ``audit_batches``, ``audit_batch_items``, ``audit_rater_seeds``, ``audit_ratings``,
-``audit_rating_events``, ``form_tokens``; ``evalgate.rating`` and ``evalgate.web`` use them).
+(``human_scores``, ``raters``, ``rater_sessions``, ``audit_batches``, ``audit_batch_items``, ``audit_rater_seeds``,
+``audit_ratings``, ``audit_rating_events``, ``form_tokens``; ``evalgate.rating`` and ``evalgate.web`` use them).
 
 The policy lives in ``evalgate.rating`` (how long a form token is valid, ``rating.FORM_TOKEN_TTL``, is given to
 the calls that need it); raters' notes are sealed (``evalgate.store.codec``).
@@ -9,7 +9,7 @@ the calls that need it); raters' notes are sealed (``evalgate.store.codec``).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from evalgate.errors import BadInput, RefusedByPolicy
@@ -58,7 +58,29 @@ class RatingRepo(Repository):
             existed = con.execute("SELECT count(*) FROM raters WHERE name=?", [name]).fetchone() != (0,)
             con.execute("DELETE FROM raters WHERE name=?", [name])
             con.execute("INSERT INTO raters VALUES (?, ?, ?, ?, ?)", [name, token_sha256, role, now(), created_by])
+            # the browser sessions opened with the old token end with it
+            con.execute("UPDATE rater_sessions SET ended_at=? WHERE rater=? AND ended_at IS NULL", [now(), name])
         return existed
+
+    def start_session(self, session_sha256: str, rater: str) -> None:
+        """Record a browser session of ``rater`` (the store keeps only the session id's sha256)."""
+        with self.connect() as con:
+            con.execute("INSERT INTO rater_sessions VALUES (?, ?, ?, NULL)", [session_sha256, rater, now()])
+
+    def session_rater(self, session_sha256: str, started_after: datetime) -> dict[str, Any] | None:
+        """The rater (``name``, ``role``) of the session with this sha256 if it has not ended and started after
+        ``started_after`` (the caller's time-to-live, ``rating.SESSION_TTL``), else None."""
+        with self.connect() as con:
+            r = con.execute("SELECT r.name, r.role FROM rater_sessions s JOIN raters r ON r.name=s.rater WHERE "
+                            "s.session_sha256=? AND s.ended_at IS NULL AND s.created_at > ?",
+                            [session_sha256, started_after]).fetchone()
+        return {"name": r[0], "role": r[1]} if r else None
+
+    def end_session(self, session_sha256: str) -> bool:
+        """End a session (logout); returns whether one was open."""
+        with self.connect() as con:
+            return bool(con.execute("UPDATE rater_sessions SET ended_at=? WHERE session_sha256=? AND ended_at IS "
+                                    "NULL RETURNING rater", [now(), session_sha256]).fetchall())
 
     def rater_by_token(self, token_sha256: str) -> dict[str, Any] | None:
         """The rater (``name``, ``role``) holding the token with this sha256, or None."""

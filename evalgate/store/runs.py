@@ -30,6 +30,13 @@ class ProtocolRepo(Repository):
             row = con.execute("SELECT sha256 FROM protocols WHERE name=? AND version=?", [name, version]).fetchone()
         return row[0] if row else None
 
+    def protocol_resolved(self, name: str, version: str) -> tuple[str, dict[str, Any]] | None:
+        """The hash and resolved content recorded under ``name@version``, or None."""
+        with self.connect() as con:
+            row = con.execute("SELECT sha256, resolved FROM protocols WHERE name=? AND version=?",
+                              [name, version]).fetchone()
+        return (row[0], json.loads(row[1])) if row else None
+
     def record_protocol(self, name: str, version: str, sha256: str, resolved: dict[str, Any]) -> None:
         """Remember ``name@version -> sha256``.
 

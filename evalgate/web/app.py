@@ -1,10 +1,11 @@
 """The FastAPI application behind ``evalgate serve``.
 
-Access: ``POST /login`` checks a rater token (``evalgate audit add-rater``) and sets it as an HttpOnly,
-``SameSite=Strict`` cookie; ``GET /login`` only shows the form (the printed URL carries the token in its fragment,
-which the page's script copies into the form: the rater clicks to log in, so no link can log a browser in under
-someone else's name). Every other page needs that cookie (or ``Authorization: Bearer T``): 401 without a valid token,
-403 for an admin page with a rater's token. A form post is authenticated from its headers before its body is read,
+Access: ``POST /login`` checks a rater token (``evalgate audit add-rater``), starts a server-side session
+(``rating.start_session``) and sets its id as an HttpOnly, ``SameSite=Strict`` cookie; ``GET /login`` only shows the
+form (the printed URL carries the token in its fragment, which the page's script copies into the form: the rater
+clicks to log in, so no link can log a browser in under someone else's name). ``POST /logout`` ends the session in
+the store, so its cookie no longer works anywhere, even replayed. Every other page needs a live session cookie (or
+``Authorization: Bearer T`` with the rater token): 401 without, 403 for an admin page with a rater's token. A form post is authenticated from its headers before its body is read,
 and a body over ``MAX_FORM_BYTES`` is refused (413) unread. Forms carry a one-time token bound to the rater
 (``evalgate.rating``) and a post whose ``Origin`` is not the server's own configured address (``Origin: null``
 included) is refused, so a page elsewhere cannot post a score in a rater's name, and a replayed form is refused.
@@ -78,11 +79,12 @@ def _error(e: EvalgateError) -> HTMLResponse:
     return _page("error.html.j2", status, status=status, message=e.message, rater=None)
 
 
-def _token(request: Request) -> str | None:
+def _rater(store: Store, request: Request, admin: bool = False) -> rating.Rater:
+    """The rater of a request: ``Authorization: Bearer TOKEN`` (a rater token), else the session cookie."""
     auth = request.headers.get("authorization", "")
     if auth.lower().startswith("bearer "):
-        return auth[7:].strip()
-    return request.cookies.get(COOKIE)
+        return rating.authenticate(store, auth[7:].strip(), admin=admin)
+    return rating.session_rater(store, request.cookies.get(COOKIE), admin=admin)
 
 
 class _TooLarge(EvalgateError):
@@ -190,7 +192,7 @@ class _Served:
         (401, 403, ...) for an ``EvalgateError``."""
         try:
             with self.queue.held(), self.store.session():
-                return fn(rating.authenticate(self.store, _token(request), admin=admin))
+                return fn(_rater(self.store, request, admin))
         except EvalgateError as e:
             return _error(e)
 
@@ -198,16 +200,22 @@ class _Served:
         """Origin and token checked from the headers alone, before any body is read."""
         _same_origin(request, self.origins)
         with self.queue.held(), self.store.session():
-            rating.authenticate(self.store, _token(request))
+            _rater(self.store, request)
 
-    def login(self, token: str) -> None:
-        """Check a token posted to ``/login``."""
+    def login(self, token: str) -> str:
+        """A new session for the token posted to ``/login`` (``rating.start_session``)."""
         with self.queue.held(), self.store.session():
-            rating.authenticate(self.store, token)
+            return rating.start_session(self.store, token)
+
+    def logout(self, session: str | None) -> None:
+        """End the session of the cookie posted to ``/logout``."""
+        with self.queue.held(), self.store.session():
+            rating.end_session(self.store, session)
 
 
 def _login_routes(srv: _Served) -> APIRouter:
-    """``GET /login`` (the form) and ``POST /login`` (the token checked, then set as the cookie)."""
+    """``GET /login`` (the form), ``POST /login`` (the token checked, a session started, its id set as the cookie)
+    and ``POST /logout`` (the session ended in the store, the cookie dropped)."""
     router = APIRouter()
 
     @router.get("/login")
@@ -219,11 +227,23 @@ def _login_routes(srv: _Served) -> APIRouter:
         try:
             _same_origin(request, srv.origins)
             token = (await _read_form(request, 4096)).get("token", "").strip()
-            await run_in_threadpool(srv.login, token)
+            session = await run_in_threadpool(srv.login, token)
         except EvalgateError as e:
             return _error(e)
         resp = RedirectResponse("/", status_code=303, headers=_HEADERS)
-        resp.set_cookie(COOKIE, token, httponly=True, samesite="strict", path="/")
+        resp.set_cookie(COOKIE, session, httponly=True, samesite="strict", path="/",
+                        max_age=int(rating.SESSION_TTL.total_seconds()))
+        return resp
+
+    @router.post("/logout")
+    def logout(request: Request) -> Response:
+        try:
+            _same_origin(request, srv.origins)
+        except EvalgateError as e:
+            return _error(e)
+        srv.logout(request.cookies.get(COOKIE))
+        resp = RedirectResponse("/login", status_code=303, headers=_HEADERS)
+        resp.delete_cookie(COOKIE, httponly=True, samesite="strict", path="/")
         return resp
 
     return router
