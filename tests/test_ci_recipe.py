@@ -47,14 +47,15 @@ def substitute(text: str, context: dict[str, str]) -> str:
 
 
 def run_workflow(repo: Path, context: dict[str, str], env: dict[str, str],
-                 stop_after: str | None = None) -> list[tuple[str, int, str]]:
-    """Run the job's steps in order as GitHub would: after a failed step only steps whose ``if:`` holds
-    ``always()`` run; ``steps.ID.outcome == 'success'`` terms are evaluated on the steps run so far.
+                 stop_after: str | None = None, workflow: Path = WORKFLOW) -> list[tuple[str, int, str]]:
+    """Run the job's steps of ``workflow`` (default the example) in order as GitHub would: after a failed step only
+    steps whose ``if:`` holds ``always()`` run; ``steps.ID.outcome == 'success'`` terms are evaluated on the steps
+    run so far.
 
     Returns:
         (step name, exit code, output) per ``run:`` step that ran.
     """
-    doc = yaml.safe_load(WORKFLOW.read_text())
+    doc = yaml.safe_load(workflow.read_text())
     (job,) = doc["jobs"].values()
     base = {**env, **{k: substitute(str(v), {**context}) for k, v in doc["env"].items()}}
     context = {**context, **{f"env.{k}": v for k, v in base.items()}}

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -219,3 +220,47 @@ def test_every_registered_benchmark_has_a_starter() -> None:
     assert set(scaffold.BENCHMARKS) == {*datasets.known(), "custom"}
     for name in scaffold.BENCHMARKS:
         assert (REPO / "evalgate" / "templates" / "init" / f"protocol-{name}.yaml.j2").is_file()
+
+
+@pytest.mark.slow
+def test_the_workflow_init_writes_runs_its_steps_on_a_temporary_store(home: Path, smollm2_dir: Path) -> None:
+    """The workflow ``init`` writes, run step by step by tests/test_ci_recipe.py's harness (``pip`` and ``gh``
+    recorded, ``evalgate`` this checkout) on a repository init made from 14 addition items, with one real SmolLM2
+    checkpoint: every step succeeds and the gate reaches a verdict."""
+    from evalgate.demo_train import addition_items
+    from evalgate.splits import load_key
+    from tests.test_ci_recipe import _log_key_pem, run_workflow, shims
+    from tests.test_gate_real import _variant
+
+    repo, data = home / "repo", home / "items.jsonl"
+    data.write_text("".join(json.dumps(it) + "\n" for it in addition_items("dev", 14)))  # 8 smoke, 2 per tier
+    r = evalgate(home, "init", "--benchmark", "custom", "--name", "add", "--from", str(data), "--dir", "repo",
+                 "--checkpoint-glob", str(home / "train" / "seed-*" / "checkpoint-*"))
+    assert r.returncode == 0, r.stderr
+    proto = repo / "protocols" / "add.yaml"
+    proto.write_text(proto.read_text().replace("max_tokens: 256", "max_tokens: 8"))  # the user's edit, before freezing
+    assert evalgate(repo, "protocol", "freeze", "protocols/add.yaml",
+                    env={"EVALGATE_HOME": str(home / "dev-machine")}).returncode == 0
+    ck = _variant(smollm2_dir, home / "train" / "seed-1" / "checkpoint-4", 4)
+    (ck / "trainer_state.json").write_text(json.dumps({"global_step": 4, "log_history": [
+        {"step": s, "loss": 1.0 / s, "grad_norm": 1.0, "learning_rate": 1e-4} for s in range(1, 5)]}))
+    shims(home / "bin", home / "shim.log")
+    env = {"PATH": f"{home / 'bin'}:/usr/bin:/bin", "HOME": str(home), "GITHUB_ACTIONS": "true", "CI": "true",
+           "GITHUB_STEP_SUMMARY": str(home / "summary.md"), "EVALGATE_MODELS": os.environ["EVALGATE_MODELS"],
+           "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "XDG_CONFIG_HOME": str(home / "runner-config")}
+    context = {"github.workspace": str(repo), "github.actor": "octo", "github.run_id": "1",
+               "secrets.EVALGATE_PRIVATE_KEY": load_key().decode(), "secrets.EVALGATE_VARS_TOKEN": "t",
+               "secrets.EVALGATE_LOG_KEY": _log_key_pem(), "vars.EVALGATE_BASELINE": str(smollm2_dir)}
+    results = {name: (code, out) for name, code, out in
+               run_workflow(repo, context, env, workflow=repo / ".github" / "workflows" / "evalgate-add.yml")}
+    assert list(results) == ["Install evalgate", "Check the store against the pinned access-log head",
+                             "Check the protocol against its committed lock",
+                             "Evaluate the checkpoints on the dev split", "Gate", "Pin the access-log head"]
+    for name, (code, out) in results.items():
+        assert code == (results["Gate"][0] if name == "Gate" else 0), f"{name}: exit {code}\n{out}"
+    assert results["Gate"][0] in (0, 1)  # PASS or FAIL: a verdict, not bad input (2) or a crash (3)
+    sweep = json.loads((repo / "reports" / "sweep.json").read_text())
+    assert [(u["split"], u["status"]) for u in sweep["units"]] == [("add-dev", "done")]
+    gate = json.loads((repo / "reports" / "gate.json").read_text())
+    assert gate["verdict"] in ("PASS", "FAIL") and gate["seeds"][0]["train_seed"] == 1
+    assert re.search(r"ci-octo +add-private \(private\) +release-gate +read", results["Pin the access-log head"][1])
