@@ -5,8 +5,9 @@ Access: ``POST /login`` checks a rater token (``evalgate audit add-rater``), sta
 form (the printed URL carries the token in its fragment, which the page's script copies into the form: the rater
 clicks to log in, so no link can log a browser in under someone else's name). ``POST /logout`` ends the session in
 the store, so its cookie no longer works anywhere, even replayed. Every other page needs a live session cookie (or
-``Authorization: Bearer T`` with the rater token): 401 without, 403 for an admin page with a rater's token. A form post is authenticated from its headers before its body is read,
-and a body over ``MAX_FORM_BYTES`` is refused (413) unread. Forms carry a one-time token bound to the rater
+``Authorization: Bearer T`` with the rater token): 401 without, 403 for an admin page with a rater's token. A form
+post is authenticated from its headers before its body is read, and a body over ``MAX_FORM_BYTES`` is refused (413)
+unread. Forms carry a one-time token bound to the rater
 (``evalgate.rating``) and a post whose ``Origin`` is not the server's own configured address (``Origin: null``
 included) is refused, so a page elsewhere cannot post a score in a rater's name, and a replayed form is refused.
 Responses forbid framing and send a referrer only to this server.
@@ -29,8 +30,8 @@ from urllib.parse import parse_qs, urlsplit
 import jinja2
 import markupsafe
 from fastapi import APIRouter, FastAPI, Request
-from markdown_it import MarkdownIt
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from markdown_it import MarkdownIt
 from starlette.concurrency import run_in_threadpool
 
 from evalgate import rating
