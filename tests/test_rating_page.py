@@ -132,7 +132,7 @@ def test_a_new_token_or_the_ttl_ends_a_session(site: dict[str, Any]) -> None:
 
 def test_migration_33_keeps_an_older_batchs_gold_hidden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A batch made before migration 33 reads as show_gold false, and the sessions table is there."""
-    import evalgate.store as store_mod
+    from evalgate.store import db as store_mod
 
     write_split("ha", "human-audit", ITEMS, {"source": "test"})
     path = tmp_path / "old.duckdb"
