@@ -20,6 +20,8 @@ from evalgate.gate.policy import load_policy
 from evalgate.protocol import load_protocol
 from tests.conftest import REPO, SHARED_DATA
 
+pytestmark = pytest.mark.integration  # the CLI in subprocesses, a second or so each
+
 HUMANEVAL_FILES = [  # hand-listed: what a user's repository holds after 'evalgate init --benchmark humaneval'
     ".github/workflows/evalgate-humaneval.yml", "gates/humaneval.yaml", "protocols/humaneval.yaml",
     "splits/humaneval-dev.jsonl", "splits/humaneval-dev.yaml", "splits/humaneval-private.jsonl.enc",
@@ -223,6 +225,7 @@ def test_every_registered_benchmark_has_a_starter() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # the workflow's steps each load torch and the model (10 min seen on a loaded machine)
 def test_the_workflow_init_writes_runs_its_steps_on_a_temporary_store(home: Path, smollm2_dir: Path) -> None:
     """The workflow ``init`` writes, run step by step by tests/test_ci_recipe.py's harness (``pip`` and ``gh``
     recorded, ``evalgate`` this checkout) on a repository init made from 14 addition items, with one real SmolLM2
