@@ -14,6 +14,8 @@ from evalgate.errors import RefusedByPolicy
 from evalgate.splits import SplitManager, write_split
 from evalgate.store import Store
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 ITEMS = [{"id": "a", "question": "1+1", "answer": "2"}]
 
 

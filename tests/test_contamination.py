@@ -28,6 +28,8 @@ from evalgate.splits import RELEASE_GATE, TIERS, Policy, SplitManager, partition
 from evalgate.store import Store
 from tests.conftest import REPO, SHARED_DATA
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 # Item texts of 22 distinct words have 22 - 13 + 1 = 10 distinct 13-grams.
 LOW = [f"alpha{i}" for i in range(22)]
 HIGH = [f"beta{i}" for i in range(22)]

@@ -22,6 +22,8 @@ from evalgate.splits import SplitManager, write_split
 from evalgate.store import Store
 from tests.conftest import SHARED_DATA
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 MATH500 = SHARED_DATA / "math500" / "test.jsonl"
 SECRET = ("a farmer keeps seventeen goats and twice as many sheep in a barn beside the river near the old mill "
           "how many animals are there")  # 25 words, 13 distinct 13-grams

@@ -20,6 +20,8 @@ from evalgate.scoring.math import _parse, unwrap
 from evalgate.splits import load_manifest, partition, read_items, splits_dir
 from tests.conftest import SHARED_DATA
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
 MATH500 = SHARED_DATA / "math500" / "test.jsonl"
 # sha256 values from ../shared/data/PROVENANCE.md

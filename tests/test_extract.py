@@ -7,6 +7,8 @@ import pytest
 from evalgate.scoring import extract_answer
 from evalgate.scoring.extract import last_number, plain_numbers
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 
 @pytest.mark.parametrize(("text", "number"), [
     ("3a5", "5"),  # the case: used to give 3

@@ -16,6 +16,8 @@ from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.frames import access_log_frame, gates_frame, runs_frame, samples_frame
 from tests import gate_fixtures as fx
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 
 @pytest.fixture
 def built(tmp_path: Path) -> dict[str, Any]:

@@ -17,6 +17,8 @@ from evalgate.gate import load_policy, run_gate
 from evalgate.report import junit_xml, write_all
 from tests import gate_fixtures as fx
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from evalgate.gate.history import stored_verdict
 from evalgate.report import render_html
 from tests.agent_gate_fixtures import build, call
+
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 
 INJECTED = "<script>alert(1)</script><b>x</b>"
 DEV_ITEMS = [{"id": "d1", "prompt": "6*7?", "answer": "42"}, {"id": "d2", "prompt": "1+2?", "answer": "3"}]

@@ -11,6 +11,8 @@ from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.splits import add_split, load_manifest, splits_dir
 from evalgate.store import Store
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 
 def _jsonl(path: Path, ids: list[str]) -> Path:
     path.write_text("".join(json.dumps({"id": i, "q": i}) + "\n" for i in ids))

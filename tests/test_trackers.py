@@ -21,6 +21,8 @@ from evalgate.trackers import TrackerConfig, export_runs, open_trackers
 from tests import gate_fixtures as fx
 from tests.tracker_read import tb_scalars, tb_texts, wandb_records, wandb_run_files
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 SEED1 = [(10, 0.3), (20, 0.5), (30, 0.6), (40, 0.5)]  # fx.DEV[1] at fx.STEPS
 SEED2 = [(10, 0.4), (20, 0.7), (30, 0.2), (40, 0.6)]
 TAG = "eval/fx-dev/pass@1"

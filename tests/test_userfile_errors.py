@@ -20,6 +20,8 @@ from evalgate.errors import BadInput
 from evalgate.splits import list_manifests, splits_dir, write_split
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+
 PROTOCOL = (REPO / "protocols" / "addition.yaml").read_text()
 POLICY = (REPO / "gates" / "demo.yaml").read_text()
 
