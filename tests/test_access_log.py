@@ -247,14 +247,14 @@ def test_audit_reports_reads_by_split_actor_purpose_day_budget_and_refusals(home
 def test_a_store_from_before_migration_6_is_checked_in_full_once_then_incrementally(
         home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate import accesslog
-    from evalgate.store import db as store_mod
+    from evalgate.migrations import MIGRATIONS
+    from evalgate.store import Database
 
     write_split("s", "dev", ITEMS, {"source": "test"})
-    with monkeypatch.context() as m:  # a store as it was before migration 6: no verified head
-        m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 6])
-        old = Store()
-        for i in range(3):
-            old.append([_chained(old, f"old{i}")])
+    old_schema = [x for x in MIGRATIONS if x[0] < 6]  # a store as it was before migration 6: no verified head
+    old = Store(Database(home / "home" / "evalgate.duckdb", old_schema))
+    for i in range(3):
+        old.append([_chained(old, f"old{i}")])
     store = Store()
     assert store.access_log_head() is None
     seen: list[int | None] = []

@@ -75,10 +75,10 @@ def test_resolve_records_where_each_value_came_from(tmp_path: Path, smollm2_dir:
                              "step": "folder name 'checkpoint-9'"}
 
 
-def test_provenance_is_stored_with_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_provenance_is_stored_with_the_run(tmp_path: Path) -> None:
+    from evalgate.migrations import MIGRATIONS
     from evalgate.runner.record import CheckpointRef, ProtocolRef, RunRecord, SplitRef
-    from evalgate.store import Store
-    from evalgate.store import db as store_mod
+    from evalgate.store import Database, Store
 
     prov = {"train_run": "flag", "train_seed": "folder name 'seed-1'", "step": "folder name 'checkpoint-9'"}
     rec = RunRecord(run_id="r2", status="running", protocol=ProtocolRef(name="p", version="1", sha256="h"),
@@ -87,11 +87,10 @@ def test_provenance_is_stored_with_the_run(tmp_path: Path, monkeypatch: pytest.M
                     split=SplitRef(name="s", tier="dev", sha256="x"), backend={"name": "hf"}, versions={},
                     effective_params={"seed": 0})
     path = tmp_path / "s.duckdb"
-    with monkeypatch.context() as m:  # a store as it was before migration 16, with a run in it
-        m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 16])
-        old = Store(path)
-        later = ("checkpoint_provenance", "record_version")  # the columns of migrations 16 and 31
-        old.create_run({k: v for k, v in {**rec.row(), "run_id": "r1"}.items() if k not in later})
+    old_schema = [x for x in MIGRATIONS if x[0] < 16]  # a store as it was before migration 16, with a run in it
+    old = Store(Database(path, old_schema))
+    later = ("checkpoint_provenance", "record_version")  # the columns of migrations 16 and 31
+    old.create_run({k: v for k, v in {**rec.row(), "run_id": "r1"}.items() if k not in later})
     store = Store(path)
     store.create_run(rec.row())
     r1, r2 = store.runs()

@@ -30,13 +30,13 @@ def test_settings_differ_by_backend_dtype_and_engine_but_not_by_spelling_of_defa
     assert set(generation_settings("hf", HFOptions())["versions"]) == {"transformers", "torch"}
 
 
-def test_migration_7_keeps_old_rows_but_never_reuses_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalgate.store import db as store_mod
+def test_migration_7_keeps_old_rows_but_never_reuses_them(tmp_path: Path) -> None:
+    from evalgate.migrations import MIGRATIONS
+    from evalgate.store import Database
 
     path = tmp_path / "s.duckdb"
-    with monkeypatch.context() as m:  # a store as it was before migration 7
-        m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 8])
-        put_old_generation(Store(path), "ck", "ph", _gen("a", "p1", "old text"))
+    old_schema = [x for x in MIGRATIONS if x[0] < 8]  # a store as it was before migration 7
+    put_old_generation(Store(Database(path, old_schema)), "ck", "ph", _gen("a", "p1", "old text"))
     store = Store(path)
     keys = [("a", 0, 7)]
     assert store.cached_generations("ck", "ph", keys, {"a": "p1"}, "hf-settings") == {}

@@ -42,14 +42,13 @@ def put_old_generation(store: Store, checkpoint: str, protocol: str, g: dict) ->
                                                             "finish_reason"))])
 
 
-def test_migration_5_keeps_old_generations_and_puts_the_prompt_in_the_cache_key(tmp_path: Path,
-                                                                                monkeypatch) -> None:
-    from evalgate.store import db as store_mod
+def test_migration_5_keeps_old_generations_and_puts_the_prompt_in_the_cache_key(tmp_path: Path) -> None:
+    from evalgate.migrations import MIGRATIONS
+    from evalgate.store import Database
 
     path = tmp_path / "s.duckdb"
-    with monkeypatch.context() as m:  # a store as it was before migration 5
-        m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 5])
-        put_old_generation(Store(path), "ck", "ph", _gen("a", "p1", "old text"))
+    old_schema = [x for x in MIGRATIONS if x[0] < 5]  # a store as it was before migration 5
+    put_old_generation(Store(Database(path, old_schema)), "ck", "ph", _gen("a", "p1", "old text"))
     store = Store(path)
     keys = [("a", 0, 7)]
     # the row written before the migration is still there and still hits under its own prompt

@@ -57,17 +57,17 @@ def test_stored_run_equals_the_returned_document_and_run_json(home: Path, smollm
     assert RunRecord.from_row(again).document() == printed
 
 
-def test_a_run_stored_before_migration_7_still_reads_as_a_record(tmp_path: Path, monkeypatch) -> None:
-    from evalgate.store import db as store_mod
+def test_a_run_stored_before_migration_7_still_reads_as_a_record(tmp_path: Path) -> None:
+    from evalgate.migrations import MIGRATIONS
+    from evalgate.store import Database
 
     path = tmp_path / "s.duckdb"
-    with monkeypatch.context() as m:
-        m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 7])
-        old = Store(path)
-        old.create_run({"run_id": "r1", "protocol_name": "p", "protocol_version": "1", "protocol_hash": "h",
-                        "checkpoint_digest": "ck", "checkpoint_path": "/ck", "split": "s", "tier": "dev",
-                        "split_sha256": "x", "sampling_seed": 3, "backend": "hf",
-                        "backend_info": {"name": "hf"}, "effective_params": {"seed": 3}})
+    old_schema = [x for x in MIGRATIONS if x[0] < 7]
+    old = Store(Database(path, old_schema))
+    old.create_run({"run_id": "r1", "protocol_name": "p", "protocol_version": "1", "protocol_hash": "h",
+                    "checkpoint_digest": "ck", "checkpoint_path": "/ck", "split": "s", "tier": "dev",
+                    "split_sha256": "x", "sampling_seed": 3, "backend": "hf",
+                    "backend_info": {"name": "hf"}, "effective_params": {"seed": 3}})
     (row,) = Store(path).runs()
     rec = RunRecord.from_row(row)
     assert rec.status == "running" and rec.versions == {} and rec.split.items is None and rec.protocol.path is None
