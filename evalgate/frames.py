@@ -14,19 +14,13 @@ from typing import Any, Literal
 
 from evalgate.errors import BadInput, MissingExtra
 from evalgate.store import Store
+from evalgate.store.frames import ACCESS_SQL, FRAME_METHODS, GATES_SQL, RUNS_SQL, SAMPLES_SQL
 from evalgate.version import install_hint
 
 Kind = Literal["arrow", "pandas", "polars"]
 KINDS: tuple[str, ...] = ("arrow", "pandas", "polars")
-_METHOD = {"arrow": "to_arrow_table", "pandas": "df", "polars": "pl"}
 _PACKAGE = {"arrow": "pyarrow", "pandas": "pandas", "polars": "polars"}
 
-RUNS_SQL = "SELECT * FROM runs ORDER BY started_at"
-SAMPLES_SQL = ("SELECT s.run_id, r.split, r.tier, r.train_run, r.train_seed, r.step, s.item_id, s.sample_index, "
-               "s.seed, s.score, s.status, s.extracted, s.detail, s.cached FROM samples s JOIN runs r USING (run_id) "
-               "WHERE s.run_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY s.run_id, s.item_id, s.sample_index")
-GATES_SQL = "SELECT * FROM gates ORDER BY created_at"
-ACCESS_SQL = "SELECT * FROM access_log ORDER BY seq"
 
 
 def query_frame(sql: str, params: list[Any] | None = None, kind: Kind = "arrow", store: Store | None = None) -> Any:
@@ -36,7 +30,7 @@ def query_frame(sql: str, params: list[Any] | None = None, kind: Kind = "arrow",
         BadInput: an unknown kind.
         MissingExtra: pyarrow / pandas / polars is not installed (``evalgate[frames]``).
     """
-    if kind not in _METHOD:
+    if kind not in FRAME_METHODS:
         raise BadInput(f"frame kind {kind!r}: one of {', '.join(KINDS)}")
     try:
         __import__(_PACKAGE[kind])
@@ -44,8 +38,7 @@ def query_frame(sql: str, params: list[Any] | None = None, kind: Kind = "arrow",
             __import__("pyarrow")
     except ImportError as e:
         raise MissingExtra(f"{kind} frames need {_PACKAGE[kind]}: {install_hint('frames')}") from e
-    with (store or Store()).connect() as con:
-        return getattr(con.sql(sql, params=params), _METHOD[kind])()
+    return (store or Store()).frame(sql, params, kind)
 
 
 def runs_frame(kind: Kind = "arrow", store: Store | None = None) -> Any:

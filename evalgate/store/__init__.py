@@ -6,6 +6,7 @@
     access.py   AccessLogRepo: the hash-chained access log and its heads; the budget rule (``Counted``)
     ratings.py  RatingRepo: human scores, raters, rating batches, form tokens
     gates.py    GateRepo: gate verdicts
+    frames.py   FrameRepo: a query's result as Arrow / pandas / polars (``evalgate.frames``)
     codec.py    the sealing rule (which columns a sealed tier's rows encrypt) and its codec
 
 ``Store`` is every repository over one database: what most callers hold (``Workspace.store``). A repository alone
@@ -28,17 +29,18 @@ from evalgate.store.access import (
 )
 from evalgate.store.cache import TRAJECTORY_COLUMNS, GenerationCache
 from evalgate.store.db import MEMORY, Connection, Database, Repository, default_database, home, now
+from evalgate.store.frames import FrameRepo
 from evalgate.store.gates import GateRepo
 from evalgate.store.ratings import RatingRepo
 from evalgate.store.runs import ProtocolRepo, RunRepo
 
 __all__ = ["CONTAMINATION_CHECK", "CONTAMINATION_CHECKS", "MEMORY", "READS", "TRAJECTORY_COLUMNS", "AccessLogRepo",
-           "BudgetLimit", "ChainLink", "Connection", "Counted", "Database", "GateRepo", "GenerationCache",
+           "BudgetLimit", "ChainLink", "Connection", "Counted", "Database", "FrameRepo", "GateRepo", "GenerationCache",
            "ProtocolRepo", "RatingRepo", "Repository", "RunRepo", "SignedHead", "Store", "VerifiedHead",
            "default_database", "home", "now"]
 
 
-class Store(ProtocolRepo, RunRepo, GenerationCache, AccessLogRepo, RatingRepo, GateRepo):
+class Store(ProtocolRepo, RunRepo, GenerationCache, AccessLogRepo, RatingRepo, GateRepo, FrameRepo):
     """Every repository over one database (``Repository``'s arguments: a ``Database`` or a path, default the active
     workspace's; a clock). Each call is one transaction, except inside ``session()``, where calls share one open
     connection.

@@ -1,0 +1,27 @@
+"""Query results as Arrow tables, pandas or polars frames, converted by DuckDB itself (``relation.to_arrow_table()``
+/ ``.df()`` / ``.pl()``): the SQL of ``evalgate.frames``, which checks the extras and logs the reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from evalgate.store.db import Repository
+
+FRAME_METHODS = {"arrow": "to_arrow_table", "pandas": "df", "polars": "pl"}
+"""Frame kind -> the DuckDB relation method that makes it."""
+
+RUNS_SQL = "SELECT * FROM runs ORDER BY started_at"
+SAMPLES_SQL = ("SELECT s.run_id, r.split, r.tier, r.train_run, r.train_seed, r.step, s.item_id, s.sample_index, "
+               "s.seed, s.score, s.status, s.extracted, s.detail, s.cached FROM samples s JOIN runs r USING (run_id) "
+               "WHERE s.run_id IN (SELECT unnest(?::VARCHAR[])) ORDER BY s.run_id, s.item_id, s.sample_index")
+GATES_SQL = "SELECT * FROM gates ORDER BY created_at"
+ACCESS_SQL = "SELECT * FROM access_log ORDER BY seq"
+
+
+class FrameRepo(Repository):
+    """Any query's result as a frame."""
+
+    def frame(self, sql: str, params: list[Any] | None, kind: str) -> Any:
+        """The result of ``sql`` as ``kind`` (a ``FRAME_METHODS`` key; its package must be importable)."""
+        with self.connect() as con:
+            return getattr(con.sql(sql, params=params), FRAME_METHODS[kind])()
