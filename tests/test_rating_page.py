@@ -130,19 +130,18 @@ def test_a_new_token_or_the_ttl_ends_a_session(site: dict[str, Any]) -> None:
     assert client.get("/", headers=cookie).status_code == 401
 
 
-def test_migration_33_keeps_an_older_batchs_gold_hidden(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_migration_33_keeps_an_older_batchs_gold_hidden(tmp_path: Path) -> None:
     """A batch made before migration 33 reads as show_gold false, and the sessions table is there."""
-    from evalgate.store import db as store_mod
+    from evalgate.migrations import MIGRATIONS
+    from evalgate.store import Database
 
     write_split("ha", "human-audit", ITEMS, {"source": "test"})
     path = tmp_path / "old.duckdb"
-    with monkeypatch.context() as m:
-        m.setattr(store_mod, "MIGRATIONS", [x for x in store_mod.MIGRATIONS if x[0] < 33])
-        old = Store(path)
-        add_run(old, "run1", "ha", {it["id"]: 1.0 for it in ITEMS})
-        old.create_batch({"batch_id": "b-old", "run_id": "run1", "split": "ha", "rubric": "r", "scale_min": 1,
-                          "scale_max": 5, "stratify": None, "selection_seed": 1, "created_by": "t",
-                          "created_at": active().clock()}, [])
+    old = Store(Database(path, [x for x in MIGRATIONS if x[0] < 33]))
+    add_run(old, "run1", "ha", {it["id"]: 1.0 for it in ITEMS})
+    old.create_batch({"batch_id": "b-old", "run_id": "run1", "split": "ha", "rubric": "r", "scale_min": 1,
+                      "scale_max": 5, "stratify": None, "selection_seed": 1, "created_by": "t",
+                      "created_at": active().clock()}, [])
     store = Store(path)
     assert store.batches("b-old")[0]["show_gold"] is False
     assert store.session_rater("unknown", active().clock() - timedelta(days=1)) is None
