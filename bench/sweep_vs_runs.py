@@ -50,7 +50,7 @@ def main() -> None:
     sys.path.insert(0, str(REPO))
     from evalgate.checkpoints.resolve import resolve_checkpoint
     from evalgate.wheels import smollm2_gguf
-    from tests.sweep_fixtures import addition_protocol, addition_split, make_checkpoints
+    from tests.sweep.sweep_fixtures import addition_protocol, addition_split, make_checkpoints
 
     work = Path(tempfile.mkdtemp(prefix="evalgate-sweep-bench-"))
     os.environ.update(EVALGATE_SPLITS=str(work / "splits"), EVALGATE_HOME=str(work / "home-setup"))

@@ -26,7 +26,7 @@ import yaml
 from evalgate.demo_train import addition_items
 from evalgate.splits import load_key, write_split
 from tests.conftest import REPO
-from tests.test_gate_real import _variant
+from tests.gate.test_real import _variant
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # a venv install and model runs: 15 min, not 5
 

@@ -17,7 +17,7 @@ from evalgate.run import RunOptions, evaluate
 from evalgate.samples import compare_runs, mcnemar_exact, run_samples
 from evalgate.splits import load_manifest, write_split
 from evalgate.store import Store
-from tests.test_run_record import addition_protocol
+from tests.runner.test_record import addition_protocol
 
 pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 

@@ -232,8 +232,8 @@ def test_the_workflow_init_writes_runs_its_steps_on_a_temporary_store(home: Path
     checkpoint: every step succeeds and the gate reaches a verdict."""
     from evalgate.demo_train import addition_items
     from evalgate.splits import load_key
+    from tests.gate.test_real import _variant
     from tests.test_ci_recipe import _log_key_pem, run_workflow, shims
-    from tests.test_gate_real import _variant
 
     repo, data = home / "repo", home / "items.jsonl"
     data.write_text("".join(json.dumps(it) + "\n" for it in addition_items("dev", 14)))  # 8 smoke, 2 per tier

@@ -19,7 +19,7 @@ from evalgate.errors import MissingExtra
 from evalgate.gate import run_gate
 from evalgate.trackers import TrackerConfig, export_runs, open_trackers
 from tests import gate_fixtures as fx
-from tests.tracker_read import tb_scalars, tb_texts, wandb_records, wandb_run_files
+from tests.trackers.tracker_read import tb_scalars, tb_texts, wandb_records, wandb_run_files
 
 pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 

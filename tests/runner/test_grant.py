@@ -14,7 +14,7 @@ from evalgate.run import ReleaseGrant, RunOptions, evaluate
 from evalgate.runner.grant import _reserve_release_reads
 from evalgate.splits import SplitManager, load_manifest, write_split
 from evalgate.store import Store
-from tests.test_run_record import addition_protocol
+from tests.runner.test_record import addition_protocol
 
 pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 

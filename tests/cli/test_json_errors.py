@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tests.cli.test_errors import evalgate
 from tests.conftest import REPO
-from tests.test_cli_errors import evalgate
 
 
 def test_run_json_failure_prints_an_error_document(home: Path) -> None:

@@ -14,8 +14,8 @@ from evalgate.run import RunOptions, evaluate
 from evalgate.runner.settings import generation_settings, settings_sha256
 from evalgate.splits import write_split
 from evalgate.store import Store
-from tests.test_run_prompts_store import _gen, put_old_generation
-from tests.test_run_record import addition_protocol
+from tests.runner.test_record import addition_protocol
+from tests.store.test_run_prompts import _gen, put_old_generation
 
 
 def test_settings_differ_by_backend_dtype_and_engine_but_not_by_spelling_of_defaults() -> None:

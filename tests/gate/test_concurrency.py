@@ -23,7 +23,7 @@ from evalgate.gate import load_policy, run_gate
 from evalgate.run import RunOptions, evaluate
 from evalgate.splits import DEFAULT_POLICIES, write_split
 from evalgate.store import Store
-from tests.test_gate_real import REPO, _variant
+from tests.gate.test_real import REPO, _variant
 
 
 def _counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

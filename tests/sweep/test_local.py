@@ -18,7 +18,7 @@ from evalgate.store import Store
 from evalgate.sweep import SweepOptions, discover_checkpoints, sweep
 from evalgate.sweep import local as local_mod
 from tests.conftest import REPO
-from tests.sweep_fixtures import addition_protocol, addition_split, make_checkpoints
+from tests.sweep.sweep_fixtures import addition_protocol, addition_split, make_checkpoints
 
 pytestmark = pytest.mark.slow
 

@@ -20,7 +20,7 @@ from evalgate.run import RunOptions
 from evalgate.store import Store
 from evalgate.sweep import SweepOptions, Unit, sweep
 from tests.conftest import REPO
-from tests.sweep_fixtures import addition_protocol, addition_split, make_checkpoints
+from tests.sweep.sweep_fixtures import addition_protocol, addition_split, make_checkpoints
 
 pytestmark = pytest.mark.slow
 
