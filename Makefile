@@ -18,7 +18,7 @@ VLLM_TORCH ?= torch==2.13.0
 
 setup: $(VENV)/.installed setup-sandbox setup-browser setup-vllm
 
-# The web tests (tests/test_web.py) drive Debian's chromium through chromium-driver with Selenium: installed here
+# The web tests (tests/web/test_web.py) drive Debian's chromium through chromium-driver with Selenium: installed here
 # where we are root with apt; elsewhere a warning, and those tests are skipped saying why.
 setup-browser:
 	@command -v chromedriver >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
@@ -81,7 +81,7 @@ test-fast: setup
 	$(VENV)/bin/pytest -q -m "not slow and not vllm_engine and not integration" --durations=10
 
 # the vLLM backend's tests, in the engine's environment (one engine per session, shared by the tests)
-VLLM_TESTS := tests/test_backend_vllm.py tests/test_vllm_engine.py tests/test_tools.py::test_hermes_and_llama3_agree_with_vllms_parsers
+VLLM_TESTS := tests/backends/test_vllm.py tests/backends/test_vllm_engine.py tests/tools/test_tools.py::test_hermes_and_llama3_agree_with_vllms_parsers
 test-vllm:
 	@if $(VPY) -c "import vllm" 2>/dev/null; then $(VLLM_VENV)/bin/pytest -q --durations=10 $(VLLM_TESTS); \
 	  else echo "skipped: $(VLLM_TESTS) (vLLM is not installed in $(VLLM_VENV); see make setup-vllm)"; fi

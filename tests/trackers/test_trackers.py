@@ -95,7 +95,7 @@ def test_a_private_gate_exports_its_verdict_only(tmp_path: Path, built: dict[str
                                   "--tracker-dir", str(trk), "--tracker-project", "fx",
                                   *[a for t in ("tensorboard", "wandb", "mlflow") for a in ("--report-to", t)]])
     assert r.exit_code == 0, r.output
-    # PASS, shipping seed 2's step 20 (tests/test_gate_store.py): the verdict is logged at that step
+    # PASS, shipping seed 2's step 20 (tests/gate/test_history.py): the verdict is logged at that step
     tb = trk / "tensorboard" / "gate" / "fx-gate"
     scalars = tb_scalars(tb)
     assert scalars["gate/passed"] == [(20, 1.0)]
