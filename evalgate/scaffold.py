@@ -14,11 +14,13 @@ Everything comes from flags (no prompts). The files, relative to the target dire
 Nothing is written unless everything can be: the data is read and every file rendered and validated first (the
 protocol with ``load_protocol``, the policy with ``GatePolicy``, the workflow as YAML); an existing file is refused
 before anything is written; then the files are written into a staging folder in the target directory and renamed
-into place, and only then are the four additions logged in the access log.
+into place, and only then are the four additions logged in the access log (of ``$EVALGATE_HOME``; where that is
+relative, as the default ``.evalgate`` is, relative to the target directory, the store its commands use there).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -144,10 +146,13 @@ def init_project(options: InitOptions) -> InitResult:
         _move_into_place(staging, root, planned)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    from evalgate.environment import active
+    from evalgate.environment import activate, active
     from evalgate.splits.tiering import log_imported
 
-    log_imported([root / p.path for p in planned if p.kind == "split manifest"])
+    env = active()
+    # a relative store directory (the default .evalgate) is the repository's: where its commands, run there, log
+    with activate(env if env.home.is_absolute() else dataclasses.replace(env, home=root / env.home)):
+        log_imported([root / p.path for p in planned if p.kind == "split manifest"])
     result.key_file = None if active().key else active().key_file
     return result
 

@@ -48,15 +48,22 @@ def init_cmd(benchmark: str, source: Path | None, mapping: tuple[str, ...], row_
 
 
 def _say(r: InitResult) -> None:
-    """What was written and what to do next."""
+    """What was written and what to do next (commands run in the repository's directory)."""
+    from evalgate.environment import active
+
     for f in r.files:
         if f.kind != "protocol lock":
             click.echo(f"wrote {f.kind:14s} {r.directory / f.path}")
     click.echo("splits: " + ", ".join(f"{r.splits[t]} ({n} items)" for t, n in r.counts.items()))
-    where = "" if r.directory == Path(".") else f"cd {shlex.quote(str(r.directory))} && "
     click.echo("next:")
-    click.echo(f"  {where}evalgate protocol freeze protocols/{r.name}.yaml   # writes the .lock; commit it with "
-               "the files above")
+    if r.directory != Path("."):
+        click.echo(f"  cd {shlex.quote(str(r.directory))}")
+    splits = active().splits
+    if splits != Path("splits"):  # $EVALGATE_SPLITS points elsewhere: commands would not find these splits
+        click.echo(f"  export EVALGATE_SPLITS=splits   # it is {splits}; init wrote the splits to splits/, which the "
+                   "workflow reads")
+    click.echo(f"  evalgate protocol freeze protocols/{r.name}.yaml   # writes the .lock; commit it with the files "
+               "above")
     click.echo(f"  evalgate run --protocol protocols/{r.name}.yaml --checkpoint CKPT --split {r.splits['smoke']}")
     if r.key_file is not None:
         click.echo(f"  the private split is encrypted with the key in {r.key_file}: store it as the CI secret "

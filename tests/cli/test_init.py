@@ -29,10 +29,12 @@ HUMANEVAL_FILES = [  # hand-listed: what a user's repository holds after 'evalga
     "splits/humaneval-smoke.jsonl", "splits/humaneval-smoke.yaml"]
 
 
-def evalgate(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """This checkout's CLI in a fresh process, in ``cwd``."""
+def evalgate(cwd: Path, *args: str, env: dict[str, str] | None = None,
+             unset: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """This checkout's CLI in a fresh process, in ``cwd`` (``unset``: variables removed from its environment)."""
+    full = {k: v for k, v in {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}.items() if k not in unset}
     return subprocess.run([sys.executable, "-m", "evalgate.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})}, timeout=300)
+                          env=full, timeout=300)
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
@@ -78,6 +80,18 @@ def test_init_writes_files_that_freeze_and_validate_at_once(tmp_path: Path) -> N
     audit = evalgate(tmp_path, "audit", "log", "--json")
     added = [row["split"] for row in json.loads(audit.stdout) if row["outcome"] == "added"]
     assert sorted(added) == ["humaneval-dev", "humaneval-private", "humaneval-public", "humaneval-smoke"]
+
+
+def test_with_the_default_store_the_additions_are_logged_in_the_repositorys(tmp_path: Path) -> None:
+    """No $EVALGATE_HOME: the store is ./.evalgate of wherever a command runs, so init --dir repo logs the splits'
+    additions in repo/.evalgate, which 'evalgate audit' run in the repository reads."""
+    no_env = ("EVALGATE_HOME", "EVALGATE_SPLITS")
+    assert evalgate(tmp_path, "init", "--benchmark", "humaneval", "--dir", "repo", unset=no_env).returncode == 0
+    assert not (tmp_path / ".evalgate").exists()
+    audit = evalgate(tmp_path / "repo", "audit", "log", "--json", unset=no_env)
+    assert audit.returncode == 0, audit.stderr
+    assert sorted(r["split"] for r in json.loads(audit.stdout) if r["outcome"] == "added") == [
+        "humaneval-dev", "humaneval-private", "humaneval-public", "humaneval-smoke"]
 
 
 def test_a_second_init_refuses_and_changes_nothing(tmp_path: Path) -> None:
