@@ -32,7 +32,8 @@ class RunStatus(StrEnum):
 
 
 class SampleStatus(StrEnum):
-    """A scored sample's status (the scorers' ``Judgement.status``; ``tool_violation`` from agentic runs)."""
+    """A scored sample's status (the scorers' ``Judgement.status``; ``tool_violation`` from agentic runs; ``judged``
+    and ``judge_unparseable`` from the ``judge`` scorer: a verdict read, or one its parse rule cannot read)."""
 
     CORRECT = "correct"
     WRONG = "wrong"
@@ -41,17 +42,21 @@ class SampleStatus(StrEnum):
     TIMEOUT = "timeout"
     ERROR = "error"
     TOOL_VIOLATION = "tool_violation"
+    JUDGED = "judged"
+    JUDGE_UNPARSEABLE = "judge_unparseable"
 
 
 class Outcome(StrEnum):
     """An access-log row's outcome: a permitted ``read``, an ``override`` of a refusal (counted like a read), a read
     the gate reserved ahead (``reserved-read``), a stored decision result shown again (``re-read``, not charged),
-    a ``refused`` read, or a split ``added`` / ``replaced``."""
+    a ``refused`` read, a ``judge-read`` (an LLM judge shown the items and completions of a run whose own read was
+    admitted and logged: not charged again), or a split ``added`` / ``replaced``."""
 
     READ = "read"
     OVERRIDE = "override"
     RESERVED_READ = "reserved-read"
     REREAD = "re-read"
     REFUSED = "refused"
+    JUDGE_READ = "judge-read"
     ADDED = "added"
     REPLACED = "replaced"

@@ -552,6 +552,7 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     tools, task_dir = _check_tools(path, text, spec)
     resolved = spec.model_dump(mode="json")
     resolved["tools"] = _resolved_tools(spec, tools, task_dir)
+    resolved["scorer"]["options"] = scorer_options.hashed(resolved["scorer"]["options"])
     resolved["prompt"]["template"] = template
     resolved["prompt"]["chat_template"] = chat
     resolved["prompt"]["fewshot"] = fewshot

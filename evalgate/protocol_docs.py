@@ -80,8 +80,10 @@ def _sections(model: type[BaseModel], key: str) -> list[tuple[str, type[BaseMode
         ann = field.annotation
         if get_origin(ann) is list:  # a list of sections (tools.offered) is documented as its item's section
             ann = get_args(ann)[0]
-        if isinstance(ann, type) and issubclass(ann, BaseModel):
-            out.extend(_sections(ann, name))
+        # an optional section (judge's ``baseline: JudgeBaseline | None``) is documented as its section
+        models = [a for a in get_args(ann) if isinstance(a, type) and issubclass(a, BaseModel)] or [ann]
+        if isinstance(models[0], type) and issubclass(models[0], BaseModel):
+            out.extend(_sections(models[0], name))
     return out
 
 
@@ -161,6 +163,9 @@ def scorers_reference() -> str:
         lines += _fields_table(model) if model.model_fields else ["Takes no options: `scorer.options` must be "
                                                                   "empty or absent."]
         lines.append("")
+        for key, section in _sections(model, "")[1:]:  # nested sections (the judge's ``judge``, ``sampling``)
+            lines += [f"### {section.__name__}", "", f"`scorer.options.{key}`: {_md(section.__doc__ or '')}", "",
+                      *_fields_table(section), ""]
     return "\n".join(lines)
 
 

@@ -80,7 +80,10 @@ def _judge(plan: RunPlan, generated: Generated) -> tuple[list[ScoreResult], dict
                 fixed[i] = _unclosed(plan, r.found, gens[k]["finish_reason"])
                 continue
         to_score.append(SampleToScore(items[k[0]], r.answer, plan.prompts.rendered[k[0]].response_prefix,
-                                      gens[k]["finish_reason"]))
+                                      gens[k]["finish_reason"], k))
+    begin = getattr(plan.scorer, "begin", None)  # a scorer that needs the run (the judge: cache, access log)
+    if begin is not None:
+        begin(plan, to_score)
     scored: list[ScoreResult] = []
     with progress_bar(len(plan.keys), "score", plan.options.progress) as bar:
         bar.update(len(fixed))
@@ -111,4 +114,8 @@ def score(plan: RunPlan, generated: Generated) -> Scored:
                   "behavior": sample_behavior(g["text"], g["completion_tokens"], g["finish_reason"], rule=rule)}
         samples.append(sample)
         per_item[iid].append(sample)
-    return Scored(samples, compute_metrics(plan.protocol, per_item), score_s, reasoning)
+    metrics = compute_metrics(plan.protocol, per_item)
+    summary = getattr(plan.scorer, "summary", None)
+    if summary is not None:
+        metrics.update(summary())
+    return Scored(samples, metrics, score_s, reasoning)

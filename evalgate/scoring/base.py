@@ -11,9 +11,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
-
 from evalgate.registry import Registry
+from evalgate.scoring.judge_options import JudgeOptions
+from evalgate.scoring.options import ScorerOptions
 
 
 @dataclass(frozen=True)
@@ -25,12 +25,14 @@ class SampleToScore:
         text: the completion text as generated (stop sequence excluded).
         response_prefix: rendered start of the assistant turn that the completion continues ("" if none).
         finish_reason: ``stop`` or ``length``.
+        key: the run's sample key (item_id, sample_index, seed); None outside a run.
     """
 
     item: dict[str, Any]
     text: str
     response_prefix: str
     finish_reason: str
+    key: tuple[str, int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,10 @@ class Scorer(Protocol):
 
     ``required_fields``: the item fields it reads; a run checks every item for them when the split is read,
     before any generation.
+
+    Two optional hooks, for a scorer that needs the run around it (the ``judge`` scorer): ``begin(plan, samples)``,
+    called by the run once before scoring with every sample to score (the run's ``RunPlan``: store, access log,
+    split, checkpoint), and ``summary()``, whose dict joins the run's metrics.
     """
 
     name: str
@@ -110,14 +116,6 @@ class AnswerScorer:
             out.append(ScoreResult(1.0 if ok else 0.0, "correct" if ok else "wrong", pred,
                                    "; ".join(notes) or None))
         return out
-
-
-class ScorerOptions(BaseModel):
-    """Base of every scorer's options (``scorer.options`` in a protocol file): unknown keys are errors (with the
-    nearest known key), values are strict (``"no"`` is not a boolean) and immutable. Validated when the protocol is
-    loaded, so ``protocol freeze`` refuses a typo."""
-
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
 
 
 class AnswerOptions(ScorerOptions):
@@ -187,6 +185,8 @@ SCORERS.register("humaneval", ScorerEntry(HumanEvalOptions, "evalgate.scoring.co
                                           statuses=(*ANSWER_STATUSES, "timeout", "error"), runs_code=True))
 SCORERS.register("exact", ScorerEntry(ExactOptions, "evalgate.scoring.exact:ExactScorer"))
 SCORERS.register("math", ScorerEntry(MathOptions, "evalgate.scoring.math:MathScorer"))
+SCORERS.register("judge", ScorerEntry(JudgeOptions, "evalgate.scoring.judge:JudgeScorer",
+                                      statuses=("judged", "judge_unparseable", "truncated")))
 
 
 def score_statuses() -> tuple[str, ...]:
@@ -196,8 +196,8 @@ def score_statuses() -> tuple[str, ...]:
 
 
 STATUSES = tuple(dict.fromkeys(s for entry in SCORERS.builtins() for s in entry.statuses))
-"""The built-in scorers' statuses: correct, wrong, truncated, no_answer, timeout, error (``score_statuses()`` adds
-plugins')."""
+"""The built-in scorers' statuses: correct, wrong, truncated, no_answer, timeout, error, judged, judge_unparseable
+(``score_statuses()`` adds plugins')."""
 
 
 def get_scorer(protocol: Any) -> Scorer:

@@ -1,12 +1,17 @@
-"""LLM judge: a model judges completions, pointwise (a rubric and a scale) or pairwise (two completions, both orders).
+"""LLM judge as a scorer: a model judges completions, pointwise (a rubric and a scale) or pairwise (against a
+baseline's stored completions of the same items, in both orders).
 
 The judge is part of the protocol: its identity (a local checkpoint's digest, or a served model id), its prompt
-template, its sampling and its parse rule are the options of the ``judge`` scorer, all required (no defaults), so
-the protocol's hash changes whenever any of them does. Judge prompts follow MT-Bench's single-answer grading and
-pairwise templates (Zheng et al. 2023, "Judging LLM-as-a-Judge with MT-Bench and Chatbot Arena", appendix; verdicts
-written ``[[A]]``, ``[[B]]``, ``[[C]]`` for a tie, ratings ``[[5]]``); the template text is the protocol's own.
+template, its sampling and its parse rule are the options of the ``judge`` scorer (``scoring.judge_options``), all
+required, so the protocol's hash changes whenever any of them does. Judge prompts follow MT-Bench's single-answer
+grading and pairwise templates (Zheng et al. 2023, "Judging LLM-as-a-Judge with MT-Bench and Chatbot Arena",
+appendix; verdicts written ``[[A]]``, ``[[B]]``, ``[[C]]`` for a tie, ratings ``[[5]]``); the template text is the
+protocol's own.
 
-A verdict the parse rule cannot read is the status ``unparseable`` (score 0, never a tie and never a rating).
+Inside ``evalgate run`` the judge's calls go through the generation cache (``scoring.judge_calls``), its read of the
+split is logged (outcome ``judge-read``, before it sees anything), and a verdict the parse rule cannot read is the
+sample status ``judge_unparseable`` (score 0, counted; never a tie and never a rating). Pairwise statistics are
+``rlhf.pairwise``'s: ties half, position-flip rate, win rate with a paired bootstrap CI, length-controlled win rate.
 """
 
 from __future__ import annotations
@@ -14,99 +19,22 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import Field, field_validator, model_validator
+from evalgate.errors import BadInput, EvalgateError
+from evalgate.rlhf.pairwise import PairJudgement, item_preference, per_item_table, win_rate
+from evalgate.scoring.base import SampleToScore, ScoreResult
+from evalgate.scoring.judge_calls import JudgeCalls, JudgePrompt
+from evalgate.scoring.judge_options import JudgeBaseline, JudgeModel, JudgeOptions, JudgeSampling
+from evalgate.userfiles import FieldProblem
 
-from evalgate.errors import BadInput
-from evalgate.rlhf.pairwise import PairJudgement
-from evalgate.scoring.base import ScorerOptions
+__all__ = ["JudgeBaseline", "JudgeModel", "JudgeOptions", "JudgeSampling", "JudgeScorer", "Verdict",
+           "baseline_texts", "parse_verdict", "render"]
 
-
-class JudgeModel(ScorerOptions):
-    """Which model judges: a local checkpoint pinned by digest, or a served model by id."""
-
-    backend: Literal["hf", "vllm", "openai"]
-    """evalgate backend the judge runs on. Required."""
-    checkpoint: str | None = None
-    """Local judge checkpoint (HF directory or .gguf) for ``hf`` / ``vllm``. Default: none (a served judge)."""
-    digest: str | None = None
-    """The local checkpoint's digest as ``evalgate`` computes it (``blake3:<hex>``); a judge whose files hash
-    otherwise is refused. Required with ``checkpoint``."""
-    model: str | None = None
-    """Served model id for the ``openai`` backend. Default: none (a local judge)."""
-
-    @model_validator(mode="after")
-    def _one_identity(self) -> JudgeModel:
-        if self.backend == "openai":
-            if not self.model or self.checkpoint:
-                raise ValueError("an openai judge names its served model id in 'model' (and no 'checkpoint')")
-        elif not (self.checkpoint and self.digest) or self.model:
-            raise ValueError(f"a {self.backend} judge names its 'checkpoint' and pins its 'digest'")
-        return self
-
-
-class JudgeSampling(ScorerOptions):
-    """The judge's sampling."""
-
-    temperature: float = Field(ge=0)
-    """Sampling temperature of the judge's verdict (0: greedy, as MT-Bench judges). Required."""
-    max_tokens: int = Field(gt=0)
-    """Most tokens the judge may write. Required."""
-    seed: int
-    """Sampling seed of the judge's draws. Required."""
-
-
-class JudgeOptions(ScorerOptions):
-    """Options of the ``judge`` scorer: an LLM judges each completion. Every field is required, so the protocol
-    names the judge in full and its hash changes when any part of the judge does."""
-
-    mode: Literal["pointwise", "pairwise"]
-    """``pointwise``: the judge rates one completion on ``scale``; ``pairwise``: it compares the completion with a
-    baseline's of the same item, in both orders. Required."""
-    judge: JudgeModel
-    """The judging model. Required."""
-    template: str
-    """Judge prompt, Python ``str.format`` fields: ``{question}`` and ``{rubric}``; pointwise ``{answer}``,
-    pairwise ``{answer_a}`` and ``{answer_b}``. Required."""
-    rubric: str
-    """What the judge is asked to weigh (put into ``{rubric}``). Required."""
-    question_field: str
-    """Item field holding the question shown to the judge. Required."""
-    parse: str
-    """Regular expression with one group reading the verdict (``\\[\\[(\\d+)\\]\\]`` for a rating,
-    ``\\[\\[([ABC])\\]\\]`` for a pairwise verdict); every match must agree, else the verdict is unparseable.
-    Required."""
-    scale: list[int] | None
-    """Pointwise: lowest and highest rating; the score is ``(rating - low) / (high - low)``. Pairwise: null."""
-    verdicts: dict[str, Literal["A", "B", "tie"]] | None
-    """Pairwise: what each parsed group means (``{"A": "A", "B": "B", "C": "tie"}``). Pointwise: null."""
-    sampling: JudgeSampling
-    """The judge's sampling. Required."""
-
-    @field_validator("parse")
-    @classmethod
-    def _one_group(cls, v: str) -> str:
-        try:
-            groups = re.compile(v).groups
-        except re.error as e:
-            raise ValueError(f"parse is not a regular expression: {e}") from e
-        if groups != 1:
-            raise ValueError(f"parse must have exactly one group (it has {groups})")
-        return v
-
-    @model_validator(mode="after")
-    def _mode_fields(self) -> JudgeOptions:
-        if self.mode == "pointwise" and (self.scale is None or len(self.scale) != 2 or self.scale[0] >= self.scale[1]
-                                         or self.verdicts):
-            raise ValueError("a pointwise judge needs scale: [low, high] with low < high, and verdicts: null")
-        if self.mode == "pairwise" and (not self.verdicts or self.scale is not None):
-            raise ValueError("a pairwise judge needs verdicts (parsed group -> A, B or tie), and scale: null")
-        fields = {"question", "rubric"} | ({"answer"} if self.mode == "pointwise" else {"answer_a", "answer_b"})
-        missing = [f for f in sorted(fields) if "{" + f + "}" not in self.template]
-        if missing:
-            raise ValueError(f"template lacks the field(s) {', '.join('{' + f + '}' for f in missing)}")
-        return self
+JUDGED, UNPARSEABLE, TRUNCATED = "judged", "judge_unparseable", "truncated"
+JUDGE_STATUSES = (JUDGED, UNPARSEABLE, TRUNCATED)
+"""The statuses the judge scorer gives: a verdict read, one the parse rule cannot read, a truncated completion (not
+judged unless the protocol's ``extraction.score_truncated``)."""
 
 
 @dataclass(frozen=True)
@@ -158,100 +86,197 @@ def render(options: JudgeOptions, question: str, answer: str | None = None, answ
     return options.template.format(**fields)
 
 
-def judge_identity(options: JudgeOptions) -> dict[str, Any]:
-    """What identifies the judge in a run record: backend, checkpoint digest or served model id, the sha-free
-    parts of the protocol that make it this judge (template, parse rule, sampling)."""
-    return {"backend": options.judge.backend, "digest": options.judge.digest, "model": options.judge.model,
-            "template": options.template, "rubric": options.rubric, "parse": options.parse,
-            "sampling": options.sampling.model_dump()}
 
-
-class Judge:
-    """A judge model on an evalgate backend.
-
-    Args:
-        options: the ``judge`` scorer's options.
-        backend: an evalgate ``Backend`` serving the judge model (``load_judge`` builds one from the options).
-        chat: renders the judge's user message into the backend's prompt text (the judge's chat template).
-    """
-
-    def __init__(self, options: JudgeOptions, backend: Any, chat: Any) -> None:
-        self.options = options
-        self.backend = backend
-        self.chat = chat
-
-    def _generate(self, prompts: Sequence[tuple[str, str]]) -> dict[str, str]:
-        """Judge outputs per key, all prompts sent at once (the backend batches)."""
-        from evalgate.backends.base import EffectiveParams, GenerationRequest, sample_seed
-
-        s = self.options.sampling
-        params = EffectiveParams(s.temperature, 1.0, 0, s.max_tokens, (), 1.0)
-        reqs = [GenerationRequest(key, self.chat(text), (0,), (sample_seed(s.seed, key, 0),), params)
-                for key, text in prompts]
-        return {r.request.key: r.completions[0].text for r in self.backend.generate(reqs)}
-
-    def rate(self, questions: Sequence[str], answers: Sequence[str]) -> list[Verdict]:
-        """Pointwise verdicts, one per (question, answer), in order."""
-        keys = [(f"p{i}", render(self.options, q, answer=a)) for i, (q, a) in enumerate(zip(questions, answers,
-                                                                                            strict=True))]
-        out = self._generate(keys)
-        return [parse_verdict(self.options, out[k]) for k, _ in keys]
-
-    def compare(self, item_ids: Sequence[str], questions: Sequence[str], model: Sequence[str],
-                baseline: Sequence[str]) -> tuple[list[PairJudgement], list[tuple[Verdict, Verdict]]]:
-        """Pairwise verdicts in both orders (model as A, then baseline as A) for each item.
-
-        Returns:
-            (one ``PairJudgement`` per item, the two parsed verdicts per item).
-
-        Raises:
-            BadInput: the sequences differ in length.
-        """
-        if not len(item_ids) == len(questions) == len(model) == len(baseline):
-            raise BadInput("pairwise judging needs one question, one model and one baseline completion per item")
-        prompts = []
-        for iid, q, m, b in zip(item_ids, questions, model, baseline, strict=True):
-            prompts += [(f"{iid}:model_first", render(self.options, q, answer_a=m, answer_b=b)),
-                        (f"{iid}:baseline_first", render(self.options, q, answer_a=b, answer_b=m))]
-        out = self._generate(prompts)
-        pairs, verdicts = [], []
-        for iid, m, b in zip(item_ids, model, baseline, strict=True):
-            v1 = parse_verdict(self.options, out[f"{iid}:model_first"])
-            v2 = parse_verdict(self.options, out[f"{iid}:baseline_first"])
-            pairs.append(PairJudgement(iid, _side(v1), _side(v2), len(m), len(b)))
-            verdicts.append((v1, v2))
-        return pairs, verdicts
+def _key(s: SampleToScore) -> tuple[str, int, int]:
+    if s.key is None:
+        raise EvalgateError("the judge scorer needs each sample's run key (SampleToScore.key): it runs inside a run")
+    return s.key
 
 
 def _side(v: Verdict) -> str | None:
     return v.value if isinstance(v.value, str) else None
 
 
-def load_judge(options: JudgeOptions, backend_options: Any = None) -> Judge:
-    """Build the judge from its options: resolve a local checkpoint and check its digest, construct the backend,
-    and use the judge's own chat template.
+def _baseline_run(store: Any, baseline: JudgeBaseline, plan: Any) -> dict[str, Any]:
+    """The stored run whose completions are the baseline (see ``JudgeBaseline``).
 
     Raises:
-        BadInput: the checkpoint's digest is not the pinned one (names both and says to update the protocol).
-        MissingExtra: the backend's engine is not installed.
+        BadInput: no such complete run on this split's content (says what to run first).
     """
-    from evalgate.backends.base import get_backend
-    from evalgate.checkpoints.model import load_tokenizer
-    from evalgate.checkpoints.resolve import resolve_checkpoint
+    split, content = plan.manifest.name, plan.manifest.content_sha256
+    if baseline.run_id is not None:
+        rows = store.runs(run_id=baseline.run_id)
+        if not rows or rows[0]["status"] != "complete" or rows[0]["split_sha256"] != content:
+            found = "not found" if not rows else (f"{rows[0]['status']} on split {rows[0]['split']}"
+                                                  f" (content {str(rows[0]['split_sha256'])[:12]})")
+            raise BadInput(f"judge baseline run {baseline.run_id} is {found}; a pairwise judge needs a complete run "
+                           f"on split {split}'s content ({content[:12]}): set scorer.options.baseline.run_id to one")
+        return rows[0]
+    rows = store.runs(checkpoint_digest=baseline.checkpoint, protocol_hash=plan.protocol.sha256,
+                      split_sha256=content, status="complete")
+    if not rows:
+        raise BadInput(f"no complete run of the judge's baseline checkpoint {baseline.checkpoint} under protocol "
+                       f"{plan.protocol.ref} on split {split}: run the baseline first (evalgate run --protocol "
+                       f"{plan.protocol.path} --checkpoint <baseline> --split {split})")
+    same_seed = [r for r in rows if r["sampling_seed"] == plan.seed]
+    return (same_seed or rows)[-1]
 
-    spec = options.judge
-    if spec.backend == "openai":
-        raise BadInput("a served (openai) judge is not wired yet: use a local hf or vllm judge (docs/RLHF.md)")
-    assert spec.checkpoint is not None
-    ckpt = resolve_checkpoint(spec.checkpoint)
-    if ckpt.digest != spec.digest:
-        raise BadInput(f"judge checkpoint {spec.checkpoint} has digest {ckpt.digest}, the protocol pins "
-                       f"{spec.digest}; a different judge would change every verdict: pin the new digest in the "
-                       "protocol's scorer.options.judge.digest (a new protocol version)")
-    tok = load_tokenizer(ckpt.model_dir)
 
-    def chat(text: str) -> str:
-        return str(tok.apply_chat_template([{"role": "user", "content": text}], tokenize=False,
-                                           add_generation_prompt=True))
+def baseline_texts(plan: Any, samples: Sequence[SampleToScore], baseline: JudgeBaseline) -> dict[Any, str]:
+    """The baseline's completion for each sample key of ``samples``: its sample of the same item and sample index,
+    reasoning removed as the run's own are (``scoring.reasoning``). A baseline that is the run's own checkpoint
+    is the run's own completions (the baseline's run under this protocol compares it with itself: 0.5 for a
+    judge without position bias).
 
-    return Judge(options, get_backend(spec.backend, str(ckpt.model_dir), backend_options, tokenizer=tok), chat)
+    Raises:
+        BadInput: no baseline run (``_baseline_run``), or it lacks completions of some items.
+    """
+    from evalgate.backends.base import sample_seed
+    from evalgate.scoring.reasoning import prompt_opens, strip_reasoning
+
+    if baseline.checkpoint == plan.checkpoint.digest:
+        return {s.key: s.text for s in samples}
+    store = plan.store
+    row = _baseline_run(store, baseline, plan)
+    prompts = {r["item_id"]: r for r in store.run_prompts(row["run_id"])}
+    keys = [_key(s) for s in samples]
+    want = {(iid, j, sample_seed(row["sampling_seed"], iid, j)): (iid, j, seed) for iid, j, seed in keys}
+    have = [k for k in want if k[0] in prompts]
+    got = store.cached_generations(row["checkpoint_digest"], row["protocol_hash"], have,
+                                   {k[0]: prompts[k[0]]["prompt_sha256"] for k in have}, row["settings_sha256"] or "")
+    lacking = sorted(want[k][0] for k in want if k not in got)
+    if lacking:
+        raise BadInput(f"judge baseline run {row['run_id']} holds no completion of {len(lacking)} item(s) of this "
+                       f"run ({', '.join(lacking[:3])}{' ...' if len(lacking) > 3 else ''}); run the baseline on "
+                       f"the same split with sampling.n >= this protocol's")
+    formats = plan.protocol.spec.reasoning.strip
+    return {want[k]: strip_reasoning(g["text"], formats, prompt_opens(prompts[k[0]]["text"], formats)).answer
+            for k, g in got.items()}
+
+
+class JudgeScorer:
+    """The ``judge`` scorer: pointwise, a rating on the protocol's scale as the score ``(rating - low) / (high -
+    low)``; pairwise, the item's preference for the model over the baseline (``rlhf.pairwise.item_preference``:
+    the mean of both orders, ties half). Status ``judged``, or ``judge_unparseable`` (score 0) when the parse rule
+    cannot read a verdict (pairwise: either order's), or ``truncated`` (not judged) for a completion cut at
+    max_tokens unless the protocol's ``extraction.score_truncated``.
+
+    Runs inside ``evalgate run`` only: the run calls ``begin(plan, samples)`` before scoring (the judge's prompts are
+    rendered, looked up in the cache, the baseline read and the judge's read logged), then ``score`` per chunk
+    (missing calls generated), then ``summary()`` for the run's ``metrics["judge"]``.
+    """
+
+    name = "judge"
+
+    def __init__(self, protocol: Any, options: JudgeOptions) -> None:
+        self.protocol, self.options = protocol, options
+        self._calls: JudgeCalls | None = None
+        self._prompts: dict[Any, tuple[JudgePrompt, ...]] = {}
+        self._baseline: dict[Any, str] = {}
+        self._pairs: dict[Any, PairJudgement] = {}
+        self._ratings: list[float] = []
+        self._unparseable = 0
+        self._private = False
+
+    @property
+    def required_fields(self) -> tuple[str, ...]:
+        """The item field holding the question shown to the judge."""
+        return (self.options.question_field,)
+
+    @staticmethod
+    def check_protocol(spec: Any, options: JudgeOptions) -> None:
+        """A pairwise judge compares one completion per item (its bootstrap is over items).
+
+        Raises:
+            FieldProblem: pairwise with ``sampling.n`` other than 1.
+        """
+        if options.mode == "pairwise" and spec.sampling.n != 1:
+            raise FieldProblem("sampling.n", f"a pairwise judge compares one completion per item with the baseline's "
+                                             f"(its CI is over items); set n: 1 (it is {spec.sampling.n})")
+
+    def _judged(self, s: SampleToScore) -> bool:
+        return s.finish_reason != "length" or self.protocol.spec.extraction.score_truncated
+
+    def _user_texts(self, s: SampleToScore) -> list[str]:
+        q, o = str(s.item[self.options.question_field]), self.options
+        if o.mode == "pointwise":
+            return [render(o, q, answer=s.text)]
+        b = self._baseline[s.key]
+        return [render(o, q, answer_a=s.text, answer_b=b), render(o, q, answer_a=b, answer_b=s.text)]
+
+    def begin(self, plan: Any, samples: Sequence[SampleToScore]) -> None:
+        """Prepare the run's judging: read the baseline (pairwise), render every judge call, look them up in the
+        cache and log the judge's read of the split (``SplitManager.log_judge_read``), before the judge sees
+        anything.
+
+        Raises:
+            BadInput: the baseline is missing (pairwise), the judge checkpoint is missing or not the pinned one.
+        """
+        self._calls = calls = JudgeCalls(self.options, plan.protocol.path, plan.store, plan.run_id)
+        self._private = plan.manifest.tier == "private"
+        judged = [s for s in samples if self._judged(s)]
+        if self.options.mode == "pairwise" and judged:
+            assert self.options.baseline is not None
+            self._baseline = baseline_texts(plan, judged, self.options.baseline)
+        self._prompts = {s.key: tuple(calls.prompt(t) for t in self._user_texts(s)) for s in judged}
+        every = [p for ps in self._prompts.values() for p in ps]
+        missing = calls.lookup(every)
+        plan.access.log_judge_read(plan.manifest, plan.actor, plan.options.purpose, missing == 0,
+                                   plan.checkpoint.digest, plan.protocol.sha256, plan.run_id,
+                                   f"judge {calls.ident} ({self.options.judge.backend}) shown {len(judged)} "
+                                   f"completions: {len(every)} calls, {missing} not cached")
+
+    def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]:
+        """Judge ``samples`` (asking the judge only what the cache lacks); results in input order.
+
+        Raises:
+            EvalgateError: called outside a run (no ``begin``).
+            EngineError, MissingExtra: the judge's backend failed or is not installed.
+        """
+        if self._calls is None:
+            raise EvalgateError("the judge scorer runs inside evalgate run (it needs the run's store, generation "
+                                "cache and access log): call begin(plan, samples) first")
+        self._calls.ask([p for s in samples for p in self._prompts.get(s.key, ())])
+        return [self._result(s) for s in samples]
+
+    def _result(self, s: SampleToScore) -> ScoreResult:
+        if s.key not in self._prompts:
+            return ScoreResult(0.0, TRUNCATED, None, "finish_reason length: cut off at max_tokens; not judged")
+        assert self._calls is not None
+        verdicts = [parse_verdict(self.options, self._calls.outputs[p.sha256]) for p in self._prompts[s.key]]
+        if self.options.mode == "pairwise":  # recorded even when unparseable: win_rate counts those items
+            self._pairs[s.key] = PairJudgement(_key(s)[0], _side(verdicts[0]), _side(verdicts[1]), len(s.text),
+                                               len(self._baseline[s.key]))
+        bad = [v for v in verdicts if v.value is None]
+        if bad:
+            self._unparseable += 1
+            return ScoreResult(0.0, UNPARSEABLE, None, f"{bad[0].detail}; the judge wrote {bad[0].text[:200]!r}")
+        if self.options.mode == "pointwise":
+            assert self.options.scale is not None and isinstance(verdicts[0].value, float)
+            low, high = self.options.scale
+            self._ratings.append(verdicts[0].value)
+            return ScoreResult((verdicts[0].value - low) / (high - low), JUDGED, f"{verdicts[0].value:g}")
+        pair = self._pairs[s.key]
+        return ScoreResult(float(item_preference(pair) or 0.0), JUDGED, f"{pair.model_first}/{pair.baseline_first}",
+                           f"model first: {pair.model_first}; baseline first: {pair.baseline_first}")
+
+    def summary(self) -> dict[str, Any]:
+        """The run's ``metrics["judge"]``: mode, the judge's calls (``JudgeCalls.info``), counts of judged and
+        unparseable samples; pointwise the mean rating of parsed verdicts; pairwise ``rlhf.pairwise.win_rate``
+        (win rate, paired bootstrap CI, LC win rate, position-flip rate) and, except on a private split, the
+        per-item table."""
+        out: dict[str, Any] = {"mode": self.options.mode, "calls": self._calls.info() if self._calls else None,
+                               "unparseable": self._unparseable}
+        if self.options.mode == "pointwise":
+            out.update(judged=len(self._ratings), mean_rating=sum(self._ratings) / len(self._ratings)
+                       if self._ratings else None, scale=self.options.scale)
+            return {"judge": out}
+        b = self.options.baseline
+        out["baseline"] = b.model_dump(exclude_none=True) if b else None
+        pairs = list(self._pairs.values())
+        out["judged"] = len(pairs)
+        if pairs:
+            out["pairwise"] = win_rate(pairs, seed=self.options.sampling.seed)
+            if not self._private:
+                out["items"] = per_item_table(pairs)
+        return {"judge": out}

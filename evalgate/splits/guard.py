@@ -281,6 +281,15 @@ class SplitManager:
             raise RefusedByPolicy(refusal)
         return row
 
+    def log_judge_read(self, manifest: Manifest, actor: str, purpose: str, cached: bool, checkpoint_digest: str,
+                       protocol_hash: str, run_id: str, detail: str) -> dict[str, Any] | None:
+        """Append the row for an LLM judge shown the items and checkpoint ``checkpoint_digest``'s completions in
+        run ``run_id``, whose own read was admitted and logged (``log_read``): outcome ``judge-read``, not charged
+        against the budget again (it is that run's read); logged before the judge sees anything. ``detail`` names
+        the judge; ``cached``: every verdict comes from the generation cache (the judge is shown nothing)."""
+        return self._log(manifest, actor, purpose, Outcome.JUDGE_READ.value, cached, checkpoint_digest, protocol_hash,
+                         run_id, detail)
+
     def open(self, name: str, purpose: str, actor: str, cached: bool = False,
              override_reason: str | None = None, detail: str | None = None, *,
              contamination_check: bool = False) -> OpenedSplit:

@@ -1,12 +1,11 @@
-"""The LLM judge (evalgate/scoring/judge.py): verdicts parsed by the protocol's rule, unparseable as its own value,
-and the real SmolLM2 judging through the hf backend in both orders."""
+"""The LLM judge's rules (evalgate/scoring/judge.py): verdicts parsed by the protocol's rule, unparseable as its own
+value, options refused when incomplete. The judge inside a run: tests/test_judge_scorer.py; the real SmolLM2 judge:
+tests/test_judge_real.py."""
 
-from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
 
-from evalgate.rlhf.pairwise import win_rate
 from evalgate.scoring.judge import JudgeOptions, parse_verdict, render
 
 PAIRWISE_TEMPLATE = ("You are a judge. Question: {question}\n[Answer A]: {answer_a}\n[Answer B]: {answer_b}\n"
@@ -20,7 +19,7 @@ def _options(mode: str = "pairwise", checkpoint: str = "/x", digest: str = "blak
             "sampling": {"temperature": 0.0, "max_tokens": 16, "seed": 0}}
     if mode == "pairwise":
         base.update(template=PAIRWISE_TEMPLATE, parse=r"\[\[([ABC])\]\]", scale=None,
-                    verdicts={"A": "A", "B": "B", "C": "tie"})
+                    verdicts={"A": "A", "B": "B", "C": "tie"}, baseline={"run_id": "r1"})
     else:
         base.update(template="Question: {question}\nAnswer: {answer}\nRate its {rubric}.", parse=r"Rating:\s*(\d+)",
                     scale=[1, 10], verdicts=None)
@@ -52,25 +51,9 @@ def test_options_refuse_an_incomplete_judge():
         _options(parse=r"\[\[[AB]\]\]")
     with pytest.raises(ValidationError, match="template lacks"):
         _options(template="Question: {question} {answer_a}")
-    with pytest.raises(ValidationError, match="pins its 'digest'"):
+    with pytest.raises(ValidationError, match="go together"):
         _options(digest=None)
+    with pytest.raises(ValidationError, match="exactly one of"):
+        _options(baseline={"run_id": "r1", "checkpoint": "blake3:00"})
     with pytest.raises(ValidationError, match="scale"):
         _options("pointwise", scale=[5, 1])
-
-
-def test_real_smollm2_judge_in_both_orders(smollm2_gguf: Path):
-    from evalgate.checkpoints.resolve import resolve_checkpoint
-    from evalgate.scoring.judge import load_judge
-
-    digest = resolve_checkpoint(smollm2_gguf).digest
-    judge = load_judge(_options(checkpoint=str(smollm2_gguf), digest=digest))
-    pairs, verdicts = judge.compare(["q1"], ["What is 2+3?"], ["5"], ["7"])
-    (v1, v2), = verdicts
-    # SmolLM2-135M answers "[[A]]" whichever answer sits in position A (greedy): its output is read by the rule,
-    # and the swap shows the position bias: model wins in order 1, baseline wins in order 2
-    assert v1.text.startswith("[[A]]") and v2.text.startswith("[[A]]")
-    assert (pairs[0].model_first, pairs[0].baseline_first) == ("A", "A")
-    out = win_rate(pairs, resamples=200)
-    assert out["win_rate"] == 0.5 and out["position_flip_rate"] == 1.0 and out["first_position_rate"] == 1.0
-    with pytest.raises(Exception, match="pins"):
-        load_judge(_options(checkpoint=str(smollm2_gguf), digest="blake3:" + "0" * 64))

@@ -1,0 +1,369 @@
+"""The ``judge`` scorer inside ``evalgate run``: registered, hashed into the protocol, judge calls through the
+generation cache (a rerun and a resumed run do not ask again), the judge's read logged, unparseable verdicts as
+their own status, pairwise against a baseline's stored completions with both orders.
+
+The policy completions come from the ``replay`` backend and the judge is a scripted stand-in registered as the
+``hf`` backend (its verdicts are fixed by the text it is shown, so every expected value below is computed by
+hand); the real SmolLM2 judge through hf and through a real server is in tests/test_judge_real.py.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from evalgate.backends.base import BACKENDS, BackendEntry, Completion, GenerationResult, HFOptions
+from evalgate.checkpoints.resolve import Checkpoint
+from evalgate.errors import BadInput, EngineError
+from evalgate.protocol import load_protocol
+from evalgate.protocols_ops import freeze
+from evalgate.run import RunOptions, evaluate
+from evalgate.scoring import judge_calls
+from evalgate.splits import write_split
+from evalgate.store import Store
+
+POINTWISE = "Q: {question}\nA: {answer}\nRate the {rubric} from 1 to 10 as [[n]]."
+PAIRWISE = "Q: {question}\n[A] {answer_a}\n[B] {answer_b}\nWhich is more {rubric}? [[A]], [[B]] or [[C]] for a tie."
+JUDGE_DIGEST = "blake3:" + "1" * 64
+ITEMS = [{"id": "q1", "question": "What is 2+3?"}, {"id": "q2", "question": "What is 4+4?"},
+         {"id": "q3", "question": "Name a colour."}]
+
+
+class ChatTokenizer:
+    """A chat template as a tokenizer's: ``<user>...</user><assistant>``."""
+
+    def apply_chat_template(self, messages: list[dict[str, str]], tokenize: bool, add_generation_prompt: bool) -> str:
+        return "".join(f"<{m['role']}>{m['content']}</{m['role']}>" for m in messages) + "<assistant>"
+
+
+class ScriptedJudge:
+    """Stands in for the judge model: ``verdict(prompt)`` decides each output; every prompt it is asked is kept in
+    ``ScriptedJudge.asked``; ``fail_after`` raises after that many outputs (a judge engine that dies mid-run)."""
+
+    asked: list[str] = []
+    verdict: Callable[[str], str] = staticmethod(lambda prompt: "[[5]]")
+    fail_after: int | None = None
+
+    def __init__(self, model_dir: str, options: Any, tokenizer: Any = None) -> None:
+        self.model_dir = model_dir
+
+    def info(self) -> dict[str, Any]:
+        return {"engine": "scripted judge"}
+
+    def generate(self, requests: Sequence[Any], on_result: Any = None) -> list[GenerationResult]:
+        out = []
+        for r in requests:
+            if ScriptedJudge.fail_after is not None and len(ScriptedJudge.asked) >= ScriptedJudge.fail_after:
+                raise EngineError("the judge engine died")
+            ScriptedJudge.asked.append(r.prompt)
+            res = GenerationResult(r, [Completion(ScriptedJudge.verdict(r.prompt), 3, "stop", 10)])
+            if on_result:
+                on_result(res)
+            out.append(res)
+        return out
+
+
+@pytest.fixture
+def judge(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> type[ScriptedJudge]:
+    """The scripted judge as backend ``hf``, and a judge checkpoint that resolves to ``JUDGE_DIGEST``."""
+    monkeypatch.setitem(BACKENDS, "hf", BackendEntry(HFOptions, ScriptedJudge, extra="hf", engine="json"))
+    monkeypatch.setattr(ScriptedJudge, "asked", [])
+    monkeypatch.setattr(ScriptedJudge, "fail_after", None)
+
+    def resolve(self: judge_calls.JudgeCalls) -> ChatTokenizer:
+        path = judge_calls.judge_path(self.options, self.protocol_path)
+        assert path is not None and path.name == "judge-model"
+        if self.options.judge.digest != JUDGE_DIGEST:
+            raise BadInput(f"judge checkpoint {path} has digest {JUDGE_DIGEST}, the protocol pins another")
+        self._model_dir = path
+        return ChatTokenizer()
+
+    monkeypatch.setattr(judge_calls.JudgeCalls, "_resolve", resolve)
+    return ScriptedJudge
+
+
+def _options(mode: str = "pointwise", **kw: Any) -> dict[str, Any]:
+    o: dict[str, Any] = {"mode": mode, "judge": {"backend": "hf", "checkpoint": "judge-model", "digest": JUDGE_DIGEST},
+                         "rubric": "helpfulness", "question_field": "question",
+                         "sampling": {"temperature": 0.0, "max_tokens": 16, "seed": 0}}
+    if mode == "pointwise":
+        o.update(template=POINTWISE, parse=r"\[\[(\d+)\]\]", scale=[1, 10], verdicts=None)
+    else:
+        o.update(template=PAIRWISE, parse=r"\[\[([ABC])\]\]", scale=None, verdicts={"A": "A", "B": "B", "C": "tie"},
+                 baseline={"checkpoint": "blake3:" + "b" * 64})
+    o.update(kw)
+    return o
+
+
+def _protocol(tmp_path: Path, options: dict[str, Any], name: str = "judged", freeze_it: bool = True,
+              **top: Any) -> Path:
+    doc = {"name": name, "version": "1", "prompt": {"chat_template": "none", "template": "{{ question }}"},
+           "sampling": {"temperature": 0.0, "max_tokens": 32, "n": 1, "seed": 0}, "pass_at_k": [1],
+           "scorer": {"name": "judge", "options": options}, **top}
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump(doc, sort_keys=False))
+    if freeze_it:
+        freeze(p)
+    return p
+
+
+def _replay(tmp_path: Path, texts: dict[str, str], name: str) -> Path:
+    p = tmp_path / f"{name}.jsonl"
+    p.write_text("".join(json.dumps({"item_id": i, "turn": 0, "text": t}) + "\n" for i, t in texts.items()))
+    return p
+
+
+def _ckpt(tmp_path: Path, name: str, digest: str) -> Checkpoint:
+    d = tmp_path / name
+    d.mkdir(exist_ok=True)
+    return Checkpoint(path=d, kind="hf", digest=digest, model_dir=d)
+
+
+def _run(tmp_path: Path, proto: Path, texts: dict[str, str], digest: str = "blake3:" + "a" * 64,
+         store: Store | None = None, split: str = "chat") -> dict[str, Any]:
+    replay = _replay(tmp_path, texts, digest[-6:])
+    opts = RunOptions(backend="replay", backend_options={"file": str(replay)}, progress=False)
+    return evaluate(proto, _ckpt(tmp_path, digest[-6:], digest), split, opts, store or Store())
+
+
+def _rating_by_answer(prompt: str) -> str:
+    """[[9]] for the answer 5, [[3]] for 8, no verdict for anything else."""
+    answer = prompt.split("\nA: ")[1].split("\n")[0]
+    return {"5": "The answer is right. [[9]]", "8": "[[3]]"}.get(answer, "I cannot say.")
+
+
+# -- registry and protocol hash -----------------------------------------------------------------------------------
+
+
+def test_judge_is_a_registered_scorer_with_its_own_statuses() -> None:
+    from evalgate.enums import SampleStatus
+    from evalgate.samples import SAMPLE_STATUSES
+    from evalgate.scoring.base import SCORERS, STATUSES
+
+    assert "judge" in SCORERS and SCORERS["judge"].statuses == ("judged", "judge_unparseable", "truncated")
+    assert "judge_unparseable" in STATUSES and "judge_unparseable" in SAMPLE_STATUSES
+    assert SampleStatus.JUDGE_UNPARSEABLE == "judge_unparseable"
+
+
+@pytest.mark.parametrize("change", [
+    {"mode": "pairwise", "template": PAIRWISE, "parse": r"\[\[([ABC])\]\]", "scale": None,
+     "verdicts": {"A": "A", "B": "B", "C": "tie"}, "baseline": {"run_id": "r1"}},
+    {"judge": {"backend": "hf", "checkpoint": "judge-model", "digest": "blake3:" + "2" * 64}},
+    {"judge": {"backend": "vllm", "checkpoint": "judge-model", "digest": JUDGE_DIGEST}},
+    {"judge": {"backend": "openai", "model": "served-judge"}},
+    {"template": POINTWISE + " "}, {"rubric": "accuracy"}, {"question_field": "prompt"},
+    {"parse": r"Rating: \[\[(\d+)\]\]"}, {"scale": [0, 10]},
+    {"sampling": {"temperature": 0.5, "max_tokens": 16, "seed": 0}},
+    {"sampling": {"temperature": 0.0, "max_tokens": 17, "seed": 0}},
+    {"sampling": {"temperature": 0.0, "max_tokens": 16, "seed": 1}},
+])
+def test_every_part_of_the_judge_changes_the_protocol_hash(tmp_path: Path, change: dict[str, Any]) -> None:
+    base = load_protocol(_protocol(tmp_path, _options(), freeze_it=False)).sha256
+    changed = load_protocol(_protocol(tmp_path, _options(**change), name="changed", freeze_it=False))
+    assert changed.sha256 != base
+
+
+def test_pairwise_baseline_is_hashed_and_the_judges_location_is_not(tmp_path: Path) -> None:
+    def h(**kw: Any) -> str:
+        return load_protocol(_protocol(tmp_path, _options("pairwise", **kw), freeze_it=False)).sha256
+
+    assert h() != h(baseline={"checkpoint": "blake3:" + "c" * 64}) != h(baseline={"run_id": "r1"})
+    # where the pinned weights lie, or where a served judge answers, is not which judge it is
+    moved = {"backend": "hf", "checkpoint": "/elsewhere/judge-model", "digest": JUDGE_DIGEST}
+    assert h(judge=moved) == h()
+    served = {"backend": "openai", "model": "m"}
+    assert h(judge={**served, "base_url": "http://a:1/v1"}) == h(judge={**served, "base_url": "http://b:2/v1"})
+    lock = json.loads((_protocol(tmp_path, _options("pairwise"), name="locked").with_suffix(".yaml.lock")).read_text())
+    assert lock["resolved"]["scorer"]["options"]["judge"] == {"backend": "hf", "digest": JUDGE_DIGEST}
+
+
+def test_freeze_then_verify_detects_a_changed_rubric(tmp_path: Path) -> None:
+    from evalgate.errors import ProtocolDrift
+    from evalgate.protocol import verify
+
+    path = _protocol(tmp_path, _options())
+    verify(load_protocol(path))
+    doc = yaml.safe_load(path.read_text())
+    doc["scorer"]["options"]["rubric"] = "brevity"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(ProtocolDrift, match="rubric"):
+        verify(load_protocol(path))
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"template": "Q: {question} {answer} {rubric} {score}"}, "unknown field"),
+    ({"template": "Q: {question} {rubric}"}, "lacks the field"),
+    ({"parse": r"\[\[\d+\]\]"}, "exactly one group"),
+    ({"scale": [10, 1]}, "low < high"),
+    ({"judge": {"backend": "hf", "checkpoint": "x"}}, "go together"),
+    ({"judge": {"backend": "openai", "checkpoint": "x", "digest": JUDGE_DIGEST}}, "served model id"),
+    ({"baseline": {"run_id": "r"}}, "no baseline"),
+])
+def test_an_incomplete_judge_is_refused_at_load_with_its_line(tmp_path: Path, change: dict[str, Any],
+                                                               message: str) -> None:
+    with pytest.raises(BadInput, match=message) as e:
+        load_protocol(_protocol(tmp_path, _options(**change), freeze_it=False))
+    assert "judged.yaml:" in e.value.message
+
+
+def test_pairwise_needs_one_sample_per_item(tmp_path: Path) -> None:
+    with pytest.raises(BadInput, match=r"sampling.n: a pairwise judge compares one completion"):
+        load_protocol(_protocol(tmp_path, _options("pairwise"), freeze_it=False,
+                                sampling={"temperature": 1.0, "max_tokens": 8, "n": 2, "seed": 0}))
+
+
+# -- pointwise in a run ---------------------------------------------------------------------------------------------
+
+
+def test_pointwise_run_scores_counts_unparseable_and_logs_the_judges_read(tmp_path: Path, judge: Any) -> None:
+    judge.verdict = staticmethod(_rating_by_answer)
+    write_split("chat", "dev", ITEMS, {"source": "test"})
+    proto = _protocol(tmp_path, _options())
+    store = Store()
+    doc = _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "blue"}, store=store)
+    scores = {s["item_id"]: (s["score"], s["status"], s["extracted"]) for s in store.samples(doc["run_id"])}
+    # ratings 9 and 3 on the scale 1-10: (9-1)/9 and (3-1)/9; "blue" gets no verdict: its own status, score 0
+    assert scores["q1"] == (pytest.approx(8 / 9), "judged", "9")
+    assert scores["q2"] == (pytest.approx(2 / 9), "judged", "3")
+    assert scores["q3"][:2] == (0.0, "judge_unparseable")
+    assert doc["counts"]["by_status"] == {"judge_unparseable": 1, "judged": 2}
+    j = doc["metrics"]["judge"]
+    assert j["unparseable"] == 1 and j["judged"] == 2 and j["mean_rating"] == 6.0
+    assert j["calls"]["asked"] == 3 and j["calls"]["cached"] == 0 and j["calls"]["identity"] == JUDGE_DIGEST
+    assert doc["metrics"]["mean_score"] == pytest.approx((8 / 9 + 2 / 9 + 0) / 3)
+    # the judge saw the chat-templated prompt with the completion in it
+    assert judge.asked[0] == f"<user>{POINTWISE.format(question='What is 2+3?', answer='5', rubric='helpfulness')}" \
+                             "</user><assistant>"
+    rows = [r for r in store.access_rows("chat") if r["run_id"] == doc["run_id"]]
+    assert [(r["outcome"], r["cached"]) for r in rows] == [("read", False), ("judge-read", False)]
+    assert JUDGE_DIGEST in rows[1]["detail"] and "3 calls, 3 not cached" in rows[1]["detail"]
+
+
+def test_a_rerun_does_not_ask_the_judge_again(tmp_path: Path, judge: Any) -> None:
+    judge.verdict = staticmethod(_rating_by_answer)
+    write_split("chat", "dev", ITEMS, {"source": "test"})
+    proto = _protocol(tmp_path, _options())
+    store = Store()
+    first = _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "blue"}, store=store)
+    judge.asked.clear()
+    again = _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "blue"}, store=store)
+    calls = again["metrics"]["judge"]["calls"]
+    assert judge.asked == [] and (calls["asked"], calls["cached"], calls["generate_s"]) == (0, 3, 0.0)
+    assert calls["cache_key"] == first["metrics"]["judge"]["calls"]["cache_key"]
+    assert "engine" not in calls and "engine" in first["metrics"]["judge"]["calls"]  # never loaded on the rerun
+    assert again["metrics"]["mean_score"] == first["metrics"]["mean_score"]
+    judge_rows = [r for r in store.access_rows("chat") if r["outcome"] == "judge-read"]
+    assert [r["cached"] for r in judge_rows] == [False, True]
+    # calls are cached by (judge, judge prompt): another checkpoint writing the same answers to q1 and q2 shows
+    # the judge the same prompts; only q3's new answer is asked
+    other = _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "5"}, digest="blake3:" + "e" * 64, store=store)
+    assert len(judge.asked) == 1 and "Name a colour." in judge.asked[0] and "A: 5" in judge.asked[0]
+    assert other["metrics"]["judge"]["calls"]["cached"] == 2
+
+
+def test_a_killed_judge_resumes_asking_only_the_missing_calls(tmp_path: Path, judge: Any) -> None:
+    judge.verdict = staticmethod(_rating_by_answer)
+    judge.fail_after = 2
+    write_split("chat", "dev", ITEMS, {"source": "test"})
+    proto = _protocol(tmp_path, _options())
+    store = Store()
+    with pytest.raises(EngineError, match="died"):
+        _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "blue"}, store=store)
+    assert store.runs()[0]["status"] == "failed"
+    judge.fail_after = None
+    done = _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "blue"}, store=store)
+    assert len(judge.asked) == 3  # 2 before the failure (stored as they finished) + the one left
+    assert done["metrics"]["judge"]["calls"]["asked"] == 1 and done["metrics"]["judge"]["calls"]["cached"] == 2
+    assert done["counts"]["by_status"] == {"judge_unparseable": 1, "judged": 2}
+
+
+def test_a_judge_whose_digest_is_not_pinned_is_refused_before_it_sees_anything(tmp_path: Path, judge: Any) -> None:
+    write_split("chat", "dev", ITEMS, {"source": "test"})
+    proto = _protocol(tmp_path, _options(judge={"backend": "hf", "checkpoint": "judge-model",
+                                                "digest": "blake3:" + "9" * 64}))
+    with pytest.raises(BadInput, match="pins another"):
+        _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "blue"})
+    assert judge.asked == []
+
+
+# -- pairwise in a run ------------------------------------------------------------------------------------------
+
+
+PAIR_ITEMS = [*ITEMS, {"id": "q4", "question": "Say hi."}]
+BASELINE = "blake3:" + "b" * 64
+BASELINE_TEXTS = {"q1": "5", "q2": "7", "q3": "red", "q4": "hi"}
+MODEL_TEXTS = {"q1": "5", "q2": "8", "q3": "a nice blue colour", "q4": "hello"}
+
+
+def _pair_verdict(prompt: str) -> str:
+    """Equal answers: a tie. q2: the answer 8 wins in either position. q3: always position A (position bias).
+    q4: A when A is "hello", else no verdict."""
+    a = prompt.split("\n[A] ")[1].split("\n[B] ")[0]
+    b = prompt.split("\n[B] ")[1].split("\nWhich")[0]
+    if a == b:
+        return "[[C]]"
+    if "4+4" in prompt:
+        return "[[A]]" if a == "8" else "[[B]]"
+    if "colour" in prompt:
+        return "[[A]]"
+    return "[[A]]" if a == "hello" else "both are fine"
+
+
+def test_pairwise_against_the_baselines_stored_completions_in_both_orders(tmp_path: Path, judge: Any) -> None:
+    judge.verdict = staticmethod(_pair_verdict)
+    write_split("chat", "dev", PAIR_ITEMS, {"source": "test"})
+    proto = _protocol(tmp_path, _options("pairwise", baseline={"checkpoint": BASELINE}))
+    store = Store()
+    with pytest.raises(BadInput, match="no complete run of the judge's baseline checkpoint"):
+        _run(tmp_path, proto, MODEL_TEXTS, store=store)
+    base = _run(tmp_path, proto, BASELINE_TEXTS, digest=BASELINE, store=store)
+    # the baseline under its own protocol is compared with itself: every verdict a tie
+    assert base["metrics"]["judge"]["pairwise"]["win_rate"] == 0.5
+    assert base["metrics"]["judge"]["pairwise"]["ties"] == 8
+    judge.asked.clear()
+    doc = _run(tmp_path, proto, MODEL_TEXTS, store=store)
+    # 4 items x 2 orders, but q1's answers equal the baseline's: both orders are the prompt the baseline's own run
+    # asked, so they come from the cache
+    assert len(judge.asked) == 6 and doc["metrics"]["judge"]["calls"]["asked"] == 6
+    assert judge.asked[0] == "<user>" + PAIRWISE.format(question="What is 4+4?", answer_a="8", answer_b="7",
+                                                        rubric="helpfulness") + "</user><assistant>"
+    assert judge.asked[1] == "<user>" + PAIRWISE.format(question="What is 4+4?", answer_a="7", answer_b="8",
+                                                        rubric="helpfulness") + "</user><assistant>"
+    p = doc["metrics"]["judge"]["pairwise"]
+    # by hand: q1 tie/tie -> 0.5; q2 win/win -> 1; q3 A/A -> win then loss -> 0.5, flipped; q4 unparseable
+    assert (p["items"], p["unparseable_items"]) == (3, 1)
+    assert p["win_rate"] == pytest.approx(2 / 3) and p["position_flip_rate"] == pytest.approx(1 / 3)
+    assert (p["wins"], p["ties"], p["losses"]) == (3, 2, 1)
+    assert p["first_position_rate"] == pytest.approx(3 / 4)  # non-tie verdicts: q2 A, B; q3 A, A
+    assert p["low"] <= p["win_rate"] <= p["high"]
+    scores = {s["item_id"]: (s["score"], s["status"], s["extracted"]) for s in store.samples(doc["run_id"])}
+    assert scores == {"q1": (0.5, "judged", "tie/tie"), "q2": (1.0, "judged", "A/B"), "q3": (0.5, "judged", "A/A"),
+                      "q4": (0.0, "judge_unparseable", None)}
+    table = {r["item_id"]: r for r in doc["metrics"]["judge"]["items"]}
+    assert table["q3"]["flip"] is True and table["q4"]["status"] == "unparseable"
+    assert (table["q3"]["model_len"], table["q3"]["baseline_len"]) == (len("a nice blue colour"), len("red"))
+
+
+def test_pairwise_against_a_run_id_and_its_missing_items(tmp_path: Path, judge: Any) -> None:
+    judge.verdict = staticmethod(_pair_verdict)
+    write_split("chat", "dev", PAIR_ITEMS, {"source": "test"})
+    store = Store()
+    plain = _protocol(tmp_path, _options(), name="plain")  # the baseline may come from any protocol's run
+    judge.verdict = staticmethod(lambda prompt: "[[5]]")
+    base = _run(tmp_path, plain, BASELINE_TEXTS, digest=BASELINE, store=store)
+    judge.verdict = staticmethod(_pair_verdict)
+    proto = _protocol(tmp_path, _options("pairwise", baseline={"run_id": base["run_id"]}))
+    doc = _run(tmp_path, proto, MODEL_TEXTS, store=store)
+    assert doc["metrics"]["judge"]["pairwise"]["win_rate"] == pytest.approx(2 / 3)
+    assert doc["metrics"]["judge"]["baseline"] == {"run_id": base["run_id"]}
+    missing = _protocol(tmp_path, _options("pairwise", baseline={"run_id": "20990101T000000-00000000"}), name="gone")
+    with pytest.raises(BadInput, match="is not found"):
+        _run(tmp_path, missing, MODEL_TEXTS, store=store)
+    write_split("chat", "dev", [*PAIR_ITEMS, {"id": "q5", "question": "One more?"}], {"source": "test"})
+    with pytest.raises(BadInput, match="split chat's content"):  # the baseline ran on other content
+        _run(tmp_path, proto, {**MODEL_TEXTS, "q5": "yes"}, store=store)
