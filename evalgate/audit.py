@@ -23,8 +23,9 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
                   tier: str | None = None) -> dict[str, Any]:
     """Reads per split (with tier), by actor, by purpose, by day, refusals, and budget used/left in the window.
 
-    A read is a row with outcome ``read`` or ``override`` (cached re-reads included). The budget is counted over
-    the policy's window ending now, whatever ``since`` is.
+    A read is a row with outcome ``read`` or ``override`` (cached re-reads included); ``judge_reads`` counts the
+    rows of an LLM judge shown a run's items (outcome ``judge-read``, not reads of their own). The budget is counted
+    over the policy's window ending now, whatever ``since`` is.
 
     Args:
         store: the store whose access log is summarised.
@@ -90,6 +91,7 @@ def _counts(rs: list[dict[str, Any]], m_tier: str | None, has_manifest: bool) ->
         "reads": len(reads), "cached_reads": sum(1 for r in reads if r["cached"]),
         "overrides": sum(1 for r in rs if r["outcome"] == "override"),
         "refusals": len(refused),
+        "judge_reads": sum(1 for r in rs if r["outcome"] == "judge-read"),
         "by_actor": dict(Counter(r["actor"] for r in reads)),
         "by_purpose": dict(Counter(r["purpose"] for r in reads)),
         "by_day": dict(sorted(Counter(r["ts"].date().isoformat() for r in reads).items())),

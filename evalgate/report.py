@@ -110,6 +110,24 @@ def diagnostics_section(verdict: Verdict) -> dict[str, Any]:
     return {"summary": summary(diags), "plots": plots}
 
 
+def judge_section(store: Store, verdict: Verdict) -> list[dict[str, Any]]:
+    """The judge's results for the report, one entry per training seed's best checkpoint whose runs were scored by
+    the ``judge`` scorer: the selection run's ``metrics["judge"]`` (pairwise: win rate with its paired bootstrap CI,
+    LC win rate, position-flip rate and the per-item table) and the decision run's summary (its per-item table is
+    never kept for a private split, ``scoring.judge``). Empty when no judge scored them."""
+    out = []
+    for s in verdict.seeds:
+        if s.best is None:
+            continue
+        rows = store.runs(run_id=s.best.run_id)
+        judge = ((rows[0].get("metrics") or {}).get("judge") if rows else None)
+        decision = s.decision.metrics.get("judge") if s.decision else None
+        if judge or decision:
+            out.append({"train_seed": s.train_seed, "step": s.best.step, "run_id": s.best.run_id,
+                        "selection": judge, "decision": decision})
+    return out
+
+
 def _atomic_write(path: Path, text: str) -> None:
     atomic_write(path, text)
 
@@ -136,7 +154,8 @@ def write_html(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None 
 
 
 def write_json(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None = None) -> Path:
-    """The verdict as JSON (``Verdict.as_dict`` plus the decision split's access table)."""
+    """The verdict as JSON (``Verdict.as_dict`` plus, under ``access``, the decision split's access table and the judge
+    section, ``judge_section``)."""
     p = Path(path)
     _atomic_write(p, json.dumps({**verdict.as_dict(), "access": audit or {}}, indent=2, default=str))
     return p
@@ -402,7 +421,9 @@ def write_reports(verdict: Verdict, outputs: Mapping[str, str | Path] | None = N
     from evalgate.report_writers import key_of
 
     paths = _checked(outputs)
-    audit = audit_summary(store or Store(), verdict.policy.decision_split)
+    store = store or Store()
+    # the judge's per-item table comes from the selection runs the gate read (and logged); none of the private split
+    audit = {**audit_summary(store, verdict.policy.decision_split), "judge": judge_section(store, verdict)}
     doc = verdict.as_dict()
     doc.update({key_of(name): path for name, path in _write_outputs(verdict, paths, audit).items()})
     doc["step_summary"] = [str(p) for p in _step_summary(markdown_summary(verdict)) if p != paths.get("markdown")]

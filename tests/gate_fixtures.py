@@ -74,10 +74,12 @@ def _metrics(scores: list[int], tokens: float = 20.0) -> dict[str, float]:
 def add_run(store: Store, run_id: str, digest: str, path: Path | str, split: str, tier: str, seed: int | None,
             step: int | None, scores: list[int] | None, status: str = "complete", tokens: float = 20.0,
             purpose: str = "evaluation", error: str = FAILED_RUN_ERROR, split_sha256: str | None = None,
-            backend: str = "hf", train_run: str | None = "fx-run", tools: dict[str, Any] | None = None) -> None:
+            backend: str = "hf", train_run: str | None = "fx-run", tools: dict[str, Any] | None = None,
+            judge: dict[str, Any] | None = None) -> None:
     """Insert one run with per-item samples (score 1 = correct) directly into the store; it ran on the split's
     current content unless ``split_sha256`` says otherwise; ``status`` failed or interrupted stores ``error``;
-    ``tools``: an agentic run's tool-use metrics (``metrics["tools"]``)."""
+    ``tools``: an agentic run's tool-use metrics (``metrics["tools"]``); ``judge``: a judge scorer's summary
+    (``metrics["judge"]``)."""
     store.create_run({
         "run_id": run_id, "protocol_name": PROTO[0], "protocol_version": PROTO[1], "protocol_hash": HASH,
         "checkpoint_digest": digest, "checkpoint_path": str(path), "train_run": train_run if seed else None,
@@ -93,16 +95,19 @@ def add_run(store: Store, run_id: str, digest: str, path: Path | str, split: str
                 "status": "correct" if s else "incorrect",
                 "extracted": PRIVATE_MARKER if tier == "private" else "1", "detail": None, "cached": False,
                 "behavior": {"completion_tokens": tokens}} for i, s in enumerate(scores)]
-    metrics: dict[str, Any] = {**_metrics(scores, tokens), **({"tools": tools} if tools else {})}
+    metrics: dict[str, Any] = {**_metrics(scores, tokens), **({"tools": tools} if tools else {}),
+                               **({"judge": judge} if judge else {})}
     store.finish_run({"run_id": run_id, "metrics": metrics, "counts": {"items": len(scores), "samples": len(scores)},
                       "wall_s": 1.0}, samples)
 
 
 def build(root: Path, seeds: tuple[int, ...] = (1, 2, 3), decision_tokens: float = 20.0,
-          decision_tools: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+          decision_tools: dict[str, dict[str, Any]] | None = None,
+          judge: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Write splits, checkpoint directories with trainer_state.json, and runs into a fresh store.
-    ``decision_tools``: decision run id (``dec-base``, ``dec-<seed>``) -> its tool-use metrics."""
-    decision_tools = decision_tools or {}
+    ``decision_tools``: decision run id (``dec-base``, ``dec-<seed>``) -> its tool-use metrics; ``judge``: run id
+    (``dev-<seed>-<step>``, ``dec-<seed>``) -> its ``metrics["judge"]``."""
+    decision_tools, judge = decision_tools or {}, judge or {}
     write_split("fx-dev", "dev", ITEMS, {"source": "test fixture"})
     write_split("fx-private", "private", ITEMS, {"source": "test fixture"})
     write_split("fx-public", "public", ITEMS, {"source": "test fixture"})
@@ -117,7 +122,7 @@ def build(root: Path, seeds: tuple[int, ...] = (1, 2, 3), decision_tokens: float
                      "log_history": [_log_entry(seed, s) for s in range(5, step + 1, 5)]}
             (ck / "trainer_state.json").write_text(json.dumps(state))
             add_run(store, f"dev-{seed}-{step}", f"d{seed}-{step}", ck, "fx-dev", "dev", seed, step,
-                    _scores(DEV[seed][j]))
+                    _scores(DEV[seed][j]), judge=judge.get(f"dev-{seed}-{step}"))
         if seed == 3:
             ck = run_dir / "checkpoint-50"
             ck.mkdir()
@@ -131,7 +136,7 @@ def build(root: Path, seeds: tuple[int, ...] = (1, 2, 3), decision_tokens: float
     for seed in seeds:
         add_run(store, f"dec-{seed}", f"d{seed}-{best[seed]}", root / f"fx-run-seed{seed}" / f"checkpoint-{best[seed]}",
                 "fx-private", "private", seed, best[seed], X[seed], tokens=decision_tokens, purpose="release-gate",
-                tools=decision_tools.get(f"dec-{seed}"))
+                tools=decision_tools.get(f"dec-{seed}"), judge=judge.get(f"dec-{seed}"))
     return {"store": store, "baseline": str(base)}
 
 

@@ -119,3 +119,31 @@ def test_json_and_step_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
     assert "length_growth (completions/mean_length)" in html
     assert cells("entropy_drop") == [("not_checkable", "n/c")] * 3
     assert [s["diagnosis"]["worst"] for s in doc["seeds"]][2] == "fail" and doc["seeds"][2]["not_checkable"]
+
+
+def test_html_report_shows_the_judges_rates_and_per_item_table(tmp_path: Path) -> None:
+    from evalgate.report import write_reports
+    from evalgate.rlhf.pairwise import PairJudgement, per_item_table, win_rate
+
+    # a hand-made table: q1 tie/tie (0.5), q2 won in both orders (1), q3 position A both times (0.5, a flip),
+    # q4 unparseable in the second order
+    pairs = [PairJudgement("q1", "tie", "tie", 10, 10), PairJudgement("q2", "A", "B", 30, 12),
+             PairJudgement("q3", "A", "A", 18, 3), PairJudgement("q4", "A", None, 5, 2)]
+    summary = {"mode": "pairwise", "judged": 4, "unparseable": 1, "calls": {"asked": 8, "cached": 0},
+               "pairwise": win_rate(pairs, resamples=500), "items": per_item_table(pairs)}
+    decision = {k: v for k, v in summary.items() if k != "items"}
+    built = fx.build(tmp_path / "runs", judge={"dev-1-30": summary, "dec-1": decision})
+    p = tmp_path / "gate.yaml"
+    p.write_text(yaml.safe_dump(fx.policy_dict(built["baseline"], min_seeds=2, min_improvement=0.0)))
+    verdict = run_gate(load_policy(p), built["store"], evaluate_decision=False)
+    doc = write_reports(verdict, {"html": tmp_path / "r.html", "json": tmp_path / "r.json"}, built["store"])
+    html = Path(doc["report"]).read_text()
+    section = html[html.index("<h2>LLM judge</h2>"):]
+    section = section[:section.index("<h2>", 5)]
+    assert "seed 1 step 30 — run dev-1-30" in section and "1 unparseable" in section
+    assert "Win rate 0.667" in section and "position-flip rate 0.333" in section  # (0.5 + 1 + 0.5) / 3; 1 of 3
+    assert "3 won, 2 tied, 1 lost over 3 items (1 unparseable)" in section
+    rows = re.findall(r"<tr><td>(q\d)</td>", section)
+    assert rows == ["q1", "q2", "q3", "q4"]  # the selection run's table only: the decision run keeps none
+    assert section.count("fx-private (decision)") == 1
+    assert json.loads(Path(doc["json_out"]).read_text())["access"]["judge"][0]["run_id"] == "dev-1-30"
