@@ -81,9 +81,10 @@ def _sections(model: type[BaseModel], key: str) -> list[tuple[str, type[BaseMode
         if get_origin(ann) is list:  # a list of sections (tools.offered) is documented as its item's section
             ann = get_args(ann)[0]
         # an optional section (judge's ``baseline: JudgeBaseline | None``) is documented as its section
-        models = [a for a in get_args(ann) if isinstance(a, type) and issubclass(a, BaseModel)] or [ann]
-        if isinstance(models[0], type) and issubclass(models[0], BaseModel):
-            out.extend(_sections(models[0], name))
+        for section in [ann, *get_args(ann)]:
+            if isinstance(section, type) and issubclass(section, BaseModel):
+                out.extend(_sections(section, name))
+                break
     return out
 
 

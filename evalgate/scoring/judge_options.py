@@ -105,7 +105,8 @@ class JudgeOptions(ScorerOptions):
     ``\\[\\[([ABC])\\]\\]`` for a pairwise verdict); every match must agree, else the verdict is unparseable.
     Required."""
     scale: list[int] | None
-    """Pointwise: lowest and highest rating; the score is ``(rating - low) / (high - low)``. Pairwise: null. Required."""
+    """Pointwise: lowest and highest rating; the score is ``(rating - low) / (high - low)``. Pairwise: null.
+    Required."""
     verdicts: dict[str, Literal["A", "B", "tie"]] | None
     """Pairwise: what each parsed group means (``{"A": "A", "B": "B", "C": "tie"}``). Pointwise: null. Required."""
     baseline: JudgeBaseline | None = None
