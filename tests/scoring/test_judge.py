@@ -1,6 +1,6 @@
 """The LLM judge's rules (evalgate/scoring/judge.py): verdicts parsed by the protocol's rule, unparseable as its own
-value, options refused when incomplete. The judge inside a run: tests/test_judge_scorer.py; the real SmolLM2 judge:
-tests/test_judge_real.py."""
+value, options refused when incomplete. The judge inside a run: tests/scoring/test_judge_scorer.py; the real
+SmolLM2 judge: tests/scoring/test_judge_real.py."""
 
 
 import pytest

@@ -4,7 +4,7 @@ their own status, pairwise against a baseline's stored completions with both ord
 
 The policy completions come from the ``replay`` backend and the judge is a scripted stand-in registered as the
 ``hf`` backend (its verdicts are fixed by the text it is shown, so every expected value below is computed by
-hand); the real SmolLM2 judge through hf and through a real server is in tests/test_judge_real.py.
+hand); the real SmolLM2 judge through hf and through a real server is in tests/scoring/test_judge_real.py.
 """
 
 from __future__ import annotations
