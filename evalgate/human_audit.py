@@ -38,7 +38,11 @@ class AuditRecord(BaseModel):
     sample_index: int | None = None
     """The sample's index within its item in that run; None for an item-level score."""
     item: dict[str, Any] = {}
-    """The item's fields, for the rater to read (not imported)."""
+    """The item's fields, for the rater to read (not imported): every field for an item-level record; for a run's
+    sample, ``id`` and the fields its protocol renders into the prompt (what the model saw)."""
+    gold: dict[str, Any] | None = None
+    """A run's sample exported with ``show_gold``: the item's other fields (the gold answer, a reference solution,
+    tests), for the rater to read (not imported). None: not shown."""
     completion: str | None = None
     """The model's completion, for the rater to read (not imported)."""
     auto_score: float | None = None
@@ -61,14 +65,18 @@ def _human_audit_manifest(manager: SplitManager, split: str, purpose: str, actor
 
 
 def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: str | None = None,
-                 store: Store | None = None) -> dict[str, Any]:
+                 store: Store | None = None, show_gold: bool = False) -> dict[str, Any]:
     """Write a human-audit split's items, or one run's samples on it, as JSONL for human scoring (a logged read).
+
+    A run's samples carry, as the rating page shows them, the item fields the run's protocol renders (``item``) and
+    the other fields (``gold``) only with ``show_gold``.
 
     Returns:
         ``{"split", "run_id", "records", "out"}``.
 
     Raises:
-        BadInput: unknown split, a split not of tier human-audit, or a run that is not on this split.
+        BadInput: unknown split, a split not of tier human-audit, a run that is not on this split or whose
+            protocol the store does not hold.
     """
     store = store or Store()
     manager = SplitManager(store)
@@ -80,14 +88,19 @@ def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: 
             raise BadInput(f"run {run_id} is not a run on split {split}; list runs with 'evalgate audit' or the "
                            "run's JSON output")
         samples = store.samples(run_id)
+        from evalgate.rating import question_fields
+
+        shown = {"id", *question_fields(store, runs[0])}
     opened = manager.open(split, EXPORT_PURPOSE, actor_name(actor), detail=f"run {run_id}" if run_id else None)
     items = {str(it["id"]): it for it in opened.items}
     if run_id is None:
         records = [AuditRecord(split=split, item_id=i, item=it) for i, it in items.items()]
     else:
         records = [AuditRecord(split=split, item_id=s["item_id"], run_id=run_id, sample_index=s["sample_index"],
-                               item=items.get(s["item_id"], {}), completion=s.get("text"), auto_score=s["score"])
-                   for s in samples]
+                               item={k: v for k, v in it.items() if k in shown}, completion=s.get("text"),
+                               gold={k: v for k, v in it.items() if k not in shown} if show_gold else None,
+                               auto_score=s["score"])
+                   for s, it in ((s, items.get(s["item_id"], {})) for s in samples)]
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, "".join(r.model_dump_json() + "\n" for r in records))

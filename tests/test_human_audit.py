@@ -110,3 +110,21 @@ def test_exporting_a_private_split_is_refused_and_logged(home: Path, tmp_path: P
     assert [(x["actor"], x["purpose"], x["outcome"], x["tier"]) for x in rows] == \
         [("mallory", "human-audit-export", "refused", "private")]
     assert "human scoring works on human-audit splits" in rows[0]["detail"]
+
+
+def test_a_runs_export_shows_the_gold_answer_only_with_show_gold(tmp_path: Path) -> None:
+    """As on the rating page: the fields the run's protocol renders ('question'), and the rest ('answer') only when
+    asked for; the file imports either way."""
+    store = Store()
+    write_split("hg", "human-audit", [{"id": "q0", "question": "1 + 1?", "answer": "2"}], {"source": "test"})
+    add_run(store, "rg", "hg", {"q0": 1.0})
+    for flags, gold in (([], None), (["--show-gold"], {"answer": "2"})):
+        out = tmp_path / f"audit{len(flags)}.jsonl"
+        r = CliRunner().invoke(main, ["splits", "export-audit", "hg", "--run", "rg", "--out", str(out), *flags])
+        assert r.exit_code == 0, r.output
+        (rec,) = [json.loads(x) for x in out.read_text().splitlines()]
+        assert (rec["item"], rec["gold"]) == ({"id": "q0", "question": "1 + 1?"}, gold)
+        fill(out, {"q0": 1.0}, rater="dan")
+        assert CliRunner().invoke(main, ["splits", "import-audit", str(out)]).exit_code == 0
+    r = CliRunner().invoke(main, ["splits", "export-audit", "hg", "--out", str(tmp_path / "x.jsonl"), "--show-gold"])
+    assert r.exit_code == 2 and "--show-gold needs --run" in r.output

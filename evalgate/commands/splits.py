@@ -171,14 +171,21 @@ def _print_contamination(rep: Any) -> None:
 @click.argument("name")
 @click.option("--out", required=True, type=OUT_FILE, help="JSONL file to write.")
 @click.option("--run", "run_id", default=None, help="Export this run's samples instead of the bare items.")
+@click.option("--show-gold", is_flag=True,
+              help="With --run: also the item's gold answer (the fields the protocol's prompt does not render).")
 @actor_option()
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def splits_export_audit(name: str, out: Path, run_id: str | None, actor: str | None, as_json: bool) -> None:
+def splits_export_audit(name: str, out: Path, run_id: str | None, show_gold: bool, actor: str | None,
+                        as_json: bool) -> None:
     """Write a human-audit split's items (or a run's samples) for people to score (fill in human_score)."""
     from evalgate.human_audit import export_audit
 
-    doc = export_audit(name, out, run_id, actor)
+    if show_gold and run_id is None:
+        from evalgate.errors import BadInput
+
+        raise BadInput("--show-gold needs --run (an item-level export holds every field already)")
+    doc = export_audit(name, out, run_id, actor, show_gold=show_gold)
     if as_json:
         _dump(doc)
     else:
