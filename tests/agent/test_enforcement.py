@@ -71,6 +71,7 @@ def _turns(store: Store, doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]
     return out
 
 
+@pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 def test_probe_task_records_every_forbidden_attempt_and_executes_none(tmp_path: Path) -> None:
     """The committed probe (protocols/tool-probe.yaml): each attempt is a violation of the expected kind and the
     model is told it was refused; nothing is written, fetched or run; the allowed read returns the file."""
@@ -127,6 +128,7 @@ def local_server() -> Iterator[tuple[str, list[str]]]:
     server.shutdown()
 
 
+@pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 @pytest.mark.parametrize("network", [False, True])
 def test_http_get_reaches_the_local_server_only_when_network_is_permitted(
         tmp_path: Path, local_server: tuple[str, list[str]], network: bool) -> None:
@@ -141,6 +143,7 @@ def test_http_get_reaches_the_local_server_only_when_network_is_permitted(
         assert hits == [] and call["violation"] == "network"
 
 
+@pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 def test_end_mode_ends_the_sample_with_status_tool_violation(tmp_path: Path) -> None:
     """violation: end: the sample stops at the violating call (its later turns never generated, the calls after
     it in the same turn never run) and scores 0 even though its text holds the right answer."""
@@ -159,6 +162,7 @@ def test_end_mode_ends_the_sample_with_status_tool_violation(tmp_path: Path) -> 
     assert doc["metrics"]["tools"]["by_status"] == {"answered": 1, "tool_violation": 1}
 
 
+@pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 def test_max_turns_ends_a_sample_that_keeps_calling(tmp_path: Path) -> None:
     proto = _protocol(tmp_path, {"allowed": ["calculator"], "max_calls": 10, "max_turns": 2})
     replay = _replay_file(tmp_path, {"a": [_call("calculator", expression="1"), _call("calculator", expression="2"),
@@ -169,6 +173,7 @@ def test_max_turns_ends_a_sample_that_keeps_calling(tmp_path: Path) -> None:
     assert doc["metrics"]["tools"]["by_status"] == {"max_turns": 1}
 
 
+@pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 def test_tool_errors_and_parse_errors_are_results_the_model_sees(tmp_path: Path) -> None:
     """A bad expression, arguments against the schema and an unparsable call: each becomes a message to the
     model, counted, and the run completes."""
@@ -184,6 +189,7 @@ def test_tool_errors_and_parse_errors_are_results_the_model_sees(tmp_path: Path)
     assert doc["metrics"]["pass@1"] == 1.0
 
 
+@pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 def test_killed_run_resumes_mid_trajectory_generating_only_missing_turns(tmp_path: Path,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The recording lacks item a's turn 2: the first run dies there (after turns 0-1 of a and all of b are
@@ -211,6 +217,7 @@ def test_killed_run_resumes_mid_trajectory_generating_only_missing_turns(tmp_pat
     assert doc["metrics"]["pass@1"] == 1.0
 
 
+@pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 def test_trajectories_command_shows_calls_results_and_violations(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
@@ -303,6 +310,7 @@ def test_a_human_audit_runs_trajectories_are_encrypted_at_rest(tmp_path: Path,
     assert turns[0]["text"].startswith(secret) and turns[0]["calls"][0]["result"] == "42"
 
 
+@pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 def test_a_stored_turn_is_reused_only_for_the_prompt_it_answered(tmp_path: Path) -> None:
     """Two splits hold an item ``a`` with different text: the second run must generate its own turns, not replay
     the first split's (the trajectory cache is keyed by the prompt each turn answered, like the generation
@@ -320,6 +328,7 @@ def test_a_stored_turn_is_reused_only_for_the_prompt_it_answered(tmp_path: Path)
     assert third["metrics"]["tools"]["turns_generated"] == 0 and third["metrics"]["tools"]["turns_cached"] == 2
 
 
+@pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 def test_turns_still_being_written_when_the_engine_fails_are_stored(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """Each step's turns are written by a background thread while the next step runs; when the engine fails
@@ -350,6 +359,7 @@ def test_turns_still_being_written_when_the_engine_fails_are_stored(tmp_path: Pa
     assert sum(slow_writes) == 4 and run["status"] == "failed"
 
 
+@pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 def test_a_failed_turn_write_fails_the_run_instead_of_hanging(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """A write of turns that fails in the writer thread (here the store refuses it) stops the run with that
@@ -368,6 +378,7 @@ def test_a_failed_turn_write_fails_the_run_instead_of_hanging(tmp_path: Path,
     assert run["status"] == "failed"
 
 
+@pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 def test_a_call_drafted_inside_a_reasoning_block_is_not_made(tmp_path: Path) -> None:
     """Issue 28, point 2 in agentic runs: a reasoning model drafts a call inside <think> and then answers; only
     calls after the block are read (vLLM parses reasoning out before tool calls)."""

@@ -18,8 +18,6 @@ from evalgate.diagnostics.log import from_records, read_jsonl, read_tensorboard,
 from evalgate.errors import BadInput
 from tests.conftest import REPO, SHARED_DATA
 
-pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
-
 
 def write_jsonl(p: Path, rows: list[dict]) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)

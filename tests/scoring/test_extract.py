@@ -7,8 +7,6 @@ import pytest
 from evalgate.scoring import extract_answer
 from evalgate.scoring.extract import last_number, plain_numbers
 
-pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
-
 
 @pytest.mark.parametrize(("text", "number"), [
     ("3a5", "5"),  # the case: used to give 3
@@ -130,6 +128,7 @@ def _reasoning_run(tmp_path, records: list[dict], reasoning: dict | None = None,
                     RunOptions(backend="replay", backend_options={"file": str(replay)}, progress=False))
 
 
+@pytest.mark.usefixtures("memory_store")  # a run: the store in memory (no file, lock or process here)
 def test_a_run_scores_the_answer_after_the_reasoning_and_counts_unclosed_blocks(tmp_path) -> None:
     from evalgate.store import Store
 
@@ -145,6 +144,7 @@ def test_a_run_scores_the_answer_after_the_reasoning_and_counts_unclosed_blocks(
     assert doc["counts"]["reasoning"] == {"strip": ["think"], "with_reasoning": 3, "unclosed": 2}
 
 
+@pytest.mark.usefixtures("memory_store")  # a run: the store in memory (no file, lock or process here)
 def test_a_prompt_ending_in_an_open_block(tmp_path) -> None:
     from evalgate.store import Store
 
@@ -155,6 +155,7 @@ def test_a_prompt_ending_in_an_open_block(tmp_path) -> None:
     assert status == {"opened": "correct", "never": "no_answer"}
 
 
+@pytest.mark.usefixtures("memory_store")  # a run: the store in memory (no file, lock or process here)
 def test_a_protocol_that_turns_stripping_off_scores_the_whole_completion(tmp_path) -> None:
     from evalgate.store import Store
 
