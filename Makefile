@@ -77,8 +77,9 @@ test: setup
 #   vllm_engine  the tests that start vLLM's engine (.venv-vllm, `make test-vllm`)
 #   integration  the tests that need seconds of real machinery without a model: programs in the sandbox, headless
 #                Chromium, a uvicorn server, tracker writers, several processes at once, a CLI subprocess per check
+# -n auto: one pytest-xdist worker per core (each test has its own home, splits and key directories)
 test-fast: setup
-	$(VENV)/bin/pytest -q -m "not slow and not vllm_engine and not integration" --durations=10
+	$(VENV)/bin/pytest -q -n auto -m "not slow and not vllm_engine and not integration" --durations=10
 
 # the vLLM backend's tests, in the engine's environment (one engine per session, shared by the tests)
 VLLM_TESTS := tests/backends/test_vllm.py tests/backends/test_vllm_engine.py tests/tools/test_tools.py::test_hermes_and_llama3_agree_with_vllms_parsers
