@@ -103,13 +103,16 @@ def stage(line: str, enabled: bool = True) -> None:
 
 @contextmanager
 def progress_bars(enabled: bool) -> Iterator[None]:
-    """Within the block, transformers' and huggingface_hub's progress bars are off unless ``enabled``.
+    """Within the block, transformers' and huggingface_hub's progress bars are off unless ``enabled`` and stderr is
+    a terminal. Off a terminal (a CI log, a pipe) they would write a carriage-return redraw per step into the log
+    (transformers' "Loading weights", the GGUF conversion's); evalgate's own bars (``bar``) write lines there.
 
-    ``enabled=True`` changes nothing (a user who turned them off, e.g. ``HF_HUB_DISABLE_PROGRESS_BARS=1``, keeps
-    them off). transformers is not imported here (a fully cached run never needs it): if it is imported within the
-    block it starts with its bars off, as it reads huggingface_hub's switch at import.
+    ``enabled=True`` on a terminal changes nothing (a user who turned them off, e.g.
+    ``HF_HUB_DISABLE_PROGRESS_BARS=1``, keeps them off). transformers is not imported here (a fully cached run never
+    needs it): if it is imported within the block it starts with its bars off, as it reads huggingface_hub's switch
+    at import.
     """
-    if enabled:
+    if enabled and _on_terminal(sys.stderr):
         yield
         return
     try:

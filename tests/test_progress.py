@@ -34,8 +34,11 @@ def bars_drawn(capsys: pytest.CaptureFixture[str]) -> dict[str, bool]:
     return {name: name in err for name in ("tf-bar", "hub-bar", "gguf-bar")}
 
 
-def test_bars_follow_the_switch_and_the_setting_is_restored(capsys: pytest.CaptureFixture[str]) -> None:
+def test_bars_follow_the_switch_and_the_setting_is_restored(capsys: pytest.CaptureFixture[str],
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from transformers.utils import logging as tf_logging
+
+    monkeypatch.setattr(progress, "_on_terminal", lambda stream: True)  # as on a terminal (see the next test)
 
     all_on = {"tf-bar": True, "hub-bar": True, "gguf-bar": True}
     all_off = {"tf-bar": False, "hub-bar": False, "gguf-bar": False}
@@ -52,6 +55,14 @@ def test_bars_follow_the_switch_and_the_setting_is_restored(capsys: pytest.Captu
         assert bars_drawn(capsys) == all_off
     finally:
         tf_logging.enable_progress_bar()
+
+
+def test_off_a_terminal_the_libraries_bars_are_off_even_when_enabled(capsys: pytest.CaptureFixture[str]) -> None:
+    # pytest's captured stderr is no terminal, like a CI log: a library's redraws would fill it with \r lines
+    all_off = {"tf-bar": False, "hub-bar": False, "gguf-bar": False}
+    with progress_bars(True):
+        assert bars_drawn(capsys) == all_off
+    assert bars_drawn(capsys) == {"tf-bar": True, "hub-bar": True, "gguf-bar": True}  # restored after the block
 
 
 @pytest.mark.integration
