@@ -10,6 +10,7 @@ from typing import Any
 
 from evalgate.diagnostics.guards import SeedGuards
 from evalgate.diagnostics.signals import Finding
+from evalgate.formatting import num
 from evalgate.gate.policy import GatePolicy
 
 
@@ -327,7 +328,7 @@ class Verdict:
         assert top.best is not None
         return {"checkpoint": top.best.path, "train_seed": top.train_seed, "step": top.best.step,
                 "why": f"PASS; seed {top.train_seed}'s best (step {top.best.step}) has the highest "
-                       f"{self.policy.metric} on {self.policy.selection_split} ({top.best.value:.4f}) of the "
+                       f"{self.policy.metric} on {self.policy.selection_split} ({num(top.best.value)}) of the "
                        f"{len(chosen)} seed(s)' best checkpoints"}
 
     def as_dict(self) -> dict[str, Any]:
