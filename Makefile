@@ -76,7 +76,8 @@ test: setup
 #   slow         the tests that load the real model (tests/conftest.py marks every test using a model fixture)
 #   vllm_engine  the tests that start vLLM's engine (.venv-vllm, `make test-vllm`)
 #   integration  the tests that need seconds of real machinery without a model: programs in the sandbox, headless
-#                Chromium, a uvicorn server, tracker writers, several processes at once, a CLI subprocess per check
+#                Chromium, a uvicorn server, tracker writers, several processes at once, a CLI subprocess per check,
+#                the docs build
 # -n auto: one pytest-xdist worker per core (each test has its own home, splits and key directories)
 test-fast: setup
 	$(VENV)/bin/pytest -q -n auto -m "not slow and not vllm_engine and not integration" --durations=10
