@@ -122,7 +122,7 @@ def main() -> None:
             con.execute("DELETE FROM gates")
         t = time.perf_counter()
         v = run_gate(load_policy(b["policy"]), store, evaluate_decision=False)
-        out = write_all(v, root / "out", "bench", audit_summary(store, "b-private"))
+        out = write_all(v, root / "out", "bench", audit_summary(store, "b-private").as_dict())
         gate_t.append(time.perf_counter() - t)
         size = Path(out["html"]).stat().st_size
     g, bl = statistics.median(gate_t), statistics.median(base_t)

@@ -21,6 +21,8 @@ _EXPORTS: dict[str, str] = {
     "RunOptions": "evalgate.runner.plan", "RunRecord": "evalgate.runner.record",
     "Verdict": "evalgate.gate.results", "RuleOutcome": "evalgate.gate.results",
     "SweepSummary": "evalgate.sweep", "Diagnosis": "evalgate.diagnostics.diagnose",
+    "Samples": "evalgate.samples", "Sample": "evalgate.samples", "Comparison": "evalgate.samples",
+    "AuditSummary": "evalgate.audit",
     "Tier": "evalgate.enums", "RunStatus": "evalgate.enums", "SampleStatus": "evalgate.enums",
     "Outcome": "evalgate.enums",
     "EvalgateError": "evalgate.errors", "BadInput": "evalgate.errors", "RefusedByPolicy": "evalgate.errors",
@@ -28,9 +30,10 @@ _EXPORTS: dict[str, str] = {
     "EvalgateCallback": "evalgate.callback",
 }
 
-__all__ = ["BadInput", "Diagnosis", "EngineError", "Environment", "EvalgateCallback", "EvalgateError",
-           "MissingExtra", "Outcome", "ProtocolDrift", "RefusedByPolicy", "RuleOutcome", "RunOptions", "RunRecord",
-           "RunStatus", "SampleStatus", "SweepSummary", "Tier", "Verdict", "Workspace", "__version__"]
+__all__ = ["AuditSummary", "BadInput", "Comparison", "Diagnosis", "EngineError", "Environment", "EvalgateCallback",
+           "EvalgateError", "MissingExtra", "Outcome", "ProtocolDrift", "RefusedByPolicy", "RuleOutcome", "RunOptions",
+           "RunRecord", "RunStatus", "Sample", "SampleStatus", "Samples", "SweepSummary", "Tier", "Verdict",
+           "Workspace", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

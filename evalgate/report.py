@@ -423,7 +423,7 @@ def write_reports(verdict: Verdict, outputs: Mapping[str, str | Path] | None = N
     paths = _checked(outputs)
     store = store or Store()
     # the judge's per-item table comes from the selection runs the gate read (and logged); none of the private split
-    audit = {**audit_summary(store, verdict.policy.decision_split), "judge": judge_section(store, verdict)}
+    audit = {**audit_summary(store, verdict.policy.decision_split).as_dict(), "judge": judge_section(store, verdict)}
     doc = verdict.as_dict()
     doc.update({key_of(name): path for name, path in _write_outputs(verdict, paths, audit).items()})
     doc["step_summary"] = [str(p) for p in _step_summary(markdown_summary(verdict)) if p != paths.get("markdown")]

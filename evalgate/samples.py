@@ -12,11 +12,11 @@ shown to raters through ``evalgate splits export-audit NAME --run RUN_ID``, not 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
 from typing import Any
 
-from evalgate.enums import SampleStatus
+from evalgate.enums import SampleStatus, Tier
 from evalgate.errors import BadInput
+from evalgate.results import Result
 from evalgate.scoring.base import STATUSES, score_statuses
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
@@ -40,38 +40,125 @@ COMPARE_PURPOSE = "compare-runs"
 GUARDED_TIERS = ("private", "human-audit")
 
 
-@dataclass(frozen=True)
-class Sample:
-    """One sample of a run as shown to a person.
-
-    Attributes:
-        item_id: the item's id in the split.
-        sample_index: index among the item's n samples (0-based).
-        status: the scorer's status (``scoring.base.STATUSES``: correct, wrong, truncated, ...).
-        score: the sample's score (0..1).
-        extracted: the answer the scorer extracted, or None.
-        detail: the scorer's note (why wrong, the error), or None.
-        prompt: the rendered prompt sent to the engine, or None when the store holds none.
-        completion: the completion text, or None when the store holds none.
-        finish_reason: ``stop`` or ``length`` (cut off at max_tokens), or None.
-        completion_tokens: tokens in the completion, or None.
-        cached: whether the completion came from the generation cache.
-    """
+class Sample(Result):
+    """One sample of a run as shown to a person."""
 
     item_id: str
+    """The item's id in the split."""
     sample_index: int
+    """Index among the item's n samples (0-based)."""
     status: str
+    """The scorer's status (``sample_statuses()``: correct, wrong, truncated, ...; a plugin scorer may add its own)."""
     score: float
+    """The sample's score (0..1)."""
     extracted: str | None
+    """The answer the scorer extracted, or None."""
     detail: str | None
+    """The scorer's note (why wrong, the error), or None."""
     prompt: str | None
+    """The rendered prompt sent to the engine, or None when the store holds none."""
     completion: str | None
+    """The completion text, or None when the store holds none."""
     finish_reason: str | None
+    """``stop`` or ``length`` (cut off at max_tokens), or None."""
     completion_tokens: int | None
+    """Tokens in the completion, or None."""
     cached: bool
+    """Whether the completion came from the generation cache."""
 
-    def as_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+
+class Samples(Result):
+    """A run's samples, filtered (``run_samples``, ``Workspace.samples``; ``evalgate samples --json`` prints
+    ``as_dict()``)."""
+
+    run_id: str
+    """The run."""
+    split: str
+    """The run's split."""
+    tier: Tier
+    """The split's tier (never private or human-audit: those runs' samples are not shown here)."""
+    protocol: str
+    """``name@version`` of the run's protocol."""
+    checkpoint_path: str
+    """The checkpoint the run evaluated, as given."""
+    counts: dict[str, int]
+    """Samples per status over the whole run (not only the filtered ones)."""
+    total: int
+    """Samples that match the filters."""
+    shown: int
+    """Samples in ``samples``: ``total`` cut to the limit."""
+    samples: list[Sample]
+    """The samples shown, in item and sample-index order."""
+
+
+class RunSide(Result):
+    """One of the two runs of a ``Comparison``."""
+
+    run_id: str
+    """The run."""
+    checkpoint_path: str
+    """Its checkpoint, as given."""
+    train_run: str | None
+    """The training run the checkpoint belongs to, or None."""
+    train_seed: int | None
+    """The training seed, or None."""
+    step: int | None
+    """The training step, or None."""
+    metrics: dict[str, Any]
+    """The run's metrics as stored (``pass@1``, ``pass@1_stderr``, ...)."""
+
+
+class ChangedSample(Result):
+    """A sample whose status differs between the two runs of a ``Comparison``."""
+
+    item_id: str
+    """The item's id."""
+    sample_index: int
+    """The sample's index among the item's samples."""
+    a_status: str
+    """Its status in run a."""
+    b_status: str
+    """Its status in run b."""
+    a_score: float
+    """Its score in run a."""
+    b_score: float
+    """Its score in run b."""
+
+
+class Comparison(Result):
+    """Two runs of one protocol on one split, sample by sample (``compare_runs``, ``Workspace.compare``;
+    ``evalgate compare --json`` prints ``as_dict()``)."""
+
+    a: RunSide
+    """The first run (e.g. the earlier checkpoint)."""
+    b: RunSide
+    """The second run."""
+    split: str
+    """The split both runs read."""
+    tier: Tier
+    """Its tier."""
+    protocol: str
+    """``name@version`` of the protocol."""
+    pairs: int
+    """Samples present in both runs (paired by item id and sample index)."""
+    unpaired: int
+    """Samples present in one run only (left out of every count below)."""
+    both_correct: int
+    """Pairs correct in both runs."""
+    both_not_correct: int
+    """Pairs not correct in either run."""
+    a_only_correct: int
+    """Pairs correct in run a only (McNemar's b)."""
+    b_only_correct: int
+    """Pairs correct in run b only (McNemar's c)."""
+    changed: int
+    """Pairs whose status differs (``rows``); a change between two not-correct statuses counts too."""
+    transitions: dict[str, int]
+    """``"a_status -> b_status"`` -> pairs, most frequent first."""
+    mcnemar_p: float
+    """The two-sided exact McNemar p-value on correct / not correct (``mcnemar_exact``)."""
+    rows: list[ChangedSample]
+    """The changed pairs, in item and sample-index order."""
 
 
 def stored_run(store: Store, run_id: str) -> dict[str, Any]:
@@ -115,7 +202,7 @@ def admit_view(store: Store, run: dict[str, Any], purpose: str, actor: str) -> N
 
 
 def run_samples(run_id: str, item: str | None = None, status: str | None = None, limit: int | None = None,
-                actor: str | None = None, store: Store | None = None) -> dict[str, Any]:
+                actor: str | None = None, store: Store | None = None) -> Samples:
     """A run's samples with rendered prompt, completion, extracted answer, score and status (a logged read).
 
     Args:
@@ -127,8 +214,8 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
         store: the store (default ``Store()``).
 
     Returns:
-        ``{"run_id", "split", "tier", "protocol", "checkpoint_path", "counts": {status: n} over the whole run,
-        "shown", "total", "samples": [Sample.as_dict()]}``.
+        The ``Samples``: the run's split, tier, protocol and checkpoint, ``counts`` by status over the whole run,
+        ``total`` (matching the filters), ``shown`` and the ``samples``.
 
     Raises:
         BadInput: unknown run, a run not complete (interrupted, failed, running), unknown status, an item the run
@@ -150,13 +237,14 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
     if item is not None and not any(r["item_id"] == item for r in rows):
         raise BadInput(f"run {run_id} has no item {item!r} ({len({r['item_id'] for r in rows})} items)")
     picked = [r for r in rows if (item is None or r["item_id"] == item) and (status is None or r["status"] == status)]
-    shown = [Sample(r["item_id"], r["sample_index"], r["status"], r["score"], r.get("extracted"), r.get("detail"),
-                    r.get("prompt"), r.get("text"), r.get("finish_reason"), r.get("completion_tokens"),
-                    bool(r["cached"])) for r in picked[:limit]]
-    return {"run_id": run_id, "split": run["split"], "tier": run["tier"],
-            "protocol": f"{run['protocol_name']}@{run['protocol_version']}",
-            "checkpoint_path": run["checkpoint_path"], "counts": dict(Counter(r["status"] for r in rows)),
-            "total": len(picked), "shown": len(shown), "samples": [s.as_dict() for s in shown]}
+    shown = [Sample(item_id=r["item_id"], sample_index=r["sample_index"], status=r["status"], score=r["score"],
+                    extracted=r.get("extracted"), detail=r.get("detail"), prompt=r.get("prompt"),
+                    completion=r.get("text"), finish_reason=r.get("finish_reason"),
+                    completion_tokens=r.get("completion_tokens"), cached=bool(r["cached"])) for r in picked[:limit]]
+    return Samples(run_id=run_id, split=run["split"], tier=run["tier"],
+                   protocol=f"{run['protocol_name']}@{run['protocol_version']}",
+                   checkpoint_path=run["checkpoint_path"], counts=dict(Counter(r["status"] for r in rows)),
+                   total=len(picked), shown=len(shown), samples=shown)
 
 
 def mcnemar_exact(b: int, c: int) -> float:
@@ -181,7 +269,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(binomtest(b, b + c, 0.5, alternative="two-sided").pvalue)
 
 
-def compare_runs(run_a: str, run_b: str, actor: str | None = None, store: Store | None = None) -> dict[str, Any]:
+def compare_runs(run_a: str, run_b: str, actor: str | None = None, store: Store | None = None) -> Comparison:
     """Samples whose status changed between two runs of one protocol on one split, paired by item id and sample
     index, with an exact McNemar test on correct/not correct (a logged read of the split, once per run).
 
@@ -192,10 +280,8 @@ def compare_runs(run_a: str, run_b: str, actor: str | None = None, store: Store 
         store: the store (default ``Store()``).
 
     Returns:
-        ``{"a", "b" (run_id, checkpoint_path, step, metrics), "split", "protocol", "pairs", "unpaired",
-        "both_correct", "both_not_correct", "a_only_correct" (b), "b_only_correct" (c), "changed" (pairs whose
-        status differs), "transitions": {"wrong -> correct": n}, "mcnemar_p", "rows": [{item_id, sample_index,
-        a_status, b_status, a_score, b_score}]}``.
+        The ``Comparison``: both runs, the pair counts (McNemar's b is ``a_only_correct``, c ``b_only_correct``),
+        ``transitions`` (``"wrong -> correct"`` -> n), ``mcnemar_p`` and the changed pairs (``rows``).
 
     Raises:
         BadInput: an unknown or unfinished run, the same run twice, runs of different protocol hashes, splits or
@@ -223,19 +309,19 @@ def compare_runs(run_a: str, run_b: str, actor: str | None = None, store: Store 
     sb = {(r["item_id"], r["sample_index"]): r for r in store.sample_scores(run_b)}
     keys = sorted(sa.keys() & sb.keys())
     cells = Counter((sa[k]["status"] == "correct", sb[k]["status"] == "correct") for k in keys)
-    rows = [{"item_id": k[0], "sample_index": k[1], "a_status": sa[k]["status"], "b_status": sb[k]["status"],
-             "a_score": sa[k]["score"], "b_score": sb[k]["score"]}
+    rows = [ChangedSample(item_id=k[0], sample_index=k[1], a_status=sa[k]["status"], b_status=sb[k]["status"],
+                          a_score=sa[k]["score"], b_score=sb[k]["score"])
             for k in keys if sa[k]["status"] != sb[k]["status"]]
     only_a, only_b = cells[(True, False)], cells[(False, True)]
 
-    def side(r: dict[str, Any]) -> dict[str, Any]:
-        return {"run_id": r["run_id"], "checkpoint_path": r["checkpoint_path"], "train_run": r["train_run"],
-                "train_seed": r["train_seed"], "step": r["step"], "metrics": r["metrics"] or {}}
+    def side(r: dict[str, Any]) -> RunSide:
+        return RunSide(run_id=r["run_id"], checkpoint_path=r["checkpoint_path"], train_run=r["train_run"],
+                       train_seed=r["train_seed"], step=r["step"], metrics=r["metrics"] or {})
 
-    return {"a": side(a), "b": side(b), "split": a["split"], "tier": a["tier"],
-            "protocol": f"{a['protocol_name']}@{a['protocol_version']}", "pairs": len(keys),
-            "unpaired": len(sa.keys() ^ sb.keys()), "both_correct": cells[(True, True)],
-            "both_not_correct": cells[(False, False)], "a_only_correct": only_a, "b_only_correct": only_b,
-            "changed": len(rows),
-            "transitions": dict(Counter(f"{r['a_status']} -> {r['b_status']}" for r in rows).most_common()),
-            "mcnemar_p": mcnemar_exact(only_a, only_b), "rows": rows}
+    return Comparison(
+        a=side(a), b=side(b), split=a["split"], tier=a["tier"],
+        protocol=f"{a['protocol_name']}@{a['protocol_version']}", pairs=len(keys),
+        unpaired=len(sa.keys() ^ sb.keys()), both_correct=cells[(True, True)],
+        both_not_correct=cells[(False, False)], a_only_correct=only_a, b_only_correct=only_b, changed=len(rows),
+        transitions=dict(Counter(f"{r.a_status} -> {r.b_status}" for r in rows).most_common()),
+        mcnemar_p=mcnemar_exact(only_a, only_b), rows=rows)

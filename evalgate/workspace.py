@@ -25,14 +25,16 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalgate.environment import Environment, activate, default_key_file
+from evalgate.environment import Environment, activate, active, default_key_file
 
 if TYPE_CHECKING:
+    from evalgate.audit import AuditSummary
     from evalgate.checkpoints.resolve import Checkpoint
     from evalgate.diagnostics.diagnose import Diagnosis
     from evalgate.gate.results import Verdict
     from evalgate.runner.plan import RunOptions
     from evalgate.runner.record import RunRecord
+    from evalgate.samples import Comparison, Samples
     from evalgate.store import Database, Store
     from evalgate.sweep import SweepSummary
 
@@ -65,10 +67,22 @@ class Workspace:
 
     @classmethod
     def from_env(cls) -> Workspace:
-        """The workspace the ``EVALGATE_*`` environment variables describe (what the CLI uses; docs/API.md lists
-        them): ``$EVALGATE_HOME`` (default ``./.evalgate``), ``$EVALGATE_SPLITS`` (default ``./splits``),
+        """The workspace the ``EVALGATE_*`` environment variables describe (docs/API.md lists them):
+        ``$EVALGATE_HOME`` (default ``./.evalgate``), ``$EVALGATE_SPLITS`` (default ``./splits``),
         ``$EVALGATE_PRIVATE_KEY`` / ``$EVALGATE_PRIVATE_KEY_FILE``, ``$EVALGATE_ACTOR``, ``$EVALGATE_MODELS``, ..."""
         return cls.of(Environment.from_env())
+
+    @classmethod
+    def current(cls, actor: str | None = None) -> Workspace:
+        """The workspace of the active environment (``evalgate.environment.active``: the innermost ``activate``d
+        one, else the ``EVALGATE_*`` variables'): what the CLI's commands call, so a command run inside an
+        activated workspace (a test's in-memory database, a notebook) uses that workspace.
+
+        Args:
+            actor: who acts, in place of the environment's actor (a command's ``--actor``); None keeps it.
+        """
+        env = active()
+        return cls.of(env.replace(actor=actor) if actor else env)
 
     @classmethod
     def of(cls, env: Environment) -> Workspace:
@@ -183,28 +197,60 @@ class Workspace:
             return run_sweep(protocol, checkpoints, list(splits), SweepOptions(run=opts, ray=ray), self.store)
 
     def samples(self, run_id: str, item: str | None = None, status: str | None = None,
-                limit: int | None = None) -> dict[str, Any]:
+                limit: int | None = None) -> Samples:
         """A run's samples with prompt, completion, answer, score and status (``evalgate samples``; a logged read,
-        refused for the private tiers).
+        refused for the private and human-audit tiers).
+
+        Args:
+            run_id: the run.
+            item: only this item id.
+            status: only samples with this status (``samples.sample_statuses()``).
+            limit: at most this many samples (after filtering).
 
         Returns:
-            ``evalgate samples --json``'s document: ``run`` and ``samples`` (``samples.Sample.as_dict()`` each).
+            The ``Samples`` (``counts``, ``total``, ``shown``, ``samples``: each a ``Sample``); ``as_dict()`` is
+            ``evalgate samples --json``'s document.
+
+        Raises:
+            BadInput, RefusedByPolicy: as ``evalgate.samples.run_samples``.
         """
         from evalgate.samples import run_samples
 
         with self.activate():
             return run_samples(run_id, item, status, limit, self.actor, self.store)
 
-    def compare(self, run_a: str, run_b: str) -> dict[str, Any]:
-        """Two runs of the same split item by item, with McNemar's exact test (``evalgate compare``)."""
+    def compare(self, run_a: str, run_b: str) -> Comparison:
+        """Two runs of one protocol on one split, sample by sample, with McNemar's exact test (``evalgate compare``;
+        a logged read of the split per run).
+
+        Returns:
+            The ``Comparison`` (pair counts, ``transitions``, ``mcnemar_p``, ``rows``: each a ``ChangedSample``);
+            ``as_dict()`` is ``evalgate compare --json``'s document.
+
+        Raises:
+            BadInput, RefusedByPolicy: as ``evalgate.samples.compare_runs``.
+        """
         from evalgate.samples import compare_runs
 
         with self.activate():
             return compare_runs(run_a, run_b, self.actor, self.store)
 
     def audit(self, split: str | None = None, since: datetime | None = None,
-              tier: str | None = None) -> dict[str, Any]:
-        """Reads per split, actor, purpose and day, refusals and budgets (``evalgate audit --json``'s document)."""
+              tier: str | None = None) -> AuditSummary:
+        """Reads per split, actor, purpose and day, refusals and budgets (``evalgate audit``).
+
+        Args:
+            split: only this split (and the other names of its content).
+            since: only access-log rows from then on (budgets are counted over their window ending now).
+            tier: only splits of this tier.
+
+        Returns:
+            The ``AuditSummary`` (``splits``: name -> ``SplitAudit``, ``chain``, ``broken_manifests``); ``as_dict()``
+            is ``evalgate audit --json``'s document.
+
+        Raises:
+            BadInput: ``split`` has neither a manifest nor any access-log row.
+        """
         from evalgate.audit import audit_summary
 
         with self.activate():

@@ -62,8 +62,8 @@ def test_samples_filter_by_status_item_and_limit_and_each_view_is_a_logged_read(
     assert [(s["item_id"], s["status"]) for s in doc["samples"]] == [("q1", "wrong"), ("q3", "wrong")]
     assert doc["counts"] == {"correct": 1, "wrong": 2, "truncated": 1} and doc["total"] == 2
     assert doc["samples"][0]["extracted"] == "1" and doc["samples"][0]["score"] == 0.0
-    assert [s["item_id"] for s in run_samples("r1", limit=3)["samples"]] == ["q0", "q1", "q2"]
-    assert [s["item_id"] for s in run_samples("r1", item="q2")["samples"]] == ["q2"]
+    assert [s.item_id for s in run_samples("r1", limit=3).samples] == ["q0", "q1", "q2"]
+    assert [s.item_id for s in run_samples("r1", item="q2").samples] == ["q2"]
     code, out, _ = cli("samples", "r1", "--item", "q2")
     assert code == 0 and "q2#0  truncated  score 0" in out and "statuses: correct 1, truncated 1, wrong 2" in out
     # four views, four cached reads of the split, each naming the run

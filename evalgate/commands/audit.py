@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 import click
 
 from evalgate.commands import audit_web, handle_errors
 from evalgate.commands import dump as _dump
 from evalgate.commands.options import expect_head_option, parse_expect_head
+
+if TYPE_CHECKING:
+    from evalgate.audit import AuditSummary
 
 
 def _since(since: str | None) -> datetime | None:
@@ -33,53 +36,52 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
     """Who read which split, how often and for what; 'audit verify' checks the log's hash chain."""
     if ctx.invoked_subcommand:
         return
-    from evalgate.audit import audit_summary
-    from evalgate.store import Store
+    from evalgate.workspace import Workspace
 
-    doc = audit_summary(Store(), split, _since(since), tier)
+    doc = Workspace.current().audit(split, _since(since), tier)
     if as_json:
-        _dump(doc)
+        _dump(doc.as_dict())
     else:
         _print_audit(doc)
-    for message in doc["broken_manifests"]:  # shown after the others, then exit 2 as 'splits list' does
+    for message in doc.broken_manifests:  # shown after the others, then exit 2 as 'splits list' does
         click.echo(f"error: {message}", err=True)
-    if doc["broken_manifests"]:
+    if doc.broken_manifests:
         sys.exit(2)
 
 
-def _print_audit(doc: dict[str, Any]) -> None:
+def _print_audit(doc: AuditSummary) -> None:
     click.echo(f"{'split':20s} {'tier':11s} {'reads':>5s} {'cached':>6s} {'override':>8s} {'refused':>7s}  "
                "budget used/max (left)")
-    for name, a in doc["splits"].items():
-        b = a.get("budget")
-        budget = (("-" if a["manifest"] else "? (no manifest)") if not b
-                  else f"unknown: {b['unknown']} (max {b['max_reads']} per {b['window_days']}d)" if b.get("unknown")
-                  else f"{b['used']}/{b['max_reads']} per {b['window_days']}d ({b['left']} left)")
-        click.echo(f"{name:20s} {a['tier'] or '?':11s} {a['reads']:5d} {a['cached_reads']:6d} {a['overrides']:8d} "
-                   f"{a['refusals']:7d}  {budget}")
-        for label, key in (("by actor", "by_actor"), ("by purpose", "by_purpose"), ("by day", "by_day"),
-                           ("refused", "refusals_by_actor")):
-            if a[key]:
-                click.echo(f"    {label + ':':12s} " + ", ".join(f"{k} {n}" for k, n in a[key].items()))
-        if a["ci_reads"]:
-            click.echo(f"    {'in CI:':12s} {a['ci_reads']} of the reads")
-        if a.get("same_content_as"):
-            click.echo(f"    same content as split {a['same_content_as']}: its reads, budget and rows are that "
+    for name, a in doc.splits.items():
+        b = a.budget
+        budget = (("-" if a.manifest else "? (no manifest)") if not b
+                  else f"unknown: {b.unknown} (max {b.max_reads} per {b.window_days}d)" if b.unknown
+                  else f"{b.used}/{b.max_reads} per {b.window_days}d ({b.left} left)")
+        click.echo(f"{name:20s} {a.tier or '?':11s} {a.reads:5d} {a.cached_reads:6d} {a.overrides:8d} "
+                   f"{a.refusals:7d}  {budget}")
+        for label, counts in (("by actor", a.by_actor), ("by purpose", a.by_purpose), ("by day", a.by_day),
+                              ("refused", a.refusals_by_actor)):
+            if counts:
+                click.echo(f"    {label + ':':12s} " + ", ".join(f"{k} {n}" for k, n in counts.items()))
+        if a.ci_reads:
+            click.echo(f"    {'in CI:':12s} {a.ci_reads} of the reads")
+        if a.same_content_as:
+            click.echo(f"    same content as split {a.same_content_as}: its reads, budget and rows are that "
                        "split's")
-        elif len(a.get("content_names", ())) > 1:
-            click.echo(f"    {'also named:':12s} {', '.join(a['content_names'][1:])} (same content; reads counted "
-                       "here)")
-        if a.get("contamination_budget"):
-            cb = a["contamination_budget"]
-            click.echo(f"    {'contam.:':12s} {cb['used']}/{cb['max_checks']} contamination checks per "
-                       f"{cb['window_days']}d ({cb['left']} left)")
-        if len(a["tiers_seen"]) > 1:
-            click.echo(f"    WARNING: logged under tiers {', '.join(a['tiers_seen'])} (its manifest was changed)")
-    unknown = [name for name, a in doc["splits"].items() if not a["manifest"]]
+        elif len(a.content_names or ()) > 1:
+            click.echo(f"    {'also named:':12s} {', '.join((a.content_names or [])[1:])} (same content; reads "
+                       "counted here)")
+        if a.contamination_budget:
+            cb = a.contamination_budget
+            click.echo(f"    {'contam.:':12s} {cb.used}/{cb.max_checks} contamination checks per "
+                       f"{cb.window_days}d ({cb.left} left)")
+        if len(a.tiers_seen) > 1:
+            click.echo(f"    WARNING: logged under tiers {', '.join(a.tiers_seen)} (its manifest was changed)")
+    unknown = [name for name, a in doc.splits.items() if not a.manifest]
     if unknown:
-        click.echo(f"budget of {', '.join(unknown)} unknown: no manifest in {doc['splits_dir']} (EVALGATE_SPLITS, "
+        click.echo(f"budget of {', '.join(unknown)} unknown: no manifest in {doc.splits_dir} (EVALGATE_SPLITS, "
                    "default ./splits); run from the project directory or set EVALGATE_SPLITS")
-    c = doc["chain"]
+    c = doc.chain
     sig = c["signature"]
     click.echo(f"access log: {c['rows']} rows, chain "
                + (f"intact, head signed (head {c['head']['seq']}:{c['head']['hash']})" if c["ok"]

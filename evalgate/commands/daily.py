@@ -1,5 +1,5 @@
 """Daily-use commands: ``evalgate samples`` (what the model wrote in a run) and ``evalgate compare`` (what changed
-between two runs). The library functions are in ``evalgate.samples``."""
+between two runs), through ``Workspace.samples`` and ``Workspace.compare`` (``evalgate.samples``)."""
 
 from __future__ import annotations
 
@@ -34,26 +34,26 @@ def samples_cmd(run_id: str, item: str | None, status: str | None, limit: int | 
                 actor: str | None, as_json: bool) -> None:
     """Show a run's samples: rendered prompt, completion, extracted answer, score and status. A logged read of the
     run's split; refused (exit 2, logged) for private and human-audit splits."""
-    from evalgate.samples import run_samples
+    from evalgate.workspace import Workspace
 
-    doc = run_samples(run_id, item, status, limit, actor)
+    doc = Workspace.current(actor).samples(run_id, item, status, limit)
     if as_json:
-        dump(doc)
+        dump(doc.as_dict())
         return
-    counts = ", ".join(f"{k} {n}" for k, n in sorted(doc["counts"].items()))
-    click.echo(f"run {run_id}: {doc['protocol']} on {doc['split']} ({doc['tier']}), {doc['checkpoint_path']}")
-    click.echo(f"  statuses: {counts}; showing {doc['shown']} of {doc['total']}")
-    for s in doc["samples"]:
-        tokens = "" if s["completion_tokens"] is None else f", {s['completion_tokens']} tokens"
-        click.echo(f"\n{s['item_id']}#{s['sample_index']}  {s['status']}  score {num(s['score'])}  "
-                   f"extracted {s['extracted']!r}  (finish {s['finish_reason']}{tokens})")
-        if s["detail"]:
-            click.echo(f"  detail:     {s['detail']}")
+    counts = ", ".join(f"{k} {n}" for k, n in sorted(doc.counts.items()))
+    click.echo(f"run {run_id}: {doc.protocol} on {doc.split} ({doc.tier}), {doc.checkpoint_path}")
+    click.echo(f"  statuses: {counts}; showing {doc.shown} of {doc.total}")
+    for s in doc.samples:
+        tokens = "" if s.completion_tokens is None else f", {s.completion_tokens} tokens"
+        click.echo(f"\n{s.item_id}#{s.sample_index}  {s.status}  score {num(s.score)}  "
+                   f"extracted {s.extracted!r}  (finish {s.finish_reason}{tokens})")
+        if s.detail:
+            click.echo(f"  detail:     {s.detail}")
         if full:
-            click.echo(f"  prompt:\n{s['prompt']}\n  completion:\n{s['completion']}")
+            click.echo(f"  prompt:\n{s.prompt}\n  completion:\n{s.completion}")
         else:
-            click.echo(f"  prompt:     {_short(s['prompt'], 100, tail=True)}")  # its end holds the item
-            click.echo(f"  completion: {_short(s['completion'], 100)}")
+            click.echo(f"  prompt:     {_short(s.prompt, 100, tail=True)}")  # its end holds the item
+            click.echo(f"  completion: {_short(s.completion, 100)}")
 
 
 @click.command("compare")
@@ -67,29 +67,28 @@ def samples_cmd(run_id: str, item: str | None, status: str | None, limit: int | 
 def compare_cmd(run_a: str, run_b: str, limit: int, actor: str | None, as_json: bool) -> None:
     """Samples whose status changed between two runs of one protocol on one split (paired by item id and sample
     index), with counts and an exact McNemar test on correct / not correct."""
-    from evalgate.samples import compare_runs
+    from evalgate.workspace import Workspace
 
-    doc = compare_runs(run_a, run_b, actor)
+    ws = Workspace.current(actor)
+    doc = ws.compare(run_a, run_b)
     if as_json:
-        dump(doc)
+        dump(doc.as_dict())
         return
     from evalgate.runs_view import results_table, runs_by_id
 
-    for key in ("a", "b"):
-        r = doc[key]
-        where = "" if r["step"] is None else f" [{r['train_run']} seed {r['train_seed']} step {r['step']}]"
-        click.echo(f"{key}: run {r['run_id']}  {r['checkpoint_path']}{where}")
-    click.echo(results_table(runs_by_id([doc["a"]["run_id"], doc["b"]["run_id"]]), labels=["a", "b"]))
-    click.echo(f"{doc['protocol']} on {doc['split']}: {doc['pairs']} paired samples"
-               + (f" ({doc['unpaired']} without a partner, left out)" if doc["unpaired"] else ""))
-    click.echo(f"  both correct {doc['both_correct']}, both not correct {doc['both_not_correct']}, "
-               f"only a correct {doc['a_only_correct']}, only b correct {doc['b_only_correct']}")
-    click.echo(f"  exact McNemar test (two-sided) on the {doc['a_only_correct'] + doc['b_only_correct']} "
-               f"discordant pairs: p = {doc['mcnemar_p']:.4g}")
-    click.echo(f"  {doc['changed']} changed status" + (": " + ", ".join(f"{k} {n}" for k, n in
-                                                                    doc["transitions"].items())
-                                                       if doc["transitions"] else ""))
-    for r in doc["rows"][:limit]:
-        click.echo(f"    {r['item_id']}#{r['sample_index']}: {r['a_status']} -> {r['b_status']}")
-    if len(doc["rows"]) > limit:
-        click.echo(f"    ... {len(doc['rows']) - limit} more (--limit, or --json for all)")
+    for key, r in (("a", doc.a), ("b", doc.b)):
+        where = "" if r.step is None else f" [{r.train_run} seed {r.train_seed} step {r.step}]"
+        click.echo(f"{key}: run {r.run_id}  {r.checkpoint_path}{where}")
+    click.echo(results_table(runs_by_id([doc.a.run_id, doc.b.run_id], ws.store), labels=["a", "b"]))
+    click.echo(f"{doc.protocol} on {doc.split}: {doc.pairs} paired samples"
+               + (f" ({doc.unpaired} without a partner, left out)" if doc.unpaired else ""))
+    click.echo(f"  both correct {doc.both_correct}, both not correct {doc.both_not_correct}, "
+               f"only a correct {doc.a_only_correct}, only b correct {doc.b_only_correct}")
+    click.echo(f"  exact McNemar test (two-sided) on the {doc.a_only_correct + doc.b_only_correct} "
+               f"discordant pairs: p = {doc.mcnemar_p:.4g}")
+    click.echo(f"  {doc.changed} changed status"
+               + (": " + ", ".join(f"{k} {n}" for k, n in doc.transitions.items()) if doc.transitions else ""))
+    for c in doc.rows[:limit]:
+        click.echo(f"    {c.item_id}#{c.sample_index}: {c.a_status} -> {c.b_status}")
+    if len(doc.rows) > limit:
+        click.echo(f"    ... {len(doc.rows) - limit} more (--limit, or --json for all)")

@@ -343,7 +343,7 @@ def _admin_routes(srv: _Served) -> APIRouter:
             from evalgate.audit import audit_summary
 
             rows = st.access_rows(split or None)[-200:]
-            return _page("access.html.j2", rater=r, summary=audit_summary(st, split or None), split=split,
+            return _page("access.html.j2", rater=r, summary=audit_summary(st, split or None).as_dict(), split=split,
                          rows=list(reversed(rows)))
         return srv.guarded(request, True, show)
 

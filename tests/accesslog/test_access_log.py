@@ -232,7 +232,7 @@ def test_audit_reports_reads_by_split_actor_purpose_day_budget_and_refusals(home
     assert list(pub["by_day"].values()) == [3]
     assert (priv["reads"], priv["refusals"], priv["refusals_by_actor"]) == (1, 1, {"mallory": 1})
     assert priv["budget"]["left"] == 3 and doc["chain"]["ok"]
-    assert list(audit_summary(store, tier="private")["splits"]) == ["priv"]  # the release report's table
+    assert list(audit_summary(store, tier="private").splits) == ["priv"]  # the release report's table
     text = CliRunner().invoke(main, ["audit", "--split", "pub"]).output
     assert "pub" in text and "3/20 per 30d (17 left)" in text and "alice 1, bob 2" in text and "priv" not in text
     future = CliRunner().invoke(main, ["audit", "--since", "2999-01-01", "--json"]).output

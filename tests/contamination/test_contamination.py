@@ -149,7 +149,7 @@ def test_every_tier_can_be_checked_and_the_check_spends_no_budget(tmp_path: Path
     assert {(r["split"], r["purpose"], r["outcome"]) for r in rows} == {
         (f"qa-{t}", "contamination-check", "read") for t in TIERS}
     assert len(rows) == sum(reads.values())
-    summary = audit_summary(store)["splits"]
+    summary = audit_summary(store).as_dict()["splits"]
     assert summary["qa-private"]["reads"] == 4 and summary["qa-private"]["budget"]["used"] == 0
     assert summary["qa-public"]["budget"]["used"] == 0
     # The private tier's whole budget (4 release-gate reads) is still there, and the fifth is refused.

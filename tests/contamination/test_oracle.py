@@ -72,7 +72,7 @@ def test_sealed_checks_have_a_budget_of_their_own_refused_beyond_and_shown_in_au
     rows = Store().access_rows("sealed")
     assert [r["outcome"] for r in rows] == ["read"] * 4 + ["refused"]
     assert {r["purpose"] for r in rows} == {"contamination-check"}
-    entry = audit_summary(Store())["splits"]["sealed"]
+    entry = audit_summary(Store()).as_dict()["splits"]["sealed"]
     assert entry["contamination_budget"] == {"max_checks": 4, "window_days": 30, "used": 4, "left": 0}
     assert entry.get("budget", {}).get("used", 0) == 0  # the read budget is not what was spent
     text = CliRunner().invoke(main, ["audit"]).output
