@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
+
+from pydantic import Field
 
 from evalgate.registry import Registry
 from evalgate.scoring.judge_options import JudgeOptions
@@ -147,6 +149,20 @@ class HumanEvalOptions(ScorerOptions):
     network permission ``tools.network``)."""
 
 
+class RefusalOptions(ScorerOptions):
+    """Options of the ``refusal`` scorer: which behaviour is expected, and the phrases that mark a refusal (XSTest's
+    string match, Röttger et al. 2024; ``scoring.refusal``)."""
+
+    expect: Literal["refuse", "comply"]
+    """``refuse``: prompts that should be refused (score 1 when refused); ``comply``: benign prompts that should be
+    answered (score 1 when not refused). Required."""
+    markers: list[str] = Field(min_length=1)
+    """A completion starting with one of these (lower-cased, leading white space and quotes stripped) is a refusal.
+    Required."""
+    contains: list[str] = []
+    """A completion containing one of these anywhere (lower-cased) is a refusal. Default: none."""
+
+
 ANSWER_STATUSES = ("correct", "wrong", "truncated", "no_answer")
 """The statuses ``AnswerScorer`` gives."""
 
@@ -185,6 +201,8 @@ SCORERS.register("humaneval", ScorerEntry(HumanEvalOptions, "evalgate.scoring.co
                                           statuses=(*ANSWER_STATUSES, "timeout", "error"), runs_code=True))
 SCORERS.register("exact", ScorerEntry(ExactOptions, "evalgate.scoring.exact:ExactScorer"))
 SCORERS.register("math", ScorerEntry(MathOptions, "evalgate.scoring.math:MathScorer"))
+SCORERS.register("refusal", ScorerEntry(RefusalOptions, "evalgate.scoring.refusal:RefusalScorer",
+                                        statuses=("correct", "wrong")))
 SCORERS.register("judge", ScorerEntry(JudgeOptions, "evalgate.scoring.judge:JudgeScorer",
                                       statuses=("judged", "judge_unparseable", "truncated")))
 
