@@ -17,17 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import random
-import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
-
 from evalgate.environment import active
+from evalgate.fileio import build_once
 from evalgate.formatting import num
 
 DATA_SEED = 20261130
@@ -192,26 +188,11 @@ def ensure_training(base_dir: Path, base_digest: str) -> Path:
     Raises:
         MissingExtra: transformers/torch not installed.
     """
-    root = cache_root() / "demo-train"
-    final = root / config_key(base_digest)
-    if (final / "DONE").is_file():
-        return final
-    root.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(final) + ".lock"):
-        if (final / "DONE").is_file():
-            return final
-        tmp = Path(tempfile.mkdtemp(prefix=".train-", dir=root))
-        try:
-            t0 = time.perf_counter()
-            for seed in TRAIN_CONFIG["seeds"]:
-                _train_seed(base_dir, tmp / f"seed-{seed}", seed)
-            (tmp / "config.json").write_text(json.dumps({**TRAIN_CONFIG, "base": base_digest,
-                                                         "train_wall_s": time.perf_counter() - t0}, indent=2))
-            (tmp / "DONE").write_text("ok\n")
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(tmp, final)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
-    return final
+    def build(tmp: Path) -> None:
+        t0 = time.perf_counter()
+        for seed in TRAIN_CONFIG["seeds"]:
+            _train_seed(base_dir, tmp / f"seed-{seed}", seed)
+        (tmp / "config.json").write_text(json.dumps({**TRAIN_CONFIG, "base": base_digest,
+                                                     "train_wall_s": time.perf_counter() - t0}, indent=2))
+
+    return build_once(cache_root() / "demo-train" / config_key(base_digest), build)

@@ -32,8 +32,9 @@ class RunStatus(StrEnum):
 
 
 class SampleStatus(StrEnum):
-    """A scored sample's status (the scorers' ``Judgement.status``; ``tool_violation`` from agentic runs; ``judged``
-    and ``judge_unparseable`` from the ``judge`` scorer: a verdict read, or one its parse rule cannot read)."""
+    """A scored sample's status (the scorers' ``ScoreResult.status``; ``tool_violation`` from agentic runs; ``judged``
+    and ``judge_unparseable`` from the ``judge`` scorer: a verdict read, or one its parse rule cannot read;
+    ``scored`` from the ``reward_model`` scorer: a reward, which has no right or wrong)."""
 
     CORRECT = "correct"
     WRONG = "wrong"
@@ -44,6 +45,7 @@ class SampleStatus(StrEnum):
     TOOL_VIOLATION = "tool_violation"
     JUDGED = "judged"
     JUDGE_UNPARSEABLE = "judge_unparseable"
+    SCORED = "scored"
 
 
 class Outcome(StrEnum):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +135,39 @@ def atomic_write(path: str | Path, content: str | bytes) -> Path:
         finally:
             os.close(dfd)
     return p
+
+
+def build_once(final: Path, build: Callable[[Path], None]) -> Path:
+    """The directory ``final``, built once per machine: ``build(tmp)`` fills a temporary directory beside it, which
+    gets a ``DONE`` marker and is renamed to ``final``, all under the file lock ``<final>.lock``, so concurrent
+    callers build it once and a reader never sees a half-built one. A ``final`` without ``DONE`` (an interrupted
+    build) is replaced. The demo's training and the tiny reward model are cached this way.
+
+    Returns:
+        ``final``.
+
+    Raises:
+        Whatever ``build`` raises (the temporary directory is removed).
+    """
+    import shutil
+    import tempfile
+
+    from filelock import FileLock
+
+    if (final / "DONE").is_file():
+        return final
+    final.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(final) + ".lock"):
+        if (final / "DONE").is_file():
+            return final
+        tmp = Path(tempfile.mkdtemp(prefix=".build-", dir=final.parent))
+        try:
+            build(tmp)
+            (tmp / "DONE").write_text("ok\n")
+            if final.exists():
+                shutil.rmtree(final)
+            os.replace(tmp, final)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+    return final

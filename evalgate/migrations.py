@@ -343,3 +343,14 @@ def _m033_rating_sessions_and_gold(con: duckdb.DuckDBPyConnection) -> None:
             session_sha256 VARCHAR PRIMARY KEY, rater VARCHAR NOT NULL, created_at TIMESTAMPTZ NOT NULL,
             ended_at TIMESTAMPTZ)""")
     con.execute("ALTER TABLE audit_batches ADD COLUMN show_gold BOOLEAN DEFAULT FALSE")
+
+
+@migration(34, "reward_scores")
+def _m034_reward_scores(con: duckdb.DuckDBPyConnection) -> None:
+    """The reward cache (``scoring.reward``): a reward model's reward of one (prompt, completion), keyed by the RM's
+    digest, the engine that computed it (hf and vllm agree only to float tolerance) and the sha256 of the pair
+    (``reward_key``); no text is kept, so a sealed tier's outputs stay sealed."""
+    con.execute("""
+        CREATE TABLE reward_scores (
+            rm_digest VARCHAR NOT NULL, engine VARCHAR NOT NULL, pair_sha256 VARCHAR NOT NULL, reward DOUBLE NOT NULL,
+            created_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (rm_digest, engine, pair_sha256))""")

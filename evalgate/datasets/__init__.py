@@ -8,6 +8,8 @@ To add a benchmark: one module defining ``DATASET = Dataset(...)`` (``datasets/b
 ``DATASETS.register(name, "module:DATASET")`` below, or, outside evalgate, an entry point in the group
 ``evalgate.datasets`` naming a ``Dataset``. Entries are ``"module:attr"`` references, so listing the names imports
 no importer.
+The ``*-pref`` entries are preference pairs built from the benchmarks (``datasets/preference.py``), for
+evaluating reward models.
 """
 
 from __future__ import annotations
@@ -27,6 +29,9 @@ DATASETS: Registry[Dataset] = Registry("dataset", Dataset, entry_point_group="ev
 DATASETS.register("humaneval", "evalgate.datasets.humaneval:DATASET")
 DATASETS.register("gsm8k", "evalgate.datasets.gsm8k:DATASET")
 DATASETS.register("math500", "evalgate.datasets.math500:DATASET")
+DATASETS.register("gsm8k-pref", "evalgate.datasets.preference:GSM8K_PREF")
+DATASETS.register("math500-pref", "evalgate.datasets.preference:MATH500_PREF")
+DATASETS.register("humaneval-pref", "evalgate.datasets.preference:HUMANEVAL_PREF")
 
 
 def known() -> list[str]:

@@ -93,6 +93,19 @@ class _Sink:
         self.bar.update(len(rows))
 
 
+def scorer_entry(plan: RunPlan) -> Any:
+    """The registry entry of the plan's scorer (its capabilities, ``scoring.base.ScorerEntry``)."""
+    from evalgate.scoring.base import SCORERS
+
+    return SCORERS[plan.protocol.spec.scorer.name]
+
+
+def _empty(plan: RunPlan, key: SampleKey) -> dict[str, Any]:
+    """The sample of a scorer that generates nothing: an empty completion, not stored in the generation cache."""
+    return {"text": "", "completion_tokens": 0, "prompt_tokens": None, "finish_reason": "stop",
+            "prompt_sha256": plan.prompts.rendered[key[0]].sha256, "fresh": True, "run_id": plan.run_id}
+
+
 def generate_missing(plan: RunPlan, backend: Backend | None = None) -> Generated:
     """Stage 2: generate the samples the cache lacks (no backend is constructed when it lacks none).
 
@@ -101,6 +114,9 @@ def generate_missing(plan: RunPlan, backend: Backend | None = None) -> Generated
         backend: an engine already loaded for ``plan``'s checkpoint with its backend options (``evalgate sweep``
             loads a model once for all of its splits); None constructs one here when something is missing.
 
+    A scorer whose entry has ``generates`` False (``reward_preference``) gets an empty completion per sample and no
+    backend is constructed.
+
     Raises:
         EngineError, MissingExtra: the backend failed or cannot be imported (stored generations are kept).
         EvalgateError: the backend returned no completion for some samples.
@@ -108,6 +124,8 @@ def generate_missing(plan: RunPlan, backend: Backend | None = None) -> Generated
     missing = plan.missing
     if not missing:
         return Generated(dict(plan.cached), 0.0, 0, {})
+    if not scorer_entry(plan).generates:  # the scorer judges the items themselves (scoring.base.ScorerEntry)
+        return Generated({k: _empty(plan, k) for k in plan.keys}, 0.0, 0, {})
     backend = backend or get_backend(plan.options.backend, str(plan.checkpoint.model_dir), plan.backend_options,
                                      tokenizer=plan.prompts.tokenizer)
     before = backend_timing(backend)

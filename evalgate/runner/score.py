@@ -11,6 +11,7 @@ from evalgate.protocol import LoadedProtocol
 from evalgate.runner.generate import Generated, progress_bar
 from evalgate.runner.plan import RunPlan
 from evalgate.scoring import SampleToScore, ScoreResult, aggregate_behavior, sample_behavior
+from evalgate.scoring.base import SCORERS
 from evalgate.scoring.metrics import run_metrics
 from evalgate.scoring.reasoning import prompt_opens, strip_reasoning
 
@@ -38,16 +39,26 @@ class Scored:
     reasoning: dict[str, Any]
 
 
-def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str, Any]]],
+                    items: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """Run metrics from scored samples grouped by item.
 
     pass@k is the unbiased estimator per item, averaged over items (Chen et al. 2021), with the stderr of that
     mean over items. Behaviour metrics are means over samples. A greedy protocol (temperature 0) reports
-    pass@1 only: its samples are copies of one decode, so pass@k for k > 1 would be pass@1 renamed.
+    pass@1 only: its samples are copies of one decode, so pass@k for k > 1 would be pass@1 renamed. A scorer
+    without a "solved" status (``ScorerEntry.pass_at_k`` False) reports no pass@k, one that generates nothing no
+    behaviour metrics; a scorer's own metrics
+    (``ScorerEntry.metrics``) are added, given the split's ``items`` by id.
     """
-    metrics: dict[str, Any] = dict(run_metrics(per_item, protocol.spec.pass_at_k,
-                                                greedy=protocol.spec.sampling.temperature == 0))
-    metrics.update(aggregate_behavior([s["behavior"] for ss in per_item.values() for s in ss]))
+    from evalgate.registry import load_reference
+
+    entry = SCORERS[protocol.spec.scorer.name]
+    metrics: dict[str, Any] = dict(run_metrics(per_item, protocol.spec.pass_at_k if entry.pass_at_k else [],
+                                                greedy=protocol.spec.sampling.temperature == 0 and entry.pass_at_k))
+    if entry.generates:  # no completion, no behaviour to measure
+        metrics.update(aggregate_behavior([s["behavior"] for ss in per_item.values() for s in ss]))
+    if entry.metrics is not None:
+        metrics.update(load_reference(entry.metrics)(per_item, items or {}, protocol.scorer_options))
     return metrics
 
 
@@ -114,7 +125,8 @@ def score(plan: RunPlan, generated: Generated) -> Scored:
                   "behavior": sample_behavior(g["text"], g["completion_tokens"], g["finish_reason"], rule=rule)}
         samples.append(sample)
         per_item[iid].append(sample)
-    metrics = compute_metrics(plan.protocol, per_item)
+    items = {str(it["id"]): it for it in plan.items}
+    metrics = compute_metrics(plan.protocol, per_item, items)
     summary = getattr(plan.scorer, "summary", None)
     if summary is not None:
         metrics.update(summary())

@@ -16,6 +16,7 @@ from pydantic import Field
 from evalgate.registry import Registry
 from evalgate.scoring.judge_options import JudgeOptions
 from evalgate.scoring.options import ScorerOptions
+from evalgate.scoring.reward_options import PreferenceOptions, RewardModelOptions
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,10 @@ class RefusalOptions(ScorerOptions):
 
 ANSWER_STATUSES = ("correct", "wrong", "truncated", "no_answer")
 """The statuses ``AnswerScorer`` gives."""
+REWARD_STATUSES = ("scored", "error")
+"""The ``reward_model`` scorer's statuses: ``scored`` (score = sigmoid(reward)), ``error`` (input too long)."""
+PREFERENCE_STATUSES = ("correct", "wrong", "error")
+"""The ``reward_preference`` scorer's statuses."""
 
 
 @dataclass(frozen=True)
@@ -179,12 +184,21 @@ class ScorerEntry:
         statuses: every status it can give (``ScoreResult.status``); ``STATUSES`` is their union.
         runs_code: it runs model-written code; the run record then keeps the scorer's ``sandbox`` attribute (the
             isolation layers the programs ran with, ``evalgate.sandbox.describe``).
+        generates: False: the run generates nothing and the scorer judges each item itself (a preference pair
+            scored by the run's checkpoint); every sample's completion is then empty.
+        pass_at_k: its ``correct`` status means a solved item, so the run reports pass@k; False: ``mean_score``
+            only (a reward model's score has no "solved").
+        metrics: ``"module:function"`` giving the scorer's own run metrics, ``function(per_item, items, options)``
+            with the scored samples by item id, the split's items by id and the scorer's options; None: none.
     """
 
     options: type[ScorerOptions]
     scorer: Callable[..., Scorer] | str
     statuses: tuple[str, ...] = ANSWER_STATUSES
     runs_code: bool = False
+    generates: bool = True
+    pass_at_k: bool = True
+    metrics: str | None = None
 
     def load(self) -> Callable[..., Scorer]:
         """The scorer's class, imported if registered as ``"module:Class"``."""
@@ -205,6 +219,12 @@ SCORERS.register("refusal", ScorerEntry(RefusalOptions, "evalgate.scoring.refusa
                                         statuses=("correct", "wrong")))
 SCORERS.register("judge", ScorerEntry(JudgeOptions, "evalgate.scoring.judge:JudgeScorer",
                                       statuses=("judged", "judge_unparseable", "truncated")))
+SCORERS.register("reward_model", ScorerEntry(RewardModelOptions, "evalgate.scoring.reward:RewardModelScorer",
+                                             statuses=REWARD_STATUSES, pass_at_k=False,
+                                             metrics="evalgate.scoring.reward:reward_metrics"))
+SCORERS.register("reward_preference", ScorerEntry(PreferenceOptions, "evalgate.scoring.reward:PreferenceScorer",
+                                                  statuses=PREFERENCE_STATUSES, generates=False,
+                                                  metrics="evalgate.rlhf.preference:preference_metrics"))
 
 
 def score_statuses() -> tuple[str, ...]:
@@ -214,8 +234,8 @@ def score_statuses() -> tuple[str, ...]:
 
 
 STATUSES = tuple(dict.fromkeys(s for entry in SCORERS.builtins() for s in entry.statuses))
-"""The built-in scorers' statuses: correct, wrong, truncated, no_answer, timeout, error, judged, judge_unparseable
-(``score_statuses()`` adds plugins')."""
+"""The built-in scorers' statuses: correct, wrong, truncated, no_answer, timeout, error, judged, judge_unparseable,
+scored (``score_statuses()`` adds plugins')."""
 
 
 def get_scorer(protocol: Any) -> Scorer:

@@ -2,7 +2,7 @@
 
     db.py       Database: the lock, the connection, sessions, migrations (the only DuckDB import)
     runs.py     ProtocolRepo, RunRepo: protocols, checkpoints, runs, scored samples
-    cache.py    GenerationCache: prompts, generations, agentic turns
+    cache.py    GenerationCache: prompts, generations, agentic turns, reward-model rewards
     access.py   AccessLogRepo: the hash-chained access log and its heads; the budget rule (``Counted``)
     ratings.py  RatingRepo: human scores, raters, rating batches, form tokens
     gates.py    GateRepo: gate verdicts

@@ -1,5 +1,5 @@
-"""The generation cache: rendered prompts (``prompts``, ``run_prompts``), generations, and agentic turns
-(``trajectories``, migration 11).
+"""The generation cache: rendered prompts (``prompts``, ``run_prompts``), generations, agentic turns
+(``trajectories``, migration 11), and reward models' rewards (``reward_scores``, migration 34).
 
 A generation is cached by checkpoint digest, protocol hash, item id, sample index, sampling seed, prompt hash and
 generation-settings hash, never by less. A run on a sealed tier stores its texts encrypted (``evalgate.store.codec``).
@@ -129,6 +129,26 @@ class GenerationCache(Repository):
                   codec.value("generations", "text", r["text"]), r.get("prompt_tokens"), r["completion_tokens"],
                   r["finish_reason"], now(), settings_sha256, run_id]
                  for r in rows], "ON CONFLICT DO NOTHING")
+
+    def cached_rewards(self, rm_digest: str, engine: str, pair_sha256s: Sequence[str]) -> dict[str, float]:
+        """Cached rewards of one reward model (by digest) on one engine for pairs keyed by
+        ``scoring.reward.reward_key``: ``{pair_sha256: reward}`` for the keys found."""
+        if not pair_sha256s:
+            return {}
+        with self.connect() as con:
+            con.execute("CREATE TEMP TABLE want_rewards (pair_sha256 VARCHAR)")
+            insert_values(con, "INSERT INTO want_rewards", [[k] for k in pair_sha256s])
+            rows = con.execute("SELECT r.pair_sha256, r.reward FROM reward_scores r JOIN want_rewards USING "
+                               "(pair_sha256) WHERE r.rm_digest=? AND r.engine=?", [rm_digest, engine]).fetchall()
+            con.execute("DROP TABLE want_rewards")
+        return {k: float(v) for k, v in rows}
+
+    def put_rewards(self, rm_digest: str, engine: str, rewards: dict[str, float]) -> None:
+        """Store rewards ``{pair_sha256: reward}`` of one reward model on one engine in one transaction; a key
+        already stored keeps its first value. No text is stored, so nothing of a sealed tier is in the clear."""
+        with self.connect() as con:
+            insert_values(con, "INSERT INTO reward_scores",
+                          [[rm_digest, engine, k, v, now()] for k, v in rewards.items()], "ON CONFLICT DO NOTHING")
 
     def put_turns(self, checkpoint_digest: str, protocol_hash: str, settings_sha256: str,
                   rows: Sequence[dict[str, Any]], run_id: str) -> None:

@@ -1,0 +1,70 @@
+"""Reward-model accuracy on preference pairs: overall, per category, and split by length (RewardBench's measure,
+Lambert et al. 2024, "RewardBench: Evaluating Reward Models for Language Modeling", arXiv:2403.13787).
+
+Each pair (prompt, chosen, rejected, category) is one item; the ``reward_preference`` scorer marks it ``correct``
+(score 1) when the reward model gives the chosen answer the higher reward, else ``wrong`` (score 0; a tie is wrong,
+as RewardBench counts it). Accuracy is the mean over pairs, with a percentile bootstrap CI over pairs
+(``stats.bootstrap_ci``, seeded). The length bias compares the accuracy on pairs whose chosen answer is the shorter
+(in characters) with the accuracy where it is the longer: a reward model that prefers long answers scores well
+on the second group and badly on the first (the verbosity bias of Singhal et al. 2023, "A Long Way to Go:
+Investigating Length Correlations in RLHF"). Pairs scored ``error`` (beyond the RM's context) are left out and
+counted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from evalgate.stats import bootstrap_ci
+
+CONFIDENCE = 0.95
+RESAMPLES = 10_000
+
+
+def accuracy_ci(correct: Sequence[float], seed: int = 0) -> dict[str, Any]:
+    """``{"n", "accuracy", "low", "high"}`` of 0/1 outcomes: the mean and its 95% percentile bootstrap CI
+    (``stats.bootstrap_ci``, ``RESAMPLES`` resamples, seeded); accuracy and bounds None for no pairs."""
+    if not correct:
+        return {"n": 0, "accuracy": None, "low": None, "high": None}
+    low, high = bootstrap_ci(correct, CONFIDENCE, RESAMPLES, seed)
+    return {"n": len(correct), "accuracy": sum(correct) / len(correct), "low": low, "high": high}
+
+
+def preference_metrics(per_item: Mapping[str, Sequence[Mapping[str, Any]]], items: Mapping[str, Mapping[str, Any]],
+                       options: Any) -> dict[str, Any]:
+    """The ``reward_preference`` run metrics.
+
+    Args:
+        per_item: scored samples by item id (one sample per pair; ``score`` 1 or 0, ``status``).
+        items: the split's items by id (the pair's answers and category).
+        options: the scorer's ``PreferenceOptions`` (which item fields hold the answers and the category).
+
+    Returns:
+        ``preference_accuracy`` (with ``preference_accuracy_low`` / ``_high``, the 95% CI), ``preference_pairs``,
+        ``preference_errors``; ``preference_by_category``: ``{category: accuracy_ci}`` sorted by name;
+        ``length_bias``: ``chosen_shorter`` and ``chosen_longer`` (each ``accuracy_ci``), ``equal_length`` (pairs
+        of equal length, in neither group) and ``gap`` (chosen_longer minus chosen_shorter accuracy; None when a
+        group is empty).
+    """
+    outcomes: list[tuple[str, float, int]] = []  # (category, 0/1, len(chosen) - len(rejected))
+    errors = 0
+    for iid, samples in per_item.items():
+        s = samples[0]
+        if s["status"] == "error":
+            errors += 1
+            continue
+        it = items[iid]
+        outcomes.append((str(it[options.category_field]), float(s["score"]),
+                         len(str(it[options.chosen_field])) - len(str(it[options.rejected_field]))))
+    overall = accuracy_ci([o for _, o, _ in outcomes])
+    by_cat = {c: accuracy_ci([o for cat, o, _ in outcomes if cat == c]) for c in sorted({c for c, _, _ in outcomes})}
+    shorter = accuracy_ci([o for _, o, d in outcomes if d < 0])
+    longer = accuracy_ci([o for _, o, d in outcomes if d > 0])
+    gap = (longer["accuracy"] - shorter["accuracy"]
+           if longer["accuracy"] is not None and shorter["accuracy"] is not None else None)
+    return {"preference_accuracy": overall["accuracy"], "preference_accuracy_low": overall["low"],
+            "preference_accuracy_high": overall["high"], "preference_pairs": overall["n"],
+            "preference_errors": errors, "preference_by_category": by_cat,
+            "length_bias": {"chosen_shorter": shorter, "chosen_longer": longer,
+                            "equal_length": sum(1 for _, _, d in outcomes if d == 0), "gap": gap}}

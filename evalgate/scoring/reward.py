@@ -1,0 +1,299 @@
+"""Reward models as frozen scorers: ``reward_model`` scores each completion, ``reward_preference`` evaluates a reward
+model itself on (prompt, chosen, rejected) pairs.
+
+A reward model (RM) is a sequence-classification checkpoint with one output (``num_labels: 1``,
+``transformers.AutoModelForSequenceClassification``): the logit at the conversation's last non-padding token is the
+reward, the Bradley-Terry reward of InstructGPT (Ouyang et al. 2022, sec. 3.5) and of RewardBench (Lambert et al.
+2024). The conversation, user turn = the item's prompt field, assistant turn = the completion, goes through the RM's
+own chat template where its tokenizer has one, else it is ``prompt + "\\n\\n" + completion``.
+
+``reward_model`` pins the RM by its digest in the protocol's ``scorer.options`` (so the protocol's hash changes
+with the RM) and keeps every reward in the store, keyed by (RM digest, sha256 of prompt and completion): a rerun,
+or another run whose completions repeat, scores nothing twice. A sample's score is ``sigmoid(reward)``, the
+Bradley-Terry probability that the completion is preferred over one of reward 0; it orders samples as the reward
+does. ``reward_preference`` uses the run's checkpoint as the RM and generates nothing: a pair is ``correct`` when
+``reward(chosen) > reward(rejected)`` (a tie is ``wrong``, as RewardBench counts it).
+
+Engines: ``hf`` (transformers, CPU or GPU) and ``vllm`` (vLLM's pooling runner, ``scoring.reward_vllm``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evalgate.errors import BadInput
+from evalgate.scoring.base import SampleToScore, ScoreResult
+from evalgate.scoring.reward_options import PreferenceOptions, RewardModelOptions, RewardModelRef
+
+if TYPE_CHECKING:
+    from evalgate.checkpoints.resolve import Checkpoint
+    from evalgate.store import Store
+
+BATCH = 8  # sequences per forward pass; sorted by length so a batch pads little
+
+
+def reward_key(prompt: str, completion: str) -> str:
+    """The reward cache's key of one (prompt, completion): sha256 hex of their JSON array (with the RM digest, the
+    full key)."""
+    return hashlib.sha256(json.dumps([prompt, completion], ensure_ascii=False).encode()).hexdigest()
+
+
+def sigmoid(x: float) -> float:
+    """The logistic function, 1 / (1 + e^-x), without overflow for large |x|."""
+    return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
+
+
+class RewardModel:
+    """A sequence-classification model with its tokenizer, scoring conversations (transformers).
+
+    Args:
+        tokenizer: the model's tokenizer (its chat template renders the conversation).
+        model: a transformers sequence classifier in eval mode, ``config.pad_token_id`` set.
+
+    ``RewardModel.load(model_dir)`` loads and checks a reward model checkpoint.
+    """
+
+    def __init__(self, tokenizer: Any, model: Any) -> None:
+        import torch
+
+        self.torch, self.tokenizer, self.model = torch, tokenizer, model
+        self.context = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
+
+    @classmethod
+    def load(cls, model_dir: Path) -> RewardModel:
+        """Load the reward model in ``model_dir`` (float32).
+
+        Raises:
+            BadInput: not a sequence classifier, not one output, or no ``pad_token_id`` for batching.
+            MissingExtra: transformers/torch not installed.
+        """
+        from evalgate.checkpoints.model import load_tokenizer
+
+        tokenizer = load_tokenizer(model_dir)  # MissingExtra without transformers
+        import torch
+        from transformers import AutoModelForSequenceClassification
+
+        try:
+            model = AutoModelForSequenceClassification.from_pretrained(str(model_dir), dtype=torch.float32)
+        except (OSError, ValueError) as e:
+            raise BadInput(f"{model_dir} does not load as a sequence classifier ({e}); a reward model is an "
+                           "AutoModelForSequenceClassification checkpoint") from e
+        cfg = model.config
+        if cfg.num_labels != 1:
+            raise BadInput(f"{model_dir} is a sequence classifier with {cfg.num_labels} outputs; a reward model has "
+                           "one (num_labels: 1 in config.json)")
+        if cfg.pad_token_id is None:
+            raise BadInput(f"{model_dir}: config.json has no pad_token_id, so the reward cannot be read at the last "
+                           "token of a padded batch; set pad_token_id (the tokenizer's pad or eos id)")
+        return cls(tokenizer, model.eval())
+
+    def conversation(self, prompt: str, completion: str) -> str:
+        """The text the RM scores: its chat template over [user: prompt, assistant: completion], or
+        ``prompt + "\\n\\n" + completion`` when it has none."""
+        if getattr(self.tokenizer, "chat_template", None):
+            return str(self.tokenizer.apply_chat_template(
+                [{"role": "user", "content": prompt}, {"role": "assistant", "content": completion}], tokenize=False))
+        return f"{prompt}\n\n{completion}"
+
+    def logits(self, pairs: Sequence[tuple[str, str]]) -> list[list[float] | str]:
+        """The model's pooled logits (``num_labels`` values) of each (prompt, completion), in input order; a
+        conversation longer than the model's context gets a message (str) instead.
+
+        Shapes: batches of ``BATCH`` right-padded sequences sorted by length; the model's pooled logits are
+        ``[batch, num_labels]``, read at each row's last non-padding token (transformers' pooling).
+        """
+        ids = [self.tokenizer(self.conversation(p, c), add_special_tokens=False)["input_ids"] for p, c in pairs]
+        out: list[list[float] | str] = [[] for _ in ids]
+        order = []
+        for i, seq in enumerate(ids):
+            if self.context and len(seq) > self.context:
+                out[i] = f"{len(seq)} tokens exceed the reward model's context of {self.context}"
+            else:
+                order.append(i)
+        order.sort(key=lambda i: len(ids[i]))
+        torch, pad = self.torch, self.model.config.pad_token_id
+        for b in range(0, len(order), BATCH):
+            batch = order[b:b + BATCH]
+            x = torch.full((len(batch), max(len(ids[i]) for i in batch)), pad, dtype=torch.long)
+            mask = torch.zeros_like(x)
+            for row, i in enumerate(batch):
+                x[row, :len(ids[i])] = torch.tensor(ids[i])
+                mask[row, :len(ids[i])] = 1
+            with torch.no_grad():
+                logits = self.model(input_ids=x, attention_mask=mask).logits
+            for row, i in enumerate(batch):
+                out[i] = [float(v) for v in logits[row]]
+        return out
+
+    def rewards(self, pairs: Sequence[tuple[str, str]]) -> list[float | str]:
+        """The reward (the one logit) of each (prompt, completion), or the message of one beyond the context."""
+        return [r if isinstance(r, str) else r[0] for r in self.logits(pairs)]
+
+
+def load_reward_model(ref: RewardModelRef) -> RewardModel:
+    """Resolve the pinned RM, check its digest and load it.
+
+    Raises:
+        BadInput: the digest is not the pinned one (names both and says to update the protocol), the engine is
+            ``vllm`` (not wired), or the checkpoint is not a reward model.
+    """
+    from evalgate.checkpoints.resolve import resolve_checkpoint
+
+    ckpt = resolve_checkpoint(ref.checkpoint)
+    if ckpt.digest != ref.digest:
+        raise BadInput(f"reward model {ref.checkpoint} has digest {ckpt.digest}, the protocol pins {ref.digest}; a "
+                       "different reward model changes every score: pin the new digest in scorer.options."
+                       "reward_model.digest (a new protocol version)")
+    return open_reward_model(ckpt.model_dir, ref.engine)
+
+
+def open_reward_model(model_dir: Path, engine: str) -> RewardModel:
+    """The reward model in ``model_dir`` on ``engine``: ``hf`` (``RewardModel.load``) or ``vllm`` (vLLM's pooling
+    runner, ``scoring.reward_vllm``).
+
+    Raises:
+        BadInput: not a reward model. MissingExtra: the engine is not installed.
+    """
+    if engine == "vllm":
+        from evalgate.scoring.reward_vllm import VllmRewardModel
+
+        return VllmRewardModel(model_dir)
+    return RewardModel.load(model_dir)
+
+
+def cached_rewards(rm: Callable[[], RewardModel], digest: str, engine: str, store: Store | None,
+                   pairs: Sequence[tuple[str, str]]) -> list[float | str]:
+    """Rewards of ``pairs`` through the store's reward cache (key: RM digest, engine, ``reward_key``); only missing ones
+    are computed (``rm()`` gives the model, called only then), and they are stored at once. ``store`` None: no
+    cache. A conversation beyond the RM's context gives its message (str) and is not stored."""
+    keys = [reward_key(p, c) for p, c in pairs]
+    have: dict[str, float] = store.cached_rewards(digest, engine, sorted(set(keys))) if store is not None else {}
+    todo = [i for i, k in enumerate(keys) if k not in have]
+    fresh = rm().rewards([pairs[i] for i in todo]) if todo else []
+    new = {keys[i]: r for i, r in zip(todo, fresh, strict=True) if isinstance(r, float)}
+    if store is not None and new:
+        store.put_rewards(digest, engine, new)
+    got: dict[str, float | str] = {**have, **{keys[i]: r for i, r in zip(todo, fresh, strict=True)}}
+    return [got[k] for k in keys]
+
+
+class RewardModelScorer:
+    """The ``reward_model`` scorer (see the module docstring). The run calls ``begin(plan, samples)`` before
+    scoring, so rewards go through the run's store; the RM is loaded on first use."""
+
+    name = "reward_model"
+
+    def __init__(self, protocol: Any, options: RewardModelOptions) -> None:
+        self.options = options
+        self.store: Store | None = None
+        self._rm: RewardModel | None = None
+
+    @property
+    def required_fields(self) -> tuple[str, ...]:
+        """The prompt field."""
+        return (self.options.prompt_field,)
+
+    def begin(self, plan: Any, samples: Sequence[SampleToScore]) -> None:
+        """Called by the run before scoring (``runner.score``): use the run's store for the reward cache (the run's
+        checkpoint is the policy, not the RM)."""
+        self.store = plan.store
+
+    def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]:
+        """``scored`` with score ``sigmoid(reward)`` and the reward in ``extracted``; ``error`` for a conversation
+        beyond the RM's context. Truncated completions are scored too (the RM sees what the policy wrote)."""
+        pairs = [(str(s.item[self.options.prompt_field]), s.response_prefix + s.text) for s in samples]
+        rewards = cached_rewards(self._model, self.options.reward_model.digest, self.options.reward_model.engine,
+                                 self.store, pairs)
+        return [ScoreResult(sigmoid(r), "scored", repr(r), f"reward {r:.4f}") if isinstance(r, float)
+                else ScoreResult(0.0, "error", None, r) for r in rewards]
+
+    def _model(self) -> RewardModel:
+        if self._rm is None:
+            self._rm = load_reward_model(self.options.reward_model)
+        return self._rm
+
+
+class PreferenceScorer:
+    """The ``reward_preference`` scorer (see the module docstring): the run's checkpoint is the RM, handed over by
+    the run's ``begin(plan, samples)`` before scoring."""
+
+    name = "reward_preference"
+
+    def __init__(self, protocol: Any, options: PreferenceOptions) -> None:
+        self.options = options
+        self.store: Store | None = None
+        self.checkpoint: Checkpoint | None = None
+        self._rm: RewardModel | None = None
+
+    @staticmethod
+    def check_protocol(spec: Any, options: PreferenceOptions) -> None:
+        """One sample per item: a preference pair is scored, not generated."""
+        from evalgate.userfiles import FieldProblem
+
+        if spec.sampling.n != 1:
+            raise FieldProblem("sampling.n", "the reward_preference scorer generates nothing: set sampling.n: 1")
+
+    @property
+    def required_fields(self) -> tuple[str, ...]:
+        """Prompt, chosen, rejected and category fields."""
+        o = self.options
+        return (o.prompt_field, o.chosen_field, o.rejected_field, o.category_field)
+
+    def begin(self, plan: Any, samples: Sequence[SampleToScore]) -> None:
+        """Called by the run before scoring (``runner.score``): score with the run's checkpoint as the RM, through
+        the run's store's reward cache."""
+        self.store, self.checkpoint = plan.store, plan.checkpoint
+
+    def _model(self) -> RewardModel:
+        if self._rm is None:
+            assert self.checkpoint is not None
+            self._rm = open_reward_model(self.checkpoint.model_dir, self.options.engine)
+        return self._rm
+
+    def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]:
+        """Per pair: ``correct`` when reward(chosen) > reward(rejected), else ``wrong``; ``extracted`` the margin;
+        ``error`` when either side is beyond the RM's context.
+
+        Raises:
+            BadInput: not bound to a checkpoint (called outside a run).
+        """
+        if self.checkpoint is None:
+            raise BadInput("the reward_preference scorer scores with the run's checkpoint: it runs inside 'evalgate "
+                           "run' (begin() was not called)")
+        o = self.options
+        pairs = [(str(s.item[o.prompt_field]), str(s.item[f])) for s in samples for f in (o.chosen_field,
+                                                                                        o.rejected_field)]
+        r = cached_rewards(self._model, self.checkpoint.digest, o.engine, self.store, pairs)
+        out = []
+        for chosen, rejected in zip(r[::2], r[1::2], strict=True):
+            if not isinstance(chosen, float) or not isinstance(rejected, float):
+                out.append(ScoreResult(0.0, "error", None, str(chosen if isinstance(chosen, str) else rejected)))
+                continue
+            margin = chosen - rejected
+            out.append(ScoreResult(1.0 if margin > 0 else 0.0, "correct" if margin > 0 else "wrong", repr(margin),
+                                   f"reward chosen {chosen:.4f}, rejected {rejected:.4f}"
+                                   + (" (a tie counts as wrong)" if margin == 0 else "")))
+        return out
+
+
+def reward_metrics(per_item: dict[str, list[dict[str, Any]]], items: dict[str, dict[str, Any]],
+                   options: Any) -> dict[str, Any]:
+    """The ``reward_model`` scorer's run metrics: ``reward_mean`` (mean over items of the item's mean raw reward)
+    with its stderr (``stats.mean_stderr``, items as the unit), over the items with at least one ``scored``
+    sample; ``reward_errors`` counts the samples that could not be scored. With no scored item, ``reward_mean`` and
+    its stderr are None."""
+    from evalgate.stats import mean_stderr
+
+    values = []
+    for samples in per_item.values():
+        got = [float(s["extracted"]) for s in samples if s["status"] == "scored"]
+        if got:
+            values.append(sum(got) / len(got))
+    errors = sum(1 for ss in per_item.values() for s in ss if s["status"] == "error")
+    mean, se = mean_stderr(values) if values else (None, None)
+    return {"reward_mean": mean, "reward_mean_stderr": se, "reward_errors": errors}

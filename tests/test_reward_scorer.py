@@ -1,0 +1,152 @@
+"""Reward-model scorers without a model: options in the protocol hash, the reward cache in a real DuckDB store,
+the run metrics of reward and preference scoring against hand-computed values (and scipy's bootstrap)."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from evalgate.errors import BadInput
+from evalgate.protocol import load_protocol
+from evalgate.rlhf.preference import accuracy_ci, preference_metrics
+from evalgate.scoring.base import SCORERS, PreferenceOptions
+from evalgate.scoring.reward import cached_rewards, reward_key, reward_metrics, sigmoid
+from evalgate.store import Store
+
+RM_PROTOCOL = """\
+name: rm-scored
+version: "1"
+prompt:
+  template: "{{{{ question }}}}"
+scorer:
+  name: reward_model
+  options:
+    reward_model: {{checkpoint: /models/rm, digest: "{digest}"}}
+    prompt_field: question
+"""
+PREF_PROTOCOL = """\
+name: rm-pref
+version: "1"
+prompt:
+  template: "{{ prompt }}"
+sampling: {n: 2, temperature: 1.0}
+pass_at_k: [1]
+scorer:
+  name: reward_preference
+"""
+
+
+def test_the_reward_models_digest_is_in_the_protocol_hash(tmp_path: Path) -> None:
+    hashes = []
+    for i, digest in enumerate(("blake3:" + "a" * 64, "blake3:" + "b" * 64)):
+        p = tmp_path / f"p{i}.yaml"
+        p.write_text(RM_PROTOCOL.format(digest=digest))
+        loaded = load_protocol(p)
+        assert loaded.scorer_options.reward_model.digest == digest
+        hashes.append(loaded.sha256)
+    assert hashes[0] != hashes[1]
+
+
+def test_protocol_refuses_a_reward_model_without_digest_and_a_sampled_preference_run(tmp_path: Path) -> None:
+    p = tmp_path / "p.yaml"
+    p.write_text(RM_PROTOCOL.format(digest="x").replace('digest: "x"', "engine: hf"))
+    with pytest.raises(BadInput, match="digest"):
+        load_protocol(p)
+    p.write_text(PREF_PROTOCOL)
+    with pytest.raises(BadInput, match=r"sampling.n: the reward_preference scorer generates nothing"):
+        load_protocol(p)
+
+
+def test_registry_capabilities() -> None:
+    assert SCORERS["reward_preference"].generates is False and SCORERS["reward_preference"].binds_run
+    assert SCORERS["reward_model"].pass_at_k is False and SCORERS["reward_model"].generates
+    assert "scored" in SCORERS["reward_model"].statuses
+
+
+def test_sigmoid_by_hand() -> None:
+    assert sigmoid(0.0) == 0.5
+    assert sigmoid(math.log(3)) == pytest.approx(0.75)  # 1 / (1 + 1/3)
+    assert sigmoid(-1000.0) == 0.0 and sigmoid(1000.0) == 1.0  # no OverflowError
+
+
+def test_reward_key_is_sha256_of_the_json_pair() -> None:
+    assert reward_key("a", "b") == hashlib.sha256(b'["a", "b"]').hexdigest()
+    assert reward_key("ab", "") != reward_key("a", "b")
+
+
+class _CountingRM:  # glue: stands for the model; the real one is tested in test_reward_model_real.py
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, str]] = []
+
+    def rewards(self, pairs):
+        self.seen += list(pairs)
+        return [float(len(c)) if c != "long" else "too long" for _, c in pairs]
+
+
+def test_reward_cache_in_a_real_store_scores_each_pair_once(home: Path) -> None:
+    store, rm = Store(), _CountingRM()
+    first = cached_rewards(lambda: rm, "blake3:rm1", "hf", store, [("q", "ab"), ("q", "abc"), ("q", "long")])
+    assert first == [2.0, 3.0, "too long"]
+    # cached: only the pair never stored (the too-long one, and a new one) reaches the model
+    second = cached_rewards(lambda: rm, "blake3:rm1", "hf", store, [("q", "abc"), ("q", "long"), ("q", "x")])
+    assert second == [3.0, "too long", 1.0]
+    assert rm.seen == [("q", "ab"), ("q", "abc"), ("q", "long"), ("q", "long"), ("q", "x")]
+    # another reward model (digest), or another engine, shares nothing
+    assert store.cached_rewards("blake3:rm2", "hf", [reward_key("q", "ab")]) == {}
+    assert store.cached_rewards("blake3:rm1", "vllm", [reward_key("q", "ab")]) == {}
+    assert store.cached_rewards("blake3:rm1", "hf", [reward_key("q", "ab")]) == {reward_key("q", "ab"): 2.0}
+
+    def no_model():
+        raise AssertionError("a fully cached call must not load the model")
+
+    assert cached_rewards(no_model, "blake3:rm1", "hf", store, [("q", "ab")]) == [2.0]
+
+
+def test_reward_metrics_by_hand() -> None:
+    per_item = {"a": [{"status": "scored", "extracted": "1.0"}, {"status": "scored", "extracted": "3.0"}],
+                "b": [{"status": "scored", "extracted": "-1.0"}, {"status": "error", "extracted": None}]}
+    m = reward_metrics(per_item, {}, None)
+    # item means 2.0 and -1.0: mean 0.5, stderr sd([2, -1]) / sqrt(2) = (3 / sqrt(2)) / sqrt(2) = 1.5
+    assert m == {"reward_mean": 0.5, "reward_mean_stderr": pytest.approx(1.5), "reward_errors": 1}
+
+
+def _pair(iid: str, cat: str, chosen: str, rejected: str, score: float, status: str | None = None):
+    return iid, {"id": iid, "category": cat, "chosen": chosen, "rejected": rejected}, [
+        {"score": score, "status": status or ("correct" if score else "wrong")}]
+
+
+def test_preference_metrics_by_hand() -> None:
+    rows = [_pair("1", "chat", "ok", "a longer answer", 1.0),   # chosen shorter, right
+            _pair("2", "chat", "a much longer answer", "no", 1.0),  # chosen longer, right
+            _pair("3", "math", "x", "yyyy", 0.0),              # chosen shorter, wrong
+            _pair("4", "math", "same", "size", 0.0),           # equal length, wrong (a tie, say)
+            _pair("5", "math", "longer one", "short", 1.0),    # chosen longer, right
+            _pair("6", "math", "p", "q", 0.0, "error")]        # beyond the context: left out, counted
+    items = {iid: it for iid, it, _ in rows}
+    per_item = {iid: ss for iid, _, ss in rows}
+    m = preference_metrics(per_item, items, PreferenceOptions())
+    assert m["preference_pairs"] == 5 and m["preference_errors"] == 1
+    assert m["preference_accuracy"] == pytest.approx(3 / 5)
+    assert m["preference_by_category"]["chat"]["accuracy"] == 1.0
+    assert m["preference_by_category"]["math"]["accuracy"] == pytest.approx(1 / 3)
+    lb = m["length_bias"]
+    assert (lb["chosen_shorter"]["n"], lb["chosen_shorter"]["accuracy"]) == (2, 0.5)
+    assert (lb["chosen_longer"]["n"], lb["chosen_longer"]["accuracy"]) == (2, 1.0)
+    assert lb["equal_length"] == 1 and lb["gap"] == 0.5
+    # every resample of an all-correct group has mean 1: the percentile CI is exactly [1, 1]
+    assert (m["preference_by_category"]["chat"]["low"], m["preference_by_category"]["chat"]["high"]) == (1.0, 1.0)
+
+
+def test_accuracy_ci_agrees_with_scipys_percentile_bootstrap() -> None:
+    outcomes = [1.0] * 14 + [0.0] * 6
+    ours = accuracy_ci(outcomes)
+    ref = stats.bootstrap((np.array(outcomes),), np.mean, n_resamples=10_000, method="percentile",
+                          random_state=np.random.default_rng(1)).confidence_interval
+    assert ours["accuracy"] == 0.7
+    assert ours["low"] == pytest.approx(ref.low, abs=0.03) and ours["high"] == pytest.approx(ref.high, abs=0.03)
+    assert accuracy_ci([]) == {"n": 0, "accuracy": None, "low": None, "high": None}

@@ -1,0 +1,68 @@
+"""The reward model on vLLM's pooling runner (``scoring.reward_vllm``) gives the rewards transformers gives, and a
+``reward_preference`` run with ``engine: vllm`` goes through it. Runs in ``.venv-vllm`` (``make test-vllm``); skipped,
+saying why, where vLLM's engine cannot be imported."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from tests.conftest import REPO
+
+try:
+    from vllm import LLM  # noqa: F401
+
+    ENGINE_MISSING = None
+except Exception as e:  # noqa: BLE001 - any failure to import the engine is a reason to skip, stated
+    ENGINE_MISSING = f"{type(e).__name__}: {e}"
+
+pytestmark = [pytest.mark.vllm_engine, pytest.mark.slow, pytest.mark.skipif(
+    ENGINE_MISSING is not None,
+    reason=f"vLLM's engine cannot be imported in this environment ({ENGINE_MISSING}); `make test` runs this file "
+           "in .venv-vllm, which `make setup` installs (make setup-vllm)")]
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+
+@pytest.fixture(scope="module")
+def tiny_rm(smollm2_gguf: Path, smollm2_dir: Path) -> Path:
+    from evalgate.checkpoints.resolve import resolve_checkpoint
+    from evalgate.rlhf.train_rm import ensure_reward_model
+
+    return ensure_reward_model(smollm2_dir, resolve_checkpoint(smollm2_gguf).digest)
+
+
+def test_vllm_pooling_rewards_equal_transformers_and_drive_a_preference_run(tiny_rm: Path, home: Path) -> None:
+    from evalgate.backends.vllm import close_engine
+    from evalgate.cli import main
+    from evalgate.scoring.reward import RewardModel
+    from evalgate.scoring.reward_vllm import VllmRewardModel
+
+    pairs = [("What is 12 + 7?", "19"), ("What is 12 + 7?", "The answer is 9, because I say so."), ("Hi", "Hello!")]
+    try:
+        on_vllm = VllmRewardModel(tiny_rm).rewards(pairs)
+        assert on_vllm == pytest.approx(RewardModel.load(tiny_rm).rewards(pairs), abs=2e-3)
+
+        rows = [{"id": f"p{i}", "prompt": p, "chosen": a, "rejected": b, "category": "c"}
+                for i, (p, a, b) in enumerate([(pairs[0][0], pairs[0][1], pairs[1][1]),
+                                               (pairs[0][0], pairs[1][1], pairs[0][1])])]
+        data = home / "pairs.jsonl"
+        data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        runner = CliRunner()
+        assert runner.invoke(main, ["splits", "add", "two", "--tier", "smoke", "--file", str(data)]).exit_code == 0
+        proto = yaml.safe_load((REPO / "protocols" / "rm-preference.yaml").read_text())
+        proto["scorer"]["options"]["engine"] = "vllm"
+        path = home / "p.yaml"
+        path.write_text(yaml.safe_dump(proto))
+        assert runner.invoke(main, ["protocol", "freeze", str(path)]).exit_code == 0
+        r = runner.invoke(main, ["run", "--protocol", str(path), "--checkpoint", str(tiny_rm), "--split", "two",
+                                 "--json"])
+        assert r.exit_code == 0, r.output
+        # the two orders of one pair: exactly one is right (the rewards differ, as computed above)
+        assert json.loads(r.stdout)["metrics"]["preference_accuracy"] == 0.5
+    finally:
+        close_engine()
