@@ -40,7 +40,7 @@ def test_checkpoint_is_a_standard_reward_model_whose_reward_is_the_head_on_its_f
     from safetensors.numpy import load_file
 
     from evalgate.rlhf.train_rm import features
-    from evalgate.scoring.reward import RewardModel
+    from evalgate.scoring.rm_engine import RewardModel
 
     config = json.loads((tiny_rm / "config.json").read_text())
     assert config["architectures"] == ["LlamaForSequenceClassification"] and len(config["id2label"]) == 1  # num_labels
@@ -89,7 +89,8 @@ def test_reward_model_scorer_scores_real_completions_and_caches_them(tiny_rm: Pa
                                                                      home: Path) -> None:
     from evalgate.checkpoints.resolve import resolve_checkpoint
     from evalgate.demo_train import addition_items
-    from evalgate.scoring.reward import RewardModel, sigmoid
+    from evalgate.scoring.reward import sigmoid
+    from evalgate.scoring.rm_engine import RewardModel
 
     items = addition_items("dev", 2)
     data = home / "add.jsonl"

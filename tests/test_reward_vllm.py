@@ -39,8 +39,8 @@ def tiny_rm(smollm2_gguf: Path, smollm2_dir: Path) -> Path:
 def test_vllm_pooling_rewards_equal_transformers_and_drive_a_preference_run(tiny_rm: Path, home: Path) -> None:
     from evalgate.backends.vllm import close_engine
     from evalgate.cli import main
-    from evalgate.scoring.reward import RewardModel
     from evalgate.scoring.reward_vllm import VllmRewardModel
+    from evalgate.scoring.rm_engine import RewardModel
 
     pairs = [("What is 12 + 7?", "19"), ("What is 12 + 7?", "The answer is 9, because I say so."), ("Hi", "Hello!")]
     try:

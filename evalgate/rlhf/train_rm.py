@@ -83,7 +83,7 @@ def features(base_dir: Path, pairs: Sequence[tuple[str, str]]) -> Any:
     import numpy as np
 
     from evalgate.checkpoints.model import load_tokenizer
-    from evalgate.scoring.reward import RewardModel
+    from evalgate.scoring.rm_engine import RewardModel
 
     rm = RewardModel(load_tokenizer(base_dir), _feature_model(base_dir))  # the scorer's batching and template
     rows = rm.logits(pairs)

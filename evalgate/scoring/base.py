@@ -188,6 +188,8 @@ class ScorerEntry:
             scored by the run's checkpoint); every sample's completion is then empty.
         pass_at_k: its ``correct`` status means a solved item, so the run reports pass@k; False: ``mean_score``
             only (a reward model's score has no "solved").
+        proxy: its score stands in for human preference (a reward model, a judge): the gate's
+            ``min_proxy_agreement`` rule then asks for its agreement with raters on the human-audit tier.
         metrics: ``"module:function"`` giving the scorer's own run metrics, ``function(per_item, items, options)``
             with the scored samples by item id, the split's items by id and the scorer's options; None: none.
     """
@@ -198,6 +200,7 @@ class ScorerEntry:
     runs_code: bool = False
     generates: bool = True
     pass_at_k: bool = True
+    proxy: bool = False
     metrics: str | None = None
 
     def load(self) -> Callable[..., Scorer]:
@@ -220,7 +223,7 @@ SCORERS.register("refusal", ScorerEntry(RefusalOptions, "evalgate.scoring.refusa
 SCORERS.register("judge", ScorerEntry(JudgeOptions, "evalgate.scoring.judge:JudgeScorer",
                                       statuses=("judged", "judge_unparseable", "truncated")))
 SCORERS.register("reward_model", ScorerEntry(RewardModelOptions, "evalgate.scoring.reward:RewardModelScorer",
-                                             statuses=REWARD_STATUSES, pass_at_k=False,
+                                             statuses=REWARD_STATUSES, pass_at_k=False, proxy=True,
                                              metrics="evalgate.scoring.reward:reward_metrics"))
 SCORERS.register("reward_preference", ScorerEntry(PreferenceOptions, "evalgate.scoring.reward:PreferenceScorer",
                                                   statuses=PREFERENCE_STATUSES, generates=False,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import MissingExtra
-from evalgate.scoring.reward import RewardModel
+from evalgate.scoring.rm_engine import RewardModel
 from evalgate.version import install_hint
 
 

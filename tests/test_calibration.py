@@ -1,0 +1,92 @@
+"""The gate rule ``min_proxy_agreement``: a reward model's metric decides a release only when the reward model agrees
+with people on the human-audit tier (real store, real rating batches; rho computed by hand)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from evalgate import rating
+from evalgate.gate import load_policy, run_gate
+from evalgate.splits import write_split
+from evalgate.store import Store
+from tests import gate_fixtures as fx
+
+ITEMS = [{"id": f"q{i}", "question": f"{i}?"} for i in range(5)]
+HUMAN = {"q0": 1, "q1": 3, "q2": 1, "q3": 2, "q4": 5}  # scale 1-5 -> 0, 0.5, 0, 0.25, 1
+AUTO = {"q0": 1.0, "q1": 1.0, "q2": 0.0, "q3": 0.0, "q4": 1.0}
+PROTOCOL = """\
+name: fx
+version: "1"
+prompt: {{template: "{{{{ question }}}}"}}
+scorer:
+  name: {scorer}
+  options: {options}
+"""
+RM = "{reward_model: {checkpoint: /rm, digest: 'blake3:00'}, prompt_field: question}"
+
+
+def rated_audit_run(st: Store, run_id: str, protocol: tuple[str, str] = ("fx", "1")) -> None:
+    """A complete human-audit run of ``protocol`` with the scores ``AUTO``, rated ``HUMAN`` by one rater."""
+    st.create_run({"run_id": run_id, "protocol_name": protocol[0], "protocol_version": protocol[1],
+                   "protocol_hash": "h", "checkpoint_digest": "ck", "checkpoint_path": "/ck", "split": "ha",
+                   "tier": "human-audit", "split_sha256": "x", "sampling_seed": 1, "backend": "hf"})
+    prompts = {f"p{i}": f"prompt {i}" for i in AUTO}
+    st.put_run_prompts(run_id, [{"item_id": i, "prompt_sha256": f"p{i}", "prompt_tokens": 2, "bos_count": 1,
+                                 "bos_added": False, "system_merged": False} for i in AUTO], prompts)
+    st.put_generations("ck", "h", [{"item_id": i, "sample_index": 0, "seed": 7, "prompt_sha256": f"p{i}",
+                                    "text": f"completion {i}", "completion_tokens": 3, "finish_reason": "stop"}
+                                   for i in AUTO], prompts)
+    st.finish_run({"run_id": run_id, "metrics": {}, "counts": {}, "wall_s": 1.0},
+                  [{"item_id": i, "sample_index": 0, "seed": 7, "score": s, "status": "scored", "cached": False,
+                    "behavior": {}} for i, s in AUTO.items()])
+    b = rating.create_batch(run_id, samples=5, store=st)["batch_id"]
+    keys = {it["item_id"]: it["sample_key"] for it in st.batch_items(b)}
+    for item, score in HUMAN.items():
+        rating.submit(st, "ann", b, rating.issue_form_token(st, "ann"), keys[item], str(score))
+
+
+def gate(tmp_path: Path, st_built: dict, threshold: float | None, scorer: str = "reward_model",
+         options: str = RM) -> dict:
+    (tmp_path / "fx.yaml").write_text(PROTOCOL.format(scorer=scorer, options=options))
+    pol = fx.policy_dict(st_built["baseline"], min_improvement=0.0, confidence=0.9, reward_hacking=False,
+                         min_proxy_agreement=threshold)
+    pol["protocol_file"] = "fx.yaml"
+    path = tmp_path / "gate.yaml"
+    path.write_text(yaml.safe_dump(pol))
+    v = run_gate(load_policy(path), st_built["store"], evaluate_decision=False)
+    return {r.rule: r for r in v.rules}
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> dict:
+    b = fx.build(tmp_path / "runs", seeds=(1, 2))
+    write_split("ha", "human-audit", ITEMS, {"source": "test"})
+    return b
+
+
+def test_an_uncalibrated_reward_model_may_not_decide(tmp_path: Path, built: dict) -> None:
+    rules = gate(tmp_path, built, 0.4)
+    assert not rules["proxy_calibrated"].passed
+    assert "no human-rated sample of a fx@1 run on a human-audit split" in rules["proxy_calibrated"].detail
+    # rated runs of another protocol do not calibrate this one
+    rated_audit_run(built["store"], "other", ("p", "1"))
+    assert not gate(tmp_path, built, 0.4)["proxy_calibrated"].passed
+
+
+def test_the_rule_passes_or_fails_on_the_audit_tier_rho(tmp_path: Path, built: dict) -> None:
+    rated_audit_run(built["store"], "ha-rm")
+    # auto 1,1,0,0,1 vs human 0,.5,0,.25,1: ranks 4,4,1.5,1.5,4 and 1.5,4,1.5,3,5; centred products sum 3.75,
+    # sums of squares 7.5 and 9.5: rho = 3.75 / sqrt(71.25) = 0.444
+    ok = gate(tmp_path, built, 0.4)["proxy_calibrated"]
+    assert ok.passed and "reward_model-human Spearman rho 0.444" in ok.detail and "over 5 human-audit samples" in \
+        ok.detail
+    assert not gate(tmp_path, built, 0.5)["proxy_calibrated"].passed
+    assert "proxy_calibrated" not in gate(tmp_path, built, None)  # off
+
+
+def test_a_verified_scorer_is_not_a_proxy(tmp_path: Path, built: dict) -> None:
+    rule = gate(tmp_path, built, 0.9, scorer="exact", options="{}")["proxy_calibrated"]
+    assert rule.passed and "exact is not a proxy" in rule.detail
