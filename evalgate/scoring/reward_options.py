@@ -14,10 +14,11 @@ class RewardModelRef(ScorerOptions):
     """Which reward model scores: a local sequence-classification checkpoint pinned by digest."""
 
     checkpoint: str
-    """The RM's HF directory (``AutoModelForSequenceClassification``, ``num_labels: 1``). Required."""
+    """The RM's HF directory (``AutoModelForSequenceClassification``, ``num_labels: 1``). Default: none,
+    required."""
     digest: str
     """The RM's digest as ``evalgate`` computes it (``blake3:<hex>``); an RM whose files hash otherwise is refused,
-    and a new RM means a new digest, so a new protocol hash. Required."""
+    and a new RM means a new digest, so a new protocol hash. Default: none, required."""
     engine: Literal["hf", "vllm"] = "hf"
     """Engine computing the rewards: ``hf`` (transformers) or ``vllm`` (vLLM's pooling runner, the ``vllm`` extra).
     Part of the hash: engines agree only to float tolerance. Default: hf."""
@@ -27,9 +28,9 @@ class RewardModelOptions(ScorerOptions):
     """Options of the ``reward_model`` scorer: a reward model scores each (prompt, completion)."""
 
     reward_model: RewardModelRef
-    """The reward model. Required."""
+    """The reward model. Default: none, required."""
     prompt_field: str = Field(min_length=1)
-    """Item field holding the user turn the RM sees before the completion. Required."""
+    """Item field holding the user turn the RM sees before the completion. Default: none, required."""
 
 
 class PreferenceOptions(ScorerOptions):

@@ -78,7 +78,7 @@ def test_scorers_get_their_options_object(tmp_path: Path) -> None:
 
 
 def test_every_scorer_registers_a_strict_documented_options_model() -> None:
-    assert set(SCORERS) == {"exact", "humaneval", "judge", "math", "refusal"}
+    assert set(SCORERS) == {"exact", "humaneval", "judge", "math", "refusal", "reward_model", "reward_preference"}
     for name, entry in SCORERS.items():
         assert issubclass(entry.options, ScorerOptions), name
         assert entry.options.model_config["extra"] == "forbid", name
