@@ -92,9 +92,10 @@ def test_reward_cache_in_a_real_store_scores_each_pair_once(home: Path) -> None:
     store, rm = Store(), _CountingRM()
     first = cached_rewards(lambda: rm, "blake3:rm1", "hf", store, [("q", "ab"), ("q", "abc"), ("q", "long")])
     assert first == [2.0, 3.0, "too long"]
-    # cached: only the pair never stored (the too-long one, and a new one) reaches the model
-    second = cached_rewards(lambda: rm, "blake3:rm1", "hf", store, [("q", "abc"), ("q", "long"), ("q", "x")])
-    assert second == [3.0, "too long", 1.0]
+    second = cached_rewards(lambda: rm, "blake3:rm1", "hf", store,
+                            [("q", "abc"), ("q", "long"), ("q", "x"), ("q", "x")])
+    assert second == [3.0, "too long", 1.0, 1.0]
+    # only pairs never stored reach the model (the too-long one again, and the new one once)
     assert rm.seen == [("q", "ab"), ("q", "abc"), ("q", "long"), ("q", "long"), ("q", "x")]
     # another reward model (digest), or another engine, shares nothing
     assert store.cached_rewards("blake3:rm2", "hf", [reward_key("q", "ab")]) == {}

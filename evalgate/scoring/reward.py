@@ -8,8 +8,8 @@ reward, the Bradley-Terry reward of InstructGPT (Ouyang et al. 2022, sec. 3.5) a
 own chat template where its tokenizer has one, else it is ``prompt + "\\n\\n" + completion``.
 
 ``reward_model`` pins the RM by its digest in the protocol's ``scorer.options`` (so the protocol's hash changes
-with the RM) and keeps every reward in the store, keyed by (RM digest, sha256 of prompt and completion): a rerun,
-or another run whose completions repeat, scores nothing twice. A sample's score is ``sigmoid(reward)``, the
+with the RM) and keeps every reward in the store, keyed by (RM digest, engine, sha256 of prompt and completion):
+a rerun, or another run whose completions repeat, scores nothing twice. A sample's score is ``sigmoid(reward)``, the
 Bradley-Terry probability that the completion is preferred over one of reward 0; it orders samples as the reward
 does. ``reward_preference`` uses the run's checkpoint as the RM and generates nothing: a pair is ``correct`` when
 ``reward(chosen) > reward(rejected)`` (a tie is ``wrong``, as RewardBench counts it).
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from evalgate.store import Store
 
 
-
 def reward_key(prompt: str, completion: str) -> str:
     """The reward cache's key of one (prompt, completion): sha256 hex of their JSON array (with the RM digest, the
     full key)."""
@@ -52,8 +51,9 @@ def load_reward_model(ref: RewardModelRef) -> RewardModel:
     """Resolve the pinned RM, check its digest and load it.
 
     Raises:
-        BadInput: the digest is not the pinned one (names both and says to update the protocol), the engine is
-            ``vllm`` (not wired), or the checkpoint is not a reward model.
+        BadInput: the digest is not the pinned one (names both and says to update the protocol), or the
+            checkpoint is not a reward model.
+        MissingExtra: the engine is not installed.
     """
     from evalgate.checkpoints.resolve import resolve_checkpoint
 
@@ -81,12 +81,15 @@ def open_reward_model(model_dir: Path, engine: str) -> RewardModel:
 
 def cached_rewards(rm: Callable[[], RewardModel], digest: str, engine: str, store: Store | None,
                    pairs: Sequence[tuple[str, str]]) -> list[float | str]:
-    """Rewards of ``pairs`` through the store's reward cache (key: RM digest, engine, ``reward_key``); only missing ones
-    are computed (``rm()`` gives the model, called only then), and they are stored at once. ``store`` None: no
-    cache. A conversation beyond the RM's context gives its message (str) and is not stored."""
+    """Rewards of ``pairs`` through the store's reward cache (key: RM digest, engine, ``reward_key``); only missing
+    pairs are computed, each once (``rm()`` gives the model, called only then), and they are stored at once.
+    ``store`` None: no cache. A conversation beyond the RM's context gives its message (str) and is not stored."""
     keys = [reward_key(p, c) for p, c in pairs]
     have: dict[str, float] = store.cached_rewards(digest, engine, sorted(set(keys))) if store is not None else {}
-    todo = [i for i, k in enumerate(keys) if k not in have]
+    first: dict[str, int] = {}
+    for i, k in enumerate(keys):
+        first.setdefault(k, i)  # a pair repeated in the batch is scored once
+    todo = [i for k, i in first.items() if k not in have]
     fresh = rm().rewards([pairs[i] for i in todo]) if todo else []
     new = {keys[i]: r for i, r in zip(todo, fresh, strict=True) if isinstance(r, float)}
     if store is not None and new:
