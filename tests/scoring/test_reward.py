@@ -79,7 +79,7 @@ def test_reward_key_is_sha256_of_the_json_pair() -> None:
     assert reward_key("ab", "") != reward_key("a", "b")
 
 
-class _CountingRM:  # glue: stands for the model; the real one is tested in test_reward_model_real.py
+class _CountingRM:  # glue: stands for the model; the real one is tested in test_reward_real.py
     def __init__(self) -> None:
         self.seen: list[tuple[str, str]] = []
 
