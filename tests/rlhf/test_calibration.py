@@ -4,12 +4,15 @@ with people on the human-audit tier (real store, real rating batches; rho comput
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 import yaml
 
 from evalgate import rating
 from evalgate.gate import load_policy, run_gate
+from evalgate.rlhf.calibration import calibration_rule
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests import gate_fixtures as fx
@@ -28,8 +31,10 @@ scorer:
 RM = "{reward_model: {checkpoint: /rm, digest: 'blake3:00'}, prompt_field: question}"
 
 
-def rated_audit_run(st: Store, run_id: str, protocol: tuple[str, str] = ("fx", "1")) -> None:
+def rated_audit_run(st: Store, run_id: str, protocol: tuple[str, str] = ("cal", "1")) -> None:
     """A complete human-audit run of ``protocol`` with the scores ``AUTO``, rated ``HUMAN`` by one rater."""
+    if st.protocol_resolved(*protocol) is None:
+        st.record_protocol(*protocol, "h", {"prompt": {"template": "{{ question }}", "response_prefix": None}})
     st.create_run({"run_id": run_id, "protocol_name": protocol[0], "protocol_version": protocol[1],
                    "protocol_hash": "h", "checkpoint_digest": "ck", "checkpoint_path": "/ck", "split": "ha",
                    "tier": "human-audit", "split_sha256": "x", "sampling_seed": 1, "backend": "hf"})
@@ -67,24 +72,31 @@ def built(tmp_path: Path) -> dict:
     return b
 
 
-def test_an_uncalibrated_reward_model_may_not_decide(tmp_path: Path, built: dict) -> None:
+def test_the_gate_refuses_an_uncalibrated_reward_model(tmp_path: Path, built: dict) -> None:
     rules = gate(tmp_path, built, 0.4)
     assert not rules["proxy_calibrated"].passed
     assert "no human-rated sample of a fx@1 run on a human-audit split" in rules["proxy_calibrated"].detail
-    # rated runs of another protocol do not calibrate this one
-    rated_audit_run(built["store"], "other", ("p", "1"))
-    assert not gate(tmp_path, built, 0.4)["proxy_calibrated"].passed
 
 
-def test_the_rule_passes_or_fails_on_the_audit_tier_rho(tmp_path: Path, built: dict) -> None:
-    rated_audit_run(built["store"], "ha-rm")
+def _policy(tmp_path: Path, threshold: float | None, scorer: str = "reward_model", options: str = RM) -> Any:
+    (tmp_path / "cal.yaml").write_text(PROTOCOL.format(scorer=scorer, options=options).replace("name: fx", "name: cal"))
+    return SimpleNamespace(rules=SimpleNamespace(min_proxy_agreement=threshold), protocol="cal@1",
+                           protocol_file=str(tmp_path / "cal.yaml"), bootstrap_resamples=2000)
+
+
+def test_the_rule_passes_or_fails_on_the_audit_tier_rho(tmp_path: Path, home: Path) -> None:
+    st = Store()
+    write_split("ha", "human-audit", ITEMS, {"source": "test"})
+    assert calibration_rule(st, _policy(tmp_path, 0.4))[1] is False  # nothing rated yet
+    rated_audit_run(st, "ha-rm")
+    rated_audit_run(st, "other", ("p", "1"))  # another protocol's ratings do not count
     # auto 1,1,0,0,1 vs human 0,.5,0,.25,1: ranks 4,4,1.5,1.5,4 and 1.5,4,1.5,3,5; centred products sum 3.75,
     # sums of squares 7.5 and 9.5: rho = 3.75 / sqrt(71.25) = 0.444
-    ok = gate(tmp_path, built, 0.4)["proxy_calibrated"]
-    assert ok.passed and "reward_model-human Spearman rho 0.444" in ok.detail and "over 5 human-audit samples" in \
-        ok.detail
-    assert not gate(tmp_path, built, 0.5)["proxy_calibrated"].passed
-    assert "proxy_calibrated" not in gate(tmp_path, built, None)  # off
+    name, passed, detail = calibration_rule(st, _policy(tmp_path, 0.4))
+    assert (name, passed) == ("proxy_calibrated", True)
+    assert "reward_model-human Spearman rho 0.444" in detail and "over 5 human-audit samples (1 run(s))" in detail
+    assert calibration_rule(st, _policy(tmp_path, 0.5))[1] is False
+    assert calibration_rule(st, _policy(tmp_path, None)) is None  # off
 
 
 def test_a_verified_scorer_is_not_a_proxy(tmp_path: Path, built: dict) -> None:

@@ -63,8 +63,9 @@ def test_protocol_refuses_a_reward_model_without_digest_and_a_sampled_preference
 
 
 def test_registry_capabilities() -> None:
-    assert SCORERS["reward_preference"].generates is False and SCORERS["reward_preference"].binds_run
-    assert SCORERS["reward_model"].pass_at_k is False and SCORERS["reward_model"].generates
+    assert SCORERS["reward_preference"].generates is False and not SCORERS["reward_preference"].proxy
+    rm = SCORERS["reward_model"]
+    assert rm.pass_at_k is False and rm.generates and rm.proxy
     assert "scored" in SCORERS["reward_model"].statuses
 
 
