@@ -126,6 +126,8 @@ def init_project(options: InitOptions) -> InitResult:
             field and the fields there are), or a file that exists (naming it; ``force`` replaces a protocol, gate
             policy or workflow, never a lock or split). Nothing is written then.
         MissingExtra: Parquet or ``datasets`` data without ``pyarrow`` / ``datasets`` installed.
+        RefusedByPolicy: the data repeats a private split in ``$EVALGATE_SPLITS`` (``splits.write_tiered``; the
+            refusal is logged). Nothing is written then.
     """
     if options.benchmark not in BENCHMARKS:
         raise BadInput(f"--benchmark {options.benchmark!r}: choose one of {', '.join(BENCHMARKS)}")
@@ -140,18 +142,20 @@ def init_project(options: InitOptions) -> InitResult:
     _validate(root, name, texts)
     root.mkdir(parents=True, exist_ok=True)
     result = InitResult(root, name, planned, {t: f"{name}-{t}" for t in TIERS})
-    staging = Path(tempfile.mkdtemp(prefix=".evalgate-init-", dir=root))
-    try:
-        result.counts = _stage(staging, name, texts, items, provenance)
-        _move_into_place(staging, root, planned)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     from evalgate.environment import activate, active
     from evalgate.splits.tiering import log_imported
 
     env = active()
     # a relative store directory (the default .evalgate) is the repository's: where its commands, run there, log
-    with activate(env if env.home.is_absolute() else dataclasses.replace(env, home=root / env.home)):
+    repo_env = env if env.home.is_absolute() else dataclasses.replace(env, home=root / env.home)
+    staging = Path(tempfile.mkdtemp(prefix=".evalgate-init-", dir=root))
+    try:
+        with activate(repo_env):  # a refused private copy is logged where the additions would be
+            result.counts = _stage(staging, name, texts, items, provenance)
+        _move_into_place(staging, root, planned)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    with activate(repo_env):
         log_imported([root / p.path for p in planned if p.kind == "split manifest"])
     result.key_file = None if active().key else active().key_file
     return result

@@ -44,20 +44,35 @@ def import_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str
 
 
 def write_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
-                 directory: Path | None = None, smoke_size: int = SMOKE_SIZE) -> list[Path]:
+                 directory: Path | None = None, smoke_size: int = SMOKE_SIZE,
+                 store: Store | None = None) -> list[Path]:
     """Write ``<prefix>-smoke|dev|public|private`` (``partition``, ``write_split``) without logging them: the
     caller logs them with ``log_imported`` once they are where they stay (``evalgate init`` writes into a staging
     folder first).
 
+    Items that repeat another private split are refused before anything is written, as ``splits add`` refuses
+    them (``twins.refuse_private_copy``; the refusal is logged in ``store``, default ``Store()``): a dataset
+    plugin or ``evalgate init --from`` given a private split's items would otherwise deal them into the new
+    dev and public splits.
+
     Returns:
         The four manifest paths, in tier order.
+
+    Raises:
+        RefusedByPolicy: a tier's items repeat a private split other than ``<prefix>-private`` (logged).
     """
+    from evalgate.splits.twins import refuse_private_copy
+
     by_id = {it["id"]: it for it in items}
-    parts = partition(list(by_id), smoke_size)
+    parts = {f"{prefix}-{tier}": (tier, [by_id[i] for i in ids]) for tier, ids in partition(list(by_id),
+                                                                                             smoke_size).items()}
+    source = str(provenance.get("source") or provenance.get("file") or f"the data of {prefix}")
+    for name, (tier, part) in parts.items():
+        if part:
+            refuse_private_copy(name, tier, part, source, store or Store(), actor_name())
     prov = {**provenance, "partition": f"sha256('{PARTITION_SALT}:' + id) order; first {smoke_size} smoke, "
                                        "rest round-robin dev/public/private"}
-    return [write_split(f"{prefix}-{tier}", tier, [by_id[i] for i in ids], prov, directory)
-            for tier, ids in parts.items()]
+    return [write_split(name, tier, part, prov, directory) for name, (tier, part) in parts.items()]
 
 
 def log_imported(manifests: list[Path], store: Store | None = None) -> None:

@@ -1,5 +1,5 @@
-"""Private-copy detection: a new split whose items repeat a private split (its very content, or enough items by id
-or by normalised text) is refused under any other name, since a split's read budget belongs to its content."""
+"""Private-copy detection: a new split whose items repeat a private split (its very content, any item by normalised
+text, or enough items by id) is refused under any other name, since a split's read budget belongs to its content."""
 
 from __future__ import annotations
 
@@ -16,8 +16,10 @@ from evalgate.splits.manifest import ADD_PURPOSE, Manifest
 from evalgate.store import Store
 
 NEAR_DUPLICATE_SHARE = 0.5
-"""A new split repeats a private split when at least this share of its items match that split's items by id or by
-normalised text (or when both hold the very same content)."""
+"""A new split repeats a private split when at least this share of its items match that split's items by id (ids
+such as ``0``, ``1`` coincide across unrelated data), when any of its items matches one by normalised text, or
+when both hold the very same content. A share of text matches alone was defeated by padding: 20 private items and
+21 filler items made a dev split of the whole private set."""
 
 
 def _item_text(item: dict[str, Any]) -> str:
@@ -30,7 +32,8 @@ def _item_text(item: dict[str, Any]) -> str:
 
 
 def private_twin(name: str, items: list[dict[str, Any]]) -> tuple[Manifest, int] | None:
-    """The private split (other than ``name``) whose content ``items`` repeat, with the number of repeated items.
+    """The private split (other than ``name``) whose content ``items`` repeat (``NEAR_DUPLICATE_SHARE``), with the
+    number of repeated items.
 
     Compares with each private split's decrypted items in memory (nothing is written or shown, so this is not a
     logged read); without the key only an identical content hash is recognised.
@@ -53,19 +56,21 @@ def private_twin(name: str, items: list[dict[str, Any]]) -> tuple[Manifest, int]
         except EvalgateError:
             continue
         their_ids, their_texts = {str(it["id"]) for it in theirs}, {_item_text(it) for it in theirs}
+        same_text = sum(1 for t in texts if t in their_texts)
         shared = sum(1 for i, t in zip(ids, texts, strict=True) if i in their_ids or t in their_texts)
-        if shared and shared >= NEAR_DUPLICATE_SHARE * len(items):
+        if same_text or (shared and shared >= NEAR_DUPLICATE_SHARE * len(items)):
             return m, shared
     return None
 
 
-def refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file: Path, store: Store,
+def refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file: Path | str, store: Store,
                          who: str) -> None:
     """Refuse (logged under both names) items that repeat another private split (``private_twin``).
 
     Raises:
-        RefusedByPolicy: ``items`` (read from ``file``, to be added as split ``name`` of ``tier``) repeat a private
-            split; one ``refused`` row is appended under each of the two names first.
+        RefusedByPolicy: ``items`` (read from ``file``, a path or a description of the source, to be added as
+            split ``name`` of ``tier``) repeat a private split; one ``refused`` row is appended under each of the
+            two names first.
     """
     twin = private_twin(name, items)
     if twin is None:

@@ -69,8 +69,9 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     ``replaced``, with the old and new content hashes). Every addition is logged too (outcome ``added``).
 
     A split's read budget belongs to its content, not its name: items that repeat a private split (its very
-    content, or at least ``NEAR_DUPLICATE_SHARE`` of the new items matching its items by id or normalised text)
-    are refused under any other name and any tier, and the attempt is logged as ``refused`` under both names.
+    content, any item matching one of its items by normalised text, or at least ``NEAR_DUPLICATE_SHARE`` of the new
+    items matching its items by id) are refused under any other name and any tier, and the attempt is logged as
+    ``refused`` under both names.
 
     Args:
         name: split name.

@@ -146,6 +146,29 @@ def test_bad_data_writes_nothing(tmp_path: Path) -> None:
     assert r.returncode == 2 and "--from" in r.stderr and not repo.exists()
 
 
+def test_init_from_a_private_splits_items_is_refused_and_writes_nothing(tmp_path: Path) -> None:
+    """Adversary: 'evalgate init --benchmark custom --from' a copy of a private split's items dealt them into the new
+    dev, public and smoke splits in clear. Refused now (exit 2) as 'splits add' refuses it, logged, nothing written."""
+    env = {"EVALGATE_SPLITS": str(tmp_path / "splits"), "EVALGATE_HOME": str(tmp_path / "store")}
+    items = [{"id": f"s{i}", "question": f"What is {i} times 37?", "answer": str(37 * i)} for i in range(20)]
+    data = tmp_path / "secret.jsonl"
+    data.write_text("".join(json.dumps(it) + "\n" for it in items))
+    assert evalgate(tmp_path, "splits", "add", "secret", "--tier", "private", "--file", str(data),
+                    env=env).returncode == 0
+    copy = tmp_path / "copy.csv"  # the same items, ids renamed, as CSV
+    with copy.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["id", "question", "answer"])
+        w.writerows([[f"c{i}", it["question"], it["answer"]] for i, it in enumerate(items)])
+    r = evalgate(tmp_path, "init", "--benchmark", "custom", "--name", "fresh", "--from", str(copy), "--dir", "repo",
+                 env=env)
+    assert r.returncode == 2, r.stderr
+    assert "repeat private split secret" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "repo").exists() or files(tmp_path / "repo") == []
+    log = json.loads(evalgate(tmp_path, "audit", "log", "--split", "secret", "--json", env=env).stdout)
+    assert [row["outcome"] for row in log] == ["added", "refused"]
+
+
 def test_custom_csv_data_with_a_mapping(tmp_path: Path) -> None:
     data = tmp_path / "data.csv"
     with data.open("w", newline="") as fh:

@@ -104,3 +104,48 @@ def test_other_ids_are_one_clear_error_naming_the_line(home: Path, lines: str, m
         add_split("bad", "dev", f)
     assert f"{f}:{message}" in e.value.message
     assert not (splits_dir() / "bad.yaml").exists()
+
+
+def test_padding_a_private_copy_with_new_items_is_still_refused(home: Path) -> None:
+    """Adversary (14:20 UTC): 20 private items with renamed ids plus 21 filler items made 'splits add copy --tier dev'
+    succeed, since only 20 of 41 (under half) matched: the whole private set became a dev split. Any item repeating a
+    private item's text now refuses; ids alone still need half (ids like '0', '1' coincide across unrelated data)."""
+    add_split("held-out", "private", _jsonl(home / "held.jsonl", [f"p{i}" for i in range(20)]))
+    padded = home / "padded.jsonl"
+    padded.write_text("".join(json.dumps({"id": f"x{i}", "q": f"p{i}"}) + "\n" for i in range(20))
+                      + "".join(json.dumps({"id": f"f{i}", "q": f"filler {i}"}) + "\n" for i in range(21)))
+    one = home / "one.jsonl"  # a single private item among 9 new ones
+    one.write_text(json.dumps({"id": "y", "q": " P7 "}) + "\n"
+                   + "".join(json.dumps({"id": f"g{i}", "q": f"new {i}"}) + "\n" for i in range(9)))
+    for name, file, shared in (("copy", padded, "20 of the 41 items"), ("one", one, "1 of the 10 items")):
+        with pytest.raises(RefusedByPolicy, match=f"{shared} of .* repeat private split held-out"):
+            add_split(name, "dev", file, actor="mallory")
+        assert not (splits_dir() / f"{name}.yaml").exists()
+        assert [r["outcome"] for r in Store().access_rows(name)] == ["refused"]
+    # 4 of 10 ids shared with other texts (unrelated data numbered alike): added
+    alike = home / "alike.jsonl"
+    alike.write_text("".join(json.dumps({"id": f"p{i}", "q": f"other {i}"}) + "\n" for i in range(4))
+                     + "".join(json.dumps({"id": f"h{i}", "q": f"other {i + 4}"}) + "\n" for i in range(6)))
+    add_split("alike", "dev", alike)
+    assert load_manifest("alike").count == 10
+
+
+def test_a_tiered_import_of_private_items_is_refused_before_anything_is_written(home: Path) -> None:
+    """Adversary: 'splits import' of a dataset plugin, and 'evalgate init --from', deal items into smoke/dev/public/
+    private (splits.tiering) without the check 'splits add' makes, so a private split's items given to them landed
+    in the new dev and public splits in clear. Same refusal now, logged, nothing written; a reimport under the same
+    prefix (its private part is the existing private split) still works."""
+    from evalgate.splits import import_tiered
+
+    items = [{"id": f"p{i}", "q": f"question {i}"} for i in range(40)]
+    import_tiered("bench", items, {"source": "bench.jsonl"})
+    before = sorted(p.name for p in splits_dir().iterdir())
+    renamed = [{"id": f"r{i}", "q": it["q"]} for i, it in enumerate(items)]
+    with pytest.raises(RefusedByPolicy, match="repeat private split bench-private"):
+        import_tiered("leak", renamed, {"source": "plugin data"})
+    assert sorted(p.name for p in splits_dir().iterdir()) == before
+    refused = [r for r in Store().access_rows("bench-private") if r["outcome"] == "refused"]
+    assert len(refused) == 1 and "plugin data" in refused[0]["detail"]
+    import_tiered("bench", items, {"source": "bench.jsonl"})  # the same data again: the same four splits
+    # 40 = 8 smoke + 32 dealt round-robin dev/public/private: 11, 11, 10
+    assert load_manifest("bench-private").count == 10 and sorted(p.name for p in splits_dir().iterdir()) == before
