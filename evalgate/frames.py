@@ -24,10 +24,12 @@ _PACKAGE = {"arrow": "pyarrow", "pandas": "pandas", "polars": "polars"}
 
 
 def query_frame(sql: str, params: list[Any] | None = None, kind: Kind = "arrow", store: Store | None = None) -> Any:
-    """Run ``sql`` on the store and return the result as ``kind``, converted by DuckDB itself.
+    """Run ``sql`` (one ``SELECT``: it reads, never writes) on the store and return the result as ``kind``,
+    converted by DuckDB itself.
 
     Raises:
-        BadInput: an unknown kind.
+        BadInput: an unknown kind; ``sql`` is not one SELECT statement (an ``UPDATE access_log`` through here edited
+            the log without the store's lock; ``UPDATE gates`` or ``runs`` changed records no chain covers).
         MissingExtra: pyarrow / pandas / polars is not installed (``evalgate[frames]``).
     """
     if kind not in FRAME_METHODS:

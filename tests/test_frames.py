@@ -68,3 +68,28 @@ def test_gates_and_access_log_frames(tmp_path: Path, built: dict[str, Any]) -> N
     log = access_log_frame("arrow", store)
     assert log.column("seq").to_pylist() == sorted(log.column("seq").to_pylist())
     assert log.num_rows == len(store.access_rows()) and "row_hash" in log.column_names
+
+
+@pytest.mark.parametrize("sql", [
+    "UPDATE access_log SET actor = 'nobody' WHERE seq = 1 RETURNING seq",  # edits the log without the lock
+    "DELETE FROM access_log WHERE seq = 1",
+    "UPDATE runs SET tier = 'dev', split = 'fx-dev' WHERE tier = 'private'",  # no chain covers runs
+    "INSERT INTO gates SELECT * FROM gates",
+    "SELECT 1; DELETE FROM access_log",  # a read first, a write after
+    "COPY access_log TO '/dev/null' (FORMAT csv)",
+    "ATTACH ':memory:' AS other",
+])
+def test_query_frame_only_reads(built: dict[str, Any], sql: str) -> None:
+    """Adversary (14:35 UTC): query_frame ran any SQL in a write transaction, so 'UPDATE access_log SET actor = ...
+    RETURNING seq' edited a logged row (audit verify then said BROKEN) and 'UPDATE runs' / 'gates' changed records
+    no chain covers. One SELECT only now; nothing is changed."""
+    from evalgate.frames import query_frame
+
+    store = built["store"]
+    before = (store.access_rows(), runs_frame("arrow", store).to_pylist(), gates_frame("arrow", store).num_rows)
+    with pytest.raises(BadInput, match="one SELECT statement"):
+        query_frame(sql, store=store)
+    assert (store.access_rows(), runs_frame("arrow", store).to_pylist(), gates_frame("arrow", store).num_rows) == before
+    # reads still work, in their forms
+    assert query_frame("SELECT count(*) AS n FROM runs", kind="pandas", store=store)["n"][0] == 7
+    assert query_frame("WITH r AS (SELECT * FROM runs) FROM r WHERE tier = ?", ["dev"], store=store).num_rows == 5
