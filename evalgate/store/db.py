@@ -297,3 +297,25 @@ class Repository:
     def connect(self) -> AbstractContextManager[Connection]:
         """``Database.transaction``: a locked connection inside one transaction."""
         return self.db.transaction()
+
+
+def check_read_only(sql: str) -> None:
+    """Accept one statement that only reads (DuckDB's own parser says ``SELECT``: also ``WITH``, ``FROM t``,
+    ``VALUES``, ``DESCRIBE``, ``SUMMARIZE``).
+
+    Raises:
+        BadInput: SQL that does not parse, several statements, or one that writes or changes the database
+            (``UPDATE access_log ...``, ``DELETE``, ``INSERT``, ``COPY``, ``ATTACH``, ``PRAGMA``, ``SET``): a frame
+            is a read, and the store is written only by evalgate's commands, under its lock and the access log's
+            chain.
+    """
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as e:
+        raise BadInput(f"query_frame: the SQL does not parse: {e}") from e
+    kinds = [st.type.name for st in statements]
+    if kinds != ["SELECT"]:
+        got = ", ".join(kinds) or "empty"
+        raise BadInput(f"query_frame reads the store with one SELECT statement; this SQL is {got}: the store is "
+                       "written only through evalgate's commands (under its lock, the access log hash-chained); "
+                       "query what you need with SELECT")
