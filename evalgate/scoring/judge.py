@@ -212,7 +212,11 @@ class JudgeScorer:
         Raises:
             BadInput: the baseline is missing (pairwise), the judge checkpoint is missing or not the pinned one.
         """
-        self._calls = calls = JudgeCalls(self.options, plan.protocol.path, plan.store, plan.run_id)
+        from evalgate.sealing import sealer_for
+
+        seal = sealer_for(plan.manifest.tier)  # a sealed tier's judge prompts are keyed by HMAC, as its prompts are
+        self._calls = calls = JudgeCalls(self.options, plan.protocol.path, plan.store, plan.run_id,
+                                         seal.digest if seal else None)
         self._private = plan.manifest.tier == "private"
         judged = [s for s in samples if self._judged(s)]
         if self.options.mode == "pairwise" and judged:

@@ -367,3 +367,31 @@ def test_pairwise_against_a_run_id_and_its_missing_items(tmp_path: Path, judge: 
     write_split("chat", "dev", [*PAIR_ITEMS, {"id": "q5", "question": "One more?"}], {"source": "test"})
     with pytest.raises(BadInput, match="split chat's content"):  # the baseline ran on other content
         _run(tmp_path, proto, {**MODEL_TEXTS, "q5": "yes"}, store=store)
+
+
+def test_a_sealed_tiers_judge_calls_are_keyed_by_hmac_not_by_a_bare_sha256(tmp_path: Path, judge: Any) -> None:
+    """Adversary (14:40 UTC): on a human-audit or private split the run's prompts are keyed by a keyed HMAC so a
+    guessed prompt cannot be confirmed against the store (docs/SECURITY.md), but the judge's calls were keyed by the
+    bare sha256 of the judge's prompt, which holds the item's question and the completion: sha256 of a guess, looked
+    up in generations.item_id, confirmed it. Now the judge's calls on a sealed tier are keyed like the run's own
+    prompts; a rerun still finds them."""
+    import hashlib
+
+    judge.verdict = staticmethod(_rating_by_answer)
+    write_split("rated", "human-audit", ITEMS, {"source": "test"})
+    proto = _protocol(tmp_path, _options())
+    store = Store()
+    doc = _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "blue"}, store=store, split="rated")
+    assert doc["metrics"]["judge"]["calls"]["asked"] == 3
+    bare = {hashlib.sha256(p.encode("utf-8")).hexdigest() for p in judge.asked}  # what a guess would hash to
+    assert len(bare) == 3
+    with store.connect() as con:
+        keys = {v for row in con.execute("SELECT item_id, prompt_sha256 FROM generations").fetchall() for v in row}
+        keys |= {row[0] for row in con.execute("SELECT sha256 FROM prompts").fetchall()}
+        texts = [r[0] for r in con.execute("SELECT text FROM generations UNION ALL SELECT text FROM prompts").fetchall()]
+    assert not bare & keys
+    assert all(t.startswith("evalgate-sealed:v1:") for t in texts)  # and nothing of it in clear
+    judge.asked.clear()
+    again = _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "blue"}, store=store, split="rated")
+    assert judge.asked == [] and again["metrics"]["judge"]["calls"]["cached"] == 3
+    assert again["metrics"]["mean_score"] == pytest.approx((8 / 9 + 2 / 9 + 0) / 3)
