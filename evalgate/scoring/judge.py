@@ -217,7 +217,7 @@ class JudgeScorer:
         seal = sealer_for(plan.manifest.tier)  # a sealed tier's judge prompts are keyed by HMAC, as its prompts are
         self._calls = calls = JudgeCalls(self.options, plan.protocol.path, plan.store, plan.run_id,
                                          seal.digest if seal else None)
-        self._private = plan.manifest.tier == "private"
+        self._private = seal is not None  # private or human-audit: no per-item table in the run's metrics
         judged = [s for s in samples if self._judged(s)]
         if self.options.mode == "pairwise" and judged:
             assert self.options.baseline is not None
@@ -267,8 +267,8 @@ class JudgeScorer:
     def summary(self) -> dict[str, Any]:
         """The run's ``metrics["judge"]``: mode, the judge's calls (``JudgeCalls.info``), counts of judged and
         unparseable samples; pointwise the mean rating of parsed verdicts; pairwise ``rlhf.pairwise.win_rate``
-        (win rate, paired bootstrap CI, LC win rate, position-flip rate) and, except on a private split, the
-        per-item table."""
+        (win rate, paired bootstrap CI, LC win rate, position-flip rate) and, except on a private or human-audit
+        split (whose per-item outputs are read only through logged paths), the per-item table."""
         out: dict[str, Any] = {"mode": self.options.mode, "calls": self._calls.info() if self._calls else None,
                                "unparseable": self._unparseable}
         if self.options.mode == "pointwise":

@@ -388,10 +388,27 @@ def test_a_sealed_tiers_judge_calls_are_keyed_by_hmac_not_by_a_bare_sha256(tmp_p
     with store.connect() as con:
         keys = {v for row in con.execute("SELECT item_id, prompt_sha256 FROM generations").fetchall() for v in row}
         keys |= {row[0] for row in con.execute("SELECT sha256 FROM prompts").fetchall()}
-        texts = [r[0] for r in con.execute("SELECT text FROM generations UNION ALL SELECT text FROM prompts").fetchall()]
+        union = "SELECT text FROM generations UNION ALL SELECT text FROM prompts"
+        texts = [r[0] for r in con.execute(union).fetchall()]
     assert not bare & keys
     assert all(t.startswith("evalgate-sealed:v1:") for t in texts)  # and nothing of it in clear
     judge.asked.clear()
     again = _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "blue"}, store=store, split="rated")
     assert judge.asked == [] and again["metrics"]["judge"]["calls"]["cached"] == 3
     assert again["metrics"]["mean_score"] == pytest.approx((8 / 9 + 2 / 9 + 0) / 3)
+
+
+def test_a_human_audit_runs_pairwise_judge_keeps_no_per_item_table_in_its_metrics(tmp_path: Path, judge: Any) -> None:
+    """Adversary: the pairwise per-item table (each item's verdicts in both orders) was left out of metrics.judge only
+    on the private tier; on a human-audit split, whose per-item outputs 'evalgate samples' refuses (raters get them
+    through 'export-audit', a logged read, and rate blind), it sat in the run's metrics for 'evalgate runs --json'
+    to show unlogged. Both sealed tiers keep the aggregate only."""
+    judge.verdict = staticmethod(_pair_verdict)
+    write_split("rated", "human-audit", PAIR_ITEMS, {"source": "test"})
+    proto = _protocol(tmp_path, _options("pairwise", baseline={"checkpoint": BASELINE}))
+    store = Store()
+    _run(tmp_path, proto, BASELINE_TEXTS, digest=BASELINE, store=store, split="rated")
+    doc = _run(tmp_path, proto, MODEL_TEXTS, store=store, split="rated")
+    j = doc["metrics"]["judge"]
+    assert "items" not in j and j["pairwise"]["win_rate"] == pytest.approx(2 / 3)  # the same hand count as on dev
+    assert "items" not in store.runs(run_id=doc["run_id"])[0]["metrics"]["judge"]
