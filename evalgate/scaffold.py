@@ -140,17 +140,19 @@ def init_project(options: InitOptions) -> InitResult:
     planned = texts + _planned_splits(name)
     _refuse_existing(root, planned, options.force)
     _validate(root, name, texts)
-    root.mkdir(parents=True, exist_ok=True)
-    result = InitResult(root, name, planned, {t: f"{name}-{t}" for t in TIERS})
     from evalgate.environment import activate, active
-    from evalgate.splits.tiering import log_imported
+    from evalgate.splits.tiering import log_imported, refuse_private_parts
 
     env = active()
     # a relative store directory (the default .evalgate) is the repository's: where its commands, run there, log
     repo_env = env if env.home.is_absolute() else dataclasses.replace(env, home=root / env.home)
+    with activate(repo_env):  # items repeating a private split: refused (logged there) before anything is written
+        refuse_private_parts(name, items, provenance)
+    root.mkdir(parents=True, exist_ok=True)
+    result = InitResult(root, name, planned, {t: f"{name}-{t}" for t in TIERS})
     staging = Path(tempfile.mkdtemp(prefix=".evalgate-init-", dir=root))
     try:
-        with activate(repo_env):  # a refused private copy is logged where the additions would be
+        with activate(repo_env):  # write_tiered checks again: a private split added meanwhile is refused too
             result.counts = _stage(staging, name, texts, items, provenance)
         _move_into_place(staging, root, planned)
     finally:

@@ -61,6 +61,20 @@ def write_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str,
     Raises:
         RefusedByPolicy: a tier's items repeat a private split other than ``<prefix>-private`` (logged).
     """
+    parts = refuse_private_parts(prefix, items, provenance, smoke_size, store)
+    prov = {**provenance, "partition": f"sha256('{PARTITION_SALT}:' + id) order; first {smoke_size} smoke, "
+                                       "rest round-robin dev/public/private"}
+    return [write_split(name, tier, part, prov, directory) for name, (tier, part) in parts.items()]
+
+
+def refuse_private_parts(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
+                         smoke_size: int = SMOKE_SIZE, store: Store | None = None) -> dict[str, tuple[str, list[Any]]]:
+    """The tiered parts of ``items`` (split name -> (tier, items), ``partition``), each checked against the private
+    splits (``twins.refuse_private_copy``; ``<prefix>-private`` itself excepted, so a reimport works).
+
+    Raises:
+        RefusedByPolicy: a part repeats a private split (logged in ``store``, default ``Store()``).
+    """
     from evalgate.splits.twins import refuse_private_copy
 
     by_id = {it["id"]: it for it in items}
@@ -69,10 +83,8 @@ def write_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str,
     source = str(provenance.get("source") or provenance.get("file") or f"the data of {prefix}")
     for name, (tier, part) in parts.items():
         if part:
-            refuse_private_copy(name, tier, part, source, store or Store(), actor_name())
-    prov = {**provenance, "partition": f"sha256('{PARTITION_SALT}:' + id) order; first {smoke_size} smoke, "
-                                       "rest round-robin dev/public/private"}
-    return [write_split(name, tier, part, prov, directory) for name, (tier, part) in parts.items()]
+            refuse_private_copy(name, tier, part, source, store, actor_name())
+    return parts
 
 
 def log_imported(manifests: list[Path], store: Store | None = None) -> None:

@@ -63,9 +63,10 @@ def private_twin(name: str, items: list[dict[str, Any]]) -> tuple[Manifest, int]
     return None
 
 
-def refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file: Path | str, store: Store,
+def refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file: Path | str, store: Store | None,
                          who: str) -> None:
-    """Refuse (logged under both names) items that repeat another private split (``private_twin``).
+    """Refuse (logged under both names, in ``store``, default ``Store()`` opened only then) items that repeat another
+    private split (``private_twin``).
 
     Raises:
         RefusedByPolicy: ``items`` (read from ``file``, a path or a description of the source, to be added as
@@ -79,6 +80,7 @@ def refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file:
     why = (f"{shared} of the {len(items)} items of {file} repeat private split {m.name} (same id or same text); "
            f"its read budget belongs to its content, so a copy under another name is refused. Read "
            f"{m.name} itself (through 'evalgate gate'), or remove those items")
+    store = store or Store()
     for split_name, split_tier in ((m.name, m.tier), (name, tier)):
         accesslog.append(store, accesslog.entry(actor=who, split=split_name, tier=split_tier,
                                                 purpose=ADD_PURPOSE, outcome="refused", detail=why))
