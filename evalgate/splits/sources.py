@@ -171,7 +171,7 @@ def _jsonl_rows(path: Path, mapping: Mapping, row_ids: bool) -> Iterator[dict[st
 def _csv_rows(path: Path, mapping: Mapping, row_ids: bool) -> Iterator[dict[str, Any]]:
     with path.open(encoding="utf-8-sig", newline="") as fh:
         try:
-            reader = csv.DictReader(fh)
+            reader = csv.DictReader(fh, strict=True)  # strict: an unclosed quote is an error, not one long cell
             header = reader.fieldnames
             if not header:
                 raise BadInput(f"{path} is empty; a CSV split needs a header row and at least one row")
@@ -180,6 +180,10 @@ def _csv_rows(path: Path, mapping: Mapping, row_ids: bool) -> Iterator[dict[str,
                 if None in rec:  # DictReader's key for cells beyond the header
                     raise BadInput(f"{path}:{reader.line_num}: {len(header) + len(rec[None])} cells, the header "
                                    f"has {len(header)}; quote cells that contain commas")
+                if None in rec.values():  # DictReader's value for cells missing at the end of a short row
+                    cells = sum(v is not None for v in rec.values())
+                    raise BadInput(f"{path}:{reader.line_num}: {cells} cells, the header has {len(header)}; "
+                                   "give every row a cell per column (an empty one as ,,)")
                 yield _project(rec, plan)
         except UnicodeDecodeError as e:
             raise BadInput(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); save it as UTF-8") from e

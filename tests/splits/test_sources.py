@@ -139,6 +139,20 @@ def test_unknown_format_empty_files_bad_values_and_duplicates(tmp_path: Path) ->
     assert not splits_dir().exists() or not list(splits_dir().iterdir())  # nothing half-written
 
 
+
+@pytest.mark.parametrize(("text", "message"), [
+    ('q,a\n1+1,2\n2+2\n', ":3: 1 cells, the header has 2; give every row a cell per column"),  # a short row
+    ('q,a\n1+1,2\n"2+2,4\n', "not valid CSV (unexpected end of data)"),  # an unclosed quote swallows the rest
+])
+def test_a_malformed_csv_is_refused_naming_the_line(tmp_path: Path, text: str, message: str) -> None:
+    path = tmp_path / "m.csv"
+    path.write_text(text)
+    r = _add("m", "--tier", "dev", "--file", str(path), "--map", "question=q", "--map", "answer=a", "--row-ids")
+    assert r.exit_code == 2, r.output
+    assert message in r.stderr and "Traceback" not in r.output
+    assert not splits_dir().exists() or not list(splits_dir().iterdir())  # nothing half-written
+
+
 _PEAK = textwrap.dedent("""
     import re, sys
     from pathlib import Path
