@@ -210,10 +210,21 @@ def _budget(manager: SplitManager, names: tuple[str, ...], policy: Policy, max_r
     count as budget left, so nothing is counted."""
     if not chain["ok"]:
         return ReadBudget(max_reads=max_reads, window_days=policy.window_days, hard=policy.hard, used=None,
-                          left=None, unknown=f"chain broken at row {chain['first_bad_seq']}")
+                          left=None, unknown=_why_unknown(chain))
     used = manager.reads_in_window(names, policy)
     return ReadBudget(max_reads=max_reads, window_days=policy.window_days, hard=policy.hard, used=used,
                       left=max(0, max_reads - used))
+
+
+def _why_unknown(chain: dict[str, Any]) -> str:
+    """Why a budget is not counted: the first bad row of the chain, else the signed head that does not hold (the
+    chain itself intact, so ``verify`` has no ``first_bad_seq``: rows appended unsigned, or no key to check with)."""
+    if chain["first_bad_seq"] is not None:
+        return f"chain broken at row {chain['first_bad_seq']}"
+    sig = chain["signature"]
+    if not sig["checked"]:
+        return "log not verified (no signing key; see 'evalgate audit verify')"
+    return f"log not verified from row {sig['first_bad_seq']} (signed head; see 'evalgate audit verify')"
 
 
 LOG_FIELDS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outcome", "cached", "run_id",

@@ -122,6 +122,22 @@ def test_the_signing_key_lives_outside_the_store_and_another_key_fails(home: Pat
     assert code == 1 and "rows 2-2 follow the signed head 1 unsigned" in out
 
 
+def test_audit_names_why_a_budget_is_unknown_when_only_the_signed_head_fails(home: Path, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    write_split("p", "public", ITEMS, {"source": "test"})  # public: a read budget, so 'audit' prints its line
+    SplitManager(Store()).open("p", "evaluation", "a1")  # row 1, signed by the default key
+    key = home / "config" / "evalgate" / "log-signing.key"
+    monkeypatch.setenv("EVALGATE_LOG_KEY_FILE", str(tmp_path / "other.key"))
+    SplitManager(Store()).open("p", "evaluation", "a2")  # row 2, appended without the key that signs the store
+    monkeypatch.setenv("EVALGATE_LOG_KEY_FILE", str(key))
+    out = CliRunner().invoke(main, ["audit"]).output
+    # the chain itself is intact (no first bad row); the budget line used to say 'chain broken at row None'
+    assert "row None" not in out
+    assert "unknown: log not verified from row 2 (signed head" in out
+    monkeypatch.setenv("EVALGATE_LOG_KEY_FILE", str(tmp_path / "missing.key"))
+    assert "unknown: log not verified (no signing key" in CliRunner().invoke(main, ["audit"]).output
+
+
 def test_a_ci_secret_key_signs_and_verifies(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
