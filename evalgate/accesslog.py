@@ -337,6 +337,15 @@ def _signer(store: AccessLogRepo, last: ChainLink | None) -> tuple[Any | None, s
     return key, None
 
 
+def _broken_advice(reason: str) -> str:
+    """What to do about a broken log: rows that only lack a signature (the chain intact; appended by someone
+    without the signing key) can be vouched for again with ``sign_head``; anything else was edited."""
+    if reason.startswith("signed head:") and "unsigned" in reason:
+        return ("if those rows are genuine ('evalgate audit log'), sign the head again with the key that signs this "
+                "store ('evalgate audit sign'); whoever appended them needs that key (EVALGATE_LOG_KEY)")
+    return "find out who edited the store"
+
+
 def append(store: AccessLogRepo, row: dict[str, Any], limit: BudgetLimit | None = None) -> dict[str, Any] | None:
     """Chain and append one row (built with ``entry``); ``append_many`` with one row.
 
@@ -396,7 +405,7 @@ def append_many(store: AccessLogRepo, rows: list[dict[str, Any]],
             _warned_broken.add(store.path.resolve())
             print(f"warning: the access log in {store.path} is already broken at row {bad[0]} ({bad[1]}); new "
                   "entries are still appended and chained, but the log no longer proves who read what. Run "
-                  "'evalgate audit verify' to see the first bad row, and find out who edited the store.",
+                  f"'evalgate audit verify' to see the first bad row, and {_broken_advice(bad[1])}.",
                   file=sys.stderr)
         first = full_rows[0]["seq"] if full_rows else seq
         if bad is None and full_rows and (verified["seq"] if verified else 0) == first - 1:

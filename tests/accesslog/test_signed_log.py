@@ -122,8 +122,8 @@ def test_the_signing_key_lives_outside_the_store_and_another_key_fails(home: Pat
     assert code == 1 and "rows 2-2 follow the signed head 1 unsigned" in out
 
 
-def test_audit_names_why_a_budget_is_unknown_when_only_the_signed_head_fails(home: Path, tmp_path: Path,
-                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_audit_names_why_a_budget_is_unknown_when_only_the_signed_head_fails(
+        home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     write_split("p", "public", ITEMS, {"source": "test"})  # public: a read budget, so 'audit' prints its line
     SplitManager(Store()).open("p", "evaluation", "a1")  # row 1, signed by the default key
     key = home / "config" / "evalgate" / "log-signing.key"
@@ -136,6 +136,12 @@ def test_audit_names_why_a_budget_is_unknown_when_only_the_signed_head_fails(hom
     assert "unknown: log not verified from row 2 (signed head" in out
     monkeypatch.setenv("EVALGATE_LOG_KEY_FILE", str(tmp_path / "missing.key"))
     assert "unknown: log not verified (no signing key" in CliRunner().invoke(main, ["audit"]).output
+    monkeypatch.setenv("EVALGATE_LOG_KEY_FILE", str(key))
+    SplitManager(Store()).open("p", "evaluation", "a1")  # the next append warns, saying how to recover
+    err = capsys.readouterr().err
+    assert "rows 2-2 follow the signed head 1 unsigned" in err and "'evalgate audit sign'" in err
+    assert "who edited the store" not in err  # nobody edited it: a row was appended without the key
+    assert CliRunner().invoke(main, ["audit", "sign"]).exit_code == 0 and verify()[0] == 0
 
 
 def test_a_ci_secret_key_signs_and_verifies(home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
