@@ -95,6 +95,10 @@ def _dataset(name: str, what: str, read: Callable[[Path], tuple[Items, bytes]], 
                     "construction (evalgate.datasets.preference)"}, default)
 
 
+PREFERENCE_DATASETS = ("gsm8k-pref", "math500-pref", "humaneval-pref")
+"""The registered names of these importers: they evaluate reward models, so ``evalgate init`` (which scaffolds a
+policy's evaluation) offers no starter for them."""
+
 # The preference importers (``evalgate splits import gsm8k-pref --from test.jsonl``), registered in ``datasets``.
 GSM8K_PREF = _dataset("gsm8k-pref", "GSM8K", gsm8k_pairs,
                       "openai/grade-school-math, grade_school_math/data/test.jsonl", "MIT")

@@ -255,8 +255,9 @@ def test_a_failed_rename_leaves_nothing_and_restores_a_replaced_file(tmp_path: P
 
 def test_every_registered_benchmark_has_a_starter() -> None:
     from evalgate import datasets, scaffold
+    from evalgate.datasets.preference import PREFERENCE_DATASETS  # reward-model data: init scaffolds no RM gate
 
-    assert set(scaffold.BENCHMARKS) == {*datasets.known(), "custom"}
+    assert set(scaffold.BENCHMARKS) == {*datasets.known(), "custom"} - set(PREFERENCE_DATASETS)
     for name in scaffold.BENCHMARKS:
         assert (REPO / "evalgate" / "templates" / "init" / f"protocol-{name}.yaml.j2").is_file()
 
