@@ -318,13 +318,18 @@ def _signer(store: AccessLogRepo, last: ChainLink | None) -> tuple[Any | None, s
 
     An append signs only when the log it extends is empty (and was never signed) or ends at the validly signed
     head: signing the head of a log that was rewritten after its last signature would vouch for the rewrite. The
-    key is created at the first append (``logsign``); if that fails the row is still appended, unsigned.
+    key is created at a store's first append only (``logsign``): a command run without the key on a store that
+    another key signs makes no key file of its own. Without a key the row is still appended, unsigned.
     """
+    sig = store.access_log_signature()
+    fresh = last is None and (sig is None or sig.seq == 0)  # only a store's first append makes a key
     try:
-        key = logsign.signing_key(create=True)
+        key = logsign.signing_key(create=fresh)
     except OSError as e:
         return None, f"the signing key {logsign.log_key_file()} cannot be created ({e})"
-    sig = store.access_log_signature()
+    if key is None:
+        return None, (f"no signing key ({logsign.log_key_file()} is missing); set EVALGATE_LOG_KEY or "
+                      "EVALGATE_LOG_KEY_FILE to the key that signs this store")
     if last is None:
         return (key, None) if sig is None or sig.seq == 0 else (None, "the log is empty but was signed at row "
                                                                           f"{sig.seq} (its rows were deleted)")

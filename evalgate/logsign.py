@@ -13,7 +13,8 @@ Where the key comes from, first found wins:
 3. ``log-signing.key`` beside the private-split key file (``evalgate.sealing.key_file``: by default
    ``$XDG_CONFIG_HOME/evalgate/``, outside any repository).
 
-When none exists, the first append creates the file (mode 600), quietly: a note on stderr would land in every
+When none exists, a store's first append creates the file (mode 600; a later append on a store some key
+already signs makes none, ``accesslog._signer``), quietly: a note on stderr would land in every
 first command's output; ``evalgate audit verify`` names the key it checked with.
 Everyone who writes the same store needs the same key, as everyone who reads its private splits needs the private
 key. The store keeps only the public key beside each signature, for the error message; verification always uses

@@ -103,6 +103,15 @@ def test_a_rehashed_log_with_a_rewritten_head_fails_verify_and_the_gate(
     assert len(store.access_rows()) == rows  # refused before any read: nothing logged, nothing spent
 
 
+def _new_key_pem() -> bytes:
+    """A fresh Ed25519 private key as PEM, the form of the key file (``cryptography``)."""
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    return Ed25519PrivateKey.generate().private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                      serialization.NoEncryption())
+
+
 def test_the_signing_key_lives_outside_the_store_and_another_key_fails(home: Path, tmp_path: Path,
                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     write_split("s", "dev", ITEMS, {"source": "test"})
@@ -114,8 +123,11 @@ def test_the_signing_key_lives_outside_the_store_and_another_key_fails(home: Pat
     monkeypatch.setenv("EVALGATE_LOG_KEY_FILE", str(tmp_path / "other.key"))
     code, out = verify()  # no key at that path: nothing to check the signature with
     assert code == 2 and "NOT VERIFIED" in out and "EVALGATE_LOG_KEY" in out
-    SplitManager(Store()).open("s", "tuning", "a2")  # creates other.key; cannot vouch for the head key 1 signed
-    code, out = verify()
+    SplitManager(Store()).open("s", "tuning", "a2")  # appended unsigned: no key of its own is made for a signed store
+    assert not (tmp_path / "other.key").exists()
+    assert verify()[0] == 2
+    (tmp_path / "other.key").write_bytes(_new_key_pem())
+    code, out = verify()  # a different key cannot vouch for the head key 1 signed
     assert code == 1 and "does not verify with this key" in out
     monkeypatch.setenv("EVALGATE_LOG_KEY_FILE", str(key))
     code, out = verify()  # with the right key: row 2 was appended unsigned by the other key's holder
