@@ -17,18 +17,32 @@ from evalgate.store import Store
 
 NEAR_DUPLICATE_SHARE = 0.5
 """A new split repeats a private split when at least this share of its items match that split's items by id (ids
-such as ``0``, ``1`` coincide across unrelated data), when any of its items matches one by normalised text, or
-when both hold the very same content. A share of text matches alone was defeated by padding: 20 private items and
-21 filler items made a dev split of the whole private set."""
+such as ``0``, ``1`` coincide across unrelated data), when any of its items matches one by normalised text or holds
+one of its long field values (``MIN_VALUE_CHARS``), or when both hold the very same content. A share of text
+matches alone was defeated by padding (20 private items and 21 filler items made a dev split of the whole private
+set), whole-item text by a column added or a field renamed."""
+
+
+MIN_VALUE_CHARS = 16
+"""A field value of at least this many characters (normalised) that equals one of a private item's values makes the
+item a repeat, whatever the field is called and whatever other fields it has (a question is not a coincidence; a
+short answer such as ``42`` may be)."""
+
+
+def _norm(v: Any) -> str:
+    text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
+    return " ".join(unicodedata.normalize("NFKC", text).lower().split())
 
 
 def _item_text(item: dict[str, Any]) -> str:
     """An item's content without its id, normalised (NFKC, case, whitespace) to catch re-formatted copies."""
-    def norm(v: Any) -> str:
-        text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
-        return " ".join(unicodedata.normalize("NFKC", text).lower().split())
+    return "\x1f".join(f"{k}={_norm(item[k])}" for k in sorted(item) if k != "id")
 
-    return "\x1f".join(f"{k}={norm(item[k])}" for k in sorted(item) if k != "id")
+
+def _long_values(item: dict[str, Any]) -> set[str]:
+    """An item's normalised field values (its id left out) of at least ``MIN_VALUE_CHARS`` characters: a copy with a
+    column added (``pad: 1``) or a field renamed (``question`` -> ``problem``) still holds them."""
+    return {v for k, val in item.items() if k != "id" and len(v := _norm(val)) >= MIN_VALUE_CHARS}
 
 
 def private_twin(name: str, items: list[dict[str, Any]]) -> tuple[Manifest, int] | None:
@@ -56,8 +70,10 @@ def private_twin(name: str, items: list[dict[str, Any]]) -> tuple[Manifest, int]
         except EvalgateError:
             continue
         their_ids, their_texts = {str(it["id"]) for it in theirs}, {_item_text(it) for it in theirs}
-        same_text = sum(1 for t in texts if t in their_texts)
-        shared = sum(1 for i, t in zip(ids, texts, strict=True) if i in their_ids or t in their_texts)
+        their_values = set().union(*(_long_values(it) for it in theirs))
+        same = [t in their_texts or bool(_long_values(it) & their_values) for it, t in zip(items, texts, strict=True)]
+        same_text = sum(same)
+        shared = sum(1 for i, t in zip(ids, same, strict=True) if i in their_ids or t)
         if same_text or (shared and shared >= NEAR_DUPLICATE_SHARE * len(items)):
             return m, shared
     return None

@@ -149,3 +149,29 @@ def test_a_tiered_import_of_private_items_is_refused_before_anything_is_written(
     import_tiered("bench", items, {"source": "bench.jsonl"})  # the same data again: the same four splits
     # 40 = 8 smoke + 32 dealt round-robin dev/public/private: 11, 11, 10
     assert load_manifest("bench-private").count == 10 and sorted(p.name for p in splits_dir().iterdir()) == before
+
+
+def test_a_private_copy_with_a_column_added_or_a_field_renamed_is_refused(home: Path) -> None:
+    """Adversary (14:48 UTC): the text compared was the whole item with its field names, so a copy of the private
+    items with a column added ('pad': '1') or the question's field renamed (--map problem=question) was added as a
+    dev split. A long field value (16 characters or more, normalised) of a private item now refuses it too."""
+    questions = [f"What is {i} times 37 plus {i * i}?" for i in range(10)]
+    held = home / "held.jsonl"
+    held.write_text("".join(json.dumps({"id": f"p{i}", "question": q, "answer": str(i)}) + "\n"
+                            for i, q in enumerate(questions)))
+    add_split("held-out", "private", held)
+    padded, renamed = home / "padded.jsonl", home / "renamed.jsonl"
+    padded.write_text("".join(json.dumps({"id": f"x{i}", "question": q, "answer": str(i), "pad": "1"}) + "\n"
+                              for i, q in enumerate(questions)))
+    renamed.write_text("".join(json.dumps({"id": f"y{i}", "problem": q.upper()}) + "\n"
+                               for i, q in enumerate(questions)))
+    for name, file in (("padded", padded), ("renamed", renamed)):
+        with pytest.raises(RefusedByPolicy, match="10 of the 10 items .* repeat private split held-out"):
+            add_split(name, "dev", file)
+        assert not (splits_dir() / f"{name}.yaml").exists()
+    # the same short answers ("3") with other questions are no copy
+    other = home / "other.jsonl"
+    other.write_text("".join(json.dumps({"id": f"o{i}", "question": f"How many legs has animal {i}?",
+                                         "answer": str(i)}) + "\n" for i in range(10)))
+    add_split("other", "dev", other)
+    assert load_manifest("other").count == 10
