@@ -81,34 +81,21 @@ def tserve(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
     """``transformers serve`` on 127.0.0.1 with the SmolLM2 directory, started once per session (the openai backend
     tests share it); yields the /v1 base URL."""
     import shutil
-    import socket
     import subprocess
     import sys
-    import time
 
-    import httpx
+    from tests.servers import free_port, wait_healthy
 
     exe = Path(sys.executable).parent / "transformers"
     if not exe.exists() or shutil.which(str(exe)) is None:
         pytest.fail("the transformers CLI is missing; run 'make setup' (the test extra installs its serving deps)")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log = tmp_path_factory.mktemp("tserve") / "serve.log"
     with open(log, "w") as fh:
         proc = subprocess.Popen([str(exe), "serve", str(smollm2_dir), "--host", "127.0.0.1", "--port", str(port)],
                                 stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"transformers serve did not come up:\n{log.read_text()[-2000:]}")
-            time.sleep(0.5)
+        wait_healthy(proc, port, log, "transformers serve", timeout_s=180, poll_s=0.5, tail=2000)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         proc.terminate()

