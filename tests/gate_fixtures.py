@@ -112,7 +112,7 @@ def build(root: Path, seeds: tuple[int, ...] = (1, 2, 3), decision_tokens: float
     write_split("fx-private", "private", ITEMS, {"source": "test fixture"})
     write_split("fx-public", "public", ITEMS, {"source": "test fixture"})
     store = Store()
-    store.record_protocol(*PROTO, HASH, {})
+    store.record_protocol(*PROTO, HASH, {"prompt": {"template": "{{ question }}", "response_prefix": None}})
     for seed in seeds:
         run_dir = root / f"fx-run-seed{seed}"
         for j, step in enumerate(STEPS):

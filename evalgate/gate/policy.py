@@ -90,10 +90,11 @@ class GateRules(_Strict):
     reward_hacking: bool = True
     """Fail when any seed shows the reward-hacking triad. Default: true."""
     min_proxy_agreement: float | None = Field(default=None, ge=-1, le=1)
-    """A proxy scorer's metric (a reward model's, a judge's) may decide only when the scorer agrees with people on
-    the human-audit tier: Spearman's rho of its score vs the raters' mean score, pooled over the rated samples of
-    the protocol's runs on human-audit splits, at least this; no rated sample fails the rule
-    (``evalgate.rlhf.calibration``). A protocol whose scorer is not a proxy passes. Default: off."""
+    """A proxy scorer's metric (a reward model's, a judge's: ``ScorerEntry.proxy``) may decide only when the scorer
+    agrees with people on the human-audit tier: Spearman's rho of its score vs the raters' mean score, pooled over
+    the rated samples of the protocol's runs on human-audit splits, at least this; no rated sample fails the rule
+    (``evalgate.rlhf.calibration``). A protocol whose scorer is not a proxy passes. Default: none, which a proxy
+    scorer's protocol fails (its metric never decides uncalibrated) and any other protocol ignores."""
     reward_model_protocol: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+$")
     """The RLHF reward-hacking triad: a ``reward_model`` protocol (``name@version``) whose runs on the selection
     split give each dev checkpoint's reward-model score (``reward_mean``); fail when, between two consecutive dev

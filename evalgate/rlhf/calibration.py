@@ -7,7 +7,8 @@ and ``evalgate.agreement`` compares their scores with the scorer's. The gate rul
 lets such a metric decide only when that agreement reaches the policy's threshold: Spearman's rho between the
 scorer's score and the raters' mean score, over every human-rated sample of a run of the gated protocol on a
 human-audit split (pooled over those runs, any checkpoint), with its percentile bootstrap CI
-(``agreement.spearman_ci``). No such rated sample means the proxy is not calibrated, and the rule fails.
+(``agreement.spearman_ci``). No such rated sample means the proxy is not calibrated, and the rule fails; so does a
+policy gating on a proxy's metric that sets no threshold at all.
 """
 
 from __future__ import annotations
@@ -55,23 +56,29 @@ def calibration_rule(store: Store, policy: Any) -> tuple[str, bool, str] | None:
     """The gate rule ``min_proxy_agreement`` of ``policy`` (a ``GatePolicy``).
 
     Returns:
-        ``(rule name, passed, detail)``; None when the rule is off. Passed with a note when the protocol's scorer
-        is not a proxy (a verified score: the rule does not apply); failed when the protocol file is missing
-        (the scorer cannot be known), when no human-rated audit-tier sample exists, when rho is undefined, or
-        when rho is below the threshold.
+        ``(rule name, passed, detail)``. Passed with a note when the protocol's scorer is not a proxy (a verified
+        score: the rule does not apply); failed when the protocol file is missing (the scorer cannot be known),
+        when the scorer is a proxy (``ScorerEntry.proxy``: a judge, a reward model) and the policy sets no
+        threshold (an uncalibrated proxy never decides), when no human-rated audit-tier sample exists, when rho is
+        undefined, or when rho is below the threshold. None when the rule is off and the protocol file is missing
+        or its scorer is not a proxy.
     """
     from evalgate.scoring.base import SCORERS
 
     x = policy.rules.min_proxy_agreement
-    if x is None:
-        return None
     scorer = _scorer(policy.protocol_file)
     if scorer is None:
+        if x is None:
+            return None
         return RULE, False, (f"not checkable: protocol file {policy.protocol_file} not found, so its scorer is not "
                              "known; set protocol_file in the gate policy")
     entry = SCORERS.get(scorer)
     if entry is None or not entry.proxy:
-        return RULE, True, f"does not apply: scorer {scorer} is not a proxy for people"
+        return None if x is None else (RULE, True, f"does not apply: scorer {scorer} is not a proxy for people")
+    if x is None:
+        return RULE, False, (f"not calibrated: {policy.protocol}'s scorer {scorer} is a proxy for people and the "
+                             "policy sets no rules.min_proxy_agreement; set the Spearman's rho its scores must reach "
+                             "against human ratings on the human-audit tier before its metric may decide")
     found = audit_agreement(store, policy.protocol, policy.bootstrap_resamples)
     sp = found["spearman"]
     if not found["n_samples"]:

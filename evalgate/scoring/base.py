@@ -221,7 +221,7 @@ SCORERS.register("math", ScorerEntry(MathOptions, "evalgate.scoring.math:MathSco
 SCORERS.register("refusal", ScorerEntry(RefusalOptions, "evalgate.scoring.refusal:RefusalScorer",
                                         statuses=("correct", "wrong")))
 SCORERS.register("judge", ScorerEntry(JudgeOptions, "evalgate.scoring.judge:JudgeScorer",
-                                      statuses=("judged", "judge_unparseable", "truncated")))
+                                      statuses=("judged", "judge_unparseable", "truncated"), proxy=True))
 SCORERS.register("reward_model", ScorerEntry(RewardModelOptions, "evalgate.scoring.reward:RewardModelScorer",
                                              statuses=REWARD_STATUSES, pass_at_k=False, proxy=True,
                                              metrics="evalgate.scoring.reward:reward_metrics"))

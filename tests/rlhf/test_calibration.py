@@ -1,5 +1,5 @@
-"""The gate rule ``min_proxy_agreement``: a reward model's metric decides a release only when the reward model agrees
-with people on the human-audit tier (real store, real rating batches; rho computed by hand)."""
+"""The gate rule ``min_proxy_agreement``: a proxy's metric (a reward model's, an LLM judge's) decides a release only
+when the proxy agrees with people on the human-audit tier (real store, real rating batches; rho computed by hand)."""
 
 from __future__ import annotations
 
@@ -29,24 +29,31 @@ scorer:
   options: {options}
 """
 RM = "{reward_model: {checkpoint: /rm, digest: 'blake3:00'}, prompt_field: question}"
+JUDGE = ("{mode: pointwise, judge: {backend: openai, model: a-judge}, template: 'Rate {answer} to {question} for "
+         "{rubric}: [[n]]', rubric: helpfulness, question_field: question, parse: '\\[\\[(\\d+)\\]\\]', "
+         "scale: [1, 10], verdicts: null, sampling: {temperature: 0, max_tokens: 8, seed: 0}}")
+# a judge that ranks the five samples almost as the rater does (scores (rating - 1) / 9 of ratings 1, 5.5, 1.9, 3.7, 10)
+JUDGE_AUTO = {"q0": 0.0, "q1": 0.5, "q2": 0.1, "q3": 0.3, "q4": 1.0}
 
 
-def rated_audit_run(st: Store, run_id: str, protocol: tuple[str, str] = ("cal", "1")) -> None:
-    """A complete human-audit run of ``protocol`` with the scores ``AUTO``, rated ``HUMAN`` by one rater."""
+def rated_audit_run(st: Store, run_id: str, protocol: tuple[str, str] = ("cal", "1"),
+                    auto: dict[str, float] = AUTO, status: str = "scored") -> None:
+    """A complete human-audit run of ``protocol`` with the scores ``auto``, rated ``HUMAN`` by one rater."""
     if st.protocol_resolved(*protocol) is None:
         st.record_protocol(*protocol, "h", {"prompt": {"template": "{{ question }}", "response_prefix": None}})
+    h = st.protocol_resolved(*protocol)[0]
     st.create_run({"run_id": run_id, "protocol_name": protocol[0], "protocol_version": protocol[1],
-                   "protocol_hash": "h", "checkpoint_digest": "ck", "checkpoint_path": "/ck", "split": "ha",
+                   "protocol_hash": h, "checkpoint_digest": "ck", "checkpoint_path": "/ck", "split": "ha",
                    "tier": "human-audit", "split_sha256": "x", "sampling_seed": 1, "backend": "hf"})
     prompts = {f"p{i}": f"prompt {i}" for i in AUTO}
     st.put_run_prompts(run_id, [{"item_id": i, "prompt_sha256": f"p{i}", "prompt_tokens": 2, "bos_count": 1,
                                  "bos_added": False, "system_merged": False} for i in AUTO], prompts)
-    st.put_generations("ck", "h", [{"item_id": i, "sample_index": 0, "seed": 7, "prompt_sha256": f"p{i}",
+    st.put_generations("ck", h, [{"item_id": i, "sample_index": 0, "seed": 7, "prompt_sha256": f"p{i}",
                                     "text": f"completion {i}", "completion_tokens": 3, "finish_reason": "stop"}
                                    for i in AUTO], prompts)
     st.finish_run({"run_id": run_id, "metrics": {}, "counts": {}, "wall_s": 1.0},
-                  [{"item_id": i, "sample_index": 0, "seed": 7, "score": s, "status": "scored", "cached": False,
-                    "behavior": {}} for i, s in AUTO.items()])
+                  [{"item_id": i, "sample_index": 0, "seed": 7, "score": s, "status": status, "cached": False,
+                    "behavior": {}} for i, s in auto.items()])
     b = rating.create_batch(run_id, samples=5, store=st)["batch_id"]
     keys = {it["item_id"]: it["sample_key"] for it in st.batch_items(b)}
     for item, score in HUMAN.items():
@@ -96,9 +103,36 @@ def test_the_rule_passes_or_fails_on_the_audit_tier_rho(tmp_path: Path, home: Pa
     assert (name, passed) == ("proxy_calibrated", True)
     assert "reward_model-human Spearman rho 0.444" in detail and "over 5 human-audit samples (1 run(s))" in detail
     assert calibration_rule(st, _policy(tmp_path, 0.5))[1] is False
-    assert calibration_rule(st, _policy(tmp_path, None)) is None  # off
+    assert calibration_rule(st, _policy(tmp_path, None))[1] is False  # no threshold: an uncalibrated proxy
 
 
 def test_a_verified_scorer_is_not_a_proxy(tmp_path: Path, built: dict) -> None:
     rule = gate(tmp_path, built, 0.9, scorer="exact", options="{}")["proxy_calibrated"]
     assert rule.passed and "exact is not a proxy" in rule.detail
+
+
+def test_the_judge_is_a_proxy_in_the_registry() -> None:
+    from evalgate.scoring.base import SCORERS
+
+    assert SCORERS["judge"].proxy and SCORERS["reward_model"].proxy
+    assert not any(SCORERS[name].proxy for name in ("exact", "math", "humaneval", "refusal", "reward_preference"))
+
+
+def test_a_judge_metric_never_decides_uncalibrated(tmp_path: Path, built: dict) -> None:
+    rule = gate(tmp_path, built, 0.4, scorer="judge", options=JUDGE)["proxy_calibrated"]
+    assert not rule.passed and "no human-rated sample of a fx@1 run" in rule.detail
+    rule = gate(tmp_path, built, None, scorer="judge", options=JUDGE)["proxy_calibrated"]  # no threshold at all
+    assert not rule.passed and "sets no rules.min_proxy_agreement" in rule.detail
+    rule = gate(tmp_path, built, None, scorer="reward_model")["proxy_calibrated"]  # the same for a reward model
+    assert not rule.passed and "reward_model is a proxy" in rule.detail
+    assert "proxy_calibrated" not in gate(tmp_path, built, None, scorer="exact", options="{}")  # off for a verified one
+
+
+def test_a_judge_that_agrees_with_the_raters_may_decide(tmp_path: Path, built: dict) -> None:
+    rated_audit_run(built["store"], "ha-judge", ("fx", "1"), JUDGE_AUTO, status="judged")
+    # judge 0,.5,.1,.3,1 vs human 0,.5,0,.25,1: ranks 1,4,2,3,5 and 1.5,4,1.5,3,5; centred products sum 9.5, sums
+    # of squares 10 and 9.5: rho = 9.5 / sqrt(95) = 0.975
+    rule = gate(tmp_path, built, 0.9, scorer="judge", options=JUDGE)["proxy_calibrated"]
+    assert rule.passed and "judge-human Spearman rho 0.975" in rule.detail, rule.detail
+    assert "over 5 human-audit samples (1 run(s)); required at least 0.9" in rule.detail
+    assert not gate(tmp_path, built, 0.98, scorer="judge", options=JUDGE)["proxy_calibrated"].passed
