@@ -20,7 +20,8 @@ _EXPORTS: dict[str, str] = {
     "Workspace": "evalgate.workspace", "Environment": "evalgate.environment",
     "RunOptions": "evalgate.runner.plan", "RunRecord": "evalgate.runner.record",
     "Verdict": "evalgate.gate.results", "RuleOutcome": "evalgate.gate.results",
-    "SweepSummary": "evalgate.sweep", "Diagnosis": "evalgate.diagnostics.diagnose",
+    "GateReport": "evalgate.report", "SweepSummary": "evalgate.sweep", "Diagnosis": "evalgate.diagnostics.diagnose",
+    "DiagnosisSummary": "evalgate.diagnostics.results",
     "Samples": "evalgate.samples", "Sample": "evalgate.samples", "Comparison": "evalgate.samples",
     "AuditSummary": "evalgate.audit",
     "Tier": "evalgate.enums", "RunStatus": "evalgate.enums", "SampleStatus": "evalgate.enums",
@@ -30,10 +31,10 @@ _EXPORTS: dict[str, str] = {
     "EvalgateCallback": "evalgate.callback",
 }
 
-__all__ = ["AuditSummary", "BadInput", "Comparison", "Diagnosis", "EngineError", "Environment", "EvalgateCallback",
-           "EvalgateError", "MissingExtra", "Outcome", "ProtocolDrift", "RefusedByPolicy", "RuleOutcome", "RunOptions",
-           "RunRecord", "RunStatus", "Sample", "SampleStatus", "Samples", "SweepSummary", "Tier", "Verdict",
-           "Workspace", "__version__"]
+__all__ = ["AuditSummary", "BadInput", "Comparison", "Diagnosis", "DiagnosisSummary", "EngineError", "Environment",
+           "EvalgateCallback", "EvalgateError", "GateReport", "MissingExtra", "Outcome", "ProtocolDrift",
+           "RefusedByPolicy", "RuleOutcome", "RunOptions", "RunRecord", "RunStatus", "Sample", "SampleStatus",
+           "Samples", "SweepSummary", "Tier", "Verdict", "Workspace", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

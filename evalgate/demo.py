@@ -72,7 +72,7 @@ def _humaneval_smoke() -> dict:
             import_humaneval()
     ws.freeze(HUMANEVAL_PROTOCOL)
     return ws.evaluate(HUMANEVAL_PROTOCOL, smollm2_gguf(), "humaneval-smoke", purpose="demo",
-                       train_run="smollm2-135m-instruct", progress=True).document()
+                       train_run="smollm2-135m-instruct", progress=True).as_dict()
 
 
 def _fresh_demo_workspace() -> Workspace:
@@ -143,7 +143,7 @@ def _gate_demo(ws: Workspace, t0: float) -> int:
     # gates/demo.yaml's baseline is $EVALGATE_DEMO_BASE: the base model's GGUF file
     verdict = run_gate(load_policy(GATE, {"EVALGATE_DEMO_BASE": str(gguf)}), store, ws.actor, progress=True)
     doc = write_reports(verdict, {"html": REPORTS / "demo.html", "junit": REPORTS / "demo.junit.xml",
-                                  "json": REPORTS / "demo.json", "markdown": REPORTS / "demo.md"}, store)
+                                  "json": REPORTS / "demo.json", "markdown": REPORTS / "demo.md"}, store).as_dict()
     print(f"\ngate '{verdict.policy.name}' over {len(verdict.seeds)} training seeds: "
           f"{'PASS' if verdict.passed else 'FAIL'}")
     for s in doc["seeds"]:

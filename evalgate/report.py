@@ -13,8 +13,9 @@ import math
 import os
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.errors import BadInput, EvalgateError, ProtocolDrift, RefusedByPolicy
 from evalgate.fileio import atomic_write
@@ -22,6 +23,9 @@ from evalgate.gate import Verdict, load_policy, run_gate
 from evalgate.html import fmt as _fmt
 from evalgate.html import render, svg
 from evalgate.store import Store, now
+
+if TYPE_CHECKING:
+    from evalgate.sweep import SweepSummary
 
 # (title, canonical training-log key or None for the dev metric)
 CHARTS: tuple[tuple[str, str | None], ...] = (
@@ -371,12 +375,13 @@ def _write_error_outputs(doc: dict[str, Any], outputs: dict[str, Path]) -> None:
 def gate_and_report(policy_path: str | Path, store: Store | None = None,
                     outputs: Mapping[str, str | Path] | None = None, actor: str | None = None,
                     accept_broken_chain: str | None = None,
-                    expect_head: tuple[int, str] | None = None, progress: bool = False
-                    ) -> tuple[Verdict, dict[str, Any]]:
+                    expect_head: tuple[int, str] | None = None, progress: bool = False,
+                    swept: SweepSummary | None = None) -> GateReport:
     """Load a policy, run the gate and write the requested outputs (what ``evalgate gate`` does).
     ``outputs``: report format name (``report_writers.WRITERS``: html, json, junit, markdown, a plugin's) -> path.
     ``accept_broken_chain``: a reason to gate on a broken access-log chain (sets the policy's field for this run);
-    ``expect_head`` and ``progress`` (stderr: what is evaluated, sample counts) as in ``run_gate``.
+    ``expect_head`` and ``progress`` (stderr: what is evaluated, sample counts) as in ``run_gate``; ``swept``: the
+    ``--evaluate-missing`` sweep run before it (``sweep.evaluate_missing``), carried into the report.
 
     The Markdown summary is also appended to ``$GITHUB_STEP_SUMMARY`` when that is set. A gate that decides
     nothing (refused, invalid policy, protocol drift, internal error) still writes, in each format that has an
@@ -384,7 +389,7 @@ def gate_and_report(policy_path: str | Path, store: Store | None = None,
     saying why, then raises.
 
     Returns:
-        (verdict, the verdict's JSON document with the paths written).
+        The ``GateReport``: the verdict and the paths written.
 
     Raises:
         BadInput: an unknown report format in ``outputs``.
@@ -404,15 +409,50 @@ def gate_and_report(policy_path: str | Path, store: Store | None = None,
     except Exception as e:
         _write_error_outputs(error_document(policy_path, policy.name, e), paths)
         raise
-    return verdict, write_reports(verdict, paths, store)
+    report = write_reports(verdict, paths, store)
+    return report if swept is None else replace(report, swept=swept)
+
+
+@dataclass(frozen=True)
+class GateReport:
+    """A verdict and the report files written from it (``evalgate gate``, ``evalgate report``).
+
+    Attributes:
+        verdict: the gate's ``Verdict``.
+        files: writer key (``report_writers.key_of``: ``report``, ``json_out``, ``junit``, ``markdown``, a
+            plugin's) -> the path written, in the writers' order.
+        step_summary: the ``$GITHUB_STEP_SUMMARY`` files the Markdown summary was appended to (not the
+            ``markdown`` output itself).
+        swept: the ``--evaluate-missing`` sweep that ran before the gate (None: none ran).
+    """
+
+    verdict: Verdict
+    files: dict[str, str]
+    step_summary: list[str]
+    swept: SweepSummary | None = None
+
+    @property
+    def passed(self) -> bool:
+        """The verdict is PASS."""
+        return self.verdict.passed
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` document: the verdict's (``Verdict.as_dict``), then the paths written under their writer
+        keys, ``step_summary``, and with ``swept`` its ``counts`` and ``ignored`` as ``evaluate_missing``."""
+        doc = {**self.verdict.as_dict(), **self.files, "step_summary": list(self.step_summary)}
+        if self.swept is not None:
+            doc["evaluate_missing"] = {"counts": self.swept.counts, "ignored": self.swept.ignored}
+        return doc
 
 
 def write_reports(verdict: Verdict, outputs: Mapping[str, str | Path] | None = None,
-                  store: Store | None = None) -> dict[str, Any]:
+                  store: Store | None = None) -> GateReport:
     """Write a verdict in each requested format (``outputs``: format name -> path; the HTML and JSON with the
-    decision split's access table as it is now; reading the access log reads no split), append the Markdown
-    summary to ``$GITHUB_STEP_SUMMARY`` when set, and return the verdict's JSON document with the paths written
-    (under each writer's ``key``: ``report``, ``json_out``, ``junit``, ``markdown``; ``step_summary``).
+    decision split's access table as it is now; reading the access log reads no split) and append the Markdown
+    summary to ``$GITHUB_STEP_SUMMARY`` when set.
+
+    Returns:
+        The ``GateReport`` (``as_dict()``: the verdict's JSON document with the paths written).
 
     Raises:
         BadInput: an unknown format name (lists the known ones).
@@ -424,14 +464,13 @@ def write_reports(verdict: Verdict, outputs: Mapping[str, str | Path] | None = N
     store = store or Store()
     # the judge's per-item table comes from the selection runs the gate read (and logged); none of the private split
     audit = {**audit_summary(store, verdict.policy.decision_split).as_dict(), "judge": judge_section(store, verdict)}
-    doc = verdict.as_dict()
-    doc.update({key_of(name): path for name, path in _write_outputs(verdict, paths, audit).items()})
-    doc["step_summary"] = [str(p) for p in _step_summary(markdown_summary(verdict)) if p != paths.get("markdown")]
-    return doc
+    files = {key_of(name): path for name, path in _write_outputs(verdict, paths, audit).items()}
+    summaries = [str(p) for p in _step_summary(markdown_summary(verdict)) if p != paths.get("markdown")]
+    return GateReport(verdict, files, summaries)
 
 
 def report_stored(gate_id: str, store: Store | None = None,
-                  outputs: Mapping[str, str | Path] | None = None) -> tuple[Verdict, dict[str, Any]]:
+                  outputs: Mapping[str, str | Path] | None = None) -> GateReport:
     """Write the outputs of a stored gate again (``evalgate report GATE_ID``) from its stored verdict: no split is
     read and nothing is logged, so no budget is spent. ``outputs`` as in ``write_reports``.
 
@@ -442,4 +481,4 @@ def report_stored(gate_id: str, store: Store | None = None,
 
     store = store or Store()
     _, verdict = stored_verdict(store, gate_id)
-    return verdict, write_reports(verdict, outputs, store)
+    return write_reports(verdict, outputs, store)

@@ -34,11 +34,11 @@ __all__ = ["ReleaseGrant", "RunOptions", "RunRecord", "compute_metrics", "effect
 
 def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str,
              options: RunOptions | None = None, store: Store | None = None) -> dict[str, Any]:
-    """``evaluate_checkpoint(...).document()``: the run document (what ``evalgate run --json`` prints and the
+    """``evaluate_checkpoint(...).as_dict()``: the run document (what ``evalgate run --json`` prints and the
     ``runs`` row holds): run_id, status, protocol, checkpoint, split, backend, versions, effective parameters,
     metrics, counts, warnings, wall_s, actor, purpose, host, pid, version. Arguments and errors as
     ``evaluate_checkpoint``."""
-    return evaluate_checkpoint(protocol_path, checkpoint, split, options, store).document()
+    return evaluate_checkpoint(protocol_path, checkpoint, split, options, store).as_dict()
 
 
 def evaluate_checkpoint(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str,

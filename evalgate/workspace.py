@@ -18,8 +18,9 @@ process-wide, so the run's worker threads see it).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from functools import cached_property
 from pathlib import Path
@@ -30,8 +31,10 @@ from evalgate.environment import Environment, activate, active, default_key_file
 if TYPE_CHECKING:
     from evalgate.audit import AuditSummary
     from evalgate.checkpoints.resolve import Checkpoint
-    from evalgate.diagnostics.diagnose import Diagnosis
+    from evalgate.diagnostics.results import DiagnosisSummary
+    from evalgate.diagnostics.thresholds import Thresholds
     from evalgate.gate.results import Verdict
+    from evalgate.report import GateReport
     from evalgate.runner.plan import RunOptions
     from evalgate.runner.record import RunRecord
     from evalgate.samples import Comparison, Samples
@@ -146,10 +149,12 @@ class Workspace:
         from evalgate.run import RunOptions, evaluate_checkpoint
 
         opts = options or RunOptions(**{"progress": False, **option})
-        if opts.actor is None:
-            opts.actor = self.actor
         with self.activate():
-            return evaluate_checkpoint(protocol, checkpoint, split, opts, self.store)
+            return evaluate_checkpoint(protocol, checkpoint, split, self._acting(opts), self.store)
+
+    def _acting(self, options: RunOptions) -> RunOptions:
+        """``options`` with the workspace's actor where they name none (a copy: the caller's are left as given)."""
+        return options if options.actor is not None else replace(options, actor=self.actor)
 
     def freeze(self, protocol: str | Path) -> dict[str, Any]:
         """Write the protocol's ``.lock`` and register it in the store (``evalgate protocol freeze``).
@@ -163,13 +168,21 @@ class Workspace:
             return freeze(Path(protocol), self.store)
 
     def gate(self, policy: str | Path, *, evaluate_decision: bool = True,
-             expect_head: tuple[int, str] | None = None) -> Verdict:
-        """Run the release gate of a policy file and store its verdict (``evalgate gate``, without the report
-        files: ``evalgate.report.write_reports`` writes those from the verdict).
+             expect_head: tuple[int, str] | None = None, accept_broken_chain: str | None = None,
+             progress: bool = False) -> Verdict:
+        """Run the release gate of a policy file and store its verdict (``evalgate gate`` without the report files:
+        ``gate_and_report`` writes those too).
+
+        Args:
+            policy: the gate policy YAML (``evalgate.gate.load_policy``).
+            evaluate_decision: False decides on the release-gate runs already stored instead of evaluating.
+            expect_head: ``(seq, row_hash)`` the access log must hold (``--expect-head``).
+            accept_broken_chain: a reason to gate although the access log's hash chain is broken (logged).
+            progress: say on stderr what each evaluation reads (counts only).
 
         Returns:
             The ``Verdict``: ``passed``, ``rules`` (each ``RuleOutcome(rule, passed, detail)``), ``seeds``,
-            ``stats``, ``ship()``, ``gate_id``; ``as_dict()`` is ``evalgate gate --json``'s document.
+            ``stats``, ``ship()``, ``gate_id``; ``as_dict()`` is the verdict part of ``evalgate gate --json``.
 
         Raises:
             BadInput, RefusedByPolicy, ProtocolDrift: as ``evalgate.gate.run_gate``.
@@ -177,24 +190,61 @@ class Workspace:
         from evalgate.gate import load_policy, run_gate
 
         with self.activate():
-            return run_gate(load_policy(policy), self.store, self.actor, evaluate_decision, expect_head)
+            loaded = load_policy(policy)
+            if accept_broken_chain:
+                loaded = loaded.model_copy(update={"accept_broken_chain": accept_broken_chain})
+            return run_gate(loaded, self.store, self.actor, evaluate_decision, expect_head, progress)
 
-    def sweep(self, protocol: str | Path, checkpoints: str, splits: Sequence[str],
-              options: RunOptions | None = None, ray: str | None = None) -> SweepSummary:
-        """Evaluate every checkpoint a glob matches on every split, skipping units already complete
-        (``evalgate sweep``; ``ray``: a Ray address, or None to run here).
+    def gate_and_report(self, policy: str | Path, outputs: Mapping[str, str | Path] | None = None, *,
+                        expect_head: tuple[int, str] | None = None, accept_broken_chain: str | None = None,
+                        progress: bool = False, swept: SweepSummary | None = None) -> GateReport:
+        """What ``evalgate gate`` does: the gate (as ``gate``), then its reports; a gate that decides nothing still
+        writes, in each format that has an error writer, the output asked for, saying why, then raises.
+
+        Args:
+            outputs: report format name (``html``, ``json``, ``junit``, ``markdown``, a plugin's) -> path.
+            swept: the ``evaluate_missing`` sweep run before, carried into the report.
 
         Returns:
-            The ``SweepSummary``.
+            The ``GateReport`` (``verdict``, ``files`` written); ``as_dict()`` is ``evalgate gate --json``'s
+            document.
+
+        Raises:
+            BadInput: an unknown report format; and as ``gate``.
+        """
+        from evalgate.report import gate_and_report
+
+        with self.activate():
+            return gate_and_report(policy, self.store, outputs, self.actor, accept_broken_chain, expect_head,
+                                   progress, swept)
+
+    def evaluate_missing(self, policy: str | Path, checkpoints: str, progress: bool = False) -> SweepSummary:
+        """Sweep the checkpoints a glob matches on a gate policy's selection split, with its protocol file and
+        backend, so every candidate has a complete selection run (``evalgate gate --evaluate-missing``).
+
+        Raises:
+            BadInput: a bad policy or glob; EvalgateError: some units failed (exit code the highest of theirs).
+        """
+        from evalgate.sweep import evaluate_missing
+
+        with self.activate():
+            return evaluate_missing(policy, checkpoints, self.actor, progress, self.store)
+
+    def sweep(self, protocol: str | Path, checkpoints: str, splits: Sequence[str],
+              options: RunOptions | None = None, ray: str | None = None, chunk: int = 4) -> SweepSummary:
+        """Evaluate every checkpoint a glob matches on every split, skipping units already complete
+        (``evalgate sweep``; ``ray``: a Ray address, or None to run here; ``chunk``: requests per Ray actor call).
+
+        Returns:
+            The ``SweepSummary``; ``as_dict()`` is ``evalgate sweep --json``'s document.
         """
         from evalgate.run import RunOptions
         from evalgate.sweep import SweepOptions, run_sweep
 
-        opts = options or RunOptions(progress=False)
-        if opts.actor is None:
-            opts.actor = self.actor
+        opts = self._acting(options or RunOptions(progress=False))
         with self.activate():
-            return run_sweep(protocol, checkpoints, list(splits), SweepOptions(run=opts, ray=ray), self.store)
+            return run_sweep(protocol, checkpoints, list(splits), SweepOptions(run=opts, ray=ray, chunk=chunk),
+                             self.store)
 
     def samples(self, run_id: str, item: str | None = None, status: str | None = None,
                 limit: int | None = None) -> Samples:
@@ -256,13 +306,26 @@ class Workspace:
         with self.activate():
             return audit_summary(self.store, split, since, tier)
 
-    def diagnose(self, paths: Sequence[str | Path], seeds: Sequence[int] | None = None) -> list[Diagnosis]:
+    def diagnose(self, paths: Sequence[str | Path], seeds: Sequence[int] | None = None,
+                 thresholds: Thresholds | str | Path | None = None, kl_target: float | None = None,
+                 report: str | Path | None = None) -> DiagnosisSummary:
         """Read each training log (one per seed) and run the training-health signals (``evalgate diagnose``).
 
+        Args:
+            paths: training logs or run directories, one per seed.
+            seeds: the training seed of each path (default: from a ``seed-N`` directory name).
+            thresholds: ``Thresholds``, or a YAML file of its fields (docs/DIAGNOSTICS.md).
+            kl_target: the KL target (> 0) in place of the thresholds'.
+            report: write the HTML report with plots there.
+
         Returns:
-            One ``Diagnosis`` per path: ``worst``, ``first_break``, ``findings``; ``as_dict()`` for JSON.
+            The ``DiagnosisSummary``: ``seeds`` (one ``Diagnosis`` per path: ``worst``, ``first_break``,
+            ``findings``), ``fail``, ``report``; ``as_dict()`` is ``evalgate diagnose --json``'s document.
+
+        Raises:
+            BadInput: a path that is no readable log, a bad thresholds file, one seed per path not given.
         """
-        from evalgate.diagnostics import diagnose_paths
+        from evalgate.diagnostics import diagnose_logs
 
         with self.activate():
-            return diagnose_paths(list(paths), list(seeds) if seeds else None)
+            return diagnose_logs(list(paths), list(seeds) if seeds else None, thresholds, kl_target, report)

@@ -27,22 +27,14 @@ def diagnose_cmd(paths: tuple[Path, ...], seeds: tuple[int, ...], thresholds_fil
                  kl_target: float | None, report: Path | None, as_json: bool) -> None:
     """Which curve broke first: signals over training logs (trainer_state.json, JSONL, TensorBoard, or run
     directories), one column per seed. Exit 1 when a fail signal fires, 2 on bad input."""
-    from evalgate.diagnostics import Thresholds, diagnose_paths, format_table
-    from evalgate.diagnostics.thresholds import load_thresholds
+    from evalgate.diagnostics import format_table
+    from evalgate.workspace import Workspace
 
-    th = load_thresholds(thresholds_file) if thresholds_file else Thresholds()
-    if kl_target is not None:
-        th = th.model_copy(update={"kl_target": kl_target})
-    diags = diagnose_paths(list(paths), list(seeds) or None, th)
-    doc = {"seeds": [d.as_dict() for d in diags], "fail": any(d.worst == "fail" for d in diags)}
-    if report:
-        from evalgate.diagnostics.report import write_report
-
-        doc["report"] = str(write_report(diags, report))
+    found = Workspace.current().diagnose(paths, seeds, thresholds_file, kl_target, report)
     if as_json:
-        _dump(doc)
+        _dump(found.as_dict())
     else:
-        click.echo(format_table(diags))
-        if report:
-            click.echo(f"report: {report}")
-    sys.exit(1 if doc["fail"] else 0)
+        click.echo(format_table(found.seeds))
+        if found.report:
+            click.echo(f"report: {found.report}")
+    sys.exit(1 if found.fail else 0)

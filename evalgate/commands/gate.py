@@ -37,19 +37,16 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
     refused, invalid or error."""
     from evalgate.environment import active
-    from evalgate.report import error_document, gate_and_report
-    swept = None
-    files = outputs_from(outputs)
-    try:
-        if missing:
-            from evalgate.sweep import evaluate_missing
+    from evalgate.report import error_document
+    from evalgate.workspace import Workspace
 
-            swept = evaluate_missing(policy_path, missing, actor, progress=not as_json)
-            for why in swept["ignored"]:  # e.g. a seed's checkpoint whose weights duplicate another's: not its own run
-                click.echo(f"--evaluate-missing: not evaluated: {why}", err=True)
-        head = parse_expect_head(expect_head)
-        verdict, doc = gate_and_report(policy_path, outputs=files, actor=actor,
-                                       accept_broken_chain=accept_broken, expect_head=head, progress=not as_json)
+    ws, files = Workspace.current(actor), outputs_from(outputs)
+    try:
+        swept = ws.evaluate_missing(policy_path, missing, progress=not as_json) if missing else None
+        for why in swept.ignored if swept else ():  # e.g. a seed's checkpoint whose weights duplicate another's
+            click.echo(f"--evaluate-missing: not evaluated: {why}", err=True)
+        report = ws.gate_and_report(policy_path, files, accept_broken_chain=accept_broken,
+                                    expect_head=parse_expect_head(expect_head), progress=not as_json, swept=swept)
     except Exception as e:
         if active().debug:
             raise
@@ -60,15 +57,16 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
             click.echo(f"{'error' if err['exit_code'] != 3 else 'internal error'}: {err['error']}", err=True)
             click.echo(f"ship: none ({err['reason']}: no verdict)")
         sys.exit(err["exit_code"])
+    doc = report.as_dict()
     if trackers:
         from evalgate.trackers import export_gate
 
         say_written(export_gate(doc, trackers, list(files.values()), actor=actor))
     if as_json:
-        _dump({**doc, "evaluate_missing": {"counts": swept["counts"], "ignored": swept["ignored"]}} if swept else doc)
+        _dump(doc)
     else:
-        _print_gate(verdict, doc)
-    sys.exit(0 if verdict.passed else 1)
+        _print_gate(report.verdict, doc)
+    sys.exit(0 if report.passed else 1)
 
 
 def _print_gate(verdict: Any, doc: dict[str, Any]) -> None:

@@ -25,7 +25,8 @@ def report_cmd(gate_id: str, as_json: bool, **outputs: Path | None) -> None:
     from evalgate.commands.gate import _print_outputs
     from evalgate.report import report_stored
 
-    verdict, doc = report_stored(gate_id, outputs=outputs_from(outputs))
+    report = report_stored(gate_id, outputs=outputs_from(outputs))
+    doc = report.as_dict()
     if as_json:
         dump(doc)
     else:
@@ -34,4 +35,4 @@ def report_cmd(gate_id: str, as_json: bool, **outputs: Path | None) -> None:
         ship = doc["ship"]
         click.echo(f"ship: {ship['checkpoint']} ({ship['why']})" if ship["checkpoint"] else
                    f"ship: none ({ship['why']})")
-    sys.exit(0 if verdict.passed else 1)
+    sys.exit(0 if report.passed else 1)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -12,6 +12,9 @@ from evalgate.commands import handle_errors
 from evalgate.commands.options import backend_options_of, run_options
 from evalgate.formatting import num, pct, pm
 from evalgate.trackers.cli import export_and_say, tracker_options
+
+if TYPE_CHECKING:
+    from evalgate.runner.record import RunRecord
 
 
 @click.command("run")
@@ -32,23 +35,28 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
             override_reason: str | None, device: str | None, backend_option: tuple[str, ...], as_json: bool,
             trackers: list[Any]) -> None:
     """Evaluate a checkpoint on a split under a frozen protocol."""
-    from evalgate.run import RunOptions, evaluate
+    from evalgate.run import RunOptions
+    from evalgate.workspace import Workspace
 
     opts = RunOptions(backend=backend, seed=seed, train_run=train_run, train_seed=train_seed, step=step,
                       purpose=purpose, actor=actor, override_reason=override_reason,
                       backend_options=backend_options_of(backend, backend_option, device),
                       progress=not as_json)
-    doc = evaluate(protocol_path, checkpoint, split, opts)
-    export_and_say([doc["run_id"]], trackers, actor)
+    run = Workspace.current(actor).evaluate(protocol_path, checkpoint, split, opts)
+    export_and_say([run.run_id], trackers, actor)
     if as_json:
-        _dump(doc)
-        return
-    m = doc["metrics"]
-    ks = [k for k in m if k.startswith("pass@") and not k.endswith("_stderr")]
-    click.echo(f"run {doc['run_id']}: {doc['protocol']['name']}@{doc['protocol']['version']} on "
-               f"{doc['split']['name']} ({doc['split']['tier']}), {doc['counts']['samples']} samples "
-               f"({doc['counts']['cached']} cached) in {doc['wall_s']:.1f} s")
-    for k in ks:
-        click.echo(f"  {k} = {pm(m[k], m.get(k + '_stderr'))} (± stderr, n {doc['counts']['items']} items)")
+        _dump(run.as_dict())
+    else:
+        _print_run(run)
+
+
+def _print_run(run: RunRecord) -> None:
+    """The run's text output: what was read and how long it took, then pass@k +- stderr and the behaviour
+    metrics."""
+    m, counts, seconds = run.metrics or {}, run.counts or {}, run.wall_s
+    click.echo(f"run {run.run_id}: {run.protocol.name}@{run.protocol.version} on {run.split.name} ({run.split.tier}), "
+               f"{counts['samples']} samples ({counts['cached']} cached) in {seconds:.1f} s")
+    for k in (k for k in m if k.startswith("pass@") and not k.endswith("_stderr")):
+        click.echo(f"  {k} = {pm(m[k], m.get(k + '_stderr'))} (± stderr, n {counts['items']} items)")
     click.echo(f"  mean completion tokens {num(m['mean_completion_tokens'], 1)}, "
                f"truncation rate {pct(m['truncation_rate'])}")

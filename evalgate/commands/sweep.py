@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from evalgate.commands import dump, handle_errors
 from evalgate.commands.options import backend_options_of, run_options
 from evalgate.trackers.cli import export_and_say, tracker_options
+
+if TYPE_CHECKING:
+    from evalgate.sweep import SweepSummary
 
 
 @click.command("sweep")
@@ -34,34 +37,36 @@ def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], ba
     """Evaluate every checkpoint matching GLOB on every --split, skipping units already complete in the store.
     Exit 0 when every unit is done or skipped; else 2 (a refused read, bad input) or 3 (engine error)."""
     from evalgate.run import RunOptions
-    from evalgate.sweep import SweepOptions, sweep
+    from evalgate.runs_view import runs_by_id
+    from evalgate.workspace import Workspace
 
     run = RunOptions(backend=backend, seed=seed, purpose=purpose, actor=actor,
                      backend_options=backend_options_of(backend, backend_option, device),
                      progress=not as_json)
-    doc = sweep(protocol_path, checkpoints, list(splits), SweepOptions(run=run, ray=ray_address, chunk=chunk))
-    export_and_say([u["run_id"] for u in doc["units"] if u["run_id"]], trackers, actor)
+    ws = Workspace.current(actor)
+    summary = ws.sweep(protocol_path, checkpoints, splits, run, ray=ray_address, chunk=chunk)
+    run_ids = [u["run_id"] for u in summary.units if u["run_id"]]
+    export_and_say(run_ids, trackers, actor)
     if as_json:
-        dump(doc)
+        dump(summary.as_dict())
     else:
-        c = doc["counts"]
-        click.echo(f"sweep of {len(doc['units'])} units ({doc['where']}): " + ", ".join(f"{n} {s}" for s, n in
-                                                                                   c.items())
-                   + f"; {doc['tokens']} tokens in {doc['wall_s']:.1f} s")
-        for u in doc["units"]:
-            line = f"  [{u['status']}] {u['checkpoint']} x {u['split']}"
-            click.echo(line + (f": run {u['run_id']}" if u["run_id"] else "") + (f" ({u['error']})" if u["error"]
-                                                                                  else ""))
-        for path in doc["ignored"]:
-            click.echo(f"  ignored: {path}")
-        _print_results([u["run_id"] for u in doc["units"] if u["run_id"]])
-    sys.exit(doc["exit_code"])
+        _print_sweep(summary, runs_by_id(run_ids, ws.store))
+    sys.exit(summary.exit_code)
 
 
-def _print_results(run_ids: list[str]) -> None:
-    """The scores of the sweep's runs (made now or found complete in the store), as a table."""
-    from evalgate.runs_view import results_table, runs_by_id
+def _print_sweep(summary: SweepSummary, runs: list[dict[str, Any]]) -> None:
+    """The sweep's text output: units by status, tokens and time; a line per unit; the paths ignored; then the
+    scores of its runs (made now or found complete in the store) as a table."""
+    from evalgate.runs_view import results_table
 
-    runs = runs_by_id(run_ids)
+    counts, seconds = ", ".join(f"{n} {s}" for s, n in summary.counts.items()), summary.wall_s
+    click.echo(f"sweep of {len(summary.units)} units ({summary.where}): {counts}; {summary.tokens} tokens in "
+               f"{seconds:.1f} s")
+    for u in summary.units:
+        line = f"  [{u['status']}] {u['checkpoint']} x {u['split']}"
+        click.echo(line + (f": run {u['run_id']}" if u["run_id"] else "") + (f" ({u['error']})" if u["error"]
+                                                                              else ""))
+    for path in summary.ignored:
+        click.echo(f"  ignored: {path}")
     if runs:
         click.echo("\nresults:\n" + results_table(runs))

@@ -7,12 +7,19 @@ lists the signals, thresholds and the key map.
 """
 
 from evalgate.diagnostics.coverage import coverage
-from evalgate.diagnostics.diagnose import Diagnosis, diagnose, diagnose_paths, format_table, seed_from_path
+from evalgate.diagnostics.diagnose import (
+    Diagnosis,
+    diagnose,
+    diagnose_paths,
+    format_table,
+    seed_from_path,
+)
 from evalgate.diagnostics.keys import KEY_MAP, KEY_ROWS
 from evalgate.diagnostics.log import TrainLog, find_train_log, read_path
+from evalgate.diagnostics.results import DiagnosisSummary, diagnose_logs
 from evalgate.diagnostics.signals import PARTS, SEVERITIES, Finding, run_signals
 from evalgate.diagnostics.thresholds import Thresholds
 
-__all__ = ["KEY_MAP", "KEY_ROWS", "PARTS", "SEVERITIES", "Diagnosis", "Finding", "Thresholds", "TrainLog", "coverage",
-           "diagnose", "diagnose_paths", "find_train_log", "format_table", "read_path", "run_signals",
-           "seed_from_path"]
+__all__ = ["KEY_MAP", "KEY_ROWS", "PARTS", "SEVERITIES", "Diagnosis", "DiagnosisSummary", "Finding", "Thresholds",
+           "TrainLog", "coverage", "diagnose", "diagnose_logs", "diagnose_paths", "find_train_log", "format_table",
+           "read_path", "run_signals", "seed_from_path"]

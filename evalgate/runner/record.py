@@ -90,7 +90,7 @@ class SplitRef(_Record):
 
 
 class RunRecord(_Record):
-    """Everything a run records: the stored ``runs`` row (``row``) and the returned document (``document``).
+    """Everything a run records: the stored ``runs`` row (``row``) and the returned document (``as_dict``).
 
     JSON-valued fields hold JSON data exactly as stored (tuples become lists), so a record read back from the store
     (``from_row``) equals the one that was written.
@@ -143,8 +143,8 @@ class RunRecord(_Record):
     def _as_stored(cls, v: Any) -> Any:
         return json.loads(json.dumps(v))
 
-    def document(self) -> dict[str, Any]:
-        """The run document: what ``evaluate`` returns and ``evalgate run --json`` prints."""
+    def as_dict(self) -> dict[str, Any]:
+        """The run document: what ``evalgate run --json`` prints (every field, ``version`` last)."""
         return self.model_dump()
 
     def row(self) -> dict[str, Any]:

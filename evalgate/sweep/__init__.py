@@ -146,13 +146,13 @@ def run_sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], op
 
 
 def evaluate_missing(policy_path: str | Path, checkpoints: str, actor: str | None = None,
-                     progress: bool = True, store: Store | None = None) -> dict[str, Any]:
+                     progress: bool = True, store: Store | None = None) -> SweepSummary:
     """Before a gate: sweep the checkpoints matching ``checkpoints`` on the gate policy's selection split with its
     protocol file and backend, so every candidate has a complete selection run (units already complete are
     skipped; ``evalgate gate --evaluate-missing``).
 
     Returns:
-        The sweep summary (``sweep``).
+        The ``SweepSummary``.
 
     Raises:
         BadInput: a bad policy or glob (as ``sweep``).
@@ -163,13 +163,13 @@ def evaluate_missing(policy_path: str | Path, checkpoints: str, actor: str | Non
     from evalgate.gate.policy import load_policy
 
     policy = load_policy(policy_path)
-    doc = sweep(policy.protocol_file or "", checkpoints, [policy.selection_split],
-                SweepOptions(run=RunOptions(backend=policy.backend, actor=actor, progress=progress)), store)
-    failed = [u for u in doc["units"] if u["status"] == "failed"]
+    summary = run_sweep(policy.protocol_file or "", checkpoints, [policy.selection_split],
+                        SweepOptions(run=RunOptions(backend=policy.backend, actor=actor, progress=progress)), store)
+    failed = summary.failed
     if failed:
-        err = EvalgateError(f"--evaluate-missing: {len(failed)} of {len(doc['units'])} selection runs failed ("
+        err = EvalgateError(f"--evaluate-missing: {len(failed)} of {len(summary.units)} selection runs failed ("
                             + "; ".join(f"{u['checkpoint']}: {u['error']}" for u in failed[:3])
                             + "); fix them and rerun (completed runs are kept and skipped)")
-        err.exit_code = doc["exit_code"]
+        err.exit_code = summary.exit_code
         raise err
-    return doc
+    return summary

@@ -222,3 +222,46 @@ def test_diagnose_prints_seeds_or_a_table_and_exits_1_when_a_fail_signal_fires(t
     doc = json.loads(r.stdout)
     assert (r.exit_code, list(doc), doc["fail"], doc["report"]) == (0, ["seeds", "fail", "report"], False,
                                                                     str(tmp_path / "one.html"))
+
+
+def test_the_commands_print_the_typed_results_of_the_workspace(tmp_path: Path, replay: dict[str, Path],
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library call and the command agree: ``Workspace.evaluate`` / ``sweep`` / ``gate_and_report`` /
+    ``diagnose`` return typed results whose ``as_dict()`` is the command's ``--json`` document."""
+    import evalgate
+
+    ws = evalgate.Workspace.current()
+    rb = ["--backend", "replay", "--backend-option", f"file={replay['answers']}"]
+    run = ws.evaluate(replay["protocol"], replay["ck10"], "shape-dev", backend="replay",
+                      backend_options={"file": str(replay["answers"])})
+    assert isinstance(run, evalgate.RunRecord) and run.actor == "test-actor"
+    printed = json.loads(invoke("run", "--protocol", str(replay["protocol"]), "--checkpoint", str(replay["ck10"]),
+                                "--split", "shape-dev", *rb, "--json").stdout)
+    # a second run has its own id, time and counts (every sample cached), and its backend says whose prompts it reused
+    same = ("status", "protocol", "checkpoint", "split", "effective_params", "metrics", "actor", "purpose", "version")
+    assert list(printed) == list(run.as_dict()) == RUN_KEYS
+    assert {k: printed[k] for k in same} == json.loads(json.dumps({k: run.as_dict()[k] for k in same}))
+
+    swept = ws.sweep(replay["protocol"], str(replay["ck10"].parent / "checkpoint-*"), ["shape-dev"],
+                     evalgate.RunOptions(backend="replay", backend_options={"file": str(replay["answers"])}))
+    assert isinstance(swept, evalgate.SweepSummary) and swept.counts == {"done": 1, "skipped": 1}
+    doc = json.loads(invoke("sweep", "--protocol", str(replay["protocol"]), "--checkpoints",
+                            str(replay["ck10"].parent / "checkpoint-*"), "--split", "shape-dev", *rb, "--json").stdout)
+    assert [u["run_id"] for u in doc["units"]] == [u["run_id"] for u in swept.units] and list(doc) == SWEEP_KEYS
+
+    built = fx.build(tmp_path / "fx", seeds=(1, 2))
+    policy = tmp_path / "gate.yaml"
+    policy.write_text(yaml.safe_dump(fx.policy_dict(built["baseline"], min_seeds=2, reward_hacking=False)))
+    monkeypatch.setattr(report_mod, "run_gate", lambda p, s, a, **k: run_gate(p, s, a, evaluate_decision=False, **k))
+    report = ws.gate_and_report(policy, {"markdown": tmp_path / "g.md"})
+    assert isinstance(report, evalgate.GateReport) and report.passed and report.files == {
+        "markdown": str(tmp_path / "g.md")}
+    assert list(report.as_dict()) == [*GATE_KEYS, "markdown", "step_summary"]
+    again = json.loads(_gate(monkeypatch, "--policy", str(policy), "--json").stdout)  # reuses report's decision
+    assert again["reused_from"]["gate_id"] == report.verdict.gate_id and again["stats"] == report.as_dict()["stats"]
+
+    logs = [tmp_path / "fx" / "fx-run-seed2" / "checkpoint-40" / "trainer_state.json"]
+    found = ws.diagnose(logs, [2])
+    assert isinstance(found, evalgate.DiagnosisSummary) and found.fail is False and found.report is None
+    assert json.loads(invoke("diagnose", str(logs[0]), "--seed", "2", "--json").stdout) == json.loads(
+        json.dumps(found.as_dict()))

@@ -136,7 +136,7 @@ def test_html_report_shows_the_judges_rates_and_per_item_table(tmp_path: Path) -
     p = tmp_path / "gate.yaml"
     p.write_text(yaml.safe_dump(fx.policy_dict(built["baseline"], min_seeds=2, min_improvement=0.0)))
     verdict = run_gate(load_policy(p), built["store"], evaluate_decision=False)
-    doc = write_reports(verdict, {"html": tmp_path / "r.html", "json": tmp_path / "r.json"}, built["store"])
+    doc = write_reports(verdict, {"html": tmp_path / "r.html", "json": tmp_path / "r.json"}, built["store"]).as_dict()
     html = Path(doc["report"]).read_text()
     section = html[html.index("<h2>LLM judge</h2>"):]
     section = section[:section.index("<h2>", 5)]

@@ -45,7 +45,7 @@ def test_stored_run_equals_the_returned_document_and_run_json(home: Path, smollm
     assert row["versions"]["transformers"] == importlib.metadata.version("transformers")
     assert row["versions"]["duckdb"] == importlib.metadata.version("duckdb")
     # and the whole document
-    assert RunRecord.from_row(row).document() == doc
+    assert RunRecord.from_row(row).as_dict() == doc
 
     # run --json (a cached rerun) prints exactly what it stored
     r = CliRunner().invoke(main, ["run", "--protocol", str(proto), "--checkpoint", str(smollm2_dir), "--split",
@@ -54,7 +54,7 @@ def test_stored_run_equals_the_returned_document_and_run_json(home: Path, smollm
     printed = json.loads(r.stdout)
     assert printed["counts"]["cached"] == 1 and printed["backend"]["model_loaded"] is False
     (again,) = store.runs(run_id=printed["run_id"])
-    assert RunRecord.from_row(again).document() == printed
+    assert RunRecord.from_row(again).as_dict() == printed
 
 
 def test_a_run_stored_before_migration_7_still_reads_as_a_record(tmp_path: Path) -> None:

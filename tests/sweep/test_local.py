@@ -132,11 +132,11 @@ def test_gate_evaluate_missing_sweeps_the_selection_split_with_the_policy_backen
     policy.write_text(f"name: g\nprotocol: sweep-addition@1\nprotocol_file: {proto.name}\nselection_split: dev-a\n"
                       "decision_split: private-a\nbaseline:\n  value: 0.5\n")
     pattern = str(home / "runs/*/*/checkpoint-*")
-    doc = evaluate_missing(policy, pattern, progress=False)
-    assert doc["counts"] == {"done": 1} and doc["splits"] == ["dev-a"]
+    summary = evaluate_missing(policy, pattern, progress=False)
+    assert summary.counts == {"done": 1} and summary.splits == ["dev-a"]
     (run,) = Store().runs(split="dev-a", status="complete")
     assert run["backend"] == "hf" and run["step"] == 10 and run["train_run"] == "grpo"
-    assert evaluate_missing(policy, pattern, progress=False)["counts"] == {"skipped": 1}
+    assert evaluate_missing(policy, pattern, progress=False).counts == {"skipped": 1}
 
 
 def test_gate_evaluate_missing_says_which_checkpoint_it_dropped_as_a_duplicate(home: Path,
