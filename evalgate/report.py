@@ -22,7 +22,7 @@ from evalgate.fileio import atomic_write
 from evalgate.gate import Verdict, load_policy, run_gate
 from evalgate.html import fmt as _fmt
 from evalgate.html import render, svg
-from evalgate.store import Store, now
+from evalgate.store import RunRepo, Store, now
 
 if TYPE_CHECKING:
     from evalgate.sweep import SweepSummary
@@ -114,7 +114,7 @@ def diagnostics_section(verdict: Verdict) -> dict[str, Any]:
     return {"summary": summary(diags), "plots": plots}
 
 
-def judge_section(store: Store, verdict: Verdict) -> list[dict[str, Any]]:
+def judge_section(store: RunRepo, verdict: Verdict) -> list[dict[str, Any]]:
     """The judge's results for the report, one entry per training seed's best checkpoint whose runs were scored by
     the ``judge`` scorer: the selection run's ``metrics["judge"]`` (pairwise: win rate with its paired bootstrap CI,
     LC win rate, position-flip rate and the per-item table) and the decision run's summary (its per-item table is

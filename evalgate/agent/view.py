@@ -9,7 +9,7 @@ from collections import defaultdict
 from typing import Any
 
 from evalgate.errors import BadInput
-from evalgate.store import Store
+from evalgate.store import GenerationCache, Store
 
 
 def run_trajectories(store: Store, run_id: str, item: str | None = None) -> list[dict[str, Any]]:
@@ -45,7 +45,7 @@ def status(turns: list[dict[str, Any]]) -> str:
     return turns[-1]["ended"] or "incomplete"
 
 
-def turns_by_sample(store: Store, run: dict[str, Any], items: list[str] | None = None
+def turns_by_sample(store: GenerationCache, run: dict[str, Any], items: list[str] | None = None
                     ) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
     """The stored turns of a run (a ``Store.runs`` row: its checkpoint, protocol and generation settings), of
     ``items`` only when given, by sample key (item id, sample index, sample seed), each in turn order; empty for a

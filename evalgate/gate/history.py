@@ -26,7 +26,7 @@ from pydantic import BaseModel
 from evalgate.errors import BadInput
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import ReusedDecision, Verdict
-from evalgate.store import Store
+from evalgate.store import GateRepo, Store
 
 
 def _sha256(doc: Any) -> str:
@@ -82,7 +82,7 @@ def new_gate_id() -> str:
     return f"gate-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
 
 
-def record(store: Store, verdict: Verdict, inputs: dict[str, Any], actor: str) -> str:
+def record(store: GateRepo, verdict: Verdict, inputs: dict[str, Any], actor: str) -> str:
     """Store ``verdict`` as a new gate (its ``gate_id`` is set here) and return the id.
 
     ``decision_runs`` lists every decision run the verdict used (the baseline's first, then each seed's best), with
@@ -114,7 +114,7 @@ def reused_decision(row: dict[str, Any]) -> ReusedDecision:
                           else str(created))
 
 
-def stored_verdict(store: Store, gate_id: str) -> tuple[dict[str, Any], Verdict]:
+def stored_verdict(store: GateRepo, gate_id: str) -> tuple[dict[str, Any], Verdict]:
     """A stored gate's row and its ``Verdict`` (rebuilt from the document; no split is read).
 
     Raises:

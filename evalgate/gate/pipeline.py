@@ -38,7 +38,7 @@ from evalgate.runner.grant import revoke
 from evalgate.scoring import metrics
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import RELEASE_GATE, actor_name
-from evalgate.store import Store
+from evalgate.store import RunRepo, Store
 
 
 def item_values(rows: list[dict[str, Any]], metric: str) -> dict[str, float]:
@@ -85,7 +85,7 @@ def _baseline(policy: GatePolicy, reader: reads.DecisionReader, sel_runs: list[d
     return BaselineResult(checkpoint=bl.checkpoint, decision=decision, dev=dev)
 
 
-def _stored_runs(policy: GatePolicy, store: Store, decision_sha256: str,
+def _stored_runs(policy: GatePolicy, store: RunRepo, decision_sha256: str,
                  evaluate_decision: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The protocol's runs on the selection split (of ``policy.train_run`` when set), and, when decision runs are
     reused, the complete ones on the decision split's current content under the policy's backend."""
@@ -99,7 +99,7 @@ def _stored_runs(policy: GatePolicy, store: Store, decision_sha256: str,
     return store.runs(**where), dec_runs
 
 
-def _statistics(policy: GatePolicy, store: Store, chosen: list[SeedResult], baseline: BaselineResult) -> Statistics:
+def _statistics(policy: GatePolicy, store: RunRepo, chosen: list[SeedResult], baseline: BaselineResult) -> Statistics:
     """``decide.statistics`` over the per-item values of the seeds' and the baseline's decision runs."""
     per_seed = {s.train_seed: item_values(store.sample_scores(s.decision.run_id), policy.metric)
                 for s in chosen if s.decision}

@@ -17,7 +17,7 @@ from evalgate.runner.grant import ReleaseGrant, _reserve_release_reads
 from evalgate.scoring import metrics
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import RELEASE_GATE
-from evalgate.store import Store
+from evalgate.store import AccessLogRepo, Store
 
 SELECTION_PURPOSE = "gate-selection"
 REREAD = Outcome.REREAD.value
@@ -68,7 +68,7 @@ def decision_settings_sha256(backend: str) -> str:
     return settings_sha256(generation_settings(backend, check_backend(backend, {})))
 
 
-def shown_before(store: Store, names: tuple[str, ...], runs: list[dict[str, Any]], digest: str | None,
+def shown_before(store: AccessLogRepo, names: tuple[str, ...], runs: list[dict[str, Any]], digest: str | None,
                  protocol_hash: str | None, settings: str | None) -> dict[str, Any] | None:
     """The stored decision run that a read of checkpoint ``digest`` would show again, if any: a complete run among
     ``runs`` (the decision split's content under the policy's backend) with the same checkpoint digest, protocol

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalgate.store import Store
+from evalgate.store import RunRepo, Store
 
 RULE = "rlhf_reward_hacking"
 
 
-def rm_scores(store: Store, protocol: str, split: str) -> dict[str, float]:
+def rm_scores(store: RunRepo, protocol: str, split: str) -> dict[str, float]:
     """Checkpoint digest -> ``reward_mean`` of its newest complete run of ``protocol`` (name@version) on
     ``split``."""
     name, _, version = protocol.partition("@")

@@ -18,7 +18,7 @@ from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.fileio import iter_jsonl
 from evalgate.sealing import SEALED_TIERS, load_key
 from evalgate.splits.manifest import LIBRARY_READ, Manifest, actor_name, splits_dir
-from evalgate.store import Store
+from evalgate.store import AccessLogRepo
 
 
 def fernet(create: bool = False):  # noqa: ANN201 - cryptography type stays lazy
@@ -91,7 +91,7 @@ def read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[s
                "the tier's policy (logged); " + ("the private tier is read by 'evalgate gate'" if
                                                  manifest.tier == "private" else "raters get them with "
                                                  f"'evalgate splits export-audit {manifest.name}'"))
-        accesslog.append(Store(), accesslog.entry(actor=actor_name(), split=manifest.name, tier=manifest.tier,
+        accesslog.append(AccessLogRepo(), accesslog.entry(actor=actor_name(), split=manifest.name, tier=manifest.tier,
                                                   purpose=LIBRARY_READ, outcome="refused", detail=why))
         raise RefusedByPolicy(why)
     return read_unlogged(manifest, directory)

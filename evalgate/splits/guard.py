@@ -17,7 +17,7 @@ from evalgate.splits.data import read_unlogged, sha256_hex
 from evalgate.splits.discovery import load_manifest
 from evalgate.splits.manifest import Manifest, Policy, splits_dir
 from evalgate.splits.owners import ContentOwner, content_owner
-from evalgate.store import Store
+from evalgate.store import AccessLogRepo
 from evalgate.store.access import CONTAMINATION_CHECK, CONTAMINATION_CHECKS, READS, BudgetLimit, Counted
 
 
@@ -37,11 +37,11 @@ class SplitManager:
     are measured on ``store.clock``.
 
     Args:
-        store: the Store holding the access log.
+        store: the access log (``AccessLogRepo``; a ``Store`` is one).
         directory: splits directory (default ``splits_dir()``).
     """
 
-    def __init__(self, store: Store, directory: Path | None = None):
+    def __init__(self, store: AccessLogRepo, directory: Path | None = None):
         self.store = store
         self.directory = directory or splits_dir()
         self._overridden: set[str] = set()  # splits whose budget ``check`` let an override reason exceed

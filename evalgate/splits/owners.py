@@ -9,7 +9,7 @@ from pathlib import Path
 
 from evalgate.splits.discovery import scan_manifests
 from evalgate.splits.manifest import Manifest, splits_dir
-from evalgate.store import Store
+from evalgate.store import AccessLogRepo
 
 SHARED_TIERS = ("private", "human-audit", "public")
 """Tiers whose reads belong to the content, not the name: a budget or an audit that a copied manifest must not
@@ -34,7 +34,7 @@ def _same_content(a: Manifest, b: Manifest, directory: Path) -> bool:
             or (directory / a.data).resolve() == (directory / b.data).resolve())
 
 
-def content_owner(m: Manifest, store: Store, directory: Path | None = None) -> ContentOwner:
+def content_owner(m: Manifest, store: AccessLogRepo, directory: Path | None = None) -> ContentOwner:
     """Whose split ``m``'s reads are: a split's budget and audit belong to its content, whatever manifest named it.
 
     The content's names are ``m`` and every other manifest of ``m``'s tier on disk with the same

@@ -12,7 +12,7 @@ from evalgate import accesslog
 from evalgate.splits.discovery import load_manifest
 from evalgate.splits.manifest import ADD_PURPOSE, actor_name
 from evalgate.splits.write import write_split
-from evalgate.store import Store
+from evalgate.store import AccessLogRepo
 
 PARTITION_SALT = "evalgate-partition-v1"
 SMOKE_SIZE = 8
@@ -45,13 +45,13 @@ def import_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str
 
 def write_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
                  directory: Path | None = None, smoke_size: int = SMOKE_SIZE,
-                 store: Store | None = None) -> list[Path]:
+                 store: AccessLogRepo | None = None) -> list[Path]:
     """Write ``<prefix>-smoke|dev|public|private`` (``partition``, ``write_split``) without logging them: the
     caller logs them with ``log_imported`` once they are where they stay (``evalgate init`` writes into a staging
     folder first).
 
     Items that repeat another private split are refused before anything is written, as ``splits add`` refuses
-    them (``twins.refuse_private_copy``; the refusal is logged in ``store``, default ``Store()``): a dataset
+    them (``twins.refuse_private_copy``; the refusal is logged in ``store``, default ``AccessLogRepo()``): a dataset
     plugin or ``evalgate init --from`` given a private split's items would otherwise deal them into the new
     dev and public splits.
 
@@ -68,12 +68,13 @@ def write_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str,
 
 
 def refuse_private_parts(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
-                         smoke_size: int = SMOKE_SIZE, store: Store | None = None) -> dict[str, tuple[str, list[Any]]]:
+                         smoke_size: int = SMOKE_SIZE, store: AccessLogRepo | None = None
+                         ) -> dict[str, tuple[str, list[Any]]]:
     """The tiered parts of ``items`` (split name -> (tier, items), ``partition``), each checked against the private
     splits (``twins.refuse_private_copy``; ``<prefix>-private`` itself excepted, so a reimport works).
 
     Raises:
-        RefusedByPolicy: a part repeats a private split (logged in ``store``, default ``Store()``).
+        RefusedByPolicy: a part repeats a private split (logged in ``store``, default ``AccessLogRepo()``).
     """
     from evalgate.splits.twins import refuse_private_copy
 
@@ -87,10 +88,10 @@ def refuse_private_parts(prefix: str, items: list[dict[str, Any]], provenance: d
     return parts
 
 
-def log_imported(manifests: list[Path], store: Store | None = None) -> None:
+def log_imported(manifests: list[Path], store: AccessLogRepo | None = None) -> None:
     """Log the addition of each split whose manifest is in ``manifests`` (outcome ``added``, purpose
     ``ADD_PURPOSE``, the content hash and item count in the detail)."""
-    store = store or Store()
+    store = store or AccessLogRepo()
     for path in manifests:
         m = load_manifest(path.stem, path.parent)
         accesslog.append(store, accesslog.entry(actor=actor_name(), split=m.name, tier=m.tier, purpose=ADD_PURPOSE,

@@ -13,7 +13,7 @@ from evalgate.errors import EvalgateError, RefusedByPolicy
 from evalgate.splits.data import dump_jsonl, read_unlogged, sha256_hex
 from evalgate.splits.discovery import list_manifests
 from evalgate.splits.manifest import ADD_PURPOSE, Manifest
-from evalgate.store import Store
+from evalgate.store import AccessLogRepo
 
 NEAR_DUPLICATE_SHARE = 0.5
 """A new split repeats a private split when at least this share of its items match that split's items by id (ids
@@ -79,10 +79,10 @@ def private_twin(name: str, items: list[dict[str, Any]]) -> tuple[Manifest, int]
     return None
 
 
-def refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file: Path | str, store: Store | None,
-                         who: str) -> None:
-    """Refuse (logged under both names, in ``store``, default ``Store()`` opened only then) items that repeat another
-    private split (``private_twin``).
+def refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file: Path | str,
+                        store: AccessLogRepo | None, who: str) -> None:
+    """Refuse (logged under both names, in ``store``, default ``AccessLogRepo()`` opened only then) items that repeat
+    another private split (``private_twin``).
 
     Raises:
         RefusedByPolicy: ``items`` (read from ``file``, a path or a description of the source, to be added as
@@ -96,7 +96,7 @@ def refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file:
     why = (f"{shared} of the {len(items)} items of {file} repeat private split {m.name} (same id or same text); "
            f"its read budget belongs to its content, so a copy under another name is refused. Read "
            f"{m.name} itself (through 'evalgate gate'), or remove those items")
-    store = store or Store()
+    store = store or AccessLogRepo()
     for split_name, split_tier in ((m.name, m.tier), (name, tier)):
         accesslog.append(store, accesslog.entry(actor=who, split=split_name, tier=split_tier,
                                                 purpose=ADD_PURPOSE, outcome="refused", detail=why))

@@ -20,7 +20,7 @@ from evalgate.splits.manifest import ADD_PURPOSE, TIERS, Manifest, Policy, actor
 from evalgate.splits.sources import Mapping
 from evalgate.splits.sources import read_items as read_source
 from evalgate.splits.twins import refuse_private_copy
-from evalgate.store import Store
+from evalgate.store import AccessLogRepo
 
 
 def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: dict[str, Any],
@@ -60,7 +60,7 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
 
 
 def add_split(name: str, tier: str, file: Path, source: str | None = None, policy: dict[str, Any] | None = None,
-              replace: bool = False, store: Store | None = None, actor: str | None = None,
+              replace: bool = False, store: AccessLogRepo | None = None, actor: str | None = None,
               fmt: str | None = None, mapping: list[str] | None = None, row_ids: bool = False) -> Path:
     """Add a split from a JSONL, CSV or Parquet file or a ``datasets`` folder (``evalgate splits add``).
 
@@ -81,7 +81,7 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
         source: provenance text (default: the file path).
         policy: policy fields that tighten the tier's default (``Policy`` fields), or None.
         replace: replace an existing split of the same tier.
-        store: store for the access log (default ``Store()``).
+        store: the access log (default ``AccessLogRepo()``, the active workspace's).
         actor: who (default ``actor_name()``).
         fmt: ``splits.sources.FORMATS`` name, or None to detect it from the path.
         mapping: ``FIELD=COLUMN`` strings (``splits.sources.Mapping``): the item's fields, or None for every column.
@@ -109,7 +109,7 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     except ValidationError as e:
         errs = "; ".join(f"{'.'.join(str(x) for x in er['loc'])}: {er['msg']}" for er in e.errors())
         raise BadInput(f"split {name}: invalid policy option ({errs})") from e
-    store, who = store or Store(), actor_name(actor)
+    store, who = store or AccessLogRepo(), actor_name(actor)
     old = _check_existing(name, tier, replace, store, who)
     refuse_private_copy(name, tier, items, file, store, who)
     path = write_split(name, tier, items, {"source": source or str(file)}, policy=pol)
@@ -122,7 +122,7 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     return path
 
 
-def _check_existing(name: str, tier: str, replace: bool, store: Store, who: str) -> Manifest | None:
+def _check_existing(name: str, tier: str, replace: bool, store: AccessLogRepo, who: str) -> Manifest | None:
     """The split ``add_split`` would replace, if any; refuses (logged) a replacement without ``replace`` or with
     another tier."""
     if not (splits_dir() / f"{name}.yaml").is_file():
