@@ -12,6 +12,10 @@ For each run with web ratings (one run = one checkpoint on one split), over the 
   scales"), with its 2x2 confusion table;
 - **Krippendorff's alpha** between raters (ordinal distance, the ``krippendorff`` package; Krippendorff 2011,
   "Computing Krippendorff's Alpha-Reliability"), over samples rated by at least two people.
+
+``proxy_agreement`` gives the same measures for a proxy scorer (a judge, a reward model) against the raters' mean, with
+a percentile bootstrap CI over samples for each, plus Cohen's quadratic-weighted kappa (Cohen 1968, "Weighted
+kappa") and Krippendorff's alpha between the proxy and the raters' mean, both on the rating scale's levels.
 """
 
 from __future__ import annotations
@@ -19,17 +23,20 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
 from evalgate.store import Store
 
+Values = Sequence[float] | np.ndarray
+"""Paired scores: a sequence or a numpy array."""
+
 THRESHOLD = 0.5
 """Both sides are binarised at this value (human scores after mapping to [0, 1]) for kappa and the table."""
 
 
-def spearman_ci(auto: Sequence[float], human: Sequence[float], confidence: float = 0.95, resamples: int = 2000,
+def spearman_ci(auto: Values, human: Values, confidence: float = 0.95, resamples: int = 2000,
                 seed: int = 0) -> dict[str, Any]:
     """Spearman's rho of paired values with a percentile bootstrap CI.
 
@@ -60,39 +67,118 @@ def spearman_ci(auto: Sequence[float], human: Sequence[float], confidence: float
     return {"n": n, "rho": rho, "ci": ci}
 
 
+def kappa(x: Values, y: Values, levels: int, weights: str | None = None) -> float | None:
+    """Cohen's kappa of two ratings of the same samples on the categories ``0 .. levels - 1``.
+
+    ``1 - sum(w * O) / sum(w * E)``, ``O`` the observed joint frequencies, ``E`` the chance ones (the product of the
+    margins): ``weights`` None gives ``w = 1`` off the diagonal, i.e. ``(p_o - p_e) / (1 - p_e)`` (Cohen 1960);
+    ``"linear"`` ``|i - j|`` and ``"quadratic"`` ``(i - j) ** 2`` give the weighted kappa (Cohen 1968). The same
+    value as ``sklearn.metrics.cohen_kappa_score(x, y, labels=range(levels), weights=weights)``.
+
+    Returns:
+        kappa, or None with no pairs or when chance predicts no disagreement (both sides one same category).
+    """
+    obs = np.zeros((levels, levels))
+    np.add.at(obs, (np.asarray(x, dtype=int), np.asarray(y, dtype=int)), 1)
+    n = obs.sum()
+    if not n:
+        return None
+    chance = np.outer(obs.sum(axis=1), obs.sum(axis=0)) / n
+    i, j = np.indices((levels, levels))
+    w = {None: (i != j).astype(float), "linear": np.abs(i - j), "quadratic": (i - j) ** 2.0}[weights]
+    expected = float((w * chance).sum())
+    return None if expected == 0 else 1 - float((w * obs).sum()) / expected
+
+
 def cohen_kappa(auto: Sequence[float], human: Sequence[float], threshold: float = THRESHOLD) -> dict[str, Any]:
-    """Cohen's kappa of both sides binarised at ``threshold`` (``>=`` is positive), and the confusion table.
+    """Cohen's kappa (``kappa``) of both sides binarised at ``threshold`` (``>=`` is positive), and the confusion
+    table.
 
     Returns:
         ``{"kappa", "observed", "confusion": [[auto-/human-, auto-/human+], [auto+/human-, auto+/human+]]}``;
         kappa None when the chance agreement is 1 (both sides constant and equal) or there are no pairs.
     """
-    table = [[0, 0], [0, 0]]
-    for x, y in zip(auto, human, strict=True):
-        table[int(x >= threshold)][int(y >= threshold)] += 1
-    n = sum(map(sum, table))
-    if not n:
-        return {"kappa": None, "observed": None, "confusion": table}
-    p_o = (table[0][0] + table[1][1]) / n
-    p_e = ((table[0][0] + table[0][1]) * (table[0][0] + table[1][0])
-           + (table[1][0] + table[1][1]) * (table[0][1] + table[1][1])) / n ** 2
-    return {"kappa": None if p_e == 1 else (p_o - p_e) / (1 - p_e), "observed": p_o, "confusion": table}
+    x = [int(v >= threshold) for v in auto]
+    y = [int(v >= threshold) for v in human]
+    table = [[sum(1 for p, q in zip(x, y, strict=True) if (p, q) == (r, c)) for c in (0, 1)] for r in (0, 1)]
+    n = len(x)
+    return {"kappa": kappa(x, y, 2), "observed": (table[0][0] + table[1][1]) / n if n else None, "confusion": table}
+
+
+def _alpha(data: np.ndarray, level: Literal["ordinal"], domain: Sequence[float] | None = None) -> float | None:
+    """``krippendorff.alpha`` of a (coders, units) array, NaN missing; None when one value is everywhere (no
+    disagreement to compare against) or the value is not finite."""
+    import krippendorff
+
+    if len(np.unique(data[~np.isnan(data)])) < 2:
+        return None
+    value = float(krippendorff.alpha(reliability_data=data, level_of_measurement=level, value_domain=domain))
+    return value if math.isfinite(value) else None
 
 
 def krippendorff_alpha(ratings: dict[str, dict[tuple[str, int], float]]) -> float | None:
     """Krippendorff's alpha (ordinal) over ``rater -> {sample: score}``; None with fewer than two raters or no
     sample rated twice."""
-    import krippendorff
-
     raters = sorted(ratings)
     samples = sorted({k for r in raters for k in ratings[r]})
     if len(raters) < 2 or not any(sum(k in ratings[r] for r in raters) >= 2 for k in samples):
         return None
-    data = np.array([[ratings[r].get(k, np.nan) for k in samples] for r in raters], dtype=float)
-    if len(np.unique(data[~np.isnan(data)])) < 2:
-        return None  # one value everywhere: alpha is undefined (no disagreement to compare against)
-    value = float(krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal"))
-    return value if math.isfinite(value) else None
+    return _alpha(np.array([[ratings[r].get(k, np.nan) for k in samples] for r in raters], dtype=float), "ordinal")
+
+
+def on_levels(values: Values, levels: int) -> np.ndarray:
+    """Scores in [0, 1] read on a rating scale of ``levels`` points: the nearest of ``0 .. levels - 1``
+    (``round(x * (levels - 1))``; a raters' mean between two points goes to the nearer)."""
+    return np.rint(np.clip(np.asarray(values, dtype=float), 0, 1) * (levels - 1)).astype(int)
+
+
+def _with_ci(stat: Any, a: np.ndarray, h: np.ndarray, idx: np.ndarray, confidence: float) -> dict[str, Any]:
+    """``{"value", "ci"}``: ``stat(a, h)`` and the percentile interval of ``stat`` over the resampled rows ``idx``
+    (resamples where it is undefined dropped); both None where it is undefined on the data."""
+    value = stat(a, h) if len(a) else None
+    if value is None:
+        return {"value": None, "ci": None}
+    draws = [v for v in (stat(a[i], h[i]) for i in idx) if v is not None]
+    tail = (1 - confidence) / 2
+    return {"value": value,
+            "ci": [float(np.quantile(draws, tail)), float(np.quantile(draws, 1 - tail))] if draws else None}
+
+
+def proxy_agreement(auto: Values, human: Values, levels: int, confidence: float = 0.95,
+                    resamples: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """A proxy scorer's agreement with people over n paired samples, each with a percentile bootstrap CI over
+    samples (Efron & Tibshirani 1993, ch. 13; one seeded draw of rows shared by the kappas and alpha).
+
+    Args:
+        auto: the proxy's score per sample, in [0, 1] (a judge's rating mapped to [0, 1], a reward model's
+            sigmoid(reward)).
+        human: the raters' mean score per sample, mapped to [0, 1] by the batch's scale.
+        levels: points on the rating scale (5 for 1-5); the kappas and alpha read both sides on them (``on_levels``).
+
+    Returns:
+        ``{"n", "levels", "spearman": spearman_ci, "kappa", "weighted_kappa", "alpha"}``; each of the last three
+        ``{"value", "ci"}``: Cohen's kappa with both sides binarised at ``THRESHOLD`` (Cohen 1960), the
+        quadratic-weighted kappa on the levels (Cohen 1968), Krippendorff's alpha (ordinal, the ``krippendorff``
+        package) with the proxy and the raters' mean as its two coders. None where undefined (no pairs, one side
+        constant).
+    """
+    a, h = np.asarray(auto, dtype=float), np.asarray(human, dtype=float)
+    idx = np.random.default_rng(seed).integers(0, len(a), size=(resamples, len(a))) if len(a) else np.empty((0, 0))
+
+    def binary(x: np.ndarray, y: np.ndarray) -> float | None:
+        return kappa((x >= THRESHOLD).astype(int), (y >= THRESHOLD).astype(int), 2)
+
+    def weighted(x: np.ndarray, y: np.ndarray) -> float | None:
+        return kappa(on_levels(x, levels), on_levels(y, levels), levels, "quadratic")
+
+    def alpha(x: np.ndarray, y: np.ndarray) -> float | None:
+        return _alpha(np.vstack([on_levels(x, levels), on_levels(y, levels)]).astype(float), "ordinal",
+                      range(levels))
+
+    return {"n": len(a), "levels": levels,
+            "spearman": spearman_ci(a, h, confidence=confidence, resamples=resamples, seed=seed),
+            **{k: _with_ci(f, a, h, idx, confidence) for k, f in
+               (("kappa", binary), ("weighted_kappa", weighted), ("alpha", alpha))}}
 
 
 def run_agreement(store: Store, run_id: str, rewards: dict[tuple[str, int], float] | None = None,

@@ -214,6 +214,24 @@ def _md(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
+def _calibration_lines(calibration: list[dict[str, Any]]) -> list[str]:
+    """The Markdown table of each proxy scorer's agreement with raters (``Verdict.calibration``); none when empty."""
+    if not calibration:
+        return []
+
+    def ci(value: Any, interval: list[float] | None) -> str:
+        return (_fmt(value, 3) or "n/a") + (f" [{_fmt(interval[0], 3)}, {_fmt(interval[1], 3)}]" if interval else "")
+
+    lines = ["", "Calibration against people (human-audit tier, 95% bootstrap CIs):", "",
+             "| protocol | scorer | rated samples | Spearman rho | kappa | weighted kappa | Krippendorff alpha |",
+             "|---|---|---|---|---|---|---|"]
+    for c in calibration:
+        cells = [ci(c["spearman"]["rho"], c["spearman"]["ci"])]
+        cells += [ci(c[k]["value"], c[k]["ci"]) for k in ("kappa", "weighted_kappa", "alpha")]
+        lines.append(f"| {c['protocol']} | {c['scorer']} | {c['n_samples']} | {' | '.join(cells)} |")
+    return lines
+
+
 def markdown_summary(verdict: Verdict) -> str:
     """A short Markdown summary: verdict, rules table, per-seed best/last/failed."""
     d = verdict.as_dict()
@@ -241,6 +259,7 @@ def markdown_summary(verdict: Verdict) -> str:
     if d["reused_from"]:
         lines += ["", f"Decision reused from gate `{d['reused_from']['gate_id']}` ({d['reused_from']['created_at']}): "
                       "inputs unchanged, no private read."]
+    lines += _calibration_lines(d["calibration"])
     aside = [f"{len(d[k])} {k}" for k in ("stale", "ignored", "failures") if d[k]]
     if aside:
         lines += ["", f"Runs set aside: {', '.join(aside)} (listed with reasons in the JSON and HTML reports)."]

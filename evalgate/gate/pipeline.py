@@ -32,7 +32,7 @@ from evalgate.gate.results import (
 )
 from evalgate.gate.select import RunPartition, partition_runs, select_checkpoints, weights_finite
 from evalgate.reward_audit import audits_for_checkpoints
-from evalgate.rlhf.calibration import calibration_rule
+from evalgate.rlhf.calibration import calibration_rule, calibration_section
 from evalgate.rlhf.triad import triad_rule
 from evalgate.runner.grant import revoke
 from evalgate.scoring import metrics
@@ -178,13 +178,16 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     audits = audits_for_checkpoints(store, [s.best.digest for s in chosen if s.best], policy.reward_audit, who)
     rules += [RuleOutcome("reward_human_spearman", bool(a["rule"]["passed"]), f"{a['checkpoint']}: "
                           f"{a['rule']['detail']}") for a in audits if a["rule"]["passed"] is not None]
-    calibrated = calibration_rule(store, policy)  # a proxy scorer's metric decides only when calibrated
+    calibration = calibration_section(store, policy)  # each proxy's agreement with raters, for the report
+    gated = next((c for c in calibration if c["role"] == "gated"), None)
+    calibrated = calibration_rule(store, policy, gated)  # a proxy scorer's metric decides only when calibrated
     rules += [RuleOutcome(*calibrated)] if calibrated else []
     triad = triad_rule(store, policy, seeds)  # RM score up, the metric down, length up
     rules += [RuleOutcome(*triad)] if triad else []
     verdict = Verdict(all(r.passed for r in rules), policy, rules, seeds, baseline, stats, protocol_hash, samples,
                       stale=part.stale, ignored=part.ignored, failures=part.failures, reused_from=reused,
-                      reward_audit=audits, rereads=[r["run_id"] for r in reader.shown.values()], broken_chain=broken)
+                      reward_audit=audits, calibration=calibration,
+                      rereads=[r["run_id"] for r in reader.shown.values()], broken_chain=broken)
     history.record(store, verdict, inputs, who)
     return verdict
 

@@ -274,6 +274,8 @@ class Verdict:
         ignored: the latest run per checkpoint that is no candidate (no training run or seed, another backend).
         failures: failed or interrupted runs, each saying whether it counts against its checkpoint.
         reward_audit: ``reward_audit.reward_audit`` of each best checkpoint's human-rated runs.
+        calibration: ``rlhf.calibration.calibration_section``: each proxy scorer's (judge, reward model) agreement
+            with raters on the human-audit tier (Spearman, kappa, weighted kappa, Krippendorff's alpha with CIs).
         gate_id: the id it is stored under (``evalgate.gate.history``; None: not stored).
         reused_from: the stored gate whose decision runs it reused without reading (None: it read, or needed no
             read).
@@ -296,6 +298,7 @@ class Verdict:
     ignored: list[SetAside] = field(default_factory=list)
     failures: list[SetAside] = field(default_factory=list)
     reward_audit: list[dict[str, Any]] = field(default_factory=list)
+    calibration: list[dict[str, Any]] = field(default_factory=list)
     gate_id: str | None = None
     reused_from: ReusedDecision | None = None
     rereads: list[str] = field(default_factory=list)
@@ -344,6 +347,7 @@ class Verdict:
             **{k: [dataclasses.asdict(r) for r in getattr(self, k)] for k in ("stale", "ignored", "failures")},
             "reward_audit": [{**a, "suspicious": [{k: v for k, v in s.items() if k != "text"} for s in a["suspicious"]]}
                              for a in self.reward_audit],
+            "calibration": list(self.calibration),
             "reason": self.reason, "gate_id": self.gate_id,
             "reused_from": dataclasses.asdict(self.reused_from) if self.reused_from else None, "ship": self.ship(),
             "rereads": list(self.rereads),

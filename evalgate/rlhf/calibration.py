@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evalgate.agreement import run_agreement, spearman_ci
+from evalgate.agreement import proxy_agreement, run_agreement
 from evalgate.store import Store
 
 RULE = "proxy_calibrated"
@@ -26,21 +26,49 @@ def audit_agreement(store: Store, protocol: str, resamples: int = 2000) -> dict[
     """The scorer-human agreement of protocol ``name@version`` on the human-audit tier.
 
     Returns:
-        ``{"runs": [run ids], "n_samples", "spearman": {"n", "rho", "ci"}}`` over every rated sample of the
-        protocol's complete runs on human-audit splits, pooled.
+        ``{"runs": [run ids], "n_samples", **agreement.proxy_agreement}`` over every rated sample of the protocol's
+        complete runs on human-audit splits, pooled: Spearman's rho, Cohen's kappa, the quadratic-weighted kappa
+        and Krippendorff's alpha, each with its bootstrap CI, on the finest rating scale of those runs' batches
+        (``levels``; 5 when nothing is rated).
     """
     name, _, version = protocol.partition("@")
-    runs, auto, human = [], [], []
+    runs, auto, human, levels = [], [], [], 0
     for b in store.batches():
         run = store.runs(run_id=b["run_id"])
-        if b["run_id"] in runs or not run or (run[0]["protocol_name"], run[0]["protocol_version"]) != (name, version) \
+        if not run or (run[0]["protocol_name"], run[0]["protocol_version"]) != (name, version) \
                 or run[0]["tier"] != "human-audit":
+            continue
+        levels = max(levels, int(b["scale_max"] - b["scale_min"]) + 1)
+        if b["run_id"] in runs:
             continue
         runs.append(b["run_id"])
         for s in run_agreement(store, b["run_id"], resamples=resamples)["samples"]:
             auto.append(s["auto"])
             human.append(s["human"])
-    return {"runs": runs, "n_samples": len(auto), "spearman": spearman_ci(auto, human, resamples=resamples)}
+    return {"runs": runs, "n_samples": len(auto), **proxy_agreement(auto, human, levels or 5, resamples=resamples)}
+
+
+def calibration_section(store: Store, policy: Any) -> list[dict[str, Any]]:
+    """The release report's agreement of each proxy the policy relies on with people on the human-audit tier: the
+    gated protocol when its scorer is a proxy (``role: "gated"``) and the triad's reward-model protocol
+    (``rules.reward_model_protocol``, ``role: "reward model"``).
+
+    Returns:
+        ``[{"protocol", "scorer", "role", **audit_agreement}]``; empty when the policy relies on no proxy.
+    """
+    from evalgate.scoring.base import SCORERS
+
+    out = []
+    scorer = _scorer(policy.protocol_file)
+    entry = SCORERS.get(scorer) if scorer else None
+    if entry is not None and entry.proxy:
+        out.append({"protocol": policy.protocol, "scorer": scorer, "role": "gated",
+                    **audit_agreement(store, policy.protocol, policy.bootstrap_resamples)})
+    rm = policy.rules.reward_model_protocol
+    if rm and rm != policy.protocol:
+        out.append({"protocol": rm, "scorer": "reward_model", "role": "reward model",
+                    **audit_agreement(store, rm, policy.bootstrap_resamples)})
+    return out
 
 
 def _scorer(protocol_file: str | None) -> str | None:
@@ -52,8 +80,9 @@ def _scorer(protocol_file: str | None) -> str | None:
     return load_protocol(protocol_file).spec.scorer.name
 
 
-def calibration_rule(store: Store, policy: Any) -> tuple[str, bool, str] | None:
-    """The gate rule ``min_proxy_agreement`` of ``policy`` (a ``GatePolicy``).
+def calibration_rule(store: Store, policy: Any, found: dict[str, Any] | None = None) -> tuple[str, bool, str] | None:
+    """The gate rule ``min_proxy_agreement`` of ``policy`` (a ``GatePolicy``); ``found``: the gated protocol's
+    ``audit_agreement`` when already computed (``calibration_section``).
 
     Returns:
         ``(rule name, passed, detail)``. Passed with a note when the protocol's scorer is not a proxy (a verified
@@ -79,7 +108,7 @@ def calibration_rule(store: Store, policy: Any) -> tuple[str, bool, str] | None:
         return RULE, False, (f"not calibrated: {policy.protocol}'s scorer {scorer} is a proxy for people and the "
                              "policy sets no rules.min_proxy_agreement; set the Spearman's rho its scores must reach "
                              "against human ratings on the human-audit tier before its metric may decide")
-    found = audit_agreement(store, policy.protocol, policy.bootstrap_resamples)
+    found = found or audit_agreement(store, policy.protocol, policy.bootstrap_resamples)
     sp = found["spearman"]
     if not found["n_samples"]:
         return RULE, False, (f"not calibrated: no human-rated sample of a {policy.protocol} run on a human-audit "

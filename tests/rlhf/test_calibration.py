@@ -3,6 +3,7 @@ when the proxy agrees with people on the human-audit tier (real store, real rati
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -11,7 +12,7 @@ import pytest
 import yaml
 
 from evalgate import rating
-from evalgate.gate import load_policy, run_gate
+from evalgate.gate import Verdict, load_policy, run_gate
 from evalgate.rlhf.calibration import calibration_rule
 from evalgate.splits import write_split
 from evalgate.store import Store
@@ -60,16 +61,20 @@ def rated_audit_run(st: Store, run_id: str, protocol: tuple[str, str] = ("cal", 
         rating.submit(st, "ann", b, rating.issue_form_token(st, "ann"), keys[item], str(score))
 
 
-def gate(tmp_path: Path, st_built: dict, threshold: float | None, scorer: str = "reward_model",
-         options: str = RM) -> dict:
+def gate_verdict(tmp_path: Path, st_built: dict, threshold: float | None, scorer: str = "reward_model",
+                 options: str = RM) -> Verdict:
     (tmp_path / "fx.yaml").write_text(PROTOCOL.format(scorer=scorer, options=options))
     pol = fx.policy_dict(st_built["baseline"], min_improvement=0.0, confidence=0.9, reward_hacking=False,
                          min_proxy_agreement=threshold)
     pol["protocol_file"] = "fx.yaml"
     path = tmp_path / "gate.yaml"
     path.write_text(yaml.safe_dump(pol))
-    v = run_gate(load_policy(path), st_built["store"], evaluate_decision=False)
-    return {r.rule: r for r in v.rules}
+    return run_gate(load_policy(path), st_built["store"], evaluate_decision=False)
+
+
+def gate(tmp_path: Path, st_built: dict, threshold: float | None, scorer: str = "reward_model",
+         options: str = RM) -> dict:
+    return {r.rule: r for r in gate_verdict(tmp_path, st_built, threshold, scorer, options).rules}
 
 
 @pytest.fixture
@@ -136,3 +141,28 @@ def test_a_judge_that_agrees_with_the_raters_may_decide(tmp_path: Path, built: d
     assert rule.passed and "judge-human Spearman rho 0.975" in rule.detail, rule.detail
     assert "over 5 human-audit samples (1 run(s)); required at least 0.9" in rule.detail
     assert not gate(tmp_path, built, 0.98, scorer="judge", options=JUDGE)["proxy_calibrated"].passed
+
+
+def test_the_release_report_shows_the_judges_agreement_with_people(tmp_path: Path, built: dict) -> None:
+    from evalgate.report import write_reports
+
+    rated_audit_run(built["store"], "ha-judge", ("fx", "1"), JUDGE_AUTO, status="judged")
+    v = gate_verdict(tmp_path, built, 0.9, scorer="judge", options=JUDGE)
+    (c,) = v.calibration
+    assert (c["protocol"], c["scorer"], c["role"], c["runs"], c["n_samples"], c["levels"]) == \
+        ("fx@1", "judge", "gated", ["ha-judge"], 5, 5)
+    assert c["spearman"]["rho"] == pytest.approx(9.5 / 95 ** 0.5)
+    # at 0.5 both sides are 0,1,0,0,1 (human 0.25 < 0.5); on the five points both are 0,2,0,1,4: exact agreement
+    assert c["kappa"]["value"] == c["weighted_kappa"]["value"] == c["alpha"]["value"] == pytest.approx(1.0)
+    out = {f: tmp_path / f"report.{f}" for f in ("html", "json", "md")}
+    write_reports(v, {"html": out["html"], "json": out["json"], "markdown": out["md"]}, built["store"])
+    doc = json.loads(out["json"].read_text())
+    assert doc["calibration"][0]["spearman"]["rho"] == pytest.approx(0.975, abs=5e-4)
+    html = out["html"].read_text()
+    section = html[html.index("<h2>Calibration against people</h2>"):]
+    assert "<td>fx@1</td><td>judge</td><td>gated</td>" in section and "0.975" in section
+    assert "| fx@1 | judge | 5 | 0.975 [" in out["md"].read_text()
+
+
+def test_no_calibration_section_without_a_proxy(tmp_path: Path, built: dict) -> None:
+    assert gate_verdict(tmp_path, built, None, scorer="exact", options="{}").calibration == []
