@@ -129,8 +129,9 @@ class ExtractionSpec(StrictModel):
     rule: Annotated[str, RULES] = "raw"
     """A rule registered in ``scoring.extract.RULES`` (a plugin's through the ``evalgate.extract_rules`` entry-point
     group): ``code``: the program (prefix + completion, fenced block if present); ``boxed``: the last
-    ``\\boxed{}``; ``last_number``: the last number; ``gsm8k``: text after ``####`` or "The answer is", else the
-    last number; ``raw``: the whole completion. Default: raw."""
+    ``\\boxed{}`` (boxes joined by "or", "and" or "," as one answer); ``last_number``: the last number; ``gsm8k``:
+    what the last ``####`` or "The answer is" states (several numbers in it as written, so a hedge ``2 or 3`` equals
+    neither), else the last number; ``raw``: the whole completion. Default: raw."""
     score_truncated: bool = False
     """Score completions cut off by max_tokens (finish_reason ``length``). Default: false, they count as truncated
     and wrong."""

@@ -7,18 +7,33 @@
   ASCII; ``1.5e3`` is one number.
 - ``gsm8k``: the answer to the question asked: the completion is cut where the model starts a new exercise (a
   line opening with ``Question:``, ``Q:`` or ``Problem:``, as a run-on few-shot answer does), and the first part
-  that holds an answer gives it: the number after its first ``####`` (GSM8K's marker ends the answer, as
-  lm-evaluation-harness's strict match reads it), else after its last "answer is" (e.g. "The answer is 18.",
-  "The final answer is $18$"), else the content of its last ``\\boxed{}``, else its last number.
+  that holds an answer gives it: what its last ``####`` states, else what its last "answer is" states (e.g. "The
+  answer is 18.", "The final answer is $18$"), else its last ``\\boxed{}``, else its last number.
 - ``boxed``: the content of the *last* ``\\boxed{...}`` (or ``\\fbox{...}``, or ``\\boxed 5``), braces
-  balanced; repeated boxes are never joined, and a last box cut off before its closing brace is no answer.
+  balanced; a last box cut off before its closing brace is no answer. Boxes are joined only where the text joins
+  them into one answer with ``,``, "and" or "or" (``\\boxed{2} or \\boxed{3}`` gives ``2, 3``); a box stated
+  again later (``\\boxed{1}. No wait, \\boxed{2}``) replaces the earlier one.
 - ``code``: the completion as is (code scorers extract programs themselves).
+
+Hedged answers: one rule in every format. The *last* final answer of a kind is the answer (``####``, "answer is",
+``\\boxed{}``), as math-verify reads the rightmost match first (``math_verify.parser.extract_target_from_pred``:
+"Try to extract from each match, starting from rightmost") and lm-evaluation-harness's gsm8k ``flexible-extract``
+takes the last number (``group_select: -1``, lm_eval/tasks/gsm8k/gsm8k.yaml); a later correction replaces an
+earlier answer. A final answer states what follows its marker to the end of its sentence (a newline, or ``.``,
+``!`` or ``?`` before a space or the end; an ellipsis ``...`` ends nothing). A statement holding one number gives
+that number; one holding several different numbers is given as written (``2 or 3``, ``2, 3``, ``2... actually 3``,
+``2/3``), so the scorer compares all of it: ``math_equal`` reads ``2 or 3`` and ``2, 3`` as the set {2, 3}, as
+math-verify does (it parses answers joined by ``,``, "and" or "or" as one answer holding each,
+``math_verify.parser.lazy_latex_regex``), which equals no single number, and ``2/3`` as the fraction. So a hedge
+is never scored by whichever of its values matches the gold answer. (lm-evaluation-harness's ``strict-match``
+takes the first number after the first ``####`` instead: ``#### 2 or 3`` gives 2 there, 3 with its
+``flexible-extract``.)
 
 Thousands separators (``last_number`` and ``gsm8k``): ``,`` and the Arabic ``٬`` between groups of three
 digits, and, written in LaTeX or SI style, ``{,}``, ``\\,`` ``\\;`` ``\\:`` ``\\!`` ``\\ `` ``~`` and the no-break,
 thin, narrow no-break and figure spaces (``1{,}000{,}000``, ``12\\,345``, and 12 345 with a thin space give
 1000000 and 12345) when every group after the first has exactly three digits. A plain ASCII space never joins
-numbers ("5 100" stays two numbers). Docs: docs/SCORING.md.
+numbers ("5 100" stays two numbers, so "The answer is 5 100" states two). Docs: docs/SCORING.md.
 
 Each rule is an ``ExtractionRule`` in ``RULES``; a plugin adds one through the ``evalgate.extract_rules`` entry-point
 group, and a protocol naming it validates. Returns None when the rule finds no answer. Truncated completions
@@ -76,19 +91,17 @@ def last_number(text: str) -> str | None:
     return found[-1].replace(",", "")
 
 
-def last_boxed(text: str) -> str | None:
-    """Content of the last ``\\boxed{...}`` / ``\\fbox{...}`` with balanced braces, or None.
+_BOX = re.compile(r"\\(?:boxed|fbox)")
+# What joins boxes into one answer (math-verify's ",", "and", "or", an Oxford comma), with math delimiters around.
+_BOX_JOIN = re.compile(r"\s*\$*\s*(?:,|(?:,\s*)?(?:and|or))\s*\$*\s*", re.I)
 
-    ``\\boxed 5`` (no braces, as TeX allows for one token) gives ``5``. A last box that is cut off
-    (unbalanced) gives None: an earlier box is never used instead, and boxes are never joined.
-    """
-    start = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    if start < 0:
-        return None
+
+def _box(text: str, start: int) -> tuple[str, int] | None:
+    """The content of the box whose command starts at ``start`` and the index after it, or None (cut off)."""
     i = start + (6 if text.startswith("\\boxed", start) else 5)
     if i < len(text) and text[i] == " ":
         m = re.match(r" +([^\s{}$]+)", text[i:])
-        return m.group(1).rstrip(".,;") if m else None
+        return (m.group(1).rstrip(".,;"), i + m.end()) if m else None
     if i >= len(text) or text[i] != "{":
         return None
     depth = 0
@@ -98,8 +111,31 @@ def last_boxed(text: str) -> str | None:
         elif text[j] == "}":
             depth -= 1
             if depth == 0:
-                return text[i + 1:j].strip() or None
+                return text[i + 1:j].strip(), j + 1
     return None  # unbalanced: the box was cut off
+
+
+def last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` / ``\\fbox{...}`` with balanced braces, or None.
+
+    ``\\boxed 5`` (no braces, as TeX allows for one token) gives ``5``. A last box that is cut off
+    (unbalanced) gives None: an earlier box is never used instead. Boxes the text joins into one answer with
+    ``,``, "and" or "or" (``$\\boxed{2}$ or $\\boxed{3}$``) give their contents joined by ``, `` (``2, 3``), as
+    math-verify reads them as one answer; a box stated again later (``\\boxed{1}. No wait, \\boxed{2}``) gives
+    only the later one.
+    """
+    starts = [m.start() for m in _BOX.finditer(text)]
+    found = _box(text, starts[-1]) if starts else None
+    if found is None:
+        return None
+    joined, start = [found[0]], starts[-1]
+    for before in reversed(starts[:-1]):
+        prev = _box(text, before)
+        if prev is None or prev[1] > start or not _BOX_JOIN.fullmatch(text, prev[1], start):
+            break
+        joined.insert(0, prev[0])
+        start = before
+    return ", ".join(joined) if all(joined) else None
 
 
 _ANSWER_IS = re.compile(r"answer is[:\s]*", re.I)
@@ -108,18 +144,36 @@ _ANSWER_IS = re.compile(r"answer is[:\s]*", re.I)
 _NEW_EXERCISE = re.compile(r"\n[ \t]*(?:Question|Q|Problem)[ \t]*[:：]", re.I)
 
 
+# The end of a final answer's sentence: a newline, or a full stop, "!" or "?" before a space or the end. An
+# ellipsis (a run of points) ends nothing ("2... actually 3" is one statement), nor does the point of a one-letter
+# abbreviation ("2, i.e. 3").
+_SENTENCE_END = re.compile(r"\n|(?<![.])(?<!\b[A-Za-z])[.!?](?![.])(?=\s|$)")
+
+
+def _stated(span: str) -> str | None:
+    """What a final answer states (``span``: the text after its marker): of its sentence, or of a box in it, the
+    one number, else, where it holds several different numbers (a hedge such as ``2 or 3``, a list, a
+    fraction), the sentence as written, for the scorer to compare whole; None when it holds no number."""
+    end = _SENTENCE_END.search(span)
+    sentence = (span[:end.start()] if end else span).strip()
+    sentence = last_boxed(sentence) or sentence
+    numbers = {n.replace(",", "") for n in _NUMBER.findall(sentence)}
+    if len(numbers) == 1:
+        return numbers.pop()
+    return sentence if numbers else None
+
+
 def _marked(text: str) -> str | None:
-    """The answer after a final-answer marker in ``text`` (``####``, "answer is", ``\\boxed``), or None."""
+    """The answer stated after the last final-answer marker in ``text`` (``####``, else "answer is", else
+    ``\\boxed``), or None."""
     if "####" in text:
-        tail = text.split("####", 1)[1].strip()
-        return last_number(tail.split("\n", 1)[0]) or (tail.split("\n", 1)[0].strip() or None)
+        tail = text.rsplit("####", 1)[1]
+        return _stated(tail) or (tail.strip().split("\n", 1)[0].strip() or None)
     m = list(_ANSWER_IS.finditer(text))
     if m:
-        line = text[m[-1].end():].split("\n", 1)[0]
-        found = last_boxed(line) or line
-        num = _NUMBER.search(found)
-        if num:
-            return num.group(0).replace(",", "")
+        found = _stated(text[m[-1].end():])
+        if found:
+            return found
     return last_boxed(text)
 
 
@@ -161,8 +215,9 @@ def _whole(text: str) -> str | None:
 
 RULES.register("raw", ExtractionRule(_whole, "the whole completion, stripped"))
 RULES.register("last_number", ExtractionRule(last_number, "the last number (thousands separators removed)"))
-RULES.register("gsm8k", ExtractionRule(_gsm8k, "the number after ``####`` or \"The answer is\", else the last "
-                                       "``\\boxed{}``, else the last number, before any run-on new exercise"))
+RULES.register("gsm8k", ExtractionRule(_gsm8k, "what the last ``####`` or \"The answer is\" states (several numbers "
+                                       "as written), else the last ``\\boxed{}``, else the last number, before any "
+                                       "run-on new exercise"))
 RULES.register("boxed", ExtractionRule(last_boxed, "the content of the last ``\\boxed{}``"))
 RULES.register("code", ExtractionRule(_whole, "the program (the code scorer takes prefix + completion, a fenced "
                                       "block if present)", yields_answer=False))

@@ -51,8 +51,8 @@ def test_gsm8k_rule_answers_the_question_asked_not_a_run_on_exercise(text: str, 
     ("The answer is 12\u00a0345.", "12345"),  # no-break space
     ("The answer is 1\\;000\\;000.5.", "1000000.5"), ("The answer is 12~345.", "12345"),
     ("The answer is 1\u066c234", "1234"),  # Arabic thousands separator
-    ("The answer is 5 100", "5"),  # a plain space never joins numbers (not 5100)
-    ("The answer is 12\\,34", "12"),  # not groups of three: not a separator (not 1234)
+    ("The answer is 5 100", "5 100"),  # a plain space never joins numbers (not 5100): two numbers, as written
+    ("The answer is 12\\,34", "12\\,34"),  # not groups of three: not a separator (not 1234): two numbers
 ])
 def test_latex_and_si_thousands_separators(text: str, answer: str) -> None:
     assert extract_answer(text, "gsm8k") == answer
@@ -63,7 +63,9 @@ def test_plain_numbers_rewrites_only_numbers() -> None:
 
 
 # -- reasoning blocks (issue 28, point 2; allenai/olmo-eval#348, huggingface/lighteval#869) ------------------------
-R1 = "<think>\nLet me try: 3 * 4 = 12.\n#### 12\nWait, I forgot the 6 more.\n</think>\nShe has 12 + 6 = 18.\n#### 18"
+# The draft's "#### 12" outranks the final "The answer is" when the block is not removed.
+R1 = ("<think>\nLet me try: 3 * 4 = 12.\n#### 12\nWait, I forgot the 6 more.\n</think>\nShe has 12 + 6 = 18.\n"
+      "The answer is 18.")
 
 
 @pytest.mark.parametrize(("text", "formats", "answer", "closed"), [
@@ -81,7 +83,7 @@ R1 = "<think>\nLet me try: 3 * 4 = 12.\n#### 12\nWait, I forgot the 6 more.\n</t
     ("<|channel|>analysis<|message|>#### 12", ["harmony"], None, False),
     ("#### 18", ["think"], "18", True),  # no block: the whole text
     (R1, [], "12", True),  # stripping turned off: the whole text, as before
-    ("<thinking>\n#### 12\n</thinking>\n#### 18", ["think"], "12", True),  # a format not listed is not stripped
+    ("<thinking>\n#### 12\n</thinking>\nThe answer is 18.", ["think"], "12", True),  # a format not listed stays
 ])
 def test_reasoning_blocks_are_removed_before_extraction(text: str, formats: list[str], answer: str | None,
                                                         closed: bool) -> None:

@@ -198,3 +198,65 @@ def test_numbers_compare_relatively_and_partial_parses_are_not_equal(prediction:
 def test_times_ratios_and_undefined_values(prediction: str, gold: str, equal: bool) -> None:
     assert math_equal(prediction, gold) is equal
     assert math_equal(gold, prediction) is equal
+
+
+# -- hedged answers (adversary pass): one rule in every format -------------------------------------------------------
+# (completion, rule, what the rule reads, values a hedge offers). Worked out by hand from the rule: the last final
+# answer of a kind; a statement with several different numbers is compared whole (math-verify reads "2 or 3" and
+# "2, 3" as the set {2, 3}), so it equals none of the values it offers.
+HEDGES = [
+    ("#### 2 or 3", "gsm8k", "2 or 3", ["2", "3"]),  # the report's case: scored as 3
+    ("#### 3 or 2", "gsm8k", "3 or 2", ["2", "3"]),
+    ("#### 2, 3", "gsm8k", "2, 3", ["2", "3"]),
+    ("The answer is 2... actually 3", "gsm8k", "2... actually 3", ["2", "3"]),  # the report's case: scored as 2
+    ("The answer is 2 or 3.", "gsm8k", "2 or 3", ["2", "3"]),
+    ("The answer is 3, or maybe 2.", "gsm8k", "3, or maybe 2", ["2", "3"]),
+    ("The answer is 2 (or 3).", "gsm8k", "2 (or 3)", ["2", "3"]),
+    ("The answer is 2, i.e. 3.", "gsm8k", "2, i.e. 3", ["2", "3"]),  # an abbreviation's point ends no sentence
+    ("The answer is 5,7", "gsm8k", "5,7", ["5", "7"]),  # 5,7 is no thousands separator: two numbers
+    ("The final answer is $\\boxed{2}$ or $\\boxed{3}$.", "gsm8k", "2, 3", ["2", "3"]),
+    ("\\boxed{2} or \\boxed{3}", "boxed", "2, 3", ["2", "3"]),  # math-verify joins them too; was 3
+    ("So $x = \\boxed{2}$, $\\boxed{3}$", "boxed", "2, 3", ["2", "3"]),
+    ("\\boxed{2 \\text{ or } 3}", "boxed", "2 \\text{ or } 3", ["2", "3"]),
+    ("\\boxed{2, 3}", "boxed", "2, 3", ["2", "3"]),
+]
+
+
+@pytest.mark.parametrize(("text", "rule", "extracted", "values"), HEDGES)
+def test_a_hedged_answer_equals_none_of_the_values_it_offers(text: str, rule: str, extracted: str,
+                                                             values: list[str]) -> None:
+    got = extract_answer(text, rule)
+    assert got == extracted
+    assert [math_equal(got, v) for v in values] == [False] * len(values)
+
+
+@pytest.mark.parametrize(("text", "rule", "extracted", "gold", "equal"), [
+    # the last stated answer replaces an earlier one, in every format (a self-correction, not a hedge)
+    ("#### 2\nWait, 2 is wrong: she also buys one.\n#### 3", "gsm8k", "3", "3", True),  # was 2 (first ####)
+    ("The answer is 2. No, the answer is 3.", "gsm8k", "3", "3", True),
+    ("\\boxed{2}. No wait, it is \\boxed{3}.", "boxed", "3", "3", True),
+    ("#### 72\nThe answer is 5", "gsm8k", "72", "72", True),  # #### still outranks "answer is"
+    # one value written several ways is one value; a fraction is one value
+    ("The answer is 18 (18 dollars).", "gsm8k", "18", "18", True),
+    ("#### 1,234 or 1234", "gsm8k", "1234", "1234", True),
+    ("#### 2/3", "gsm8k", "2/3", "\\frac{2}{3}", True), ("#### 2/3", "gsm8k", "2/3", "3", False),  # was 3
+    ("The answer is $\\frac{1}{2}$.", "gsm8k", "$\\frac{1}{2}$", "0.5", True),  # was 1
+    ("The answer is \\boxed{\\frac{1}{2}}.", "gsm8k", "\\frac{1}{2}", "1", False),  # was 1
+    # a list is still a list: equal to a gold list
+    ("\\boxed{2, 3}", "boxed", "2, 3", "3, 2", True), ("#### 2, 3", "gsm8k", "2, 3", "\\{2, 3\\}", True),
+    # the statement ends with its sentence: later sentences are not part of it
+    ("The answer is 7. Check: 7 - 4 = 3.", "gsm8k", "7", "7", True),
+    ("The answer is 2.5! That is 5/2.", "gsm8k", "2.5", "5/2", True),
+])
+def test_the_last_answer_stated_is_read_whole_in_every_format(text: str, rule: str, extracted: str, gold: str,
+                                                               equal: bool) -> None:
+    got = extract_answer(text, rule)
+    assert got == extracted
+    assert math_equal(got, gold) is equal
+
+
+def test_the_scorer_marks_a_hedge_wrong_whichever_value_is_gold() -> None:
+    scorer = get_scorer(load_protocol(REPO / "protocols" / "gsm8k-cot.yaml"))
+    for gold in ("2", "3"):
+        got = scorer.score([_sample("#### 2 or 3", answer=gold), _sample("The answer is 2... actually 3", answer=gold)])
+        assert [(r.status, r.extracted) for r in got] == [("wrong", "2 or 3"), ("wrong", "2... actually 3")]
