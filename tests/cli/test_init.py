@@ -228,6 +228,23 @@ def test_the_workflow_installs_evalgate_from_a_checkout_and_names_the_files(tmp_
     assert src["with"]["repository"] == "${{ vars.EVALGATE_REPOSITORY }}"
 
 
+def test_the_log_key_appears_where_the_workflows_comment_says(tmp_path: Path) -> None:
+    """The workflow's comment on secrets.EVALGATE_LOG_KEY: 'evalgate audit verify' on a new store makes no key
+    (it said the key appeared after a first verify), 'evalgate init' makes log-signing.key beside the private key
+    when it logs the splits it adds, and 'audit verify' then checks the head with that key (and leaves it be)."""
+    config = tmp_path / "config" / "evalgate"
+    assert evalgate(tmp_path, "audit", "verify").returncode == 0
+    assert not config.exists()
+    assert evalgate(tmp_path, "init", "--benchmark", "humaneval", "--dir", "repo").returncode == 0
+    assert sorted(p.name for p in config.iterdir()) == ["log-signing.key", "private.key"]
+    key = (config / "log-signing.key").read_bytes()
+    verify = evalgate(tmp_path, "audit", "verify")
+    assert verify.returncode == 0 and f"from {config / 'log-signing.key'}" in verify.stdout, verify.stdout
+    comment = (tmp_path / "repo" / ".github" / "workflows" / "evalgate-humaneval.yml").read_text()
+    assert "after a first `evalgate audit verify`" not in comment and "log-signing.key beside" in comment
+    assert (config / "log-signing.key").read_bytes() == key
+
+
 def test_a_failed_rename_leaves_nothing_and_restores_a_replaced_file(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The move into place fails half-way (a full disk, say): the files moved in are removed, the one --force set
