@@ -174,22 +174,35 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     stats = _statistics(policy, store, chosen, baseline) if chosen else None
     rules = decide.rules(policy, seeds, baseline, stats)
     samples = _audit_samples(store, chosen)
-    # the reward audit of the best checkpoints' human-rated runs; its Spearman rule applies where people rated
-    audits = audits_for_checkpoints(store, [s.best.digest for s in chosen if s.best], policy.reward_audit, who)
-    rules += [RuleOutcome("reward_human_spearman", bool(a["rule"]["passed"]), f"{a['checkpoint']}: "
-                          f"{a['rule']['detail']}") for a in audits if a["rule"]["passed"] is not None]
-    calibration = calibration_section(store, policy)  # each proxy's agreement with raters, for the report
-    gated = next((c for c in calibration if c["role"] == "gated"), None)
-    calibrated = calibration_rule(store, policy, gated)  # a proxy scorer's metric decides only when calibrated
-    rules += [RuleOutcome(*calibrated)] if calibrated else []
-    triad = triad_rule(store, policy, seeds)  # RM score up, the metric down, length up
-    rules += [RuleOutcome(*triad)] if triad else []
+    audits, calibration, proxy_rules = _proxy_rules(policy, store, seeds, chosen, who)
+    rules += proxy_rules
     verdict = Verdict(all(r.passed for r in rules), policy, rules, seeds, baseline, stats, protocol_hash, samples,
                       stale=part.stale, ignored=part.ignored, failures=part.failures, reused_from=reused,
                       reward_audit=audits, calibration=calibration,
                       rereads=[r["run_id"] for r in reader.shown.values()], broken_chain=broken)
     history.record(store, verdict, inputs, who)
     return verdict
+
+
+def _proxy_rules(policy: GatePolicy, store: Store, seeds: list[SeedResult], chosen: list[SeedResult], who: str
+                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[RuleOutcome]]:
+    """The rules on proxy rewards: the reward audit of the best checkpoints' human-rated runs (its Spearman rule
+    applies where people rated), each proxy scorer's calibration against raters (a proxy's metric decides only
+    when calibrated) and the RLHF triad (RM score up, the metric down, length up).
+
+    Returns:
+        (reward audits, calibration rows for the report, the rules they add).
+    """
+    audits = audits_for_checkpoints(store, [s.best.digest for s in chosen if s.best], policy.reward_audit, who)
+    rules = [RuleOutcome("reward_human_spearman", bool(a["rule"]["passed"]), f"{a['checkpoint']}: "
+                         f"{a['rule']['detail']}") for a in audits if a["rule"]["passed"] is not None]
+    calibration = calibration_section(store, policy)
+    gated = next((c for c in calibration if c["role"] == "gated"), None)
+    calibrated = calibration_rule(store, policy, gated)
+    rules += [RuleOutcome(*calibrated)] if calibrated else []
+    triad = triad_rule(store, policy, seeds)
+    rules += [RuleOutcome(*triad)] if triad else []
+    return audits, calibration, rules
 
 
 def _decision_reader(policy: GatePolicy, store: Store, manager: SplitManager, dec_m: Any, who: str,
