@@ -55,6 +55,23 @@ def test_batch_refuses_other_tiers_and_bad_flags(store: Store) -> None:
     assert store.batches() == []
 
 
+def test_batch_refuses_a_private_run_whose_split_name_was_re_added_as_human_audit(store: Store) -> None:
+    """Adversary: split ``p`` was private and the gate ran on it; its manifest deleted, ``p`` was added again as a
+    human-audit split (other content). The run keeps the tier it was made under: no batch of its samples."""
+    import os
+    from pathlib import Path
+
+    write_split("p", "private", [{"id": "q0", "question": "secret?"}], {"source": "test"})
+    add_run(store, "runp", "p", {"q0": 1.0})
+    with store.connect() as con:  # as the gate's decision run records it
+        con.execute("UPDATE runs SET tier='private' WHERE run_id='runp'")
+    (Path(os.environ["EVALGATE_SPLITS"]) / "p.yaml").unlink()
+    write_split("p", "human-audit", ITEMS, {"source": "test"})
+    with pytest.raises(RefusedByPolicy, match=r"tier private\); people rate samples of human-audit splits only"):
+        rating.create_batch("runp", store=store)
+    assert store.batches() == []
+
+
 def test_resubmission_replaces_and_is_logged_and_a_skip_keeps_the_score(store: Store) -> None:
     b = rating.create_batch("run1", samples=3, store=store, seed=1)["batch_id"]
     key = store.batch_items(b)[0]["sample_key"]
