@@ -26,8 +26,8 @@ def call(name: str, **args: Any) -> str:
 
 
 def _run(root: Path, proto: Path, ckpt: Checkpoint, split: str, turns: dict[str, list[str]], store: Store,
-         **opts: Any) -> dict[str, Any]:
-    replay = root / f"{ckpt.digest[0]}-{split}.jsonl"
+         recording: str | None, **opts: Any) -> dict[str, Any]:
+    replay = root / (recording or f"{ckpt.digest[0]}-{split}.jsonl")
     replay.write_text("".join(json.dumps({"item_id": iid, "turn": t, "text": text}) + "\n"
                               for iid, texts in turns.items() for t, text in enumerate(texts)))
     return evaluate(proto, ckpt, split, RunOptions(backend="replay", backend_options={"file": str(replay)},
@@ -35,9 +35,12 @@ def _run(root: Path, proto: Path, ckpt: Checkpoint, split: str, turns: dict[str,
 
 
 def build(root: Path, dev_items: list[dict[str, Any]], dev_turns: dict[str, list[str]],
-          private_items: list[dict[str, Any]], private_turns: dict[str, list[str]]) -> tuple[Verdict, Store]:
+          private_items: list[dict[str, Any]], private_turns: dict[str, list[str]],
+          recording: str | None = None) -> tuple[Verdict, Store]:
     """Run the candidate (seed 1, step 10) and the baseline with the same recorded turns on both splits, then the
-    gate over the stored runs (``evaluate_decision=False``); returns its verdict and the store.
+    gate over the stored runs (``evaluate_decision=False``); returns its verdict and the store. ``recording``: one
+    recording file (under ``root``) for every run, rewritten before each, so all runs share one backend setting,
+    as a real engine's do; default: a file per checkpoint and split.
 
     The protocol (``ag@1``, hermes calls, no chat template) offers ``calculator`` and ``python``, both allowed,
     two calls a sample; the policy sets ``max_tool_violation_rate: 1`` (always passes)."""
@@ -61,8 +64,8 @@ def build(root: Path, dev_items: list[dict[str, Any]], dev_turns: dict[str, list
     grant = _reserve_release_reads("ag-gate", SplitManager(store), load_manifest("ag-private"), "fixture",
                                    [{"detail": f"fixture read {i}"} for i in range(len(ckpts))], "refused")
     for ck in ckpts:
-        _run(root, proto, ck, "ag-dev", dev_turns, store)
-        _run(root, proto, ck, "ag-private", private_turns, store, purpose=RELEASE_GATE, grant=grant)
+        _run(root, proto, ck, "ag-dev", dev_turns, store, recording)
+        _run(root, proto, ck, "ag-private", private_turns, store, recording, purpose=RELEASE_GATE, grant=grant)
     policy = root / "gate.yaml"
     policy.write_text(yaml.safe_dump({
         "name": "ag-gate", "protocol": "ag@1", "protocol_file": str(proto), "selection_split": "ag-dev",

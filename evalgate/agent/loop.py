@@ -170,7 +170,7 @@ def _replay(agent: Agent, trs: dict[SampleKey, Trajectory], tokenizer: Any) -> i
     returns how many were replayed."""
     plan = agent.plan
     rows = plan.store.trajectory_turns(plan.checkpoint.digest, plan.protocol.sha256, plan.settings_sha256,
-                                       sorted({k[0] for k in trs}))
+                                       sorted({k[0] for k in trs}), split_sha256=plan.manifest.content_sha256)
     # a stored turn is reused only for the very prompt it answered (an item id alone may name other text in
     # another split or after an edit): (sample key, turn, prompt hash) -> row
     stored: dict[tuple[SampleKey, int, str], dict[str, Any]] = {

@@ -11,14 +11,21 @@ from typing import Any
 from evalgate.errors import BadInput
 from evalgate.store import GenerationCache, Store
 
+TRAJECTORIES_PURPOSE = "inspect-trajectories"
+"""The access-log purpose of ``evalgate trajectories``: a view of a run's per-item outputs, as ``evalgate samples``."""
 
-def run_trajectories(store: Store, run_id: str, item: str | None = None) -> list[dict[str, Any]]:
-    """The trajectories of run ``run_id`` (stored under its checkpoint, protocol and generation settings).
+
+def run_trajectories(store: Store, run_id: str, item: str | None = None,
+                     actor: str | None = None) -> list[dict[str, Any]]:
+    """The trajectories of run ``run_id`` (stored under its checkpoint, protocol and generation settings, by runs
+    on its split content): a read of its split, checked and logged as ``evalgate samples`` is
+    (``samples.admit_view``), so a private or human-audit run's turns are refused (logged) like its samples.
 
     Args:
         store: the store.
         run_id: a run of an agentic protocol.
         item: only this item's samples.
+        actor: who reads (default ``actor_name()``).
 
     Returns:
         One record per sample, in (item, sample index) order: item_id, sample_index, seed, status (how it ended),
@@ -26,11 +33,13 @@ def run_trajectories(store: Store, run_id: str, item: str | None = None) -> list
 
     Raises:
         BadInput: no such run, or it stored no trajectory (not an agentic protocol).
+        RefusedByPolicy: the view is refused (private or human-audit tier, split policy or budget; logged).
     """
-    found = store.runs(run_id=run_id)
-    if not found:
-        raise BadInput(f"no run {run_id!r} in {store.path}; list runs with 'evalgate runs'")
-    run = found[0]
+    from evalgate.samples import admit_view, stored_run
+    from evalgate.splits.manifest import actor_name
+
+    run = stored_run(store, run_id)
+    admit_view(store, run, TRAJECTORIES_PURPOSE, actor_name(actor))
     by_sample = turns_by_sample(store, run, [item] if item is not None else None)
     if not by_sample:
         raise BadInput(f"run {run_id} has no stored trajectories{f' for item {item!r}' if item else ''}: its "
@@ -49,10 +58,12 @@ def turns_by_sample(store: GenerationCache, run: dict[str, Any], items: list[str
                     ) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
     """The stored turns of a run (a ``Store.runs`` row: its checkpoint, protocol and generation settings), of
     ``items`` only when given, by sample key (item id, sample index, sample seed), each in turn order; empty for a
-    run of a protocol without tools. A sealed tier's turns come back in clear (the key is needed)."""
+    run of a protocol without tools. Only turns stored by runs on the run's split content: another split whose items
+    share ids is never mixed in. A sealed tier's turns come back in clear (the key is needed)."""
     settings = (run["backend_info"] or {}).get("generation_settings_sha256") or ""
     by_sample: dict[tuple[str, int, int], list[dict[str, Any]]] = defaultdict(list)
-    for r in store.trajectory_turns(run["checkpoint_digest"], run["protocol_hash"], settings, items):
+    for r in store.trajectory_turns(run["checkpoint_digest"], run["protocol_hash"], settings, items,
+                                    split_sha256=run["split_sha256"]):
         by_sample[(r["item_id"], r["sample_index"], r["seed"])].append(r)
     return dict(by_sample)
 

@@ -169,11 +169,20 @@ class GenerationCache(Repository):
                         "ON CONFLICT DO NOTHING", [now(), doc])
 
     def trajectory_turns(self, checkpoint_digest: str, protocol_hash: str, settings_sha256: str,
-                         item_ids: Sequence[str] | None = None) -> list[dict[str, Any]]:
+                         item_ids: Sequence[str] | None = None, split_sha256: str | None = None
+                         ) -> list[dict[str, Any]]:
         """Stored turns under one checkpoint, protocol and settings (of ``item_ids`` only, when given), ordered by
-        item, sample index, seed and turn; ``calls`` decoded."""
+        item, sample index, seed and turn; ``calls`` decoded.
+
+        ``split_sha256``: only the turns stored by runs on that split content. A turn's key holds an item id, not
+        its split, so two splits whose items share ids (two files numbered from 1) share keys: whatever reads one
+        run's turns back passes its split's content hash, or it gets the other split's too (a private split's, in
+        clear where the key is at hand). None: every split's (the store's own checks)."""
         sql = "SELECT * FROM trajectories WHERE checkpoint_digest=? AND protocol_hash=? AND settings_sha256=?"
         params: list[Any] = [checkpoint_digest, protocol_hash, settings_sha256]
+        if split_sha256 is not None:
+            sql += " AND run_id IN (SELECT run_id FROM runs WHERE split_sha256=?)"
+            params.append(split_sha256)
         if item_ids is not None:
             sql += f" AND item_id IN ({', '.join('?' * len(item_ids))})" if item_ids else " AND false"
             params += list(item_ids)
