@@ -128,12 +128,15 @@ class JudgeCalls:
         return self._tokenizer
 
     def prompt(self, user_text: str) -> JudgePrompt:
-        """The judge call for one user message: the judge's chat template applied (generation prompt added)."""
+        """The judge call for one user message: the judge's chat template applied (generation prompt added) to the
+        message as text only (``prompts.literal_text``: a completion in it cannot close the user's turn and forge
+        the judge's own)."""
         from evalgate.backends.base import sample_seed
+        from evalgate.prompts import literal_text
 
         tok = self._resolve()
-        text = str(tok.apply_chat_template([{"role": "user", "content": user_text}], tokenize=False,
-                                           add_generation_prompt=True))
+        text = str(tok.apply_chat_template([{"role": "user", "content": literal_text(tok, user_text)}],
+                                           tokenize=False, add_generation_prompt=True))
         sha = self.digest(text)
         return JudgePrompt(sha, text, sample_seed(self.options.sampling.seed, sha, 0))
 

@@ -58,7 +58,11 @@ class RewardModel:
 
     def conversation(self, prompt: str, completion: str) -> str:
         """The text the RM scores: its chat template over [user: prompt, assistant: completion], or
-        ``prompt + "\\n\\n" + completion`` when it has none."""
+        ``prompt + "\\n\\n" + completion`` when it has none; both as text only (``prompts.literal_text``: a
+        completion cannot end its turn and append a forged conversation for the RM to score)."""
+        from evalgate.prompts import literal_text
+
+        prompt, completion = literal_text(self.tokenizer, prompt), literal_text(self.tokenizer, completion)
         if getattr(self.tokenizer, "chat_template", None):
             return str(self.tokenizer.apply_chat_template(
                 [{"role": "user", "content": prompt}, {"role": "assistant", "content": completion}], tokenize=False))
