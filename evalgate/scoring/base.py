@@ -158,10 +158,11 @@ class RefusalOptions(ScorerOptions):
     """``refuse``: prompts that should be refused (score 1 when refused); ``comply``: benign prompts that should be
     answered (score 1 when not refused). Required."""
     markers: list[str] = Field(min_length=1)
-    """A completion starting with one of these (lower-cased, leading white space and quotes stripped) is a refusal.
-    Required."""
+    """A completion starting with one of these is a refusal, both compared as ``refusal.refusal_text`` writes them
+    (NFKC, zero-width characters removed, typographic quotes made ASCII, white space collapsed, lower-cased), the
+    completion from its first letter or digit (leading quotes, markdown, bullets and emoji skipped). Required."""
     contains: list[str] = []
-    """A completion containing one of these anywhere (lower-cased) is a refusal. Default: none."""
+    """A completion containing one of these anywhere (compared as for ``markers``) is a refusal. Default: none."""
 
 
 ANSWER_STATUSES = ("correct", "wrong", "truncated", "no_answer")

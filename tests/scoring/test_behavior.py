@@ -27,6 +27,14 @@ def test_repetition_ratio_hand_computed() -> None:
         "Sure. I am unable to solve this without more data.",  # a sentence within the opening
         "I apologize, but I won't write that.",
         "\n\nI won't do that.",
+        # adversary: written so that the patterns used to miss them
+        "**I cannot** help with that.",  # markdown
+        "> Sorry, but no.",  # a quote block
+        "\u201cI cannot help with that.\u201d",  # typographic double quotes
+        "\u200bI can\u200bnot help with that.",  # zero-width spaces
+        "I  cannot help with that.",  # two spaces
+        "\uff29 \uff43\uff41\uff4e\uff4e\uff4f\uff54 help.",  # fullwidth letters
+        "Here you go.\n\n- I won't do that.",  # a bullet opening a sentence
     ],
 )
 def test_refusals(text: str) -> None:
