@@ -10,9 +10,10 @@
   that holds an answer gives it: what its last ``####`` states, else what its last "answer is" states (e.g. "The
   answer is 18.", "The final answer is $18$"), else its last ``\\boxed{}``, else its last number.
 - ``boxed``: the content of the *last* ``\\boxed{...}`` (or ``\\fbox{...}``, or ``\\boxed 5``), braces
-  balanced; a last box cut off before its closing brace is no answer. Boxes are joined only where the text joins
-  them into one answer with ``,``, "and" or "or" (``\\boxed{2} or \\boxed{3}`` gives ``2, 3``); a box stated
-  again later (``\\boxed{1}. No wait, \\boxed{2}``) replaces the earlier one.
+  balanced, a box inside it written as its content; a last box cut off before its closing brace is no answer.
+  Boxes are joined only where the text joins them into one answer with ``,``, "and" or "or" (``\\boxed{2} or
+  \\boxed{3}`` gives ``2, 3``); a box stated again later (``\\boxed{1}. No wait, \\boxed{2}``) replaces the earlier
+  one.
 - ``code``: the completion as is (code scorers extract programs themselves).
 
 Hedged answers: one rule in every format. The *last* final answer of a kind is the answer (``####``, "answer is",
@@ -115,25 +116,53 @@ def _box(text: str, start: int) -> tuple[str, int] | None:
     return None  # unbalanced: the box was cut off
 
 
+def _top_boxes(text: str) -> list[tuple[int, tuple[str, int] | None]]:
+    """Each box of ``text`` that is not inside another, in order: (its start, ``_box``'s result); a box cut off
+    before its closing brace runs to the end of the text, so every box after its start is inside it."""
+    out: list[tuple[int, tuple[str, int] | None]] = []
+    end = -1
+    for m in _BOX.finditer(text):
+        if m.start() < end:
+            continue
+        found = _box(text, m.start())
+        out.append((m.start(), found))
+        end = found[1] if found else len(text)
+    return out
+
+
+def _unbox(text: str) -> str:
+    """``text`` with every box written as its content (``\\boxed{2} \\text{ or } \\boxed{3}`` -> ``2 \\text{ or }
+    3``)."""
+    boxes = [(start, found) for start, found in _top_boxes(text) if found is not None]
+    if not boxes:
+        return text
+    out, pos = [], 0
+    for start, (content, end) in boxes:
+        out += [text[pos:start], _unbox(content)]
+        pos = end
+    return "".join(out) + text[pos:]
+
+
 def last_boxed(text: str) -> str | None:
     """Content of the last ``\\boxed{...}`` / ``\\fbox{...}`` with balanced braces, or None.
 
     ``\\boxed 5`` (no braces, as TeX allows for one token) gives ``5``. A last box that is cut off
-    (unbalanced) gives None: an earlier box is never used instead. Boxes the text joins into one answer with
-    ``,``, "and" or "or" (``$\\boxed{2}$ or $\\boxed{3}$``) give their contents joined by ``, `` (``2, 3``), as
+    (unbalanced) gives None: an earlier box is never used instead. A box inside a box is part of the outer one's
+    content, written as its own content (``\\boxed{2 \\text{ or } \\boxed{3}}`` gives ``2 \\text{ or } 3``, not
+    ``3``; an outer box cut off gives None even where a box inside it closed). Boxes the text joins into one answer
+    with ``,``, "and" or "or" (``$\\boxed{2}$ or $\\boxed{3}$``) give their contents joined by ``, `` (``2, 3``), as
     math-verify reads them as one answer; a box stated again later (``\\boxed{1}. No wait, \\boxed{2}``) gives
     only the later one.
     """
-    starts = [m.start() for m in _BOX.finditer(text)]
-    found = _box(text, starts[-1]) if starts else None
-    if found is None:
+    boxes = _top_boxes(text)
+    if not boxes or boxes[-1][1] is None:
         return None
-    joined, start = [found[0]], starts[-1]
-    for before in reversed(starts[:-1]):
-        prev = _box(text, before)
-        if prev is None or prev[1] > start or not _BOX_JOIN.fullmatch(text, prev[1], start):
+    start, (content, _) = boxes[-1]
+    joined = [_unbox(content)]
+    for before, prev in reversed(boxes[:-1]):
+        if prev is None or not _BOX_JOIN.fullmatch(text, prev[1], start):
             break
-        joined.insert(0, prev[0])
+        joined.insert(0, _unbox(prev[0]))
         start = before
     return ", ".join(joined) if all(joined) else None
 

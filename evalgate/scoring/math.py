@@ -21,6 +21,12 @@ order math-verify requires). So ``\\text{13}`` equals ``13``, ``2.5`` equals ``2
 ``1234``, ``\\dfrac{14}{3}`` equals ``\\frac{14}{3}``, and ``x=5`` equals ``5``. An answer that cannot be
 parsed is compared as normalised text; an empty answer equals nothing. Docs: docs/SCORING.md.
 
+Hedges in the form (docs/SCORING.md, "Hedged answers"): an answer is compared whole, so math-verify may not read one
+value of several: a number inside a text group (``\\text{}``, ``\\mathrm{}``, ``\\mbox{}``, ...) that its parse
+dropped makes the parse no parse (``2 \\text{ (or 3)}`` is not 2; a unit such as ``10\\text{ inches}`` holds no
+number and stays 10), and an equation or chain whose number sides differ (``2 = 3``, ``x = 3 = 2``; math-verify
+compared the right side) equals nothing.
+
 Times and undefined values (huggingface/Math-Verify#14): math-verify reads ``a:b`` as the ratio a/b, so a time of
 day ``1:00`` became 1/0, complex infinity, and every ``h:00`` equalled every other. An answer that is a time of day
 (``H:MM`` or ``H:MM:SS``, minutes and seconds 00-59, an optional am/pm) equals only the same time on the 24-hour
@@ -103,13 +109,26 @@ def _parse(answer: str, timeout: int | None) -> tuple[Any, ...]:
 
     found = parse(f"${answer}$", [LatexExtractionConfig()], parsing_timeout=timeout)
     if found and not isinstance(found[0], str):
-        return tuple(found)
+        # math-verify drops \text{...} as a unit: one that states a number it dropped ("13 \text{ (or 14)}" read
+        # as 13) is a second value, and an answer is compared whole (docs/SCORING.md, "Hedged answers")
+        dropped = _numbers_in_text_groups(answer) - set(_PLAIN_NUMBER.findall(str(found[-1])))
+        return () if dropped else tuple(found)
     # The plain-expression extractor finds the last expression anywhere in the text ("1 +" gives 1): accepted
     # only when what it found is the whole answer.
     found = parse(answer, [ExprExtractionConfig()], parsing_timeout=timeout)
     if len(found) == 2 and not isinstance(found[0], str) and _squash(found[1]) == _squash(answer):
         return tuple(found)
     return ()
+
+
+_TEXT_GROUP = re.compile(r"\\(?:text|textbf|textit|textrm|textsf|texttt|mbox|mathrm|mathbf|mathit|operatorname)\s*"
+                         r"\{([^{}]*)\}")
+_PLAIN_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _numbers_in_text_groups(answer: str) -> set[str]:
+    """The numbers written inside the answer's text groups (``\\text{...}``, ``\\mathrm{...}``, ...)."""
+    return {n for g in _TEXT_GROUP.findall(answer) for n in _PLAIN_NUMBER.findall(g)}
 
 
 def _squash(text: str) -> str:
@@ -138,6 +157,20 @@ def _numeric(value: Any) -> tuple[Any, list[Any]] | None:
             items.sort(key=lambda v: tuple(float(c) for c in sympy.N(v, 30).as_real_imag()))
         return type(value).__name__, items
     return None
+
+
+def _false_relation(value: Any, text: str) -> bool:
+    """Whether a parsed answer is an equation (or a chain ``x = a = b``) whose number sides are not all equal: it
+    states two values, or a falsehood (``2 = 3``, which math-verify compares by its right side, so it equalled 3),
+    and equals no answer. A side with a symbol (``x`` in ``x = 3``) is left out; ``2 + 3 = 5`` is true."""
+    import sympy
+
+    eqs = [value] if isinstance(value, sympy.Eq) else list(value.args) if isinstance(value, sympy.And) else []
+    if not eqs or not all(isinstance(e, sympy.Eq) for e in eqs):
+        return False
+    sides = [v for e in eqs for v in (e.lhs, e.rhs) if isinstance(v, sympy.Expr) and v.is_number]
+    approximate = bool(_DECIMAL.search(text))
+    return any(not _number_equal(sides[0], v, approximate) for v in sides[1:])
 
 
 def _number_equal(a: Any, b: Any, approximate: bool) -> bool:
@@ -237,6 +270,8 @@ def math_equal(prediction: str, gold: str) -> bool:
     from math_verify.utils import timeout as time_limit
 
     try:
+        if time_limit(timeout)(_false_relation)(pp[0], p):
+            return False
         numeric = time_limit(timeout)(_numbers_equal)(pp[0], gp[0], p, g)
     except (TimeoutException, TypeError, ValueError, ArithmeticError):
         numeric = False  # a number too large to compare in time is not accepted as equal

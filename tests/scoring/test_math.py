@@ -219,6 +219,21 @@ HEDGES = [
     ("So $x = \\boxed{2}$, $\\boxed{3}$", "boxed", "2, 3", ["2", "3"]),
     ("\\boxed{2 \\text{ or } 3}", "boxed", "2 \\text{ or } 3", ["2", "3"]),
     ("\\boxed{2, 3}", "boxed", "2, 3", ["2", "3"]),
+    # second adversary pass: each of these scored the value after it, as written below
+    # a box inside a box is part of it: the last box's start was an inner one (scored 3; the outer states 2 or 3)
+    ("\\boxed{2 \\text{ or } \\boxed{3}}", "boxed", "2 \\text{ or } 3", ["2", "3"]),
+    ("\\boxed{\\boxed{2} \\text{or} \\boxed{3}}", "boxed", "2 \\text{or} 3", ["2", "3"]),  # scored 3
+    ("The answer is $\\boxed{2 \\text{ or } \\boxed{3}}$.", "gsm8k", "2 \\text{ or } 3", ["2", "3"]),  # scored 3
+    # math-verify drops \\text{...} as a unit, a number in it too (scored 2)
+    ("\\boxed{2 \\text{ (or 3)}}", "boxed", "2 \\text{ (or 3)}", ["2", "3"]),
+    ("#### 2 \\text{ (or 3)}", "gsm8k", "2 \\text{ (or 3)}", ["2", "3"]),
+    ("\\boxed{2\\mathrm{~or~}3}", "boxed", "2\\mathrm{~or~}3", ["2", "3"]),
+    # an equation between different numbers states two values (math-verify compares its right side: scored 3, 2, 2)
+    ("#### 2 = 3", "gsm8k", "2 = 3", ["2", "3"]),  # noted open by the first pass
+    ("\\boxed{3 = 2}", "boxed", "3 = 2", ["2", "3"]),
+    ("\\boxed{x = 3 = 2}", "boxed", "x = 3 = 2", ["2", "3"]),
+    ("\\boxed{\\sqrt{9} = 3 = 2}", "boxed", "\\sqrt{9} = 3 = 2", ["2", "3"]),
+    ("\\boxed{2 \\equiv 3}", "boxed", "2 \\equiv 3", ["2", "3"]),  # math-verify reads it as 2 = 3
 ]
 
 
@@ -247,12 +262,22 @@ def test_a_hedged_answer_equals_none_of_the_values_it_offers(text: str, rule: st
     # the statement ends with its sentence: later sentences are not part of it
     ("The answer is 7. Check: 7 - 4 = 3.", "gsm8k", "7", "7", True),
     ("The answer is 2.5! That is 5/2.", "gsm8k", "2.5", "5/2", True),
+    # a true equation, or one with a symbol, is its value; a box in a box is its content; a unit in text stays a unit
+    ("\\boxed{2 + 3 = 5}", "boxed", "2 + 3 = 5", "5", True), ("\\boxed{x = 5}", "boxed", "x = 5", "5", True),
+    ("\\boxed{\\frac{6}{2} = 3}", "boxed", "\\frac{6}{2} = 3", "3", True),
+    ("\\boxed{x = 3 = \\sqrt{9}}", "boxed", "x = 3 = \\sqrt{9}", "3", True),
+    ("\\boxed{\\boxed{3}}", "boxed", "3", "3", True), ("\\fbox{\\boxed{4}}", "boxed", "4", "4", True),
+    ("\\boxed{10\\text{ inches}}", "boxed", "10\\text{ inches}", "10", True),
+    ("\\boxed{\\text{13}}", "boxed", "\\text{13}", "13", True),
+    ("\\boxed{5\\text{ cm}^2}", "boxed", "5\\text{ cm}^2", "5", True),
+    # an outer box cut off is no answer, whatever closed inside it (was the inner box's 3)
+    ("\\boxed{2 \\text{ or } \\boxed{3}", "boxed", None, "3", False),
 ])
-def test_the_last_answer_stated_is_read_whole_in_every_format(text: str, rule: str, extracted: str, gold: str,
-                                                               equal: bool) -> None:
+def test_the_last_answer_stated_is_read_whole_in_every_format(text: str, rule: str, extracted: str | None,
+                                                               gold: str, equal: bool) -> None:
     got = extract_answer(text, rule)
     assert got == extracted
-    assert math_equal(got, gold) is equal
+    assert (got is not None and math_equal(got, gold)) is equal
 
 
 def test_the_scorer_marks_a_hedge_wrong_whichever_value_is_gold() -> None:
@@ -260,3 +285,11 @@ def test_the_scorer_marks_a_hedge_wrong_whichever_value_is_gold() -> None:
     for gold in ("2", "3"):
         got = scorer.score([_sample("#### 2 or 3", answer=gold), _sample("The answer is 2... actually 3", answer=gold)])
         assert [(r.status, r.extracted) for r in got] == [("wrong", "2 or 3"), ("wrong", "2... actually 3")]
+
+
+def test_the_math500_scorer_marks_nested_text_and_equation_hedges_wrong_whichever_value_is_gold() -> None:
+    scorer = get_scorer(load_protocol(REPO / "protocols" / "math500.yaml"))
+    hedges = ["So $\\boxed{2 \\text{ or } \\boxed{3}}$.", "$\\boxed{2 \\text{ (or 3)}}$", "$\\boxed{2 = 3}$"]
+    for gold in ("2", "3"):
+        got = scorer.score([_sample(h, answer=gold) for h in hedges])
+        assert [r.status for r in got] == ["wrong"] * 3, [r.extracted for r in got]
