@@ -1,9 +1,11 @@
 """Benchmark: each ``evalgate.frames`` call against the plain DuckDB query it wraps, on 1M sample rows (issue 32).
 
-A store is filled with one dev run of ``--rows`` samples (one bulk ``INSERT ... SELECT range``) and ``--runs`` runs;
-then, alternating, ``--reps`` times each: the frame call (``samples_frame`` with its logged read of the split,
-``runs_frame``, ``access_log_frame``) and the same SQL on a plain ``duckdb.connect`` of the store file converted by
-the same DuckDB method. The figure is median(frame) / median(plain) per output kind; target <= 1.1.
+A store is filled with one dev run of ``--rows`` samples (one bulk ``INSERT ... SELECT range``) on a 10-item split;
+then, ``--reps`` times each, alternating (and alternating which side goes first): the frame call (``samples_frame``
+with its logged read of the split, ``runs_frame``, ``access_log_frame``) and the same SQL on a plain
+``duckdb.connect`` of the store file, converted by the same DuckDB method and closed (what a user would write by hand
+for the same frame). The figure is median(frame) / median(plain) per output kind; target <= 1.1. The load averages
+before and after are printed last: on a shared machine, quote them beside the ratios.
 
 Usage: python bench/frames.py [--rows 1000000] [--reps 5]
 """
@@ -64,6 +66,7 @@ def main() -> None:
         os.environ.update(EVALGATE_HOME=f"{tmp}/home", EVALGATE_SPLITS=f"{tmp}/splits", EVALGATE_ACTOR="bench",
                           XDG_CONFIG_HOME=f"{tmp}/config")
         store, rid = fill(args.rows)
+        load = os.getloadavg()  # the 1, 5 and 15 minute load averages: quote them beside the ratios
         method = {"arrow": "to_arrow_table", "pandas": "df", "polars": "pl"}
         calls = {"samples": (lambda k: frames.samples_frame(rid, k, store=store), frames.SAMPLES_SQL, [[rid]]),
                  "runs": (lambda k: frames.runs_frame(k, store), frames.RUNS_SQL, None),
@@ -72,23 +75,26 @@ def main() -> None:
         for name, (call, sql, params) in calls.items():
             for kind in ("arrow", "pandas", "polars"):
                 f_times, p_times = [], []
-                for _ in range(args.reps):
-                    f_times.append(timed(lambda: call(kind)))  # noqa: B023
+                def plain() -> None:
+                    con = duckdb.connect(str(store.path))  # noqa: B023
+                    try:
+                        getattr(con.sql(sql, params=params), method[kind])()  # noqa: B023
+                    finally:
+                        con.close()
 
-                    def plain() -> None:
-                        con = duckdb.connect(str(store.path))  # noqa: B023
-                        try:
-                            getattr(con.sql(sql, params=params), method[kind])()  # noqa: B023
-                        finally:
-                            con.close()
-                    p_times.append(timed(plain))
+                for rep in range(args.reps):  # which side goes first alternates: neither always follows the other
+                    if rep % 2:
+                        p_times.append(timed(plain))
+                    f_times.append(timed(lambda: call(kind)))  # noqa: B023
+                    if not rep % 2:
+                        p_times.append(timed(plain))
                 n = len(call("arrow")) if kind == "arrow" else None
                 out.append({"frame": name, "kind": kind, "rows": n, "frame_s": statistics.median(f_times),
                             "plain_s": statistics.median(p_times),
                             "ratio": statistics.median(f_times) / statistics.median(p_times)})
                 print(json.dumps(out[-1]), flush=True)
         print(json.dumps({"machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
-                          "rows": args.rows, "reps": args.reps}))
+                          "rows": args.rows, "reps": args.reps, "load_before": load, "load_after": os.getloadavg()}))
 
 
 if __name__ == "__main__":

@@ -383,9 +383,10 @@ def append_many(store: AccessLogRepo, rows: list[dict[str, Any]],
     Returns:
         The stored rows with seq, ts, prev_hash and row_hash; None when ``limit`` refused them (nothing stored).
     """
-    with store.session():
+    with store.session(), store.connect():  # one transaction: the check, the rows, the signed and verified heads
         bad, verified = _check_since_head(store)
-        last = store.access_log_last()
+        # an intact chain's check read every row from the verified head on: its last row is the log's last
+        last = ChainLink(verified["seq"], verified["row_hash"]) if verified else store.access_log_last()
         key, why_unsigned = _signer(store, last)
         seq, prev = (last.seq + 1, last.row_hash) if last else (1, GENESIS_HASH)
         ts, full_rows = store.clock(), []

@@ -3,6 +3,7 @@ errors, for display)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -25,7 +26,14 @@ def load_manifest(name: str, directory: Path | None = None) -> Manifest:
         known = sorted(p.stem for p in d.glob("*.yaml")) if d.is_dir() else []
         hint = f"known splits: {', '.join(known)}" if known else "no splits yet: run 'evalgate splits import humaneval'"
         raise BadInput(f"unknown split {name!r} (no {path}); {hint}")
-    text = read_text(path)
+    return _parse(path, read_text(path))
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(path: Path, text: str) -> Manifest:
+    """The manifest in ``text`` (the file ``path``), parsed once per text: a logged read loads its split's manifest
+    several times (check, content owner, log row), ~3 ms of YAML each. The file is read on every load, so an edit
+    applies at once; a ``Manifest`` is frozen, so the one object can be shared; errors are not kept."""
     try:
         return Manifest.model_validate(load_yaml_mapping(path, text, "split manifest"))
     except ValidationError as e:

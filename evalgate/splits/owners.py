@@ -52,10 +52,10 @@ def content_owner(m: Manifest, store: AccessLogRepo, directory: Path | None = No
     Returns:
         The owner and every name of the content (``(m, (m.name,))`` when nothing else shares it).
     """
+    if m.tier not in SHARED_TIERS:  # before the scan: it parses every manifest on disk
+        return ContentOwner(m, (m.name,))
     d = directory or splits_dir()
     on_disk = {o.name: o for o in scan_manifests(d)[0]}
-    if m.tier not in SHARED_TIERS:
-        return ContentOwner(m, (m.name,))
     group = {o.name: o for o in on_disk.values()
              if o.name != m.name and o.tier == m.tier and _same_content(o, m, d)}
     group[m.name] = m

@@ -251,6 +251,12 @@ class Database:
         Returns:
             Whether a migration asked for the file to be rewritten (it created the temporary ``COMPACT_TABLE``).
         """
+        try:  # the usual case, one SELECT: every migration applied (bench/frames.py: ~6 ms a call saved)
+            seen = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+            if seen.issuperset(version for version, _, _ in self._migrations):
+                return False  # no migration ran on this connection, so none created COMPACT_TABLE
+        except duckdb.CatalogException:
+            pass  # a new database
         con.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
                     "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMPTZ)")
         done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}

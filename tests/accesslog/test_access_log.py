@@ -54,6 +54,24 @@ def test_intact_log_verifies(five_rows: Path) -> None:
     assert code == 0 and "chain intact (5 rows)" in out
 
 
+def test_an_append_that_fails_midway_leaves_nothing(five_rows: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chain check, the row, the signed head and the verified head are one transaction: a failure after the
+    row was inserted (here recording the verified head) leaves neither the row nor a signature for it."""
+    store = Store()
+    before = store.access_rows()
+    signed = store.access_log_signature()
+
+    def fail(seq: int, row_hash: str) -> None:
+        raise RuntimeError("disk full")
+
+    with monkeypatch.context() as m, pytest.raises(RuntimeError, match="disk full"):
+        m.setattr(Store, "set_access_log_head", lambda self, seq, row_hash: fail(seq, row_hash))
+        SplitManager(store).open("s", "tuning", "a6")
+    assert store.access_rows() == before and store.access_log_signature() == signed
+    code, out = verify()
+    assert code == 0 and "chain intact (5 rows)" in out
+
+
 def test_edited_row_is_named(five_rows: Path) -> None:
     sql(five_rows, "UPDATE access_log SET actor='mallory' WHERE seq=3")
     code, out = verify()

@@ -106,6 +106,22 @@ def test_a_broken_manifest_is_named_with_its_line_in_one_message(home: Path) -> 
         list_manifests()
 
 
+def test_an_edited_manifest_is_read_at_once(home: Path) -> None:
+    """Parsed manifests are kept by file text: an edit (the same length, within the same second) applies to the
+    next load, and the original text gives the original manifest again."""
+    import_humaneval()
+    path = splits_dir() / "humaneval-public.yaml"
+    good = path.read_text()
+    assert load_manifest("humaneval-public").effective_policy().max_reads == 20
+    tighter = good + "policy:\n  max_reads: 3\n"
+    path.write_text(tighter)
+    assert load_manifest("humaneval-public").effective_policy().max_reads == 3
+    path.write_text(tighter.replace("max_reads: 3", "max_reads: 4"))
+    assert load_manifest("humaneval-public").effective_policy().max_reads == 4
+    path.write_text(good)
+    assert load_manifest("humaneval-public").effective_policy().max_reads == 20
+
+
 def test_creating_the_private_key_says_where_it_is_once(home: Path, capsys: pytest.CaptureFixture[str],
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate.splits import write_split
