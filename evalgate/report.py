@@ -232,6 +232,28 @@ def _calibration_lines(calibration: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _proxy_lines(proxies: list[dict[str, Any]]) -> list[str]:
+    """The Markdown table of the proxy protocols' numbers (``Verdict.proxies``; ``rlhf.proxies``); none when empty."""
+    if not proxies:
+        return []
+    lines = ["", "Proxy scores (informational: no rule reads them; dev-tier split; 95% paired bootstrap CI):", "",
+             "| proxy | split | checkpoint | mean score | mean reward | judge win rate [CI] | LC win rate | flip rate "
+             "| unparseable |", "|---|---|---|---|---|---|---|---|---|"]
+    for p in proxies:
+        for r in p["checkpoints"]:
+            who = "baseline" if r["role"] == "baseline" else f"seed {r['train_seed']} best (step {r['step']})"
+            j = r.get("judge") or {}
+            pw = j.get("pairwise") or {}
+            win = f"{_fmt(pw['win_rate'], 3)} [{_fmt(pw['low'], 3)}, {_fmt(pw['high'], 3)}]" if pw else ""
+            reward = (f"{_fmt(r['reward_mean'], 3)} ± {_fmt(r['reward_mean_stderr'], 3)}" if "reward_mean" in r
+                      else "")
+            lines.append(f"| {p['protocol']} ({p['scorer']}) | {p['split']} | {who} | "
+                         f"{_fmt(r['mean_score'], 3)} ± {_fmt(r['mean_score_stderr'], 3)} | {reward} | {win} | "
+                         f"{_fmt(pw.get('lc_win_rate'), 3)} | {_fmt(pw.get('position_flip_rate'), 3)} | "
+                         f"{_fmt(j.get('unparseable'))} |")
+    return lines
+
+
 def markdown_summary(verdict: Verdict) -> str:
     """A short Markdown summary: verdict, rules table, per-seed best/last/failed."""
     d = verdict.as_dict()
@@ -259,6 +281,7 @@ def markdown_summary(verdict: Verdict) -> str:
     if d["reused_from"]:
         lines += ["", f"Decision reused from gate `{d['reused_from']['gate_id']}` ({d['reused_from']['created_at']}): "
                       "inputs unchanged, no private read."]
+    lines += _proxy_lines(d["proxies"])
     lines += _calibration_lines(d["calibration"])
     aside = [f"{len(d[k])} {k}" for k in ("stale", "ignored", "failures") if d[k]]
     if aside:

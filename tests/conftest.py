@@ -67,6 +67,16 @@ def smollm2_dir(smollm2_gguf: Path) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_rm(smollm2_gguf: Path, smollm2_dir: Path) -> Path:
+    """The tiny reward model (a linear head on SmolLM2 features, ``evalgate.rlhf.train_rm``): trained once per machine
+    (about 2 minutes on 2 cores) under ``$EVALGATE_CACHE``, the same cache entry the demo's RLHF leg uses."""
+    from evalgate.checkpoints.resolve import resolve_checkpoint
+    from evalgate.rlhf.train_rm import ensure_reward_model
+
+    return ensure_reward_model(smollm2_dir, resolve_checkpoint(smollm2_gguf).digest)
+
+
+@pytest.fixture(scope="session")
 def humaneval_records() -> list[dict]:
     import gzip
     import json
@@ -105,7 +115,7 @@ def tserve(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
             proc.kill()
 
 
-MODEL_FIXTURES = {"smollm2_dir", "smollm2_gguf", "tserve"}
+MODEL_FIXTURES = {"smollm2_dir", "smollm2_gguf", "tserve", "tiny_rm"}
 """Fixtures that load or serve the real model: a test using one is ``slow`` even without the marker, so
 ``make test-fast`` (``-m "not slow"``) leaves it out."""
 

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from evalgate import demo_train
+from evalgate import demo_rlhf, demo_train
 from evalgate import gate as gate_mod
 from evalgate import run as run_mod
 from evalgate.checkpoints import identity
@@ -81,7 +81,7 @@ def test_each_demo_stage_says_what_it_does_before_it_starts_with_progress_on(
     monkeypatch.setattr(Workspace, "evaluate", he_evaluate)
     with pytest.raises(_Stop):
         demo._humaneval_smoke()
-    assert events[0][0] == "stage" and str(events[0][1]).startswith("demo [1/4] HumanEval smoke: SmolLM2")
+    assert events[0][0] == "stage" and str(events[0][1]).startswith("demo [1/5] HumanEval smoke: SmolLM2")
     assert events[-1] == ("humaneval", True)  # with the generation and scoring bars
 
     events.clear()
@@ -101,17 +101,34 @@ def test_each_demo_stage_says_what_it_does_before_it_starts_with_progress_on(
         events.append(("gate", progress))
         raise _Stop
 
+    def prepare(home: Path, addition: Path, gguf: Path, store: object, dev_items: int) -> Path:
+        events.append(("rlhf", (addition, gguf.name, dev_items)))
+        return tmp_path / "proxies"
+
+    load_policy = gate_mod.load_policy
+
+    def policy(path: Path, variables: dict[str, str]) -> object:
+        events.append(("policy", variables))
+        return load_policy(path, variables)
+
     monkeypatch.setattr(run_mod, "evaluate", dev_evaluate)
+    monkeypatch.setattr(demo_rlhf, "prepare", prepare)
+    monkeypatch.setattr(gate_mod, "load_policy", policy)
     monkeypatch.setattr(gate_mod, "run_gate", gate)
     with demo._fresh_demo_workspace().activate() as ws, pytest.raises(_Stop):
         demo._gate_demo(ws, 0.0)
     kinds = [k for k, _ in events]
     stages = [str(v) for k, v in events if k == "stage"]
-    assert [s[:10] for s in stages] == ["demo [2/4]", "demo [3/4]", "demo [4/4]"]
+    assert [s[:10] for s in stages] == ["demo [2/5]", "demo [3/5]", "demo [4/5]", "demo [5/5]"]
     assert kinds.index("stage") < kinds.index("train")  # announced before the work
     assert "the base model and 4 checkpoints on addition-dev (40 items each)" in stages[1]
-    i3, i4 = (i for i, (k, v) in enumerate(events) if k == "stage" and str(v)[:10] in ("demo [3/4]", "demo [4/4]"))
+    assert "RLHF leg: the tiny reward model" in stages[2] and "8-item dev split addition-proxy" in stages[2]
+    i3, i4, i5 = (i for i, (k, v) in enumerate(events) if k == "stage" and str(v)[:10] in ("demo [3/5]", "demo [4/5]",
+                                                                                          "demo [5/5]"))
     evals = [v for k, v in events[i3:i4] if k == "evaluate"]
     assert evals == [("base.gguf", "addition-dev", True)] + [
         (f"checkpoint-{s}", "addition-dev", True) for _ in (1, 2) for s in (3, 6)]
-    assert events[i4 + 1:] == [("gate", True)]  # the gate's decision reads show their sample counts
+    assert events[i4 + 1:i5] == [("rlhf", (Path("protocols/addition.yaml"), "base.gguf", 40))]
+    # the gate's policy gets the base model and the proxies' folder; its decision reads show their sample counts
+    assert events[i5 + 1:] == [("policy", {"EVALGATE_DEMO_BASE": str(tmp_path / "base.gguf"),
+                                           "EVALGATE_DEMO_PROXIES": str(tmp_path / "proxies")}), ("gate", True)]

@@ -8,7 +8,7 @@ scan), ``guards`` (training-log guards), ``reads`` (every split read: tiers, bud
 
 from evalgate.gate.decide import rules, statistics
 from evalgate.gate.pipeline import item_values, run_gate
-from evalgate.gate.policy import Baseline, GatePolicy, GateRules, Guards, Selection, load_policy
+from evalgate.gate.policy import Baseline, GatePolicy, GateRules, Guards, ProxyProtocol, Selection, load_policy
 from evalgate.gate.reads import SELECTION_PURPOSE
 from evalgate.gate.results import (
                                    Aggregate,
@@ -28,7 +28,7 @@ from evalgate.gate.select import select_checkpoints, weights_finite
 
 __all__ = [
     "SELECTION_PURPOSE", "Aggregate", "Baseline", "BaselineResult", "CheckpointResult", "DecisionRun", "DevRun",
-    "Difference", "Estimate", "GatePolicy", "GateRules", "Guards", "RuleOutcome", "SeedResult", "Selection",
-    "Statistics", "TrainLogInfo", "Verdict", "item_values", "load_policy", "rules", "run_gate", "select_checkpoints",
-    "statistics", "weights_finite",
+    "Difference", "Estimate", "GatePolicy", "GateRules", "Guards", "ProxyProtocol", "RuleOutcome", "SeedResult",
+    "Selection", "Statistics", "TrainLogInfo", "Verdict", "item_values", "load_policy", "rules", "run_gate",
+    "select_checkpoints", "statistics", "weights_finite",
 ]

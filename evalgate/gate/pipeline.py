@@ -3,12 +3,14 @@
 1. read the store's complete and failed runs of the protocol on the selection split, the latest per checkpoint,
    grouped by training seed (the selection split's read is logged);
 2. per seed, pick best / last / failed (``select``), with the training-log guards (``guards``);
-3. when an earlier stored gate had the very same inputs (``history``: policy, protocol hash, split contents,
+3. evaluate the proxy protocols (an LLM judge, a reward model; ``rlhf.proxies``) on each seed's best and the
+   baseline on a dev-tier split, for the report: they decide nothing, and a failure spends nothing private;
+4. when an earlier stored gate had the very same inputs (``history``: policy, protocol hash, split contents,
    candidate runs, baseline), take its decision runs: nothing is read or spent;
-4. else reserve every decision read at once (``reads.reserve``: one locked step; refused, having spent nothing, when
+5. else reserve every decision read at once (``reads.reserve``: one locked step; refused, having spent nothing, when
    the private budget cannot cover all of them), then evaluate each seed's best (and a baseline checkpoint) on the
    decision split with purpose ``release-gate``; the generation cache makes a repeated evaluation cheap;
-5. compute the statistics and apply every rule (``decide``), store the verdict (``history``) and return it.
+6. compute the statistics and apply every rule (``decide``), store the verdict (``history``) and return it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from evalgate.gate.results import (
 from evalgate.gate.select import RunPartition, partition_runs, select_checkpoints, weights_finite
 from evalgate.reward_audit import audits_for_checkpoints
 from evalgate.rlhf.calibration import calibration_rule, calibration_section
+from evalgate.rlhf.proxies import Target, check_proxies, proxy_section
 from evalgate.rlhf.triad import triad_rule
 from evalgate.runner.grant import revoke
 from evalgate.scoring import metrics
@@ -129,6 +132,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
         RefusedByPolicy: selection split not dev; the private budget cannot cover the gate's reads (nothing spent);
             the access log's signed head or expected head does not hold (``accesslog.check_for_gate``).
         ProtocolDrift: the protocol file no longer matches its lock (before any read).
+        EvalgateError: a proxy protocol is invalid or cannot run (``rlhf.proxies``; before any decision read).
     """
     store = store or Store()
     accesslog.check_for_gate(store, expect_head, policy.require_expect_head,  # before any read
@@ -138,6 +142,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     manager = SplitManager(store)
     sel_m, dec_m = reads.check_tiers(policy, manager)
     reads.check_protocol(policy, evaluate_decision)  # before any read: a typo must not spend a private read
+    proxy_checked = check_proxies(policy, manager)
     broken = reads.check_chain(policy, manager, dec_m, who)  # a broken chain cannot count the budget
     sel_runs, dec_runs = _stored_runs(policy, store, dec_m.content_sha256, evaluate_decision)
     base_digest = reads.baseline_digest(policy, dec_runs, evaluate_decision, store.recorded_checkpoint, progress)
@@ -159,6 +164,8 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
 
     seeds = _select(policy, part.usable)
     chosen = [s for s in seeds if s.best is not None]
+    proxies = proxy_section(policy, proxy_checked, _proxy_targets(policy, chosen, base_digest), store, manager, who,
+                            evaluate_decision, progress)  # on dev, before any decision read
     reader, reused = _decision_reader(policy, store, manager, dec_m, who, inputs, chosen, dec_runs,
                                       evaluate_decision, protocol_hash)
     reader.progress = progress
@@ -178,10 +185,18 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     rules += proxy_rules
     verdict = Verdict(all(r.passed for r in rules), policy, rules, seeds, baseline, stats, protocol_hash, samples,
                       stale=part.stale, ignored=part.ignored, failures=part.failures, reused_from=reused,
-                      reward_audit=audits, calibration=calibration,
+                      reward_audit=audits, calibration=calibration, proxies=proxies,
                       rereads=[r["run_id"] for r in reader.shown.values()], broken_chain=broken)
     history.record(store, verdict, inputs, who)
     return verdict
+
+
+def _proxy_targets(policy: GatePolicy, chosen: list[SeedResult], base_digest: str | None) -> list[Target]:
+    """What the proxy protocols (``policy.proxy_protocols``) score: the baseline checkpoint first (a pairwise judge
+    reads its stored completions), then each seed's best."""
+    out = [Target("baseline", policy.baseline.checkpoint, base_digest)] if policy.baseline.checkpoint else []
+    return out + [Target("seed", s.best.path, s.best.digest, s.best.train_run, s.train_seed, s.best.step)
+                  for s in chosen if s.best is not None]
 
 
 def _proxy_rules(policy: GatePolicy, store: Store, seeds: list[SeedResult], chosen: list[SeedResult], who: str

@@ -107,6 +107,22 @@ class GateRules(_Strict):
         return [r for r in ("max_tool_call_inflation", "max_tool_violation_rate") if getattr(self, r) is not None]
 
 
+class ProxyProtocol(_Strict):
+    """A proxy scorer's protocol (an LLM judge, a reward model) that the gate evaluates on each seed's best checkpoint
+    and the baseline checkpoint, on a dev-tier split, for the release report's "Proxy scores" section: the judge's
+    win rate against the baseline with its CI and position-flip rate, the reward model's mean score. Informational:
+    it adds no rule and decides nothing (``evalgate.rlhf.proxies``). A proxy decides a release only as the gated
+    ``protocol``, where ``rules.min_proxy_agreement`` asks for its agreement with people first."""
+
+    protocol: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
+    """The proxy's protocol ``name@version`` (its file must be frozen and say the same). Required."""
+    protocol_file: str | None = None
+    """Its YAML file (relative to the policy file; ``$VARS`` expanded). Default: ``../protocols/<name>.yaml``."""
+    split: str | None = None
+    """A dev-tier split it runs on (a proxy never reads a public or private split: each read there would spend the
+    budget on a number that decides nothing). Default: the policy's ``selection_split``."""
+
+
 class GatePolicy(_Strict):
     """A gate policy file (``gates/*.yaml``)."""
 
@@ -157,12 +173,28 @@ class GatePolicy(_Strict):
     """Reward-audit thresholds (the chapter's rule) for the release report's "Reward audit" section over the best
     checkpoints' human-rated runs, and the gate rule ``min_reward_human_spearman``. Default: the chapter's
     thresholds, rule off."""
+    proxy_protocols: list[ProxyProtocol] = []
+    """Proxy protocols (an LLM judge, a reward model) evaluated on each seed's best checkpoint and the baseline
+    checkpoint on a dev-tier split, before the decision reads (a run stored for the same checkpoint, protocol hash,
+    split content and backend is taken instead), and shown in the release report as proxies with their calibration
+    against people; they decide nothing. Default: none."""
 
     @model_validator(mode="after")
     def _inflation_needs_checkpoint(self) -> GatePolicy:
         for rule in ("max_length_inflation", "max_tool_call_inflation"):
             if getattr(self.rules, rule) is not None and self.baseline.checkpoint is None:
                 raise FieldProblem("rules", f"rules.{rule} needs a baseline checkpoint (baseline.checkpoint)")
+        return self
+
+    @model_validator(mode="after")
+    def _proxies_once(self) -> GatePolicy:
+        seen = [self.protocol]
+        for i, p in enumerate(self.proxy_protocols):
+            if p.protocol in seen:
+                what = "the gated protocol" if p.protocol == self.protocol else "listed twice"
+                raise FieldProblem("proxy_protocols", f"entry {i}: {p.protocol} is {what}; list each proxy once, and "
+                                                      "not the protocol the gate decides on")
+            seen.append(p.protocol)
         return self
 
 
@@ -203,7 +235,10 @@ def load_policy(path: str | Path, variables: Mapping[str, str] | None = None) ->
 
     name = policy.protocol.split("@", 1)[0]
     upd: dict[str, Any] = {"protocol_file": rel(policy.protocol_file or f"../protocols/{name}.yaml"),
-                           "training_logs": {s: rel(p) for s, p in policy.training_logs.items()}}
+                           "training_logs": {s: rel(p) for s, p in policy.training_logs.items()},
+                           "proxy_protocols": [p.model_copy(update={"protocol_file": rel(
+                               p.protocol_file or f"../protocols/{p.protocol.split('@', 1)[0]}.yaml")})
+                               for p in policy.proxy_protocols]}
     if policy.baseline.checkpoint:
         upd["baseline"] = Baseline(checkpoint=rel(policy.baseline.checkpoint))
     return policy.model_copy(update=upd)

@@ -276,6 +276,9 @@ class Verdict:
         reward_audit: ``reward_audit.reward_audit`` of each best checkpoint's human-rated runs.
         calibration: ``rlhf.calibration.calibration_section``: each proxy scorer's (judge, reward model) agreement
             with raters on the human-audit tier (Spearman, kappa, weighted kappa, Krippendorff's alpha with CIs).
+        proxies: ``rlhf.proxies.proxy_section``: each proxy protocol's (``policy.proxy_protocols``) numbers for the
+            baseline and each seed's best on its dev-tier split (a judge's win rate with CI and flip rate, a reward
+            model's mean score); informational, no rule reads them.
         gate_id: the id it is stored under (``evalgate.gate.history``; None: not stored).
         reused_from: the stored gate whose decision runs it reused without reading (None: it read, or needed no
             read).
@@ -299,6 +302,7 @@ class Verdict:
     failures: list[SetAside] = field(default_factory=list)
     reward_audit: list[dict[str, Any]] = field(default_factory=list)
     calibration: list[dict[str, Any]] = field(default_factory=list)
+    proxies: list[dict[str, Any]] = field(default_factory=list)
     gate_id: str | None = None
     reused_from: ReusedDecision | None = None
     rereads: list[str] = field(default_factory=list)
@@ -347,7 +351,7 @@ class Verdict:
             **{k: [dataclasses.asdict(r) for r in getattr(self, k)] for k in ("stale", "ignored", "failures")},
             "reward_audit": [{**a, "suspicious": [{k: v for k, v in s.items() if k != "text"} for s in a["suspicious"]]}
                              for a in self.reward_audit],
-            "calibration": list(self.calibration),
+            "calibration": list(self.calibration), "proxies": list(self.proxies),
             "reason": self.reason, "gate_id": self.gate_id,
             "reused_from": dataclasses.asdict(self.reused_from) if self.reused_from else None, "ship": self.ship(),
             "rereads": list(self.rereads),

@@ -49,25 +49,30 @@ def audit_agreement(store: Store, protocol: str, resamples: int = 2000) -> dict[
 
 
 def calibration_section(store: Store, policy: Any) -> list[dict[str, Any]]:
-    """The release report's agreement of each proxy the policy relies on with people on the human-audit tier: the
-    gated protocol when its scorer is a proxy (``role: "gated"``) and the triad's reward-model protocol
-    (``rules.reward_model_protocol``, ``role: "reward model"``).
+    """The release report's agreement of each proxy the policy relies on or shows with people on the human-audit
+    tier: the gated protocol when its scorer is a proxy (``role: "gated"``), the triad's reward-model protocol
+    (``rules.reward_model_protocol``, ``role: "reward model"``) and each of ``proxy_protocols`` (``role: "proxy"``,
+    informational; ``rlhf.proxies``), each protocol once.
 
     Returns:
         ``[{"protocol", "scorer", "role", **audit_agreement}]``; empty when the policy relies on no proxy.
     """
     from evalgate.scoring.base import SCORERS
 
-    out = []
+    wanted: list[tuple[str, str | None, str]] = []
     scorer = _scorer(policy.protocol_file)
     entry = SCORERS.get(scorer) if scorer else None
     if entry is not None and entry.proxy:
-        out.append({"protocol": policy.protocol, "scorer": scorer, "role": "gated",
-                    **audit_agreement(store, policy.protocol, policy.bootstrap_resamples)})
-    rm = policy.rules.reward_model_protocol
-    if rm and rm != policy.protocol:
-        out.append({"protocol": rm, "scorer": "reward_model", "role": "reward model",
-                    **audit_agreement(store, rm, policy.bootstrap_resamples)})
+        wanted.append((policy.protocol, scorer, "gated"))
+    if policy.rules.reward_model_protocol:
+        wanted.append((policy.rules.reward_model_protocol, "reward_model", "reward model"))
+    wanted += [(p.protocol, _scorer(p.protocol_file), "proxy") for p in policy.proxy_protocols]
+    out, seen = [], set()
+    for protocol, name, role in wanted:
+        if protocol not in seen:
+            seen.add(protocol)
+            out.append({"protocol": protocol, "scorer": name, "role": role,
+                        **audit_agreement(store, protocol, policy.bootstrap_resamples)})
     return out
 
 

@@ -19,15 +19,6 @@ from tests.conftest import REPO
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def tiny_rm(smollm2_gguf: Path, smollm2_dir: Path) -> Path:
-    """The trained reward model's directory (trained once per machine, then cached)."""
-    from evalgate.checkpoints.resolve import resolve_checkpoint
-    from evalgate.rlhf.train_rm import ensure_reward_model
-
-    return ensure_reward_model(smollm2_dir, resolve_checkpoint(smollm2_gguf).digest)
-
-
 def cli(*args: str) -> dict:
     r = CliRunner().invoke(main, list(args))
     assert r.exit_code == 0, r.output

@@ -28,14 +28,6 @@ pytestmark = [pytest.mark.vllm_engine, pytest.mark.slow, pytest.mark.skipif(
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 
 
-@pytest.fixture(scope="module")
-def tiny_rm(smollm2_gguf: Path, smollm2_dir: Path) -> Path:
-    from evalgate.checkpoints.resolve import resolve_checkpoint
-    from evalgate.rlhf.train_rm import ensure_reward_model
-
-    return ensure_reward_model(smollm2_dir, resolve_checkpoint(smollm2_gguf).digest)
-
-
 def test_vllm_pooling_rewards_equal_transformers_and_drive_a_preference_run(tiny_rm: Path, home: Path) -> None:
     from evalgate.backends.vllm import close_engine
     from evalgate.cli import main

@@ -277,7 +277,8 @@ def test_a_policys_guards_reach_the_watch_and_the_callback(tmp_path: Path) -> No
     policy = tmp_path / "gates" / "g.yaml"
     policy.parent.mkdir()
     policy.write_text(text.replace("../protocols/", str(REPO / "protocols") + "/")
-                      .replace("$EVALGATE_DEMO_BASE", str(tmp_path / "base")))
+                      .replace("$EVALGATE_DEMO_BASE", str(tmp_path / "base"))
+                      .replace("$EVALGATE_DEMO_PROXIES", str(tmp_path / "proxies")))
     opts = WatchOptions.from_policy(policy, protocol=PROTOCOL, split="dev")
     assert (opts.guards.window, sorted(opts.guards.fail_on)) == (7, ["fail", "warn"])
     assert EvalgateCallback(policy=policy).guards.window == 7
