@@ -5,8 +5,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import duckdb
 import pytest
 
+from evalgate import accesslog
 from evalgate.migrations import MIGRATIONS
 from evalgate.store import AccessLogRepo, Database, ProtocolRepo, Store
 
@@ -57,3 +59,81 @@ def test_the_fixture_is_the_store_every_default_store_uses(memory_store: Store, 
     memory_store.record_protocol("p", "1", "h" * 64, {})
     assert Store().protocol_hash("p", "1") == "h" * 64  # Store() without a path: the active workspace's database
     assert not (home / "home" / "evalgate.duckdb").exists()
+
+
+def _schema(db: Database) -> tuple[list[tuple], list[tuple]]:
+    """Every column (table, name, type, default, nullable) and constraint (table, type, columns, text) of ``db``'s
+    current database, sorted."""
+    with db.transaction() as con:
+        cols = con.execute("SELECT table_name, column_name, data_type, column_default, is_nullable FROM "
+                           "duckdb_columns() WHERE database_name = current_database() ORDER BY ALL").fetchall()
+        cons = con.execute("SELECT table_name, constraint_type, constraint_column_names::VARCHAR, constraint_text "
+                           "FROM duckdb_constraints() WHERE database_name = current_database() "
+                           "ORDER BY ALL").fetchall()
+    return cols, cons
+
+
+def test_a_copy_has_a_new_databases_schema_its_sources_rows_and_is_its_own() -> None:
+    source = Database(":memory:")
+    ProtocolRepo(source).record_protocol("p", "1", "h" * 64, {})
+    copy = source.copy()
+    assert _schema(copy) == _schema(Database(":memory:"))  # columns, types, defaults, keys of all migrations
+    with copy.transaction() as con:
+        versions = [r[0] for r in con.execute("SELECT version FROM schema_migrations ORDER BY version").fetchall()]
+    assert versions == sorted(v for v, _, _ in MIGRATIONS)
+    assert Store(copy).protocol_hash("p", "1") == "h" * 64  # the rows came along
+    ProtocolRepo(copy).record_protocol("q", "1", "c" * 64, {})
+    ProtocolRepo(source).record_protocol("r", "1", "s" * 64, {})
+    other = source.copy()
+    ProtocolRepo(other).record_protocol("q", "1", "o" * 64, {})
+    assert Store(source).protocol_hash("q", "1") is None and Store(copy).protocol_hash("r", "1") is None
+    assert Store(copy).protocol_hash("q", "1") == "c" * 64 and Store(other).protocol_hash("q", "1") == "o" * 64
+    with pytest.raises(duckdb.ConstraintException), copy.transaction() as con:  # the primary key came along
+        con.execute("INSERT INTO protocols VALUES ('q', '1', 'h', '{}', now())")
+
+
+def test_a_closed_copy_is_detached_from_its_source() -> None:
+    source = Database(":memory:")
+    copies = [source.copy(), source.copy()]
+
+    def attached() -> int:
+        with source.transaction() as con:
+            return con.execute("SELECT count(*) FROM duckdb_databases() WHERE database_name LIKE "
+                               "'evalgate_copy_%'").fetchone()[0]
+    assert attached() == 2
+    for c in copies:
+        c.close()
+    assert attached() == 0
+    assert Store(source).protocol_hash("p", "1") is None  # the source still works
+
+
+def test_only_a_memory_database_is_copied_or_given_a_connection(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="copies an open memory database"):
+        Database(tmp_path / "s.duckdb").copy()
+    closed = Database(":memory:")
+    closed.close()
+    with pytest.raises(ValueError, match="copies an open memory database"):
+        closed.copy()
+    with pytest.raises(ValueError, match="only to a memory database"):
+        Database(tmp_path / "t.duckdb", connection=duckdb.connect(":memory:"))
+    assert not (tmp_path / "t.duckdb").exists()
+
+
+def test_the_last_access_log_row_is_found_after_a_delete_in_a_busy_memory_database(home: Path) -> None:
+    """DuckDB 2.0.1's Top-N scan (``ORDER BY seq DESC LIMIT 1``) missed the row appended after a delete once the
+    memory database had seen some 50 transactions: ``access_log_last`` said 1 with row 2 stored, and the next
+    append failed on a duplicate ``seq`` (a gate with ``--accept-broken-chain`` after deleted reads)."""
+    store = Store(Database(":memory:"))
+    for i in range(100):  # one transaction each
+        store.record_protocol(f"p{i}", "1", "h" * 64, {})
+
+    def row(split: str) -> dict:
+        return accesslog.entry(actor="a", split=split, tier="dev", purpose="tuning", outcome="read")
+    accesslog.append_many(store, [row("kept"), row("deleted"), row("deleted")])
+    with store.connect() as con:
+        con.execute("DELETE FROM access_log WHERE split = 'deleted'")
+    accesslog.append(store, row("after"))
+    last = store.access_log_last()
+    assert last is not None and last.seq == 2
+    accesslog.append(store, row("next"))
+    assert [(r["seq"], r["split"]) for r in store.access_rows()] == [(1, "kept"), (2, "after"), (3, "next")]
