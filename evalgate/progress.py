@@ -82,17 +82,21 @@ def bar(total: int | None, desc: str, unit: str = "it", enabled: bool = True, le
 
     Returns:
         A ``tqdm`` bar: a live one on a terminal, else one that writes a line at the start, at most one every
-        ``LOG_INTERVAL_S`` seconds, and one at the end (``set_postfix_str`` then waits for the next line).
+        ``LOG_INTERVAL_S`` seconds, and one at the end (``set_postfix_str`` then waits for the next line). Either
+        redraws on ``update(0)`` once its interval has passed (a postfix that changed without the count).
     """
     from tqdm import tqdm
 
     err = sys.stderr
     if not enabled:
         return tqdm(total=total, desc=desc, unit=unit, file=err, disable=True)
+    # miniters=0: a bar redraws by time alone. tqdm's default learns a count step from past updates and then skips
+    # every redraw until the count moves that far, so a new postfix with no new count (the hf backend's "batch 1/2
+    # at token 57/256" during a long batch, ``update(0)``) would never show.
     if _on_terminal(err):
-        return tqdm(total=total, desc=desc, unit=unit, file=err, leave=leave, dynamic_ncols=True)
+        return tqdm(total=total, desc=desc, unit=unit, file=err, leave=leave, dynamic_ncols=True, miniters=0)
     return _log_bar()(total=total, desc=desc, unit=unit, file=_Lines(err), leave=True, mininterval=LOG_INTERVAL_S,
-                       ascii=True, ncols=100)
+                       ascii=True, ncols=100, miniters=0)
 
 
 def stage(line: str, enabled: bool = True) -> None:

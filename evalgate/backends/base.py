@@ -99,7 +99,11 @@ class Backend(Protocol):
     constructed as ``Backend(model_dir, options, tokenizer)`` with its validated options model (``check_backend``).
 
     ``generate`` gets every pending request at once (so engines can batch) and may call ``on_result`` as each
-    request finishes, so the caller can store results as they come (resume after a crash).
+    request finishes, so the caller can store results as they come (resume after a crash). An ``on_result`` that
+    also has a method ``progress(finished: int, note: str)`` may be told, between results, that ``finished``
+    samples of this call (a running total, those already given to ``on_result`` included) have finished
+    generating, with a short note of where the engine is (hf: ``batch 1/2 at token 57/256``, during each batch;
+    the others report per result only).
 
     What besides the checkpoint, the protocol and the sample's seed changes the engine's outputs is not asked of
     the backend: the module-level ``generation_settings(name, options)`` gives it from the entry (no engine import):

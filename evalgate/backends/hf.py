@@ -16,6 +16,9 @@
   by one holding only the special token ids, and every sampling value comes from the protocol. What was
   ignored and what was sent are both in ``info()``.
 - Prompts are token ids from ``prompts.PromptEncoder`` (one BOS, never two), normally computed by the run.
+- Progress during a batch: a whole batch is one ``generate()`` call (minutes on CPU), so when ``on_result`` has a
+  ``progress(finished, note)`` method (``Backend``), ``DecodingProgress`` reports after decoding steps how many
+  samples of the call have finished and which token the batch is at.
 """
 
 from __future__ import annotations
@@ -66,12 +69,57 @@ class GeneratedStopCriteria(StoppingCriteria):
         self.tokenizer, self.stops = tokenizer, [s for s in stops if s]
         self.prompt_width = prompt_width
         self.window = max((len(s.encode()) for s in self.stops), default=0) + 4
+        self.last: torch.Tensor | None = None  # this step's result, for ``DecodingProgress``
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
         start = max(self.prompt_width, input_ids.shape[1] - self.window)
         tails = self.tokenizer.batch_decode(input_ids[:, start:].tolist(), skip_special_tokens=True)
         done = [any(s in t for s in self.stops) for t in tails]
-        return cast(torch.BoolTensor, torch.tensor(done, dtype=torch.bool, device=input_ids.device))
+        self.last = torch.tensor(done, dtype=torch.bool, device=input_ids.device)
+        return cast(torch.BoolTensor, self.last)
+
+
+REPORT_INTERVAL_S = 0.5
+"""Least seconds between two ``DecodingProgress`` reports (each one waits for the device: a GPU decodes ahead of
+the host otherwise)."""
+
+
+class DecodingProgress(StoppingCriteria):
+    """Stops no row: reports how far a batch's ``generate()`` got, after its first decoding step and then at most
+    every ``REPORT_INTERVAL_S`` seconds, as ``report(finished, tokens)``: the rows that have finished (emitted an
+    end-of-sequence id, or matched a stop string) and the tokens decoded per row so far.
+
+    transformers calls each stopping criterion once per decoding step with every row's ids so far, which makes it
+    the one per-step hook of ``generate`` that sees the whole batch (its text streamers take one row). A finished
+    row is padded from then on (with pad, often an EOS id), so finishing is kept per row once seen.
+
+    Args:
+        prompt_width: the batch's padded prompt length (ids from this position on are generated).
+        eos_ids: the ids that end a row.
+        stops: the batch's stop-string criterion, placed before this one in the list (its ``last`` result is read),
+            or None.
+        report: called with (rows finished, tokens decoded); only reports, its return is ignored.
+    """
+
+    def __init__(self, prompt_width: int, eos_ids: Sequence[int], stops: GeneratedStopCriteria | None,
+                 report: Callable[[int, int], None]):
+        self.prompt_width, self.stops, self.report = prompt_width, stops, report
+        self.eos = torch.tensor(list(eos_ids), dtype=torch.long)
+        self.finished: torch.Tensor | None = None
+        self.reported_at: float | None = None
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any) -> torch.BoolTensor:
+        if self.eos.device != input_ids.device:
+            self.eos = self.eos.to(input_ids.device)  # once, not a copy per step
+        ended = torch.isin(input_ids[:, -1], self.eos)
+        if self.stops is not None and self.stops.last is not None:
+            ended |= self.stops.last
+        self.finished = ended if self.finished is None else self.finished | ended
+        now = time.monotonic()
+        if self.reported_at is None or now - self.reported_at >= REPORT_INTERVAL_S:
+            self.reported_at = now
+            self.report(int(self.finished.sum()), input_ids.shape[1] - self.prompt_width)
+        return cast(torch.BoolTensor, torch.zeros_like(ended))
 
 
 def plan_batches(rows: Sequence[tuple[int, EffectiveParams]], token_budget: int) -> list[list[int]]:
@@ -121,6 +169,15 @@ def check_finite(model: Any, where: str) -> None:
             raise BadInput(f"checkpoint {where}: tensor {name} holds {bad} non-finite value(s) (NaN or infinity) "
                            f"of {t.numel()}: the model cannot produce meaningful output. The training step that "
                            "saved it diverged or the file is damaged; evaluate another checkpoint")
+
+
+def _batch_report(progress: Callable[[int, str], None], before: int, batch: str,
+                  max_tokens: int) -> Callable[[int, int], None]:
+    """``DecodingProgress``'s report for one batch, as the ``progress(finished, note)`` of ``Backend.generate``:
+    ``before`` samples finished in earlier batches; the note names the batch and the token it is at."""
+    def report(done: int, tokens: int) -> None:
+        progress(before + done, f"{batch} at token {tokens}/{max_tokens}")
+    return report
 
 
 class HFBackend:
@@ -214,10 +271,16 @@ class HFBackend:
         done: dict[int, dict[int, Completion]] = {i: {} for i in range(len(requests))}
         results: list[GenerationResult | None] = [None] * len(requests)
         plan = plan_batches([(len(row[2]), requests[row[0]].params) for row in rows], self.token_budget)
-        for idx in plan:
+        progress = getattr(on_result, "progress", None)  # the Backend protocol's optional progress report
+        finished = 0  # samples of earlier batches
+        for b, idx in enumerate(plan):
             batch = [rows[k] for k in idx]
             params = requests[batch[0][0]].params
-            for (ri, j, _ids, _), comp in zip(batch, self._generate_batch(batch, params), strict=True):
+            report = (None if progress is None
+                      else _batch_report(progress, finished, f"batch {b + 1}/{len(plan)}", params.max_tokens))
+            comps = self._generate_batch(batch, params, report)
+            finished += len(batch)
+            for (ri, j, _ids, _), comp in zip(batch, comps, strict=True):
                 done[ri][j] = comp
                 if len(done[ri]) == len(requests[ri].seeds):
                     res = GenerationResult(requests[ri], tuple(done[ri][k] for k in range(len(requests[ri].seeds))))
@@ -226,7 +289,8 @@ class HFBackend:
                         on_result(res)
         return [r for r in results if r is not None]
 
-    def _generate_batch(self, batch: list[tuple[int, int, list[int], int]], p: EffectiveParams) -> list[Completion]:
+    def _generate_batch(self, batch: list[tuple[int, int, list[int], int]], p: EffectiveParams,
+                        report: Callable[[int, int], None] | None = None) -> list[Completion]:
         model, pad = self.model, self._pad_id()
         width = max(len(b[2]) for b in batch)
         input_ids = torch.full((len(batch), width), pad, dtype=torch.long)
@@ -247,9 +311,12 @@ class HFBackend:
             sampler = {"temperature": p.temperature, "top_k": p.top_k, "top_p": p.top_p, "seeds": "per row",
                        "rule": SAMPLER_VERSION}
             processors.append(SeededSampler([b[3] for b in batch], width, p.temperature, p.top_k, p.top_p))
-        stops = StoppingCriteriaList([GeneratedStopCriteria(self.tokenizer, p.stop, width)] if any(p.stop) else [])
+        stop = GeneratedStopCriteria(self.tokenizer, p.stop, width) if any(p.stop) else None
+        stops = StoppingCriteriaList([stop] if stop else [])
         self.sent = {"generation_config": gen.to_diff_dict(), "seeded_sampler": sampler,
                      "stop": {"strings": list(p.stop), "matched_in": "generated text only"} if stops else None}
+        if report is not None:  # after the stop criterion, whose result it reads; not in ``sent``: it stops nothing
+            stops.append(DecodingProgress(width, self._eos_ids(), stop, report))
         try:
             with torch.inference_mode():
                 out = model.generate(input_ids=input_ids.to(self.device), attention_mask=attention.to(self.device),

@@ -67,12 +67,29 @@ def _requests(plan: RunPlan, missing: list[SampleKey]) -> list[GenerationRequest
 
 class _Sink:
     """Receives each finished request (``Backend.generate``'s ``on_result``): stores its completions in the
-    generation cache at once, keeps them for scoring and moves the progress bar."""
+    generation cache at once, keeps them for scoring and moves the progress bar. The bar counts samples that have
+    finished generating: stored ones, and those a backend's ``progress`` report says have finished within a batch
+    not yet returned (hf: a batch is one ``generate()`` call, minutes on CPU), whose note joins the postfix."""
 
     def __init__(self, plan: RunPlan, bar: Any):
         self.plan, self.bar = plan, bar
         self.rows: dict[SampleKey, dict[str, Any]] = {}
         self.tokens, self.started = 0, time.perf_counter()
+        self.finished = self.shown = 0  # samples finished as reported; samples the bar counts
+        self.rate, self.note = "", ""
+
+    def progress(self, finished: int, note: str) -> None:
+        """The backend's report during generation (``Backend``): ``finished`` samples of the call are done."""
+        self.finished, self.note = max(self.finished, finished), note
+        self._advance()
+
+    def _advance(self) -> None:
+        """Move the bar to what is known to be done (never back, never past it) with the current postfix; tqdm
+        redraws at most once per its interval, so a report per decoding step costs nothing visible."""
+        done = max(len(self.rows), self.finished)
+        self.bar.set_postfix_str(", ".join(p for p in (self.rate, self.note) if p), refresh=False)
+        self.bar.update(done - self.shown)  # drawn by the update: one draw per report, not two
+        self.shown = done
 
     def __call__(self, res: GenerationResult) -> None:
         r, plan = res.request, self.plan
@@ -88,9 +105,9 @@ class _Sink:
                                                                                 "run_id": plan.run_id}
                           for row in rows})
         self.tokens += sum(c.completion_tokens for c in res.completions)
-        self.bar.set_postfix_str(f"{self.tokens / max(time.perf_counter() - self.started, 1e-9):.1f} tok/s",
-                                 refresh=False)  # drawn by the update: one draw per result, not two
-        self.bar.update(len(rows))
+        self.rate = f"{self.tokens / max(time.perf_counter() - self.started, 1e-9):.1f} tok/s"
+        self.note = ""  # the batch that reported has returned
+        self._advance()
 
 
 def scorer_entry(plan: RunPlan) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -78,6 +79,72 @@ def test_stop_criteria_sees_only_generated_tokens(smollm2_dir: Path) -> None:
     assert stops("    return 1\n```")
     assert stops("x = 'no'\n``" + "`")
     assert not stops("    return 1", stop='"""doc"""')  # the stop occurs only inside the prompt
+
+
+def test_decoding_progress_counts_finished_rows_and_stops_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-step hook, model-free: three rows after a 2-token prompt (EOS ids 0 and 9, pad 5): row a emits EOS 9
+    at token 2, then pad; row b matches a stop string at token 3 (the stop criterion's result), then pad, which is
+    not an EOS id; row c runs on. Finished rows stay finished; the hook never ends a row itself."""
+    import types
+
+    import torch
+
+    from evalgate.backends import hf
+
+    monkeypatch.setattr(hf, "REPORT_INTERVAL_S", 0.0)
+    reports: list[tuple[int, int]] = []
+    stop = types.SimpleNamespace(last=None)  # stands in for GeneratedStopCriteria: only its ``last`` is read
+    crit = hf.DecodingProgress(2, [0, 9], stop, lambda done, tokens: reports.append((done, tokens)))  # type: ignore[arg-type]
+    steps = [([4, 4, 4], [False, False, False]), ([9, 4, 4], [False, False, False]),
+             ([5, 6, 4], [False, True, False]), ([5, 5, 4], [False, False, False])]
+    ids = torch.tensor([[7, 7]] * 3)
+    for tokens, stopped in steps:
+        ids = torch.cat([ids, torch.tensor(tokens)[:, None]], dim=1)
+        stop.last = torch.tensor(stopped)
+        assert crit(ids, torch.zeros(3, 1)).tolist() == [False, False, False]
+    assert reports == [(0, 1), (1, 2), (2, 3), (2, 4)]
+
+    monkeypatch.setattr(hf, "REPORT_INTERVAL_S", 3600.0)  # reports are spaced in time: the first step only
+    reports.clear()
+    quiet = hf.DecodingProgress(2, [0], None, lambda done, tokens: reports.append((done, tokens)))
+    for k in range(1, 4):
+        quiet(torch.tensor([[7, 7] + [0] * k]), torch.zeros(1, 1))
+    assert reports == [(1, 1)]
+
+
+@pytest.mark.slow
+def test_progress_arrives_during_a_batch_with_the_real_model(smollm2_dir: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 32: a batch is one generate() call, and progress used to move only when it returned. Three requests
+    of two samples share one batch; reports come after decoding steps, before any result."""
+    from evalgate.backends import hf
+
+    monkeypatch.setattr(hf, "REPORT_INTERVAL_S", 0.0)
+    backend = hf.HFBackend(str(smollm2_dir))
+    events: list[tuple[Any, ...]] = []
+
+    class Receiver:
+        def __call__(self, res: Any) -> None:
+            events.append(("result", res.request.key))
+
+        def progress(self, finished: int, note: str) -> None:
+            events.append(("progress", finished, note))
+
+    params = EffectiveParams(0.0, 1.0, 0, 8, (), 1.0)
+    questions = ["What is 2 + 2?", "Name a colour.", "Say hello."]
+    requests = [GenerationRequest(f"q{i}", q, (0, 1), (1, 2), params) for i, q in enumerate(questions)]
+    results = backend.generate(requests, on_result=Receiver())
+    assert len(results) == 3
+    first_result = next(i for i, e in enumerate(events) if e[0] == "result")
+    during = events[:first_result]
+    assert during and all(e[0] == "progress" for e in during)
+    tokens = [int(e[2].split("at token ")[1].split("/")[0]) for e in during]
+    assert tokens == list(range(1, len(tokens) + 1)) and len(tokens) >= 2  # one report per step (interval 0)
+    assert all(e[2].startswith("batch 1/1 at token ") and e[2].endswith("/8") for e in during)
+    finished = [e[1] for e in during]
+    assert finished == sorted(finished) and finished[-1] <= 6
+    stopped = sum(c.finish_reason == "stop" for r in results for c in r.completions)
+    assert finished[-1] == stopped  # rows that ended on EOS are the ones counted; rows cut at 8 tokens end with it
 
 
 @pytest.mark.slow

@@ -179,7 +179,8 @@ def test_token_ids_sent_to_the_model_hold_one_bos(smollm2_dir: Path, tmp_path: P
     rows = []
     batch_fn = HFBackend._generate_batch
     monkeypatch.setattr(HFBackend, "_generate_batch",
-                        lambda self, batch, p: rows.extend(b[2] for b in batch) or batch_fn(self, batch, p))
+                        lambda self, batch, p, *rest: rows.extend(b[2] for b in batch) or batch_fn(self, batch, p,
+                                                                                                   *rest))
     p = setup_run(tmp_path, {"chat_template": "none"})
     doc = evaluate(p, ckpt, "t-smoke", RunOptions(progress=False))
     assert len(rows) == 1 and rows[0][0] == BOS and rows[0].count(BOS) == 1
