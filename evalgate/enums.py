@@ -52,7 +52,8 @@ class Outcome(StrEnum):
     """An access-log row's outcome: a permitted ``read``, an ``override`` of a refusal (counted like a read), a read
     the gate reserved ahead (``reserved-read``), a stored decision result shown again (``re-read``, not charged),
     a ``refused`` read, a ``judge-read`` (an LLM judge shown the items and completions of a run whose own read was
-    admitted and logged: not charged again), or a split ``added`` / ``replaced``."""
+    admitted and logged: not charged again), a split ``added`` / ``replaced``, or a release-gate run's ``result``
+    as it was stored (its ``result_sha256`` in the detail, for the gates that show it again; not charged)."""
 
     READ = "read"
     OVERRIDE = "override"
@@ -62,3 +63,4 @@ class Outcome(StrEnum):
     JUDGE_READ = "judge-read"
     ADDED = "added"
     REPLACED = "replaced"
+    RESULT = "result"

@@ -23,6 +23,7 @@ from evalgate.runner.grant import ReleaseGrant
 from evalgate.runner.plan import RunOptions, RunPlan, effective_params, prepare
 from evalgate.runner.record import RunRecord, record, start
 from evalgate.runner.score import compute_metrics, score
+from evalgate.splits.manifest import RELEASE_GATE
 from evalgate.store import Store
 
 if TYPE_CHECKING:
@@ -109,4 +110,7 @@ def finish(plan: RunPlan, started: RunRecord, generated: Generated, agent: Agent
             scored = apply_trajectories(plan, scored, agent)
         done = record(plan, started, generated, scored)
         plan.store.finish_run(done.row(), scored.samples)
+        if plan.options.purpose == RELEASE_GATE:  # what later gates show again is checked against this row
+            plan.access.log_result(plan.manifest, plan.actor, plan.run_id, plan.checkpoint.digest,
+                                   plan.protocol.sha256, plan.store.result_sha256(plan.run_id))
     return done

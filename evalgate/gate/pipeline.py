@@ -224,13 +224,17 @@ def _decision_reader(policy: GatePolicy, store: Store, manager: SplitManager, de
                      inputs: dict[str, Any], chosen: list[SeedResult], dec_runs: list[dict[str, Any]],
                      evaluate_decision: bool, protocol_hash: str | None
                      ) -> tuple[reads.DecisionReader, ReusedDecision | None]:
-    """The reader of the decision runs: an unchanged earlier gate's (nothing read or spent; one uncounted
-    ``reused`` row says so in the access log), or new reads, all reserved first (``reads.reserve``)."""
+    """The reader of the decision runs: an unchanged earlier gate's, when the log recorded each one's result and the
+    store still holds it (nothing read or spent; one uncounted ``reused`` row says so in the access log), or new
+    reads, all reserved first (``reads.reserve``).
+
+    Raises:
+        RefusedByPolicy: a stored decision run it would show again was edited (``reads.stored_result_holds``)."""
     targets: list[tuple[str, str | None]] = [(s.best.path, s.best.digest) for s in chosen if s.best is not None]
     if policy.baseline.checkpoint:
         targets.insert(0, (policy.baseline.checkpoint, inputs["baseline_digest"]))
     prior = history.reusable(store, inputs, [d for _, d in targets]) if targets else None
-    if prior is not None:
+    if prior is not None and all(reads.stored_result_holds(store, manager, dec_m, who, policy, r) for r in prior[1]):
         row, runs = prior
         reused = history.reused_decision(row)
         manager.log_event(dec_m, who, RELEASE_GATE, "reused", cached=True, protocol_hash=protocol_hash,
@@ -239,7 +243,7 @@ def _decision_reader(policy: GatePolicy, store: Store, manager: SplitManager, de
         return reads.DecisionReader(policy, store, who, runs), reused
     reader = reads.DecisionReader(policy, store, who, dec_runs)
     if targets:
-        shown = _shown_before(policy, store, manager, dec_m, targets, evaluate_decision, protocol_hash)
+        shown = _shown_before(policy, store, manager, dec_m, who, targets, evaluate_decision, protocol_hash)
         runs_of = [None if evaluate_decision or i in shown else reader.prior(path, digest)["run_id"]
                    for i, (path, digest) in enumerate(targets)]
         reader.grant = reads.reserve(policy, manager, dec_m, who,
@@ -248,15 +252,18 @@ def _decision_reader(policy: GatePolicy, store: Store, manager: SplitManager, de
                                      {i: run["run_id"] for i, run in shown.items()})
         reader.shown = {run["checkpoint_digest"]: run for run in shown.values()}
         reader.evaluate_decision = evaluate_decision
+        reader.manager, reader.manifest = manager, dec_m
     return reader, None
 
 
-def _shown_before(policy: GatePolicy, store: Store, manager: SplitManager, dec_m: Any,
+def _shown_before(policy: GatePolicy, store: Store, manager: SplitManager, dec_m: Any, who: str,
                   targets: list[tuple[str, str | None]], evaluate_decision: bool,
                   protocol_hash: str | None) -> dict[int, dict[str, Any]]:
     """Per target index, the stored decision run a read would show again (``reads.shown_before``): same checkpoint
     digest, protocol hash, split content and backend (and, when evaluating, the generation settings the decision
-    run would have), already shown by a logged read. Those reads are logged as ``re-read`` and not charged."""
+    run would have), already shown by a logged read, its result the one the log recorded
+    (``reads.stored_result_holds``; an edited one is refused). Those reads are logged as ``re-read`` and not
+    charged."""
     name, version = policy.protocol.split("@", 1)
     runs = store.runs(protocol_name=name, protocol_version=version, status="complete", tier="private",
                       split_sha256=dec_m.content_sha256, backend=policy.backend, purpose=RELEASE_GATE)
@@ -265,7 +272,7 @@ def _shown_before(policy: GatePolicy, store: Store, manager: SplitManager, dec_m
     out = {}
     for i, (_, digest) in enumerate(targets):
         run = reads.shown_before(store, names, runs, digest, protocol_hash, settings)
-        if run is not None:
+        if run is not None and reads.stored_result_holds(store, manager, dec_m, who, policy, run):
             out[i] = run
     return out
 

@@ -89,6 +89,35 @@ def shown_before(store: AccessLogRepo, names: tuple[str, ...], runs: list[dict[s
     return shown[-1] if shown else None
 
 
+def stored_result_holds(store: Store, manager: SplitManager, manifest: Any, actor: str, policy: GatePolicy,
+                        run: dict[str, Any]) -> bool:
+    """Whether the stored decision run ``run`` may be shown again without a read (reused, or re-read): the access
+    log, hash-chained and signed, recorded its result when it completed, and the store still holds that result
+    (metrics and per-sample scores, ``RunRepo.result_sha256``). The store beside the log is not signed, so a result
+    edited there (a failing checkpoint's private scores set to 1) must not be taken for the one the gate read.
+
+    Returns:
+        True when it holds; False when the log recorded no result for the run (a run from before these rows, or
+        one the log never saw): the gate reads afresh instead.
+
+    Raises:
+        RefusedByPolicy: the stored result is not the recorded one (logged as refused; nothing read or spent).
+    """
+    recorded = manager.recorded_result(manifest, run["run_id"])
+    if recorded is None:
+        return False
+    now = store.result_sha256(run["run_id"])
+    if now == recorded:
+        return True
+    manager.refuse(manifest.name, RELEASE_GATE, actor,
+                   f"gate {policy.name}: run {run['run_id']}'s stored result (its metrics and per-sample scores, "
+                   f"sha256 {now[:12]}) is not the one the access log recorded when the run completed "
+                   f"({recorded[:12]}): the store was edited after the run, so its decision cannot be shown again; "
+                   "nothing was read or "
+                   "spent. Restore the store from a good copy and find out who edited it ('evalgate audit log "
+                   f"--split {manifest.name}')", checkpoint_digest=run["checkpoint_digest"])
+
+
 def check_tiers(policy: GatePolicy, manager: SplitManager) -> tuple[Any, Any]:
     """The selection and decision splits' manifests, after checking their tiers (dev and private).
 
@@ -228,6 +257,9 @@ class DecisionReader:
         self.evaluate_decision = grant is not None
         self.shown: dict[str, dict[str, Any]] = {}  # checkpoint digest -> the stored run a re-read shows again
         self.progress = False  # evaluations say what they read and show sample counts on stderr
+        # the decision split's guard: a stored run taken for a charged read has its result checked or recorded
+        self.manager: SplitManager | None = None
+        self.manifest: Any = None
 
     def prior(self, path: str, digest: str | None) -> dict[str, Any]:
         """The latest stored run of the checkpoint (by digest when known, else by path).
@@ -246,6 +278,8 @@ class DecisionReader:
 
         Raises:
             BadInput: reusing, and the store holds no decision run of that checkpoint.
+            RefusedByPolicy: a stored run taken for a charged read is not the result the access log recorded
+                (``stored_result_holds``); one whose result it never recorded gets its ``result`` row now.
         """
         p = self.policy
         if digest is not None and digest in self.shown:  # a re-read: the stored result, nothing evaluated
@@ -256,4 +290,8 @@ class DecisionReader:
                                     self.store, seed_info, p.backend, self.grant, self.progress)
             return DecisionRun(doc["run_id"], doc["metrics"], doc["checkpoint"]["digest"])
         run = self.prior(path, digest)
+        m = self.manager
+        if m is not None and not stored_result_holds(self.store, m, self.manifest, self.actor, p, run):
+            m.log_result(self.manifest, self.actor, run["run_id"], run["checkpoint_digest"], run["protocol_hash"],
+                         self.store.result_sha256(run["run_id"]))  # what this charged read showed
         return DecisionRun(run["run_id"], run["metrics"], run["checkpoint_digest"])

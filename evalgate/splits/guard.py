@@ -4,6 +4,7 @@ that owns the content (``owners.content_owner``). The rules are described in ``e
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -15,10 +16,12 @@ from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
 from evalgate.sealing import SEALED_TIERS, load_key
 from evalgate.splits.data import read_unlogged, sha256_hex
 from evalgate.splits.discovery import load_manifest
-from evalgate.splits.manifest import Manifest, Policy, splits_dir
+from evalgate.splits.manifest import RELEASE_GATE, Manifest, Policy, splits_dir
 from evalgate.splits.owners import ContentOwner, content_owner
 from evalgate.store import AccessLogRepo
 from evalgate.store.access import CONTAMINATION_CHECK, CONTAMINATION_CHECKS, READS, BudgetLimit, Counted
+
+_RESULT_SHA256 = re.compile(r"result sha256 ([0-9a-f]{64})")  # ``log_result``'s detail
 
 
 @dataclass
@@ -300,12 +303,30 @@ class SplitManager:
         return OpenedSplit(m, items, warnings)
 
     def log_event(self, manifest: Manifest, actor: str, purpose: str, outcome: str, *, cached: bool = False,
-                  protocol_hash: str | None = None, detail: str | None = None) -> None:
+                  protocol_hash: str | None = None, detail: str | None = None, run_id: str | None = None,
+                  checkpoint_digest: str | None = None) -> None:
         """Append one access-log row that no budget limits, for an event decided outside ``check``: a gate that
-        reused earlier decision runs (outcome ``reused``), a broken hash chain accepted by the policy. The row goes
-        to the content's owner, like every row of this manager.
+        reused earlier decision runs (outcome ``reused``), a broken hash chain accepted by the policy, a release-gate
+        run's stored ``result``. The row goes to the content's owner, like every row of this manager.
         """
-        self._log(manifest, actor, purpose, outcome, cached, None, protocol_hash, None, detail)
+        self._log(manifest, actor, purpose, outcome, cached, checkpoint_digest, protocol_hash, run_id, detail)
+
+    def log_result(self, manifest: Manifest, actor: str, run_id: str, checkpoint_digest: str, protocol_hash: str,
+                   result_sha256: str) -> None:
+        """Append the ``result`` row of a release-gate run: the sha256 of its stored result
+        (``RunRepo.result_sha256``) as a gate was shown it (when the run completed, or when a gate first took it
+        from the store), which ``recorded_result`` reads back. Not charged."""
+        self.log_event(manifest, actor, RELEASE_GATE, Outcome.RESULT.value, protocol_hash=protocol_hash,
+                       run_id=run_id, checkpoint_digest=checkpoint_digest,
+                       detail=f"result sha256 {result_sha256} of run {run_id}, as the gate was shown it")
+
+    def recorded_result(self, manifest: Manifest, run_id: str) -> str | None:
+        """The result sha256 the access log recorded for run ``run_id`` (``log_result``) under any name of the
+        split's content, or None when it recorded none."""
+        found = [m.group(1) for n in self.owner(manifest).names for r in self.store.access_rows(n)
+                 if r["outcome"] == Outcome.RESULT.value and r["run_id"] == run_id
+                 and (m := _RESULT_SHA256.search(r["detail"] or ""))]
+        return found[-1] if found else None
 
     def _log(self, m: Manifest, actor: str, purpose: str, outcome: str, cached: bool, checkpoint_digest: str | None,
              protocol_hash: str | None, run_id: str | None, detail: str | None,

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -172,6 +173,16 @@ class RunRepo(Repository):
         for r in rows:
             r["behavior"] = json.loads(r["behavior"]) if r["behavior"] else {}
         return open_read("samples", rows)
+
+    def result_sha256(self, run_id: str) -> str:
+        """sha256 of what a gate takes from a stored run: its metrics and every sample's item id, index, score and
+        status (canonical JSON). Recorded in the access log when a release-gate run completes (outcome ``result``),
+        so a later gate that shows the run again can tell the result it recorded from an edited store."""
+        with self.connect() as con:
+            row = con.execute("SELECT metrics FROM runs WHERE run_id=?", [run_id]).fetchone()
+        metrics = json.loads(row[0]) if row and isinstance(row[0], str) else (row[0] if row else None)
+        doc = {"metrics": metrics, "samples": self.sample_scores(run_id)}
+        return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
     def sample_scores(self, run_id: str) -> list[dict[str, Any]]:
         """A run's per-sample scores only (item_id, sample_index, score, status): what paired statistics need,

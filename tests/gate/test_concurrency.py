@@ -18,12 +18,11 @@ from click.testing import CliRunner
 
 from evalgate.audit import verify_chain
 from evalgate.cli import main
-from evalgate.demo_train import addition_items
 from evalgate.gate import load_policy, run_gate
 from evalgate.run import RunOptions, evaluate
-from evalgate.splits import DEFAULT_POLICIES, write_split
+from evalgate.splits import DEFAULT_POLICIES
 from evalgate.store import Store
-from tests.gate.test_real import REPO, _variant
+from tests.gate.test_real import REPO, _variant, tiny_addition
 
 
 def _counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -32,18 +31,8 @@ def _counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @pytest.mark.timeout(900)
 def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Path, smollm2_dir: Path) -> None:
-    write_split("cc-dev", "dev", addition_items("dev", 2), {"source": "test"})
     # the private tier's policy with a budget of 3 reads / 30 days (a manifest may lower the tier's 4)
-    write_split("cc-private", "private", addition_items("private", 2), {"source": "test"},
-                policy=DEFAULT_POLICIES["private"].model_copy(update={"max_reads": 3}))
-    proto = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
-    proto.update(name="cc-add")
-    proto["sampling"]["max_tokens"] = 3
-    ppath = home / "cc-add.yaml"
-    ppath.write_text(yaml.safe_dump(proto))
-    from evalgate.protocols_ops import freeze
-
-    freeze(ppath)
+    ppath = tiny_addition(home, "cc", DEFAULT_POLICIES["private"].model_copy(update={"max_reads": 3}))
     ck = _variant(smollm2_dir, home / "train" / "seed1" / "checkpoint-2", 2)
     evaluate(ppath, ck, "cc-dev", RunOptions(train_run="cc", train_seed=1, progress=False))
 
@@ -84,9 +73,10 @@ def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Pat
     by_actor = {f"actor-{i}": [r for r in new if r["actor"] == f"actor-{i}"] for i in range(1, 5)}
     win = f"actor-{winners[0] + 1}"
     # the winner: 1 read reserved (counted) before reading, its baseline run logged under the reservation (not
-    # counted), seed 1's best shown again as a free re-read
+    # counted) and its stored result recorded when it completed (not counted), seed 1's best shown again as a free
+    # re-read
     won = by_actor.pop(win)
-    assert sorted(r["outcome"] for r in won) == ["re-read", "read", "reserved-read"], won
+    assert sorted(r["outcome"] for r in won) == ["re-read", "read", "reserved-read", "result"], won
     assert {r["outcome"]: r["checkpoint_digest"] for r in won}["re-read"] == first.seeds[0].best.digest  # type: ignore[union-attr]
     assert {a: [r["outcome"] for r in rows] for a, rows in by_actor.items()} == {a: ["refused"] for a in by_actor}
     assert len(_counted(store.access_rows("cc-private"))) == 3

@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -30,6 +31,22 @@ def _variant(src: Path, dst: Path, k: int) -> Path:
     cfg["evalgate_test_variant"] = k
     (dst / "config.json").write_text(json.dumps(cfg))
     return dst
+
+
+def tiny_addition(home: Path, prefix: str, policy: Any = None) -> Path:
+    """Splits ``PREFIX-dev`` and ``PREFIX-private`` (2 two-digit additions each; the private one under ``policy``
+    when given) and protocol ``PREFIX-add@1`` (protocols/addition.yaml cut to 3 tokens), frozen; its path."""
+    from evalgate.protocols_ops import freeze
+
+    write_split(f"{prefix}-dev", "dev", addition_items("dev", 2), {"source": "test"})
+    write_split(f"{prefix}-private", "private", addition_items("private", 2), {"source": "test"}, policy=policy)
+    proto = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
+    proto.update(name=f"{prefix}-add")
+    proto["sampling"]["max_tokens"] = 3
+    path = home / f"{prefix}-add.yaml"
+    path.write_text(yaml.safe_dump(proto))
+    freeze(path)
+    return path
 
 
 @pytest.mark.timeout(900)
