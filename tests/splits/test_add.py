@@ -175,3 +175,37 @@ def test_a_private_copy_with_a_column_added_or_a_field_renamed_is_refused(home: 
                                          "answer": str(i)}) + "\n" for i in range(10)))
     add_split("other", "dev", other)
     assert load_manifest("other").count == 10
+
+
+_OPEN = ("left open (adversary, second pass): the private-copy check compares with the private splits on disk only; "
+         "a fix keeps keyed fingerprints of every private content added (HMAC of each item's normalised text and long "
+         "values, under the split key) in the store, so a copy is recognised after its source left the disk")
+
+
+@pytest.mark.xfail(strict=True, reason=_OPEN)
+def test_a_private_split_whose_manifest_left_the_disk_still_refuses_its_copies(home: Path) -> None:
+    """Its manifest moved away (the encrypted data file even left in place), a key holder added the private items
+    plus one as a dev split (read freely) and as a new private split (a fresh budget of 4): both accepted."""
+    items = [{"id": f"p{i}", "question": f"What is private question number {i} about trains?"} for i in range(6)]
+    (home / "p.jsonl").write_text("".join(json.dumps(x) + "\n" for x in items))
+    add_split("P", "private", home / "p.jsonl")
+    (home / "p2.jsonl").write_text("".join(json.dumps(x) + "\n" for x in [*items, {"id": "new", "question": "n"}]))
+    with pytest.raises(RefusedByPolicy, match="repeat private split P"):
+        add_split("D", "dev", home / "p2.jsonl")
+    (splits_dir() / "P.yaml").rename(home / "P.yaml")
+    with pytest.raises(RefusedByPolicy):
+        add_split("D", "dev", home / "p2.jsonl")
+
+
+@pytest.mark.xfail(strict=True, reason=_OPEN)
+def test_the_old_items_of_a_replaced_private_split_stay_private(home: Path) -> None:
+    """``splits add P --replace`` with other items (logged, tier kept), then P's old items added as a dev split:
+    accepted, the old private items read freely."""
+    old = [{"id": f"p{i}", "question": f"What is private question number {i} about trains?"} for i in range(6)]
+    new = [{"id": f"o{i}", "question": f"Entirely other private question {i} about boats"} for i in range(6)]
+    for name, items in (("old", old), ("new", new)):
+        (home / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in items))
+    add_split("P", "private", home / "old.jsonl")
+    add_split("P", "private", home / "new.jsonl", replace=True)
+    with pytest.raises(RefusedByPolicy):
+        add_split("D", "dev", home / "old.jsonl")
