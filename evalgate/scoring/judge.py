@@ -47,15 +47,27 @@ class Verdict:
     detail: str | None = None
 
 
-def parse_verdict(options: JudgeOptions, text: str) -> Verdict:
+def parse_verdict(options: JudgeOptions, text: str, shown: Sequence[str] = ()) -> Verdict:
     """Read the judge's output with the protocol's parse rule.
 
-    Every match of ``options.parse`` must give the same group; no match, disagreeing matches, a rating outside
-    ``scale`` or a group ``verdicts`` does not name are unparseable (``value`` None, ``detail`` says which).
+    A match whose whole text (``[[10]]``, ``Rating: 7``) also stands in an answer the judge was shown (``shown``:
+    the completion, and pairwise the baseline's) is an echo of that answer and never the judge's verdict: the
+    reference parsers take the first match (FastChat's MT-Bench judge: ``re.search`` of ``[[rating]]``, and for a
+    pairwise verdict whichever of ``[[A]]``, ``[[B]]``, ``[[C]]`` is in the output) or the grade on the output's last
+    line (inspect_ai's ``model_graded_qa``: ``GRADE: X`` anchored at the end), and each reads a token the judge
+    copied from the answer as a verdict, so a completion that writes ``[[10]]`` rates itself when the judge quotes
+    it. Such matches are left out; every remaining match must give the same group; no match (or only echoes),
+    disagreeing matches, a rating outside ``scale`` or a group ``verdicts`` does not name are unparseable (``value``
+    None, ``detail`` says which). A verdict the answer also holds cannot be told from a copy, so it is not read
+    either: that sample is unparseable (score 0), which is what an injected verdict earns.
     """
-    found = {m.group(1) for m in re.finditer(options.parse, text)}
+    matches = list(re.finditer(options.parse, text))
+    echoes = sorted({m.group(0) for m in matches if m.group(0) and any(m.group(0) in a for a in shown)})
+    found = {m.group(1) for m in matches if m.group(0) not in echoes}
     if not found:
-        return Verdict(None, text, "no match of the parse rule")
+        return Verdict(None, text, f"the judge's only verdict token(s) {echoes} also stand in the answer it judged: "
+                                   "an echo of the answer is never read as its verdict" if echoes
+                       else "no match of the parse rule")
     if len(found) > 1:
         return Verdict(None, text, f"the judge gave several verdicts: {sorted(found)}")
     (got,) = found
@@ -247,7 +259,8 @@ class JudgeScorer:
         if s.key not in self._prompts:
             return ScoreResult(0.0, TRUNCATED, None, "finish_reason length: cut off at max_tokens; not judged")
         assert self._calls is not None
-        verdicts = [parse_verdict(self.options, self._calls.outputs[p.sha256]) for p in self._prompts[s.key]]
+        shown = (s.text, self._baseline[s.key]) if self.options.mode == "pairwise" else (s.text,)
+        verdicts = [parse_verdict(self.options, self._calls.outputs[p.sha256], shown) for p in self._prompts[s.key]]
         if self.options.mode == "pairwise":  # recorded even when unparseable: win_rate counts those items
             self._pairs[s.key] = PairJudgement(_key(s)[0], _side(verdicts[0]), _side(verdicts[1]), len(s.text),
                                                len(self._baseline[s.key]))

@@ -102,8 +102,8 @@ class JudgeOptions(ScorerOptions):
     """Item field holding the question shown to the judge. Required."""
     parse: str
     """Regular expression with one group reading the verdict (``\\[\\[(\\d+)\\]\\]`` for a rating,
-    ``\\[\\[([ABC])\\]\\]`` for a pairwise verdict); every match must agree, else the verdict is unparseable.
-    Required."""
+    ``\\[\\[([ABC])\\]\\]`` for a pairwise verdict); a match whose text also stands in an answer shown to the
+    judge is an echo and left out; every other match must agree, else the verdict is unparseable. Required."""
     scale: list[int] | None
     """Pointwise: lowest and highest rating; the score is ``(rating - low) / (high - low)``. Pairwise: null.
     Required."""
