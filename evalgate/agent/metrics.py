@@ -56,5 +56,6 @@ def apply_trajectories(plan: RunPlan, scored: Scored, run: AgentRun) -> Scored:
             s.update(score=0.0, status="tool_violation")
         samples.append(s)
         per_item[s["item_id"]].append(s)
-    metrics = {**compute_metrics(plan.protocol, per_item), "tools": tool_metrics(run)}
+    items = {str(it["id"]): it for it in plan.items}
+    metrics = {**compute_metrics(plan.protocol, per_item, items, plan.scorer), "tools": tool_metrics(run)}
     return replace(scored, samples=samples, metrics=metrics)

@@ -32,13 +32,14 @@ def accuracy_ci(correct: Sequence[float], seed: int = 0) -> dict[str, Any]:
 
 
 def preference_metrics(per_item: Mapping[str, Sequence[Mapping[str, Any]]], items: Mapping[str, Mapping[str, Any]],
-                       options: Any) -> dict[str, Any]:
+                       options: Any, scorer: Any = None) -> dict[str, Any]:
     """The ``reward_preference`` run metrics.
 
     Args:
         per_item: scored samples by item id (one sample per pair; ``score`` 1 or 0, ``status``).
         items: the split's items by id (the pair's answers and category).
         options: the scorer's ``PreferenceOptions`` (which item fields hold the answers and the category).
+        scorer: not read (``ScorerEntry.metrics``'s contract).
 
     Returns:
         ``preference_accuracy`` (with ``preference_accuracy_low`` / ``_high``, the 95% CI), ``preference_pairs``,

@@ -40,15 +40,15 @@ class Scored:
 
 
 def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str, Any]]],
-                    items: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                    items: dict[str, dict[str, Any]] | None = None, scorer: Any = None) -> dict[str, Any]:
     """Run metrics from scored samples grouped by item.
 
     pass@k is the unbiased estimator per item, averaged over items (Chen et al. 2021), with the stderr of that
     mean over items. Behaviour metrics are means over samples. A greedy protocol (temperature 0) reports
     pass@1 only: its samples are copies of one decode, so pass@k for k > 1 would be pass@1 renamed. A scorer
     without a "solved" status (``ScorerEntry.pass_at_k`` False) reports no pass@k, one that generates nothing no
-    behaviour metrics; a scorer's own metrics
-    (``ScorerEntry.metrics``) are added, given the split's ``items`` by id.
+    behaviour metrics; a scorer's own metrics (``ScorerEntry.metrics``) are added, given the split's ``items`` by id
+    and the ``scorer`` that judged the run (the run passes both; so does an agentic run recomputing its metrics).
     """
     from evalgate.registry import load_reference
 
@@ -58,7 +58,7 @@ def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str,
     if entry.generates:  # no completion, no behaviour to measure
         metrics.update(aggregate_behavior([s["behavior"] for ss in per_item.values() for s in ss]))
     if entry.metrics is not None:
-        metrics.update(load_reference(entry.metrics)(per_item, items or {}, protocol.scorer_options))
+        metrics.update(load_reference(entry.metrics)(per_item, items or {}, protocol.scorer_options, scorer))
     return metrics
 
 
@@ -126,8 +126,4 @@ def score(plan: RunPlan, generated: Generated) -> Scored:
         samples.append(sample)
         per_item[iid].append(sample)
     items = {str(it["id"]): it for it in plan.items}
-    metrics = compute_metrics(plan.protocol, per_item, items)
-    summary = getattr(plan.scorer, "summary", None)
-    if summary is not None:
-        metrics.update(summary())
-    return Scored(samples, metrics, score_s, reasoning)
+    return Scored(samples, compute_metrics(plan.protocol, per_item, items, plan.scorer), score_s, reasoning)

@@ -61,9 +61,10 @@ class Scorer(Protocol):
     ``required_fields``: the item fields it reads; a run checks every item for them when the split is read,
     before any generation.
 
-    Two optional hooks, for a scorer that needs the run around it (the ``judge`` scorer): ``begin(plan, samples)``,
-    called by the run once before scoring with every sample to score (the run's ``RunPlan``: store, access log,
-    split, checkpoint), and ``summary()``, whose dict joins the run's metrics.
+    One optional hook, for a scorer that needs the run around it (the judge, the reward scorers): ``begin(plan,
+    samples)``, called by the run once before scoring with every sample to score (the run's ``RunPlan``: store,
+    access log, split, checkpoint). A scorer's own run metrics are its registry entry's ``metrics`` function
+    (``ScorerEntry.metrics``), the one way for any scorer.
     """
 
     name: str
@@ -191,8 +192,11 @@ class ScorerEntry:
             only (a reward model's score has no "solved").
         proxy: its score stands in for human preference (a reward model, a judge): the gate's
             ``min_proxy_agreement`` rule then asks for its agreement with raters on the human-audit tier.
-        metrics: ``"module:function"`` giving the scorer's own run metrics, ``function(per_item, items, options)``
-            with the scored samples by item id, the split's items by id and the scorer's options; None: none.
+        metrics: ``"module:function"`` giving the scorer's own run metrics, ``function(per_item, items, options,
+            scorer)`` with the scored samples by item id (their final rows, after any change the run made, such as
+            an agentic run's ``tool_violation``), the split's items by id, the scorer's options and the scorer
+            instance that judged them (what it saw beyond the sample rows: the judge's calls through the cache and
+            the baseline's completions); None: none. ``runner.score.compute_metrics`` is its one caller.
     """
 
     options: type[ScorerOptions]
@@ -222,7 +226,8 @@ SCORERS.register("math", ScorerEntry(MathOptions, "evalgate.scoring.math:MathSco
 SCORERS.register("refusal", ScorerEntry(RefusalOptions, "evalgate.scoring.refusal:RefusalScorer",
                                         statuses=("correct", "wrong")))
 SCORERS.register("judge", ScorerEntry(JudgeOptions, "evalgate.scoring.judge:JudgeScorer",
-                                      statuses=("judged", "judge_unparseable", "truncated"), proxy=True))
+                                      statuses=("judged", "judge_unparseable", "truncated"), proxy=True,
+                                      metrics="evalgate.scoring.judge:judge_metrics"))
 SCORERS.register("reward_model", ScorerEntry(RewardModelOptions, "evalgate.scoring.reward:RewardModelScorer",
                                              statuses=REWARD_STATUSES, pass_at_k=False, proxy=True,
                                              metrics="evalgate.scoring.reward:reward_metrics"))

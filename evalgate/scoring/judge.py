@@ -29,7 +29,7 @@ from evalgate.scoring.judge_options import JudgeBaseline, JudgeModel, JudgeOptio
 from evalgate.userfiles import FieldProblem
 
 __all__ = ["JudgeBaseline", "JudgeModel", "JudgeOptions", "JudgeSampling", "JudgeScorer", "Verdict",
-           "baseline_texts", "parse_verdict", "render"]
+           "baseline_texts", "judge_metrics", "parse_verdict", "render"]
 
 JUDGED, UNPARSEABLE, TRUNCATED = "judged", "judge_unparseable", "truncated"
 JUDGE_STATUSES = (JUDGED, UNPARSEABLE, TRUNCATED)
@@ -175,7 +175,7 @@ class JudgeScorer:
 
     Runs inside ``evalgate run`` only: the run calls ``begin(plan, samples)`` before scoring (the judge's prompts are
     rendered, looked up in the cache, the baseline read and the judge's read logged), then ``score`` per chunk
-    (missing calls generated), then ``summary()`` for the run's ``metrics["judge"]``.
+    (missing calls generated); its run metrics are ``judge_metrics`` (the registry's ``metrics`` function).
     """
 
     name = "judge"
@@ -277,11 +277,8 @@ class JudgeScorer:
         return ScoreResult(float(item_preference(pair) or 0.0), JUDGED, f"{pair.model_first}/{pair.baseline_first}",
                            f"model first: {pair.model_first}; baseline first: {pair.baseline_first}")
 
-    def summary(self) -> dict[str, Any]:
-        """The run's ``metrics["judge"]``: mode, the judge's calls (``JudgeCalls.info``), counts of judged and
-        unparseable samples; pointwise the mean rating of parsed verdicts; pairwise ``rlhf.pairwise.win_rate``
-        (win rate, paired bootstrap CI, LC win rate, position-flip rate) and, except on a private or human-audit
-        split (whose per-item outputs are read only through logged paths), the per-item table."""
+    def metrics(self) -> dict[str, Any]:
+        """What this scorer saw, as ``judge_metrics`` reports it (see there)."""
         out: dict[str, Any] = {"mode": self.options.mode, "calls": self._calls.info() if self._calls else None,
                                "unparseable": self._unparseable}
         if self.options.mode == "pointwise":
@@ -297,3 +294,24 @@ class JudgeScorer:
             if not self._private:
                 out["items"] = per_item_table(pairs)
         return {"judge": out}
+
+
+def judge_metrics(per_item: dict[str, list[dict[str, Any]]], items: dict[str, dict[str, Any]], options: JudgeOptions,
+                  scorer: Any) -> dict[str, Any]:
+    """The ``judge`` scorer's run metrics (its ``ScorerEntry.metrics``): ``metrics["judge"]`` with the mode, the
+    judge's calls (``JudgeCalls.info``), counts of judged and unparseable samples; pointwise the mean rating of
+    parsed verdicts; pairwise ``rlhf.pairwise.win_rate`` (win rate, paired bootstrap CI, LC win rate, position-flip
+    rate) and, except on a private or human-audit split (whose per-item outputs are read only through logged
+    paths), the per-item table.
+
+    They are what the judge did in the run, read from ``scorer`` (the ``JudgeScorer`` that judged ``per_item``):
+    its calls through the cache, and each pair's verdicts with both completions' lengths (the LC win rate's
+    input), which the stored sample rows do not hold.
+
+    Raises:
+        EvalgateError: ``scorer`` is not the judge that scored the run.
+    """
+    if not isinstance(scorer, JudgeScorer) or scorer._calls is None:
+        raise EvalgateError("the judge's run metrics come from the JudgeScorer that judged the run (begin() and "
+                            "score() called): pass it to compute_metrics")
+    return scorer.metrics()

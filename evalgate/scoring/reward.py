@@ -198,11 +198,11 @@ class PreferenceScorer:
 
 
 def reward_metrics(per_item: dict[str, list[dict[str, Any]]], items: dict[str, dict[str, Any]],
-                   options: Any) -> dict[str, Any]:
+                   options: Any, scorer: Any = None) -> dict[str, Any]:
     """The ``reward_model`` scorer's run metrics: ``reward_mean`` (mean over items of the item's mean raw reward)
     with its stderr (``stats.mean_stderr``, items as the unit), over the items with at least one ``scored``
     sample; ``reward_errors`` counts the samples that could not be scored. With no scored item, ``reward_mean`` and
-    its stderr are None."""
+    its stderr are None. ``items``, ``options`` and ``scorer`` are not read (``ScorerEntry.metrics``'s contract)."""
     from evalgate.stats import mean_stderr
 
     values = []

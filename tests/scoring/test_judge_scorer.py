@@ -262,6 +262,26 @@ def test_a_verdict_token_the_completion_wrote_and_the_judge_copied_is_not_its_ra
     assert doc["metrics"]["mean_score"] == pytest.approx(((2 - 1) / 9 + 0 + (4 - 1) / 9) / 3)
 
 
+def test_an_agentic_run_keeps_the_judges_metrics(tmp_path: Path, judge: Any) -> None:
+    # an agentic run recomputes its metrics over its final samples (agent.metrics.apply_trajectories); they went
+    # through compute_metrics without the judge's, whose summary() hook only the plain run called, so
+    # metrics["judge"] was missing. Now both paths take the scorer's run metrics from its registry entry.
+    judge.verdict = staticmethod(_rating_by_answer)
+    write_split("chat", "dev", ITEMS, {"source": "test"})
+    proto = _protocol(tmp_path, _options(), tools={"format": "hermes", "offered": [{"name": "calculator"}],
+                                                   "allowed": ["calculator"], "max_turns": 2})
+    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "2+3"}}</tool_call>'
+    f = tmp_path / "agent.jsonl"
+    f.write_text("".join(json.dumps({"item_id": i, "turn": t, "text": text}) + "\n" for i, texts in
+                         {"q1": [call, "5"], "q2": ["8"], "q3": ["blue"]}.items() for t, text in enumerate(texts)))
+    doc = evaluate(proto, _ckpt(tmp_path, "agent", "blake3:" + "a" * 64), "chat",
+                   RunOptions(backend="replay", backend_options={"file": str(f)}, progress=False), Store())
+    assert doc["metrics"]["tools"]["tool_calls_per_sample"] == pytest.approx(1 / 3)  # it ran as an agentic run
+    j = doc["metrics"]["judge"]  # as the plain run of the same answers reports it (the pointwise test above)
+    assert (j["mode"], j["judged"], j["unparseable"], j["mean_rating"]) == ("pointwise", 2, 1, 6.0)
+    assert j["calls"]["asked"] == 3
+
+
 def test_a_rerun_does_not_ask_the_judge_again(tmp_path: Path, judge: Any) -> None:
     judge.verdict = staticmethod(_rating_by_answer)
     write_split("chat", "dev", ITEMS, {"source": "test"})
