@@ -514,13 +514,16 @@ def write_reports(verdict: Verdict, outputs: Mapping[str, str | Path] | None = N
 def report_stored(gate_id: str, store: Store | None = None,
                   outputs: Mapping[str, str | Path] | None = None) -> GateReport:
     """Write the outputs of a stored gate again (``evalgate report GATE_ID``) from its stored verdict: no split is
-    read and nothing is logged, so no budget is spent. ``outputs`` as in ``write_reports``.
+    read and nothing is logged, so no budget is spent. The stored verdict must be the one the access log recorded
+    (``gate.history.check_recorded``). ``outputs`` as in ``write_reports``.
 
     Raises:
         BadInput: no stored gate ``gate_id``, or an unknown report format.
+        RefusedByPolicy: the access log does not hold, or does not record this verdict (``check_recorded``).
     """
-    from evalgate.gate.history import stored_verdict
+    from evalgate.gate.history import check_recorded, stored_verdict
 
     store = store or Store()
-    _, verdict = stored_verdict(store, gate_id)
+    row, verdict = stored_verdict(store, gate_id)
+    check_recorded(store, row)
     return write_reports(verdict, outputs, store)

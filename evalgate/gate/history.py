@@ -16,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import types
 import uuid
 from datetime import UTC, datetime
@@ -23,7 +24,8 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel
 
-from evalgate.errors import BadInput
+from evalgate.enums import Outcome
+from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import ReusedDecision, Verdict
 from evalgate.store import GateRepo, Store
@@ -105,6 +107,46 @@ def record(store: GateRepo, verdict: Verdict, inputs: dict[str, Any], actor: str
         "reasons": verdict.reasons, "document": dump_verdict(verdict),
         "reused_from": verdict.reused_from.gate_id if verdict.reused_from else None, "actor": actor})
     return verdict.gate_id
+
+
+def verdict_sha256(row: dict[str, Any]) -> str:
+    """sha256 of a stored gate as ``report`` renders it: its id, verdict and whole document (a ``gates`` row as the
+    store returns it)."""
+    return _sha256({"gate_id": row["gate_id"], "verdict": row["verdict"], "document": row["document"]})
+
+
+VERDICT_DETAIL = "verdict sha256 {sha256} of gate {gate_id} ({verdict})"
+"""The detail of the uncounted ``result`` row a gate appends to the decision split's log when it stores its verdict
+(``verdict_sha256``), which ``check_recorded`` reads back."""
+_VERDICT_SHA256 = re.compile(r"verdict sha256 ([0-9a-f]{64}) of gate (\S+) ")
+
+
+def check_recorded(store: Store, row: dict[str, Any]) -> None:
+    """Check a stored gate before it is rendered again (``evalgate report``): the access log's chain and signed
+    head hold (``accesslog.verify``) and its ``result`` row for the gate records this very verdict. The gates table
+    is not signed, so a failing gate's verdict set to PASS in the store must not render, or exit, as a pass.
+
+    Raises:
+        RefusedByPolicy: the log does not hold (no signing key included), records no verdict for the gate (a gate
+            stored before verdicts were recorded: run it again), or records another one (the store was edited).
+    """
+    from evalgate import accesslog
+
+    chain = accesslog.verify(store)
+    gate = row["gate_id"]
+    if not chain["ok"]:
+        why = chain["reason"] or chain["signature"]["reason"]
+        raise RefusedByPolicy(f"gate {gate}: the access log does not hold ({why}), so its stored verdict cannot be "
+                              "checked against it; see 'evalgate audit verify'")
+    recorded = [m.group(1) for r in store.access_rows() if r["outcome"] == Outcome.RESULT.value
+                and (m := _VERDICT_SHA256.search(r["detail"] or "")) and m.group(2) == gate]
+    if not recorded:
+        raise RefusedByPolicy(f"gate {gate}: the access log records no verdict for it (it was stored before gates "
+                              "recorded theirs, or not by 'evalgate gate'); run the gate again")
+    if recorded[-1] != verdict_sha256(row):
+        raise RefusedByPolicy(f"gate {gate}: its stored verdict (sha256 {verdict_sha256(row)[:12]}) is not the one "
+                              f"the access log recorded ({recorded[-1][:12]}): the store was edited after the gate; "
+                              "restore it from a good copy and find out who edited it")
 
 
 def reused_decision(row: dict[str, Any]) -> ReusedDecision:

@@ -22,6 +22,7 @@ import evalgate.gate.decide as decide
 import evalgate.gate.guards as guards
 import evalgate.gate.history as history
 import evalgate.gate.reads as reads
+from evalgate.enums import Outcome
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import (
     BaselineResult,
@@ -159,7 +160,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
                                                   "'evalgate run' first" + _aside_note(part))
         verdict = Verdict(False, policy, [rule], protocol_hash=protocol_hash, stale=part.stale,
                           ignored=part.ignored, failures=part.failures, broken_chain=broken)
-        history.record(store, verdict, inputs, who)
+        _record(store, manager, dec_m, verdict, inputs, who)
         return verdict
 
     seeds = _select(policy, part.usable)
@@ -187,8 +188,19 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
                       stale=part.stale, ignored=part.ignored, failures=part.failures, reused_from=reused,
                       reward_audit=audits, calibration=calibration, proxies=proxies,
                       rereads=[r["run_id"] for r in reader.shown.values()], broken_chain=broken)
-    history.record(store, verdict, inputs, who)
+    _record(store, manager, dec_m, verdict, inputs, who)
     return verdict
+
+
+def _record(store: Store, manager: SplitManager, dec_m: Any, verdict: Verdict, inputs: dict[str, Any],
+            who: str) -> None:
+    """Store the verdict (``history.record``) and append its uncounted ``result`` row to the decision split's log
+    (``history.VERDICT_DETAIL``), which ``evalgate report`` checks the stored verdict against."""
+    gate_id = history.record(store, verdict, inputs, who)
+    row = store.gates(gate_id=gate_id)[0]
+    manager.log_event(dec_m, who, RELEASE_GATE, Outcome.RESULT.value, protocol_hash=verdict.protocol_hash,
+                      detail=history.VERDICT_DETAIL.format(sha256=history.verdict_sha256(row), gate_id=gate_id,
+                                                           verdict=row["verdict"]))
 
 
 def _proxy_targets(policy: GatePolicy, chosen: list[SeedResult], base_digest: str | None) -> list[Target]:

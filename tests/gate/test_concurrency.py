@@ -74,9 +74,9 @@ def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Pat
     win = f"actor-{winners[0] + 1}"
     # the winner: 1 read reserved (counted) before reading, its baseline run logged under the reservation (not
     # counted) and its stored result recorded when it completed (not counted), seed 1's best shown again as a free
-    # re-read
+    # re-read, and its verdict recorded when stored (not counted)
     won = by_actor.pop(win)
-    assert sorted(r["outcome"] for r in won) == ["re-read", "read", "reserved-read", "result"], won
+    assert sorted(r["outcome"] for r in won) == ["re-read", "read", "reserved-read", "result", "result"], won
     assert {r["outcome"]: r["checkpoint_digest"] for r in won}["re-read"] == first.seeds[0].best.digest  # type: ignore[union-attr]
     assert {a: [r["outcome"] for r in rows] for a, rows in by_actor.items()} == {a: ["refused"] for a in by_actor}
     assert len(_counted(store.access_rows("cc-private"))) == 3
@@ -91,5 +91,5 @@ def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Pat
     again = CliRunner().invoke(main, ["gate", "--policy", str(policy("g0", smollm2_dir))])
     assert again.exit_code in (0, 1), again.output
     assert f"  reused decision of gate {first.gate_id} from " in again.output
-    assert [r["outcome"] for r in store.access_rows("cc-private")[rows:]] == ["reused"]
+    assert [r["outcome"] for r in store.access_rows("cc-private")[rows:]] == ["reused", "result"]
     assert verify_chain(store)["ok"]

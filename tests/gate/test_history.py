@@ -54,7 +54,9 @@ def test_an_unchanged_gate_reuses_its_decision_and_spends_nothing(tmp_path: Path
     assert again.reused_from is not None and again.reused_from.gate_id == first.gate_id
     assert len(_private(store, "read")) == 3  # nothing spent
     new = _private(store)[rows_before:]
-    assert [r["outcome"] for r in new] == ["reused"] and first.gate_id in new[0]["detail"]
+    # the reuse, then the new verdict's uncounted result row (what 'evalgate report' checks it against)
+    assert [r["outcome"] for r in new] == ["reused", "result"] and first.gate_id in new[0]["detail"]
+    assert new[1]["detail"].startswith("verdict sha256 ") and f"of gate {again.gate_id} (PASS)" in new[1]["detail"]
     assert again.as_dict()["stats"] == first.as_dict()["stats"] and again.passed and first.passed
     stored = store.gates()
     assert [g["gate_id"] for g in stored] == [first.gate_id, again.gate_id]
@@ -205,3 +207,21 @@ def test_a_training_log_that_changes_a_best_checkpoint_decides_afresh(tmp_path: 
     assert second.seeds[1].decision is not None and second.seeds[1].decision.run_id == "dec-2-10"
     assert len(_private(store, "read")) == 3  # 2 + 1: seed 2's new best is new; seed 1's is shown again, uncharged
     assert [r["run_id"] for r in _private(store, "re-read")] == ["dec-1"]
+
+
+def test_report_refuses_a_stored_verdict_edited_to_pass(tmp_path: Path, built: dict[str, Any]) -> None:
+    """Adversary: a failing gate's stored verdict set to PASS in the store (verdict column and the document's
+    'passed'), the access log untouched: 'evalgate report GATE_ID', which exits like the gate did, exited 0 and
+    printed PASS. The gate records its verdict's sha256 in the signed log; report checks it."""
+    store = built["store"]
+    failing = {**PASSING, "min_improvement": 0.9}  # no seed beats the baseline by 0.9
+    v = run_gate(load_policy(_policy_file(tmp_path, fx.policy_dict(built["baseline"], **failing))), store,
+                 evaluate_decision=False)
+    assert not v.passed and v.gate_id
+    assert CliRunner().invoke(main, ["report", v.gate_id]).exit_code == 1  # before the edit: FAIL, as the gate
+    with store.connect() as con:
+        con.execute("UPDATE gates SET verdict='PASS', document=json_merge_patch(document, '{\"passed\": true}') "
+                    "WHERE gate_id=?", [v.gate_id])
+    r = CliRunner().invoke(main, ["report", v.gate_id])
+    assert r.exit_code == 2 and "the store was edited after the gate" in r.output, r.output  # was 0, "PASS"
+    assert "PASS" not in r.output
