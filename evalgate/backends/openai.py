@@ -122,7 +122,9 @@ class OpenAIBackend:
     """OpenAI-compatible server backend.
 
     Args:
-        model_dir: the checkpoint directory (its tokenizer counts tokens; the server must serve these weights).
+        model_dir: the checkpoint directory (its tokenizer counts tokens; the server must serve these weights); ""
+            with ``endpoint="chat"`` and a ``model`` id: no local copy (a served judge's): the server applies its
+            chat template and its ``usage.completion_tokens`` is the count.
         options: validated ``OpenAIOptions`` (base_url, model, endpoint, concurrency, timeout_s, max_retries,
             backoff_s, use_n, api_key; see their docstrings); None: every default. ``base_url`` defaults to
             ``$EVALGATE_OPENAI_BASE_URL``, ``model`` to ``model_dir``, ``api_key`` to ``$OPENAI_API_KEY``.
@@ -150,8 +152,13 @@ class OpenAIBackend:
         self.max_retries, self.backoff_s, self.use_n = options.max_retries, float(options.backoff_s), options.use_n
         key = options.api_key or os.environ.get("OPENAI_API_KEY")
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
-        self.tokenizer = tokenizer if tokenizer is not None else load_tokenizer(self.model_dir)
-        self.encoder = PromptEncoder(self.tokenizer)
+        served_only = not model_dir  # nothing local: the server applies its chat template and counts the tokens
+        if served_only and (self.endpoint != "chat" or not options.model):
+            raise BadInput("the openai backend needs the served weights' local copy (its tokenizer encodes the prompt) "
+                           "unless endpoint is chat, where the server applies its own chat template, and the model "
+                           "is named by its served id")
+        self.tokenizer = tokenizer if tokenizer is not None or served_only else load_tokenizer(self.model_dir)
+        self.encoder = PromptEncoder(self.tokenizer) if self.tokenizer is not None else None
         self.prompt_as: str | None = "chat messages (the server applies its chat template)" if self.endpoint == "chat" \
             else None
         self._mode_lock = threading.Lock()
@@ -197,6 +204,9 @@ class OpenAIBackend:
             text = text[:len(cut) + max(len(s) for s in params.stop if s and text.startswith(s, len(cut)))]
         if finish not in ("stop", "length"):
             raise EngineError(f"server returned finish_reason={finish!r} (expected stop or length)")
+        if usage_tokens is None and self.tokenizer is None:
+            raise EngineError(f"server {self.base_url} reported no usage.completion_tokens and no local copy of the "
+                              "weights can count them; give the checkpoint (its tokenizer counts)")
         n = usage_tokens if usage_tokens is not None else len(
             self.tokenizer(text, add_special_tokens=False)["input_ids"])
         return Completion(cut, int(n), finish, prompt_tokens)
@@ -207,6 +217,7 @@ class OpenAIBackend:
         stop = [s for s in req.params.stop if s not in held]
         if self.endpoint == "chat":
             return request_body(req.prompt, req.params, self.model, n, seed, self.endpoint, stop)
+        assert self.encoder is not None and self.tokenizer is not None  # only a chat endpoint has no local copy
         ids = list(req.prompt_ids) if req.prompt_ids is not None else list(
             self.encoder.encode(req.prompt, req.key).ids)
         if mode == PROMPT_MODES[0]:

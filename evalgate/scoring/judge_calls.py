@@ -1,4 +1,5 @@
-"""The judge's calls: rendered with the judge's own chat template, looked up in evalgate's generation cache, the
+"""The judge's calls: rendered with the judge's own chat template (a served judge without a local copy: the judge's
+message sent as a chat message, the server's template applied to it), looked up in evalgate's generation cache, the
 missing ones generated on an evalgate backend (hf, vllm, openai) and stored as each finishes, as a run's own
 generations are (``runner.generate``), so a resumed run does not ask the judge again.
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -66,6 +68,21 @@ def judge_path(options: JudgeOptions, protocol_path: Path) -> Path | None:
     return p if p.is_absolute() else (protocol_path.parent / p)
 
 
+CONTROL_SPELLINGS = re.compile(r"<\|[^|<>\s]{1,64}\|>|</?s>|\[/?INST\]|<(?:start|end)_of_turn>|<bos>|<eos>")
+"""How the common chat formats spell their control tokens: ChatML's and Llama 3's ``<|...|>`` (``<|im_end|>``,
+``<|eot_id|>``, ``<|start_header_id|>``), Llama 2's and Mistral's ``<s>``, ``</s>``, ``[INST]``, ``[/INST]``,
+Gemma's ``<start_of_turn>``, ``<end_of_turn>``, ``<bos>``, ``<eos>``."""
+
+
+def served_text(user_text: str) -> str:
+    """A served judge's message when no local tokenizer says which strings are its special tokens: each spelling of
+    ``CONTROL_SPELLINGS`` gets a zero-width space after its first character (``prompts.literal_text``'s break), so a
+    completion in the message cannot close the user's turn if the server reads such text as a token (vLLM and
+    ``transformers serve`` tokenize the rendered template). A model whose control tokens are spelt otherwise is
+    covered only with a local copy (``judge.checkpoint`` and ``judge.digest``), which names them exactly."""
+    return CONTROL_SPELLINGS.sub(lambda m: m.group()[0] + "\u200b" + m.group()[1:], user_text)
+
+
 class JudgeCalls:
     """The judge model behind the cache; its checkpoint is resolved (and its digest checked) on first use, its
     engine loaded only when a call is missing from the cache.
@@ -90,7 +107,11 @@ class JudgeCalls:
         self.options, self.protocol_path, self.store, self.run_id = options, protocol_path, store, run_id
         self.digest = digest or (lambda text: hashlib.sha256(text.encode("utf-8")).hexdigest())
         j = options.judge
+        # a served judge without a local copy: the server applies its own chat template (/v1/chat/completions)
+        self.served_only = j.backend == "openai" and j.checkpoint is None
         given = {k: v for k, v in {"base_url": j.base_url, "model": j.model}.items() if v is not None}
+        if self.served_only:
+            given["endpoint"] = "chat"
         self.backend_options = check_backend(j.backend, given if j.backend == "openai" else {})
         self.settings_sha256 = settings_sha256(generation_settings(j.backend, self.backend_options))
         self.ident, self.hash = cache_identity(options)
@@ -102,22 +123,20 @@ class JudgeCalls:
         self._backend: Any = None
 
     def _resolve(self) -> Any:
-        """The judge's tokenizer, after resolving its checkpoint and checking the pinned digest (once).
+        """The judge's tokenizer, after resolving its checkpoint and checking the pinned digest (once); None for a
+        served judge without a local copy (``served_only``).
 
         Raises:
-            BadInput: a served judge without local weights, a missing checkpoint, or a digest that is not the
-                pinned one (names both and says to update the protocol).
+            BadInput: a missing checkpoint, or a digest that is not the pinned one (names both and says to update the
+                protocol).
         """
-        if self._tokenizer is not None:
+        if self._tokenizer is not None or self.served_only:
             return self._tokenizer
         from evalgate.checkpoints.model import load_tokenizer
         from evalgate.checkpoints.resolve import resolve_checkpoint
 
         path = judge_path(self.options, self.protocol_path)
-        if path is None:
-            raise BadInput(f"protocol {self.protocol_path}: a served judge needs a local copy of the weights it "
-                           "serves (its tokenizer and chat template render the judge's prompt): set scorer.options."
-                           "judge.checkpoint and judge.digest")
+        assert path is not None  # an hf or vllm judge names a checkpoint; an openai one without is served_only
         ckpt = resolve_checkpoint(path)
         if ckpt.digest != self.options.judge.digest:
             raise BadInput(f"judge checkpoint {path} has digest {ckpt.digest}, the protocol pins "
@@ -130,13 +149,17 @@ class JudgeCalls:
     def prompt(self, user_text: str) -> JudgePrompt:
         """The judge call for one user message: the judge's chat template applied (generation prompt added) to the
         message as text only (``prompts.literal_text``: a completion in it cannot close the user's turn and forge
-        the judge's own)."""
+        the judge's own). A served judge without a local copy gets the message itself (``served_text``), which the
+        server puts into its own chat template."""
         from evalgate.backends.base import sample_seed
         from evalgate.prompts import literal_text
 
         tok = self._resolve()
-        text = str(tok.apply_chat_template([{"role": "user", "content": literal_text(tok, user_text)}],
-                                           tokenize=False, add_generation_prompt=True))
+        if tok is None:
+            text = served_text(user_text)
+        else:
+            text = str(tok.apply_chat_template([{"role": "user", "content": literal_text(tok, user_text)}],
+                                               tokenize=False, add_generation_prompt=True))
         sha = self.digest(text)
         return JudgePrompt(sha, text, sample_seed(self.options.sampling.seed, sha, 0))
 
@@ -165,7 +188,7 @@ class JudgeCalls:
 
         self._resolve()
         if self._backend is None:
-            self._backend = get_backend(self.options.judge.backend, str(self._model_dir), self.backend_options,
+            self._backend = get_backend(self.options.judge.backend, str(self._model_dir or ""), self.backend_options,
                                         tokenizer=self._tokenizer)
         s = self.options.sampling
         params = EffectiveParams(s.temperature, 1.0, 0, s.max_tokens, (), 1.0)
@@ -195,6 +218,8 @@ class JudgeCalls:
         out: dict[str, Any] = {"identity": self.ident, "cache_key": self.hash, "backend": self.options.judge.backend,
                                "model": self.options.judge.model, "asked": self.asked, "cached": self.cached,
                                "generate_s": round(self.generate_s, 3)}
+        if self.served_only:
+            out["chat_template"] = "the server's"
         if self._backend is not None:
             out["engine"] = {k: v for k, v in self._backend.info().items() if isinstance(v, str | int | float | bool)}
         return out

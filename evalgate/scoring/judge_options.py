@@ -29,8 +29,10 @@ class JudgeModel(ScorerOptions):
     checkpoint: str | None = None
     """Where the judge's weights are (HF directory or .gguf): absolute, ``~``, ``$VAR`` / ``${VAR}`` expanded, or
     relative to the protocol file. Not hashed (``digest`` is the identity). Required for ``hf`` / ``vllm``; for
-    ``openai`` the local copy of the served weights (its tokenizer and chat template render the judge's prompt).
-    Default: none."""
+    ``openai`` the local copy of the served weights, whose tokenizer and chat template render the judge's prompt
+    (and name its special tokens, escaped in the completion); without one, the server applies its own chat template
+    to the judge's message (``/v1/chat/completions``) and the protocol pins the served ``model`` id only, not the
+    weights behind it. Default: none."""
     digest: str | None = None
     """The checkpoint's digest as ``evalgate`` computes it (``blake3:<hex>``); a judge whose files hash otherwise is
     refused. Required with ``checkpoint``. Default: none."""

@@ -57,14 +57,14 @@ def _copy_example(tmp_path: Path, **judge: Any) -> Path:
     return p
 
 
-def _pairwise(tmp_path: Path, judge: dict[str, Any], baseline_run: str) -> Path:
+def _pairwise(tmp_path: Path, judge: dict[str, Any], baseline_run: str, version: str = "1") -> Path:
     doc = yaml.safe_load(EXAMPLE.read_text())
-    doc["name"], doc["prompt"]["chat_template"] = "chat-judge-pairwise", "none"
+    doc["name"], doc["version"], doc["prompt"]["chat_template"] = "chat-judge-pairwise", version, "none"
     doc["scorer"]["options"].update(mode="pairwise", judge=judge, template=PAIRWISE_TEMPLATE, rubric="correctness",
                                     parse=LENIENT, scale=None, verdicts={"A": "A", "B": "B", "C": "tie"},
                                     baseline={"run_id": baseline_run})
     doc["scorer"]["options"]["sampling"]["max_tokens"] = 16
-    p = tmp_path / "pairwise.yaml"
+    p = tmp_path / f"pairwise-{version}.yaml"
     p.write_text(yaml.safe_dump(doc, sort_keys=False))
     freeze(p)
     return p
@@ -121,3 +121,12 @@ def test_smollm2_judges_through_a_real_openai_compatible_server(tmp_path: Path, 
     # the server runs the same weights greedily: the same verdicts as through hf
     assert {s["extracted"] for s in store.samples(doc["run_id"])} == {"A/A"}
     assert doc["metrics"]["judge"]["pairwise"]["position_flip_rate"] == 1.0
+
+    # the same judge from the server alone (no local copy): the server applies SmolLM2's chat template to the
+    # judge's message, as the local copy did, so it is asked the same prompts and gives the same verdicts
+    alone = {k: v for k, v in served.items() if k not in ("checkpoint", "digest")}
+    doc = evaluate(_pairwise(tmp_path, alone, point["run_id"], version="2"), ckpt, "chat-two", opts, store)
+    assert {s["extracted"] for s in store.samples(doc["run_id"])} == {"A/A"}
+    calls = doc["metrics"]["judge"]["calls"]
+    assert calls["identity"] == f"served:{smollm2_dir}" and calls["chat_template"] == "the server's"
+    assert calls["asked"] == 4 and calls["engine"]["prompt_as"].startswith("chat messages")
