@@ -112,6 +112,15 @@ def build(root: Path, seeds: tuple[int, ...] = (1, 2, 3), decision_tokens: float
     write_split("fx-private", "private", ITEMS, {"source": "test fixture"})
     write_split("fx-public", "public", ITEMS, {"source": "test fixture"})
     store = Store()
+    with store.session():  # one connection for the ~40 writes (a file store opens one per transaction otherwise)
+        base = _build_runs(store, root, seeds, decision_tokens, decision_tools, judge)
+    return {"store": store, "baseline": str(base)}
+
+
+def _build_runs(store: Store, root: Path, seeds: tuple[int, ...], decision_tokens: float,
+                decision_tools: dict[str, dict[str, Any]], judge: dict[str, dict[str, Any]]) -> Path:
+    """``build``'s protocol, checkpoint directories and runs; returns the baseline's directory."""
+    sha = {split: load_manifest(split).content_sha256 for split in ("fx-dev", "fx-private")}
     store.record_protocol(*PROTO, HASH, {"prompt": {"template": "{{ question }}", "response_prefix": None}})
     for seed in seeds:
         run_dir = root / f"fx-run-seed{seed}"
@@ -122,22 +131,23 @@ def build(root: Path, seeds: tuple[int, ...] = (1, 2, 3), decision_tokens: float
                      "log_history": [_log_entry(seed, s) for s in range(5, step + 1, 5)]}
             (ck / "trainer_state.json").write_text(json.dumps(state))
             add_run(store, f"dev-{seed}-{step}", f"d{seed}-{step}", ck, "fx-dev", "dev", seed, step,
-                    _scores(DEV[seed][j]), judge=judge.get(f"dev-{seed}-{step}"))
+                    _scores(DEV[seed][j]), judge=judge.get(f"dev-{seed}-{step}"), split_sha256=sha["fx-dev"])
         if seed == 3:
             ck = run_dir / "checkpoint-50"
             ck.mkdir()
-            add_run(store, "dev-3-50", "d3-50", ck, "fx-dev", "dev", 3, 50, None, status="failed")
+            add_run(store, "dev-3-50", "d3-50", ck, "fx-dev", "dev", 3, 50, None, status="failed",
+                    split_sha256=sha["fx-dev"])
     base = root / "baseline"
     base.mkdir()
-    add_run(store, "dev-base", "dbase", base, "fx-dev", "dev", None, None, _scores(0.4))
+    add_run(store, "dev-base", "dbase", base, "fx-dev", "dev", None, None, _scores(0.4), split_sha256=sha["fx-dev"])
     add_run(store, "dec-base", "dbase", base, "fx-private", "private", None, None, B, tokens=20.0,
-            purpose="release-gate", tools=decision_tools.get("dec-base"))
+            purpose="release-gate", tools=decision_tools.get("dec-base"), split_sha256=sha["fx-private"])
     best = {1: 30, 2: 20, 3: 20}
     for seed in seeds:
         add_run(store, f"dec-{seed}", f"d{seed}-{best[seed]}", root / f"fx-run-seed{seed}" / f"checkpoint-{best[seed]}",
                 "fx-private", "private", seed, best[seed], X[seed], tokens=decision_tokens, purpose="release-gate",
-                tools=decision_tools.get(f"dec-{seed}"), judge=judge.get(f"dec-{seed}"))
-    return {"store": store, "baseline": str(base)}
+                tools=decision_tools.get(f"dec-{seed}"), judge=judge.get(f"dec-{seed}"), split_sha256=sha["fx-private"])
+    return base
 
 
 def policy_dict(baseline: str, **rules: Any) -> dict[str, Any]:

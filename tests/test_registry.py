@@ -135,6 +135,7 @@ def model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return d
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_a_scorer_plugin_is_validated_at_freeze_and_scores_a_run(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate.run import evaluate
@@ -195,6 +196,7 @@ ENTRY = BackendEntry(EchoOptions, EchoBackend, extra="test", engine="json", cont
 '''
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_a_backend_plugin_runs_an_evaluation_with_its_own_cache_key(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate.agent.checks import structured_call_backends
@@ -304,6 +306,7 @@ MISNAMED = Dataset("other", "registered under another name", toy_items)
 '''
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_a_dataset_plugin_is_imported_as_tiered_splits_by_the_cli(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     from click.testing import CliRunner
@@ -395,6 +398,7 @@ RULE = ExtractionRule(last_word, "the last word, a trailing period dropped")
 '''
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_an_extraction_rule_plugin_validates_in_a_protocol_and_scores_a_run(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate.run import evaluate

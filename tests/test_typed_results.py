@@ -39,6 +39,7 @@ def cli_json(*args: str) -> dict:
     return json.loads(r.stdout)
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_samples_are_typed_and_as_dict_is_the_json_document(ws: evalgate.Workspace) -> None:
     with ws.activate():
         write_split("fx-dev", "dev", ITEMS[:4], {"source": "test"})
@@ -63,6 +64,7 @@ def test_samples_are_typed_and_as_dict_is_the_json_document(ws: evalgate.Workspa
         got.total = 3  # type: ignore[misc]
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_a_comparison_is_typed_and_as_dict_is_the_json_document(ws: evalgate.Workspace) -> None:
     with ws.activate():
         write_split("fx-dev", "dev", ITEMS[:4], {"source": "test"})
@@ -90,6 +92,7 @@ def test_a_comparison_is_typed_and_as_dict_is_the_json_document(ws: evalgate.Wor
     assert cli_json("compare", "a", "b") == json.loads(json.dumps(doc))
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_an_audit_summary_is_typed_and_leaves_out_the_parts_a_split_does_not_have(ws: evalgate.Workspace) -> None:
     with ws.activate():
         write_split("pub", "public", ITEMS[:2], {"source": "test"})

@@ -229,6 +229,7 @@ def test_eight_concurrent_reader_processes(home: Path) -> None:
     assert CliRunner().invoke(main, ["audit", "verify"]).exit_code == 0
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_audit_reports_reads_by_split_actor_purpose_day_budget_and_refusals(home: Path) -> None:
     write_split("pub", "public", ITEMS, {"source": "test"})
     write_split("priv", "private", ITEMS, {"source": "test"})

@@ -43,6 +43,7 @@ def frozen(home: Path) -> Path:
     return REPO / "protocols" / "humaneval-smoke.yaml"
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_missing_checkpoint(home: Path, frozen: Path) -> None:
     before = store_snapshot(home)
     r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(home / "nope"), "--split", "humaneval-smoke")

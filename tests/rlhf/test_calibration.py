@@ -18,6 +18,8 @@ from evalgate.splits import write_split
 from evalgate.store import Store
 from tests import gate_fixtures as fx
 
+pytestmark = pytest.mark.usefixtures("memory_store")
+
 ITEMS = [{"id": f"q{i}", "question": f"{i}?"} for i in range(5)]
 HUMAN = {"q0": 1, "q1": 3, "q2": 1, "q3": 2, "q4": 5}  # scale 1-5 -> 0, 0.5, 0, 0.25, 1
 AUTO = {"q0": 1.0, "q1": 1.0, "q2": 0.0, "q3": 0.0, "q4": 1.0}

@@ -6,12 +6,15 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
+import pytest
 import yaml
 
 from evalgate.gate import load_policy, run_gate
 from evalgate.rlhf.triad import seed_triad, triad_rule
 from evalgate.store import Store
 from tests import gate_fixtures as fx
+
+pytestmark = pytest.mark.usefixtures("memory_store")
 
 
 def test_seed_triad_by_hand() -> None:

@@ -27,6 +27,8 @@ from evalgate.scoring import judge_calls
 from evalgate.splits import write_split
 from evalgate.store import Store
 
+pytestmark = pytest.mark.usefixtures("memory_store")
+
 POINTWISE = "Q: {question}\nA: {answer}\nRate the {rubric} from 1 to 10 as [[n]]."
 PAIRWISE = "Q: {question}\n[A] {answer_a}\n[B] {answer_b}\nWhich is more {rubric}? [[A]], [[B]] or [[C]] for a tie."
 JUDGE_DIGEST = "blake3:" + "1" * 64

@@ -19,6 +19,8 @@ from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO
 
+pytestmark = pytest.mark.usefixtures("memory_store")
+
 PROTOCOLS = {half: REPO / "protocols" / f"safety-{half}.yaml" for half in ("refuse", "benign")}
 
 

@@ -89,6 +89,7 @@ class _CountingRM:  # glue: stands for the model; the real one is tested in test
         return [float(len(c)) if c != "long" else "too long" for _, c in pairs]
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_reward_cache_in_a_real_store_scores_each_pair_once(home: Path) -> None:
     store, rm = Store(), _CountingRM()
     first = cached_rewards(lambda: rm, "blake3:rm1", "hf", store, [("q", "ab"), ("q", "abc"), ("q", "long")])

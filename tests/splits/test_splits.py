@@ -21,6 +21,7 @@ def test_partition_is_deterministic_disjoint_and_complete() -> None:
     assert len(flat) == len(set(flat)) == 164 and set(flat) == set(ids)
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_humaneval_import_manifests_and_private_encryption(home: Path) -> None:
     paths = import_humaneval()
     assert sorted(p.stem for p in paths) == ["humaneval-dev", "humaneval-private", "humaneval-public",
@@ -33,6 +34,7 @@ def test_humaneval_import_manifests_and_private_encryption(home: Path) -> None:
     assert smoke.count == 8 and not smoke.encrypted and len(smoke.sha256) == 64
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_changed_data_file_is_refused(home: Path) -> None:
     import_humaneval()
     m = load_manifest("humaneval-smoke")
@@ -53,6 +55,7 @@ def test_private_needs_key_and_release_gate_purpose(home: Path, monkeypatch: pyt
         mgr.open("humaneval-private", "release-gate", "me")
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_every_read_and_refusal_is_logged_in_a_valid_chain(home: Path) -> None:
     import_humaneval()
     store = Store()
@@ -68,12 +71,14 @@ def test_every_read_and_refusal_is_logged_in_a_valid_chain(home: Path) -> None:
     assert verify_chain(store)["ok"]
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_unknown_split_lists_known(home: Path) -> None:
     import_humaneval()
     with pytest.raises(BadInput, match="known splits: humaneval-dev"):
         SplitManager(Store()).open("humaneval-nope", "evaluation", "me")
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_a_broken_manifest_is_named_with_its_line_in_one_message(home: Path) -> None:
     import_humaneval()
     path = splits_dir() / "humaneval-dev.yaml"
@@ -106,6 +111,7 @@ def test_a_broken_manifest_is_named_with_its_line_in_one_message(home: Path) -> 
         list_manifests()
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_an_edited_manifest_is_read_at_once(home: Path) -> None:
     """Parsed manifests are kept by file text: an edit (the same length, within the same second) applies to the
     next load, and the original text gives the original manifest again."""
@@ -122,6 +128,7 @@ def test_an_edited_manifest_is_read_at_once(home: Path) -> None:
     assert load_manifest("humaneval-public").effective_policy().max_reads == 20
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_creating_the_private_key_says_where_it_is_once(home: Path, capsys: pytest.CaptureFixture[str],
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate.splits import write_split

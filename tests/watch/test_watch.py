@@ -284,6 +284,7 @@ def test_a_policys_guards_reach_the_watch_and_the_callback(tmp_path: Path) -> No
     assert EvalgateCallback(policy=policy).guards.window == 7
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_a_private_split_is_refused_at_start_and_logged(tmp_path: Path) -> None:
     """A watch on a private split must not start (it once ran on, failing each checkpoint, and showed the gate's
     release-gate runs there as 'already evaluated', their private metric on the status page)."""

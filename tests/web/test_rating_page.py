@@ -45,6 +45,7 @@ def site(tmp_path: Path) -> dict[str, Any]:
     return {"client": client, "batch": batch, "auth": {"Authorization": f"Bearer {token}"}, "token": token}
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_the_rubric_is_rendered_markdown_with_raw_html_escaped(site: dict[str, Any]) -> None:
     page = site["client"].get(f"/batch/{site['batch']}", headers=site["auth"])
     assert page.status_code == 200, page.text
@@ -63,6 +64,7 @@ def _shown(page: str) -> tuple[str, str | None]:
     return question, gold
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_the_gold_answer_is_hidden_unless_the_batch_shows_it_and_then_below_the_question(
         site: dict[str, Any]) -> None:
     client, store = site["client"], Store()
@@ -79,6 +81,7 @@ def test_the_gold_answer_is_hidden_unless_the_batch_shows_it_and_then_below_the_
     assert page.index('id="item"') < page.index('id="gold"') < page.index('id="completion"')
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_a_batch_of_a_run_whose_protocol_the_store_lacks_is_refused(site: dict[str, Any]) -> None:
     store = Store()
     store.create_run({"run_id": "orphan", "protocol_name": "gone", "protocol_version": "1", "protocol_hash": "g",
@@ -99,6 +102,7 @@ def _login(client: TestClient, token: str) -> str:
     return str(session)
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_logout_ends_the_session_so_the_old_cookie_no_longer_works(site: dict[str, Any]) -> None:
     client = site["client"]
     session = _login(client, site["token"])
@@ -116,6 +120,7 @@ def test_logout_ends_the_session_so_the_old_cookie_no_longer_works(site: dict[st
     assert foreign.status_code == 403
 
 
+@pytest.mark.usefixtures("memory_store")
 def test_a_new_token_or_the_ttl_ends_a_session(site: dict[str, Any]) -> None:
     client, store = site["client"], Store()
     session = _login(client, site["token"])
