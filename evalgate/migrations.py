@@ -354,3 +354,22 @@ def _m034_reward_scores(con: duckdb.DuckDBPyConnection) -> None:
         CREATE TABLE reward_scores (
             rm_digest VARCHAR NOT NULL, engine VARCHAR NOT NULL, pair_sha256 VARCHAR NOT NULL, reward DOUBLE NOT NULL,
             created_at TIMESTAMPTZ NOT NULL, PRIMARY KEY (rm_digest, engine, pair_sha256))""")
+
+
+@migration(35, "private_fingerprints")
+def _m035_private_fingerprints(con: duckdb.DuckDBPyConnection) -> None:
+    """Every private content a store has seen (``splits.twins``): the split, its content hash and item count, the
+    fingerprint of the key its item fingerprints are under (``''``: recorded without the key, content hash only),
+    how it was recorded (``added``, ``replaced``, ``imported``, ``seen on disk``) and when; and the keyed
+    fingerprints of its items (HMAC of each id, normalised text and long field value: ``Sealer.item_print``), so a
+    copy of a private split is refused after its manifest left the disk or its data was replaced. A store from
+    before learns the private splits on disk at its first copy check (``splits add``, ``import``, ``init``)."""
+    con.execute("""
+        CREATE TABLE private_contents (
+            split VARCHAR NOT NULL, content_sha256 VARCHAR NOT NULL, key_fingerprint VARCHAR NOT NULL,
+            items INTEGER NOT NULL, how VARCHAR NOT NULL, recorded_at TIMESTAMPTZ NOT NULL,
+            PRIMARY KEY (split, content_sha256, key_fingerprint))""")
+    con.execute("""
+        CREATE TABLE private_fingerprints (
+            content_sha256 VARCHAR NOT NULL, key_fingerprint VARCHAR NOT NULL, kind VARCHAR NOT NULL,
+            digest VARCHAR NOT NULL)""")

@@ -33,6 +33,7 @@ from evalgate.errors import BadInput, RefusedByPolicy
 SEALED_TIERS: tuple[str, ...] = (Tier.PRIVATE.value, Tier.HUMAN_AUDIT.value)
 SEALED_PREFIX = "evalgate-sealed:v1:"
 _DIGEST_CONTEXT = b"evalgate prompt digest v1"
+_PRINT_CONTEXT = b"evalgate private item fingerprint v1"
 
 
 # -- the key (it also encrypts the private splits' data files, ``evalgate.splits``) ----------------------------
@@ -97,8 +98,10 @@ class Sealer:
         except ValueError as e:
             raise BadInput(f"the private split key is not a valid Fernet key ({e}); check EVALGATE_PRIVATE_KEY or "
                            "the key file") from e
-        # A separate key for digests, so the encryption key is never used for two purposes.
+        # Separate keys for digests, so the encryption key is never used for two purposes (and a prompt digest
+        # never equals an item fingerprint).
         self._digest_key = hmac.new(key, _DIGEST_CONTEXT, hashlib.sha256).digest()
+        self._print_key = hmac.new(key, _PRINT_CONTEXT, hashlib.sha256).digest()
 
     def seal(self, value: str | None) -> str | None:
         """``value`` encrypted (None stays None). Always encrypts, even a value that looks sealed: a completion
@@ -133,6 +136,12 @@ class Sealer:
     def digest(self, text: str) -> str:
         """Hex HMAC-SHA256 of ``text`` under the derived digest key: a sealed run's prompt hash."""
         return hmac.new(self._digest_key, text.encode("utf-8"), hashlib.sha256).hexdigest()
+
+    def item_print(self, kind: str, text: str) -> str:
+        """Hex HMAC-SHA256 of ``kind`` and ``text`` under a second derived key: a private item's keyed fingerprint
+        (``splits.twins``: its id, normalised text or a long field value). Without the key a guessed item cannot be
+        confirmed against the store, where a bare sha256 would confirm it."""
+        return hmac.digest(self._print_key, f"{kind}\x00{text}".encode(), "sha256").hex()
 
 
 def sealer() -> Sealer:

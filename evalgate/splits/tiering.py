@@ -9,8 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from evalgate import accesslog
+from evalgate.splits.data import read_unlogged
 from evalgate.splits.discovery import load_manifest
 from evalgate.splits.manifest import ADD_PURPOSE, actor_name
+from evalgate.splits.twins import refuse_private_copy, remember_private
 from evalgate.splits.write import write_split
 from evalgate.store import AccessLogRepo
 
@@ -76,8 +78,6 @@ def refuse_private_parts(prefix: str, items: list[dict[str, Any]], provenance: d
     Raises:
         RefusedByPolicy: a part repeats a private split (logged in ``store``, default ``AccessLogRepo()``).
     """
-    from evalgate.splits.twins import refuse_private_copy
-
     by_id = {it["id"]: it for it in items}
     parts = {f"{prefix}-{tier}": (tier, [by_id[i] for i in ids]) for tier, ids in partition(list(by_id),
                                                                                              smoke_size).items()}
@@ -90,10 +90,20 @@ def refuse_private_parts(prefix: str, items: list[dict[str, Any]], provenance: d
 
 def log_imported(manifests: list[Path], store: AccessLogRepo | None = None) -> None:
     """Log the addition of each split whose manifest is in ``manifests`` (outcome ``added``, purpose
-    ``ADD_PURPOSE``, the content hash and item count in the detail)."""
+    ``ADD_PURPOSE``, the content hash and item count in the detail) and record the private ones' content
+    (``twins.remember_private``: keyed fingerprints, so their items stay refused under other names after the
+    manifest leaves the disk), all in one transaction.
+
+    Raises:
+        BadInput: a private split's data file does not match its manifest (``data.read_unlogged``).
+    """
     store = store or AccessLogRepo()
-    for path in manifests:
-        m = load_manifest(path.stem, path.parent)
-        accesslog.append(store, accesslog.entry(actor=actor_name(), split=m.name, tier=m.tier, purpose=ADD_PURPOSE,
-                                                outcome="added", detail=f"imported: sha256 {m.content_sha256[:12]} "
-                                                                        f"({m.count} items)"))
+    loaded = [load_manifest(path.stem, path.parent) for path in manifests]
+    private = {m.name: read_unlogged(m, path.parent) for m, path in zip(loaded, manifests, strict=True)
+               if m.tier == "private"}
+    with store.session(), store.connect():
+        accesslog.append_many(store, [accesslog.entry(
+            actor=actor_name(), split=m.name, tier=m.tier, purpose=ADD_PURPOSE, outcome="added",
+            detail=f"imported: sha256 {m.content_sha256[:12]} ({m.count} items)") for m in loaded])
+        for name, items in private.items():
+            remember_private(store, name, items, "imported")

@@ -1,19 +1,35 @@
 """Private-copy detection: a new split whose items repeat a private split (its very content, any item by normalised
-text, or enough items by id) is refused under any other name, since a split's read budget belongs to its content."""
+text, or enough items by id) is refused under any other name or tier, since a split's read budget belongs to its
+content.
+
+The comparison is with every private content the store has seen (``store.contents``: keyed fingerprints recorded
+when a private split is added, replaced or imported, and when a check finds a private manifest on disk that the
+store does not know yet), so a private split's items stay refused after its manifest left the disk or its data was
+replaced. The fingerprints are HMACs under a key derived from the private split key (``Sealer.item_print``) of each
+item's id, normalised text and long field values: the same normalisation the comparison used on decrypted items.
+"""
 
 from __future__ import annotations
 
 import json
 import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from evalgate import accesslog
+from evalgate.enums import Tier
 from evalgate.errors import EvalgateError, RefusedByPolicy
+from evalgate.sealing import Sealer, load_key
 from evalgate.splits.data import dump_jsonl, read_unlogged, sha256_hex
 from evalgate.splits.discovery import list_manifests
-from evalgate.splits.manifest import ADD_PURPOSE, Manifest
+from evalgate.splits.manifest import ADD_PURPOSE, Manifest, splits_dir
 from evalgate.store import AccessLogRepo
+from evalgate.store.contents import NO_KEY, PrivateContentRepo
+
+PRIVATE = Tier.PRIVATE.value
+SEEN_ON_DISK = "seen on disk"
+"""How a private content found on disk by a copy check, unknown to the store until then, is recorded."""
 
 NEAR_DUPLICATE_SHARE = 0.5
 """A new split repeats a private split when at least this share of its items match that split's items by id (ids
@@ -36,68 +52,209 @@ def _norm(v: Any) -> str:
 
 def _item_text(item: dict[str, Any]) -> str:
     """An item's content without its id, normalised (NFKC, case, whitespace) to catch re-formatted copies."""
-    return "\x1f".join(f"{k}={_norm(item[k])}" for k in sorted(item) if k != "id")
+    return _text_and_values(item)[0]
 
 
-def _long_values(item: dict[str, Any]) -> set[str]:
-    """An item's normalised field values (its id left out) of at least ``MIN_VALUE_CHARS`` characters: a copy with a
-    column added (``pad: 1``) or a field renamed (``question`` -> ``problem``) still holds them."""
-    return {v for k, val in item.items() if k != "id" and len(v := _norm(val)) >= MIN_VALUE_CHARS}
+def _text_and_values(item: dict[str, Any]) -> tuple[str, set[str]]:
+    """An item's normalised text (``_item_text``) and its normalised field values (its id left out) of at least
+    ``MIN_VALUE_CHARS`` characters: a copy with a column added (``pad: 1``) or a field renamed (``question`` ->
+    ``problem``) still holds those. Each value is normalised once."""
+    norm = {k: _norm(item[k]) for k in sorted(item) if k != "id"}
+    return "\x1f".join(f"{k}={v}" for k, v in norm.items()), {v for v in norm.values() if len(v) >= MIN_VALUE_CHARS}
 
 
-def private_twin(name: str, items: list[dict[str, Any]]) -> tuple[Manifest, int] | None:
-    """The private split (other than ``name``) whose content ``items`` repeat (``NEAR_DUPLICATE_SHARE``), with the
-    number of repeated items.
+@dataclass(frozen=True)
+class ItemPrints:
+    """A list of items' content hash and keyed fingerprints (``Sealer.item_print``), per item, in order.
 
-    Compares with each private split's decrypted items in memory (nothing is written or shown, so this is not a
-    logged read); without the key only an identical content hash is recognised.
+    Attributes:
+        content_sha256: the sha256 of the items' JSONL (``data.dump_jsonl``; a manifest's ``content_sha256``).
+        key_fingerprint: the fingerprint of the key they are under (``Sealer.fingerprint``).
+        ids: each item's id.
+        texts: each item's normalised text (``_item_text``).
+        values: each item's long field values (``_text_and_values``).
+    """
+
+    content_sha256: str
+    key_fingerprint: str
+    ids: list[str]
+    texts: list[str]
+    values: list[frozenset[str]]
+
+    def by_kind(self) -> dict[str, list[str]]:
+        """``{"id": [...], "text": [...], "value": [...]}``, every digest once per item (as the store keeps them)."""
+        return {"id": self.ids, "text": self.texts, "value": [v for vs in self.values for v in vs]}
+
+
+def item_prints(items: list[dict[str, Any]], sealer: Sealer | None = None) -> ItemPrints | None:
+    """The content hash and keyed fingerprints of ``items`` under ``sealer``'s key (default the private split key's;
+    about 4 HMACs per item, some 40 ms for 1,300 items here); None without a key."""
+    sealer = sealer or _sealer()
+    if sealer is None:
+        return None
+    p, ids, texts, values = sealer.item_print, [], [], []
+    for it in items:
+        text, long_values = _text_and_values(it)
+        ids.append(p("id", str(it["id"])))
+        texts.append(p("text", text))
+        values.append(frozenset(p("value", v) for v in long_values))
+    return ItemPrints(sha256_hex(dump_jsonl(items)), sealer.fingerprint, ids, texts, values)
+
+
+def _sealer() -> Sealer | None:
+    """The private split key's ``Sealer``, or None without a key (the comparison is then by content hash only)."""
+    try:
+        return Sealer(load_key())
+    except RefusedByPolicy:
+        return None
+
+
+def contents_repo(store: AccessLogRepo) -> PrivateContentRepo:
+    """The private-content repository over ``store``'s database (``store`` itself when it is one, e.g. a
+    ``Store``), so its writes join the caller's transaction."""
+    return store if isinstance(store, PrivateContentRepo) else PrivateContentRepo(store.db, store.clock)
+
+
+def remember_private(store: AccessLogRepo, name: str, items: list[dict[str, Any]], how: str,
+                     prints: ItemPrints | None = None) -> None:
+    """Record private split ``name``'s content and its items' keyed fingerprints in ``store``
+    (``PrivateContentRepo.record_private_content``; nothing when recorded already): ``splits add``, ``import`` and
+    ``init`` call it in the transaction of their ``added``/``replaced`` row. ``prints``: the items' fingerprints
+    when the caller has them (``item_prints``; taken when under the current key).
+
+    Raises:
+        RefusedByPolicy: no private split key (a private split's writer has just created it).
+    """
+    sealer = Sealer(load_key())
+    if prints is None or prints.key_fingerprint != sealer.fingerprint:
+        prints = item_prints(items, sealer)
+    assert prints is not None  # a sealer was given
+    contents_repo(store).record_private_content(name, prints.content_sha256, len(items), how, prints.key_fingerprint,
+                                                prints.by_kind())
+
+
+def _learn_on_disk(on_disk: list[Manifest], repo: PrivateContentRepo, sealer: Sealer | None) -> None:
+    """Record the private manifests on disk that ``repo`` does not know under this key (a store from before
+    migration 35, a split written without a log row or pulled from elsewhere): decrypted in memory, nothing shown.
+    Without the key, their content hashes only."""
+    kf = sealer.fingerprint if sealer else NO_KEY
+    known = {(c.split, c.content_sha256, c.key_fingerprint) for c in repo.private_contents()}
+    hashed = {(split, content) for split, content, _ in known}
+    for m in on_disk:
+        if (m.name, m.content_sha256, kf) in known or (sealer is None and (m.name, m.content_sha256) in hashed):
+            continue
+        if sealer is None:
+            repo.record_private_content(m.name, m.content_sha256, m.count, SEEN_ON_DISK)
+            continue
+        try:
+            theirs = read_unlogged(m)
+        except EvalgateError:  # unreadable here (another key, a changed file): as before, not compared
+            continue
+        remember_private(repo, m.name, theirs, SEEN_ON_DISK, item_prints(theirs, sealer))
+
+
+@dataclass(frozen=True)
+class Twin:
+    """The private content a new split repeats.
+
+    Attributes:
+        name: the private split's name (as recorded).
+        content_sha256: the content repeated.
+        shared: how many of the new items repeat it (same id or same text).
+        where: ``""`` when the manifest on disk holds that content, else what became of it (for the message).
+    """
+
+    name: str
+    content_sha256: str
+    shared: int
+    where: str
+
+
+def private_twin(name: str, tier: str, items: list[dict[str, Any]], store: AccessLogRepo,
+                 prints: ItemPrints | None = None) -> Twin | None:
+    """The private content (other than split ``name``'s own when ``tier`` is private: a replacement or reimport)
+    that ``items`` repeat (``NEAR_DUPLICATE_SHARE``), with the number of repeated items.
+
+    Compared with every private content ``store`` has seen (its keyed fingerprints) and every private manifest on
+    disk, which is recorded first when the store does not know it yet (its items decrypted in memory; nothing is
+    shown, so this is not a logged read). Without the key only an identical content hash is recognised; contents
+    fingerprinted under another key are compared by content hash only. ``prints``: the items' fingerprints when
+    the caller has them (``item_prints``), else they are computed here.
 
     Returns:
-        (the private split's manifest, how many of ``items`` repeat it), or None when none does.
+        The twin with the largest number of repeated items, or None when none is repeated.
 
     Raises:
         BadInput: a manifest in the splits directory does not load (``list_manifests``).
     """
-    content = sha256_hex(dump_jsonl(items))
-    ids, texts = [str(it["id"]) for it in items], [_item_text(it) for it in items]
-    for m in list_manifests():
-        if m.tier != "private" or m.name == name:
+    repo = contents_repo(store)
+    with repo.session():  # one connection for the few queries (a file's open and close cost 15-50 ms each)
+        return _twin(name, tier, items, repo, prints)
+
+
+def _twin(name: str, tier: str, items: list[dict[str, Any]], repo: PrivateContentRepo,
+          prints: ItemPrints | None) -> Twin | None:
+    """``private_twin`` in the caller's session."""
+    sealer = _sealer()
+    if prints is not None and (sealer is None or prints.key_fingerprint != sealer.fingerprint):
+        prints = None
+    on_disk = [m for m in list_manifests() if m.tier == PRIVATE]
+    _learn_on_disk(on_disk, repo, sealer)
+
+    def other(split: str) -> bool:
+        return split != name or tier != PRIVATE
+
+    names: dict[str, str] = {m.content_sha256: m.name for m in reversed(on_disk) if other(m.name)}
+    for c in repo.private_contents():
+        if other(c.split):
+            names.setdefault(c.content_sha256, c.split)
+    current = {m.name: m.content_sha256 for m in on_disk}
+
+    def twin(content: str, shared: int) -> Twin:
+        split = names[content]
+        where = ("" if current.get(split) == content else f" (the data it held before a replacement, sha256 "
+                 f"{content[:12]})" if split in current else f" (sha256 {content[:12]}; its manifest is no longer "
+                 f"in {splits_dir()})")
+        return Twin(split, content, shared, where)
+
+    content = prints.content_sha256 if prints else sha256_hex(dump_jsonl(items))
+    if content in names:
+        return twin(content, len(items))
+    if sealer is None:
+        return None
+    prints = prints or item_prints(items, sealer)
+    assert prints is not None  # a sealer was given
+    found: list[Twin] = []
+    for theirs, got in repo.private_print_matches(prints.key_fingerprint, [d for ds in prints.by_kind().values()
+                                                                            for d in ds]).items():
+        if theirs not in names:
             continue
-        if m.content_sha256 == content:
-            return m, len(items)
-        try:
-            theirs = read_unlogged(m)
-        except EvalgateError:
-            continue
-        their_ids, their_texts = {str(it["id"]) for it in theirs}, {_item_text(it) for it in theirs}
-        their_values = set().union(*(_long_values(it) for it in theirs))
-        same = [t in their_texts or bool(_long_values(it) & their_values) for it, t in zip(items, texts, strict=True)]
-        same_text = sum(same)
-        shared = sum(1 for i, t in zip(ids, same, strict=True) if i in their_ids or t)
-        if same_text or (shared and shared >= NEAR_DUPLICATE_SHARE * len(items)):
-            return m, shared
-    return None
+        same = [t in got or bool(v & got) for t, v in zip(prints.texts, prints.values, strict=True)]
+        shared = sum(1 for i, t in zip(prints.ids, same, strict=True) if i in got or t)
+        if any(same) or (shared and shared >= NEAR_DUPLICATE_SHARE * len(items)):
+            found.append(twin(theirs, shared))
+    return max(found, key=lambda t: (t.shared, not t.where, t.name), default=None)
 
 
 def refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file: Path | str,
-                        store: AccessLogRepo | None, who: str) -> None:
-    """Refuse (logged under both names, in ``store``, default ``AccessLogRepo()`` opened only then) items that repeat
-    another private split (``private_twin``).
+                        store: AccessLogRepo | None, who: str, prints: ItemPrints | None = None) -> None:
+    """Refuse (logged under both names, in ``store``, default ``AccessLogRepo()``) items that repeat a private split
+    under another name or tier (``private_twin``; ``prints``: the items' fingerprints, if the caller
+    has them).
 
     Raises:
         RefusedByPolicy: ``items`` (read from ``file``, a path or a description of the source, to be added as
             split ``name`` of ``tier``) repeat a private split; one ``refused`` row is appended under each of the
             two names first.
     """
-    twin = private_twin(name, items)
+    store = store or AccessLogRepo()
+    twin = private_twin(name, tier, items, store, prints)
     if twin is None:
         return
-    m, shared = twin
-    why = (f"{shared} of the {len(items)} items of {file} repeat private split {m.name} (same id or same text); "
-           f"its read budget belongs to its content, so a copy under another name is refused. Read "
-           f"{m.name} itself (through 'evalgate gate'), or remove those items")
-    store = store or AccessLogRepo()
-    for split_name, split_tier in ((m.name, m.tier), (name, tier)):
+    why = (f"{twin.shared} of the {len(items)} items of {file} repeat private split {twin.name}{twin.where} (same id "
+           f"or same text); its read budget belongs to its content, so a copy under another name or tier is "
+           f"refused. Read {twin.name} itself (through 'evalgate gate'), or remove those items")
+    for split_name, split_tier in ((twin.name, PRIVATE), (name, tier)):
         accesslog.append(store, accesslog.entry(actor=who, split=split_name, tier=split_tier,
                                                 purpose=ADD_PURPOSE, outcome="refused", detail=why))
     raise RefusedByPolicy(why)

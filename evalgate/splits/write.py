@@ -19,7 +19,7 @@ from evalgate.splits.discovery import load_manifest
 from evalgate.splits.manifest import ADD_PURPOSE, TIERS, Manifest, Policy, actor_name, splits_dir
 from evalgate.splits.sources import Mapping
 from evalgate.splits.sources import read_items as read_source
-from evalgate.splits.twins import refuse_private_copy
+from evalgate.splits.twins import item_prints, refuse_private_copy, remember_private
 from evalgate.store import AccessLogRepo
 
 
@@ -69,9 +69,12 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     ``replaced``, with the old and new content hashes). Every addition is logged too (outcome ``added``).
 
     A split's read budget belongs to its content, not its name: items that repeat a private split (its very
-    content, any item matching one of its items by normalised text, or at least ``NEAR_DUPLICATE_SHARE`` of the new
-    items matching its items by id) are refused under any other name and any tier, and the attempt is logged as
-    ``refused`` under both names.
+    content, any item matching one of its items by normalised text or long field value, or at least
+    ``NEAR_DUPLICATE_SHARE`` of the new items matching its items by id) are refused under any other name and any
+    tier, and the attempt is logged as ``refused`` under both names. The private splits compared are every one the
+    store has seen (``twins.private_twin``), so the content of a private split whose manifest left the disk, or
+    that was replaced, stays refused; a private split's content is recorded (keyed fingerprints) in the
+    transaction of its ``added``/``replaced`` row.
 
     Args:
         name: split name.
@@ -110,15 +113,20 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
         errs = "; ".join(f"{'.'.join(str(x) for x in er['loc'])}: {er['msg']}" for er in e.errors())
         raise BadInput(f"split {name}: invalid policy option ({errs})") from e
     store, who = store or AccessLogRepo(), actor_name(actor)
-    old = _check_existing(name, tier, replace, store, who)
-    refuse_private_copy(name, tier, items, file, store, who)
-    path = write_split(name, tier, items, {"source": source or str(file)}, policy=pol)
-    new = load_manifest(name)
-    accesslog.append(store, accesslog.entry(
-        actor=who, split=name, tier=tier, purpose="replace-data" if old else ADD_PURPOSE,
-        outcome="replaced" if old else "added",
-        detail=(f"data replaced: sha256 {old.content_sha256[:12]} ({old.count} items) -> " if old else "added: sha256 ")
-        + f"{new.content_sha256[:12]} ({new.count} items) from {file}"))
+    prints = item_prints(items)  # once, for the copy check and, for a private split, the store's record
+    with store.session():  # one connection (a file's open and close cost 15-50 ms each); the writes are short
+        old = _check_existing(name, tier, replace, store, who)
+        refuse_private_copy(name, tier, items, file, store, who, prints)
+        path = write_split(name, tier, items, {"source": source or str(file)}, policy=pol)
+        new = load_manifest(name)
+        outcome = "replaced" if old else "added"
+        with store.connect():  # the row and the private content's fingerprints: both or neither
+            accesslog.append(store, accesslog.entry(
+                actor=who, split=name, tier=tier, purpose="replace-data" if old else ADD_PURPOSE, outcome=outcome,
+                detail=(f"data replaced: sha256 {old.content_sha256[:12]} ({old.count} items) -> " if old else
+                        "added: sha256 ") + f"{new.content_sha256[:12]} ({new.count} items) from {file}"))
+            if tier == "private":
+                remember_private(store, name, items, outcome, prints)
     return path
 
 

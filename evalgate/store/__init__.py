@@ -3,6 +3,7 @@
     db.py       Database: the lock, the connection, sessions, migrations (the only DuckDB import)
     runs.py     ProtocolRepo, RunRepo: protocols, checkpoints, runs, scored samples
     cache.py    GenerationCache: prompts, generations, agentic turns, reward-model rewards
+    contents.py PrivateContentRepo: every private content seen and its items' keyed fingerprints
     access.py   AccessLogRepo: the hash-chained access log and its heads; the budget rule (``Counted``)
     ratings.py  RatingRepo: human scores, raters, rating batches, form tokens
     gates.py    GateRepo: gate verdicts
@@ -28,6 +29,7 @@ from evalgate.store.access import (
     VerifiedHead,
 )
 from evalgate.store.cache import TRAJECTORY_COLUMNS, GenerationCache
+from evalgate.store.contents import PrivateContent, PrivateContentRepo
 from evalgate.store.db import MEMORY, Connection, Database, Repository, default_database, home, now
 from evalgate.store.frames import FrameRepo
 from evalgate.store.gates import GateRepo
@@ -36,11 +38,12 @@ from evalgate.store.runs import ProtocolRepo, RunRepo
 
 __all__ = ["CONTAMINATION_CHECK", "CONTAMINATION_CHECKS", "MEMORY", "READS", "TRAJECTORY_COLUMNS", "AccessLogRepo",
            "BudgetLimit", "ChainLink", "Connection", "Counted", "Database", "FrameRepo", "GateRepo", "GenerationCache",
-           "ProtocolRepo", "RatingRepo", "Repository", "RunRepo", "SignedHead", "Store", "VerifiedHead",
-           "default_database", "home", "now"]
+           "PrivateContent", "PrivateContentRepo", "ProtocolRepo", "RatingRepo", "Repository", "RunRepo",
+           "SignedHead", "Store", "VerifiedHead", "default_database", "home", "now"]
 
 
-class Store(ProtocolRepo, RunRepo, GenerationCache, AccessLogRepo, RatingRepo, GateRepo, FrameRepo):
+class Store(ProtocolRepo, RunRepo, GenerationCache, AccessLogRepo, RatingRepo, GateRepo, FrameRepo,
+            PrivateContentRepo):
     """Every repository over one database (``Repository``'s arguments: a ``Database`` or a path, default the active
     workspace's; a clock). Each call is one transaction, except inside ``session()``, where calls share one open
     connection.

@@ -177,35 +177,56 @@ def test_a_private_copy_with_a_column_added_or_a_field_renamed_is_refused(home: 
     assert load_manifest("other").count == 10
 
 
-_OPEN = ("left open (adversary, second pass): the private-copy check compares with the private splits on disk only; "
-         "a fix keeps keyed fingerprints of every private content added (HMAC of each item's normalised text and long "
-         "values, under the split key) in the store, so a copy is recognised after its source left the disk")
+def _write(path: Path, items: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(x) + "\n" for x in items))
+    return path
 
 
-@pytest.mark.xfail(strict=True, reason=_OPEN)
+TRAINS = [{"id": f"p{i}", "question": f"What is private question number {i} about trains?"} for i in range(6)]
+
+
 def test_a_private_split_whose_manifest_left_the_disk_still_refuses_its_copies(home: Path) -> None:
-    """Its manifest moved away (the encrypted data file even left in place), a key holder added the private items
-    plus one as a dev split (read freely) and as a new private split (a fresh budget of 4): both accepted."""
-    items = [{"id": f"p{i}", "question": f"What is private question number {i} about trains?"} for i in range(6)]
-    (home / "p.jsonl").write_text("".join(json.dumps(x) + "\n" for x in items))
-    add_split("P", "private", home / "p.jsonl")
-    (home / "p2.jsonl").write_text("".join(json.dumps(x) + "\n" for x in [*items, {"id": "new", "question": "n"}]))
-    with pytest.raises(RefusedByPolicy, match="repeat private split P"):
-        add_split("D", "dev", home / "p2.jsonl")
+    """Adversary (second pass): with its manifest moved away (the encrypted data file even left in place), a key
+    holder added the private items plus one as a dev split (read freely) and as a new private split (a fresh budget
+    of 4), since the check compared with the manifests on disk only. The store now keeps keyed fingerprints of
+    every private content added, so both are refused, logged under both names."""
+    add_split("P", "private", _write(home / "p.jsonl", TRAINS))
+    plus_one = _write(home / "p2.jsonl", [*TRAINS, {"id": "new", "question": "n"}])
+    with pytest.raises(RefusedByPolicy, match="6 of the 7 items .* repeat private split P \\(same id"):
+        add_split("D", "dev", plus_one)
     (splits_dir() / "P.yaml").rename(home / "P.yaml")
-    with pytest.raises(RefusedByPolicy):
-        add_split("D", "dev", home / "p2.jsonl")
+    for name, tier in (("D", "dev"), ("P2", "private")):
+        with pytest.raises(RefusedByPolicy, match="6 of the 7 items .* repeat private split P \\(sha256 [0-9a-f]{12}; "
+                                                  "its manifest is no longer in"):
+            add_split(name, tier, plus_one, actor="mallory")
+        assert not (splits_dir() / f"{name}.yaml").exists()
+        assert [r["outcome"] for r in Store().access_rows(name)] == ["refused"] * (2 if name == "D" else 1)
+    assert [(r["outcome"], r["actor"]) for r in Store().access_rows("P")] == [
+        ("added", "test-actor"), ("refused", "test-actor"), ("refused", "mallory"), ("refused", "mallory")]
+    # the same name under another tier is no way round it either (the manifest that would refuse a tier change
+    # is gone); the private split itself may be added again under its name (its access-log rows are still its own)
+    with pytest.raises(RefusedByPolicy, match="repeat private split P"):
+        add_split("P", "dev", plus_one)
+    add_split("P", "private", plus_one)
+    assert load_manifest("P").count == 7 and verify_chain(Store())["ok"]
 
 
-@pytest.mark.xfail(strict=True, reason=_OPEN)
 def test_the_old_items_of_a_replaced_private_split_stay_private(home: Path) -> None:
-    """``splits add P --replace`` with other items (logged, tier kept), then P's old items added as a dev split:
-    accepted, the old private items read freely."""
-    old = [{"id": f"p{i}", "question": f"What is private question number {i} about trains?"} for i in range(6)]
+    """Adversary (second pass): ``splits add P --replace`` with other items (logged, tier kept), then P's old items
+    added as a dev split were accepted, the old private items read freely. Refused now, naming the replaced data;
+    P itself may take its old items back."""
     new = [{"id": f"o{i}", "question": f"Entirely other private question {i} about boats"} for i in range(6)]
-    for name, items in (("old", old), ("new", new)):
-        (home / f"{name}.jsonl").write_text("".join(json.dumps(x) + "\n" for x in items))
-    add_split("P", "private", home / "old.jsonl")
-    add_split("P", "private", home / "new.jsonl", replace=True)
-    with pytest.raises(RefusedByPolicy):
-        add_split("D", "dev", home / "old.jsonl")
+    old_file, new_file = _write(home / "old.jsonl", TRAINS), _write(home / "new.jsonl", new)
+    add_split("P", "private", old_file)
+    add_split("P", "private", new_file, replace=True)
+    with pytest.raises(RefusedByPolicy, match="6 of the 6 items .* repeat private split P \\(the data it held before "
+                                              "a replacement, sha256 [0-9a-f]{12}\\)"):
+        add_split("D", "dev", old_file)
+    one = _write(home / "one.jsonl", [{"id": "x", "question": "  WHAT is private question number 3 about trains? "},
+                                      *({"id": f"f{i}", "question": f"filler {i}"} for i in range(9))])
+    with pytest.raises(RefusedByPolicy, match="1 of the 10 items"):
+        add_split("D", "dev", one)
+    assert not (splits_dir() / "D.yaml").exists()
+    add_split("P", "private", old_file, replace=True)
+    assert load_manifest("P").count == 6 and [r["outcome"] for r in Store().access_rows("P")] == [
+        "added", "replaced", "refused", "refused", "replaced"]
