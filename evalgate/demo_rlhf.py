@@ -127,11 +127,13 @@ def proxy_lines(proxies: list[dict[str, Any]]) -> list[str]:
         lines.append(f"  proxy {p['protocol']} ({p['scorer']}, {p['split']}; informational, decides nothing):")
         for r in p["checkpoints"]:
             who = "base model" if r["role"] == "baseline" else f"seed {r['train_seed']} best (step {r['step']})"
-            pw = (r.get("judge") or {}).get("pairwise")
-            if pw:
-                what = (f"win rate vs base {num(pw['win_rate'])} [{num(pw['low'])}, {num(pw['high'])}], "
-                        f"position-flip rate {num(pw['position_flip_rate'])}, "
-                        f"{r['judge']['unparseable']} of {r['judge']['judged']} unparseable")
+            j = r.get("judge")
+            if j is not None:
+                pw = j.get("pairwise") or {}
+                cut = (r.get("by_status") or {}).get("truncated", 0)
+                what = (f"win rate vs base {num(pw.get('win_rate'))} [{num(pw.get('low'))}, {num(pw.get('high'))}], "
+                        f"position-flip rate {num(pw.get('position_flip_rate'))}; {j['judged']} of {r['samples']} "
+                        f"answers judged ({j['unparseable']} verdicts unparseable, {cut} answers cut at max_tokens)")
             elif "reward_mean" in r:
                 what = (f"mean score {pm(r['mean_score'], r['mean_score_stderr'])}, "
                         f"mean reward {pm(r['reward_mean'], r['reward_mean_stderr'])}")

@@ -98,13 +98,15 @@ def check_proxies(policy: GatePolicy, manager: SplitManager) -> list[CheckedProx
     return out
 
 
-def proxy_row(metrics: dict[str, Any]) -> dict[str, Any]:
-    """One proxy run's numbers for the report, by what its metrics hold: ``mean_score`` and its stderr (every
-    scorer); ``reward_mean``, its stderr and ``reward_errors`` (a reward model); ``judge``: mode, judged and
-    unparseable samples, pairwise the win rate against the judge's baseline with its paired bootstrap CI
-    (``low``/``high``), LC win rate, position-flip and first-position rates and verdict counts
+def proxy_row(metrics: dict[str, Any], counts: dict[str, Any] | None = None) -> dict[str, Any]:
+    """One proxy run's numbers for the report, by what its metrics hold: the run's ``samples`` and their count
+    ``by_status`` (from ``counts``: a judge leaves a completion cut at max_tokens unjudged, ``truncated``);
+    ``mean_score`` and its stderr (every scorer); ``reward_mean``, its stderr and ``reward_errors`` (a reward model);
+    ``judge``: mode, judged and unparseable samples, pairwise the win rate against the judge's baseline with its
+    paired bootstrap CI (``low``/``high``), LC win rate, position-flip and first-position rates and verdict counts
     (``rlhf.pairwise.win_rate``), pointwise the mean rating and scale. Never a per-item value."""
-    row: dict[str, Any] = {"mean_score": metrics.get("mean_score"),
+    row: dict[str, Any] = {"samples": (counts or {}).get("samples"), "by_status": (counts or {}).get("by_status"),
+                           "mean_score": metrics.get("mean_score"),
                            "mean_score_stderr": metrics.get("mean_score_stderr")}
     if "reward_mean" in metrics:
         row.update({k: metrics.get(k) for k in ("reward_mean", "reward_mean_stderr", "reward_errors")})
@@ -161,18 +163,19 @@ def proxy_section(policy: GatePolicy, checked: list[CheckedProxy], targets: list
                 manager.log_read(m, actor, PROXY_PURPOSE, cached=True, checkpoint_digest=t.digest,
                                  protocol_hash=c.protocol.sha256, run_id=run["run_id"],
                                  detail=f"gate {policy.name}: proxy {c.protocol.ref}, stored run")
-                run_id, metrics = run["run_id"], run["metrics"] or {}
+                run_id, metrics, counts = run["run_id"], run["metrics"] or {}, run["counts"] or {}
             elif evaluate:
                 doc = evaluate_for_gate(str(c.protocol.path), t.path, m.name, PROXY_PURPOSE, actor, store,
                                         {"train_run": t.train_run, "train_seed": t.train_seed, "step": t.step},
                                         policy.backend, progress=progress)
-                run_id, metrics = doc["run_id"], doc["metrics"]
+                run_id, metrics, counts = doc["run_id"], doc["metrics"], doc["counts"]
             else:
                 raise BadInput(f"gate policy {policy.name}: no complete run of {t.path} under proxy protocol "
                                f"{c.protocol.ref} on {m.name} (backend {policy.backend}); evaluate it (evalgate run "
                                f"--protocol {c.protocol.path} --checkpoint {t.path} --split {m.name})")
             rows.append({"role": t.role, "path": t.path, "digest": t.digest, "train_run": t.train_run,
-                         "train_seed": t.train_seed, "step": t.step, "run_id": run_id, **proxy_row(metrics)})
+                         "train_seed": t.train_seed, "step": t.step, "run_id": run_id,
+                         **proxy_row(metrics, counts)})
         out.append({"protocol": c.protocol.ref, "protocol_hash": c.protocol.sha256, "scorer": c.scorer,
                     "split": m.name, "checkpoints": rows})
     return out

@@ -22,6 +22,7 @@ import yaml
 
 from evalgate.backends.base import BACKENDS, BackendEntry, HFOptions
 from evalgate.checkpoints.resolve import Checkpoint
+from evalgate.demo_rlhf import proxy_lines
 from evalgate.errors import BadInput, ProtocolDrift, RefusedByPolicy
 from evalgate.gate import load_policy, run_gate
 from evalgate.protocols_ops import freeze
@@ -153,6 +154,8 @@ def test_the_report_shows_the_judges_win_rate_and_the_rms_mean_score_per_checkpo
     assert (judge["protocol"], judge["scorer"], judge["split"]) == ("add-judge@1", "judge", "add-proxy")
     assert [(r["role"], r["train_seed"], r["step"], r["digest"]) for r in judge["checkpoints"]] == [
         ("baseline", None, None, BASE), ("seed", 1, 10, SEED)]
+    assert [(r["samples"], r["by_status"]) for r in judge["checkpoints"] + rm["checkpoints"]] == [
+        (4, {"judged": 4})] * 2 + [(4, {"scored": 4})] * 2
     base_j, seed_j = (r["judge"] for r in judge["checkpoints"])
     # the baseline against itself: every verdict a tie; no position bias to see, no decided verdict
     assert base_j["pairwise"]["win_rate"] == 0.5 and base_j["pairwise"]["position_flip_rate"] == 0.0
@@ -187,6 +190,13 @@ def test_the_report_shows_the_judges_win_rate_and_the_rms_mean_score_per_checkpo
     section = html[html.index("Proxy scores (informational"):html.index("Calibration against people")]
     assert "add-judge@1 (judge) on add-proxy" in section and "add-rm@1 (reward_model) on add-proxy" in section
     assert "0.750 [0.500, 1.000]" in section and "(itself)" in section and "-0.500 ± 0.500" in section
+    assert "4 of 4: " in section and "0 unparseable" in section
+    # what make demo prints of them (stderr of the sigmoids {0.731, 0.269 x 3}: sd 0.231 over 4 items = 0.116)
+    assert proxy_lines(verdict.proxies)[2:5] == [
+        "    seed 1 best (step 10): win rate vs base 0.750 [0.500, 1.000], position-flip rate 0.000; 4 of 4 answers "
+        "judged (0 verdicts unparseable, 0 answers cut at max_tokens)",
+        "  proxy add-rm@1 (reward_model, add-proxy; informational, decides nothing):",
+        f"    base model: mean score {(_sigmoid(1) + 3 * _sigmoid(-1)) / 4:.3f} ± 0.116, mean reward -0.500 ± 0.500"]
     doc = json.loads(write_json(verdict, tmp_path / "v.json").read_text())
     assert doc["proxies"][0]["checkpoints"][1]["judge"]["pairwise"]["win_rate"] == 0.75
     # the stored verdict renders the same section again, reading no split
