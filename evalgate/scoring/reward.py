@@ -7,12 +7,14 @@ reward, the Bradley-Terry reward of InstructGPT (Ouyang et al. 2022, sec. 3.5) a
 2024). The conversation, user turn = the item's prompt field, assistant turn = the completion, goes through the RM's
 own chat template where its tokenizer has one, else it is ``prompt + "\\n\\n" + completion``.
 
-``reward_model`` pins the RM by its digest in the protocol's ``scorer.options`` (so the protocol's hash changes
-with the RM) and keeps every reward in the store, keyed by (RM digest, engine, sha256 of prompt and completion):
-a rerun, or another run whose completions repeat, scores nothing twice. A sample's score is ``sigmoid(reward)``, the
-Bradley-Terry probability that the completion is preferred over one of reward 0; it orders samples as the reward
-does. ``reward_preference`` uses the run's checkpoint as the RM and generates nothing: a pair is ``correct`` when
-``reward(chosen) > reward(rejected)`` (a tie is ``wrong``, as RewardBench counts it).
+``reward_model`` pins the RM by its digest in the protocol's ``scorer.options`` (so the protocol's hash changes with
+the RM) and keeps every reward in the store, keyed by (RM digest, engine, sha256 of the conversation the RM is
+shown, ``rm_engine.conversation``): a rerun, or another run whose completions repeat, scores nothing twice, and a
+change in how a conversation is rendered (evalgate's, or transformers' chat templating) scores it again. A sample's
+score is ``sigmoid(reward)``, the Bradley-Terry probability that the completion is preferred over one of reward 0;
+it orders samples as the reward does. ``reward_preference`` uses the run's checkpoint as the RM and generates
+nothing: a pair is ``correct`` when ``reward(chosen) > reward(rejected)`` (a tie is ``wrong``, as RewardBench counts
+it).
 
 Engines: ``hf`` (transformers, CPU or GPU) and ``vllm`` (vLLM's pooling runner, ``scoring.reward_vllm``).
 """
@@ -20,7 +22,6 @@ Engines: ``hf`` (transformers, CPU or GPU) and ``vllm`` (vLLM's pooling runner, 
 from __future__ import annotations
 
 import hashlib
-import json
 import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -29,17 +30,22 @@ from typing import TYPE_CHECKING, Any
 from evalgate.errors import BadInput
 from evalgate.scoring.base import SampleToScore, ScoreResult
 from evalgate.scoring.reward_options import PreferenceOptions, RewardModelOptions, RewardModelRef
-from evalgate.scoring.rm_engine import RewardModel
+from evalgate.scoring.rm_engine import RewardModel, conversation
 
 if TYPE_CHECKING:
     from evalgate.checkpoints.resolve import Checkpoint
     from evalgate.store import Store
 
 
-def reward_key(prompt: str, completion: str) -> str:
-    """The reward cache's key of one (prompt, completion): sha256 hex of their JSON array (with the RM digest, the
-    full key)."""
-    return hashlib.sha256(json.dumps([prompt, completion], ensure_ascii=False).encode()).hexdigest()
+def reward_key(conversation: str) -> str:
+    """The reward cache's key of one scored text (with the RM digest and engine, the full key): the sha256 hex of
+    the conversation the RM is shown (``rm_engine.conversation``), after a fixed prefix, so it never equals a key of
+    before (the sha256 of the JSON ``[prompt, completion]``, which missed a change of rendering: commit c04436f made
+    special tokens in a completion literal text, and a reward computed before it for such a completion was reused)."""
+    return hashlib.sha256(_KEY_PREFIX + conversation.encode("utf-8")).hexdigest()
+
+
+_KEY_PREFIX = b"evalgate reward conversation\x00"
 
 
 def sigmoid(x: float) -> float:
@@ -47,13 +53,11 @@ def sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
 
 
-def load_reward_model(ref: RewardModelRef) -> RewardModel:
-    """Resolve the pinned RM, check its digest and load it.
+def reward_model_dir(ref: RewardModelRef) -> Path:
+    """The pinned RM's HF directory, its digest checked.
 
     Raises:
-        BadInput: the digest is not the pinned one (names both and says to update the protocol), or the
-            checkpoint is not a reward model.
-        MissingExtra: the engine is not installed.
+        BadInput: the digest is not the pinned one (names both and says to update the protocol).
     """
     from evalgate.checkpoints.resolve import resolve_checkpoint
 
@@ -62,7 +66,39 @@ def load_reward_model(ref: RewardModelRef) -> RewardModel:
         raise BadInput(f"reward model {ref.checkpoint} has digest {ckpt.digest}, the protocol pins {ref.digest}; a "
                        "different reward model changes every score: pin the new digest in scorer.options."
                        "reward_model.digest (a new protocol version)")
-    return open_reward_model(ckpt.model_dir, ref.engine)
+    return ckpt.model_dir
+
+
+def load_reward_model(ref: RewardModelRef) -> RewardModel:
+    """Resolve the pinned RM, check its digest and load it.
+
+    Raises:
+        BadInput: the digest is not the pinned one, or the checkpoint is not a reward model.
+        MissingExtra: the engine is not installed.
+    """
+    return open_reward_model(reward_model_dir(ref), ref.engine)
+
+
+def load_rm_conversations(ref: RewardModelRef) -> Callable[[str, str], str]:
+    """``load_conversations`` of the pinned RM (its digest checked; the weights are not loaded).
+
+    Raises:
+        BadInput: the digest is not the pinned one. MissingExtra: transformers not installed.
+    """
+    return load_conversations(reward_model_dir(ref))
+
+
+def load_conversations(model_dir: Path) -> Callable[[str, str], str]:
+    """What the RM in ``model_dir`` is shown for a (prompt, completion) (``rm_engine.conversation`` with its
+    tokenizer; the weights are not loaded): the reward cache's keys come from it.
+
+    Raises:
+        MissingExtra: transformers not installed.
+    """
+    from evalgate.checkpoints.model import load_tokenizer
+
+    tokenizer = load_tokenizer(model_dir)
+    return lambda prompt, completion: conversation(tokenizer, prompt, completion)
 
 
 def open_reward_model(model_dir: Path, engine: str) -> RewardModel:
@@ -79,20 +115,25 @@ def open_reward_model(model_dir: Path, engine: str) -> RewardModel:
     return RewardModel.load(model_dir)
 
 
-def cached_rewards(rm: Callable[[], RewardModel], digest: str, engine: str, store: Store | None,
-                   pairs: Sequence[tuple[str, str]]) -> list[float | str]:
-    """Rewards of ``pairs`` through the store's reward cache (key: RM digest, engine, ``reward_key``); only missing
-    pairs are computed, each once (``rm()`` gives the model, called only then), and they are stored at once.
-    ``store`` None: no cache. A conversation beyond the RM's context gives its message (str) and is not stored."""
-    keys = [reward_key(p, c) for p, c in pairs]
-    have: dict[str, float] = store.cached_rewards(digest, engine, sorted(set(keys))) if store is not None else {}
+def cached_rewards(shown: Callable[[], Callable[[str, str], str]], rm: Callable[[], RewardModel], digest: str,
+                   engine: str, store: Store | None, pairs: Sequence[tuple[str, str]]) -> list[float | str]:
+    """Rewards of ``pairs`` through the store's reward cache (key: RM digest, engine, ``reward_key`` of the
+    conversation the RM is shown, ``shown()(prompt, completion)``, e.g. ``load_conversations``); only missing
+    conversations are scored, each once (``rm()`` gives the model, called only then), and stored at once.
+    ``store`` None: no cache (``shown`` is not called). A conversation beyond the RM's context gives its message
+    (str) and is not stored."""
+    if store is None:
+        return list(rm().rewards(pairs))
+    render = shown()
+    keys = [reward_key(render(p, c)) for p, c in pairs]
+    have: dict[str, float] = store.cached_rewards(digest, engine, sorted(set(keys)))
     first: dict[str, int] = {}
     for i, k in enumerate(keys):
         first.setdefault(k, i)  # a pair repeated in the batch is scored once
     todo = [i for k, i in first.items() if k not in have]
     fresh = rm().rewards([pairs[i] for i in todo]) if todo else []
     new = {keys[i]: r for i, r in zip(todo, fresh, strict=True) if isinstance(r, float)}
-    if store is not None and new:
+    if new:
         store.put_rewards(digest, engine, new)
     got: dict[str, float | str] = {**have, **{keys[i]: r for i, r in zip(todo, fresh, strict=True)}}
     return [got[k] for k in keys]
@@ -108,6 +149,7 @@ class RewardModelScorer:
         self.options = options
         self.store: Store | None = None
         self._rm: RewardModel | None = None
+        self._render: Callable[[str, str], str] | None = None
 
     @property
     def required_fields(self) -> tuple[str, ...]:
@@ -123,8 +165,8 @@ class RewardModelScorer:
         """``scored`` with score ``sigmoid(reward)`` and the reward in ``extracted``; ``error`` for a conversation
         beyond the RM's context. Truncated completions are scored too (the RM sees what the policy wrote)."""
         pairs = [(str(s.item[self.options.prompt_field]), s.response_prefix + s.text) for s in samples]
-        rewards = cached_rewards(self._model, self.options.reward_model.digest, self.options.reward_model.engine,
-                                 self.store, pairs)
+        rewards = cached_rewards(self._shown, self._model, self.options.reward_model.digest,
+                                 self.options.reward_model.engine, self.store, pairs)
         return [ScoreResult(sigmoid(r), "scored", repr(r), f"reward {r:.4f}") if isinstance(r, float)
                 else ScoreResult(0.0, "error", None, r) for r in rewards]
 
@@ -132,6 +174,11 @@ class RewardModelScorer:
         if self._rm is None:
             self._rm = load_reward_model(self.options.reward_model)
         return self._rm
+
+    def _shown(self) -> Callable[[str, str], str]:
+        if self._render is None:
+            self._render = load_rm_conversations(self.options.reward_model)
+        return self._render
 
 
 class PreferenceScorer:
@@ -184,7 +231,9 @@ class PreferenceScorer:
         o = self.options
         pairs = [(str(s.item[o.prompt_field]), str(s.item[f])) for s in samples for f in (o.chosen_field,
                                                                                         o.rejected_field)]
-        r = cached_rewards(self._model, self.checkpoint.digest, o.engine, self.store, pairs)
+        checkpoint = self.checkpoint
+        r = cached_rewards(lambda: load_conversations(checkpoint.model_dir), self._model, checkpoint.digest, o.engine,
+                           self.store, pairs)
         out = []
         for chosen, rejected in zip(r[::2], r[1::2], strict=True):
             if not isinstance(chosen, float) or not isinstance(rejected, float):

@@ -12,6 +12,20 @@ from evalgate.errors import BadInput
 BATCH = 8  # sequences per forward pass; sorted by length so a batch pads little
 
 
+def conversation(tokenizer: Any, prompt: str, completion: str) -> str:
+    """The text a reward model with ``tokenizer`` scores: its chat template over [user: prompt, assistant:
+    completion], or ``prompt + "\\n\\n" + completion`` when it has none; both as text only
+    (``prompts.literal_text``: a completion cannot end its turn and append a forged conversation for the RM to
+    score). The reward cache is keyed by this text (``scoring.reward.reward_key``)."""
+    from evalgate.prompts import literal_text
+
+    prompt, completion = literal_text(tokenizer, prompt), literal_text(tokenizer, completion)
+    if getattr(tokenizer, "chat_template", None):
+        return str(tokenizer.apply_chat_template(
+            [{"role": "user", "content": prompt}, {"role": "assistant", "content": completion}], tokenize=False))
+    return f"{prompt}\n\n{completion}"
+
+
 class RewardModel:
     """A sequence-classification model with its tokenizer, scoring conversations (transformers).
 
@@ -57,16 +71,8 @@ class RewardModel:
         return cls(tokenizer, model.eval())
 
     def conversation(self, prompt: str, completion: str) -> str:
-        """The text the RM scores: its chat template over [user: prompt, assistant: completion], or
-        ``prompt + "\\n\\n" + completion`` when it has none; both as text only (``prompts.literal_text``: a
-        completion cannot end its turn and append a forged conversation for the RM to score)."""
-        from evalgate.prompts import literal_text
-
-        prompt, completion = literal_text(self.tokenizer, prompt), literal_text(self.tokenizer, completion)
-        if getattr(self.tokenizer, "chat_template", None):
-            return str(self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": prompt}, {"role": "assistant", "content": completion}], tokenize=False))
-        return f"{prompt}\n\n{completion}"
+        """The text the RM scores (``conversation``)."""
+        return conversation(self.tokenizer, prompt, completion)
 
     def logits(self, pairs: Sequence[tuple[str, str]]) -> list[list[float] | str]:
         """The model's pooled logits (``num_labels`` values) of each (prompt, completion), in input order; a

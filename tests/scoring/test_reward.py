@@ -75,9 +75,13 @@ def test_sigmoid_by_hand() -> None:
     assert sigmoid(-1000.0) == 0.0 and sigmoid(1000.0) == 1.0  # no OverflowError
 
 
-def test_reward_key_is_sha256_of_the_json_pair() -> None:
-    assert reward_key("a", "b") == hashlib.sha256(b'["a", "b"]').hexdigest()
-    assert reward_key("ab", "") != reward_key("a", "b")
+def test_reward_key_is_the_sha256_of_the_conversation_shown() -> None:
+    """Keyed by what the RM is shown (rm_engine.conversation), after a prefix: never a key of before, the sha256 of
+    the JSON [prompt, completion], under which a reward computed before commit c04436f changed the rendering (special
+    tokens in a completion made literal) was reused."""
+    assert reward_key("a\n\nb") == hashlib.sha256(b"evalgate reward conversation\x00a\n\nb").hexdigest()
+    assert reward_key("a\n\nb") != hashlib.sha256(b'["a", "b"]').hexdigest()
+    assert reward_key("ab") != reward_key("a\n\nb")
 
 
 class _CountingRM:  # glue: stands for the model; the real one is tested in test_reward_real.py
@@ -89,25 +93,35 @@ class _CountingRM:  # glue: stands for the model; the real one is tested in test
         return [float(len(c)) if c != "long" else "too long" for _, c in pairs]
 
 
-@pytest.mark.usefixtures("memory_store")
-def test_reward_cache_in_a_real_store_scores_each_pair_once(home: Path) -> None:
+def _plain(p: str, c: str) -> str:  # glue: a conversation as an RM without a chat template is shown it
+    return f"{p}\n\n{c}"
+
+
+def test_reward_cache_in_a_real_store_scores_each_conversation_once(home: Path) -> None:
     store, rm = Store(), _CountingRM()
-    first = cached_rewards(lambda: rm, "blake3:rm1", "hf", store, [("q", "ab"), ("q", "abc"), ("q", "long")])
+    first = cached_rewards(lambda: _plain, lambda: rm, "blake3:rm1", "hf", store, [("q", "ab"), ("q", "abc"),
+                                                                                   ("q", "long")])
     assert first == [2.0, 3.0, "too long"]
-    second = cached_rewards(lambda: rm, "blake3:rm1", "hf", store,
+    second = cached_rewards(lambda: _plain, lambda: rm, "blake3:rm1", "hf", store,
                             [("q", "abc"), ("q", "long"), ("q", "x"), ("q", "x")])
     assert second == [3.0, "too long", 1.0, 1.0]
     # only pairs never stored reach the model (the too-long one again, and the new one once)
     assert rm.seen == [("q", "ab"), ("q", "abc"), ("q", "long"), ("q", "long"), ("q", "x")]
     # another reward model (digest), or another engine, shares nothing
-    assert store.cached_rewards("blake3:rm2", "hf", [reward_key("q", "ab")]) == {}
-    assert store.cached_rewards("blake3:rm1", "vllm", [reward_key("q", "ab")]) == {}
-    assert store.cached_rewards("blake3:rm1", "hf", [reward_key("q", "ab")]) == {reward_key("q", "ab"): 2.0}
+    key = reward_key("q\n\nab")
+    assert store.cached_rewards("blake3:rm2", "hf", [key]) == {}
+    assert store.cached_rewards("blake3:rm1", "vllm", [key]) == {}
+    assert store.cached_rewards("blake3:rm1", "hf", [key]) == {key: 2.0}
 
     def no_model():
         raise AssertionError("a fully cached call must not load the model")
 
-    assert cached_rewards(no_model, "blake3:rm1", "hf", store, [("q", "ab")]) == [2.0]
+    assert cached_rewards(lambda: _plain, no_model, "blake3:rm1", "hf", store, [("q", "ab")]) == [2.0]
+    # the same pair shown otherwise (a new rendering) is scored again; another pair shown the same text is not
+    assert cached_rewards(lambda: lambda p, c: f"<user>{p}</user>{c}", lambda: rm, "blake3:rm1", "hf", store,
+                          [("q", "ab")]) == [2.0] and rm.seen[-1] == ("q", "ab") and len(rm.seen) == 6
+    assert cached_rewards(lambda: _plain, lambda: rm, "blake3:rm1", "hf", store, [("q", "a\n\nb")]) == [4.0]
+    assert cached_rewards(lambda: _plain, no_model, "blake3:rm1", "hf", store, [("q\n\na", "b")]) == [4.0]
 
 
 def test_reward_metrics_by_hand() -> None:
