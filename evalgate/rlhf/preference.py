@@ -9,6 +9,13 @@ as RewardBench counts it). Accuracy is the mean over pairs, with a percentile bo
 on the second group and badly on the first (the verbosity bias of Singhal et al. 2023, "A Long Way to Go:
 Investigating Length Correlations in RLHF"). Pairs scored ``error`` (beyond the RM's context) are left out and
 counted.
+
+On a private or human-audit split (the sealed tiers, whose per-item outputs are never shown) the metrics hold no
+group smaller than ``MIN_SEALED_GROUP`` pairs: a category is a label many pairs share (the importers' ``gsm8k-
+wrong-final``, a benchmark's ``chat`` / ``safety``), but nothing stops a split's author from giving one pair its own
+category (its question, a topic, an id), and a group of one pair is that pair's outcome. So a smaller category is
+reported neither by name nor by accuracy (``preference_categories_withheld`` counts them and their pairs, which
+stay in the overall accuracy), and a length group that small keeps its ``n`` with its accuracy and CI None.
 """
 
 from __future__ import annotations
@@ -16,10 +23,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from evalgate.sealing import SEALED_TIERS
 from evalgate.stats import bootstrap_ci
 
 CONFIDENCE = 0.95
 RESAMPLES = 10_000
+MIN_SEALED_GROUP = 10
+"""On a sealed tier, the fewest pairs a category or length group must hold to be reported (see the module
+docstring; 10, a common minimum cell size of statistical disclosure control)."""
 
 
 def accuracy_ci(correct: Sequence[float], seed: int = 0) -> dict[str, Any]:
@@ -39,14 +50,17 @@ def preference_metrics(per_item: Mapping[str, Sequence[Mapping[str, Any]]], item
         per_item: scored samples by item id (one sample per pair; ``score`` 1 or 0, ``status``).
         items: the split's items by id (the pair's answers and category).
         options: the scorer's ``PreferenceOptions`` (which item fields hold the answers and the category).
-        scorer: not read (``ScorerEntry.metrics``'s contract).
+        scorer: the ``PreferenceScorer`` that scored the run: its ``tier`` (the split's) says whether small groups
+            are withheld (a sealed tier, or no scorer: unknown, so withheld too).
 
     Returns:
         ``preference_accuracy`` (with ``preference_accuracy_low`` / ``_high``, the 95% CI), ``preference_pairs``,
         ``preference_errors``; ``preference_by_category``: ``{category: accuracy_ci}`` sorted by name;
-        ``length_bias``: ``chosen_shorter`` and ``chosen_longer`` (each ``accuracy_ci``), ``equal_length`` (pairs
-        of equal length, in neither group) and ``gap`` (chosen_longer minus chosen_shorter accuracy; None when a
-        group is empty).
+        ``preference_categories_withheld``: ``{"categories", "pairs"}`` left out of it (sealed tiers: those under
+        ``MIN_SEALED_GROUP`` pairs; else zeros); ``length_bias``: ``chosen_shorter`` and ``chosen_longer`` (each
+        ``accuracy_ci``; on a sealed tier a group under ``MIN_SEALED_GROUP`` pairs has accuracy and CI None),
+        ``equal_length`` (pairs of equal length, in neither group) and ``gap`` (chosen_longer minus chosen_shorter
+        accuracy; None when a group's accuracy is).
     """
     outcomes: list[tuple[str, float, int]] = []  # (category, 0/1, len(chosen) - len(rejected))
     errors = 0
@@ -58,14 +72,25 @@ def preference_metrics(per_item: Mapping[str, Sequence[Mapping[str, Any]]], item
         it = items[iid]
         outcomes.append((str(it[options.category_field]), float(s["score"]),
                          len(str(it[options.chosen_field])) - len(str(it[options.rejected_field]))))
+    least = MIN_SEALED_GROUP if getattr(scorer, "tier", None) in (*SEALED_TIERS, None) else 1
     overall = accuracy_ci([o for _, o, _ in outcomes])
-    by_cat = {c: accuracy_ci([o for cat, o, _ in outcomes if cat == c]) for c in sorted({c for c, _, _ in outcomes})}
-    shorter = accuracy_ci([o for _, o, d in outcomes if d < 0])
-    longer = accuracy_ci([o for _, o, d in outcomes if d > 0])
+    groups = {c: [o for cat, o, _ in outcomes if cat == c] for c in sorted({c for c, _, _ in outcomes})}
+    by_cat = {c: accuracy_ci(g) for c, g in groups.items() if len(g) >= least}
+    withheld = [len(g) for c, g in groups.items() if c not in by_cat]
+    shorter = _group([o for _, o, d in outcomes if d < 0], least)
+    longer = _group([o for _, o, d in outcomes if d > 0], least)
     gap = (longer["accuracy"] - shorter["accuracy"]
            if longer["accuracy"] is not None and shorter["accuracy"] is not None else None)
     return {"preference_accuracy": overall["accuracy"], "preference_accuracy_low": overall["low"],
             "preference_accuracy_high": overall["high"], "preference_pairs": overall["n"],
             "preference_errors": errors, "preference_by_category": by_cat,
+            "preference_categories_withheld": {"categories": len(withheld), "pairs": sum(withheld)},
             "length_bias": {"chosen_shorter": shorter, "chosen_longer": longer,
                             "equal_length": sum(1 for _, _, d in outcomes if d == 0), "gap": gap}}
+
+
+def _group(correct: list[float], least: int) -> dict[str, Any]:
+    """``accuracy_ci`` of a length group, its accuracy and CI None when it holds fewer than ``least`` pairs."""
+    if len(correct) >= least:
+        return accuracy_ci(correct)
+    return {"n": len(correct), "accuracy": None, "low": None, "high": None}

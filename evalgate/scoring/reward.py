@@ -191,6 +191,7 @@ class PreferenceScorer:
         self.options = options
         self.store: Store | None = None
         self.checkpoint: Checkpoint | None = None
+        self.tier: str | None = None  # the run's split's: its metrics withhold small groups on a sealed tier
         self._rm: RewardModel | None = None
 
     @staticmethod
@@ -209,8 +210,9 @@ class PreferenceScorer:
 
     def begin(self, plan: Any, samples: Sequence[SampleToScore]) -> None:
         """Called by the run before scoring (``runner.score``): score with the run's checkpoint as the RM, through
-        the run's store's reward cache."""
-        self.store, self.checkpoint = plan.store, plan.checkpoint
+        the run's store's reward cache; the split's tier decides what the run metrics may show
+        (``rlhf.preference.preference_metrics``)."""
+        self.store, self.checkpoint, self.tier = plan.store, plan.checkpoint, plan.manifest.tier
 
     def _model(self) -> RewardModel:
         if self._rm is None:

@@ -4,8 +4,10 @@ the run metrics of reward and preference scoring against hand-computed values (a
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -146,7 +148,7 @@ def test_preference_metrics_by_hand() -> None:
             _pair("6", "math", "p", "q", 0.0, "error")]        # beyond the context: left out, counted
     items = {iid: it for iid, it, _ in rows}
     per_item = {iid: ss for iid, _, ss in rows}
-    m = preference_metrics(per_item, items, PreferenceOptions())
+    m = preference_metrics(per_item, items, PreferenceOptions(), SimpleNamespace(tier="dev"))
     assert m["preference_pairs"] == 5 and m["preference_errors"] == 1
     assert m["preference_accuracy"] == pytest.approx(3 / 5)
     assert m["preference_by_category"]["chat"]["accuracy"] == 1.0
@@ -157,6 +159,29 @@ def test_preference_metrics_by_hand() -> None:
     assert lb["equal_length"] == 1 and lb["gap"] == 0.5
     # every resample of an all-correct group has mean 1: the percentile CI is exactly [1, 1]
     assert (m["preference_by_category"]["chat"]["low"], m["preference_by_category"]["chat"]["high"]) == (1.0, 1.0)
+    assert m["preference_categories_withheld"] == {"categories": 0, "pairs": 0}
+
+
+@pytest.mark.parametrize("scorer", [SimpleNamespace(tier="private"), SimpleNamespace(tier="human-audit"), None])
+def test_a_sealed_splits_metrics_name_no_category_of_fewer_than_ten_pairs(scorer: object) -> None:
+    """Adversary (second pass): preference_by_category put every category value in clear in the run metrics, also
+    for a private split, and a category that one pair holds (its own question, say) is that pair's text and
+    outcome. On a sealed tier (or an unknown one) a category under 10 pairs is neither named nor scored, a length
+    group under 10 pairs keeps only its count; the pairs still count in the overall accuracy."""
+    secret = "What is the launch code of reactor 7?"
+    rows = [_pair(f"c{i}", "common", "a longer chosen answer", "short", float(i % 4 != 0)) for i in range(12)]
+    rows += [_pair("s", secret, "x", "yy", 1.0), *(_pair(f"t{i}", "tools", "b", "cc", 0.0) for i in range(3))]
+    items = {iid: it for iid, it, _ in rows}
+    m = preference_metrics({iid: ss for iid, _, ss in rows}, items, PreferenceOptions(), scorer)
+    # 12 "common" pairs, 9 right (i = 0, 4, 8 wrong); the 4 others (1 right) only in the overall accuracy
+    assert list(m["preference_by_category"]) == ["common"]
+    assert m["preference_by_category"]["common"]["accuracy"] == pytest.approx(9 / 12)
+    assert m["preference_categories_withheld"] == {"categories": 2, "pairs": 4}
+    assert m["preference_pairs"] == 16 and m["preference_accuracy"] == pytest.approx(10 / 16)
+    lb = m["length_bias"]  # chosen longer: the 12 common pairs; chosen shorter: the other 4, withheld
+    assert (lb["chosen_longer"]["n"], lb["chosen_longer"]["accuracy"]) == (12, pytest.approx(9 / 12))
+    assert lb["chosen_shorter"] == {"n": 4, "accuracy": None, "low": None, "high": None} and lb["gap"] is None
+    assert secret not in json.dumps(m) and "tools" not in json.dumps(m)
 
 
 def test_accuracy_ci_agrees_with_scipys_percentile_bootstrap() -> None:

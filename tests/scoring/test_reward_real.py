@@ -43,24 +43,29 @@ def test_checkpoint_is_a_standard_reward_model_whose_reward_is_the_head_on_its_f
     assert got == pytest.approx(list(expected), rel=1e-4, abs=1e-4)
 
 
-def test_rm_accuracy_on_pairs_known_by_construction(tiny_rm: Path, home: Path) -> None:
+def _preference_run(tiny_rm: Path, home: Path, split: str, tier: str, extra: list[dict]) -> dict:
+    """``run --json`` of protocols/rm-preference.yaml with the tiny RM on a split of ``tier``: 6 addition pairs in
+    both orders (category ``swapped``: exactly one order is right unless the rewards tie), then ``extra``."""
     from evalgate.rlhf.train_rm import addition_pairs
 
-    dev = addition_pairs("dev", 6)
     rows = []
-    for p in dev:  # each pair in both orders: exactly one order is right unless the rewards tie
+    for p in addition_pairs("dev", 6):
         rows.append({**p, "id": p["id"] + "-fwd", "category": "swapped"})
         rows.append({**p, "id": p["id"] + "-rev", "chosen": p["rejected"], "rejected": p["chosen"],
                      "category": "swapped"})
-    rows += [{"id": f"same-{i}", "prompt": "Say hi.", "chosen": a, "rejected": a, "category": "identical"}
-             for i, a in enumerate(("hi", "Hello there!"))]  # equal rewards: a tie, counted wrong
     data = home / "pairs.jsonl"
-    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    cli("splits", "add", "rm-known", "--tier", "smoke", "--file", str(data))
+    data.write_text("".join(json.dumps(r) + "\n" for r in [*rows, *extra]))
+    cli("splits", "add", split, "--tier", tier, "--file", str(data))
     proto = home / "rm-preference.yaml"
     proto.write_text((REPO / "protocols" / "rm-preference.yaml").read_text())
     cli("protocol", "freeze", str(proto))
-    doc = cli("run", "--protocol", str(proto), "--checkpoint", str(tiny_rm), "--split", "rm-known", "--json")
+    return cli("run", "--protocol", str(proto), "--checkpoint", str(tiny_rm), "--split", split, "--json")
+
+
+def test_rm_accuracy_on_pairs_known_by_construction(tiny_rm: Path, home: Path) -> None:
+    doc = _preference_run(tiny_rm, home, "rm-known", "smoke", [
+        {"id": f"same-{i}", "prompt": "Say hi.", "chosen": a, "rejected": a, "category": "identical"}
+        for i, a in enumerate(("hi", "Hello there!"))])  # equal rewards: a tie, counted wrong
     m = doc["metrics"]
     assert m["preference_pairs"] == 14 and m["preference_errors"] == 0
     assert m["preference_by_category"]["swapped"]["accuracy"] == 0.5  # 6 of 12, by construction
@@ -75,6 +80,24 @@ def test_rm_accuracy_on_pairs_known_by_construction(tiny_rm: Path, home: Path) -
     con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
     assert con.execute("SELECT count(*) FROM reward_scores").fetchone()[0] == 2 * 6 + 2
     con.close()
+
+
+def test_a_human_audit_preference_runs_metrics_withhold_small_categories(tiny_rm: Path, home: Path) -> None:
+    """On a sealed tier (human-audit here; private runs only through the gate, same rule) the run metrics, as
+    printed and as stored, name no category of fewer than 10 pairs and score no length group that small."""
+    from evalgate.store import Store
+
+    own = "Is this pair's own category a secret?"
+    doc = _preference_run(tiny_rm, home, "rm-rated", "human-audit", [
+        {"id": "alone", "prompt": "Say hi.", "chosen": "hi", "rejected": "hi", "category": own}])
+    for m in (doc["metrics"], Store().runs()[0]["metrics"]):
+        assert m["preference_pairs"] == 13 and list(m["preference_by_category"]) == ["swapped"]
+        assert m["preference_by_category"]["swapped"]["accuracy"] == 0.5  # 6 of 12, by construction
+        assert m["preference_categories_withheld"] == {"categories": 1, "pairs": 1}
+        lb = m["length_bias"]  # the two orders of a pair in opposite groups: 6 pairs or fewer each, withheld
+        assert lb["chosen_shorter"]["n"] + lb["chosen_longer"]["n"] + lb["equal_length"] == 13
+        assert lb["chosen_shorter"]["accuracy"] is None and lb["chosen_longer"]["accuracy"] is None
+        assert own not in json.dumps(m)
 
 
 def test_reward_model_scorer_scores_real_completions_and_caches_them(tiny_rm: Path, smollm2_gguf: Path,
