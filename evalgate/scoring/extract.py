@@ -155,9 +155,10 @@ def last_boxed(text: str) -> str | None:
     only the later one.
     """
     boxes = _top_boxes(text)
-    if not boxes or boxes[-1][1] is None:
+    last = boxes[-1][1] if boxes else None
+    if last is None:
         return None
-    start, (content, _) = boxes[-1]
+    start, content = boxes[-1][0], last[0]
     joined = [_unbox(content)]
     for before, prev in reversed(boxes[:-1]):
         if prev is None or not _BOX_JOIN.fullmatch(text, prev[1], start):

@@ -109,13 +109,13 @@ def _sealer() -> Sealer | None:
         return None
 
 
-def contents_repo(store: AccessLogRepo) -> PrivateContentRepo:
+def contents_repo(store: AccessLogRepo | PrivateContentRepo) -> PrivateContentRepo:
     """The private-content repository over ``store``'s database (``store`` itself when it is one, e.g. a
     ``Store``), so its writes join the caller's transaction."""
     return store if isinstance(store, PrivateContentRepo) else PrivateContentRepo(store.db, store.clock)
 
 
-def remember_private(store: AccessLogRepo, name: str, items: list[dict[str, Any]], how: str,
+def remember_private(store: AccessLogRepo | PrivateContentRepo, name: str, items: list[dict[str, Any]], how: str,
                      prints: ItemPrints | None = None) -> None:
     """Record private split ``name``'s content and its items' keyed fingerprints in ``store``
     (``PrivateContentRepo.record_private_content``; nothing when recorded already): ``splits add``, ``import`` and
