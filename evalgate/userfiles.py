@@ -3,7 +3,9 @@ problem, ``file:line: field: what``, and for a misspelt key the nearest known ke
 
 from __future__ import annotations
 
+import copy
 import difflib
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,24 @@ def _check_depth(text: str) -> None:
             depth -= 1
 
 
+_CACHED_CHARS = 1 << 16  # larger texts are parsed each time rather than kept
+
+
+@functools.lru_cache(maxsize=128)
+def _parse(text: str) -> Any:
+    """``text`` depth-checked (``_check_depth``) and parsed with ``_Loader``, remembered by content: one command
+    reads the same manifest or protocol many times (a gate reads a split's manifest for each run it considers),
+    and PyYAML's pure-Python parser takes milliseconds a file. Errors are not remembered (each call raises again);
+    callers get a deep copy of the result, so none sees another's changes.
+
+    Raises:
+        yaml.YAMLError: malformed YAML, a value that cannot be built, or nesting deeper than ``MAX_DEPTH``.
+        RecursionError: nesting too deep for the composer before the depth check could say so.
+    """
+    _check_depth(text)
+    return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+
+
 def _yaml_error(path: Path, what: str, e: yaml.YAMLError) -> str:
     mark = getattr(e, "problem_mark", None)
     where = f"{path}:{mark.line + 1}" if mark else str(path)
@@ -90,8 +110,7 @@ def load_yaml_mapping(path: Path, text: str, what: str) -> dict[str, Any]:
     from evalgate.errors import BadInput
 
     try:
-        _check_depth(text)
-        raw = yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        raw = copy.deepcopy(_parse(text)) if len(text) <= _CACHED_CHARS else _parse.__wrapped__(text)
     except yaml.YAMLError as e:
         raise BadInput(_yaml_error(path, what, e)) from e
     except RecursionError:

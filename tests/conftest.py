@@ -38,10 +38,14 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.fixture(scope="session")
 def migrated_memory_database() -> Iterator[Database]:
     """One migrated ``Database(":memory:")`` per test process, left empty: ``memory_store`` gives each test a
-    ``copy()`` of it (about 10 ms, where a new one's DuckDB instance and migrations cost 60-100 ms)."""
+    ``copy()`` of it (about 10 ms, where a new one's DuckDB instance and migrations cost 60-100 ms). Its DuckDB
+    instance (the copies' too) runs each query on one thread: the tests' queries are a few rows, and waking a second
+    thread per query cost ~12% more CPU here, with pytest-xdist's workers already on every core."""
     from evalgate.store import Database
 
     db = Database(":memory:")
+    with db.transaction() as con:
+        con.execute("SET threads = 1")
     yield db
     db.close()
 

@@ -4,11 +4,8 @@ small hand-made table."""
 
 from __future__ import annotations
 
-import krippendorff
 import numpy as np
 import pytest
-from scipy.stats import spearmanr
-from sklearn.metrics import cohen_kappa_score
 
 from evalgate.agreement import kappa, proxy_agreement
 
@@ -21,6 +18,8 @@ HUMAN_POINTS = [0, 2, 2, 3, 4, 0, 2, 4]
 
 
 def test_kappa_matches_scikit_learn() -> None:
+    from sklearn.metrics import cohen_kappa_score  # imported here: scikit-learn takes seconds to import
+
     x, y = [0, 1, 2, 2, 3, 4, 4, 1], [0, 2, 2, 1, 3, 4, 3, 1]
     for weights in (None, "linear", "quadratic"):
         assert kappa(x, y, 5, weights) == pytest.approx(cohen_kappa_score(x, y, labels=range(5), weights=weights))
@@ -30,6 +29,10 @@ def test_kappa_matches_scikit_learn() -> None:
 
 
 def test_proxy_agreement_on_a_hand_made_table() -> None:
+    import krippendorff
+    from scipy.stats import spearmanr
+    from sklearn.metrics import cohen_kappa_score
+
     got = proxy_agreement(AUTO, HUMAN, levels=5, resamples=500)
     assert got["n"] == 8 and got["levels"] == 5
     assert got["spearman"]["rho"] == pytest.approx(spearmanr(AUTO, HUMAN).statistic)

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from transformers import AutoTokenizer
 
 from evalgate.errors import BadInput
 from evalgate.prompts import PromptEncoder, render_prompt
@@ -32,6 +31,13 @@ WRITES_BOS = (
     "{{ bos_token }}{% for m in messages %}[{{ m['role'] }}] {{ m['content'] }}\n{% endfor %}"
     "{% if add_generation_prompt %}[assistant] {% endif %}"
 )
+
+
+def load_tokenizer(path: str):  # noqa: ANN201 - a transformers tokenizer
+    """``AutoTokenizer.from_pretrained(path)``, imported here: the module's fast tests need no transformers."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(path)
 
 
 def tokenizer_copy(smollm2_dir: Path, dest: Path, single: list | None = None) -> Path:
@@ -62,7 +68,7 @@ ADD_BOS_EOS = [*ADD_BOS, {"SpecialToken": {"id": "<|im_end|>", "type_id": 0}}]
 
 @pytest.fixture(scope="module")
 def tok(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    return AutoTokenizer.from_pretrained(str(tokenizer_copy(smollm2_dir, tmp_path_factory.mktemp("t") / "t")))
+    return load_tokenizer(str(tokenizer_copy(smollm2_dir, tmp_path_factory.mktemp("t") / "t")))
 
 
 def protocol(tmp_path: Path, chat_template: str = "model", files: dict[str, str] | None = None, **prompt):
@@ -139,7 +145,7 @@ def test_fewshot_record_without_target_is_rejected_at_load_with_line(tmp_path: P
 
 def test_template_that_writes_bos_gives_one_bos_with_a_tokenizer_that_adds_one(smollm2_dir: Path,
                                                                               tmp_path: Path) -> None:
-    tok = AutoTokenizer.from_pretrained(str(tokenizer_copy(smollm2_dir, tmp_path / "tok", ADD_BOS)))
+    tok = load_tokenizer(str(tokenizer_copy(smollm2_dir, tmp_path / "tok", ADD_BOS)))
     p = protocol(tmp_path, "bos.jinja", {"bos.jinja": WRITES_BOS})
     text = render_prompt(p, ITEM, tok).text
     assert text == "<|im_start|>[user] Q: 2+2?\n[assistant] "
@@ -149,7 +155,7 @@ def test_template_that_writes_bos_gives_one_bos_with_a_tokenizer_that_adds_one(s
 
 
 def test_raw_prompt_gets_one_bos_when_the_tokenizer_adds_one(smollm2_dir: Path, tmp_path: Path) -> None:
-    tok = AutoTokenizer.from_pretrained(str(tokenizer_copy(smollm2_dir, tmp_path / "tok", ADD_BOS)))
+    tok = load_tokenizer(str(tokenizer_copy(smollm2_dir, tmp_path / "tok", ADD_BOS)))
     text = render_prompt(protocol(tmp_path, "none"), ITEM, None).text
     t = PromptEncoder(tok).encode(text)
     assert t.ids[0] == BOS and t.ids.count(BOS) == 1 and t.bos_added
@@ -170,7 +176,7 @@ def test_smollm2_chat_prompt_starts_with_one_bos_and_nothing_is_added(tmp_path: 
 
 
 def test_eos_is_never_appended_to_a_prompt(smollm2_dir: Path, tmp_path: Path) -> None:
-    tok = AutoTokenizer.from_pretrained(str(tokenizer_copy(smollm2_dir, tmp_path / "tok", ADD_BOS_EOS)))
+    tok = load_tokenizer(str(tokenizer_copy(smollm2_dir, tmp_path / "tok", ADD_BOS_EOS)))
     assert tok("Q")["input_ids"][-1] == EOS
     enc = PromptEncoder(tok)
     assert enc.adds_bos and enc.adds_eos

@@ -203,3 +203,24 @@ def test_fuzzed_user_files_never_give_exit_3(tmp_path: Path) -> None:
             bad.write_text(manifest)
     assert count == 4 * CASES_PER_KIND
     assert yaml.safe_load(good.read_text())["name"] == "good"
+
+
+def test_a_file_read_again_is_parsed_once_and_each_caller_gets_its_own_copy(tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalgate import userfiles
+
+    userfiles._parse.cache_clear()
+    parsed: list[str] = []
+    real_check = userfiles._check_depth
+    monkeypatch.setattr(userfiles, "_check_depth", lambda text: (parsed.append(text), real_check(text))[1])
+    text = "name: once\nrules: {min_seeds: 2}\nlist: [1, 2]\n"
+    first = userfiles.load_yaml_mapping(tmp_path / "a.yaml", text, "gate policy")
+    first["rules"]["min_seeds"] = 9
+    first["list"].append(3)
+    second = userfiles.load_yaml_mapping(tmp_path / "b.yaml", text, "gate policy")
+    assert second == {"name": "once", "rules": {"min_seeds": 2}, "list": [1, 2]}  # the first caller's edits: not seen
+    assert parsed == [text]  # the second read came from the cache
+    bad = "name: [unclosed\n"
+    for name in ("c.yaml", "d.yaml"):  # an error is raised again, naming each caller's own file
+        with pytest.raises(BadInput, match=rf"{name}:\d+: gate policy is not valid YAML"):
+            userfiles.load_yaml_mapping(tmp_path / name, bad, "gate policy")

@@ -31,9 +31,11 @@ def db(home: Path) -> Path:
 @pytest.fixture
 def five_rows(home: Path) -> Path:
     write_split("s", "dev", ITEMS, {"source": "test"})
-    mgr = SplitManager(Store())
-    for actor in ("a1", "a2", "a3", "a4", "a5"):
-        mgr.open("s", "tuning", actor)
+    store = Store()
+    mgr = SplitManager(store)
+    with store.session():  # one connection for the five reads (the file is opened per transaction otherwise)
+        for actor in ("a1", "a2", "a3", "a4", "a5"):
+            mgr.open("s", "tuning", actor)
     return db(home)
 
 

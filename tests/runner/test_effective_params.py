@@ -2,21 +2,33 @@
 changes what is sent; per-sample seeds survive reordering and re-batching; the system text reaches the model
 when the chat template rejects a system role; the token ids sent hold one BOS; the run records all of it."""
 
+from __future__ import annotations
+
 import json
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 import yaml
 
 from evalgate.backends.base import EffectiveParams, GenerationRequest, sample_seed
-from evalgate.backends.hf import HFBackend
 from evalgate.errors import BadInput
 from evalgate.protocols_ops import freeze
 from evalgate.run import RunOptions, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.test_prompts import ADD_BOS, BOS, NO_SYSTEM, set_post_processor
+
+if TYPE_CHECKING:  # torch is imported where a test uses the backend, not when the fast lane collects this module
+    from evalgate.backends.hf import HFBackend
+
+
+def hf_backend() -> type[HFBackend]:
+    """The hf backend's class, imported when a test runs (torch and transformers load with it)."""
+    from evalgate.backends.hf import HFBackend
+
+    return HFBackend
 
 pytestmark = pytest.mark.slow
 
@@ -40,7 +52,7 @@ def ckpt_copy(src: Path, dest: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def clean(smollm2_dir: Path) -> HFBackend:
-    return HFBackend(str(smollm2_dir))
+    return hf_backend()(str(smollm2_dir))
 
 
 def chat(backend: HFBackend, text: str) -> str:
@@ -64,7 +76,7 @@ def test_generation_config_json_does_not_leak_into_generate(smollm2_dir: Path, t
     poisoned = ckpt_copy(smollm2_dir, tmp_path / "poisoned")
     gc = json.loads((poisoned / "generation_config.json").read_text())
     (poisoned / "generation_config.json").write_text(json.dumps({**gc, **POISON}))
-    bad = HFBackend(str(poisoned))
+    bad = hf_backend()(str(poisoned))
     model = bad.model
     # What transformers resolves from the config we pass plus the model's own generation config: the values it
     # actually generates with (GenerationMixin._prepare_generation_config, transformers 5).
@@ -156,8 +168,8 @@ def test_system_text_reaches_the_model_when_the_template_rejects_the_system_role
         smollm2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "nosys.jinja").write_text(NO_SYSTEM)
     sent = []
-    generate = HFBackend.generate
-    monkeypatch.setattr(HFBackend, "generate", lambda self, reqs, on_result=None: (
+    generate = hf_backend().generate
+    monkeypatch.setattr(hf_backend(), "generate", lambda self, reqs, on_result=None: (
         sent.extend(self.tokenizer.decode(r.prompt_ids) for r in reqs) or generate(self, reqs, on_result)))
     p = setup_run(tmp_path, {"chat_template": "nosys.jinja", "system_prompt": "Reply in French."})
     doc = evaluate(p, smollm2_dir, "t-smoke", RunOptions(progress=False))
@@ -177,8 +189,8 @@ def test_token_ids_sent_to_the_model_hold_one_bos(smollm2_dir: Path, tmp_path: P
     ckpt = ckpt_copy(smollm2_dir, tmp_path / "adds-bos")
     set_post_processor(ckpt / "tokenizer.json", ADD_BOS)
     rows = []
-    batch_fn = HFBackend._generate_batch
-    monkeypatch.setattr(HFBackend, "_generate_batch",
+    batch_fn = hf_backend()._generate_batch
+    monkeypatch.setattr(hf_backend(), "_generate_batch",
                         lambda self, batch, p, *rest: rows.extend(b[2] for b in batch) or batch_fn(self, batch, p,
                                                                                                    *rest))
     p = setup_run(tmp_path, {"chat_template": "none"})

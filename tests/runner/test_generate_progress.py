@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from evalgate import progress
-from evalgate.backends import hf
 from evalgate.run import RunOptions, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
@@ -22,6 +21,8 @@ pytestmark = pytest.mark.slow
 def test_the_generate_bar_shows_the_batch_before_it_returns(home: Path, smollm2_dir: Path,
                                                             monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from evalgate.backends import hf  # torch comes with it: imported when this (slow) test runs, not at collection
+
     monkeypatch.setattr(progress, "LOG_INTERVAL_S", 0.0)  # a line per report (stderr is no terminal here)
     monkeypatch.setattr(hf, "REPORT_INTERVAL_S", 0.0)
     items = [{"id": f"a{i}", "question": f"What is {10 + i} + {20 + i}?", "answer": str(30 + 2 * i)}
