@@ -134,11 +134,23 @@ def on_levels(values: Values, levels: int) -> np.ndarray:
 
 def _with_ci(stat: Any, a: np.ndarray, h: np.ndarray, idx: np.ndarray, confidence: float) -> dict[str, Any]:
     """``{"value", "ci"}``: ``stat(a, h)`` and the percentile interval of ``stat`` over the resampled rows ``idx``
-    (resamples where it is undefined dropped); both None where it is undefined on the data."""
+    (resamples where it is undefined dropped); both None where it is undefined on the data.
+
+    ``stat`` is computed once per distinct set of drawn rows: the kappas and alpha count pairs, so the order of the
+    rows does not change them (integer counts, summed exactly), and a small audit tier draws the same rows again
+    and again (5 samples: at most 126 distinct draws in 2,000 resamples).
+    """
     value = stat(a, h) if len(a) else None
     if value is None:
         return {"value": None, "ci": None}
-    draws = [v for v in (stat(a[i], h[i]) for i in idx) if v is not None]
+    seen: dict[bytes, float | None] = {}
+
+    def drawn(i: np.ndarray) -> float | None:
+        key = np.sort(i).tobytes()
+        if key not in seen:
+            seen[key] = stat(a[i], h[i])
+        return seen[key]
+    draws = [v for v in (drawn(i) for i in idx) if v is not None]
     tail = (1 - confidence) / 2
     return {"value": value,
             "ci": [float(np.quantile(draws, tail)), float(np.quantile(draws, 1 - tail))] if draws else None}

@@ -60,3 +60,38 @@ def test_a_proxy_that_agrees_exactly_and_one_that_cannot_be_measured() -> None:
     assert all(constant[k] == {"value": None, "ci": None} for k in ("kappa", "weighted_kappa", "alpha"))
     empty = proxy_agreement([], [], levels=5)
     assert empty["n"] == 0 and empty["alpha"] == {"value": None, "ci": None}
+
+
+def test_the_bootstrap_intervals_are_those_of_every_resample_computed_afresh() -> None:
+    """The CIs against a plain loop over every resample (the same seeded draw of rows), each statistic from
+    scikit-learn and the krippendorff package: computing each distinct set of rows once (6 samples: 150 draws hold
+    repeats) changes no bound."""
+    import krippendorff
+    from sklearn.metrics import cohen_kappa_score
+
+    n, resamples = 6, 150
+    auto, human = np.array([0, 1, 2, 2, 3, 4]) / 4, np.array([0, 3, 4, 2, 6, 8]) / 8  # a judge's 1-5, raters' mean
+    got = proxy_agreement(auto, human, levels=5, resamples=resamples, seed=3)
+    idx = np.random.default_rng(3).integers(0, n, size=(resamples, n))
+    pts = lambda x: np.rint(x * 4).astype(int)  # noqa: E731 - the scale's points, as on_levels reads them
+
+    def binary(x: np.ndarray, y: np.ndarray) -> float | None:
+        bx, by = (x >= 0.5).astype(int), (y >= 0.5).astype(int)
+        return None if len(set(bx) | set(by)) < 2 else cohen_kappa_score(bx, by, labels=[0, 1])
+
+    def weighted(x: np.ndarray, y: np.ndarray) -> float | None:
+        px, py = pts(x), pts(y)
+        return None if len(set(px) | set(py)) < 2 else cohen_kappa_score(px, py, labels=range(5),
+                                                                           weights="quadratic")
+
+    def alpha(x: np.ndarray, y: np.ndarray) -> float | None:
+        data = np.vstack([pts(x), pts(y)]).astype(float)
+        return None if len(np.unique(data)) < 2 else krippendorff.alpha(
+            reliability_data=data, level_of_measurement="ordinal", value_domain=range(5))
+
+    assert len({tuple(sorted(i)) for i in idx}) < resamples  # some draws repeat a set of rows
+    for key, stat in (("kappa", binary), ("weighted_kappa", weighted), ("alpha", alpha)):
+        draws = [v for v in (stat(auto[i], human[i]) for i in idx) if v is not None and np.isfinite(v)]
+        assert len(set(draws)) > 2, key  # the statistic varies across resamples
+        want = [np.quantile(draws, 0.025), np.quantile(draws, 0.975)]
+        assert got[key]["ci"] == pytest.approx(want, rel=1e-9, abs=1e-12), key
