@@ -2,8 +2,9 @@
 checkpoint, protocol and backend settings (adversary): a turn's cache key holds the item id, not its split, so the
 dev run's trajectories used to take in the private run's turns, in clear where the key is at hand: the release
 report's audit samples (a CI artifact) showed the private prompt's secret, and ``evalgate trajectories DEV_RUN``
-listed it, unlogged. Real DuckDB file, real runs (the ``replay`` backend's recorded turns, one recording file for
-both splits, rewritten between the runs, as a model answers each prompt), the real gate and CLI."""
+listed it, unlogged. The store's real SQL (in memory: the leak was in the cache key, not the file), real runs (the
+``replay`` backend's recorded turns, one recording file for both splits, rewritten between the runs, as a model
+answers each prompt), the real gate and CLI."""
 
 from __future__ import annotations
 
@@ -11,11 +12,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
 from evalgate.cli import main
 from evalgate.store import Store
 from tests.agent_gate_fixtures import build, call
+
+pytestmark = pytest.mark.usefixtures("memory_store")
 
 SECRET = "zebra_quartz_7301"
 
