@@ -149,7 +149,8 @@ def init_project(options: InitOptions) -> InitResult:
     with activate(repo_env):  # items repeating a private split: refused (logged there) before anything is written
         refuse_private_parts(name, items, provenance)
     root.mkdir(parents=True, exist_ok=True)
-    result = InitResult(root, name, planned, {t: f"{name}-{t}" for t in TIERS})
+    written = [p for p in planned if p.kind != "protocol lock"]  # planned only to refuse an existing lock
+    result = InitResult(root, name, written, {t: f"{name}-{t}" for t in TIERS})
     staging = Path(tempfile.mkdtemp(prefix=".evalgate-init-", dir=root))
     try:
         with activate(repo_env):  # write_tiered checks again: a private split added meanwhile is refused too

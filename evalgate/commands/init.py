@@ -52,8 +52,7 @@ def _say(r: InitResult) -> None:
     from evalgate.environment import active
 
     for f in r.files:
-        if f.kind != "protocol lock":
-            click.echo(f"wrote {f.kind:14s} {r.directory / f.path}")
+        click.echo(f"wrote {f.kind:14s} {r.directory / f.path}")
     click.echo("splits: " + ", ".join(f"{r.splits[t]} ({n} items)" for t, n in r.counts.items()))
     click.echo("next:")
     if r.directory != Path("."):

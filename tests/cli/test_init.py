@@ -51,6 +51,8 @@ def test_init_writes_files_that_freeze_and_validate_at_once(tmp_path: Path) -> N
     r = evalgate(tmp_path, "init", "--benchmark", "humaneval", "--dir", "repo", "--json")
     assert r.returncode == 0, r.stderr
     assert files(repo) == HUMANEVAL_FILES
+    # --json lists what init wrote: the protocol's lock is only refused when it exists, never written
+    assert sorted(f["path"] for f in json.loads(r.stdout)["files"]) == HUMANEVAL_FILES
     assert json.loads(r.stdout)["counts"] == {"smoke": 8, "dev": 52, "public": 52, "private": 52}  # 164 = 8 + 3*52
 
     frozen = evalgate(repo, "protocol", "freeze", "protocols/humaneval.yaml")
