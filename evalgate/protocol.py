@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from evalgate.errors import BadInput, ProtocolDrift
 from evalgate.fileio import iter_jsonl, read_text
 from evalgate.scoring.extract import RULES
-from evalgate.userfiles import FieldProblem, format_validation_error, load_yaml_mapping, yaml_line
+from evalgate.userfiles import SIMPLE_NAME, FieldProblem, format_validation_error, load_yaml_mapping, yaml_line
 
 if TYPE_CHECKING:
     from evalgate.scoring.base import ScorerOptions
@@ -259,9 +259,9 @@ class ExecutionLimits(StrictModel):
 class Protocol(StrictModel):
     """A protocol file. Identity: ``name@version`` plus the sha256 of its resolved canonical JSON."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: str = Field(pattern=SIMPLE_NAME)
     """Protocol name (letters, digits, ``.``, ``_``, ``-``). Required."""
-    version: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    version: str = Field(pattern=SIMPLE_NAME)
     """Protocol version (same characters as ``name``; quote it in YAML, ``"1"``); bump it whenever the content
     changes. Required."""
     description: str = ""

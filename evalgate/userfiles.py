@@ -6,11 +6,23 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import types
+import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import BaseModel, ValidationError
+
+NAME_AT_VERSION = r"^[^@\s]+@[^@\s]+$"
+"""The pattern of a protocol reference, ``name@version`` (a gate policy's ``protocol``)."""
+SIMPLE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+"""The pattern of a protocol's ``name`` and ``version`` and a split's name."""
+_PATTERN_WORDS = {NAME_AT_VERSION: "name@version, a protocol's name and version as its file says them "
+                                   "(e.g. 'addition@1')",
+                  SIMPLE_NAME: "letters, digits, '.', '_' and '-', starting with a letter or digit"}
+"""What a pattern asks for, in words, for the error message (pydantic's names the regular expression)."""
 
 
 class FieldProblem(ValueError):
@@ -143,15 +155,27 @@ def yaml_line(text: str, loc: tuple[Any, ...]) -> int | None:
     return line
 
 
+def _as_model(ann: Any) -> type[BaseModel] | None:
+    """The model an annotation is (``Model`` or ``Model | None``), else None."""
+    if typing.get_origin(ann) in (typing.Union, types.UnionType):
+        rest = [a for a in typing.get_args(ann) if a is not type(None)]
+        ann = rest[0] if len(rest) == 1 else None
+    return ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
+
+
 def _model_for(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The model of the section that holds the key at ``loc`` (None where that is not a model)."""
-    model: type[BaseModel] | None = root
+    """The model of the section that holds the key at ``loc`` (None where that is not a model). An int in ``loc``
+    is an entry of a list of sections (a gate policy's ``proxy_protocols``, a protocol's ``tools.offered``)."""
+    ann: Any = root
     for part in loc[:-1]:
-        if model is None or not isinstance(part, str) or part not in model.model_fields:
+        model = _as_model(ann)
+        if model is not None and isinstance(part, str) and part in model.model_fields:
+            ann = model.model_fields[part].annotation
+        elif isinstance(part, int) and typing.get_origin(ann) in (list, tuple, Sequence):
+            ann = typing.get_args(ann)[0]
+        else:
             return None
-        ann = model.model_fields[part].annotation
-        model = ann if isinstance(ann, type) and issubclass(ann, BaseModel) else None
-    return model
+    return _as_model(ann)
 
 
 def format_validation_error(path: Path, text: str, err: ValidationError, root: type[BaseModel], what: str,
@@ -179,6 +203,9 @@ def format_validation_error(path: Path, text: str, err: ValidationError, root: t
         line = yaml_line(text, loc)
         head = f"{path}:{line}" if line else str(path)
         msg = e["msg"].removeprefix("Value error, ")
+        pattern = str((e.get("ctx") or {}).get("pattern")) if e["type"] == "string_pattern_mismatch" else ""
+        if words := _PATTERN_WORDS.get(pattern):
+            msg = f"{e['input']!r} is not {words}"
         if e["type"] == "extra_forbidden":
             model = _model_for(root, rel)
             known = list(model.model_fields) if model else []

@@ -20,7 +20,7 @@ from evalgate.errors import BadInput
 from evalgate.fileio import read_text
 from evalgate.reward_rules import RewardAuditRules
 from evalgate.scoring import metrics
-from evalgate.userfiles import FieldProblem, format_validation_error, load_yaml_mapping
+from evalgate.userfiles import NAME_AT_VERSION, FieldProblem, format_validation_error, load_yaml_mapping
 
 
 class _Strict(BaseModel):
@@ -95,7 +95,7 @@ class GateRules(_Strict):
     the rated samples of the protocol's runs on human-audit splits, at least this; no rated sample fails the rule
     (``evalgate.rlhf.calibration``). A protocol whose scorer is not a proxy passes. Default: none, which a proxy
     scorer's protocol fails (its metric never decides uncalibrated) and any other protocol ignores."""
-    reward_model_protocol: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+$")
+    reward_model_protocol: str | None = Field(default=None, pattern=NAME_AT_VERSION)
     """The RLHF reward-hacking triad: a ``reward_model`` protocol (``name@version``) whose runs on the selection
     split give each dev checkpoint's reward-model score (``reward_mean``); fail when, between two consecutive dev
     checkpoints of a seed, that score rose while the policy's metric fell and the mean completion tokens rose
@@ -114,7 +114,7 @@ class ProxyProtocol(_Strict):
     it adds no rule and decides nothing (``evalgate.rlhf.proxies``). A proxy decides a release only as the gated
     ``protocol``, where ``rules.min_proxy_agreement`` asks for its agreement with people first."""
 
-    protocol: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
+    protocol: str = Field(pattern=NAME_AT_VERSION)
     """The proxy's protocol ``name@version`` (its file must be frozen and say the same). Required."""
     protocol_file: str | None = None
     """Its YAML file (relative to the policy file; ``$VARS`` expanded). Default: ``../protocols/<name>.yaml``."""
@@ -128,7 +128,7 @@ class GatePolicy(_Strict):
 
     name: str
     """Gate name, shown in reports."""
-    protocol: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
+    protocol: str = Field(pattern=NAME_AT_VERSION)
     """Protocol ``name@version`` whose runs are compared."""
     protocol_file: str | None = None
     """Protocol YAML (relative to the policy file) used for decision runs. Default: ``../protocols/<name>.yaml``."""

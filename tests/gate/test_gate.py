@@ -155,6 +155,27 @@ def test_policy_errors_name_file_line_and_nearest_key(tmp_path: Path) -> None:
     assert f"{p}:7: rules: rules.max_length_inflation needs a baseline checkpoint" in e.value.message
 
 
+def test_a_misspelt_key_in_a_list_of_sections_names_the_nearest_key(tmp_path: Path) -> None:
+    """A proxy_protocols entry is a section too: its misspelt key gets the nearest known one, not 'this section takes
+    no keys' (what a new user was told for 'splt'); a reference that is not name@version says so in words."""
+    p = tmp_path / "gate.yaml"
+    p.write_text("name: g\n"
+                 "protocol: p\n"
+                 "selection_split: s-dev\n"
+                 "decision_split: s-private\n"
+                 "baseline:\n"
+                 "  value: 0.5\n"
+                 "proxy_protocols:\n"
+                 "  - protocol: judge@1\n"
+                 "    splt: s-dev\n")
+    with pytest.raises(BadInput) as e:
+        load_policy(p)
+    msg = e.value.message
+    assert f"{p}:9: proxy_protocols.0.splt: unknown key 'splt'; did you mean 'split'?" in msg
+    assert (f"{p}:2: protocol: 'p' is not name@version, a protocol's name and version as its file says them "
+            "(e.g. 'addition@1')") in msg
+
+
 def test_fixed_value_baseline(tmp_path: Path) -> None:
     built = fx.build(tmp_path / "runs", seeds=(1,))
     d = {**fx.policy_dict(built["baseline"]), "baseline": {"value": 0.5}, "train_run": "fx-run"}

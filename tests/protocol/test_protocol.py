@@ -230,6 +230,23 @@ def test_unknown_key_names_file_line_and_nearest_key(tmp_path: Path) -> None:
     assert f"{p}:{line}: sampling.top_pp: unknown key 'top_pp'; did you mean 'top_p'?" in e.value.message
 
 
+def test_unknown_key_in_a_list_entry_names_the_nearest_key(tmp_path: Path) -> None:
+    """An entry of tools.offered is a ToolSpec section: a misspelt key gets the nearest of its keys (it was told
+    'this section takes no keys'); a version that is not a simple name says what it may hold."""
+    p = tmp_path / "p.yaml"
+    doc = {**BASE, "version": "1 beta", "tools": {"offered": [{"name": "calc", "implementaton": "calculator"}]}}
+    text = yaml.safe_dump(doc, sort_keys=False)
+    p.write_text(text)
+    lines = text.splitlines()
+    with pytest.raises(BadInput) as e:
+        load_protocol(p)
+    at = lines.index("    implementaton: calculator") + 1
+    assert (f"{p}:{at}: tools.offered.0.implementaton: unknown key 'implementaton'; did you mean "
+            "'implementation'?") in e.value.message
+    assert (f"{p}:{lines.index('version: 1 beta') + 1}: version: '1 beta' is not letters, digits, '.', '_' and "
+            "'-', starting with a letter or digit") in e.value.message
+
+
 def test_malformed_yaml_names_line(tmp_path: Path) -> None:
     p = tmp_path / "p.yaml"
     p.write_text("name: t\nversion: 1\nprompt: [unclosed\n")
