@@ -22,7 +22,8 @@ from evalgate.report_writers import outputs_from, report_options
 def report_cmd(gate_id: str, as_json: bool, **outputs: Path | None) -> None:
     """Re-render the stored verdict of gate GATE_ID (printed by 'evalgate gate') without reading any split or
     spending budget; exits like the gate did (0 PASS, 1 FAIL), or 2 when the access log (its chain and signed head)
-    does not hold or does not record this verdict (the store was edited)."""
+    does not hold or does not record this verdict (the store was edited), or cannot be checked here (no signing key,
+    needed as for a gate)."""
     from evalgate.commands.gate import _print_outputs
     from evalgate.report import report_stored
 

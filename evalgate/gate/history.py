@@ -127,13 +127,19 @@ def check_recorded(store: Store, row: dict[str, Any]) -> None:
     is not signed, so a failing gate's verdict set to PASS in the store must not render, or exit, as a pass.
 
     Raises:
-        RefusedByPolicy: the log does not hold (no signing key included), records no verdict for the gate (a gate
-            stored before verdicts were recorded: run it again), or records another one (the store was edited).
+        RefusedByPolicy: the log does not hold, cannot be checked (no signing key here: said as such, not as a
+            broken log), records no verdict for the gate (a gate stored before verdicts were recorded: run it
+            again), or records another one (the store was edited).
     """
     from evalgate import accesslog
 
     chain = accesslog.verify(store)
     gate = row["gate_id"]
+    if not chain["ok"] and chain["reason"] is None and not chain["signature"]["checked"]:
+        raise RefusedByPolicy(f"gate {gate}: its stored verdict cannot be checked here, so it is not rendered: "
+                              f"{chain['signature']['reason']}. A stored verdict renders only once the signed access "
+                              "log confirms it (the gates table is not signed), so 'evalgate report' needs the "
+                              "store's signing key, as a gate does")
     if not chain["ok"]:
         why = chain["reason"] or chain["signature"]["reason"]
         raise RefusedByPolicy(f"gate {gate}: the access log does not hold ({why}), so its stored verdict cannot be "

@@ -225,3 +225,21 @@ def test_report_refuses_a_stored_verdict_edited_to_pass(tmp_path: Path, built: d
     r = CliRunner().invoke(main, ["report", v.gate_id])
     assert r.exit_code == 2 and "the store was edited after the gate" in r.output, r.output  # was 0, "PASS"
     assert "PASS" not in r.output
+
+
+def test_report_without_the_signing_key_says_it_cannot_check(tmp_path: Path, built: dict[str, Any]) -> None:
+    """On a machine without the access log's signing key (a colleague with the store), report refuses (exit 2), and
+    says the verdict cannot be checked for want of the key: not that the log 'does not hold', which reads as a
+    tampered store (what a new user was told)."""
+    store = built["store"]
+    v = run_gate(load_policy(_policy_file(tmp_path, fx.policy_dict(built["baseline"], min_seeds=2))), store,
+                 evaluate_decision=False)
+    key = tmp_path / "config" / "evalgate" / "log-signing.key"  # beside the private key (conftest's home)
+    moved = key.rename(tmp_path / "elsewhere.key")
+    r = CliRunner().invoke(main, ["report", v.gate_id or ""])
+    assert r.exit_code == 2, r.output
+    assert f"gate {v.gate_id}: its stored verdict cannot be checked here" in r.output
+    assert f"no access-log signing key to check the signed head with ({key} is missing)" in r.output
+    assert "does not hold" not in r.output and "edited" not in r.output
+    moved.rename(key)
+    assert CliRunner().invoke(main, ["report", v.gate_id or ""]).exit_code == 1  # the key back: FAIL, as the gate
