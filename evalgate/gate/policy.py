@@ -58,7 +58,8 @@ class GateRules(_Strict):
 
     min_improvement: float | None = None
     """The lower end of the paired bootstrap CI of (candidate - baseline) on the decision split must be at least
-    this (absolute metric units; 0 = better than the baseline with the stated confidence). Default: off."""
+    this (absolute metric units; 0 = not worse than the baseline with the stated confidence: a candidate equal to
+    it on every item, CI [0, 0], passes; a positive value asks for an improvement). Default: off."""
     confidence: float = Field(default=0.95, gt=0, lt=1)
     """Two-sided confidence level of that interval. Default: 0.95."""
     min_seeds: int | None = Field(default=None, ge=1)
