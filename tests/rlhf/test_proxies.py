@@ -247,7 +247,7 @@ def test_a_proxy_without_a_stored_run_stops_the_gate_before_the_decision_reads(t
 @pytest.mark.parametrize(("entry", "error", "message"), [
     ({"protocol": "add@1"}, BadInput, r"proxy_protocols: entry 0: add@1 is the gated protocol"),
     ({"protocol": "add-rm@1", "sample": 3}, BadInput, r"unknown key 'sample'"),
-    ({"protocol": "add-rm"}, BadInput, r"proxy_protocols.0.protocol: String should match pattern"),
+    ({"protocol": "add-rm"}, BadInput, r"proxy_protocols.0.protocol: 'add-rm' is not name@version"),
 ])
 def test_a_bad_proxy_entry_is_refused_at_load_with_its_line(tmp_path: Path, entry: dict[str, Any],
                                                              error: type[Exception], message: str) -> None:
