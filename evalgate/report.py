@@ -237,8 +237,8 @@ def _proxy_lines(proxies: list[dict[str, Any]]) -> list[str]:
     if not proxies:
         return []
     lines = ["", "Proxy scores (informational: no rule reads them; dev-tier split; 95% paired bootstrap CI):", "",
-             "| proxy | split | checkpoint | mean score | mean reward | judge win rate [CI] | LC win rate | flip rate "
-             "| unparseable |", "|---|---|---|---|---|---|---|---|---|"]
+             "| proxy | split | checkpoint | mean score | mean reward | judged | mean rating | judge win rate [CI] "
+             "| LC win rate | flip rate |", "|---|---|---|---|---|---|---|---|---|---|"]
     for p in proxies:
         for r in p["checkpoints"]:
             who = "baseline" if r["role"] == "baseline" else f"seed {r['train_seed']} best (step {r['step']})"
@@ -247,10 +247,14 @@ def _proxy_lines(proxies: list[dict[str, Any]]) -> list[str]:
             win = f"{_fmt(pw['win_rate'], 3)} [{_fmt(pw['low'], 3)}, {_fmt(pw['high'], 3)}]" if pw else ""
             reward = (f"{_fmt(r['reward_mean'], 3)} ± {_fmt(r['reward_mean_stderr'], 3)}" if "reward_mean" in r
                       else "")
+            # how many answers the judge judged (one cut at max_tokens is not), as the HTML section says
+            judged = f"{j.get('judged')} of {r.get('samples')} ({j.get('unparseable')} unparseable)" if j else ""
+            rating = (f"{_fmt(j['mean_rating'], 3)} on {j['scale'][0]}-{j['scale'][1]}"
+                      if j.get("mean_rating") is not None and j.get("scale") else "")
             lines.append(f"| {p['protocol']} ({p['scorer']}) | {p['split']} | {who} | "
-                         f"{_fmt(r['mean_score'], 3)} ± {_fmt(r['mean_score_stderr'], 3)} | {reward} | {win} | "
-                         f"{_fmt(pw.get('lc_win_rate'), 3)} | {_fmt(pw.get('position_flip_rate'), 3)} | "
-                         f"{_fmt(j.get('unparseable'))} |")
+                         f"{_fmt(r['mean_score'], 3)} ± {_fmt(r['mean_score_stderr'], 3)} | {reward} | {judged} | "
+                         f"{rating} | {win} | {_fmt(pw.get('lc_win_rate'), 3)} | "
+                         f"{_fmt(pw.get('position_flip_rate'), 3)} |")
     return lines
 
 

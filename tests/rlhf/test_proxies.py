@@ -184,7 +184,8 @@ def test_the_report_shows_the_judges_win_rate_and_the_rms_mean_score_per_checkpo
 
     md = markdown_summary(verdict)
     assert "Proxy scores (informational" in md
-    assert "| add-judge@1 (judge) | add-proxy | seed 1 best (step 10) | 0.750 ± 0.144 |  | 0.750 [0.500, 1.000] |" in md
+    assert ("| add-judge@1 (judge) | add-proxy | seed 1 best (step 10) | 0.750 ± 0.144 |  | 4 of 4 (0 unparseable) |  "
+            "| 0.750 [0.500, 1.000] |") in md
     assert f"| add-rm@1 (reward_model) | add-proxy | baseline | {(_sigmoid(1) + 3 * _sigmoid(-1)) / 4:.3f} ± " in md
     assert "| -0.500 ± 0.500 |" in md
     html = render_html(verdict)
@@ -219,6 +220,28 @@ def test_the_mean_score_column_is_the_judges_preference_mean(tmp_path: Path, pro
 def _private_reads(store: Store) -> int:
     return sum(1 for r in store.access_rows("add-private") if r["purpose"] == RELEASE_GATE
                and r["outcome"] == "read")
+
+
+def test_the_markdown_table_shows_a_pointwise_judges_judged_count_and_mean_rating() -> None:
+    """RLHF.md: per proxy and checkpoint the judged and unparseable counts and, pointwise, the mean rating; the
+    Markdown table showed neither (only 'unparseable'), so a judge that judged none of 8 answers (all cut at
+    max_tokens) read as a mean score of 0.000 with 0 unparseable (what a new user saw)."""
+    from evalgate.report import _proxy_lines
+    from evalgate.rlhf.proxies import proxy_row
+
+    def row(judged: int, unparseable: int, rating: float | None) -> dict[str, Any]:
+        judge = {"mode": "pointwise", "judged": judged, "unparseable": unparseable, "baseline": None,
+                 "mean_rating": rating, "scale": [1, 10]}
+        return {"role": "baseline", "train_seed": None, "step": None,
+                **proxy_row({"mean_score": 0.5, "mean_score_stderr": 0.1, "judge": judge},
+                            {"samples": 8, "by_status": {}})}
+
+    lines = _proxy_lines([{"protocol": "j@1", "scorer": "judge", "split": "d",
+                           "checkpoints": [row(5, 1, 6.25), row(0, 0, None)]}])
+    assert lines[3].count("|") == lines[4].count("|") == lines[5].count("|")  # the header, its rule and a row agree
+    assert lines[5] == ("| j@1 (judge) | d | baseline | 0.500 ± 0.100 |  | 5 of 8 (1 unparseable) | 6.250 on 1-10 "
+                        "|  |  |  |")
+    assert lines[6] == "| j@1 (judge) | d | baseline | 0.500 ± 0.100 |  | 0 of 8 (0 unparseable) |  |  |  |  |"
 
 
 def test_a_proxy_on_a_private_split_is_refused_before_any_read(tmp_path: Path, proxies: None) -> None:
