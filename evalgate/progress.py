@@ -20,6 +20,7 @@ import io
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -105,17 +106,39 @@ def stage(line: str, enabled: bool = True) -> None:
         print(line, file=sys.stderr, flush=True)
 
 
+_STAGES: ContextVar[bool] = ContextVar("evalgate_stages", default=False)
+
+
+def stages_on() -> bool:
+    """Whether the innermost ``progress_bars`` block has progress on: a long step deep in the library (a GGUF
+    file's conversion) then says what it does with ``stage``. False outside any block (a library call says
+    nothing) and under ``--json``."""
+    return _STAGES.get()
+
+
 @contextmanager
 def progress_bars(enabled: bool) -> Iterator[None]:
     """Within the block, transformers' and huggingface_hub's progress bars are off unless ``enabled`` and stderr is
     a terminal. Off a terminal (a CI log, a pipe) they would write a carriage-return redraw per step into the log
-    (transformers' "Loading weights", the GGUF conversion's); evalgate's own bars (``bar``) write lines there.
+    (transformers' "Loading weights", the GGUF conversion's); evalgate's own bars (``bar``) write lines there, and
+    ``stages_on()`` is ``enabled``, so a step whose library bar is off still says what it does.
 
     ``enabled=True`` on a terminal changes nothing (a user who turned them off, e.g.
     ``HF_HUB_DISABLE_PROGRESS_BARS=1``, keeps them off). transformers is not imported here (a fully cached run never
     needs it): if it is imported within the block it starts with its bars off, as it reads huggingface_hub's switch
     at import.
     """
+    token = _STAGES.set(enabled)
+    try:
+        with _library_bars(enabled):
+            yield
+    finally:
+        _STAGES.reset(token)
+
+
+@contextmanager
+def _library_bars(enabled: bool) -> Iterator[None]:
+    """``progress_bars``' switch of the libraries' bars."""
     if enabled and _on_terminal(sys.stderr):
         yield
         return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +126,28 @@ def test_on_a_terminal_the_bar_is_live_and_disabled_draws_nothing(monkeypatch: p
     assert quiet.getvalue() == ""
     stage("demo [1/4] evaluating")
     assert quiet.getvalue() == "demo [1/4] evaluating\n"
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_a_gguf_conversion_says_what_it_does_when_progress_is_on(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch,
+                                                                 enabled: bool) -> None:
+    """Off a terminal transformers' conversion bar is off, so a first run on a GGUF file showed nothing while it was
+    converted (73 s at load 5 for SmolLM2-135M, a new user's first 'evalgate run' in a log): with progress on it
+    says so in one line; under --json (progress off) and outside any progress block, nothing."""
+    from evalgate.checkpoints.gguf import convert_gguf
+    from evalgate.errors import EngineError
+
+    monkeypatch.setenv("EVALGATE_MODELS", str(tmp_path / "models"))
+    gguf = tmp_path / "m.gguf"
+    gguf.write_bytes(b"GGUF" + bytes(60))  # the magic, then no valid header: the conversion fails at once
+    out = tmp_path / "models" / ("ab" * 8)
+    capsys.readouterr()
+    with progress_bars(enabled), pytest.raises(EngineError):
+        convert_gguf(gguf, "blake3:" + "ab" * 32)
+    said = f"converting {gguf} to an HF directory in {out} (once per file)\n"
+    assert capsys.readouterr().err == (said if enabled else "")
+    with pytest.raises(EngineError):
+        convert_gguf(gguf, "blake3:" + "ab" * 32)  # a library call outside any progress block
+    assert capsys.readouterr().err == ""
+    assert not progress.stages_on()

@@ -48,10 +48,12 @@ def convert_gguf(gguf: Path, digest: str) -> Path:
             from safetensors.torch import save_file
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            from evalgate.progress import gguf_conversion_bars
+            from evalgate.progress import gguf_conversion_bars, stage, stages_on
         except ImportError as e:
             raise MissingExtra(
                 f"converting a GGUF checkpoint needs the hf extra: {install_hint('hf')} ({e})") from e
+        # off a terminal transformers' bar is off: without this line a log shows nothing for a minute or more
+        stage(f"converting {gguf} to an HF directory in {out} (once per file)", stages_on())
         tmp = Path(tempfile.mkdtemp(prefix=".convert-", dir=out.parent))
         try:
             with gguf_conversion_bars():  # its bar follows transformers' switch (off under evalgate run --json)
