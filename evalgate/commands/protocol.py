@@ -34,8 +34,10 @@ def protocol_freeze(path: Path, as_json: bool) -> None:
 
 @protocol.command("verify")
 @click.argument("path", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the result as JSON: ok, ref and sha256, or on drift the changed fields.")
 @handle_errors
-def protocol_verify(path: Path) -> None:
+def protocol_verify(path: Path, as_json: bool) -> None:
     """Exit 1 with a field-level diff if PATH no longer matches its lock; exit 2 for what 'freeze' and 'run' would
     refuse (no or an edited lock, name@version recorded in the store with other content)."""
     from evalgate.protocols_ops import verify_frozen
@@ -44,8 +46,14 @@ def protocol_verify(path: Path) -> None:
         lp = verify_frozen(path)
     except ProtocolDrift as e:
         click.echo(e.message, err=True)
+        if as_json:  # the error document every --json command prints, with the drift's fields
+            _dump({"ok": False, "path": str(path), "error": e.message, "exit_code": 1,
+                   "diff": [{"field": f, "locked": locked, "now": now} for f, locked, now in e.diff]})
         sys.exit(1)
-    click.echo(f"ok: {lp.ref} matches its lock and the store's record (sha256 {lp.sha256})")
+    if as_json:
+        _dump({"ok": True, "path": str(path), "ref": lp.ref, "sha256": lp.sha256})
+    else:
+        click.echo(f"ok: {lp.ref} matches its lock and the store's record (sha256 {lp.sha256})")
 
 
 @protocol.command("show")

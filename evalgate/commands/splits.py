@@ -24,16 +24,21 @@ def splits() -> None:
 @click.argument("dataset")
 @click.option("--from", "source", type=click.Path(path_type=Path),
               help="Data file (humaneval default: the installed wheel; gsm8k, math500: required).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the manifests written as a JSON list ('splits list --json' entries, with their path).")
 @handle_errors
-def splits_import(dataset: str, source: Path | None) -> None:
+def splits_import(dataset: str, source: Path | None, as_json: bool) -> None:
     """Import a benchmark (humaneval, gsm8k, math500, ...: evalgate/datasets/) as tiered splits
     (smoke/dev/public/private)."""
     from evalgate.datasets import import_dataset
     from evalgate.splits.discovery import load_manifest
 
     paths = import_dataset(dataset, source)
-    for p in paths:
-        m = load_manifest(p.stem, p.parent)
+    manifests = [(p, load_manifest(p.stem, p.parent)) for p in paths]
+    if as_json:
+        _dump([{**m.model_dump(mode="json"), "path": str(p)} for p, m in manifests])
+        return
+    for p, m in manifests:
         click.echo(f"{m.name:24s} tier {m.tier:8s} {m.count:4d} items  {p}{'  (encrypted)' if m.encrypted else ''}")
 
 
@@ -54,10 +59,12 @@ def splits_import(dataset: str, source: Path | None) -> None:
 @click.option("--hard", is_flag=True, default=None, help="Policy: a hard budget (no override).")
 @click.option("--replace", is_flag=True, help="Replace an existing split's data (same tier only; logged).")
 @actor_option()
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the manifest written as JSON (a 'splits list --json' entry, with its path).")
 @handle_errors
 def splits_add(name: str, tier: str, file: Path, fmt: str | None, mapping: tuple[str, ...], row_ids: bool,
                source: str | None, purposes: tuple[str, ...], max_reads: int | None, window_days: int | None,
-               hard: bool | None, replace: bool, actor: str | None) -> None:
+               hard: bool | None, replace: bool, actor: str | None, as_json: bool) -> None:
     """Add a split from a JSONL, CSV or Parquet file or a datasets folder, optionally mapping fields
     (--map question=problem); policy options may only tighten the tier's default."""
     from evalgate.splits.discovery import load_manifest
@@ -68,6 +75,9 @@ def splits_add(name: str, tier: str, file: Path, fmt: str | None, mapping: tuple
     p = add_split(name, tier, file, source, policy or None, replace, actor=actor, fmt=fmt, mapping=list(mapping),
                   row_ids=row_ids)
     m = load_manifest(name)
+    if as_json:
+        _dump({**m.model_dump(mode="json"), "path": str(p), "replaced": replace})
+        return
     click.echo(f"{'replaced' if replace else 'added'} split {name} (tier {tier}, {m.count} items) -> {p}")
 
 

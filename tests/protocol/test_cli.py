@@ -88,6 +88,24 @@ def test_verify_prints_field_level_diff_and_exits_1(tmp_path: Path) -> None:
     assert '  prompt.system_prompt: locked=null now="Be brief."' in out.splitlines()
 
 
+def test_verify_json_prints_one_document_ok_or_the_drift(tmp_path: Path) -> None:
+    """A CI step reading 'protocol verify' had no --json (README: '--json prints one JSON document on stdout')."""
+    p = tmp_path / "p.yaml"
+    doc = {"name": "t", "version": "1", "prompt": {"template": "{{ q }}"}, "scorer": {"name": "exact"}}
+    p.write_text(yaml.safe_dump(doc))
+    assert cli("protocol", "freeze", str(p))[0] == 0
+    r = CliRunner().invoke(main, ["protocol", "verify", str(p), "--json"])
+    sha = json.loads((tmp_path / "p.yaml.lock").read_text())["sha256"]
+    assert r.exit_code == 0 and json.loads(r.stdout) == {"ok": True, "path": str(p), "ref": "t@1", "sha256": sha}
+    doc["sampling"] = {"max_tokens": 64}
+    p.write_text(yaml.safe_dump(doc))
+    r = CliRunner().invoke(main, ["protocol", "verify", str(p), "--json"])
+    out = json.loads(r.stdout)
+    assert r.exit_code == 1 and (out["ok"], out["exit_code"]) == (False, 1)
+    assert out["diff"] == [{"field": "sampling.max_tokens", "locked": 256, "now": 64}]  # 256: the field's default
+    assert "no longer matches its lock" in out["error"]
+
+
 def test_verify_refuses_what_freeze_and_run_refuse(tmp_path: Path, home: Path, monkeypatch) -> None:
     """Issue 28 item 18: a lock that agrees with the file (e.g. committed from another machine's store) while this
     store recorded other content under the same name@version: freeze refuses it (exit 2), so verify must not say ok."""

@@ -230,3 +230,33 @@ def test_the_old_items_of_a_replaced_private_split_stay_private(home: Path) -> N
     add_split("P", "private", old_file, replace=True)
     assert load_manifest("P").count == 6 and [r["outcome"] for r in Store().access_rows("P")] == [
         "added", "replaced", "refused", "refused", "replaced"]
+
+
+def test_splits_add_and_import_print_one_json_document_with_json(home: Path) -> None:
+    """README: '--json prints one JSON document on stdout'; 'splits add' and 'splits import' had no --json (a new
+    user's CI step could not read what was written). The document is the manifest as 'splits list --json' gives it,
+    with the manifest's path; an error is the usual {"error", "exit_code"} document."""
+    from click.testing import CliRunner
+
+    from evalgate.cli import main
+
+    data = _jsonl(home / "a.jsonl", ["x1", "x2", "x3"])
+    r = CliRunner().invoke(main, ["splits", "add", "mine", "--tier", "dev", "--file", str(data), "--json"])
+    assert r.exit_code == 0, r.output
+    doc = json.loads(r.stdout)
+    listed = json.loads(CliRunner().invoke(main, ["splits", "list", "--json"]).stdout)
+    assert doc == {**listed[0], "path": str(splits_dir() / "mine.yaml"), "replaced": False}
+    assert (doc["name"], doc["tier"], doc["count"], doc["encrypted"]) == ("mine", "dev", 3, False)
+    bad = CliRunner().invoke(main, ["splits", "add", "mine", "--tier", "dev", "--file", str(data), "--json"])
+    assert bad.exit_code == 2 and json.loads(bad.stdout)["exit_code"] == 2  # exists: --replace needed
+
+    src = home / "toy.jsonl"  # the registry's toy importer is not here: a GSM8K-shaped file through 'gsm8k'
+    src.write_text("".join(json.dumps({"question": f"What is {i} + 1?", "answer": f"x\n#### {i + 1}"}) + "\n"
+                           for i in range(20)))
+    r = CliRunner().invoke(main, ["splits", "import", "gsm8k", "--from", str(src), "--json"])
+    assert r.exit_code == 0, r.output
+    docs = json.loads(r.stdout)
+    assert [(d["name"], d["tier"]) for d in docs] == [("gsm8k-smoke", "smoke"), ("gsm8k-dev", "dev"),
+                                                      ("gsm8k-public", "public"), ("gsm8k-private", "private")]
+    assert sum(d["count"] for d in docs) == 20 and docs[3]["encrypted"] is True
+    assert all(d["path"] == str(splits_dir() / f"{d['name']}.yaml") for d in docs)
