@@ -81,7 +81,8 @@ def checkpoint_dirs(run_dir: Path) -> dict[int, Path]:
 def settle(cs: CheckpointState, path: Path, queued: bool, now: float, settle_s: float) -> str | None:
     """Advance a settling checkpoint: ``ready`` once it is complete (``checkpoints.layout.incomplete``) and either
     announced by the callback (``queued``) or unchanged (``signature``) for ``settle_s`` seconds; otherwise its
-    ``message`` says why it waits. Returns a line worth telling the user (a ``trainer_state.json`` that does not
+    ``message`` says why it waits. The signature is taken again after the completeness check: a file written between
+    the two (a trainer_state.json finished while it was parsed) restarts the settle time. Returns a line worth telling the user (a ``trainer_state.json`` that does not
     parse), or None."""
     sig = signature(path)
     if sig != cs.signature:
@@ -90,6 +91,10 @@ def settle(cs: CheckpointState, path: Path, queued: bool, now: float, settle_s: 
     if why is not None:
         cs.message = why
         return f"{path}: {why}" if "does not parse" in why else None
+    if (after := signature(path)) != sig:  # written while it was checked: what parsed is not what was unchanged
+        cs.signature, cs.last_change = after, now
+        cs.message = "settling (written while checked)"
+        return None
     if queued or now - (cs.last_change or now) >= settle_s:
         cs.status, cs.message = "ready", "announced by EvalgateCallback" if queued else None
     else:

@@ -104,6 +104,38 @@ def test_slowly_written_checkpoint_is_never_read_half_written(tmp_path: Path, de
     seen_from = max((s for s in starts if s <= last_write[0]), default=last_write[0])
     assert ready_at - seen_from >= 0.6, f"ready {ready_at - seen_from:.2f} s after the last byte could be seen"
 
+def test_a_file_written_while_it_is_checked_restarts_the_settle_time(tmp_path: Path, monkeypatch) -> None:
+    """The race test_slowly_written_checkpoint_... hit once in a fast lane (ready 0.00 s after the last byte): the
+    signature was taken, then trainer_state.json's last half was written, then it parsed, and the checkpoint was
+    ready on a signature of the half-written file. Here the write lands inside the completeness check, every time."""
+    from evalgate.watch import detect
+
+    c = tmp_path / "run" / "checkpoint-3"
+    c.mkdir(parents=True)
+    (c / "config.json").write_text("{}")
+    (c / "model.safetensors").write_bytes(b"w" * 100)
+    text = _state(3)
+    (c / "trainer_state.json").write_text(text[: len(text) // 2])
+    cs = detect.CheckpointState(run_dir=str(c.parent), path=str(c), step=3)
+    assert detect.settle(cs, c, False, now=0.0, settle_s=0.6) is not None  # half-written: does not parse
+    real = detect.incomplete
+
+    def finished_while_checked(path: Path) -> str | None:
+        with open(c / "trainer_state.json", "a") as f:  # the writer's last bytes, between signature and parse
+            f.write(text[len(text) // 2:])
+        os.utime(c / "trainer_state.json", ns=(10**18, 10**18))  # a new mtime even on a coarse clock
+        return real(path)
+
+    monkeypatch.setattr(detect, "incomplete", finished_while_checked)
+    detect.settle(cs, c, False, now=100.0, settle_s=0.6)  # 100 s after the half was seen unchanged
+    assert cs.status == "settling", "ready on the signature of a file that changed while it was checked"
+    monkeypatch.setattr(detect, "incomplete", real)
+    detect.settle(cs, c, False, now=100.3, settle_s=0.6)
+    assert cs.status == "settling"  # 0.3 s since the last byte
+    detect.settle(cs, c, False, now=100.7, settle_s=0.6)
+    assert cs.status == "ready"
+
+
 def test_missing_run_dir_waits_and_deleted_checkpoint_is_skipped(tmp_path: Path, dev_split: str) -> None:
     run = tmp_path / "later"
     w, said = _watcher([run], tmp_path, dev_split, settle=30)
