@@ -82,8 +82,8 @@ def settle(cs: CheckpointState, path: Path, queued: bool, now: float, settle_s: 
     """Advance a settling checkpoint: ``ready`` once it is complete (``checkpoints.layout.incomplete``) and either
     announced by the callback (``queued``) or unchanged (``signature``) for ``settle_s`` seconds; otherwise its
     ``message`` says why it waits. The signature is taken again after the completeness check: a file written between
-    the two (a trainer_state.json finished while it was parsed) restarts the settle time. Returns a line worth telling the user (a ``trainer_state.json`` that does not
-    parse), or None."""
+    the two (a trainer_state.json finished while it was parsed) restarts the settle time. Returns a line worth
+    telling the user (a ``trainer_state.json`` that does not parse), or None."""
     sig = signature(path)
     if sig != cs.signature:
         cs.signature, cs.last_change = sig, now
