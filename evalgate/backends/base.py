@@ -534,3 +534,28 @@ def parse_backend_options(pairs: Sequence[str]) -> dict[str, Any]:
         except (yaml.YAMLError, ValueError):  # not YAML, or date-shaped and no date (2026-13-45): the text itself
             out[key.strip()] = value
     return out
+
+
+def plan_batches(rows: Sequence[tuple[int, EffectiveParams]], token_budget: int) -> list[list[int]]:
+    """Split rows, already sorted by prompt length, into consecutive batches.
+
+    A batch holds rows with equal sampling parameters, and its padded size ``rows x (longest prompt +
+    max_tokens)`` stays within ``token_budget`` (a single row that alone exceeds it still forms its own batch).
+    Since rows come sorted by length, the row that closes a batch is its longest, so padding is small.
+
+    Args:
+        rows: ``(prompt_tokens, params)`` per row, sorted by prompt_tokens ascending.
+        token_budget: maximum padded tokens per batch.
+
+    Returns:
+        Batches as lists of row indices, in order, covering every row once.
+    """
+    batches: list[list[int]] = []
+    for i, (length, params) in enumerate(rows):
+        cur = batches[-1] if batches else None
+        if (cur is not None and rows[cur[0]][1] == params
+                and (len(cur) + 1) * (length + params.max_tokens) <= token_budget):
+            cur.append(i)
+        else:
+            batches.append([i])
+    return batches

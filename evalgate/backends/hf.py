@@ -45,6 +45,7 @@ from evalgate.backends.base import (
     GenerationResult,
     HFOptions,
     cut_at_stop,
+    plan_batches,
 )
 from evalgate.backends.sampler import SAMPLER_VERSION, SeededSampler
 from evalgate.checkpoints.model import load_tokenizer, nonfinite_count
@@ -120,31 +121,6 @@ class DecodingProgress(StoppingCriteria):
             self.reported_at = now
             self.report(int(self.finished.sum()), input_ids.shape[1] - self.prompt_width)
         return cast(torch.BoolTensor, torch.zeros_like(ended))
-
-
-def plan_batches(rows: Sequence[tuple[int, EffectiveParams]], token_budget: int) -> list[list[int]]:
-    """Split rows, already sorted by prompt length, into consecutive batches.
-
-    A batch holds rows with equal sampling parameters, and its padded size ``rows x (longest prompt +
-    max_tokens)`` stays within ``token_budget`` (a single row that alone exceeds it still forms its own batch).
-    Since rows come sorted by length, the row that closes a batch is its longest, so padding is small.
-
-    Args:
-        rows: ``(prompt_tokens, params)`` per row, sorted by prompt_tokens ascending.
-        token_budget: maximum padded tokens per batch.
-
-    Returns:
-        Batches as lists of row indices, in order, covering every row once.
-    """
-    batches: list[list[int]] = []
-    for i, (length, params) in enumerate(rows):
-        cur = batches[-1] if batches else None
-        if (cur is not None and rows[cur[0]][1] == params
-                and (len(cur) + 1) * (length + params.max_tokens) <= token_budget):
-            cur.append(i)
-        else:
-            batches.append([i])
-    return batches
 
 
 def check_finite(model: Any, where: str) -> None:

@@ -3,7 +3,9 @@
 DuckDB lets one process hold a database file open for writing, and a read-write connection excludes every other
 process. So each transaction on a file opens it under ``filelock`` on ``<db>.lock``, runs and closes it:
 concurrent ``evalgate`` processes queue for a few milliseconds instead of failing, and nothing is lost. Inside
-``session()`` the transactions share one connection, opened (under the lock) at its start.
+``session()`` the transactions share one connection, opened (under the lock) at its start. Constructing a
+``Database`` opens a file once (so an unusable store fails at once), unless this process already opened and migrated
+that file (``_OPENED``): ``Store()`` is made by many library calls, and each such opening cost a DuckDB instance.
 
 ``Database(":memory:")`` holds one connection for its whole life, behind a thread lock (no other process can reach
 it): the same schema and SQL, without the 15-50 ms that opening and closing a file costs per transaction. The tests
@@ -41,6 +43,10 @@ MEMORY = ":memory:"
 """The path of a database held in memory."""
 
 _COPIES = itertools.count(1)  # names the memory databases ``Database.copy`` attaches
+# The files this process has opened and migrated: (device, inode, number of migrations). A second ``Database`` of one
+# of them skips the opening at construction (a DuckDB instance, ~20-25 ms here: bench/store_open.py); every
+# transaction still checks the migrations, so a file another process replaced or rolled back is migrated as before.
+_OPENED: set[tuple[int, int, int]] = set()
 
 
 def home() -> Path:
@@ -122,16 +128,28 @@ class Database:
             self._session, self._session_thread = self._open_migrated(connection), None
             return
         self._lock = FileLock(str(self.path) + ".lock")
+        if (known := self._identity()) is not None and known in _OPENED:
+            return  # opened and migrated by this process: the next transaction opens it (and checks again)
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self.transaction():
                 pass
+            if (opened := self._identity()) is not None:
+                _OPENED.add(opened)
         except OSError as e:  # the lock file cannot be created: a read-only or unwritable directory
             raise BadInput(f"cannot use the store {self.path}: {e}. evalgate writes there on every command (the "
                            "access log and its lock); set EVALGATE_HOME to a writable directory") from e
 
     def __repr__(self) -> str:
         return f"Database({str(self.path)!r})"
+
+    def _identity(self) -> tuple[int, int, int] | None:
+        """The file's (device, inode) and how many migrations this database applies; None when it does not exist."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino, len(self._migrations)
 
     def _in_session(self) -> bool:
         """Whether this thread's transactions use the session connection (always, for a memory database)."""

@@ -7,8 +7,7 @@ from typing import Any
 
 import pytest
 
-from evalgate.backends.base import EffectiveParams, GenerationRequest, cut_at_stop
-from evalgate.backends.hf import plan_batches
+from evalgate.backends.base import EffectiveParams, GenerationRequest, cut_at_stop, plan_batches
 
 P7 = EffectiveParams(temperature=0.0, top_p=1.0, top_k=0, max_tokens=7, stop=(), repetition_penalty=1.0)
 

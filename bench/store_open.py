@@ -1,0 +1,60 @@
+"""Benchmark: constructing a ``Store`` on a file this process has already opened, against the construction that
+opens it (issue 31, the fast lane; also every library call that makes its own ``Store()``).
+
+``Database(path)`` on a file opens it once at construction (mkdir, the file lock, a DuckDB instance, the migration
+check) so an unusable store fails at once; a process that has already opened and migrated that file skips it
+(``evalgate.store.db._OPENED``), and its first transaction opens the file as every transaction does. Both sides are
+timed alternately in one process on one store file: ``fresh`` clears the record first (what every construction did
+before), ``known`` does not; then one transaction after each, so the figure includes the open the construction no
+longer does in advance. Prints the medians and their ratio, with the load averages.
+
+Usage: python bench/store_open.py [--reps 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=30)
+    args = ap.parse_args()
+    from evalgate.store import db
+    from evalgate.store.access import AccessLogRepo
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "evalgate.duckdb"
+        db.Database(path)  # created and migrated once, outside the timing
+        load = os.getloadavg()
+        out: dict[str, dict[str, list[float]]] = {"construct": {"fresh": [], "known": []},
+                                                  "construct+read": {"fresh": [], "known": []}}
+        for rep in range(args.reps):
+            for side in (("fresh", "known") if rep % 2 else ("known", "fresh")):
+                if side == "fresh":
+                    db._OPENED.clear()
+                t = time.perf_counter()
+                d = db.Database(path)
+                mid = time.perf_counter()
+                AccessLogRepo(d).access_log_last()
+                end = time.perf_counter()
+                out["construct"][side].append(mid - t)
+                out["construct+read"][side].append(end - t)
+        for name, sides in out.items():
+            fresh, known = statistics.median(sides["fresh"]), statistics.median(sides["known"])
+            print(json.dumps({"what": name, "fresh_ms": round(fresh * 1e3, 2), "known_ms": round(known * 1e3, 2),
+                              "ratio_known_to_fresh": round(known / fresh, 3)}))
+        print(json.dumps({"reps": args.reps, "load_before": load, "load_after": os.getloadavg()}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,63 @@
+"""Opening a store file: a second ``Database`` of a file this process opened and migrated does not open it again at
+construction (bench/store_open.py), and every transaction still opens it and checks its migrations, so a file
+replaced, rolled back or damaged after the first opening is migrated or refused as before."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from evalgate.errors import BadInput
+from evalgate.migrations import MIGRATIONS
+from evalgate.store import db
+from evalgate.store.access import AccessLogRepo
+
+
+def _opens(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    seen: list[Path] = []
+    real = db.Database._open
+
+    def counting(self: db.Database) -> duckdb.DuckDBPyConnection:
+        seen.append(self.path)
+        return real(self)
+
+    monkeypatch.setattr(db.Database, "_open", counting)
+    return seen
+
+
+def test_a_known_file_is_opened_by_its_first_transaction_not_at_construction(tmp_path: Path,
+                                                                               monkeypatch) -> None:
+    path = tmp_path / "s.duckdb"
+    opens = _opens(monkeypatch)
+    db.Database(path)
+    assert len(opens) == 1  # a new file: created and migrated at construction
+    d = db.Database(path)
+    assert len(opens) == 1  # known: nothing opened yet
+    assert AccessLogRepo(d).access_log_last() is None and len(opens) == 2
+
+
+def test_a_file_replaced_by_an_older_store_is_migrated_by_the_next_transaction(tmp_path: Path) -> None:
+    path, old = tmp_path / "s.duckdb", tmp_path / "old.duckdb"
+    db.Database(path)
+    db.Database(old, MIGRATIONS[:5])  # a store from before migration 6
+    shutil.copyfile(old, path)  # the same path (and here the same inode: copied over in place)
+    d = db.Database(path)
+    with d.transaction() as con:
+        versions = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+    assert versions == {v for v, _, _ in MIGRATIONS}
+
+
+def test_a_known_file_damaged_since_is_refused_at_its_first_transaction(tmp_path: Path) -> None:
+    path = tmp_path / "s.duckdb"
+    db.Database(path)
+    data = path.read_bytes()
+    with open(path, "r+b") as f:  # damaged in place: the inode the process knows
+        f.write(b"\0" * min(len(data), 8192))
+    d = db.Database(path)
+    with pytest.raises(BadInput, match="cannot open the store"):
+        with d.transaction():
+            pass
+    assert path.stat().st_size == len(data)  # left as it was
