@@ -1,12 +1,18 @@
-"""Benchmark: constructing a ``Store`` on a file this process has already opened, against the construction that
-opens it (issue 31, the fast lane; also every library call that makes its own ``Store()``).
+"""Benchmark: opening a store file (issue 31, the fast lane; also every library call and every transaction).
+
+1. Constructing a ``Store`` on a file this process has already opened, against the construction that opens it
+   (every library call that makes its own ``Store()``).
+2. One transaction (open, one read, one write, close), opening the file by attaching it to the process's one DuckDB
+   instance (``evalgate.store.instance``), against a new DuckDB instance per opening (``duckdb.connect(path)``, what
+   every transaction did before).
 
 ``Database(path)`` on a file opens it once at construction (mkdir, the file lock, a DuckDB instance, the migration
 check) so an unusable store fails at once; a process that has already opened and migrated that file skips it
 (``evalgate.store.db._OPENED``), and its first transaction opens the file as every transaction does. Both sides are
 timed alternately in one process on one store file: ``fresh`` clears the record first (what every construction did
 before), ``known`` does not; then one transaction after each, so the figure includes the open the construction no
-longer does in advance. Prints the medians and their ratio, with the load averages.
+longer does in advance. For 2, both sides alternate on one file; ``instance`` swaps ``instance.attach`` for
+``duckdb.connect``. Prints the medians and their ratio, with the load averages.
 
 Usage: python bench/store_open.py [--reps 30]
 """
@@ -53,7 +59,33 @@ def main() -> None:
             fresh, known = statistics.median(sides["fresh"]), statistics.median(sides["known"])
             print(json.dumps({"what": name, "fresh_ms": round(fresh * 1e3, 2), "known_ms": round(known * 1e3, 2),
                               "ratio_known_to_fresh": round(known / fresh, 3)}))
+        tx = _transactions(db.Database(path), args.reps)
+        attach, inst = statistics.median(tx["attach"]), statistics.median(tx["instance"])
+        print(json.dumps({"what": "transaction", "instance_per_opening_ms": round(inst * 1e3, 2),
+                          "attach_ms": round(attach * 1e3, 2), "ratio_attach_to_instance": round(attach / inst, 3)}))
         print(json.dumps({"reps": args.reps, "load_before": load, "load_after": os.getloadavg()}))
+
+
+def _transactions(database: object, reps: int) -> dict[str, list[float]]:
+    """Seconds per transaction (open, a SELECT, an INSERT, commit, close) for each way of opening the file."""
+    import duckdb
+
+    from evalgate.store import instance
+
+    attach = instance.attach
+    out: dict[str, list[float]] = {"attach": [], "instance": []}
+    for rep in range(reps):
+        for side in (("attach", "instance") if rep % 2 else ("instance", "attach")):
+            instance.attach = attach if side == "attach" else (lambda path: duckdb.connect(str(path)))
+            try:
+                t = time.perf_counter()
+                with database.transaction() as con:  # type: ignore[attr-defined]
+                    con.execute("SELECT count(*) FROM protocols").fetchone()
+                    con.execute("INSERT INTO protocols VALUES (?, '1', 'h', '{}', now())", [f"{side}{rep}"])
+                out[side].append(time.perf_counter() - t)
+            finally:
+                instance.attach = attach
+    return out
 
 
 if __name__ == "__main__":

@@ -188,7 +188,7 @@ def private_twin(name: str, tier: str, items: list[dict[str, Any]], store: Acces
         BadInput: a manifest in the splits directory does not load (``list_manifests``).
     """
     repo = contents_repo(store)
-    with repo.session():  # one connection for the few queries (a file's open and close cost 15-50 ms each)
+    with repo.session():  # one connection for the few queries (a file's open and close cost 4-12 ms each)
         return _twin(name, tier, items, repo, prints)
 
 

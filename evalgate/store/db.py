@@ -5,16 +5,20 @@ process. So each transaction on a file opens it under ``filelock`` on ``<db>.loc
 concurrent ``evalgate`` processes queue for a few milliseconds instead of failing, and nothing is lost. Inside
 ``session()`` the transactions share one connection, opened (under the lock) at its start. Constructing a
 ``Database`` opens a file once (so an unusable store fails at once), unless this process already opened and migrated
-that file (``_OPENED``): ``Store()`` is made by many library calls, and each such opening cost a DuckDB instance.
+that file (``_OPENED``): ``Store()`` is made by many library calls.
+
+"Opening" a file is attaching it to the process's one in-memory DuckDB instance (``evalgate.store.instance``),
+and closing it is detaching it: about 5 ms where a DuckDB instance per opening cost 20-25 ms.
 
 ``Database(":memory:")`` holds one connection for its whole life, behind a thread lock (no other process can reach
-it): the same schema and SQL, without the 15-50 ms that opening and closing a file costs per transaction. The tests
+it): the same schema and SQL, without the 4-12 ms that opening and closing a file costs per transaction. The tests
 of policy, gates and runs views use it (``tests/conftest.py``); it is lost when the object is. A new one costs a
 DuckDB instance and every migration (60-100 ms); ``copy()`` of a migrated one costs about 10 ms, which is how
 the tests' ``memory_store`` fixture makes one per test.
 
 Schema changes are numbered migrations in ``evalgate/migrations.py``, recorded in ``schema_migrations``; opening a
-database applies the ones it has not seen. This is the store's only module that imports DuckDB.
+database applies the ones it has not seen. This module and ``instance`` are the store's only ones that import
+DuckDB.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from filelock import FileLock
 from evalgate.environment import active
 from evalgate.errors import BadInput
 from evalgate.migrations import COMPACT_TABLE, MIGRATIONS
+from evalgate.store import instance
 
 Connection = duckdb.DuckDBPyConnection
 """The connection type the repositories execute SQL on (``Database.transaction`` yields one)."""
@@ -42,11 +47,11 @@ Connection = duckdb.DuckDBPyConnection
 MEMORY = ":memory:"
 """The path of a database held in memory."""
 
-_COPIES = itertools.count(1)  # names the memory databases ``Database.copy`` attaches
-# The files this process has opened and migrated: (device, inode, number of migrations). A second ``Database`` of one
-# of them skips the opening at construction (a DuckDB instance, ~20-25 ms here: bench/store_open.py); every
+_COPIES = itertools.count(1)  # numbers the databases ``Database.copy`` and ``_compact`` attach
+# The files this process has opened and migrated: (absolute path, device, inode, number of migrations). A second
+# ``Database`` of one of them skips the opening at construction (bench/store_open.py); every
 # transaction still checks the migrations, so a file another process replaced or rolled back is migrated as before.
-_OPENED: set[tuple[int, int, int]] = set()
+_OPENED: set[tuple[str, int, int, int]] = set()
 
 
 def home() -> Path:
@@ -143,13 +148,14 @@ class Database:
     def __repr__(self) -> str:
         return f"Database({str(self.path)!r})"
 
-    def _identity(self) -> tuple[int, int, int] | None:
-        """The file's (device, inode) and how many migrations this database applies; None when it does not exist."""
+    def _identity(self) -> tuple[str, int, int, int] | None:
+        """The file's absolute path, device and inode, and how many migrations this database applies; None when it
+        does not exist."""
         try:
             st = os.stat(self.path)
         except OSError:
             return None
-        return st.st_dev, st.st_ino, len(self._migrations)
+        return os.path.abspath(self.path), st.st_dev, st.st_ino, len(self._migrations)
 
     def _in_session(self) -> bool:
         """Whether this thread's transactions use the session connection (always, for a memory database)."""
@@ -160,7 +166,7 @@ class Database:
         """Within the block, transactions share one connection opened (under the lock) at its start; each is still
         its own transaction, committed when it ends, so an exception loses nothing an earlier one wrote.
 
-        Opening and closing DuckDB costs 15-50 ms per transaction here (the close checkpoints the write-ahead
+        Opening and closing a file costs 4-12 ms per transaction here (the close checkpoints the write-ahead
         log), which is most of a fully cached run's store time. The lock is held for the whole block: use it around
         short, store-only work, never around generation. Nested sessions reuse the outer one. Only the thread that
         opened the session uses its connection (DuckDB connections are not for concurrent use); other threads
@@ -183,7 +189,7 @@ class Database:
                 yield
             finally:
                 self._session, self._session_thread = None, None
-                con.close()
+                instance.detach(con)
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
@@ -208,7 +214,7 @@ class Database:
                 with self._transaction(con):
                     yield con
             finally:
-                con.close()
+                instance.detach(con)
 
     def close(self) -> None:
         """Close a memory database's connection (its contents are lost; a copy is detached from its source's
@@ -246,7 +252,7 @@ class Database:
 
     def _open(self) -> Connection:
         try:
-            return duckdb.connect(str(self.path))
+            return duckdb.connect(MEMORY) if self.memory else instance.attach(self.path)
         except duckdb.Error as e:
             raise BadInput(f"cannot open the store {self.path}: {type(e).__name__}: {e}. If the file is damaged, "
                            "restore it from a backup (the access log and the generation cache live in it), or set "
@@ -281,7 +287,7 @@ class Database:
         try:
             compact = self._migrate(con)
         except BaseException:
-            con.close()
+            instance.detach(con)
             raise
         if compact and self.memory:
             con.execute(f"DROP TABLE {COMPACT_TABLE}")
@@ -297,10 +303,11 @@ class Database:
         fresh = self.path.with_name(self.path.name + ".compact")
         fresh.unlink(missing_ok=True)
         name = con.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
-        con.execute("ATTACH '{}' AS evalgate_compact".format(str(fresh).replace("'", "''")))
-        con.execute(f'COPY FROM DATABASE "{name}" TO evalgate_compact')
-        con.execute("DETACH evalgate_compact")
-        con.close()
+        target = f"evalgate_compact_{next(_COPIES)}"
+        con.execute(f"ATTACH {instance.sql_text(str(fresh))} AS {target}")
+        con.execute(f'COPY FROM DATABASE "{name}" TO {target}')
+        con.execute(f"DETACH {target}")
+        instance.detach(con)
         os.replace(fresh, self.path)
 
     def _migrate(self, con: Connection) -> bool:

@@ -7,18 +7,19 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from evalgate.store import Store
+from evalgate.store import Store, instance
 
 
-def _opens(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    opened: list[str] = []
-    real = duckdb.connect
+def _opens(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    """The files opened (attached to this process's DuckDB instance) while the test runs."""
+    opened: list[Path] = []
+    real = instance.attach
 
-    def spy(path: str, *a: object, **k: object) -> duckdb.DuckDBPyConnection:
+    def spy(path: Path) -> duckdb.DuckDBPyConnection:
         opened.append(path)
-        return real(path, *a, **k)
+        return real(path)
 
-    monkeypatch.setattr(duckdb, "connect", spy)
+    monkeypatch.setattr(instance, "attach", spy)
     return opened
 
 
