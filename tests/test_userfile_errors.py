@@ -44,7 +44,7 @@ def two_manifests() -> tuple[Path, Path]:
 
 @pytest.mark.parametrize("kind", ["protocol", "policy"])
 @pytest.mark.parametrize("value,problem", [("2026-13-45", "month must be in 1..12"),
-                                           ('"\\ud800"', "lone UTF-16 surrogate")])
+                                           ('"\\ud800"', "invalid Unicode character escape code")])
 def test_a_value_yaml_cannot_build_is_bad_input_naming_file_and_line(tmp_path: Path, kind: str, value: str,
                                                                      problem: str) -> None:
     text = PROTOCOL if kind == "protocol" else POLICY
