@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 from evalgate.errors import BadInput, EvalgateError, ProtocolDrift, RefusedByPolicy
 from evalgate.fileio import atomic_write
 from evalgate.gate import Verdict, load_policy, run_gate
+from evalgate.html import fit_axes, render, svg
 from evalgate.html import fmt as _fmt
-from evalgate.html import render, svg
 from evalgate.store import RunRepo, Store, now
 
 if TYPE_CHECKING:
@@ -64,7 +64,7 @@ def charts(verdict: Verdict) -> list[dict[str, str]]:
                 series.append((s, pts))
         if not series:
             continue
-        fig, ax = plt.subplots(figsize=(5.2, 2.6), layout="constrained")
+        fig, ax = plt.subplots(figsize=(5.2, 2.6))
         for s, pts in series:
             (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o" if key is None else None,
                               markersize=3, linewidth=1.2, label=f"seed {s.train_seed}")
@@ -88,6 +88,7 @@ def charts(verdict: Verdict) -> list[dict[str, str]]:
         ax.set_title(f"{verdict.policy.metric} on {verdict.policy.selection_split}" if key is None else title)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
+        fit_axes(fig, ax)
         out.append({"title": title, "svg": svg(fig)})
         plt.close(fig)
     return out

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from html.parser import HTMLParser
 
+import pytest
+
 from evalgate.html import ENV, fmt, svg
 from tests.conftest import REPO
 
@@ -163,3 +165,56 @@ def test_watch_and_release_report_show_the_same_summary_table(tmp_path):
     assert not p.pre and p.rows[-1] == [("system", ""), ("nonfinite", ""), ("FAIL @2 loss", "fail")]
     tpl = (REPO / "evalgate" / "templates" / "report.html.j2").read_text()
     assert "diag_summary(diag.summary)" in tpl and "diag.table" not in tpl
+
+
+_FIT_CASES = {  # title, y values, y label, figure size, dpi, tick label size
+    "wide labels": ("completion length", [120000 + 37 * i for i in range(40)], "", (5.2, 2.6), 100, 9),
+    "offset text": ("KL", [1e-5 * (1 + 0.01 * i) for i in range(40)], "", (5.2, 2.6), 100, 9),
+    "negative, y label": ("reward", [-0.5 + 0.02 * i for i in range(40)], "mean reward", (5.2, 2.6), 100, 9),
+    "long title, small": ("completion_length (completions/mean_length, a long name)",
+                          [3.0 + 0.1 * i for i in range(40)], "", (4.2, 2.1), 72, 7),
+}
+
+
+def _fit_figure(case: str, layout: str | None):  # -> (Figure, Axes)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    title, ys, ylabel, size, dpi, labelsize = _FIT_CASES[case]
+    fig = Figure(figsize=size, dpi=dpi, layout=layout)
+    ax = fig.add_subplot()
+    for s in range(3):
+        ax.plot(range(0, 400, 10), [y * (1 + 0.1 * s) for y in ys], label=f"seed {s}")
+    ax.set_title(title, fontsize=labelsize + 1)
+    ax.set_xlabel("training step", fontsize=labelsize)
+    if ylabel:
+        ax.set_ylabel(ylabel, fontsize=labelsize)
+    ax.tick_params(labelsize=labelsize)
+    ax.legend(fontsize=6, loc="best")
+    return fig, ax
+
+
+@pytest.mark.parametrize("case", sorted(_FIT_CASES))
+def test_fit_axes_keeps_every_border_text_inside_the_figure_and_wastes_little(case: str) -> None:
+    """After ``fit_axes``, a real draw (Agg) puts every tick label, axis label, offset text and the title inside
+    the figure; and the axes keep at least 85% of the area matplotlib's constrained layout gives them."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from evalgate.html import fit_axes
+
+    fig, ax = _fit_figure(case, None)
+    fit_axes(fig, ax)
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    drawn = ax.get_tightbbox(renderer)  # everything the axes drew: ticks in view, labels, offsets, title
+    box = fig.bbox
+    assert box.x0 <= drawn.x0 and drawn.x1 <= box.x1 and box.y0 <= drawn.y0 and drawn.y1 <= box.y1, (drawn, box)
+    for t in (ax.title, ax.xaxis.label, *([ax.yaxis.label] if ax.get_ylabel() else [])):
+        assert t.get_window_extent(renderer).width > 0  # drawn, so inside the box above
+    ref, ref_ax = _fit_figure(case, "constrained")
+    FigureCanvasAgg(ref).draw()
+    fit, con = ax.get_position(), ref_ax.get_position()
+    assert fit.width * fit.height >= 0.85 * con.width * con.height, (fit, con)

@@ -9,7 +9,7 @@ from markupsafe import Markup
 
 from evalgate.diagnostics.diagnose import Diagnosis, summary
 from evalgate.diagnostics.signals import PARTS, SIGNAL_SERIES
-from evalgate.html import render, svg
+from evalgate.html import fit_axes, render, svg
 
 _MAX_POINTS = 2000  # a 100k-step log is thinned to this many points per line; the marks use the exact step
 
@@ -46,7 +46,7 @@ def plot_signal(signal: str, diags: list[Diagnosis]) -> Markup | None:
     ax.tick_params(labelsize=7)
     ax.set_xlabel("step", fontsize=7)
     ax.legend(fontsize=6, loc="best")
-    fig.subplots_adjust(left=0.14, right=0.97, bottom=0.2, top=0.88)
+    fit_axes(fig, ax)
     return svg(fig)
 
 
