@@ -5,6 +5,9 @@
 2. One transaction (open, one read, one write, close), opening the file by attaching it to the process's one DuckDB
    instance (``evalgate.store.instance``), against a new DuckDB instance per opening (``duckdb.connect(path)``, what
    every transaction did before).
+3. Creating a new store file: a copy of the process's migrated template (``Database._create``), against applying
+   every migration to the new file (``_create`` skipped: what every new store did before). The template is built
+   before the timing (once per process).
 
 ``Database(path)`` on a file opens it once at construction (mkdir, the file lock, a DuckDB instance, the migration
 check) so an unusable store fails at once; a process that has already opened and migrated that file skips it
@@ -59,11 +62,34 @@ def main() -> None:
             fresh, known = statistics.median(sides["fresh"]), statistics.median(sides["known"])
             print(json.dumps({"what": name, "fresh_ms": round(fresh * 1e3, 2), "known_ms": round(known * 1e3, 2),
                               "ratio_known_to_fresh": round(known / fresh, 3)}))
+        made = _creations(Path(tmp), args.reps)
+        tpl, mig = statistics.median(made["template"]), statistics.median(made["migrations"])
+        print(json.dumps({"what": "new store", "migrations_ms": round(mig * 1e3, 2), "template_ms": round(tpl * 1e3, 2),
+                          "ratio_template_to_migrations": round(tpl / mig, 3)}))
         tx = _transactions(db.Database(path), args.reps)
         attach, inst = statistics.median(tx["attach"]), statistics.median(tx["instance"])
         print(json.dumps({"what": "transaction", "instance_per_opening_ms": round(inst * 1e3, 2),
                           "attach_ms": round(attach * 1e3, 2), "ratio_attach_to_instance": round(attach / inst, 3)}))
         print(json.dumps({"reps": args.reps, "load_before": load, "load_after": os.getloadavg()}))
+
+
+def _creations(root: Path, reps: int) -> dict[str, list[float]]:
+    """Seconds to construct a ``Database`` on a new file, each way."""
+    from evalgate.store import db
+
+    create = db.Database._create
+    out: dict[str, list[float]] = {"template": [], "migrations": []}
+    db.Database(root / "warm.duckdb")  # the template, built once
+    for rep in range(reps):
+        for side in (("template", "migrations") if rep % 2 else ("migrations", "template")):
+            db.Database._create = create if side == "template" else (lambda self: None)  # type: ignore[method-assign]
+            try:
+                t = time.perf_counter()
+                db.Database(root / f"{side}{rep}.duckdb")
+                out[side].append(time.perf_counter() - t)
+            finally:
+                db.Database._create = create  # type: ignore[method-assign]
+    return out
 
 
 def _transactions(database: object, reps: int) -> dict[str, list[float]]:

@@ -33,10 +33,10 @@ def test_a_known_file_is_opened_by_its_first_transaction_not_at_construction(tmp
     path = tmp_path / "s.duckdb"
     opens = _opens(monkeypatch)
     db.Database(path)
-    assert len(opens) == 1  # a new file: created and migrated at construction
+    assert len(opens) == 2  # a new file at construction: created (a copy of the template), then opened and checked
     d = db.Database(path)
-    assert len(opens) == 1  # known: nothing opened yet
-    assert AccessLogRepo(d).access_log_last() is None and len(opens) == 2
+    assert len(opens) == 2  # known: nothing opened yet
+    assert AccessLogRepo(d).access_log_last() is None and len(opens) == 3
 
 
 def test_a_file_replaced_by_an_older_store_is_migrated_by_the_next_transaction(tmp_path: Path) -> None:
