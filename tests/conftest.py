@@ -140,3 +140,20 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Garbage-collector settings for the test run (each xdist worker), after collection:
+
+    - ``gc.freeze``: what collection imported (torch, transformers, scipy, every evalgate module: ~390,000 objects a
+      worker) leaves the collector's sight; none of it becomes garbage, yet every full collection scanned it again;
+    - ``gc.set_threshold(20_000, 20, 20)``: a young collection every 20,000 allocations instead of 700 (the tests
+      allocate many short-lived objects, freed by reference counting anyway).
+
+    The fast lane's workers spent 2.8-4.1 s each in the collector before, 1.8-2.1 s after (timed with
+    ``gc.callbacks``). Cycles are still collected; tests that need a finalizer to run call ``gc.collect()``."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 20)
