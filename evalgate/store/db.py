@@ -142,8 +142,31 @@ class Database:
             if (opened := self._identity()) is not None:
                 _OPENED.add(opened)
         except OSError as e:  # the lock file cannot be created: a read-only or unwritable directory
-            raise BadInput(f"cannot use the store {self.path}: {e}. evalgate writes there on every command (the "
-                           "access log and its lock); set EVALGATE_HOME to a writable directory") from e
+            raise self._unusable(e) from e
+
+    def _unusable(self, e: OSError) -> BadInput:
+        """The error for a store whose directory or lock file cannot be written."""
+        return BadInput(f"cannot use the store {self.path}: {e}. evalgate writes there on every command (the "
+                        "access log and its lock); set EVALGATE_HOME to a writable directory")
+
+    @contextmanager
+    def _file_lock(self) -> Iterator[None]:
+        """The file's lock held for the block; a lock file that cannot be opened (made unwritable, or replaced
+        by a directory, after this database was constructed) is ``BadInput`` (exit 2), as at construction.
+
+        Raises:
+            BadInput: the lock file cannot be opened or created.
+        """
+        lock = self._lock
+        assert isinstance(lock, FileLock)  # a file's (a memory database's is a thread lock)
+        try:
+            lock.acquire()
+        except OSError as e:
+            raise self._unusable(e) from e
+        try:
+            yield
+        finally:
+            lock.release()
 
     def __repr__(self) -> str:
         return f"Database({str(self.path)!r})"
@@ -182,7 +205,7 @@ class Database:
         if self._in_session():
             yield
             return
-        with self._lock:
+        with self._file_lock():
             con = self._open_migrated()
             try:
                 self._session, self._session_thread = con, threading.get_ident()
@@ -208,7 +231,7 @@ class Database:
                 finally:
                     self._depth -= 1
             return
-        with self._lock:
+        with self._file_lock():
             con = self._open_migrated()
             try:
                 with self._transaction(con):

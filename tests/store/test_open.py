@@ -61,3 +61,18 @@ def test_a_known_file_damaged_since_is_refused_at_its_first_transaction(tmp_path
         with d.transaction():
             pass
     assert path.stat().st_size == len(data)  # left as it was
+
+
+def test_a_lock_file_unusable_after_construction_is_bad_input_at_the_next_transaction(tmp_path: Path) -> None:
+    """The constructor turns an unusable lock file into BadInput (exit 2); a later transaction, on a store whose
+    lock file became unusable since (here replaced by a directory: root ignores permissions), says the same."""
+    from evalgate.store import Store
+
+    path = tmp_path / "s.duckdb"
+    store = Store(path)
+    lock = Path(str(path) + ".lock")
+    lock.unlink()
+    lock.mkdir()
+    for call in (lambda: store.protocol_hash("p", "1"), lambda: store.session().__enter__()):
+        with pytest.raises(BadInput, match="cannot use the store .*set EVALGATE_HOME to a writable directory"):
+            call()
