@@ -276,6 +276,9 @@ def test_dashboard_pages_read_the_store(site: dict[str, Any]) -> None:
     last = store.access_rows("ha")[n:]
     assert [(r["actor"], r["purpose"], r["outcome"], r["run_id"]) for r in last] == [
         ("boss", "dashboard", "read", "run1")]
+    alice = {"Authorization": f"Bearer {site['tokens']['alice']['token']}"}
+    page = _get(f"{base}/batch/{site['b1']}", headers=alice)  # a rater's page shows a sample: a read of this
+    assert page.status_code == 200, page.text  # test's own (purpose human-audit-rating), not another test's
     access = _get(f"{base}/dashboard/access?split=ha", headers=boss).text
     assert "intact" in access and "human-audit-rating" in access
     assert "No gate verdicts stored." in _get(f"{base}/dashboard/gates", headers=boss).text
