@@ -82,8 +82,8 @@ test: setup
 #                the docs build
 # -n auto: one pytest-xdist worker per core (each test has its own home, splits and key directories); --dist
 # loadfile: a file's tests run on one worker, so what a family of tests imports or caches once (transformers and a
-# tokenizer, math-verify's grammar, matplotlib, a fixture's store) is paid by one worker, not both (user CPU 90-94 s
-# against 96-110 s with tests dealt one by one; pytest-randomly still shuffles the files and their tests).
+# tokenizer, math-verify's grammar, matplotlib, a fixture's store) is paid by one worker, not both (user CPU 90-107 s
+# in seven runs, against 96-110 s with tests dealt one by one; this VM's speed varies about 10% run to run).
 # -p no:logging: pytest's log capture wraps every test phase (~1-2% of the lane); no test reads caplog, and a failing
 # test's warnings still show in its captured stderr.
 # PYTHONDONTWRITEBYTECODE is cleared: where the environment sets it, each worker compiled evalgate and pytest
