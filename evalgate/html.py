@@ -94,7 +94,7 @@ def fit_axes(fig: Any, ax: Any, pad: float = 5.0) -> None:
     title fit inside the figure with ``pad`` points to spare, measured with matplotlib's Agg text layout.
 
     What ``layout="constrained"`` gives a one-axes figure whose legend is inside the axes, for half the cost:
-    constrained layout draws the whole figure once more to measure it (about 80 of a chart's 145 ms here,
+    constrained layout draws the whole figure once more to measure it (about 70 of a chart's 145 ms here,
     bench/charts.py); this measures only the texts that border the axes. Margins in points, from matplotlib's own
     rcParams: tick length and pad (``xtick.major.size``/``pad``), ``axes.labelpad``, ``axes.titlepad``.
     """
@@ -110,7 +110,7 @@ def fit_axes(fig: Any, ax: Any, pad: float = 5.0) -> None:
     label_w = max((_text_points(renderer, t, yprop)[0] for t in ylabels), default=0.0)
     tick_h = max((_text_points(renderer, t, xprop)[1] for t in xlabels), default=0.0)
     last_w = _text_points(renderer, xlabels[-1], xprop)[0] if xlabels else 0.0
-    ylab = ax.yaxis.label
+    ylab = ax.yaxis.label  # drawn rotated: its text height is its width on the page
     ylab_w = _text_points(renderer, ylab.get_text(), ylab.get_fontproperties())[1]
     xlab = ax.xaxis.label
     xlab_h = _text_points(renderer, xlab.get_text(), xlab.get_fontproperties())[1]
@@ -125,4 +125,3 @@ def fit_axes(fig: Any, ax: Any, pad: float = 5.0) -> None:
     right = pad + last_w / 2
     w, h = (v * 72 for v in fig.get_size_inches())
     fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h)
-

@@ -35,7 +35,8 @@ class FieldProblem(ValueError):
 
 
 class _Loader(yaml.CSafeLoader):
-    """PyYAML's safe loader on libyaml's parser (``CSafeLoader``: the pure-Python one took ~8 ms a file here), with
+    """PyYAML's safe loader on libyaml's parser (``CSafeLoader``: 0.28 ms a file here where the pure-Python one took
+    3.2 ms, bench/yaml_parse.py), with
     every value that cannot be built turned into a ``ConstructorError`` at its node: a date-shaped scalar that is no
     date (``2026-13-45`` makes ``datetime.date`` raise ValueError). A string escape of a lone UTF-16 surrogate
     (``"\\ud800"``, which no UTF-8 file or database can store) is refused by libyaml's scanner itself, as invalid
