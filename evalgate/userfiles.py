@@ -36,11 +36,10 @@ class FieldProblem(ValueError):
 
 class _Loader(yaml.CSafeLoader):
     """PyYAML's safe loader on libyaml's parser (``CSafeLoader``: 0.28 ms a file here where the pure-Python one took
-    3.2 ms, bench/yaml_parse.py), with
-    every value that cannot be built turned into a ``ConstructorError`` at its node: a date-shaped scalar that is no
-    date (``2026-13-45`` makes ``datetime.date`` raise ValueError). A string escape of a lone UTF-16 surrogate
-    (``"\\ud800"``, which no UTF-8 file or database can store) is refused by libyaml's scanner itself, as invalid
-    syntax at its line."""
+    3.2 ms, bench/yaml_parse.py), with every value that cannot be built turned into a ``ConstructorError`` at its
+    node: a date-shaped scalar that is no date (``2026-13-45`` makes ``datetime.date`` raise ValueError). A string
+    escape of a lone UTF-16 surrogate (``"\\ud800"``, which no UTF-8 file or database can store) is refused by
+    libyaml's scanner itself, as invalid syntax at its line."""
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
         try:
