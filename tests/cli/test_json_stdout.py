@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.conftest import REPO
 
 NOISY = textwrap.dedent('''
@@ -39,6 +41,8 @@ NOISY = textwrap.dedent('''
         cmd()
 ''')
 
+
+pytestmark = pytest.mark.integration  # a fresh interpreter (a CLI process and its children) per check
 
 def _run(tmp_path, *args: str) -> subprocess.CompletedProcess:
     script = tmp_path / "noisy.py"

@@ -17,6 +17,7 @@ from evalgate.errors import BadInput
 from evalgate.store import Store, db, instance
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_after_a_transaction_the_file_is_detached_checkpointed_and_open_to_another_process(tmp_path: Path) -> None:
     path = tmp_path / "s.duckdb"
     store = Store(path)
@@ -119,6 +120,7 @@ print(os.waitstatus_to_exitcode(status), Store(home / "b.duckdb").protocol_hash(
 """
 
 
+@pytest.mark.integration  # a fresh interpreter
 def test_a_child_forked_while_a_file_is_attached_works_and_exits(tmp_path: Path) -> None:
     """The parent's instance is busy at the fork, so its copy stays in the child; destroying that copy would wait
     for threads the child does not have (a hang at the child's exit, seen before ``_after_fork_in_child``)."""

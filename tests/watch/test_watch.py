@@ -55,6 +55,7 @@ def _watcher(run_dirs: list[Path], tmp_path: Path, split: str, settle: float = 0
     return w, said
 
 
+@pytest.mark.integration  # a writer thread takes ~2.6 s of real time
 def test_slowly_written_checkpoint_is_never_read_half_written(tmp_path: Path, dev_split: str) -> None:
     run = tmp_path / "run"
     c = run / "checkpoint-3"
