@@ -117,8 +117,8 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
 def site_home(home: Path, site: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test's own store reads and writes (``rating.add_rater``, ``rating.submit``, ``store.ratings``) use the
     site's home, splits and key directory, as the server does. The autouse ``home`` gives every test its own, where
-    the site's private split key is absent: the tests passed in file order only because the key read under the
-    site's directory stayed cached in this process; in reverse order five failed."""
+    the site's private split key is absent: in file order no test's own read happened to need the key (no rater's
+    note was stored before one), and in reverse order five tests failed."""
     for k in ("EVALGATE_HOME", "EVALGATE_SPLITS", "XDG_CONFIG_HOME"):
         monkeypatch.setenv(k, site["env"][k])
 
