@@ -24,8 +24,10 @@ parsed is compared as normalised text; an empty answer equals nothing. Docs: doc
 Hedges in the form (docs/SCORING.md, "Hedged answers"): an answer is compared whole, so math-verify may not read one
 value of several: a number inside a text group (``\\text{}``, ``\\mathrm{}``, ``\\mbox{}``, ...) that its parse
 dropped makes the parse no parse (``2 \\text{ (or 3)}`` is not 2; a unit such as ``10\\text{ inches}`` holds no
-number and stays 10), and an equation or chain whose number sides differ (``2 = 3``, ``x = 3 = 2``; math-verify
-compared the right side) equals nothing.
+number and stays 10), an equation or chain whose number sides differ (``2 = 3``, ``x = 3 = 2``; math-verify
+compared the right side) equals nothing, and so does a parse that lost the relations the answer writes (math-verify
+reads ``x = 2 \\lor x = 3``, ``x=2 \\implies x=3`` as 3) or an "or" / "and" in a text group that it neither kept nor
+read as a list's comma (``x = 2 \\,\\text{or}\\, x = 3`` read as the chain x = 2x = 3).
 
 Times and undefined values (huggingface/Math-Verify#14): math-verify reads ``a:b`` as the ratio a/b, so a time of
 day ``1:00`` became 1/0, complex infinity, and every ``h:00`` equalled every other. An answer that is a time of day
@@ -112,7 +114,13 @@ def _parse(answer: str, timeout: int | None) -> tuple[Any, ...]:
         # math-verify drops \text{...} as a unit: one that states a number it dropped ("13 \text{ (or 14)}" read
         # as 13) is a second value, and an answer is compared whole (docs/SCORING.md, "Hedged answers")
         dropped = _numbers_in_text_groups(answer) - set(_PLAIN_NUMBER.findall(str(found[-1])))
-        return () if dropped else tuple(found)
+        # math-verify reads two relations joined by any operator ("x = 2 \lor x = 3", "x=2 \implies x=3") as the
+        # last one's right side, 3: a parse that lost every relation the answer writes dropped its other values
+        lost = _RELATION.search(answer) is not None and not _holds_relation(found[0])
+        # "x = 2 \,\text{or}\, x = 3" parsed as the chain x = 2x = 3 (the "or" dropped, not read as a list's ",")
+        joined = _CONNECTIVE.search(" ".join(_TEXT_GROUP.findall(answer))) is not None \
+            and not re.search(r"(?<!\\),", found[-1])
+        return () if dropped or lost or joined else tuple(found)
     # The plain-expression extractor finds the last expression anywhere in the text ("1 +" gives 1): accepted
     # only when what it found is the whole answer.
     found = parse(answer, [ExprExtractionConfig()], parsing_timeout=timeout)
@@ -124,6 +132,19 @@ def _parse(answer: str, timeout: int | None) -> tuple[Any, ...]:
 _TEXT_GROUP = re.compile(r"\\(?:text|textbf|textit|textrm|textsf|texttt|mbox|mathrm|mathbf|mathit|operatorname)\s*"
                          r"\{([^{}]*)\}")
 _PLAIN_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_CONNECTIVE = re.compile(r"\b(?:or|and|else|otherwise|either|nor)\b", re.I)
+
+
+# A relation sign: "=", "<", ">" or a LaTeX relation command (\\le is not the start of \\left).
+_RELATION = re.compile(r"[=<>]|\\(?:le|ge|leq|geq|neq|ne|lt|gt|leqslant|geqslant|equiv)(?![A-Za-z])")
+
+
+def _holds_relation(value: Any) -> bool:
+    """Whether a parsed value is or holds a relation (an equation, an inequality, a set or chain of them)."""
+    import sympy
+
+    return isinstance(value, sympy.Basic) and (isinstance(value, sympy.core.relational.Relational)
+                                               or value.has(sympy.core.relational.Relational))
 
 
 def _numbers_in_text_groups(answer: str) -> set[str]:

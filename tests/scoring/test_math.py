@@ -234,6 +234,15 @@ HEDGES = [
     ("\\boxed{x = 3 = 2}", "boxed", "x = 3 = 2", ["2", "3"]),
     ("\\boxed{\\sqrt{9} = 3 = 2}", "boxed", "\\sqrt{9} = 3 = 2", ["2", "3"]),
     ("\\boxed{2 \\equiv 3}", "boxed", "2 \\equiv 3", ["2", "3"]),  # math-verify reads it as 2 = 3
+    # third adversary pass: two equations joined by any operator were read as the last one's right side (scored 3),
+    # and an "or" in a text group between thin spaces was dropped, leaving the chain x = 2x = 3 (scored 3)
+    ("\\boxed{x = 2 \\lor x = 3}", "boxed", "x = 2 \\lor x = 3", ["2", "3"]),
+    ("\\boxed{x = 2 \\vee x = 3}", "boxed", "x = 2 \\vee x = 3", ["2", "3"]),
+    ("\\boxed{x=2 \\implies x=3}", "boxed", "x=2 \\implies x=3", ["2", "3"]),
+    ("\\boxed{x = 2 \\cup x = 3}", "boxed", "x = 2 \\cup x = 3", ["2", "3"]),
+    ("\\boxed{x = 3 \\lor x = 2}", "boxed", "x = 3 \\lor x = 2", ["2", "3"]),
+    ("\\boxed{x = 2 \\,\\text{or}\\, x = 3}", "boxed", "x = 2 \\,\\text{or}\\, x = 3", ["2", "3"]),
+    ("#### x = 2 \\lor x = 3", "gsm8k", "x = 2 \\lor x = 3", ["2", "3"]),
 ]
 
 
