@@ -209,8 +209,10 @@ class ToolPermissions(StrictModel):
     files' content is in the hash). A path leaving it is a violation (``fs_scope``). Default: none, no file
     access."""
     fs_write: bool = False
-    """Whether files in ``task_dir`` may be written; writing without it is a violation (``fs_write``). Default:
-    false (read-only)."""
+    """Whether files in ``task_dir`` may be written; writing without it is a violation (``fs_write``). With it,
+    each sample reads and writes a copy of its own of the directory, made at its first turn and removed when it
+    ends: the directory itself is never written, and no sample sees another's files. Default: false (read-only, the
+    directory read in place)."""
     violation: Literal["refuse", "end"] = "refuse"
     """What a violation does: ``refuse``: the call is not executed, the model gets an error message and the turn
     counts; ``end``: the sample ends with status ``tool_violation`` (score 0). Default: refuse."""

@@ -390,3 +390,65 @@ def test_a_call_drafted_inside_a_reasoning_block_is_not_made(tmp_path: Path) -> 
     turns = _turns(store, doc)["a"]
     assert [c["arguments"] for c in turns[0]["calls"]] == [{"expression": "6*7"}]
     assert doc["metrics"]["pass@1"] == 1.0
+
+
+@pytest.mark.usefixtures("memory_store")
+def test_a_writable_task_directory_is_each_samples_own_copy(tmp_path: Path) -> None:
+    """Adversary, third pass: with ``fs_write`` the model wrote into the protocol's own task directory, shared by
+    every sample, run and checkpoint. One item's sample wrote its answer to a file and the next item's sample read it
+    back (a channel between samples; on a private split the item's text lands in clear on disk), and the directory's
+    content, hashed into the protocol, changed under its lock. Each sample now works in a copy of its own: a file
+    written by one sample is not there for another, a sample reads back what it wrote itself, the protocol's
+    directory and hash stay as they were, and no copy is left behind."""
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / "notes.txt").write_text("seed notes")
+    proto = _protocol(tmp_path, {"offered": [{"name": "read_file"}, {"name": "write_file"}],
+                                 "allowed": ["read_file", "write_file"], "max_calls": 4, "task_dir": "task",
+                                 "fs_write": True})
+    from evalgate.protocol import load_protocol
+
+    sha_before = load_protocol(proto).sha256
+    items = [{"id": "a", "prompt": "write the answer down", "answer": "42"},
+             {"id": "b", "prompt": "read what the other sample wrote", "answer": "42"}]
+    replay = _replay_file(tmp_path, {
+        "a": [_call("write_file", path="answer.txt", content="42") + _call("read_file", path="answer.txt"),
+              "The answer is 42"],
+        # b reads at its second turn, after a's first turn wrote the file
+        "b": [_call("read_file", path="notes.txt"), _call("read_file", path="answer.txt"), "The answer is 42"]})
+    doc, store = _run(tmp_path, proto, items, replay)
+    turns = _turns(store, doc)
+    a_calls, b_calls = turns["a"][0]["calls"], turns["b"][1]["calls"] + turns["b"][0]["calls"]
+    assert [(c["status"], c["result"]) for c in a_calls] == [("ok", "wrote 2 characters to answer.txt"), ("ok", "42")]
+    assert b_calls[0]["status"] == "error" and "answer.txt" in b_calls[0]["result"]  # not written in b's copy
+    assert (b_calls[1]["status"], b_calls[1]["result"]) == ("ok", "seed notes")  # the task's own files are there
+    assert sorted(p.name for p in task.iterdir()) == ["notes.txt"]
+    assert load_protocol(proto).sha256 == sha_before
+    import tempfile
+
+    assert not list(Path(tempfile.gettempdir()).glob("evalgate-task-*"))
+
+
+@pytest.mark.usefixtures("memory_store")
+def test_a_sample_resumed_from_stored_turns_finds_its_own_writes(tmp_path: Path) -> None:
+    """The first run dies at item a's turn 2 after its turn 0 wrote a file in its copy of the task directory (the
+    copy is gone with the run); the rerun replays turns 0-1, which writes the file again in a new copy, so turn 2's
+    read returns what turn 0 wrote, and the protocol's directory is never written."""
+    task = tmp_path / "task"
+    task.mkdir()
+    proto = _protocol(tmp_path, {"offered": [{"name": "read_file"}, {"name": "write_file"}],
+                                 "allowed": ["read_file", "write_file"], "max_calls": 4, "max_turns": 5,
+                                 "task_dir": "task", "fs_write": True})
+    full = {"a": [_call("write_file", path="n.txt", content="first"), _call("write_file", path="m.txt", content="x"),
+                  _call("read_file", path="n.txt"), "The answer is first"]}
+    items = [{"id": "a", "prompt": "x", "answer": "first"}]
+    with pytest.raises(EngineError, match="no recorded turn 2 for item 'a'"):
+        _run(tmp_path, proto, items, _replay_file(tmp_path, {"a": full["a"][:2]}))
+    doc, store = _run(tmp_path, proto, items, _replay_file(tmp_path, full))
+    assert doc["metrics"]["tools"]["turns_cached"] == 2 and doc["metrics"]["tools"]["turns_generated"] == 2
+    read = _turns(store, doc)["a"][2]["calls"][0]
+    assert (read["status"], read["result"]) == ("ok", "first")
+    assert list(task.iterdir()) == []
+    import tempfile
+
+    assert not list(Path(tempfile.gettempdir()).glob("evalgate-task-*"))
