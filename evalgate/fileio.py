@@ -6,6 +6,7 @@ reader looks (a crash leaves either the old content or the new one).
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import secrets
@@ -93,6 +94,19 @@ def read_jsonl(path: str | Path, hint: str = "fix or remove that line") -> list[
     return list(iter_jsonl(p.read_bytes(), p, hint))
 
 
+_BAD_PATH = frozenset({errno.EEXIST, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS})
+"""What a user's output path causes (a part of it is a file, no permission, read-only), not the machine."""
+
+
+def _why_unwritable(p: Path, e: OSError) -> str:
+    """Say which part of ``p`` stopped the write: the first folder on its way that is a file, else the OS's
+    reason and the path it named."""
+    for part in reversed(p.parents):
+        if part.exists() and not part.is_dir():
+            return f"{part} is a file, not a directory"
+    return f"{e.strerror} ({e.filename})"
+
+
 def atomic_write(path: str | Path, content: str | bytes) -> Path:
     """Replace ``path`` with ``content`` atomically: write a temporary file in the same directory, fsync it, then
     ``os.replace`` it over the target (atomic on POSIX and Windows when both are on one file system) and fsync the
@@ -109,16 +123,23 @@ def atomic_write(path: str | Path, content: str | bytes) -> Path:
         The path written.
 
     Raises:
-        BadInput: ``path`` is a directory.
-        OSError: the directory is not writable or the disk is full; the target is then left as it was.
+        BadInput: ``path`` is a directory, or its folder cannot be made or written (a part of the path is a file,
+            permission denied, a read-only file system), naming the part that failed.
+        OSError: the disk is full or the write fails otherwise; the target is then left as it was.
     """
     p = Path(path)
     if p.is_dir():
         raise BadInput(f"{p} is a directory; give a file name to write (e.g. {p / 'report.html'})")
-    p.parent.mkdir(parents=True, exist_ok=True)
     data = content.encode("utf-8") if isinstance(content, str) else content
     tmp = p.with_name(f".{p.name}.{secrets.token_hex(4)}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as e:
+        if e.errno not in _BAD_PATH:
+            raise
+        raise BadInput(f"cannot write {p}: {_why_unwritable(p, e)}; give a file path inside a directory you can "
+                       "write") from e
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -61,6 +61,19 @@ def test_atomic_write_failure_keeps_old_content(tmp_path, monkeypatch):
     assert [x.name for x in tmp_path.iterdir()] == ["out.txt"]
 
 
+@pytest.mark.parametrize("under", ["out.txt", "sub/out.txt"])
+def test_atomic_write_under_a_file_is_bad_input_naming_the_file(tmp_path, under):
+    # a report path whose folder is a regular file: the user's path, exit 2, not an internal error (exit 3)
+    blocker = tmp_path / "reports"
+    blocker.write_text("I am a file")
+    target = blocker / under
+    with pytest.raises(BadInput) as e:
+        atomic_write(target, "x")
+    assert e.value.message == (f"cannot write {target}: {blocker} is a file, not a directory; give a file path "
+                               "inside a directory you can write")
+    assert blocker.read_text() == "I am a file" and sorted(x.name for x in tmp_path.iterdir()) == ["reports"]
+
+
 def test_a_file_that_is_not_utf8_is_bad_input_naming_its_line(tmp_path):
     # Latin-1 "é" (0xe9) on line 2, byte 12 + 11 = 23: a user's file saved in the wrong encoding is bad input
     # (exit 2), not an internal error (exit 3), and the message says which line to fix

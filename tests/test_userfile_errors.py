@@ -100,6 +100,17 @@ def test_a_directory_given_for_an_output_file_is_refused_before_any_work(tmp_pat
         atomic_write(tmp_path, "x")
 
 
+def test_an_output_file_under_a_regular_file_is_bad_input(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "trainer_state.json").write_text(json.dumps({"log_history": [{"step": 1, "loss": 1.0}]}))
+    blocker = tmp_path / "reports"
+    blocker.write_text("")
+    r = cli("diagnose", run, "--report", blocker / "d.html")
+    assert r.exit_code == 2, r.output
+    assert f"error: cannot write {blocker / 'd.html'}: {blocker} is a file, not a directory" in r.output
+
+
 def test_a_rubric_that_is_not_utf8_is_bad_input(tmp_path: Path) -> None:
     from evalgate.store import Store
     from tests.test_human_audit import add_run

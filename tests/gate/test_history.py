@@ -154,6 +154,19 @@ def test_gate_prints_best_last_failed_paths_and_what_to_ship(tmp_path: Path, bui
     assert again.exit_code == 0 and "  reused decision of gate gate-" in again.output
 
 
+def test_a_report_path_under_a_regular_file_is_bad_input(tmp_path: Path, built: dict[str, Any],
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    pol = _policy_file(tmp_path, fx.policy_dict(built["baseline"], **PASSING))
+    blocker = tmp_path / "reports"
+    blocker.write_text("")
+    r = _cli_gate(monkeypatch, ["--policy", str(pol), "--report", str(blocker / "g.html")])
+    assert r.exit_code == 2, r.output  # the verdict is PASS (exit 0 above); the path is the user's error
+    assert f"cannot write {blocker / 'g.html'}: {blocker} is a file, not a directory" in r.output
+    (row,) = built["store"].gates()  # decided and stored: 'evalgate report' renders it again
+    r = CliRunner().invoke(main, ["report", row["gate_id"], "--junit", str(blocker / "sub" / "g.xml")])
+    assert r.exit_code == 2 and f"{blocker} is a file, not a directory" in r.output, r.output
+
+
 def test_a_gate_that_decides_nothing_still_writes_its_reports(tmp_path: Path, built: dict[str, Any],
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "out"
