@@ -124,7 +124,8 @@ def init_project(options: InitOptions) -> InitResult:
     Raises:
         BadInput: an unknown benchmark, a bad name, missing or bad data (naming the file and line, or the missing
             field and the fields there are), or a file that exists (naming it; ``force`` replaces a protocol, gate
-            policy or workflow, never a lock or split). Nothing is written then.
+            policy or workflow, never a lock or split), or a folder it writes into that is a file (naming it).
+            Nothing is written then.
         MissingExtra: Parquet or ``datasets`` data without ``pyarrow`` / ``datasets`` installed.
         RefusedByPolicy: the data repeats a private split in ``$EVALGATE_SPLITS`` (``splits.write_tiered``; the
             refusal is logged). Nothing is written then.
@@ -139,6 +140,7 @@ def init_project(options: InitOptions) -> InitResult:
     texts = _render(options, name, root)
     planned = texts + _planned_splits(name)
     _refuse_existing(root, planned, options.force)
+    _refuse_blocked(root, planned)
     _validate(root, name, texts)
     from evalgate.environment import activate, active
     from evalgate.splits.tiering import log_imported, refuse_private_parts
@@ -239,6 +241,17 @@ def _refuse_existing(root: Path, planned: list[Planned], force: bool) -> None:
                      "--force or not; replace a split's data with 'evalgate splits add --replace')")
     raise BadInput(f"init refuses to overwrite existing files in {root}, so nothing was written: {'; '.join(parts)}. "
                    "Or choose another --dir or --name")
+
+
+def _refuse_blocked(root: Path, planned: list[Planned]) -> None:
+    """Refuse when a folder init writes into exists as a file (a file named ``protocols``), naming every one."""
+    blocked = sorted({str(root / d) for p in planned for d in Path(p.path).parents
+                      if d != Path(".") and os.path.lexists(root / d) and not (root / d).is_dir()})
+    if blocked:
+        many = len(blocked) > 1
+        raise BadInput(f"init writes into the folder{'s' if many else ''} {', '.join(blocked)}, but "
+                       f"{'they are files' if many else 'it is a file'}, so nothing was written; move "
+                       f"{'them' if many else 'it'} aside or choose another --dir")
 
 
 def _validate(root: Path, name: str, texts: list[Planned]) -> None:

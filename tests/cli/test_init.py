@@ -128,6 +128,18 @@ def test_force_replaces_a_starter_file_and_without_it_nothing_is_written(tmp_pat
     assert yaml.safe_load(mine.read_text())["name"] == "humaneval"
 
 
+def test_a_file_where_init_puts_a_folder_is_refused_and_nothing_is_written(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "protocols").write_text("mine\n")
+    (repo / ".github").write_text("mine\n")
+    r = evalgate(repo, "init", "--benchmark", "humaneval")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error: init writes into the folders .github, protocols, but they are files, so "
+                               "nothing was written; move them aside or choose another --dir"), r.stderr
+    assert "internal error" not in r.stderr and files(repo) == [".github", "protocols"]
+
+
 def test_bad_data_writes_nothing(tmp_path: Path) -> None:
     data = tmp_path / "data.csv"
     with data.open("w", newline="") as fh:
