@@ -191,6 +191,12 @@ def admit_view(store: Store, run: dict[str, Any], purpose: str, actor: str) -> N
     """
     manager = SplitManager(store)
     split, tier = run["split"], run["tier"]
+    # the tier the signed access log logged the run under outranks its unsigned row (``RunRepo.run_tiers``)
+    logged = store.run_tiers(run["run_id"])
+    guarded = [t for t in GUARDED_TIERS if t in logged]
+    if guarded:
+        tier = guarded[0]
+        split = logged[tier]
     if tier in GUARDED_TIERS:
         how = ("per-item outputs of the private tier are never shown; use 'evalgate runs' for the run's metrics"
                if tier == "private" else

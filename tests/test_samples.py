@@ -209,3 +209,70 @@ def _run_row(store: Store, run_id: str) -> dict[str, Any]:
             "checkpoint_digest": "digest-cut", "checkpoint_path": "/ck/cut", "train_run": "fx-run", "train_seed": 1,
             "step": None, "split": "fx-dev", "tier": m.tier, "split_sha256": m.content_sha256, "sampling_seed": 0,
             "backend": "hf", "backend_info": {}, "effective_params": {}, "actor": "t", "purpose": "evaluation"}
+
+
+def _released_private_run(home: Path, tmp_path: Path) -> tuple[Store, str]:
+    """A real release-gate run on private split ``p`` (replayed completions, a grant whose read was reserved and
+    logged as the gate's decision does), beside a dev split ``d``: (store, run id)."""
+    from evalgate.runner.grant import _reserve_release_reads
+    from evalgate.splits import SplitManager
+
+    items = addition_items("private", 2)
+    write_split("p", "private", items, {"source": "test"})
+    write_split("d", "dev", addition_items("dev", 2), {"source": "test"})
+    replay = tmp_path / "replay.jsonl"
+    replay.write_text("".join(json.dumps({"item_id": it["id"], "turn": 0, "text": f"SECRET-{it['answer']}"}) + "\n"
+                              for it in items))
+    ckpt = tmp_path / "model"
+    ckpt.mkdir()
+    import yaml
+
+    from evalgate.checkpoints.resolve import Checkpoint
+    from evalgate.protocols_ops import freeze
+
+    proto = tmp_path / "plain.yaml"
+    proto.write_text(yaml.safe_dump({"name": "plain", "version": "1", "sampling": {"max_tokens": 8},
+                                     "prompt": {"chat_template": "none", "template": "{{ question }}"},
+                                     "scorer": {"name": "exact", "options": {"answer_field": "answer"}},
+                                     "extraction": {"rule": "raw"}}))
+    freeze(proto)
+    store = Store()
+    grant = _reserve_release_reads("g", SplitManager(store), load_manifest("p"), "t", [{}], "refused")
+    doc = evaluate(proto, Checkpoint(path=ckpt, kind="hf", digest="1" * 64, model_dir=ckpt), "p",
+                   RunOptions(backend="replay", backend_options={"file": str(replay)}, purpose="release-gate",
+                              grant=grant, progress=False), store)
+    return store, doc["run_id"]
+
+
+@pytest.mark.parametrize("edit", ["UPDATE runs SET tier='dev', split='d'", "UPDATE runs SET tier='human-audit'"])
+def test_a_private_run_stays_private_when_its_unsigned_run_row_is_edited(home: Path, tmp_path: Path,
+                                                                        edit: str) -> None:
+    """Adversary, third pass: ``Store.samples`` and ``admit_view`` took a run's tier (and split) from its ``runs``
+    row, which no signature covers. Whoever could write the store file (a CI cache) set a private run's row to tier
+    dev on a dev split, and the next key holder's 'evalgate samples RUN' (or the dashboard's run page, an admin
+    rater's) decrypted and showed the private prompts and completions, logged as a dev read. The signed access log
+    recorded the run's read of the private split: that decides, whatever the row says now."""
+    store, run_id = _released_private_run(home, tmp_path)
+    assert any("SECRET-" in (s.get("text") or "") for s in store._samples(run_id))  # the completions are there
+    with store.connect() as con:
+        con.execute(f"{edit} WHERE run_id=?", [run_id])
+    before = len(store.access_rows())
+    with pytest.raises(RefusedByPolicy, match="private"):
+        run_samples(run_id, store=store)
+    with pytest.raises(RefusedByPolicy, match="private"):
+        store.samples(run_id)
+    assert [(r["split"], r["outcome"]) for r in store.access_rows()[before:]] == [("p", "refused")]
+
+
+def test_a_private_run_edited_into_a_human_audit_run_gets_no_rating_batch(home: Path, tmp_path: Path) -> None:
+    """The same edit towards the raters: the private run's row set to a human-audit split of the same item ids, and
+    'audit batch create' refused it (logged) before any batch holds its samples."""
+    from evalgate import rating
+
+    store, run_id = _released_private_run(home, tmp_path)
+    write_split("h", "human-audit", addition_items("private", 2), {"source": "test", "note": "same ids"})
+    with store.connect() as con:
+        con.execute("UPDATE runs SET tier='human-audit', split='h' WHERE run_id=?", [run_id])
+    with pytest.raises(RefusedByPolicy, match="human-audit splits only"):
+        rating.create_batch(run_id, samples=2, store=store)
+    assert store.batches() == [] and store.access_rows()[-1]["outcome"] == "refused"

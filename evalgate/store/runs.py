@@ -142,19 +142,31 @@ class RunRepo(Repository):
     def samples(self, run_id: str) -> list[dict[str, Any]]:
         """A run's samples joined with their cached generations and prompts, sealed values decrypted.
 
-        A run on the private tier is refused: its per-item outputs are never shown (issue 27; the gate reads only
-        ``sample_scores``). Readers of other tiers check and log the read first (``evalgate.samples``, the rating
-        pages, ``export-audit``).
+        A run on the private tier (``run_tiers``: its row or the access log says so) is refused: its per-item
+        outputs are never shown (issue 27; the gate reads only ``sample_scores``). Readers of other tiers check and
+        log the read first (``evalgate.samples``, the rating pages, ``export-audit``).
 
         Raises:
             RefusedByPolicy: a private-tier run; the run's outputs are sealed and the private key is missing or
                 wrong."""
-        with self.connect() as con:
-            tier = con.execute("SELECT tier FROM runs WHERE run_id=?", [run_id]).fetchone()
-        if tier is not None and tier[0] == "private":
+        if "private" in self.run_tiers(run_id):
             raise RefusedByPolicy(f"run {run_id} is on a private split: its per-item outputs are never shown (the "
                                   "gate reads only per-item scores); use 'evalgate runs' for its metrics")
         return self._samples(run_id)
+
+    def run_tiers(self, run_id: str) -> dict[str, str]:
+        """The tiers run ``run_id`` belongs to, each with its split: the tier and split its ``runs`` row records and
+        every tier and split the access log logged a row of it under (a release-gate run's ``reserved-read`` and
+        ``result`` rows name it; the log's split wins for a tier both name); empty for an unknown run.
+
+        The ``runs`` row is not signed, the access log is (hash-chained, its head signed): whoever could write the
+        store file set a private run's row to tier dev on a dev split, and its sealed samples were shown to the next
+        key holder who asked (adversary, third pass). With the log's rows, editing the row is not enough; editing
+        the log breaks its chain, which ``evalgate audit verify`` and every gate report."""
+        with self.connect() as con:
+            rows = con.execute("SELECT 0, tier, split FROM runs WHERE run_id=? UNION SELECT 1, tier, split "
+                               "FROM access_log WHERE run_id=? ORDER BY 1", [run_id, run_id]).fetchall()
+        return {tier: split for _, tier, split in rows if tier is not None}
 
     def _samples(self, run_id: str) -> list[dict[str, Any]]:
         """``samples`` for every tier (the sealing tests check that an authorised reader can decrypt)."""
