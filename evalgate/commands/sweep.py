@@ -35,7 +35,8 @@ def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], ba
               purpose: str, actor: str | None, device: str | None, backend_option: tuple[str, ...],
               ray_address: str | None, chunk: int, as_json: bool, trackers: list[Any]) -> None:
     """Evaluate every checkpoint matching GLOB on every --split, skipping units already complete in the store.
-    Exit 0 when every unit is done or skipped; else 2 (a refused read, bad input) or 3 (engine error)."""
+    Exit 0 when every unit is done or skipped; 1 when the protocol no longer matches its lock (nothing run);
+    else 2 (a refused read, bad input) or 3 (engine error)."""
     from evalgate.run import RunOptions
     from evalgate.runs_view import runs_by_id
     from evalgate.workspace import Workspace

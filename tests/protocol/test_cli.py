@@ -169,3 +169,18 @@ def test_committed_gate_reference_is_up_to_date_and_covers_every_policy_field() 
             assert " ".join((field.description or "").split())[:30].replace("``", "`") in row
     # a table row has exactly four cells: a pipe inside a cell (the metric pattern's) is escaped
     assert all(line.replace("\\|", "").count("|") == 5 for line in out.splitlines() if line.startswith("| `"))
+
+
+def test_run_and_sweep_of_a_drifted_protocol_exit_1_as_their_help_says(tmp_path: Path) -> None:
+    """DESIGN.md: exit 1 on protocol drift; 'sweep --help' said only 2 or 3 besides 0."""
+    p = tmp_path / "p.yaml"
+    doc = {"name": "t", "version": "1", "prompt": {"template": "{{ q }}"}, "scorer": {"name": "exact"}}
+    p.write_text(yaml.safe_dump(doc))
+    assert cli("protocol", "freeze", str(p))[0] == 0
+    p.write_text(yaml.safe_dump({**doc, "sampling": {"max_tokens": 64}}))
+    nothing = str(tmp_path / "no-checkpoint")  # drift is refused before the checkpoint or split is looked at
+    for args in (["run", "--checkpoint", nothing, "--split", "s"], ["sweep", "--checkpoints", nothing, "--split", "s"]):
+        code, out = cli(*args[:1], "--protocol", str(p), *args[1:])
+        assert code == 1 and "no longer matches its lock" in out, (args, out)
+    code, out = cli("sweep", "--help")
+    assert code == 0 and "1 when the protocol no longer matches its lock" in " ".join(out.split())
