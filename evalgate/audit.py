@@ -7,6 +7,7 @@ The access log lives in the store (``access_log``); its hash chain is ``evalgate
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
@@ -139,9 +140,8 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
     chain = verify_chain(store)  # first: a budget is never counted from a broken chain
     loaded, broken = scan_manifests()  # a manifest that does not load is named, and hides no other split
     manifests = {m.name: m for m in loaded}
-    if split and split not in manifests and not store.access_rows(split):
-        raise BadInput(f"unknown split {split!r}: no manifest and no access-log rows; known splits: "
-                       f"{', '.join(sorted(manifests)) or 'none'}")
+    if split:
+        _refuse_unknown_split(store, split, manifests)
     manager = SplitManager(store)
     owners = {name: manager.owner(m) for name, m in manifests.items()}
     names = set(owners[split].names) if split in owners else {split} if split else None
@@ -227,6 +227,18 @@ def _why_unknown(chain: dict[str, Any]) -> str:
     return f"log not verified from row {sig['first_bad_seq']} (signed head; see 'evalgate audit verify')"
 
 
+def _refuse_unknown_split(store: AccessLogRepo, split: str, manifests: Iterable[str]) -> None:
+    """A split with neither a manifest nor an access-log row is a typo: say so rather than show nothing.
+
+    Raises:
+        BadInput: naming the known splits.
+    """
+    known = set(manifests)
+    if split not in known and not store.access_rows(split):
+        raise BadInput(f"unknown split {split!r}: no manifest and no access-log rows; known splits: "
+                       f"{', '.join(sorted(known)) or 'none'}")
+
+
 LOG_FIELDS = ("seq", "ts", "actor", "ci", "split", "tier", "purpose", "outcome", "cached", "run_id",
               "checkpoint_digest", "detail")
 """The access-log fields ``log_rows`` returns (the chain's hashes are left to ``audit verify``)."""
@@ -244,7 +256,12 @@ def log_rows(store: AccessLogRepo, split: str | None = None, since: datetime | N
 
     Returns:
         One dict per row with the keys of ``LOG_FIELDS``; ``ts`` as ISO text (seconds).
+
+    Raises:
+        BadInput: ``split`` has neither a manifest nor any access-log row (a typo would otherwise list nothing).
     """
+    if split:
+        _refuse_unknown_split(store, split, (m.name for m in scan_manifests()[0]))
     out = []
     for r in store.access_rows(split, since):
         if refused and r["outcome"] != "refused":

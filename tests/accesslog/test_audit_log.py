@@ -51,3 +51,15 @@ def test_audit_log_lists_rows_and_filters_by_split_date_and_refusal(home: Path) 
     assert cli("audit", "log", "--since", tomorrow) == (0, "no access-log rows matching the filters\n")
     code, out = cli("audit", "log", "--since", "yesterday")
     assert code == 2 and "not an ISO date" in out
+
+
+def test_audit_log_of_an_unknown_split_is_refused_like_audit(home: Path) -> None:
+    """A typo in --split listed 'no access-log rows matching the filters' (exit 0), as if nobody had read it;
+    'evalgate audit --split' refused the same name (exit 2)."""
+    write_split("l-dev", "dev", ITEMS, {"source": "test"})
+    for args in (("audit", "--split", "l-dve"), ("audit", "log", "--split", "l-dve")):
+        code, out = cli(*args)
+        assert (code, out) == (2, "error: unknown split 'l-dve': no manifest and no access-log rows; known splits: "
+                                  "l-dev\n"), args
+    # a split that exists but was never read: no rows, not an error
+    assert cli("audit", "log", "--split", "l-dev") == (0, "no access-log rows matching the filters\n")
