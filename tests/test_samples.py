@@ -276,3 +276,34 @@ def test_a_private_run_edited_into_a_human_audit_run_gets_no_rating_batch(home: 
     with pytest.raises(RefusedByPolicy, match="human-audit splits only"):
         rating.create_batch(run_id, samples=2, store=store)
     assert store.batches() == [] and store.access_rows()[-1]["outcome"] == "refused"
+
+
+def test_a_dev_runs_row_pointed_at_a_private_runs_outputs_shows_none_of_them(home: Path, tmp_path: Path) -> None:
+    """The same store edit by another road: a dev run's own row keeps its tier (the access log says dev too), but its
+    checkpoint, protocol and settings are set to the private run's and its run_prompts rows deleted, so the samples
+    query joined the private run's sealed generations (same item ids: two files numbered alike) and decrypted them
+    for 'evalgate samples DEV_RUN'. A run of an open tier never holds a sealed value: one joined is refused."""
+    store, private_run = _released_private_run(home, tmp_path)
+    (p,) = store.runs(run_id=private_run)
+    items = [{**it, "question": f"dev {it['id']}?"} for it in addition_items("private", 2)]
+    write_split("d2", "dev", items, {"source": "test"})
+    replay = tmp_path / "dev-replay.jsonl"
+    replay.write_text("".join(json.dumps({"item_id": it["id"], "turn": 0, "text": "dev answer"}) + "\n"
+                              for it in items))
+    from evalgate.checkpoints.resolve import Checkpoint
+
+    ckpt = tmp_path / "dev-model"
+    ckpt.mkdir()
+    doc = evaluate(tmp_path / "plain.yaml", Checkpoint(path=ckpt, kind="hf", digest="2" * 64, model_dir=ckpt), "d2",
+                   RunOptions(backend="replay", backend_options={"file": str(tmp_path / "dev-replay.jsonl")},
+                              progress=False), store)
+    dev_run = doc["run_id"]
+    assert [s.completion for s in run_samples(dev_run, store=store).samples] == ["dev answer"] * 2
+    with store.connect() as con:
+        con.execute("UPDATE runs SET checkpoint_digest=?, protocol_hash=?, settings_sha256=? WHERE run_id=?",
+                    [p["checkpoint_digest"], p["protocol_hash"], p["settings_sha256"], dev_run])
+        con.execute("DELETE FROM run_prompts WHERE run_id=?", [dev_run])
+    with pytest.raises(RefusedByPolicy, match="store was edited"):
+        run_samples(dev_run, store=store)
+    with pytest.raises(RefusedByPolicy, match="store was edited"):
+        store.samples(dev_run)

@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.sealing import is_sealed
 from evalgate.store.codec import open_errors, open_read, run_codec
 from evalgate.store.db import Repository, insert_values, matching, now, records
 
@@ -149,10 +150,11 @@ class RunRepo(Repository):
         Raises:
             RefusedByPolicy: a private-tier run; the run's outputs are sealed and the private key is missing or
                 wrong."""
-        if "private" in self.run_tiers(run_id):
+        tiers = self.run_tiers(run_id)
+        if "private" in tiers:
             raise RefusedByPolicy(f"run {run_id} is on a private split: its per-item outputs are never shown (the "
                                   "gate reads only per-item scores); use 'evalgate runs' for its metrics")
-        return self._samples(run_id)
+        return self._samples(run_id, sealed="human-audit" in tiers)
 
     def run_tiers(self, run_id: str) -> dict[str, str]:
         """The tiers run ``run_id`` belongs to, each with its split: the tier and split its ``runs`` row records and
@@ -168,8 +170,16 @@ class RunRepo(Repository):
                                "FROM access_log WHERE run_id=? ORDER BY 1", [run_id, run_id]).fetchall()
         return {tier: split for _, tier, split in rows if tier is not None}
 
-    def _samples(self, run_id: str) -> list[dict[str, Any]]:
-        """``samples`` for every tier (the sealing tests check that an authorised reader can decrypt)."""
+    def _samples(self, run_id: str, sealed: bool = True) -> list[dict[str, Any]]:
+        """``samples`` for every tier (the sealing tests check that an authorised reader can decrypt).
+
+        ``sealed`` False (a run of an open tier): a sealed value among the joined rows is refused, never opened. An
+        open tier's outputs are stored in clear, so a sealed one joined to its samples is another run's, reached
+        through edited rows (adversary, third pass: a dev run's checkpoint, protocol and settings set to a private
+        run's and its ``run_prompts`` deleted joined the private generations of the same item ids).
+
+        Raises:
+            RefusedByPolicy: as above; the private key is missing or wrong."""
         with self.connect() as con:
             rows = records(con, """
                 SELECT s.*, g.text, g.completion_tokens, g.prompt_tokens, g.finish_reason, p.text AS prompt
@@ -182,6 +192,10 @@ class RunRepo(Repository):
                      AND g.settings_sha256=coalesce(r.settings_sha256, '')
                 LEFT JOIN prompts p ON p.sha256=g.prompt_sha256
                 WHERE s.run_id=? ORDER BY s.item_id, s.sample_index""", [run_id])
+        if not sealed and any(is_sealed(v) for r in rows for v in r.values()):
+            raise RefusedByPolicy(f"run {run_id} is on an open tier, yet its samples join encrypted outputs of a "
+                                  "private or human-audit run: the store was edited (its runs, run_prompts or samples "
+                                  "rows); nothing is shown. Check the access log with 'evalgate audit verify'")
         for r in rows:
             r["behavior"] = json.loads(r["behavior"]) if r["behavior"] else {}
         return open_read("samples", rows)
