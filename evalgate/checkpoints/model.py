@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.errors import BadInput, MissingExtra
+from evalgate.fileio import decode_utf8
 from evalgate.version import install_hint
 
 
@@ -32,6 +33,24 @@ def check_weight_files(model_dir: Path) -> None:
         except Exception as e:  # noqa: BLE001 - SafetensorError, OSError: any failure means the file is unusable
             raise BadInput(f"checkpoint weights {f} cannot be read ({type(e).__name__}: {e}); it is truncated or "
                            "damaged (an interrupted copy or download?). Copy it again") from e
+
+
+def check_config(model_dir: Path) -> None:
+    """Refuse a directory whose ``config.json`` is not a JSON object (a cut-off copy, a merge conflict), before any
+    split is read: transformers reports a damaged config while loading the tokenizer, which reads as missing
+    tokenizer files.
+
+    Raises:
+        BadInput: naming the file and the line where it stops parsing.
+    """
+    f = model_dir / "config.json"
+    try:
+        cfg = json.loads(decode_utf8(f.read_bytes(), f))
+    except json.JSONDecodeError as e:
+        raise BadInput(f"{f}:{e.lineno}: checkpoint config is not valid JSON ({e.msg}); it is damaged (an "
+                       "interrupted copy or save?). Copy it again") from e
+    if not isinstance(cfg, dict):
+        raise BadInput(f"{f}: checkpoint config must be a JSON object, not {type(cfg).__name__}; copy it again")
 
 
 def nonfinite_count(t: Any) -> int:

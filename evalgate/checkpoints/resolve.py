@@ -10,7 +10,7 @@ from typing import Any
 
 from evalgate.checkpoints.gguf import convert_gguf
 from evalgate.checkpoints.identity import checkpoint_identity, identity_files
-from evalgate.checkpoints.model import check_weight_files
+from evalgate.checkpoints.model import check_config, check_weight_files
 from evalgate.checkpoints.provenance import infer_training
 from evalgate.errors import BadInput
 
@@ -62,7 +62,8 @@ def resolve_checkpoint(
             (``checkpoint_identity``); None: only the digest cache says so.
 
     Raises:
-        BadInput: path missing or neither an HF directory nor a ``.gguf`` file.
+        BadInput: path missing or neither an HF directory nor a ``.gguf`` file; weights that cannot be read or a
+            ``config.json`` that is not a JSON object (naming the file).
     """
     given: dict[str, Any] = {"train_run": train_run, "train_seed": train_seed, "step": step}
     p = Path(path).expanduser().resolve()
@@ -82,6 +83,7 @@ def resolve_checkpoint(
         return Checkpoint(p, "gguf", digest, convert_gguf(p, digest), train_run, train_seed, step, prov)
     digest = checkpoint_identity(identity_files(p), (lambda: recorded(str(p))) if recorded else None)
     check_weight_files(p)
+    check_config(p)
     inferred, src = infer_training(p)
     values = {k: given[k] if given[k] is not None else inferred[k] for k in given}
     prov = {k: "flag" if given[k] is not None else src[k] for k in given}

@@ -340,3 +340,19 @@ def test_short_digest_keeps_the_algorithm_visible() -> None:
     # the BLAKE3 spec's empty-input hash as an identity: prefix kept, then 12 hex digits (not "blake3:af134")
     assert short_digest("blake3:af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262") == \
         "blake3:af1349b9f5f9"
+
+
+@pytest.mark.parametrize("text,problem", [('{"model_type": "llama",\n', ":2: checkpoint config is not valid JSON"),
+                                          ("[1, 2]", ": checkpoint config must be a JSON object, not list")])
+def test_a_damaged_config_is_named_not_taken_for_missing_tokenizer_files(tmp_path: Path, text: str,
+                                                                         problem: str) -> None:
+    # fresh-user finding: 'evalgate run' said "no loadable tokenizer (... config file ... is not a valid JSON
+    # file); a checkpoint directory needs its tokenizer files"
+    from evalgate.checkpoints.resolve import resolve_checkpoint
+    from evalgate.errors import BadInput
+
+    _model(tmp_path / "ckpt")
+    (tmp_path / "ckpt" / "config.json").write_text(text)
+    with pytest.raises(BadInput) as e:
+        resolve_checkpoint(tmp_path / "ckpt")
+    assert e.value.message.startswith(f"{tmp_path / 'ckpt' / 'config.json'}{problem}")
