@@ -9,7 +9,8 @@ from collections import defaultdict
 from typing import Any
 
 from evalgate.errors import BadInput
-from evalgate.store import GenerationCache, Store
+from evalgate.sealing import SEALED_TIERS
+from evalgate.store import Store
 
 TRAJECTORIES_PURPOSE = "inspect-trajectories"
 """The access-log purpose of ``evalgate trajectories``: a view of a run's per-item outputs, as ``evalgate samples``."""
@@ -54,16 +55,19 @@ def status(turns: list[dict[str, Any]]) -> str:
     return turns[-1]["ended"] or "incomplete"
 
 
-def turns_by_sample(store: GenerationCache, run: dict[str, Any], items: list[str] | None = None
+def turns_by_sample(store: Store, run: dict[str, Any], items: list[str] | None = None
                     ) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
     """The stored turns of a run (a ``Store.runs`` row: its checkpoint, protocol and generation settings), of
     ``items`` only when given, by sample key (item id, sample index, sample seed), each in turn order; empty for a
     run of a protocol without tools. Only turns stored by runs on the run's split content: another split whose items
-    share ids is never mixed in. A sealed tier's turns come back in clear (the key is needed)."""
+    share ids is never mixed in. A sealed tier's turns come back in clear (the key is needed); a run of an open tier
+    (by its row and the access log, ``RunRepo.run_tiers``) gets no sealed turn: one is refused (RefusedByPolicy), its
+    rows were edited to reach another run's."""
     settings = (run["backend_info"] or {}).get("generation_settings_sha256") or ""
     by_sample: dict[tuple[str, int, int], list[dict[str, Any]]] = defaultdict(list)
+    sealed = bool(set(store.run_tiers(run["run_id"])) & set(SEALED_TIERS))
     for r in store.trajectory_turns(run["checkpoint_digest"], run["protocol_hash"], settings, items,
-                                    split_sha256=run["split_sha256"]):
+                                    split_sha256=run["split_sha256"], sealed=sealed):
         by_sample[(r["item_id"], r["sample_index"], r["seed"])].append(r)
     return dict(by_sample)
 

@@ -11,6 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from evalgate.errors import RefusedByPolicy
+from evalgate.sealing import is_sealed
 from evalgate.store.codec import open_read, run_codec
 from evalgate.store.db import Repository, insert_values, now, records
 
@@ -169,15 +171,21 @@ class GenerationCache(Repository):
                         "ON CONFLICT DO NOTHING", [now(), doc])
 
     def trajectory_turns(self, checkpoint_digest: str, protocol_hash: str, settings_sha256: str,
-                         item_ids: Sequence[str] | None = None, split_sha256: str | None = None
-                         ) -> list[dict[str, Any]]:
+                         item_ids: Sequence[str] | None = None, split_sha256: str | None = None,
+                         sealed: bool = True) -> list[dict[str, Any]]:
         """Stored turns under one checkpoint, protocol and settings (of ``item_ids`` only, when given), ordered by
         item, sample index, seed and turn; ``calls`` decoded.
 
         ``split_sha256``: only the turns stored by runs on that split content. A turn's key holds an item id, not
         its split, so two splits whose items share ids (two files numbered from 1) share keys: whatever reads one
         run's turns back passes its split's content hash, or it gets the other split's too (a private split's, in
-        clear where the key is at hand). None: every split's (the store's own checks)."""
+        clear where the key is at hand). None: every split's (the store's own checks).
+
+        ``sealed`` False (turns read back for a run of an open tier, whose turns are stored in clear): a sealed
+        value among them is another run's, reached through edited rows, and is refused, never opened.
+
+        Raises:
+            RefusedByPolicy: as above; the private key is missing or wrong."""
         sql = "SELECT * FROM trajectories WHERE checkpoint_digest=? AND protocol_hash=? AND settings_sha256=?"
         params: list[Any] = [checkpoint_digest, protocol_hash, settings_sha256]
         if split_sha256 is not None:
@@ -188,6 +196,10 @@ class GenerationCache(Repository):
             params += list(item_ids)
         with self.connect() as con:
             rows = records(con, sql + " ORDER BY item_id, sample_index, seed, turn", params)
+        if not sealed and any(is_sealed(v) for r in rows for v in r.values()):
+            raise RefusedByPolicy("a run of an open tier reads back encrypted turns of a private or human-audit "
+                                  "run: the store was edited (the run's checkpoint, protocol, settings or split "
+                                  "content hash); nothing is shown. Check the access log with 'evalgate audit verify'")
         for r in rows:
             r["calls"] = json.loads(r["calls"])
         open_read("trajectories", rows)

@@ -61,3 +61,16 @@ def test_evalgate_trajectories_shows_one_split_logs_the_read_and_refuses_the_pri
     assert r.exit_code == 2 and SECRET not in r.output and "never shown" in r.output
     rows = [(x["split"], x["purpose"], x["outcome"]) for x in store.access_rows() if x["actor"] == "mallory"]
     assert rows == [("ag-dev", "inspect-trajectories", "read"), ("ag-private", "inspect-trajectories", "refused")]
+
+
+def test_a_dev_runs_row_pointed_at_the_private_runs_turns_shows_none_of_them(tmp_path: Path) -> None:
+    """Adversary, third pass: the dev run's row (not signed) given the private run's split content hash, so the turn
+    query read the private run's sealed turns back for the dev run and decrypted them: 'evalgate trajectories
+    DEV_RUN' listed the secret. An open tier's turns are stored in clear: a sealed one is refused, never opened."""
+    _, store = _gate(tmp_path.resolve())
+    dev, private = _run(store, "ag-dev"), _run(store, "ag-private")
+    (p,) = store.runs(run_id=private)
+    with store.connect() as con:
+        con.execute("UPDATE runs SET split_sha256=? WHERE run_id=?", [p["split_sha256"], dev])
+    r = CliRunner().invoke(main, ["trajectories", dev, "--json", "--actor", "mallory"])
+    assert r.exit_code == 2 and SECRET not in r.output and "store was edited" in r.output, r.output
