@@ -13,7 +13,7 @@ from filelock import FileLock
 
 from evalgate.checkpoints.identity import digest_hex
 from evalgate.environment import active
-from evalgate.errors import EngineError, MissingExtra
+from evalgate.errors import BadInput, EngineError, MissingExtra
 from evalgate.version import install_hint
 
 
@@ -34,7 +34,8 @@ def convert_gguf(gguf: Path, digest: str) -> Path:
 
     Raises:
         MissingExtra: transformers/torch/gguf not installed.
-        EngineError: the conversion failed.
+        BadInput: the conversion failed and the file does not parse as GGUF (truncated or damaged).
+        EngineError: the conversion failed on a file that parses.
     """
     out = models_dir() / digest_hex(digest)[:16]
     if (out / "config.json").is_file():
@@ -76,5 +77,23 @@ def convert_gguf(gguf: Path, digest: str) -> Path:
             shutil.rmtree(tmp, ignore_errors=True)
             if isinstance(e, MissingExtra):
                 raise
+            if damage := gguf_damage(gguf):
+                raise BadInput(f"checkpoint {gguf} is not a complete GGUF file ({damage}); a truncated or failed "
+                               "download? Pass a complete .gguf file") from e
             raise EngineError(f"could not convert GGUF {gguf} to an HF directory: {e}") from e
     return out
+
+
+def gguf_damage(gguf: Path) -> str | None:
+    """Why ``gguf`` does not parse as a GGUF file (``gguf.GGUFReader``: header, metadata and every tensor's data
+    within the file), or None when it does; asked only after a conversion failed, to tell a damaged file (the
+    user's to replace) from a conversion evalgate could not do. A few seconds for a 100 MB file."""
+    try:
+        from gguf import GGUFReader
+    except ImportError:
+        return None
+    try:
+        GGUFReader(gguf)
+    except Exception as e:  # noqa: BLE001 - ValueError, struct.error, OSError: the file does not parse
+        return f"{type(e).__name__}: {e}"
+    return None

@@ -136,7 +136,7 @@ def test_bad_backend_is_refused_before_any_read(home: Path, frozen: Path, smollm
 
 
 def test_bad_checkpoint_files_are_refused_before_any_read(home: Path, frozen: Path, smollm2_dir: Path,
-                                                          tmp_path: Path) -> None:
+                                                          smollm2_gguf: Path, tmp_path: Path) -> None:
     # fresh-user findings: both used to fail with exit 3 ("internal error"), the truncated one after the read
     before = store_snapshot(home)
     page = tmp_path / "model.gguf"
@@ -144,6 +144,12 @@ def test_bad_checkpoint_files_are_refused_before_any_read(home: Path, frozen: Pa
     r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(page), "--split", "humaneval-smoke")
     assert r.returncode == 2, r.stderr
     assert "is not a GGUF file" in r.stderr and "b'<htm'" in r.stderr
+    cut_gguf = tmp_path / "cut.gguf"  # the magic bytes right, the rest cut off: a download stopped early
+    with open(smollm2_gguf, "rb") as src:
+        cut_gguf.write_bytes(src.read(4096))
+    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(cut_gguf), "--split", "humaneval-smoke")
+    assert r.returncode == 2, r.stderr  # was exit 3, "could not convert GGUF ..."
+    assert f"checkpoint {cut_gguf} is not a complete GGUF file" in r.stderr and "truncated" in r.stderr
     cut = tmp_path / "cut"
     cut.mkdir()
     for f in smollm2_dir.iterdir():
