@@ -234,6 +234,8 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     scorer = get_scorer(protocol)  # before any read or generation: a scorer may refuse the protocol
     backend_options = check_backend(options.backend, options.backend_options)  # a typo must not spend a read
     store = store or Store()
+    actor, access = actor_name(options.actor), SplitManager(store)
+    access.manifest(split)  # a typo'd split name is refused before a GGUF's one-time conversion (a minute on CPU)
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
         checkpoint, options.train_run, options.train_seed, options.step, store.recorded_checkpoint)
     if protocol.spec.tools.agentic:  # backend, chat template and tools must fit before the read is admitted
@@ -241,7 +243,6 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
 
         check_agentic_setup(protocol, options.backend, ckpt.model_dir)
     context_note = check_context(protocol, ckpt, options.backend)  # before the read: no read spent on a typo
-    actor, access = actor_name(options.actor), SplitManager(store)
     sampling = protocol.spec.sampling
     seed = sampling.seed if options.seed is None else options.seed
     settings = generation_settings(options.backend, backend_options)

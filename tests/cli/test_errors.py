@@ -53,6 +53,17 @@ def test_missing_checkpoint(home: Path, frozen: Path) -> None:
     assert store_snapshot(home) == before
 
 
+def test_an_unknown_split_is_refused_before_a_gguf_is_converted(home: Path, frozen: Path, smollm2_gguf: Path,
+                                                                 tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    # fresh-user finding: the README's quick start with a typo'd split converted the GGUF first (30 s here)
+    models = tmp_path / "models"
+    monkeypatch.setenv("EVALGATE_MODELS", str(models))  # no earlier conversion to reuse
+    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(smollm2_gguf), "--split", "humaneval-smok")
+    assert r.returncode == 2 and "unknown split 'humaneval-smok'" in r.stderr, r.stderr
+    assert "converting" not in r.stderr and not models.exists()
+
+
 def test_unknown_split(home: Path, frozen: Path, smollm2_dir: Path) -> None:
     before = store_snapshot(home)
     r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(smollm2_dir), "--split", "nope")
