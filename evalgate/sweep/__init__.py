@@ -17,6 +17,7 @@ from evalgate.errors import BadInput
 from evalgate.progress import progress_bars
 from evalgate.protocol import load_protocol, verify
 from evalgate.runner.plan import RunOptions
+from evalgate.splits.guard import SplitManager
 from evalgate.store import Store
 from evalgate.sweep.discover import discover_checkpoints
 from evalgate.sweep.steps import OnStored
@@ -119,6 +120,8 @@ def run_sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], op
         raise BadInput(f"{protocol_path}: the protocol offers tools (an agentic, multi-turn evaluation), which "
                        "`evalgate sweep` does not run yet; evaluate each checkpoint with `evalgate run`")
     store = store or Store()
+    for split in splits:  # a typo'd split name is refused before any GGUF's one-time conversion (a minute on CPU)
+        SplitManager(store).manifest(split)
     found, ignored = discover_checkpoints(checkpoints, store.recorded_checkpoint)
     units = plan_units(protocol, found, splits, opts.run, store)
     board = Board(units, opts.run.progress)

@@ -59,9 +59,10 @@ def test_an_unknown_split_is_refused_before_a_gguf_is_converted(home: Path, froz
     # fresh-user finding: the README's quick start with a typo'd split converted the GGUF first (30 s here)
     models = tmp_path / "models"
     monkeypatch.setenv("EVALGATE_MODELS", str(models))  # no earlier conversion to reuse
-    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(smollm2_gguf), "--split", "humaneval-smok")
-    assert r.returncode == 2 and "unknown split 'humaneval-smok'" in r.stderr, r.stderr
-    assert "converting" not in r.stderr and not models.exists()
+    for args in (["run", "--checkpoint", str(smollm2_gguf)], ["sweep", "--checkpoints", str(smollm2_gguf)]):
+        r = evalgate(*args, "--protocol", str(frozen), "--split", "humaneval-smok")
+        assert r.returncode == 2 and "unknown split 'humaneval-smok'" in r.stderr, (args, r.stderr)
+        assert "converting" not in r.stderr and not models.exists(), args
 
 
 def test_unknown_split(home: Path, frozen: Path, smollm2_dir: Path) -> None:
