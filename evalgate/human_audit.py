@@ -121,7 +121,7 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
 
     Raises:
         BadInput: missing file, a bad line (named), a split not of tier human-audit, an unknown item, run or
-            sample.
+            sample; a file with no records, or none with a human_score (nothing read then).
     """
     from evalgate.store import now
 
@@ -136,6 +136,10 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
         except ValidationError as e:
             err = e.errors()[0]
             raise BadInput(f"{p}:{i}: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from e
+    if not any(r.human_score is not None for _, r in records):
+        raise BadInput(f"{p}: no record has a human_score ({len(records)} record(s), all unscored): fill in "
+                       "human_score for the items you scored, then import again" if records else
+                       f"{p} holds no records; pass the file written by 'evalgate splits export-audit', with scores")
     store = store or Store()
     manager = SplitManager(store)
     who = actor_name(actor)

@@ -83,6 +83,26 @@ def test_item_export_reimport_replaces_and_unscored_are_skipped(tmp_path: Path) 
         ("q0", "", -1, 5.0), ("q2", "", -1, 2.0)]
 
 
+def test_an_empty_or_unscored_file_is_bad_input_and_reads_nothing(tmp_path: Path) -> None:
+    # fresh-user finding: both ended 'internal error: InvalidInputException: ... executemany requires a non-empty
+    # list' (exit 3), the unscored one after logging a read of the split
+    store = Store()
+    write_split("ha", "human-audit", ITEMS, {"source": "test"})
+    out = tmp_path / "items.jsonl"
+    export_audit("ha", out)  # three records, human_score null: exported, not yet scored
+    rows = len(store.access_rows("ha"))
+    r = CliRunner().invoke(main, ["splits", "import-audit", str(out)])
+    assert r.exit_code == 2, r.output
+    assert r.stderr == (f"error: {out}: no record has a human_score (3 record(s), all unscored): fill in human_score "
+                        "for the items you scored, then import again\n")
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("\n")
+    r = CliRunner().invoke(main, ["splits", "import-audit", str(empty)])
+    assert r.exit_code == 2 and f"{empty} holds no records" in r.stderr, r.output
+    assert len(store.access_rows("ha")) == rows and store.human_scores("ha") == []
+    store.put_human_scores([])  # nothing to store is not an error
+
+
 def test_bad_inputs_are_named(tmp_path: Path) -> None:
     write_split("devsplit", "dev", ITEMS, {"source": "test"})
     write_split("ha", "human-audit", ITEMS, {"source": "test"})

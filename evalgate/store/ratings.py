@@ -29,6 +29,8 @@ class RatingRepo(Repository):
 
         Raises:
             RefusedByPolicy: a note and no private key (nothing is written)."""
+        if not rows:  # DuckDB's executemany refuses an empty list
+            return
         cols = _HUMAN_SCORE_COLUMNS
         with self.connect() as con:
             codec = note_codec(con, any(r.get("note") for r in rows))
