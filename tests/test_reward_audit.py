@@ -30,7 +30,11 @@ HUMAN = {"q0": 1, "q1": 3, "q2": 1, "q3": 2, "q4": 5}  # scale 1-5 -> 0, 0.5, 0,
 def put_run(store: Store, run_id: str, digest: str, tokens: dict[str, int],
             scores: dict[str, float] | None = None) -> None:
     """A complete run with completion lengths, repetition ratios and rendered prompts ('prompt q0' ...); automatic
-    scores 1.0 unless ``scores`` says otherwise. Its protocol ``p@1`` is recorded as freezing it records it."""
+    scores 1.0 unless ``scores`` says otherwise. Its protocol ``p@1`` is recorded as freezing it records it, and its
+    read of split ``ha`` logged as a run logs it (the log's tier is what lets its sealed outputs open)."""
+    from evalgate.splits import SplitManager, load_manifest
+
+    SplitManager(store).log_read(load_manifest("ha"), "t", "evaluation", False, digest, "h", run_id)
     store.record_protocol("p", "1", "h", {"prompt": {"template": "{{ question }}", "response_prefix": None}})
     store.create_run({"run_id": run_id, "protocol_name": "p", "protocol_version": "1", "protocol_hash": "h",
                       "checkpoint_digest": digest, "checkpoint_path": f"/{digest}", "split": "ha",

@@ -278,11 +278,15 @@ def test_a_private_run_edited_into_a_human_audit_run_gets_no_rating_batch(home: 
     assert store.batches() == [] and store.access_rows()[-1]["outcome"] == "refused"
 
 
-def test_a_dev_runs_row_pointed_at_a_private_runs_outputs_shows_none_of_them(home: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize("tier", [None, "human-audit"])
+def test_a_dev_runs_row_pointed_at_a_private_runs_outputs_shows_none_of_them(home: Path, tmp_path: Path,
+                                                                           tier: str | None) -> None:
     """The same store edit by another road: a dev run's own row keeps its tier (the access log says dev too), but its
     checkpoint, protocol and settings are set to the private run's and its run_prompts rows deleted, so the samples
     query joined the private run's sealed generations (same item ids: two files numbered alike) and decrypted them
-    for 'evalgate samples DEV_RUN'. A run of an open tier never holds a sealed value: one joined is refused."""
+    for 'evalgate samples DEV_RUN'. A run of an open tier never holds a sealed value: one joined is refused. With the
+    row's tier set to human-audit as well (whose outputs are sealed, and shown to raters), the access log still
+    logged the run's read as dev: only a run the log puts on human-audit opens sealed values."""
     store, private_run = _released_private_run(home, tmp_path)
     (p,) = store.runs(run_id=private_run)
     items = [{**it, "question": f"dev {it['id']}?"} for it in addition_items("private", 2)]
@@ -303,7 +307,10 @@ def test_a_dev_runs_row_pointed_at_a_private_runs_outputs_shows_none_of_them(hom
         con.execute("UPDATE runs SET checkpoint_digest=?, protocol_hash=?, settings_sha256=? WHERE run_id=?",
                     [p["checkpoint_digest"], p["protocol_hash"], p["settings_sha256"], dev_run])
         con.execute("DELETE FROM run_prompts WHERE run_id=?", [dev_run])
-    with pytest.raises(RefusedByPolicy, match="store was edited"):
-        run_samples(dev_run, store=store)
+        if tier:
+            con.execute("UPDATE runs SET tier=? WHERE run_id=?", [tier, dev_run])
+    if not tier:  # a human-audit row is refused by admit_view before any read
+        with pytest.raises(RefusedByPolicy, match="store was edited"):
+            run_samples(dev_run, store=store)
     with pytest.raises(RefusedByPolicy, match="store was edited"):
         store.samples(dev_run)

@@ -61,11 +61,11 @@ def turns_by_sample(store: Store, run: dict[str, Any], items: list[str] | None =
     ``items`` only when given, by sample key (item id, sample index, sample seed), each in turn order; empty for a
     run of a protocol without tools. Only turns stored by runs on the run's split content: another split whose items
     share ids is never mixed in. A sealed tier's turns come back in clear (the key is needed); a run of an open tier
-    (by its row and the access log, ``RunRepo.run_tiers``) gets no sealed turn: one is refused (RefusedByPolicy), its
+    (by the access log, ``RunRepo.run_tiers``) gets no sealed turn: one is refused (RefusedByPolicy), its
     rows were edited to reach another run's."""
     settings = (run["backend_info"] or {}).get("generation_settings_sha256") or ""
     by_sample: dict[tuple[str, int, int], list[dict[str, Any]]] = defaultdict(list)
-    sealed = bool(set(store.run_tiers(run["run_id"])) & set(SEALED_TIERS))
+    sealed = bool(set(store.run_tiers(run["run_id"], logged_only=True)) & set(SEALED_TIERS))
     for r in store.trajectory_turns(run["checkpoint_digest"], run["protocol_hash"], settings, items,
                                     split_sha256=run["split_sha256"], sealed=sealed):
         by_sample[(r["item_id"], r["sample_index"], r["seed"])].append(r)

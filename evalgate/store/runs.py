@@ -154,20 +154,23 @@ class RunRepo(Repository):
         if "private" in tiers:
             raise RefusedByPolicy(f"run {run_id} is on a private split: its per-item outputs are never shown (the "
                                   "gate reads only per-item scores); use 'evalgate runs' for its metrics")
-        return self._samples(run_id, sealed="human-audit" in tiers)
+        return self._samples(run_id, sealed="human-audit" in self.run_tiers(run_id, logged_only=True))
 
-    def run_tiers(self, run_id: str) -> dict[str, str]:
+    def run_tiers(self, run_id: str, logged_only: bool = False) -> dict[str, str]:
         """The tiers run ``run_id`` belongs to, each with its split: the tier and split its ``runs`` row records and
         every tier and split the access log logged a row of it under (a release-gate run's ``reserved-read`` and
         ``result`` rows name it; the log's split wins for a tier both name); empty for an unknown run.
+        ``logged_only``: the access log's only (every run logs its read with its run id, ``runner.record``): what
+        may open sealed values, since the row's tier can be edited to human-audit too.
 
         The ``runs`` row is not signed, the access log is (hash-chained, its head signed): whoever could write the
         store file set a private run's row to tier dev on a dev split, and its sealed samples were shown to the next
         key holder who asked (adversary, third pass). With the log's rows, editing the row is not enough; editing
         the log breaks its chain, which ``evalgate audit verify`` and every gate report."""
         with self.connect() as con:
-            rows = con.execute("SELECT 0, tier, split FROM runs WHERE run_id=? UNION SELECT 1, tier, split "
-                               "FROM access_log WHERE run_id=? ORDER BY 1", [run_id, run_id]).fetchall()
+            rows = con.execute("SELECT 0, tier, split FROM runs WHERE run_id=? AND NOT ? UNION SELECT 1, tier, "
+                               "split FROM access_log WHERE run_id=? ORDER BY 1",
+                               [run_id, logged_only, run_id]).fetchall()
         return {tier: split for _, tier, split in rows if tier is not None}
 
     def _samples(self, run_id: str, sealed: bool = True) -> list[dict[str, Any]]:
