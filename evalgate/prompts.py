@@ -15,9 +15,7 @@ from typing import Any
 import jinja2
 
 from evalgate.errors import BadInput
-from evalgate.protocol import LoadedProtocol
-
-_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+from evalgate.protocol import LoadedProtocol, template_environment
 
 
 @dataclass(frozen=True)
@@ -44,7 +42,7 @@ def _template(source: str) -> jinja2.Template:
     """``source`` compiled once: a run renders one template per item and the agent loop one per turn, and compiling
     costs far more than rendering a short template. Templates are immutable; a syntax error is raised, not
     cached."""
-    return _ENV.from_string(source)
+    return template_environment().from_string(source)
 
 
 def _render(source: str, item: dict[str, Any], what: str) -> str:

@@ -13,6 +13,7 @@ version that was already used.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shlex
@@ -45,8 +46,9 @@ class PromptSpec(StrictModel):
     """How an item becomes the text sent to the engine."""
 
     template: str | None = None
-    """Inline jinja2 template for the user turn; item fields are variables (``{{ prompt }}``). Exactly one of
-    ``template`` / ``template_file`` is required. Default: none."""
+    """Inline jinja2 template for the user turn; item fields are variables (``{{ prompt }}``). Rendered in jinja2's
+    immutable sandbox; a name starting with ``_`` is refused at load. Exactly one of ``template`` /
+    ``template_file`` is required. Default: none."""
     template_file: str | None = None
     """Path (relative to the protocol file) of a jinja2 template file; its content is inlined into the hash
     and the path is not, so moving the file keeps the hash. Default: none."""
@@ -421,16 +423,22 @@ def _check_templates(path: Path, spec: Protocol, template: str, chat: str,
     """
     import jinja2
 
-    env = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True, autoescape=False)
+    env = template_environment()
     sources = [("prompt.template", template), ("prompt.response_prefix", spec.prompt.response_prefix or "")]
     if chat not in ("model", "none"):
         sources.append(("prompt.chat_template", chat))
     for field, source in sources:
         try:
-            env.parse(source)
+            ast = env.parse(source)
         except jinja2.TemplateSyntaxError as e:
             raise BadInput(f"{path}: {field}: jinja2 syntax error at template line {e.lineno}: {e.message}; "
                            "fix the template") from e
+        private = _private_names(ast)
+        if private:
+            raise BadInput(f"{path}: {field}: the template names {', '.join(repr(n) for n in private)}: a name "
+                           "starting with '_' reaches Python's internals (a template could read the process "
+                           "environment, where the private key may be, or run code); templates are rendered in "
+                           "jinja2's sandbox, which refuses them; use the item's fields")
     compiled = env.from_string(template)
     for i, shot in enumerate(fewshot, 1):
         try:
@@ -440,6 +448,32 @@ def _check_templates(path: Path, spec: Protocol, template: str, chat: str,
             raise BadInput(f"{path}: prompt.fewshot_file: exemplar {i} of {spec.prompt.fewshot_file} cannot be "
                            f"rendered by prompt.template ({msg}; its fields: {', '.join(sorted(shot))}); add the "
                            "field to every exemplar or change the template") from e
+
+
+@functools.lru_cache(maxsize=1)
+def template_environment() -> Any:
+    """The jinja2 environment every protocol template is compiled and rendered in: jinja2's immutable sandbox
+    (``jinja2.sandbox.ImmutableSandboxedEnvironment``, as transformers renders chat templates), strict about undefined
+    names, no autoescape. A plain environment let a template reach any Python object from a jinja global
+    (``cycler.__init__.__globals__.os.environ``: the process environment, ``EVALGATE_PRIVATE_KEY`` in CI, rendered
+    into every prompt; ``''.__class__.__mro__[1].__subclasses__()``: a way to run code); the sandbox raises
+    ``jinja2.sandbox.SecurityError`` at such an access, and at any call that mutates a value (``list.append``)."""
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    return ImmutableSandboxedEnvironment(undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                                         autoescape=False)
+
+
+def _private_names(ast: Any) -> list[str]:
+    """The attribute or item names starting with ``_`` that a parsed template names literally (``x.__class__``,
+    ``x['__globals__']``), in order, once each; a name computed at render time is left to the sandbox."""
+    from jinja2 import nodes
+
+    found = [n.attr for n in ast.find_all(nodes.Getattr)]
+    found += [n.arg.value for n in ast.find_all(nodes.Getitem) if isinstance(n.arg, nodes.Const)
+              and isinstance(n.arg.value, str)]
+    return list(dict.fromkeys(name for name in found if name.startswith("_")))
 
 
 # Fields of the ``tools`` section added with issue 18: left out of the hash at their default (like

@@ -244,3 +244,36 @@ def test_run_with_a_template_that_ignores_add_generation_prompt_is_refused_befor
     store = Store()
     assert [row for row in store.access_rows("gen-split") if row["outcome"] != "added"] == []
     assert store.runs() == []
+
+
+@pytest.mark.parametrize("template", [
+    "{{ cycler.__init__.__globals__.os.environ['EVALGATE_TEST_SECRET'] }} {{ question }}",
+    "{{ question.__class__.__mro__[1].__subclasses__() | length }}",
+    "{{ lipsum['__glob' ~ 'als__'].os.environ['EVALGATE_TEST_SECRET'] }}",  # a computed name: refused when rendered
+])
+def test_a_prompt_template_cannot_reach_python_internals(tmp_path: Path, template: str,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adversary, third pass: the protocol's prompt template ran in a plain jinja2 Environment, so a template could
+    reach any Python object from a jinja global: the first form rendered the process environment (where CI keeps
+    EVALGATE_PRIVATE_KEY) into every prompt, sent to the model server and stored; the second lists every class
+    (the way to run code). Templates now run in jinja2's immutable sandbox (transformers renders chat templates
+    the same way), and a template that names an attribute starting with '_' is refused when the protocol loads."""
+    monkeypatch.setenv("EVALGATE_TEST_SECRET", "hunter2")
+    if "~" in template:
+        p = protocol(tmp_path, chat_template="none", template=template)
+        with pytest.raises(BadInput, match="unsafe"):
+            render_prompt(p, ITEM, None)
+        return
+    with pytest.raises(BadInput, match="prompt.template: .*'_"):
+        protocol(tmp_path, chat_template="none", template=template)
+    from evalgate.prompts import render_template_text
+
+    with pytest.raises(BadInput, match="unsafe"):
+        render_template_text(template, ITEM)
+
+
+def test_ordinary_template_features_still_render_in_the_sandbox(tmp_path: Path) -> None:
+    """Loops, filters, conditionals and string methods that read (split, join, upper) are unchanged."""
+    p = protocol(tmp_path, chat_template="none",
+                 template="{% for w in question.split() %}[{{ w | upper }}]{% endfor %}{% if id %} {{ id }}{% endif %}")
+    assert render_prompt(p, ITEM, None).text == "[2+2?] i1"
