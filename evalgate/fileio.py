@@ -98,13 +98,16 @@ _BAD_PATH = frozenset({errno.EEXIST, errno.ENOTDIR, errno.EACCES, errno.EPERM, e
 """What a user's output path causes (a part of it is a file, no permission, read-only), not the machine."""
 
 
-def _why_unwritable(p: Path, e: OSError) -> str:
-    """Say which part of ``p`` stopped the write: the first folder on its way that is a file, else the OS's
-    reason and the path it named."""
-    for part in reversed(p.parents):
-        if part.exists() and not part.is_dir():
-            return f"{part} is a file, not a directory"
-    return f"{e.strerror} ({e.filename})"
+def unwritable(path: str | Path) -> str | None:
+    """Why the file ``path`` cannot be written, judged from its nearest existing folder (created nothing): that
+    folder is a file, or not writable; None when it looks writable. Output flags check it while they are parsed,
+    before any work (``evalgate.outfile``)."""
+    for part in Path(path).parents:  # nearest first: a missing folder is made by atomic_write
+        if os.path.lexists(part):
+            if not part.is_dir():
+                return f"{part} is a file, not a directory"
+            return None if os.access(part, os.W_OK) else f"{part} is not writable"
+    return None
 
 
 def atomic_write(path: str | Path, content: str | bytes) -> Path:
@@ -138,8 +141,8 @@ def atomic_write(path: str | Path, content: str | bytes) -> Path:
     except OSError as e:
         if e.errno not in _BAD_PATH:
             raise
-        raise BadInput(f"cannot write {p}: {_why_unwritable(p, e)}; give a file path inside a directory you can "
-                       "write") from e
+        raise BadInput(f"cannot write {p}: {unwritable(p) or f'{e.strerror} ({e.filename})'}; give a file path "
+                       "inside a directory you can write") from e
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

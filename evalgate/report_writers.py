@@ -96,7 +96,9 @@ def report_options(f: Callable[..., Any]) -> Callable[..., Any]:
     ``--json-out``, ``--markdown``, and a plugin's ``--<name>``); the command reads them with ``outputs_from``."""
     import click
 
+    from evalgate.outfile import OutFile
+
     for name in reversed(WRITERS.names()):
-        f = click.option(*flags_of(name), key_of(name), type=click.Path(path_type=Path, dir_okay=False),
+        f = click.option(*flags_of(name), key_of(name), type=OutFile(),
                          default=None, help=WRITERS[name].help)(f)
     return f

@@ -108,7 +108,12 @@ def test_an_output_file_under_a_regular_file_is_bad_input(tmp_path: Path) -> Non
     blocker.write_text("")
     r = cli("diagnose", run, "--report", blocker / "d.html")
     assert r.exit_code == 2, r.output
-    assert f"error: cannot write {blocker / 'd.html'}: {blocker} is a file, not a directory" in r.output
+    assert f"cannot write {blocker / 'd.html'}: {blocker} is a file, not a directory" in r.output
+    # a tracker directory is checked before the run it records, not after
+    r = cli("run", "--protocol", tmp_path / "nope.yaml", "--checkpoint", run, "--split", "s",
+            "--report-to", "tensorboard", "--tracker-dir", blocker / "tb")
+    assert r.exit_code == 2, r.output
+    assert f"--tracker-dir {blocker / 'tb'}: cannot write into it: {blocker} is a file, not a directory" in r.output
 
 
 def test_a_rubric_that_is_not_utf8_is_bad_input(tmp_path: Path) -> None:

@@ -15,18 +15,19 @@ help are the same wherever it appears::
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+
+from evalgate.outfile import OutFile
 
 __all__ = ["OUT_FILE", "actor_option", "backend_options_of", "expect_head_option", "parse_expect_head",
            "run_options", "seed_option"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# a file written (or read whole): a directory there is refused while the flags are parsed, before any work
-OUT_FILE = click.Path(path_type=Path, dir_okay=False)
+# a file written: a directory there, or a folder on its way that is a file, is refused while the flags are parsed
+OUT_FILE = OutFile()
 
 SEED_HELP = "Sampling seed, 0 to 2**63-1 (default: the protocol's)."
 DEVICE_HELP = "Device option of backends that have one (hf: cpu, cuda, cuda:N; default cpu); refused for others."

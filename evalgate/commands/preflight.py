@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from evalgate.commands import dump, handle_errors
-from evalgate.commands.options import backend_options_of, run_options
+from evalgate.commands.options import OUT_FILE, backend_options_of, run_options
 from evalgate.formatting import pct
 
 
@@ -21,7 +21,7 @@ from evalgate.formatting import pct
 @click.option("--max-zero-variance", type=click.FloatRange(0, 1), default=0.5, show_default=True,
               help="Exit 1 when the share of prompts whose samples all score the same is above this.")
 @run_options(seed=False)
-@click.option("--report", "report_path", type=click.Path(path_type=Path, dir_okay=False), default=None,
+@click.option("--report", "report_path", type=OUT_FILE, default=None,
               help="Write a self-contained HTML report with the histogram.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors

@@ -10,6 +10,8 @@ from typing import Any
 
 import click
 
+from evalgate.errors import BadInput
+from evalgate.fileio import unwritable
 from evalgate.trackers import TRACKERS, Tracker, TrackerConfig, open_trackers
 
 
@@ -30,6 +32,10 @@ def tracker_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     def wrapper(*args: Any, report_to: tuple[str, ...], tracker_dir: Path, tracker_project: str,
                 tracker_uri: str | None, **kwargs: Any) -> Any:
+        # a bad --tracker-dir is refused before any work, not after the run it was to record (a file inside it)
+        if report_to and (why := unwritable(tracker_dir / "events")):
+            raise BadInput(f"--tracker-dir {tracker_dir}: cannot write into it: {why}; pass a directory you can "
+                           "write")
         config = TrackerConfig(dir=tracker_dir, project=tracker_project, tracking_uri=tracker_uri)
         return fn(*args, trackers=open_trackers(report_to, config) if report_to else [], **kwargs)
 

@@ -159,10 +159,14 @@ def test_a_report_path_under_a_regular_file_is_bad_input(tmp_path: Path, built: 
     pol = _policy_file(tmp_path, fx.policy_dict(built["baseline"], **PASSING))
     blocker = tmp_path / "reports"
     blocker.write_text("")
+    rows = len(_private(built["store"]))
     r = _cli_gate(monkeypatch, ["--policy", str(pol), "--report", str(blocker / "g.html")])
-    assert r.exit_code == 2, r.output  # the verdict is PASS (exit 0 above); the path is the user's error
+    assert r.exit_code == 2, r.output  # the verdict would be PASS (exit 0 above); the path is the user's error
     assert f"cannot write {blocker / 'g.html'}: {blocker} is a file, not a directory" in r.output
-    (row,) = built["store"].gates()  # decided and stored: 'evalgate report' renders it again
+    # refused while the flags are parsed: nothing decided, no private read spent or even attempted
+    assert built["store"].gates() == [] and len(_private(built["store"])) == rows
+    assert _cli_gate(monkeypatch, ["--policy", str(pol)]).exit_code == 0
+    (row,) = built["store"].gates()
     r = CliRunner().invoke(main, ["report", row["gate_id"], "--junit", str(blocker / "sub" / "g.xml")])
     assert r.exit_code == 2 and f"{blocker} is a file, not a directory" in r.output, r.output
 
