@@ -48,6 +48,24 @@ def reward_key(conversation: str) -> str:
 _KEY_PREFIX = b"evalgate reward conversation\x00"
 
 
+def reward_keyer(tier: str | None) -> Callable[[str], str]:
+    """The reward cache's key function for a run on ``tier``: ``reward_key`` (a bare sha256) on an open tier; on a
+    sealed tier (private, human-audit) the keyed HMAC its prompts get (``sealing.Sealer.digest``) of the same
+    prefixed text. A preference pair's conversation is its item's text, and a completion's is the item's prompt and
+    what a public checkpoint writes: a bare hash of it in the store confirmed a guessed private item without the key
+    (adversary, third pass; the judge's calls were keyed the same way before 4e2102d). A rerun still hits.
+
+    Raises:
+        RefusedByPolicy: a sealed tier and no private key.
+    """
+    from evalgate.sealing import sealer_for
+
+    seal = sealer_for(tier)
+    if seal is None:
+        return reward_key
+    return lambda conversation: seal.digest(_KEY_PREFIX.decode("utf-8") + conversation)
+
+
 def sigmoid(x: float) -> float:
     """The logistic function, 1 / (1 + e^-x), without overflow for large |x|."""
     return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
@@ -116,16 +134,17 @@ def open_reward_model(model_dir: Path, engine: str) -> RewardModel:
 
 
 def cached_rewards(shown: Callable[[], Callable[[str, str], str]], rm: Callable[[], RewardModel], digest: str,
-                   engine: str, store: Store | None, pairs: Sequence[tuple[str, str]]) -> list[float | str]:
+                   engine: str, store: Store | None, pairs: Sequence[tuple[str, str]],
+                   key: Callable[[str], str] = reward_key) -> list[float | str]:
     """Rewards of ``pairs`` through the store's reward cache (key: RM digest, engine, ``reward_key`` of the
     conversation the RM is shown, ``shown()(prompt, completion)``, e.g. ``load_conversations``); only missing
     conversations are scored, each once (``rm()`` gives the model, called only then), and stored at once.
     ``store`` None: no cache (``shown`` is not called). A conversation beyond the RM's context gives its message
-    (str) and is not stored."""
+    (str) and is not stored. ``key``: the run's tier's key function (``reward_keyer``)."""
     if store is None:
         return list(rm().rewards(pairs))
     render = shown()
-    keys = [reward_key(render(p, c)) for p, c in pairs]
+    keys = [key(render(p, c)) for p, c in pairs]
     have: dict[str, float] = store.cached_rewards(digest, engine, sorted(set(keys)))
     first: dict[str, int] = {}
     for i, k in enumerate(keys):
@@ -148,6 +167,7 @@ class RewardModelScorer:
     def __init__(self, protocol: Any, options: RewardModelOptions) -> None:
         self.options = options
         self.store: Store | None = None
+        self.key: Callable[[str], str] = reward_key  # the run's tier's (``begin``)
         self._rm: RewardModel | None = None
         self._render: Callable[[str, str], str] | None = None
 
@@ -160,13 +180,14 @@ class RewardModelScorer:
         """Called by the run before scoring (``runner.score``): use the run's store for the reward cache (the run's
         checkpoint is the policy, not the RM)."""
         self.store = plan.store
+        self.key = reward_keyer(plan.manifest.tier)
 
     def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]:
         """``scored`` with score ``sigmoid(reward)`` and the reward in ``extracted``; ``error`` for a conversation
         beyond the RM's context. Truncated completions are scored too (the RM sees what the policy wrote)."""
         pairs = [(str(s.item[self.options.prompt_field]), s.response_prefix + s.text) for s in samples]
         rewards = cached_rewards(self._shown, self._model, self.options.reward_model.digest,
-                                 self.options.reward_model.engine, self.store, pairs)
+                                 self.options.reward_model.engine, self.store, pairs, self.key)
         return [ScoreResult(sigmoid(r), "scored", repr(r), f"reward {r:.4f}") if isinstance(r, float)
                 else ScoreResult(0.0, "error", None, r) for r in rewards]
 
@@ -192,6 +213,7 @@ class PreferenceScorer:
         self.store: Store | None = None
         self.checkpoint: Checkpoint | None = None
         self.tier: str | None = None  # the run's split's: its metrics withhold small groups on a sealed tier
+        self.key: Callable[[str], str] = reward_key  # the run's tier's (``begin``)
         self._rm: RewardModel | None = None
 
     @staticmethod
@@ -213,6 +235,7 @@ class PreferenceScorer:
         the run's store's reward cache; the split's tier decides what the run metrics may show
         (``rlhf.preference.preference_metrics``)."""
         self.store, self.checkpoint, self.tier = plan.store, plan.checkpoint, plan.manifest.tier
+        self.key = reward_keyer(self.tier)
 
     def _model(self) -> RewardModel:
         if self._rm is None:
@@ -235,7 +258,7 @@ class PreferenceScorer:
                                                                                         o.rejected_field)]
         checkpoint = self.checkpoint
         r = cached_rewards(lambda: load_conversations(checkpoint.model_dir), self._model, checkpoint.digest, o.engine,
-                           self.store, pairs)
+                           self.store, pairs, self.key)
         out = []
         for chosen, rejected in zip(r[::2], r[1::2], strict=True):
             if not isinstance(chosen, float) or not isinstance(rejected, float):

@@ -192,3 +192,43 @@ def test_accuracy_ci_agrees_with_scipys_percentile_bootstrap() -> None:
     assert ours["accuracy"] == 0.7
     assert ours["low"] == pytest.approx(ref.low, abs=0.03) and ours["high"] == pytest.approx(ref.high, abs=0.03)
     assert accuracy_ci([]) == {"n": 0, "accuracy": None, "low": None, "high": None}
+
+
+@pytest.mark.parametrize("tier", ["private", "human-audit"])
+def test_a_sealed_runs_rewards_are_keyed_by_the_keyed_hmac_not_a_bare_sha256(home: Path, tier: str) -> None:
+    """Adversary, third pass: the reward cache's key was the bare sha256 of the conversation the RM is shown, on every
+    tier; a preference pair's conversation is its item's text (prompt and chosen or rejected answer), so the sha256
+    of a guessed private pair, looked up in reward_scores, confirmed it without the key (a judge call's key was
+    made a keyed HMAC for the same reason, 4e2102d). Both scorers' ``begin`` now take the run's tier's key
+    function: the HMAC a sealed run's prompts get, of the same prefixed text; an open tier keeps reward_key. A
+    rerun on the sealed tier still hits its cache."""
+    import hashlib
+    import hmac
+    from types import SimpleNamespace
+
+    from evalgate.scoring.reward import PreferenceScorer, RewardModelScorer
+    from evalgate.sealing import sealer
+    from evalgate.splits import write_split
+
+    write_split("sealed-pairs", tier, [{"id": "q1", "prompt": "q", "chosen": "a", "rejected": "b"}],
+                {"source": "test"})  # makes the private key
+    store = Store()
+    plan = SimpleNamespace(store=store, checkpoint=None, manifest=SimpleNamespace(tier=tier))
+    guess = "secret prompt\n\nsecret answer"
+    by_hand = hmac.new(sealer()._digest_key, b"evalgate reward conversation\x00" + guess.encode(),
+                       hashlib.sha256).hexdigest()
+    for cls in (RewardModelScorer, PreferenceScorer):
+        scorer = cls.__new__(cls)
+        cls.begin(scorer, plan, [])
+        assert scorer.key(guess) == by_hand != reward_key(guess)
+    rm = _CountingRM()
+    got = cached_rewards(lambda: _plain, lambda: rm, "blake3:rm1", "hf", store, [("secret prompt", "secret answer")],
+                         scorer.key)
+    assert got == [13.0]
+    assert store.cached_rewards("blake3:rm1", "hf", [reward_key(guess)]) == {}  # the guess confirms nothing
+    assert cached_rewards(lambda: _plain, lambda: rm, "blake3:rm1", "hf", store,
+                          [("secret prompt", "secret answer")], scorer.key) == [13.0] and len(rm.seen) == 1
+    open_plan = SimpleNamespace(store=store, checkpoint=None, manifest=SimpleNamespace(tier="dev"))
+    scorer = RewardModelScorer.__new__(RewardModelScorer)
+    RewardModelScorer.begin(scorer, open_plan, [])
+    assert scorer.key(guess) == reward_key(guess)
