@@ -19,7 +19,10 @@ one number written plainly (an optional sign, digits with or without ``,`` thous
 three, an optional decimal part, an optional exponent: ``-64``, ``+5``, ``1,000``, ``10.75``, ``.5``, ``5.``,
 ``1e3``; digits of any script and the minus sign ``−`` as in ``extract.plain_numbers``), they are equal when their
 decimal values are (``18.0`` equals ``18``, ``1,000`` equals ``1000``, ``1e3`` equals ``1000``; ``64`` is not
-``-64`` and ``1075`` is not ``10.75``, which punctuation removal used to make equal). For answers that are
+``-64`` and ``1075`` is not ``10.75``, which punctuation removal used to make equal). A gold answer that is one plain
+number equals only a number of its value, read after the punctuation and symbols around the prediction are taken off
+(``$-5``, ``(-64)``, ``10.75.``, ``**5**``, ``50%``): ``(-64)`` is not ``64`` and ``10.75.`` is not ``1075``, and a
+prediction that is no number (``10.7.5``, ``1,0,0,0``) equals no number gold. For answers that are
 expressions, fractions or LaTeX use the ``math`` scorer (docs/SCORING.md).
 """
 
@@ -76,6 +79,25 @@ def normalize(text: str, case: bool = True, punctuation: bool = True, articles: 
     return " ".join(t.split())
 
 
+def _number_in(text: str) -> Decimal | None:
+    """The value of ``text`` when, with the symbols and punctuation written around it taken off, it is one plain
+    number (``as_number``): a currency symbol anywhere (``$-5``, ``-$5``), then leading and trailing punctuation and
+    symbols (``(-64)``, ``10.75.``, ``**5**``, ``50%``, ``#18``), a leading sign or point kept; else None."""
+    t = "".join(c for c in plain_numbers(unicodedata.normalize("NFKC", text)) if unicodedata.category(c) != "Sc")
+    t = t.strip()
+    start, end = 0, len(t)
+    while start < end and _wrapping(t[start]) and not (t[start] in "+-." and t[start + 1:start + 2].isdigit()):
+        start += 1
+    while end > start and _wrapping(t[end - 1]):
+        end -= 1
+    return as_number(t[start:end]) if start < end else None
+
+
+def _wrapping(ch: str) -> bool:
+    """Whether ``ch`` is punctuation, a symbol or white space (Unicode categories P*, S*, Z*)."""
+    return unicodedata.category(ch)[0] in "PSZ"
+
+
 def exact_match(prediction: str, gold: str, **options: bool) -> bool:
     """Whether the normalised prediction equals the normalised gold answer (never when either is empty).
 
@@ -87,10 +109,16 @@ def exact_match(prediction: str, gold: str, **options: bool) -> bool:
             off for both sides (see the module docstring).
 
     Two plain numbers are compared by value, whatever the options (``18.0`` equals ``18``; ``64`` is not ``-64``).
+    A gold answer that is one plain number equals only a prediction that is one number of its value once the
+    punctuation and symbols around it are taken off (``(-64)`` and ``10.75.`` are -64 and 10.75, never 64 and 1075 as
+    the text with punctuation removed read them); a prediction that is no such number equals no number gold.
     """
     pn, gn = as_number(prediction), as_number(gold)
     if pn is not None and gn is not None:
         return pn == gn
+    if gn is not None:  # a number gold: only a number of its value, never the text with punctuation removed
+        wrapped = _number_in(prediction)
+        return wrapped is not None and wrapped == gn
     opts = dict(options)
     g = normalize(gold, **opts)
     for step in ("articles", "punctuation"):

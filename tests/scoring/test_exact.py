@@ -88,6 +88,25 @@ def test_numbers_are_compared_as_numbers(prediction: str, gold: str, equal: bool
     assert exact_match(prediction, gold) is equal
 
 
+# Adversary, third pass: a number with a sign, a point, a currency symbol or a bracket around or after it was no
+# plain number, so it went to the text comparison, which removes punctuation: '10.75.' equalled gold 1075, '(-64)'
+# and '-64!' gold 64, '$10.75' gold 1075, '10.7.5' gold 1075 (each True before). A gold answer that is one plain
+# number now equals only a prediction that is one number of the same value, once the symbols and punctuation written
+# around it (a sentence's point, '$', '%', brackets, quotes, markdown) are taken off.
+@pytest.mark.parametrize(("prediction", "gold", "equal"), [
+    ("10.75.", "1075", False), ("$10.75", "1075", False), ("(-64)", "64", False), ("-64!", "64", False),
+    ("= -64", "64", False), ("[-3]", "3", False), ('"-3"', "3", False), ("10.7.5", "1075", False),
+    ("1,0,0,0", "1000", False), ("1-0-7-5", "1075", False),
+    # the same wrappers around the right value still equal it
+    ("10.75.", "10.75", True), ("$10.75", "10.75", True), ("(-64)", "-64", True), ("-64!", "-64", True),
+    ("**5**", "5", True), ("50%", "50", True), ("$-5", "-5", True), ("-$5", "-5", True), ("#18", "18", True),
+    ("−64.", "-64", True), ("(1,000).", "1000", True),
+])
+def test_a_number_gold_equals_only_a_number_of_its_value_whatever_wraps_it(prediction: str, gold: str,
+                                                                          equal: bool) -> None:
+    assert exact_match(prediction, gold) is equal
+
+
 @pytest.mark.parametrize(("completion", "gold", "status"), [
     ("The sum is 64.", "-64", "wrong"), ("The sum is -64.", "-64", "correct"),
     ("It costs $1075", "10.75", "wrong"), ("18.0", "18", "correct"), ("It is 1,000.", "1000", "correct"),
