@@ -9,7 +9,9 @@ logged or spent (``evalgate.runner.plan.prepare`` calls ``check_agentic_setup`` 
   (``apply_chat_template(tools=...)``); a template that never reads the ``tools`` variable drops them without a
   word (SmolLM2's does), so the model would be asked to call tools it was never shown;
 - every offered tool's implementation loads (an entry point that is not a ``Tool`` is refused here, not at the
-  first turn).
+  first turn);
+- ``execution.isolation: strict`` holds for the ``python`` tool as for the humaneval scorer: the machine's code
+  sandbox must have every layer (``sandbox.require_strict``), or the run is refused.
 """
 
 from __future__ import annotations
@@ -60,8 +62,13 @@ def check_agentic_setup(protocol: LoadedProtocol, backend: str, model_dir: Any) 
         return
     from evalgate.agent.permissions import ToolBox
 
-    ToolBox(protocol)  # loads every offered tool's implementation and compiles its JSON Schema
+    box = ToolBox(protocol)  # loads every offered tool's implementation and compiles its JSON Schema
     where = f"protocol {protocol.ref} ({protocol.path})"
+    if protocol.spec.execution.isolation == "strict" and any(t.name == "python" for t in box.impl.values()):
+        # the python tool runs the model's programs in the same sandbox as humaneval's: strict holds for it too
+        from evalgate.sandbox import require_strict
+
+        require_strict(tools.network, f"{protocol.path}: execution.isolation (the python tool)")
     structured = structured_call_backends()
     if tools.format == "openai" and backend not in structured:
         raise BadInput(f"{where}: tools.format: openai needs structured tool_calls, which only the "

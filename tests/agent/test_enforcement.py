@@ -452,3 +452,29 @@ def test_a_sample_resumed_from_stored_turns_finds_its_own_writes(tmp_path: Path)
     import tempfile
 
     assert not list(Path(tempfile.gettempdir()).glob("evalgate-task-*"))
+
+
+@pytest.mark.usefixtures("memory_store")
+def test_strict_isolation_holds_for_the_python_tool_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Adversary, third pass: ``execution.isolation: strict`` was enforced by the humaneval scorer only, so an
+    agentic protocol that offers the ``python`` tool under strict ran the model's programs on a machine whose sandbox
+    lacks layers (without bubblewrap it does not stop reading, docs/SANDBOX.md: the private key file included). The
+    run is now refused (exit 2) before the split is read or the model asked, as humaneval's is. The missing layer is
+    simulated (glue: the sandbox's own detection is tested in tests/test_sandbox.py)."""
+    import evalgate.sandbox as sandbox
+    from evalgate.errors import RefusedByPolicy
+
+    monkeypatch.setattr(sandbox, "missing_layers", lambda network=False: ["minfs"])
+    doc = {"name": "py-strict", "version": "1", "prompt": {"chat_template": "none", "template": "{{ prompt }}"},
+           "sampling": {"max_tokens": 64}, "scorer": {"name": "exact", "options": {"answer_field": "answer"}},
+           "extraction": {"rule": "gsm8k"}, "execution": {"isolation": "strict"},
+           "tools": {"format": "hermes", "offered": [{"name": "python"}], "allowed": ["python"], "max_calls": 1}}
+    proto = tmp_path / "py-strict.yaml"
+    proto.write_text(yaml.safe_dump(doc))
+    freeze(proto)
+    replay = _replay_file(tmp_path, {"a": [_call("python", code="print(open('/etc/hostname').read())"),
+                                           "The answer is 1"]})
+    store = Store()
+    with pytest.raises(RefusedByPolicy, match=r"execution.isolation \(the python tool\) is strict .* lacks minfs"):
+        _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "1"}], replay, store=store)
+    assert store.runs() == [] and store.access_rows() == []  # nothing read, logged or spent
