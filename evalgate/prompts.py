@@ -45,14 +45,27 @@ def _template(source: str) -> jinja2.Template:
     return template_environment().from_string(source)
 
 
+_QUOTED = re.compile(r"'[^']*'|\"[^\"]*\"")
+
+
+def withheld(message: str, source: str) -> str:
+    """``message`` (a template error's) with every quoted part that the template ``source`` does not itself write
+    replaced by ``'…'``: such a part came from an item's values (``{{ question | attr(question) }}`` failed with
+    "'str object' has no attribute '<the question>'"), and an error message reaches the terminal, CI logs and a
+    gate's error reports, for private items too (adversary, third pass)."""
+    return _QUOTED.sub(lambda m: m.group() if m.group()[1:-1] in source else "'…'", message)
+
+
 def _render(source: str, item: dict[str, Any], what: str) -> str:
     try:
         return _template(source).render(**item)
     except jinja2.UndefinedError as e:
-        raise BadInput(f"{what}: {e.message} in item {item.get('id')!r}; the template uses a field the split's "
-                       f"items do not have (fields: {', '.join(sorted(item))})") from e
+        raise BadInput(f"{what}: {withheld(e.message or '', source)} in item {item.get('id')!r}; the template uses a "
+                       f"field the split's items do not have (fields: {', '.join(sorted(item))})") from e
     except jinja2.TemplateError as e:
-        raise BadInput(f"{what}: jinja2 error: {e}") from e
+        raise BadInput(f"{what}: jinja2 error: {withheld(str(e), source)}") from e
+    except Exception as e:  # a Python error inside the template (``question.format()``): its message may quote the item
+        raise BadInput(f"{what}: {type(e).__name__} in item {item.get('id')!r}: {withheld(str(e), source)}") from e
 
 
 def render_template_text(source: str, item: dict[str, Any]) -> str:

@@ -277,3 +277,24 @@ def test_ordinary_template_features_still_render_in_the_sandbox(tmp_path: Path) 
     p = protocol(tmp_path, chat_template="none",
                  template="{% for w in question.split() %}[{{ w | upper }}]{% endfor %}{% if id %} {{ id }}{% endif %}")
     assert render_prompt(p, ITEM, None).text == "[2+2?] i1"
+
+
+@pytest.mark.parametrize("template", ["{{ question | attr(question) }}", "{{ {}[question] }}",
+                                      "{{ question.format() }}", "{{ question.encode('ascii') }}"])
+def test_a_template_error_never_quotes_the_items_text(tmp_path: Path, template: str) -> None:
+    """Adversary, third pass: a template's error message quoted what the template computed from the item (jinja's
+    "'str object' has no attribute '<the question>'", Python's KeyError of a '{...}' in the text), and that message
+    is printed by the CLI, kept as the run's error and written into a failed gate's reports: one private item's
+    text per gate run, out through CI logs. A quoted part the template does not itself write is withheld."""
+    secret = "SECRET {token} café"
+    p = protocol(tmp_path, chat_template="none", template=template)
+    with pytest.raises(BadInput) as e:
+        render_prompt(p, {"id": "i1", "question": secret}, None)
+    assert "SECRET" not in e.value.message and "token" not in e.value.message and "é" not in e.value.message
+    assert "i1" in e.value.message
+
+
+def test_a_missing_field_is_still_named(tmp_path: Path) -> None:
+    p = protocol(tmp_path, chat_template="none", template="{{ question }} {{ choices }}")
+    with pytest.raises(BadInput, match="'choices' is undefined in item 'i1'"):
+        render_prompt(p, ITEM, None)
