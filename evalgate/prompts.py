@@ -155,7 +155,32 @@ def apply_chat(tokenizer: Any, protocol: LoadedProtocol, msgs: list[dict[str, An
     elif not chat_template_source(tokenizer):
         raise BadInput("protocol asks for the model's chat template (chat_template: model) but the checkpoint's "
                        "tokenizer has none; set chat_template: none or give a template file")
-    return tokenizer.apply_chat_template(msgs, **kwargs)
+    try:
+        return tokenizer.apply_chat_template(msgs, **kwargs)
+    except Exception as e:
+        raise ChatTemplateError(_chat_error(e, kwargs.get("chat_template") or chat_template_source(tokenizer) or "")
+                                ) from None  # not chained: the original message may hold the item's text
+
+
+class ChatTemplateError(Exception):
+    """A chat template failed on a conversation (``raise_exception`` in the template, an undefined name): its message
+    as ``_chat_error`` keeps it. Not a ``BadInput``: ``render_prompt`` reads one as the template rejecting a system
+    role."""
+
+
+def _chat_error(e: Exception, source: str) -> str:
+    """What may be said of a chat template's error ``e``: a message the template ``source`` writes literally
+    (``raise_exception('System role not supported')``) as it is; jinja's own messages with their quoted parts
+    withheld unless the template writes them (``withheld``); anything else withheld whole, since a template can
+    raise with the conversation's text (``raise_exception(messages[-1]['content'])``; adversary, third pass)."""
+    from jinja2.sandbox import SecurityError
+
+    message = str(e)
+    if message and message in source:
+        return message
+    if isinstance(e, (jinja2.UndefinedError, SecurityError)):
+        return f"{type(e).__name__}: {withheld(message, source)}"
+    return f"{type(e).__name__} (its message is not one the template writes, so it is withheld: it may hold the item)"
 
 
 # Text no template writes by itself: marks where an assistant message's text begins.

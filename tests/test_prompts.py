@@ -298,3 +298,19 @@ def test_a_missing_field_is_still_named(tmp_path: Path) -> None:
     p = protocol(tmp_path, chat_template="none", template="{{ question }} {{ choices }}")
     with pytest.raises(BadInput, match="'choices' is undefined in item 'i1'"):
         render_prompt(p, ITEM, None)
+
+
+RAISES_CONTENT = "{{ raise_exception('no: ' ~ messages[-1]['content']) }}"
+
+
+@pytest.mark.parametrize("system_prompt", [None, "Be terse."])
+def test_a_chat_template_error_never_quotes_the_items_text(tmp_path: Path, tok, system_prompt: str | None) -> None:
+    """The same through a protocol's chat template file: raise_exception(...) with the user turn's content raised
+    a TemplateError whose message was the item's text (printed, and a failed gate's reports), and with a system
+    prompt under system_role: fail it went into the BadInput's reason. A message the template does not write
+    literally is withheld; one it writes (System role not supported, above) is kept."""
+    extra = {"system_prompt": system_prompt, "system_role": "fail"} if system_prompt else {}
+    p = protocol(tmp_path, "raises.jinja", {"raises.jinja": RAISES_CONTENT}, **extra)
+    with pytest.raises(Exception) as e:
+        render_prompt(p, {"id": "i1", "question": "SECRET question"}, tok)
+    assert "SECRET" not in str(e.value)
