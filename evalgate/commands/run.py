@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 @run_options()
 @click.option("--train-run", default=None)
 @click.option("--train-seed", type=int, default=None)
-@click.option("--step", type=int, default=None)
+@click.option("--step", type=click.IntRange(min=0), default=None,
+              help="Training step of the checkpoint (default: from its checkpoint-N folder).")
 @click.option("--purpose", default="evaluation", show_default=True)
 @click.option("--override-reason", default=None, help="Exceed a soft read budget, with this logged reason.")
 @click.option("--json", "as_json", is_flag=True)

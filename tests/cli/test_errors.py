@@ -130,6 +130,7 @@ def test_private_split_read_by_run_is_refused_and_logged(home: Path, frozen: Pat
     (["--backend-option", "device=cuda:7"], "hf option device=cuda:7: no such CUDA device here"),
     (["--backend", "openai", "--backend-option", "base_url=notaurl"], "base_url='notaurl': String should match"),
     (["--seed", str(2 ** 64)], "--seed"),
+    (["--step", "-1"], "Invalid value for '--step': -1 is not in the range x>=0"),  # was stored as step -1
     # a flag that sets an option is refused where the backend has no such option (it used to be dropped)
     (["--backend", "openai", "--backend-option", "base_url=http://127.0.0.1:9/v1", "--device", "cuda"],
      "--device does not apply to the openai backend (it has no device option"),
