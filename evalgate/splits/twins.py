@@ -162,12 +162,24 @@ class Twin:
         content_sha256: the content repeated.
         shared: how many of the new items repeat it (same id or same text).
         where: ``""`` when the manifest on disk holds that content, else what became of it (for the message).
+        by_text: how many of those repeat an item's text or a long value (the rest match by id alone).
     """
 
     name: str
     content_sha256: str
     shared: int
     where: str
+    by_text: int
+
+    def how(self) -> str:
+        """How the items repeat it, for the message: by text, by id alone (ids coincide across unrelated data), or
+        both."""
+        if self.by_text == self.shared:
+            return "same text"
+        if self.by_text == 0:
+            return ("same id only: ids such as 0 or 1 coincide across unrelated data; if these items are not a copy, "
+                    "give them ids of their own, e.g. --map id=COLUMN")
+        return f"{self.by_text} by text, {self.shared - self.by_text} by id alone"
 
 
 def private_twin(name: str, tier: str, items: list[dict[str, Any]], store: AccessLogRepo,
@@ -210,16 +222,16 @@ def _twin(name: str, tier: str, items: list[dict[str, Any]], repo: PrivateConten
             names.setdefault(c.content_sha256, c.split)
     current = {m.name: m.content_sha256 for m in on_disk}
 
-    def twin(content: str, shared: int) -> Twin:
+    def twin(content: str, shared: int, by_text: int) -> Twin:
         split = names[content]
         where = ("" if current.get(split) == content else f" (the data it held before a replacement, sha256 "
                  f"{content[:12]})" if split in current else f" (sha256 {content[:12]}; its manifest is no longer "
                  f"in {splits_dir()})")
-        return Twin(split, content, shared, where)
+        return Twin(split, content, shared, where, by_text)
 
     content = prints.content_sha256 if prints else sha256_hex(dump_jsonl(items))
     if content in names:
-        return twin(content, len(items))
+        return twin(content, len(items), len(items))
     if sealer is None:
         return None
     prints = prints or item_prints(items, sealer)
@@ -232,7 +244,7 @@ def _twin(name: str, tier: str, items: list[dict[str, Any]], repo: PrivateConten
         same = [t in got or bool(v & got) for t, v in zip(prints.texts, prints.values, strict=True)]
         shared = sum(1 for i, t in zip(prints.ids, same, strict=True) if i in got or t)
         if any(same) or (shared and shared >= NEAR_DUPLICATE_SHARE * len(items)):
-            found.append(twin(theirs, shared))
+            found.append(twin(theirs, shared, sum(same)))
     return max(found, key=lambda t: (t.shared, not t.where, t.name), default=None)
 
 
@@ -251,8 +263,8 @@ def refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file:
     twin = private_twin(name, tier, items, store, prints)
     if twin is None:
         return
-    why = (f"{twin.shared} of the {len(items)} items of {file} repeat private split {twin.name}{twin.where} (same id "
-           f"or same text); its read budget belongs to its content, so a copy under another name or tier is "
+    why = (f"{twin.shared} of the {len(items)} items of {file} repeat private split {twin.name}{twin.where} "
+           f"({twin.how()}); its read budget belongs to its content, so a copy under another name or tier is "
            f"refused. Read {twin.name} itself (through 'evalgate gate'), or remove those items")
     for split_name, split_tier in ((twin.name, PRIVATE), (name, tier)):
         accesslog.append(store, accesslog.entry(actor=who, split=split_name, tier=split_tier,

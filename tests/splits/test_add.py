@@ -192,7 +192,7 @@ def test_a_private_split_whose_manifest_left_the_disk_still_refuses_its_copies(h
     every private content added, so both are refused, logged under both names."""
     add_split("P", "private", _write(home / "p.jsonl", TRAINS))
     plus_one = _write(home / "p2.jsonl", [*TRAINS, {"id": "new", "question": "n"}])
-    with pytest.raises(RefusedByPolicy, match="6 of the 7 items .* repeat private split P \\(same id"):
+    with pytest.raises(RefusedByPolicy, match="6 of the 7 items .* repeat private split P \\(same text\\)"):
         add_split("D", "dev", plus_one)
     (splits_dir() / "P.yaml").rename(home / "P.yaml")
     for name, tier in (("D", "dev"), ("P2", "private")):

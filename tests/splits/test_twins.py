@@ -59,6 +59,25 @@ def test_renamed_field_padding_and_a_column_added_are_refused_after_the_manifest
 
 
 @pytest.mark.usefixtures("memory_store")
+def test_a_refusal_says_whether_text_or_ids_alone_matched(home: Path) -> None:
+    """Fresh-user finding: two unrelated rows numbered by --row-ids (ids 0 and 1) were refused as a copy of a
+    private split numbered the same way, 'same id or same text', with no hint that only the ids matched."""
+    add_split("held-rows", "private", _write(home / "rows.jsonl",
+                                              [{"id": str(i), "question": q} for i, q in enumerate(QUESTIONS)]))
+    unrelated = [{"id": "0", "question": "Who wrote Hamlet?"}, {"id": "1", "question": "Name a prime number."}]
+    with pytest.raises(RefusedByPolicy) as e:  # 2 of 2 by id: at least half (NEAR_DUPLICATE_SHARE)
+        add_split("mine", "dev", _write(home / "mine.jsonl", unrelated))
+    assert "2 of the 2 items" in str(e.value) and "(same id only: ids such as 0 or 1 coincide" in str(e.value)
+    assert "--map id=COLUMN" in str(e.value)
+    mixed = [{"id": "0", "question": "Who wrote Hamlet?"}, {"id": "x", "question": QUESTIONS[3]}]
+    with pytest.raises(RefusedByPolicy, match=r"2 of the 2 items .*\(1 by text, 1 by id alone\)"):
+        add_split("mixed", "dev", _write(home / "mixed.jsonl", mixed))
+    with pytest.raises(RefusedByPolicy, match=r"1 of the 2 items .*\(same text\)"):
+        add_split("copy", "dev", _write(home / "copy.jsonl", [{"id": "y", "question": QUESTIONS[4]},
+                                                              {"id": "z", "question": "Name a prime number."}]))
+
+
+@pytest.mark.usefixtures("memory_store")
 def test_splits_import_of_a_removed_private_splits_items_is_refused_and_writes_nothing(home: Path) -> None:
     """``splits import`` (``import_tiered``, as a dataset plugin calls it) deals items into four tiers: a removed
     private split's items are refused as before it was removed; the import's own private split is recorded too."""
