@@ -303,11 +303,13 @@ def compare_runs(run_a: str, run_b: str, actor: str | None = None, store: Store 
             raise BadInput(f"run {r['run_id']} is {r['status']}, not complete: it has no scored samples to compare")
     for key, what in (("protocol_hash", "protocol hashes"), ("split", "splits"), ("split_sha256", "split contents")):
         if a[key] != b[key]:
+            names = "" if key == "split" else (  # hashes need the names beside them; split names say it already
+                f"; protocols {a['protocol_name']}@{a['protocol_version']} vs {b['protocol_name']}@"
+                f"{b['protocol_version']}, splits {a['split']} vs {b['split']}")
             raise BadInput(
-                f"runs {run_a} and {run_b} have different {what} ({str(a[key])[:16]} vs {str(b[key])[:16]}; "
-                f"protocols {a['protocol_name']}@{a['protocol_version']} vs {b['protocol_name']}@"
-                f"{b['protocol_version']}, splits {a['split']} vs {b['split']}): their samples are not paired "
-                "outcomes of one evaluation. Compare runs of one protocol on one split's current content")
+                f"runs {run_a} and {run_b} have different {what} ({str(a[key])[:16]} vs {str(b[key])[:16]}{names}): "
+                "their samples are not paired outcomes of one evaluation. Compare runs of one protocol on one "
+                "split's current content")
     who = actor_name(actor)
     admit_view(store, a, COMPARE_PURPOSE, who)
     admit_view(store, b, COMPARE_PURPOSE, who)

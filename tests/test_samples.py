@@ -154,6 +154,8 @@ def test_compare_refuses_runs_of_different_protocols_or_splits(home: Path) -> No
     for other, what in (("other-proto", "different protocol hashes"), ("other-split", "different splits")):
         code, _, err = cli("compare", "a", other)
         assert code == 2 and what in err and "not paired" in err
+    # said once (it read 'different splits (fx-dev vs fx-dev2; protocols p@1 vs p@1, splits fx-dev vs fx-dev2)')
+    assert "have different splits (fx-dev vs fx-dev2): their samples" in cli("compare", "a", "other-split")[2]
     with pytest.raises(Exception, match="two different runs"):
         compare_runs("a", "a")
     assert len(store.access_rows()) == before  # refused before anything was read
