@@ -136,18 +136,18 @@ def test_a_gguf_conversion_says_what_it_does_when_progress_is_on(tmp_path: Path,
     converted (73 s at load 5 for SmolLM2-135M, a new user's first 'evalgate run' in a log): with progress on it
     says so in one line; under --json (progress off) and outside any progress block, nothing."""
     from evalgate.checkpoints.gguf import convert_gguf
-    from evalgate.errors import EngineError
+    from evalgate.errors import BadInput
 
     monkeypatch.setenv("EVALGATE_MODELS", str(tmp_path / "models"))
     gguf = tmp_path / "m.gguf"
-    gguf.write_bytes(b"GGUF" + bytes(60))  # the magic, then no valid header: the conversion fails at once
+    gguf.write_bytes(b"GGUF" + bytes(60))  # the magic, then no valid header: the conversion fails at once (bad input)
     out = tmp_path / "models" / ("ab" * 8)
     capsys.readouterr()
-    with progress_bars(enabled), pytest.raises(EngineError):
+    with progress_bars(enabled), pytest.raises(BadInput):
         convert_gguf(gguf, "blake3:" + "ab" * 32)
     said = f"converting {gguf} to an HF directory in {out} (once per file)\n"
     assert capsys.readouterr().err == (said if enabled else "")
-    with pytest.raises(EngineError):
+    with pytest.raises(BadInput):
         convert_gguf(gguf, "blake3:" + "ab" * 32)  # a library call outside any progress block
     assert capsys.readouterr().err == ""
     assert not progress.stages_on()
