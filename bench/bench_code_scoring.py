@@ -10,7 +10,13 @@ and reported as medians. The script prints one JSON document: machine, load aver
 repetition times, medians, the ratio, and for each repetition the cores kept busy (the programs' CPU seconds
 over wall seconds: the plain loop can keep at most 1 busy, the sandbox up to the core count).
 
-Usage: python bench/bench_code_scoring.py [--reps 5]
+With ``--policy mostly-wrong`` (issue 42) it measures instead what a wrong sample costs beside a right one: the
+164 canonical solutions, the same 164 problems answered wrong (three wrong bodies: ``return None``, a
+``raise ValueError``, an ``assert False``), and a mostly-wrong policy (each problem's canonical solution once and
+three wrong answers), all through ``run_tests_many``, alternated per repetition; it prints the medians and the
+ratio of seconds per wrong sample to seconds per right one.
+
+Usage: python bench/bench_code_scoring.py [--reps 5] [--policy mostly-wrong] [--problems 164]
 """
 
 from __future__ import annotations
@@ -47,6 +53,43 @@ def programs(recs: list[dict]) -> list[str]:
 def jobs(recs: list[dict]) -> list[HarnessJob]:
     return [HarnessJob(r["prompt"] + r["canonical_solution"], r["prompt"], r["test"], r["entry_point"])
             for r in recs]
+
+
+WRONG_BODIES = ("    return None\n", "    raise ValueError('no answer')\n", "    assert False\n")
+
+
+def wrong_jobs(recs: list[dict]) -> list[HarnessJob]:
+    """Every problem answered wrong once per body of ``WRONG_BODIES``."""
+    return [HarnessJob(r["prompt"] + body, r["prompt"], r["test"], r["entry_point"])
+            for body in WRONG_BODIES for r in recs]
+
+
+def timed(todo: list[HarnessJob], expect: str | None) -> float:
+    """Seconds to score ``todo`` with ``run_tests_many`` (one worker per core); every verdict must be ``expect``
+    (None: not checked)."""
+    t0 = time.perf_counter()
+    res = run_tests_many(todo, timeout_s=60)
+    wall = time.perf_counter() - t0
+    assert expect is None or all(r.status == expect for r in res), [r.detail for r in res if r.status != expect][:3]
+    return wall
+
+
+def mostly_wrong(recs: list[dict], reps: int) -> dict:
+    """Right vs wrong vs mostly-wrong samples, seconds per sample (see the module docstring)."""
+    right, wrong = jobs(recs), wrong_jobs(recs)
+    mixed = [j for i, r in enumerate(right) for j in (r, wrong[i], wrong[len(recs) + i], wrong[2 * len(recs) + i])]
+    run_tests_many(right[:available_cores()])  # warm the namespace probe and the page cache
+    per = {"right": [], "wrong": [], "mostly_wrong": []}
+    for _ in range(reps):
+        per["right"].append(timed(right, "passed") / len(right))
+        per["wrong"].append(timed(wrong, "failed") / len(wrong))
+        per["mostly_wrong"].append(timed(mixed, None) / len(mixed))
+    med = {k: statistics.median(v) for k, v in per.items()}
+    return {"samples": {"right": len(right), "wrong": len(wrong), "mostly_wrong": len(mixed)},
+            "seconds_per_sample": {k: [round(x, 4) for x in v] for k, v in per.items()},
+            "median_seconds_per_sample": {k: round(v, 4) for k, v in med.items()},
+            "ratio_wrong_to_right": round(med["wrong"] / med["right"], 3),
+            "ratio_mostly_wrong_to_right": round(med["mostly_wrong"] / med["right"], 3)}
 
 
 def _children_cpu_s() -> float:
@@ -102,8 +145,17 @@ def cpu_model() -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=5, help="repetitions of each measurement (default 5)")
+    ap.add_argument("--policy", choices=["mostly-wrong"], help="time wrong samples against right ones instead")
+    ap.add_argument("--problems", type=int, default=164, help="the first N HumanEval problems (default all 164)")
     args = ap.parse_args()
-    recs = records()
+    recs = records()[:args.problems]
+    if args.policy:
+        load_before = os.getloadavg()
+        out = mostly_wrong(recs, args.reps)
+        print(json.dumps({"machine": {"cpu": cpu_model(), "cores": available_cores()}, "sandbox": describe(),
+                          "reps": args.reps, "loadavg_before": [round(x, 2) for x in load_before],
+                          "loadavg_after": [round(x, 2) for x in os.getloadavg()], **out}, indent=2))
+        return
     progs, todo = programs(recs), jobs(recs)
     cores = available_cores()
     load_before = os.getloadavg()

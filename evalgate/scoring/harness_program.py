@@ -14,8 +14,9 @@ docs/SANDBOX.md ("Trust model") says why each step is here. In short:
   ``check(candidate)`` with a proxy: each call's arguments go to the candidate process and the result comes back
   as data (builtin types only, rebuilt here), so nothing the model defined runs in this process, not even an
   ``__eq__``;
-- only when ``check`` has returned does it write ``(nonce, "passed", None)`` to the verdict descriptor;
-  anything else (an exception, the candidate process ending, this process being killed) is no pass.
+- only when ``check`` has returned and no call to the candidate raised (tests may catch what it raised) does it
+  write ``(nonce, "passed", None)`` to the verdict descriptor; anything else (an exception, the candidate process
+  ending, this process being killed) is no pass.
 """
 
 import _signal as signal  # the C module: `signal` would import enum (~5-20 ms per sample)
@@ -187,17 +188,25 @@ def _builtin_exception(name, msg):
     return CandidateFailed(f"{name}: {msg}")
 
 
-def make_proxy(chan):
-    """The ``candidate`` the tests call: a function forwarding each call to the candidate process."""
+def make_proxy(chan, raised):
+    """The ``candidate`` the tests call: a function forwarding each call to the candidate process. Every call
+    that does not return a value (the candidate raised, returned a value that is not builtin data, or its process
+    ended) is appended to ``raised``, whatever the tests then do with the exception."""
 
     def candidate(*args, **kwargs):
-        chan.send(("call", args, kwargs))
-        reply = chan.recv()
+        try:
+            chan.send(("call", args, kwargs))
+            reply = chan.recv()
+        except BaseException as e:
+            raised.append(f"the call did not complete: {type(e).__name__}: {e}"[:300])
+            raise
         if len(reply) == 2 and reply[0] == "ok":
             return reply[1]
         if len(reply) == 3 and reply[0] == "raise" and type(reply[1]) is str:
+            raised.append(f"{reply[1]}: {reply[2]}"[:300])
             raise _builtin_exception(reply[1], str(reply[2]))
-        raise CandidateFailed(f"the candidate returned {str(reply[-1])[:300]}")
+        raised.append(f"the candidate returned {str(reply[-1])[:300]}")
+        raise CandidateFailed(raised[-1])
 
     return candidate
 
@@ -227,7 +236,8 @@ def run_tests(job, chan):
         check = ns["check"]
     except BaseException as e:
         return "error", f"the item's prompt or tests do not run: {type(e).__name__}: {e}"[:500]
-    proxy = make_proxy(chan)
+    raised = []
+    proxy = make_proxy(chan, raised)
     # A test may call the function by its name too (HumanEval/33 compares candidate(x) with sort_third(x)): in the
     # reference harness that name is the completed function, so it is the proxy here as well.
     ns[entry_point] = proxy
@@ -235,6 +245,8 @@ def run_tests(job, chan):
         check(proxy)
     except BaseException as e:
         return "failed", f"{type(e).__name__}: {e}"[:400] + _where(e)
+    if raised:  # the tests caught it (`except ValueError: pass`, a StopIteration that ended a `map`)
+        return "failed", f"the candidate raised in {len(raised)} call(s) the tests caught; first: {raised[0]}"[:500]
     return "passed", None
 
 
@@ -246,8 +258,9 @@ def _no_dump():
 
 def _limit_verdict(pid):
     """``timeout`` or ``error`` when the candidate's process was killed by a resource limit (CPU time: SIGXCPU;
-    memory or file size: SIGSEGV, SIGXFSZ, SIGKILL), else None; waits at most about 1 s for it to end."""
-    for _ in range(100):
+    memory or file size: SIGSEGV, SIGXFSZ, SIGKILL), else None; waits at most about 1 s for it to end (its
+    request pipe is closed before, so a candidate waiting for a call ends at once)."""
+    for _ in range(500):
         done, status = os.waitpid(pid, os.WNOHANG)
         if done:
             if not os.WIFSIGNALED(status):
@@ -255,7 +268,7 @@ def _limit_verdict(pid):
             sig = os.WTERMSIG(status)
             return "timeout" if sig == signal.SIGXCPU else "error" if sig in (
                 signal.SIGSEGV, signal.SIGXFSZ, signal.SIGKILL) else None
-        time.sleep(0.01)
+        time.sleep(0.002)
     return None
 
 
@@ -295,11 +308,14 @@ def main():
     except BaseException as e:
         verdict, detail = "failed", f"{type(e).__name__}: {e}"[:500]
     if verdict == "failed":
+        os.close(req_w)  # the candidate, waiting for the next call, reads end of file and exits
+        os.close(resp_r)
         verdict = _limit_verdict(pid) or verdict
     with os.fdopen(verdict_fd, "wb") as out:
         out.write(encode((job[0], verdict, detail)))
     try:
         os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
     except OSError:
         pass
 
