@@ -423,12 +423,13 @@ def gate_and_report(policy_path: str | Path, store: Store | None = None,
                     outputs: Mapping[str, str | Path] | None = None, actor: str | None = None,
                     accept_broken_chain: str | None = None,
                     expect_head: tuple[int, str] | None = None, progress: bool = False,
-                    swept: SweepSummary | None = None) -> GateReport:
+                    swept: SweepSummary | None = None, train_run: str | None = None) -> GateReport:
     """Load a policy, run the gate and write the requested outputs (what ``evalgate gate`` does).
     ``outputs``: report format name (``report_writers.WRITERS``: html, json, junit, markdown, a plugin's) -> path.
     ``accept_broken_chain``: a reason to gate on a broken access-log chain (sets the policy's field for this run);
     ``expect_head`` and ``progress`` (stderr: what is evaluated, sample counts) as in ``run_gate``; ``swept``: the
-    ``--evaluate-missing`` sweep run before it (``sweep.evaluate_missing``), carried into the report.
+    ``--evaluate-missing`` sweep run before it (``sweep.evaluate_missing``), carried into the report;
+    ``train_run``: the training run to gate (sets the policy's field for this run).
 
     The Markdown summary is also appended to ``$GITHUB_STEP_SUMMARY`` when that is set. A gate that decides
     nothing (refused, invalid policy, protocol drift, internal error) still writes, in each format that has an
@@ -448,6 +449,8 @@ def gate_and_report(policy_path: str | Path, store: Store | None = None,
         policy = load_policy(policy_path)
         if accept_broken_chain:
             policy = policy.model_copy(update={"accept_broken_chain": accept_broken_chain})
+        if train_run:
+            policy = policy.model_copy(update={"train_run": train_run})
     except Exception as e:
         _write_error_outputs(error_document(policy_path, Path(policy_path).stem, e), paths)
         raise

@@ -169,7 +169,7 @@ class Workspace:
 
     def gate(self, policy: str | Path, *, evaluate_decision: bool = True,
              expect_head: tuple[int, str] | None = None, accept_broken_chain: str | None = None,
-             progress: bool = False) -> Verdict:
+             progress: bool = False, train_run: str | None = None) -> Verdict:
         """Run the release gate of a policy file and store its verdict (``evalgate gate`` without the report files:
         ``gate_and_report`` writes those too).
 
@@ -179,6 +179,7 @@ class Workspace:
             expect_head: ``(seq, row_hash)`` the access log must hold (``--expect-head``).
             accept_broken_chain: a reason to gate although the access log's hash chain is broken (logged).
             progress: say on stderr what each evaluation reads (counts only).
+            train_run: the training run to gate (overrides the policy's ``train_run``).
 
         Returns:
             The ``Verdict``: ``passed``, ``rules`` (each ``RuleOutcome(rule, passed, detail)``), ``seeds``,
@@ -193,17 +194,21 @@ class Workspace:
             loaded = load_policy(policy)
             if accept_broken_chain:
                 loaded = loaded.model_copy(update={"accept_broken_chain": accept_broken_chain})
+            if train_run:
+                loaded = loaded.model_copy(update={"train_run": train_run})
             return run_gate(loaded, self.store, self.actor, evaluate_decision, expect_head, progress)
 
     def gate_and_report(self, policy: str | Path, outputs: Mapping[str, str | Path] | None = None, *,
                         expect_head: tuple[int, str] | None = None, accept_broken_chain: str | None = None,
-                        progress: bool = False, swept: SweepSummary | None = None) -> GateReport:
+                        progress: bool = False, swept: SweepSummary | None = None,
+                        train_run: str | None = None) -> GateReport:
         """What ``evalgate gate`` does: the gate (as ``gate``), then its reports; a gate that decides nothing still
         writes, in each format that has an error writer, the output asked for, saying why, then raises.
 
         Args:
             outputs: report format name (``html``, ``json``, ``junit``, ``markdown``, a plugin's) -> path.
             swept: the ``evaluate_missing`` sweep run before, carried into the report.
+            train_run: the training run to gate (overrides the policy's ``train_run``).
 
         Returns:
             The ``GateReport`` (``verdict``, ``files`` written); ``as_dict()`` is ``evalgate gate --json``'s
@@ -216,7 +221,7 @@ class Workspace:
 
         with self.activate():
             return gate_and_report(policy, self.store, outputs, self.actor, accept_broken_chain, expect_head,
-                                   progress, swept)
+                                   progress, swept, train_run)
 
     def evaluate_missing(self, policy: str | Path, checkpoints: str, progress: bool = False) -> SweepSummary:
         """Sweep the checkpoints a glob matches on a gate policy's selection split, with its protocol file and

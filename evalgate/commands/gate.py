@@ -26,13 +26,17 @@ from evalgate.trackers.cli import say_written, tracker_options
 @click.option("--accept-broken-chain", "accept_broken", default=None, metavar="REASON",
               help="Gate although the access log's hash chain is broken (refused otherwise, exit 2); the reason is "
                    "logged and shown in every report.")
+@click.option("--train-run", "train_run", default=None, metavar="NAME",
+              help="Gate this training run's checkpoints only (sets the policy's train_run); candidates of several "
+                   "runs with no train_run are refused, exit 2.")
 @expect_head_option("SEQ:HASH the access log must hold (pinned by the last run; default $EVALGATE_EXPECT_HEAD): "
                     "refused (exit 2) before any read when it does not.")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 @tracker_options
 def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_broken: str | None,
-             expect_head: str | None, as_json: bool, trackers: list[Any], **outputs: Path | None) -> None:
+             train_run: str | None, expect_head: str | None, as_json: bool, trackers: list[Any],
+             **outputs: Path | None) -> None:
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
     refused, invalid or error."""
@@ -46,7 +50,8 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
         for why in swept.ignored if swept else ():  # e.g. a seed's checkpoint whose weights duplicate another's
             click.echo(f"--evaluate-missing: not evaluated: {why}", err=True)
         report = ws.gate_and_report(policy_path, files, accept_broken_chain=accept_broken,
-                                    expect_head=parse_expect_head(expect_head), progress=not as_json, swept=swept)
+                                    expect_head=parse_expect_head(expect_head), progress=not as_json, swept=swept,
+                                    train_run=train_run)
     except Exception as e:
         if active().debug:
             raise

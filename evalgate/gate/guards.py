@@ -14,17 +14,18 @@ from evalgate.diagnostics.log import TrainLog, find_train_log, read_path
 from evalgate.diagnostics.signals import DATA, Finding
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import SeedResult, TrainLogInfo
-from evalgate.gate.select import finite
+from evalgate.gate.select import SeedKey, finite
 
 
-def train_logs(policy: GatePolicy, seeds: list[SeedResult]) -> dict[int | None, TrainLog | None]:
-    """Training seed -> its log: the policy's ``training_logs`` entry, else the first log found next to the seed's
-    checkpoints (latest step first); None when there is none."""
-    out: dict[int | None, TrainLog | None] = {}
+def train_logs(policy: GatePolicy, seeds: list[SeedResult]) -> dict[SeedKey, TrainLog | None]:
+    """(training run, training seed) -> its log: the policy's ``training_logs`` entry for the seed, else the first
+    log found next to that seed's own checkpoints (latest step first; never another run's); None when there is
+    none."""
+    out: dict[SeedKey, TrainLog | None] = {}
     for s in seeds:
-        seed = s.train_seed
+        key, seed = (s.train_run, s.train_seed), s.train_seed
         if seed is not None and seed in policy.training_logs:
-            out[seed] = read_path(policy.training_logs[seed])
+            out[key] = read_path(policy.training_logs[seed])
             continue
         log = None
         for c in sorted(s.checkpoints, key=lambda c: c.step or 0, reverse=True):
@@ -33,16 +34,17 @@ def train_logs(policy: GatePolicy, seeds: list[SeedResult]) -> dict[int | None, 
                 log = find_train_log(p.parent)
                 if log:
                     break
-        out[seed] = log
+        out[key] = log
     return out
 
 
 def seed_guards(policy: GatePolicy, seeds: list[SeedResult],
-                logs: dict[int | None, TrainLog | None]) -> dict[int | None, SeedGuards]:
-    """Training seed -> ``diagnostics.guards.guard_seed`` over its log under the policy's guards, with the seed's
-    checkpoint steps for the coverage check."""
-    return {s.train_seed: guard_seed(logs.get(s.train_seed), policy.guards,
-                                     [c.step for c in s.checkpoints if c.step is not None], s.train_seed)
+                logs: dict[SeedKey, TrainLog | None]) -> dict[SeedKey, SeedGuards]:
+    """(training run, training seed) -> ``diagnostics.guards.guard_seed`` over its log under the policy's guards,
+    with the seed's checkpoint steps for the coverage check."""
+    return {(s.train_run, s.train_seed): guard_seed(logs.get((s.train_run, s.train_seed)), policy.guards,
+                                                    [c.step for c in s.checkpoints if c.step is not None],
+                                                    s.train_seed)
             for s in seeds}
 
 

@@ -33,7 +33,13 @@ from evalgate.gate.results import (
     Statistics,
     Verdict,
 )
-from evalgate.gate.select import RunPartition, partition_runs, select_checkpoints, weights_finite
+from evalgate.gate.select import (
+    RunPartition,
+    check_one_training_run,
+    partition_runs,
+    select_checkpoints,
+    weights_finite,
+)
 from evalgate.reward_audit import audits_for_checkpoints
 from evalgate.rlhf.calibration import calibration_rule, calibration_section
 from evalgate.rlhf.proxies import Target, check_proxies, proxy_section
@@ -66,7 +72,7 @@ def _select(policy: GatePolicy, runs: list[dict[str, Any]]) -> list[SeedResult]:
         bad_w = {c.digest for s in prelim for c in s.checkpoints if weights_finite(c.path) is False}
     seeds = select_checkpoints(runs, policy.metric, policy.selection.collapse_drop, trips, bad_w)
     for s in seeds:
-        guards.attach_diagnostics(s, logs.get(s.train_seed), per_seed.get(s.train_seed))
+        guards.attach_diagnostics(s, logs.get((s.train_run, s.train_seed)), per_seed.get((s.train_run, s.train_seed)))
     return seeds
 
 
@@ -133,6 +139,8 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
         RefusedByPolicy: selection split not dev; the private budget cannot cover the gate's reads (nothing spent);
             the access log's signed head or expected head does not hold (``accesslog.check_for_gate``).
         ProtocolDrift: the protocol file no longer matches its lock (before any read).
+        RefusedByPolicy: the candidates span several training runs and the policy names none (``train_run``;
+            ``select.check_one_training_run``; before any read).
         EvalgateError: a proxy protocol is invalid or cannot run (``rlhf.proxies``; before any decision read).
     """
     store = store or Store()
@@ -148,6 +156,7 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     sel_runs, dec_runs = _stored_runs(policy, store, dec_m.content_sha256, evaluate_decision)
     base_digest = reads.baseline_digest(policy, dec_runs, evaluate_decision, store.recorded_checkpoint, progress)
     part = partition_runs(sel_runs, sel_m.content_sha256, policy.backend, base_digest)
+    check_one_training_run(part.usable, policy.train_run)  # before any read: seeds of two runs are not one seed
     manager.check(policy.selection_split, reads.SELECTION_PURPOSE, who)
     manager.log_read(sel_m, who, reads.SELECTION_PURPOSE, cached=True, detail=f"gate {policy.name}")
     protocol_hash = store.protocol_hash(name, version)

@@ -1,8 +1,9 @@
 """Best, last and failed checkpoints per training seed, from the selection split's runs (no split is read here).
 
-Per seed: **last** = highest step; **failed** = a run error, a NaN/inf metric, non-finite weights, a training-log
-guard trip at or before the checkpoint's step, or a collapse (the metric dropped more than ``collapse_drop`` from
-the previous checkpoint); **best** = the highest metric among the rest (ties: the earlier step).
+A seed is a (training run, training seed) pair: seed 1 of one run and seed 1 of another are two seeds. Per seed:
+**last** = highest step; **failed** = a run error, a NaN/inf metric, non-finite weights, a training-log guard trip
+at or before the checkpoint's step, or a collapse (the metric dropped more than ``collapse_drop`` from the previous
+checkpoint); **best** = the highest metric among the rest (ties: the earlier step).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.diagnostics.signals import Finding
+from evalgate.errors import RefusedByPolicy
 from evalgate.gate.results import CheckpointResult, SeedResult, SetAside
 
 BEHAVIOUR_METRICS = ("mean_completion_tokens", "truncation_rate", "mean_repetition")
@@ -77,8 +79,17 @@ def _mark_failed(cks: list[CheckpointResult], metric: str, collapse_drop: float 
             prev_ok = c.value
 
 
+SeedKey = tuple[str | None, int | None]
+"""A training seed's key: (training run, training seed); one run's seed 1 is not another run's."""
+
+
+def seed_key(run: dict[str, Any]) -> SeedKey:
+    """The (train_run, train_seed) key of a store row."""
+    return run["train_run"], run["train_seed"]
+
+
 def select_checkpoints(runs: list[dict[str, Any]], metric: str, collapse_drop: float | None,
-                       guard_steps: dict[int | None, list[Finding]] | None = None,
+                       guard_steps: dict[SeedKey, list[Finding]] | None = None,
                        bad_weights: set[str] | None = None) -> list[SeedResult]:
     """Best, last and failed checkpoints per training seed.
 
@@ -87,29 +98,57 @@ def select_checkpoints(runs: list[dict[str, Any]], metric: str, collapse_drop: f
             counts).
         metric: the selection metric.
         collapse_drop: absolute drop from the previous checkpoint (by step) that marks a collapse; None: off.
-        guard_steps: training seed -> guard trips (``diagnostics.guards.SeedGuards.trips``); a checkpoint at or
-            after a trip's step is failed.
+        guard_steps: (training run, training seed) -> guard trips (``diagnostics.guards.SeedGuards.trips``); a
+            checkpoint at or after a trip's step is failed.
         bad_weights: checkpoint digests with non-finite weights.
 
     Returns:
-        One ``SeedResult`` per training seed, by seed; its checkpoints by step; best is None when every checkpoint
-        failed.
+        One ``SeedResult`` per (training run, training seed), by run then seed; its checkpoints by step; best is
+        None when every checkpoint failed. Two runs' checkpoints are never one seed's curve.
     """
     latest: dict[str, dict[str, Any]] = {}
     for r in runs:
         latest[r["checkpoint_digest"]] = r
-    by_seed: dict[int | None, list[CheckpointResult]] = {}
+    by_seed: dict[SeedKey, list[CheckpointResult]] = {}
     for r in latest.values():
-        by_seed.setdefault(r["train_seed"], []).append(_checkpoint(r, metric))
+        by_seed.setdefault(seed_key(r), []).append(_checkpoint(r, metric))
     out = []
-    for seed in sorted(by_seed, key=lambda s: (s is None, s)):
-        cks = sorted(by_seed[seed], key=lambda c: (c.step is None, c.step or 0))
-        _mark_failed(cks, metric, collapse_drop, (guard_steps or {}).get(seed, []), bad_weights or set())
+    for key in sorted(by_seed, key=lambda k: (k[0] is None, k[0] or "", k[1] is None, k[1] or 0)):
+        cks = sorted(by_seed[key], key=lambda c: (c.step is None, c.step or 0))
+        _mark_failed(cks, metric, collapse_drop, (guard_steps or {}).get(key, []), bad_weights or set())
         ok = [c for c in cks if not c.failed_reasons]
         best = max(ok, key=lambda c: (c.value or 0.0, -(c.step or 0))) if ok else None
-        out.append(SeedResult(train_seed=seed, train_run=cks[0].train_run, checkpoints=cks, best=best,
+        out.append(SeedResult(train_seed=key[1], train_run=key[0], checkpoints=cks, best=best,
                               last=cks[-1] if cks else None))
     return out
+
+
+def check_one_training_run(usable: list[dict[str, Any]], train_run: str | None) -> None:
+    """Refuse candidates that span several training runs when the policy names none (before any read).
+
+    Seed 1 of one run and seed 1 of another are different models; gating them together would put one run's best
+    checkpoint against the other's seeds in ``min_seeds`` and the statistics, and one release decision would
+    cover two candidates. The policy's ``train_run`` (or ``evalgate gate --train-run``) names the run to gate.
+
+    Args:
+        usable: ``RunPartition.usable``, the candidate runs.
+        train_run: the policy's ``train_run`` (None: not set).
+
+    Raises:
+        RefusedByPolicy: the candidates come from two or more training runs and ``train_run`` is None; the message
+            names each run with its seeds.
+    """
+    if train_run is not None:
+        return
+    seeds: dict[str, set[int]] = {}
+    for r in usable:
+        seeds.setdefault(str(r["train_run"]), set()).add(r["train_seed"])
+    if len(seeds) > 1:
+        runs = ", ".join(f"{name} (seed{'s' if len(s) > 1 else ''} {', '.join(map(str, sorted(s)))})"
+                         for name, s in sorted(seeds.items()))
+        raise RefusedByPolicy(f"the candidate checkpoints come from {len(seeds)} training runs: {runs}; a gate "
+                              "decides on one run's seeds: set train_run: in the policy (or pass 'evalgate gate "
+                              "--train-run NAME') to the run to gate; nothing was read")
 
 
 def outside_checkpoint(run: dict[str, Any]) -> bool:
