@@ -5,9 +5,10 @@ answer extraction, tool permissions and execution limits. Its identity is ``name
 canonical JSON of the resolved protocol (template and few-shot files inlined, file paths dropped), so moving a
 template file keeps the hash and editing one byte of it changes the hash.
 
-``freeze`` writes ``<file>.lock`` (JSON: name, version, sha256, resolved content). A run refuses a protocol whose
-content no longer matches its lock, and a lock whose fields disagree with its own sha256 (an edited ``resolved`` or
-name@version); the store remembers every ``name@version -> sha256`` so changed content cannot be re-frozen under a
+``freeze`` writes ``<file>.lock`` (JSON: name, version, sha256, resolved content of the current version, and
+``versions``: every ``name@version -> sha256`` the lock ever froze, appended to, never rewritten). A run refuses a
+protocol whose content no longer matches its lock, and a lock whose fields disagree with its own sha256 (an edited
+``resolved`` or name@version); the lock's ``versions`` and the store's record refuse changed content under a
 version that was already used.
 """
 
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
     from evalgate.scoring.base import ScorerOptions
 
 LOCK_SUFFIX = ".lock"
+LOCK_FORMAT = 2
+"""The lock file's format: 1 (no ``format`` key) held the current version only; 2 adds ``versions``."""
 
 
 class StrictModel(BaseModel):
@@ -649,10 +652,12 @@ def lock_problem(lock: dict[str, Any]) -> str | None:
     """Why a lock document disagrees with itself, or None.
 
     A lock is consistent when its ``resolved`` content hashes to its ``sha256`` (sha256 of ``canonical_json``, as
-    ``load_protocol`` computes it) and its ``name`` and ``version`` are those of ``resolved``. Comparing only the
-    sha256 with the protocol's would accept a lock whose ``resolved`` (the "locked" side of every drift diff) or
-    name@version was edited. A lock rewritten consistently by hand is not caught here; the store's
-    ``name@version -> sha256`` record refuses changed content under a used version at freeze and run time.
+    ``load_protocol`` computes it), its ``name`` and ``version`` are those of ``resolved``, and (format 2) its
+    ``versions`` list is well formed, holds the current ``name@version -> sha256`` and gives no ``name@version``
+    two hashes. Comparing only the sha256 with the protocol's would accept a lock whose ``resolved`` (the "locked"
+    side of every drift diff) or name@version was edited. A lock rewritten consistently by hand is not caught here;
+    the store's ``name@version -> sha256`` record refuses changed content under a used version at freeze and run
+    time, and the committed lock's own history (version control) shows a dropped entry.
     """
     resolved = lock["resolved"]
     if not isinstance(resolved, dict):
@@ -667,7 +672,37 @@ def lock_problem(lock: dict[str, Any]) -> str | None:
     for key in ("name", "version"):
         if lock.get(key) != resolved.get(key):
             return f"its {key} {lock.get(key)!r} is not the {key} {resolved.get(key)!r} of its 'resolved' content"
+    if "versions" not in lock:
+        return None
+    entries = lock["versions"]
+    if not isinstance(entries, list) or not all(_version_entry_ok(e) for e in entries):
+        return "its 'versions' list is not a list of {name, version, sha256, frozen_at} entries"
+    seen: dict[tuple[str, str], str] = {}
+    for e in entries:
+        ref = (e["name"], e["version"])
+        if seen.setdefault(ref, e["sha256"]) != e["sha256"]:
+            return f"its 'versions' list gives {ref[0]}@{ref[1]} two hashes"
+    if seen.get((lock["name"], lock["version"])) != lock["sha256"]:
+        return f"its 'versions' list does not hold its current {lock['name']}@{lock['version']}"
     return None
+
+
+def _version_entry_ok(e: Any) -> bool:
+    return (isinstance(e, dict) and all(isinstance(e.get(k), str) for k in ("name", "version", "sha256", "frozen_at"))
+            and len(e["sha256"]) == 64)
+
+
+def lock_versions(lock: dict[str, Any]) -> list[dict[str, str]]:
+    """Every ``{name, version, sha256, frozen_at}`` a lock document froze, oldest first.
+
+    A format-1 lock (written before ``versions`` existed) read as the one version it holds; a format-2 lock's
+    ``versions`` list as written. A list that is not well formed gives its well-formed entries (a damaged lock still
+    refuses what it can).
+    """
+    if "versions" not in lock:
+        return [{k: str(lock.get(k) or "") for k in ("name", "version", "sha256", "frozen_at")}]
+    entries = lock["versions"] if isinstance(lock["versions"], list) else []
+    return [{k: e[k] for k in ("name", "version", "sha256", "frozen_at")} for e in entries if _version_entry_ok(e)]
 
 
 def read_lock(lp: LoadedProtocol) -> dict[str, Any] | None:
@@ -724,12 +759,27 @@ def format_diff(rows: list[tuple[str, Any, Any]], left: str = "a", right: str = 
     return "\n".join(f"  {f}: {left}={short(a)} {right}={short(b)}" for f, a, b in rows)
 
 
-def lock_document(lp: LoadedProtocol) -> dict[str, Any]:
-    """The JSON document written to ``<file>.lock``."""
+def lock_document(lp: LoadedProtocol, versions: Sequence[dict[str, str]] = ()) -> dict[str, Any]:
+    """The JSON document written to ``<file>.lock`` (format ``LOCK_FORMAT``).
+
+    Args:
+        lp: the protocol frozen now (the lock's current version).
+        versions: the versions the lock held before (``lock_versions``), kept in order; this one is appended
+            unless it is there already (then its first ``frozen_at`` is kept).
+    """
+    kept = [dict(e) for e in versions]
+    mine = next((e for e in kept if (e["name"], e["version"], e["sha256"]) == (lp.spec.name, lp.spec.version,
+                                                                               lp.sha256)), None)
+    if mine is None:
+        mine = {"name": lp.spec.name, "version": lp.spec.version, "sha256": lp.sha256,
+                "frozen_at": datetime.now(UTC).isoformat(timespec="seconds")}
+        kept.append(mine)
     return {
+        "format": LOCK_FORMAT,
         "name": lp.spec.name,
         "version": lp.spec.version,
         "sha256": lp.sha256,
-        "frozen_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "frozen_at": mine["frozen_at"],
         "resolved": lp.resolved,
+        "versions": kept,
     }

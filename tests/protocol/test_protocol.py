@@ -329,3 +329,87 @@ def test_the_freeze_hint_can_be_pasted_for_a_path_with_spaces(tmp_path: Path) ->
     hint = e.value.message.split("run '", 1)[1].split("' before", 1)[0]
     # the shell splits the pasted hint into the command and ONE path argument, the protocol file
     assert shlex.split(hint) == ["evalgate", "protocol", "freeze", str(p)]
+
+
+def test_the_lock_keeps_every_version_and_refuses_a_used_one_from_the_lock_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44, item 2: freeze t@1, edit, freeze t@2, set the version back to 1 on the edited content: a fresh store
+    (as in CI) froze t@1 with the new hash (exit 0), because the lock held only its newest version. The lock now
+    keeps every version it froze and refuses it (exit 2, as docs/FREEZING.md says), leaving the lock as it was."""
+    from click.testing import CliRunner
+
+    from evalgate.cli import main
+    from evalgate.store import Store
+
+    p = write(tmp_path, BASE)
+    v1 = freeze(p)
+    doc = json.loads(json.dumps(BASE))
+    doc["sampling"]["max_tokens"] = 64
+    doc["version"] = "2"
+    write(tmp_path, doc)
+    v2 = freeze(p)
+    lock = json.loads((tmp_path / "p.yaml.lock").read_text())
+    assert [(e["version"], e["sha256"]) for e in lock["versions"]] == [("1", v1["sha256"]), ("2", v2["sha256"])]
+    assert lock["versions"][0]["frozen_at"] == v1["frozen_at"]
+    lock_before = (tmp_path / "p.yaml.lock").read_bytes()
+    doc["version"] = "1"
+    write(tmp_path, doc)
+    monkeypatch.setenv("EVALGATE_HOME", str(tmp_path / "fresh-home"))
+    r = CliRunner().invoke(main, ["protocol", "freeze", str(p)])
+    assert r.exit_code == 2, r.output
+    assert f"t@1 was frozen before in {tmp_path / 'p.yaml.lock'} with hash {v1['sha256'][:12]}" in r.stderr
+    assert "e.g. '3'" in r.stderr
+    assert (tmp_path / "p.yaml.lock").read_bytes() == lock_before
+    assert Store().protocol_hash("t", "1") is None
+    doc["version"] = "3"
+    write(tmp_path, doc)
+    assert [e["version"] for e in freeze(p)["versions"]] == ["1", "2", "3"]
+    write(tmp_path, BASE)  # the first content again under its own version: allowed, nothing forgotten
+    back = freeze(p)
+    assert (back["version"], back["sha256"], back["frozen_at"]) == ("1", v1["sha256"], v1["frozen_at"])
+    assert [e["version"] for e in back["versions"]] == ["1", "2", "3"]
+
+
+def test_a_lock_written_before_versions_is_read_and_migrated(tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A format-1 lock (name, version, sha256, frozen_at, resolved; no ``versions``) still verifies, still refuses
+    changed content under its version, and gains ``versions`` (its own version first) when a new one is frozen."""
+    p = write(tmp_path, BASE)
+    lp = load_protocol(p)
+    old = {"name": "t", "version": "1", "sha256": lp.sha256, "frozen_at": "2026-01-02T03:04:05+00:00",
+           "resolved": lp.resolved}
+    (tmp_path / "p.yaml.lock").write_text(json.dumps(old))
+    verify(load_protocol(p))
+    assert freeze(p) == old  # unchanged content: a no-op, the old lock kept as is
+    doc = json.loads(json.dumps(BASE))
+    doc["sampling"]["max_tokens"] = 64
+    write(tmp_path, doc)
+    monkeypatch.setenv("EVALGATE_HOME", str(tmp_path / "fresh-home"))
+    with pytest.raises(BadInput, match="t@1 is already locked in"):
+        freeze(p)
+    doc["version"] = "2"
+    write(tmp_path, doc)
+    new = freeze(p)
+    assert new["format"] == 2
+    assert new["versions"] == [{"name": "t", "version": "1", "sha256": lp.sha256,
+                                "frozen_at": "2026-01-02T03:04:05+00:00"},
+                               {"name": "t", "version": "2", "sha256": new["sha256"], "frozen_at": new["frozen_at"]}]
+    doc["version"] = "1"
+    write(tmp_path, doc)
+    with pytest.raises(BadInput, match="t@1 was frozen before"):
+        freeze(p)
+
+
+def test_a_lock_whose_versions_disagree_is_inconsistent(tmp_path: Path) -> None:
+    from evalgate.protocol import lock_problem
+
+    p = write(tmp_path, BASE)
+    lock = freeze(p)
+    assert lock_problem(lock) is None
+    other = {**lock["versions"][0], "sha256": "0" * 64}
+    assert "two hashes" in str(lock_problem({**lock, "versions": [*lock["versions"], other]}))
+    assert "does not hold its current" in str(lock_problem({**lock, "versions": []}))
+    assert "not a list" in str(lock_problem({**lock, "versions": [{"name": "t"}]}))
+    (tmp_path / "p.yaml.lock").write_text(json.dumps({**lock, "versions": [*lock["versions"], other]}))
+    with pytest.raises(BadInput, match="two hashes"):
+        verify(load_protocol(p))
