@@ -14,7 +14,10 @@ if TYPE_CHECKING:
     from evalgate.store import Database, Store
 
 REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_DATA = next((p / "shared" / "data" for p in REPO.parents if (p / "shared" / "data").is_dir()),
+                   REPO.parent / "shared" / "data")
+"""``shared/data`` beside the nearest folder above the repository that has one (a clone next to shared/, or a
+worktree a level further down), else ``../shared/data`` (tests that need it skip, saying where they looked)."""
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

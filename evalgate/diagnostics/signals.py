@@ -208,10 +208,11 @@ def _kl_state(c: _Ctx) -> str | None:
 
 
 def kl_signals(c: _Ctx) -> None:
-    """``kl_above_target`` (fail) and ``kl_rising`` (warn); both ``not_checkable`` when KL is absent, zero or NaN
-    throughout, never "within bounds"."""
+    """``kl_above_target`` (fail), ``kl_rising`` (warn) and ``kl_negative`` (warn); all ``not_checkable`` when KL
+    is absent, zero or NaN throughout, never "within bounds"."""
     why = _kl_state(c)
-    for name, fname in (("kl_above_target", "kl_target"), ("kl_rising", "kl_rise_max")):
+    for name, fname in (("kl_above_target", "kl_target"), ("kl_rising", "kl_rise_max"),
+                        ("kl_negative", "kl_negative_max")):
         if why:
             c.add(name, POLICY, "not_checkable", why, keys=c.keys("kl"))
         elif getattr(c.th, fname) is None:
@@ -235,6 +236,25 @@ def kl_signals(c: _Ctx) -> None:
                fired="KL rose {r:.3g}x from the early steps ({a:.4g} -> {b:.4g}): the policy keeps moving away "
                      "from the reference; a surge like this precedes collapse.",
                quiet="KL changed {r:.3g}x from the early to the late steps ({a:.4g} -> {b:.4g}).")
+    if c.th.kl_negative_max is not None:
+        _kl_negative(c, pts, keys, c.th.kl_negative_max)
+
+
+def _kl_negative(c: _Ctx, pts: Series, keys: list[str], bound: float) -> None:
+    """``kl_negative`` (warn): KL below ``bound`` at every one of ``window`` consecutive logged steps. The KL a
+    trainer logs is a sample estimate, so single values around 0 are noise (huggingface/trl#925); one that stays
+    below -1 is what TRL's PPO trainer warns about (huggingface/trl PR 352; hiyouga/LlamaFactory#664: -5.27)."""
+    hit = _first_level([(s, -v) for s, v in pts], c.th.window, -bound, every=True)
+    low = min(v for _, v in pts)
+    if hit:
+        c.add("kl_negative", POLICY, "warn", f"KL stayed below {bound:g} at every step {_over(hit, c.th.window)} "
+              f"from step {hit[0]} (mean {-hit[1]:.4g}, lowest {low:.4g}): a true KL is never negative, so the "
+              "policy's and the reference's log-probabilities no longer describe the same sampling (generation "
+              "settings, a wrong reference model, padding); TRL warns of this as a precursor of failed training.",
+              hit[0], {"mean": -hit[1], "min": low, "limit": bound, **_short(hit, c.th.window)}, keys)
+    else:
+        c.add("kl_negative", POLICY, "ok", f"KL never stayed below {bound:g} for {c.th.window} logged steps (lowest "
+              f"{low:.4g}).", values={"min": low, "limit": bound}, keys=keys)
 
 
 def _trend(c: _Ctx, name: str, part: str, canon: str, direction: str, limit: float, fired: str, quiet: str,
@@ -329,10 +349,10 @@ def trainer_kind(log: TrainLog) -> str:
 
 
 def entropy_signals(c: _Ctx) -> None:
-    """``entropy_floor`` (fail) and ``entropy_drop`` (warn)."""
+    """``entropy_floor`` (fail), ``entropy_drop`` (warn) and ``entropy_rising`` (warn)."""
     if "entropy" not in c.log.series:
-        c.absent("entropy_floor", EXPLORATION, "entropy", "entropy")
-        c.absent("entropy_drop", EXPLORATION, "entropy", "entropy")
+        for name in ("entropy_floor", "entropy_drop", "entropy_rising"):
+            c.absent(name, EXPLORATION, "entropy", "entropy")
         return
     pts, keys = c.pts("entropy"), c.keys("entropy")
     if c.th.entropy_floor is None:
@@ -347,20 +367,48 @@ def entropy_signals(c: _Ctx) -> None:
         else:
             c.add("entropy_floor", EXPLORATION, "ok", f"entropy stayed at or above {fl:g}.", values={"floor": fl},
                   keys=keys)
-    if c.th.entropy_drop_max is None:
-        c.off("entropy_drop", EXPLORATION, "entropy", "entropy_drop_max")
-        return
     kind = trainer_kind(c.log) if c.th.trainer_kind == "auto" else c.th.trainer_kind
-    if kind == "sft":
-        why = "mean_token_accuracy and no RL key logged" if c.th.trainer_kind == "auto" else "set"
-        c.add("entropy_drop", EXPLORATION, "off", f"does not apply to an SFT run (thresholds.trainer_kind "
-              f"{c.th.trainer_kind}: {why}): fitting the data lowers the entropy by design; it is an RL signal "
-              "(exploration).", keys=keys)
+    for name, fname in (("entropy_drop", "entropy_drop_max"), ("entropy_rising", "entropy_rise_max")):
+        if getattr(c.th, fname) is None:
+            c.off(name, EXPLORATION, "entropy", fname)
+        elif kind == "sft":
+            why = "mean_token_accuracy and no RL key logged" if c.th.trainer_kind == "auto" else "set"
+            c.add(name, EXPLORATION, "off", f"does not apply to an SFT run (thresholds.trainer_kind "
+                  f"{c.th.trainer_kind}: {why}): fitting the data lowers the entropy by design; it is an RL signal "
+                  "(exploration).", keys=keys)
+        elif name == "entropy_drop":
+            _trend(c, "entropy_drop", EXPLORATION, "entropy", "down", c.th.entropy_drop_max, drop=True,
+                   fired="entropy fell {d:.0%} from the early steps ({a:.4g} -> {b:.4g}): the policy is converging "
+                         "early and exploring less.",
+                   quiet="entropy changed from {a:.4g} to {b:.4g} ({r:.3g}x of the early steps).")
+        else:
+            _entropy_rising(c, c.th.entropy_rise_max)
+
+
+def _entropy_rising(c: _Ctx, limit: float) -> None:
+    """``entropy_rising`` (warn): entropy's late/early ratio above ``limit`` while the reward did not rise (fell,
+    stayed flat or is not logged). A policy whose entropy climbs while its reward falls is spreading its mass over
+    tokens the reward does not want: the collapse verl users report (verl-project/verl#2738, #1066). With a rising
+    reward (an entropy bonus buying exploration that pays) the rise is reported as ``info``."""
+    rew = next((f for f in c.out if f.signal == "reward_flat"), None)
+    effect = rew.values.get("effect") if rew is not None else None
+    f = _trend(c, "entropy_rising", EXPLORATION, "entropy", "up", limit,
+               fired="entropy rose {r:.3g}x from the early steps ({a:.4g} -> {b:.4g})",
+               quiet="entropy changed {r:.3g}x from the early steps ({a:.4g} -> {b:.4g}).")
+    if f.status != "warn":
         return
-    _trend(c, "entropy_drop", EXPLORATION, "entropy", "down", c.th.entropy_drop_max, drop=True,
-           fired="entropy fell {d:.0%} from the early steps ({a:.4g} -> {b:.4g}): the policy is converging early "
-                 "and exploring less.",
-           quiet="entropy changed from {a:.4g} to {b:.4g} ({r:.3g}x of the early steps).")
+    if effect is None:
+        f.message += " and the reward is not logged (or constant): a policy that spreads its probability mass " \
+                     "without a reward to show for it is drifting to noise; read the samples."
+    elif effect >= c.th.reward_effect:
+        f.status = "info"
+        f.message += f" while the reward rose ({effect:+.2f} sd): exploration that pays (e.g. an entropy bonus)."
+    else:
+        verb = "fell" if effect <= -c.th.reward_effect else "stayed flat"
+        f.message += f" while the training reward {verb} ({effect:+.2f} sd): the policy is spreading its " \
+                     "probability mass over tokens the reward does not want, the entropy collapse that " \
+                     "precedes a failed run; lower the learning rate or the entropy bonus and read the samples."
+        f.values["reward_effect"] = effect
 
 
 # -- data / reward ---------------------------------------------------------------------------------------------------
@@ -468,10 +516,11 @@ def zero_std_signals(c: _Ctx) -> None:
 
 
 def reward_signals(c: _Ctx) -> None:
-    """``reward_flat`` (warn while length or KL move, info otherwise), ``reward_std_collapse`` (warn),
-    ``reward_length_rise`` (warn): two legs of the reward-hacking triad readable from the log alone."""
+    """``reward_flat`` (warn while length or KL move, info otherwise), ``reward_falling`` (warn),
+    ``reward_std_collapse`` (warn), ``reward_length_rise`` (warn): two legs of the reward-hacking triad readable
+    from the log alone."""
     if "reward" not in c.log.series:
-        for name in ("reward_flat", "reward_length_rise"):
+        for name in ("reward_flat", "reward_falling", "reward_length_rise"):
             c.absent(name, DATA, "reward", "training reward")
     else:
         _reward_moves(c)
@@ -489,7 +538,7 @@ def _reward_moves(c: _Ctx) -> None:
     win = _windows(pts, th.window_share)
     sd = float(np.std(np.fromiter(map(_second, pts), dtype=float, count=len(pts)))) if len(pts) > 1 else 0.0
     if win is None or sd == 0:
-        for name in ("reward_flat", "reward_length_rise"):
+        for name in ("reward_flat", "reward_falling", "reward_length_rise"):
             c.add(name, DATA, "not_checkable", f"too few or constant values of '{keys[0]}' ({len(pts)} logged).",
                   keys=keys)
         return
@@ -515,8 +564,19 @@ def _reward_moves(c: _Ctx) -> None:
             c.add("reward_flat", DATA, "info", f"training reward stayed flat ({a:.4g} -> {b:.4g}, {d:+.2f} sd) and "
                   f"nothing else moved{kl_note}: the run may not be learning.", late_start, vals, keys)
     else:
-        c.add("reward_flat", DATA, "ok", f"training reward moved {a:.4g} -> {b:.4g} ({d:+.2f} sd).", values=vals,
-              keys=keys)
+        c.add("reward_flat", DATA, "ok", f"training reward {'rose' if d > 0 else 'fell'} {a:.4g} -> {b:.4g} "
+              f"({d:+.2f} sd).", values=vals, keys=keys)
+    if th.reward_fall_effect is None:
+        c.off("reward_falling", DATA, "reward", "reward_fall_effect")
+    elif d <= -th.reward_fall_effect:
+        c.add("reward_falling", DATA, "warn", f"training reward fell {a:.4g} -> {b:.4g} ({d:+.2f} sd): the policy "
+              "is getting worse at what it is trained for (a reward model it has learned to exploit scores the "
+              "other way; a collapse); look at the step it began and read the samples.",
+              _first_trailing(pts, w, lambda m: (m - a) / sd <= -th.reward_fall_effect),
+              {**vals, "limit": -th.reward_fall_effect}, keys)
+    else:
+        c.add("reward_falling", DATA, "ok", f"training reward did not fall by {th.reward_fall_effect:g} sd or more "
+              f"({d:+.2f} sd).", values={**vals, "limit": -th.reward_fall_effect}, keys=keys)
     if len_ratio is None:
         c.absent("reward_length_rise", DATA, "completion_length", "mean completion length")
     elif d >= th.reward_effect and len_ratio > 1 + th.length_move:
@@ -627,8 +687,9 @@ def run_signals(log: TrainLog, thresholds: Thresholds | None = None) -> list[Fin
 SIGNAL_SERIES: dict[str, str] = {
     "truncation": "truncation", "length_pinned": "completion_length", "length_growth": "completion_length",
     "zero_std_groups": "zero_std_frac", "zero_std_rising": "zero_std_frac", "reward_flat": "reward",
-    "reward_length_rise": "reward", "reward_std_collapse": "reward_std", "kl_above_target": "kl",
-    "kl_rising": "kl", "clip_fraction": "clip_fraction", "value_loss": "value_loss", "entropy_floor": "entropy",
-    "entropy_drop": "entropy", "grad_norm_spike": "grad_norm",
+    "reward_falling": "reward", "reward_length_rise": "reward", "reward_std_collapse": "reward_std",
+    "kl_above_target": "kl", "kl_rising": "kl", "kl_negative": "kl", "clip_fraction": "clip_fraction",
+    "value_loss": "value_loss", "entropy_floor": "entropy", "entropy_drop": "entropy", "entropy_rising": "entropy",
+    "grad_norm_spike": "grad_norm",
 }
 """Signal -> the canonical series it is read from (what the report plots)."""

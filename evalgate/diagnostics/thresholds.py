@@ -41,6 +41,11 @@ class Thresholds(BaseModel):
     2017, sec. 4 and Table 1). With 0.001 ordinary linear KL growth (0.0055 -> 0.0355, 6.5x) warned "a surge like
     this precedes collapse" (issue 28, item 12); now it is 3.6x of the floor, while KL jumping from 0.01 to 0.1 is
     10x."""
+    kl_negative_max: float | None = Field(default=-1.0, lt=0)
+    """KL below this at every one of ``window`` consecutive logged steps warns: a true KL is never negative, the
+    logged one is a sample estimate that may dip below 0 by noise (huggingface/trl#925), but one that stays below
+    -1 is what TRL's PPO trainer warns of as "a precursor for failed training" (huggingface/trl PR 352 moved that
+    warning from 0 to -1; hiyouga/LlamaFactory#664 shows -5.27). Default: -1 (TRL's bound)."""
     clip_fraction_max: float | None = Field(default=0.4, ge=0, le=1)
     """Clip fraction above this for ``window`` consecutive logged steps fails (the chapter's PPO guardrail
     ``clip_fraction > 0.4``: reduce the learning rate or PPO epochs). Default: 0.4."""
@@ -50,6 +55,10 @@ class Thresholds(BaseModel):
     """Relative entropy drop (1 - late-window mean / early-window mean) above this warns (the chapter: entropy
     falling fast means premature convergence; Cui et al. 2025, "The Entropy Mechanism of RL for Reasoning LMs",
     show performance saturating as entropy is used up). Default: 0.5 (evalgate default: entropy halved)."""
+    entropy_rise_max: float | None = Field(default=2.0, gt=1)
+    """Entropy late-window mean / early-window mean above this warns while the training reward did not rise (info
+    when it rose): entropy climbing while reward falls is the collapse verl users report (verl-project/verl#2738,
+    #1066). Default: 2 (evalgate default: entropy doubled)."""
     truncation_max: float | None = Field(default=0.2, ge=0, le=1)
     """Mean share of completions cut at the maximum completion length (TRL ``completions/clipped_ratio``) over
     ``window`` consecutive logged steps above this fails: those completions are scored unfinished, which adds reward
@@ -78,6 +87,10 @@ class Thresholds(BaseModel):
     """Reward change (late-window mean - early-window mean) in units of the reward's standard deviation over the
     run below this in size counts as "flat", at or above as "rising" (Cohen 1988: d = 0.2 is a small effect).
     Default: 0.2."""
+    reward_fall_effect: float | None = Field(default=0.5, gt=0)
+    """A fall of the training reward (early-window mean - late-window mean) of at least this many standard
+    deviations of the reward over the run warns (``reward_falling``; Cohen 1988: d = 0.5 is a medium effect, so
+    window-to-window noise does not fire it). Default: 0.5."""
     reward_std_drop_max: float | None = Field(default=0.5, gt=0, lt=1)
     """Relative drop of the reward standard deviation (1 - late / early window mean) above this warns: GRPO
     normalises advantages by it, so a collapsing spread means vanishing advantages (Shao et al. 2024,
@@ -94,7 +107,7 @@ class Thresholds(BaseModel):
     """What kind of training wrote the log, for the signals that apply only to some kinds (docs/DIAGNOSTICS.md,
     "applies to"): ``auto`` reads it from the keys (``signals.trainer_kind``: TRL's SFTTrainer logs
     ``mean_token_accuracy`` and no RL key). On an SFT run ``entropy_drop`` is off: fitting the data lowers the
-    entropy by design. Default: auto."""
+    entropy by design (and ``entropy_rising`` with it). Default: auto."""
     nonfinite: bool = True
     """Report NaN/inf per key: fail in ``loss`` or a key read by a signal that is on, warn in another key, info for
     a key that is NaN at every step (a metric that is off, e.g. ``kl`` with beta = 0). Default: true."""

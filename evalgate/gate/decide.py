@@ -155,7 +155,7 @@ def _tool_rules(policy: GatePolicy, chosen: list[SeedResult], baseline: Baseline
 
 def _not_checkable(seeds: list[SeedResult]) -> list[str]:
     """The signals each seed's log cannot check, grouped by the series they read, seeds with the same list together:
-    ``seeds 1, 2: kl_above_target, kl_rising [kl]; value_loss [value_loss]``."""
+    ``seeds 1, 2: kl_above_target, kl_rising, kl_negative [kl]; value_loss [value_loss]``."""
     by_text: dict[str, list[str]] = {}
     for s in seeds:
         groups: dict[str, list[str]] = {}

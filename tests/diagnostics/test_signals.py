@@ -202,7 +202,8 @@ def test_nan_in_a_key_whose_guard_is_off_is_not_a_failure() -> None:
     rows = [{"step": s, "kl": float("nan") if s == 12 else 0.01 * s} for s in STEPS]
     on = diagnose(from_records(rows, "synthetic", "jsonl"))
     assert [(f.status, f.step) for f in on.findings if f.signal == "nonfinite"] == [("fail", 12)]
-    off = diagnose(from_records(rows, "synthetic", "jsonl"), Thresholds(kl_target=None, kl_rise_max=None))
+    off = diagnose(from_records(rows, "synthetic", "jsonl"), Thresholds(kl_target=None, kl_rise_max=None,
+                                                                          kl_negative_max=None))
     assert [(f.status, f.step) for f in off.findings if f.signal == "nonfinite"] == [("warn", 12)]
 
 
@@ -280,3 +281,62 @@ def test_ordinary_kl_growth_and_sft_entropy_are_no_alarm() -> None:
     assert find(dpo, "entropy_drop").status == "warn"
     bare = series("entropy", lambda s: 0.9 if s > 10 else 2.0)
     assert find(bare, "entropy_drop", Thresholds(trainer_kind="sft")).status == "off"
+
+
+def _ramp(n: int, first: float, last: float) -> list[float]:
+    return [first + (last - first) * i / (n - 1) for i in range(n)]
+
+
+def test_persistently_negative_kl_warns_and_noise_around_zero_does_not() -> None:
+    # hiyouga/LlamaFactory#664 (TRL PPO warned "KL divergence is starting to become negative: -5.27"): objective/kl
+    # -1.5 .. -5.3 for 30 steps; every value is below TRL's bound -1 (huggingface/trl PR 352), so the first window of
+    # 5 starts at step 1 and its mean is the mean of the first 5 ramp values: -1.5 - 3.8 * 2 / 29 = -1.762
+    kl = _ramp(30, -1.5, -5.3)
+    f = find([{"step": s + 1, "objective/kl": v} for s, v in enumerate(kl)], "kl_negative")
+    assert (f.status, f.step, f.part) == ("warn", 1, "policy update")
+    assert f.values["mean"] == pytest.approx(-1.5 - 3.8 * 2 / 29) and f.values["min"] == pytest.approx(-5.3)
+    assert f.keys == ["objective/kl"]
+    # huggingface/trl#925: "the KL can be slightly negative (it's just an estimate...) but it shouldn't stay there":
+    # noise -0.3 .. +0.3 with one dip to -1.4 and a run of 4 values at -1.2 (shorter than the window): quiet
+    noise = [0.3, -0.3, 0.1, -0.2] * 5
+    noise[6] = -1.4
+    noise[12:16] = [-1.2] * 4
+    q = find([{"step": s + 1, "objective/kl": v} for s, v in enumerate(noise)], "kl_negative")
+    assert q.status == "ok" and q.values["min"] == pytest.approx(-1.4)
+    # the same bound on the other trainers' KL keys; -0.9 for ever is within TRL's bound
+    assert find(series("kl", lambda s: -1.5 if s > 10 else 0.01), "kl_negative").step == 11
+    assert find(series("kl", lambda s: -0.9 if s > 10 else 0.01), "kl_negative").status == "ok"
+    assert find(series("kl", lambda s: -2.0), "kl_negative", Thresholds(kl_negative_max=None)).status == "off"
+    assert find(series("kl", lambda s: 0.0), "kl_negative").status == "not_checkable"  # beta = 0
+
+
+def test_entropy_rising_while_reward_falls_is_flagged() -> None:
+    # verl-project/verl#2738, #1066: actor/entropy 0.45 -> 2.45 and critic/score/mean 0.6 -> 0.12 over 40 steps.
+    # Trend windows: w = ceil(40 / 4) = 10 values. Entropy: early mean 0.45 + 2 * 4.5 / 39 = 0.6808, late mean
+    # 0.45 + 2 * 34.5 / 39 = 2.2192: 3.26x > 2. First trailing window with mean > 2 x 0.6808: starts at index i with
+    # 2 (i + 4.5) / 39 > 0.9115, i = 14; its first value above 1.3615: 2 j / 39 > 0.9115, j = 18, step 19.
+    ent, rew = _ramp(40, 0.45, 2.45), _ramp(40, 0.6, 0.12)
+    rows = [{"step": i + 1, "actor/entropy": ent[i], "critic/score/mean": rew[i]} for i in range(40)]
+    e = find(rows, "entropy_rising")
+    assert (e.status, e.step, e.part) == ("warn", 19, "exploration")
+    assert e.values["ratio"] == pytest.approx((0.45 + 69 / 39) / (0.45 + 9 / 39))
+    assert "fell" in e.message
+    # reward: sd of a 40-value ramp of span 0.48 = 0.48 / 39 * sqrt((40^2 - 1) / 12) = 0.14207; early 0.54462, late
+    # 0.17538: effect -2.599 sd. First trailing window (index 10..19) crosses -0.5 sd; its first value with
+    # v - 0.54462 <= -0.07104 is 0.6 - 0.48 j / 39 at j = 11: step 12.
+    r = find(rows, "reward_falling")
+    assert (r.status, r.step) == ("warn", 12) and r.values["effect"] == pytest.approx(-2.599, abs=1e-3)
+    flat = find(rows, "reward_flat")
+    assert flat.status == "ok" and "fell" in flat.message  # a fall is named, never "flat"
+    # neighbours: the same entropy with a rising reward is exploration that pays (info); entropy noise 0.9/1.1 and a
+    # reward falling by less than 0.5 sd (pattern 0,1,1,0 then 0,1,0,0 late: effect -0.2/0.47 = -0.43) are quiet
+    up = [{**row, "critic/score/mean": 0.72 - row["critic/score/mean"]} for row in rows]
+    assert find(up, "entropy_rising").status == "info" and find(up, "reward_falling").status == "ok"
+    noisy = [{"step": s, "actor/entropy": 0.9 if s % 2 else 1.1} for s in STEPS]
+    assert find(noisy, "entropy_rising").status == "ok"
+    pattern = [0.0, 1.0, 1.0, 0.0]
+    small = series("reward", lambda s: pattern[(s - 1) % 4] if s <= 15 else [0.0, 1.0, 0.0, 0.0][(s - 1) % 4])
+    assert find(small, "reward_falling").status == "ok"
+    # entropy rising with no reward logged: warn (nothing shows the rise pays)
+    alone = [{"step": i + 1, "actor/entropy": ent[i]} for i in range(40)]
+    assert find(alone, "entropy_rising").status == "warn"

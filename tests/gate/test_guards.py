@@ -63,7 +63,7 @@ def test_not_checkable_and_coverage_named_and_required(tmp_path: Path) -> None:
                  built["store"], evaluate_decision=False)
     rule = next(r for r in v.rules if r.rule == "training_guards")
     # the fixture logs have no entropy, value loss or frac_reward_zero_std key (tests/gate_fixtures.py)
-    assert "seeds 1, 3: " in rule.detail and "entropy_floor, entropy_drop [entropy]" in rule.detail
+    assert "seeds 1, 3: " in rule.detail and "entropy_floor, entropy_drop, entropy_rising [entropy]" in rule.detail
     assert "value_loss [value_loss]" in rule.detail
     assert "zero_std_groups, zero_std_rising [zero_std_frac]" in rule.detail
     # seed 3 has a (failed) run of checkpoint-50, its newest trainer_state.json is checkpoint-40's
@@ -169,7 +169,7 @@ def test_gate_over_real_grpo_runs(tmp_path: Path) -> None:
     rule = next(r for r in v.rules if r.rule == "training_guards")
     assert not rule.passed and "seed 1: truncation at step 5" in rule.detail
     assert "seed 2: truncation at step 10" in rule.detail
-    assert "kl_above_target, kl_rising [kl]" in rule.detail
+    assert "kl_above_target, kl_rising, kl_negative [kl]" in rule.detail
     # requiring the KL guard makes the beta = 0 runs fail loudly instead of passing silently
     pol["guards"] = {"require": ["kl_above_target"], "kl_target": 0.05}
     v = run_gate(load_policy(_policy(tmp_path, pol)), store, evaluate_decision=False)
