@@ -377,12 +377,12 @@ def entropy_signals(c: _Ctx) -> None:
                   f"{c.th.trainer_kind}: {why}): fitting the data lowers the entropy by design; it is an RL signal "
                   "(exploration).", keys=keys)
         elif name == "entropy_drop":
-            _trend(c, "entropy_drop", EXPLORATION, "entropy", "down", c.th.entropy_drop_max, drop=True,
+            _trend(c, "entropy_drop", EXPLORATION, "entropy", "down", getattr(c.th, fname), drop=True,
                    fired="entropy fell {d:.0%} from the early steps ({a:.4g} -> {b:.4g}): the policy is converging "
                          "early and exploring less.",
                    quiet="entropy changed from {a:.4g} to {b:.4g} ({r:.3g}x of the early steps).")
         else:
-            _entropy_rising(c, c.th.entropy_rise_max)
+            _entropy_rising(c, getattr(c.th, fname))
 
 
 def _entropy_rising(c: _Ctx, limit: float) -> None:
@@ -566,17 +566,16 @@ def _reward_moves(c: _Ctx) -> None:
     else:
         c.add("reward_flat", DATA, "ok", f"training reward {'rose' if d > 0 else 'fell'} {a:.4g} -> {b:.4g} "
               f"({d:+.2f} sd).", values=vals, keys=keys)
-    if th.reward_fall_effect is None:
+    fall = th.reward_fall_effect
+    if fall is None:
         c.off("reward_falling", DATA, "reward", "reward_fall_effect")
-    elif d <= -th.reward_fall_effect:
+    elif d <= -fall:
         c.add("reward_falling", DATA, "warn", f"training reward fell {a:.4g} -> {b:.4g} ({d:+.2f} sd): the policy "
-              "is getting worse at what it is trained for (a reward model it has learned to exploit scores the "
-              "other way; a collapse); look at the step it began and read the samples.",
-              _first_trailing(pts, w, lambda m: (m - a) / sd <= -th.reward_fall_effect),
-              {**vals, "limit": -th.reward_fall_effect}, keys)
+              "is getting worse at what it is trained for; look at the step the fall began and read the samples.",
+              _first_trailing(pts, w, lambda m: (m - a) / sd <= -fall), {**vals, "limit": -fall}, keys)
     else:
-        c.add("reward_falling", DATA, "ok", f"training reward did not fall by {th.reward_fall_effect:g} sd or more "
-              f"({d:+.2f} sd).", values={**vals, "limit": -th.reward_fall_effect}, keys=keys)
+        c.add("reward_falling", DATA, "ok", f"training reward did not fall by {fall:g} sd or more ({d:+.2f} sd).",
+              values={**vals, "limit": -fall}, keys=keys)
     if len_ratio is None:
         c.absent("reward_length_rise", DATA, "completion_length", "mean completion length")
     elif d >= th.reward_effect and len_ratio > 1 + th.length_move:

@@ -18,12 +18,14 @@ Rules (tag formats): every closed block is removed; a closing tag with no openin
 prompt opened (DeepSeek-R1's and QwQ's templates end the generation prompt with ``<think>\\n``), so everything
 before it is reasoning; a block opened and never closed (in the completion, or by the prompt) is a draft: the text
 from its opening on is removed, so a reasoning-only completion leaves nothing to extract (the scorer then says
-``no_answer``, never an answer from the draft). ``harmony``: the answer is the last final-channel message; an
+``no_answer``, never an answer from the draft); outside a block, a tag inside Markdown code (an inline span or a
+fenced block) is quoted text, not a marker. ``harmony``: the answer is the last final-channel message; an
 analysis message with no final one after it is unclosed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -56,9 +58,62 @@ class Reasoning:
     closed: bool = True
 
 
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*$", re.M)
+_TICKS = re.compile(r"`+")
+
+
+def code_spans(text: str) -> list[tuple[int, int]]:
+    """The (start, end) offsets of ``text``'s Markdown code: fenced blocks (a line of 3+ backticks or tildes up to
+    the next fence line of the same character at least as long, or the end) and inline code spans (a run of n
+    backticks up to the next run of exactly n; CommonMark 0.31, sec. 4.5 and 6.1), in order."""
+    spans: list[tuple[int, int]] = []
+    pos = 0
+    for m in _FENCE.finditer(text):
+        if m.start() < pos:
+            continue
+        spans += _inline(text, pos, m.start())
+        fence = m.group(1)
+        close = re.compile(rf"^[ \t]{{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.M)
+        end = close.search(text, m.end())
+        stop = end.end() if end else len(text)
+        spans.append((m.start(), stop))
+        pos = stop
+    return spans + _inline(text, pos, len(text))
+
+
+def _inline(text: str, start: int, stop: int) -> list[tuple[int, int]]:
+    runs = list(_TICKS.finditer(text, start, stop))
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(runs):
+        n = len(runs[i].group())
+        j = next((k for k in range(i + 1, len(runs)) if len(runs[k].group()) == n), None)
+        if j is None:
+            i += 1
+            continue
+        spans.append((runs[i].start(), runs[j].end()))
+        i = j + 1
+    return spans
+
+
+def _find(text: str, tag: str, pos: int, spans: list[tuple[int, int]]) -> int:
+    """The first ``tag`` at or after ``pos`` outside ``spans``, or -1."""
+    at = text.find(tag, pos)
+    while at >= 0:
+        inside = next((b for a, b in spans if a <= at < b), None)
+        if inside is None:
+            return at
+        at = text.find(tag, inside)
+    return at
+
+
 def _strip_tags(text: str, open_tag: str, close_tag: str, opened: bool) -> tuple[str, bool, bool]:
-    """(answer, found, closed) for one tag format; ``opened``: the prompt ended inside a block."""
-    found = opened or open_tag in text or close_tag in text
+    """(answer, found, closed) for one tag format; ``opened``: the prompt ended inside a block. Outside a block a
+    tag in Markdown code (`` `<think>` ``, a fenced block) is text the answer quotes, not a marker
+    (raullenchai/Rapid-MLX#1778); inside one, the first closing tag closes it (vLLM's reasoning parsers)."""
+    quotes = "`" in text or "~~~" in text
+    spans = code_spans(text) if quotes else []
+    found = opened or _find(text, open_tag, 0, spans) >= 0 or _find(text, close_tag, 0, spans) >= 0
     out: list[str] = []
     pos, inside = 0, opened
     while True:
@@ -67,8 +122,10 @@ def _strip_tags(text: str, open_tag: str, close_tag: str, opened: bool) -> tuple
             if end < 0:
                 return "".join(out), True, False
             pos, inside = end + len(close_tag), False
+            if quotes:  # backticks of the block must not pair with the answer's
+                spans = [(a + pos, b + pos) for a, b in code_spans(text[pos:])]
             continue
-        start, end = text.find(open_tag, pos), text.find(close_tag, pos)
+        start, end = _find(text, open_tag, pos, spans), _find(text, close_tag, pos, spans)
         if end >= 0 and (start < 0 or end < start):  # a close with no open: the prompt (or the text) opened it
             out, pos = [], end + len(close_tag)
             continue

@@ -84,6 +84,19 @@ R1 = ("<think>\nLet me try: 3 * 4 = 12.\n#### 12\nWait, I forgot the 6 more.\n</
     ("#### 18", ["think"], "18", True),  # no block: the whole text
     (R1, [], "12", True),  # stripping turned off: the whole text, as before
     ("<thinking>\n#### 12\n</thinking>\nThe answer is 18.", ["think"], "12", True),  # a format not listed stays
+    # issue 42, item 8 (raullenchai/Rapid-MLX#1778): after a closed block, a tag the answer quotes in Markdown code
+    # is text, not a new block (it was read as an unclosed block: no_answer)
+    ("<think>#### 12</think>Wrap the draft in `<think>` tags.\n#### 18", ["think"], "18", True),
+    ("<think>#### 12</think>The `</think>` tag ends it.\n#### 18", ["think"], "18", True),  # a quoted closing tag
+    ("<think>#### 12</think>Use ``<think>`` as in `a`.\n#### 18", ["think"], "18", True),  # a double-tick span
+    ("<think>#### 12</think>\n```xml\n<think>draft\n```\n#### 18", ["think"], "18", True),  # a fenced block
+    ("<think>#### 12</think>\n~~~\n<think>\n~~~\n#### 18", ["think"], "18", True),  # a tilde fence
+    ("Quote `<think>` here.\n#### 18", ["think"], "18", True),  # no block at all: the quoted tag is text
+    ("<thinking>#### 12</thinking>Say `<thinking>`.\n#### 18", ["thinking"], "18", True),  # other tag formats
+    ("[THINK]#### 12[/THINK]Say `[THINK]`.\n#### 18", ["magistral"], "18", True),
+    ("<think>a `tick</think>#### 18 `<think>`", ["think"], "18", True),  # a tick in the block pairs with nothing
+    ("#### 12\n</think>`</think>` ends it\n#### 18", ["think"], "18", True),  # prompt-opened, then quoted
+    ("<think>#### 12</think>The answer: <think>#### 13", ["think"], None, False),  # an unquoted tag still opens
 ])
 def test_reasoning_blocks_are_removed_before_extraction(text: str, formats: list[str], answer: str | None,
                                                         closed: bool) -> None:
