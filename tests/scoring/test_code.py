@@ -139,3 +139,43 @@ def test_humaneval_program_keeps_the_prompts_imports_and_helpers(humaneval_recor
     results = run_tests_many([scorer.job(s) for s in samples], timeout_s=10)
     assert [r.status for r in results] == ["passed", "passed", "passed", "passed", "failed"], [
         r.detail for r in results]
+
+
+BASH_THEN_PYTHON = ("You need numpy first:\n```bash\npip install numpy\n```\nThen:\n```python\nimport numpy as np\n\n"
+                    "def task_func(xs):\n    return float(np.mean(xs))\n```\n")
+
+
+@pytest.mark.parametrize(("text", "entry", "expected"), [
+    # arjunguha/BigCodeBench-X#6: a bash pip line, then the program: the first block was taken (SyntaxError)
+    (BASH_THEN_PYTHON, "task_func", "import numpy as np\n\ndef task_func(xs):\n    return float(np.mean(xs))"),
+    (BASH_THEN_PYTHON, None, "import numpy as np\n\ndef task_func(xs):\n    return float(np.mean(xs))"),  # by tag
+    # neighbours: a shell transcript, then an untagged block; a `py` tag; an example block before the definition;
+    # a draft and a corrected version (the last definition); a block in another language only when alone
+    ("```console\n$ python -m pip install x\n```\n```\ndef f():\n    return 1\n```", "f", "def f():\n    return 1"),
+    ("```sh\nexport X=1\n```\n```py\ndef f():\n    return 2\n```", "f", "def f():\n    return 2"),
+    ("Usage:\n```python\nprint(f(3))\n```\nCode:\n```python\ndef f(x):\n    return x\n```", "f",
+     "def f(x):\n    return x"),
+    ("```python\ndef f():\n    return 0\n```\nFixed:\n```python\ndef f():\n    return 1\n```", "f",
+     "def f():\n    return 1"),
+    ("```python\nasync def f():\n    return 1\n```", "f", "async def f():\n    return 1"),
+    ("```bash\necho hi\n```", "f", "echo hi"),
+    ("```Python\nx = 1\n```", "f", "x = 1"),  # tags are case-insensitive
+])
+def test_extract_program_takes_the_block_in_the_protocols_language(text: str, entry: str | None,
+                                                                   expected: str) -> None:
+    assert extract_program(text, entry) == expected
+
+
+def test_a_pip_line_before_the_program_scores_correct() -> None:
+    """End to end through the scorer and the harness: a correct answer after a ``bash`` block is ``correct``."""
+    from evalgate.scoring.base import SampleToScore
+
+    item = {"prompt": "def add(a, b):\n    \"\"\"Add.\"\"\"\n", "entry_point": "add",
+            "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n"}
+    text = "```bash\npip install nothing\n```\n```python\ndef add(a, b):\n    return a + b\n```"
+    from evalgate.protocol import load_protocol
+    from tests.conftest import REPO
+
+    scorer = HumanEvalScorer(load_protocol(REPO / "protocols" / "humaneval-smoke.yaml"))
+    [res] = scorer.score([SampleToScore(item, text, "", "stop")])
+    assert res.status == "correct", res
