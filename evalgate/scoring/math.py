@@ -4,11 +4,12 @@
 ``gsm8k`` or ``boxed`` rule): each is unwrapped (a last ``\\boxed{}`` is taken, ``$...$`` / ``\\(...\\)`` /
 ``\\[...\\]`` delimiters dropped), a plain number followed by a plain-word unit ("18 dollars") keeps the
 number, numbers are written the plain way (``extract.plain_numbers``: LaTeX/SI thousands separators such as
-``12\\,345`` and ``1{,}000``, digits of any script, the minus sign ``−``), a number in e-notation (``1.5e3``)
-becomes ``1.5\\times10^{3}`` and an upright ``\\mathrm{e}`` becomes Euler's ``e``. Both are parsed by
-``math_verify.parse`` inside ``$...$`` with its LaTeX extractor; only where that fails, by its plain-expression
-extractor, and then only if the expression it found is the whole answer: an answer math-verify parses only in
-part (``1 + \\frac{1}{\\mathrm{e}}`` read as ``1``, ``2*x+1`` read as ``2``) is not a parse.
+``12\\,345`` and ``1{,}000``, digits of any script, the minus sign ``−``), an ordinal suffix after a number is
+dropped (``12^{\\text{th}}``, ``12^{th}``, ``12\\textsuperscript{th}``, ``12th``; st/nd/rd too), a number in
+e-notation (``1.5e3``) becomes ``1.5\\times10^{3}`` and an upright ``\\mathrm{e}`` becomes Euler's ``e``. Both are
+parsed by ``math_verify.parse`` inside ``$...$`` with its LaTeX extractor; only where that fails, by its
+plain-expression extractor, and then only if the expression it found is the whole answer: an answer math-verify
+parses only in part (``1 + \\frac{1}{\\mathrm{e}}`` read as ``1``, ``2*x+1`` read as ``2``) is not a parse.
 
 Numbers (both sides a number, or tuples/sets of numbers) are compared here, not by math-verify, whose
 ``evalf(chop=True)`` and 6-decimal rounding make every tiny number equal (``\\frac{1}{2^{98}}`` =
@@ -59,6 +60,12 @@ _NUMBER_WITH_WORDS = re.compile(r"^\s*(-?[\d,]*\.?\d+)\s*[A-Za-z]{2,}[A-Za-z .]*
 _TIMEOUT_S = 5
 _MARKER = re.compile(r"####|answer is|\\boxed|\\fbox", re.I)
 _E_NOTATION = re.compile(r"^(-?\d+(?:\.\d+)?)[eE]([-+]?\d+)$")
+_ORD, _UPRIGHT = r"(?:st|nd|rd|th)", r"\\(?:text|textrm|textnormal|mathrm|mbox)"
+_ORDINAL = re.compile(rf"(\d\}}?)(?:\s*\^\s*\{{\s*{_UPRIGHT}\s*\{{\s*{_ORD}\s*\}}\s*\}}"  # 12^{\text{th}}
+                      rf"|\s*\^\s*\{{\s*(?:\\rm\s*)?{_ORD}\s*\}}"  # 12^{th}, 12^{\rm th}
+                      rf"|\s*\^\s*{_UPRIGHT}\s*\{{\s*{_ORD}\s*\}}"  # 12^\text{th}
+                      rf"|\s*\\textsuperscript\s*\{{\s*{_ORD}\s*\}}"  # 12\textsuperscript{th}
+                      rf"|{_ORD}(?![A-Za-z]))")  # 12th, \text{12th}
 _UPRIGHT_E = re.compile(r"\\(?:mathrm|operatorname|text|rm)\s*\{\s*e\s*\}")
 _AMPM = r"([ap])\.?\s*m\.?"
 _TIME = re.compile(rf"^(\d{{1,2}}):([0-5]\d)(?::([0-5]\d))?"
@@ -92,7 +99,7 @@ def unwrap(answer: str) -> str:
             break
     m = _NUMBER_WITH_WORDS.match(s)
     s = m.group(1) if m else s
-    s = plain_numbers(s)
+    s = _ORDINAL.sub(r"\1", plain_numbers(s))
     e = _E_NOTATION.match(s)
     if e:
         s = f"{e.group(1)}\\times10^{{{int(e.group(2))}}}"

@@ -302,3 +302,27 @@ def test_the_math500_scorer_marks_nested_text_and_equation_hedges_wrong_whicheve
     for gold in ("2", "3"):
         got = scorer.score([_sample(h, answer=gold) for h in hedges])
         assert [r.status for r in got] == ["wrong"] * 3, [r.extracted for r in got]
+
+
+# Issue 42, item 6 (EleutherAI/lm-evaluation-harness#3652, MATH-500 test/... #379): an ordinal suffix written as a
+# superscript after the number ("the 12^{\text{th}} term") and units after it are not part of the value.
+@pytest.mark.parametrize(("prediction", "gold", "equal"), [
+    ("12^{\\text{th}}", "12", True),  # the report
+    ("12^\\text{th}", "12", True), ("12^{th}", "12", True), ("12^{\\rm th}", "12", True),
+    ("12^{\\mathrm{th}}", "12", True), ("12\\textsuperscript{th}", "12", True),
+    ("\\boxed{12^{\\text{th}}}", "12", True),
+    ("1^{\\text{st}}", "1", True), ("2^{\\text{nd}}", "2", True), ("3^{\\text{rd}}", "3", True),  # st/nd/rd
+    ("21st", "21", True), ("22nd", "22", True), ("\\text{12th}", "12", True), ("12 th", "12", True),
+    ("\\mbox{12}^{\\text{th}}", "12", True), ("12^{\\text{th}}", "\\text{12th}", True),
+    ("90^\\circ", "90", True), ("90^{\\circ}", "90", True), ("90^{\\circ}\\text{C}", "90", True),  # degrees
+    ("5\\text{ cm}", "5", True), ("5 \\mbox{cm}", "5", True), ("5\\,\\text{cm}", "5", True),  # units
+    ("5\\,\\mathrm{cm}", "5", True), ("5\\;\\text{cm}", "5", True), ("5 \\text{ cm}^{2}", "5", True),
+    # the value still counts: a different number, a superscript that is a power, a hedge between two ordinals
+    ("12^{\\text{th}}", "13", False), ("2^{10}", "1024", True), ("2^{10}", "2", False), ("2^{3}", "8", True),
+    ("12^{\\text{these}}", "12", False), ("90^\\circ", "91", False), ("5\\,\\text{cm}", "6", False),
+    ("12^{\\text{th}} \\text{ or } 13^{\\text{th}}", "12", False),
+    ("12^{\\text{th}} \\text{ or } 13^{\\text{th}}", "13", False),
+    ("2\\text{nd or }3\\text{rd}", "2", False), ("5\\,\\text{cm} \\text{ or } 6\\,\\text{cm}", "6", False),
+])
+def test_ordinal_and_unit_suffixes_are_not_part_of_the_value(prediction: str, gold: str, equal: bool) -> None:
+    assert math_equal(prediction, gold) is equal
