@@ -1,6 +1,6 @@
 """Benchmark: access-log appends per second at 1,000 and at 100,000 existing rows (issue 12).
 
-An append checks only what is new since the last verified head (``evalgate.accesslog``), so its cost should not
+An append checks only what is new since the last verified head (``evalgate.access.log``), so its cost should not
 grow with the log: the target is a ratio (appends/s at 100k) / (appends/s at 1k) close to 1. The baseline, measured
 in the same run on the same stores, is the behaviour before issue 12: re-verify the whole chain, then append.
 
@@ -25,8 +25,8 @@ from pathlib import Path
 
 # Import the checkout's evalgate, not an installed one.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from evalgate import accesslog  # noqa: E402
-from evalgate.environment import Environment, activate  # noqa: E402
+from evalgate.access import log as accesslog  # noqa: E402
+from evalgate.core.environment import Environment, activate  # noqa: E402
 from evalgate.store import Store  # noqa: E402
 
 

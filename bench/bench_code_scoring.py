@@ -36,8 +36,8 @@ from pathlib import Path
 
 # Import the checkout's evalgate, not an installed one.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from evalgate.core.sandbox import available_cores, describe, run_many  # noqa: E402
 from evalgate.datasets.humaneval import humaneval_path  # noqa: E402
-from evalgate.sandbox import available_cores, describe, run_many  # noqa: E402
 from evalgate.scoring.harness import HarnessJob, run_tests_many  # noqa: E402
 
 

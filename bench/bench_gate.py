@@ -106,9 +106,9 @@ def main() -> None:
     t0 = time.perf_counter()
     b = build(root, a.checkpoints, a.items)
     print(f"built store: {b['rows']:,} sample rows in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
-    from evalgate.audit import audit_summary
     from evalgate.gate import load_policy, run_gate
-    from evalgate.report import write_all
+    from evalgate.gate.report.outputs import write_all
+    from evalgate.views.audit import audit_summary
 
     store = b["store"]
     base_t, gate_t, size = [], [], 0

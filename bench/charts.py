@@ -1,9 +1,10 @@
-"""Benchmark: one release-report chart laid out by ``evalgate.html.fit_axes`` against ``layout="constrained"``
+"""Benchmark: one release-report chart laid out by ``evalgate.core.html.fit_axes`` against ``layout="constrained"``
 (issue 31, the fast lane; also every report: a gate with training logs draws up to seven charts, diagnose one per
 fired signal).
 
 Both sides build the same figure as ``report.charts`` does (5.2 x 2.6 in, three seeds' lines of 80 points, a
-marker line, grid, title, x label, legend at "best") and write it to SVG through ``evalgate.html.svg``, alternating;
+marker line, grid, title, x label, legend at "best") and write it to SVG through ``evalgate.core.html.svg``,
+alternating;
 the y values run to six digits so the tick labels are wide. Prints the median milliseconds of each and their ratio,
 with the load averages, and the axes' share of the figure each layout left (fit_axes should leave about as much).
 
@@ -32,7 +33,7 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evalgate.html import fit_axes, svg
+    from evalgate.core.html import fit_axes, svg
 
     plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "evalgate"})
 

@@ -23,7 +23,7 @@ from pathlib import Path
 CHILD = """
 import json, resource, sys, time
 from pathlib import Path
-import evalgate.contamination as c
+import evalgate.splits.contamination as c
 path = Path(sys.argv[1])
 if len(sys.argv) > 2:
     recs = [json.loads(x) for x in Path(sys.argv[2]).read_text().splitlines() if x.strip()]

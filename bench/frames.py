@@ -1,4 +1,4 @@
-"""Benchmark: each ``evalgate.frames`` call against the plain DuckDB query it wraps, on 1M sample rows (issue 32).
+"""Benchmark: each ``evalgate.views.frames`` call against the plain DuckDB query it wraps, on 1M sample rows (issue 32).
 
 A store is filled with one dev run of ``--rows`` samples (one bulk ``INSERT ... SELECT range``) on a 10-item split;
 then, ``--reps`` times each, alternating (and alternating which side goes first): the frame call (``samples_frame``
@@ -60,7 +60,7 @@ def main() -> None:
     args = ap.parse_args()
     import duckdb
 
-    from evalgate import frames
+    from evalgate.views import frames
 
     with tempfile.TemporaryDirectory() as tmp:
         os.environ.update(EVALGATE_HOME=f"{tmp}/home", EVALGATE_SPLITS=f"{tmp}/splits", EVALGATE_ACTOR="bench",

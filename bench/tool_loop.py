@@ -29,7 +29,7 @@ def setup(tmp: Path, samples: int, turns: int) -> tuple[Path, Path]:
     """A frozen protocol and a replay recording in ``tmp``; a split of ``samples`` items."""
     import yaml
 
-    from evalgate.protocols_ops import freeze
+    from evalgate.protocol.freeze import freeze
     from evalgate.splits import write_split
 
     doc = {"name": "bench-loop", "version": "1", "prompt": {"chat_template": "none", "template": "{{ prompt }}"},
@@ -76,7 +76,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3)
     a = ap.parse_args()
     from evalgate.checkpoints.resolve import Checkpoint
-    from evalgate.run import RunOptions, evaluate
+    from evalgate.runner.evaluate import RunOptions, evaluate
     from evalgate.store import Store
 
     per_turn, ratios, loops, tools_s = [], [], [], []

@@ -61,12 +61,12 @@ def prepare(a: argparse.Namespace, work: Path) -> tuple[Path, dict, list[str]]:
     from evalgate.backends.base import VLLMOptions, parse_backend_options
     from evalgate.backends.vllm import engine_kwargs, sampling_params_kwargs
     from evalgate.checkpoints.resolve import resolve_checkpoint
+    from evalgate.checkpoints.wheels import smollm2_gguf
     from evalgate.datasets.humaneval import humaneval_path
-    from evalgate.protocols_ops import freeze
+    from evalgate.protocol.freeze import freeze
     from evalgate.runner.plan import RunOptions, prepare
     from evalgate.splits import write_split
     from evalgate.store import Store
-    from evalgate.wheels import smollm2_gguf
 
     os.environ.setdefault("EVALGATE_MODELS", str(REPO / ".evalgate" / "models"))  # the tests' conversion cache
     os.environ.update(EVALGATE_SPLITS=str(work / "splits"), EVALGATE_HOME=str(work / "home-prep"),

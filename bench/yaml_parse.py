@@ -1,7 +1,7 @@
 """Benchmark: parsing a user's YAML file (protocols, gate policies, split manifests) on libyaml's parser against
 PyYAML's pure-Python one (issue 31, the fast lane; also every command that reads a protocol or a manifest).
 
-``evalgate.userfiles._parse`` checks the nesting depth on the event stream, then loads with ``_Loader``; both now
+``evalgate.core.userfiles._parse`` checks the nesting depth on the event stream, then loads with ``_Loader``; both now
 run on ``yaml.CSafeLoader``. The baseline is the same two steps on ``yaml.SafeLoader`` (what they ran on before;
 ``_Loader``'s error handling costs nothing on a file that loads). Both sides parse every YAML file under
 ``protocols/``, ``gates/`` and ``splits/`` of this checkout (uncached: ``_parse.__wrapped__``), alternating, and must
@@ -31,7 +31,7 @@ def main() -> None:
     args = ap.parse_args()
     import yaml
 
-    from evalgate import userfiles
+    from evalgate.core import userfiles
 
     def pure(text: str) -> object:
         for _ in yaml.parse(text, Loader=yaml.SafeLoader):

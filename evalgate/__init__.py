@@ -14,21 +14,26 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from evalgate.core import compat
+
+compat.install()  # the module paths before issue 43's packages (``evalgate.accesslog`` ...), with a warning
+
 # public name -> the module that defines it (no import statement here: the package must import none of its
-# modules, which import it back, e.g. ``from evalgate import accesslog``)
+# modules, which import it back)
 _EXPORTS: dict[str, str] = {
-    "Workspace": "evalgate.workspace", "Environment": "evalgate.environment",
+    "Workspace": "evalgate.workspace", "Environment": "evalgate.core.environment",
     "RunOptions": "evalgate.runner.plan", "RunRecord": "evalgate.runner.record",
     "Verdict": "evalgate.gate.results", "RuleOutcome": "evalgate.gate.results",
-    "GateReport": "evalgate.report", "SweepSummary": "evalgate.sweep", "Diagnosis": "evalgate.diagnostics.diagnose",
-    "DiagnosisSummary": "evalgate.diagnostics.results",
-    "Samples": "evalgate.samples", "Sample": "evalgate.samples", "Comparison": "evalgate.samples",
-    "AuditSummary": "evalgate.audit",
-    "Tier": "evalgate.enums", "RunStatus": "evalgate.enums", "SampleStatus": "evalgate.enums",
-    "Outcome": "evalgate.enums",
-    "EvalgateError": "evalgate.errors", "BadInput": "evalgate.errors", "RefusedByPolicy": "evalgate.errors",
-    "ProtocolDrift": "evalgate.errors", "EngineError": "evalgate.errors", "MissingExtra": "evalgate.errors",
-    "EvalgateCallback": "evalgate.callback",
+    "GateReport": "evalgate.gate.report.outputs", "SweepSummary": "evalgate.sweep",
+    "Diagnosis": "evalgate.diagnostics.diagnose", "DiagnosisSummary": "evalgate.diagnostics.results",
+    "Samples": "evalgate.views.samples", "Sample": "evalgate.views.samples", "Comparison": "evalgate.views.samples",
+    "AuditSummary": "evalgate.views.audit",
+    "Tier": "evalgate.core.enums", "RunStatus": "evalgate.core.enums", "SampleStatus": "evalgate.core.enums",
+    "Outcome": "evalgate.core.enums",
+    "EvalgateError": "evalgate.core.errors", "BadInput": "evalgate.core.errors",
+    "RefusedByPolicy": "evalgate.core.errors", "ProtocolDrift": "evalgate.core.errors",
+    "EngineError": "evalgate.core.errors", "MissingExtra": "evalgate.core.errors",
+    "EvalgateCallback": "evalgate.training.callback",
 }
 
 __all__ = ["AuditSummary", "BadInput", "Comparison", "Diagnosis", "DiagnosisSummary", "EngineError", "Environment",
@@ -40,11 +45,13 @@ __all__ = ["AuditSummary", "BadInput", "Comparison", "Diagnosis", "DiagnosisSumm
 def __getattr__(name: str) -> Any:
     """Import a public name on first use (PEP 562) and keep it in the module."""
     if name == "__version__":
-        from evalgate.version import installed_version
+        from evalgate.core.version import installed_version
 
         value: Any = installed_version() or "0+unknown"
     elif name in _EXPORTS:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    elif f"evalgate.{name}" in compat.MOVED:  # ``evalgate.accesslog`` as an attribute: the moved module, warned
+        value = importlib.import_module(f"evalgate.{name}")
     else:
         raise AttributeError(f"module 'evalgate' has no attribute {name!r}; the public API is evalgate.__all__")
     globals()[name] = value

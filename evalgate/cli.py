@@ -61,7 +61,7 @@ class _Main(click.Group):
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     """``--version``: this project's installed version, looked up under its distribution name only."""
     if value and not ctx.resilient_parsing:
-        from evalgate.version import DISTRIBUTION, installed_version
+        from evalgate.core.version import DISTRIBUTION, installed_version
 
         click.echo(f"evalgate ({DISTRIBUTION}), version {installed_version() or 'unknown (not installed)'}")
         ctx.exit()

@@ -2,7 +2,7 @@
 
 The shape of inspect_ai's ``eval()`` -> ``EvalLog`` and simonw/llm's ``llm.get_model()``: a notebook or a Trainer
 callback builds a workspace and calls it; every result is typed. The CLI builds its workspace with
-``Workspace.from_env()`` (the ``EVALGATE_*`` variables, ``evalgate.environment``) and calls the same functions.
+``Workspace.from_env()`` (the ``EVALGATE_*`` variables, ``evalgate.core.environment``) and calls the same functions.
 
     ws = evalgate.Workspace(home=".evalgate/nb", actor="alice")
     run = ws.evaluate("protocols/addition.yaml", "ckpts/checkpoint-9", split="addition-dev")
@@ -10,7 +10,7 @@ callback builds a workspace and calls it; every result is typed. The CLI builds 
     verdict = ws.gate("gates/demo.yaml")
     verdict.passed, [r for r in verdict.rules if not r.passed]
 
-Each method makes the workspace's environment ``active`` (``evalgate.environment.activate``) for its duration, so
+Each method makes the workspace's environment ``active`` (``evalgate.core.environment.activate``) for its duration, so
 everything below it (split reads, the key, the models cache, the access log) uses this workspace and never the
 process environment. Do not run two workspaces' calls concurrently in one process (the active environment is
 process-wide, so the run's worker threads see it).
@@ -26,20 +26,20 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalgate.environment import Environment, activate, active, default_key_file
+from evalgate.core.environment import Environment, activate, active, default_key_file
 
 if TYPE_CHECKING:
-    from evalgate.audit import AuditSummary
     from evalgate.checkpoints.resolve import Checkpoint
     from evalgate.diagnostics.results import DiagnosisSummary
     from evalgate.diagnostics.thresholds import Thresholds
+    from evalgate.gate.report.outputs import GateReport
     from evalgate.gate.results import Verdict
-    from evalgate.report import GateReport
     from evalgate.runner.plan import RunOptions
     from evalgate.runner.record import RunRecord
-    from evalgate.samples import Comparison, Samples
     from evalgate.store import Database, Store
     from evalgate.sweep import SweepSummary
+    from evalgate.views.audit import AuditSummary
+    from evalgate.views.samples import Comparison, Samples
 
 
 class Workspace:
@@ -77,7 +77,7 @@ class Workspace:
 
     @classmethod
     def current(cls, actor: str | None = None) -> Workspace:
-        """The workspace of the active environment (``evalgate.environment.active``: the innermost ``activate``d
+        """The workspace of the active environment (``evalgate.core.environment.active``: the innermost ``activate``d
         one, else the ``EVALGATE_*`` variables'): what the CLI's commands call, so a command run inside an
         activated workspace (a test's in-memory database, a notebook) uses that workspace.
 
@@ -144,9 +144,9 @@ class Workspace:
             The complete ``RunRecord`` (``metrics["pass@1"]``, ``metrics["pass@1_stderr"]``, ``counts``, ...).
 
         Raises:
-            BadInput, ProtocolDrift, RefusedByPolicy, EngineError: as ``evalgate.run.evaluate_checkpoint``.
+            BadInput, ProtocolDrift, RefusedByPolicy, EngineError: as ``evalgate.runner.evaluate.evaluate_checkpoint``.
         """
-        from evalgate.run import RunOptions, evaluate_checkpoint
+        from evalgate.runner.evaluate import RunOptions, evaluate_checkpoint
 
         opts = options or RunOptions(**{"progress": False, **option})
         with self.activate():
@@ -162,7 +162,7 @@ class Workspace:
         Returns:
             The lock document (name, version, sha256, ...).
         """
-        from evalgate.protocols_ops import freeze
+        from evalgate.protocol.freeze import freeze
 
         with self.activate():
             return freeze(Path(protocol), self.store)
@@ -217,7 +217,7 @@ class Workspace:
         Raises:
             BadInput: an unknown report format; and as ``gate``.
         """
-        from evalgate.report import gate_and_report
+        from evalgate.gate.report.outputs import gate_and_report
 
         with self.activate():
             return gate_and_report(policy, self.store, outputs, self.actor, accept_broken_chain, expect_head,
@@ -243,7 +243,7 @@ class Workspace:
         Returns:
             The ``SweepSummary``; ``as_dict()`` is ``evalgate sweep --json``'s document.
         """
-        from evalgate.run import RunOptions
+        from evalgate.runner.evaluate import RunOptions
         from evalgate.sweep import SweepOptions, run_sweep
 
         opts = self._acting(options or RunOptions(progress=False))
@@ -267,9 +267,9 @@ class Workspace:
             ``evalgate samples --json``'s document.
 
         Raises:
-            BadInput, RefusedByPolicy: as ``evalgate.samples.run_samples``.
+            BadInput, RefusedByPolicy: as ``evalgate.views.samples.run_samples``.
         """
-        from evalgate.samples import run_samples
+        from evalgate.views.samples import run_samples
 
         with self.activate():
             return run_samples(run_id, item, status, limit, self.actor, self.store)
@@ -283,9 +283,9 @@ class Workspace:
             ``as_dict()`` is ``evalgate compare --json``'s document.
 
         Raises:
-            BadInput, RefusedByPolicy: as ``evalgate.samples.compare_runs``.
+            BadInput, RefusedByPolicy: as ``evalgate.views.samples.compare_runs``.
         """
-        from evalgate.samples import compare_runs
+        from evalgate.views.samples import compare_runs
 
         with self.activate():
             return compare_runs(run_a, run_b, self.actor, self.store)
@@ -306,7 +306,7 @@ class Workspace:
         Raises:
             BadInput: ``split`` has neither a manifest nor any access-log row.
         """
-        from evalgate.audit import audit_summary
+        from evalgate.views.audit import audit_summary
 
         with self.activate():
             return audit_summary(self.store, split, since, tier)

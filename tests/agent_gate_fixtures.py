@@ -13,8 +13,8 @@ import yaml
 
 from evalgate.checkpoints.resolve import Checkpoint
 from evalgate.gate import Verdict, load_policy, run_gate
-from evalgate.protocols_ops import freeze
-from evalgate.run import RunOptions, evaluate
+from evalgate.protocol.freeze import freeze
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.runner.grant import _reserve_release_reads
 from evalgate.splits import RELEASE_GATE, SplitManager, load_manifest, write_split
 from evalgate.store import Store

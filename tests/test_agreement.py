@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evalgate.agreement import kappa, proxy_agreement
+from evalgate.human.agreement import kappa, proxy_agreement
 
 # eight samples on a 1-5 rating scale, both sides mapped to [0, 1]: a judge's score and the raters' mean
 AUTO = [0.0, 0.25, 0.5, 0.75, 1.0, 0.25, 0.75, 0.5]

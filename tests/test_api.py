@@ -20,7 +20,7 @@ from tests.conftest import REPO
 @pytest.fixture
 def no_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
     """No EVALGATE_* variable at all, run from an empty directory (a default path would land there)."""
-    from evalgate.environment import VARIABLES
+    from evalgate.core.environment import VARIABLES
 
     for var in VARIABLES:
         monkeypatch.delenv(var, raising=False)
@@ -32,7 +32,7 @@ def no_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 def test_import_evalgate_loads_no_heavy_module() -> None:
     code = ("import sys, evalgate; print(evalgate.__all__); "
-            "print([m for m in ('torch', 'transformers', 'duckdb', 'vllm', 'evalgate.sandbox', 'evalgate.store') "
+            "print([m for m in ('torch', 'transformers', 'duckdb', 'vllm', 'evalgate.core.sandbox', 'evalgate.store') "
             "if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO)}).stdout.splitlines()
@@ -51,7 +51,7 @@ def test_every_public_name_resolves_and_unknown_names_say_where_to_look() -> Non
 
 
 def test_environment_from_variables_by_hand(tmp_path: Path) -> None:
-    from evalgate.environment import Environment
+    from evalgate.core.environment import Environment
 
     env = Environment.from_env({"EVALGATE_HOME": "/h", "EVALGATE_SPLITS": "/s", "EVALGATE_PRIVATE_KEY": "k",
                                 "EVALGATE_ACTOR": "bob", "EVALGATE_NO_DIGEST_CACHE": "1", "EVALGATE_DEBUG": "1",
@@ -67,7 +67,8 @@ def test_environment_from_variables_by_hand(tmp_path: Path) -> None:
 
 def test_a_workspace_is_what_library_defaults_see_inside_its_calls(tmp_path: Path, no_env: Path) -> None:
     import evalgate
-    from evalgate import sealing, splits, store
+    from evalgate import splits, store
+    from evalgate.keys import sealing
 
     ws = evalgate.Workspace(tmp_path / "ws", actor="alice", key=b"k" * 44)
     with ws.activate():
@@ -78,10 +79,10 @@ def test_a_workspace_is_what_library_defaults_see_inside_its_calls(tmp_path: Pat
 
 
 def test_enums_are_the_stored_words() -> None:
-    from evalgate.enums import RunStatus, SampleStatus, Tier
-    from evalgate.samples import SAMPLE_STATUSES
+    from evalgate.core.enums import RunStatus, SampleStatus, Tier
     from evalgate.scoring.base import STATUSES
     from evalgate.splits import Tier as TierLiteral
+    from evalgate.views.samples import SAMPLE_STATUSES
 
     assert [t.value for t in Tier] == list(typing.get_args(TierLiteral))
     assert STATUSES == ("correct", "wrong", "truncated", "no_answer", "timeout", "error", "judged", "judge_unparseable",
@@ -146,7 +147,7 @@ def test_notebook_path_on_the_replay_backend(tmp_path: Path, no_env: Path, monke
     """Evaluate with a Workspace and the replay backend (no model), read the typed record; then gate the fixture
     training runs (answers known by construction, ``tests/gate_fixtures.py``) and read the typed verdict."""
     import evalgate
-    from evalgate.errors import BadInput
+    from evalgate.core.errors import BadInput
     from evalgate.runner import prompts
     from evalgate.splits import write_split
 
@@ -197,7 +198,7 @@ def test_notebook_path_on_smollm2(tmp_path: Path, no_env: Path, smollm2_dir: Pat
     gates that checkpoint with itself as the baseline: the typed verdict says it is no candidate (same weights as
     the baseline) and fails on ``runs_present`` (known by construction)."""
     import evalgate
-    from evalgate.demo_train import addition_items
+    from evalgate.demo.train import addition_items
     from evalgate.splits import write_split
 
     models = Path(str(smollm2_dir)).parent  # the converted model stays where the suite caches it

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.fileio import build_once
+from evalgate.core.fileio import build_once
 
 
 def test_builds_once_and_never_leaves_a_half_built_directory(tmp_path: Path) -> None:

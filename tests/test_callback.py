@@ -26,14 +26,14 @@ def _state(step: int, history: list[dict[str, Any]]) -> SimpleNamespace:
 
 @pytest.mark.integration
 def test_import_does_not_import_vllm() -> None:
-    code = "import sys, evalgate.callback; print(sorted(m for m in sys.modules if m.split('.')[0] == 'vllm'))"
+    code = "import sys, evalgate.training.callback; print(sorted(m for m in sys.modules if m.split('.')[0] == 'vllm'))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(REPO), "HF_HUB_OFFLINE": "1", "PATH": "/usr/bin:/bin"})
     assert out.stdout.strip() == "[]"
 
 
 def test_watch_stop_file_stops_training_and_saves_are_queued(tmp_path: Path) -> None:
-    from evalgate.callback import STOP_REASON_FILE, EvalgateCallback
+    from evalgate.training.callback import STOP_REASON_FILE, EvalgateCallback
     from evalgate.watch.files import read_queue
 
     cb, args = EvalgateCallback(), _args(tmp_path)
@@ -69,8 +69,8 @@ def test_guard_trip_stops_a_real_trainer_run_at_that_step(tmp_path: Path, smollm
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainerCallback, TrainingArguments
 
-    from evalgate.callback import STOP_REASON_FILE, EvalgateCallback
-    from evalgate.demo_train import _collate, _encode, addition_items
+    from evalgate.demo.train import _collate, _encode, addition_items
+    from evalgate.training.callback import STOP_REASON_FILE, EvalgateCallback
 
     torch.set_num_threads(2)
     tok = AutoTokenizer.from_pretrained(str(smollm2_dir))
@@ -106,7 +106,7 @@ def _leftovers(out: Path) -> None:
 def test_leftovers_of_an_earlier_run_are_moved_aside(tmp_path: Path) -> None:
     """Issue 28, item 14: a STOP file and evalgate-log.jsonl from an earlier run in the same output_dir stopped a
     fixed rerun at step 1 with the old reason, and the two runs' logs were merged."""
-    from evalgate.callback import EvalgateCallback
+    from evalgate.training.callback import EvalgateCallback
     from evalgate.watch.files import read_queue
 
     cb, args = EvalgateCallback(), _args(tmp_path)
@@ -132,7 +132,7 @@ def test_leftovers_of_an_earlier_run_are_moved_aside(tmp_path: Path) -> None:
 def test_stop_names_the_step_it_stopped_at(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 28, item 14: truncation 50 % from step 1 trips when the window of 5 is full, at step 5; the callback
     said "stopping training at step 1". A live run is not stopped on the short windows before (steps 1-4)."""
-    from evalgate.callback import STOP_REASON_FILE, EvalgateCallback
+    from evalgate.training.callback import STOP_REASON_FILE, EvalgateCallback
 
     cb, args = EvalgateCallback(), _args(tmp_path)
     control = SimpleNamespace(should_training_stop=False)

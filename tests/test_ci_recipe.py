@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 import yaml
 
-from evalgate.demo_train import addition_items
+from evalgate.demo.train import addition_items
 from evalgate.splits import load_key, write_split
 from tests.conftest import REPO
 from tests.gate.test_real import _variant

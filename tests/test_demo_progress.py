@@ -10,12 +10,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from evalgate import demo_rlhf, demo_train
 from evalgate import gate as gate_mod
-from evalgate import run as run_mod
 from evalgate.checkpoints import identity
-from evalgate.demo_train import _collate, quiet_progress
-from evalgate.run import RunOptions
+from evalgate.demo import rlhf as demo_rlhf
+from evalgate.demo import train as demo_train
+from evalgate.demo.train import _collate, quiet_progress
+from evalgate.runner import evaluate as run_mod
+from evalgate.runner.evaluate import RunOptions
 from tests.conftest import REPO
 
 
@@ -59,9 +60,9 @@ def test_each_demo_stage_says_what_it_does_before_it_starts_with_progress_on(
     # stood in for here, recording the order of events; the real runs are tested in their own modules.
     import shutil
 
-    from evalgate import demo
     from evalgate.checkpoints import resolve
     from evalgate.datasets import humaneval
+    from evalgate.demo import main as demo
     from evalgate.workspace import Workspace
 
     repo = REPO

@@ -178,7 +178,7 @@ def _registries() -> list[tuple[Any, str, Callable[[Any], list[str | None]]]]:
     from evalgate.backends.base import BACKENDS
     from evalgate.datasets import DATASETS
     from evalgate.diagnostics.log import LOG_READERS
-    from evalgate.report_writers import WRITERS
+    from evalgate.gate.report.writers import WRITERS
     from evalgate.scoring.base import SCORERS
     from evalgate.scoring.extract import RULES
     from evalgate.scoring.metrics import METRICS

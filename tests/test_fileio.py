@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from evalgate.errors import BadInput
-from evalgate.fileio import atomic_write, decode_utf8, iter_jsonl, read_jsonl
+from evalgate.core.errors import BadInput
+from evalgate.core.fileio import atomic_write, decode_utf8, iter_jsonl, read_jsonl
 
 
 def test_jsonl_line_numbers_count_blank_lines(tmp_path):

@@ -1,4 +1,4 @@
-"""One way of writing numbers for people (evalgate.formatting), and no command printing a float raw."""
+"""One way of writing numbers for people (evalgate.core.formatting), and no command printing a float raw."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from evalgate.formatting import num, pct, pm, table
+from evalgate.core.formatting import num, pct, pm, table
 from tests.conftest import REPO
 
 
@@ -32,7 +32,7 @@ def test_table_aligns_columns() -> None:
 
 def test_no_command_formats_a_metric_by_hand() -> None:
     # the kind of fault behind `watch` printing 0.08333333333333333: a float put into a printed line without going
-    # through evalgate.formatting. The command modules format numbers only there (durations, :.1f s, excepted).
+    # through evalgate.core.formatting. The command modules format numbers only there (durations, :.1f s, excepted).
     root = REPO / "evalgate" / "commands"
     hand = re.compile(r"\{[^{}]*:\.[0-9][fg%]\}")
     offenders = [f"{p.name}:{i}: {line.strip()}" for p in sorted(root.glob("*.py"))

@@ -12,8 +12,8 @@ import polars as pl
 import pyarrow as pa
 import pytest
 
-from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.frames import access_log_frame, gates_frame, runs_frame, samples_frame
+from evalgate.core.errors import BadInput, RefusedByPolicy
+from evalgate.views.frames import access_log_frame, gates_frame, runs_frame, samples_frame
 from tests import gate_fixtures as fx
 
 pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
@@ -83,7 +83,7 @@ def test_query_frame_only_reads(built: dict[str, Any], sql: str) -> None:
     """Adversary (14:35 UTC): query_frame ran any SQL in a write transaction, so 'UPDATE access_log SET actor = ...
     RETURNING seq' edited a logged row (audit verify then said BROKEN) and 'UPDATE runs' / 'gates' changed records
     no chain covers. One SELECT only now; nothing is changed."""
-    from evalgate.frames import query_frame
+    from evalgate.views.frames import query_frame
 
     store = built["store"]
     before = (store.access_rows(), runs_frame("arrow", store).to_pylist(), gates_frame("arrow", store).num_rows)

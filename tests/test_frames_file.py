@@ -9,11 +9,11 @@ from typing import Any
 import duckdb
 import pytest
 
-from evalgate import accesslog
-from evalgate.errors import RefusedByPolicy
-from evalgate.frames import samples_frame
+from evalgate.access import log as accesslog
+from evalgate.core.errors import RefusedByPolicy
 from evalgate.splits import write_split
 from evalgate.store import Store
+from evalgate.views.frames import samples_frame
 from tests import gate_fixtures as fx
 
 

@@ -1,4 +1,4 @@
-"""Every HTML page comes from a template through one environment (``evalgate.html``): a hostile string in any value
+"""Every HTML page comes from a template through one environment (``evalgate.core.html``): a hostile string in any value
 a page shows arrives escaped, and the one figure helper gives inline SVG with no URL, the same bytes twice."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 
 import pytest
 
-from evalgate.html import ENV, fmt, svg
+from evalgate.core.html import ENV, fmt, svg
 from tests.conftest import REPO
 
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -42,7 +42,7 @@ def test_watch_status_page_escapes_what_it_shows():
 
 
 def test_preflight_report_escapes_verdict_messages(tmp_path):
-    from evalgate.preflight import PreflightResult, ShapeCheck, write_report
+    from evalgate.training.preflight import PreflightResult, ShapeCheck, write_report
 
     res = PreflightResult(protocol=HOSTILE, checkpoint="c", split="s", samples=2, prompts=1, run_ids=["r"],
                           pass_rates={"a": 0.5}, histogram=[(0.0, 0), (0.5, 1), (1.0, 0)], all_correct=0.0,
@@ -84,7 +84,7 @@ def test_svg_is_inline_and_stable():
 
 
 def test_fmt():
-    # three decimals, as the command line prints them (evalgate.formatting)
+    # three decimals, as the command line prints them (evalgate.core.formatting)
     assert fmt(0.123456) == "0.123" and fmt(float("inf")) == "n/a" and fmt(None) == "" and fmt(3) == "3"
     assert fmt(0.5, 2) == "0.50"
 
@@ -163,7 +163,7 @@ def test_watch_and_release_report_show_the_same_summary_table(tmp_path):
     p = _Cells()
     p.feed(render_status(doc, [diagnose(log, label="seed 2")], ""))
     assert not p.pre and p.rows[-1] == [("system", ""), ("nonfinite", ""), ("FAIL @2 loss", "fail")]
-    tpl = (REPO / "evalgate" / "templates" / "report.html.j2").read_text()
+    tpl = (REPO / "evalgate" / "core" / "templates" / "report.html.j2").read_text()
     assert "diag_summary(diag.summary)" in tpl and "diag.table" not in tpl
 
 
@@ -202,7 +202,7 @@ def test_fit_axes_keeps_every_border_text_inside_the_figure_and_wastes_little(ca
     the figure; and the axes keep at least 85% of the area matplotlib's constrained layout gives them."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    from evalgate.html import fit_axes
+    from evalgate.core.html import fit_axes
 
     fig, ax = _fit_figure(case, None)
     fit_axes(fig, ax)

@@ -7,8 +7,8 @@ import pytest
 from click.testing import CliRunner
 
 from evalgate.cli import main
-from evalgate.errors import BadInput
-from evalgate.human_audit import export_audit, import_audit
+from evalgate.core.errors import BadInput
+from evalgate.human.audit_io import export_audit, import_audit
 from evalgate.splits import write_split
 from evalgate.store import Store
 

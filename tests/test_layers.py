@@ -30,7 +30,8 @@ def test_a_crossing_is_caught(tmp_path):
     cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
     pkg = tmp_path / "evalgate"
     shutil.copytree(ROOT / "evalgate", pkg, ignore=shutil.ignore_patterns("__pycache__", "templates"))
-    (pkg / "stats.py").write_text((pkg / "stats.py").read_text() + "\nfrom evalgate.commands import dump  # noqa\n")
+    stats = pkg / "core" / "stats.py"
+    stats.write_text(stats.read_text() + "\nfrom evalgate.commands import dump  # noqa\n")
     (tmp_path / ".importlinter").write_text(
         "[importlinter]\nroot_package = evalgate\n\n[importlinter:contract:c]\nname = c\ntype = forbidden\n"
         f"source_modules =\n    {cfg['contracts'][0]['source_modules'][0]}\n"
@@ -40,4 +41,4 @@ def test_a_crossing_is_caught(tmp_path):
     assert exe
     r = subprocess.run([exe], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
-    assert r.returncode == 1 and "evalgate.stats -> evalgate.commands" in r.stdout, r.stdout[-2000:]
+    assert r.returncode == 1 and "evalgate.core.stats -> evalgate.commands" in r.stdout, r.stdout[-2000:]

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.preflight import histogram, score_baselines, verdicts
+from evalgate.training.preflight import histogram, score_baselines, verdicts
 from tests.conftest import REPO
 
 ADDITION = REPO / "protocols" / "addition.yaml"
@@ -66,11 +66,11 @@ def test_preflight_cli_on_a_real_model(tmp_path: Path, smollm2_dir: Path) -> Non
     from click.testing import CliRunner
 
     from evalgate.cli import main
-    from evalgate.demo_train import addition_items
+    from evalgate.demo.train import addition_items
     from evalgate.splits import write_split
     from evalgate.store import Store
 
-    write_split("addition-train", "smoke", addition_items("train", 2), {"source": "evalgate.demo_train"})
+    write_split("addition-train", "smoke", addition_items("train", 2), {"source": "evalgate.demo.train"})
     report = tmp_path / "preflight.html"
     args = ["preflight", "--protocol", str(ADDITION), "--checkpoint", str(smollm2_dir), "--split", "addition-train",
             "--samples", "4", "--report", str(report), "--json"]

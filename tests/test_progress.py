@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from evalgate import progress
-from evalgate.progress import bar, gguf_conversion_bars, progress_bars, stage
+from evalgate.core import progress
+from evalgate.core.progress import bar, gguf_conversion_bars, progress_bars, stage
 
 pytestmark = pytest.mark.skipif(os.environ.get("HF_HUB_DISABLE_PROGRESS_BARS") == "1",
                                 reason="HF_HUB_DISABLE_PROGRESS_BARS=1 turns these bars off for the whole process")
@@ -74,7 +74,7 @@ def test_transformers_is_not_imported_and_starts_quiet_when_imported_inside() ->
     import sys
 
     code = ("import sys\n"
-            "from evalgate.progress import progress_bars\n"
+            "from evalgate.core.progress import progress_bars\n"
             "with progress_bars(False):\n"
             "    before = 'transformers' in sys.modules\n"
             "    from transformers.utils import logging as tf_logging\n"
@@ -136,7 +136,7 @@ def test_a_gguf_conversion_says_what_it_does_when_progress_is_on(tmp_path: Path,
     converted (73 s at load 5 for SmolLM2-135M, a new user's first 'evalgate run' in a log): with progress on it
     says so in one line; under --json (progress off) and outside any progress block, nothing."""
     from evalgate.checkpoints.gguf import convert_gguf
-    from evalgate.errors import BadInput
+    from evalgate.core.errors import BadInput
 
     monkeypatch.setenv("EVALGATE_MODELS", str(tmp_path / "models"))
     gguf = tmp_path / "m.gguf"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalgate.errors import BadInput
-from evalgate.prompts import PromptEncoder, render_prompt
-from evalgate.protocol import load_protocol
+from evalgate.core.errors import BadInput
+from evalgate.protocol.prompts import PromptEncoder, render_prompt
+from evalgate.protocol.spec import load_protocol
 
 # SmolLM2's special tokens: <|im_start|> (id 1) is both its BOS token and its turn marker; <|im_end|> (id 2)
 # is EOS and PAD.
@@ -206,7 +206,7 @@ LLAMA2_STYLE = (
 
 
 def test_template_that_ignores_add_generation_prompt_is_refused(tmp_path: Path, tok) -> None:
-    from evalgate.prompts import check_generation_prompt
+    from evalgate.protocol.prompts import check_generation_prompt
 
     p = protocol(tmp_path, "nogen.jinja", {"nogen.jinja": _ignores_generation_prompt(tok)})
     # what the model would be sent: the user turn closed, no assistant header
@@ -216,7 +216,7 @@ def test_template_that_ignores_add_generation_prompt_is_refused(tmp_path: Path, 
 
 
 def test_templates_that_end_the_prompt_at_the_assistant_turn_are_accepted(tmp_path: Path, tok) -> None:
-    from evalgate.prompts import check_generation_prompt
+    from evalgate.protocol.prompts import check_generation_prompt
 
     check_generation_prompt(tok, protocol(tmp_path), ITEM)  # SmolLM2's own template honours the flag
     p = protocol(tmp_path, "llama2.jinja", {"llama2.jinja": LLAMA2_STYLE})
@@ -230,7 +230,7 @@ def test_run_with_a_template_that_ignores_add_generation_prompt_is_refused_befor
     from click.testing import CliRunner
 
     from evalgate.cli import main
-    from evalgate.protocols_ops import freeze
+    from evalgate.protocol.freeze import freeze
     from evalgate.splits import write_split
     from evalgate.store import Store
 
@@ -266,7 +266,7 @@ def test_a_prompt_template_cannot_reach_python_internals(tmp_path: Path, templat
         return
     with pytest.raises(BadInput, match="prompt.template: .*'_"):
         protocol(tmp_path, chat_template="none", template=template)
-    from evalgate.prompts import render_template_text
+    from evalgate.protocol.prompts import render_template_text
 
     with pytest.raises(BadInput, match="unsafe"):
         render_template_text(template, ITEM)

@@ -8,10 +8,10 @@ import random
 import pytest
 from click.testing import CliRunner
 
-from evalgate import rating
-from evalgate.agreement import cohen_kappa, krippendorff_alpha, spearman_ci
 from evalgate.cli import main
-from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.core.errors import BadInput, RefusedByPolicy
+from evalgate.human import rating
+from evalgate.human.agreement import cohen_kappa, krippendorff_alpha, spearman_ci
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.test_human_audit import add_run
@@ -162,7 +162,7 @@ def test_serve_on_a_port_in_use_or_a_wildcard_without_url_is_bad_input() -> None
 def test_a_form_token_expires_after_the_ttl_and_old_tokens_are_pruned(store: Store) -> None:
     from datetime import timedelta
 
-    from evalgate.rating import FORM_TOKEN_TTL
+    from evalgate.human.rating import FORM_TOKEN_TTL
 
     b = rating.create_batch("run1", samples=3, store=store, seed=1)["batch_id"]
     key = store.batch_items(b)[0]["sample_key"]

@@ -1,4 +1,4 @@
-"""The one registry mechanism (``evalgate.registry.Registry``) and a scorer added as one module plus one
+"""The one registry mechanism (``evalgate.core.registry.Registry``) and a scorer added as one module plus one
 registration, through a real entry point (an installed dist-info on ``sys.path``), scored end to end."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from evalgate.errors import BadInput
-from evalgate.registry import ENTRY_POINT_GROUPS, Registry
+from evalgate.core.errors import BadInput
+from evalgate.core.registry import ENTRY_POINT_GROUPS, Registry
 from evalgate.scoring.base import SCORERS, STATUSES, score_statuses
 from tests.conftest import REPO
 from tests.plugin_fixtures import _forget_plugins, install_dist  # noqa: F401 - the fixture is autouse
@@ -102,8 +102,8 @@ ENTRY = ScorerEntry(LengthOptions, BrevityScorer, statuses=("correct", "too_long
 def replay_run(tmp_path: Path, scorer: dict[str, Any], texts: dict[str, str], **protocol: Any) -> tuple[Path, Any]:
     """A frozen protocol, a split ``sums`` of the items in ``texts`` and replay RunOptions playing ``texts`` back
     (no model runs)."""
-    from evalgate.protocols_ops import freeze
-    from evalgate.run import RunOptions
+    from evalgate.protocol.freeze import freeze
+    from evalgate.runner.evaluate import RunOptions
     from evalgate.splits import write_split
 
     proto = tmp_path / "p.yaml"
@@ -138,9 +138,9 @@ def model_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 @pytest.mark.usefixtures("memory_store")
 def test_a_scorer_plugin_is_validated_at_freeze_and_scores_a_run(tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalgate.run import evaluate
-    from evalgate.samples import sample_statuses
+    from evalgate.runner.evaluate import evaluate
     from evalgate.store import Store
+    from evalgate.views.samples import sample_statuses
 
     install_dist(tmp_path / "site", monkeypatch, "evalgate-brevity", {"evalgate_brevity": LENGTH_SCORER},
                  {"evalgate.scorers": {"brevity": "evalgate_brevity:ENTRY"}}, (SCORERS,))
@@ -201,7 +201,7 @@ def test_a_backend_plugin_runs_an_evaluation_with_its_own_cache_key(tmp_path: Pa
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate.agent.checks import structured_call_backends
     from evalgate.backends.base import BACKENDS, check_backend
-    from evalgate.run import RunOptions, evaluate
+    from evalgate.runner.evaluate import RunOptions, evaluate
     from evalgate.runner.settings import generation_settings
     from evalgate.store import Store
     from evalgate.sweep.ray_cluster import unit_resources
@@ -231,7 +231,7 @@ CSV_WRITER = '''
 import csv
 from pathlib import Path
 
-from evalgate.report_writers import ReportWriter
+from evalgate.gate.report.writers import ReportWriter
 
 
 def write(verdict, path, audit):
@@ -254,7 +254,7 @@ def test_a_report_format_plugin_gets_its_flag_and_is_written_by_the_cli(tmp_path
     import subprocess
 
     from evalgate.gate import load_policy, run_gate
-    from evalgate.report_writers import WRITERS
+    from evalgate.gate.report.writers import WRITERS
     from tests import gate_fixtures as fx
 
     site = install_dist(tmp_path / "site", monkeypatch, "evalgate-rules-csv", {"evalgate_rules_csv": CSV_WRITER},
@@ -280,7 +280,7 @@ def test_a_report_format_plugin_gets_its_flag_and_is_written_by_the_cli(tmp_path
 
 
 def test_write_reports_refuses_an_unknown_format(tmp_path: Path) -> None:
-    from evalgate.report import write_reports
+    from evalgate.gate.report.outputs import write_reports
 
     with pytest.raises(BadInput, match=r"unknown report format 'sarif' \(report outputs\); known report formats: "
                                        r"html, json, junit, markdown"):
@@ -292,7 +292,7 @@ def test_write_reports_refuses_an_unknown_format(tmp_path: Path) -> None:
 TOY_DATASET = '''
 """A third-party benchmark: sums, read from a JSONL file of ``{"q": "1+1", "a": "2"}`` records."""
 from evalgate.datasets.base import Dataset
-from evalgate.fileio import iter_jsonl
+from evalgate.core.fileio import iter_jsonl
 
 
 def toy_items(path):
@@ -401,7 +401,7 @@ RULE = ExtractionRule(last_word, "the last word, a trailing period dropped")
 @pytest.mark.usefixtures("memory_store")
 def test_an_extraction_rule_plugin_validates_in_a_protocol_and_scores_a_run(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalgate.run import evaluate
+    from evalgate.runner.evaluate import evaluate
     from evalgate.scoring.extract import RULES
     from evalgate.store import Store
 

@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from evalgate import rating
 from evalgate.cli import main
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 from evalgate.gate import GatePolicy, Verdict
-from evalgate.report import render_html
-from evalgate.reward_audit import RewardAuditRules, reward_audit
+from evalgate.gate.report.outputs import render_html
+from evalgate.human import rating
+from evalgate.rlhf.reward_audit import RewardAuditRules, reward_audit
 from evalgate.splits import write_split
 from evalgate.store import Store
 

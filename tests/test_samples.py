@@ -11,12 +11,12 @@ import pytest
 from click.testing import CliRunner
 
 from evalgate.cli import main
-from evalgate.demo_train import addition_items
-from evalgate.errors import RefusedByPolicy
-from evalgate.run import RunOptions, evaluate
-from evalgate.samples import compare_runs, mcnemar_exact, run_samples
+from evalgate.core.errors import RefusedByPolicy
+from evalgate.demo.train import addition_items
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import load_manifest, write_split
 from evalgate.store import Store
+from evalgate.views.samples import compare_runs, mcnemar_exact, run_samples
 from tests.runner.test_record import addition_protocol
 
 pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
@@ -181,8 +181,8 @@ def test_samples_of_a_real_run_show_the_rendered_prompt_and_the_completion(home:
 def test_status_filter_knows_the_agent_loops_tool_violation(home: Path) -> None:
     # an agentic run's sample ended by a violation is stored as 'tool_violation' (docs/AGENTIC.md):
     # filtering on it must reach the run lookup, not be refused as an unknown status
-    from evalgate.errors import BadInput
-    from evalgate.samples import run_samples
+    from evalgate.core.errors import BadInput
+    from evalgate.views.samples import run_samples
 
     with pytest.raises(BadInput, match="no run 'nosuch'"):
         run_samples("nosuch", status="tool_violation")
@@ -230,7 +230,7 @@ def _released_private_run(home: Path, tmp_path: Path) -> tuple[Store, str]:
     import yaml
 
     from evalgate.checkpoints.resolve import Checkpoint
-    from evalgate.protocols_ops import freeze
+    from evalgate.protocol.freeze import freeze
 
     proto = tmp_path / "plain.yaml"
     proto.write_text(yaml.safe_dump({"name": "plain", "version": "1", "sampling": {"max_tokens": 8},
@@ -269,7 +269,7 @@ def test_a_private_run_stays_private_when_its_unsigned_run_row_is_edited(home: P
 def test_a_private_run_edited_into_a_human_audit_run_gets_no_rating_batch(home: Path, tmp_path: Path) -> None:
     """The same edit towards the raters: the private run's row set to a human-audit split of the same item ids, and
     'audit batch create' refused it (logged) before any batch holds its samples."""
-    from evalgate import rating
+    from evalgate.human import rating
 
     store, run_id = _released_private_run(home, tmp_path)
     write_split("h", "human-audit", addition_items("private", 2), {"source": "test", "note": "same ids"})

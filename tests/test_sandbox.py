@@ -59,7 +59,7 @@ def secrets(home: Path) -> dict[str, str]:
 
 
 def test_this_machine_has_every_layer() -> None:
-    from evalgate.sandbox import LAYERS, describe
+    from evalgate.core.sandbox import LAYERS, describe
 
     d = describe()
     assert d["missing"] == [], (f"the code sandbox lacks {d['missing']} here ({d['isolation']}): install bubblewrap "
@@ -295,7 +295,7 @@ def test_setsid_escapee_is_killed(timeout_s: float, shared_dir: Path) -> None:
 
 
 def test_fork_bomb_ends_and_the_machine_stays_usable() -> None:
-    from evalgate.sandbox import isolation
+    from evalgate.core.sandbox import isolation
 
     # A real, recursive fork bomb that survives failed forks; run only where the process bound holds (an
     # unbounded one would take the machine down; test_fork_without_bound shows the bound on any checkout).
@@ -350,7 +350,7 @@ def test_host_files_cannot_be_deleted_or_written(shared_dir: Path) -> None:
 
 
 def test_run_many_keeps_order_and_uses_every_core(shared_dir: Path) -> None:
-    from evalgate.sandbox import available_cores
+    from evalgate.core.sandbox import available_cores
 
     cores = available_cores()
     # Each program records when it ran; the spans overlap as many at a time as there are workers. A program does not
@@ -397,7 +397,7 @@ def _protocol(tmp_path: Path, isolation: str | None) -> Path:
 def test_isolation_setting_changes_the_hash_only_when_strict(tmp_path: Path) -> None:
     import json
 
-    from evalgate.protocol import load_protocol
+    from evalgate.protocol.spec import load_protocol
 
     lock = json.loads((REPO / "protocols" / "humaneval-smoke.yaml.lock").read_text())
     # a lock frozen before the setting existed still matches: the default is left out of the hash
@@ -408,7 +408,7 @@ def test_isolation_setting_changes_the_hash_only_when_strict(tmp_path: Path) -> 
 
 
 def test_strict_scores_with_every_layer(tmp_path: Path, humaneval_records: list[dict]) -> None:
-    from evalgate.protocol import load_protocol
+    from evalgate.protocol.spec import load_protocol
     from evalgate.scoring.base import SampleToScore, get_scorer
 
     scorer = get_scorer(load_protocol(_protocol(tmp_path, "strict")))
@@ -503,7 +503,7 @@ def test_nested_user_namespace_and_tmpfs_are_refused() -> None:
 
 
 def test_run_record_names_the_new_layers() -> None:
-    from evalgate.sandbox import describe
+    from evalgate.core.sandbox import describe
 
     d = describe()
     assert {"rofs", "nouserns"} <= set(d["isolation"].split("+")), d

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from evalgate.stats import mean_stderr, paired_bootstrap_diff, stderr_mean_of_means
+from evalgate.core.stats import mean_stderr, paired_bootstrap_diff, stderr_mean_of_means
 
 
 def test_stderr_of_unweighted_mean_of_two_subsets() -> None:
@@ -45,7 +45,7 @@ def test_two_stage_bootstrap_constant_and_fixed_baseline() -> None:
 
 
 def test_stderr_functions_by_hand() -> None:
-    from evalgate.stats import stderr, stderr_items_paired, stderr_over_seeds, stderr_paired_difference
+    from evalgate.core.stats import stderr, stderr_items_paired, stderr_over_seeds, stderr_paired_difference
 
     assert stderr([1, 0, 1, 1]) == pytest.approx(0.25)  # sqrt(0.25 / 4)
     assert math.isnan(stderr([0.5]))

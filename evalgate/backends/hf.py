@@ -49,8 +49,8 @@ from evalgate.backends.base import (
 )
 from evalgate.backends.sampler import SAMPLER_VERSION, SeededSampler
 from evalgate.checkpoints.model import load_tokenizer, nonfinite_count
-from evalgate.errors import BadInput, EngineError
-from evalgate.prompts import PromptEncoder
+from evalgate.core.errors import BadInput, EngineError
+from evalgate.protocol.prompts import PromptEncoder
 
 
 class GeneratedStopCriteria(StoppingCriteria):

@@ -53,8 +53,8 @@ from evalgate.backends.base import (
     OpenAIOptions,
     cut_at_stop,
 )
-from evalgate.environment import active
-from evalgate.errors import BadInput, EngineError
+from evalgate.core.environment import active
+from evalgate.core.errors import BadInput, EngineError
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 # How a completions prompt reaches the server, in the order tried (see the module docstring).
@@ -142,7 +142,7 @@ class OpenAIBackend:
         import threading
 
         from evalgate.checkpoints.model import load_tokenizer
-        from evalgate.prompts import PromptEncoder
+        from evalgate.protocol.prompts import PromptEncoder
 
         self.options = options
         base_url = options.base_url or active().openai_base_url or ""

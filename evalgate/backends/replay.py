@@ -18,8 +18,8 @@ from evalgate.backends.base import (
     GenerationResult,
     ReplayOptions,
 )
-from evalgate.errors import BadInput, EngineError
-from evalgate.fileio import iter_jsonl
+from evalgate.core.errors import BadInput, EngineError
+from evalgate.core.fileio import iter_jsonl
 
 
 class ReplayBackend:

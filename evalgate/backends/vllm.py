@@ -58,7 +58,7 @@ from evalgate.backends.base import (
     VLLMOptions,
     engine_builds,
 )
-from evalgate.errors import BadInput, EngineError
+from evalgate.core.errors import BadInput, EngineError
 
 # vLLM's value for "top-k disabled" (vllm.SamplingParams: "top_k must be 0 (disable), or at least 1"); evalgate's
 # protocol also uses 0 for disabled. Older vLLM releases used -1; naming it keeps the mapping visible.
@@ -282,7 +282,7 @@ class VLLMBackend:
         from vllm import LLM  # noqa: F401
 
         from evalgate.checkpoints.model import load_tokenizer
-        from evalgate.prompts import PromptEncoder
+        from evalgate.protocol.prompts import PromptEncoder
 
         self.options = options or VLLMOptions()
         self.model_dir = str(model_dir)

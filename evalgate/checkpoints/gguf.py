@@ -12,13 +12,13 @@ from pathlib import Path
 from filelock import FileLock
 
 from evalgate.checkpoints.identity import digest_hex
-from evalgate.environment import active
-from evalgate.errors import BadInput, EngineError, MissingExtra
-from evalgate.version import install_hint
+from evalgate.core.environment import active
+from evalgate.core.errors import BadInput, EngineError, MissingExtra
+from evalgate.core.version import install_hint
 
 
 def models_dir() -> Path:
-    """Where converted GGUF checkpoints are cached (``evalgate.environment``: the workspace's, else
+    """Where converted GGUF checkpoints are cached (``evalgate.core.environment``: the workspace's, else
     ``$EVALGATE_MODELS``, else ``$EVALGATE_HOME/models``)."""
     return active().models_dir
 
@@ -49,7 +49,7 @@ def convert_gguf(gguf: Path, digest: str) -> Path:
             from safetensors.torch import save_file
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
-            from evalgate.progress import gguf_conversion_bars, stage, stages_on
+            from evalgate.core.progress import gguf_conversion_bars, stage, stages_on
         except ImportError as e:
             raise MissingExtra(
                 f"converting a GGUF checkpoint needs the hf extra: {install_hint('hf')} ({e})") from e

@@ -36,9 +36,9 @@ import blake3
 from filelock import FileLock
 
 from evalgate.checkpoints.layout import not_hf_checkpoint
-from evalgate.environment import active
-from evalgate.errors import BadInput
-from evalgate.fileio import atomic_write
+from evalgate.core.environment import active
+from evalgate.core.errors import BadInput
+from evalgate.core.fileio import atomic_write
 
 # Files whose bytes decide what a checkpoint generates. generation_config.json is deliberately absent: evalgate
 # never lets it change what is sent to the engine (sampling comes only from the protocol).

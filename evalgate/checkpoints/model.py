@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import BadInput, MissingExtra
-from evalgate.fileio import decode_utf8
-from evalgate.version import install_hint
+from evalgate.core.errors import BadInput, MissingExtra
+from evalgate.core.fileio import decode_utf8
+from evalgate.core.version import install_hint
 
 
 def check_weight_files(model_dir: Path) -> None:

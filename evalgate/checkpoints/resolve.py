@@ -12,7 +12,7 @@ from evalgate.checkpoints.gguf import convert_gguf
 from evalgate.checkpoints.identity import checkpoint_identity, identity_files
 from evalgate.checkpoints.model import check_config, check_weight_files
 from evalgate.checkpoints.provenance import infer_training
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from typing import Any, TextIO
 
 import click
 
-from evalgate.environment import active
-from evalgate.errors import EvalgateError
+from evalgate.core.environment import active
+from evalgate.core.errors import EvalgateError
 
 __all__ = ["dump", "handle_errors", "json_stdout"]
 

@@ -13,11 +13,11 @@ from evalgate.commands import dump as _dump
 from evalgate.commands.options import expect_head_option, parse_expect_head
 
 if TYPE_CHECKING:
-    from evalgate.audit import AuditSummary
+    from evalgate.views.audit import AuditSummary
 
 
 def _since(since: str | None) -> datetime | None:
-    from evalgate.errors import BadInput
+    from evalgate.core.errors import BadInput
 
     try:
         return datetime.fromisoformat(since).astimezone() if since else None
@@ -98,8 +98,8 @@ def _print_audit(doc: AuditSummary) -> None:
 @handle_errors
 def audit_log(split: str | None, since: str | None, refused: bool, limit: int | None, as_json: bool) -> None:
     """List access-log rows, oldest first: who, when, split, purpose, outcome, run and why (for refusals)."""
-    from evalgate.audit import log_rows
     from evalgate.store import Store
+    from evalgate.views.audit import log_rows
 
     rows = log_rows(Store(), split, _since(since), refused)[-limit if limit else None:]
     if as_json:
@@ -124,16 +124,16 @@ def audit_log(split: str | None, since: str | None, refused: bool, limit: int | 
 def audit_verify(expect_head: str | None, as_json: bool) -> None:
     """Exit 1 and name the first bad row if the access log was edited, inserted into, truncated or re-hashed (its
     newest signed head no longer verifies with the signing key); exit 2 when no signing key is found to check it."""
-    from evalgate.audit import verify_chain
-    from evalgate.environment import active
+    from evalgate.core.environment import active
     from evalgate.store import Store
+    from evalgate.views.audit import verify_chain
 
     res = verify_chain(Store(), parse_expect_head(expect_head))
     sig = res["signature"]
     if as_json:
         _dump(res)
     elif res["ok"]:
-        from evalgate.logsign import log_key_file
+        from evalgate.keys.signing import log_key_file
 
         where = "$EVALGATE_LOG_KEY" if active().log_key else str(log_key_file())
         click.echo(f"ok: access log chain intact ({res['rows']} rows), head signed (key "
@@ -153,7 +153,7 @@ def audit_sign(expect_head: str | None, as_json: bool) -> None:
     """Sign the head of an intact log that has no valid signed head (a store from before signed heads): this vouches
     for the log as it is now, so check it against a head pinned earlier first. Never for a log that lost its
     signature: that one was tampered with."""
-    from evalgate.accesslog import sign_head
+    from evalgate.access.log import sign_head
     from evalgate.store import Store
 
     res = sign_head(Store(), parse_expect_head(expect_head))

@@ -1,5 +1,5 @@
 """Commands for blind rating in the browser: ``evalgate audit add-rater``, ``evalgate audit batch create`` and
-``evalgate serve`` (the library is ``evalgate.rating`` and ``evalgate.web``)."""
+``evalgate serve`` (the library is ``evalgate.human.rating`` and ``evalgate.human.web``)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ DEFAULT_PORT = 8765
 @handle_errors
 def add_rater_cmd(name: str, admin: bool, base_url: str, as_json: bool) -> None:
     """Add a rater (or give one a new token: the old one stops working) and print their login URL."""
-    from evalgate.rating import add_rater
+    from evalgate.human.rating import add_rater
 
     res = add_rater(name, admin=admin, base_url=base_url)
     if as_json:
@@ -54,7 +54,7 @@ def batch_cmd() -> None:
 def batch_create_cmd(run_id: str, samples: int, stratify: str | None, rubric_file: Path | None, scale: str,
                      seed: int | None, show_gold: bool, as_json: bool) -> None:
     """Make a rating batch from a run's samples."""
-    from evalgate.rating import create_batch
+    from evalgate.human.rating import create_batch
 
     res = create_batch(run_id, samples, stratify, rubric_file, scale, seed, show_gold=show_gold)
     if as_json:
@@ -72,7 +72,7 @@ def batch_create_cmd(run_id: str, samples: int, stratify: str | None, rubric_fil
 @handle_errors
 def serve_cmd(host: str, port: int, url: str | None) -> None:
     """Serve the rating queue, agreement page and read-only dashboard (tokens from 'evalgate audit add-rater')."""
-    from evalgate.web import serve
+    from evalgate.human.web import serve
 
     click.echo(f"evalgate serve on http://{host}:{port} (Ctrl-C stops)", err=True)
     serve(host, port, url=url)
@@ -93,7 +93,7 @@ def reward_cmd(run_id: str, rollouts: Path | None, baseline_run: str | None, pol
     policy's min_reward_human_spearman rule fails."""
     import sys
 
-    from evalgate.reward_audit import reward_audit
+    from evalgate.rlhf.reward_audit import reward_audit
     from evalgate.store import Store
 
     rules = None

@@ -1,12 +1,12 @@
 """Daily-use commands: ``evalgate samples`` (what the model wrote in a run) and ``evalgate compare`` (what changed
-between two runs), through ``Workspace.samples`` and ``Workspace.compare`` (``evalgate.samples``)."""
+between two runs), through ``Workspace.samples`` and ``Workspace.compare`` (``evalgate.views.samples``)."""
 
 from __future__ import annotations
 
 import click
 
 from evalgate.commands import dump, handle_errors
-from evalgate.formatting import num
+from evalgate.core.formatting import num
 
 
 def _short(text: str | None, width: int, tail: bool = False) -> str:
@@ -74,7 +74,7 @@ def compare_cmd(run_a: str, run_b: str, limit: int, actor: str | None, as_json: 
     if as_json:
         dump(doc.as_dict())
         return
-    from evalgate.runs_view import results_table, runs_by_id
+    from evalgate.views.runs import results_table, runs_by_id
 
     for key, r in (("a", doc.a), ("b", doc.b)):
         where = "" if r.step is None else f" [{r.train_run} seed {r.train_seed} step {r.step}]"

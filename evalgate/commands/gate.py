@@ -1,4 +1,4 @@
-"""``evalgate gate``: decide PASS or FAIL for a gate policy and write the reports (``evalgate.report``)."""
+"""``evalgate gate``: decide PASS or FAIL for a gate policy and write the reports (``evalgate.gate.report.outputs``)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import click
 from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors
 from evalgate.commands.options import actor_option, expect_head_option, parse_expect_head
-from evalgate.formatting import num
-from evalgate.report_writers import WRITERS, key_of, outputs_from, report_options
+from evalgate.core.formatting import num
+from evalgate.gate.report.writers import WRITERS, key_of, outputs_from, report_options
 from evalgate.trackers.cli import say_written, tracker_options
 
 
@@ -40,8 +40,8 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
     refused, invalid or error."""
-    from evalgate.environment import active
-    from evalgate.report import error_document
+    from evalgate.core.environment import active
+    from evalgate.gate.report.outputs import error_document
     from evalgate.workspace import Workspace
 
     ws, files = Workspace.current(actor), outputs_from(outputs)

@@ -1,4 +1,5 @@
-"""``evalgate init``: write a starter protocol, gate policy, tiered splits and CI workflow (``evalgate.scaffold``)."""
+"""``evalgate init``: write a starter protocol, gate policy, tiered splits and CI workflow
+(``evalgate.scaffold.starter``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 import click
 
 from evalgate.commands import dump, handle_errors
-from evalgate.scaffold import BENCHMARKS, DEFAULT_BASELINE, DEFAULT_CHECKPOINT_GLOB, InitOptions, InitResult
+from evalgate.scaffold.starter import BENCHMARKS, DEFAULT_BASELINE, DEFAULT_CHECKPOINT_GLOB, InitOptions, InitResult
 
 
 @click.command("init")
@@ -37,7 +38,7 @@ def init_cmd(benchmark: str, source: Path | None, mapping: tuple[str, ...], row_
              checkpoint_glob: str, baseline: str, directory: Path, force: bool, as_json: bool) -> None:
     """Write a starter protocol, gate policy, splits (private data encrypted) and GitHub Actions workflow into a
     repository. Refuses (exit 2, writing nothing) when any of those files exists."""
-    from evalgate.scaffold import init_project
+    from evalgate.scaffold.starter import init_project
 
     result = init_project(InitOptions(benchmark, name, source, mapping, row_ids, checkpoint_glob, baseline,
                                       directory, force))
@@ -49,7 +50,7 @@ def init_cmd(benchmark: str, source: Path | None, mapping: tuple[str, ...], row_
 
 def _say(r: InitResult) -> None:
     """What was written and what to do next (commands run in the repository's directory)."""
-    from evalgate.environment import active
+    from evalgate.core.environment import active
 
     for f in r.files:
         click.echo(f"wrote {f.kind:14s} {r.directory / f.path}")

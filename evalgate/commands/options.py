@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import click
 
-from evalgate.outfile import OutFile
+from evalgate.core.outfile import OutFile
 
 __all__ = ["OUT_FILE", "actor_option", "backend_options_of", "expect_head_option", "parse_expect_head",
            "run_options", "seed_option"]
@@ -92,8 +92,8 @@ def parse_expect_head(text: str | None) -> tuple[int, str] | None:
     Raises:
         BadInput: the text is not SEQ:HASH.
     """
-    from evalgate.accesslog import parse_head
-    from evalgate.environment import active
+    from evalgate.access.log import parse_head
+    from evalgate.core.environment import active
 
     if text:
         return parse_head(text)

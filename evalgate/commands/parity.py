@@ -1,4 +1,5 @@
-"""``evalgate parity``: the same prepared requests through two backends, and their drift (``evalgate.parity``)."""
+"""``evalgate parity``: the same prepared requests through two backends, and their drift
+(``evalgate.runner.parity``)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str
                actor: str | None, as_json: bool) -> None:
     """Generate with two backends and report drift; exit 0 if every sample is identical, 1 otherwise."""
     from evalgate.backends.base import parse_backend_options
-    from evalgate.parity import parity
+    from evalgate.runner.parity import parity
 
     doc = parity(protocol_path, checkpoint, split, backend_a, backend_b, parse_backend_options(a_option),
                  parse_backend_options(b_option), seed, limit, actor, progress=not as_json)

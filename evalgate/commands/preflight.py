@@ -1,4 +1,4 @@
-"""``evalgate preflight``: the reward histogram of the base policy before training (``evalgate.preflight``)."""
+"""``evalgate preflight``: the reward histogram of the base policy before training (``evalgate.training.preflight``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import click
 
 from evalgate.commands import dump, handle_errors
 from evalgate.commands.options import OUT_FILE, backend_options_of, run_options
-from evalgate.formatting import pct
+from evalgate.core.formatting import pct
 
 
 @click.command("preflight")
@@ -32,8 +32,8 @@ def preflight_cmd(protocol_path: Path, checkpoint: Path, split: str, samples: in
     zero-variance shares (all correct / all wrong: no GRPO gradient), mean and spread, trivial baselines under the
     same scorer, and the verdicts too sparse / too lenient / heavy tail / sign confusion. Exit 1 when the
     zero-variance share is above --max-zero-variance."""
-    from evalgate.preflight import format_summary, preflight, write_report
-    from evalgate.run import RunOptions
+    from evalgate.runner.evaluate import RunOptions
+    from evalgate.training.preflight import format_summary, preflight, write_report
 
     opts = RunOptions(backend=backend, purpose="preflight", actor=actor, progress=not as_json,
                       backend_options=backend_options_of(backend, backend_option, device))

@@ -9,7 +9,7 @@ import click
 
 from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors
-from evalgate.errors import ProtocolDrift
+from evalgate.core.errors import ProtocolDrift
 
 
 @click.group()
@@ -23,7 +23,7 @@ def protocol() -> None:
 @handle_errors
 def protocol_freeze(path: Path, as_json: bool) -> None:
     """Hash PATH and write PATH.lock; refuse changed content under a version already used."""
-    from evalgate.protocols_ops import freeze
+    from evalgate.protocol.freeze import freeze
 
     doc = freeze(path)
     if as_json:
@@ -40,7 +40,7 @@ def protocol_freeze(path: Path, as_json: bool) -> None:
 def protocol_verify(path: Path, as_json: bool) -> None:
     """Exit 1 with a field-level diff if PATH no longer matches its lock; exit 2 for what 'freeze' and 'run' would
     refuse (no or an edited lock, name@version recorded in the store with other content)."""
-    from evalgate.protocols_ops import verify_frozen
+    from evalgate.protocol.freeze import verify_frozen
 
     try:
         lp = verify_frozen(path)
@@ -62,7 +62,7 @@ def protocol_verify(path: Path, as_json: bool) -> None:
 @handle_errors
 def protocol_show(path: Path, as_json: bool) -> None:
     """Print the resolved protocol (templates inlined) and its hash."""
-    from evalgate.protocol import load_protocol, read_lock
+    from evalgate.protocol.spec import load_protocol, read_lock
 
     lp = load_protocol(path)
     lock = read_lock(lp)
@@ -85,7 +85,7 @@ def protocol_show(path: Path, as_json: bool) -> None:
 def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
     """Show the fields that differ between two protocol files; exit 0 when their content is identical, 1 when it
     differs (as diff(1) does), 2 when a file is not a valid protocol."""
-    from evalgate.protocol import diff_resolved, format_diff, load_protocol
+    from evalgate.protocol.spec import diff_resolved, format_diff, load_protocol
 
     pa, pb = load_protocol(a), load_protocol(b)
     rows = diff_resolved(pa.resolved, pb.resolved)
@@ -107,6 +107,6 @@ def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
 @handle_errors
 def protocol_docs(scorers: bool, gate: bool) -> None:
     """Print the protocol file reference (Markdown, docs/PROTOCOL.md), generated from the protocol models."""
-    from evalgate.protocol_docs import gate_reference, protocol_reference, scorers_reference
+    from evalgate.protocol.docs import gate_reference, protocol_reference, scorers_reference
 
     click.echo(gate_reference() if gate else scorers_reference() if scorers else protocol_reference(), nl=False)

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from evalgate.commands import dump, handle_errors
-from evalgate.report_writers import outputs_from, report_options
+from evalgate.gate.report.writers import outputs_from, report_options
 
 
 @click.command("report")
@@ -25,7 +25,7 @@ def report_cmd(gate_id: str, as_json: bool, **outputs: Path | None) -> None:
     does not hold or does not record this verdict (the store was edited), or cannot be checked here (no signing key,
     needed as for a gate)."""
     from evalgate.commands.gate import _print_outputs
-    from evalgate.report import report_stored
+    from evalgate.gate.report.outputs import report_stored
 
     report = report_stored(gate_id, outputs=outputs_from(outputs))
     doc = report.as_dict()

@@ -1,4 +1,4 @@
-"""``evalgate run``: evaluate one checkpoint on one split under a frozen protocol (``evalgate.run``)."""
+"""``evalgate run``: evaluate one checkpoint on one split under a frozen protocol (``evalgate.runner.evaluate``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import click
 from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors
 from evalgate.commands.options import backend_options_of, run_options
-from evalgate.formatting import num, pct, pm
+from evalgate.core.formatting import num, pct, pm
 from evalgate.trackers.cli import export_and_say, tracker_options
 
 if TYPE_CHECKING:
@@ -36,7 +36,7 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
             override_reason: str | None, device: str | None, backend_option: tuple[str, ...], as_json: bool,
             trackers: list[Any]) -> None:
     """Evaluate a checkpoint on a split under a frozen protocol."""
-    from evalgate.run import RunOptions
+    from evalgate.runner.evaluate import RunOptions
     from evalgate.workspace import Workspace
 
     opts = RunOptions(backend=backend, seed=seed, train_run=train_run, train_seed=train_seed, step=step,

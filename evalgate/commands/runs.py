@@ -1,4 +1,4 @@
-"""``evalgate runs``: list the stored runs, or one table per training run by step (``evalgate.runs_view``)."""
+"""``evalgate runs``: list the stored runs, or one table per training run by step (``evalgate.views.runs``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import click
 
 from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors
-from evalgate.formatting import pm
+from evalgate.core.formatting import pm
 
 
 @click.command("runs")
@@ -35,8 +35,8 @@ def runs_cmd(status: str | None, split: str | None, protocol_name: str | None, t
     """List runs in the store, newest last: status (complete / running / interrupted / failed), protocol, split,
     checkpoint with its training run, training seed and step, sampling seed, pass@1 (or mean score) and how many
     samples came from the cache."""
-    from evalgate.runs_view import by_step as step_tables
-    from evalgate.runs_view import select_runs
+    from evalgate.views.runs import by_step as step_tables
+    from evalgate.views.runs import select_runs
 
     where = " ".join(f"{flag} {shlex.quote(str(v))}" for flag, v in (
         ("--status", status), ("--split", split), ("--protocol", protocol_name), ("--train-run", train_run),
@@ -44,7 +44,7 @@ def runs_cmd(status: str | None, split: str | None, protocol_name: str | None, t
     rows = select_runs(status=status, split=split, protocol_name=protocol_name, train_run=train_run,
                        train_seed=train_seed, checkpoint=checkpoint)
     if split is not None and not rows:
-        from evalgate.errors import BadInput
+        from evalgate.core.errors import BadInput
         from evalgate.splits.discovery import list_manifests
 
         known = [m.name for m in list_manifests()]

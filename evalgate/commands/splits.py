@@ -12,7 +12,7 @@ import click
 from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors
 from evalgate.commands.options import OUT_FILE, actor_option
-from evalgate.formatting import num, pct
+from evalgate.core.formatting import num, pct
 
 
 @click.group()
@@ -127,7 +127,7 @@ def splits_contamination(split: str, corpus: Path, ngram: int, threshold: float,
                          corpus_format: str, text_field: str | None, actor: str | None, as_json: bool) -> None:
     """Per item and field, the share of word n-grams found in a training corpus (and near duplicates); exit 1 if
     any item is flagged. Any tier, the private one included; the output holds ids, field names and figures only."""
-    from evalgate.contamination import DEFAULT_JACCARD, check_contamination
+    from evalgate.splits.contamination import DEFAULT_JACCARD, check_contamination
 
     if near_dup and jaccard is None:
         jaccard = DEFAULT_JACCARD
@@ -143,7 +143,7 @@ def splits_contamination(split: str, corpus: Path, ngram: int, threshold: float,
 def _print_contamination(rep: Any) -> None:
     """The text report of ``splits contamination``: a line per item (on sealed tiers only the flagged ids), the
     fields that could not be checked, the summary and the sealed tiers' check budget."""
-    from evalgate.contamination import MIN_WHOLE_WORDS
+    from evalgate.splits.contamination import MIN_WHOLE_WORDS
 
     for w in rep.warnings:
         click.echo(f"warning: {w}", err=True)
@@ -189,10 +189,10 @@ def _print_contamination(rep: Any) -> None:
 def splits_export_audit(name: str, out: Path, run_id: str | None, show_gold: bool, actor: str | None,
                         as_json: bool) -> None:
     """Write a human-audit split's items (or a run's samples) for people to score (fill in human_score)."""
-    from evalgate.human_audit import export_audit
+    from evalgate.human.audit_io import export_audit
 
     if show_gold and run_id is None:
-        from evalgate.errors import BadInput
+        from evalgate.core.errors import BadInput
 
         raise BadInput("--show-gold needs --run (an item-level export holds every field already)")
     doc = export_audit(name, out, run_id, actor, show_gold=show_gold)
@@ -211,7 +211,7 @@ def splits_export_audit(name: str, out: Path, run_id: str | None, show_gold: boo
 @handle_errors
 def splits_import_audit(file: Path, rater: str | None, actor: str | None, as_json: bool) -> None:
     """Store the human scores of a file written by export-audit."""
-    from evalgate.human_audit import import_audit
+    from evalgate.human.audit_io import import_audit
 
     doc = import_audit(file, rater, actor)
     if as_json:

@@ -37,8 +37,8 @@ def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], ba
     """Evaluate every checkpoint matching GLOB on every --split, skipping units already complete in the store.
     Exit 0 when every unit is done or skipped; 1 when the protocol no longer matches its lock (nothing run);
     else 2 (a refused read, bad input) or 3 (engine error)."""
-    from evalgate.run import RunOptions
-    from evalgate.runs_view import runs_by_id
+    from evalgate.runner.evaluate import RunOptions
+    from evalgate.views.runs import runs_by_id
     from evalgate.workspace import Workspace
 
     run = RunOptions(backend=backend, seed=seed, purpose=purpose, actor=actor,
@@ -58,7 +58,7 @@ def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], ba
 def _print_sweep(summary: SweepSummary, runs: list[dict[str, Any]]) -> None:
     """The sweep's text output: units by status, tokens and time; a line per unit; the paths ignored; then the
     scores of its runs (made now or found complete in the store) as a table."""
-    from evalgate.runs_view import results_table
+    from evalgate.views.runs import results_table
 
     counts, seconds = ", ".join(f"{n} {s}" for s, n in summary.counts.items()), summary.wall_s
     click.echo(f"sweep of {len(summary.units)} units ({summary.where}): {counts}; {summary.tokens} tokens in "

@@ -43,7 +43,7 @@ def watch_cmd(run_dirs: tuple[Path, ...], protocol_path: Path, split: str, polic
     Exit codes: 0 training done (--exit-when-done); 1 a STOP was written (--exit-on-stop); 2 bad input, or another
     watch holds a run directory; 130 / 143 stopped by Ctrl-C / SIGTERM (between steps; an evaluation cut short is
     marked interrupted and resumes from its stored samples)."""
-    from evalgate.run import RunOptions
+    from evalgate.runner.evaluate import RunOptions
     from evalgate.watch.loop import Watcher, WatchOptions
 
     run = RunOptions(backend=backend, seed=seed, purpose="watch", actor=actor, progress=False,

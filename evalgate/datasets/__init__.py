@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalgate.core.errors import BadInput
+from evalgate.core.registry import Registry
 from evalgate.datasets.base import Dataset, Items
-from evalgate.errors import BadInput
-from evalgate.registry import Registry
 
 __all__ = ["DATASETS", "Dataset", "Items", "get", "import_dataset", "known"]
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 
 Items = list[dict[str, Any]]
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from evalgate.core.errors import BadInput
+from evalgate.core.fileio import iter_jsonl
 from evalgate.datasets.base import Dataset, Items
-from evalgate.errors import BadInput
-from evalgate.fileio import iter_jsonl
 
 _GSM8K_GOLD = re.compile(r"####\s*(-?[\d,]*\.?\d+)\s*$")
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+from evalgate.core.errors import BadInput
+from evalgate.core.fileio import iter_jsonl
 from evalgate.datasets.base import Dataset, Items
-from evalgate.errors import BadInput
-from evalgate.fileio import iter_jsonl
 
 
 def humaneval_path() -> Path:
@@ -17,7 +17,7 @@ def humaneval_path() -> Path:
     Raises:
         BadInput: the wheel is not installed.
     """
-    from evalgate.wheels import humaneval_gz
+    from evalgate.checkpoints.wheels import humaneval_gz
 
     return humaneval_gz()
 

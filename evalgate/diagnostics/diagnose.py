@@ -10,11 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalgate.core.errors import BadInput
+from evalgate.core.formatting import table
 from evalgate.diagnostics.log import TrainLog, read_path
 from evalgate.diagnostics.signals import PARTS, SEVERITIES, Finding, run_signals
 from evalgate.diagnostics.thresholds import Thresholds
-from evalgate.errors import BadInput
-from evalgate.formatting import table
 
 _SEED = re.compile(r"(?:^|[-_/])seed[-_]?(\d+)(?:$|[-_/])", re.IGNORECASE)
 

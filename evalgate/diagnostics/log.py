@@ -32,11 +32,11 @@ from typing import Any
 import orjson
 
 from evalgate.checkpoints.layout import checkpoint_step
+from evalgate.core.errors import BadInput, MissingExtra
+from evalgate.core.registry import Registry
+from evalgate.core.version import install_hint
 from evalgate.diagnostics.keys import KEY_MAP, STRIP_PREFIX
 from evalgate.diagnostics.tracker_logs import MLFLOW_PREFIX, mlflow_records, wandb_files, wandb_records
-from evalgate.errors import BadInput, MissingExtra
-from evalgate.registry import Registry
-from evalgate.version import install_hint
 
 
 @contextmanager

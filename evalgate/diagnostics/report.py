@@ -7,9 +7,9 @@ from pathlib import Path
 
 from markupsafe import Markup
 
+from evalgate.core.html import fit_axes, render, svg
 from evalgate.diagnostics.diagnose import Diagnosis, summary
 from evalgate.diagnostics.signals import PARTS, SIGNAL_SERIES
-from evalgate.html import fit_axes, render, svg
 
 _MAX_POINTS = 2000  # a 100k-step log is thinned to this many points per line; the marks use the exact step
 
@@ -79,6 +79,6 @@ def write_report(diags: list[Diagnosis], path: str | Path) -> Path:
     Raises:
         BadInput: ``path`` is a directory.
     """
-    from evalgate.fileio import atomic_write
+    from evalgate.core.fileio import atomic_write
 
     return atomic_write(path, render_html(diags))

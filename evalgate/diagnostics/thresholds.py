@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 
 
 class Thresholds(BaseModel):
@@ -124,8 +124,8 @@ def load_thresholds(path: str | Path) -> Thresholds:
             mapping, or a field that is unknown or out of range (``file:line: field``). An empty file gives the
             defaults.
     """
-    from evalgate.fileio import read_text
-    from evalgate.userfiles import format_validation_error, load_yaml_mapping
+    from evalgate.core.fileio import read_text
+    from evalgate.core.userfiles import format_validation_error, load_yaml_mapping
 
     p = Path(path)
     try:

@@ -13,8 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import BadInput, MissingExtra
-from evalgate.version import install_hint
+from evalgate.core.errors import BadInput, MissingExtra
+from evalgate.core.version import install_hint
 
 MLFLOW_PREFIX = "runs:/"
 """An MLflow run given as a path: ``runs:/<run_id>`` (MLflow's own run URI form)."""

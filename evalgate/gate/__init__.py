@@ -3,7 +3,7 @@
 Modules: ``policy`` (the policy file's models, ``load_policy``), ``select`` (best/last/failed per seed, the weight
 scan), ``guards`` (training-log guards), ``reads`` (every split read: tiers, budget, decision runs), ``decide``
 (statistics and rules, pure functions), ``results`` (``Verdict`` and the per-seed results), ``pipeline``
-(``run_gate``). Writing the reports lives in ``evalgate.report`` (``gate_and_report``).
+(``run_gate``). Writing the reports lives in ``evalgate.gate.report.outputs`` (``gate_and_report``).
 """
 
 from evalgate.gate.decide import rules, statistics

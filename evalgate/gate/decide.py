@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from evalgate.diagnostics.signals import SIGNAL_SERIES
-from evalgate.errors import BadInput
-from evalgate.gate.policy import GatePolicy
-from evalgate.gate.results import Aggregate, BaselineResult, Difference, Estimate, RuleOutcome, SeedResult, Statistics
-from evalgate.gate.select import finite
-from evalgate.stats import (
+from evalgate.core.errors import BadInput
+from evalgate.core.stats import (
     bootstrap_ci,
     mean_stderr,
     paired_bootstrap_diff,
@@ -23,6 +19,10 @@ from evalgate.stats import (
     stderr_over_seeds,
     stderr_paired_difference,
 )
+from evalgate.diagnostics.signals import SIGNAL_SERIES
+from evalgate.gate.policy import GatePolicy
+from evalgate.gate.results import Aggregate, BaselineResult, Difference, Estimate, RuleOutcome, SeedResult, Statistics
+from evalgate.gate.select import finite
 
 
 def statistics(metric: str, per_seed: dict[int | None, dict[str, float]], baseline: dict[str, float] | float,

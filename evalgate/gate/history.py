@@ -24,8 +24,8 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 from pydantic import BaseModel
 
-from evalgate.enums import Outcome
-from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.core.enums import Outcome
+from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import ReusedDecision, Verdict
 from evalgate.store import GateRepo, Store
@@ -131,7 +131,7 @@ def check_recorded(store: Store, row: dict[str, Any]) -> None:
             broken log), records no verdict for the gate (a gate stored before verdicts were recorded: run it
             again), or records another one (the store was edited).
     """
-    from evalgate import accesslog
+    from evalgate.access import log as accesslog
 
     chain = accesslog.verify(store)
     gate = row["gate_id"]

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import evalgate.accesslog as accesslog
+import evalgate.access.log as accesslog
 import evalgate.gate.decide as decide
 import evalgate.gate.guards as guards
 import evalgate.gate.history as history
 import evalgate.gate.reads as reads
-from evalgate.enums import Outcome
+from evalgate.core.enums import Outcome
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import (
     BaselineResult,
@@ -40,9 +40,9 @@ from evalgate.gate.select import (
     select_checkpoints,
     weights_finite,
 )
-from evalgate.reward_audit import audits_for_checkpoints
 from evalgate.rlhf.calibration import calibration_rule, calibration_section
 from evalgate.rlhf.proxies import Target, check_proxies, proxy_section
+from evalgate.rlhf.reward_audit import audits_for_checkpoints
 from evalgate.rlhf.triad import triad_rule
 from evalgate.runner.grant import revoke
 from evalgate.scoring import metrics

@@ -15,12 +15,12 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from evalgate.core.errors import BadInput
+from evalgate.core.fileio import read_text
+from evalgate.core.userfiles import NAME_AT_VERSION, FieldProblem, format_validation_error, load_yaml_mapping
 from evalgate.diagnostics.guards import Guards
-from evalgate.errors import BadInput
-from evalgate.fileio import read_text
-from evalgate.reward_rules import RewardAuditRules
+from evalgate.rlhf.reward_rules import RewardAuditRules
 from evalgate.scoring import metrics
-from evalgate.userfiles import NAME_AT_VERSION, FieldProblem, format_validation_error, load_yaml_mapping
 
 
 class _Strict(BaseModel):

@@ -1,5 +1,5 @@
 """Everything the gate reads from splits: tier checks, the private budget (every decision read reserved in one
-locked step before the first), the decision runs (evaluated through ``evalgate.run.evaluate`` with purpose
+locked step before the first), the decision runs (evaluated through ``evalgate.runner.evaluate.evaluate`` with purpose
 ``release-gate``, or taken from the store: by benchmarks, or from an unchanged earlier gate) and the baseline's
 selection run."""
 
@@ -9,8 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evalgate.enums import Outcome
-from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.core.enums import Outcome
+from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import BrokenChain, DecisionRun
 from evalgate.runner.grant import ReleaseGrant, _reserve_release_reads
@@ -40,7 +40,7 @@ def check_chain(policy: GatePolicy, manager: SplitManager, manifest: Any, actor:
     Raises:
         RefusedByPolicy: the chain is broken and not accepted (logged as refused; nothing read or spent).
     """
-    from evalgate.accesslog import verify
+    from evalgate.access.log import verify
 
     chain = verify(manager.store)
     if chain["ok"]:
@@ -151,7 +151,7 @@ def check_protocol(policy: GatePolicy, evaluate_decision: bool) -> None:
         if evaluate_decision:
             raise BadInput(f"protocol file {proto_file} not found; set protocol_file in the gate policy")
         return
-    from evalgate.protocol import load_protocol, verify
+    from evalgate.protocol.spec import load_protocol, verify
 
     lp = load_protocol(proto_file)
     if lp.ref != policy.protocol:
@@ -220,7 +220,7 @@ def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], res
         return None
     if resolve:
         from evalgate.checkpoints.resolve import resolve_checkpoint
-        from evalgate.progress import progress_bars
+        from evalgate.core.progress import progress_bars
 
         with progress_bars(progress):
             return resolve_checkpoint(path, recorded=recorded).digest
@@ -231,12 +231,12 @@ def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], res
 def evaluate_for_gate(protocol_file: str, path: str, split: str, purpose: str, actor: str, store: Store,
                       seed_info: dict[str, Any] | None = None, backend: str = "hf",
                       grant: ReleaseGrant | None = None, progress: bool = False) -> dict[str, Any]:
-    """Evaluate one checkpoint for the gate (``evalgate.run.evaluate``); the run's document.
+    """Evaluate one checkpoint for the gate (``evalgate.runner.evaluate.evaluate``); the run's document.
     ``grant``: the release grant that admits a decision (release-gate) read. ``progress``: say on stderr what is
     evaluated and show the run's bars, which count samples only (never a score: a private split's values stay
     out of any log)."""
-    from evalgate.progress import stage
-    from evalgate.run import RunOptions, evaluate
+    from evalgate.core.progress import stage
+    from evalgate.runner.evaluate import RunOptions, evaluate
 
     info = seed_info or {}
     stage(f"gate: evaluating {path} on {split} ({purpose})", progress)

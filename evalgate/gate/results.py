@@ -8,9 +8,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from evalgate.core.formatting import num
 from evalgate.diagnostics.guards import SeedGuards
 from evalgate.diagnostics.signals import Finding
-from evalgate.formatting import num
 from evalgate.gate.policy import GatePolicy
 
 
@@ -74,7 +74,7 @@ class DevRun:
 
 @dataclass(frozen=True)
 class Estimate:
-    """A mean over a run's items with its stderr (``evalgate.stats.stderr``) and, for a seed, a bootstrap CI."""
+    """A mean over a run's items with its stderr (``evalgate.core.stats.stderr``) and, for a seed, a bootstrap CI."""
 
     value: float
     stderr: float
@@ -128,7 +128,7 @@ class BaselineResult:
 @dataclass(frozen=True)
 class Aggregate:
     """The mean of the seeds' decision means and its stderr under three assumptions (each formula in
-    ``evalgate.stats``); ``stderr_over_seeds`` is None for one seed."""
+    ``evalgate.core.stats``); ``stderr_over_seeds`` is None for one seed."""
 
     mean_of_seed_means: float
     stderr_seeds_fixed: float
@@ -316,7 +316,8 @@ class Verdict:
     @property
     def reason(self) -> str:
         """The machine-readable reason of a decided gate: ``pass`` or ``fail`` (a gate that decides nothing exits
-        with ``drift``, ``refused``, ``invalid`` or ``error`` instead; ``evalgate.report.error_document``)."""
+        with ``drift``, ``refused``, ``invalid`` or ``error`` instead;
+        ``evalgate.gate.report.outputs.error_document``)."""
         return "pass" if self.passed else "fail"
 
     def ship(self) -> dict[str, Any]:

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from evalgate.core.errors import RefusedByPolicy
 from evalgate.diagnostics.signals import Finding
-from evalgate.errors import RefusedByPolicy
 from evalgate.gate.results import CheckpointResult, SeedResult, SetAside
 
 BEHAVIOUR_METRICS = ("mean_completion_tokens", "truncation_rate", "mean_repetition")

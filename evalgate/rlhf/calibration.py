@@ -3,7 +3,7 @@
 A proxy scorer (its registry entry sets ``proxy``: ``reward_model``, and an LLM judge) stands in for human
 preference, which it tracks only as far as it was shown to (Gao et al. 2022, "Scaling Laws for Reward Model
 Overoptimization"). The human-audit tier exists to measure that: people rate samples blind (``evalgate serve``)
-and ``evalgate.agreement`` compares their scores with the scorer's. The gate rule ``rules.min_proxy_agreement``
+and ``evalgate.human.agreement`` compares their scores with the scorer's. The gate rule ``rules.min_proxy_agreement``
 lets such a metric decide only when that agreement reaches the policy's threshold: Spearman's rho between the
 scorer's score and the raters' mean score, over every human-rated sample of a run of the gated protocol on a
 human-audit split (pooled over those runs, any checkpoint), with its percentile bootstrap CI
@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from evalgate.agreement import proxy_agreement, run_agreement
+from evalgate.human.agreement import proxy_agreement, run_agreement
 from evalgate.store import Store
 
 RULE = "proxy_calibrated"
@@ -80,7 +80,7 @@ def _scorer(protocol_file: str | None) -> str | None:
     """The scorer name of the policy's protocol file, or None when there is no such file."""
     if not protocol_file or not Path(protocol_file).is_file():
         return None
-    from evalgate.protocol import load_protocol
+    from evalgate.protocol.spec import load_protocol
 
     return load_protocol(protocol_file).spec.scorer.name
 

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evalgate.stats import bootstrap_ci
+from evalgate.core.stats import bootstrap_ci
 
 Verdict = Literal["A", "B", "tie"]
 VERDICTS: tuple[str, ...] = ("A", "B", "tie")

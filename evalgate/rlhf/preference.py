@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from evalgate.sealing import SEALED_TIERS
-from evalgate.stats import bootstrap_ci
+from evalgate.core.stats import bootstrap_ci
+from evalgate.keys.sealing import SEALED_TIERS
 
 CONFIDENCE = 0.95
 RESAMPLES = 10_000

@@ -22,7 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.splits.guard import SplitManager
 from evalgate.store import Store
 
@@ -71,7 +71,7 @@ def check_proxies(policy: GatePolicy, manager: SplitManager) -> list[CheckedProx
     """
     from pathlib import Path
 
-    from evalgate.protocol import load_protocol, verify
+    from evalgate.protocol.spec import load_protocol, verify
     from evalgate.scoring.base import SCORERS
 
     out = []

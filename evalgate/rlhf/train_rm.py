@@ -41,7 +41,7 @@ def addition_pairs(part: str, n: int) -> list[dict[str, Any]]:
         part: ``train``, ``dev`` or ``private`` (``demo_train.addition_items``: disjoint parts).
         n: number of pairs (at most 2000).
     """
-    from evalgate.demo_train import addition_items
+    from evalgate.demo.train import addition_items
 
     out = []
     for it in addition_items(part, n):
@@ -83,7 +83,7 @@ def features(base_dir: Path, pairs: Sequence[tuple[str, str]]) -> Any:
     import numpy as np
 
     from evalgate.checkpoints.model import load_tokenizer
-    from evalgate.scoring.rm_engine import RewardModel
+    from evalgate.rlhf.rm_engine import RewardModel
 
     rm = RewardModel(load_tokenizer(base_dir), _feature_model(base_dir))  # the scorer's batching and template
     rows = rm.logits(pairs)
@@ -148,8 +148,8 @@ def ensure_reward_model(base_dir: Path, base_digest: str) -> Path:
     Raises:
         MissingExtra: transformers, torch or scikit-learn not installed.
     """
-    from evalgate.demo_train import cache_root
-    from evalgate.fileio import build_once
+    from evalgate.core.fileio import build_once
+    from evalgate.demo.train import cache_root
 
     def build(tmp: Path) -> None:
         info = _train(base_dir, tmp / "model")

@@ -1,4 +1,5 @@
-"""The run as stages with typed values between them (used by ``evalgate.run.evaluate`` and ``evalgate.parity``).
+"""The run as stages with typed values between them (used by ``evalgate.runner.evaluate.evaluate`` and
+``evalgate.runner.parity``).
 
 ``plan.prepare`` -> ``RunPlan``; ``record.start`` (log the read, store the draft record); ``generate.generate_missing``
 -> ``Generated``; ``score.score`` -> ``Scored``; ``record.record`` -> ``RunRecord``. ``grant`` holds the release

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalgate.backends.base import Backend, GenerationRequest, GenerationResult, get_backend
-from evalgate.errors import EvalgateError
+from evalgate.core.errors import EvalgateError
 from evalgate.runner.plan import RunPlan, SampleKey
 
 
@@ -48,8 +48,8 @@ def phases_between(before: dict[str, float], after: dict[str, float]) -> dict[st
 
 
 def progress_bar(total: int, desc: str, enabled: bool) -> Any:
-    """A bar on stderr counting samples (``evalgate.progress.bar``; disabled: draws nothing)."""
-    from evalgate.progress import bar
+    """A bar on stderr counting samples (``evalgate.core.progress.bar``; disabled: draws nothing)."""
+    from evalgate.core.progress import bar
 
     return bar(total, desc, "sample", enabled)
 

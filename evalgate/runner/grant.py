@@ -10,7 +10,8 @@ make, in one locked step, or refuses them all; the runs under it are then logged
 again). The gate revokes its grant when its decision ends (``revoke``), so a grant kept past the gate reads
 nothing. There is no function that hands out a grant without that reservation, a grant built by hand
 (``ReleaseGrant(...)``) was never issued and is refused, and per-item private outputs are never shown through a
-grant (``evalgate.samples`` refuses the private tier outright). Every refusal is logged like any other refused read.
+grant (``evalgate.views.samples`` refuses the private tier outright). Every refusal is logged like any other refused
+read.
 
 This is a rule of the library, not a sandbox: Python code in the same process can reach any object, and whoever can
 read the key file can decrypt the private data directly. The key file (``EVALGATE_PRIVATE_KEY`` or the file it

@@ -20,13 +20,13 @@ from typing import Any
 from evalgate.backends.base import BackendOptions, EffectiveParams, check_backend, sample_seed
 from evalgate.checkpoints.provenance import disagreements
 from evalgate.checkpoints.resolve import Checkpoint, resolve_checkpoint
-from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.protocol import LoadedProtocol, load_protocol, verify
+from evalgate.core.errors import BadInput, RefusedByPolicy
+from evalgate.keys.sealing import Sealer, sealer_for
+from evalgate.protocol.spec import LoadedProtocol, load_protocol, verify
 from evalgate.runner.grant import ReleaseGrant, check_release_purpose
 from evalgate.runner.prompts import RunPrompts, recorded_prompts, render_prompts, renderer_versions
 from evalgate.runner.settings import generation_settings, settings_sha256
 from evalgate.scoring import Scorer, get_scorer
-from evalgate.sealing import Sealer, sealer_for
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import Manifest, actor_name
 from evalgate.store import Store
@@ -141,7 +141,7 @@ def check_items(items: list[dict[str, Any]], scorer: Scorer, split: str) -> None
 
 def _sealer(access: SplitManager, manifest: Manifest, opts: RunOptions, actor: str, ckpt: Checkpoint,
             protocol: LoadedProtocol) -> Sealer | None:
-    """The Sealer of a sealed tier's run (``evalgate.sealing``); no key refuses the read (logged)."""
+    """The Sealer of a sealed tier's run (``evalgate.keys.sealing``); no key refuses the read (logged)."""
     try:
         return sealer_for(manifest.tier)
     except RefusedByPolicy as e:

@@ -12,8 +12,9 @@ from typing import Any
 from evalgate.backends.base import engine_builds
 from evalgate.checkpoints.model import load_tokenizer
 from evalgate.checkpoints.resolve import Checkpoint
-from evalgate.errors import BadInput
-from evalgate.prompts import (
+from evalgate.core.errors import BadInput
+from evalgate.core.version import DISTRIBUTION
+from evalgate.protocol.prompts import (
     PromptEncoder,
     RenderedPrompt,
     TokenizedPrompt,
@@ -22,9 +23,8 @@ from evalgate.prompts import (
     render_prompt,
     render_response_prefix,
 )
-from evalgate.protocol import LoadedProtocol
+from evalgate.protocol.spec import LoadedProtocol
 from evalgate.store import GenerationCache
-from evalgate.version import DISTRIBUTION
 
 # The fields of a ``run_prompts`` record (``GenerationCache.put_run_prompts``).
 PROMPT_RECORD_FIELDS = ("item_id", "prompt_sha256", "system_merged", "prompt_tokens", "bos_count", "bos_added")
@@ -112,7 +112,7 @@ def render_prompts(protocol: LoadedProtocol, ckpt: Checkpoint, items: list[dict[
     """Render and tokenize every item's prompt with the checkpoint's tokenizer.
 
     Args:
-        digest: the prompt hash to use instead of sha256 (a sealed tier's keyed HMAC, ``evalgate.sealing``).
+        digest: the prompt hash to use instead of sha256 (a sealed tier's keyed HMAC, ``evalgate.keys.sealing``).
 
     Raises:
         BadInput: the checkpoint has no tokenizer while the protocol applies a chat template; a template error;

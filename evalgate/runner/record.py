@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from evalgate.checkpoints.identity import digest_algorithm
-from evalgate.enums import RunStatus, Tier
+from evalgate.core.enums import RunStatus, Tier
 from evalgate.runner.generate import Generated
 from evalgate.runner.plan import RunPlan
 from evalgate.runner.prompts import versions

@@ -7,7 +7,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from evalgate.protocol import LoadedProtocol
+from evalgate.protocol.spec import LoadedProtocol
 from evalgate.runner.generate import Generated, progress_bar
 from evalgate.runner.plan import RunPlan
 from evalgate.scoring import SampleToScore, ScoreResult, aggregate_behavior, sample_behavior
@@ -50,7 +50,7 @@ def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str,
     behaviour metrics; a scorer's own metrics (``ScorerEntry.metrics``) are added, given the split's ``items`` by id
     and the ``scorer`` that judged the run (the run passes both; so does an agentic run recomputing its metrics).
     """
-    from evalgate.registry import load_reference
+    from evalgate.core.registry import load_reference
 
     entry = SCORERS[protocol.spec.scorer.name]
     metrics: dict[str, Any] = dict(run_metrics(per_item, protocol.spec.pass_at_k if entry.pass_at_k else [],

@@ -1,4 +1,4 @@
-"""The scorer contract and registry (``SCORERS``, an ``evalgate.registry.Registry``).
+"""The scorer contract and registry (``SCORERS``, an ``evalgate.core.registry.Registry``).
 
 A scorer judges a batch of samples at once (so code execution can run in parallel) and returns, per sample, a
 ``ScoreResult``: score in [0, 1], a status saying why (``correct``, ``wrong``, ``truncated``, ``no_answer``,
@@ -13,10 +13,10 @@ from typing import Any, Literal, Protocol
 
 from pydantic import Field
 
-from evalgate.registry import Registry
-from evalgate.scoring.judge_options import JudgeOptions
+from evalgate.core.registry import Registry
+from evalgate.rlhf.judge_options import JudgeOptions
+from evalgate.rlhf.reward_options import PreferenceOptions, RewardModelOptions
 from evalgate.scoring.options import ScorerOptions
-from evalgate.scoring.reward_options import PreferenceOptions, RewardModelOptions
 
 
 @dataclass(frozen=True)
@@ -185,7 +185,7 @@ class ScorerEntry:
             ``cls(protocol, options)``.
         statuses: every status it can give (``ScoreResult.status``); ``STATUSES`` is their union.
         runs_code: it runs model-written code; the run record then keeps the scorer's ``sandbox`` attribute (the
-            isolation layers the programs ran with, ``evalgate.sandbox.describe``).
+            isolation layers the programs ran with, ``evalgate.core.sandbox.describe``).
         generates: False: the run generates nothing and the scorer judges each item itself (a preference pair
             scored by the run's checkpoint); every sample's completion is then empty.
         pass_at_k: its ``correct`` status means a solved item, so the run reports pass@k; False: ``mean_score``
@@ -210,7 +210,7 @@ class ScorerEntry:
 
     def load(self) -> Callable[..., Scorer]:
         """The scorer's class, imported if registered as ``"module:Class"``."""
-        from evalgate.registry import load_reference
+        from evalgate.core.registry import load_reference
 
         return load_reference(self.scorer) if isinstance(self.scorer, str) else self.scorer
 
@@ -225,13 +225,13 @@ SCORERS.register("exact", ScorerEntry(ExactOptions, "evalgate.scoring.exact:Exac
 SCORERS.register("math", ScorerEntry(MathOptions, "evalgate.scoring.math:MathScorer"))
 SCORERS.register("refusal", ScorerEntry(RefusalOptions, "evalgate.scoring.refusal:RefusalScorer",
                                         statuses=("correct", "wrong")))
-SCORERS.register("judge", ScorerEntry(JudgeOptions, "evalgate.scoring.judge:JudgeScorer",
+SCORERS.register("judge", ScorerEntry(JudgeOptions, "evalgate.rlhf.judge:JudgeScorer",
                                       statuses=("judged", "judge_unparseable", "truncated"), proxy=True,
-                                      metrics="evalgate.scoring.judge:judge_metrics"))
-SCORERS.register("reward_model", ScorerEntry(RewardModelOptions, "evalgate.scoring.reward:RewardModelScorer",
+                                      metrics="evalgate.rlhf.judge:judge_metrics"))
+SCORERS.register("reward_model", ScorerEntry(RewardModelOptions, "evalgate.rlhf.reward:RewardModelScorer",
                                              statuses=REWARD_STATUSES, pass_at_k=False, proxy=True,
-                                             metrics="evalgate.scoring.reward:reward_metrics"))
-SCORERS.register("reward_preference", ScorerEntry(PreferenceOptions, "evalgate.scoring.reward:PreferenceScorer",
+                                             metrics="evalgate.rlhf.reward:reward_metrics"))
+SCORERS.register("reward_preference", ScorerEntry(PreferenceOptions, "evalgate.rlhf.reward:PreferenceScorer",
                                                   statuses=PREFERENCE_STATUSES, generates=False,
                                                   metrics="evalgate.rlhf.preference:preference_metrics"))
 

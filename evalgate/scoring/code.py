@@ -1,4 +1,4 @@
-"""Scoring model-written code: HumanEval programs run in the sandbox of ``evalgate.sandbox``.
+"""Scoring model-written code: HumanEval programs run in the sandbox of ``evalgate.core.sandbox``.
 
 ``run_code``, ``run_many`` and ``ExecResult`` are re-exported from there (``evalgate.scoring`` exports them).
 """
@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from evalgate.scoring.base import HumanEvalOptions
 
-from evalgate.sandbox import ExecResult, describe, require_strict, run_code, run_many  # noqa: F401 - re-exported
+from evalgate.core.sandbox import ExecResult, describe, require_strict, run_code, run_many  # noqa: F401 - re-exported
 from evalgate.scoring.harness import HarnessJob, run_tests_many
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+.#-]*)[^\n`]*\n(.*?)(?:\n[ \t]*```|\Z)", re.S)
@@ -83,7 +83,7 @@ class HumanEvalScorer:
         if self.limits.isolation == "strict":  # refused here, before any split is read
             require_strict(self.network, f"{protocol.path}: execution.isolation")
         self.sandbox = describe(self.network)
-        """The sandbox programs run in, for the run record (``evalgate.sandbox.describe``)."""
+        """The sandbox programs run in, for the run record (``evalgate.core.sandbox.describe``)."""
 
     def program(self, s: Any) -> str:
         """The model's code for one sample: the prompt and the extracted completion (see the class docstring)."""

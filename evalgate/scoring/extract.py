@@ -49,7 +49,7 @@ import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from evalgate.registry import Registry
+from evalgate.core.registry import Registry
 
 # A number: thousands separators only in groups of three ("1,234", but "5,7" is two numbers), an optional
 # decimal part and exponent, and a minus sign only where it cannot be a subtraction ("10-5" ends in 5, not -5).

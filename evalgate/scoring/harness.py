@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalgate.sandbox import available_cores, run_code
+from evalgate.core.sandbox import available_cores, run_code
 from evalgate.scoring.harness_program import decode, encode
 
 VERDICT_BYTES = 1 << 16
@@ -106,7 +106,7 @@ def run_tests(job: HarnessJob, **limits: Any) -> HarnessResult:
 
     Args:
         job: the code and the item's tests.
-        **limits: keyword arguments for ``evalgate.sandbox.run_code`` (timeout_s, cpu_s, memory_mb,
+        **limits: keyword arguments for ``evalgate.core.sandbox.run_code`` (timeout_s, cpu_s, memory_mb,
             file_size_mb, network, processes, output_bytes); the harness and the candidate are two processes.
 
     Returns:

@@ -51,9 +51,9 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from evalgate.core.userfiles import FieldProblem
 from evalgate.scoring.base import AnswerScorer, MathOptions
 from evalgate.scoring.extract import RULES, last_boxed, plain_numbers
-from evalgate.userfiles import FieldProblem
 
 _DELIMS = ((r"$$", r"$$"), ("$", "$"), (r"\(", r"\)"), (r"\[", r"\]"))
 _NUMBER_WITH_WORDS = re.compile(r"^\s*(-?[\d,]*\.?\d+)\s*[A-Za-z]{2,}[A-Za-z .]*$")

@@ -11,10 +11,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from evalgate.errors import BadInput
-from evalgate.registry import Registry
+from evalgate.core.errors import BadInput
+from evalgate.core.registry import Registry
+from evalgate.core.stats import mean_stderr
 from evalgate.scoring.passk import pass_at_k
-from evalgate.stats import mean_stderr
 
 _PASS_AT = re.compile(r"^pass@([1-9]\d*)$")
 _FAMILY = re.compile(r"@[1-9]\d*$")

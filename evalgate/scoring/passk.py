@@ -9,7 +9,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

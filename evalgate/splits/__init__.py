@@ -26,7 +26,7 @@ score they see and act on makes the set less held-out (adaptive overfitting; Dwo
 holdout"). A contamination check shows no model output and no item text; and the private split is the one whose
 contamination matters most for a release. But its answer is about the items' text, and the corpus is the caller's:
 a corpus holding a guess answers whether the guess is in the split. So on the sealed tiers (private, human-audit) a
-check answers one bit per item (flagged or not, ``evalgate.contamination``) and has a budget of its own,
+check answers one bit per item (flagged or not, ``evalgate.splits.contamination``) and has a budget of its own,
 ``max_contamination_checks`` per ``window_days`` (default 4 per 30 days, hard), counted atomically like reads and
 shown by ``evalgate audit``. Every check is logged like any read, so ``evalgate audit`` shows who checked what,
 with which corpus.
@@ -39,7 +39,7 @@ several names), ``guard`` (``SplitManager``). The names below are re-exported he
 from the submodules.
 """
 
-from evalgate.sealing import SEALED_TIERS, key_file, load_key
+from evalgate.keys.sealing import SEALED_TIERS, key_file, load_key
 from evalgate.splits.data import parse_jsonl, read_items
 from evalgate.splits.discovery import list_manifests, load_manifest, scan_manifests
 from evalgate.splits.guard import OpenedSplit, SplitManager

@@ -13,10 +13,10 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from evalgate import accesslog
-from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.fileio import iter_jsonl
-from evalgate.sealing import SEALED_TIERS, load_key
+from evalgate.access import log as accesslog
+from evalgate.core.errors import BadInput, RefusedByPolicy
+from evalgate.core.fileio import iter_jsonl
+from evalgate.keys.sealing import SEALED_TIERS, load_key
 from evalgate.splits.manifest import LIBRARY_READ, Manifest, actor_name, splits_dir
 from evalgate.store import AccessLogRepo
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from evalgate.errors import BadInput
-from evalgate.fileio import read_text
+from evalgate.core.errors import BadInput
+from evalgate.core.fileio import read_text
+from evalgate.core.userfiles import format_validation_error, load_yaml_mapping
 from evalgate.splits.manifest import Manifest, splits_dir
-from evalgate.userfiles import format_validation_error, load_yaml_mapping
 
 
 def load_manifest(name: str, directory: Path | None = None) -> Manifest:

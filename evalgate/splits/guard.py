@@ -10,10 +10,10 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, NoReturn
 
-from evalgate import accesslog
-from evalgate.enums import Outcome
-from evalgate.errors import BadInput, EvalgateError, RefusedByPolicy
-from evalgate.sealing import SEALED_TIERS, load_key
+from evalgate.access import log as accesslog
+from evalgate.core.enums import Outcome
+from evalgate.core.errors import BadInput, EvalgateError, RefusedByPolicy
+from evalgate.keys.sealing import SEALED_TIERS, load_key
 from evalgate.splits.data import read_unlogged, sha256_hex
 from evalgate.splits.discovery import load_manifest
 from evalgate.splits.manifest import RELEASE_GATE, Manifest, Policy, splits_dir
@@ -89,7 +89,7 @@ class SplitManager:
         the read was logged and counted by ``reserve`` before; the budget is not checked again and ``log_read``
         logs it as ``reserved-read``, which no budget counts.
 
-        ``contamination_check=True`` (only ``evalgate.contamination`` passes it, with purpose
+        ``contamination_check=True`` (only ``evalgate.splits.contamination`` passes it, with purpose
         ``contamination-check``) reads any tier without spending the read budget, within the tier's
         ``max_contamination_checks`` (hard); any other reader giving that purpose is refused, so ``run --purpose
         contamination-check`` cannot read a score for free.

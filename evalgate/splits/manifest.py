@@ -1,5 +1,5 @@
 """Split manifests and tier policies: the ``Manifest`` and ``Policy`` file models, the tier names and the purposes
-the library logs, and the active splits directory and actor (``evalgate.environment``).
+the library logs, and the active splits directory and actor (``evalgate.core.environment``).
 
 The default tier policies and the contamination-check rule are described in ``evalgate.splits``.
 """
@@ -11,8 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from evalgate.environment import active
-from evalgate.errors import BadInput
+from evalgate.core.environment import active
+from evalgate.core.errors import BadInput
 
 Tier = Literal["smoke", "dev", "public", "private", "human-audit"]  # = the values of enums.Tier (a test checks)
 TIERS: tuple[str, ...] = ("smoke", "dev", "public", "private", "human-audit")
@@ -115,7 +115,7 @@ class Manifest(BaseModel):
 
 
 def splits_dir() -> Path:
-    """The active splits directory (``evalgate.environment``: the workspace's, else ``$EVALGATE_SPLITS``, default
+    """The active splits directory (``evalgate.core.environment``: the workspace's, else ``$EVALGATE_SPLITS``, default
     ``./splits``)."""
     return active().splits
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import BadInput, MissingExtra
+from evalgate.core.errors import BadInput, MissingExtra
 
 FORMATS = ("jsonl", "csv", "parquet", "datasets")
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -153,7 +153,7 @@ def _project(row: dict[str, Any], plan: dict[str, str] | None) -> dict[str, Any]
 
 
 def _jsonl_rows(path: Path, mapping: Mapping, row_ids: bool) -> Iterator[dict[str, Any]]:
-    from evalgate.fileio import iter_jsonl
+    from evalgate.core.fileio import iter_jsonl
 
     with path.open(encoding="utf-8", errors="strict") as fh:
         try:

@@ -8,7 +8,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from evalgate import accesslog
+from evalgate.access import log as accesslog
 from evalgate.splits.data import read_unlogged
 from evalgate.splits.discovery import load_manifest
 from evalgate.splits.manifest import ADD_PURPOSE, actor_name

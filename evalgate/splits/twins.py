@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalgate import accesslog
-from evalgate.enums import Tier
-from evalgate.errors import EvalgateError, RefusedByPolicy
-from evalgate.sealing import Sealer, load_key
+from evalgate.access import log as accesslog
+from evalgate.core.enums import Tier
+from evalgate.core.errors import EvalgateError, RefusedByPolicy
+from evalgate.keys.sealing import Sealer, load_key
 from evalgate.splits.data import dump_jsonl, read_unlogged, sha256_hex
 from evalgate.splits.discovery import list_manifests
 from evalgate.splits.manifest import ADD_PURPOSE, Manifest, splits_dir

@@ -10,10 +10,10 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from evalgate import accesslog
-from evalgate.errors import BadInput
-from evalgate.fileio import atomic_write
-from evalgate.sealing import SEALED_TIERS, load_key
+from evalgate.access import log as accesslog
+from evalgate.core.errors import BadInput
+from evalgate.core.fileio import atomic_write
+from evalgate.keys.sealing import SEALED_TIERS, load_key
 from evalgate.splits.data import dump_jsonl, fernet, parse_jsonl, sha256_hex
 from evalgate.splits.discovery import load_manifest
 from evalgate.splits.manifest import ADD_PURPOSE, TIERS, Manifest, Policy, actor_name, splits_dir

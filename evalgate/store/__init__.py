@@ -7,12 +7,12 @@
     access.py   AccessLogRepo: the hash-chained access log and its heads; the budget rule (``Counted``)
     ratings.py  RatingRepo: human scores, raters, rating batches, form tokens
     gates.py    GateRepo: gate verdicts
-    frames.py   FrameRepo: a query's result as Arrow / pandas / polars (``evalgate.frames``)
+    frames.py   FrameRepo: a query's result as Arrow / pandas / polars (``evalgate.views.frames``)
     codec.py    the sealing rule (which columns a sealed tier's rows encrypt) and its codec
 
 ``Store`` is every repository over one database: what most callers hold (``Workspace.store``). A repository alone
 works the same way, e.g. ``AccessLogRepo(Database(":memory:"))``. All SQL of evalgate lives in this package;
-schema changes are numbered migrations (``evalgate.migrations``).
+schema changes are numbered migrations (``evalgate.store.migrations``).
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from evalgate.enums import Outcome
+from evalgate.core.enums import Outcome
 from evalgate.store.db import Connection, Repository, insert_values, records
 
 CONTAMINATION_CHECK = "contamination-check"
@@ -109,7 +109,7 @@ class SignedHead:
 
 
 class AccessLogRepo(Repository):
-    """The access log's rows (appended already chained by ``evalgate.accesslog``), and its verified and signed
+    """The access log's rows (appended already chained by ``evalgate.access.log``), and its verified and signed
     heads."""
 
     def append(self, rows: Sequence[Mapping[str, Any]], limit: BudgetLimit | None = None,
@@ -121,7 +121,7 @@ class AccessLogRepo(Repository):
             limit: insert only within this budget, counted in the same transaction as the insert (concurrent
                 readers cannot overdraw it).
             signature: ``(seq, row_hash, public_key, signature)`` of the new head, stored in the same transaction
-                (``evalgate.logsign``), so no row is ever committed without the signature meant for it.
+                (``evalgate.keys.signing``), so no row is ever committed without the signature meant for it.
 
         Returns:
             False when ``limit`` refused the rows (nothing inserted), else True.
@@ -231,7 +231,7 @@ class AccessLogRepo(Repository):
         return SignedHead(*r) if r else None
 
     def set_access_log_signature(self, seq: int, row_hash: str, public_key: str, signature: str) -> None:
-        """Replace the newest signed head (``evalgate.logsign``)."""
+        """Replace the newest signed head (``evalgate.keys.signing``)."""
         with self.connect() as con:
             con.execute("DELETE FROM access_log_signature")
             con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)",

@@ -11,8 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from evalgate.errors import RefusedByPolicy
-from evalgate.sealing import is_sealed
+from evalgate.core.errors import RefusedByPolicy
+from evalgate.keys.sealing import is_sealed
 from evalgate.store.codec import open_read, run_codec
 from evalgate.store.db import Repository, insert_values, now, records
 

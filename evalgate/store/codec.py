@@ -1,10 +1,10 @@
 """The sealing rule, once: which stored columns hold text derived from a sealed tier's items, and the codec that
-seals them on write and opens them on read (``evalgate.sealing`` holds the key and the cipher).
+seals them on write and opens them on read (``evalgate.keys.sealing`` holds the key and the cipher).
 
-A run on a sealed tier (``evalgate.sealing.SEALED_TIERS``: private, human-audit) stores every ``SEALED_COLUMNS``
+A run on a sealed tier (``evalgate.keys.sealing.SEALED_TIERS``: private, human-audit) stores every ``SEALED_COLUMNS``
 value of its rows encrypted; raters' notes are always sealed (they may quote a human-audit item). Readers open the
 same columns (``SEALED_READ``: the names they have in the store's read queries). Everything else stays in clear.
-Migration 9 (``evalgate.migrations``) sealed the columns of its time with its own frozen copy of this list, as a
+Migration 9 (``evalgate.store.migrations``) sealed the columns of its time with its own frozen copy of this list, as a
 migration must.
 """
 
@@ -14,8 +14,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from evalgate.errors import RefusedByPolicy
-from evalgate.sealing import Sealer, open_or_mark, open_rows, sealer, sealer_for
+from evalgate.core.errors import RefusedByPolicy
+from evalgate.keys.sealing import Sealer, open_or_mark, open_rows, sealer, sealer_for
 from evalgate.store.db import Connection, now
 
 SEALED_COLUMNS: dict[str, tuple[str, ...]] = {

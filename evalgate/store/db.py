@@ -16,7 +16,7 @@ of policy, gates and runs views use it (``tests/conftest.py``); it is lost when 
 DuckDB instance and every migration (60-100 ms); ``copy()`` of a migrated one costs about 10 ms, which is how
 the tests' ``memory_store`` fixture makes one per test.
 
-Schema changes are numbered migrations in ``evalgate/migrations.py``, recorded in ``schema_migrations``; opening a
+Schema changes are numbered migrations in ``evalgate/store/migrations.py``, recorded in ``schema_migrations``; opening a
 database applies the ones it has not seen. This module and ``instance`` are the store's only ones that import
 DuckDB.
 """
@@ -36,10 +36,10 @@ from typing import Any
 import duckdb
 from filelock import FileLock
 
-from evalgate.environment import active
-from evalgate.errors import BadInput
-from evalgate.migrations import COMPACT_TABLE, MIGRATIONS
+from evalgate.core.environment import active
+from evalgate.core.errors import BadInput
 from evalgate.store import instance
+from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS
 
 Connection = duckdb.DuckDBPyConnection
 """The connection type the repositories execute SQL on (``Database.transaction`` yields one)."""
@@ -55,13 +55,13 @@ _OPENED: set[tuple[str, int, int, int]] = set()
 
 
 def home() -> Path:
-    """The active home (``evalgate.environment``: the workspace's, else ``$EVALGATE_HOME``, default
+    """The active home (``evalgate.core.environment``: the workspace's, else ``$EVALGATE_HOME``, default
     ``./.evalgate``)."""
     return active().home
 
 
 def now() -> datetime:
-    """The active clock's time (``evalgate.environment``; default the system clock, UTC)."""
+    """The active clock's time (``evalgate.core.environment``; default the system clock, UTC)."""
     return active().clock()
 
 
@@ -108,7 +108,7 @@ class Database:
     Args:
         path: the database file, or ``":memory:"``; a file's directory is created.
         migrations: the ``(version, name, function)`` migrations to apply (default all of
-            ``evalgate.migrations.MIGRATIONS``; the migration tests give a prefix to build an old store).
+            ``evalgate.store.migrations.MIGRATIONS``; the migration tests give a prefix to build an old store).
         connection: for ``":memory:"`` only, the connection to hold instead of a new database's (``copy`` gives
             one whose current database is the copy); the migrations it has not seen are applied to it.
 

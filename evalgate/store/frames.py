@@ -1,5 +1,5 @@
 """Query results as Arrow tables, pandas or polars frames, converted by DuckDB itself (``relation.to_arrow_table()``
-/ ``.df()`` / ``.pl()``): the SQL of ``evalgate.frames``, which checks the extras and logs the reads."""
+/ ``.df()`` / ``.pl()``): the SQL of ``evalgate.views.frames``, which checks the extras and logs the reads."""
 
 from __future__ import annotations
 

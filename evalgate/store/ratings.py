@@ -1,8 +1,9 @@
 """Human-audit scores and blind rating in the browser: raters, batches, one-time form tokens, ratings
 (``human_scores``, ``raters``, ``rater_sessions``, ``audit_batches``, ``audit_batch_items``, ``audit_rater_seeds``,
-``audit_ratings``, ``audit_rating_events``, ``form_tokens``; ``evalgate.rating`` and ``evalgate.web`` use them).
+``audit_ratings``, ``audit_rating_events``, ``form_tokens``; ``evalgate.human.rating`` and ``evalgate.human.web``
+use them).
 
-The policy lives in ``evalgate.rating`` (how long a form token is valid, ``rating.FORM_TOKEN_TTL``, is given to
+The policy lives in ``evalgate.human.rating`` (how long a form token is valid, ``rating.FORM_TOKEN_TTL``, is given to
 the calls that need it); raters' notes are sealed (``evalgate.store.codec``).
 """
 
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
-from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.store.codec import note_codec, open_read
 from evalgate.store.db import Repository, insert_values, now, records
 

@@ -8,8 +8,8 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.sealing import is_sealed
+from evalgate.core.errors import BadInput, RefusedByPolicy
+from evalgate.keys.sealing import is_sealed
 from evalgate.store.codec import open_errors, open_read, run_codec
 from evalgate.store.db import Repository, insert_values, matching, now, records
 
@@ -24,7 +24,7 @@ def json_values(row: dict[str, Any]) -> list[Any]:
 
 
 class ProtocolRepo(Repository):
-    """Every frozen ``name@version -> sha256`` (``evalgate.protocols_ops``)."""
+    """Every frozen ``name@version -> sha256`` (``evalgate.protocol.freeze``)."""
 
     def protocol_hash(self, name: str, version: str) -> str | None:
         """The hash frozen under ``name@version``, or None."""
@@ -145,7 +145,7 @@ class RunRepo(Repository):
 
         A run on the private tier (``run_tiers``: its row or the access log says so) is refused: its per-item
         outputs are never shown (issue 27; the gate reads only ``sample_scores``). Readers of other tiers check and
-        log the read first (``evalgate.samples``, the rating pages, ``export-audit``).
+        log the read first (``evalgate.views.samples``, the rating pages, ``export-audit``).
 
         Raises:
             RefusedByPolicy: a private-tier run; the run's outputs are sealed and the private key is missing or

@@ -2,7 +2,8 @@
 
 A sweep finds checkpoints (``discover``), plans one unit per (checkpoint, split) and skips those already complete
 in the store (``units``), and runs the rest: in this process one after another (``local``), or with ``ray`` as
-Ray actors (``ray_cluster``, imported only then). Each unit is an ordinary run (``evalgate.run``'s stages), so its
+Ray actors (``ray_cluster``, imported only then). Each unit is an ordinary run (``evalgate.runner.evaluate``'s
+stages), so its
 record, samples, generation cache rows and access-log read are those of ``evalgate run``.
 """
 
@@ -13,9 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import BadInput
-from evalgate.progress import progress_bars
-from evalgate.protocol import load_protocol, verify
+from evalgate.core.errors import BadInput
+from evalgate.core.progress import progress_bars
+from evalgate.protocol.spec import load_protocol, verify
 from evalgate.runner.plan import RunOptions
 from evalgate.splits.guard import SplitManager
 from evalgate.store import Store
@@ -162,7 +163,7 @@ def evaluate_missing(policy_path: str | Path, checkpoints: str, actor: str | Non
         EvalgateError: some units failed (the message names them; exit code the highest of theirs), so the gate
             does not decide on an incomplete set of candidates.
     """
-    from evalgate.errors import EvalgateError
+    from evalgate.core.errors import EvalgateError
     from evalgate.gate.policy import load_policy
 
     policy = load_policy(policy_path)

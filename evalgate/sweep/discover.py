@@ -9,7 +9,7 @@ from pathlib import Path
 from evalgate.checkpoints.identity import short_digest
 from evalgate.checkpoints.layout import is_checkpoint, not_hf_checkpoint
 from evalgate.checkpoints.resolve import Checkpoint, resolve_checkpoint
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 
 
 def discover_checkpoints(pattern: str, recorded: Callable[[str], str | None] | None = None

@@ -8,7 +8,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from evalgate.backends.base import Backend, get_backend
-from evalgate.run import marking_stops
+from evalgate.runner.evaluate import marking_stops
 from evalgate.runner.generate import generate_missing
 from evalgate.runner.plan import RunOptions, RunPlan
 from evalgate.runner.record import start

@@ -23,15 +23,15 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.backends.base import BackendOptions, GenerationRequest, GenerationResult, backend_entry, get_backend
-from evalgate.errors import BadInput, EngineError, MissingExtra
-from evalgate.run import marking_stops
+from evalgate.core.errors import BadInput, EngineError, MissingExtra
+from evalgate.core.version import install_hint
+from evalgate.runner.evaluate import marking_stops
 from evalgate.runner.generate import generate_missing
 from evalgate.runner.plan import RunOptions, RunPlan
 from evalgate.runner.record import start
 from evalgate.store import Store
 from evalgate.sweep.steps import Observed, OnStored, fail, finish_unit, prepare_unit
 from evalgate.sweep.units import Board, Unit
-from evalgate.version import install_hint
 
 
 def connect(address: str) -> Any:

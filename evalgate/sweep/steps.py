@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.backends.base import Backend, BackendOptions, GenerationRequest, GenerationResult
-from evalgate.errors import EvalgateError
-from evalgate.run import finish
+from evalgate.core.errors import EvalgateError
+from evalgate.runner.evaluate import finish
 from evalgate.runner.generate import Generated
 from evalgate.runner.plan import RunOptions, RunPlan, prepare
 from evalgate.store import Store

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from evalgate.backends.base import check_backend
 from evalgate.checkpoints.resolve import Checkpoint
-from evalgate.protocol import LoadedProtocol
+from evalgate.protocol.spec import LoadedProtocol
 from evalgate.runner.plan import RunOptions
 from evalgate.runner.settings import generation_settings, settings_sha256
 from evalgate.splits.guard import SplitManager
@@ -114,7 +114,7 @@ class Board:
     _bar: Any = None
 
     def __post_init__(self) -> None:
-        from evalgate.progress import bar
+        from evalgate.core.progress import bar
 
         todo = sum(u.status == "pending" for u in self.units)
         self._bar = bar(todo, "sweep", "unit", self.enabled, leave=True)

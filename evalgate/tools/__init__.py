@@ -5,17 +5,17 @@ names the permission a call would break (``network``, ``fs_scope``, ``fs_write``
 and a ``run`` that executes an allowed call. A tool's own failure (a traceback, a missing file, a bad expression)
 is a ``ToolOutput`` with ``ok=False`` that the model sees, never an exception.
 
-Built in: ``python`` (the code sandbox, ``evalgate.sandbox``), ``calculator`` (simpleeval, never ``eval``),
+Built in: ``python`` (the code sandbox, ``evalgate.core.sandbox``), ``calculator`` (simpleeval, never ``eval``),
 ``read_file`` and ``write_file`` (inside the task directory only; writing needs ``tools.fs_write``), ``http_get``
 (refused unless ``tools.network``), each a ``Tool`` in ``tools/builtin.py`` registered in ``TOOLS`` (the one
-``evalgate.registry.Registry`` mechanism). A task adds its own by an entry point in the group ``evalgate.tools``
+``evalgate.core.registry.Registry`` mechanism). A task adds its own by an entry point in the group ``evalgate.tools``
 whose object is a ``Tool``; ``tools.offered[].implementation`` names it.
 """
 
 from __future__ import annotations
 
-from evalgate.errors import BadInput
-from evalgate.registry import Registry
+from evalgate.core.errors import BadInput
+from evalgate.core.registry import Registry
 from evalgate.tools.base import Tool, ToolContext, ToolOutput, inside
 
 __all__ = ["ENTRY_POINT_GROUP", "TOOLS", "Tool", "ToolContext", "ToolOutput", "get_tool", "inside", "known_tools"]

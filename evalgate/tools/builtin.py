@@ -17,7 +17,7 @@ def _cut(text: str) -> str:
 
 
 def _python(args: dict[str, Any], ctx: ToolContext) -> ToolOutput:
-    from evalgate.sandbox import run_code
+    from evalgate.core.sandbox import run_code
 
     # The sandbox keeps stderr only; printing to it shows the model its program's output and errors, in order.
     program = "import sys\nsys.stdout = sys.stderr\n" + args["code"]

@@ -21,8 +21,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evalgate import accesslog
-from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.access import log as accesslog
+from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.trackers.base import EvalPoint, GateSummary, RunKey, Tracker, TrackerConfig, finite_metrics
 
 EXPORT_PURPOSE = "export-tracker"

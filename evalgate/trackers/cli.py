@@ -10,8 +10,8 @@ from typing import Any
 
 import click
 
-from evalgate.errors import BadInput
-from evalgate.fileio import unwritable
+from evalgate.core.errors import BadInput
+from evalgate.core.fileio import unwritable
 from evalgate.trackers import TRACKERS, Tracker, TrackerConfig, open_trackers
 
 

@@ -16,9 +16,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import MissingExtra
+from evalgate.core.errors import MissingExtra
+from evalgate.core.version import install_hint
 from evalgate.trackers.base import EvalPoint, GateSummary, RunKey, TrackerConfig
-from evalgate.version import install_hint
 
 
 def _client(uri: str) -> Any:

@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import MissingExtra
+from evalgate.core.errors import MissingExtra
+from evalgate.core.version import install_hint
 from evalgate.trackers.base import EvalPoint, GateSummary, RunKey, TrackerConfig, safe_name
-from evalgate.version import install_hint
 
 
 def _modules() -> tuple[Any, Any, Any, Any]:

@@ -15,9 +15,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import MissingExtra
+from evalgate.core.errors import MissingExtra
+from evalgate.core.version import install_hint
 from evalgate.trackers.base import EvalPoint, GateSummary, RunKey, TrackerConfig
-from evalgate.version import install_hint
 
 STEP_METRIC = "train/global_step"
 """The step key HF's ``WandbCallback`` logs and defines as every metric's step (transformers' integration)."""

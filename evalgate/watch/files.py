@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from evalgate.fileio import atomic_write
+from evalgate.core.fileio import atomic_write
 
 QUEUE_FILE = "evalgate-queue.jsonl"
 """``RUN_DIR/evalgate-queue.jsonl``: one ``{"step": N}`` line per checkpoint the callback saw saved, then

@@ -34,14 +34,14 @@ from typing import Any
 from filelock import FileLock, Timeout
 
 from evalgate.checkpoints.resolve import resolve_checkpoint
+from evalgate.core.errors import EvalgateError, RefusedByPolicy
+from evalgate.core.fileio import atomic_write
+from evalgate.core.formatting import num, pm
 from evalgate.diagnostics.diagnose import diagnose, seed_from_path
 from evalgate.diagnostics.guards import Guards, trips
 from evalgate.diagnostics.log import TrainLog, find_train_log, read_jsonl
-from evalgate.errors import EvalgateError, RefusedByPolicy
-from evalgate.fileio import atomic_write
-from evalgate.formatting import num, pm
-from evalgate.protocol import load_protocol, verify
-from evalgate.run import RunOptions, evaluate
+from evalgate.protocol.spec import load_protocol, verify
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
 from evalgate.store import Store, home

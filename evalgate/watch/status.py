@@ -7,8 +7,8 @@ from typing import Any
 
 from markupsafe import Markup
 
+from evalgate.core.html import render, svg
 from evalgate.diagnostics.diagnose import Diagnosis, summary
-from evalgate.html import render, svg
 
 
 def metric_svg(series: list[tuple[str, list[tuple[int, float]]]], metric: str) -> str:

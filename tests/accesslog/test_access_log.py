@@ -13,12 +13,12 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
-from evalgate.accesslog import row_hash as access_row_hash
-from evalgate.audit import audit_summary
+from evalgate.access.log import row_hash as access_row_hash
 from evalgate.cli import main
-from evalgate.errors import RefusedByPolicy
+from evalgate.core.errors import RefusedByPolicy
 from evalgate.splits import Policy, SplitManager, write_split
 from evalgate.store import Store
+from evalgate.views.audit import audit_summary
 from tests.conftest import REPO
 
 ITEMS = [{"id": f"q{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
@@ -97,7 +97,7 @@ def test_reading_into_a_broken_log_warns_once_and_is_still_logged(five_rows: Pat
 
 def test_append_sees_deleted_old_rows_but_old_edits_only_after_a_full_verify(
         five_rows: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalgate import accesslog
+    from evalgate.access import log as accesslog
 
     mgr = SplitManager(Store())
     sql(five_rows, "UPDATE access_log SET actor='mallory' WHERE seq=2")
@@ -177,7 +177,7 @@ def test_deleted_final_rows_are_caught_against_a_recorded_head(home: Path) -> No
 READER = """
 import os, sys, time
 from pathlib import Path
-from evalgate.errors import RefusedByPolicy
+from evalgate.core.errors import RefusedByPolicy
 from evalgate.splits import SplitManager
 from evalgate.store import Store
 barrier, me = Path(sys.argv[1]), sys.argv[2]
@@ -267,9 +267,9 @@ def test_audit_reports_reads_by_split_actor_purpose_day_budget_and_refusals(home
 
 def test_a_store_from_before_migration_6_is_checked_in_full_once_then_incrementally(
         home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalgate import accesslog
-    from evalgate.migrations import MIGRATIONS
+    from evalgate.access import log as accesslog
     from evalgate.store import Database
+    from evalgate.store.migrations import MIGRATIONS
 
     write_split("s", "dev", ITEMS, {"source": "test"})
     old_schema = [x for x in MIGRATIONS if x[0] < 6]  # a store as it was before migration 6: no verified head
@@ -294,7 +294,7 @@ def test_a_store_from_before_migration_6_is_checked_in_full_once_then_incrementa
 def _chained(store: Store, actor: str) -> dict:
     from datetime import UTC, datetime
 
-    from evalgate import accesslog
+    from evalgate.access import log as accesslog
 
     last = store.access_log_last()
     seq, prev = (last.seq + 1, last.row_hash) if last else (1, accesslog.GENESIS_HASH)

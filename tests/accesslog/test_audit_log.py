@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from evalgate.cli import main
-from evalgate.errors import RefusedByPolicy
+from evalgate.core.errors import RefusedByPolicy
 from evalgate.splits import SplitManager, write_split
 from evalgate.store import Store
 

@@ -16,10 +16,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-import evalgate.report as report_mod
-from evalgate.accesslog import GENESIS_HASH, row_hash
+import evalgate.gate.report.outputs as report_mod
+from evalgate.access.log import GENESIS_HASH, row_hash
 from evalgate.cli import main
-from evalgate.errors import RefusedByPolicy
+from evalgate.core.errors import RefusedByPolicy
 from evalgate.gate import load_policy, run_gate
 from evalgate.splits import SplitManager, write_split
 from evalgate.store import Store

@@ -12,9 +12,9 @@ from click.testing import CliRunner
 
 from evalgate.agent.checks import check_agentic_setup, template_reads_tools
 from evalgate.checkpoints.resolve import Checkpoint
-from evalgate.errors import BadInput
-from evalgate.protocols_ops import freeze
-from evalgate.run import RunOptions, evaluate
+from evalgate.core.errors import BadInput
+from evalgate.protocol.freeze import freeze
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import Policy, SplitManager, load_manifest, write_split
 from evalgate.store import Store
 
@@ -98,7 +98,7 @@ def test_native_format_with_a_template_that_drops_tools_is_refused_before_the_re
 
 
 def test_a_template_that_renders_tools_and_the_openai_format_on_replay_pass_the_check(tmp_path: Path) -> None:
-    from evalgate.protocol import load_protocol
+    from evalgate.protocol.spec import load_protocol
 
     check_agentic_setup(load_protocol(_protocol(tmp_path, "hermes", str(TOOLS_TEMPLATE))), "hf", tmp_path)
     check_agentic_setup(load_protocol(_protocol(tmp_path, "openai")), "replay", tmp_path)
@@ -133,7 +133,7 @@ def test_native_format_with_smollm2s_own_template_is_refused(tmp_path: Path, smo
 def test_parity_refuses_an_agentic_protocol_before_the_read(tmp_path: Path) -> None:
     """parity generates single-turn; before the fix it read the split (logged, counted) and compared first turns
     without running a tool."""
-    from evalgate.parity import parity
+    from evalgate.runner.parity import parity
 
     proto = _protocol(tmp_path, "hermes")
     replay = tmp_path / "r.jsonl"

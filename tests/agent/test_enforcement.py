@@ -16,10 +16,10 @@ import yaml
 
 from evalgate.backends.replay import ReplayBackend
 from evalgate.checkpoints.resolve import Checkpoint
-from evalgate.errors import EngineError
-from evalgate.fileio import iter_jsonl
-from evalgate.protocols_ops import freeze
-from evalgate.run import RunOptions, evaluate
+from evalgate.core.errors import EngineError
+from evalgate.core.fileio import iter_jsonl
+from evalgate.protocol.freeze import freeze
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO
@@ -364,7 +364,7 @@ def test_a_failed_turn_write_fails_the_run_instead_of_hanging(tmp_path: Path,
                                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """A write of turns that fails in the writer thread (here the store refuses it) stops the run with that
     error at the next step or at the end, and the run is marked failed."""
-    from evalgate.errors import RefusedByPolicy
+    from evalgate.core.errors import RefusedByPolicy
 
     def refuse(self: Store, *args: Any) -> None:
         raise RefusedByPolicy("store refused the turns (test)")
@@ -406,7 +406,7 @@ def test_a_writable_task_directory_is_each_samples_own_copy(tmp_path: Path) -> N
     proto = _protocol(tmp_path, {"offered": [{"name": "read_file"}, {"name": "write_file"}],
                                  "allowed": ["read_file", "write_file"], "max_calls": 4, "task_dir": "task",
                                  "fs_write": True})
-    from evalgate.protocol import load_protocol
+    from evalgate.protocol.spec import load_protocol
 
     sha_before = load_protocol(proto).sha256
     items = [{"id": "a", "prompt": "write the answer down", "answer": "42"},
@@ -461,8 +461,8 @@ def test_strict_isolation_holds_for_the_python_tool_too(tmp_path: Path, monkeypa
     lacks layers (without bubblewrap it does not stop reading, docs/SANDBOX.md: the private key file included). The
     run is now refused (exit 2) before the split is read or the model asked, as humaneval's is. The missing layer is
     simulated (glue: the sandbox's own detection is tested in tests/test_sandbox.py)."""
-    import evalgate.sandbox as sandbox
-    from evalgate.errors import RefusedByPolicy
+    import evalgate.core.sandbox as sandbox
+    from evalgate.core.errors import RefusedByPolicy
 
     monkeypatch.setattr(sandbox, "missing_layers", lambda network=False: ["minfs"])
     doc = {"name": "py-strict", "version": "1", "prompt": {"chat_template": "none", "template": "{{ prompt }}"},

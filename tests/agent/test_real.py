@@ -13,8 +13,8 @@ import yaml
 from evalgate.agent.loop import turn_seed
 from evalgate.checkpoints.resolve import resolve_checkpoint
 from evalgate.datasets import import_dataset
-from evalgate.protocols_ops import freeze
-from evalgate.run import RunOptions, evaluate
+from evalgate.protocol.freeze import freeze
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import load_manifest, read_items, write_split
 from evalgate.store import Store
 from tests.conftest import REPO, SHARED_DATA

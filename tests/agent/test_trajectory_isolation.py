@@ -37,7 +37,7 @@ def _run(store: Store, split: str) -> str:
 
 
 def test_the_release_report_shows_no_private_turn_of_a_shared_item_id(tmp_path: Path) -> None:
-    from evalgate.report import write_reports
+    from evalgate.gate.report.outputs import write_reports
 
     v, store = _gate(tmp_path.resolve())
     shown = [s for rows in v.samples.values() for s in rows]

@@ -152,8 +152,8 @@ def test_humaneval_smoke_prompt_does_not_stop_on_its_own_newline(smollm2_dir: Pa
     """The issue's case on the real model: HumanEval/3 under the smoke protocol's prompt (ending in a newline),
     greedy: SmolLM2 writes "```" first and then goes on; hf used to store "```" with finish 'stop'."""
     from evalgate.backends.hf import HFBackend
-    from evalgate.prompts import render_prompt
-    from evalgate.protocol import load_protocol
+    from evalgate.protocol.prompts import render_prompt
+    from evalgate.protocol.spec import load_protocol
     from tests.conftest import REPO
 
     rec = next(r for r in humaneval_records if r["task_id"] == "HumanEval/3")
@@ -190,7 +190,7 @@ def test_a_checkpoint_with_a_nan_weight_is_refused_before_generation(smollm2_dir
     from click.testing import CliRunner
 
     from evalgate.cli import main
-    from evalgate.protocols_ops import freeze
+    from evalgate.protocol.freeze import freeze
     from evalgate.splits import write_split
     from evalgate.store import Store
 
@@ -214,7 +214,7 @@ def test_the_file_check_for_engines_that_load_weights_themselves(smollm2_dir: Pa
     """The vllm backend's check (``check_finite_weights``, before its engine starts) on the same kind of damage:
     infinity in a norm weight; the clean checkpoint passes."""
     from evalgate.checkpoints.model import check_finite_weights
-    from evalgate.errors import BadInput
+    from evalgate.core.errors import BadInput
 
     check_finite_weights(smollm2_dir)
     ckpt = _broken_copy(smollm2_dir, tmp_path / "inf-ckpt", "model.layers.0.input_layernorm.weight", float("inf"))

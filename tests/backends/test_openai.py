@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from evalgate.backends.base import EffectiveParams, GenerationRequest, OpenAIOptions, generation_settings
 from evalgate.backends.openai import PROMPT_MODES, OpenAIBackend, boundary_stops, request_body
-from evalgate.errors import BadInput, EngineError
+from evalgate.core.errors import BadInput, EngineError
 from tests.conftest import REPO
 
 GREEDY = EffectiveParams(temperature=0.0, top_p=1.0, top_k=0, max_tokens=12, stop=("\n```",), repetition_penalty=1.0)
@@ -240,8 +240,8 @@ def test_stop_parity_with_hf_on_a_prompt_ending_in_a_newline(tserve: str, smollm
     hf and transformers serve (which matches stops over the prompt too, so the stop is held back and cut here)
     give the same text, and neither stores "```" alone nor the stop."""
     from evalgate.backends.hf import HFBackend
-    from evalgate.prompts import render_prompt
-    from evalgate.protocol import load_protocol
+    from evalgate.protocol.prompts import render_prompt
+    from evalgate.protocol.spec import load_protocol
 
     rec = next(r for r in humaneval_records if r["task_id"] == "HumanEval/3")
     hf = HFBackend(str(smollm2_dir))
@@ -280,8 +280,8 @@ def test_gsm8k_python_tool_through_transformers_serve_calls_the_tool_and_sees_it
     """
     from evalgate.agent.loop import turn_seed
     from evalgate.datasets import import_dataset
-    from evalgate.protocols_ops import freeze
-    from evalgate.run import RunOptions, evaluate
+    from evalgate.protocol.freeze import freeze
+    from evalgate.runner.evaluate import RunOptions, evaluate
     from evalgate.splits import load_manifest, read_items, write_split
     from evalgate.store import Store
     from tests.conftest import SHARED_DATA

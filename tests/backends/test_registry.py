@@ -23,7 +23,7 @@ from evalgate.backends.base import (
     parse_backend_options,
     with_flags,
 )
-from evalgate.errors import BadInput, MissingExtra
+from evalgate.core.errors import BadInput, MissingExtra
 
 
 def test_registry_names_the_engines_and_the_replay_backend() -> None:

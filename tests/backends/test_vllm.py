@@ -15,7 +15,7 @@ from types import SimpleNamespace
 import pytest
 
 from evalgate.backends.base import EffectiveParams, VLLMOptions, check_backend
-from evalgate.errors import BadInput, EngineError
+from evalgate.core.errors import BadInput, EngineError
 
 vllm = pytest.importorskip("vllm", reason="vLLM is not importable in this environment (optional extra; make test "
                                           "runs this file in .venv-vllm, which make setup installs)")
@@ -104,7 +104,7 @@ def test_completion_from_real_output_classes() -> None:
 
 def test_prompts_go_in_as_tokens_with_one_bos(smollm2_dir: Path) -> None:
     from evalgate.checkpoints.model import load_tokenizer
-    from evalgate.prompts import PromptEncoder
+    from evalgate.protocol.prompts import PromptEncoder
 
     tok = load_tokenizer(smollm2_dir)
     text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)

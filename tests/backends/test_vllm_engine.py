@@ -60,7 +60,7 @@ def _close_engine() -> Iterator[None]:
 
 
 def _protocol(home: Path, base: str, name: str, sampling: dict, tools: dict | None = None, **extra: object) -> Path:
-    from evalgate.protocols_ops import freeze
+    from evalgate.protocol.freeze import freeze
 
     proto = yaml.safe_load((REPO / "protocols" / base).read_text())
     proto.update(name=name, version="1", **extra)
@@ -264,7 +264,7 @@ def test_openai_backend_reports_a_server_that_died(vserve: str, smollm2_dir: Pat
     """Runs after the server's other tests (file order): the server is killed, as a crash would end it."""
     from evalgate.backends.base import EffectiveParams, GenerationRequest, OpenAIOptions
     from evalgate.backends.openai import OpenAIBackend
-    from evalgate.errors import EngineError
+    from evalgate.core.errors import EngineError
 
     _signal_group(SERVER["proc"], signal.SIGKILL)  # the server and its engine processes, at once
     SERVER["proc"].wait(timeout=60)
@@ -277,7 +277,7 @@ def test_openai_backend_reports_a_server_that_died(vserve: str, smollm2_dir: Pat
 def test_openai_backend_reports_a_refused_server(smollm2_dir: Path) -> None:
     from evalgate.backends.base import EffectiveParams, GenerationRequest, OpenAIOptions
     from evalgate.backends.openai import OpenAIBackend
-    from evalgate.errors import EngineError
+    from evalgate.core.errors import EngineError
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -214,8 +214,8 @@ def _replay_run(tmp_path: Path) -> tuple[Path, Any]:
     """A frozen protocol, a one-item split and replay RunOptions (no model runs)."""
     import yaml
 
-    from evalgate.protocols_ops import freeze
-    from evalgate.run import RunOptions
+    from evalgate.protocol.freeze import freeze
+    from evalgate.runner.evaluate import RunOptions
     from evalgate.splits import write_split
 
     proto = tmp_path / "legacy.yaml"
@@ -236,9 +236,9 @@ def test_a_store_of_sha256_runs_stays_a_cache_hit_and_sweep_skips_it(tmp_path: P
     another machine): the rerun keeps that identity, generates nothing and a sweep skips the unit. Changed
     weights make a new, blake3, identity that the run records with its algorithm."""
     from evalgate.checkpoints.resolve import Checkpoint
-    from evalgate.errors import BadInput
-    from evalgate.run import evaluate
+    from evalgate.core.errors import BadInput
     from evalgate.runner import prompts
+    from evalgate.runner.evaluate import evaluate
     from evalgate.store import Store
     from evalgate.sweep import SweepOptions, sweep
 
@@ -296,8 +296,8 @@ def test_a_gate_baseline_known_by_sha256_keeps_that_identity(tmp_path: Path, mon
 
 
 def test_runs_are_found_by_a_digest_prefix_with_or_without_the_algorithm(tmp_path: Path) -> None:
-    from evalgate.runs_view import select_runs
     from evalgate.store import Store
+    from evalgate.views.runs import select_runs
     from tests import gate_fixtures as fx
 
     store = Store()
@@ -349,7 +349,7 @@ def test_a_damaged_config_is_named_not_taken_for_missing_tokenizer_files(tmp_pat
     # fresh-user finding: 'evalgate run' said "no loadable tokenizer (... config file ... is not a valid JSON
     # file); a checkpoint directory needs its tokenizer files"
     from evalgate.checkpoints.resolve import resolve_checkpoint
-    from evalgate.errors import BadInput
+    from evalgate.core.errors import BadInput
 
     _model(tmp_path / "ckpt")
     (tmp_path / "ckpt" / "config.json").write_text(text)

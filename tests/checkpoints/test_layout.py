@@ -12,7 +12,7 @@ import pytest
 
 from evalgate.checkpoints.identity import identity_files
 from evalgate.checkpoints.layout import checkpoint_step, incomplete, is_checkpoint, is_complete, is_hf_checkpoint
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 
 
 def _dir(root: Path, name: str, files: dict[str, str]) -> Path:

@@ -76,9 +76,9 @@ def test_resolve_records_where_each_value_came_from(tmp_path: Path, smollm2_dir:
 
 
 def test_provenance_is_stored_with_the_run(tmp_path: Path) -> None:
-    from evalgate.migrations import MIGRATIONS
     from evalgate.runner.record import CheckpointRef, ProtocolRef, RunRecord, SplitRef
     from evalgate.store import Database, Store
+    from evalgate.store.migrations import MIGRATIONS
 
     prov = {"train_run": "flag", "train_seed": "folder name 'seed-1'", "step": "folder name 'checkpoint-9'"}
     rec = RunRecord(run_id="r2", status="running", protocol=ProtocolRef(name="p", version="1", sha256="h"),
@@ -118,8 +118,8 @@ def test_a_step_folder_and_trainer_state_that_disagree_are_said_and_the_folder_w
 def test_the_run_warns_and_records_the_disagreement(tmp_path: Path, smollm2_dir: Path) -> None:
     import yaml
 
-    from evalgate.protocols_ops import freeze
-    from evalgate.run import RunOptions
+    from evalgate.protocol.freeze import freeze
+    from evalgate.runner.evaluate import RunOptions
     from evalgate.runner.plan import prepare
     from evalgate.splits import write_split
 

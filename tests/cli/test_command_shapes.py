@@ -18,7 +18,7 @@ import pytest
 import yaml
 from click.testing import CliRunner, Result
 
-import evalgate.report as report_mod
+import evalgate.gate.report.outputs as report_mod
 from evalgate.cli import main
 from evalgate.gate import run_gate
 from tests import gate_fixtures as fx
@@ -52,8 +52,8 @@ def replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     import numpy as np
     from safetensors.numpy import save_file
 
-    from evalgate.errors import BadInput
-    from evalgate.protocols_ops import freeze
+    from evalgate.core.errors import BadInput
+    from evalgate.protocol.freeze import freeze
     from evalgate.runner import prompts
     from evalgate.splits import write_split
 

@@ -17,7 +17,7 @@ import pytest
 import yaml
 
 from evalgate.gate.policy import load_policy
-from evalgate.protocol import load_protocol
+from evalgate.protocol.spec import load_protocol
 from tests.conftest import REPO, SHARED_DATA
 
 pytestmark = pytest.mark.integration  # the CLI in subprocesses, a second or so each
@@ -263,7 +263,7 @@ def test_a_failed_rename_leaves_nothing_and_restores_a_replaced_file(tmp_path: P
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """The move into place fails half-way (a full disk, say): the files moved in are removed, the one --force set
     aside is back, and no staging folder is left."""
-    from evalgate import scaffold
+    from evalgate.scaffold import starter as scaffold
 
     repo = tmp_path / "repo"
     mine = repo / "gates" / "humaneval.yaml"
@@ -285,12 +285,13 @@ def test_a_failed_rename_leaves_nothing_and_restores_a_replaced_file(tmp_path: P
 
 
 def test_every_registered_benchmark_has_a_starter() -> None:
-    from evalgate import datasets, scaffold
+    from evalgate import datasets
     from evalgate.datasets.preference import PREFERENCE_DATASETS  # reward-model data: init scaffolds no RM gate
+    from evalgate.scaffold import starter as scaffold
 
     assert set(scaffold.BENCHMARKS) == {*datasets.known(), "custom"} - set(PREFERENCE_DATASETS)
     for name in scaffold.BENCHMARKS:
-        assert (REPO / "evalgate" / "templates" / "init" / f"protocol-{name}.yaml.j2").is_file()
+        assert (REPO / "evalgate" / "scaffold" / "templates" / f"protocol-{name}.yaml.j2").is_file()
 
 
 @pytest.mark.slow
@@ -299,7 +300,7 @@ def test_the_workflow_init_writes_runs_its_steps_on_a_temporary_store(home: Path
     """The workflow ``init`` writes, run step by step by tests/test_ci_recipe.py's harness (``pip`` and ``gh``
     recorded, ``evalgate`` this checkout) on a repository init made from 14 addition items, with one real SmolLM2
     checkpoint: every step succeeds and the gate reaches a verdict."""
-    from evalgate.demo_train import addition_items
+    from evalgate.demo.train import addition_items
     from evalgate.splits import load_key
     from tests.gate.test_real import _variant
     from tests.test_ci_recipe import _log_key_pem, run_workflow, shims

@@ -11,9 +11,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from evalgate.audit import audit_summary
 from evalgate.cli import main
-from evalgate.contamination import (
+from evalgate.core.errors import BadInput, RefusedByPolicy
+from evalgate.datasets import import_dataset
+from evalgate.datasets.gsm8k import gsm8k_items
+from evalgate.splits import RELEASE_GATE, TIERS, Policy, SplitManager, partition, write_split
+from evalgate.splits.contamination import (
     DEFAULT_JACCARD,
     NgramTable,
     check_contamination,
@@ -21,11 +24,8 @@ from evalgate.contamination import (
     overlaps,
     tokens,
 )
-from evalgate.datasets import import_dataset
-from evalgate.datasets.gsm8k import gsm8k_items
-from evalgate.errors import BadInput, RefusedByPolicy
-from evalgate.splits import RELEASE_GATE, TIERS, Policy, SplitManager, partition, write_split
 from evalgate.store import Store
+from evalgate.views.audit import audit_summary
 from tests.conftest import REPO, SHARED_DATA
 
 pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from evalgate.audit import audit_summary
 from evalgate.cli import main
-from evalgate.contamination import check_contamination
-from evalgate.errors import RefusedByPolicy
+from evalgate.core.errors import RefusedByPolicy
 from evalgate.splits import SplitManager, write_split
+from evalgate.splits.contamination import check_contamination
 from evalgate.store import Store
+from evalgate.views.audit import audit_summary
 from tests.conftest import SHARED_DATA
 
 pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
@@ -106,7 +106,7 @@ def test_a_sealed_check_refuses_word_level_probes(tmp_path: Path, flags: list[st
 
 
 def _words(text: str) -> int:
-    from evalgate.contamination import tokens
+    from evalgate.splits.contamination import tokens
 
     return len(tokens(text))
 

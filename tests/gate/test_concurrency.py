@@ -16,12 +16,12 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from evalgate.audit import verify_chain
 from evalgate.cli import main
 from evalgate.gate import load_policy, run_gate
-from evalgate.run import RunOptions, evaluate
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import DEFAULT_POLICIES
 from evalgate.store import Store
+from evalgate.views.audit import verify_chain
 from tests.gate.test_real import REPO, _variant, tiny_addition
 
 
@@ -81,7 +81,7 @@ def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Pat
     assert {a: [r["outcome"] for r in rows] for a, rows in by_actor.items()} == {a: ["refused"] for a in by_actor}
     assert len(_counted(store.access_rows("cc-private"))) == 3
     text = outs[winners[0]][0].splitlines()
-    # the CLI writes numbers through evalgate.formatting: three decimals
+    # the CLI writes numbers through evalgate.core.formatting: three decimals
     assert f"    best: step 2 pass@1 {first.seeds[0].best.value:.3f}  {ck}" in text  # type: ignore[union-attr]
     if codes[winners[0]] != 0:
         assert text[-1].startswith("ship: none (gate FAIL: ")

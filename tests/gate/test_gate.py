@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.gate import GatePolicy, load_policy, run_gate
 from tests import gate_fixtures as fx
 
@@ -25,7 +25,7 @@ def _policy(tmp_path: Path, d: dict) -> GatePolicy:
 
 def _lock(path: Path) -> None:
     """Write the protocol's lock file without recording it in the store (the fixture store holds fx@1 already)."""
-    from evalgate.protocol import load_protocol, lock_document
+    from evalgate.protocol.spec import load_protocol, lock_document
 
     path.with_name(path.name + ".lock").write_text(json.dumps(lock_document(load_protocol(path))))
 
@@ -223,7 +223,7 @@ def test_policy_metric_and_protocol_checked_before_any_read(tmp_path: Path) -> N
 
 def test_report_of_a_gate_without_runs(tmp_path: Path) -> None:
     # Found by a fresh-user test: --report crashed (exit 3) when the policy matched no runs.
-    from evalgate.report import render_html
+    from evalgate.gate.report.outputs import render_html
 
     built = fx.build(tmp_path / "runs")
     d = fx.policy_dict(built["baseline"])

@@ -15,8 +15,8 @@ import yaml
 from click.testing import CliRunner
 
 from evalgate.cli import main
+from evalgate.core.errors import BadInput
 from evalgate.diagnostics.log import read_jsonl
-from evalgate.errors import BadInput
 from evalgate.gate import load_policy, rules, run_gate
 from evalgate.gate.guards import reward_hacking
 from evalgate.splits import write_split

@@ -15,7 +15,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-import evalgate.report as report_mod
+import evalgate.gate.report.outputs as report_mod
 from evalgate.cli import main
 from evalgate.gate import load_policy, run_gate
 from evalgate.gate.history import load_verdict
@@ -89,7 +89,7 @@ def test_a_reservation_is_all_or_nothing(tmp_path: Path, built: dict[str, Any]) 
     m = SplitManager(store).manifest("fx-private")
     for _ in range(2):  # 2 of 4 used: the gate needs 3 (baseline + 2 seeds), so it gets none
         SplitManager(store).log_read(m, "t", "release-gate", cached=True)
-    from evalgate.errors import RefusedByPolicy
+    from evalgate.core.errors import RefusedByPolicy
 
     with pytest.raises(RefusedByPolicy, match="needs 3 reads of private split fx-private .* only 2 of 4"):
         run_gate(load_policy(_policy_file(tmp_path, fx.policy_dict(built["baseline"], **PASSING))), store,
@@ -196,7 +196,7 @@ def test_a_gate_that_decides_nothing_still_writes_its_reports(tmp_path: Path, bu
     check(_policy_file(tmp_path, {**d, "rules": {"min_seedz": 2}}, "typo.yaml"), 2, "invalid", "min_seedz")
     proto = tmp_path / "fx.yaml"  # frozen, then edited: drift, exit 1 like a FAIL but reason drift
     proto.write_text("name: fx\nversion: '1'\nprompt: {template: '{{ question }}'}\nscorer: {name: exact}\n")
-    from evalgate.protocol import load_protocol, lock_document
+    from evalgate.protocol.spec import load_protocol, lock_document
 
     (tmp_path / "fx.yaml.lock").write_text(json.dumps(lock_document(load_protocol(proto))))
     proto.write_text(proto.read_text().replace("{{ question }}", "Q: {{ question }}"))

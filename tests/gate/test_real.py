@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
-from evalgate.demo_train import addition_items
-from evalgate.run import RunOptions, evaluate
+from evalgate.demo.train import addition_items
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
 from tests.conftest import REPO
 
@@ -36,7 +36,7 @@ def _variant(src: Path, dst: Path, k: int) -> Path:
 def tiny_addition(home: Path, prefix: str, policy: Any = None) -> Path:
     """Splits ``PREFIX-dev`` and ``PREFIX-private`` (2 two-digit additions each; the private one under ``policy``
     when given) and protocol ``PREFIX-add@1`` (protocols/addition.yaml cut to 3 tokens), frozen; its path."""
-    from evalgate.protocols_ops import freeze
+    from evalgate.protocol.freeze import freeze
 
     write_split(f"{prefix}-dev", "dev", addition_items("dev", 2), {"source": "test"})
     write_split(f"{prefix}-private", "private", addition_items("private", 2), {"source": "test"}, policy=policy)

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 from evalgate.gate import load_policy, run_gate
-from evalgate.report import markdown_summary, render_html
+from evalgate.gate.report.outputs import markdown_summary, render_html
 from evalgate.splits import write_split
 from tests import gate_fixtures as fx
 
@@ -95,7 +95,7 @@ def test_only_checkpoints_of_a_training_run_and_seed_are_candidates(tmp_path: Pa
 
 
 def test_malformed_yaml_gives_file_line_not_a_pyyaml_dump(tmp_path: Path) -> None:
-    from evalgate.protocol import load_protocol
+    from evalgate.protocol.spec import load_protocol
 
     p = tmp_path / "gate.yaml"
     p.write_text("name: g\nprotocol: p@1\nrules: {min_seeds: 2\nselection_split: s\n")

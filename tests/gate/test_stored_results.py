@@ -14,10 +14,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from evalgate.audit import verify_chain
 from evalgate.cli import main
-from evalgate.run import RunOptions, evaluate
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.store import Store
+from evalgate.views.audit import verify_chain
 from tests.gate.test_real import _variant, tiny_addition
 
 

@@ -12,12 +12,12 @@ import pytest
 import yaml
 
 from evalgate.checkpoints.resolve import Checkpoint
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 from evalgate.gate import GatePolicy, load_policy, run_gate
 from evalgate.gate.decide import rules
 from evalgate.gate.results import BaselineResult, CheckpointResult, DecisionRun, SeedResult
-from evalgate.protocols_ops import freeze
-from evalgate.run import RunOptions, evaluate
+from evalgate.protocol.freeze import freeze
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests import gate_fixtures as fx
@@ -94,7 +94,7 @@ def test_runs_without_tool_metrics_fail_as_not_checkable(tmp_path: Path) -> None
 
 
 def test_tool_rules_on_a_protocol_without_tools_are_refused_before_any_read(tmp_path: Path) -> None:
-    from evalgate.protocol import load_protocol, lock_document
+    from evalgate.protocol.spec import load_protocol, lock_document
 
     built = fx.build(tmp_path / "runs")
     proto = tmp_path / "fx.yaml"

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from evalgate.errors import RefusedByPolicy
+from evalgate.core.errors import RefusedByPolicy
 from evalgate.gate import load_policy, run_gate, select_checkpoints
 from evalgate.splits import load_manifest, write_split
 from evalgate.store import Store
@@ -94,7 +94,7 @@ def test_each_run_is_gated_with_its_own_log(tmp_path: Path) -> None:
 
 def test_cli_refuses_with_exit_2_naming_the_runs(tmp_path: Path) -> None:
     from evalgate.cli import main
-    from evalgate.protocol import load_protocol, lock_document
+    from evalgate.protocol.spec import load_protocol, lock_document
 
     store, _ = _build(tmp_path)
     proto = tmp_path / "proto.yaml"

@@ -8,7 +8,7 @@ import yaml
 from click.testing import CliRunner
 
 from evalgate.cli import main
-from evalgate.protocol_docs import DOC_PATH, SCORERS_DOC_PATH
+from evalgate.protocol.docs import DOC_PATH, SCORERS_DOC_PATH
 from tests.conftest import REPO
 
 
@@ -153,7 +153,7 @@ def test_committed_gate_reference_is_up_to_date_and_covers_every_policy_field() 
     """Issue 17: docs/GATE.md is generated from the gate policy models; a field added, renamed or re-documented
     there without regenerating the file fails here."""
     from evalgate.gate.policy import GatePolicy
-    from evalgate.protocol_docs import GATE_DOC_PATH, _sections
+    from evalgate.protocol.docs import GATE_DOC_PATH, _sections
 
     code, out = cli("protocol", "docs", "--gate")
     assert code == 0

@@ -7,9 +7,9 @@ import pytest
 import yaml
 from pydantic import BaseModel
 
-from evalgate.errors import BadInput, ProtocolDrift
-from evalgate.protocol import Protocol, load_protocol, verify
-from evalgate.protocols_ops import freeze
+from evalgate.core.errors import BadInput, ProtocolDrift
+from evalgate.protocol.freeze import freeze
+from evalgate.protocol.spec import Protocol, load_protocol, verify
 
 BASE = {
     "name": "t",
@@ -401,7 +401,7 @@ def test_a_lock_written_before_versions_is_read_and_migrated(tmp_path: Path,
 
 
 def test_a_lock_whose_versions_disagree_is_inconsistent(tmp_path: Path) -> None:
-    from evalgate.protocol import lock_problem
+    from evalgate.protocol.spec import lock_problem
 
     p = write(tmp_path, BASE)
     lock = freeze(p)

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from evalgate.gate import load_policy, run_gate
-from evalgate.report import junit_xml, write_all
+from evalgate.gate.report.outputs import junit_xml, write_all
 from tests import gate_fixtures as fx
 
 pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
@@ -122,7 +122,7 @@ def test_json_and_step_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) 
 
 
 def test_html_report_shows_the_judges_rates_and_per_item_table(tmp_path: Path) -> None:
-    from evalgate.report import write_reports
+    from evalgate.gate.report.outputs import write_reports
     from evalgate.rlhf.pairwise import PairJudgement, per_item_table, win_rate
 
     # a hand-made table: q1 tie/tie (0.5), q2 won in both orders (1), q3 position A both times (0.5, a flip),

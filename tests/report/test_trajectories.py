@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from evalgate.gate.history import stored_verdict
-from evalgate.report import render_html
+from evalgate.gate.report.outputs import render_html
 from tests.agent_gate_fixtures import build, call
 
 pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml
 
-from evalgate import rating
 from evalgate.gate import Verdict, load_policy, run_gate
+from evalgate.human import rating
 from evalgate.rlhf.calibration import calibration_rule
 from evalgate.splits import write_split
 from evalgate.store import Store
@@ -146,7 +146,7 @@ def test_a_judge_that_agrees_with_the_raters_may_decide(tmp_path: Path, built: d
 
 
 def test_the_release_report_shows_the_judges_agreement_with_people(tmp_path: Path, built: dict) -> None:
-    from evalgate.report import write_reports
+    from evalgate.gate.report.outputs import write_reports
 
     rated_audit_run(built["store"], "ha-judge", ("fx", "1"), JUDGE_AUTO, status="judged")
     v = gate_verdict(tmp_path, built, 0.9, scorer="judge", options=JUDGE)

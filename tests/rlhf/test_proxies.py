@@ -22,14 +22,14 @@ import yaml
 
 from evalgate.backends.base import BACKENDS, BackendEntry, HFOptions
 from evalgate.checkpoints.resolve import Checkpoint
-from evalgate.demo_rlhf import proxy_lines
-from evalgate.errors import BadInput, ProtocolDrift, RefusedByPolicy
+from evalgate.core.errors import BadInput, ProtocolDrift, RefusedByPolicy
+from evalgate.demo.rlhf import proxy_lines
 from evalgate.gate import load_policy, run_gate
-from evalgate.protocols_ops import freeze
-from evalgate.report import markdown_summary, render_html, report_stored, write_json
-from evalgate.run import RunOptions, evaluate
+from evalgate.gate.report.outputs import markdown_summary, render_html, report_stored, write_json
+from evalgate.protocol.freeze import freeze
+from evalgate.rlhf import judge_calls, reward
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.runner.grant import _reserve_release_reads
-from evalgate.scoring import judge_calls, reward
 from evalgate.splits import RELEASE_GATE, SplitManager, load_manifest, write_split
 from evalgate.store import Store
 from tests.scoring.test_judge_scorer import ChatTokenizer, ScriptedJudge
@@ -226,7 +226,7 @@ def test_the_markdown_table_shows_a_pointwise_judges_judged_count_and_mean_ratin
     """RLHF.md: per proxy and checkpoint the judged and unparseable counts and, pointwise, the mean rating; the
     Markdown table showed neither (only 'unparseable'), so a judge that judged none of 8 answers (all cut at
     max_tokens) read as a mean score of 0.000 with 0 unparseable (what a new user saw)."""
-    from evalgate.report import _proxy_lines
+    from evalgate.gate.report.outputs import _proxy_lines
     from evalgate.rlhf.proxies import proxy_row
 
     def row(judged: int, unparseable: int, rating: float | None) -> dict[str, Any]:

@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalgate import demo_rlhf
-from evalgate.demo_train import addition_items
+from evalgate.demo import rlhf as demo_rlhf
+from evalgate.demo.train import addition_items
 from evalgate.gate import load_policy, run_gate
-from evalgate.protocols_ops import freeze
-from evalgate.report import markdown_summary, render_html
-from evalgate.run import RunOptions, evaluate
+from evalgate.gate.report.outputs import markdown_summary, render_html
+from evalgate.protocol.freeze import freeze
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO

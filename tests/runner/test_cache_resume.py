@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalgate.prompts import RenderedPrompt
-from evalgate.run import RunOptions, evaluate
+from evalgate.protocol.prompts import RenderedPrompt
 from evalgate.runner import generate as generate_mod
 from evalgate.runner import plan as plan_mod
 from evalgate.runner import prompts as prompts_mod
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO
@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # model runs in subpr
 
 
 def _protocol(home: Path, name: str, n: int, max_tokens: int, temperature: float = 1.0, version: str = "1") -> Path:
-    from evalgate.protocols_ops import freeze
+    from evalgate.protocol.freeze import freeze
 
     proto = yaml.safe_load((REPO / "protocols" / "humaneval-smoke.yaml").read_text())
     proto.update(name=name, version=version, pass_at_k=[1])

@@ -13,9 +13,9 @@ import pytest
 import yaml
 
 from evalgate.backends.base import EffectiveParams, GenerationRequest, sample_seed
-from evalgate.errors import BadInput
-from evalgate.protocols_ops import freeze
-from evalgate.run import RunOptions, evaluate
+from evalgate.core.errors import BadInput
+from evalgate.protocol.freeze import freeze
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.test_prompts import ADD_BOS, BOS, NO_SYSTEM, set_post_processor

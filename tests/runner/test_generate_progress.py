@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from evalgate import progress
-from evalgate.run import RunOptions, evaluate
+from evalgate.core import progress
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO

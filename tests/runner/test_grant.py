@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.demo_train import addition_items
-from evalgate.errors import RefusedByPolicy
-from evalgate.run import ReleaseGrant, RunOptions, evaluate
+from evalgate.core.errors import RefusedByPolicy
+from evalgate.demo.train import addition_items
+from evalgate.runner.evaluate import ReleaseGrant, RunOptions, evaluate
 from evalgate.runner.grant import _reserve_release_reads
 from evalgate.splits import SplitManager, load_manifest, write_split
 from evalgate.store import Store
@@ -64,7 +64,7 @@ def test_an_item_without_the_scorers_field_is_refused_before_generation(home: Pa
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 13 point 13: a missing gold field used to crash with KeyError (exit 3) after every sample was
     generated; now the read stops with exit 2 naming the item and field, and no backend is constructed."""
-    from evalgate.errors import BadInput
+    from evalgate.core.errors import BadInput
     from evalgate.runner import generate as generate_mod
 
     items = addition_items("dev", 2)

@@ -12,9 +12,9 @@ import yaml
 from click.testing import CliRunner
 
 from evalgate.cli import main
-from evalgate.demo_train import addition_items
-from evalgate.protocols_ops import freeze
-from evalgate.run import RunOptions, RunRecord, evaluate
+from evalgate.demo.train import addition_items
+from evalgate.protocol.freeze import freeze
+from evalgate.runner.evaluate import RunOptions, RunRecord, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO
@@ -58,8 +58,8 @@ def test_stored_run_equals_the_returned_document_and_run_json(home: Path, smollm
 
 
 def test_a_run_stored_before_migration_7_still_reads_as_a_record(tmp_path: Path) -> None:
-    from evalgate.migrations import MIGRATIONS
     from evalgate.store import Database
+    from evalgate.store.migrations import MIGRATIONS
 
     path = tmp_path / "s.duckdb"
     old_schema = [x for x in MIGRATIONS if x[0] < 7]

@@ -8,9 +8,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from evalgate.demo_train import addition_items
-from evalgate.errors import EvalgateError
-from evalgate.run import RunOptions, evaluate
+from evalgate.core.errors import EvalgateError
+from evalgate.demo.train import addition_items
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.runner.settings import generation_settings, settings_sha256
 from evalgate.splits import write_split
 from evalgate.store import Store
@@ -31,8 +31,8 @@ def test_settings_differ_by_backend_dtype_and_engine_but_not_by_spelling_of_defa
 
 
 def test_migration_7_keeps_old_rows_but_never_reuses_them(tmp_path: Path) -> None:
-    from evalgate.migrations import MIGRATIONS
     from evalgate.store import Database
+    from evalgate.store.migrations import MIGRATIONS
 
     path = tmp_path / "s.duckdb"
     old_schema = [x for x in MIGRATIONS if x[0] < 8]  # a store as it was before migration 7

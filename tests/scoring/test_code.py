@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.sandbox import netns_available
+from evalgate.core.sandbox import netns_available
 from evalgate.scoring import run_code
 from evalgate.scoring.code import HumanEvalScorer, extract_program
 from evalgate.scoring.harness import HarnessJob, run_tests_many
@@ -173,7 +173,7 @@ def test_a_pip_line_before_the_program_scores_correct() -> None:
     item = {"prompt": "def add(a, b):\n    \"\"\"Add.\"\"\"\n", "entry_point": "add",
             "test": "def check(candidate):\n    assert candidate(2, 3) == 5\n"}
     text = "```bash\npip install nothing\n```\n```python\ndef add(a, b):\n    return a + b\n```"
-    from evalgate.protocol import load_protocol
+    from evalgate.protocol.spec import load_protocol
     from tests.conftest import REPO
 
     scorer = HumanEvalScorer(load_protocol(REPO / "protocols" / "humaneval-smoke.yaml"))

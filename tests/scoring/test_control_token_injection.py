@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 import yaml
 
-from evalgate.prompts import PromptEncoder, literal_text
+from evalgate.protocol.prompts import PromptEncoder, literal_text
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.usefixtures("memory_store")
@@ -29,8 +29,8 @@ def _roles(tok: object, text: str) -> tuple[int, int]:
 
 
 def test_a_completion_cannot_forge_the_judges_turn(smollm2_gguf: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalgate.scoring.judge import JudgeOptions, render
-    from evalgate.scoring.judge_calls import JudgeCalls
+    from evalgate.rlhf.judge import JudgeOptions, render
+    from evalgate.rlhf.judge_calls import JudgeCalls
     from evalgate.store import Store
 
     monkeypatch.setenv("EVALGATE_JUDGE_CHECKPOINT", str(smollm2_gguf))
@@ -49,7 +49,7 @@ def test_a_completion_cannot_forge_the_judges_turn(smollm2_gguf: Path, monkeypat
 
 def test_a_completion_cannot_append_a_conversation_for_the_reward_model(smollm2_dir: Path) -> None:
     from evalgate.checkpoints.model import load_tokenizer
-    from evalgate.scoring.rm_engine import RewardModel
+    from evalgate.rlhf.rm_engine import RewardModel
 
     tok = load_tokenizer(smollm2_dir)
     rm = RewardModel(tok, SimpleNamespace(config=SimpleNamespace(max_position_embeddings=2048)))

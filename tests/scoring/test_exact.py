@@ -113,7 +113,7 @@ def test_a_number_gold_equals_only_a_number_of_its_value_whatever_wraps_it(predi
 ])
 def test_exact_scorer_with_last_number_rule(tmp_path, completion: str, gold: str, status: str) -> None:
     """The combination protocols/addition.yaml ships (exact + last_number), through the scorer."""
-    from evalgate.protocol import load_protocol
+    from evalgate.protocol.spec import load_protocol
     from evalgate.scoring import SampleToScore, get_scorer
     from tests.conftest import REPO
 

@@ -123,8 +123,8 @@ def _reasoning_run(tmp_path, records: list[dict], reasoning: dict | None = None,
     import yaml
 
     from evalgate.checkpoints.resolve import Checkpoint
-    from evalgate.protocols_ops import freeze
-    from evalgate.run import RunOptions, evaluate
+    from evalgate.protocol.freeze import freeze
+    from evalgate.runner.evaluate import RunOptions, evaluate
     from evalgate.splits import write_split
 
     doc = {"name": "r", "version": "1", "prompt": {"template": template, "chat_template": "none"},

@@ -1,4 +1,4 @@
-"""The LLM judge's rules (evalgate/scoring/judge.py): verdicts parsed by the protocol's rule, unparseable as its own
+"""The LLM judge's rules (evalgate/rlhf/judge.py): verdicts parsed by the protocol's rule, unparseable as its own
 value, options refused when incomplete. The judge inside a run: tests/scoring/test_judge_scorer.py; the real
 SmolLM2 judge: tests/scoring/test_judge_real.py."""
 
@@ -6,7 +6,7 @@ SmolLM2 judge: tests/scoring/test_judge_real.py."""
 import pytest
 from pydantic import ValidationError
 
-from evalgate.scoring.judge import JudgeOptions, parse_verdict, render
+from evalgate.rlhf.judge import JudgeOptions, parse_verdict, render
 
 PAIRWISE_TEMPLATE = ("You are a judge. Question: {question}\n[Answer A]: {answer_a}\n[Answer B]: {answer_b}\n"
                      "Which answer is better for {rubric}? Output your final verdict by strictly following this "
@@ -69,7 +69,7 @@ def test_a_verdict_token_echoed_from_the_answer_is_never_the_verdict():
 
 
 def test_a_served_judge_without_a_local_copy_sends_its_message_for_the_servers_template(tmp_path):
-    from evalgate.scoring.judge_calls import JudgeCalls, served_text
+    from evalgate.rlhf.judge_calls import JudgeCalls, served_text
 
     o = _options(judge={"backend": "openai", "model": "smollm2", "base_url": "http://127.0.0.1:9/v1"})
     calls = JudgeCalls(o, tmp_path / "p.yaml", None, "run-1")
@@ -92,7 +92,7 @@ def test_a_served_judge_without_a_local_copy_sends_its_message_for_the_servers_t
 def test_the_openai_backend_needs_a_local_copy_except_for_a_chat_endpoint_with_a_model_id():
     from evalgate.backends.base import EffectiveParams, OpenAIOptions
     from evalgate.backends.openai import OpenAIBackend
-    from evalgate.errors import BadInput, EngineError
+    from evalgate.core.errors import BadInput, EngineError
 
     url = "http://127.0.0.1:9/v1"
     with pytest.raises(BadInput, match="needs the served weights' local copy"):

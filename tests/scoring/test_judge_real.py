@@ -18,9 +18,9 @@ import pytest
 import yaml
 
 from evalgate.checkpoints.resolve import Checkpoint, resolve_checkpoint
-from evalgate.protocols_ops import freeze
-from evalgate.run import RunOptions, evaluate
-from evalgate.scoring.judge import JudgeOptions, parse_verdict
+from evalgate.protocol.freeze import freeze
+from evalgate.rlhf.judge import JudgeOptions, parse_verdict
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO

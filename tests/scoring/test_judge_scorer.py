@@ -19,11 +19,11 @@ import yaml
 
 from evalgate.backends.base import BACKENDS, BackendEntry, Completion, GenerationResult, HFOptions
 from evalgate.checkpoints.resolve import Checkpoint
-from evalgate.errors import BadInput, EngineError
-from evalgate.protocol import load_protocol
-from evalgate.protocols_ops import freeze
-from evalgate.run import RunOptions, evaluate
-from evalgate.scoring import judge_calls
+from evalgate.core.errors import BadInput, EngineError
+from evalgate.protocol.freeze import freeze
+from evalgate.protocol.spec import load_protocol
+from evalgate.rlhf import judge_calls
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
 
@@ -143,9 +143,9 @@ def _rating_by_answer(prompt: str) -> str:
 
 
 def test_judge_is_a_registered_scorer_with_its_own_statuses() -> None:
-    from evalgate.enums import SampleStatus
-    from evalgate.samples import SAMPLE_STATUSES
+    from evalgate.core.enums import SampleStatus
     from evalgate.scoring.base import SCORERS, STATUSES
+    from evalgate.views.samples import SAMPLE_STATUSES
 
     assert "judge" in SCORERS and SCORERS["judge"].statuses == ("judged", "judge_unparseable", "truncated")
     assert "judge_unparseable" in STATUSES and "judge_unparseable" in SAMPLE_STATUSES
@@ -185,8 +185,8 @@ def test_pairwise_baseline_is_hashed_and_the_judges_location_is_not(tmp_path: Pa
 
 
 def test_freeze_then_verify_detects_a_changed_rubric(tmp_path: Path) -> None:
-    from evalgate.errors import ProtocolDrift
-    from evalgate.protocol import verify
+    from evalgate.core.errors import ProtocolDrift
+    from evalgate.protocol.spec import verify
 
     path = _protocol(tmp_path, _options())
     verify(load_protocol(path))

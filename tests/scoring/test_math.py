@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalgate.errors import BadInput
-from evalgate.protocol import load_protocol, verify
+from evalgate.core.errors import BadInput
+from evalgate.protocol.spec import load_protocol, verify
 from evalgate.scoring import SampleToScore, extract_answer, get_scorer, math_equal
 from evalgate.scoring.math import stop_cuts_answers
 from tests.conftest import REPO

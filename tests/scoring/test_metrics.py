@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 from evalgate.scoring import metrics
 
 

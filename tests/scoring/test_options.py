@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from evalgate.cli import main
-from evalgate.errors import BadInput
-from evalgate.protocol import load_protocol
+from evalgate.core.errors import BadInput
+from evalgate.protocol.spec import load_protocol
 from evalgate.scoring.base import SCORERS, ExactOptions, MathOptions, ScorerOptions, get_scorer
 
 MATH = """\

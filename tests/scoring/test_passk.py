@@ -2,7 +2,7 @@
 
 import pytest
 
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 from evalgate.scoring import mean_pass_at_k, pass_at_k
 
 
@@ -41,7 +41,7 @@ def test_mean_over_problems_each_with_own_n() -> None:
 def _protocol(tmp_path, sampling: dict, pass_at_k: list[int]):
     import yaml
 
-    from evalgate.protocol import load_protocol
+    from evalgate.protocol.spec import load_protocol
 
     doc = {"name": "t", "version": "1", "prompt": {"template": "{{ prompt }}", "chat_template": "none"},
            "sampling": sampling, "pass_at_k": pass_at_k, "scorer": {"name": "humaneval"}}
@@ -58,7 +58,7 @@ def _samples(statuses: str) -> list[dict]:
 
 
 def test_run_metrics_average_per_problem_values_each_with_own_n(tmp_path) -> None:
-    from evalgate.run import compute_metrics
+    from evalgate.runner.evaluate import compute_metrics
 
     proto = _protocol(tmp_path, {"temperature": 0.8, "n": 4}, [1, 2])
     # problem A: n=4, c=2 -> pass@1 = 1/2, pass@2 = 1 - C(2,2)/C(4,2) = 5/6
@@ -70,7 +70,7 @@ def test_run_metrics_average_per_problem_values_each_with_own_n(tmp_path) -> Non
 
 
 def test_greedy_single_sample_protocol_reports_pass_at_1_only(tmp_path) -> None:
-    from evalgate.run import compute_metrics
+    from evalgate.runner.evaluate import compute_metrics
 
     with pytest.raises(BadInput, match="pass_at_k"):  # greedy n=1 cannot ask for pass@2
         _protocol(tmp_path, {"temperature": 0.0, "n": 1}, [1, 2])

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from evalgate.checkpoints.resolve import Checkpoint
-from evalgate.protocol import load_protocol
-from evalgate.run import RunOptions, evaluate
+from evalgate.protocol.spec import load_protocol
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.scoring.refusal import is_refusal
 from evalgate.splits import write_split
 from evalgate.store import Store
@@ -79,7 +79,7 @@ def _replayed(tmp_path: Path, name: str, texts: dict[str, str]) -> tuple[Checkpo
 
 def _protocol(tmp_path: Path, half: str) -> Path:
     """The committed protocol with ``chat_template: none`` (the replayed checkpoints have no tokenizer)."""
-    from evalgate.protocols_ops import freeze
+    from evalgate.protocol.freeze import freeze
 
     doc = yaml.safe_load(PROTOCOLS[half].read_text())
     doc["prompt"]["chat_template"] = "none"

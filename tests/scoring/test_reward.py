@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from evalgate.errors import BadInput
-from evalgate.protocol import load_protocol
+from evalgate.core.errors import BadInput
+from evalgate.protocol.spec import load_protocol
 from evalgate.rlhf.preference import accuracy_ci, preference_metrics
+from evalgate.rlhf.reward import cached_rewards, reward_key, reward_metrics, sigmoid
 from evalgate.scoring.base import SCORERS, PreferenceOptions
-from evalgate.scoring.reward import cached_rewards, reward_key, reward_metrics, sigmoid
 from evalgate.store import Store
 
 RM_PROTOCOL = """\
@@ -206,8 +206,8 @@ def test_a_sealed_runs_rewards_are_keyed_by_the_keyed_hmac_not_a_bare_sha256(hom
     import hmac
     from types import SimpleNamespace
 
-    from evalgate.scoring.reward import PreferenceScorer, RewardModelScorer
-    from evalgate.sealing import sealer
+    from evalgate.keys.sealing import sealer
+    from evalgate.rlhf.reward import PreferenceScorer, RewardModelScorer
     from evalgate.splits import write_split
 
     write_split("sealed-pairs", tier, [{"id": "q1", "prompt": "q", "chosen": "a", "rejected": "b"}],

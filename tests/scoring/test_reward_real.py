@@ -31,8 +31,8 @@ def test_checkpoint_is_a_standard_reward_model_whose_reward_is_the_head_on_its_f
     import numpy as np
     from safetensors.numpy import load_file
 
+    from evalgate.rlhf.rm_engine import RewardModel
     from evalgate.rlhf.train_rm import features
-    from evalgate.scoring.rm_engine import RewardModel
 
     config = json.loads((tiny_rm / "config.json").read_text())
     assert config["architectures"] == ["LlamaForSequenceClassification"] and len(config["id2label"]) == 1  # num_labels
@@ -103,9 +103,9 @@ def test_a_human_audit_preference_runs_metrics_withhold_small_categories(tiny_rm
 def test_reward_model_scorer_scores_real_completions_and_caches_them(tiny_rm: Path, smollm2_gguf: Path,
                                                                      home: Path) -> None:
     from evalgate.checkpoints.resolve import resolve_checkpoint
-    from evalgate.demo_train import addition_items
-    from evalgate.scoring.reward import sigmoid
-    from evalgate.scoring.rm_engine import RewardModel
+    from evalgate.demo.train import addition_items
+    from evalgate.rlhf.reward import sigmoid
+    from evalgate.rlhf.rm_engine import RewardModel
 
     items = addition_items("dev", 2)
     data = home / "add.jsonl"
@@ -135,7 +135,7 @@ def test_reward_model_scorer_scores_real_completions_and_caches_them(tiny_rm: Pa
     assert doc["metrics"]["reward_mean"] == pytest.approx(sum(by_hand) / 2, abs=1e-4)
 
     # a rerun loads no reward model: every reward comes from the store
-    import evalgate.scoring.reward as reward
+    import evalgate.rlhf.reward as reward
 
     def refuse(*a, **k):
         raise AssertionError("the reward model was loaded although every reward is cached")
@@ -164,9 +164,9 @@ def test_a_reward_cached_before_the_rendering_changed_is_not_reused(tiny_rm: Pat
     such a completion would be reused. Keyed by the conversation shown now: the stale reward is a miss, the reward
     is the model's for what it is shown."""
     from evalgate.checkpoints.resolve import resolve_checkpoint
+    from evalgate.rlhf.reward import RewardModelScorer
+    from evalgate.rlhf.rm_engine import RewardModel
     from evalgate.scoring.base import RewardModelOptions, SampleToScore
-    from evalgate.scoring.reward import RewardModelScorer
-    from evalgate.scoring.rm_engine import RewardModel
     from evalgate.store import Store
 
     digest = resolve_checkpoint(tiny_rm).digest

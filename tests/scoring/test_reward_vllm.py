@@ -31,8 +31,8 @@ os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 def test_vllm_pooling_rewards_equal_transformers_and_drive_a_preference_run(tiny_rm: Path, home: Path) -> None:
     from evalgate.backends.vllm import close_engine
     from evalgate.cli import main
-    from evalgate.scoring.reward_vllm import VllmRewardModel
-    from evalgate.scoring.rm_engine import RewardModel
+    from evalgate.rlhf.reward_vllm import VllmRewardModel
+    from evalgate.rlhf.rm_engine import RewardModel
 
     pairs = [("What is 12 + 7?", "19"), ("What is 12 + 7?", "The answer is 9, because I say so."), ("Hi", "Hello!")]
     try:

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.audit import verify_chain
-from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.splits import add_split, load_manifest, splits_dir
 from evalgate.store import Store
+from evalgate.views.audit import verify_chain
 
 pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 

@@ -18,9 +18,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-import evalgate.report as report_mod
+import evalgate.gate.report.outputs as report_mod
 from evalgate.cli import main
-from evalgate.errors import RefusedByPolicy
+from evalgate.core.errors import RefusedByPolicy
 from evalgate.gate import load_policy, run_gate
 from evalgate.splits import SplitManager, load_manifest, splits_dir
 from evalgate.store import Store
@@ -130,7 +130,7 @@ def test_a_copy_of_the_data_file_and_a_manifest_claiming_another_content(built: 
     with pytest.raises(RefusedByPolicy, match="used its budget of 4 reads"):
         SplitManager(store).check("fx-copy", "release-gate", "t")
     (d / "fx-lie.yaml").write_text(yaml.safe_dump({**doc, "name": "fx-lie", "content_sha256": "0" * 64}))
-    from evalgate.errors import BadInput
+    from evalgate.core.errors import BadInput
 
     lie = load_manifest("fx-lie")
     mgr = SplitManager(store)
@@ -277,12 +277,13 @@ def test_an_hourly_schedule_is_not_refused_after_the_first_gate(tmp_path: Path, 
 
 # -- 4. the release grant lives inside the gate's decision ----------------------------------------------------------
 def test_no_public_function_mints_a_release_grant() -> None:
-    import evalgate.run
+    import evalgate.runner.evaluate
     import evalgate.runner.grant as grant_mod
 
     with pytest.raises(ImportError):
-        from evalgate.run import issue_release_grant  # noqa: F401
-    assert not hasattr(grant_mod, "issue_release_grant") and "issue_release_grant" not in evalgate.run.__all__
+        from evalgate.runner.evaluate import issue_release_grant  # noqa: F401
+    assert not hasattr(grant_mod, "issue_release_grant")
+    assert "issue_release_grant" not in evalgate.runner.evaluate.__all__
     assert not [n for n in dir(grant_mod) if not n.startswith("_") and "reserve" in n]
 
 
@@ -319,8 +320,8 @@ def test_a_grant_from_a_finished_gate_reads_nothing(tmp_path: Path, built: dict[
 
 
 def test_library_reads_of_private_items_and_samples_are_refused_and_logged(built: dict[str, Any]) -> None:
-    from evalgate.samples import run_samples
     from evalgate.splits import read_items
+    from evalgate.views.samples import run_samples
 
     store = built["store"]
     m = load_manifest("fx-private")

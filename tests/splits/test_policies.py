@@ -7,10 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalgate import accesslog
-from evalgate.accesslog import _CI_VARS, ci_marker
-from evalgate.audit import verify_chain
-from evalgate.errors import BadInput, RefusedByPolicy
+from evalgate.access import log as accesslog
+from evalgate.access.log import _CI_VARS, ci_marker
+from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.splits import (
     Policy,
     SplitManager,
@@ -20,6 +19,7 @@ from evalgate.splits import (
     write_split,
 )
 from evalgate.store import Store
+from evalgate.views.audit import verify_chain
 
 ITEMS = [{"id": f"q{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
 

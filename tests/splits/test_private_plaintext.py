@@ -42,7 +42,7 @@ def test_private_items_are_not_in_any_tracked_file(humaneval_records: list[dict]
 
 def test_private_split_at_rest_has_no_plaintext_and_needs_the_key(home: Path, humaneval_records: list[dict],
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalgate.errors import RefusedByPolicy
+    from evalgate.core.errors import RefusedByPolicy
     from evalgate.splits.data import read_unlogged as read_items  # the unlogged reader (the public one refuses private)
 
     import_humaneval()
@@ -61,7 +61,7 @@ def test_an_agentic_gate_shows_no_private_trajectory_anywhere(tmp_path: Path) ->
     the dev split's trajectory (a marker in the same three places) is shown, so the scan does see trajectories."""
     import duckdb
 
-    from evalgate.report import write_reports
+    from evalgate.gate.report.outputs import write_reports
     from tests.agent_gate_fixtures import build, call
 
     secret, dev_marker = "zebra_quartz_7301", "lynx_marker_4421"

@@ -4,11 +4,11 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.audit import verify_chain
+from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.datasets.humaneval import import_humaneval
-from evalgate.errors import BadInput, RefusedByPolicy
 from evalgate.splits import SplitManager, load_manifest, partition, splits_dir
 from evalgate.store import Store
+from evalgate.views.audit import verify_chain
 
 
 def test_partition_is_deterministic_disjoint_and_complete() -> None:

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.errors import RefusedByPolicy
-from evalgate.migrations import MIGRATIONS
+from evalgate.core.errors import RefusedByPolicy
 from evalgate.splits import add_split, import_tiered, key_file, load_manifest, splits_dir, write_split
 from evalgate.splits.twins import _item_text
 from evalgate.store import Database, Store
+from evalgate.store.migrations import MIGRATIONS
 
 QUESTIONS = [f"What is {i} times 37 plus {i * i}?" for i in range(10)]
 HELD = [{"id": f"p{i}", "question": q, "answer": str(i)} for i, q in enumerate(QUESTIONS)]
@@ -107,7 +107,7 @@ def _private_items(name: str) -> list[dict]:
 def test_evalgate_init_from_a_removed_private_splits_items_is_refused(home: Path, tmp_path: Path) -> None:
     """``evalgate init --from`` a copy of a private split whose manifest left the disk: refused before the
     repository's directory is made, logged under the private split's name in the store it was added to."""
-    from evalgate.scaffold import InitOptions, init_project
+    from evalgate.scaffold.starter import InitOptions, init_project
 
     _add_then_remove(home)
     copy = _write(tmp_path / "copy.jsonl", [{"id": f"c{i}", "question": q, "answer": str(i)}

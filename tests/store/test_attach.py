@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 from evalgate.store import Store, db, instance
 
 

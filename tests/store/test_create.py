@@ -10,9 +10,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from evalgate.environment import Environment, activate
-from evalgate.migrations import MIGRATIONS
+from evalgate.core.environment import Environment, activate
 from evalgate.store import db, instance
+from evalgate.store.migrations import MIGRATIONS
 from tests.store.test_memory import _schema
 
 

@@ -8,9 +8,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from evalgate import accesslog
-from evalgate.migrations import MIGRATIONS
+from evalgate.access import log as accesslog
 from evalgate.store import AccessLogRepo, Database, ProtocolRepo, Store
+from evalgate.store.migrations import MIGRATIONS
 
 
 def test_a_memory_database_is_migrated_keeps_what_it_was_given_and_writes_no_file(tmp_path: Path,

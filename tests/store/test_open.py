@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from evalgate.errors import BadInput
-from evalgate.migrations import MIGRATIONS
+from evalgate.core.errors import BadInput
 from evalgate.store import db
 from evalgate.store.access import AccessLogRepo
+from evalgate.store.migrations import MIGRATIONS
 
 
 def _opens(monkeypatch: pytest.MonkeyPatch) -> list[Path]:

@@ -43,8 +43,8 @@ def put_old_generation(store: Store, checkpoint: str, protocol: str, g: dict) ->
 
 
 def test_migration_5_keeps_old_generations_and_puts_the_prompt_in_the_cache_key(tmp_path: Path) -> None:
-    from evalgate.migrations import MIGRATIONS
     from evalgate.store import Database
+    from evalgate.store.migrations import MIGRATIONS
 
     path = tmp_path / "s.duckdb"
     old_schema = [x for x in MIGRATIONS if x[0] < 5]  # a store as it was before migration 5

@@ -20,13 +20,13 @@ from click.testing import CliRunner, Result
 from cryptography.fernet import Fernet
 
 from evalgate.cli import main
-from evalgate.demo_train import addition_items
-from evalgate.errors import RefusedByPolicy
-from evalgate.migrations import MIGRATIONS
-from evalgate.run import RunOptions, evaluate
-from evalgate.sealing import SEALED_PREFIX, UNREADABLE, Sealer, sealer
+from evalgate.core.errors import RefusedByPolicy
+from evalgate.demo.train import addition_items
+from evalgate.keys.sealing import SEALED_PREFIX, UNREADABLE, Sealer, sealer
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
+from evalgate.store.migrations import MIGRATIONS
 from tests.conftest import REPO
 
 # Distinctive texts: none can occur in a store or report by chance.

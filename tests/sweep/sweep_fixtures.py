@@ -31,7 +31,7 @@ def make_checkpoints(root: Path, model_dir: Path, steps: list[int], run: str = "
 
 def addition_protocol(home: Path, max_tokens: int = 6, n: int = 2) -> Path:
     """The addition protocol sampled (temperature 1, ``n`` samples, ``max_tokens``), frozen under ``home``."""
-    from evalgate.protocols_ops import freeze
+    from evalgate.protocol.freeze import freeze
 
     proto = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
     proto.update(name="sweep-addition", version="1")

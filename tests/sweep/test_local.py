@@ -12,8 +12,8 @@ import pytest
 from click.testing import CliRunner
 
 from evalgate.cli import main
-from evalgate.errors import BadInput
-from evalgate.run import RunOptions
+from evalgate.core.errors import BadInput
+from evalgate.runner.evaluate import RunOptions
 from evalgate.store import Store
 from evalgate.sweep import SweepOptions, discover_checkpoints, sweep
 from evalgate.sweep import local as local_mod
@@ -171,8 +171,8 @@ def test_a_protocol_that_offers_tools_is_refused_before_anything_runs(tmp_path: 
 def test_a_split_the_tier_never_lets_a_sweep_read_is_refused_and_logged_before_planning(home: Path) -> None:
     """A sweep on a private split must neither start nor report the gate's complete release-gate runs there as
     'skipped' units: it is refused before any stored run is looked at, and the refusal is in the access log."""
-    from evalgate.errors import RefusedByPolicy
-    from evalgate.protocol import load_protocol
+    from evalgate.core.errors import RefusedByPolicy
+    from evalgate.protocol.spec import load_protocol
     from evalgate.sweep.units import plan_units
 
     addition_split("private-a", 1, tier="private")

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from evalgate.run import RunOptions
+from evalgate.runner.evaluate import RunOptions
 from evalgate.store import Store
 from evalgate.sweep import SweepOptions, Unit, sweep
 from tests.conftest import REPO

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from evalgate.agent.calls import ToolCall, parse_hermes, parse_llama3, parse_openai, parse_text
-from evalgate.errors import BadInput
-from evalgate.protocol import load_protocol
+from evalgate.core.errors import BadInput
+from evalgate.protocol.spec import load_protocol
 from evalgate.tools import Tool, ToolContext, ToolOutput, get_tool, known_tools
 from tests.plugin_fixtures import _forget_plugins, install_dist  # noqa: F401 - the fixture is autouse
 

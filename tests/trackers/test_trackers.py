@@ -13,9 +13,9 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-import evalgate.report as report_mod
+import evalgate.gate.report.outputs as report_mod
 from evalgate.cli import main
-from evalgate.errors import MissingExtra
+from evalgate.core.errors import MissingExtra
 from evalgate.gate import run_gate
 from evalgate.trackers import TrackerConfig, export_runs, open_trackers
 from tests import gate_fixtures as fx

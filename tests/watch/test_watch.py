@@ -17,7 +17,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from evalgate.errors import RefusedByPolicy
+from evalgate.core.errors import RefusedByPolicy
 from evalgate.watch.files import STOP_FILE, read_queue
 from evalgate.watch.loop import Watcher, WatchOptions, watch_locks
 from tests.conftest import REPO
@@ -27,10 +27,10 @@ PROTOCOL = REPO / "protocols" / "addition.yaml"
 
 @pytest.fixture
 def dev_split() -> str:
-    from evalgate.demo_train import addition_items
+    from evalgate.demo.train import addition_items
     from evalgate.splits import write_split
 
-    write_split("addition-dev", "dev", addition_items("dev", 2), {"source": "evalgate.demo_train"})
+    write_split("addition-dev", "dev", addition_items("dev", 2), {"source": "evalgate.demo.train"})
     return "addition-dev"
 
 
@@ -303,7 +303,7 @@ def test_fail_signal_in_the_growing_log_writes_stop_and_exits(tmp_path: Path, de
 def test_a_policys_guards_reach_the_watch_and_the_callback(tmp_path: Path) -> None:
     """``--policy`` hands the gate policy's guards section (the diagnostics' ``Guards``) to the watch and the
     callback, so both stop on what the gate would fail."""
-    from evalgate.callback import EvalgateCallback
+    from evalgate.training.callback import EvalgateCallback
     from evalgate.watch.loop import WatchOptions
 
     text = (REPO / "gates" / "demo.yaml").read_text() + "guards:\n  window: 7\n  fail_on: [warn, fail]\n"
@@ -321,11 +321,11 @@ def test_a_policys_guards_reach_the_watch_and_the_callback(tmp_path: Path) -> No
 def test_a_private_split_is_refused_at_start_and_logged(tmp_path: Path) -> None:
     """A watch on a private split must not start (it once ran on, failing each checkpoint, and showed the gate's
     release-gate runs there as 'already evaluated', their private metric on the status page)."""
-    from evalgate.demo_train import addition_items
+    from evalgate.demo.train import addition_items
     from evalgate.splits import write_split
     from evalgate.store import Store
 
-    write_split("addition-private", "private", addition_items("private", 2), {"source": "evalgate.demo_train"})
+    write_split("addition-private", "private", addition_items("private", 2), {"source": "evalgate.demo.train"})
     with pytest.raises(RefusedByPolicy, match="addition-private \\(tier private\\) may be read only for purpose "
                                               "release-gate, not 'watch'"):
         _watcher([tmp_path / "run"], tmp_path, "addition-private")

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from evalgate import rating
-from evalgate.environment import activate, active
-from evalgate.errors import BadInput
+from evalgate.core.environment import activate, active
+from evalgate.core.errors import BadInput
+from evalgate.human import rating
+from evalgate.human.web.app import COOKIE, create_app
 from evalgate.splits import write_split
 from evalgate.store import Store
-from evalgate.web.app import COOKIE, create_app
 from tests.test_human_audit import add_run
 
 ITEMS = [{"id": f"q{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(4)]
@@ -137,8 +137,8 @@ def test_a_new_token_or_the_ttl_ends_a_session(site: dict[str, Any]) -> None:
 
 def test_migration_33_keeps_an_older_batchs_gold_hidden(tmp_path: Path) -> None:
     """A batch made before migration 33 reads as show_gold false, and the sessions table is there."""
-    from evalgate.migrations import MIGRATIONS
     from evalgate.store import Database
+    from evalgate.store.migrations import MIGRATIONS
 
     write_split("ha", "human-audit", ITEMS, {"source": "test"})
     path = tmp_path / "old.duckdb"

@@ -19,10 +19,10 @@ from typing import Any
 import httpx
 import pytest
 
-from evalgate import rating
+from evalgate.human import rating
+from evalgate.human.web.app import COOKIE
 from evalgate.splits import write_split
 from evalgate.store import Store
-from evalgate.web.app import COOKIE
 from tests.conftest import REPO
 from tests.test_human_audit import add_run
 

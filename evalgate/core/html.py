@@ -1,0 +1,129 @@
+"""Every HTML page evalgate writes goes through here: one jinja2 environment over ``evalgate/core/templates/``
+(autoescape
+on, undefined names an error) with the filters the pages share, one matplotlib-figure-to-inline-SVG helper and one
+margin fitter for a chart's axes (``fit_axes``).
+
+Pages: ``report.html.j2`` (the release report, ``evalgate.gate.report.outputs``), ``watch.html.j2`` (``evalgate
+watch``'s live
+status, ``evalgate.watch.status``), ``preflight.html.j2`` (``evalgate.training.preflight``), ``diagnose.html.j2``
+(``evalgate.diagnostics.report``). A value reaches a page escaped unless it is ``Markup`` (an ``svg`` result).
+The rating web app (``evalgate.human.web``) keeps its own environment: its pages are served, not written.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+import jinja2
+from markupsafe import Markup
+
+from evalgate.core.formatting import DIGITS, num
+
+__all__ = ["ENV", "fit_axes", "fmt", "render", "short_digest", "svg"]
+
+
+def fmt(v: Any, digits: int = DIGITS) -> str:
+    """A number for a page (``evalgate.core.formatting.num``, the command line's convention): a float to ``digits``
+    decimals (``n/a`` when NaN or infinite), None as "", anything else through ``str``."""
+    return num(v, digits, missing="")
+
+
+def short_digest(digest: str | None, n: int = 12) -> str:
+    """A checkpoint identity shortened for display (``checkpoints.identity.short_digest``); "" for None."""
+    if not digest:
+        return ""
+    from evalgate.checkpoints.identity import short_digest as short
+
+    return short(digest, n)
+
+
+ENV = jinja2.Environment(loader=jinja2.PackageLoader("evalgate.core", "templates"),
+                         autoescape=jinja2.select_autoescape(["html", "j2"]), undefined=jinja2.StrictUndefined)
+ENV.filters["fmt"] = fmt
+ENV.filters["short_digest"] = short_digest
+
+
+def render(template: str, **ctx: Any) -> str:
+    """``template`` (a file in ``evalgate/core/templates/``) rendered with ``ctx``, every value HTML-escaped.
+
+    Raises:
+        jinja2.UndefinedError: the template uses a name ``ctx`` lacks (a bug, not bad input).
+    """
+    return ENV.get_template(template).render(**ctx)
+
+
+def inline_svg(text: str) -> Markup:
+    """An SVG document as an inline ``<svg>`` element with no URL in it: the XML prologue, the ``<metadata>`` block
+    and the namespace declarations (which inline SVG in HTML does not need) are dropped, so a reader can check at a
+    glance that the page fetches nothing."""
+    text = text[text.index("<svg"):]
+    text = re.sub(r"<metadata>.*?</metadata>", "", text, flags=re.S)
+    return Markup(re.sub(r'\s+xmlns(:xlink)?="[^"]*"', "", text))
+
+
+def svg(fig: Any) -> Markup:
+    """A matplotlib ``Figure`` as inline SVG markup for a page (``inline_svg``): text kept as text and element ids
+    salted with a constant, so the same figure gives the same bytes."""
+    import matplotlib
+
+    buf = io.StringIO()
+    with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": "evalgate"}):
+        fig.savefig(buf, format="svg")
+    return inline_svg(buf.getvalue())
+
+
+def _text_points(renderer: Any, text: str, prop: Any) -> tuple[float, float]:
+    """Width and height of ``text`` in points, as ``renderer`` (Agg) lays it out with font ``prop``."""
+    if not text:
+        return 0.0, 0.0
+    w, h, _ = renderer.get_text_width_height_descent(text, prop, ismath="$" in text)
+    return w * 72 / renderer.dpi, h * 72 / renderer.dpi
+
+
+def _tick_labels(axis: Any) -> tuple[list[str], Any]:
+    """The labels ``axis`` will draw at its major ticks within its view, and their font (no draw needed)."""
+    lo, hi = sorted(axis.get_view_interval())
+    span = (hi - lo) or 1.0
+    locs = [x for x in axis.get_majorticklocs() if lo - 1e-9 * span <= x <= hi + 1e-9 * span]
+    ticks = axis.get_major_ticks(len(locs) or 1)
+    return list(axis.get_major_formatter().format_ticks(locs)), ticks[0].label1.get_fontproperties()
+
+
+def fit_axes(fig: Any, ax: Any, pad: float = 5.0) -> None:
+    """Set ``fig``'s margins (``subplots_adjust``) so that ``ax``'s tick labels, axis labels, offset text and
+    title fit inside the figure with ``pad`` points to spare, measured with matplotlib's Agg text layout.
+
+    What ``layout="constrained"`` gives a one-axes figure whose legend is inside the axes, for half the cost:
+    constrained layout draws the whole figure once more to measure it (about 70 of a chart's 145 ms here,
+    bench/charts.py); this measures only the texts that border the axes. Margins in points, from matplotlib's own
+    rcParams: tick length and pad (``xtick.major.size``/``pad``), ``axes.labelpad``, ``axes.titlepad``.
+    """
+    import matplotlib
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    rc = matplotlib.rcParams
+    renderer = RendererAgg(1, 1, fig.dpi)  # measures text; draws nothing
+    ylabels, yprop = _tick_labels(ax.yaxis)
+    xlabels, xprop = _tick_labels(ax.xaxis)
+    ytick = rc["ytick.major.size"] + rc["ytick.major.pad"]
+    xtick = rc["xtick.major.size"] + rc["xtick.major.pad"]
+    label_w = max((_text_points(renderer, t, yprop)[0] for t in ylabels), default=0.0)
+    tick_h = max((_text_points(renderer, t, xprop)[1] for t in xlabels), default=0.0)
+    last_w = _text_points(renderer, xlabels[-1], xprop)[0] if xlabels else 0.0
+    ylab = ax.yaxis.label  # drawn rotated: its text height is its width on the page
+    ylab_w = _text_points(renderer, ylab.get_text(), ylab.get_fontproperties())[1]
+    xlab = ax.xaxis.label
+    xlab_h = _text_points(renderer, xlab.get_text(), xlab.get_fontproperties())[1]
+    title = ax.title
+    title_h = _text_points(renderer, title.get_text(), title.get_fontproperties())[1]
+    offset_h = max(_text_points(renderer, a.get_major_formatter().get_offset(), a.offsetText.get_fontproperties())[1]
+                   for a in (ax.yaxis, ax.xaxis))
+    labelpad = rc["axes.labelpad"]
+    left = pad + label_w + ytick + (ylab_w + labelpad if ylab_w else 0.0)
+    bottom = pad + tick_h + xtick + (xlab_h + labelpad if xlab_h else 0.0)
+    top = pad + max(title_h + rc["axes.titlepad"] if title_h else 0.0, offset_h + labelpad)
+    right = pad + last_w / 2
+    w, h = (v * 72 for v in fig.get_size_inches())
+    fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h)

@@ -1,0 +1,5 @@
+"""``python -m evalgate.demo``: ``make demo``."""
+
+from evalgate.demo.main import main
+
+raise SystemExit(main())

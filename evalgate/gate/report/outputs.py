@@ -1,0 +1,537 @@
+"""Gate outputs: a self-contained HTML release report (jinja2, charts as inline SVG from matplotlib), JSON, JUnit XML
+and a Markdown summary (appended to ``$GITHUB_STEP_SUMMARY`` when set), and ``gate_and_report`` (what ``evalgate
+gate`` does). This module imports the gate; the gate never imports it.
+
+The HTML file has no external scripts, styles, fonts or images: everything is inline, so it opens offline and
+from a CI artifact store. No output holds per-item outputs of the private split.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from evalgate.core.errors import BadInput, EvalgateError, ProtocolDrift, RefusedByPolicy
+from evalgate.core.fileio import atomic_write
+from evalgate.core.html import fit_axes, render, svg
+from evalgate.core.html import fmt as _fmt
+from evalgate.gate import Verdict, load_policy, run_gate
+from evalgate.store import RunRepo, Store, now
+
+if TYPE_CHECKING:
+    from evalgate.sweep import SweepSummary
+
+# (title, canonical training-log key or None for the dev metric)
+CHARTS: tuple[tuple[str, str | None], ...] = (
+    ("dev metric", None), ("training reward", "reward"), ("KL", "kl"), ("entropy", "entropy"),
+    ("completion length", "completion_length"), ("loss", "loss"), ("grad norm", "grad_norm"),
+)
+_MAX_POINTS = 400
+
+
+def _thin(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    if len(points) <= _MAX_POINTS:
+        return points
+    stride = math.ceil(len(points) / _MAX_POINTS)
+    return points[::stride] + ([points[-1]] if (len(points) - 1) % stride else [])
+
+
+def charts(verdict: Verdict) -> list[dict[str, str]]:
+    """Inline SVG charts, one per series that any seed has: dev metric per checkpoint (best and failed marked),
+    training reward, KL, entropy, completion length, loss and grad norm over steps, one line per seed."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "evalgate"})
+    out = []
+    for title, key in CHARTS:
+        series = []
+        for s in verdict.seeds:
+            if key is None:
+                pts = [(c.step, c.value) for c in s.checkpoints
+                       if c.step is not None and isinstance(c.value, float) and math.isfinite(c.value)]
+            else:
+                pts = _thin(s.train_series.get(key, []))
+            if pts:
+                series.append((s, pts))
+        if not series:
+            continue
+        fig, ax = plt.subplots(figsize=(5.2, 2.6))
+        for s, pts in series:
+            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o" if key is None else None,
+                              markersize=3, linewidth=1.2, label=f"seed {s.train_seed}")
+            if key is None:
+                best = s.best
+                if best and best.step is not None and best.value is not None:
+                    ax.plot([best.step], [best.value], marker="*", markersize=12,
+                            color=line.get_color(), linestyle="none")
+                for c in s.failed:
+                    if c.step is not None and isinstance(c.value, float) and math.isfinite(c.value):
+                        ax.plot([c.step], [c.value], marker="x", markersize=8, color="#cf222e",
+                                linestyle="none")
+            for d in s.diagnostics:
+                if d.step is not None and (key is not None or d.signal == "reward_hacking"):
+                    ax.axvline(d.step, color=line.get_color(), linestyle=":", linewidth=1)
+        if key is None and verdict.baseline and verdict.baseline.dev:
+            v = verdict.baseline.dev.metrics.get(verdict.policy.metric)
+            if isinstance(v, float):
+                ax.axhline(v, color="#57606a", linestyle="--", linewidth=1, label="baseline")
+        ax.set_xlabel("training step")
+        ax.set_title(f"{verdict.policy.metric} on {verdict.policy.selection_split}" if key is None else title)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="best")
+        fit_axes(fig, ax)
+        out.append({"title": title, "svg": svg(fig)})
+        plt.close(fig)
+    return out
+
+
+def diagnostics_section(verdict: Verdict) -> dict[str, Any]:
+    """The per-seed training-log diagnostics for the report: ``diagnostics.diagnose.summary`` over every seed's
+    diagnosis (an HTML table on the page: one row per signal, per seed its status and first step) and one small
+    plot per signal that fired at warn or fail on some seed (``diagnostics.report.plot_signal``: every seed's
+    series, its first step dashed), as inline SVG. Empty when no seed has a training log."""
+    from evalgate.diagnostics.diagnose import summary
+    from evalgate.diagnostics.report import plot_signal
+    from evalgate.diagnostics.signals import SIGNAL_SERIES
+
+    diags = [s.guards.diagnosis for s in verdict.seeds if s.guards is not None and s.guards.diagnosis is not None]
+    if not diags:
+        return {}
+    fired = {f.signal for d in diags for f in d.fired("warn")}
+    plots = []
+    for sig in SIGNAL_SERIES:
+        chart = plot_signal(sig, diags) if sig in fired else None
+        if chart:
+            plots.append({"signal": sig, "svg": chart})
+    return {"summary": summary(diags), "plots": plots}
+
+
+def judge_section(store: RunRepo, verdict: Verdict) -> list[dict[str, Any]]:
+    """The judge's results for the report, one entry per training seed's best checkpoint whose runs were scored by
+    the ``judge`` scorer: the selection run's ``metrics["judge"]`` (pairwise: win rate with its paired bootstrap CI,
+    LC win rate, position-flip rate and the per-item table) and the decision run's summary (its per-item table is
+    never kept for a private split, ``scoring.judge``). Empty when no judge scored them."""
+    out = []
+    for s in verdict.seeds:
+        if s.best is None:
+            continue
+        rows = store.runs(run_id=s.best.run_id)
+        judge = ((rows[0].get("metrics") or {}).get("judge") if rows else None)
+        decision = s.decision.metrics.get("judge") if s.decision else None
+        if judge or decision:
+            out.append({"train_seed": s.train_seed, "step": s.best.step, "run_id": s.best.run_id,
+                        "selection": judge, "decision": decision})
+    return out
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    atomic_write(path, text)
+
+
+def render_html(verdict: Verdict, audit: dict[str, Any] | None = None) -> str:
+    """The release report as one self-contained HTML document. Every value is HTML-escaped (autoescape), model
+    text and tool results included; an agentic protocol's audit samples show their trajectories (turns, calls,
+    results, violations, parse errors) in a collapsed ``<details>`` each, and the behaviour table gains the decision
+    runs' tool-use columns."""
+    agentic = any("trajectory" in r for rows in verdict.samples.values() for r in rows)
+    runs = [s.decision for s in verdict.seeds if s.decision] + (
+        [verdict.baseline.decision] if verdict.baseline and verdict.baseline.decision else [])
+    return render("report.html.j2",
+        v=verdict, d=verdict.as_dict(), charts=charts(verdict), generated_at=now().isoformat(timespec="seconds"),
+        audit=audit or {}, diag=diagnostics_section(verdict), agentic=agentic,
+        tools_columns=any(r.metrics.get("tools") for r in runs))
+
+
+def write_html(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None = None) -> Path:
+    """The ``html`` report writer: the release report (``render_html``) to ``path``, written atomically."""
+    p = Path(path)
+    _atomic_write(p, render_html(verdict, audit))
+    return p
+
+
+def write_json(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None = None) -> Path:
+    """The verdict as JSON (``Verdict.as_dict`` plus, under ``access``, the decision split's access table and the judge
+    section, ``judge_section``)."""
+    p = Path(path)
+    _atomic_write(p, json.dumps({**verdict.as_dict(), "access": audit or {}}, indent=2, default=str))
+    return p
+
+
+def junit_xml(verdict: Verdict) -> str:
+    """JUnit XML: one testsuite for the gate, one testcase per rule; failed rules carry a <failure>. The suite's
+    properties hold the machine-readable ``reason`` (``pass`` / ``fail``), the verdict and the gate id."""
+    suite = ET.Element("testsuite", name=f"evalgate.{verdict.policy.name}", tests=str(len(verdict.rules)),
+                       failures=str(sum(not r.passed for r in verdict.rules)), errors="0", skipped="0")
+    props = {"reason": verdict.reason, "verdict": "PASS" if verdict.passed else "FAIL",
+             "gate_id": verdict.gate_id or ""}
+    if verdict.broken_chain:
+        props["access_log_chain"] = _broken_text(verdict)
+    _properties(suite, props)
+    if verdict.broken_chain:  # not a rule, but never silent: a test case of its own, with the warning as output
+        case = ET.SubElement(suite, "testcase", classname=f"evalgate.{verdict.policy.name}", name="access_log_chain")
+        ET.SubElement(case, "system-err").text = _broken_text(verdict)
+        suite.set("tests", str(len(verdict.rules) + 1))
+    for r in verdict.rules:
+        case = ET.SubElement(suite, "testcase", classname=f"evalgate.{verdict.policy.name}", name=r.rule)
+        if not r.passed:
+            ET.SubElement(case, "failure", message=r.detail, type="GateRuleFailed").text = r.detail
+        else:
+            ET.SubElement(case, "system-out").text = r.detail
+    root = ET.Element("testsuites", name="evalgate", tests=suite.get("tests", "0"),
+                      failures=suite.get("failures", "0"))
+    root.append(suite)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True)
+
+
+def _properties(suite: ET.Element, values: dict[str, str]) -> None:
+    props = ET.SubElement(suite, "properties")
+    for k, v in values.items():
+        ET.SubElement(props, "property", name=k, value=v)
+
+
+def write_junit(verdict: Verdict, path: str | Path) -> Path:
+    p = Path(path)
+    _atomic_write(p, junit_xml(verdict))
+    return p
+
+
+def _broken_text(verdict: Verdict) -> str:
+    b = verdict.broken_chain
+    assert b is not None
+    return (f"WARNING: the access log's hash chain is BROKEN at row {b.first_bad_seq} ({b.reason}): the private "
+            f"budget could not be counted; gated anyway (accept_broken_chain: {b.accepted_because})")
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _calibration_lines(calibration: list[dict[str, Any]]) -> list[str]:
+    """The Markdown table of each proxy scorer's agreement with raters (``Verdict.calibration``); none when empty."""
+    if not calibration:
+        return []
+
+    def ci(value: Any, interval: list[float] | None) -> str:
+        return (_fmt(value, 3) or "n/a") + (f" [{_fmt(interval[0], 3)}, {_fmt(interval[1], 3)}]" if interval else "")
+
+    lines = ["", "Calibration against people (human-audit tier, 95% bootstrap CIs):", "",
+             "| protocol | scorer | rated samples | Spearman rho | kappa | weighted kappa | Krippendorff alpha |",
+             "|---|---|---|---|---|---|---|"]
+    for c in calibration:
+        cells = [ci(c["spearman"]["rho"], c["spearman"]["ci"])]
+        cells += [ci(c[k]["value"], c[k]["ci"]) for k in ("kappa", "weighted_kappa", "alpha")]
+        lines.append(f"| {c['protocol']} | {c['scorer']} | {c['n_samples']} | {' | '.join(cells)} |")
+    return lines
+
+
+def _proxy_lines(proxies: list[dict[str, Any]]) -> list[str]:
+    """The Markdown table of the proxy protocols' numbers (``Verdict.proxies``; ``rlhf.proxies``); none when empty."""
+    if not proxies:
+        return []
+    lines = ["", "Proxy scores (informational: no rule reads them; dev-tier split; 95% paired bootstrap CI):", "",
+             "| proxy | split | checkpoint | mean score | mean reward | judged | mean rating | judge win rate [CI] "
+             "| LC win rate | flip rate |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for p in proxies:
+        for r in p["checkpoints"]:
+            who = "baseline" if r["role"] == "baseline" else f"seed {r['train_seed']} best (step {r['step']})"
+            j = r.get("judge") or {}
+            pw = j.get("pairwise") or {}
+            win = f"{_fmt(pw['win_rate'], 3)} [{_fmt(pw['low'], 3)}, {_fmt(pw['high'], 3)}]" if pw else ""
+            reward = (f"{_fmt(r['reward_mean'], 3)} ± {_fmt(r['reward_mean_stderr'], 3)}" if "reward_mean" in r
+                      else "")
+            # how many answers the judge judged (one cut at max_tokens is not), as the HTML section says
+            judged = f"{j.get('judged')} of {r.get('samples')} ({j.get('unparseable')} unparseable)" if j else ""
+            rating = (f"{_fmt(j['mean_rating'], 3)} on {j['scale'][0]}-{j['scale'][1]}"
+                      if j.get("mean_rating") is not None and j.get("scale") else "")
+            lines.append(f"| {p['protocol']} ({p['scorer']}) | {p['split']} | {who} | "
+                         f"{_fmt(r['mean_score'], 3)} ± {_fmt(r['mean_score_stderr'], 3)} | {reward} | {judged} | "
+                         f"{rating} | {win} | {_fmt(pw.get('lc_win_rate'), 3)} | "
+                         f"{_fmt(pw.get('position_flip_rate'), 3)} |")
+    return lines
+
+
+def markdown_summary(verdict: Verdict) -> str:
+    """A short Markdown summary: verdict, rules table, per-seed best/last/failed."""
+    d = verdict.as_dict()
+    lines = [f"## evalgate gate `{d['gate']}`: **{d['verdict']}**", "",
+             f"protocol `{d['protocol']}` (sha256 `{(d['protocol_hash'] or 'n/a')[:16]}`), metric {d['metric']}, "
+             f"selection on `{d['selection_split']}`, decision on `{d['decision_split']}`", "",
+             "| rule | outcome | detail |", "|---|---|---|"]
+    lines += [f"| {r.rule} | {'pass' if r.passed else '**FAIL**'} | {_md(r.detail)} |" for r in verdict.rules]
+    lines += ["", "| seed | best (step, dev) | decision | last step | failed steps |", "|---|---|---|---|---|"]
+    for s in d["seeds"]:
+        b = s["best"]
+        dec = s.get("decision", {})
+        best = f"{b['step']}, {_fmt(b['value'])}" if b else "none"
+        lines.append(f"| {s['train_seed']} | {best} | "
+                     f"{_fmt(dec.get('value'))} ± {_fmt(dec.get('stderr'))} | "
+                     f"{s['last']['step'] if s['last'] else ''} | "
+                     f"{', '.join(str(c['step']) for c in s['failed']) or 'none'} |")
+    ship = d["ship"]
+    lines += ["", f"**Ship:** `{ship['checkpoint']}` ({_md(ship['why'])})" if ship["checkpoint"]
+              else f"**Ship:** none ({_md(ship['why'])})"]
+    if verdict.broken_chain:
+        lines += ["", f"**{_md(_broken_text(verdict))}**"]
+    if d["rereads"]:
+        lines += ["", f"{len(d['rereads'])} decision read(s) showed stored results again (logged, not charged)."]
+    if d["reused_from"]:
+        lines += ["", f"Decision reused from gate `{d['reused_from']['gate_id']}` ({d['reused_from']['created_at']}): "
+                      "inputs unchanged, no private read."]
+    lines += _proxy_lines(d["proxies"])
+    lines += _calibration_lines(d["calibration"])
+    aside = [f"{len(d[k])} {k}" for k in ("stale", "ignored", "failures") if d[k]]
+    if aside:
+        lines += ["", f"Runs set aside: {', '.join(aside)} (listed with reasons in the JSON and HTML reports)."]
+    return "\n".join(lines) + "\n"
+
+
+def write_all(verdict: Verdict, out_dir: str | Path, stem: str, audit: dict[str, Any] | None = None) -> dict[str, str]:
+    """Every registered report format (``report_writers.WRITERS``) beside each other: ``<out_dir>/<stem><suffix>``
+    (``.html``, ``.json``, ``.junit.xml``, ``.md``, a plugin's ``.<name>``); the Markdown summary is also appended to
+    ``$GITHUB_STEP_SUMMARY`` when set.
+
+    Args:
+        audit: ``audit.audit_summary`` of the decision split, shown in the HTML and JSON; None: none shown.
+
+    Returns:
+        Format name -> the path written.
+    """
+    from evalgate.gate.report.writers import WRITERS, suffix_of
+
+    o = Path(out_dir)
+    out = _write_outputs(verdict, {name: o / f"{stem}{suffix_of(name)}" for name in WRITERS.names()}, audit)
+    _step_summary(markdown_summary(verdict))
+    return out
+
+
+def _write_outputs(verdict: Verdict, paths: Mapping[str, Path], audit: dict[str, Any] | None) -> dict[str, str]:
+    """Write each format of ``paths`` (format name -> path; names already checked); format name -> path written."""
+    from evalgate.gate.report.writers import WRITERS
+
+    return {name: str(WRITERS[name].writer()(verdict, path, audit)) for name, path in paths.items()}
+
+
+# -- a gate that decided nothing -----------------------------------------------------------------------------------
+# the machine-readable reason of each outcome, beside the exit code (drift and FAIL both exit 1; docs/GATING.md table)
+ERROR_REASONS: tuple[tuple[type[EvalgateError], str], ...] = (
+    (ProtocolDrift, "drift"), (RefusedByPolicy, "refused"), (BadInput, "invalid"))
+
+
+def error_reason(error: BaseException) -> str:
+    """``drift`` (protocol drift, exit 1), ``refused`` (policy or budget, exit 2), ``invalid`` (bad input, exit 2)
+    or ``error`` (internal or engine error, exit 3)."""
+    return next((reason for kind, reason in ERROR_REASONS if isinstance(error, kind)), "error")
+
+
+def error_document(policy_path: str | Path, gate: str, error: BaseException) -> dict[str, Any]:
+    """The JSON document of a gate that decided nothing: ``verdict`` None, ``reason``, ``error``, ``exit_code``
+    and ``ship`` (none, and why)."""
+    message = error.message if isinstance(error, EvalgateError) else f"{type(error).__name__}: {error}"
+    code = error.exit_code if isinstance(error, EvalgateError) else 3
+    reason = error_reason(error)
+    return {"verdict": None, "gate": gate, "policy": str(policy_path), "reason": reason, "error": message,
+            "exit_code": code, "ship": {"checkpoint": None, "train_seed": None, "step": None,
+                                        "why": f"gate {reason}: {message}"}}
+
+
+def error_junit(doc: dict[str, Any]) -> str:
+    """JUnit XML of a gate that decided nothing: one testcase ``gate`` with an <error> saying why."""
+    suite = ET.Element("testsuite", name=f"evalgate.{doc['gate']}", tests="1", failures="0", errors="1", skipped="0")
+    _properties(suite, {"reason": doc["reason"], "verdict": "NONE", "gate_id": ""})
+    case = ET.SubElement(suite, "testcase", classname=f"evalgate.{doc['gate']}", name="gate")
+    ET.SubElement(case, "error", message=doc["error"], type=f"Gate{doc['reason'].capitalize()}").text = doc["error"]
+    root = ET.Element("testsuites", name="evalgate", tests="1", failures="0", errors="1")
+    root.append(suite)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True)
+
+
+def error_markdown(doc: dict[str, Any]) -> str:
+    """The Markdown summary of a gate that decided nothing."""
+    return (f"## evalgate gate `{doc['gate']}`: **{doc['reason'].upper()}** (no verdict, exit {doc['exit_code']})\n\n"
+            f"{_md(doc['error'])}\n\n**Ship:** none\n")
+
+
+def junit_output(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None = None) -> Path:
+    """The ``junit`` report writer (``report_writers.WRITERS``): ``write_junit``."""
+    return write_junit(verdict, path)
+
+
+def markdown_output(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None = None) -> Path:
+    """The ``markdown`` report writer: the summary to ``path`` (the step summary is ``write_reports``'s)."""
+    p = Path(path)
+    _atomic_write(p, markdown_summary(verdict))
+    return p
+
+
+def error_junit_output(doc: dict[str, Any], path: str | Path) -> Path:
+    """The ``junit`` writer of a gate that decided nothing (``error_junit``)."""
+    _atomic_write(Path(path), error_junit(doc))
+    return Path(path)
+
+
+def error_json_output(doc: dict[str, Any], path: str | Path) -> Path:
+    """The ``json`` writer of a gate that decided nothing: the ``error_document``."""
+    _atomic_write(Path(path), json.dumps(doc, indent=2))
+    return Path(path)
+
+
+def error_markdown_output(doc: dict[str, Any], path: str | Path) -> Path:
+    """The ``markdown`` writer of a gate that decided nothing (``error_markdown``)."""
+    _atomic_write(Path(path), error_markdown(doc))
+    return Path(path)
+
+
+def _checked(outputs: Mapping[str, str | Path] | None) -> dict[str, Path]:
+    from evalgate.gate.report.writers import WRITERS
+
+    outputs = dict(outputs or {})
+    for name in outputs:
+        WRITERS.require(name, " (report outputs)")
+    return {name: Path(path) for name, path in outputs.items() if path}
+
+
+def _step_summary(text: str) -> list[Path]:
+    """Append ``text`` to ``$GITHUB_STEP_SUMMARY`` when that is set; the files appended to."""
+    gh = os.environ.get("GITHUB_STEP_SUMMARY")
+    if not gh:
+        return []
+    with open(gh, "a", encoding="utf-8") as f:
+        f.write(text + "\n")
+    return [Path(gh)]
+
+
+def _write_error_outputs(doc: dict[str, Any], outputs: dict[str, Path]) -> None:
+    from evalgate.gate.report.writers import WRITERS
+
+    for name, path in outputs.items():
+        write_error = WRITERS[name].error_writer()
+        if write_error is not None:
+            write_error(doc, path)
+    _step_summary(error_markdown(doc))
+
+
+def gate_and_report(policy_path: str | Path, store: Store | None = None,
+                    outputs: Mapping[str, str | Path] | None = None, actor: str | None = None,
+                    accept_broken_chain: str | None = None,
+                    expect_head: tuple[int, str] | None = None, progress: bool = False,
+                    swept: SweepSummary | None = None, train_run: str | None = None) -> GateReport:
+    """Load a policy, run the gate and write the requested outputs (what ``evalgate gate`` does).
+    ``outputs``: report format name (``report_writers.WRITERS``: html, json, junit, markdown, a plugin's) -> path.
+    ``accept_broken_chain``: a reason to gate on a broken access-log chain (sets the policy's field for this run);
+    ``expect_head`` and ``progress`` (stderr: what is evaluated, sample counts) as in ``run_gate``; ``swept``: the
+    ``--evaluate-missing`` sweep run before it (``sweep.evaluate_missing``), carried into the report;
+    ``train_run``: the training run to gate (sets the policy's field for this run).
+
+    The Markdown summary is also appended to ``$GITHUB_STEP_SUMMARY`` when that is set. A gate that decides
+    nothing (refused, invalid policy, protocol drift, internal error) still writes, in each format that has an
+    error writer (JUnit: one error testcase; JSON: ``error_document``; Markdown), the output it was asked for,
+    saying why, then raises.
+
+    Returns:
+        The ``GateReport``: the verdict and the paths written.
+
+    Raises:
+        BadInput: an unknown report format in ``outputs``.
+        EvalgateError: see ``evalgate.gate.load_policy`` and ``evalgate.gate.run_gate``.
+    """
+    store = store or Store()
+    paths = _checked(outputs)
+    try:
+        policy = load_policy(policy_path)
+        if accept_broken_chain:
+            policy = policy.model_copy(update={"accept_broken_chain": accept_broken_chain})
+        if train_run:
+            policy = policy.model_copy(update={"train_run": train_run})
+    except Exception as e:
+        _write_error_outputs(error_document(policy_path, Path(policy_path).stem, e), paths)
+        raise
+    try:
+        verdict = run_gate(policy, store, actor, expect_head=expect_head, progress=progress)
+    except Exception as e:
+        _write_error_outputs(error_document(policy_path, policy.name, e), paths)
+        raise
+    report = write_reports(verdict, paths, store)
+    return report if swept is None else replace(report, swept=swept)
+
+
+@dataclass(frozen=True)
+class GateReport:
+    """A verdict and the report files written from it (``evalgate gate``, ``evalgate report``).
+
+    Attributes:
+        verdict: the gate's ``Verdict``.
+        files: writer key (``report_writers.key_of``: ``report``, ``json_out``, ``junit``, ``markdown``, a
+            plugin's) -> the path written, in the writers' order.
+        step_summary: the ``$GITHUB_STEP_SUMMARY`` files the Markdown summary was appended to (not the
+            ``markdown`` output itself).
+        swept: the ``--evaluate-missing`` sweep that ran before the gate (None: none ran).
+    """
+
+    verdict: Verdict
+    files: dict[str, str]
+    step_summary: list[str]
+    swept: SweepSummary | None = None
+
+    @property
+    def passed(self) -> bool:
+        """The verdict is PASS."""
+        return self.verdict.passed
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` document: the verdict's (``Verdict.as_dict``), then the paths written under their writer
+        keys, ``step_summary``, and with ``swept`` its ``counts`` and ``ignored`` as ``evaluate_missing``."""
+        doc = {**self.verdict.as_dict(), **self.files, "step_summary": list(self.step_summary)}
+        if self.swept is not None:
+            doc["evaluate_missing"] = {"counts": self.swept.counts, "ignored": self.swept.ignored}
+        return doc
+
+
+def write_reports(verdict: Verdict, outputs: Mapping[str, str | Path] | None = None,
+                  store: Store | None = None) -> GateReport:
+    """Write a verdict in each requested format (``outputs``: format name -> path; the HTML and JSON with the
+    decision split's access table as it is now; reading the access log reads no split) and append the Markdown
+    summary to ``$GITHUB_STEP_SUMMARY`` when set.
+
+    Returns:
+        The ``GateReport`` (``as_dict()``: the verdict's JSON document with the paths written).
+
+    Raises:
+        BadInput: an unknown format name (lists the known ones).
+    """
+    from evalgate.gate.report.writers import key_of
+    from evalgate.views.audit import audit_summary
+
+    paths = _checked(outputs)
+    store = store or Store()
+    # the judge's per-item table comes from the selection runs the gate read (and logged); none of the private split
+    audit = {**audit_summary(store, verdict.policy.decision_split).as_dict(), "judge": judge_section(store, verdict)}
+    files = {key_of(name): path for name, path in _write_outputs(verdict, paths, audit).items()}
+    summaries = [str(p) for p in _step_summary(markdown_summary(verdict)) if p != paths.get("markdown")]
+    return GateReport(verdict, files, summaries)
+
+
+def report_stored(gate_id: str, store: Store | None = None,
+                  outputs: Mapping[str, str | Path] | None = None) -> GateReport:
+    """Write the outputs of a stored gate again (``evalgate report GATE_ID``) from its stored verdict: no split is
+    read and nothing is logged, so no budget is spent. The stored verdict must be the one the access log recorded
+    (``gate.history.check_recorded``). ``outputs`` as in ``write_reports``.
+
+    Raises:
+        BadInput: no stored gate ``gate_id``, or an unknown report format.
+        RefusedByPolicy: the access log does not hold, or does not record this verdict (``check_recorded``).
+    """
+    from evalgate.gate.history import check_recorded, stored_verdict
+
+    store = store or Store()
+    row, verdict = stored_verdict(store, gate_id)
+    check_recorded(store, row)
+    return write_reports(verdict, outputs, store)

@@ -1,0 +1,186 @@
+"""The human-audit tier: export items (and a run's samples) for people to score, import their scores.
+
+``export_audit`` writes one JSONL record per item, or per sample when a run is given, with ``human_score`` left
+empty; raters fill in ``human_score`` (and optionally ``rater`` and ``note``); ``import_audit`` validates the file
+and stores the scores in the store's ``human_scores`` table, next to the automatic score of the same sample, so
+reward models and judges can be calibrated against people. Both read the split and are logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from evalgate.core.errors import BadInput
+from evalgate.core.fileio import atomic_write, iter_jsonl
+from evalgate.splits.guard import SplitManager
+from evalgate.splits.manifest import actor_name
+from evalgate.store import Store
+
+EXPORT_PURPOSE = "human-audit-export"
+IMPORT_PURPOSE = "human-audit-import"
+
+
+class AuditRecord(BaseModel):
+    """One line of a human-audit file: what raters see, and the score they give."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    split: str
+    """The human-audit split the item belongs to."""
+    item_id: str
+    """The item's id in the split."""
+    run_id: str | None = None
+    """The run whose sample is scored; None when the item itself is scored."""
+    sample_index: int | None = None
+    """The sample's index within its item in that run; None for an item-level score."""
+    item: dict[str, Any] = {}
+    """The item's fields, for the rater to read (not imported): every field for an item-level record; for a run's
+    sample, ``id`` and the fields its protocol renders into the prompt (what the model saw)."""
+    gold: dict[str, Any] | None = None
+    """A run's sample exported with ``show_gold``: the item's other fields (the gold answer, a reference solution,
+    tests), for the rater to read (not imported). None: not shown."""
+    completion: str | None = None
+    """The model's completion, for the rater to read (not imported)."""
+    auto_score: float | None = None
+    """The automatic scorer's score at export (the import takes it from the store, not from this field)."""
+    human_score: float | None = None
+    """Filled in by the rater (e.g. 0 or 1, or a 1-5 rating); records left empty are skipped on import."""
+    rater: str | None = None
+    """Who scored; default the importer's ``--rater`` or actor."""
+    note: str | None = None
+    """The rater's free-text note."""
+
+
+def _human_audit_manifest(manager: SplitManager, split: str, purpose: str, actor: str) -> None:
+    """Refuse (logged) a split of another tier: exporting a private split would put its items in a plain file."""
+    m = manager.manifest(split)
+    if m.tier != "human-audit":
+        manager.refuse(split, purpose, actor, f"split {split} is tier {m.tier}; human scoring works on human-audit "
+                       "splits: add the items with 'evalgate splits add NAME --tier human-audit --file F.jsonl'",
+                       BadInput)
+
+
+def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: str | None = None,
+                 store: Store | None = None, show_gold: bool = False) -> dict[str, Any]:
+    """Write a human-audit split's items, or one run's samples on it, as JSONL for human scoring (a logged read).
+
+    A run's samples carry, as the rating page shows them, the item fields the run's protocol renders (``item``) and
+    the other fields (``gold``) only with ``show_gold``.
+
+    Returns:
+        ``{"split", "run_id", "records", "out"}``.
+
+    Raises:
+        BadInput: unknown split, a split not of tier human-audit, a run that is not on this split or whose
+            protocol the store does not hold.
+    """
+    store = store or Store()
+    manager = SplitManager(store)
+    _human_audit_manifest(manager, split, EXPORT_PURPOSE, actor_name(actor))
+    samples: list[dict[str, Any]] = []
+    if run_id is not None:
+        runs = store.runs(run_id=run_id)
+        if not runs or runs[0]["split"] != split:
+            raise BadInput(f"run {run_id} is not a run on split {split}; list runs with 'evalgate audit' or the "
+                           "run's JSON output")
+        samples = store.samples(run_id)
+        from evalgate.human.rating import question_fields
+
+        shown = {"id", *question_fields(store, runs[0])}
+    opened = manager.open(split, EXPORT_PURPOSE, actor_name(actor), detail=f"run {run_id}" if run_id else None)
+    items = {str(it["id"]): it for it in opened.items}
+    if run_id is None:
+        records = [AuditRecord(split=split, item_id=i, item=it) for i, it in items.items()]
+    else:
+        records = [AuditRecord(split=split, item_id=s["item_id"], run_id=run_id, sample_index=s["sample_index"],
+                               item={k: v for k, v in it.items() if k in shown}, completion=s.get("text"),
+                               gold={k: v for k, v in it.items() if k not in shown} if show_gold else None,
+                               auto_score=s["score"])
+                   for s, it in ((s, items.get(s["item_id"], {})) for s in samples)]
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, "".join(r.model_dump_json() + "\n" for r in records))
+    return {"split": split, "run_id": run_id, "records": len(records), "out": str(path)}
+
+
+def import_audit(path: str | Path, rater: str | None = None, actor: str | None = None,
+                 store: Store | None = None) -> dict[str, Any]:
+    """Validate a scored human-audit file and store its scores (re-importing replaces a rater's earlier score).
+
+    Each split named in the file is read (logged, purpose ``human-audit-import``) to check the item ids. The
+    automatic score stored with a human score is the run's sample score from the store.
+
+    Returns:
+        ``{"imported", "skipped_unscored", "splits", "agreement"}`` where ``agreement`` (over scores that have an
+        automatic score) is ``{"n", "mean_human", "mean_auto", "mean_abs_diff", "exact_agreement"}``: means of the
+        scores, mean of |human - auto|, and the share of samples where both are equal (meaningful for 0/1 scores).
+
+    Raises:
+        BadInput: missing file, a bad line (named), a split not of tier human-audit, an unknown item, run or
+            sample; a file with no records, or none with a human_score (nothing read then).
+    """
+    from evalgate.store import now
+
+    p = Path(path)
+    if not p.is_file():
+        raise BadInput(f"{p} not found; pass the file written by 'evalgate splits export-audit', with scores")
+    raw = p.read_bytes()
+    records: list[tuple[int, AuditRecord]] = []
+    for i, rec in iter_jsonl(raw, p, "fix that line"):
+        try:
+            records.append((i, AuditRecord.model_validate(rec)))
+        except ValidationError as e:
+            err = e.errors()[0]
+            raise BadInput(f"{p}:{i}: {'.'.join(str(x) for x in err['loc'])}: {err['msg']}") from e
+    if not any(r.human_score is not None for _, r in records):
+        raise BadInput(f"{p}: no record has a human_score ({len(records)} record(s), all unscored): fill in "
+                       "human_score for the items you scored, then import again" if records else
+                       f"{p} holds no records; pass the file written by 'evalgate splits export-audit', with scores")
+    store = store or Store()
+    manager = SplitManager(store)
+    who = actor_name(actor)
+    item_ids: dict[str, set[str]] = {}
+    for split in sorted({r.split for _, r in records}):
+        _human_audit_manifest(manager, split, IMPORT_PURPOSE, who)
+        item_ids[split] = {str(it["id"]) for it in manager.open(split, IMPORT_PURPOSE, who, detail=p.name).items}
+    auto: dict[str, dict[tuple[str, int], float]] = {}
+    rows: list[dict[str, Any]] = []
+    pairs: list[tuple[float, float]] = []
+    skipped = 0
+    for i, r in records:
+        if r.human_score is None:
+            skipped += 1
+            continue
+        if r.item_id not in item_ids[r.split]:
+            raise BadInput(f"{p}:{i}: item {r.item_id!r} is not in split {r.split}")
+        auto_score = None
+        if r.run_id is not None:
+            if r.run_id not in auto:
+                auto[r.run_id] = {(s["item_id"], s["sample_index"]): s["score"] for s in store.samples(r.run_id)}
+            if r.sample_index is None or (r.item_id, r.sample_index) not in auto[r.run_id]:
+                raise BadInput(f"{p}:{i}: run {r.run_id} has no sample {r.item_id!r} #{r.sample_index}")
+            auto_score = auto[r.run_id][(r.item_id, r.sample_index)]
+            pairs.append((r.human_score, auto_score))
+        rows.append({"split": r.split, "item_id": r.item_id, "run_id": r.run_id or "",
+                     "sample_index": -1 if r.sample_index is None else r.sample_index,
+                     "rater": r.rater or rater or who, "score": r.human_score, "auto_score": auto_score,
+                     "note": r.note, "source_sha256": hashlib.sha256(raw).hexdigest(), "imported_by": who,
+                     "imported_at": now()})
+    store.put_human_scores(rows)
+    return {"imported": len(rows), "skipped_unscored": skipped, "splits": sorted(item_ids),
+            "agreement": agreement(pairs)}
+
+
+def agreement(pairs: list[tuple[float, float]]) -> dict[str, Any]:
+    """Human vs automatic scores over ``(human, auto)`` pairs: n, both means, mean |human - auto|, and the share
+    of exactly equal pairs. Values are None when there are no pairs."""
+    n = len(pairs)
+    if not n:
+        return {"n": 0, "mean_human": None, "mean_auto": None, "mean_abs_diff": None, "exact_agreement": None}
+    return {"n": n, "mean_human": sum(h for h, _ in pairs) / n, "mean_auto": sum(a for _, a in pairs) / n,
+            "mean_abs_diff": sum(abs(h - a) for h, a in pairs) / n,
+            "exact_agreement": sum(1 for h, a in pairs if h == a) / n}

@@ -1,0 +1,3 @@
+"""Secrets below the store: the private-split key and sealing (``sealing``), the access log's signing key
+(``signing``).
+"""

@@ -1,0 +1,2 @@
+"""``evalgate init``: a repository's starter files (``starter``) from ``templates/``.
+"""

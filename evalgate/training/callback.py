@@ -1,0 +1,155 @@
+"""``EvalgateCallback``: the diagnostics and the watch inside a ``transformers`` training loop (TRL's trainers take
+it unchanged: they are ``Trainer`` subclasses and call the same ``TrainerCallback`` hooks).
+
+- ``on_log``: the diagnostics run on ``state.log_history`` (``diagnostics.guards.guard_seed``); a finding whose
+  severity is in the guards' ``fail_on`` sets ``control.should_training_stop``, with the reason printed on stderr and
+  saved in ``<output_dir>/evalgate-stop.json``. A ``STOP`` file that ``evalgate watch`` wrote into the output
+  directory stops training the same way. Each log record is also appended to ``<output_dir>/evalgate-log.jsonl``,
+  so a watch re-diagnoses between checkpoints.
+- ``on_save``: the new ``checkpoint-N`` is announced in ``<output_dir>/evalgate-queue.jsonl`` (a running watch reads
+  it without waiting out its settle time) or, with ``evaluate=True``, evaluated in-process through ``evaluate()``.
+- ``on_train_end``: a ``train_end`` line in the queue file, so ``evalgate watch --exit-when-done`` can finish.
+- ``on_train_begin``: leftovers of an earlier run in the same ``output_dir`` are moved aside (renamed
+  ``<name>.previous-<time>``), never obeyed or merged (issue 28, item 14): the ``STOP`` file and
+  ``evalgate-stop.json`` always (they were written before this training began); on a fresh start (global step 0)
+  also ``evalgate-log.jsonl`` and ``evalgate-queue.jsonl``. A resumed run keeps its log (the steps it logs again
+  make an abandoned segment that the diagnostics judge too) and drops the stale ``train_end`` lines of its queue.
+
+Importing this module imports ``transformers`` (for ``TrainerCallback``), never vLLM.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from transformers import TrainerCallback
+
+from evalgate.core.fileio import atomic_write
+from evalgate.diagnostics.diagnose import diagnose
+from evalgate.diagnostics.guards import Guards, trips
+from evalgate.diagnostics.log import from_records
+from evalgate.watch.files import LOG_FILE, QUEUE_FILE, STOP_FILE
+
+STOP_REASON_FILE = "evalgate-stop.json"
+
+__all__ = ["EvalgateCallback"]
+
+
+class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
+    """Stop training when the diagnostics fail; hand each checkpoint to ``evalgate watch`` or evaluate it.
+
+    Args:
+        guards: thresholds and ``fail_on`` severities (default ``Guards()``: stop on ``fail`` findings).
+        policy: a gate policy file whose ``guards`` section (the diagnostics' ``Guards``) is used.
+        protocol, split: what ``evaluate=True`` evaluates each checkpoint with (a frozen protocol, a dev split).
+        evaluate: evaluate each saved checkpoint in-process (blocks training while it runs); default: hand it to
+            a watch through the queue file.
+        run_options: ``RunOptions`` for in-process evaluation (default purpose ``watch``, no progress bars).
+        seed: training seed for the diagnosis's label (default: ``args.seed``).
+
+    Attributes:
+        stop_reason: why training was stopped (None while it runs on).
+        results: run documents of in-process evaluations, in save order.
+    """
+
+    def __init__(self, guards: Guards | None = None, policy: str | Path | None = None,
+                 protocol: str | Path | None = None, split: str | None = None, evaluate: bool = False,
+                 run_options: Any = None, seed: int | None = None):
+        if evaluate and (protocol is None or split is None):
+            from evalgate.core.errors import BadInput
+
+            raise BadInput("EvalgateCallback(evaluate=True) needs protocol= and split= (a frozen protocol and a dev "
+                           "split)")
+        if guards is None and policy is not None:
+            from evalgate.gate.policy import load_policy
+
+            guards = load_policy(policy).guards
+        self.guards = guards or Guards()
+        self.protocol, self.split, self.evaluate, self.run_options = protocol, split, evaluate, run_options
+        self.seed = seed
+        self.stop_reason: str | None = None
+        self.results: list[dict[str, Any]] = []
+
+    def _stop(self, args: Any, control: Any, reason: str, step: int, first_step: int | None = None) -> None:
+        """Stop training at ``step`` (the global step now); ``first_step``: where the finding began."""
+        control.should_training_stop = True
+        if self.stop_reason is None:
+            self.stop_reason = reason
+            print(f"evalgate: stopping training at step {step}: {reason}", file=sys.stderr, flush=True)
+            doc = {"reason": reason, "step": step, "first_step": first_step, "time": time.time()}
+            atomic_write(Path(args.output_dir) / STOP_REASON_FILE, json.dumps(doc, indent=2) + "\n")
+
+    def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if not state.is_world_process_zero:
+            return control
+        out = Path(args.output_dir)
+        fresh = not state.global_step
+        names = [STOP_FILE, STOP_REASON_FILE] + ([LOG_FILE, QUEUE_FILE] if fresh else [])
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        for name in names:
+            f = out / name
+            if f.is_file():
+                dest = f.with_name(f"{name}.previous-{stamp}")
+                f.replace(dest)
+                print(f"evalgate: {f} is left from an earlier run; moved to {dest.name}", file=sys.stderr,
+                      flush=True)
+        q = out / QUEUE_FILE
+        if not fresh and q.is_file():
+            lines = [ln for ln in q.read_text().splitlines(keepends=True) if '"train_end"' not in ln]
+            atomic_write(q, "".join(lines))
+        return control
+
+    def on_log(self, args: Any, state: Any, control: Any, logs: dict[str, Any] | None = None,
+               **kwargs: Any) -> Any:
+        out = Path(args.output_dir)
+        if state.is_world_process_zero and state.log_history:
+            out.mkdir(parents=True, exist_ok=True)
+            with open(out / LOG_FILE, "a") as fh:
+                fh.write(json.dumps(state.log_history[-1]) + "\n")
+        stop = out / STOP_FILE
+        if stop.is_file():
+            try:
+                reason = json.loads(stop.read_text()).get("reason", "STOP file")
+            except ValueError:
+                reason = stop.read_text().strip() or "STOP file"
+            self._stop(args, control, f"{stop}: {reason}", state.global_step)
+            return control
+        log = from_records(list(state.log_history), f"{out} (log_history)", "trainer_state")
+        d = diagnose(log, self.guards, seed=self.seed if self.seed is not None else args.seed)
+        hits = trips(d, self.guards, live=True)
+        if hits:
+            f = hits[0]
+            self._stop(args, control, f"{f.signal} ({f.status}) since step {f.step}: {f.message}", state.global_step,
+                       f.step)
+        return control
+
+    def on_save(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        ckpt = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        if not state.is_world_process_zero:
+            return control
+        if self.evaluate:
+            from evalgate.runner.evaluate import RunOptions, evaluate
+
+            opts = self.run_options or RunOptions(purpose="watch", progress=False)
+            assert self.protocol is not None and self.split is not None
+            self.results.append(evaluate(self.protocol, ckpt, self.split, opts))
+        else:
+            self._queue(args, {"step": state.global_step, "checkpoint": str(ckpt), "time": time.time()})
+        return control
+
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+        if state.is_world_process_zero:
+            self._queue(args, {"event": "train_end", "step": state.global_step, "time": time.time(),
+                               "stop_reason": self.stop_reason})
+        return control
+
+    @staticmethod
+    def _queue(args: Any, rec: dict[str, Any]) -> None:
+        out = Path(args.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / QUEUE_FILE, "a") as f:
+            f.write(json.dumps(rec) + "\n")
