@@ -100,7 +100,7 @@ def reward_cmd(run_id: str, rollouts: Path | None, baseline_run: str | None, pol
     if policy_path is not None:
         from evalgate.gate import load_policy
 
-        rules = load_policy(policy_path).reward_audit
+        rules = load_policy(policy_path, resolve_paths=False).reward_audit
     res = reward_audit(Store(), run_id, rules, rollouts, baseline_run)
     if as_json:
         dump(res)

@@ -202,11 +202,15 @@ class GatePolicy(_Strict):
 _VAR = re.compile(r"\$(?:(\w+)|\{(\w+)\})")  # $NAME or ${NAME}, as os.path.expandvars reads them
 
 
-def load_policy(path: str | Path, variables: Mapping[str, str] | None = None) -> GatePolicy:
+def load_policy(path: str | Path, variables: Mapping[str, str] | None = None, *,
+                resolve_paths: bool = True) -> GatePolicy:
     """Load a gate policy file. Paths in it may use ``$VARS`` and are resolved against the file's directory.
 
     ``variables``: values for ``$NAME`` / ``${NAME}`` in paths, used before the process environment's (a script or
-    notebook fills in the demo's ``$EVALGATE_DEMO_BASE`` without setting ``os.environ``).
+    notebook fills in the demo's ``$EVALGATE_DEMO_BASE`` without setting ``os.environ``). ``resolve_paths=False``
+    validates the whole file but leaves its paths (baseline checkpoint, protocol file, training logs) as written,
+    unexpanded: for a reader that uses none of them (``evalgate watch`` takes the metric, ``selection`` and
+    ``guards``), so an unset ``$EVALGATE_BASELINE`` is not demanded.
 
     Raises:
         BadInput: missing file, malformed YAML, invalid or unknown fields (each with file:line, the field path and,
@@ -221,6 +225,8 @@ def load_policy(path: str | Path, variables: Mapping[str, str] | None = None) ->
         policy = GatePolicy.model_validate(load_yaml_mapping(path, text, "gate policy"))
     except ValidationError as e:
         raise BadInput(format_validation_error(path, text, e, GatePolicy, "gate policy")) from e
+    if not resolve_paths:
+        return policy
     base = path.resolve().parent
 
     def rel(p: str) -> str:

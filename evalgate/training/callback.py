@@ -67,7 +67,7 @@ class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
         if guards is None and policy is not None:
             from evalgate.gate.policy import load_policy
 
-            guards = load_policy(policy).guards
+            guards = load_policy(policy, resolve_paths=False).guards  # its paths (the baseline) are not used
         self.guards = guards or Guards()
         self.protocol, self.split, self.evaluate, self.run_options = protocol, split, evaluate, run_options
         self.seed = seed

@@ -87,10 +87,14 @@ class WatchOptions:
     @classmethod
     def from_policy(cls, policy_path: str | Path, **kw: Any) -> WatchOptions:
         """Options taking ``metric``, ``selection.collapse_drop`` and the guards (the diagnostics' ``Guards``) from a
-        gate policy file; ``kw`` as the constructor."""
+        gate policy file; ``kw`` as the constructor. Only those are read: the policy's paths (its baseline
+        checkpoint, often ``$EVALGATE_BASELINE``) are neither resolved nor required.
+
+        Raises:
+            BadInput: the policy file is missing or invalid (``load_policy``)."""
         from evalgate.gate.policy import load_policy
 
-        pol = load_policy(policy_path)
+        pol = load_policy(policy_path, resolve_paths=False)
         extra: dict[str, Any] = {"metric": pol.metric, "collapse_drop": pol.selection.collapse_drop,
                                  "guards": pol.guards}
         return cls(**{**extra, **kw})

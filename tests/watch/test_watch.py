@@ -331,3 +331,27 @@ def test_a_private_split_is_refused_at_start_and_logged(tmp_path: Path) -> None:
         _watcher([tmp_path / "run"], tmp_path, "addition-private")
     assert [(r["purpose"], r["outcome"]) for r in Store().access_rows("addition-private")][-1] == ("watch", "refused")
     assert not (tmp_path / "status").exists()
+
+
+def test_a_policy_is_read_for_what_watch_uses_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 44, item 7: ``watch --policy`` with init's starter policy demanded ``$EVALGATE_BASELINE`` (the gate's
+    baseline checkpoint), which watch never uses. The watch, the callback and ``audit reward --policy`` read the
+    policy's metric, selection, guards or reward_audit without resolving its paths; the gate still demands it."""
+    from evalgate.callback import EvalgateCallback
+    from evalgate.errors import BadInput
+    from evalgate.gate import load_policy
+    from evalgate.watch.loop import WatchOptions
+
+    monkeypatch.delenv("EVALGATE_BASELINE", raising=False)
+    policy = tmp_path / "g.yaml"
+    policy.write_text("name: g\nprotocol: p@1\nselection_split: d\ndecision_split: x\nmetric: mean_score\n"
+                      "baseline: {checkpoint: $EVALGATE_BASELINE}\nselection: {collapse_drop: 0.25}\n"
+                      "guards: {window: 3}\nreward_audit: {reward_min: 0.8}\n")
+    opts = WatchOptions.from_policy(policy, protocol=PROTOCOL, split="dev")
+    assert (opts.metric, opts.collapse_drop, opts.guards.window) == ("mean_score", 0.25, 3)
+    assert EvalgateCallback(policy=policy).guards.window == 3
+    with pytest.raises(BadInput, match="environment variable that is not set"):
+        load_policy(policy)
+    policy.write_text(policy.read_text().replace("window: 3", "windw: 3"))
+    with pytest.raises(BadInput, match="did you mean 'window'"):  # the whole file is still validated
+        WatchOptions.from_policy(policy, protocol=PROTOCOL, split="dev")
