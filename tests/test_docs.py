@@ -155,6 +155,25 @@ def test_every_environment_variable_the_code_reads_is_in_config_md() -> None:
     assert not read - listed, f"add to docs/CONFIG.md's environment table: {sorted(read - listed)}"
 
 
+def test_every_docs_page_is_reachable_from_the_readme() -> None:
+    """Issue 44, item 13: docs/API.md, FRAMES.md and TRACKERS.md were linked from no page a reader reaches from the
+    README. Every page under docs/ (but index.md, the site's home, which mkdocs builds from the README's text) must be
+    reachable by following markdown links from README.md."""
+    seen, todo = set(), [ROOT / "README.md"]
+    while todo:
+        page = todo.pop()
+        if page in seen or not page.is_file() or page.suffix != ".md":
+            continue
+        seen.add(page)
+        for _, line in _lines(page.read_text()):
+            for m in _LINK.finditer(line):
+                target = m.group(1).split("#", 1)[0]
+                if target and ":" not in target:
+                    todo.append((page.parent / target).resolve())
+    pages = {p.resolve() for p in DOCS.glob("*.md")} - {(DOCS / "index.md").resolve()}
+    assert not sorted(p.name for p in pages - seen), "pages no link from README.md reaches"
+
+
 def test_readme_stays_a_front_page() -> None:
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 200, (f"README.md has {len(lines)} lines: keep it to what evalgate is, install, the quick "
