@@ -111,3 +111,19 @@ def test_truncation_comes_first() -> None:
     assert few[0].status == "fired"
     very = verdicts([0.0] * 99 + [1.0], {}, None, ["stop"] * 100)
     assert "intermediate rewards" in next(v for v in very if v.name == "too_sparse").message
+
+
+def test_after_truncation_fired_a_shape_that_did_not_fire_is_not_judged() -> None:
+    """Issue 44, item 9: ``too_sparse: ok: 87.5% of samples score 0`` was printed after truncation fired. 112 of
+    128 samples score 0 (87.5 % < 95 %), 96 of them cut at max_tokens: truncation fires, and too_sparse, too_lenient
+    (4 of 128 score 1) are not judged; sign confusion (trivial answers) still is; without finish reasons, as before."""
+    scores = [0.0] * 112 + [1.0] * 16
+    vs = {v.name: v for v in verdicts(scores, {"empty": 0.0}, None, ["length"] * 96 + ["stop"] * 32)}
+    assert vs["truncation"].status == "fired"
+    for name in ("too_sparse", "too_lenient"):
+        assert vs[name].status == "not_judged" and vs[name].message.startswith("not judged: ")
+    assert "87.5% of samples score 0" in vs["too_sparse"].message
+    assert vs["heavy_tail"].status == "not_checkable" and vs["sign_confusion"].status == "ok"
+    assert _by_name(verdicts(scores, {"empty": 0.0}, None, ["stop"] * 128))["too_sparse"] == "ok"
+    tail = verdicts([0.0] * 90 + [0.5] * 37 + [1.0], {}, None, ["length"] * 90 + ["stop"] * 38)
+    assert _by_name(tail)["heavy_tail"] == "not_judged"

@@ -48,6 +48,8 @@ default limit of the training-log ``truncation`` signal (DAPO, Yu et al. 2025, s
 reward noise), or more than half of the zero scores are truncations ("mostly"). A histogram shaped by the length
 limit says nothing yet about the reward (issue 28, item 13)."""
 CONSTANT_ANSWER = "0"
+NOT_JUDGED = "not_judged"
+"""A shape's status when truncation fired and the shape did not: the histogram was not the reward's."""
 
 
 @dataclass
@@ -57,7 +59,9 @@ class ShapeCheck:
     Attributes:
         name: ``truncation`` (first, when finish reasons are known), ``too_sparse``, ``too_lenient``, ``heavy_tail``
             or ``sign_confusion``.
-        status: ``fired``, ``ok`` or ``not_checkable``.
+        status: ``fired``, ``ok``, ``not_checkable`` (the reward has no such shape: a two-valued reward has no
+            tail) or ``not_judged`` (truncation fired, so the scores measure the length limit: a shape that did not
+            fire on them says nothing about the reward).
         message: the measured figure and what it means (and, when fired, the chapter's remedy).
     """
 
@@ -165,6 +169,10 @@ def verdicts(scores: list[float], baselines: dict[str, float], deserved: dict[st
     - sign confusion: the reward does not point toward the task: a trivial answer scores more than it deserves
       (``deserved``: the share of items whose gold answer it is; 0 when not given), or scores are both negative
       and positive (remedy: read the samples one by one).
+
+    When truncation fired, too sparse, too lenient and heavy tail are judged on cut-off answers: one that did not
+    fire is ``not_judged`` (never ``ok``; a 87.5 % share of zeros was printed "ok" beside a fired truncation), one
+    that fired keeps pointing to truncation. Sign confusion reads the trivial answers only and is judged.
     """
     n = len(scores)
     mean = sum(scores) / n
@@ -178,17 +186,32 @@ def verdicts(scores: list[float], baselines: dict[str, float], deserved: dict[st
             ShapeCheck("too_lenient", "fired" if ones >= LENIENT_SHARE else "ok",
                        f"{ones:.1%} of samples score 1" + (": the reward is too easy; make the task harder or "
                                                            "split the score" if ones >= LENIENT_SHARE else ""))]
+    out += [_tail(scores, mean)]
+    if cut:  # the scores measure the length limit: a shape that did not fire was not judged, not found fine
+        out = [out[0], *(ShapeCheck(v.name, NOT_JUDGED, f"not judged: {v.message}, but truncation fired: the "
+                                    "histogram measures the length limit; fix it and run preflight again")
+                         if v.status == "ok" else v for v in out[1:])]
+    out.append(_sign(scores, baselines, deserved))
+    return out
+
+
+def _tail(scores: list[float], mean: float) -> ShapeCheck:
+    """The heavy-tail shape (``TAIL_SHARE``); not checkable for a two-valued reward."""
+    n = len(scores)
     if len(set(scores)) <= 2:
-        out.append(ShapeCheck("heavy_tail", "not_checkable", f"the reward takes {len(set(scores))} value(s): a "
-                              "two-valued reward has no tail (see too_sparse / too_lenient)"))
-    else:
-        dev = sorted(((s - mean) ** 2 for s in scores), reverse=True)
-        top = max(1, n // 100)
-        share = sum(dev[:top]) / sum(dev) if sum(dev) else 0.0
-        fired = share > TAIL_SHARE
-        out.append(ShapeCheck("heavy_tail", "fired" if fired else "ok",
-                              f"the top {top} sample(s) hold {share:.1%} of the squared deviation from the mean"
-                           + ("; a few samples dominate the gradient: clip or normalise the reward" if fired else "")))
+        return ShapeCheck("heavy_tail", "not_checkable", f"the reward takes {len(set(scores))} value(s): a "
+                          "two-valued reward has no tail (see too_sparse / too_lenient)")
+    dev = sorted(((s - mean) ** 2 for s in scores), reverse=True)
+    top = max(1, n // 100)
+    share = sum(dev[:top]) / sum(dev) if sum(dev) else 0.0
+    fired = share > TAIL_SHARE
+    return ShapeCheck("heavy_tail", "fired" if fired else "ok",
+                      f"the top {top} sample(s) hold {share:.1%} of the squared deviation from the mean"
+                      + ("; a few samples dominate the gradient: clip or normalise the reward" if fired else ""))
+
+
+def _sign(scores: list[float], baselines: dict[str, float], deserved: dict[str, float] | None) -> ShapeCheck:
+    """Sign confusion: a trivial answer scores more than it deserves, or scores of both signs."""
     due = deserved or {}
     bad = {k: v for k, v in baselines.items() if v > due.get(k, 0.0) + 1e-9}
     mixed = any(s < 0 for s in scores) and any(s > 0 for s in scores)
@@ -196,12 +219,10 @@ def verdicts(scores: list[float], baselines: dict[str, float], deserved: dict[st
         why = [f"the {k} answer scores {v:.3f}, more than the {due.get(k, 0.0):.3f} of items whose gold answer it is"
                for k, v in bad.items()]
         why += ["scores are both negative and positive"] if mixed else []
-        out.append(ShapeCheck("sign_confusion", "fired", "; ".join(why) + ": the reward does not point toward the "
-                              "task; read the samples one by one"))
-    else:
-        out.append(ShapeCheck("sign_confusion", "ok", "no trivial answer scores more than the share of items whose "
-                              "gold answer it is; scores have one sign"))
-    return out
+        return ShapeCheck("sign_confusion", "fired", "; ".join(why) + ": the reward does not point toward the "
+                          "task; read the samples one by one")
+    return ShapeCheck("sign_confusion", "ok", "no trivial answer scores more than the share of items whose gold "
+                      "answer it is; scores have one sign")
 
 
 def score_baselines(protocol_path: str | Path, items: list[dict[str, Any]]) -> tuple[dict[str, float],
