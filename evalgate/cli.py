@@ -3,7 +3,8 @@
 Each command parses flags, calls one library function and prints.
 
 Exit codes (DESIGN.md): 0 success / gate PASS; 1 gate FAIL or protocol drift; 2 bad input or refused by policy;
-3 internal or engine error; 130 on Ctrl-C; 141 when the reader closed stdout early (``| head``), quietly.
+3 internal or engine error; 130 on Ctrl-C, 143 on SIGTERM (a run in progress is marked interrupted); 141 when
+the reader closed stdout early (``| head``), quietly.
 ``--json`` prints one JSON document on stdout; progress and logs go to stderr (and ``--json`` turns every progress
 bar off).
 User errors print one line without a traceback; ``EVALGATE_DEBUG=1`` re-raises them.

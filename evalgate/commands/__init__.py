@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import click
 
 from evalgate.core.environment import active
-from evalgate.core.errors import EvalgateError
+from evalgate.core.errors import EvalgateError, Terminated
 
 __all__ = ["dump", "handle_errors", "json_stdout"]
 
@@ -72,25 +72,27 @@ def json_stdout(enabled: bool) -> Iterator[None]:
 
 
 def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn EvalgateError into ``error: message`` on stderr and its exit code; anything else exits 3. A reader
-    that closes stdout early (``evalgate audit | head -1``) ends the command quietly with exit 141; Ctrl-C exits
-    130. A ``--json`` command that fails also prints ``{"error": message, "exit_code": code}`` on stdout, so a
-    caller parsing stdout always gets one JSON document, and nothing else is written to stdout while it runs
-    (``json_stdout``)."""
+    """Turn EvalgateError into ``error: message`` on stderr and its exit code; anything else exits 3. A reader that
+    closes stdout early (``evalgate audit | head -1``) ends the command quietly with exit 141; Ctrl-C exits 130, SIGTERM
+    143 (both mark a run in progress interrupted: ``_sigterm_as_interrupt``). A ``--json`` command that fails also
+    prints ``{"error": message, "exit_code": code}`` on stdout, so a caller parsing stdout always gets one JSON
+    document, and nothing else is written to stdout while it runs (``json_stdout``)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             try:
-                with json_stdout(kwargs.get("as_json", False)):
+                with json_stdout(kwargs.get("as_json", False)), _sigterm_as_interrupt():
                     return fn(*args, **kwargs)
             finally:
                 sys.stdout.flush()  # so a closed pipe shows up here, not as a traceback at interpreter exit
         except BrokenPipeError:
             _stdout_closed()
-        except KeyboardInterrupt:  # Ctrl-C: the shell convention 128 + SIGINT, not click's exit 1 (= gate FAIL)
-            _fail("interrupted (Ctrl-C); a run stopped this way is marked interrupted and resumes from its stored "
-                  "samples when run again", 128 + signal.SIGINT, kwargs.get("as_json", False))
+        except KeyboardInterrupt as e:  # the shell convention 128 + signal, not click's exit 1 (= gate FAIL)
+            what, sig = ("terminated (SIGTERM)", signal.SIGTERM) if isinstance(e, Terminated) else \
+                ("interrupted (Ctrl-C)", signal.SIGINT)
+            _fail(f"{what}; a run stopped this way is marked interrupted and resumes from its stored samples when "
+                  "run again", 128 + sig, kwargs.get("as_json", False))
         except EvalgateError as e:
             if active().debug:
                 raise
@@ -104,6 +106,30 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
                   kwargs.get("as_json", False), f"{type(e).__name__}: {e}")
 
     return wrapper
+
+
+@contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """Within the block, SIGTERM raises ``Terminated`` (a ``KeyboardInterrupt``) in the main thread, as Ctrl-C raises
+    ``KeyboardInterrupt``: a preempted job (Slurm, Kubernetes) marks its run interrupted at once and resumes later,
+    where Python's default action ended the process and left the run ``running``. Only where SIGTERM has its
+    default action (a command that handles it itself, such as ``watch``, sets its own handler inside), and only in
+    the main thread (where signal handlers can be set)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
+        return
+
+    def raise_terminated(signum: int, frame: Any) -> None:
+        raise Terminated(f"signal {signal.Signals(signum).name}")
+
+    signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _fail(line: str, code: int, as_json: bool, error: str | None = None) -> None:

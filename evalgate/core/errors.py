@@ -19,6 +19,12 @@ class EvalgateError(Exception):
         self.message = message
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (what Slurm, Kubernetes and ``kill`` send) turned into Ctrl-C's exception by the CLI
+    (``evalgate.commands.handle_errors``), so every place that marks a stopped run ``interrupted`` does so for it too;
+    the command then exits 143 (128 + SIGTERM)."""
+
+
 class BadInput(EvalgateError):
     """A user-supplied file, flag or name is wrong (malformed YAML, unknown split, missing checkpoint). Exit 2."""
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.checkpoints.resolve import Checkpoint
+from evalgate.core.errors import Terminated
 from evalgate.core.progress import progress_bars
 from evalgate.runner.generate import Generated, generate_missing
 from evalgate.runner.grant import ReleaseGrant
@@ -81,13 +82,15 @@ def evaluate_checkpoint(protocol_path: str | Path, checkpoint: str | Path | Chec
 
 @contextmanager
 def marking_stops(plan: RunPlan) -> Iterator[None]:
-    """Within the block, a run that stops is marked ``interrupted`` (Ctrl-C) or ``failed`` (anything else, with its
-    error) before the exception goes on; its stored generations are kept for the next run."""
+    """Within the block, a run that stops is marked ``interrupted`` (Ctrl-C, or SIGTERM under the CLI) or ``failed``
+    (anything else, with its error) before the exception goes on; its stored generations are kept for the next
+    run."""
     try:
         yield
-    except KeyboardInterrupt:
-        plan.store.fail_run(plan.run_id, "stopped by the user (Ctrl-C); its stored generations are reused by the "
-                            "next identical run", status="interrupted")
+    except KeyboardInterrupt as e:
+        how = "by SIGTERM (preempted or killed)" if isinstance(e, Terminated) else "by the user (Ctrl-C)"
+        plan.store.fail_run(plan.run_id, f"stopped {how}; its stored generations are reused by the next identical "
+                            "run", status="interrupted")
         raise
     except BaseException as e:
         plan.store.fail_run(plan.run_id, f"{type(e).__name__}: {e}")

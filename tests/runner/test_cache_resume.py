@@ -205,3 +205,25 @@ def test_ctrl_c_exits_130_and_marks_the_run_interrupted(home: Path, smollm2_dir:
     as_json = subprocess.run([sys.executable, "-m", "evalgate.cli", "runs", "--json", "--status", "complete"],
                              capture_output=True, text=True, cwd=REPO, env=os.environ.copy(), timeout=120)
     assert as_json.returncode == 0 and json.loads(as_json.stdout) == []
+
+
+def test_sigterm_exits_143_marks_the_run_interrupted_and_it_resumes(home: Path, smollm2_dir: Path,
+                                                                   humaneval_records: list[dict]) -> None:
+    """Issue 44, item 12: SIGTERM (what Slurm and Kubernetes send on preemption) ended the process with Python's
+    default action and left the run ``running`` until another run noticed; it is handled like Ctrl-C now: the run is
+    marked interrupted at once, the command exits 143 (128 + SIGTERM), and the next run reuses what was stored."""
+    args, proc = _start_four_item_run(home, "sigterm", smollm2_dir, humaneval_records)
+    store = Store()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 128 + signal.SIGTERM, err.decode()[-800:]
+    assert "terminated (SIGTERM)" in err.decode() and "Traceback" not in err.decode()
+    (run,) = store.runs()
+    assert run["status"] == "interrupted" and "SIGTERM" in run["error"]
+    with store.connect() as con:
+        stored = con.execute("SELECT count(*) FROM generations").fetchone()[0]
+    r = subprocess.run(args, capture_output=True, text=True, cwd=REPO, env=os.environ.copy(), timeout=900)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["counts"]["cached"] == stored >= 1 and doc["counts"]["generated"] == 4 - stored
+    assert "was left unfinished" not in r.stderr  # nothing was left running
