@@ -103,8 +103,9 @@ def _print_gate(verdict: Any, doc: dict[str, Any]) -> None:
         for a in doc[key]:
             click.echo(f"  {key}: run {a['run_id']} ({a['checkpoint_path']}): {a['reason']}")
     _print_outputs(doc)
-    ship = doc["ship"]
-    click.echo(f"ship: {ship['checkpoint']} ({ship['why']})" if ship["checkpoint"] else f"ship: none ({ship['why']})")
+    from evalgate.gate.results import ship_line
+
+    click.echo(ship_line(doc["ship"]))
 
 
 def _print_outputs(doc: dict[str, Any]) -> None:

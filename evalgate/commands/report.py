@@ -26,6 +26,7 @@ def report_cmd(gate_id: str, as_json: bool, **outputs: Path | None) -> None:
     needed as for a gate)."""
     from evalgate.commands.gate import _print_outputs
     from evalgate.gate.report.outputs import report_stored
+    from evalgate.gate.results import ship_line
 
     report = report_stored(gate_id, outputs=outputs_from(outputs))
     doc = report.as_dict()
@@ -34,7 +35,5 @@ def report_cmd(gate_id: str, as_json: bool, **outputs: Path | None) -> None:
     else:
         click.echo(f"{doc['verdict']} ({doc['reason']}): gate {doc['gate']}, stored as {gate_id}")
         _print_outputs(doc)
-        ship = doc["ship"]
-        click.echo(f"ship: {ship['checkpoint']} ({ship['why']})" if ship["checkpoint"] else
-                   f"ship: none ({ship['why']})")
+        click.echo(ship_line(doc["ship"]))
     sys.exit(0 if report.passed else 1)

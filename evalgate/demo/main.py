@@ -40,6 +40,7 @@ from evalgate.checkpoints.wheels import smollm2_gguf
 from evalgate.core.formatting import num, pm
 from evalgate.core.progress import stage
 from evalgate.demo.rlhf import proxy_lines
+from evalgate.gate.results import ship_line
 from evalgate.workspace import Workspace
 
 PROTOCOL = Path("protocols/addition.yaml")
@@ -185,6 +186,7 @@ def _print_verdict(verdict: Any, doc: dict[str, Any]) -> None:
         print(f"  [{'pass' if r.passed else 'FAIL'}] {r.rule}: {r.detail}")
     for line in proxy_lines(doc["proxies"]):
         print(line)
+    print(ship_line(doc["ship"]))
     print(f"report: {Path(doc['report']).resolve()}")
     print(f"also: {doc['json_out']}, {doc['junit']}, {doc['markdown']}")
 

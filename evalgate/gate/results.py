@@ -257,6 +257,12 @@ VERDICT_VERSION = 2
 """The stored verdict document's format: 2 since it carries ``version`` (documents stored before read as 1)."""
 
 
+def ship_line(ship: dict[str, Any]) -> str:
+    """The text output's last line, from ``Verdict.ship()`` (or an error document's ``ship``): ``ship: PATH (why)``
+    or ``ship: none (why)``."""
+    return f"ship: {ship['checkpoint'] or 'none'} ({ship['why']})"
+
+
 @dataclass
 class Verdict:
     """The gate's decision and everything the report shows.
@@ -323,7 +329,8 @@ class Verdict:
     def ship(self) -> dict[str, Any]:
         """The checkpoint to ship, or why none: on PASS, the seed's best checkpoint with the highest metric on the
         selection split (ties: the lower seed). The pick is made on the dev split, never on the decision split,
-        so the private set chooses nothing; every seed's best passed the rules together.
+        so the private set chooses nothing (a seed with a lower private score may ship); every seed's best passed
+        the rules together. ``why`` says so in every report format.
 
         Returns:
             ``{"checkpoint": path or None, "train_seed", "step", "why"}``.
@@ -337,7 +344,9 @@ class Verdict:
         return {"checkpoint": top.best.path, "train_seed": top.train_seed, "step": top.best.step,
                 "why": f"PASS; seed {top.train_seed}'s best (step {top.best.step}) has the highest "
                        f"{self.policy.metric} on {self.policy.selection_split} ({num(top.best.value)}) of the "
-                       f"{len(chosen)} seed(s)' best checkpoints"}
+                       f"{len(chosen)} seed(s)' best checkpoints: the dev split picks the seed; the private split "
+                       f"{self.policy.decision_split} decides pass/fail for every seed's best together, never which "
+                       "seed ships (picking on it would tune on it)"}
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready verdict (no per-item outputs of any split)."""

@@ -182,6 +182,8 @@ def test_gate_prints_its_verdict_document_or_rules_seeds_and_what_to_ship(tmp_pa
     assert doc["seeds"][1]["failed"][0]["failed_reasons"][0].startswith("collapse")  # 0.7 -> 0.2
     assert lines[at + 7:] == [f"ship: {runs / 'fx-run-seed2' / 'checkpoint-20'} ({doc['ship']['why']})"]
     assert doc["ship"]["why"].startswith("PASS; seed 2's best (step 20) has the highest pass@1 on fx-dev (0.700)")
+    assert "the private split fx-private decides pass/fail for every seed's best together, never which seed" in \
+        doc["ship"]["why"]
 
     failing = tmp_path / "fail.yaml"  # three seeds required, two trained: FAIL, exit 1
     failing.write_text(yaml.safe_dump(fx.policy_dict(built["baseline"], min_seeds=3, reward_hacking=False)))

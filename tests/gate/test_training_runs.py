@@ -116,3 +116,22 @@ def test_train_run_argument_sets_the_policy_field(tmp_path: Path) -> None:
                1, 20, [1] * 10, purpose="release-gate", train_run="grpo")
     v = Workspace.current().gate(_policy_file(tmp_path), evaluate_decision=False, train_run="grpo")
     assert [(s.train_run, s.train_seed) for s in v.seeds] == [("grpo", 1)]
+
+
+def test_the_demos_verdict_ends_with_what_ships_and_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 44, item 14: the demo's verdict had no ``ship:`` line, and a seed with the lower private score shipped
+    (chosen on dev, which is right) without a word. Fixture seeds 1 and 2: dev best 0.6 and 0.7, private 0.6 and 0.7;
+    seed 2 ships, picked on dev, and the line says the private split decides pass/fail, never which seed."""
+    from evalgate.demo import _print_verdict
+    from evalgate.report import write_reports
+
+    built = fx.build(tmp_path / "runs", seeds=(1, 2))
+    p = tmp_path / "g.yaml"
+    p.write_text(yaml.safe_dump(fx.policy_dict(built["baseline"], min_seeds=2, reward_hacking=False)))
+    v = run_gate(load_policy(p), built["store"], evaluate_decision=False)
+    doc = write_reports(v, {k: tmp_path / f"r.{k}" for k in ("html", "junit", "json", "markdown")},
+                        built["store"]).as_dict()
+    _print_verdict(v, doc)
+    (ship,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("ship: ")]
+    assert ship.startswith(f"ship: {tmp_path / 'runs' / 'fx-run-seed2' / 'checkpoint-20'} (PASS; seed 2's best")
+    assert "the dev split picks the seed" in ship and "decides pass/fail" in ship and "never which seed" in ship
