@@ -90,6 +90,8 @@ def _print_gate(verdict: Any, doc: dict[str, Any]) -> None:
         click.echo(f"  {len(doc['rereads'])} decision read(s) showed stored results again: logged, not charged")
     for r in verdict.rules:
         click.echo(f"  [{'pass' if r.passed else 'FAIL'}] {r.rule}: {r.detail}")
+    if doc.get("decision_split_size"):
+        click.echo(f"  {doc['decision_split_size']['detail']}")
     for s in doc["seeds"]:
         click.echo(f"  seed {s['train_seed']} ({s['train_run']}):")
         for label, c in (("best", s["best"]), ("last", s["last"])):

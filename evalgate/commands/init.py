@@ -30,18 +30,24 @@ from evalgate.scaffold.starter import BENCHMARKS, DEFAULT_BASELINE, DEFAULT_CHEC
                    "from the repository variable).")
 @click.option("--dir", "directory", type=click.Path(path_type=Path, file_okay=False), default=Path("."),
               show_default=True, help="The repository to write into.")
+@click.option("--human-audit", "human_audit", type=click.IntRange(min=0), default=0, show_default=True,
+              metavar="N", help="Deal N items (after the smoke items) into NAME-human-audit, the split people rate "
+                                "blind ('evalgate audit serve'); 0: none.")
 @click.option("--force", is_flag=True,
               help="Replace an existing protocol, gate policy or workflow (never a protocol's lock or a split).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @handle_errors
 def init_cmd(benchmark: str, source: Path | None, mapping: tuple[str, ...], row_ids: bool, name: str | None,
-             checkpoint_glob: str, baseline: str, directory: Path, force: bool, as_json: bool) -> None:
+             checkpoint_glob: str, baseline: str, directory: Path, human_audit: int, force: bool,
+             as_json: bool) -> None:
     """Write a starter protocol, gate policy, splits (private data encrypted) and GitHub Actions workflow into a
     repository. Refuses (exit 2, writing nothing) when any of those files exists."""
     from evalgate.scaffold.starter import init_project
 
     result = init_project(InitOptions(benchmark, name, source, mapping, row_ids, checkpoint_glob, baseline,
-                                      directory, force))
+                                      directory, force, human_audit))
+    for w in result.warnings:
+        click.echo(f"warning: {w}", err=True)
     if as_json:
         dump(result.to_json())
         return

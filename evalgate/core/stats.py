@@ -154,3 +154,49 @@ def paired_bootstrap_diff(candidate: np.ndarray, baseline: np.ndarray | float, c
     alpha = (1 - confidence) / 2
     return {"diff": observed, "low": float(np.quantile(diffs, alpha)), "high": float(np.quantile(diffs, 1 - alpha)),
             "stderr": float(diffs.std(ddof=1)), "resamples": resamples, "confidence": confidence}
+
+
+DETECTION_POWER = 0.8
+"""Power at which ``minimum_detectable_difference`` is stated (the customary 80 %)."""
+TOO_SMALL_DIFFERENCE = 0.5
+"""A decision split whose minimum detectable difference is at least this (half a [0, 1] metric's range) is flagged
+as too small for the gate's statistics: at 95 % confidence, fewer than 32 items."""
+
+
+def minimum_detectable_difference(n: int, confidence: float = 0.95, power: float = DETECTION_POWER,
+                                  sd: float = 1.0) -> float:
+    """The smallest true paired difference (candidate - baseline, per item, metric units) that a two-sided test at
+    ``confidence`` detects with probability ``power`` over ``n`` items: ``(z_{1-a/2} + z_power) * sd / sqrt(n)``, with
+    ``a = 1 - confidence`` (the normal-approximation minimum detectable effect; Bloom 1995, "Minimum Detectable
+    Effects", Evaluation Review 19(5); for evals, Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640,
+    sec. 5 on power). ``sd`` is the standard deviation of the per-item differences; the default 1 is its bound for
+    values in [0, 1] (every item discordant, as a pass/fail metric can be), so the figure is what the split can
+    promise whatever the models.
+
+    Args:
+        n: items in the decision split (>= 1).
+        confidence: two-sided confidence level, in (0, 1).
+        power: probability of detecting a difference of that size, in (0, 1).
+        sd: standard deviation of the per-item differences.
+
+    Returns:
+        The difference, metric units (may exceed 1: no difference a [0, 1] metric can show is detectable).
+
+    Raises:
+        ValueError: n < 1, or confidence or power outside (0, 1).
+    """
+    from statistics import NormalDist
+
+    if n < 1 or not 0 < confidence < 1 or not 0 < power < 1:
+        raise ValueError(f"need n >= 1 and confidence, power in (0, 1); got n={n}, confidence={confidence}, "
+                         f"power={power}")
+    z = NormalDist().inv_cdf
+    return (z(1 - (1 - confidence) / 2) + z(power)) * sd / math.sqrt(n)
+
+
+def items_to_detect(difference: float, confidence: float = 0.95, power: float = DETECTION_POWER) -> int:
+    """The fewest items whose ``minimum_detectable_difference`` (sd 1) is below ``difference``."""
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf
+    return math.floor(((z(1 - (1 - confidence) / 2) + z(power)) / difference) ** 2) + 1

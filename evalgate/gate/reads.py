@@ -204,6 +204,12 @@ def reserve(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str
                f"seed's best checkpoint and the baseline not shown before), but only {{left}} of {pol.max_reads} per "
                f"{pol.window_days} days are left; nothing was read or spent. Wait for the window to pass or gate "
                "fewer seeds (another gate may hold the reads: 'evalgate audit --split " + manifest.name + "')")
+    if pol.max_reads is not None and new > pol.max_reads:  # no window will ever hold them: say so, not "wait"
+        refusal = (f"the gate needs {new} reads of private split {manifest.name} (one per seed's best checkpoint "
+                   f"and the baseline not shown before), more than its whole budget of {pol.max_reads} per "
+                   f"{pol.window_days} days: no window will ever cover this gate; nothing was read or spent. Use a "
+                   "fixed baseline value (baseline: {{value: ...}}, no read) or evaluate fewer seeds on the selection "
+                   "split (docs/GATING.md, 'Budget and concurrency')")
     if evaluate_decision and new:
         return _reserve_release_reads(policy.name, manager, manifest, actor, reads, refusal)
     manager.reserve(manifest, actor, RELEASE_GATE, reads, refusal)

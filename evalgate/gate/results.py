@@ -12,6 +12,7 @@ from evalgate.core.formatting import num
 from evalgate.diagnostics.guards import SeedGuards
 from evalgate.diagnostics.signals import Finding
 from evalgate.gate.policy import GatePolicy
+from evalgate.stats import DETECTION_POWER, TOO_SMALL_DIFFERENCE, items_to_detect, minimum_detectable_difference
 
 
 @dataclass
@@ -348,6 +349,32 @@ class Verdict:
                        f"{self.policy.decision_split} decides pass/fail for every seed's best together, never which "
                        "seed ships (picking on it would tune on it)"}
 
+    def decision_size(self) -> dict[str, Any] | None:
+        """How much the decision split can tell: its item count, the smallest paired difference it detects at the
+        policy's confidence with 80 % power (``stats.minimum_detectable_difference``, worst case sd 1), and whether
+        that is too small for the statistics (``stats.TOO_SMALL_DIFFERENCE``; flagged in every report format, the
+        verdict unchanged). None when nothing was decided on it.
+
+        Returns:
+            ``{"split", "items", "confidence", "power", "mde", "too_small", "items_needed", "detail"}``.
+        """
+        if self.stats is None or self.stats.items < 1:
+            return None
+        p, n = self.policy, self.stats.items
+        conf = p.rules.confidence
+        mde = minimum_detectable_difference(n, conf)
+        small = mde >= TOO_SMALL_DIFFERENCE
+        need = items_to_detect(TOO_SMALL_DIFFERENCE, conf)
+        detail = (f"decision split {p.decision_split}: {n} items; the smallest difference it can detect at "
+                  f"{conf:.0%} confidence with {DETECTION_POWER:.0%} power is {mde:.3f} "
+                  "((z_{1-a/2} + z_power) / sqrt(n), sd 1: Bloom 1995; Miller 2024)")
+        if small:
+            detail = (f"WARNING: {detail}: TOO SMALL for the gate's statistics (a difference under "
+                      f"{TOO_SMALL_DIFFERENCE} goes unseen, and its CI can be [0, 0]); add items to the private split "
+                      f"(at least {need})")
+        return {"split": p.decision_split, "items": n, "confidence": conf, "power": DETECTION_POWER,
+                "mde": mde, "too_small": small, "items_needed": need, "detail": detail}
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready verdict (no per-item outputs of any split)."""
         p = self.policy
@@ -366,6 +393,7 @@ class Verdict:
             "reused_from": dataclasses.asdict(self.reused_from) if self.reused_from else None, "ship": self.ship(),
             "rereads": list(self.rereads),
             "broken_chain": dataclasses.asdict(self.broken_chain) if self.broken_chain else None,
+            "decision_split_size": self.decision_size(),
         }
 
     def _seed_dict(self, s: SeedResult) -> dict[str, Any]:

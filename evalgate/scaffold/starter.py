@@ -8,6 +8,8 @@ Everything comes from flags (no prompts). The files, relative to the target dire
 - ``gates/<name>.yaml``: a gate policy selecting on ``<name>-dev`` and deciding on ``<name>-private``;
 - ``splits/<name>-smoke|dev|public|private``: manifests and data dealt with ``splits.partition``, the private
   data only encrypted (the key is created outside the repository when there is none, as ``splits import`` does);
+- ``splits/<name>-human-audit``, with ``human_audit`` items: the split people rate blind (``evalgate audit serve``);
+- ``.gitignore``: ``.evalgate/`` added (the default store: runs, access log, cache, converted models) unless ignored;
 - ``.github/workflows/evalgate-<name>.yml``: the CI recipe of docs/CI.md, installing evalgate by path from a checkout of
   the evalgate repository the workflow's repository variables name, never by name from a package index.
 
@@ -64,6 +66,7 @@ class InitOptions:
             current directory (written relative to ``gates/``).
         directory: the repository to write into.
         force: replace an existing protocol, gate policy or workflow (never a lock or a split).
+        human_audit: items dealt to ``<name>-human-audit`` for blind rating (``evalgate audit serve``); 0: none.
     """
 
     benchmark: str
@@ -75,6 +78,7 @@ class InitOptions:
     baseline: str = DEFAULT_BASELINE
     directory: Path = Path(".")
     force: bool = False
+    human_audit: int = 0
 
 
 @dataclass(frozen=True)
@@ -98,12 +102,13 @@ class InitResult:
     splits: dict[str, str] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     key_file: Path | None = None
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The result as one JSON document (``evalgate init --json``)."""
         return {"directory": str(self.directory), "name": self.name, "splits": self.splits, "counts": self.counts,
                 "files": [{"path": f.path, "kind": f.kind} for f in self.files],
-                "key_file": None if self.key_file is None else str(self.key_file)}
+                "key_file": None if self.key_file is None else str(self.key_file), "warnings": self.warnings}
 
 
 _ENV = jinja2.Environment(
@@ -136,9 +141,12 @@ def init_project(options: InitOptions) -> InitResult:
     root = options.directory
     if root.exists() and not root.is_dir():
         raise BadInput(f"--dir {root} is a file; give the repository's directory")
+    if options.human_audit < 0:
+        raise BadInput(f"--human-audit {options.human_audit}: give a number of items, 0 for none")
     items, provenance = _read_data(options)
     texts = _render(options, name, root)
-    planned = texts + _planned_splits(name)
+    tiers = _tiers(options)
+    planned = texts + _planned_splits(name, tiers)
     _refuse_existing(root, planned, options.force)
     _refuse_blocked(root, planned)
     _validate(root, name, texts)
@@ -149,17 +157,20 @@ def init_project(options: InitOptions) -> InitResult:
     # a relative store directory (the default .evalgate) is the repository's: where its commands, run there, log
     repo_env = env if env.home.is_absolute() else dataclasses.replace(env, home=root / env.home)
     with activate(repo_env):  # items repeating a private split: refused (logged there) before anything is written
-        refuse_private_parts(name, items, provenance)
+        refuse_private_parts(name, items, provenance, human_audit=options.human_audit)
     root.mkdir(parents=True, exist_ok=True)
     written = [p for p in planned if p.kind != "protocol lock"]  # planned only to refuse an existing lock
-    result = InitResult(root, name, written, {t: f"{name}-{t}" for t in TIERS})
+    result = InitResult(root, name, written, {t: f"{name}-{t}" for t in tiers})
     staging = Path(tempfile.mkdtemp(prefix=".evalgate-init-", dir=root))
     try:
         with activate(repo_env):  # write_tiered checks again: a private split added meanwhile is refused too
-            result.counts = _stage(staging, name, texts, items, provenance)
+            result.counts = _stage(staging, name, texts, items, provenance, options.human_audit)
         _move_into_place(staging, root, planned)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    if _ignore_store(root):
+        result.files.append(Planned(".gitignore", "gitignore"))
+    result.warnings = decision_split_warnings(result.splits["private"], result.counts["private"])
     with activate(repo_env):
         log_imported([root / p.path for p in planned if p.kind == "split manifest"])
     result.key_file = None if active().key else active().key_file
@@ -195,9 +206,11 @@ def _read_data(options: InitOptions) -> tuple[list[dict[str, Any]], dict[str, An
             raise BadInput(f"--from {options.source}: item {lacking['id']!r} has no {field_name!r} field (it has "
                            f"{', '.join(sorted(lacking))}); the starter protocol reads 'question' and 'answer': "
                            f"map them, e.g. --map {field_name}=COLUMN")
-    if len(items) < len(TIERS) + 8:  # splits.SMOKE_SIZE smoke items, then at least one per other tier
-        raise BadInput(f"--from {options.source}: {len(items)} items; init deals them into smoke (8), dev, public "
-                       "and private, so it needs at least 12")
+    need = len(TIERS) + 8 + options.human_audit  # SMOKE_SIZE smoke items, human-audit, then one per other tier
+    if len(items) < need:
+        audit = f", human-audit ({options.human_audit})" if options.human_audit else ""
+        raise BadInput(f"--from {options.source}: {len(items)} items; init deals them into smoke (8){audit}, dev, "
+                       f"public and private, so it needs at least {need}")
     return items, {"source": str(options.source), "file": options.source.name}
 
 
@@ -216,11 +229,16 @@ def _render(options: InitOptions, name: str, root: Path) -> list[Planned]:
                     _ENV.get_template("workflow.yml.j2").render(ctx))]
 
 
-def _planned_splits(name: str) -> list[Planned]:
+def _tiers(options: InitOptions) -> tuple[str, ...]:
+    """The tiers init deals into: ``TIERS``, and ``human-audit`` when ``options.human_audit`` asks for it."""
+    return (*TIERS, "human-audit") if options.human_audit > 0 else TIERS
+
+
+def _planned_splits(name: str, tiers: tuple[str, ...] = TIERS) -> list[Planned]:
     """The split files ``splits.write_split`` names (``<split>.yaml`` and ``<split>.jsonl``, ``.jsonl.enc`` for
     the private tier), and the protocol's lock, which must not exist yet."""
     out = [Planned(f"protocols/{name}.yaml.lock", "protocol lock")]
-    for tier in TIERS:
+    for tier in tiers:
         out += [Planned(f"splits/{name}-{tier}.yaml", "split manifest"),
                 Planned(f"splits/{name}-{tier}.jsonl{'.enc' if tier == 'private' else ''}", "split data")]
     return out
@@ -276,7 +294,7 @@ def _validate(root: Path, name: str, texts: list[Planned]) -> None:
 
 
 def _stage(staging: Path, name: str, texts: list[Planned], items: list[dict[str, Any]],
-           provenance: dict[str, Any]) -> dict[str, int]:
+           provenance: dict[str, Any], human_audit: int = 0) -> dict[str, int]:
     """Write every file under ``staging``; returns the item count per tier."""
     from evalgate.splits.discovery import load_manifest
     from evalgate.splits.tiering import write_tiered
@@ -284,8 +302,42 @@ def _stage(staging: Path, name: str, texts: list[Planned], items: list[dict[str,
     for p in texts:
         (staging / p.path).parent.mkdir(parents=True, exist_ok=True)
         (staging / p.path).write_text(p.content or "", encoding="utf-8")
-    paths = write_tiered(name, items, provenance, staging / "splits")
+    paths = write_tiered(name, items, provenance, staging / "splits", human_audit=human_audit)
     return {m.tier: m.count for m in (load_manifest(p.stem, p.parent) for p in paths)}
+
+
+STORE_IGNORE = ".evalgate/"
+"""The line ``init`` adds to the repository's ``.gitignore``: the default store (runs, access log, generation cache,
+converted models of hundreds of MB) is the machine's, never the repository's (CI keeps its own, docs/CI.md)."""
+
+
+def _ignore_store(root: Path) -> bool:
+    """Append ``STORE_IGNORE`` to ``root/.gitignore`` (created if missing) unless a line already ignores the
+    store (``.evalgate``, ``.evalgate/``, ``/.evalgate/``...). Returns whether the file was changed."""
+    path = root / ".gitignore"
+    text = path.read_text(encoding="utf-8") if path.is_file() else ""
+    if any(line.strip().strip("/") == ".evalgate" for line in text.splitlines()):
+        return False
+    sep = "" if not text or text.endswith("\n") else "\n"
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(f"{sep}# evalgate's store: runs, access log, generation cache, converted models (evalgate init)\n"
+                 f"{STORE_IGNORE}\n")
+    return True
+
+
+def decision_split_warnings(split: str, items: int, confidence: float = 0.95) -> list[str]:
+    """A warning when the private split init dealt is too small for the gate's statistics at the starter policy's
+    confidence (``stats.minimum_detectable_difference`` at least ``stats.TOO_SMALL_DIFFERENCE``), else none."""
+    from evalgate.stats import TOO_SMALL_DIFFERENCE, items_to_detect, minimum_detectable_difference
+
+    mde = minimum_detectable_difference(items, confidence) if items else float("inf")
+    if mde < TOO_SMALL_DIFFERENCE:
+        return []
+    need = items_to_detect(TOO_SMALL_DIFFERENCE, confidence)
+    return [f"the decision split {split} has {items} items: the smallest difference a gate on it can detect at "
+            f"{confidence:.0%} confidence with 80% power is {mde:.3f}, too small for the gate's statistics (every "
+            f"report will flag it); the private split needs at least {need} items, so give init about "
+            f"{3 * need + 8} items or more (a third of those after the 8 smoke items go to private)"]
 
 
 def _move_into_place(staging: Path, root: Path, planned: list[Planned]) -> None:

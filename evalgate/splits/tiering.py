@@ -20,18 +20,22 @@ PARTITION_SALT = "evalgate-partition-v1"
 SMOKE_SIZE = 8
 
 
-def partition(ids: list[str], smoke_size: int = SMOKE_SIZE) -> dict[str, list[str]]:
+def partition(ids: list[str], smoke_size: int = SMOKE_SIZE, human_audit: int = 0) -> dict[str, list[str]]:
     """Deterministic tier partition of item ids.
 
-    Ids are ordered by ``sha256(PARTITION_SALT + ":" + id)``; the first ``smoke_size`` form ``smoke`` and the
-    rest are dealt round-robin to ``dev``, ``public``, ``private`` (sizes differ by at most one).
+    Ids are ordered by ``sha256(PARTITION_SALT + ":" + id)``; the first ``smoke_size`` form ``smoke``, the next
+    ``human_audit`` (when > 0) ``human-audit``, and the rest are dealt round-robin to ``dev``, ``public``,
+    ``private`` (sizes differ by at most one). With ``human_audit=0`` the partition is the one it always was.
 
     Returns:
-        ``{"smoke": [...], "dev": [...], "public": [...], "private": [...]}``, each in hash order.
+        ``{"smoke": [...], "dev": [...], "public": [...], "private": [...]}`` (and ``"human-audit"`` when asked),
+        each in hash order.
     """
     order = sorted(ids, key=lambda i: hashlib.sha256(f"{PARTITION_SALT}:{i}".encode()).hexdigest())
     out: dict[str, list[str]] = {"smoke": order[:smoke_size], "dev": [], "public": [], "private": []}
-    for j, i in enumerate(order[smoke_size:]):
+    if human_audit > 0:
+        out["human-audit"] = order[smoke_size:smoke_size + human_audit]
+    for j, i in enumerate(order[smoke_size + max(human_audit, 0):]):
         out[("dev", "public", "private")[j % 3]].append(i)
     return out
 
@@ -47,7 +51,7 @@ def import_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str
 
 def write_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
                  directory: Path | None = None, smoke_size: int = SMOKE_SIZE,
-                 store: AccessLogRepo | None = None) -> list[Path]:
+                 store: AccessLogRepo | None = None, human_audit: int = 0) -> list[Path]:
     """Write ``<prefix>-smoke|dev|public|private`` (``partition``, ``write_split``) without logging them: the
     caller logs them with ``log_imported`` once they are where they stay (``evalgate init`` writes into a staging
     folder first).
@@ -57,20 +61,23 @@ def write_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str,
     plugin or ``evalgate init --from`` given a private split's items would otherwise deal them into the new
     dev and public splits.
 
+    ``human_audit``: items dealt to ``<prefix>-human-audit`` (``partition``) for blind rating; 0: none.
+
     Returns:
-        The four manifest paths, in tier order.
+        The manifest paths, in tier order (four, five with a human-audit split).
 
     Raises:
         RefusedByPolicy: a tier's items repeat a private split other than ``<prefix>-private`` (logged).
     """
-    parts = refuse_private_parts(prefix, items, provenance, smoke_size, store)
-    prov = {**provenance, "partition": f"sha256('{PARTITION_SALT}:' + id) order; first {smoke_size} smoke, "
+    parts = refuse_private_parts(prefix, items, provenance, smoke_size, store, human_audit)
+    audit = f"next {human_audit} human-audit, " if human_audit > 0 else ""
+    prov = {**provenance, "partition": f"sha256('{PARTITION_SALT}:' + id) order; first {smoke_size} smoke, {audit}"
                                        "rest round-robin dev/public/private"}
     return [write_split(name, tier, part, prov, directory) for name, (tier, part) in parts.items()]
 
 
 def refuse_private_parts(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
-                         smoke_size: int = SMOKE_SIZE, store: AccessLogRepo | None = None
+                         smoke_size: int = SMOKE_SIZE, store: AccessLogRepo | None = None, human_audit: int = 0
                          ) -> dict[str, tuple[str, list[Any]]]:
     """The tiered parts of ``items`` (split name -> (tier, items), ``partition``), each checked against the private
     splits (``twins.refuse_private_copy``; ``<prefix>-private`` itself excepted, so a reimport works).
@@ -79,8 +86,8 @@ def refuse_private_parts(prefix: str, items: list[dict[str, Any]], provenance: d
         RefusedByPolicy: a part repeats a private split (logged in ``store``, default ``AccessLogRepo()``).
     """
     by_id = {it["id"]: it for it in items}
-    parts = {f"{prefix}-{tier}": (tier, [by_id[i] for i in ids]) for tier, ids in partition(list(by_id),
-                                                                                             smoke_size).items()}
+    parts = {f"{prefix}-{tier}": (tier, [by_id[i] for i in ids])
+             for tier, ids in partition(list(by_id), smoke_size, human_audit).items()}
     source = str(provenance.get("source") or provenance.get("file") or f"the data of {prefix}")
     for name, (tier, part) in parts.items():
         if part:

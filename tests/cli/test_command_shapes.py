@@ -32,7 +32,7 @@ UNIT_KEYS = ["checkpoint", "digest", "train_run", "train_seed", "step", "split",
              "generated", "tokens", "generate_s", "wall_s", "attempts", "resent", "node_id"]
 GATE_KEYS = ["verdict", "gate", "protocol", "protocol_hash", "selection_split", "decision_split", "metric", "rules",
              "reasons", "seeds", "baseline", "stats", "stale", "ignored", "failures", "reward_audit", "calibration",
-             "proxies", "reason", "gate_id", "reused_from", "ship", "rereads", "broken_chain"]
+             "proxies", "reason", "gate_id", "reused_from", "ship", "rereads", "broken_chain", "decision_split_size"]
 DIAGNOSIS_KEYS = ["label", "seed", "source", "format", "steps", "keys_used", "duplicate_steps", "warnings", "worst",
                   "log_choice", "first_break", "findings"]
 PROTOCOL = {"name": "shape", "version": "1", "prompt": {"chat_template": "none", "template": "{{ question }}"},
@@ -169,7 +169,9 @@ def test_gate_prints_its_verdict_document_or_rules_seeds_and_what_to_ship(tmp_pa
     rules = [ln for ln in lines if ln.startswith("  [")]
     assert rules == [f"  [{'pass' if x['passed'] else 'FAIL'}] {x['rule']}: {x['detail']}" for x in doc["rules"]]
     assert lines[2:2 + len(rules)] == rules
-    at = 2 + len(rules)
+    assert lines[2 + len(rules)] == f"  {doc['decision_split_size']['detail']}"  # 10 items: flagged too small
+    assert lines[2 + len(rules)].startswith("  WARNING: decision split fx-private: 10 items; ")
+    at = 3 + len(rules)
     assert lines[at:at + 7] == [
         "  seed 1 (fx-run):",
         f"    best: step 30 pass@1 0.600  {runs / 'fx-run-seed1' / 'checkpoint-30'}",

@@ -23,7 +23,7 @@ from tests.conftest import REPO, SHARED_DATA
 pytestmark = pytest.mark.integration  # the CLI in subprocesses, a second or so each
 
 HUMANEVAL_FILES = [  # hand-listed: what a user's repository holds after 'evalgate init --benchmark humaneval'
-    ".github/workflows/evalgate-humaneval.yml", "gates/humaneval.yaml", "protocols/humaneval.yaml",
+    ".github/workflows/evalgate-humaneval.yml", ".gitignore", "gates/humaneval.yaml", "protocols/humaneval.yaml",
     "splits/humaneval-dev.jsonl", "splits/humaneval-dev.yaml", "splits/humaneval-private.jsonl.enc",
     "splits/humaneval-private.yaml", "splits/humaneval-public.jsonl", "splits/humaneval-public.yaml",
     "splits/humaneval-smoke.jsonl", "splits/humaneval-smoke.yaml"]
@@ -337,3 +337,47 @@ def test_the_workflow_init_writes_runs_its_steps_on_a_temporary_store(home: Path
     gate = json.loads((repo / "reports" / "gate.json").read_text())
     assert gate["verdict"] in ("PASS", "FAIL") and gate["seeds"][0]["train_seed"] == 1
     assert re.search(r"ci-octo +add-private \(private\) +release-gate +read", results["Pin the access-log head"][1])
+
+
+def test_an_eighteen_row_csv_gets_a_human_audit_split_an_ignored_store_and_a_warning(tmp_path: Path) -> None:
+    """Issue 44, items 8, 10, 11, 13: the issue's 18-row CSV became a 3-item private split without a word; blind
+    rating had no human-audit split; '.evalgate/' (the store, a 500 MB converted model) was not ignored; the starter
+    policy did not state the budget arithmetic. 18 rows with --human-audit 2: 8 smoke, 2 human-audit, then 8 dealt
+    round-robin (dev 3, public 3, private 2)."""
+    data = tmp_path / "data.csv"
+    with data.open("w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["question", "answer"])
+        w.writerows([[f"What is {i} + 1?", str(i + 1)] for i in range(18)])
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".gitignore").write_text("__pycache__/")  # the user's, without a final newline
+    r = evalgate(tmp_path, "init", "--benchmark", "custom", "--name", "sums", "--from", str(data), "--row-ids",
+                 "--dir", "repo", "--human-audit", "2", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["counts"] == {"smoke": 8, "human-audit": 2, "dev": 3, "public": 3, "private": 2}
+    assert doc["splits"]["human-audit"] == "sums-human-audit"
+    manifest = yaml.safe_load((repo / "splits" / "sums-human-audit.yaml").read_text())
+    assert (manifest["tier"], manifest["count"]) == ("human-audit", 2)
+    (warning,) = doc["warnings"]
+    assert "sums-private has 2 items" in warning and "needs at least 32 items" in warning
+    assert f"warning: {warning}" in r.stderr
+    assert (repo / ".gitignore").read_text().splitlines()[0] == "__pycache__/"
+    assert ".evalgate/" in (repo / ".gitignore").read_text().splitlines()
+    assert {"path": ".gitignore", "kind": "gitignore"} in doc["files"]
+    policy = (repo / "gates" / "sums.yaml").read_text()
+    assert "Reads per gate = one per training seed whose best checkpoint was never read + one" in policy
+    assert "4 seeds + a baseline checkpoint: 5 > 4, refused every time" in policy
+    assert "# train_run: NAME" in policy
+
+
+def test_a_gitignore_that_ignores_the_store_is_left_alone(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / ".gitignore").write_text("/.evalgate\n")
+    r = evalgate(tmp_path, "init", "--benchmark", "humaneval", "--dir", "repo", "--json")
+    assert r.returncode == 0, r.stderr
+    assert (repo / ".gitignore").read_text() == "/.evalgate\n"
+    assert ".gitignore" not in [f["path"] for f in json.loads(r.stdout)["files"]]
+    assert json.loads(r.stdout)["warnings"] == []  # 52 private items: 0.389 detectable, not too small

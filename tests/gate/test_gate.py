@@ -232,3 +232,27 @@ def test_report_of_a_gate_without_runs(tmp_path: Path) -> None:
     assert not v.passed and [r.rule for r in v.rules] == ["runs_present"]
     html = render_html(v)
     assert "FAIL" in html and "no run of nothing@1" in html
+
+
+def test_a_gate_the_whole_budget_cannot_cover_says_so(tmp_path: Path) -> None:
+    """Issue 44, item 8: 4 seeds and a baseline checkpoint need 5 reads, more than the private split's whole budget
+    of 4 per 30 days: the refusal said "wait for the window to pass", which never helps. It says no window will
+    cover the gate, and what to do; nothing is spent. (Here 5 seeds with a fixed baseline value: 5 reads.)"""
+    built = fx.build(tmp_path / "runs", seeds=(1, 2))
+    (tmp_path / "proto.yaml").write_text("name: fx\nversion: '1'\nprompt: {template: '{{ q }}'}\n"
+                                         "scorer: {name: exact}\n")
+    _lock(tmp_path / "proto.yaml")
+    store = built["store"]
+    for seed in (4, 5, 6):  # three more seeds with a dev run each: 5 seeds' bests = 5 reads
+        ck = tmp_path / "runs" / f"fx-run-seed{seed}" / "checkpoint-10"
+        ck.mkdir(parents=True)
+        fx.add_run(store, f"dev-{seed}-10", f"d{seed}-10", ck, "fx-dev", "dev", seed, 10, [1] * 5 + [0] * 5)
+    pol = _policy(tmp_path, {**fx.policy_dict(built["baseline"]), "protocol_file": "proto.yaml",
+                             "baseline": {"value": 0.4}, "train_run": "fx-run",
+                             "rules": {"reward_hacking": False, "training_guards": False}})
+    with pytest.raises(RefusedByPolicy, match="needs 5 reads .* more than its whole budget of 4 per 30 days: no "
+                                              "window will ever cover this gate") as e:
+        run_gate(pol, store)
+    assert "baseline: {value: ...}" in str(e.value)
+    rows = store.access_rows("fx-private")
+    assert [r["outcome"] for r in rows] == ["refused"]

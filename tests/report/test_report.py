@@ -85,10 +85,13 @@ def test_junit_parses_one_case_per_rule(tmp_path: Path) -> None:
     suite = root.find("testsuite")
     assert suite is not None
     cases = suite.findall("testcase")
-    assert [c.get("name") for c in cases] == [r.rule for r in v.rules]
+    # the fixture's 10 decision items are too few (issue 44, item 11): a warning case, then one case per rule
+    assert [c.get("name") for c in cases] == ["decision_split_size", *(r.rule for r in v.rules)]
+    warning = cases[0].find("system-err")
+    assert warning is not None and "10 items" in (warning.text or "") and "TOO SMALL" in (warning.text or "")
     failed = [c.get("name") for c in cases if c.find("failure") is not None]
     assert failed == ["training_guards", "reward_hacking"] and suite.get("failures") == "2"
-    assert int(suite.get("tests", "0")) == len(v.rules)
+    assert int(suite.get("tests", "0")) == len(v.rules) + 1
 
 
 def test_json_and_step_summary(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

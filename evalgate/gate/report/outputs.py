@@ -175,11 +175,16 @@ def junit_xml(verdict: Verdict) -> str:
              "gate_id": verdict.gate_id or ""}
     if verdict.broken_chain:
         props["access_log_chain"] = _broken_text(verdict)
+    size = verdict.decision_size()
+    if size:
+        props["decision_split_size"] = size["detail"]
     _properties(suite, props)
-    if verdict.broken_chain:  # not a rule, but never silent: a test case of its own, with the warning as output
-        case = ET.SubElement(suite, "testcase", classname=f"evalgate.{verdict.policy.name}", name="access_log_chain")
-        ET.SubElement(case, "system-err").text = _broken_text(verdict)
-        suite.set("tests", str(len(verdict.rules) + 1))
+    warnings = [("access_log_chain", _broken_text(verdict))] if verdict.broken_chain else []
+    warnings += [("decision_split_size", size["detail"])] if size and size["too_small"] else []
+    for name, text in warnings:  # not rules, but never silent: a test case each, with the warning as output
+        case = ET.SubElement(suite, "testcase", classname=f"evalgate.{verdict.policy.name}", name=name)
+        ET.SubElement(case, "system-err").text = text
+    suite.set("tests", str(len(verdict.rules) + len(warnings)))
     for r in verdict.rules:
         case = ET.SubElement(suite, "testcase", classname=f"evalgate.{verdict.policy.name}", name=r.rule)
         if not r.passed:
@@ -281,6 +286,9 @@ def markdown_summary(verdict: Verdict) -> str:
               else f"**Ship:** none ({_md(ship['why'])})"]
     if verdict.broken_chain:
         lines += ["", f"**{_md(_broken_text(verdict))}**"]
+    size = d.get("decision_split_size")
+    if size:
+        lines += ["", f"**{_md(size['detail'])}**" if size["too_small"] else _md(size["detail"]) + "."]
     if d["rereads"]:
         lines += ["", f"{len(d['rereads'])} decision read(s) showed stored results again (logged, not charged)."]
     if d["reused_from"]:
