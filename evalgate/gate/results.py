@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from evalgate.core.formatting import num
+from evalgate.core.stats import DETECTION_POWER, TOO_SMALL_DIFFERENCE, items_to_detect, minimum_detectable_difference
 from evalgate.diagnostics.guards import SeedGuards
 from evalgate.diagnostics.signals import Finding
 from evalgate.gate.policy import GatePolicy
-from evalgate.stats import DETECTION_POWER, TOO_SMALL_DIFFERENCE, items_to_detect, minimum_detectable_difference
 
 
 @dataclass

@@ -328,7 +328,7 @@ def _ignore_store(root: Path) -> bool:
 def decision_split_warnings(split: str, items: int, confidence: float = 0.95) -> list[str]:
     """A warning when the private split init dealt is too small for the gate's statistics at the starter policy's
     confidence (``stats.minimum_detectable_difference`` at least ``stats.TOO_SMALL_DIFFERENCE``), else none."""
-    from evalgate.stats import TOO_SMALL_DIFFERENCE, items_to_detect, minimum_detectable_difference
+    from evalgate.core.stats import TOO_SMALL_DIFFERENCE, items_to_detect, minimum_detectable_difference
 
     mde = minimum_detectable_difference(items, confidence) if items else float("inf")
     if mde < TOO_SMALL_DIFFERENCE:

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from evalgate.core.stats import items_to_detect, minimum_detectable_difference
 from evalgate.gate import load_policy, run_gate
 from evalgate.splits import load_manifest, write_split
-from evalgate.stats import items_to_detect, minimum_detectable_difference
 from evalgate.store import Store
 from tests import gate_fixtures as fx
 
@@ -59,7 +59,7 @@ def _gate(tmp_path: Path, private_items: int):
 def test_a_three_item_decision_split_is_flagged_in_every_format(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     from evalgate.commands.gate import _print_gate
-    from evalgate.report import write_reports
+    from evalgate.gate.report.outputs import write_reports
 
     v, store = _gate(tmp_path, 3)
     assert v.passed and v.stats is not None and v.stats.items == 3  # the verdict stands; the flag is beside it
@@ -84,7 +84,7 @@ def test_a_three_item_decision_split_is_flagged_in_every_format(tmp_path: Path,
 
 
 def test_a_large_enough_split_states_its_figure_without_a_flag(tmp_path: Path) -> None:
-    from evalgate.report import junit_xml, markdown_summary
+    from evalgate.gate.report.outputs import junit_xml, markdown_summary
 
     v, _ = _gate(tmp_path, 40)
     size = v.as_dict()["decision_split_size"]

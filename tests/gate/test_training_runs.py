@@ -122,8 +122,8 @@ def test_the_demos_verdict_ends_with_what_ships_and_why(tmp_path: Path, capsys: 
     """Issue 44, item 14: the demo's verdict had no ``ship:`` line, and a seed with the lower private score shipped
     (chosen on dev, which is right) without a word. Fixture seeds 1 and 2: dev best 0.6 and 0.7, private 0.6 and 0.7;
     seed 2 ships, picked on dev, and the line says the private split decides pass/fail, never which seed."""
-    from evalgate.demo import _print_verdict
-    from evalgate.report import write_reports
+    from evalgate.demo.main import _print_verdict
+    from evalgate.gate.report.outputs import write_reports
 
     built = fx.build(tmp_path / "runs", seeds=(1, 2))
     p = tmp_path / "g.yaml"

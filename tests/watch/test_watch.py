@@ -337,9 +337,9 @@ def test_a_policy_is_read_for_what_watch_uses_only(tmp_path: Path, monkeypatch: 
     """Issue 44, item 7: ``watch --policy`` with init's starter policy demanded ``$EVALGATE_BASELINE`` (the gate's
     baseline checkpoint), which watch never uses. The watch, the callback and ``audit reward --policy`` read the
     policy's metric, selection, guards or reward_audit without resolving its paths; the gate still demands it."""
-    from evalgate.callback import EvalgateCallback
-    from evalgate.errors import BadInput
+    from evalgate.core.errors import BadInput
     from evalgate.gate import load_policy
+    from evalgate.training.callback import EvalgateCallback
     from evalgate.watch.loop import WatchOptions
 
     monkeypatch.delenv("EVALGATE_BASELINE", raising=False)
