@@ -48,6 +48,7 @@ def resolve_checkpoint(
     train_seed: int | None = None,
     step: int | None = None,
     recorded: Callable[[str], str | None] | None = None,
+    verify: bool = False,
 ) -> Checkpoint:
     """Resolve a checkpoint path to its identity and loadable HF directory.
 
@@ -60,10 +61,13 @@ def resolve_checkpoint(
         recorded: maps the resolved absolute path to the identity the store last recorded for it
             (``Store.recorded_checkpoint``), so a checkpoint known by its sha256 identity keeps it
             (``checkpoint_identity``); None: only the digest cache says so.
+        verify: hash every byte of the identity files, taking no digest from the stat-keyed cache (a trust
+            decision: a run on a public, private or human-audit split, the gate).
 
     Raises:
         BadInput: path missing or neither an HF directory nor a ``.gguf`` file; weights that cannot be read or a
-            ``config.json`` that is not a JSON object (naming the file).
+            ``config.json`` that is not a JSON object (naming the file); a weight index that names a missing file
+            or one outside the directory; a PEFT adapter (``identity_files``).
     """
     given: dict[str, Any] = {"train_run": train_run, "train_seed": train_seed, "step": step}
     p = Path(path).expanduser().resolve()
@@ -77,11 +81,12 @@ def resolve_checkpoint(
         if magic != b"GGUF":  # the GGUF format's first four bytes (ggml docs/gguf.md)
             raise BadInput(f"checkpoint {path} is not a GGUF file (it does not start with the bytes 'GGUF'; it starts "
                            f"with {magic!r}); a truncated or failed download? Pass a complete .gguf file")
-        digest = checkpoint_identity([p], (lambda: recorded(str(p))) if recorded else None, single=True)
+        digest = checkpoint_identity([p], (lambda: recorded(str(p))) if recorded else None, single=True,
+                                     verify=verify)
         prov = {k: "flag" if v is not None else "not inferred: a GGUF file carries no training metadata; pass "
                 f"--{k.replace('_', '-')}" for k, v in given.items()}
         return Checkpoint(p, "gguf", digest, convert_gguf(p, digest), train_run, train_seed, step, prov)
-    digest = checkpoint_identity(identity_files(p), (lambda: recorded(str(p))) if recorded else None)
+    digest = checkpoint_identity(identity_files(p), (lambda: recorded(str(p))) if recorded else None, verify=verify)
     check_weight_files(p)
     check_config(p)
     inferred, src = infer_training(p)

@@ -174,6 +174,9 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
 
     seeds = _select(policy, part.usable)
     chosen = [s for s in seeds if s.best is not None]
+    reads.check_identities(policy, manager, who, [(s.best.path, s.best.digest) for s in chosen if s.best] + (
+        [(policy.baseline.checkpoint, base_digest)]  # resolved from its bytes above when evaluate_decision
+        if policy.baseline.checkpoint and base_digest and not evaluate_decision else []))
     proxies = proxy_section(policy, proxy_checked, _proxy_targets(policy, chosen, base_digest), store, manager, who,
                             evaluate_decision, progress)  # on dev, before any decision read
     reader, reused = _decision_reader(policy, store, manager, dec_m, who, inputs, chosen, dec_runs,

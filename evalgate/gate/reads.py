@@ -5,6 +5,7 @@ selection run."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -216,6 +217,37 @@ def reserve(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str
     return None
 
 
+def check_identities(policy: GatePolicy, manager: SplitManager, actor: str,
+                     targets: list[tuple[str, str]]) -> None:
+    """Refuse the gate when a checkpoint it decides on (each seed's best, the baseline) no longer holds the files
+    its stored runs were made of: each ``(path, digest)`` is hashed from its bytes (``verify_identity``; no digest
+    from the stat-keyed cache, whose entries a store writer can edit), before any decision read.
+
+    A path that holds no checkpoint any more (moved or deleted) is not verified, with a warning on stderr: the
+    gate certifies no bytes there, as it cannot for a checkpoint changed after it ran (``ship`` names the identity
+    to check a copy against).
+
+    Raises:
+        RefusedByPolicy: a checkpoint's files changed (logged on the decision split, nothing read or spent).
+    """
+    from evalgate.checkpoints.identity import short_digest, verify_identity
+    from evalgate.checkpoints.layout import is_checkpoint
+
+    for path, digest in targets:
+        p = Path(path)
+        if not is_checkpoint(p):
+            print(f"warning: gate {policy.name}: {path} holds no checkpoint now; its identity "
+                  f"{short_digest(digest)} was not verified from its files", file=sys.stderr)
+            continue
+        now = verify_identity(p, digest)
+        if now != digest:
+            manager.refuse(policy.decision_split, RELEASE_GATE, actor, (
+                f"gate {policy.name}: checkpoint {path} is not the checkpoint its runs evaluated (identity "
+                f"{short_digest(digest)} in the store, {short_digest(now)} from its files now): its weights, config, "
+                "tokenizer or index changed since. Evaluate it again ('evalgate run' on "
+                f"{policy.selection_split}), then gate"), checkpoint_digest=digest)
+
+
 def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], resolve: bool,
                     recorded: Callable[[str], str | None] | None = None, progress: bool = False) -> str | None:
     """The baseline checkpoint's digest (it is no training candidate), or None for a fixed value (``recorded``:
@@ -229,7 +261,7 @@ def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], res
         from evalgate.core.progress import progress_bars
 
         with progress_bars(progress):
-            return resolve_checkpoint(path, recorded=recorded).digest
+            return resolve_checkpoint(path, recorded=recorded, verify=True).digest
     prior = [r for r in decision_runs if r["checkpoint_path"] == path]
     return prior[-1]["checkpoint_digest"] if prior else None
 

@@ -334,15 +334,18 @@ class Verdict:
         the rules together. ``why`` says so in every report format.
 
         Returns:
-            ``{"checkpoint": path or None, "train_seed", "step", "why"}``.
+            ``{"checkpoint": path or None, "digest", "train_seed", "step", "why"}``; ``digest`` is the identity
+            the gate verified from the checkpoint's files (check a shipped copy against it:
+            ``checkpoints.identity.verify_identity``).
         """
         chosen = [s for s in self.seeds if s.best is not None]
         if not self.passed or not chosen:
             why = "; ".join(self.reasons) or "no seed has a best checkpoint"
-            return {"checkpoint": None, "train_seed": None, "step": None, "why": f"gate FAIL: {why}"}
+            return {"checkpoint": None, "digest": None, "train_seed": None, "step": None, "why": f"gate FAIL: {why}"}
         top = max(chosen, key=lambda s: ((s.best.value or 0.0) if s.best else 0.0, -(s.train_seed or 0)))
         assert top.best is not None
-        return {"checkpoint": top.best.path, "train_seed": top.train_seed, "step": top.best.step,
+        return {"checkpoint": top.best.path, "digest": top.best.digest, "train_seed": top.train_seed,
+                "step": top.best.step,
                 "why": f"PASS; seed {top.train_seed}'s best (step {top.best.step}) has the highest "
                        f"{self.policy.metric} on {self.policy.selection_split} ({num(top.best.value)}) of the "
                        f"{len(chosen)} seed(s)' best checkpoints: the dev split picks the seed; the private split "

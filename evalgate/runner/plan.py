@@ -20,6 +20,7 @@ from typing import Any
 from evalgate.backends.base import BackendOptions, EffectiveParams, check_backend, sample_seed
 from evalgate.checkpoints.provenance import disagreements
 from evalgate.checkpoints.resolve import Checkpoint, resolve_checkpoint
+from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.keys.sealing import Sealer, sealer_for
 from evalgate.protocol.spec import LoadedProtocol, load_protocol, verify
@@ -28,7 +29,7 @@ from evalgate.runner.prompts import RunPrompts, recorded_prompts, render_prompts
 from evalgate.runner.settings import generation_settings, settings_sha256
 from evalgate.scoring import Scorer, get_scorer
 from evalgate.splits.guard import SplitManager
-from evalgate.splits.manifest import Manifest, actor_name
+from evalgate.splits.manifest import RELEASE_GATE, Manifest, actor_name
 from evalgate.store import Store
 
 # (item_id, sample_index, per-sample seed): one sample of a run.
@@ -235,9 +236,13 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     backend_options = check_backend(options.backend, options.backend_options)  # a typo must not spend a read
     store = store or Store()
     actor, access = actor_name(options.actor), SplitManager(store)
-    access.manifest(split)  # a typo'd split name is refused before a GGUF's one-time conversion (a minute on CPU)
+    tier = access.manifest(split).tier  # a typo'd split name is refused before a GGUF's one-time conversion
+    # Only smoke and dev runs may take a file's digest from the stat-keyed cache: its entries are unauthenticated
+    # (docs/SECURITY.md), and runs on the other tiers are what re-reads and the gate trust.
+    trust = tier not in (Tier.SMOKE, Tier.DEV) or options.purpose == RELEASE_GATE
+    # a resolved Checkpoint is the caller's (sweep, watch, tests): in-process code is trusted (docs/SECURITY.md)
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
-        checkpoint, options.train_run, options.train_seed, options.step, store.recorded_checkpoint)
+        checkpoint, options.train_run, options.train_seed, options.step, store.recorded_checkpoint, verify=trust)
     if protocol.spec.tools.agentic:  # backend, chat template and tools must fit before the read is admitted
         from evalgate.agent.checks import check_agentic_setup
 
