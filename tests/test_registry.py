@@ -199,10 +199,10 @@ ENTRY = BackendEntry(EchoOptions, EchoBackend, extra="test", engine="json", cont
 @pytest.mark.usefixtures("memory_store")
 def test_a_backend_plugin_runs_an_evaluation_with_its_own_cache_key(tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    from evalgate.agent.checks import structured_call_backends
     from evalgate.backends.base import BACKENDS, check_backend
+    from evalgate.backends.settings import generation_settings
+    from evalgate.runner.agent.checks import structured_call_backends
     from evalgate.runner.evaluate import RunOptions, evaluate
-    from evalgate.runner.settings import generation_settings
     from evalgate.store import Store
     from evalgate.sweep.ray_cluster import unit_resources
 

@@ -15,6 +15,9 @@ import warnings
 from types import ModuleType
 
 MOVED: dict[str, str] = {
+    "evalgate.agent": "evalgate.runner.agent",
+    "evalgate.agent.view": "evalgate.views.trajectories",
+    "evalgate.runner.settings": "evalgate.backends.settings",
     "evalgate.accesslog": "evalgate.access.log",
     "evalgate.agreement": "evalgate.human.agreement",
     "evalgate.audit": "evalgate.views.audit",

@@ -113,8 +113,8 @@ def _inflation(value: float, base: float) -> float:
 
 def _tool_rules(policy: GatePolicy, chosen: list[SeedResult], baseline: BaselineResult) -> list[RuleOutcome]:
     """``max_tool_call_inflation`` and ``max_tool_violation_rate`` over the decision runs' ``metrics["tools"]``
-    (``evalgate.agent.metrics.tool_metrics``). A run without tool metrics (its protocol offers no tools) fails the
-    rule, which says it cannot be checked and why."""
+    (``evalgate.runner.agent.metrics.tool_metrics``). A run without tool metrics (its protocol offers no tools)
+    fails the rule, which says it cannot be checked and why."""
     r = policy.rules
     if not r.tool_rules or not chosen:
         return []

@@ -333,7 +333,7 @@ def _with_trajectories(store: Store, shown: dict[str, list[dict[str, Any]]], max
                        ) -> dict[str, list[dict[str, Any]]]:
     """``shown`` with each sample of an agentic run given its ``trajectory`` (``agent.view.trajectory_view``); the
     turns are read for the shown samples only, from the same run as their text."""
-    from evalgate.agent.view import trajectory_view, turns_by_sample
+    from evalgate.views.trajectories import trajectory_view, turns_by_sample
 
     items: dict[str, set[str]] = {}
     for r in (r for rows in shown.values() for r in rows):

@@ -64,7 +64,7 @@ def check_chain(policy: GatePolicy, manager: SplitManager, manifest: Any, actor:
 def decision_settings_sha256(backend: str) -> str:
     """The generation settings hash a gate's decision run has on ``backend`` (the gate passes no backend options)."""
     from evalgate.backends.base import check_backend
-    from evalgate.runner.settings import generation_settings, settings_sha256
+    from evalgate.backends.settings import generation_settings, settings_sha256
 
     return settings_sha256(generation_settings(backend, check_backend(backend, {})))
 

@@ -102,7 +102,7 @@ class JudgeCalls:
     def __init__(self, options: JudgeOptions, protocol_path: Path, store: Any, run_id: str,
                  digest: Callable[[str], str] | None = None) -> None:
         from evalgate.backends.base import check_backend, generation_settings
-        from evalgate.runner.settings import settings_sha256
+        from evalgate.backends.settings import settings_sha256
 
         self.options, self.protocol_path, self.store, self.run_id = options, protocol_path, store, run_id
         self.digest = digest or (lambda text: hashlib.sha256(text.encode("utf-8")).hexdigest())

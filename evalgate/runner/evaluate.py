@@ -28,7 +28,7 @@ from evalgate.splits.manifest import RELEASE_GATE
 from evalgate.store import Store
 
 if TYPE_CHECKING:
-    from evalgate.agent.loop import AgentRun
+    from evalgate.runner.agent.loop import AgentRun
 
 __all__ = ["ReleaseGrant", "RunOptions", "RunRecord", "compute_metrics", "effective_params", "evaluate",
            "evaluate_checkpoint", "finish", "marking_stops"]
@@ -70,8 +70,8 @@ def evaluate_checkpoint(protocol_path: str | Path, checkpoint: str | Path | Chec
         started = start(plan)
         agent = None
         with marking_stops(plan):
-            if plan.protocol.tools:  # agentic: a multi-turn loop per sample (evalgate.agent)
-                from evalgate.agent.loop import run_agent
+            if plan.protocol.tools:  # agentic: a multi-turn loop per sample (evalgate.runner.agent)
+                from evalgate.runner.agent.loop import run_agent
 
                 agent = run_agent(plan)
                 generated = agent.generated
@@ -100,7 +100,7 @@ def marking_stops(plan: RunPlan) -> Iterator[None]:
 def finish(plan: RunPlan, started: RunRecord, generated: Generated, agent: AgentRun | None = None) -> RunRecord:
     """Score the generated samples and store the complete record with the samples (a run that stops on the way is
     marked as ``marking_stops`` says). ``agent``: an agentic run's trajectories, whose tool-use counts join the
-    samples' behaviour and the metrics (``evalgate.agent.metrics``).
+    samples' behaviour and the metrics (``evalgate.runner.agent.metrics``).
 
     Returns:
         The complete ``RunRecord``.
@@ -108,7 +108,7 @@ def finish(plan: RunPlan, started: RunRecord, generated: Generated, agent: Agent
     with marking_stops(plan):
         scored = score(plan, generated)
         if agent is not None:
-            from evalgate.agent.metrics import apply_trajectories
+            from evalgate.runner.agent.metrics import apply_trajectories
 
             scored = apply_trajectories(plan, scored, agent)
         done = record(plan, started, generated, scored)

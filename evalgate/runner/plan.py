@@ -2,7 +2,7 @@
 
 Order: load and verify the protocol against its lock; construct the scorer and check the backend options (either
 may refuse, before any read); resolve the checkpoint; for an agentic protocol, check that its tools fit the backend
-and the chat template (``evalgate.agent.checks``); admit the read (the release grant, then the split's tier
+and the chat template (``evalgate.runner.agent.checks``); admit the read (the release grant, then the split's tier
 policy; refusals are logged); read the items; render the prompts (or reuse an earlier run's); look every sample up
 in the generation cache. Nothing is logged as read and no run is created here (``record.start`` does that), so
 ``parity`` reuses this stage with its own read.
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.backends.base import BackendOptions, EffectiveParams, check_backend, sample_seed
+from evalgate.backends.settings import generation_settings, settings_sha256
 from evalgate.checkpoints.provenance import disagreements
 from evalgate.checkpoints.resolve import Checkpoint, resolve_checkpoint
 from evalgate.core.enums import Tier
@@ -26,7 +27,6 @@ from evalgate.keys.sealing import Sealer, sealer_for
 from evalgate.protocol.spec import LoadedProtocol, load_protocol, verify
 from evalgate.runner.grant import ReleaseGrant, check_release_purpose
 from evalgate.runner.prompts import RunPrompts, recorded_prompts, render_prompts, renderer_versions
-from evalgate.runner.settings import generation_settings, settings_sha256
 from evalgate.scoring import Scorer, get_scorer
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import RELEASE_GATE, Manifest, actor_name
@@ -244,7 +244,7 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
         checkpoint, options.train_run, options.train_seed, options.step, store.recorded_checkpoint, verify=trust)
     if protocol.spec.tools.agentic:  # backend, chat template and tools must fit before the read is admitted
-        from evalgate.agent.checks import check_agentic_setup
+        from evalgate.runner.agent.checks import check_agentic_setup
 
         check_agentic_setup(protocol, options.backend, ckpt.model_dir)
     context_note = check_context(protocol, ckpt, options.backend)  # before the read: no read spent on a typo

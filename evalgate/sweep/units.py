@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from evalgate.backends.base import check_backend
+from evalgate.backends.settings import generation_settings, settings_sha256
 from evalgate.checkpoints.resolve import Checkpoint
 from evalgate.protocol.spec import LoadedProtocol
 from evalgate.runner.plan import RunOptions
-from evalgate.runner.settings import generation_settings, settings_sha256
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
 from evalgate.store import Store

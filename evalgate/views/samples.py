@@ -23,7 +23,7 @@ from evalgate.splits.manifest import actor_name
 from evalgate.store import Store
 
 # What a stored sample's status can be: the scorers' statuses, plus the agent loop's ``tool_violation`` (a sample
-# ended by a tool violation under ``tools.violation: end``, ``evalgate.agent.metrics``).
+# ended by a tool violation under ``tools.violation: end``, ``evalgate.runner.agent.metrics``).
 AGENT_STATUSES = (SampleStatus.TOOL_VIOLATION.value,)
 SAMPLE_STATUSES = (*STATUSES, *AGENT_STATUSES)
 """The built-in statuses; ``sample_statuses()`` adds plugin scorers'."""

@@ -1,5 +1,6 @@
 """A tools section that the backend or the chat template cannot carry out is refused before the split is read:
-exit 2, a message naming the field and the fix, and nothing logged, spent or created (``evalgate.agent.checks``)."""
+exit 2, a message naming the field and the fix, and nothing logged, spent or created
+(``evalgate.runner.agent.checks``)."""
 
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
-from evalgate.agent.checks import check_agentic_setup, template_reads_tools
 from evalgate.checkpoints.resolve import Checkpoint
 from evalgate.core.errors import BadInput
 from evalgate.protocol.freeze import freeze
+from evalgate.runner.agent.checks import check_agentic_setup, template_reads_tools
 from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import Policy, SplitManager, load_manifest, write_split
 from evalgate.store import Store

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalgate.agent.loop import turn_seed
 from evalgate.checkpoints.resolve import resolve_checkpoint
 from evalgate.datasets import import_dataset
 from evalgate.protocol.freeze import freeze
+from evalgate.runner.agent.loop import turn_seed
 from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import load_manifest, read_items, write_split
 from evalgate.store import Store

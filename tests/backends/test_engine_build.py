@@ -10,7 +10,7 @@ import pytest
 
 from evalgate.backends import base
 from evalgate.backends.base import VLLMOptions, engine_builds, generation_settings
-from evalgate.runner.settings import settings_sha256
+from evalgate.backends.settings import settings_sha256
 
 
 def _installed(monkeypatch: pytest.MonkeyPatch, dists: dict[str, list[str]], versions: dict[str, str]) -> None:

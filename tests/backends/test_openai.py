@@ -278,9 +278,9 @@ def test_gsm8k_python_tool_through_transformers_serve_calls_the_tool_and_sees_it
     models or a tokenizer with a ``response_template`` (transformers/cli/serving/utils.py,
     ``get_response_template``), and SmolLM2's chat template ignores ``tools``.
     """
-    from evalgate.agent.loop import turn_seed
     from evalgate.datasets import import_dataset
     from evalgate.protocol.freeze import freeze
+    from evalgate.runner.agent.loop import turn_seed
     from evalgate.runner.evaluate import RunOptions, evaluate
     from evalgate.splits import load_manifest, read_items, write_split
     from evalgate.store import Store

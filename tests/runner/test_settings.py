@@ -8,10 +8,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from evalgate.backends.settings import generation_settings, settings_sha256
 from evalgate.core.errors import EvalgateError
 from evalgate.demo.train import addition_items
 from evalgate.runner.evaluate import RunOptions, evaluate
-from evalgate.runner.settings import generation_settings, settings_sha256
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.runner.test_record import addition_protocol

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from evalgate.agent.calls import ToolCall, parse_hermes, parse_llama3, parse_openai, parse_text
 from evalgate.core.errors import BadInput
 from evalgate.protocol.spec import load_protocol
+from evalgate.runner.agent.calls import ToolCall, parse_hermes, parse_llama3, parse_openai, parse_text
 from evalgate.tools import Tool, ToolContext, ToolOutput, get_tool, known_tools
 from tests.plugin_fixtures import _forget_plugins, install_dist  # noqa: F401 - the fixture is autouse
 
@@ -269,7 +269,7 @@ def test_committed_protocols_load() -> None:
 def test_slow_or_raising_tool_is_a_result_not_a_hang(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import threading
 
-    from evalgate.agent.permissions import ToolBox
+    from evalgate.runner.agent.permissions import ToolBox
     from evalgate.tools import TOOLS
 
     release = threading.Event()

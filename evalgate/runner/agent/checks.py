@@ -60,7 +60,7 @@ def check_agentic_setup(protocol: LoadedProtocol, backend: str, model_dir: Any) 
     tools = protocol.spec.tools
     if not tools.agentic:
         return
-    from evalgate.agent.permissions import ToolBox
+    from evalgate.runner.agent.permissions import ToolBox
 
     box = ToolBox(protocol)  # loads every offered tool's implementation and compiles its JSON Schema
     where = f"protocol {protocol.ref} ({protocol.path})"

@@ -12,7 +12,7 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 from typing import Any
 
-from evalgate.agent.loop import AgentRun
+from evalgate.runner.agent.loop import AgentRun
 from evalgate.runner.plan import RunPlan
 from evalgate.runner.score import Scored, compute_metrics
 

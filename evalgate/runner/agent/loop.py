@@ -25,9 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.agent.calls import parse_turn
-from evalgate.agent.permissions import ToolBox
-from evalgate.agent.render import (
+from evalgate.backends.base import Backend, Completion, GenerationRequest, get_backend
+from evalgate.core.errors import EvalgateError
+from evalgate.keys.sealing import sealer_for
+from evalgate.runner.agent.calls import parse_turn
+from evalgate.runner.agent.permissions import ToolBox
+from evalgate.runner.agent.render import (
     assistant_message,
     first_messages,
     function_schemas,
@@ -35,9 +38,6 @@ from evalgate.agent.render import (
     render_conversation,
     result_message,
 )
-from evalgate.backends.base import Backend, Completion, GenerationRequest, get_backend
-from evalgate.core.errors import EvalgateError
-from evalgate.keys.sealing import sealer_for
 from evalgate.runner.generate import Generated, backend_timing, phases_between, progress_bar
 from evalgate.runner.plan import RunPlan, SampleKey
 from evalgate.scoring.reasoning import strip_reasoning

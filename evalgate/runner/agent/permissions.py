@@ -20,8 +20,8 @@ from typing import Any
 
 import jsonschema
 
-from evalgate.agent.calls import ToolCall
 from evalgate.protocol.spec import LoadedProtocol
+from evalgate.runner.agent.calls import ToolCall
 from evalgate.tools import Tool, ToolContext, ToolOutput, get_tool
 
 VIOLATIONS = ("disallowed_tool", "call_budget", "network", "fs_scope", "fs_write")
