@@ -98,11 +98,13 @@ test-vllm:
 	@if $(VPY) -c "import vllm" 2>/dev/null; then $(VLLM_VENV)/bin/pytest -q --durations=10 $(VLLM_TESTS); \
 	  else echo "skipped: $(VLLM_TESTS) (vLLM is not installed in $(VLLM_VENV); see make setup-vllm)"; fi
 
-# lint-imports: the layer contracts of docs/ARCHITECTURE.md ([tool.importlinter] in pyproject.toml)
+# lint-imports: the layer contracts of docs/ARCHITECTURE.md ([tool.importlinter] in pyproject.toml); codeshape: no
+# package cycle (imports inside functions counted) and no loose module at the package root
 lint: setup
 	$(VENV)/bin/ruff check evalgate tests tools
 	$(VENV)/bin/mypy evalgate
 	$(VENV)/bin/lint-imports
+	$(PY) tools/codeshape.py --top 0 --check
 
 # the documentation site from docs/ (mkdocs-material, the dev extra) into site/; --strict: a broken link, a missing
 # anchor or a page left out of mkdocs.yml's nav fails it (tests/test_docs.py runs the same build)

@@ -230,7 +230,7 @@ class Workspace:
         Raises:
             BadInput: a bad policy or glob; EvalgateError: some units failed (exit code the highest of theirs).
         """
-        from evalgate.sweep import evaluate_missing
+        from evalgate.gate.missing import evaluate_missing
 
         with self.activate():
             return evaluate_missing(policy, checkpoints, self.actor, progress, self.store)

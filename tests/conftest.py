@@ -87,10 +87,10 @@ def smollm2_dir(smollm2_gguf: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_rm(smollm2_gguf: Path, smollm2_dir: Path) -> Path:
-    """The tiny reward model (a linear head on SmolLM2 features, ``evalgate.rlhf.train_rm``): trained once per machine
-    (about 2 minutes on 2 cores) under ``$EVALGATE_CACHE``, the same cache entry the demo's RLHF leg uses."""
+    """The tiny reward model (a linear head on SmolLM2 features, ``evalgate.demo.reward_model``): trained once per
+    machine (about 2 minutes on 2 cores) under ``$EVALGATE_CACHE``, the same cache entry the demo's RLHF leg uses."""
     from evalgate.checkpoints.resolve import resolve_checkpoint
-    from evalgate.rlhf.train_rm import ensure_reward_model
+    from evalgate.demo.reward_model import ensure_reward_model
 
     return ensure_reward_model(smollm2_dir, resolve_checkpoint(smollm2_gguf).digest)
 

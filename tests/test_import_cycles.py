@@ -1,10 +1,15 @@
-"""Import cycles among evalgate's modules, with ``tools/codeshape.py`` (every import statement, module level and
-inside functions, walked with ``ast``; cycles are strongly connected components, Tarjan 1972)."""
+"""Import cycles and loose root modules, with ``tools/codeshape.py`` (every import statement, module level and inside
+functions, walked with ``ast``; cycles are strongly connected components, Tarjan 1972): ``make lint`` runs
+``codeshape.py --check``, which must find no package cycle and no loose module at the root."""
 
 from __future__ import annotations
 
 import ast
 import importlib.util
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 from types import ModuleType
 
 from tests.conftest import REPO
@@ -26,11 +31,37 @@ def test_finder_sees_a_cycle() -> None:
     assert cs.imports(tree, "evalgate.b", False, known) >= {"evalgate.a"}
 
 
-def test_gate_and_report_are_in_no_cycle() -> None:
+def test_packages_collapse_to_their_top_level_name() -> None:
     cs = _codeshape()
-    files = sorted(cs.PKG.rglob("*.py"))
-    known = {cs.module_name(f) for f in files}
-    graph = {cs.module_name(f): cs.imports(ast.parse(f.read_text()), cs.module_name(f), f.name == "__init__.py",
-                                           known) for f in files}
-    bad = [c for c in cs.cycles(graph) if any(m.startswith("evalgate.gate",) for m in c)]
-    assert bad == []
+    graph = {"evalgate": {"evalgate.core.errors"}, "evalgate.gate.reads": {"evalgate.runner.plan", "evalgate.gate"},
+             "evalgate.runner.plan": {"evalgate.core.errors"}, "evalgate.core.errors": set(),
+             "evalgate.cli": {"evalgate.commands.run"}, "evalgate.commands.run": {"evalgate.gate.reads"}}
+    assert cs.package_graph(graph) == {"evalgate.gate": {"evalgate.runner"}, "evalgate.runner": {"evalgate.core"},
+                                       "evalgate.core": set(), "evalgate.cli": {"evalgate.commands"},
+                                       "evalgate.commands": {"evalgate.gate"}}
+
+
+def _run(cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(cwd / "tools" / "codeshape.py"), "--top", "1", "--check"], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_tree_has_no_package_cycle_and_no_loose_root_module() -> None:
+    r = _run(REPO)
+    assert r.returncode == 0, r.stdout
+    assert "package import cycles (imports inside functions counted): 0" in r.stdout
+    assert "loose root modules (beyond __init__.py, cli.py, workspace.py): 0" in r.stdout
+
+
+def test_the_check_fails_on_an_in_function_cycle_and_a_loose_module(tmp_path: Path) -> None:
+    shutil.copytree(REPO / "evalgate", tmp_path / "evalgate", ignore=shutil.ignore_patterns("__pycache__", "templates"))
+    shutil.copytree(REPO / "tools", tmp_path / "tools", ignore=shutil.ignore_patterns("__pycache__"))
+    passk = tmp_path / "evalgate" / "scoring" / "passk.py"   # scoring is below the gate, which imports it
+    passk.write_text(passk.read_text() + "\n\ndef _later():\n    from evalgate.gate import policy  # noqa\n")
+    (tmp_path / "evalgate" / "loose.py").write_text('"""A module left at the root."""\n')
+    r = _run(tmp_path)
+    assert r.returncode == 1, r.stdout
+    assert "package import cycles (imports inside functions counted): 1" in r.stdout
+    edge = next(line for line in r.stdout.splitlines() if line.strip().startswith("evalgate.scoring -> evalgate.gate:"))
+    assert "evalgate.scoring.passk -> evalgate.gate.policy" in edge
+    assert "loose root modules (beyond __init__.py, cli.py, workspace.py): 1\n  evalgate/loose.py" in r.stdout

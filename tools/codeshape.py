@@ -1,9 +1,12 @@
-"""Print the shape of the evalgate package: the longest functions and the import cycles between its modules.
+"""Print the shape of the evalgate package: loose root modules, import cycles between packages and between modules,
+and the longest functions.
 
-Usage: python tools/codeshape.py [--top N]   (run from the repository root; reads evalgate/ with ``ast`` only)
+Usage: python tools/codeshape.py [--top N] [--check]   (from the repository root; reads evalgate/ with ``ast`` only)
 
-An import cycle is a strongly connected component of more than one module in the graph "module A imports module B"
-(imports inside functions count too: they are cycles all the same, only deferred).
+An import cycle is a strongly connected component of more than one node in the graph "A imports B". Imports inside
+functions count too (import-linter does not see them): they are cycles all the same, only deferred. A package cycle
+is one between ``evalgate``'s top-level packages (``evalgate.gate`` imports ``evalgate.runner`` and back). ``--check``
+exits 1 when there is a package cycle or a loose root module (``make lint`` runs it).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import ast
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "evalgate"
+FRONT_DOOR = {"__init__.py", "cli.py", "workspace.py"}
+"""The root modules that belong at the root: the public API, the command line and the workspace."""
 
 
 def module_name(path: Path) -> str:
@@ -78,18 +83,53 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
+def module_graph(pkg: Path = PKG) -> dict[str, set[str]]:
+    """Module -> the evalgate modules it imports (anywhere in its body), for every module under ``pkg``."""
+    files = sorted(pkg.rglob("*.py"))
+    known = {module_name(f) for f in files}
+    return {module_name(f): imports(ast.parse(f.read_text()), module_name(f), f.name == "__init__.py", known)
+            for f in files}
+
+
+def package_of(mod: str) -> str:
+    """``evalgate.gate.reads`` -> ``evalgate.gate``; a root module is its own node (``evalgate.cli``)."""
+    return ".".join(mod.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph collapsed onto top-level packages (the root ``evalgate`` package itself left out)."""
+    out: dict[str, set[str]] = {}
+    for mod, deps in graph.items():
+        if mod == "evalgate":
+            continue
+        src = package_of(mod)
+        out.setdefault(src, set()).update(d for d in map(package_of, deps) if d not in (src, "evalgate"))
+    for deps in list(out.values()):
+        for d in deps:
+            out.setdefault(d, set())
+    return out
+
+
+def package_edges(graph: dict[str, set[str]], a: str, b: str) -> list[str]:
+    """The module imports behind the package edge ``a -> b``."""
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() for d in deps
+                  if m != "evalgate" and package_of(m) == a and package_of(d) == b)
+
+
+def loose_modules(pkg: Path = PKG) -> list[str]:
+    """Modules at the package root beyond the front door (``FRONT_DOOR``)."""
+    return sorted(f.name for f in pkg.glob("*.py") if f.name not in FRONT_DOOR)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--top", type=int, default=5)
+    ap.add_argument("--check", action="store_true", help="exit 1 on a package cycle or a loose root module")
     args = ap.parse_args()
-    files = sorted(PKG.rglob("*.py"))
-    known = {module_name(f) for f in files}
-    graph: dict[str, set[str]] = {}
+    graph = module_graph()
     funcs: list[tuple[int, str]] = []
-    for f in files:
+    for f in sorted(PKG.rglob("*.py")):
         tree = ast.parse(f.read_text())
-        mod = module_name(f)
-        graph[mod] = imports(tree, mod, f.name == "__init__.py", known)
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 n = (node.end_lineno or node.lineno) - node.lineno + 1
@@ -98,9 +138,23 @@ def main() -> None:
     for n, where in sorted(funcs, reverse=True)[: args.top]:
         print(f"  {n:4d}  {where}")
     found = cycles(graph)
-    print(f"import cycles: {len(found)}")
+    print(f"module import cycles: {len(found)}")
     for c in found:
         print("  " + " <-> ".join(c))
+    pgraph = package_graph(graph)
+    pcycles = cycles(pgraph)
+    print(f"package import cycles (imports inside functions counted): {len(pcycles)}")
+    for c in pcycles:
+        print("  " + " <-> ".join(c))
+        for a in c:
+            for b in sorted(pgraph[a] & set(c)):
+                print(f"    {a} -> {b}: " + "; ".join(package_edges(graph, a, b)[:3]))
+    loose = loose_modules()
+    print(f"loose root modules (beyond {', '.join(sorted(FRONT_DOOR))}): {len(loose)}")
+    for name in loose:
+        print(f"  evalgate/{name}")
+    if args.check and (pcycles or loose):
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":

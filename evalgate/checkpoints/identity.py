@@ -67,13 +67,6 @@ def digest_hex(digest: str) -> str:
     return digest.removeprefix(_PREFIX)
 
 
-def short_digest(digest: str, n: int = 12) -> str:
-    """A checkpoint identity shortened for display: the first ``n`` hex digits, ``blake3:`` kept in front of a
-    BLAKE3 identity so the algorithm stays visible (``blake3:af1349b9f5f9``; a sha256 one is bare hex)."""
-    head = digest_hex(digest)[:n]
-    return f"{_PREFIX}{head}" if digest.startswith(_PREFIX) else head
-
-
 def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
     """Hex sha256 of a file, read in 4 MiB chunks.
 

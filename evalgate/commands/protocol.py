@@ -107,6 +107,7 @@ def protocol_diff(a: Path, b: Path, as_json: bool) -> None:
 @handle_errors
 def protocol_docs(scorers: bool, gate: bool) -> None:
     """Print the protocol file reference (Markdown, docs/PROTOCOL.md), generated from the protocol models."""
-    from evalgate.protocol.docs import gate_reference, protocol_reference, scorers_reference
+    from evalgate.gate.docs import gate_reference
+    from evalgate.protocol.docs import protocol_reference, scorers_reference
 
     click.echo(gate_reference() if gate else scorers_reference() if scorers else protocol_reference(), nl=False)

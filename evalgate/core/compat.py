@@ -15,6 +15,8 @@ import warnings
 from types import ModuleType
 
 MOVED: dict[str, str] = {
+    "evalgate.rlhf.train_rm": "evalgate.demo.reward_model",
+    "evalgate.rlhf.proxies": "evalgate.gate.proxies",
     "evalgate.agent": "evalgate.runner.agent",
     "evalgate.agent.view": "evalgate.views.trajectories",
     "evalgate.runner.settings": "evalgate.backends.settings",

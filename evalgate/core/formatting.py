@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-__all__ = ["DIGITS", "num", "pct", "pm", "table"]
+__all__ = ["DIGITS", "num", "pct", "pm", "short_digest", "table"]
 
 DIGITS = 3
 """Decimals of a metric in text: enough for a stderr of one item in a thousand, where a float's 17 digits are noise."""
@@ -70,3 +70,11 @@ def table(header: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[
 
     return "\n".join([line(cells[0]).rstrip(), "  ".join("-" * w for w in widths)]
                      + [line(r).rstrip() for r in cells[1:]])
+
+
+def short_digest(digest: str, n: int = 12) -> str:
+    """A checkpoint identity shortened for display: the first ``n`` hex digits, ``blake3:`` kept in front of a
+    BLAKE3 identity so the algorithm stays visible (``blake3:af1349b9f5f9``; a sha256 one is bare hex)."""
+    if digest.startswith("blake3:"):
+        return "blake3:" + digest.removeprefix("blake3:")[:n]
+    return digest[:n]

@@ -20,6 +20,7 @@ import jinja2
 from markupsafe import Markup
 
 from evalgate.core.formatting import DIGITS, num
+from evalgate.core.formatting import short_digest as short
 
 __all__ = ["ENV", "fit_axes", "fmt", "render", "short_digest", "svg"]
 
@@ -31,12 +32,8 @@ def fmt(v: Any, digits: int = DIGITS) -> str:
 
 
 def short_digest(digest: str | None, n: int = 12) -> str:
-    """A checkpoint identity shortened for display (``checkpoints.identity.short_digest``); "" for None."""
-    if not digest:
-        return ""
-    from evalgate.checkpoints.identity import short_digest as short
-
-    return short(digest, n)
+    """A checkpoint identity shortened for display (``formatting.short_digest``); "" for None."""
+    return short(digest, n) if digest else ""
 
 
 ENV = jinja2.Environment(loader=jinja2.PackageLoader("evalgate.core", "templates"),

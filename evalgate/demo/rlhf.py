@@ -12,7 +12,7 @@ shown in the release report beside the verified metric and deciding nothing (doc
   and the reward model's digest are this machine's. ``gates/demo.yaml`` lists them as ``proxy_protocols`` on the
   split ``addition-proxy`` (``PROXY_ITEMS`` dev-tier items, disjoint from ``addition-dev``, so the numbers are not
   those of the items the best checkpoints were chosen on); the gate evaluates them on the base model (first: the
-  judge's baseline) and on each seed's best before its private reads (``evalgate.rlhf.proxies``).
+  judge's baseline) and on each seed's best before its private reads (``evalgate.gate.proxies``).
 """
 
 from __future__ import annotations
@@ -94,9 +94,9 @@ def prepare(home: Path, addition: Path, gguf: Path, store: Any, dev_items: int) 
     import time
 
     from evalgate.checkpoints.resolve import resolve_checkpoint
+    from evalgate.demo.reward_model import ensure_reward_model
     from evalgate.demo.train import TRAIN_CONFIG
     from evalgate.protocol.freeze import freeze
-    from evalgate.rlhf.train_rm import ensure_reward_model
     from evalgate.splits.write import write_split
 
     base = resolve_checkpoint(gguf, recorded=store.recorded_checkpoint)  # the identity the gate's baseline has

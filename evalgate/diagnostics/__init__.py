@@ -6,20 +6,22 @@ against a seed's checkpoints; ``write_report`` writes the HTML report with one p
 lists the signals, thresholds and the key map.
 """
 
-from evalgate.diagnostics.coverage import coverage
-from evalgate.diagnostics.diagnose import (
-    Diagnosis,
-    diagnose,
-    diagnose_paths,
-    format_table,
-    seed_from_path,
-)
-from evalgate.diagnostics.keys import KEY_MAP, KEY_ROWS
-from evalgate.diagnostics.log import TrainLog, find_train_log, read_path
-from evalgate.diagnostics.results import DiagnosisSummary, diagnose_logs
-from evalgate.diagnostics.signals import PARTS, SEVERITIES, Finding, run_signals
-from evalgate.diagnostics.thresholds import Thresholds
+from __future__ import annotations
 
-__all__ = ["KEY_MAP", "KEY_ROWS", "PARTS", "SEVERITIES", "Diagnosis", "DiagnosisSummary", "Finding", "Thresholds",
-           "TrainLog", "coverage", "diagnose", "diagnose_logs", "diagnose_paths", "find_train_log", "format_table",
-           "read_path", "run_signals", "seed_from_path"]
+from typing import Any
+
+from evalgate.core import lazy
+
+_WHERE = {  # name -> the submodule that defines it
+    "coverage": "coverage", "Diagnosis": "diagnose", "diagnose": "diagnose", "diagnose_paths": "diagnose",
+    "format_table": "diagnose", "seed_from_path": "diagnose", "KEY_MAP": "keys", "KEY_ROWS": "keys",
+    "TrainLog": "log", "find_train_log": "log", "read_path": "log", "DiagnosisSummary": "results",
+    "diagnose_logs": "results", "Finding": "signals", "PARTS": "signals", "SEVERITIES": "signals",
+    "run_signals": "signals", "Thresholds": "thresholds",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    return lazy.load(__name__, _WHERE, name, globals())

@@ -6,29 +6,24 @@ scan), ``guards`` (training-log guards), ``reads`` (every split read: tiers, bud
 (``run_gate``). Writing the reports lives in ``evalgate.gate.report.outputs`` (``gate_and_report``).
 """
 
-from evalgate.gate.decide import rules, statistics
-from evalgate.gate.pipeline import item_values, run_gate
-from evalgate.gate.policy import Baseline, GatePolicy, GateRules, Guards, ProxyProtocol, Selection, load_policy
-from evalgate.gate.reads import SELECTION_PURPOSE
-from evalgate.gate.results import (
-                                   Aggregate,
-                                   BaselineResult,
-                                   CheckpointResult,
-                                   DecisionRun,
-                                   DevRun,
-                                   Difference,
-                                   Estimate,
-                                   RuleOutcome,
-                                   SeedResult,
-                                   Statistics,
-                                   TrainLogInfo,
-                                   Verdict,
-)
-from evalgate.gate.select import select_checkpoints, weights_finite
+from __future__ import annotations
 
-__all__ = [
-    "SELECTION_PURPOSE", "Aggregate", "Baseline", "BaselineResult", "CheckpointResult", "DecisionRun", "DevRun",
-    "Difference", "Estimate", "GatePolicy", "GateRules", "Guards", "ProxyProtocol", "RuleOutcome", "SeedResult",
-    "Selection", "Statistics", "TrainLogInfo", "Verdict", "item_values", "load_policy", "rules", "run_gate",
-    "select_checkpoints", "statistics", "weights_finite",
-]
+from typing import Any
+
+from evalgate.core import lazy
+
+_WHERE = {  # name -> the submodule that defines it
+    "rules": "decide", "statistics": "decide", "item_values": "pipeline", "run_gate": "pipeline",
+    "Baseline": "policy", "GatePolicy": "policy", "GateRules": "policy", "Guards": "policy",
+    "ProxyProtocol": "policy", "Selection": "policy", "load_policy": "policy", "SELECTION_PURPOSE": "reads",
+    "Aggregate": "results", "BaselineResult": "results", "CheckpointResult": "results", "DecisionRun": "results",
+    "DevRun": "results", "Difference": "results", "Estimate": "results", "RuleOutcome": "results",
+    "SeedResult": "results", "Statistics": "results", "TrainLogInfo": "results", "Verdict": "results",
+    "select_checkpoints": "select", "weights_finite": "select",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    return lazy.load(__name__, _WHERE, name, globals())

@@ -24,6 +24,7 @@ import evalgate.gate.history as history
 import evalgate.gate.reads as reads
 from evalgate.core.enums import Outcome
 from evalgate.gate.policy import GatePolicy
+from evalgate.gate.proxies import Target, check_proxies, proxy_section
 from evalgate.gate.results import (
     BaselineResult,
     DevRun,
@@ -41,7 +42,6 @@ from evalgate.gate.select import (
     weights_finite,
 )
 from evalgate.rlhf.calibration import calibration_rule, calibration_section
-from evalgate.rlhf.proxies import Target, check_proxies, proxy_section
 from evalgate.rlhf.reward_audit import audits_for_checkpoints
 from evalgate.rlhf.triad import triad_rule
 from evalgate.runner.grant import revoke

@@ -112,7 +112,7 @@ class ProxyProtocol(_Strict):
     """A proxy scorer's protocol (an LLM judge, a reward model) that the gate evaluates on each seed's best checkpoint
     and the baseline checkpoint, on a dev-tier split, for the release report's "Proxy scores" section: the judge's
     win rate against the baseline with its CI and position-flip rate, the reward model's mean score. Informational:
-    it adds no rule and decides nothing (``evalgate.rlhf.proxies``). A proxy decides a release only as the gated
+    it adds no rule and decides nothing (``evalgate.gate.proxies``). A proxy decides a release only as the gated
     ``protocol``, where ``rules.min_proxy_agreement`` asks for its agreement with people first."""
 
     protocol: str = Field(pattern=NAME_AT_VERSION)

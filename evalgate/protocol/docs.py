@@ -1,6 +1,6 @@
-"""The protocol file reference (``docs/PROTOCOL.md``), generated from the pydantic models in ``protocol.py``, and
-the scorer reference (``docs/SCORERS.md``), generated from the scorers' options models in ``scoring/base.py``, and
-the gate policy reference (``docs/GATE.md``), generated from the models in ``gate/policy.py``.
+"""The protocol file reference (``docs/PROTOCOL.md``), generated from the pydantic models in ``protocol/spec.py``,
+and the scorer reference (``docs/SCORERS.md``), generated from the scorers' options models in ``scoring/base.py``
+(the gate policy's, ``docs/GATE.md``, is ``gate/docs.py`` with the table writer here).
 
 The models are the documentation: each field's docstring gives its meaning, unit and default, and this module
 only lays them out as Markdown tables, one per section of the file, with each field's type, constraints and
@@ -25,7 +25,6 @@ from evalgate.protocol.spec import Protocol
 
 DOC_PATH = "docs/PROTOCOL.md"
 SCORERS_DOC_PATH = "docs/SCORERS.md"
-GATE_DOC_PATH = "docs/GATE.md"
 
 
 def _md(text: str) -> str:
@@ -159,7 +158,7 @@ def scorers_reference() -> str:
         "",
     ]
     for name in sorted(SCORERS):
-        model = SCORERS[name].options
+        model = SCORERS[name].options_model()
         lines += [f"## `{name}`", "", f"Options model `{model.__name__}`: {_md(model.__doc__ or '')}", ""]
         lines += _fields_table(model) if model.model_fields else ["Takes no options: `scorer.options` must be "
                                                                   "empty or absent."]
@@ -169,37 +168,3 @@ def scorers_reference() -> str:
                       *_fields_table(section), ""]
     return "\n".join(lines)
 
-
-def gate_reference() -> str:
-    """The Markdown reference of the gate policy file format (the content of ``docs/GATE.md``).
-
-    Returns:
-        Markdown text: the policy module's description, then one section per model (top level first) with a
-        table of key, type (with constraints), default and meaning (whose text gives the unit), the model it is
-        read from (its source in the code), and the checks made at load.
-    """
-    from evalgate.gate import policy as policy_module
-
-    lines = [
-        "# Gate policy reference",
-        "",
-        "<!-- Generated from the pydantic models in evalgate/gate/policy.py by `evalgate protocol docs --gate`;",
-        f"     do not edit. Regenerate: evalgate protocol docs --gate > {GATE_DOC_PATH} (a test checks it). -->",
-        "",
-    ]
-    lines += [_md(par) + "\n" for par in (policy_module.__doc__ or "").split("\n\n") if par.strip()]
-    lines += ["Unknown keys are errors: the message names the file, the line, the key and the nearest known key. "
-              "Paths are relative to the policy file's directory and may use `$VARS`. The gate's decision itself "
-              "(best / last / failed per seed, the paired bootstrap, the verdict) is described in "
-              "[GATING.md](GATING.md).", "",
-              "An example: `gates/demo.yaml`.", ""]
-    for key, model in _sections(policy_module.GatePolicy, ""):
-        title = "Top level" if not key else f"`{key}`"
-        lines += [f"## {model.__name__}", "", f"{title}: {_md(model.__doc__ or '')}", "",
-                  f"Source: `{model.__module__}.{model.__qualname__}`.", ""]
-        lines += _fields_table(model)
-        checks = _checks(model)
-        if checks:
-            lines += ["", "Checked at load: " + " ".join(checks)]
-        lines.append("")
-    return "\n".join(lines)

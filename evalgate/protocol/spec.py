@@ -400,9 +400,9 @@ def _check_scorer(path: Path, text: str, spec: Protocol) -> ScorerOptions:
         raise BadInput(f"{path}:{line or '?'}: scorer.name: {SCORERS.unknown(spec.scorer.name).message}")
     entry = SCORERS[spec.scorer.name]
     try:
-        options = entry.options.model_validate(spec.scorer.options)
+        options = entry.options_model().model_validate(spec.scorer.options)
     except ValidationError as e:
-        raise BadInput(format_validation_error(path, text, e, entry.options,
+        raise BadInput(format_validation_error(path, text, e, entry.options_model(),
                                                f"{spec.scorer.name} scorer options in protocol",
                                                ("scorer", "options"))) from e
     check = getattr(entry.load(), "check_protocol", None)

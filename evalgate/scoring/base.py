@@ -14,8 +14,6 @@ from typing import Any, Literal, Protocol
 from pydantic import Field
 
 from evalgate.core.registry import Registry
-from evalgate.rlhf.judge_options import JudgeOptions
-from evalgate.rlhf.reward_options import PreferenceOptions, RewardModelOptions
 from evalgate.scoring.options import ScorerOptions
 
 
@@ -179,7 +177,9 @@ class ScorerEntry:
     """One registered scorer and its capabilities.
 
     Attributes:
-        options: its options model (``scorer.options`` is validated into it at load).
+        options: its options model (``scorer.options`` is validated into it at load), or ``"module:Class"``
+            imported when a protocol names the scorer (``options_model()``; the judge's and the reward models'
+            live in ``rlhf``, above this package).
         scorer: its class, or ``"module:Class"`` imported only when the scorer is used (so a protocol is checked
             without importing the scorers' dependencies: math-verify, the sandbox); called as
             ``cls(protocol, options)``.
@@ -199,7 +199,7 @@ class ScorerEntry:
             the baseline's completions); None: none. ``runner.score.compute_metrics`` is its one caller.
     """
 
-    options: type[ScorerOptions]
+    options: type[ScorerOptions] | str
     scorer: Callable[..., Scorer] | str
     statuses: tuple[str, ...] = ANSWER_STATUSES
     runs_code: bool = False
@@ -207,6 +207,12 @@ class ScorerEntry:
     pass_at_k: bool = True
     proxy: bool = False
     metrics: str | None = None
+
+    def options_model(self) -> type[ScorerOptions]:
+        """The options model, imported if registered as ``"module:Class"``."""
+        from evalgate.core.registry import load_reference
+
+        return load_reference(self.options) if isinstance(self.options, str) else self.options
 
     def load(self) -> Callable[..., Scorer]:
         """The scorer's class, imported if registered as ``"module:Class"``."""
@@ -225,13 +231,16 @@ SCORERS.register("exact", ScorerEntry(ExactOptions, "evalgate.scoring.exact:Exac
 SCORERS.register("math", ScorerEntry(MathOptions, "evalgate.scoring.math:MathScorer"))
 SCORERS.register("refusal", ScorerEntry(RefusalOptions, "evalgate.scoring.refusal:RefusalScorer",
                                         statuses=("correct", "wrong")))
-SCORERS.register("judge", ScorerEntry(JudgeOptions, "evalgate.rlhf.judge:JudgeScorer",
+SCORERS.register("judge", ScorerEntry("evalgate.rlhf.judge_options:JudgeOptions",
+                                      "evalgate.rlhf.judge:JudgeScorer",
                                       statuses=("judged", "judge_unparseable", "truncated"), proxy=True,
                                       metrics="evalgate.rlhf.judge:judge_metrics"))
-SCORERS.register("reward_model", ScorerEntry(RewardModelOptions, "evalgate.rlhf.reward:RewardModelScorer",
+SCORERS.register("reward_model", ScorerEntry("evalgate.rlhf.reward_options:RewardModelOptions",
+                                             "evalgate.rlhf.reward:RewardModelScorer",
                                              statuses=REWARD_STATUSES, pass_at_k=False, proxy=True,
                                              metrics="evalgate.rlhf.reward:reward_metrics"))
-SCORERS.register("reward_preference", ScorerEntry(PreferenceOptions, "evalgate.rlhf.reward:PreferenceScorer",
+SCORERS.register("reward_preference", ScorerEntry("evalgate.rlhf.reward_options:PreferenceOptions",
+                                                  "evalgate.rlhf.reward:PreferenceScorer",
                                                   statuses=PREFERENCE_STATUSES, generates=False,
                                                   metrics="evalgate.rlhf.preference:preference_metrics"))
 

@@ -39,32 +39,23 @@ several names), ``guard`` (``SplitManager``). The names below are re-exported he
 from the submodules.
 """
 
-from evalgate.keys.sealing import SEALED_TIERS, key_file, load_key
-from evalgate.splits.data import parse_jsonl, read_items
-from evalgate.splits.discovery import list_manifests, load_manifest, scan_manifests
-from evalgate.splits.guard import OpenedSplit, SplitManager
-from evalgate.splits.manifest import (
-    ADD_PURPOSE,
-    DEFAULT_POLICIES,
-    LIBRARY_READ,
-    RELEASE_GATE,
-    TIERS,
-    Manifest,
-    Policy,
-    Tier,
-    actor_name,
-    splits_dir,
-)
-from evalgate.splits.owners import SHARED_TIERS, ContentOwner, content_owner
-from evalgate.splits.tiering import PARTITION_SALT, SMOKE_SIZE, import_tiered, partition
-from evalgate.splits.twins import NEAR_DUPLICATE_SHARE
-from evalgate.splits.write import add_split, write_split
-from evalgate.store.access import CONTAMINATION_CHECK
+from typing import Any
 
-__all__ = [
-    "ADD_PURPOSE", "CONTAMINATION_CHECK", "DEFAULT_POLICIES", "LIBRARY_READ", "NEAR_DUPLICATE_SHARE", "PARTITION_SALT",
-    "RELEASE_GATE", "SEALED_TIERS", "SHARED_TIERS", "SMOKE_SIZE", "TIERS", "ContentOwner", "Manifest", "OpenedSplit",
-    "Policy", "SplitManager", "Tier", "actor_name", "add_split", "content_owner", "import_tiered", "key_file",
-    "list_manifests", "load_key", "load_manifest", "parse_jsonl", "partition", "read_items", "scan_manifests",
-    "splits_dir", "write_split",
-]
+from evalgate.core import lazy
+
+_WHERE = {  # name -> the submodule (or module) that defines it
+    "parse_jsonl": "data", "read_items": "data", "list_manifests": "discovery", "load_manifest": "discovery",
+    "scan_manifests": "discovery", "SEALED_TIERS": "evalgate.keys.sealing", "key_file": "evalgate.keys.sealing",
+    "load_key": "evalgate.keys.sealing", "CONTAMINATION_CHECK": "evalgate.store.access", "OpenedSplit": "guard",
+    "SplitManager": "guard", "ADD_PURPOSE": "manifest", "DEFAULT_POLICIES": "manifest", "LIBRARY_READ": "manifest",
+    "Manifest": "manifest", "Policy": "manifest", "RELEASE_GATE": "manifest", "TIERS": "manifest", "Tier": "manifest",
+    "actor_name": "manifest", "splits_dir": "manifest", "ContentOwner": "owners", "SHARED_TIERS": "owners",
+    "content_owner": "owners", "PARTITION_SALT": "tiering", "SMOKE_SIZE": "tiering", "import_tiered": "tiering",
+    "partition": "tiering", "NEAR_DUPLICATE_SHARE": "twins", "add_split": "write", "write_split": "write",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    return lazy.load(__name__, _WHERE, name, globals())

@@ -36,9 +36,9 @@ from typing import Any
 import duckdb
 from filelock import FileLock
 
+import evalgate.store.instance as instance
 from evalgate.core.environment import active
 from evalgate.core.errors import BadInput
-from evalgate.store import instance
 from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS
 
 Connection = duckdb.DuckDBPyConnection

@@ -24,7 +24,7 @@ from evalgate.sweep.discover import discover_checkpoints
 from evalgate.sweep.steps import OnStored
 from evalgate.sweep.units import Board, Unit, plan_units
 
-__all__ = ["SweepOptions", "SweepSummary", "Unit", "discover_checkpoints", "evaluate_missing", "run_sweep", "sweep"]
+__all__ = ["SweepOptions", "SweepSummary", "Unit", "discover_checkpoints", "run_sweep", "sweep"]
 
 
 @dataclass
@@ -148,32 +148,3 @@ def run_sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], op
         tokens=sum(u.tokens for u in units), wall_s=round(time.perf_counter() - t0, 3),
         exit_code=max((u.exit_code for u in units), default=0))
 
-
-def evaluate_missing(policy_path: str | Path, checkpoints: str, actor: str | None = None,
-                     progress: bool = True, store: Store | None = None) -> SweepSummary:
-    """Before a gate: sweep the checkpoints matching ``checkpoints`` on the gate policy's selection split with its
-    protocol file and backend, so every candidate has a complete selection run (units already complete are
-    skipped; ``evalgate gate --evaluate-missing``).
-
-    Returns:
-        The ``SweepSummary``.
-
-    Raises:
-        BadInput: a bad policy or glob (as ``sweep``).
-        EvalgateError: some units failed (the message names them; exit code the highest of theirs), so the gate
-            does not decide on an incomplete set of candidates.
-    """
-    from evalgate.core.errors import EvalgateError
-    from evalgate.gate.policy import load_policy
-
-    policy = load_policy(policy_path)
-    summary = run_sweep(policy.protocol_file or "", checkpoints, [policy.selection_split],
-                        SweepOptions(run=RunOptions(backend=policy.backend, actor=actor, progress=progress)), store)
-    failed = summary.failed
-    if failed:
-        err = EvalgateError(f"--evaluate-missing: {len(failed)} of {len(summary.units)} selection runs failed ("
-                            + "; ".join(f"{u['checkpoint']}: {u['error']}" for u in failed[:3])
-                            + "); fix them and rerun (completed runs are kept and skipped)")
-        err.exit_code = summary.exit_code
-        raise err
-    return summary

@@ -6,10 +6,10 @@ import glob
 from collections.abc import Callable
 from pathlib import Path
 
-from evalgate.checkpoints.identity import short_digest
 from evalgate.checkpoints.layout import is_checkpoint, not_hf_checkpoint
 from evalgate.checkpoints.resolve import Checkpoint, resolve_checkpoint
 from evalgate.core.errors import BadInput
+from evalgate.core.formatting import short_digest
 
 
 def discover_checkpoints(pattern: str, recorded: Callable[[str], str | None] | None = None

@@ -333,7 +333,7 @@ def test_a_gguf_keeps_its_sha256_identity_and_conversion_and_a_new_one_gets_blak
 
 
 def test_short_digest_keeps_the_algorithm_visible() -> None:
-    from evalgate.checkpoints.identity import short_digest
+    from evalgate.core.formatting import short_digest
 
     sha = "ab" * 32
     assert short_digest(sha) == "abababababab"  # a bare sha256 identity: 12 hex digits

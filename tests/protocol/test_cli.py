@@ -145,15 +145,16 @@ def test_committed_scorer_reference_is_up_to_date_and_covers_every_option() -> N
         f"{SCORERS_DOC_PATH} is stale: regenerate it with 'evalgate protocol docs --scorers > {SCORERS_DOC_PATH}'")
     for name, entry in SCORERS.items():
         assert f"## `{name}`" in out
-        for field in entry.options.model_fields:
+        for field in entry.options_model().model_fields:
             assert f"| `{field}` |" in out
 
 
 def test_committed_gate_reference_is_up_to_date_and_covers_every_policy_field() -> None:
     """Issue 17: docs/GATE.md is generated from the gate policy models; a field added, renamed or re-documented
     there without regenerating the file fails here."""
+    from evalgate.gate.docs import GATE_DOC_PATH
     from evalgate.gate.policy import GatePolicy
-    from evalgate.protocol.docs import GATE_DOC_PATH, _sections
+    from evalgate.protocol.docs import _sections
 
     code, out = cli("protocol", "docs", "--gate")
     assert code == 0

@@ -1,4 +1,4 @@
-"""The gate's proxy protocols (``proxy_protocols``, ``evalgate.rlhf.proxies``): an LLM judge and a reward model scored
+"""The gate's proxy protocols (``proxy_protocols``, ``evalgate.gate.proxies``): an LLM judge and a reward model scored
 on each seed's best checkpoint and the baseline on a dev-tier split, shown in the release report (HTML, JSON,
 Markdown) as proxies that decide nothing; checked before any read.
 
@@ -226,8 +226,8 @@ def test_the_markdown_table_shows_a_pointwise_judges_judged_count_and_mean_ratin
     """RLHF.md: per proxy and checkpoint the judged and unparseable counts and, pointwise, the mean rating; the
     Markdown table showed neither (only 'unparseable'), so a judge that judged none of 8 answers (all cut at
     max_tokens) read as a mean score of 0.000 with 0 unparseable (what a new user saw)."""
+    from evalgate.gate.proxies import proxy_row
     from evalgate.gate.report.outputs import _proxy_lines
-    from evalgate.rlhf.proxies import proxy_row
 
     def row(judged: int, unparseable: int, rating: float | None) -> dict[str, Any]:
         judge = {"mode": "pointwise", "judged": judged, "unparseable": unparseable, "baseline": None,

@@ -39,7 +39,7 @@ def test_the_demos_rlhf_leg_judges_and_scores_the_seeds_best_against_the_base_mo
     import numpy as np
     from safetensors.numpy import load_file
 
-    from evalgate.rlhf.train_rm import features
+    from evalgate.demo.reward_model import features
 
     monkeypatch.setattr(demo_rlhf, "PROXY_ITEMS", ITEMS)
     write_split("addition-dev", "dev", addition_items("dev", 2), {"source": "test"})

@@ -80,9 +80,10 @@ def test_scorers_get_their_options_object(tmp_path: Path) -> None:
 def test_every_scorer_registers_a_strict_documented_options_model() -> None:
     assert set(SCORERS) == {"exact", "humaneval", "judge", "math", "refusal", "reward_model", "reward_preference"}
     for name, entry in SCORERS.items():
-        assert issubclass(entry.options, ScorerOptions), name
-        assert entry.options.model_config["extra"] == "forbid", name
-        for field, info in entry.options.model_fields.items():
+        model = entry.options_model()
+        assert issubclass(model, ScorerOptions), name
+        assert model.model_config["extra"] == "forbid", name
+        for field, info in model.model_fields.items():
             # a field's docstring says its default, or that it has none
             assert info.description and ("Default:" in info.description or "Required." in info.description), \
                 f"{name}.{field} lacks a docstring"

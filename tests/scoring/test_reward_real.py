@@ -31,8 +31,8 @@ def test_checkpoint_is_a_standard_reward_model_whose_reward_is_the_head_on_its_f
     import numpy as np
     from safetensors.numpy import load_file
 
+    from evalgate.demo.reward_model import features
     from evalgate.rlhf.rm_engine import RewardModel
-    from evalgate.rlhf.train_rm import features
 
     config = json.loads((tiny_rm / "config.json").read_text())
     assert config["architectures"] == ["LlamaForSequenceClassification"] and len(config["id2label"]) == 1  # num_labels
@@ -46,7 +46,7 @@ def test_checkpoint_is_a_standard_reward_model_whose_reward_is_the_head_on_its_f
 def _preference_run(tiny_rm: Path, home: Path, split: str, tier: str, extra: list[dict]) -> dict:
     """``run --json`` of protocols/rm-preference.yaml with the tiny RM on a split of ``tier``: 6 addition pairs in
     both orders (category ``swapped``: exactly one order is right unless the rewards tie), then ``extra``."""
-    from evalgate.rlhf.train_rm import addition_pairs
+    from evalgate.demo.reward_model import addition_pairs
 
     rows = []
     for p in addition_pairs("dev", 6):

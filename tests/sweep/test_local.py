@@ -123,7 +123,7 @@ def test_nothing_imports_ray_without_the_ray_flag() -> None:
 
 def test_gate_evaluate_missing_sweeps_the_selection_split_with_the_policy_backend(home: Path,
                                                                                    smollm2_dir: Path) -> None:
-    from evalgate.sweep import evaluate_missing
+    from evalgate.gate.missing import evaluate_missing
 
     make_checkpoints(home / "runs", smollm2_dir, [10])
     proto = addition_protocol(home, max_tokens=4, n=1)

@@ -436,7 +436,7 @@ def gate_and_report(policy_path: str | Path, store: Store | None = None,
     ``outputs``: report format name (``report_writers.WRITERS``: html, json, junit, markdown, a plugin's) -> path.
     ``accept_broken_chain``: a reason to gate on a broken access-log chain (sets the policy's field for this run);
     ``expect_head`` and ``progress`` (stderr: what is evaluated, sample counts) as in ``run_gate``; ``swept``: the
-    ``--evaluate-missing`` sweep run before it (``sweep.evaluate_missing``), carried into the report;
+    ``--evaluate-missing`` sweep run before it (``gate.missing.evaluate_missing``), carried into the report;
     ``train_run``: the training run to gate (sets the policy's field for this run).
 
     The Markdown summary is also appended to ``$GITHUB_STEP_SUMMARY`` when that is set. A gate that decides

@@ -5,6 +5,18 @@ templates (``evalgate/human/web/templates``) with a few lines of inline JavaScri
 built or fetched from elsewhere.
 """
 
-from evalgate.human.web.app import create_app, serve
+from __future__ import annotations
 
-__all__ = ["create_app", "serve"]
+from typing import Any
+
+from evalgate.core import lazy
+
+_WHERE = {  # name -> the submodule that defines it
+    "create_app": "app", "serve": "app",
+}
+
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    return lazy.load(__name__, _WHERE, name, globals())

@@ -34,9 +34,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from markdown_it import MarkdownIt
 from starlette.concurrency import run_in_threadpool
 
-from evalgate.checkpoints.identity import short_digest
 from evalgate.core.errors import BadInput, EvalgateError, RefusedByPolicy
-from evalgate.core.formatting import num
+from evalgate.core.formatting import num, short_digest
 from evalgate.human import rating
 from evalgate.store import Store
 

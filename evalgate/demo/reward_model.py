@@ -10,7 +10,7 @@ training and scoring cannot pool differently. The head is a Bradley-Terry model 
 needed and none is fitted. The saved head is ``score.weight = w``: the checkpoint's reward of a conversation is
 ``w . h``.
 
-Training pairs are the demo's addition task (``demo_train.addition_items``, the ``train`` part, so no dev or
+Training pairs are the demo's addition task (``demo.train.addition_items``, the ``train`` part, so no dev or
 private item is trained on): the correct sum is chosen, the sum off by ten rejected. The checkpoint is cached once
 per machine under ``$EVALGATE_CACHE/reward-model/<key>`` (key: sha256 of ``RM_CONFIG`` and the base digest),
 written to a temporary directory and renamed under a file lock, like the demo's training.
@@ -38,7 +38,7 @@ def addition_pairs(part: str, n: int) -> list[dict[str, Any]]:
     ``chosen`` the correct sum, ``rejected`` the sum plus ten (minus ten above 150), category ``addition``.
 
     Args:
-        part: ``train``, ``dev`` or ``private`` (``demo_train.addition_items``: disjoint parts).
+        part: ``train``, ``dev`` or ``private`` (``demo.train.addition_items``: disjoint parts).
         n: number of pairs (at most 2000).
     """
     from evalgate.demo.train import addition_items
