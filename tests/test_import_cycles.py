@@ -65,3 +65,25 @@ def test_the_check_fails_on_an_in_function_cycle_and_a_loose_module(tmp_path: Pa
     edge = next(line for line in r.stdout.splitlines() if line.strip().startswith("evalgate.scoring -> evalgate.gate:"))
     assert "evalgate.scoring.passk -> evalgate.gate.policy" in edge
     assert "loose root modules (beyond __init__.py, cli.py, workspace.py): 1\n  evalgate/loose.py" in r.stdout
+
+
+def test_lazy_package_namespaces_name_real_objects_and_no_submodule() -> None:
+    # a package __init__ that names its submodules' objects lazily (core/lazy.py): every name resolves to what the
+    # submodule defines, and none is also a submodule's name (importing that submodule would replace the object)
+    import importlib
+    import pkgutil
+
+    checked = 0
+    for init in sorted((REPO / "evalgate").rglob("__init__.py")):
+        pkg_name = ".".join(init.parent.relative_to(REPO).parts)
+        pkg = importlib.import_module(pkg_name)
+        where = getattr(pkg, "_WHERE", None)
+        if where is None or "lazy.load" not in init.read_text():
+            continue
+        subs = {m.name for m in pkgutil.iter_modules([str(init.parent)])}
+        assert not set(where) & subs, f"{pkg_name}: {sorted(set(where) & subs)} are also submodules"
+        for name, mod in where.items():
+            full = mod if mod.startswith("evalgate.") else f"{pkg_name}.{mod}"
+            assert getattr(pkg, name) is getattr(importlib.import_module(full), name), f"{pkg_name}.{name}"
+        checked += 1
+    assert checked >= 5

@@ -13,7 +13,7 @@ from typing import Any
 from evalgate.core import lazy
 
 _WHERE = {  # name -> the submodule that defines it
-    "coverage": "coverage", "Diagnosis": "diagnose", "diagnose": "diagnose", "diagnose_paths": "diagnose",
+    "Diagnosis": "diagnose", "diagnose_paths": "diagnose",
     "format_table": "diagnose", "seed_from_path": "diagnose", "KEY_MAP": "keys", "KEY_ROWS": "keys",
     "TrainLog": "log", "find_train_log": "log", "read_path": "log", "DiagnosisSummary": "results",
     "diagnose_logs": "results", "Finding": "signals", "PARTS": "signals", "SEVERITIES": "signals",

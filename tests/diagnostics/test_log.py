@@ -14,7 +14,8 @@ from click.testing import CliRunner
 
 from evalgate.cli import main
 from evalgate.core.errors import BadInput
-from evalgate.diagnostics import coverage, diagnose_paths, read_path, seed_from_path
+from evalgate.diagnostics import diagnose_paths, read_path, seed_from_path
+from evalgate.diagnostics.coverage import coverage
 from evalgate.diagnostics.log import from_records, read_jsonl, read_tensorboard, read_trainer_state
 from tests.conftest import REPO, SHARED_DATA
 

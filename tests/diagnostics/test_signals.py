@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from evalgate.diagnostics import KEY_MAP, Thresholds, diagnose
+from evalgate.diagnostics import KEY_MAP, Thresholds
+from evalgate.diagnostics.diagnose import diagnose
 from evalgate.diagnostics.log import from_records
 from evalgate.diagnostics.signals import Finding
 

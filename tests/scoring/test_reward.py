@@ -17,7 +17,8 @@ from evalgate.core.errors import BadInput
 from evalgate.protocol.spec import load_protocol
 from evalgate.rlhf.preference import accuracy_ci, preference_metrics
 from evalgate.rlhf.reward import cached_rewards, reward_key, reward_metrics, sigmoid
-from evalgate.scoring.base import SCORERS, PreferenceOptions
+from evalgate.rlhf.reward_options import PreferenceOptions
+from evalgate.scoring.base import SCORERS
 from evalgate.store import Store
 
 RM_PROTOCOL = """\

@@ -165,8 +165,9 @@ def test_a_reward_cached_before_the_rendering_changed_is_not_reused(tiny_rm: Pat
     is the model's for what it is shown."""
     from evalgate.checkpoints.resolve import resolve_checkpoint
     from evalgate.rlhf.reward import RewardModelScorer
+    from evalgate.rlhf.reward_options import RewardModelOptions
     from evalgate.rlhf.rm_engine import RewardModel
-    from evalgate.scoring.base import RewardModelOptions, SampleToScore
+    from evalgate.scoring.base import SampleToScore
     from evalgate.store import Store
 
     digest = resolve_checkpoint(tiny_rm).digest
