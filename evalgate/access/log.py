@@ -137,7 +137,7 @@ def _expected_mismatch(rows: list[dict[str, Any]], want: tuple[int, str]) -> tup
 
 
 def _signature_check(store: AccessLogRepo, rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Check the newest signed head against the key outside the store (``logsign.signing_key``).
+    """Check the newest signed head against the key outside the store (``keys.signing.signing_key``).
 
     Returns:
         ``{"ok", "checked", "seq", "reason", "public_key"}``: ``checked`` is False when no key was found to check
@@ -318,7 +318,7 @@ def _signer(store: AccessLogRepo, last: ChainLink | None) -> tuple[Any | None, s
 
     An append signs only when the log it extends is empty (and was never signed) or ends at the validly signed
     head: signing the head of a log that was rewritten after its last signature would vouch for the rewrite. The
-    key is created at a store's first append only (``logsign``): a command run without the key on a store that
+    key is created at a store's first append only (``keys.signing``): a command run without the key on a store that
     another key signs makes no key file of its own. Without a key the row is still appended, unsigned.
     """
     sig = store.access_log_signature()

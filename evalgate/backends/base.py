@@ -437,7 +437,7 @@ def generation_settings(name: str, options: BackendOptions) -> dict[str, Any]:
         the entry's ``cache_settings``: every option marked ``changes_outputs`` (``BackendOptions.output_settings``),
         e.g. hf's device kind (``cuda:1`` -> ``cuda``), dtype and draw rule, vllm's dtype and tensor_parallel_size,
         openai's model, endpoint, use_n and server address. This is the generation cache's settings key
-        (``runner.settings``), the one definition.
+        (``backends.settings``), the one definition.
 
     Raises:
         BadInput: unknown backend, or ``options`` is not that backend's options model.

@@ -87,7 +87,7 @@ def expect_head_option(help: str = EXPECT_HEAD_HELP) -> Callable[[F], F]:  # noq
 
 
 def parse_expect_head(text: str | None) -> tuple[int, str] | None:
-    """``--expect-head``, else ``$EVALGATE_EXPECT_HEAD``, parsed (``accesslog.parse_head``); None when neither is set.
+    """``--expect-head``, else ``$EVALGATE_EXPECT_HEAD``, parsed (``access.log.parse_head``); None when neither is set.
 
     Raises:
         BadInput: the text is not SEQ:HASH.

@@ -9,7 +9,7 @@ names imports nothing heavy. Third-party packages add entries through the regist
 be of the registry's entry type. A built-in name wins over a plugin of the same name.
 
 The registries themselves live beside what they register (``backends.base.BACKENDS``, ``scoring.base.SCORERS``,
-``datasets.DATASETS``, ``scoring.extract.RULES``, ``diagnostics.log.LOG_READERS``, ``report_writers.WRITERS``,
+``datasets.DATASETS``, ``scoring.extract.RULES``, ``diagnostics.log.LOG_READERS``, ``gate.report.writers.WRITERS``,
 ``scoring.metrics.METRICS``, ``tools.TOOLS``); this module imports nothing of evalgate but ``errors``. A registry
 is also pydantic metadata: a field ``Annotated[str, RULES]`` accepts the registry's names only (a plugin's
 included).
@@ -197,7 +197,7 @@ class Registry(Generic[T]):
     def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
         """The registry as pydantic metadata: a field ``Annotated[str, REGISTRY]`` holds a name of this registry,
         checked when the model is validated (plugins' names included, so a plugin's name validates; an unknown one
-        fails with ``unknown``'s message), and ``protocol_docs`` lists the built-in names from the field's
+        fails with ``unknown``'s message), and ``protocol.docs`` lists the built-in names from the field's
         metadata."""
         from pydantic_core import core_schema
 

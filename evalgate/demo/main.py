@@ -170,7 +170,7 @@ def _gate_demo(ws: Workspace, t0: float) -> int:
 
 def _print_verdict(verdict: Any, doc: dict[str, Any]) -> None:
     """The verdict on stdout: per seed best / last / failed and the private pass@1, the base model's, each rule,
-    the proxies (``demo_rlhf.proxy_lines``) and the report's paths."""
+    the proxies (``demo.rlhf.proxy_lines``) and the report's paths."""
     print(f"\ngate '{verdict.policy.name}' over {len(verdict.seeds)} training seeds: "
           f"{'PASS' if verdict.passed else 'FAIL'}")
     for s in doc["seeds"]:

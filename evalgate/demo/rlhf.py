@@ -2,7 +2,7 @@
 shown in the release report beside the verified metric and deciding nothing (docs/DEMO.md, docs/RLHF.md).
 
 - The reward model: a linear head on SmolLM2-135M features, trained on addition preference pairs (the right sum
-  chosen, the sum off by ten rejected; ``rlhf.train_rm``) and cached once per machine like the demo's training.
+  chosen, the sum off by ten rejected; ``demo.reward_model``) and cached once per machine like the demo's training.
   Protocol ``addition-rm@1`` scores each completion with it (``reward_model`` scorer).
 - The judge: SmolLM2-135M-Instruct itself (the base model's GGUF, pinned by digest) compares each completion with the
   base model's completion of the same item, in both orders (``judge`` scorer, pairwise; protocol

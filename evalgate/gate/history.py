@@ -123,7 +123,7 @@ _VERDICT_SHA256 = re.compile(r"verdict sha256 ([0-9a-f]{64}) of gate (\S+) ")
 
 def check_recorded(store: Store, row: dict[str, Any]) -> None:
     """Check a stored gate before it is rendered again (``evalgate report``): the access log's chain and signed
-    head hold (``accesslog.verify``) and its ``result`` row for the gate records this very verdict. The gates table
+    head hold (``access.log.verify``) and its ``result`` row for the gate records this very verdict. The gates table
     is not signed, so a failing gate's verdict set to PASS in the store must not render, or exit, as a pass.
 
     Raises:

@@ -3,7 +3,7 @@
 1. read the store's complete and failed runs of the protocol on the selection split, the latest per checkpoint,
    grouped by training seed (the selection split's read is logged);
 2. per seed, pick best / last / failed (``select``), with the training-log guards (``guards``);
-3. evaluate the proxy protocols (an LLM judge, a reward model; ``rlhf.proxies``) on each seed's best and the
+3. evaluate the proxy protocols (an LLM judge, a reward model; ``gate.proxies``) on each seed's best and the
    baseline on a dev-tier split, for the report: they decide nothing, and a failure spends nothing private;
 4. when an earlier stored gate had the very same inputs (``history``: policy, protocol hash, split contents,
    candidate runs, baseline), take its decision runs: nothing is read or spent;
@@ -137,11 +137,11 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
     Raises:
         BadInput: unknown split, decision split not private, missing protocol file, metric absent.
         RefusedByPolicy: selection split not dev; the private budget cannot cover the gate's reads (nothing spent);
-            the access log's signed head or expected head does not hold (``accesslog.check_for_gate``).
+            the access log's signed head or expected head does not hold (``access.log.check_for_gate``).
         ProtocolDrift: the protocol file no longer matches its lock (before any read).
         RefusedByPolicy: the candidates span several training runs and the policy names none (``train_run``;
             ``select.check_one_training_run``; before any read).
-        EvalgateError: a proxy protocol is invalid or cannot run (``rlhf.proxies``; before any decision read).
+        EvalgateError: a proxy protocol is invalid or cannot run (``gate.proxies``; before any decision read).
     """
     store = store or Store()
     accesslog.check_for_gate(store, expect_head, policy.require_expect_head,  # before any read
@@ -331,8 +331,8 @@ def _audit_samples(store: Store, chosen: list[SeedResult], k: int = 3, max_chars
 
 def _with_trajectories(store: Store, shown: dict[str, list[dict[str, Any]]], max_chars: int
                        ) -> dict[str, list[dict[str, Any]]]:
-    """``shown`` with each sample of an agentic run given its ``trajectory`` (``agent.view.trajectory_view``); the
-    turns are read for the shown samples only, from the same run as their text."""
+    """``shown`` with each sample of an agentic run given its ``trajectory`` (``views.trajectories.trajectory_view``);
+    the turns are read for the shown samples only, from the same run as their text."""
     from evalgate.views.trajectories import trajectory_view, turns_by_sample
 
     items: dict[str, set[str]] = {}

@@ -31,7 +31,7 @@ _SHOWN = tuple(o.value for o in (Outcome.READ, Outcome.OVERRIDE, Outcome.RESERVE
 
 
 def check_chain(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str) -> BrokenChain | None:
-    """Verify the whole access-log chain before any read (``accesslog.verify``): on a broken chain the budget cannot
+    """Verify the whole access-log chain before any read (``access.log.verify``): on a broken chain the budget cannot
     be counted (a deleted row reads as a refund), so the gate is refused unless ``policy.accept_broken_chain``
     gives a reason, which is logged.
 

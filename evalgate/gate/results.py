@@ -283,7 +283,7 @@ class Verdict:
         reward_audit: ``reward_audit.reward_audit`` of each best checkpoint's human-rated runs.
         calibration: ``rlhf.calibration.calibration_section``: each proxy scorer's (judge, reward model) agreement
             with raters on the human-audit tier (Spearman, kappa, weighted kappa, Krippendorff's alpha with CIs).
-        proxies: ``rlhf.proxies.proxy_section``: each proxy protocol's (``policy.proxy_protocols``) numbers for the
+        proxies: ``gate.proxies.proxy_section``: each proxy protocol's (``policy.proxy_protocols``) numbers for the
             baseline and each seed's best on its dev-tier split (a judge's win rate with CI and flip rate, a reward
             model's mean score); informational, no rule reads them.
         gate_id: the id it is stored under (``evalgate.gate.history``; None: not stored).

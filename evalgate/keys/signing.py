@@ -14,7 +14,7 @@ Where the key comes from, first found wins:
    ``$XDG_CONFIG_HOME/evalgate/``, outside any repository).
 
 When none exists, a store's first append creates the file (mode 600; a later append on a store some key
-already signs makes none, ``accesslog._signer``), quietly: a note on stderr would land in every
+already signs makes none, ``access.log._signer``), quietly: a note on stderr would land in every
 first command's output; ``evalgate audit verify`` names the key it checked with.
 Everyone who writes the same store needs the same key, as everyone who reads its private splits needs the private
 key. The store keeps only the public key beside each signature, for the error message; verification always uses

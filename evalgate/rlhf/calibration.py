@@ -52,7 +52,7 @@ def calibration_section(store: Store, policy: Any) -> list[dict[str, Any]]:
     """The release report's agreement of each proxy the policy relies on or shows with people on the human-audit
     tier: the gated protocol when its scorer is a proxy (``role: "gated"``), the triad's reward-model protocol
     (``rules.reward_model_protocol``, ``role: "reward model"``) and each of ``proxy_protocols`` (``role: "proxy"``,
-    informational; ``rlhf.proxies``), each protocol once.
+    informational; ``gate.proxies``), each protocol once.
 
     Returns:
         ``[{"protocol", "scorer", "role", **audit_agreement}]``; empty when the policy relies on no proxy.

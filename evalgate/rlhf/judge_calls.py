@@ -7,7 +7,7 @@ A judge call's cache key is (judge identity, judge prompt): the ``generations`` 
 judge's digest (``served:<model id>`` for a served judge without local weights), its protocol column
 ``judge:<sha256>`` of the judge's identity (backend, digest, model id, sampling), its item column and prompt hash the
 sha256 of the rendered judge prompt, sample index 0, the seed derived from the judge's sampling seed and that prompt
-hash (``backends.base.sample_seed``), and the settings hash of the judge's backend (``runner.settings``). Two runs
+hash (``backends.base.sample_seed``), and the settings hash of the judge's backend (``backends.settings``). Two runs
 that show the judge the same prompt share one call. On a sealed tier (private, human-audit) that hash is the keyed
 HMAC a sealed run's own prompts get (``sealing.Sealer.digest``), not a bare sha256: the judge's prompt holds the
 item's question and the completion, and a bare hash in the store would confirm a guessed one (docs/SECURITY.md).

@@ -16,7 +16,7 @@ def conversation(tokenizer: Any, prompt: str, completion: str) -> str:
     """The text a reward model with ``tokenizer`` scores: its chat template over [user: prompt, assistant:
     completion], or ``prompt + "\\n\\n" + completion`` when it has none; both as text only
     (``prompts.literal_text``: a completion cannot end its turn and append a forged conversation for the RM to
-    score). The reward cache is keyed by this text (``scoring.reward.reward_key``)."""
+    score). The reward cache is keyed by this text (``rlhf.reward.reward_key``)."""
     from evalgate.protocol.prompts import literal_text
 
     prompt, completion = literal_text(tokenizer, prompt), literal_text(tokenizer, completion)

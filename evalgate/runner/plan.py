@@ -77,7 +77,7 @@ class RunPlan:
         warnings: budget warnings of the read, and the checkpoint's (``checkpoints.disagreements``, the context
             length check skipped for a server).
         options: the caller's options; ``actor`` the resolved reader; ``backend_options`` as validated.
-        settings: the generation settings (``runner.settings``); ``settings_sha256`` their hash, part of the
+        settings: the generation settings (``backends.settings``); ``settings_sha256`` their hash, part of the
             cache key.
         scorer: the protocol's scorer.
         seed: the sampling seed; ``keys`` every sample of the run, item-major.

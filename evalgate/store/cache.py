@@ -90,7 +90,7 @@ class GenerationCache(Repository):
                            settings_sha256: str = "") -> dict[SampleKey, dict[str, Any]]:
         """Cached generations for ``(item_id, sample_index, seed)`` keys under one checkpoint and protocol, each
         generated from the prompt whose hash ``prompt_sha256[item_id]`` gives, under the generation settings whose
-        hash is ``settings_sha256`` (``runner.settings``; ``""``: rows stored before migration 7). The full cache
+        hash is ``settings_sha256`` (``backends.settings``; ``""``: rows stored before migration 7). The full cache
         key is checkpoint digest, protocol hash, item, sample index, sampling seed, prompt hash and settings hash.
         Each value carries the ``run_id`` that generated it (None for rows from before migration 7)."""
         if not keys:
@@ -134,7 +134,7 @@ class GenerationCache(Repository):
 
     def cached_rewards(self, rm_digest: str, engine: str, pair_sha256s: Sequence[str]) -> dict[str, float]:
         """Cached rewards of one reward model (by digest) on one engine for pairs keyed by
-        ``scoring.reward.reward_key``: ``{pair_sha256: reward}`` for the keys found."""
+        ``rlhf.reward.reward_key``: ``{pair_sha256: reward}`` for the keys found."""
         if not pair_sha256s:
             return {}
         with self.connect() as con:

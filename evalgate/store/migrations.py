@@ -146,7 +146,7 @@ def _m007_run_record(con: duckdb.DuckDBPyConnection) -> None:
 
 @migration(8, "generation_settings_in_cache_key")
 def _m008_generation_settings_in_cache_key(con: duckdb.DuckDBPyConnection) -> None:
-    """The generation settings' hash (``runner.settings``: backend, engine version, dtype, ...) joins the cache key,
+    """The generation settings' hash (``backends.settings``: backend, engine version, dtype, ...) joins the cache key,
     and each generation records the run that made it: a sample is reused only under the settings that produced it.
     Rows from before keep an empty settings hash: they stay readable by their runs but are never reused, since
     nothing recorded which engine made them."""

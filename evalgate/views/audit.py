@@ -1,7 +1,7 @@
 """The audit: who read which split, how often, for what, and whether the access log is intact.
 
 The access log lives in the store (``access_log``); its hash chain is ``evalgate.access.log`` (``verify_chain`` is
-``accesslog.verify``: it detects an edited, inserted or deleted row and names the first bad one).
+``access.log.verify``: it detects an edited, inserted or deleted row and names the first bad one).
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class AuditSummary(Result):
     splits: dict[str, SplitAudit]
     """Split name -> its entry, sorted by name."""
     chain: dict[str, Any]
-    """The access log's hash chain and signed head (``accesslog.verify``: ``ok``, ``rows``, ``first_bad_seq``,
+    """The access log's hash chain and signed head (``access.log.verify``: ``ok``, ``rows``, ``first_bad_seq``,
     ``reason``, ``head``, ``signature``)."""
     broken_manifests: list[str]
     """The error of each split manifest that does not load (its split shows only its logged rows)."""

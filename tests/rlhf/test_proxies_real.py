@@ -1,4 +1,4 @@
-"""The demo's RLHF leg on the real model, at tiny size: ``demo_rlhf.prepare`` (the tiny reward model from the
+"""The demo's RLHF leg on the real model, at tiny size: ``demo.rlhf.prepare`` (the tiny reward model from the
 session's cache, the proxy split, both proxy protocols written and frozen) and a real gate whose ``proxy_protocols``
 are those, with SmolLM2-135M judging and the trained reward model scoring, through the hf backend.
 
@@ -7,7 +7,7 @@ same completions and every judge prompt is the same in both orders: whatever Smo
 win in one order and a loss in the other (the verdicts offer no tie), preference 0.5 and a position flip, so the win
 rate is 0.5 with the CI [0.5, 0.5] and the flip rate 1.0 by construction; and the reward model scores the two
 checkpoints alike. The rewards themselves are checked against the head applied by hand to the base model's pooled
-features (``train_rm.features``), an independent path to the same number.
+features (``demo.reward_model.features``), an independent path to the same number.
 """
 
 from __future__ import annotations

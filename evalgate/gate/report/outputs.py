@@ -239,7 +239,7 @@ def _calibration_lines(calibration: list[dict[str, Any]]) -> list[str]:
 
 
 def _proxy_lines(proxies: list[dict[str, Any]]) -> list[str]:
-    """The Markdown table of the proxy protocols' numbers (``Verdict.proxies``; ``rlhf.proxies``); none when empty."""
+    """The Markdown table of the proxy protocols' numbers (``Verdict.proxies``; ``gate.proxies``); none when empty."""
     if not proxies:
         return []
     lines = ["", "Proxy scores (informational: no rule reads them; dev-tier split; 95% paired bootstrap CI):", "",
@@ -303,7 +303,7 @@ def markdown_summary(verdict: Verdict) -> str:
 
 
 def write_all(verdict: Verdict, out_dir: str | Path, stem: str, audit: dict[str, Any] | None = None) -> dict[str, str]:
-    """Every registered report format (``report_writers.WRITERS``) beside each other: ``<out_dir>/<stem><suffix>``
+    """Every registered report format (``gate.report.writers.WRITERS``) beside each other: ``<out_dir>/<stem><suffix>``
     (``.html``, ``.json``, ``.junit.xml``, ``.md``, a plugin's ``.<name>``); the Markdown summary is also appended to
     ``$GITHUB_STEP_SUMMARY`` when set.
 
@@ -369,7 +369,7 @@ def error_markdown(doc: dict[str, Any]) -> str:
 
 
 def junit_output(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None = None) -> Path:
-    """The ``junit`` report writer (``report_writers.WRITERS``): ``write_junit``."""
+    """The ``junit`` report writer (``gate.report.writers.WRITERS``): ``write_junit``."""
     return write_junit(verdict, path)
 
 
@@ -433,7 +433,7 @@ def gate_and_report(policy_path: str | Path, store: Store | None = None,
                     expect_head: tuple[int, str] | None = None, progress: bool = False,
                     swept: SweepSummary | None = None, train_run: str | None = None) -> GateReport:
     """Load a policy, run the gate and write the requested outputs (what ``evalgate gate`` does).
-    ``outputs``: report format name (``report_writers.WRITERS``: html, json, junit, markdown, a plugin's) -> path.
+    ``outputs``: report format name (``gate.report.writers.WRITERS``: html, json, junit, markdown, a plugin's) -> path.
     ``accept_broken_chain``: a reason to gate on a broken access-log chain (sets the policy's field for this run);
     ``expect_head`` and ``progress`` (stderr: what is evaluated, sample counts) as in ``run_gate``; ``swept``: the
     ``--evaluate-missing`` sweep run before it (``gate.missing.evaluate_missing``), carried into the report;
@@ -477,7 +477,7 @@ class GateReport:
 
     Attributes:
         verdict: the gate's ``Verdict``.
-        files: writer key (``report_writers.key_of``: ``report``, ``json_out``, ``junit``, ``markdown``, a
+        files: writer key (``gate.report.writers.key_of``: ``report``, ``json_out``, ``junit``, ``markdown``, a
             plugin's) -> the path written, in the writers' order.
         step_summary: the ``$GITHUB_STEP_SUMMARY`` files the Markdown summary was appended to (not the
             ``markdown`` output itself).
