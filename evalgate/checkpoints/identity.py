@@ -38,6 +38,7 @@ from evalgate.checkpoints.layout import not_hf_checkpoint, weight_files
 from evalgate.core.environment import active
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import atomic_write
+from evalgate.core.formatting import short_digest  # noqa: F401 - display; kept importable from here
 
 # What the loaders open beside the weights (transformers' config, generation config, tokenizer and chat template
 # files; vLLM reads the same). generation_config.json is in: transformers' generate() takes eos_token_id and more

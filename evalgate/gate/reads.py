@@ -230,8 +230,9 @@ def check_identities(policy: GatePolicy, manager: SplitManager, actor: str,
     Raises:
         RefusedByPolicy: a checkpoint's files changed (logged on the decision split, nothing read or spent).
     """
-    from evalgate.checkpoints.identity import short_digest, verify_identity
+    from evalgate.checkpoints.identity import verify_identity
     from evalgate.checkpoints.layout import is_checkpoint
+    from evalgate.core.formatting import short_digest
 
     for path, digest in targets:
         p = Path(path)
