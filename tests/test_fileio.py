@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
@@ -29,6 +30,20 @@ def test_jsonl_reads_an_open_file_lazily(tmp_path):
         assert next(it) == (1, {"x": 1})
         with pytest.raises(BadInput, match=":2: not valid JSON"):
             next(it)
+
+
+@pytest.mark.parametrize("sep", ["\x85", "\u2028", "\u2029", "\x0b", "\x0c", "\x1e"])
+def test_jsonl_lines_end_only_at_newlines(tmp_path, sep):
+    """A separator that json.dumps(ensure_ascii=False) writes raw inside a string (one of MMLU-Pro's questions holds
+    U+0085) is part of its record, as a file opened in text mode reads it; CRLF and a lone CR still end a line."""
+    text = json.dumps({"q": f"a{sep}b"}, ensure_ascii=False) + "\r\n" + '{"x": 2}\r[3]\n'
+    expected = [(1, {"q": f"a{sep}b"}), (2, {"x": 2}), (3, [3])]
+    assert list(iter_jsonl(text, "mem")) == expected
+    assert list(iter_jsonl(text.encode(), "mem")) == expected
+    p = tmp_path / "s.jsonl"
+    p.write_bytes(text.encode())
+    with p.open(encoding="utf-8") as f:
+        assert list(iter_jsonl(f, p)) == expected
 
 
 def test_read_jsonl_missing_file_names_it(tmp_path):

@@ -317,8 +317,8 @@ def test_a_dataset_plugin_is_imported_as_tiered_splits_by_the_cli(tmp_path: Path
 
     install_dist(tmp_path / "site", monkeypatch, "evalgate-toy", {"evalgate_toy": TOY_DATASET},
                  {"evalgate.datasets": {"toy": "evalgate_toy:DATASET", "toy2": "evalgate_toy:MISNAMED"}}, (DATASETS,))
-    assert known() == ["gsm8k", "gsm8k-pref", "humaneval", "humaneval-pref", "math500", "math500-pref", "toy",
-                       "toy2"] and "evalgate_toy" not in sys.modules
+    assert known() == ["gsm8k", "gsm8k-pref", "humaneval", "humaneval-pref", "math500", "math500-pref", "mmlu-pro",
+                       "toy", "toy2"] and "evalgate_toy" not in sys.modules
     src = tmp_path / "toy.jsonl"
     src.write_text("".join(json.dumps({"q": f"{i}+{i}", "a": str(2 * i)}) + "\n" for i in range(12)))
     r = CliRunner().invoke(main, ["splits", "import", "toy", "--from", str(src)])
@@ -407,7 +407,8 @@ def test_an_extraction_rule_plugin_validates_in_a_protocol_and_scores_a_run(tmp_
 
     scorer = {"name": "exact", "options": {"answer_field": "answer"}}
     with pytest.raises(BadInput, match=r"p.yaml:2: extraction.rule: unknown extraction rule 'last_word'; did you mean "
-                                       r"'last_number'\? known extraction rules: boxed, code, gsm8k, last_number, raw"):
+                                       r"'last_number'\? known extraction rules: boxed, code, gsm8k, last_number, "
+                                       r"mmlu_pro, mmlu_pro_l1, raw"):
         replay_run(tmp_path, scorer, {"a": "x"}, extraction={"rule": "last_word"})
     install_dist(tmp_path / "site", monkeypatch, "evalgate-last-word", {"evalgate_last_word": LAST_WORD_RULE},
                  {"evalgate.extract_rules": {"last_word": "evalgate_last_word:RULE"}}, (RULES,))

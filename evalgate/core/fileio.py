@@ -9,12 +9,18 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import secrets
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from evalgate.core.errors import BadInput
+
+# JSON Lines end a line at "\n" ("\r\n" and a lone "\r" read as a file opened in text mode reads them); str.splitlines
+# also splits at U+0085, U+2028, U+2029 and other separators that JSON writes raw inside strings
+# (json.dumps(ensure_ascii=False)): a record of MMLU-Pro's test set holds U+0085.
+_LINE_END = re.compile(r"\r\n|\r|\n")
 
 
 def iter_jsonl(source: str | bytes | Iterable[str], where: str | Path,
@@ -35,9 +41,9 @@ def iter_jsonl(source: str | bytes | Iterable[str], where: str | Path,
     """
     lines: Iterable[str]
     if isinstance(source, bytes):
-        lines = decode_utf8(source, where).splitlines()
+        lines = _LINE_END.split(decode_utf8(source, where))
     elif isinstance(source, str):
-        lines = source.splitlines()
+        lines = _LINE_END.split(source)
     else:
         lines = source
     for i, line in enumerate(lines, 1):

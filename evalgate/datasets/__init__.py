@@ -29,6 +29,7 @@ DATASETS: Registry[Dataset] = Registry("dataset", Dataset, entry_point_group="ev
 DATASETS.register("humaneval", "evalgate.datasets.humaneval:DATASET")
 DATASETS.register("gsm8k", "evalgate.datasets.gsm8k:DATASET")
 DATASETS.register("math500", "evalgate.datasets.math500:DATASET")
+DATASETS.register("mmlu-pro", "evalgate.datasets.mmlu_pro:DATASET")
 DATASETS.register("gsm8k-pref", "evalgate.datasets.preference:GSM8K_PREF")
 DATASETS.register("math500-pref", "evalgate.datasets.preference:MATH500_PREF")
 DATASETS.register("humaneval-pref", "evalgate.datasets.preference:HUMANEVAL_PREF")

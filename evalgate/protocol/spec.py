@@ -136,7 +136,9 @@ class ExtractionSpec(StrictModel):
     group): ``code``: the program (prefix + completion, fenced block if present); ``boxed``: the last
     ``\\boxed{}`` (boxes joined by "or", "and" or "," as one answer); ``last_number``: the last number; ``gsm8k``:
     what the last ``####`` or "The answer is" states (several numbers in it as written, so a hedge ``2 or 3`` equals
-    neither), else the last number; ``raw``: the whole completion. Default: raw."""
+    neither), else the last number; ``mmlu_pro``: MMLU-Pro's letter (the first "answer is (X)", else "answer: X",
+    else the last standalone letter A-J); ``mmlu_pro_l1``: its first pattern alone; ``raw``: the whole completion.
+    Default: raw."""
     score_truncated: bool = False
     """Score completions cut off by max_tokens (finish_reason ``length``). Default: false, they count as truncated
     and wrong."""

@@ -15,6 +15,15 @@
   \\boxed{3}`` gives ``2, 3``); a box stated again later (``\\boxed{1}. No wait, \\boxed{2}``) replaces the earlier
   one.
 - ``code``: the completion as is (code scorers extract programs themselves).
+- ``mmlu_pro``: MMLU-Pro's own answer extraction (TIGER-AI-Lab/MMLU-Pro ``evaluate_from_local.py``, and level
+  ``l2`` of ``compute_accuracy.py``): the letter of the first ``answer is (X)`` / ``answer is X``, else of the first
+  line holding ``answer: X`` / ``Answer: X`` (its last such), else the last standalone letter ``A``-``J`` (a
+  letter between word boundaries with none after it); the same regular expressions (the two that backtrack
+  quadratically rewritten as one scan each, reading the same letter), so every completion reads as it reads there.
+  ``mmlu_pro_l1``: the first pattern alone (``compute_accuracy.py`` level ``l1``; the script as of May 2024, which
+  made the published per-model outputs). A completion neither reads gives no answer (scored wrong; MMLU-Pro's
+  scripts draw a random letter instead). These two keep MMLU-Pro's reading of a hedge (the *first* "answer is"),
+  not the rule below.
 
 Hedged answers: one rule in every format. The *last* final answer of a kind is the answer (``####``, "answer is",
 ``\\boxed{}``), as math-verify reads the rightmost match first (``math_verify.parser.extract_target_from_pred``:
@@ -217,6 +226,37 @@ def _gsm8k(text: str) -> str | None:
     return None
 
 
+# TIGER-AI-Lab/MMLU-Pro evaluate_from_local.py (HEAD f418b11): extract_answer, extract_again, extract_final.
+_MMLU_PRO_ANSWER_IS = re.compile(r"answer is \(?([A-J])\)?")
+# Two of them backtrack over the whole text at every start (quadratic: 4 ms a completion, 45 s for MMLU-Pro's 12,032)
+# and are found here by one scan each. extract_again's r".*[aA]nswer:\s*([A-J])" (re.search, "." stops at a newline)
+# reads, on the first line where an "answer:" match starts, the last match starting there (overlapping ones included:
+# "answer: Answer: B" gives B); extract_final's r"\b[A-J]\b(?!.*\b[A-J]\b)" (DOTALL) is the last standalone letter.
+_MMLU_PRO_ANSWER_COLON = re.compile(r"(?=[aA]nswer:\s*([A-J]))")
+_MMLU_PRO_LETTER = re.compile(r"\b[A-J]\b")
+
+
+def mmlu_pro_letter(text: str) -> str | None:
+    """MMLU-Pro's answer letter of a completion (rule ``mmlu_pro``; see the module docstring), or None."""
+    m = _MMLU_PRO_ANSWER_IS.search(text)
+    if m:
+        return m.group(1)
+    starts = list(_MMLU_PRO_ANSWER_COLON.finditer(text))
+    if starts:
+        line_end = text.find("\n", starts[0].start())
+        return [s for s in starts if line_end < 0 or s.start() < line_end][-1].group(1)
+    last = None
+    for last in _MMLU_PRO_LETTER.finditer(text):  # noqa: B007 - the last match is the one wanted
+        pass
+    return last.group(0) if last else None
+
+
+def mmlu_pro_letter_l1(text: str) -> str | None:
+    """The letter of the first ``answer is (X)`` in a completion (rule ``mmlu_pro_l1``), or None."""
+    m = _MMLU_PRO_ANSWER_IS.search(text)
+    return m.group(1) if m else None
+
+
 @dataclass(frozen=True)
 class ExtractionRule:
     """One extraction rule (the protocol's ``extraction.rule``).
@@ -249,6 +289,10 @@ RULES.register("gsm8k", ExtractionRule(_gsm8k, "what the last ``####`` or \"The 
                                        "as written), else the last ``\\boxed{}``, else the last number, before any "
                                        "run-on new exercise"))
 RULES.register("boxed", ExtractionRule(last_boxed, "the content of the last ``\\boxed{}``"))
+RULES.register("mmlu_pro", ExtractionRule(mmlu_pro_letter, "MMLU-Pro's letter: the first \"answer is (X)\", else "
+                                          "\"answer: X\", else the last standalone letter A-J"))
+RULES.register("mmlu_pro_l1", ExtractionRule(mmlu_pro_letter_l1, "MMLU-Pro's letter, first pattern alone: the first "
+                                             "\"answer is (X)\""))
 RULES.register("code", ExtractionRule(_whole, "the program (the code scorer takes prefix + completion, a fenced "
                                       "block if present)", yields_answer=False))
 

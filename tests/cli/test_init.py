@@ -203,7 +203,8 @@ def test_custom_csv_data_with_a_mapping(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("benchmark", "data", "project_protocol"), [
     ("humaneval", None, "humaneval-smoke.yaml"),
     ("gsm8k", SHARED_DATA / "gsm8k" / "test.jsonl", "gsm8k-cot.yaml"),
-    ("math500", SHARED_DATA / "math500" / "test.jsonl", "math500.yaml")])
+    ("math500", SHARED_DATA / "math500" / "test.jsonl", "math500.yaml"),
+    ("mmlu-pro", SHARED_DATA / "mmlu-pro" / "test.jsonl", "mmlu-pro-cot.yaml")])
 def test_the_starter_protocol_is_the_projects_own(tmp_path: Path, benchmark: str, data: Path | None,
                                                   project_protocol: str) -> None:
     """Each starter protocol evaluates as evalgate's own protocol for that benchmark does: every resolved field

@@ -110,7 +110,7 @@ def test_import_without_from_or_with_a_wrong_file_is_bad_input(home: Path, tmp_p
 def test_unknown_dataset_lists_the_registered_ones(home: Path) -> None:
     r = CliRunner().invoke(main, ["splits", "import", "mmlu", "--from", "x.jsonl"])
     assert r.exit_code == 2
-    assert ("unknown dataset 'mmlu'; known datasets: gsm8k, gsm8k-pref, humaneval, humaneval-pref, math500, "
-            "math500-pref") in r.output
+    assert ("unknown dataset 'mmlu'; did you mean 'mmlu-pro'? known datasets: gsm8k, gsm8k-pref, humaneval, "
+            "humaneval-pref, math500, math500-pref, mmlu-pro") in r.output
 
 
