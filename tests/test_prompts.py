@@ -224,9 +224,55 @@ def test_templates_that_end_the_prompt_at_the_assistant_turn_are_accepted(tmp_pa
     check_generation_prompt(tok, p, ITEM)
 
 
+# Issue 42, item 9: a generation prompt that closes the assistant turn it opens; the model would start a new turn.
+SMOL_GEN = "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+LLAMA3 = (
+    "{{ bos_token }}{% for m in messages %}{{ '<|start_header_id|>' + m['role'] + '<|end_header_id|>\n\n' "
+    "+ m['content'] + '<|eot_id|>' }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}GEN{% endif %}")
+GEMMA = (
+    "{{ bos_token }}{% for m in messages %}{{ '<start_of_turn>' + ('model' if m['role'] == 'assistant' else "
+    "m['role']) + '\n' + m['content'] + '<end_of_turn>\n' }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<start_of_turn>model\n' }}GEN{% endif %}")
+
+
+@pytest.mark.parametrize(("name", "source", "mark"), [
+    ("chatml", None, "<|im_end|>"),  # the report: SmolLM2's template, generation prompt '...assistant\n<|im_end|>\n'
+    ("llama3", LLAMA3.replace("GEN", "{{ '<|eot_id|>' }}"), "<|eot_id|>"),
+    ("gemma", GEMMA.replace("GEN", "{{ '<end_of_turn>\n' }}"), "<end_of_turn>"),
+    ("eos", LLAMA3.replace("GEN", "{{ eos_token }}"), "<|im_end|>"),  # the tokenizer's EOS (SmolLM2: <|im_end|>)
+    ("own-close", "{% for m in messages %}[{{ m['role'] }}]{{ m['content'] }}[END]{% endfor %}"
+     "{% if add_generation_prompt %}[assistant][END]{% endif %}", "[END]"),  # a marker only its turns show
+])
+def test_a_generation_prompt_that_closes_the_assistant_turn_is_refused(tmp_path: Path, tok, name: str,
+                                                                       source: str | None, mark: str) -> None:
+    from evalgate.prompts import check_generation_prompt
+
+    if source is None:
+        assert SMOL_GEN in tok.chat_template
+        source = tok.chat_template.replace(SMOL_GEN, SMOL_GEN.replace("assistant\n", "assistant\n<|im_end|>\n"))
+    p = protocol(tmp_path, f"{name}.jinja", {f"{name}.jinja": source})
+    assert render_prompt(p, ITEM, tok).text.rstrip().endswith(mark)
+    with pytest.raises(BadInput, match="closes the assistant turn") as e:
+        check_generation_prompt(tok, p, ITEM)
+    assert repr(mark) in e.value.message
+
+
+def test_generation_prompts_that_open_the_assistant_turn_are_accepted(tmp_path: Path, tok) -> None:
+    from evalgate.prompts import check_generation_prompt
+
+    for name, source in (("llama3", LLAMA3.replace("GEN", "")), ("gemma", GEMMA.replace("GEN", "")),
+                         ("r1", tok.chat_template.replace(SMOL_GEN, SMOL_GEN.replace("\n'", "\n<think>\n'")))):
+        p = protocol(tmp_path, f"{name}.jinja", {f"{name}.jinja": source})
+        check_generation_prompt(tok, p, ITEM)
+
+
+@pytest.mark.parametrize(("kind", "message"), [("ignores", "ignores add_generation_prompt"),
+                                               ("closes", "closes the assistant turn")])
 def test_run_with_a_template_that_ignores_add_generation_prompt_is_refused_before_the_read(
-        tmp_path: Path, tok, smollm2_dir: Path) -> None:
-    """The CLI exits 2 naming the cause, and nothing is logged as read, spent or created."""
+        tmp_path: Path, tok, smollm2_dir: Path, kind: str, message: str) -> None:
+    """The CLI exits 2 naming the cause, and nothing is logged as read, spent or created (issue 42, item 9: the
+    closed-turn template ran to pass@1 1.0 with no warning)."""
     from click.testing import CliRunner
 
     from evalgate.cli import main
@@ -234,13 +280,15 @@ def test_run_with_a_template_that_ignores_add_generation_prompt_is_refused_befor
     from evalgate.splits import write_split
     from evalgate.store import Store
 
-    p = protocol(tmp_path, "nogen.jinja", {"nogen.jinja": _ignores_generation_prompt(tok)})
+    source = _ignores_generation_prompt(tok) if kind == "ignores" else \
+        tok.chat_template.replace(SMOL_GEN, SMOL_GEN.replace("assistant\n", "assistant\n<|im_end|>\n"))
+    p = protocol(tmp_path, "nogen.jinja", {"nogen.jinja": source})
     freeze(p.path)
     write_split("gen-split", "dev", [{**ITEM, "answer": "4"}], {"source": "test"})
     r = CliRunner().invoke(main, ["run", "--protocol", str(p.path), "--checkpoint", str(smollm2_dir),
                                   "--split", "gen-split", "--json"])
     assert r.exit_code == 2, r.output
-    assert "ignores add_generation_prompt" in r.output
+    assert message in r.output
     store = Store()
     assert [row for row in store.access_rows("gen-split") if row["outcome"] != "added"] == []
     assert store.runs() == []

@@ -187,9 +187,32 @@ def _chat_error(e: Exception, source: str) -> str:
 _PROBE = "\u2063evalgate-assistant-probe\u2063"
 
 
+END_OF_TURN = ("<|im_end|>", "<|eot_id|>", "<end_of_turn>", "<|end|>", "<|endoftext|>", "<|end_of_text|>",
+               "<|return|>", "</s>", "<\uff5cend\u2581of\u2581sentence\uff5c>", "<|END_OF_TURN_TOKEN|>")
+"""Markers that end a turn in the chat formats evalgate meets: ChatML (Qwen, SmolLM) ``<|im_end|>``, Llama 3
+``<|eot_id|>``, Gemma ``<end_of_turn>``, Phi-3 and gpt-oss ``<|end|>`` / ``<|return|>``, GPT-2-style
+``<|endoftext|>``, Llama 3 base ``<|end_of_text|>``, Llama 2 / Mistral ``</s>``, DeepSeek's end of sentence,
+Command-R's ``<|END_OF_TURN_TOKEN|>``. A prompt never ends with one: the model's turn has not begun."""
+
+
+def _closed_turn(tokenizer: Any, prompt: str, msgs: list[dict[str, Any]], kwargs: dict[str, Any]) -> str | None:
+    """The end-of-turn marker the rendered ``prompt`` ends with (white space aside), or None: one of
+    ``END_OF_TURN``, the tokenizer's EOS token, or what the template writes after an assistant message's text."""
+    tail = prompt.rstrip()
+    marks = [*END_OF_TURN, getattr(tokenizer, "eos_token", None) or ""]
+    try:
+        full = tokenizer.apply_chat_template([*msgs, {"role": "assistant", "content": _PROBE}], **kwargs)
+        marks.append(full[full.find(_PROBE) + len(_PROBE):].strip() if _PROBE in full else "")
+    except Exception:  # a template that refuses an assistant turn here: the known markers still apply
+        pass
+    return next((m for m in marks if m and tail.endswith(m)), None)
+
+
 def check_generation_prompt(tokenizer: Any, protocol: LoadedProtocol, item: dict[str, Any]) -> None:
     """Refuse a chat template that ignores ``add_generation_prompt`` and so sends a prompt without the start of
-    the assistant turn: the model would continue the user turn (instructlab/training#232).
+    the assistant turn: the model would continue the user turn (instructlab/training#232); and one whose
+    generation prompt closes the assistant turn it opens (``<|im_start|>assistant\\n<|im_end|>\\n``, Llama 3's
+    ``<|eot_id|>``, Gemma's ``<end_of_turn>``, an EOS token): the model would start a new turn, not answer.
 
     The item's messages are rendered with ``add_generation_prompt`` True and False. Where the two differ the template
     honours it. Where they are equal, the prompt is accepted only if it already ends where an assistant message's
@@ -197,15 +220,26 @@ def check_generation_prompt(tokenizer: Any, protocol: LoadedProtocol, item: dict
     cue): the conversation with an assistant message is rendered and cut where that message's text begins, and
     the prompt must equal that cut, white space at the end aside.
 
+    The prompt must not end with an end-of-turn marker (``_closed_turn``).
+
     Raises:
-        BadInput: the template ignores ``add_generation_prompt`` and the prompt lacks the assistant turn's start.
+        BadInput: the template ignores ``add_generation_prompt`` and the prompt lacks the assistant turn's start,
+            or the prompt ends with an end-of-turn marker.
     """
     msgs = _messages(protocol, item)
     with_prompt = apply_chat(tokenizer, protocol, msgs)
     kwargs: dict[str, Any] = {"tokenize": False, "add_generation_prompt": False}
     if protocol.chat_template != "model":
         kwargs["chat_template"] = protocol.chat_template
-    if tokenizer.apply_chat_template(msgs, **kwargs) != with_prompt:
+    which = "the model's chat template" if protocol.chat_template == "model" else "the protocol's chat template"
+    without = tokenizer.apply_chat_template(msgs, **kwargs)
+    mark = _closed_turn(tokenizer, with_prompt, msgs, kwargs) if without != with_prompt else None
+    if mark:
+        raise BadInput(f"{which} closes the assistant turn in its generation prompt: the prompt ends with the "
+                       f"end-of-turn marker {mark!r}, so the model would start a new turn instead of answering. Use "
+                       "a chat template whose generation prompt only opens the assistant turn (e.g. ends "
+                       "'<|im_start|>assistant\\n') (prompt.chat_template: FILE)")
+    if without != with_prompt:
         return
     try:
         full = tokenizer.apply_chat_template([*msgs, {"role": "assistant", "content": _PROBE}], **kwargs)
@@ -214,7 +248,6 @@ def check_generation_prompt(tokenizer: Any, protocol: LoadedProtocol, item: dict
     cut = full.find(_PROBE)
     if cut >= 0 and full[:cut].rstrip() == with_prompt.rstrip():
         return
-    which = "the model's chat template" if protocol.chat_template == "model" else "the protocol's chat template"
     raise BadInput(f"{which} ignores add_generation_prompt: the prompt ends after the user turn, without the start "
                    "of the assistant turn, so the model would continue the user's text. Use a chat template that "
                    "writes the assistant header when add_generation_prompt is true (prompt.chat_template: FILE), "
