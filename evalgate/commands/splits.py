@@ -126,7 +126,8 @@ def splits_contamination(split: str, corpus: Path, ngram: int, threshold: float,
                          protocol: Path | None, near_dup: bool, jaccard: float | None, workers: int | None,
                          corpus_format: str, text_field: str | None, actor: str | None, as_json: bool) -> None:
     """Per item and field, the share of word n-grams found in a training corpus (and near duplicates); exit 1 if
-    any item is flagged. Any tier, the private one included; the output holds ids, field names and figures only."""
+    any item is flagged or any field could not be checked (never shown clean then). Any tier, the private one
+    included; the output holds ids, field names and figures only."""
     from evalgate.splits.contamination import DEFAULT_JACCARD, check_contamination
 
     if near_dup and jaccard is None:
@@ -137,13 +138,13 @@ def splits_contamination(split: str, corpus: Path, ngram: int, threshold: float,
         _dump(rep.as_dict())
     else:
         _print_contamination(rep)
-    sys.exit(1 if rep.flagged else 0)
+    sys.exit(0 if rep.clean else 1)
 
 
 def _print_contamination(rep: Any) -> None:
     """The text report of ``splits contamination``: a line per item (on sealed tiers only the flagged ids), the
     fields that could not be checked, the summary and the sealed tiers' check budget."""
-    from evalgate.splits.contamination import MIN_WHOLE_WORDS
+    from evalgate.splits.contamination import MIN_SEGMENT_WORDS, MIN_WHOLE_WORDS
 
     for w in rep.warnings:
         click.echo(f"warning: {w}", err=True)
@@ -154,23 +155,29 @@ def _print_contamination(rep: Any) -> None:
                                            reverse=True):
         cells = []
         for name, f in it.fields.items():
-            share = (f"not checked ({f.words} < {MIN_WHOLE_WORDS} words)" if f.overlap is None
+            share = (f"not checked ({f.words} < {MIN_SEGMENT_WORDS} words)" if f.overlap is None
+                     else f"{num(f.overlap)} (whole segment only, {f.words} < {MIN_WHOLE_WORDS} words)" if f.segment
                      else f"{num(f.overlap)} (whole field, {f.words} words)" if f.whole
                      else f"{num(f.overlap)} ({f.matched}/{f.ngrams})")
             near = "" if rep.jaccard is None or f.overlap is None else f" jaccard {num(f.jaccard, 2)}"
             cells.append(f"{name} {share}{near}{' [' + ','.join(f.flagged_by) + ']' if f.flagged_by else ''}")
         click.echo(f"{'FLAG' if it.flagged else '    '} {it.id:24s} " + "  ".join(cells))
     for name, count in rep.unchecked.items():
-        click.echo(f"not checked: field {name} of {count} of {len(rep.items)} items has fewer than {MIN_WHOLE_WORDS} "
-                   "words (too short to judge alone; check it as part of a longer field with --field)", err=True)
+        click.echo(f"not checked: field {name} of {count} of {len(rep.items)} items has fewer than "
+                   f"{MIN_SEGMENT_WORDS} words (a match would be chance; check the fields the model sees with "
+                   "--protocol or --field)", err=True)
+    for name, count in rep.segment_only.items():
+        click.echo(f"note: field {name} of {count} of {len(rep.items)} items has fewer than {MIN_WHOLE_WORDS} words: "
+                   "looked for only as a whole corpus line or JSONL string (inside longer text a match would be "
+                   "chance)", err=True)
     near_txt = f" or a near duplicate (Jaccard >= {rep.jaccard})" if rep.jaccard is not None else ""
     click.echo(f"{len(rep.flagged)} of {len(rep.items)} items have a field at or above {rep.threshold} "
                f"{rep.ngram}-gram overlap (a field shorter than {rep.ngram} words: found whole){near_txt} with "
                f"{rep.corpus} (fields: {rep.fields_from}; {rep.corpus_tokens} tokens read, {rep.seconds:.1f} s, "
                f"{rep.workers} worker(s))")
     if not rep.flagged:
-        click.echo("not shown clean: some fields could not be checked (see above)" if rep.unchecked
-                   else "clean: no item flagged")
+        click.echo(f"not shown clean: {sum(rep.unchecked.values())} field(s) could not be checked (see above; exit 1)"
+                   if rep.unchecked else "clean: no item flagged")
     if rep.budget:
         b = rep.budget
         click.echo(f"sealed split: one flag per item shown; contamination checks {b['used']}/{b['max_checks']} per "

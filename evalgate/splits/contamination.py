@@ -8,8 +8,11 @@ not change the result. Each checked field of an item is scored on its own:
   the threshold flags its item (the n-grams are found with numpy, see ``NgramTable``). Scoring fields separately keeps
   a pasted question from being diluted by the much longer worked solution stored beside it. A field shorter than n
   words has no n-gram; as in that analysis, it is looked for as a whole (flagged when the whole field occurs) from
-  ``MIN_WHOLE_WORDS`` (8) words on; shorter fields are not checked, and the report names them (``unchecked``), so
-  a split with such fields is never called clean.
+  ``MIN_WHOLE_WORDS`` (8) words on. A shorter field, where a match inside longer text would be a spurious
+  collision, is flagged when a whole corpus segment (a text line, a JSONL string) has exactly its words (white space,
+  punctuation and LaTeX spacing aside) from ``MIN_SEGMENT_WORDS`` (3) words on; the report counts such fields
+  (``segment_only``). A field of one or two words (a number answer) is not checked (``unchecked``), and a split
+  with one is never called clean.
 - **near-duplicate** (optional): the Jaccard similarity between the field and a corpus segment (a line of a text
   corpus, a string of a JSONL record), both as sets of 5-byte shingles of the normalised text (tokens joined by single
   spaces). Candidates come from MinHash locality-sensitive hashing (``datasketch.MinHashLSH``, 128 permutations;
@@ -50,7 +53,11 @@ DEFAULT_JACCARD = 0.5
 MIN_WHOLE_WORDS = 8
 """A field shorter than the n-gram is checked as a whole from this many words on: the GPT-3 analysis's smallest N
 on non-synthetic tasks, below which it saw spurious collisions (Brown et al. 2020, appendix C). Shorter fields (an
-answer, a subject label) are named as not checked."""
+answer, a subject label, "Simplify $\\sqrt{242}$.") are found only as a whole corpus segment."""
+MIN_SEGMENT_WORDS = 3
+"""A field of this many words up to ``MIN_WHOLE_WORDS`` - 1 is looked for as a whole corpus segment; one or two
+words (a number answer, a label) equal countless unrelated lines (the ``#### 18`` of any worked solution), so such
+a field is not checked and the split is never called clean."""
 SEALED_MIN_NGRAM = 8
 SEALED_MIN_THRESHOLD = 0.5
 """On private and human-audit splits ``--ngram`` below 8 and thresholds below 0.5 are refused: each flag must
@@ -62,14 +69,25 @@ _TABLE = bytes(c + 32 if 65 <= c <= 90 else c if c in _WORD_ASCII or c >= 128 el
 _MAX_CARRY = 64  # a block with no whitespace at all grows up to this many blocks before it is cut anyway
 
 
+_LATEX_SPACE = re.compile(rb"\\(?:q?quad|enspace|thinspace|medspace|thickspace|neg(?:thin|med|thick)space)"
+                          rb"(?![A-Za-z])|\\hspace\*?\{[^{}]*\}|\\mkern-?[\d.]+mu")
+SEGMENT_MAX_BYTES = 1024
+"""A text corpus line longer than this is not compared whole with the short fields (``NgramTable.segment``): a
+line of fewer than ``MIN_WHOLE_WORDS`` words is shorter than this unless it is mostly punctuation."""
+
+
 def tokens(text: str | bytes) -> list[bytes]:
-    """Normalised word tokens (UTF-8 bytes): Unicode NFKC, lower case, maximal runs of ``\\w`` characters.
+    """Normalised word tokens (UTF-8 bytes): Unicode NFKC, lower case, maximal runs of ``\\w`` characters; LaTeX
+    spacing written as words (``\\quad``, ``\\qquad``, ``\\thinspace``, ``\\hspace{1em}``, ``\\mkern3mu``, ...)
+    is white space (``\\,`` ``\\;`` ``\\!`` ``\\ `` are punctuation, dropped anyway).
 
     The same tokens as ``re.findall(r"\\w+", unicodedata.normalize("NFKC", text).lower())``, computed fast:
     ASCII is lower-cased and split with ``bytes.translate`` / ``bytes.split``, and only whitespace-separated
     pieces holding non-ASCII bytes go through NFKC and the regex.
     """
     data = text.encode() if isinstance(text, str) else text
+    if b"\\" in data:
+        data = _LATEX_SPACE.sub(b" ", data)
     pieces = data.translate(_TABLE).split()
     if data.isascii():
         return pieces
@@ -135,13 +153,13 @@ def _open_binary(path: Path) -> io.BufferedIOBase:
     return gzip.open(path, "rb") if path.suffix == ".gz" else path.open("rb")
 
 
-def _cut(block: bytes, kind: str, final: bool) -> int:
-    """Where to end a chunk in ``block``: after its last newline; for text with no newline, after its last
-    whitespace (a very long line is split there); 0 to wait for more."""
+def _cut(block: bytes, kind: str, final: bool, full: bool = True) -> int:
+    """Where to end a chunk in ``block``: after its last newline; for text with no newline in a ``full`` block,
+    after its last whitespace (a very long line is split there); 0 to wait for more."""
     if final:
         return len(block)
     cut = block.rfind(b"\n") + 1
-    if cut == 0 and kind == "text":
+    if cut == 0 and kind == "text" and full:
         cut = max(block.rfind(w) for w in (b" ", b"\t", b"\r", b"\f", b"\v")) + 1
     return cut
 
@@ -163,7 +181,7 @@ def corpus_chunks(path: Path, fmt: str = "auto", chunk_bytes: int = CHUNK_BYTES)
         while True:
             block = f.read(chunk_bytes)
             data = carry + block
-            cut = _cut(data, kind, final=not block)
+            cut = _cut(data, kind, final=not block, full=len(data) >= chunk_bytes)
             if cut == 0 and len(data) >= _MAX_CARRY * chunk_bytes:
                 cut = len(data)
                 while cut > 0 and (data[cut - 1] & 0xC0) == 0x80:  # do not split a UTF-8 character
@@ -258,7 +276,10 @@ class NgramTable:
     A field shorter than n words but at least ``min_whole`` long has no n-gram; it is looked for as a whole (one
     gram of its own length), the rule of the GPT-3 contamination analysis for examples shorter than N (Brown et al.
     2020, appendix C). The hashes of every length come from one pass (``_hashes``: the hash of a window of length
-    L + 1 is that of its first L ids times P plus the next id).
+    L + 1 is that of its first L ids times P plus the next id). A shorter field (``MIN_SEGMENT_WORDS`` to
+    ``min_whole`` - 1 words),
+    where a match anywhere in the stream would be a spurious collision, is a *segment* gram ``(0, index)``: found
+    only when a whole corpus segment (a text line, a JSONL string) has exactly its tokens (``segment``).
 
     Args:
         n: n-gram length in words.
@@ -283,6 +304,10 @@ class NgramTable:
             if length:
                 rows.setdefault(length, []).append(np.lib.stride_tricks.sliding_window_view(ids, length))
                 hashes.setdefault(length, []).append(self._hashes(ids, [length])[length])
+        self.segments: dict[bytes, int] = {}
+        for toks in fields:
+            if len(toks) >= MIN_SEGMENT_WORDS and not self.gram_length(len(toks)):
+                self.segments.setdefault(b" ".join(toks), len(self.segments))
         self.tables: dict[int, tuple[Any, Any]] = {}
         for length in sorted(hashes):
             uniq, first = np.unique(np.concatenate(hashes[length]), return_index=True)
@@ -290,8 +315,15 @@ class NgramTable:
 
     @property
     def size(self) -> int:
-        """How many distinct grams (n-grams and whole short fields) the table holds."""
-        return sum(h.size for h, _ in self.tables.values())
+        """How many distinct grams (n-grams, whole short fields and segment grams) the table holds."""
+        return sum(h.size for h, _ in self.tables.values()) + len(self.segments)
+
+    def segment(self, toks: list[bytes]) -> tuple[int, int] | None:
+        """The segment gram ``(0, index)`` of a short field whose tokens are exactly ``toks``, or None."""
+        if not MIN_SEGMENT_WORDS <= len(toks) < self.min_whole or not self.segments:
+            return None
+        at = self.segments.get(b" ".join(toks))
+        return None if at is None else (0, at)
 
     def gram_length(self, words: int) -> int:
         """The gram length a field of ``words`` words is checked with: n, its own length (whole), or 0 (not
@@ -319,10 +351,14 @@ class NgramTable:
         return out
 
     def grams(self, toks: list[bytes]) -> set[tuple[int, int]]:
-        """The distinct grams of a field, as ``(length, hash)``: its n-grams, or itself when shorter than n."""
+        """The distinct grams of a field, as ``(length, hash)``: its n-grams, or itself when shorter than n (a segment
+        gram ``(0, index)`` below ``min_whole`` words; none for a field without a word)."""
         ids = self.ids(toks)
         length = self.gram_length(ids.size)
-        return {(length, h) for h in self._hashes(ids, [length])[length].tolist()} if length else set()
+        if not length:
+            seg = self.segment(toks)
+            return {seg} if seg else set()
+        return {(length, h) for h in self._hashes(ids, [length])[length].tolist()}
 
     def find(self, ids: Any) -> set[tuple[int, int]]:
         """The fields' grams that occur in the id stream, as ``(length, hash)``."""
@@ -377,6 +413,7 @@ class Scanner:
         """
 
         near: dict[tuple[int, str], float] = {}
+        segment_hits: set[tuple[int, int]] = set()
         if chunk.kind == "jsonl":
             records: list[bytes] = []
             total = 0
@@ -391,6 +428,8 @@ class Scanner:
                 texts = ([rec.get(self.text_field)] if self.text_field and isinstance(rec, dict)
                          else list(_strings(rec)))
                 segments = [tokens(t) for t in texts if isinstance(t, str)]
+                if self.table.segments:
+                    segment_hits.update(filter(None, map(self.table.segment, segments)))
                 if self.near:
                     for seg in segments:
                         self.near.best(seg, near)
@@ -398,7 +437,10 @@ class Scanner:
                 records.extend(chain.from_iterable(segments))
                 records.append(b"")  # a token in no field: no n-gram spans two records
             ids = self.table.ids(records)
-            return ChunkResult(self.table.find(ids), ids[:0], ids[:0], total, near)
+            return ChunkResult(self.table.find(ids) | segment_hits, ids[:0], ids[:0], total, near)
+        if self.table.segments:
+            segment_hits.update(filter(None, (self.table.segment(tokens(line)) for line in chunk.data.split(b"\n")
+                                              if len(line) <= SEGMENT_MAX_BYTES)))
         ids = self.table.ids(tokens(chunk.data))
         if self.near:
             lo = self.near.min_size
@@ -406,7 +448,7 @@ class Scanner:
                 if len(line) >= lo or not line.isascii():  # normalising ASCII never lengthens a line
                     self.near.best(tokens(line), near)
         k = self.table.n - 1
-        return ChunkResult(self.table.find(ids), ids[:k], ids[max(0, ids.size - k):], ids.size, near)
+        return ChunkResult(self.table.find(ids) | segment_hits, ids[:k], ids[max(0, ids.size - k):], ids.size, near)
 
 
 def _strings(obj: Any) -> Iterator[str]:
@@ -475,12 +517,14 @@ class FieldOverlap:
     Attributes:
         ngrams: distinct word n-grams in the field (1 for a field checked as a whole).
         matched: how many of them occur in the corpus.
-        overlap: matched / ngrams; None when the field was not checked (fewer than ``MIN_WHOLE_WORDS`` words).
+        overlap: matched / ngrams; None when the field was not checked (fewer than ``MIN_SEGMENT_WORDS`` words).
         jaccard: highest Jaccard similarity with a corpus segment that the LSH returned as a candidate; None when
             no segment was a candidate, the near-duplicate check is off, or the field was not checked.
         flagged_by: ``exact`` (overlap >= threshold) and/or ``near-dup`` (jaccard >= the Jaccard threshold).
         whole: the field is shorter than n words and was looked for as a whole (overlap 1.0 when it occurs).
         words: the field's word count.
+        segment: the field is shorter than ``MIN_WHOLE_WORDS`` words and was looked for only as a whole corpus
+            segment (a text line or a JSONL string with exactly its words), not inside longer text.
     """
 
     ngrams: int
@@ -490,6 +534,7 @@ class FieldOverlap:
     flagged_by: list[str] = field(default_factory=list)
     whole: bool = False
     words: int = 0
+    segment: bool = False
 
 
 @dataclass
@@ -547,7 +592,15 @@ class ContaminationReport:
         return [it for it in self.items if it.flagged]
 
     unchecked: dict[str, int] = field(default_factory=dict)
-    """Field name -> how many items' field was too short to check (fewer than ``MIN_WHOLE_WORDS`` words)."""
+    """Field name -> how many items' field could not be checked (fewer than ``MIN_SEGMENT_WORDS`` words)."""
+    segment_only: dict[str, int] = field(default_factory=dict)
+    """Field name -> how many items' field (fewer than ``MIN_WHOLE_WORDS`` words) was looked for only as a whole
+    corpus segment."""
+
+    @property
+    def clean(self) -> bool:
+        """No item flagged and every field checked; a split with an unchecked field is never clean."""
+        return not self.flagged and not self.unchecked
 
     def as_dict(self) -> dict[str, Any]:
         items = ([{"id": it.id, "flagged": it.flagged} for it in self.items] if self.sealed
@@ -556,7 +609,7 @@ class ContaminationReport:
                 "jaccard_threshold": self.jaccard, "fields_from": self.fields_from,
                 "corpus_tokens": self.corpus_tokens, "seconds": self.seconds, "workers": self.workers,
                 "flagged": len(self.flagged), "items": items, "unchecked": self.unchecked,
-                "min_whole_words": MIN_WHOLE_WORDS, "clean": not self.flagged and not self.unchecked,
+                "segment_only": self.segment_only, "min_whole_words": MIN_WHOLE_WORDS, "clean": self.clean,
                 "sealed": self.sealed, "budget": self.budget, "warnings": self.warnings}
 
 
@@ -607,7 +660,7 @@ def overlaps(texts: dict[str, dict[str, str]], chunks: Iterable[Chunk], n: int =
     grams = {key: table.grams(t) for key, t in toks.items()}
     near = None
     if jaccard is not None:
-        near = NearDupIndex({key: t for key, t in toks.items() if grams[key]}, jaccard)
+        near = NearDupIndex({key: t for key, t in toks.items() if table.gram_length(len(t))}, jaccard)
     scanner = Scanner(table, near, text_field)
     found: set[tuple[int, int]] = set()
     best: dict[tuple[int, str], float] = {}
@@ -637,17 +690,19 @@ def overlaps(texts: dict[str, dict[str, str]], chunks: Iterable[Chunk], n: int =
                    *(["near-dup"] if j is not None and jaccard is not None and j >= jaccard else [])])
             words = len(toks[(i, f)])
             per[f] = FieldOverlap(len(g), matched, share, None if j is None else round(j, 4), by,
-                                  whole=bool(g) and words < n, words=words)
+                                  whole=bool(g) and words < n, words=words,
+                                  segment=bool(g) and not table.gram_length(words))
         out.append(ItemOverlap(iid, per))
     return out, total
 
 
-def _unchecked(items: list[ItemOverlap]) -> dict[str, int]:
-    """Field name -> how many items' field was not checked (fewer than ``MIN_WHOLE_WORDS`` words)."""
+def _count(items: list[ItemOverlap], which: str) -> dict[str, int]:
+    """Field name -> how many items' field was not checked (``unchecked``: fewer than ``MIN_SEGMENT_WORDS`` words)
+    or checked only as a whole corpus segment (``segment``)."""
     out: dict[str, int] = {}
     for it in items:
         for name, f in it.fields.items():
-            if f.overlap is None:
+            if (f.overlap is None) if which == "unchecked" else f.segment:
                 out[name] = out.get(name, 0) + 1
     return out
 
@@ -720,7 +775,7 @@ def check_contamination(split: str, corpus: str | Path, ngram: int = 13, thresho
     texts = {str(it["id"]): item_fields(it, fields) for it in opened.items}
     items, total = overlaps(texts, corpus_chunks(path, corpus_fmt), ngram, threshold, jaccard, text_field, workers,
                             full_scan=sealed)
-    unchecked = _unchecked(items)
+    unchecked, segment_only = _count(items, "unchecked"), _count(items, "segment")
     if sealed:  # one bit per item leaves this function (see the docstring)
         items = [ItemOverlap(it.id, {}, flag=it.flagged) for it in items]
     policy = opened.manifest.effective_policy()
@@ -730,4 +785,5 @@ def check_contamination(split: str, corpus: str | Path, ngram: int = 13, thresho
         budget = {"max_checks": policy.max_contamination_checks, "window_days": policy.window_days, "used": used,
                   "left": max(0, policy.max_contamination_checks - used)}
     return ContaminationReport(split, str(path), ngram, threshold, jaccard, fields_from, total, items,
-                               time.perf_counter() - t0, workers, opened.warnings, sealed, budget, unchecked)
+                               time.perf_counter() - t0, workers, opened.warnings, sealed, budget, unchecked,
+                               segment_only)

@@ -141,17 +141,54 @@ def test_a_lightly_edited_short_question_is_a_near_duplicate(tmp_path: Path) -> 
     assert code == 1 and json.loads(out)["items"][0]["fields"]["question"]["flagged_by"] == ["near-dup"], out
 
 
-def test_fields_too_short_to_check_are_named_and_the_split_is_not_called_clean(tmp_path: Path) -> None:
-    write_split("qa", "dev", [{"id": "q1", "question": "Simplify sqrt 242", "answer": "11 sqrt 2"}],
+TINY = "Simplify $\\sqrt{242}$."  # MATH-500 test/prealgebra/1302.json: 3 words
+
+
+@pytest.mark.parametrize(("line", "flagged"), [
+    (TINY, True),  # issue 42, item 10: the whole item as a line of the corpus
+    ("  simplify   $\\sqrt{ 242 }$ .", True),  # white space, case and punctuation aside
+    ("Simplify\\,\\quad$\\sqrt{242}$\\;.", True),  # LaTeX spacing (\\quad is a word otherwise)
+    ("Simplify \\hspace{1em} \\sqrt{242}", True),
+    ("Simplify $\\sqrt{243}$.", False),  # another number
+    ("Problem 3. Simplify $\\sqrt{242}$.", False),  # inside a longer line: not a whole-item match
+])
+def test_a_very_short_item_matching_a_whole_corpus_line_is_flagged(tmp_path: Path, line: str, flagged: bool) -> None:
+    write_split("qa", "dev", [{"id": "q1", "question": TINY}], {"source": "test"})
+    corpus = _corpus(tmp_path / "c.txt", f"unrelated text\n{line}\nmore unrelated text")
+    code, out, err = contamination("--split", "qa", "--corpus", str(corpus), "--json")
+    doc = json.loads(out)
+    assert (code, doc["flagged"], doc["clean"]) == ((1, 1, False) if flagged else (0, 0, True)), out
+    f = doc["items"][0]["fields"]["question"]
+    assert f["segment"] and f["whole"] and f["words"] == 3 and f["overlap"] == (1.0 if flagged else 0.0)
+    assert doc["segment_only"] == {"question": 1} and doc["unchecked"] == {}
+
+
+def test_a_very_short_item_as_a_jsonl_string_is_flagged(tmp_path: Path) -> None:
+    write_split("qa", "dev", [{"id": "q1", "question": TINY}], {"source": "test"})
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"problem": "Simplify  $\\sqrt{242}$ .", "solution": "11\\sqrt{2}"}) + "\n")
+    assert contamination("--split", "qa", "--corpus", str(corpus))[0] == 1
+
+
+def test_fields_too_short_to_check_are_named_and_the_split_is_never_called_clean(tmp_path: Path) -> None:
+    """Issue 42, item 10: the 3-word question is checked (as a whole line); the 1-word answer cannot be, and the
+    check said "not shown clean" but exited 0: it exits 1."""
+    write_split("qa", "dev", [{"id": "q1", "question": TINY, "answer": "11 sqrt 2"},
+                              {"id": "q2", "question": "Compute $\\dbinom{8}{4}$.", "answer": "70"}],
                 {"source": "test"})
     corpus = _corpus(tmp_path / "c.txt", "unrelated text")
     code, text, err = contamination("--split", "qa", "--corpus", str(corpus))
-    assert code == 0
-    assert "not checked: field question of 1 of 1 items has fewer than 8 words" in err
-    assert "not checked: field answer" in err
-    assert "not shown clean" in text and "clean: no item flagged" not in text
-    doc = json.loads(contamination("--split", "qa", "--corpus", str(corpus), "--json")[1])
-    assert doc["unchecked"] == {"answer": 1, "question": 1} and doc["clean"] is False
+    assert code == 1
+    assert "not checked: field answer of 1 of 2 items has fewer than 3 words" in err
+    assert "note: field question of 2 of 2 items has fewer than 8 words" in err
+    assert "not shown clean: 1 field(s) could not be checked" in text and "clean: no item flagged" not in text
+    code, out, _ = contamination("--split", "qa", "--corpus", str(corpus), "--json")
+    doc = json.loads(out)
+    assert code == 1 and doc["flagged"] == 0 and doc["clean"] is False
+    assert doc["unchecked"] == {"answer": 1} and doc["segment_only"] == {"answer": 1, "question": 2}
+    # the fields the model sees are all checkable: clean, exit 0
+    code, text, _ = contamination("--split", "qa", "--corpus", str(corpus), "--field", "question")
+    assert code == 0 and "clean: no item flagged" in text
 
 
 def test_a_real_short_math500_problem_copied_into_a_corpus_is_flagged(tmp_path: Path) -> None:
@@ -172,6 +209,14 @@ def test_a_real_short_math500_problem_copied_into_a_corpus_is_flagged(tmp_path: 
     code, out, err = contamination("--split", "m-dev", "--corpus", str(corpus), "--field", "problem", "--json")
     doc = json.loads(out)
     assert code == 1 and [it["id"] for it in doc["items"] if it["flagged"]] == [short["unique_id"]]
-    assert doc["unchecked"] == {"problem": 1} and doc["clean"] is False  # the 3-word problem, named
+    assert doc["unchecked"] == {} and doc["segment_only"] == {"problem": 1}  # the 3-word problem: as a line only
     rep = check_contamination("m-priv", corpus, fields=["problem"])  # the private copy: the same one bit
     assert [it.id for it in rep.flagged] == [short["unique_id"]] and rep.sealed
+    # issue 42, item 10: the 3-word problem on a line of its own (its LaTeX spaced out) is flagged too
+    lines[120] = "Simplify \\, $\\sqrt{ 242 }$ ."
+    corpus.write_text("\n".join(lines) + "\n")
+    code, out, _ = contamination("--split", "m-dev", "--corpus", str(corpus), "--field", "problem", "--json")
+    flagged = {it["id"] for it in json.loads(out)["items"] if it["flagged"]}
+    assert code == 1 and flagged == {short["unique_id"], tiny["unique_id"]}
+    rep = check_contamination("m-priv", corpus, fields=["problem"])
+    assert {it.id for it in rep.flagged} == flagged
