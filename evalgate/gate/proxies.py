@@ -33,7 +33,7 @@ PROXY_PURPOSE = "gate-proxy"
 """The purpose of a proxy protocol's reads (logged on its dev-tier split)."""
 
 _PAIRWISE_KEYS = ("win_rate", "low", "high", "lc_win_rate", "position_flip_rate", "first_position_rate", "items",
-                  "unparseable_items", "wins", "ties", "losses")
+                  "parsed_items", "unparseable_items", "unparseable_as", "wins", "ties", "losses")
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,8 @@ def proxy_row(metrics: dict[str, Any], counts: dict[str, Any] | None = None) -> 
         if judge.get("pairwise"):
             j["pairwise"] = {k: judge["pairwise"].get(k) for k in _PAIRWISE_KEYS}
         if judge.get("mode") == "pointwise":
-            j.update(mean_rating=judge.get("mean_rating"), scale=judge.get("scale"))
+            j.update(mean_rating=judge.get("mean_rating"), scale=judge.get("scale"),
+                     unparseable_as=judge.get("unparseable_as"))
         row["judge"] = j
     return row
 

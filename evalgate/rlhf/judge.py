@@ -10,7 +10,8 @@ protocol's own.
 
 Inside ``evalgate run`` the judge's calls go through the generation cache (``scoring.judge_calls``), its read of the
 split is logged (outcome ``judge-read``, before it sees anything), and a verdict the parse rule cannot read is the
-sample status ``judge_unparseable`` (score 0, counted; never a tie and never a rating). Pairwise statistics are
+sample status ``judge_unparseable`` (score 0, counted; never a tie): the rates count it, pairwise as a loss,
+pointwise as the scale's minimum, with the unparseable count beside each rate. Pairwise statistics are
 ``rlhf.pairwise``'s: ties half, position-flip rate, win rate with a paired bootstrap CI, length-controlled win rate.
 """
 
@@ -59,10 +60,12 @@ def parse_verdict(options: JudgeOptions, text: str, shown: Sequence[str] = ()) -
     it. Such matches are left out; every remaining match must give the same group; no match (or only echoes),
     disagreeing matches, a rating outside ``scale`` or a group ``verdicts`` does not name are unparseable (``value``
     None, ``detail`` says which). A verdict the answer also holds cannot be told from a copy, so it is not read
-    either: that sample is unparseable (score 0), which is what an injected verdict earns.
+    either: that sample is unparseable (score 0), which is what an injected verdict earns. A near-echo is an echo:
+    the answer holds the match's text up to white space and case around its value, with a value equal as a number
+    (``[[10]]``, ``[[ 10 ]]``, ``[[10.0]]``, ``[[1e1]]`` all echo one another; ``_echoed``).
     """
     matches = list(re.finditer(options.parse, text))
-    echoes = sorted({m.group(0) for m in matches if m.group(0) and any(m.group(0) in a for a in shown)})
+    echoes = sorted({m.group(0) for m in matches if m.group(0) and _echoed(m, shown)})
     found = {m.group(1) for m in matches if m.group(0) not in echoes}
     if not found:
         return Verdict(None, text, f"the judge's only verdict token(s) {echoes} also stand in the answer it judged: "
@@ -85,6 +88,31 @@ def parse_verdict(options: JudgeOptions, text: str, shown: Sequence[str] = ()) -
     if not low <= rating <= high:
         return Verdict(None, text, f"rating {got} is outside the scale {low}-{high}")
     return Verdict(rating, text)
+
+
+_VALUE = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?|\w+"
+
+
+def _echoed(m: re.Match[str], shown: Sequence[str]) -> bool:
+    """Whether the parse rule's match ``m`` in the judge's output stands in an answer shown to the judge: its whole
+    text, or the text around its value (white space and case aside) with a value equal to it (numbers compared as
+    numbers, words case-blind)."""
+    whole = m.group(0)
+    if any(whole in a for a in shown):
+        return True
+    if m.group(1) is None or not shown:
+        return False
+    pre, post = whole[:m.start(1) - m.start(0)].strip(), whole[m.end(1) - m.start(0):].strip()
+    loose = re.compile(rf"{re.escape(pre)}\s*({_VALUE})\s*{re.escape(post)}", re.I)
+    return any(_same_value(x.group(1), m.group(1)) for a in shown for x in loose.finditer(a))
+
+
+def _same_value(a: str, b: str) -> bool:
+    try:
+        x, y = float(a), float(b)
+    except ValueError:
+        return a.strip().lower() == b.strip().lower()
+    return x == y
 
 
 def render(options: JudgeOptions, question: str, answer: str | None = None, answer_a: str | None = None,
@@ -187,6 +215,7 @@ class JudgeScorer:
         self._baseline: dict[Any, str] = {}
         self._pairs: dict[Any, PairJudgement] = {}
         self._ratings: list[float] = []
+        """Pointwise: every judged sample's rating, an unparseable one at the scale's minimum."""
         self._unparseable = 0
         self._private = False
 
@@ -267,7 +296,11 @@ class JudgeScorer:
         bad = [v for v in verdicts if v.value is None]
         if bad:
             self._unparseable += 1
-            return ScoreResult(0.0, UNPARSEABLE, None, f"{bad[0].detail}; the judge wrote {bad[0].text[:200]!r}")
+            if self.options.mode == "pointwise":  # the scale's minimum, as its score 0 says
+                assert self.options.scale is not None
+                self._ratings.append(float(self.options.scale[0]))
+            return ScoreResult(0.0, UNPARSEABLE, None, f"{bad[0].detail}; the judge wrote {bad[0].text[:200]!r}; "
+                               f"counted as {'a loss' if self.options.mode == 'pairwise' else 'the scale minimum'}")
         if self.options.mode == "pointwise":
             assert self.options.scale is not None and isinstance(verdicts[0].value, float)
             low, high = self.options.scale
@@ -283,7 +316,7 @@ class JudgeScorer:
                                "unparseable": self._unparseable}
         if self.options.mode == "pointwise":
             out.update(judged=len(self._ratings), mean_rating=sum(self._ratings) / len(self._ratings)
-                       if self._ratings else None, scale=self.options.scale)
+                       if self._ratings else None, scale=self.options.scale, unparseable_as="scale minimum")
             return {"judge": out}
         b = self.options.baseline
         out["baseline"] = b.model_dump(exclude_none=True) if b else None
@@ -300,7 +333,8 @@ def judge_metrics(per_item: dict[str, list[dict[str, Any]]], items: dict[str, di
                   scorer: Any) -> dict[str, Any]:
     """The ``judge`` scorer's run metrics (its ``ScorerEntry.metrics``): ``metrics["judge"]`` with the mode, the
     judge's calls (``JudgeCalls.info``), counts of judged and unparseable samples; pointwise the mean rating of
-    parsed verdicts; pairwise ``rlhf.pairwise.win_rate`` (win rate, paired bootstrap CI, LC win rate, position-flip
+    every judged sample, an unparseable one at the scale's minimum (``unparseable_as``); pairwise
+    ``rlhf.pairwise.win_rate`` (an unparseable item a loss) (win rate, paired bootstrap CI, LC win rate, position-flip
     rate) and, except on a private or human-audit split (whose per-item outputs are read only through logged
     paths), the per-item table.
 

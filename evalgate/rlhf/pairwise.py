@@ -4,7 +4,9 @@ and the length-controlled win rate.
 A pair is one item judged twice: once with the model's completion in position A and the baseline's in B, once with
 the two swapped (the position swap of MT-Bench, Zheng et al. 2023, "Judging LLM-as-a-Judge", sec. 3.4, and of
 Arena-Hard, Li et al. 2024). The item's preference is the mean of the two outcomes seen from the model's side
-(win 1, tie 0.5, loss 0), so a judge that always picks position A gives every item 0.5, never a win.
+(win 1, tie 0.5, loss 0), so a judge that always picks position A gives every item 0.5, never a win. An item
+whose verdict cannot be parsed in either order counts as a loss for the model (``counted_preference``): every
+rate is over every judged item, so an answer that breaks the judge's output whenever it is losing gains nothing.
 """
 
 from __future__ import annotations
@@ -71,6 +73,18 @@ def item_preference(pair: PairJudgement) -> float | None:
     if pair.model_first is None or pair.baseline_first is None:
         return None
     return (outcome(pair.model_first, "A") + outcome(pair.baseline_first, "B")) / 2
+
+
+UNPARSEABLE_AS = "loss"
+"""How the rates count an item with an unparseable verdict (either order): a loss for the model, preference 0,
+the score the run gives that sample (docs/RLHF.md)."""
+
+
+def counted_preference(pair: PairJudgement) -> float:
+    """The item's preference as every rate counts it: ``item_preference``, or 0 (a loss) when a verdict is
+    unparseable."""
+    pref = item_preference(pair)
+    return 0.0 if pref is None else pref
 
 
 def position_flip(pair: PairJudgement) -> bool | None:
@@ -150,7 +164,8 @@ def _fit_glm(p: np.ndarray, x: np.ndarray, l2: float) -> tuple[float, float]:
 
 def win_rate(pairs: Sequence[PairJudgement], confidence: float = 0.95, resamples: int = 10_000,
              seed: int = 0) -> dict[str, Any]:
-    """Win rate of the model against the baseline over items judged in both orders.
+    """Win rate of the model against the baseline over every judged item, an item with an unparseable verdict
+    counted as a loss (``counted_preference``).
 
     Args:
         pairs: one judgement per item (both orders).
@@ -159,12 +174,14 @@ def win_rate(pairs: Sequence[PairJudgement], confidence: float = 0.95, resamples
         seed: numpy ``default_rng`` seed.
 
     Returns:
-        ``{"win_rate", "low", "high", "lc_win_rate", "lc", "items", "unparseable_items", "wins", "ties", "losses",
-        "position_flip_rate", "first_position_rate"}``. ``win_rate`` is the mean item preference (ties half);
-        ``low``/``high`` a percentile bootstrap over items, both orders of an item drawn together (paired);
-        ``wins``/``ties``/``losses`` count single verdicts from the model's side; ``position_flip_rate`` the share
-        of items whose outcome changed with the swap; ``first_position_rate`` the share of non-tie verdicts for
-        position A (0.5 for a judge without position bias). Rates are None when no item parsed in both orders.
+        ``{"win_rate", "low", "high", "lc_win_rate", "lc", "items", "parsed_items", "unparseable_items",
+        "unparseable_as", "wins", "ties", "losses", "position_flip_rate", "first_position_rate"}``. ``win_rate`` is
+        the mean counted preference over all ``items`` (ties half, unparseable items 0: ``unparseable_as`` "loss");
+        ``low``/``high`` a percentile bootstrap over items, both orders of an item drawn together (paired); the LC
+        win rate over the same items; ``wins``/``ties``/``losses`` count single verdicts from the model's side of
+        the ``parsed_items``; ``position_flip_rate`` the share of parsed items whose outcome changed with the swap;
+        ``first_position_rate`` the share of non-tie verdicts for position A (0.5 for a judge without position
+        bias); those two are None when no item parsed in both orders.
 
     Raises:
         ValueError: no pairs, or an item twice.
@@ -175,20 +192,15 @@ def win_rate(pairs: Sequence[PairJudgement], confidence: float = 0.95, resamples
     if len(set(ids)) != len(ids):
         raise ValueError("an item is judged twice: one PairJudgement per item")
     parsed = [p for p in pairs if item_preference(p) is not None]
-    prefs = [item_preference(p) or 0.0 for p in parsed]
-    counts = _verdict_counts(parsed)
-    out: dict[str, Any] = {"items": len(parsed), "unparseable_items": len(pairs) - len(parsed), **counts,
-                           "win_rate": None, "low": None, "high": None, "lc_win_rate": None, "lc": None,
-                           "position_flip_rate": None, "first_position_rate": None}
-    if not parsed:
-        return out
+    prefs = [counted_preference(p) for p in pairs]
     low, high = bootstrap_ci(prefs, confidence=confidence, resamples=resamples, seed=seed)
-    lc = length_controlled_win_rate(prefs, [p.model_len - p.baseline_len for p in parsed])
+    lc = length_controlled_win_rate(prefs, [p.model_len - p.baseline_len for p in pairs])
     decided = [v for p in parsed for v in (p.model_first, p.baseline_first) if v != "tie"]
-    out.update(win_rate=float(np.mean(prefs)), low=low, high=high, lc_win_rate=lc["lc_win_rate"], lc=lc,
-               position_flip_rate=sum(bool(position_flip(p)) for p in parsed) / len(parsed),
-               first_position_rate=(decided.count("A") / len(decided)) if decided else None)
-    return out
+    return {"items": len(pairs), "parsed_items": len(parsed), "unparseable_items": len(pairs) - len(parsed),
+            "unparseable_as": UNPARSEABLE_AS, **_verdict_counts(parsed), "win_rate": float(np.mean(prefs)),
+            "low": low, "high": high, "lc_win_rate": lc["lc_win_rate"], "lc": lc,
+            "position_flip_rate": sum(bool(position_flip(p)) for p in parsed) / len(parsed) if parsed else None,
+            "first_position_rate": (decided.count("A") / len(decided)) if decided else None}
 
 
 def _verdict_counts(parsed: Sequence[PairJudgement]) -> dict[str, int]:
@@ -197,9 +209,10 @@ def _verdict_counts(parsed: Sequence[PairJudgement]) -> dict[str, int]:
 
 
 def per_item_table(pairs: Sequence[PairJudgement]) -> list[dict[str, Any]]:
-    """The report's per-item table: one row per item with both verdicts, the preference, whether the swap flipped
-    the outcome, and both lengths; ``status`` is ``ok`` or ``unparseable``."""
+    """The report's per-item table: one row per item with both verdicts, the preference as the rates count it
+    (``counted_preference``: 0 for an unparseable item), whether the swap flipped the outcome, and both lengths;
+    ``status`` is ``ok`` or ``unparseable``."""
     return [{"item_id": p.item_id, "model_first": p.model_first, "baseline_first": p.baseline_first,
-             "preference": item_preference(p), "flip": position_flip(p), "model_len": p.model_len,
+             "preference": counted_preference(p), "flip": position_flip(p), "model_len": p.model_len,
              "baseline_len": p.baseline_len,
              "status": "ok" if item_preference(p) is not None else "unparseable"} for p in pairs]

@@ -118,10 +118,22 @@ class Tracker(Protocol):
         """Flush and close; returns where the data went (directories, run ids) for the user."""
 
 
+_JUDGE_SCALARS = ("judged", "unparseable", "mean_rating")
+_PAIRWISE_SCALARS = ("win_rate", "low", "high", "lc_win_rate", "position_flip_rate", "items", "unparseable_items")
+
+
 def finite_metrics(metrics: dict[str, Any] | None) -> dict[str, float]:
-    """The metrics that are plain finite numbers (booleans and NaN left out; nested values left out)."""
+    """The metrics that are plain finite numbers (booleans and NaN left out; nested values left out), and an LLM
+    judge's rates with their counts beside them: ``judge/mean_rating``, ``judge/win_rate``, ``judge/lc_win_rate``,
+    ... next to ``judge/judged``, ``judge/unparseable`` and ``judge/unparseable_items`` (every rate counts an
+    unparseable verdict, docs/RLHF.md)."""
+    metrics = metrics or {}
+    found = metrics.get("judge")
+    judge: dict[str, Any] = found if isinstance(found, dict) else {}
+    flat = {**metrics, **{f"judge/{k}": judge.get(k) for k in _JUDGE_SCALARS},
+            **{f"judge/{k}": (judge.get("pairwise") or {}).get(k) for k in _PAIRWISE_SCALARS}}
     out: dict[str, float] = {}
-    for k, v in (metrics or {}).items():
+    for k, v in flat.items():
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v)):
             out[str(k)] = float(v)
     return out

@@ -144,8 +144,9 @@ def test_html_report_shows_the_judges_rates_and_per_item_table(tmp_path: Path) -
     section = html[html.index("<h2>LLM judge</h2>"):]
     section = section[:section.index("<h2>", 5)]
     assert "seed 1 step 30 — run dev-1-30" in section and "1 unparseable" in section
-    assert "Win rate 0.667" in section and "position-flip rate 0.333" in section  # (0.5 + 1 + 0.5) / 3; 1 of 3
-    assert "3 won, 2 tied, 1 lost over 3 items (1 unparseable)" in section
+    # (0.5 + 1 + 0.5 + 0) / 4: q4 counts as a loss (issue 42, item 3); flips over the 3 parsed items: 1 of 3
+    assert "Win rate 0.500" in section and "position-flip rate 0.333" in section
+    assert "3 won, 2 tied, 1 lost over 4 items (1 unparseable, counted as a loss)" in section
     rows = re.findall(r"<tr><td>(q\d)</td>", section)
     assert rows == ["q1", "q2", "q3", "q4"]  # the selection run's table only: the decision run keeps none
     assert section.count("fx-private (decision)") == 1

@@ -32,23 +32,37 @@ def test_item_preference_and_flip_by_hand(first, second, pref, flip):
     assert position_flip(pair) is flip
 
 
-def test_unparseable_is_neither_a_tie_nor_counted():
+def test_an_unparseable_item_is_a_loss_in_every_rate():
     pair = _pair("q", None, "B")
     assert item_preference(pair) is None and position_flip(pair) is None
     out = win_rate([pair, _pair("r", "A", "B")], resamples=200)
-    assert out["unparseable_items"] == 1 and out["items"] == 1 and out["win_rate"] == 1.0
-    assert per_item_table([pair])[0]["status"] == "unparseable"
+    # (0 + 1) / 2: the unparseable item counts as a loss, never left out (issue 42, item 3) and never a tie
+    assert out["win_rate"] == 0.5 and out["items"] == 2 and out["parsed_items"] == 1
+    assert out["unparseable_items"] == 1 and out["unparseable_as"] == "loss"
+    row = per_item_table([pair])[0]
+    assert row["status"] == "unparseable" and row["preference"] == 0.0
+
+
+def test_breaking_the_judge_whenever_losing_does_not_lift_the_win_rate():
+    """Issue 42, item 3: the model wins item 1 in both orders and loses items 2-4; an answer that makes the judge's
+    output unparseable whenever it is losing lifted the win rate from 1/4 to 1 (items 2-4 left out)."""
+    honest = [_pair("1", "A", "B"), *(_pair(str(i), "B", "A") for i in (2, 3, 4))]
+    broken = [_pair("1", "A", "B"), _pair("2", None, None), _pair("3", None, "A"), _pair("4", "B", None)]
+    for pairs in (honest, broken):
+        out = win_rate(pairs, resamples=500)
+        assert out["win_rate"] == 0.25 and out["lc_win_rate"] == 0.25 and out["items"] == 4
+    assert win_rate(broken, resamples=500)["unparseable_items"] == 3
 
 
 def test_win_rate_table_by_hand():
     pairs = [_pair("1", "A", "B"), _pair("2", "A", "A"), _pair("3", "tie", "B"), _pair("4", "B", "A"),
              _pair("5", None, "A")]
     out = win_rate(pairs, resamples=2000)
-    assert out["win_rate"] == pytest.approx((1 + 0.5 + 0.75 + 0) / 4)
-    assert out["items"] == 4 and out["unparseable_items"] == 1
-    # flips: item 2 (win then loss) and item 3 (tie then win)
+    assert out["win_rate"] == pytest.approx((1 + 0.5 + 0.75 + 0 + 0) / 5)  # item 5 unparseable: a loss
+    assert out["items"] == 5 and out["parsed_items"] == 4 and out["unparseable_items"] == 1
+    # flips, over the items parsed in both orders: item 2 (win then loss) and item 3 (tie then win)
     assert out["position_flip_rate"] == pytest.approx(2 / 4)
-    # single verdicts from the model's side: 1,1 | 1,0 | .5,1 | 0,0
+    # single verdicts from the model's side of the parsed items: 1,1 | 1,0 | .5,1 | 0,0
     assert (out["wins"], out["ties"], out["losses"]) == (4, 1, 3)
     # non-tie verdicts A,B,A,A,B,B,A: four of seven for position A
     assert out["first_position_rate"] == pytest.approx(4 / 7)

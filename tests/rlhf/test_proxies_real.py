@@ -72,8 +72,8 @@ def test_the_demos_rlhf_leg_judges_and_scores_the_seeds_best_against_the_base_mo
     assert [(r["role"], r["train_seed"]) for r in judge["checkpoints"]] == [("baseline", None), ("seed", 1)]
     for row in judge["checkpoints"]:
         j, pw = row["judge"], row["judge"]["pairwise"]
-        assert j["judged"] == ITEMS and pw["items"] + pw["unparseable_items"] == ITEMS
-        assert pw["items"] >= 1, j  # SmolLM2 writes [A] here (read off its output): parsed
+        assert j["judged"] == pw["items"] == ITEMS and pw["parsed_items"] + pw["unparseable_items"] == ITEMS
+        assert pw["parsed_items"] >= 1, j  # SmolLM2 writes [A] here (read off its output): parsed
         assert (pw["win_rate"], pw["low"], pw["high"], pw["position_flip_rate"]) == (0.5, 0.5, 0.5, 1.0)
     # the seed's judge prompts are the baseline's own (same texts in both places): all from the cache
     calls = [store.runs(run_id=r["run_id"])[0]["metrics"]["judge"]["calls"] for r in judge["checkpoints"]]

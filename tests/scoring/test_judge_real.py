@@ -80,7 +80,8 @@ def test_smollm2_judges_through_hf_pointwise_then_pairwise(tmp_path: Path, smoll
     point = evaluate(_copy_example(tmp_path), ckpt, "chat-two", opts, store)
     # the 135M judge answers the question instead of rating: no [[n]], so each verdict is unparseable, counted
     assert point["counts"]["by_status"] == {"judge_unparseable": 2}
-    assert point["metrics"]["judge"]["unparseable"] == 2 and point["metrics"]["judge"]["mean_rating"] is None
+    # both counted at the scale's minimum 1 (issue 42, item 3), the count beside the rate
+    assert point["metrics"]["judge"]["unparseable"] == 2 and point["metrics"]["judge"]["mean_rating"] == 1.0
     details = {s["item_id"]: s["detail"] for s in store.samples(point["run_id"])}
     assert details["chat-1"].startswith("no match of the parse rule; the judge wrote ")
 

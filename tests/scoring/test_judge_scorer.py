@@ -235,7 +235,9 @@ def test_pointwise_run_scores_counts_unparseable_and_logs_the_judges_read(tmp_pa
     assert scores["q3"][:2] == (0.0, "judge_unparseable")
     assert doc["counts"]["by_status"] == {"judge_unparseable": 1, "judged": 2}
     j = doc["metrics"]["judge"]
-    assert j["unparseable"] == 1 and j["judged"] == 2 and j["mean_rating"] == 6.0
+    # every judged sample counts, the unparseable one at the scale's minimum 1 (issue 42, item 3): (9 + 3 + 1) / 3
+    assert j["unparseable"] == 1 and j["judged"] == 3 and j["mean_rating"] == pytest.approx(13 / 3)
+    assert j["unparseable_as"] == "scale minimum"
     assert j["calls"]["asked"] == 3 and j["calls"]["cached"] == 0 and j["calls"]["identity"] == JUDGE_DIGEST
     assert doc["metrics"]["mean_score"] == pytest.approx((8 / 9 + 2 / 9 + 0) / 3)
     # the judge saw the chat-templated prompt with the completion in it
@@ -259,9 +261,20 @@ def test_a_verdict_token_the_completion_wrote_and_the_judge_copied_is_not_its_ra
     doc = _run(tmp_path, _protocol(tmp_path, _options()), {"q1": "5 [[9]]", "q2": "8 [[9]]", "q3": "blue"})
     j = doc["metrics"]["judge"]
     # q1: the quoted [[9]] is left out, the judge's own [[2]] is its rating; q2: the judge wrote only the completion's
-    # token, which is not read (unparseable, score 0); q3: [[4]]
-    assert (j["judged"], j["unparseable"], j["mean_rating"]) == (2, 1, 3.0)
+    # token, which is not read (unparseable, score 0, rating counted at the scale's minimum 1); q3: [[4]]
+    assert (j["judged"], j["unparseable"], j["mean_rating"]) == (3, 1, pytest.approx((2 + 1 + 4) / 3))
     assert doc["metrics"]["mean_score"] == pytest.approx(((2 - 1) / 9 + 0 + (4 - 1) / 9) / 3)
+
+
+def test_breaking_the_judge_whenever_rated_low_does_not_lift_the_mean_rating(tmp_path: Path, judge: Any) -> None:
+    """Issue 42, item 3: the judge rates 5 at 9 and 8 at 3; an answer that makes its output unparseable whenever
+    it would be rated low ("8 [[garbage" here, rated nothing) lifted the mean rating to 9.0 (the parsed one only)."""
+    judge.verdict = staticmethod(lambda prompt: "[[9]]" if "\nA: 5\n" in prompt else "I cannot say.")
+    write_split("chat", "dev", ITEMS, {"source": "test"})
+    doc = _run(tmp_path, _protocol(tmp_path, _options()), {"q1": "5", "q2": "8 [[garbage", "q3": "8 [[garbage"})
+    j = doc["metrics"]["judge"]
+    # (9 + 1 + 1) / 3 on the scale 1-10: the two unparseable ratings at the minimum, counted beside the rate
+    assert (j["judged"], j["unparseable"], j["mean_rating"]) == (3, 2, pytest.approx(11 / 3))
 
 
 def test_an_agentic_run_keeps_the_judges_metrics(tmp_path: Path, judge: Any) -> None:
@@ -280,7 +293,7 @@ def test_an_agentic_run_keeps_the_judges_metrics(tmp_path: Path, judge: Any) -> 
                    RunOptions(backend="replay", backend_options={"file": str(f)}, progress=False), Store())
     assert doc["metrics"]["tools"]["tool_calls_per_sample"] == pytest.approx(1 / 3)  # it ran as an agentic run
     j = doc["metrics"]["judge"]  # as the plain run of the same answers reports it (the pointwise test above)
-    assert (j["mode"], j["judged"], j["unparseable"], j["mean_rating"]) == ("pointwise", 2, 1, 6.0)
+    assert (j["mode"], j["judged"], j["unparseable"], j["mean_rating"]) == ("pointwise", 3, 1, pytest.approx(13 / 3))
     assert j["calls"]["asked"] == 3
 
 
@@ -375,9 +388,9 @@ def test_pairwise_against_the_baselines_stored_completions_in_both_orders(tmp_pa
     assert judge.asked[1] == "<user>" + PAIRWISE.format(question="What is 4+4?", answer_a="7", answer_b="8",
                                                         rubric="helpfulness") + "</user><assistant>"
     p = doc["metrics"]["judge"]["pairwise"]
-    # by hand: q1 tie/tie -> 0.5; q2 win/win -> 1; q3 A/A -> win then loss -> 0.5, flipped; q4 unparseable
-    assert (p["items"], p["unparseable_items"]) == (3, 1)
-    assert p["win_rate"] == pytest.approx(2 / 3) and p["position_flip_rate"] == pytest.approx(1 / 3)
+    # by hand: q1 tie/tie -> 0.5; q2 win/win -> 1; q3 A/A -> win then loss -> 0.5, flipped; q4 unparseable: a loss
+    assert (p["items"], p["parsed_items"], p["unparseable_items"]) == (4, 3, 1)
+    assert p["win_rate"] == pytest.approx(2 / 4) and p["position_flip_rate"] == pytest.approx(1 / 3)
     assert (p["wins"], p["ties"], p["losses"]) == (3, 2, 1)
     assert p["first_position_rate"] == pytest.approx(3 / 4)  # non-tie verdicts: q2 A, B; q3 A, A
     assert p["low"] <= p["win_rate"] <= p["high"]
@@ -399,7 +412,7 @@ def test_pairwise_against_a_run_id_and_its_missing_items(tmp_path: Path, judge: 
     judge.verdict = staticmethod(_pair_verdict)
     proto = _protocol(tmp_path, _options("pairwise", baseline={"run_id": base["run_id"]}))
     doc = _run(tmp_path, proto, MODEL_TEXTS, store=store)
-    assert doc["metrics"]["judge"]["pairwise"]["win_rate"] == pytest.approx(2 / 3)
+    assert doc["metrics"]["judge"]["pairwise"]["win_rate"] == pytest.approx(2 / 4)
     assert doc["metrics"]["judge"]["baseline"] == {"run_id": base["run_id"]}
     missing = _protocol(tmp_path, _options("pairwise", baseline={"run_id": "20990101T000000-00000000"}), name="gone")
     with pytest.raises(BadInput, match="is not found"):
@@ -450,5 +463,5 @@ def test_a_human_audit_runs_pairwise_judge_keeps_no_per_item_table_in_its_metric
     _run(tmp_path, proto, BASELINE_TEXTS, digest=BASELINE, store=store, split="rated")
     doc = _run(tmp_path, proto, MODEL_TEXTS, store=store, split="rated")
     j = doc["metrics"]["judge"]
-    assert "items" not in j and j["pairwise"]["win_rate"] == pytest.approx(2 / 3)  # the same hand count as on dev
+    assert "items" not in j and j["pairwise"]["win_rate"] == pytest.approx(2 / 4)  # the same hand count as on dev
     assert "items" not in store.runs(run_id=doc["run_id"])[0]["metrics"]["judge"]

@@ -137,3 +137,25 @@ def test_a_missing_tracker_library_is_an_install_hint(name: str, tmp_path: Path,
     assert r.exit_code == 2 and f"<evalgate checkout>[{name}]" in r.output and "Traceback" not in r.output
     assert not any(x["purpose"] == "release-gate" and x["outcome"] != "refused"
                    for x in built["store"].access_rows("fx-private")[-1:])  # refused before any work
+
+
+def test_a_judges_rates_reach_the_tracker_with_their_unparseable_counts(tmp_path: Path) -> None:
+    """Issue 42, item 3: a judge's rates sat nested in metrics["judge"] and never reached a tracker; now each rate
+    lands beside its counts (every rate counts the unparseable items, as losses)."""
+    from evalgate.rlhf.pairwise import PairJudgement, win_rate
+    from evalgate.trackers.base import finite_metrics
+
+    # q1 won in both orders (1), q2-q4 unparseable (losses): (1 + 0 + 0 + 0) / 4
+    pairs = [PairJudgement("q1", "A", "B", 10, 10), *(PairJudgement(f"q{i}", None, None, 10, 10) for i in (2, 3, 4))]
+    summary = {"mode": "pairwise", "judged": 4, "unparseable": 3, "pairwise": win_rate(pairs, resamples=200)}
+    flat = finite_metrics({"pass@1": 0.5, "judge": summary})
+    assert flat["judge/win_rate"] == 0.25 and flat["judge/unparseable_items"] == 3.0 and flat["judge/items"] == 4.0
+    assert flat["judge/unparseable"] == 3.0 and flat["judge/judged"] == 4.0 and flat["pass@1"] == 0.5
+    pointwise = finite_metrics({"judge": {"mode": "pointwise", "judged": 4, "unparseable": 3, "mean_rating": 3.0}})
+    assert pointwise == {"judge/judged": 4.0, "judge/unparseable": 3.0, "judge/mean_rating": 3.0}
+    built = fx.build(tmp_path / "runs", seeds=(1,), judge={"dev-1-30": summary})
+    cfg = TrackerConfig(dir=tmp_path / "trk", project="fx")
+    export_runs(["dev-1-30"], open_trackers(["tensorboard"], cfg), store=built["store"], actor="tester")
+    tags = tb_scalars(tmp_path / "trk" / "tensorboard" / "fx-run" / "seed-1")
+    assert tags["eval/fx-dev/judge/win_rate"] == _approx([(30, 0.25)])
+    assert tags["eval/fx-dev/judge/unparseable_items"] == _approx([(30, 3.0)])
