@@ -69,7 +69,7 @@ def outcome(verdict: str, model_position: Literal["A", "B"]) -> float:
 
 def item_preference(pair: PairJudgement) -> float | None:
     """The item's preference for the model: the mean of its two outcomes (0, 0.25, 0.5, 0.75 or 1); None when either
-    order's verdict is unparseable (the item is then left out of every rate and counted as unparseable)."""
+    order's verdict is unparseable (the rates then count the item as a loss: ``counted_preference``)."""
     if pair.model_first is None or pair.baseline_first is None:
         return None
     return (outcome(pair.model_first, "A") + outcome(pair.baseline_first, "B")) / 2
