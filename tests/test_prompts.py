@@ -246,7 +246,7 @@ GEMMA = (
 ])
 def test_a_generation_prompt_that_closes_the_assistant_turn_is_refused(tmp_path: Path, tok, name: str,
                                                                        source: str | None, mark: str) -> None:
-    from evalgate.prompts import check_generation_prompt
+    from evalgate.protocol.prompts import check_generation_prompt
 
     if source is None:
         assert SMOL_GEN in tok.chat_template
@@ -259,7 +259,7 @@ def test_a_generation_prompt_that_closes_the_assistant_turn_is_refused(tmp_path:
 
 
 def test_generation_prompts_that_open_the_assistant_turn_are_accepted(tmp_path: Path, tok) -> None:
-    from evalgate.prompts import check_generation_prompt
+    from evalgate.protocol.prompts import check_generation_prompt
 
     for name, source in (("llama3", LLAMA3.replace("GEN", "")), ("gemma", GEMMA.replace("GEN", "")),
                          ("r1", tok.chat_template.replace(SMOL_GEN, SMOL_GEN.replace("\n'", "\n<think>\n'")))):
