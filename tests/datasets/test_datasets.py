@@ -111,6 +111,6 @@ def test_unknown_dataset_lists_the_registered_ones(home: Path) -> None:
     r = CliRunner().invoke(main, ["splits", "import", "mmlu", "--from", "x.jsonl"])
     assert r.exit_code == 2
     assert ("unknown dataset 'mmlu'; did you mean 'mmlu-pro'? known datasets: gsm8k, gsm8k-pref, humaneval, "
-            "humaneval-pref, math500, math500-pref, mmlu-pro") in r.output
+            "humaneval-pref, ifeval, math500, math500-pref, mmlu-pro, xstest-safe, xstest-unsafe") in r.output
 
 
