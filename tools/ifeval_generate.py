@@ -17,7 +17,7 @@ from pathlib import Path
 from evalgate.backends.base import EffectiveParams, GenerationRequest
 from evalgate.backends.hf import HFBackend
 from evalgate.checkpoints.resolve import resolve_checkpoint
-from evalgate.wheels import smollm2_gguf
+from evalgate.checkpoints.wheels import smollm2_gguf
 
 
 def main(argv: list[str] | None = None) -> int:

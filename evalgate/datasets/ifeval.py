@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from evalgate.core.errors import BadInput
+from evalgate.core.fileio import iter_jsonl
 from evalgate.datasets.base import Dataset, Items
-from evalgate.errors import BadInput
-from evalgate.fileio import iter_jsonl
 
 
 def ifeval_items(path: Path) -> tuple[Items, bytes]:

@@ -11,9 +11,9 @@ import io
 from pathlib import Path
 from typing import Literal
 
+from evalgate.core.errors import BadInput
+from evalgate.core.fileio import decode_utf8
 from evalgate.datasets.base import Dataset, Items
-from evalgate.errors import BadInput
-from evalgate.fileio import decode_utf8
 
 COLUMNS = ("id", "prompt", "type", "label", "focus", "note")
 """The columns of ``xstest_prompts.csv``."""

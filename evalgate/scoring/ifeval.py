@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalgate.errors import BadInput
+from evalgate.core.errors import BadInput
 from evalgate.scoring.base import IFEvalOptions, SampleToScore, ScoreResult
 
 PUNKT_LANGUAGE = "english"
@@ -103,7 +103,7 @@ def _checkers() -> Mapping[str, Any]:
     except ImportError as e:  # pragma: no cover - depends on the installed extras
         raise BadInput(f"the ifeval scorer needs the IFEval checkers ({e.name} is not installed): "
                        "pip install 'evalgate[ifeval]'") from e
-    from evalgate.environment import active
+    from evalgate.core.environment import active
 
     path = str(punkt_dir(active().cache))
     if path not in nltk.data.path:

@@ -13,8 +13,8 @@ from click.testing import CliRunner
 from sklearn.metrics import cohen_kappa_score
 
 from evalgate.cli import main
+from evalgate.core.errors import BadInput
 from evalgate.datasets.xstest import SAFE, UNSAFE
-from evalgate.errors import BadInput
 from evalgate.scoring.refusal import is_refusal
 from evalgate.splits import load_manifest, read_items
 from tests.conftest import REPO, SHARED_DATA

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 
 from evalgate.checkpoints.resolve import Checkpoint
 from evalgate.cli import main
+from evalgate.core.errors import BadInput
 from evalgate.datasets.ifeval import ifeval_items
-from evalgate.errors import BadInput
-from evalgate.run import RunOptions, evaluate
+from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.scoring.base import IFEvalOptions, SampleToScore
 from evalgate.scoring.ifeval import (
     IFEvalScorer,
@@ -197,7 +197,7 @@ def _ifeval_protocol(tmp_path: Path, **sampling: int) -> Path:
     sampling values, frozen under tmp_path."""
     import yaml
 
-    from evalgate.protocols_ops import freeze
+    from evalgate.protocol.freeze import freeze
 
     doc = yaml.safe_load((REPO / "protocols" / "ifeval.yaml").read_text())
     doc["prompt"]["chat_template"] = "none" if not sampling else "model"
