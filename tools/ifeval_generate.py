@@ -4,7 +4,7 @@ Writes one JSON line per prompt, ``{"key", "prompt", "response", "finish_reason"
 completions the IFEval parity test scores with evalgate and with lm-evaluation-harness (``tests/data/ifeval/``).
 
     PYTHONPATH=. .venv/bin/python tools/ifeval_generate.py ../shared/data/ifeval/input_data.jsonl OUT.jsonl \
-        [--max-tokens 256]
+        [--max-tokens 64]
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("source", type=Path)
     p.add_argument("out", type=Path)
-    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--max-tokens", type=int, default=64)
     a = p.parse_args(argv)
     records = [json.loads(line) for line in a.source.read_text(encoding="utf-8").splitlines() if line.strip()]
     backend = HFBackend(str(resolve_checkpoint(smollm2_gguf()).model_dir))
@@ -35,13 +35,21 @@ def main(argv: list[str] | None = None) -> int:
         [{"role": "user", "content": r["prompt"]}], tokenize=False, add_generation_prompt=True), (0,), (0,), params)
         for r in records]
     done: dict[str, tuple[str, str]] = {}
+    partial = a.out.with_name(a.out.name + ".partial")  # one line per finished prompt: a rerun resumes from it
+    if partial.is_file():
+        for line in partial.read_text(encoding="utf-8").splitlines():
+            rec = json.loads(line)
+            done[rec["key"]] = (rec["response"], rec["finish_reason"])
 
     def on_result(res):  # type: ignore[no-untyped-def]
         c = res.completions[0]
         done[res.request.key] = (c.text, c.finish_reason)
+        with partial.open("a", encoding="utf-8") as f:
+            f.write(json.dumps({"key": res.request.key, "response": c.text, "finish_reason": c.finish_reason},
+                               ensure_ascii=False) + "\n")
         print(f"{len(done)}/{len(reqs)}", file=sys.stderr, flush=True)
 
-    backend.generate(reqs, on_result)
+    backend.generate([r for r in reqs if r.key not in done], on_result)
     with a.out.open("w", encoding="utf-8") as f:
         for r in records:
             text, reason = done[str(r["key"])]
