@@ -37,6 +37,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -163,11 +164,32 @@ class OpenAIBackend:
             else None
         self._mode_lock = threading.Lock()
         self.stats = {"http_requests": 0, "retries": 0, "short_n_fallbacks": 0, "stops_held_back": 0}
+        self.served: dict[str, Any] | None = None
 
     def info(self) -> dict[str, Any]:
         return {"engine": "openai-compatible server", "base_url": self.base_url, "model": self.model,
                 "endpoint": self.endpoint, "use_n": self.use_n, "prompt_as": self.prompt_as,
-                "stop_matching": "generated text only", "httpx": httpx.__version__, **self.stats}
+                "stop_matching": "generated text only", "httpx": httpx.__version__, **self.stats,
+                **({"served": self.served} if self.served is not None else {})}
+
+    def served_claims(self, client: httpx.Client) -> dict[str, Any]:
+        """What the server says it serves (``GET /models``: the entries, at most 8, each cut to 2,000 characters of
+        JSON), recorded in the run as ``backend.served`` with ``verified: false``: evalgate cannot check that a
+        server serves the weights of the local copy whose identity the run carries. Never raises: an error is
+        recorded instead."""
+        out: dict[str, Any] = {"verified": False, "source": f"GET {self.base_url}/models (the server's own claim)"}
+        try:
+            r = client.get(self.base_url + "/models", headers=self._headers)
+            data = r.json().get("data") if r.status_code == 200 else None
+        except (httpx.HTTPError, ValueError, AttributeError) as e:
+            return {**out, "error": f"{type(e).__name__}: {e}"[:300]}
+        if not isinstance(data, list):
+            return {**out, "error": f"HTTP {r.status_code}: no model list"}
+        entries = [e for e in data if isinstance(e, dict)][:8]
+        out["models"] = [e if len(json.dumps(e, default=str)) <= 2000 else {"id": e.get("id"), "cut": True}
+                         for e in entries]
+        out["named_model_listed"] = any(e.get("id") == self.model for e in entries)
+        return out
 
     def _post(self, client: httpx.Client, body: dict[str, Any]) -> dict[str, Any]:
         path = "/chat/completions" if self.endpoint == "chat" or "messages" in body else "/completions"
@@ -323,6 +345,8 @@ class OpenAIBackend:
         done: dict[int, dict[int, Completion]] = {ri: {} for ri in range(len(requests))}
         results: dict[int, GenerationResult] = {}
         with httpx.Client(timeout=self.timeout_s) as client, ThreadPoolExecutor(self.concurrency) as pool:
+            if self.served is None:
+                self.served = self.served_claims(client)
             futures = {pool.submit(self._samples, client, requests[ri], which): ri for ri, which in tasks}
             try:
                 for fut in as_completed(futures):

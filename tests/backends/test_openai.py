@@ -105,6 +105,16 @@ class Scripted(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        payload = json.dumps({"object": "list", "data": [
+            {"id": "smollm2", "object": "model", "owned_by": "vllm", "root": "/srv/weights/other-model",
+             "max_model_len": 8192}]}).encode()
+        self.send_response(200 if self.path.endswith("/models") else 404)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
     def log_message(self, *args: object) -> None:
         pass
 
@@ -138,6 +148,18 @@ def test_retries_429_and_5xx_then_succeeds(scripted: str, smollm2_dir: Path) -> 
                                                                    add_special_tokens=False)["input_ids"])
     assert len(Scripted.seen) == 4 and b.stats["retries"] == 3
     assert Scripted.seen[-1]["seed"] == 5 and Scripted.seen[-1]["n"] == 1
+
+
+def test_what_the_server_says_it_serves_is_recorded_unverified(scripted: str, smollm2_dir: Path) -> None:
+    """Issue 42: the run's identity is the local copy's; the server's own account (GET /models) is recorded beside
+    it, marked unverified (here it names weights elsewhere: evalgate cannot tell)."""
+    backend = _backend(scripted, smollm2_dir, model="smollm2")
+    backend.generate([REQ])
+    served = backend.info()["served"]
+    assert served["verified"] is False and served["named_model_listed"] is True
+    assert served["models"] == [{"id": "smollm2", "object": "model", "owned_by": "vllm",
+                                 "root": "/srv/weights/other-model", "max_model_len": 8192}]
+    assert backend.stats["http_requests"] == 1  # the GET is not one of the generation requests
 
 
 def test_gives_up_after_max_retries(scripted: str, smollm2_dir: Path) -> None:
