@@ -33,19 +33,22 @@ from evalgate.scaffold.starter import BENCHMARKS, DEFAULT_BASELINE, DEFAULT_CHEC
 @click.option("--human-audit", "human_audit", type=click.IntRange(min=0), default=0, show_default=True,
               metavar="N", help="Deal N items (after the smoke items) into NAME-human-audit, the split people rate "
                                 "blind ('evalgate audit serve'); 0: none.")
+@click.option("--train-run", "train_run", default=None, metavar="NAME",
+              help="The training run the starter policy gates (train_run:; the default checkpoint glob becomes "
+                   "runs/NAME/seed-*/checkpoint-*). Default: none named; the gate refuses candidates of several runs.")
 @click.option("--force", is_flag=True,
               help="Replace an existing protocol, gate policy or workflow (never a protocol's lock or a split).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @handle_errors
 def init_cmd(benchmark: str, source: Path | None, mapping: tuple[str, ...], row_ids: bool, name: str | None,
-             checkpoint_glob: str, baseline: str, directory: Path, human_audit: int, force: bool,
-             as_json: bool) -> None:
+             checkpoint_glob: str, baseline: str, directory: Path, human_audit: int, train_run: str | None,
+             force: bool, as_json: bool) -> None:
     """Write a starter protocol, gate policy, splits (private data encrypted) and GitHub Actions workflow into a
     repository. Refuses (exit 2, writing nothing) when any of those files exists."""
     from evalgate.scaffold.starter import init_project
 
     result = init_project(InitOptions(benchmark, name, source, mapping, row_ids, checkpoint_glob, baseline,
-                                      directory, force, human_audit))
+                                      directory, force, human_audit, train_run))
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
     if as_json:

@@ -68,6 +68,9 @@ class InitOptions:
         directory: the repository to write into.
         force: replace an existing protocol, gate policy or workflow (never a lock or a split).
         human_audit: items dealt to ``<name>-human-audit`` for blind rating (``evalgate audit serve``); 0: none.
+        train_run: the training run the starter policy gates (its ``train_run``; the default glob becomes
+            ``runs/<train_run>/seed-*/checkpoint-*``); None: the policy says how to name one (the gate refuses
+            candidates of several runs).
     """
 
     benchmark: str
@@ -80,6 +83,7 @@ class InitOptions:
     directory: Path = Path(".")
     force: bool = False
     human_audit: int = 0
+    train_run: str | None = None
 
 
 @dataclass(frozen=True)
@@ -178,10 +182,11 @@ def init_project(options: InitOptions) -> InitResult:
     return result
 
 
-def _check_name(name: str) -> str:
-    """``name`` if it can name a protocol, a gate and splits (letters, digits, ``.``, ``_``, ``-``)."""
+def _check_name(name: str, flag: str = "--name") -> str:
+    """``name`` if it can name a protocol, a gate and splits, or a training run's folder (letters, digits, ``.``,
+    ``_``, ``-``)."""
     if not name or not name[0].isalnum() or not all(c.isalnum() or c in "._-" for c in name):
-        raise BadInput(f"--name {name!r}: use letters, digits and . _ - only, starting with a letter or digit")
+        raise BadInput(f"{flag} {name!r}: use letters, digits and . _ - only, starting with a letter or digit")
     return name
 
 
@@ -220,9 +225,14 @@ def _render(options: InitOptions, name: str, root: Path) -> list[Planned]:
     baseline = options.baseline
     if not baseline.startswith("$") and not Path(baseline).is_absolute():
         baseline = os.path.relpath(Path(baseline).resolve(), (root / "gates").resolve())
+    glob = options.checkpoint_glob
+    if options.train_run is not None:
+        _check_name(options.train_run, "--train-run")
+        if glob == DEFAULT_CHECKPOINT_GLOB:
+            glob = f"runs/{options.train_run}/seed-*/checkpoint-*"
     ctx = {"name": name, "dev_split": f"{name}-dev", "private_split": f"{name}-private",
            "protocol_path": f"protocols/{name}.yaml", "policy_path": f"gates/{name}.yaml",
-           "checkpoint_glob": options.checkpoint_glob, "baseline": baseline}
+           "checkpoint_glob": glob, "baseline": baseline, "train_run": options.train_run}
     return [Planned(f"protocols/{name}.yaml", "protocol",
                     _ENV.get_template(f"protocol-{options.benchmark}.yaml.j2").render(ctx)),
             Planned(f"gates/{name}.yaml", "gate policy", _ENV.get_template("gate.yaml.j2").render(ctx)),

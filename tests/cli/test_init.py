@@ -382,3 +382,16 @@ def test_a_gitignore_that_ignores_the_store_is_left_alone(tmp_path: Path) -> Non
     assert (repo / ".gitignore").read_text() == "/.evalgate\n"
     assert ".gitignore" not in [f["path"] for f in json.loads(r.stdout)["files"]]
     assert json.loads(r.stdout)["warnings"] == []  # 52 private items: 0.389 detectable, not too small
+
+
+def test_train_run_names_the_run_the_starter_policy_gates(tmp_path: Path) -> None:
+    """Issue 44, item 1: init's glob runs/*/seed-*/checkpoint-* matches several training runs, which the gate
+    refuses together; --train-run writes the policy's train_run and narrows the default glob to that run."""
+    r = evalgate(tmp_path, "init", "--benchmark", "humaneval", "--dir", "repo", "--train-run", "grpo")
+    assert r.returncode == 0, r.stderr
+    repo = tmp_path / "repo"
+    assert load_policy(repo / "gates" / "humaneval.yaml", resolve_paths=False).train_run == "grpo"
+    workflow = yaml.safe_load((repo / ".github" / "workflows" / "evalgate-humaneval.yml").read_text())
+    assert workflow["env"]["EVALGATE_CHECKPOINTS"] == "runs/grpo/seed-*/checkpoint-*"
+    bad = evalgate(tmp_path, "init", "--benchmark", "humaneval", "--dir", "other", "--train-run", "../x")
+    assert bad.returncode == 2 and "--train-run '../x'" in bad.stderr and not (tmp_path / "other").exists()
