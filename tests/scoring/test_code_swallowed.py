@@ -64,4 +64,3 @@ def test_a_candidate_that_raises_fails_tests_that_catch_it(name: str) -> None:
     assert right.status == "passed", right.detail
     assert wrong.status == "failed", (wrong.status, wrong.detail)
     assert "the tests caught" in (wrong.detail or ""), wrong.detail
-
