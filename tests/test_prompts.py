@@ -40,12 +40,12 @@ def load_tokenizer(path: str):  # noqa: ANN201 - a transformers tokenizer
     return AutoTokenizer.from_pretrained(path)
 
 
-def tokenizer_copy(smollm2_dir: Path, dest: Path, single: list | None = None) -> Path:
+def tokenizer_copy(tiny_checkpoint: Path, dest: Path, single: list | None = None) -> Path:
     """The SmolLM2 tokenizer files in ``dest``; ``single``: a TemplateProcessing 'single' template, to make
     the tokenizer add special tokens by default (as Llama/Gemma tokenizers add BOS)."""
     dest.mkdir()
     for f in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
-        shutil.copy(smollm2_dir / f, dest / f)
+        shutil.copy(tiny_checkpoint / f, dest / f)
     if single is not None:
         set_post_processor(dest / "tokenizer.json", single)
     return dest
@@ -67,8 +67,8 @@ ADD_BOS_EOS = [*ADD_BOS, {"SpecialToken": {"id": "<|im_end|>", "type_id": 0}}]
 
 
 @pytest.fixture(scope="module")
-def tok(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory):
-    return load_tokenizer(str(tokenizer_copy(smollm2_dir, tmp_path_factory.mktemp("t") / "t")))
+def tok(tiny_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory):
+    return load_tokenizer(str(tokenizer_copy(tiny_checkpoint, tmp_path_factory.mktemp("t") / "t")))
 
 
 def protocol(tmp_path: Path, chat_template: str = "model", files: dict[str, str] | None = None, **prompt):
@@ -143,9 +143,9 @@ def test_fewshot_record_without_target_is_rejected_at_load_with_line(tmp_path: P
            "'target'" in e.value.message
 
 
-def test_template_that_writes_bos_gives_one_bos_with_a_tokenizer_that_adds_one(smollm2_dir: Path,
+def test_template_that_writes_bos_gives_one_bos_with_a_tokenizer_that_adds_one(tiny_checkpoint: Path,
                                                                               tmp_path: Path) -> None:
-    tok = load_tokenizer(str(tokenizer_copy(smollm2_dir, tmp_path / "tok", ADD_BOS)))
+    tok = load_tokenizer(str(tokenizer_copy(tiny_checkpoint, tmp_path / "tok", ADD_BOS)))
     p = protocol(tmp_path, "bos.jinja", {"bos.jinja": WRITES_BOS})
     text = render_prompt(p, ITEM, tok).text
     assert text == "<|im_start|>[user] Q: 2+2?\n[assistant] "
@@ -154,8 +154,8 @@ def test_template_that_writes_bos_gives_one_bos_with_a_tokenizer_that_adds_one(s
     assert t.ids.count(BOS) == 1 and t.ids[0] == BOS and t.bos_count == 1 and not t.bos_added
 
 
-def test_raw_prompt_gets_one_bos_when_the_tokenizer_adds_one(smollm2_dir: Path, tmp_path: Path) -> None:
-    tok = load_tokenizer(str(tokenizer_copy(smollm2_dir, tmp_path / "tok", ADD_BOS)))
+def test_raw_prompt_gets_one_bos_when_the_tokenizer_adds_one(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    tok = load_tokenizer(str(tokenizer_copy(tiny_checkpoint, tmp_path / "tok", ADD_BOS)))
     text = render_prompt(protocol(tmp_path, "none"), ITEM, None).text
     t = PromptEncoder(tok).encode(text)
     assert t.ids[0] == BOS and t.ids.count(BOS) == 1 and t.bos_added
@@ -175,15 +175,15 @@ def test_smollm2_chat_prompt_starts_with_one_bos_and_nothing_is_added(tmp_path: 
         "tokenizer_adds_eos": False, "add_special_tokens": False, "eos_appended": False}
 
 
-def test_eos_is_never_appended_to_a_prompt(smollm2_dir: Path, tmp_path: Path) -> None:
-    tok = load_tokenizer(str(tokenizer_copy(smollm2_dir, tmp_path / "tok", ADD_BOS_EOS)))
+def test_eos_is_never_appended_to_a_prompt(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    tok = load_tokenizer(str(tokenizer_copy(tiny_checkpoint, tmp_path / "tok", ADD_BOS_EOS)))
     assert tok("Q")["input_ids"][-1] == EOS
     enc = PromptEncoder(tok)
     assert enc.adds_bos and enc.adds_eos
     assert enc.encode("Q: 2+2?").ids[-1] != EOS
 
 
-def test_template_writing_bos_twice_is_refused(smollm2_dir: Path, tmp_path: Path, tok) -> None:
+def test_template_writing_bos_twice_is_refused(tiny_checkpoint: Path, tmp_path: Path, tok) -> None:
     p = protocol(tmp_path, "bos2.jinja", {"bos2.jinja": "{{ bos_token }}" + WRITES_BOS})
     text = render_prompt(p, ITEM, tok).text
     with pytest.raises(BadInput, match="item 'i1' starts with 2 BOS tokens"):
@@ -270,7 +270,7 @@ def test_generation_prompts_that_open_the_assistant_turn_are_accepted(tmp_path: 
 @pytest.mark.parametrize(("kind", "message"), [("ignores", "ignores add_generation_prompt"),
                                                ("closes", "closes the assistant turn")])
 def test_run_with_a_template_that_ignores_add_generation_prompt_is_refused_before_the_read(
-        tmp_path: Path, tok, smollm2_dir: Path, kind: str, message: str) -> None:
+        tmp_path: Path, tok, tiny_checkpoint: Path, kind: str, message: str) -> None:
     """The CLI exits 2 naming the cause, and nothing is logged as read, spent or created (issue 42, item 9: the
     closed-turn template ran to pass@1 1.0 with no warning)."""
     from click.testing import CliRunner
@@ -285,7 +285,7 @@ def test_run_with_a_template_that_ignores_add_generation_prompt_is_refused_befor
     p = protocol(tmp_path, "nogen.jinja", {"nogen.jinja": source})
     freeze(p.path)
     write_split("gen-split", "dev", [{**ITEM, "answer": "4"}], {"source": "test"})
-    r = CliRunner().invoke(main, ["run", "--protocol", str(p.path), "--checkpoint", str(smollm2_dir),
+    r = CliRunner().invoke(main, ["run", "--protocol", str(p.path), "--checkpoint", str(tiny_checkpoint),
                                   "--split", "gen-split", "--json"])
     assert r.exit_code == 2, r.output
     assert message in r.output

@@ -1,4 +1,5 @@
-"""The hf backend: token-budget batching of length-sorted rows, finish_reason, token counts (real SmolLM2)."""
+"""The hf backend: token-budget batching of length-sorted rows, finish_reason, token counts (real SmolLM2 where
+outputs are asserted, the tiny random checkpoint for the plumbing)."""
 
 from __future__ import annotations
 
@@ -57,7 +58,7 @@ def test_finish_reason_and_token_counts_with_the_real_model(smollm2_dir: Path) -
     assert c2.text == expected and c2.finish_reason == "stop" and c2.completion_tokens < 12
 
 
-def test_stop_criteria_sees_only_generated_tokens(smollm2_dir: Path) -> None:
+def test_stop_criteria_sees_only_generated_tokens(tiny_checkpoint: Path) -> None:
     """Issue 14, point 9: a prompt ending in a newline and a first generated "```" do not make the stop
     "\\n```"; a newline and "```" both generated do. Neighbours: a stop split over several generated tokens,
     and a stop wholly inside the prompt."""
@@ -66,7 +67,7 @@ def test_stop_criteria_sees_only_generated_tokens(smollm2_dir: Path) -> None:
     from evalgate.backends.hf import GeneratedStopCriteria
     from evalgate.checkpoints.model import load_tokenizer
 
-    tok = load_tokenizer(str(smollm2_dir))
+    tok = load_tokenizer(str(tiny_checkpoint))  # SmolLM2's tokenizer
     prompt = tok('def f():\n    """doc"""\n', add_special_tokens=False)["input_ids"]
 
     def stops(generated: str, stop: str = "\n```", prompt_ids: list[int] = prompt) -> bool:
@@ -111,15 +112,14 @@ def test_decoding_progress_counts_finished_rows_and_stops_nothing(monkeypatch: p
     assert reports == [(1, 1)]
 
 
-@pytest.mark.slow
-def test_progress_arrives_during_a_batch_with_the_real_model(smollm2_dir: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def test_progress_arrives_during_a_batch(tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 32: a batch is one generate() call, and progress used to move only when it returned. Three requests
-    of two samples share one batch; reports come after decoding steps, before any result."""
+    of two samples share one batch; reports come after decoding steps, before any result (real decoding, of the
+    tiny random checkpoint: what is decoded does not matter here)."""
     from evalgate.backends import hf
 
     monkeypatch.setattr(hf, "REPORT_INTERVAL_S", 0.0)
-    backend = hf.HFBackend(str(smollm2_dir))
+    backend = hf.HFBackend(str(tiny_checkpoint))
     events: list[tuple[Any, ...]] = []
 
     class Receiver:
@@ -170,7 +170,7 @@ def test_humaneval_smoke_prompt_does_not_stop_on_its_own_newline(smollm2_dir: Pa
 
 
 def _broken_copy(src: Path, dest: Path, tensor: str, value: float) -> Path:
-    """A copy of the SmolLM2 directory with one value of ``tensor`` set to ``value`` (NaN, infinity)."""
+    """A copy of checkpoint directory ``src`` with one value of ``tensor`` set to ``value`` (NaN, infinity)."""
     import shutil
 
     from safetensors.torch import load_file, save_file
@@ -182,8 +182,7 @@ def _broken_copy(src: Path, dest: Path, tensor: str, value: float) -> Path:
     return dest
 
 
-@pytest.mark.slow
-def test_a_checkpoint_with_a_nan_weight_is_refused_before_generation(smollm2_dir: Path, tmp_path: Path) -> None:
+def test_a_checkpoint_with_a_nan_weight_is_refused_before_generation(tiny_checkpoint: Path, tmp_path: Path) -> None:
     """Issue 28 item 17: one NaN weight gave a "complete" run of empty completions, exit 0, nothing said. Right:
     exit 2 (a broken checkpoint is bad input) naming the tensor, and no completion stored."""
     import yaml
@@ -194,8 +193,8 @@ def test_a_checkpoint_with_a_nan_weight_is_refused_before_generation(smollm2_dir
     from evalgate.splits import write_split
     from evalgate.store import Store
 
-    tensor = "model.layers.3.self_attn.q_proj.weight"
-    ckpt = _broken_copy(smollm2_dir, tmp_path / "nan-ckpt", tensor, float("nan"))
+    tensor = "model.layers.1.self_attn.q_proj.weight"
+    ckpt = _broken_copy(tiny_checkpoint, tmp_path / "nan-ckpt", tensor, float("nan"))
     write_split("t-smoke", "smoke", [{"id": "a", "question": "What is 2+2?", "answer": "4"}], {"source": "test"})
     p = tmp_path / "p.yaml"
     p.write_text(yaml.safe_dump({"name": "t", "version": "1", "scorer": {"name": "exact"},
@@ -209,15 +208,14 @@ def test_a_checkpoint_with_a_nan_weight_is_refused_before_generation(smollm2_dir
     assert run["status"] == "failed" and tensor in run["error"] and Store().samples(run["run_id"]) == []
 
 
-@pytest.mark.slow
-def test_the_file_check_for_engines_that_load_weights_themselves(smollm2_dir: Path, tmp_path: Path) -> None:
+def test_the_file_check_for_engines_that_load_weights_themselves(tiny_checkpoint: Path, tmp_path: Path) -> None:
     """The vllm backend's check (``check_finite_weights``, before its engine starts) on the same kind of damage:
     infinity in a norm weight; the clean checkpoint passes."""
     from evalgate.checkpoints.model import check_finite_weights
     from evalgate.core.errors import BadInput
 
-    check_finite_weights(smollm2_dir)
-    ckpt = _broken_copy(smollm2_dir, tmp_path / "inf-ckpt", "model.layers.0.input_layernorm.weight", float("inf"))
+    check_finite_weights(tiny_checkpoint)
+    ckpt = _broken_copy(tiny_checkpoint, tmp_path / "inf-ckpt", "model.layers.0.input_layernorm.weight", float("inf"))
     with pytest.raises(BadInput, match=r"tensor model\.layers\.0\.input_layernorm\.weight in model\.safetensors "
                                        r"holds 1 non-finite value"):
         check_finite_weights(ckpt)

@@ -130,16 +130,16 @@ def scripted() -> Iterator[str]:
     server.server_close()
 
 
-def _backend(url: str, smollm2_dir: Path, **kw: object) -> OpenAIBackend:
-    return OpenAIBackend(str(smollm2_dir), OpenAIOptions(base_url=url, backoff_s=0.01, **kw))
+def _backend(url: str, tiny_checkpoint: Path, **kw: object) -> OpenAIBackend:
+    return OpenAIBackend(str(tiny_checkpoint), OpenAIOptions(base_url=url, backoff_s=0.01, **kw))
 
 
 REQ = GenerationRequest("x", "def add(a, b):\n", (0,), (5,), GREEDY)
 
 
-def test_retries_429_and_5xx_then_succeeds(scripted: str, smollm2_dir: Path) -> None:
+def test_retries_429_and_5xx_then_succeeds(scripted: str, tiny_checkpoint: Path) -> None:
     Scripted.script = [(429, 0.0), (503, 0.0), (500, 0.0)]
-    b = _backend(scripted, smollm2_dir, max_retries=3)
+    b = _backend(scripted, tiny_checkpoint, max_retries=3)
     (res,) = b.generate([REQ])
     # the server returned the stop sequence and text after it; OpenAI semantics cut both
     assert res.completions[0].text == "    return a + b" and res.completions[0].finish_reason == "stop"
@@ -150,10 +150,10 @@ def test_retries_429_and_5xx_then_succeeds(scripted: str, smollm2_dir: Path) -> 
     assert Scripted.seen[-1]["seed"] == 5 and Scripted.seen[-1]["n"] == 1
 
 
-def test_what_the_server_says_it_serves_is_recorded_unverified(scripted: str, smollm2_dir: Path) -> None:
+def test_what_the_server_says_it_serves_is_recorded_unverified(scripted: str, tiny_checkpoint: Path) -> None:
     """Issue 42: the run's identity is the local copy's; the server's own account (GET /models) is recorded beside
     it, marked unverified (here it names weights elsewhere: evalgate cannot tell)."""
-    backend = _backend(scripted, smollm2_dir, model="smollm2")
+    backend = _backend(scripted, tiny_checkpoint, model="smollm2")
     backend.generate([REQ])
     served = backend.info()["served"]
     assert served["verified"] is False and served["named_model_listed"] is True
@@ -162,24 +162,24 @@ def test_what_the_server_says_it_serves_is_recorded_unverified(scripted: str, sm
     assert backend.stats["http_requests"] == 1  # the GET is not one of the generation requests
 
 
-def test_gives_up_after_max_retries(scripted: str, smollm2_dir: Path) -> None:
+def test_gives_up_after_max_retries(scripted: str, tiny_checkpoint: Path) -> None:
     Scripted.script = [(502, 0.0)] * 5
     with pytest.raises(EngineError, match="after 2 retries.*HTTP 502"):
-        _backend(scripted, smollm2_dir, max_retries=2).generate([REQ])
+        _backend(scripted, tiny_checkpoint, max_retries=2).generate([REQ])
     assert len(Scripted.seen) == 3
 
 
-def test_client_error_is_not_retried(scripted: str, smollm2_dir: Path) -> None:
+def test_client_error_is_not_retried(scripted: str, tiny_checkpoint: Path) -> None:
     Scripted.script = [(400, 0.0)]
     with pytest.raises(EngineError, match="HTTP 400"):
-        _backend(scripted, smollm2_dir, max_retries=3).generate([REQ])
+        _backend(scripted, tiny_checkpoint, max_retries=3).generate([REQ])
     assert len(Scripted.seen) == 1
 
 
-def test_timeout_is_retried_then_reported(scripted: str, smollm2_dir: Path) -> None:
+def test_timeout_is_retried_then_reported(scripted: str, tiny_checkpoint: Path) -> None:
     Scripted.script = [(200, 1.5), (200, 1.5)]
     with pytest.raises(EngineError, match="Timeout"):
-        _backend(scripted, smollm2_dir, max_retries=1, timeout_s=0.3).generate([REQ])
+        _backend(scripted, tiny_checkpoint, max_retries=1, timeout_s=0.3).generate([REQ])
     assert len(Scripted.seen) == 2
 
 
@@ -202,15 +202,15 @@ class Picky(Scripted):
         self.wfile.write(payload)
 
 
-def test_server_receives_the_recorded_token_ids(scripted: str, smollm2_dir: Path) -> None:
+def test_server_receives_the_recorded_token_ids(scripted: str, tiny_checkpoint: Path) -> None:
     """Issue 14, point 6: the prompt goes as the PromptEncoder's token ids where the server takes them."""
-    b = _backend(scripted, smollm2_dir)
+    b = _backend(scripted, tiny_checkpoint)
     b.generate([REQ])
     assert Scripted.seen[0]["prompt"] == list(b.encoder.encode(REQ.prompt, "x").ids)
     assert b.info()["prompt_as"] == PROMPT_MODES[0] == "token_ids"
 
 
-def test_server_that_refuses_ids_gets_text_only_where_its_tokenization_equals_the_ids(smollm2_dir: Path) -> None:
+def test_server_that_refuses_ids_gets_text_only_where_its_tokenization_equals_the_ids(tiny_checkpoint: Path) -> None:
     """A server that refuses token ids and add_special_tokens (as transformers serve does) gets the text when
     its default tokenization gives the recorded ids; a prompt whose recorded ids it would not reproduce (a BOS
     the template wrote, or here one the run recorded) is refused, never sent as something else."""
@@ -219,7 +219,7 @@ def test_server_that_refuses_ids_gets_text_only_where_its_tokenization_equals_th
     threading.Thread(target=server.serve_forever, daemon=True).start()
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
-        b = _backend(url, smollm2_dir)
+        b = _backend(url, tiny_checkpoint)
         (res,) = b.generate([REQ])
         assert res.completions[0].text == "    return a + b"
         assert [type(x["prompt"]).__name__ for x in Scripted.seen] == ["list", "str", "str"]
@@ -234,14 +234,14 @@ def test_server_that_refuses_ids_gets_text_only_where_its_tokenization_equals_th
         server.server_close()
 
 
-def test_use_n_is_refused_for_sampled_protocols(scripted: str, smollm2_dir: Path) -> None:
+def test_use_n_is_refused_for_sampled_protocols(scripted: str, tiny_checkpoint: Path) -> None:
     """Issue 14, point 7: n seeded choices of one request are not the samples of their own seeds."""
     sampled = EffectiveParams(0.8, 0.95, 0, 12, (), 1.0)
     req = GenerationRequest("x", "def add(a, b):\n", (0, 1, 2, 3), (11, 22, 33, 44), sampled)
     with pytest.raises(BadInput, match="use_n=true with temperature > 0"):
-        _backend(scripted, smollm2_dir, use_n=True).generate([req])
+        _backend(scripted, tiny_checkpoint, use_n=True).generate([req])
     assert Scripted.seen == []  # refused before any request: nothing generated, nothing stored
-    b = _backend(scripted, smollm2_dir)  # without use_n: one request per sample, each with its own seed
+    b = _backend(scripted, tiny_checkpoint)  # without use_n: one request per sample, each with its own seed
     b.generate([req])
     assert sorted(x["seed"] for x in Scripted.seen) == [11, 22, 33, 44] and {x["n"] for x in Scripted.seen} == {1}
     settings = generation_settings("openai", b.options)

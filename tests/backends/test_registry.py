@@ -158,12 +158,12 @@ def test_generation_settings_hold_what_changes_outputs_and_nothing_else() -> Non
         generation_settings("openai", HFOptions())
 
 
-def test_the_backend_contract_has_no_settings_method_of_its_own(smollm2_dir) -> None:
+def test_the_backend_contract_has_no_settings_method_of_its_own(tiny_checkpoint) -> None:
     # issue 31: Backend.generation_settings() had no runtime caller and left out the hf device kind and the openai
     # server address that the cache key holds; the entry's cache_settings is now the one definition
     from evalgate.backends.hf import HFBackend
 
-    b = get_backend("hf", str(smollm2_dir), check_backend("hf", {"dtype": "bfloat16"}))
+    b = get_backend("hf", str(tiny_checkpoint), check_backend("hf", {"dtype": "bfloat16"}))
     assert isinstance(b, HFBackend) and b.dtype == "bfloat16"
     assert not hasattr(b, "generation_settings")
     assert generation_settings("hf", HFOptions(dtype="bfloat16"))["dtype"] == "bfloat16"

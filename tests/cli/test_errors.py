@@ -53,34 +53,34 @@ def test_missing_checkpoint(home: Path, frozen: Path) -> None:
     assert store_snapshot(home) == before
 
 
-def test_an_unknown_split_is_refused_before_a_gguf_is_converted(home: Path, frozen: Path, smollm2_gguf: Path,
+def test_an_unknown_split_is_refused_before_a_gguf_is_converted(home: Path, frozen: Path, gguf_path: Path,
                                                                  tmp_path: Path,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     # fresh-user finding: the README's quick start with a typo'd split converted the GGUF first (30 s here)
     models = tmp_path / "models"
     monkeypatch.setenv("EVALGATE_MODELS", str(models))  # no earlier conversion to reuse
-    for args in (["run", "--checkpoint", str(smollm2_gguf)], ["sweep", "--checkpoints", str(smollm2_gguf)]):
+    for args in (["run", "--checkpoint", str(gguf_path)], ["sweep", "--checkpoints", str(gguf_path)]):
         r = evalgate(*args, "--protocol", str(frozen), "--split", "humaneval-smok")
         assert r.returncode == 2 and "unknown split 'humaneval-smok'" in r.stderr, (args, r.stderr)
         assert "converting" not in r.stderr and not models.exists(), args
 
 
-def test_unknown_split(home: Path, frozen: Path, smollm2_dir: Path) -> None:
+def test_unknown_split(home: Path, frozen: Path, tiny_checkpoint: Path) -> None:
     before = store_snapshot(home)
-    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(smollm2_dir), "--split", "nope")
+    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(tiny_checkpoint), "--split", "nope")
     assert r.returncode == 2
     assert "unknown split 'nope'" in r.stderr and "known splits: humaneval-dev" in r.stderr
     assert "Traceback" not in r.stderr
     assert store_snapshot(home) == before
 
 
-def test_malformed_protocol(home: Path, smollm2_dir: Path) -> None:
+def test_malformed_protocol(home: Path, tiny_checkpoint: Path) -> None:
     import_humaneval()
     before = store_snapshot(home)  # the import's logged additions
     bad = home / "bad.yaml"
     bad.write_text("name: x\nversion: 1\nprompt:\n  template: hi\nscorer:\n  name: humaneval\n"
                    "sampling:\n  tempreature: 1\n")
-    r = evalgate("run", "--protocol", str(bad), "--checkpoint", str(smollm2_dir), "--split", "humaneval-smoke")
+    r = evalgate("run", "--protocol", str(bad), "--checkpoint", str(tiny_checkpoint), "--split", "humaneval-smoke")
     assert r.returncode == 2
     assert f"{bad}:8: sampling.tempreature: unknown key 'tempreature'; did you mean 'temperature'?" in r.stderr
     assert store_snapshot(home) == before  # the refused run wrote nothing
@@ -95,8 +95,8 @@ def test_protocol_drift_exits_1(home: Path, tmp_path: Path) -> None:
     assert r.returncode == 1 and "sampling.max_tokens: locked=192 now=193" in r.stderr
 
 
-def test_release_gate_purpose_is_reserved(home: Path, frozen: Path, smollm2_dir: Path) -> None:
-    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(smollm2_dir), "--split", "humaneval-private",
+def test_release_gate_purpose_is_reserved(home: Path, frozen: Path, tiny_checkpoint: Path) -> None:
+    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(tiny_checkpoint), "--split", "humaneval-private",
                  "--purpose", "release-gate", "--actor", "mallory")
     assert r.returncode == 2 and "reserved for 'evalgate gate'" in r.stderr
     import duckdb  # the refused attempt is logged (issue 13 point 4), and nothing else is written
@@ -107,8 +107,8 @@ def test_release_gate_purpose_is_reserved(home: Path, frozen: Path, smollm2_dir:
     assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
 
 
-def test_private_split_read_by_run_is_refused_and_logged(home: Path, frozen: Path, smollm2_dir: Path) -> None:
-    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(smollm2_dir), "--split", "humaneval-private")
+def test_private_split_read_by_run_is_refused_and_logged(home: Path, frozen: Path, tiny_checkpoint: Path) -> None:
+    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(tiny_checkpoint), "--split", "humaneval-private")
     assert r.returncode == 2 and "may be read only for purpose release-gate" in r.stderr
     import duckdb
 
@@ -136,20 +136,20 @@ def test_private_split_read_by_run_is_refused_and_logged(home: Path, frozen: Pat
      "--device does not apply to the openai backend (it has no device option"),
     (["--backend", "vllm", "--device", "cpu"], "--device does not apply to the vllm backend"),
 ])
-def test_bad_backend_is_refused_before_any_read(home: Path, frozen: Path, smollm2_dir: Path, flags: list[str],
+def test_bad_backend_is_refused_before_any_read(home: Path, frozen: Path, tiny_checkpoint: Path, flags: list[str],
                                                 message: str, monkeypatch: pytest.MonkeyPatch) -> None:
     # Found by a fresh-user test: a typo'd backend used to log (and spend) a budgeted read before failing.
     monkeypatch.delenv("EVALGATE_OPENAI_BASE_URL", raising=False)
     before = store_snapshot(home)
-    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(smollm2_dir), "--split", "humaneval-public",
+    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(tiny_checkpoint), "--split", "humaneval-public",
                  *flags)
     assert r.returncode == 2, r.stderr
     assert message in r.stderr
     assert store_snapshot(home) == before
 
 
-def test_bad_checkpoint_files_are_refused_before_any_read(home: Path, frozen: Path, smollm2_dir: Path,
-                                                          smollm2_gguf: Path, tmp_path: Path) -> None:
+def test_bad_checkpoint_files_are_refused_before_any_read(home: Path, frozen: Path, tiny_checkpoint: Path,
+                                                          gguf_path: Path, tmp_path: Path) -> None:
     # fresh-user findings: both used to fail with exit 3 ("internal error"), the truncated one after the read
     before = store_snapshot(home)
     page = tmp_path / "model.gguf"
@@ -158,17 +158,17 @@ def test_bad_checkpoint_files_are_refused_before_any_read(home: Path, frozen: Pa
     assert r.returncode == 2, r.stderr
     assert "is not a GGUF file" in r.stderr and "b'<htm'" in r.stderr
     cut_gguf = tmp_path / "cut.gguf"  # the magic bytes right, the rest cut off: a download stopped early
-    with open(smollm2_gguf, "rb") as src:
+    with open(gguf_path, "rb") as src:
         cut_gguf.write_bytes(src.read(4096))
     r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(cut_gguf), "--split", "humaneval-smoke")
     assert r.returncode == 2, r.stderr  # was exit 3, "could not convert GGUF ..."
     assert f"checkpoint {cut_gguf} is not a complete GGUF file" in r.stderr and "truncated" in r.stderr
     cut = tmp_path / "cut"
     cut.mkdir()
-    for f in smollm2_dir.iterdir():
+    for f in tiny_checkpoint.iterdir():
         if f.name != "model.safetensors":
             (cut / f.name).symlink_to(f)
-    with open(smollm2_dir / "model.safetensors", "rb") as src:
+    with open(tiny_checkpoint / "model.safetensors", "rb") as src:
         (cut / "model.safetensors").write_bytes(src.read(1 << 20))  # the first MiB: a cut-off copy
     r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(cut), "--split", "humaneval-smoke")
     assert r.returncode == 2, r.stderr

@@ -1,6 +1,7 @@
-"""Effective parameters with the real SmolLM2-135M-Instruct model: a checkpoint's generation_config.json never
-changes what is sent; per-sample seeds survive reordering and re-batching; the system text reaches the model
-when the chat template rejects a system role; the token ids sent hold one BOS; the run records all of it."""
+"""Effective parameters, on the tiny random checkpoint with SmolLM2's tokenizer and config (real decoding; what
+the text says does not matter here): a checkpoint's generation_config.json never changes what is sent; per-sample
+seeds survive reordering and re-batching; the system text reaches the model when the chat template rejects a
+system role; the token ids sent hold one BOS; the run records all of it."""
 
 from __future__ import annotations
 
@@ -30,8 +31,6 @@ def hf_backend() -> type[HFBackend]:
 
     return HFBackend
 
-pytestmark = pytest.mark.slow
-
 # Values that, if a checkpoint's generation_config.json leaked into generate(), would change greedy output.
 POISON = {"do_sample": True, "temperature": 3.0, "top_k": 7, "top_p": 0.5, "repetition_penalty": 1.8,
           "no_repeat_ngram_size": 1, "max_new_tokens": 2}
@@ -51,8 +50,8 @@ def ckpt_copy(src: Path, dest: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def clean(smollm2_dir: Path) -> HFBackend:
-    return hf_backend()(str(smollm2_dir))
+def clean(tiny_checkpoint: Path) -> HFBackend:
+    return hf_backend()(str(tiny_checkpoint))
 
 
 def chat(backend: HFBackend, text: str) -> str:
@@ -70,10 +69,10 @@ def texts(results) -> dict[str, list[str]]:
     return {r.request.key: [c.text for c in r.completions] for r in results}
 
 
-def test_generation_config_json_does_not_leak_into_generate(smollm2_dir: Path, tmp_path: Path,
+def test_generation_config_json_does_not_leak_into_generate(tiny_checkpoint: Path, tmp_path: Path,
                                                             clean: HFBackend,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    poisoned = ckpt_copy(smollm2_dir, tmp_path / "poisoned")
+    poisoned = ckpt_copy(tiny_checkpoint, tmp_path / "poisoned")
     gc = json.loads((poisoned / "generation_config.json").read_text())
     (poisoned / "generation_config.json").write_text(json.dumps({**gc, **POISON}))
     bad = hf_backend()(str(poisoned))
@@ -119,8 +118,8 @@ def setup_run(tmp_path: Path, prompt: dict, sampling: dict | None = None, versio
     return p
 
 
-def test_run_records_effective_values_prompts_and_special_tokens(smollm2_dir: Path, tmp_path: Path) -> None:
-    poisoned = ckpt_copy(smollm2_dir, tmp_path / "poisoned")
+def test_run_records_effective_values_prompts_and_special_tokens(tiny_checkpoint: Path, tmp_path: Path) -> None:
+    poisoned = ckpt_copy(tiny_checkpoint, tmp_path / "poisoned")
     gc = json.loads((poisoned / "generation_config.json").read_text())
     (poisoned / "generation_config.json").write_text(json.dumps({**gc, **POISON}))
     p = setup_run(tmp_path, {"chat_template": "model"}, {"top_p": 0.9, "repetition_penalty": 1.05})
@@ -165,14 +164,14 @@ def test_sample_is_stable_under_reordering_and_rebatching(clean: HFBackend) -> N
 
 
 def test_system_text_reaches_the_model_when_the_template_rejects_the_system_role(
-        smollm2_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tiny_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "nosys.jinja").write_text(NO_SYSTEM)
     sent = []
     generate = hf_backend().generate
     monkeypatch.setattr(hf_backend(), "generate", lambda self, reqs, on_result=None: (
         sent.extend(self.tokenizer.decode(r.prompt_ids) for r in reqs) or generate(self, reqs, on_result)))
     p = setup_run(tmp_path, {"chat_template": "nosys.jinja", "system_prompt": "Reply in French."})
-    doc = evaluate(p, smollm2_dir, "t-smoke", RunOptions(progress=False))
+    doc = evaluate(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False))
     assert sent == ["<|im_start|>user\nReply in French.\n\nQ: What is 2+2?<|im_end|>\n"
                     "<|im_start|>assistant\n"]
     assert Store().run_prompts(doc["run_id"])[0]["system_merged"] is True
@@ -180,13 +179,13 @@ def test_system_text_reaches_the_model_when_the_template_rejects_the_system_role
     p = setup_run(tmp_path, {"chat_template": "nosys.jinja", "system_prompt": "Reply in French.",
                              "system_role": "fail"}, version="2")
     with pytest.raises(BadInput, match="rejects a system role.*system_role: fail"):
-        evaluate(p, smollm2_dir, "t-smoke", RunOptions(progress=False))
+        evaluate(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False))
     assert [r["status"] for r in Store().runs()] == ["complete"]
 
 
-def test_token_ids_sent_to_the_model_hold_one_bos(smollm2_dir: Path, tmp_path: Path,
+def test_token_ids_sent_to_the_model_hold_one_bos(tiny_checkpoint: Path, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    ckpt = ckpt_copy(smollm2_dir, tmp_path / "adds-bos")
+    ckpt = ckpt_copy(tiny_checkpoint, tmp_path / "adds-bos")
     set_post_processor(ckpt / "tokenizer.json", ADD_BOS)
     rows = []
     batch_fn = hf_backend()._generate_batch
@@ -201,14 +200,14 @@ def test_token_ids_sent_to_the_model_hold_one_bos(smollm2_dir: Path, tmp_path: P
     assert tok["bos_per_prompt"] == {"min": 1, "max": 1}
 
 
-def test_max_tokens_beyond_the_context_is_refused_before_any_read(smollm2_dir: Path, tmp_path: Path) -> None:
+def test_max_tokens_beyond_the_context_is_refused_before_any_read(tiny_checkpoint: Path, tmp_path: Path) -> None:
     """Issue 28 item 17: ``max_tokens: 100000000`` was accepted though SmolLM2's context is 8,192 tokens
     (config.json max_position_embeddings). Refused before the split is read (no access-log row), naming both."""
     from evalgate.runner.plan import prepare
 
     p = setup_run(tmp_path, {"chat_template": "model"}, {"max_tokens": 100_000_000})
     with pytest.raises(BadInput) as e:
-        prepare(p, smollm2_dir, "t-smoke", RunOptions(progress=False))
+        prepare(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False))
     assert "max_tokens 100000000" in e.value.message and "context of 8192 tokens" in e.value.message
     assert "max_position_embeddings" in e.value.message
     assert Store().access_rows("t-smoke") == [] and Store().runs() == []
@@ -218,17 +217,17 @@ def test_max_tokens_beyond_the_context_is_refused_before_any_read(smollm2_dir: P
     p = setup_run(tmp_path, {"chat_template": "model"}, {"max_tokens": 8190}, version="2")
     with pytest.raises(BadInput, match=r"item 'a''s prompt of \d+ tokens \+ sampling\.max_tokens 8190 = \d+ "
                                        r"exceeds the checkpoint's context of 8192 tokens"):
-        prepare(p, smollm2_dir, "t-smoke", RunOptions(progress=False))
+        prepare(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False))
     assert Store().access_rows("t-smoke") == [] and Store().runs() == []
     p = setup_run(tmp_path, {"chat_template": "model"}, {"max_tokens": 8000}, version="3")  # fits: prepared
-    assert prepare(p, smollm2_dir, "t-smoke", RunOptions(progress=False)).warnings == []
+    assert prepare(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False)).warnings == []
 
 
-def test_the_context_check_is_skipped_for_a_server_and_the_run_says_so(smollm2_dir: Path, tmp_path: Path) -> None:
+def test_the_context_check_is_skipped_for_a_server_and_the_run_says_so(tiny_checkpoint: Path, tmp_path: Path) -> None:
     from evalgate.runner.plan import prepare
 
     p = setup_run(tmp_path, {"chat_template": "model"}, {"max_tokens": 100_000_000})
-    plan = prepare(p, smollm2_dir, "t-smoke", RunOptions(backend="openai", progress=False,
+    plan = prepare(p, tiny_checkpoint, "t-smoke", RunOptions(backend="openai", progress=False,
                                                          backend_options={"base_url": "http://127.0.0.1:9/v1"}))
     (w,) = plan.warnings
     assert w.startswith("context length not checked: the openai server decides it") and "8192" in w

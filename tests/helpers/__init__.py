@@ -1,0 +1,1 @@
+"""Test helpers shared by several test files: the in-process CLI runner, the tiny checkpoint builder."""
