@@ -1,5 +1,6 @@
-"""The generation cache (hits and misses for each key part) and resume after SIGKILL, with the real SmolLM2 model
-through ``evaluate`` and, for the kill, the real CLI in a subprocess."""
+"""The generation cache (hits and misses for each key part) through ``evaluate``, on the tiny random checkpoint (real
+decoding, any weights do), and resume after SIGKILL or Ctrl-C with the real SmolLM2 model (decoding slow enough to
+be stopped half-way) and the real CLI in a subprocess."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # model runs in subprocesses: 15 minutes, not the default 5
+pytestmark = pytest.mark.timeout(900)  # model runs in subprocesses: 15 minutes, not the default 5
 
 
 def _protocol(home: Path, name: str, n: int, max_tokens: int, temperature: float = 1.0, version: str = "1") -> Path:
@@ -42,14 +43,14 @@ def _texts(store: Store, run_id: str) -> dict[tuple[str, int], str]:
     return {(s["item_id"], s["sample_index"]): s["text"] for s in store.samples(run_id)}
 
 
-def test_cache_hits_and_misses_for_each_key_part(home: Path, smollm2_dir: Path, humaneval_records: list[dict],
+def test_cache_hits_and_misses_for_each_key_part(home: Path, tiny_checkpoint: Path, humaneval_records: list[dict],
                                                  monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     write_split("he-one", "smoke", [{"id": r["task_id"], **r} for r in humaneval_records[:1]], {"source": "test"})
     proto = _protocol(home, "cache", n=2, max_tokens=6)
     store = Store()
 
-    first = evaluate(proto, smollm2_dir, "he-one", RunOptions(), store)
+    first = evaluate(proto, tiny_checkpoint, "he-one", RunOptions(), store)
     assert first["counts"]["generated"] == 2 and first["backend"]["model_loaded"] is True
     err = capsys.readouterr().err
     assert "generate" in err and "score" in err and "tok/s" in err  # progress bars on stderr
@@ -68,7 +69,7 @@ def test_cache_hits_and_misses_for_each_key_part(home: Path, smollm2_dir: Path, 
     with monkeypatch.context() as m:
         m.setattr(generate_mod, "get_backend", no_backend)
         m.setattr(prompts_mod, "load_tokenizer", no_tokenizer)
-        again = evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), store)
+        again = evaluate(proto, tiny_checkpoint, "he-one", RunOptions(progress=False), store)
     assert again["counts"]["cached"] == 2 and again["counts"]["generated"] == 0
     assert again["backend"]["model_loaded"] is False
     assert again["backend"]["prompts_from_run"] == first["run_id"]
@@ -78,19 +79,19 @@ def test_cache_hits_and_misses_for_each_key_part(home: Path, smollm2_dir: Path, 
     assert [{k: v for k, v in r.items() if k != "run_id"} for r in store.run_prompts(again["run_id"])] == strip
 
     # each key part misses on its own
-    seed = evaluate(proto, smollm2_dir, "he-one", RunOptions(seed=99, progress=False), store)
+    seed = evaluate(proto, tiny_checkpoint, "he-one", RunOptions(seed=99, progress=False), store)
     assert seed["counts"]["generated"] == 2 and seed["counts"]["cached"] == 0
 
     other_proto = _protocol(home, "cache", n=2, max_tokens=5, version="2")
-    changed = evaluate(other_proto, smollm2_dir, "he-one", RunOptions(progress=False), store)
+    changed = evaluate(other_proto, tiny_checkpoint, "he-one", RunOptions(progress=False), store)
     assert changed["counts"]["generated"] == 2 and changed["protocol"]["sha256"] != first["protocol"]["sha256"]
 
     other_ckpt = home / "ckpt-copy"
     other_ckpt.mkdir()
-    for f in smollm2_dir.iterdir():
+    for f in tiny_checkpoint.iterdir():
         if f.name != "config.json":
             (other_ckpt / f.name).symlink_to(f)
-    cfg = json.loads((smollm2_dir / "config.json").read_text())
+    cfg = json.loads((tiny_checkpoint / "config.json").read_text())
     cfg["evalgate_test_marker"] = 1  # different bytes, different digest, same weights
     (other_ckpt / "config.json").write_text(json.dumps(cfg))
     moved = evaluate(proto, other_ckpt, "he-one", RunOptions(progress=False), store)
@@ -98,7 +99,7 @@ def test_cache_hits_and_misses_for_each_key_part(home: Path, smollm2_dir: Path, 
     assert moved["counts"]["generated"] == 2 and moved["counts"]["cached"] == 0
 
     # the misses added entries; they replaced nothing: the original key still hits
-    assert evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), store)["counts"]["cached"] == 2
+    assert evaluate(proto, tiny_checkpoint, "he-one", RunOptions(progress=False), store)["counts"]["cached"] == 2
 
     # the rendered prompt is part of the key: same checkpoint, protocol, item and seeds, but a renderer that now
     # writes the prompt differently (as a transformers upgrade can change a chat template's output) regenerates
@@ -113,7 +114,7 @@ def test_cache_hits_and_misses_for_each_key_part(home: Path, smollm2_dir: Path, 
     with monkeypatch.context() as m:
         m.setattr(prompts_mod, "render_prompt", upgraded)
         m.setattr(plan_mod, "renderer_versions", lambda: {"evalgate": "next", "transformers": "next"})
-        rerendered = evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), store)
+        rerendered = evaluate(proto, tiny_checkpoint, "he-one", RunOptions(progress=False), store)
     assert rerendered["counts"]["generated"] == 2 and rerendered["backend"]["prompts_from_run"] is None
     # the first run's samples still show the completions of its own prompt
     assert _texts(store, first["run_id"]) == texts
@@ -167,20 +168,20 @@ def test_sigkill_half_way_then_resume_regenerates_only_what_is_missing(home: Pat
         assert con.execute("SELECT count(*) FROM samples WHERE run_id=?", [doc["run_id"]]).fetchone()[0] == 4
 
 
-def test_resumed_samples_equal_uninterrupted_ones(home: Path, smollm2_dir: Path,
+def test_resumed_samples_equal_uninterrupted_ones(home: Path, tiny_checkpoint: Path,
                                                   humaneval_records: list[dict]) -> None:
     """Per-sample seeds make a sample independent of which others are pending: generating samples {0, 1} at once
     equals generating 0 first and 1 later (what a resume does)."""
     write_split("he-one", "smoke", [{"id": r["task_id"], **r} for r in humaneval_records[:1]], {"source": "test"})
     proto = _protocol(home, "indep", n=2, max_tokens=6)
     together = Store(home / "a.duckdb")
-    doc = evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), together)
+    doc = evaluate(proto, tiny_checkpoint, "he-one", RunOptions(progress=False), together)
     separate = Store(home / "b.duckdb")
     first = _protocol(home, "indep", n=1, max_tokens=6, version="n1")  # generates sample 0 only
-    evaluate(first, smollm2_dir, "he-one", RunOptions(progress=False), separate)
+    evaluate(first, tiny_checkpoint, "he-one", RunOptions(progress=False), separate)
     with separate.connect() as con:  # move sample 0 under the n=2 protocol's hash, as if an earlier run stored it
         con.execute("UPDATE generations SET protocol_hash=?", [doc["protocol"]["sha256"]])
-    resumed = evaluate(proto, smollm2_dir, "he-one", RunOptions(progress=False), separate)
+    resumed = evaluate(proto, tiny_checkpoint, "he-one", RunOptions(progress=False), separate)
     assert resumed["counts"]["cached"] == 1 and resumed["counts"]["generated"] == 1
     assert _texts(separate, resumed["run_id"]) == _texts(together, doc["run_id"])
 

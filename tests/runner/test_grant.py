@@ -31,36 +31,35 @@ def private(home: Path) -> Path:
 
 
 @pytest.mark.parametrize("grant", [None, ReleaseGrant("forged", "add-private", 1)], ids=["no-grant", "forged"])
-def test_release_gate_purpose_from_python_is_refused_and_logged(private: Path, smollm2_dir: Path,
+def test_release_gate_purpose_from_python_is_refused_and_logged(private: Path, tiny_checkpoint: Path,
                                                                 grant: ReleaseGrant | None) -> None:
     store = Store()
     with pytest.raises(RefusedByPolicy, match="reserved for 'evalgate gate'"):
-        evaluate(private, smollm2_dir, "add-private", RunOptions(purpose="release-gate", grant=grant,
+        evaluate(private, tiny_checkpoint, "add-private", RunOptions(purpose="release-gate", grant=grant,
                                                                  progress=False), store)
     ((split, purpose, detail),) = refused_rows(store)
     assert (split, purpose) == ("add-private", "release-gate") and "reserved for 'evalgate gate'" in detail
     assert store.runs() == [] and not [r for r in store.access_rows() if r["outcome"] != "refused"]
 
 
-@pytest.mark.slow
-def test_an_issued_grant_admits_its_split_for_its_reads_only(private: Path, smollm2_dir: Path) -> None:
+def test_an_issued_grant_admits_its_split_for_its_reads_only(private: Path, tiny_checkpoint: Path) -> None:
     store = Store()  # the grant as the gate's decision gets it: its one read reserved (logged, counted) first
     grant = _reserve_release_reads("g", SplitManager(store), load_manifest("add-private"), "t", [{}], "refused")
     with pytest.raises(RefusedByPolicy, match="covers split add-private, not add-other"):
-        evaluate(private, smollm2_dir, "add-other", RunOptions(purpose="release-gate", grant=grant,
+        evaluate(private, tiny_checkpoint, "add-other", RunOptions(purpose="release-gate", grant=grant,
                                                                progress=False), store)
-    doc = evaluate(private, smollm2_dir, "add-private", RunOptions(purpose="release-gate", grant=grant,
+    doc = evaluate(private, tiny_checkpoint, "add-private", RunOptions(purpose="release-gate", grant=grant,
                                                                    progress=False), store)
     assert doc["status"] == "complete" and doc["purpose"] == "release-gate"
     with pytest.raises(RefusedByPolicy, match="used all its 1 read"):
-        evaluate(private, smollm2_dir, "add-private", RunOptions(purpose="release-gate", grant=grant,
+        evaluate(private, tiny_checkpoint, "add-private", RunOptions(purpose="release-gate", grant=grant,
                                                                  progress=False), store)
     # the completed release-gate run records its result (an uncounted 'result' row, docs/AUDIT.md); the budget
     # counted only the reserved read
     assert [r["outcome"] for r in store.access_rows()] == ["read", "refused", "reserved-read", "result", "refused"]
 
 
-def test_an_item_without_the_scorers_field_is_refused_before_generation(home: Path, smollm2_dir: Path,
+def test_an_item_without_the_scorers_field_is_refused_before_generation(home: Path, tiny_checkpoint: Path,
                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 13 point 13: a missing gold field used to crash with KeyError (exit 3) after every sample was
     generated; now the read stops with exit 2 naming the item and field, and no backend is constructed."""
@@ -74,6 +73,6 @@ def test_an_item_without_the_scorers_field_is_refused_before_generation(home: Pa
     monkeypatch.setattr(generate_mod, "get_backend", lambda *a, **k: pytest.fail("generation must not start"))
     store = Store()
     with pytest.raises(BadInput, match=rf"item '{items[1]['id']}' \(record 2\) has no field 'answer'") as e:
-        evaluate(proto, smollm2_dir, "add-gap", RunOptions(progress=False), store)
+        evaluate(proto, tiny_checkpoint, "add-gap", RunOptions(progress=False), store)
     assert e.value.exit_code == 2
     assert store.runs() == [] and store.access_rows() == []

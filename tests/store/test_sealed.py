@@ -1,8 +1,9 @@
 """Issue 13, point 1: nothing derived from a private or human-audit item is in plain text at rest. The store file (and
 any write-ahead log) and every file the gate writes are scanned byte by byte for each private item's question and
-gold answer, after a real gate with SmolLM2; a dev item's text, stored in clear on purpose, proves the scan sees
-plain text. Authorised reads decrypt; the cache still hits; a missing or wrong key is refused before anything is
-written; migration 9 seals an existing store's plain-text rows."""
+gold answer, after a real gate (the tiny random checkpoint: what the model writes is sealed whatever it says; the
+worst completion, one repeating the question and answer, comes from a scripted server below); a dev item's text,
+stored in clear on purpose, proves the scan sees plain text. Authorised reads decrypt; the cache still hits; a
+missing or wrong key is refused before anything is written; migration 9 seals an existing store's plain-text rows."""
 
 from __future__ import annotations
 
@@ -73,13 +74,12 @@ def _counts(home: Path) -> dict[str, int]:
         con.close()
 
 
-@pytest.mark.slow
-def test_gate_leaves_no_private_text_at_rest(home: Path, smollm2_dir: Path) -> None:
+def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path) -> None:
     write_split("seal-dev", "dev", [{"id": "dev-marker", "question": DEV_MARKER, "answer": "4"},
                                     *addition_items("dev", 1)], {"source": "test"})
     write_split("seal-private", "private", PRIVATE, {"source": "test"})
     ppath = _protocol(home)
-    evaluate(ppath, smollm2_dir, "seal-dev", RunOptions(train_run="r", train_seed=1, step=1, progress=False))
+    evaluate(ppath, tiny_checkpoint, "seal-dev", RunOptions(train_run="r", train_seed=1, step=1, progress=False))
     policy = home / "g.yaml"
     policy.write_text(yaml.safe_dump({
         "name": "seal", "protocol": "seal-test@1", "protocol_file": str(ppath), "selection_split": "seal-dev",
@@ -91,7 +91,7 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, smollm2_dir: Path) -> N
     assert g.exit_code in (0, 1), g.output
     run_id = json.loads(g.stdout)["seeds"][0]["decision"]["run_id"]
     # run --json of the private split: refused (the gate's purpose only), and its error document holds no item
-    r = _cli("run", "--protocol", str(ppath), "--checkpoint", str(smollm2_dir), "--split", "seal-private", "--json")
+    r = _cli("run", "--protocol", str(ppath), "--checkpoint", str(tiny_checkpoint), "--split", "seal-private", "--json")
     assert r.exit_code == 2
 
     stored = _at_rest(home)
@@ -137,11 +137,10 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, smollm2_dir: Path) -> N
     assert _counts(home) == before
 
 
-@pytest.mark.slow
-def test_human_audit_run_is_sealed_and_its_export_is_plain(home: Path, smollm2_dir: Path) -> None:
+def test_human_audit_run_is_sealed_and_its_export_is_plain(home: Path, tiny_checkpoint: Path) -> None:
     write_split("ha", "human-audit", HUMAN_AUDIT, {"source": "test"})
     ppath = _protocol(home)
-    doc = evaluate(ppath, smollm2_dir, "ha", RunOptions(progress=False))
+    doc = evaluate(ppath, tiny_checkpoint, "ha", RunOptions(progress=False))
     assert [s for s in _secrets(HUMAN_AUDIT) if s in _at_rest(home)] == []
     (row,) = Store().samples(doc["run_id"])
     assert HUMAN_AUDIT[0]["question"] in row["prompt"]
@@ -158,12 +157,12 @@ def test_human_audit_run_is_sealed_and_its_export_is_plain(home: Path, smollm2_d
     assert Store().human_scores("ha")[0]["note"] == rec["note"]
 
 
-def test_human_audit_run_without_key_is_refused_and_logged(home: Path, smollm2_dir: Path,
+def test_human_audit_run_without_key_is_refused_and_logged(home: Path, tiny_checkpoint: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     write_split("ha", "human-audit", HUMAN_AUDIT, {"source": "test"})
     ppath = _protocol(home)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "nokey"))
-    r = _cli("run", "--protocol", str(ppath), "--checkpoint", str(smollm2_dir), "--split", "ha", "--json")
+    r = _cli("run", "--protocol", str(ppath), "--checkpoint", str(tiny_checkpoint), "--split", "ha", "--json")
     assert r.exit_code == 2 and "encrypted at rest" in r.output, r.output
     assert Store().runs() == []
     log = Store().access_rows("ha")
@@ -241,14 +240,14 @@ class _Parrot(BaseHTTPRequestHandler):
         pass
 
 
-def test_openai_backend_completions_are_sealed(home: Path, smollm2_dir: Path) -> None:
+def test_openai_backend_completions_are_sealed(home: Path, tiny_checkpoint: Path) -> None:
     write_split("ha", "human-audit", HUMAN_AUDIT, {"source": "test"})
     ppath = _protocol(home)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Parrot)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        doc = evaluate(ppath, smollm2_dir, "ha", RunOptions(backend="openai", backend_options={"base_url": url},
+        doc = evaluate(ppath, tiny_checkpoint, "ha", RunOptions(backend="openai", backend_options={"base_url": url},
                                                            progress=False))
     finally:
         server.shutdown()

@@ -1,5 +1,6 @@
 """``evalgate sweep`` run locally: checkpoint discovery, one model load per checkpoint, skipping complete units, and
-Ctrl-C marking the running unit interrupted so a rerun generates only what is missing (real SmolLM2, real DuckDB)."""
+Ctrl-C marking the running unit interrupted so a rerun generates only what is missing (the tiny random checkpoint
+with SmolLM2's tokenizer: real loads and decoding, what the text says does not matter here; real DuckDB)."""
 
 from __future__ import annotations
 
@@ -20,15 +21,13 @@ from evalgate.sweep import local as local_mod
 from tests.conftest import REPO
 from tests.sweep.sweep_fixtures import addition_protocol, addition_split, make_checkpoints
 
-pytestmark = pytest.mark.slow
 
-
-def test_discovery_orders_by_step_and_says_what_it_ignored(home: Path, smollm2_dir: Path,
-                                                           smollm2_gguf: Path) -> None:
+def test_discovery_orders_by_step_and_says_what_it_ignored(home: Path, tiny_checkpoint: Path,
+                                                           gguf_path: Path) -> None:
     seed_dir = home / "runs" / "grpo" / "seed-1"
-    make_checkpoints(home / "runs", smollm2_dir, [20, 5])
+    make_checkpoints(home / "runs", tiny_checkpoint, [20, 5])
     (seed_dir / "checkpoint-30").mkdir()  # an optimizer-only folder: no config.json
-    (seed_dir / "final.gguf").symlink_to(smollm2_gguf)
+    (seed_dir / "final.gguf").symlink_to(gguf_path)
     found, ignored = discover_checkpoints(str(seed_dir / "*"))
     # by training run, seed, step: the GGUF carries no training run (sorts first), then step 5 before 20 although
     # "checkpoint-20" sorts before "checkpoint-5" as text
@@ -39,9 +38,9 @@ def test_discovery_orders_by_step_and_says_what_it_ignored(home: Path, smollm2_d
         discover_checkpoints(str(home / "nothing-*"))
 
 
-def test_cli_sweep_loads_each_model_once_and_skips_complete_units(home: Path, smollm2_dir: Path,
+def test_cli_sweep_loads_each_model_once_and_skips_complete_units(home: Path, tiny_checkpoint: Path,
                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    make_checkpoints(home / "runs", smollm2_dir, [10, 20])
+    make_checkpoints(home / "runs", tiny_checkpoint, [10, 20])
     proto = addition_protocol(home, max_tokens=4, n=2)
     addition_split("dev-a", 1)
     addition_split("dev-b", 1, first=5)  # other items: nothing shared through the generation cache
@@ -92,8 +91,8 @@ def test_cli_sweep_loads_each_model_once_and_skips_complete_units(home: Path, sm
 
 
 def test_ctrl_c_marks_the_running_unit_interrupted_and_a_rerun_generates_only_the_rest(
-        home: Path, smollm2_dir: Path) -> None:
-    make_checkpoints(home / "runs", smollm2_dir, [10])
+        home: Path, tiny_checkpoint: Path) -> None:
+    make_checkpoints(home / "runs", tiny_checkpoint, [10])
     proto = addition_protocol(home, max_tokens=4, n=1)
     addition_split("dev-a", 3)
     pattern = str(home / "runs/*/*/checkpoint-*")
@@ -114,6 +113,7 @@ def test_ctrl_c_marks_the_running_unit_interrupted_and_a_rerun_generates_only_th
     assert done["counts"]["cached"] == 1 and done["counts"]["samples_from"][first["run_id"]] == 1
 
 
+@pytest.mark.integration  # a fresh interpreter: what importing the sweep loads
 def test_nothing_imports_ray_without_the_ray_flag() -> None:
     code = ("import sys, evalgate.cli, evalgate.sweep, evalgate.sweep.local, evalgate.commands.sweep; "
             "print('ray' in sys.modules)")
@@ -122,10 +122,10 @@ def test_nothing_imports_ray_without_the_ray_flag() -> None:
 
 
 def test_gate_evaluate_missing_sweeps_the_selection_split_with_the_policy_backend(home: Path,
-                                                                                   smollm2_dir: Path) -> None:
+                                                                                   tiny_checkpoint: Path) -> None:
     from evalgate.gate.missing import evaluate_missing
 
-    make_checkpoints(home / "runs", smollm2_dir, [10])
+    make_checkpoints(home / "runs", tiny_checkpoint, [10])
     proto = addition_protocol(home, max_tokens=4, n=1)
     addition_split("dev-a", 1)
     policy = home / "gate.yaml"
@@ -140,11 +140,11 @@ def test_gate_evaluate_missing_sweeps_the_selection_split_with_the_policy_backen
 
 
 def test_gate_evaluate_missing_says_which_checkpoint_it_dropped_as_a_duplicate(home: Path,
-                                                                             smollm2_dir: Path) -> None:
+                                                                             tiny_checkpoint: Path) -> None:
     """Issue 28 item 17: seed 2's checkpoint-10 holding the very files of seed 1's was dropped by
     ``gate --evaluate-missing`` without a word (only ``sweep`` listed it). Right: named, with the seed it lacks."""
-    make_checkpoints(home / "runs", smollm2_dir, [10], seed=1)
-    make_checkpoints(home / "runs", smollm2_dir, [10], seed=2)  # same config marker, same links: same digest
+    make_checkpoints(home / "runs", tiny_checkpoint, [10], seed=1)
+    make_checkpoints(home / "runs", tiny_checkpoint, [10], seed=2)  # same config marker, same links: same digest
     proto = addition_protocol(home, max_tokens=4, n=1)
     addition_split("dev-a", 1)
     policy = home / "gate.yaml"

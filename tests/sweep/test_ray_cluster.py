@@ -1,7 +1,7 @@
-"""``evalgate sweep --ray`` on a real local Ray cluster (2 CPUs on 127.0.0.1, one cluster for the module) with the
-real SmolLM2 model: the stored samples equal the sequential sweep's; a worker killed mid-unit is replaced and sent
-only what it had not returned; a driver killed mid-sweep loses nothing stored, and the rerun generates only the
-rest."""
+"""``evalgate sweep --ray`` on a real local Ray cluster (2 CPUs on 127.0.0.1, one cluster for the module): the stored
+samples equal the sequential sweep's (the tiny random checkpoint); with the real SmolLM2 model, whose decoding is
+slow enough to be interrupted mid-unit: a worker killed mid-unit is replaced and sent only what it had not
+returned; a driver killed mid-sweep loses nothing stored, and the rerun generates only the rest."""
 
 from __future__ import annotations
 
@@ -48,9 +48,9 @@ def _generations(store: Store) -> list[tuple[Any, ...]]:
         return con.execute("SELECT checkpoint_digest, item_id, sample_index, run_id FROM generations").fetchall()
 
 
-def test_ray_sweep_stores_the_samples_of_the_sequential_sweep(home: Path, smollm2_dir: Path,
+def test_ray_sweep_stores_the_samples_of_the_sequential_sweep(home: Path, tiny_checkpoint: Path,
                                                               ray_cluster: Any) -> None:
-    make_checkpoints(home / "runs", smollm2_dir, [10, 20])
+    make_checkpoints(home / "runs", tiny_checkpoint, [10, 20])  # the same samples: any weights do
     proto = addition_protocol(home, max_tokens=4, n=1)
     addition_split("dev-a", 2)
     pattern = str(home / "runs/*/*/checkpoint-*")
