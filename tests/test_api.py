@@ -193,15 +193,15 @@ def test_notebook_path_on_the_replay_backend(tmp_path: Path, no_env: Path, monke
     assert not (no_env / "splits").exists() and not (no_env / ".evalgate").exists()
 
 
-def test_notebook_path_on_smollm2(tmp_path: Path, no_env: Path, smollm2_dir: Path) -> None:
-    """The real model (slow): a Workspace with no variable set evaluates SmolLM2 on a 3-item addition split, then
+def test_notebook_path_on_a_checkpoint(tmp_path: Path, no_env: Path, tiny_checkpoint: Path) -> None:
+    """A Workspace with no variable set evaluates a checkpoint (the tiny random one) on a 3-item addition split, then
     gates that checkpoint with itself as the baseline: the typed verdict says it is no candidate (same weights as
     the baseline) and fails on ``runs_present`` (known by construction)."""
     import evalgate
     from evalgate.demo.train import addition_items
     from evalgate.splits import write_split
 
-    models = Path(str(smollm2_dir)).parent  # the converted model stays where the suite caches it
+    models = Path(str(tiny_checkpoint)).parent  # the checkpoint stays where the suite caches it
     ws = evalgate.Workspace(tmp_path / "ws", actor="nb", key=tmp_path / "private.key", models=models)
     proto = tmp_path / "addition.yaml"
     proto.write_text((REPO / "protocols" / "addition.yaml").read_text())
@@ -213,7 +213,7 @@ def test_notebook_path_on_smollm2(tmp_path: Path, no_env: Path, smollm2_dir: Pat
     seed_dir.mkdir(parents=True)
     ckpt = seed_dir / "checkpoint-3"  # a real checkpoint-N folder (a symlinked folder resolves to the cache's name)
     ckpt.mkdir()
-    for f in Path(str(smollm2_dir)).iterdir():
+    for f in Path(str(tiny_checkpoint)).iterdir():
         (ckpt / f.name).symlink_to(f)
     run = ws.evaluate(proto, ckpt, "add-dev", train_run="nb-run", train_seed=1, purpose="checkpoint-selection")
     assert isinstance(run, evalgate.RunRecord) and run.status == "complete" and run.checkpoint.step == 3
@@ -224,7 +224,7 @@ def test_notebook_path_on_smollm2(tmp_path: Path, no_env: Path, smollm2_dir: Pat
     policy = tmp_path / "gate.yaml"
     policy.write_text(yaml.safe_dump({
         "name": "nb-gate", "protocol": "addition@1", "protocol_file": str(proto), "selection_split": "add-dev",
-        "decision_split": "add-private", "metric": "pass@1", "baseline": {"checkpoint": str(smollm2_dir)},
+        "decision_split": "add-private", "metric": "pass@1", "baseline": {"checkpoint": str(tiny_checkpoint)},
         "bootstrap_resamples": 200, "rules": {"min_improvement": 0.01, "min_seeds": 1}}))
     verdict = ws.gate(policy)
     # known by construction: the only candidate has the baseline's weights, so it is set aside (no candidate), no

@@ -64,8 +64,8 @@ class _NanLossAt:
             state.log_history[-1]["loss"] = math.nan
 
 
-@pytest.mark.slow
-def test_guard_trip_stops_a_real_trainer_run_at_that_step(tmp_path: Path, smollm2_dir: Path) -> None:
+@pytest.mark.integration  # a real transformers Trainer (on the tiny random checkpoint: any weights train)
+def test_guard_trip_stops_a_real_trainer_run_at_that_step(tmp_path: Path, tiny_checkpoint: Path) -> None:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, Trainer, TrainerCallback, TrainingArguments
 
@@ -73,8 +73,8 @@ def test_guard_trip_stops_a_real_trainer_run_at_that_step(tmp_path: Path, smollm
     from evalgate.training.callback import STOP_REASON_FILE, EvalgateCallback
 
     torch.set_num_threads(2)
-    tok = AutoTokenizer.from_pretrained(str(smollm2_dir))
-    model = AutoModelForCausalLM.from_pretrained(str(smollm2_dir), dtype=torch.float32)
+    tok = AutoTokenizer.from_pretrained(str(tiny_checkpoint))
+    model = AutoModelForCausalLM.from_pretrained(str(tiny_checkpoint), dtype=torch.float32)
     data = [_encode(tok, it) for it in addition_items("train", 16)]
     inject = type("Inject", (_NanLossAt, TrainerCallback), {})(3)
     cb = EvalgateCallback()

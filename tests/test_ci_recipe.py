@@ -4,8 +4,8 @@ filled from a context like the one Actions provides. ``uses:`` steps (checkout, 
 are GitHub's and skipped: the store simply stays where it is between two runs, as a restored cache or a
 persistent volume leaves it. In the whole-workflow test ``pip`` and ``gh`` are stand-ins that record their
 arguments and ``evalgate`` is this checkout's CLI; the install step's own commands run for real in
-``test_the_install_step_installs_evalgate_from_the_checkout``. The checkpoint is a real SmolLM2-135M directory
-(training seed 1, step 4) on 2-item splits.
+``test_the_install_step_installs_evalgate_from_the_checkout``. The checkpoint is the tiny random checkpoint
+(SmolLM2's tokenizer; training seed 1, step 4) on 2-item splits.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from evalgate.splits import load_key, write_split
 from tests.conftest import REPO
 from tests.gate.test_real import _variant
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # a venv install and model runs: 15 min, not 5
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # a venv install and model runs: 15 min, not 5
 
 WORKFLOW = REPO / ".github" / "workflows" / "evalgate-example.yml"
 EXPR = re.compile(r"\$\{\{\s*([A-Za-z_][\w.]*)\s*\}\}")
@@ -104,7 +104,7 @@ def shims(bin_dir: Path, log: Path) -> None:
         (bin_dir / name).chmod(0o755)
 
 
-def user_repo(home: Path, smollm2_dir: Path) -> tuple[Path, Path]:
+def user_repo(home: Path, tiny_checkpoint: Path) -> tuple[Path, Path]:
     """A user's repository as the workflow expects it (protocol with its committed lock, split manifests with the
     private data encrypted, a gate policy) and a training run's checkpoints outside it."""
     repo = home / "repo"
@@ -125,15 +125,16 @@ def user_repo(home: Path, smollm2_dir: Path) -> tuple[Path, Path]:
         "selection_split": "my-dev", "decision_split": "my-private", "baseline": {"checkpoint": "$EVALGATE_BASELINE"},
         "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
     train = home / "train"
-    # one checkpoint: each costs a process that loads torch and the model (about 20 s of CPU)
-    ck = _variant(smollm2_dir, train / "seed-1" / "checkpoint-4", 4)
+    # one checkpoint (the tiny random one: the workflow's plumbing, not the model, is tested): each costs a process
+    # that loads torch
+    ck = _variant(tiny_checkpoint, train / "seed-1" / "checkpoint-4", 4)
     (ck / "trainer_state.json").write_text(json.dumps({"global_step": 4, "log_history": [
         {"step": s, "loss": 1.0 / s, "grad_norm": 1.0, "learning_rate": 1e-4} for s in range(1, 5)]}))
     return repo, train
 
 
-def test_the_example_workflow_runs_its_steps_on_a_temporary_store(home: Path, smollm2_dir: Path) -> None:
-    repo, train = user_repo(home, smollm2_dir)
+def test_the_example_workflow_runs_its_steps_on_a_temporary_store(home: Path, tiny_checkpoint: Path) -> None:
+    repo, train = user_repo(home, tiny_checkpoint)
     key = load_key().decode()
     log = home / "shim.log"
     shims(home / "bin", log)
@@ -145,7 +146,7 @@ def test_the_example_workflow_runs_its_steps_on_a_temporary_store(home: Path, sm
     context: dict[str, Any] = {"github.workspace": str(repo), "github.actor": "octo", "github.run_id": "1",
                                "secrets.EVALGATE_PRIVATE_KEY": key, "secrets.EVALGATE_VARS_TOKEN": "t",
                                "secrets.EVALGATE_LOG_KEY": _log_key_pem(),
-                               "vars.EVALGATE_BASELINE": str(smollm2_dir),
+                               "vars.EVALGATE_BASELINE": str(tiny_checkpoint),
                                "vars.EVALGATE_CHECKPOINT_ROOT": str(train)}
 
     # first run, fresh store, no head pinned

@@ -61,8 +61,7 @@ def test_trivial_baselines_scored_by_the_protocols_scorer() -> None:
     assert deserved == pytest.approx({"empty": 0.0, "constant": 0.0, "most_common_gold": 2 / 3})
 
 
-@pytest.mark.slow
-def test_preflight_cli_on_a_real_model(tmp_path: Path, smollm2_dir: Path) -> None:
+def test_preflight_cli_on_a_real_checkpoint(tmp_path: Path, tiny_checkpoint: Path) -> None:
     from click.testing import CliRunner
 
     from evalgate.cli import main
@@ -72,7 +71,7 @@ def test_preflight_cli_on_a_real_model(tmp_path: Path, smollm2_dir: Path) -> Non
 
     write_split("addition-train", "smoke", addition_items("train", 2), {"source": "evalgate.demo.train"})
     report = tmp_path / "preflight.html"
-    args = ["preflight", "--protocol", str(ADDITION), "--checkpoint", str(smollm2_dir), "--split", "addition-train",
+    args = ["preflight", "--protocol", str(ADDITION), "--checkpoint", str(tiny_checkpoint), "--split", "addition-train",
             "--samples", "4", "--report", str(report), "--json"]
     res = CliRunner().invoke(main, args)
     # a greedy protocol: one sample per prompt, each prompt all-correct or all-wrong -> 100% zero-variance > 0.5

@@ -117,17 +117,17 @@ def test_template_reads_tools() -> None:
         template_reads_tools("{% for m in messages %}")
 
 
-@pytest.mark.slow
-def test_native_format_with_smollm2s_own_template_is_refused(tmp_path: Path, smollm2_dir: Path) -> None:
+def test_native_format_with_smollm2s_own_template_is_refused(tmp_path: Path, tiny_checkpoint: Path) -> None:
     """SmolLM2-135M-Instruct's chat template ignores ``tools`` (protocols/gsm8k-python-tool-native.yaml says to
-    use the text protocol for it): ``chat_template: model`` with format hermes is refused before the read."""
+    use the text protocol for it): ``chat_template: model`` with format hermes is refused before the read (the tiny
+    checkpoint's folder holds SmolLM2's template)."""
     from evalgate.checkpoints.resolve import resolve_checkpoint
 
     proto = _protocol(tmp_path, "hermes", "model")
     _budgeted_split()
     store = Store()
-    with pytest.raises(BadInput, match=f"the chat template of {smollm2_dir} never reads 'tools'"):
-        evaluate(proto, resolve_checkpoint(smollm2_dir), "chk-split", RunOptions(progress=False), store)
+    with pytest.raises(BadInput, match=f"the chat template of {tiny_checkpoint} never reads 'tools'"):
+        evaluate(proto, resolve_checkpoint(tiny_checkpoint), "chk-split", RunOptions(progress=False), store)
     assert _spent(store) == ([], 0, [])
 
 

@@ -1,5 +1,6 @@
-"""Agentic runs with the real SmolLM2-135M-Instruct tokenizer and model: GSM8K with the python tool (text
-protocol) through the hf backend, and the native ``hermes`` format through a chat template that renders tools."""
+"""Agentic runs: GSM8K with the python tool (text protocol) through the hf backend and the real SmolLM2-135M-Instruct
+model; the native ``hermes`` format through a chat template that renders tools, and the ``openai`` format over
+HTTP, with recorded or scripted turns and the tiny checkpoint's folder (SmolLM2's tokenizer)."""
 
 from __future__ import annotations
 
@@ -19,11 +20,11 @@ from evalgate.splits import load_manifest, read_items, write_split
 from evalgate.store import Store
 from tests.conftest import REPO, SHARED_DATA
 
-pytestmark = pytest.mark.slow
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
 TEMPLATE = Path(__file__).parent / "agent_data" / "hermes_tools.jinja"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not GSM8K.is_file(), reason=f"GSM8K test set not found at {GSM8K}")
 def test_gsm8k_python_tool_end_to_end_with_smollm2_and_rerun_from_stored_turns(home: Path,
                                                                                smollm2_dir: Path) -> None:
@@ -60,7 +61,7 @@ def test_gsm8k_python_tool_end_to_end_with_smollm2_and_rerun_from_stored_turns(h
 
 
 def test_native_hermes_format_renders_tools_and_results_with_the_chat_template(home: Path,
-                                                                              smollm2_dir: Path) -> None:
+                                                                              tiny_checkpoint: Path) -> None:
     """A chat template that supports tools (tests/agent/agent_data/hermes_tools.jinja) with SmolLM2's tokenizer and
     recorded turns: the call is read from <tool_call>, run, and shown back in <tool_response>; the stored prompt
     hash of turn 1 is that of the conversation written out by hand below."""
@@ -78,7 +79,7 @@ def test_native_hermes_format_renders_tools_and_results_with_the_chat_template(h
                       + json.dumps({"item_id": "q", "turn": 1, "text": "The answer is 42"}) + "\n")
     write_split("native-one", "smoke", [{"id": "q", "prompt": "What is 6*7?", "answer": "42"}], {"source": "test"})
     store = Store()
-    run = evaluate(path, resolve_checkpoint(smollm2_dir), "native-one",
+    run = evaluate(path, resolve_checkpoint(tiny_checkpoint), "native-one",
                    RunOptions(backend="replay", backend_options={"file": str(replay)}, progress=False), store)
     turns = store.trajectory_turns(run["checkpoint"]["digest"], run["protocol"]["sha256"],
                                    run["backend"]["generation_settings_sha256"])
@@ -93,7 +94,7 @@ def test_native_hermes_format_renders_tools_and_results_with_the_chat_template(h
     assert run["metrics"]["pass@1"] == 1.0
 
 
-def test_openai_format_sends_tools_and_reads_tool_calls_over_http(home: Path, smollm2_dir: Path) -> None:
+def test_openai_format_sends_tools_and_reads_tool_calls_over_http(home: Path, tiny_checkpoint: Path) -> None:
     """tools.format: openai through the openai backend against a scripted OpenAI-compatible server on 127.0.0.1:
     the offered tools go out as ``tools``, the answer's ``tool_calls`` are run, and the next request carries the
     assistant's tool_calls and the ``tool`` message with the result under its tool_call_id."""
@@ -136,7 +137,7 @@ def test_openai_format_sends_tools_and_reads_tool_calls_over_http(home: Path, sm
         freeze(path)
         write_split("oai-one", "smoke", [{"id": "q", "prompt": "What is 6*7?", "answer": "42"}], {"source": "t"})
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        run = evaluate(path, resolve_checkpoint(smollm2_dir), "oai-one",
+        run = evaluate(path, resolve_checkpoint(tiny_checkpoint), "oai-one",
                        RunOptions(backend="openai", backend_options={"base_url": url, "model": "m"},
                                   progress=False), Store())
     finally:

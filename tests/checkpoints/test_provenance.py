@@ -64,9 +64,9 @@ def test_a_corrupt_arguments_file_is_not_a_seed(tmp_path: Path) -> None:
     assert infer_training(d)[0]["train_seed"] is None
 
 
-def test_resolve_records_where_each_value_came_from(tmp_path: Path, smollm2_dir: Path) -> None:
+def test_resolve_records_where_each_value_came_from(tmp_path: Path, tiny_checkpoint: Path) -> None:
     d = _dir(tmp_path, "grpo/seed-1/checkpoint-9")
-    for f in smollm2_dir.iterdir():
+    for f in tiny_checkpoint.iterdir():
         if f.is_file():
             (d / f.name).symlink_to(f)
     ck = resolve_checkpoint(d, train_run="named-by-hand")
@@ -115,7 +115,7 @@ def test_a_step_folder_and_trainer_state_that_disagree_are_said_and_the_folder_w
     assert disagreements(infer_training(d)[1]) == []
 
 
-def test_the_run_warns_and_records_the_disagreement(tmp_path: Path, smollm2_dir: Path) -> None:
+def test_the_run_warns_and_records_the_disagreement(tmp_path: Path, tiny_checkpoint: Path) -> None:
     import yaml
 
     from evalgate.protocol.freeze import freeze
@@ -124,7 +124,7 @@ def test_the_run_warns_and_records_the_disagreement(tmp_path: Path, smollm2_dir:
     from evalgate.splits import write_split
 
     d = _dir(tmp_path, "grpo/seed-1/checkpoint-800")
-    for f in smollm2_dir.iterdir():
+    for f in tiny_checkpoint.iterdir():
         if f.is_file():
             (d / f.name).symlink_to(f)
     (d / "trainer_state.json").write_text(json.dumps({"global_step": 750, "log_history": []}))

@@ -295,12 +295,11 @@ def test_every_registered_benchmark_has_a_starter() -> None:
         assert (REPO / "evalgate" / "scaffold" / "templates" / f"protocol-{name}.yaml.j2").is_file()
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(900)  # the workflow's steps each load torch and the model (10 min seen on a loaded machine)
-def test_the_workflow_init_writes_runs_its_steps_on_a_temporary_store(home: Path, smollm2_dir: Path) -> None:
+@pytest.mark.timeout(900)  # the workflow's steps each load torch and a model (10 min seen on a loaded machine)
+def test_the_workflow_init_writes_runs_its_steps_on_a_temporary_store(home: Path, tiny_checkpoint: Path) -> None:
     """The workflow ``init`` writes, run step by step by tests/test_ci_recipe.py's harness (``pip`` and ``gh``
-    recorded, ``evalgate`` this checkout) on a repository init made from 14 addition items, with one real SmolLM2
-    checkpoint: every step succeeds and the gate reaches a verdict."""
+    recorded, ``evalgate`` this checkout) on a repository init made from 14 addition items, with one checkpoint (the
+    tiny random one): every step succeeds and the gate reaches a verdict."""
     from evalgate.demo.train import addition_items
     from evalgate.splits import load_key
     from tests.gate.test_real import _variant
@@ -315,7 +314,7 @@ def test_the_workflow_init_writes_runs_its_steps_on_a_temporary_store(home: Path
     proto.write_text(proto.read_text().replace("max_tokens: 256", "max_tokens: 8"))  # the user's edit, before freezing
     assert evalgate(repo, "protocol", "freeze", "protocols/add.yaml",
                     env={"EVALGATE_HOME": str(home / "dev-machine")}).returncode == 0
-    ck = _variant(smollm2_dir, home / "train" / "seed-1" / "checkpoint-4", 4)
+    ck = _variant(tiny_checkpoint, home / "train" / "seed-1" / "checkpoint-4", 4)
     (ck / "trainer_state.json").write_text(json.dumps({"global_step": 4, "log_history": [
         {"step": s, "loss": 1.0 / s, "grad_norm": 1.0, "learning_rate": 1e-4} for s in range(1, 5)]}))
     shims(home / "bin", home / "shim.log")
@@ -324,7 +323,7 @@ def test_the_workflow_init_writes_runs_its_steps_on_a_temporary_store(home: Path
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "XDG_CONFIG_HOME": str(home / "runner-config")}
     context = {"github.workspace": str(repo), "github.actor": "octo", "github.run_id": "1",
                "secrets.EVALGATE_PRIVATE_KEY": load_key().decode(), "secrets.EVALGATE_VARS_TOKEN": "t",
-               "secrets.EVALGATE_LOG_KEY": _log_key_pem(), "vars.EVALGATE_BASELINE": str(smollm2_dir)}
+               "secrets.EVALGATE_LOG_KEY": _log_key_pem(), "vars.EVALGATE_BASELINE": str(tiny_checkpoint)}
     results = {name: (code, out) for name, code, out in
                run_workflow(repo, context, env, workflow=repo / ".github" / "workflows" / "evalgate-add.yml")}
     assert list(results) == ["Install evalgate", "Check the store against the pinned access-log head",

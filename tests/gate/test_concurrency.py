@@ -1,8 +1,8 @@
 """Issue 13 point 2: gates started together on one private split. Each reserves all its decision reads in one locked
 step before reading anything, so exactly one decides and the others are refused having spent nothing (a private
 result shown before is a free re-read, issue 27, so each gate here needs a read no other has made); then an
-unchanged gate reuses the stored decision (point 5). Real ``evalgate gate`` processes, a real SmolLM2 checkpoint
-on tiny splits, a real DuckDB store."""
+unchanged gate reuses the stored decision (point 5). Real ``evalgate gate`` processes, variants of the tiny random
+checkpoint on tiny splits, a real DuckDB store."""
 
 from __future__ import annotations
 
@@ -29,11 +29,12 @@ def _counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in rows if r["outcome"] in ("read", "override")]
 
 
+@pytest.mark.integration  # four gate processes at once
 @pytest.mark.timeout(900)
-def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Path, smollm2_dir: Path) -> None:
+def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Path, tiny_checkpoint: Path) -> None:
     # the private tier's policy with a budget of 3 reads / 30 days (a manifest may lower the tier's 4)
     ppath = tiny_addition(home, "cc", DEFAULT_POLICIES["private"].model_copy(update={"max_reads": 3}))
-    ck = _variant(smollm2_dir, home / "train" / "seed1" / "checkpoint-2", 2)
+    ck = _variant(tiny_checkpoint, home / "train" / "seed1" / "checkpoint-2", 2)
     evaluate(ppath, ck, "cc-dev", RunOptions(train_run="cc", train_seed=1, progress=False))
 
     def policy(name: str, baseline: Path) -> Path:
@@ -45,7 +46,7 @@ def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Pat
         return p
 
     # a first gate (baseline + seed 1's best = 2 reads) leaves 1 of 3
-    first = run_gate(load_policy(policy("g0", smollm2_dir)), Store())
+    first = run_gate(load_policy(policy("g0", tiny_checkpoint)), Store())
     store = Store()
     assert len(_counted(store.access_rows("cc-private"))) == 2
     before = len(store.access_rows("cc-private"))
@@ -59,7 +60,7 @@ def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Pat
     # baseline of its own (a checkpoint no gate has shown on the private split): each needs exactly 1 new read (its
     # baseline; seed 1's best was shown by g0, a free re-read), and 1 is left, so exactly one can decide whatever
     # the timing
-    bases = [_variant(smollm2_dir, home / "bases" / f"b{i}", 100 + i) for i in range(1, 5)]
+    bases = [_variant(tiny_checkpoint, home / "bases" / f"b{i}", 100 + i) for i in range(1, 5)]
     procs = [gate(f"g{i}", f"actor-{i}", bases[i - 1]) for i in range(1, 5)]
     outs = [p.communicate(timeout=600) for p in procs]
     codes = [p.returncode for p in procs]
@@ -88,7 +89,7 @@ def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Pat
 
     # the first gate again, unchanged: its stored decision is reused, nothing is read or spent
     rows = len(store.access_rows("cc-private"))
-    again = CliRunner().invoke(main, ["gate", "--policy", str(policy("g0", smollm2_dir))])
+    again = CliRunner().invoke(main, ["gate", "--policy", str(policy("g0", tiny_checkpoint))])
     assert again.exit_code in (0, 1), again.output
     assert f"  reused decision of gate {first.gate_id} from " in again.output
     assert [r["outcome"] for r in store.access_rows("cc-private")[rows:]] == ["reused", "result"]

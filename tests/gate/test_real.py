@@ -1,5 +1,6 @@
-"""The gate end to end through the CLI with real evaluations: SmolLM2-135M checkpoints on tiny addition splits, the
-decision split read through the split manager (purpose release-gate, counted, cache reused)."""
+"""The gate end to end through the CLI with real evaluations: variants of the tiny random checkpoint (SmolLM2's
+tokenizer; real decoding, what it writes does not matter here) on tiny addition splits, the decision split read
+through the split manager (purpose release-gate, counted, cache reused)."""
 
 from __future__ import annotations
 
@@ -49,8 +50,9 @@ def tiny_addition(home: Path, prefix: str, policy: Any = None) -> Path:
     return path
 
 
+@pytest.mark.integration  # the CLI in subprocesses: its stderr as a CI log shows it
 @pytest.mark.timeout(900)
-def test_gate_cli_with_real_decision_runs(home: Path, smollm2_dir: Path) -> None:
+def test_gate_cli_with_real_decision_runs(home: Path, tiny_checkpoint: Path) -> None:
     write_split("add-dev", "dev", addition_items("dev", 3), {"source": "test"})
     write_split("add-private", "private", addition_items("private", 3), {"source": "test"})
     proto = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
@@ -68,7 +70,7 @@ def test_gate_cli_with_real_decision_runs(home: Path, smollm2_dir: Path) -> None
     assert cli("protocol", "freeze", str(ppath)).returncode == 0
     run_dir = home / "train" / "seed1"
     for step in (2, 4):
-        ck = _variant(smollm2_dir, run_dir / f"checkpoint-{step}", step)
+        ck = _variant(tiny_checkpoint, run_dir / f"checkpoint-{step}", step)
         (ck / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": [
             {"step": s, "loss": 1.0 / s, "grad_norm": 1.0, "learning_rate": 1e-4} for s in range(1, step + 1)]}))
         evaluate(ppath, ck, "add-dev", RunOptions(train_seed=1, progress=False))
@@ -76,13 +78,13 @@ def test_gate_cli_with_real_decision_runs(home: Path, smollm2_dir: Path) -> None
     policy = home / "gates" / "g.yaml"
     policy.write_text(yaml.safe_dump({
         "name": "real", "protocol": "add-test@1", "selection_split": "add-dev", "decision_split": "add-private",
-        "baseline": {"checkpoint": str(smollm2_dir)}, "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
-    # without --json: the ~100 s of private evaluation show what is read and how far it got, on stderr, as whole
+        "baseline": {"checkpoint": str(tiny_checkpoint)}, "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
+    # without --json: the private evaluation shows what is read and how far it got, on stderr, as whole
     # lines in a log (no terminal here), counts only: the baseline and the seed's best, 3 samples each
     t = cli("gate", "--policy", str(policy))
     assert t.returncode in (0, 1), t.stderr
     assert "\r" not in t.stderr
-    for ck in (smollm2_dir, "checkpoint-"):
+    for ck in (tiny_checkpoint, "checkpoint-"):
         assert any(ln.startswith("gate: evaluating ") and str(ck) in ln and ln.endswith(" on add-private "
                    "(release-gate)") for ln in t.stderr.splitlines()), t.stderr
     bars = [ln for ln in t.stderr.splitlines() if ln.startswith(("generate:", "score:"))]

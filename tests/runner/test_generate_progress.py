@@ -1,6 +1,6 @@
 """The ``generate`` bar moves during an hf batch (issue 32: a new user's 32-sample smoke run showed 0/32 for 13
-minutes, since the count moved only when a whole ``generate()`` batch returned), with the real SmolLM2 model
-through ``evaluate``, as a CI log shows it."""
+minutes, since the count moved only when a whole ``generate()`` batch returned), with real decoding (the tiny random
+checkpoint) through ``evaluate``, as a CI log shows it."""
 
 from __future__ import annotations
 
@@ -15,20 +15,18 @@ from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO
 
-pytestmark = pytest.mark.slow
 
-
-def test_the_generate_bar_shows_the_batch_before_it_returns(home: Path, smollm2_dir: Path,
+def test_the_generate_bar_shows_the_batch_before_it_returns(home: Path, tiny_checkpoint: Path,
                                                             monkeypatch: pytest.MonkeyPatch,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
-    from evalgate.backends import hf  # torch comes with it: imported when this (slow) test runs, not at collection
+    from evalgate.backends import hf  # torch comes with it: imported when this test runs, not at collection
 
     monkeypatch.setattr(progress, "LOG_INTERVAL_S", 0.0)  # a line per report (stderr is no terminal here)
     monkeypatch.setattr(hf, "REPORT_INTERVAL_S", 0.0)
     items = [{"id": f"a{i}", "question": f"What is {10 + i} + {20 + i}?", "answer": str(30 + 2 * i)}
              for i in range(4)]
     write_split("add-four", "smoke", items, {"source": "test"})
-    run = evaluate(REPO / "protocols" / "addition.yaml", smollm2_dir, "add-four", RunOptions(), Store())
+    run = evaluate(REPO / "protocols" / "addition.yaml", tiny_checkpoint, "add-four", RunOptions(), Store())
     assert run["counts"]["generated"] == 4
     lines = [ln for ln in capsys.readouterr().err.splitlines() if ln.startswith("generate:")]
     counts = [tuple(map(int, m.groups())) for ln in lines if (m := re.search(r" (\d+)/(\d+) \[", ln))]

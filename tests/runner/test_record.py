@@ -7,7 +7,6 @@ import importlib.metadata
 import json
 from pathlib import Path
 
-import pytest
 import yaml
 from click.testing import CliRunner
 
@@ -18,8 +17,6 @@ from evalgate.runner.evaluate import RunOptions, RunRecord, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO
-
-pytestmark = pytest.mark.slow
 
 
 def addition_protocol(home: Path, max_tokens: int = 3) -> Path:
@@ -32,11 +29,11 @@ def addition_protocol(home: Path, max_tokens: int = 3) -> Path:
     return path
 
 
-def test_stored_run_equals_the_returned_document_and_run_json(home: Path, smollm2_dir: Path) -> None:
+def test_stored_run_equals_the_returned_document_and_run_json(home: Path, tiny_checkpoint: Path) -> None:
     write_split("add-one", "dev", addition_items("dev", 1), {"source": "test"})
     proto = addition_protocol(home)
     store = Store()
-    doc = evaluate(proto, smollm2_dir, "add-one", RunOptions(progress=False), store)
+    doc = evaluate(proto, tiny_checkpoint, "add-one", RunOptions(progress=False), store)
     (row,) = store.runs(run_id=doc["run_id"])
     # what the issue found missing from the stored row
     info = row["backend_info"]
@@ -48,7 +45,7 @@ def test_stored_run_equals_the_returned_document_and_run_json(home: Path, smollm
     assert RunRecord.from_row(row).as_dict() == doc
 
     # run --json (a cached rerun) prints exactly what it stored
-    r = CliRunner().invoke(main, ["run", "--protocol", str(proto), "--checkpoint", str(smollm2_dir), "--split",
+    r = CliRunner().invoke(main, ["run", "--protocol", str(proto), "--checkpoint", str(tiny_checkpoint), "--split",
                                   "add-one", "--json"])
     assert r.exit_code == 0, r.output
     printed = json.loads(r.stdout)

@@ -49,20 +49,19 @@ def test_migration_7_keeps_old_rows_but_never_reuses_them(tmp_path: Path) -> Non
     con.close()
 
 
-@pytest.mark.slow
-def test_another_backend_never_succeeds_from_hf_samples(home: Path, smollm2_dir: Path) -> None:
+def test_another_backend_never_succeeds_from_hf_samples(home: Path, tiny_checkpoint: Path) -> None:
     write_split("add-one", "dev", addition_items("dev", 1), {"source": "test"})
     proto = addition_protocol(home, max_tokens=2)
     store = Store()
-    first = evaluate(proto, smollm2_dir, "add-one", RunOptions(progress=False), store)
+    first = evaluate(proto, tiny_checkpoint, "add-one", RunOptions(progress=False), store)
     assert first["counts"]["samples_from"] == {first["run_id"]: 1}
     assert first["backend"]["generation_settings"]["backend"] == "hf"
-    again = evaluate(proto, smollm2_dir, "add-one", RunOptions(backend_options={"device": "cpu"}, progress=False),
+    again = evaluate(proto, tiny_checkpoint, "add-one", RunOptions(backend_options={"device": "cpu"}, progress=False),
                      store)
     assert again["counts"]["cached"] == 1 and again["counts"]["samples_from"] == {first["run_id"]: 1}
     # the fresh-user finding: an openai run (no server here) used to "succeed" from the hf samples
     with pytest.raises(EvalgateError):
-        evaluate(proto, smollm2_dir, "add-one", RunOptions(
+        evaluate(proto, tiny_checkpoint, "add-one", RunOptions(
             backend="openai", backend_options={"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 0},
             progress=False), store)
     assert [r["status"] for r in store.runs()] == ["complete", "complete", "failed"]

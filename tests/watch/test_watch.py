@@ -241,14 +241,14 @@ def _watch_cmd(run: Path, tmp_path: Path, split: str, *extra: str) -> list[str]:
             "--settle", "0.2", "--poll", "0.2", "--status-dir", str(tmp_path / "status"), *extra]
 
 
-@pytest.mark.slow
+@pytest.mark.integration  # watch in a subprocess, killed and restarted
 def test_kill_and_restart_evaluates_nothing_twice_and_loses_nothing(tmp_path: Path, dev_split: str,
-                                                                    smollm2_dir: Path) -> None:
+                                                                    tiny_checkpoint: Path) -> None:
     from evalgate.store import Store
 
     run = tmp_path / "run"
     for step in (1, 2, 3):
-        _tiny_checkpoint(smollm2_dir, run / f"checkpoint-{step}", step, max_steps=3)
+        _tiny_checkpoint(tiny_checkpoint, run / f"checkpoint-{step}", step, max_steps=3)
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     p = subprocess.Popen(_watch_cmd(run, tmp_path, dev_split), env=env, stderr=subprocess.PIPE, text=True)
     status = tmp_path / "status" / "status.json"
