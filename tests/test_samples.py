@@ -8,15 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
 
-from evalgate.cli import main
 from evalgate.core.errors import RefusedByPolicy
 from evalgate.demo.train import addition_items
 from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import load_manifest, write_split
 from evalgate.store import Store
 from evalgate.views.samples import compare_runs, mcnemar_exact, run_samples
+from tests.helpers.cli import cli_parts
 from tests.runner.test_record import addition_protocol
 
 pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
@@ -41,11 +40,6 @@ def add_run(store: Store, run_id: str, split: str, statuses: list[str], protocol
                       "counts": {"items": len(samples), "samples": len(samples)}}, samples)
 
 
-def cli(*args: str) -> tuple[int, str, str]:
-    r = CliRunner().invoke(main, list(args))
-    return r.exit_code, r.stdout, r.stderr
-
-
 def rows(store: Store) -> list[tuple[str, str, str, str | None]]:
     return [(r["split"], r["purpose"], r["outcome"], r["run_id"]) for r in store.access_rows()]
 
@@ -56,7 +50,7 @@ def test_samples_filter_by_status_item_and_limit_and_each_view_is_a_logged_read(
     add_run(store, "r1", "fx-dev", ["correct", "wrong", "truncated", "wrong"])
     before = len(store.access_rows())
 
-    code, out, _ = cli("samples", "r1", "--status", "wrong", "--json")
+    code, out, _ = cli_parts("samples", "r1", "--status", "wrong", "--json")
     assert code == 0, out
     doc = json.loads(out)
     assert [(s["item_id"], s["status"]) for s in doc["samples"]] == [("q1", "wrong"), ("q3", "wrong")]
@@ -64,17 +58,17 @@ def test_samples_filter_by_status_item_and_limit_and_each_view_is_a_logged_read(
     assert doc["samples"][0]["extracted"] == "1" and doc["samples"][0]["score"] == 0.0
     assert [s.item_id for s in run_samples("r1", limit=3).samples] == ["q0", "q1", "q2"]
     assert [s.item_id for s in run_samples("r1", item="q2").samples] == ["q2"]
-    code, out, _ = cli("samples", "r1", "--item", "q2")
+    code, out, _ = cli_parts("samples", "r1", "--item", "q2")
     assert code == 0 and "q2#0  truncated  score 0" in out and "statuses: correct 1, truncated 1, wrong 2" in out
     # four views, four cached reads of the split, each naming the run
     assert rows(store)[before:] == [("fx-dev", "inspect-samples", "read", "r1")] * 4
     assert all(r["cached"] for r in store.access_rows()[before:])
 
     for bad in (["--status", "incorrect"], ["--item", "q9"]):
-        code, _, err = cli("samples", "r1", *bad)
+        code, _, err = cli_parts("samples", "r1", *bad)
         assert code == 2, err
-    assert "known: correct, wrong, truncated" in cli("samples", "r1", "--status", "incorrect")[2]
-    assert cli("samples", "nope")[0] == 2
+    assert "known: correct, wrong, truncated" in cli_parts("samples", "r1", "--status", "incorrect")[2]
+    assert cli_parts("samples", "nope")[0] == 2
 
 
 @pytest.mark.parametrize("tier", ["private", "human-audit"])
@@ -83,7 +77,7 @@ def test_samples_of_a_private_or_human_audit_run_are_refused_and_the_refusal_log
     store = Store()
     add_run(store, "g1", "fx-guarded", ["correct", "wrong"])
     before = len(store.access_rows())
-    code, out, err = cli("samples", "g1", "--json")
+    code, out, err = cli_parts("samples", "g1", "--json")
     assert code == 2
     assert json.loads(out)["exit_code"] == 2 and "tier " + tier in err
     assert ("export-audit" in err) == (tier == "human-audit")
@@ -92,7 +86,7 @@ def test_samples_of_a_private_or_human_audit_run_are_refused_and_the_refusal_log
     assert "g1" in new[0]["detail"]
     # compare shows per-item statuses too: refused the same way
     add_run(store, "g2", "fx-guarded", ["wrong", "wrong"])
-    assert cli("compare", "g1", "g2")[0] == 2
+    assert cli_parts("compare", "g1", "g2")[0] == 2
     assert [r["outcome"] for r in store.access_rows()[before:]] == ["refused", "refused"]
 
 
@@ -123,7 +117,7 @@ def test_compare_pairs_samples_and_counts_the_changes(home: Path) -> None:
     # pass@1 2/8 and 6/8; stderr of a mean of 8 0/1 scores: sqrt(8/7 * 0.25 * 0.75 / 8) = 0.16366
     add_run(store, "a", "fx-dev", a, step=10, metrics={"pass@1": 0.25, "pass@1_stderr": 0.16366})
     add_run(store, "b", "fx-dev", b, step=20, metrics={"pass@1": 0.75, "pass@1_stderr": 0.16366})
-    code, out, err = cli("compare", "a", "b", "--json")
+    code, out, err = cli_parts("compare", "a", "b", "--json")
     assert code == 0, err
     doc = json.loads(out)
     assert (doc["pairs"], doc["both_correct"], doc["both_not_correct"]) == (8, 1, 1)
@@ -134,7 +128,7 @@ def test_compare_pairs_samples_and_counts_the_changes(home: Path) -> None:
     assert [r["item_id"] for r in doc["rows"]] == ["q0", "q1", "q2", "q3", "q4", "q5", "q7"]
     assert [(r["purpose"], r["run_id"]) for r in store.access_rows()[-2:]] == [("compare-runs", "a"),
                                                                               ("compare-runs", "b")]
-    code, out, _ = cli("compare", "a", "b")
+    code, out, _ = cli_parts("compare", "a", "b")
     assert code == 0 and "p = 0.2188" in out and "q0#0: correct -> wrong" in out
     lines = out.splitlines()  # the two runs' scores, in a table (not only through a second command)
     at = lines.index("run  checkpoint  step  seed  split   pass@1 ± stderr  n")
@@ -152,23 +146,22 @@ def test_compare_refuses_runs_of_different_protocols_or_splits(home: Path) -> No
     add_run(store, "other-split", "fx-dev2", ["correct", "wrong"])
     before = len(store.access_rows())
     for other, what in (("other-proto", "different protocol hashes"), ("other-split", "different splits")):
-        code, _, err = cli("compare", "a", other)
+        code, _, err = cli_parts("compare", "a", other)
         assert code == 2 and what in err and "not paired" in err
     # said once (it read 'different splits (fx-dev vs fx-dev2; protocols p@1 vs p@1, splits fx-dev vs fx-dev2)')
-    assert "have different splits (fx-dev vs fx-dev2): their samples" in cli("compare", "a", "other-split")[2]
+    assert "have different splits (fx-dev vs fx-dev2): their samples" in cli_parts("compare", "a", "other-split")[2]
     with pytest.raises(Exception, match="two different runs"):
         compare_runs("a", "a")
     assert len(store.access_rows()) == before  # refused before anything was read
 
 
-@pytest.mark.slow
-def test_samples_of_a_real_run_show_the_rendered_prompt_and_the_completion(home: Path, smollm2_dir: Path) -> None:
+def test_samples_of_a_real_run_show_the_rendered_prompt_and_the_completion(home: Path, tiny_checkpoint: Path) -> None:
     write_split("add-two", "dev", addition_items("dev", 2), {"source": "test"})
     proto = addition_protocol(home, max_tokens=3)
     store = Store()
-    doc = evaluate(proto, smollm2_dir, "add-two", RunOptions(progress=False), store)
+    doc = evaluate(proto, tiny_checkpoint, "add-two", RunOptions(progress=False), store)
     stored: dict[str, Any] = {s["item_id"]: s for s in store.samples(doc["run_id"])}
-    code, out, err = cli("samples", doc["run_id"], "--json")
+    code, out, err = cli_parts("samples", doc["run_id"], "--json")
     assert code == 0, err
     shown = json.loads(out)["samples"]
     assert len(shown) == 2
@@ -200,7 +193,7 @@ def test_samples_of_an_unfinished_run_say_so_and_read_nothing(home: Path) -> Non
     store.create_run(_run_row(store, "cut"))
     store.fail_run("cut", "KeyboardInterrupt", status="interrupted")
     before = rows(store)
-    code, out, err = cli("samples", "cut")
+    code, out, err = cli_parts("samples", "cut")
     assert code == 2 and "run cut is interrupted, not complete" in err and "Rerun" in err
     assert rows(store) == before  # refused before the read: nothing logged
 

@@ -9,13 +9,12 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from click.testing import CliRunner
 
 import evalgate
-from evalgate.cli import main
 from evalgate.splits import SplitManager, write_split
 from evalgate.views.audit import AuditSummary, ContaminationBudget, ReadBudget
 from evalgate.views.samples import ChangedSample, Comparison, RunSide, Sample, Samples
+from tests.helpers.cli import cli
 from tests.test_samples import ITEMS, add_run
 
 SAMPLES_KEYS = ["run_id", "split", "tier", "protocol", "checkpoint_path", "counts", "total", "shown", "samples"]
@@ -34,7 +33,7 @@ def ws(home: Path) -> evalgate.Workspace:
 
 
 def cli_json(*args: str) -> dict:
-    r = CliRunner().invoke(main, [*args, "--json"])
+    r = cli(*args, "--json")
     assert r.exit_code == 0, r.output
     return json.loads(r.stdout)
 

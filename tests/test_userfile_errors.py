@@ -13,21 +13,17 @@ from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from evalgate.cli import main
 from evalgate.core.errors import BadInput
 from evalgate.splits import list_manifests, splits_dir, write_split
 from tests.conftest import REPO
+from tests.helpers.cli import cli
 
 pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 
 PROTOCOL = (REPO / "protocols" / "addition.yaml").read_text()
 POLICY = (REPO / "gates" / "demo.yaml").read_text()
-
-
-def cli(*args: str) -> Result:
-    return CliRunner().invoke(main, [str(a) for a in args])
 
 
 def assert_not_internal(r: Result, what: str) -> None:

@@ -7,21 +7,15 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from evalgate.cli import main
 from evalgate.core.errors import RefusedByPolicy
 from evalgate.splits import SplitManager, write_split
 from evalgate.store import Store
+from tests.helpers.cli import cli_out
 
 pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
 
 ITEMS = [{"id": "a", "question": "1+1", "answer": "2"}]
-
-
-def cli(*args: str) -> tuple[int, str]:
-    r = CliRunner().invoke(main, list(args))
-    return r.exit_code, r.stdout + r.stderr
 
 
 def test_audit_log_lists_rows_and_filters_by_split_date_and_refusal(home: Path) -> None:
@@ -32,7 +26,7 @@ def test_audit_log_lists_rows_and_filters_by_split_date_and_refusal(home: Path) 
     with pytest.raises(RefusedByPolicy):
         manager.open("l-private", "peek", "bob")
 
-    code, out = cli("audit", "log", "--json")
+    code, out = cli_out("audit", "log", "--json")
     assert code == 0, out
     rows = json.loads(out)
     # write_split logs no row; the read and the refusal do
@@ -41,15 +35,15 @@ def test_audit_log_lists_rows_and_filters_by_split_date_and_refusal(home: Path) 
     assert abs(datetime.fromisoformat(rows[0]["ts"]) - datetime.now(UTC)) < timedelta(minutes=5)
     assert "release-gate" in rows[1]["detail"]
 
-    code, out = cli("audit", "log", "--refused")
+    code, out = cli_out("audit", "log", "--refused")
     assert code == 0 and len(out.splitlines()) == 1
     assert "bob" in out and "l-private (private)" in out and "peek" in out and "refused" in out
     assert "may be read only for purpose release-gate" in out  # why, for a refusal
-    code, out = cli("audit", "log", "--split", "l-dev", "--json")
+    code, out = cli_out("audit", "log", "--split", "l-dev", "--json")
     assert [r["actor"] for r in json.loads(out)] == ["alice"]
     tomorrow = (date.today() + timedelta(days=2)).isoformat()
-    assert cli("audit", "log", "--since", tomorrow) == (0, "no access-log rows matching the filters\n")
-    code, out = cli("audit", "log", "--since", "yesterday")
+    assert cli_out("audit", "log", "--since", tomorrow) == (0, "no access-log rows matching the filters\n")
+    code, out = cli_out("audit", "log", "--since", "yesterday")
     assert code == 2 and "not an ISO date" in out
 
 
@@ -58,8 +52,8 @@ def test_audit_log_of_an_unknown_split_is_refused_like_audit(home: Path) -> None
     'evalgate audit --split' refused the same name (exit 2)."""
     write_split("l-dev", "dev", ITEMS, {"source": "test"})
     for args in (("audit", "--split", "l-dve"), ("audit", "log", "--split", "l-dve")):
-        code, out = cli(*args)
+        code, out = cli_out(*args)
         assert (code, out) == (2, "error: unknown split 'l-dve': no manifest and no access-log rows; known splits: "
                                   "l-dev\n"), args
     # a split that exists but was never read: no rows, not an error
-    assert cli("audit", "log", "--split", "l-dev") == (0, "no access-log rows matching the filters\n")
+    assert cli_out("audit", "log", "--split", "l-dev") == (0, "no access-log rows matching the filters\n")

@@ -16,12 +16,12 @@ from typing import Any
 
 import pytest
 import yaml
-from click.testing import CliRunner, Result
+from click.testing import Result
 
 import evalgate.gate.report.outputs as report_mod
-from evalgate.cli import main
 from evalgate.gate import run_gate
 from tests import gate_fixtures as fx
+from tests.helpers.cli import cli
 
 pytestmark = pytest.mark.usefixtures("memory_store")
 
@@ -39,10 +39,6 @@ PROTOCOL = {"name": "shape", "version": "1", "prompt": {"chat_template": "none",
             "sampling": {"max_tokens": 8, "temperature": 0.0}, "scorer": {"name": "exact"},
             "extraction": {"rule": "last_number"}}
 ITEMS = [{"id": f"q{i}", "question": f"{i}+{i}?", "answer": str(2 * i)} for i in range(4)]
-
-
-def invoke(*args: str) -> Result:
-    return CliRunner().invoke(main, list(args))
 
 
 @pytest.fixture
@@ -81,7 +77,7 @@ def replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
 def test_run_prints_its_record_or_three_lines(replay: dict[str, Path]) -> None:
     args = ["run", "--protocol", str(replay["protocol"]), "--checkpoint", str(replay["ck10"]), "--split",
             "shape-dev", "--backend", "replay", "--backend-option", f"file={replay['answers']}"]
-    r = invoke(*args, "--json")
+    r = cli(*args, "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert list(doc) == RUN_KEYS
@@ -95,7 +91,7 @@ def test_run_prints_its_record_or_three_lines(replay: dict[str, Path]) -> None:
     assert doc["metrics"]["pass@1"] == pytest.approx(0.75) and doc["metrics"]["pass@1_stderr"] == pytest.approx(0.25)
     assert (doc["counts"]["items"], doc["counts"]["samples"], doc["counts"]["cached"]) == (4, 4, 0)
 
-    text = invoke(*args)  # the same run again: every sample from the generation cache
+    text = cli(*args)  # the same run again: every sample from the generation cache
     assert text.exit_code == 0, text.output
     lines = text.stdout.splitlines()
     assert len(lines) == 3, text.stdout
@@ -109,7 +105,7 @@ def test_sweep_prints_its_summary_or_units_and_results(replay: dict[str, Path]) 
     args = ["sweep", "--protocol", str(replay["protocol"]), "--checkpoints",
             str(replay["ck10"].parent / "checkpoint-*"), "--split", "shape-dev", "--backend", "replay",
             "--backend-option", f"file={replay['answers']}"]
-    r = invoke(*args, "--json")
+    r = cli(*args, "--json")
     assert r.exit_code == 0, r.output
     doc = json.loads(r.stdout)
     assert list(doc) == SWEEP_KEYS and [list(u) for u in doc["units"]] == [UNIT_KEYS, UNIT_KEYS]
@@ -119,7 +115,7 @@ def test_sweep_prints_its_summary_or_units_and_results(replay: dict[str, Path]) 
         (10, "done", 4, None), (20, "done", 4, None)]
     assert doc["tokens"] == 2 * 4 * 3  # two checkpoints x four completions of three words
 
-    text = invoke(*args)
+    text = cli(*args)
     assert text.exit_code == 0, text.output
     ids = [u["run_id"] for u in doc["units"]]
     lines = text.stdout.splitlines()
@@ -136,7 +132,7 @@ def test_sweep_prints_its_summary_or_units_and_results(replay: dict[str, Path]) 
 def _gate(monkeypatch: pytest.MonkeyPatch, *args: str) -> Result:
     """``evalgate gate`` over the fixtures: their decision runs are stored, not evaluated (no model here)."""
     monkeypatch.setattr(report_mod, "run_gate", lambda p, s, a, **k: run_gate(p, s, a, evaluate_decision=False, **k))
-    return invoke("gate", *args)
+    return cli("gate", *args)
 
 
 def test_gate_prints_its_verdict_document_or_rules_seeds_and_what_to_ship(tmp_path: Path,
@@ -197,7 +193,7 @@ def test_gate_prints_its_verdict_document_or_rules_seeds_and_what_to_ship(tmp_pa
 def test_diagnose_prints_seeds_or_a_table_and_exits_1_when_a_fail_signal_fires(tmp_path: Path) -> None:
     fx.build(tmp_path / "runs", seeds=(1, 3))
     logs = [str(tmp_path / "runs" / f"fx-run-seed{s}" / "checkpoint-40" / "trainer_state.json") for s in (1, 3)]
-    r = invoke("diagnose", *logs, "--seed", "1", "--seed", "3", "--json")
+    r = cli("diagnose", *logs, "--seed", "1", "--seed", "3", "--json")
     assert r.exit_code == 1, r.output  # seed 3's grad_norm is NaN at step 25
     doc: dict[str, Any] = json.loads(r.stdout)
     assert list(doc) == ["seeds", "fail"] and doc["fail"] is True
@@ -207,7 +203,7 @@ def test_diagnose_prints_seeds_or_a_table_and_exits_1_when_a_fail_signal_fires(t
     assert doc["seeds"][1]["worst"] == "fail" and doc["seeds"][1]["first_break"]["step"] == 25
 
     report = tmp_path / "d.html"
-    text = invoke("diagnose", *logs, "--seed", "1", "--seed", "3", "--report", str(report))
+    text = cli("diagnose", *logs, "--seed", "1", "--seed", "3", "--report", str(report))
     assert text.exit_code == 1 and report.is_file()
     lines = text.stdout.splitlines()
     # one row per signal, one column per seed; seed 3's NaN grad_norm (step 25) fails, seed 1's logged completion
@@ -222,7 +218,7 @@ def test_diagnose_prints_seeds_or_a_table_and_exits_1_when_a_fail_signal_fires(t
     assert notes[2] == f"seed 3: {logs[1]} (trainer_state, steps 5..40)"
     assert notes[3].startswith("  first break: nonfinite at step 25 (system): 'grad_norm' became NaN/inf")
     assert notes[4:] == [f"report: {report}"]
-    r = invoke("diagnose", logs[0], "--json", "--report", str(tmp_path / "one.html"))
+    r = cli("diagnose", logs[0], "--json", "--report", str(tmp_path / "one.html"))
     doc = json.loads(r.stdout)
     assert (r.exit_code, list(doc), doc["fail"], doc["report"]) == (0, ["seeds", "fail", "report"], False,
                                                                     str(tmp_path / "one.html"))
@@ -239,7 +235,7 @@ def test_the_commands_print_the_typed_results_of_the_workspace(tmp_path: Path, r
     run = ws.evaluate(replay["protocol"], replay["ck10"], "shape-dev", backend="replay",
                       backend_options={"file": str(replay["answers"])})
     assert isinstance(run, evalgate.RunRecord) and run.actor == "test-actor"
-    printed = json.loads(invoke("run", "--protocol", str(replay["protocol"]), "--checkpoint", str(replay["ck10"]),
+    printed = json.loads(cli("run", "--protocol", str(replay["protocol"]), "--checkpoint", str(replay["ck10"]),
                                 "--split", "shape-dev", *rb, "--json").stdout)
     # a second run has its own id, time and counts (every sample cached), and its backend says whose prompts it reused
     same = ("status", "protocol", "checkpoint", "split", "effective_params", "metrics", "actor", "purpose", "version")
@@ -249,7 +245,7 @@ def test_the_commands_print_the_typed_results_of_the_workspace(tmp_path: Path, r
     swept = ws.sweep(replay["protocol"], str(replay["ck10"].parent / "checkpoint-*"), ["shape-dev"],
                      evalgate.RunOptions(backend="replay", backend_options={"file": str(replay["answers"])}))
     assert isinstance(swept, evalgate.SweepSummary) and swept.counts == {"done": 1, "skipped": 1}
-    doc = json.loads(invoke("sweep", "--protocol", str(replay["protocol"]), "--checkpoints",
+    doc = json.loads(cli("sweep", "--protocol", str(replay["protocol"]), "--checkpoints",
                             str(replay["ck10"].parent / "checkpoint-*"), "--split", "shape-dev", *rb, "--json").stdout)
     assert [u["run_id"] for u in doc["units"]] == [u["run_id"] for u in swept.units] and list(doc) == SWEEP_KEYS
 
@@ -267,5 +263,5 @@ def test_the_commands_print_the_typed_results_of_the_workspace(tmp_path: Path, r
     logs = [tmp_path / "fx" / "fx-run-seed2" / "checkpoint-40" / "trainer_state.json"]
     found = ws.diagnose(logs, [2])
     assert isinstance(found, evalgate.DiagnosisSummary) and found.fail is False and found.report is None
-    assert json.loads(invoke("diagnose", str(logs[0]), "--seed", "2", "--json").stdout) == json.loads(
+    assert json.loads(cli("diagnose", str(logs[0]), "--seed", "2", "--json").stdout) == json.loads(
         json.dumps(found.as_dict()))

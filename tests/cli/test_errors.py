@@ -6,21 +6,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from evalgate.cli import main
 from evalgate.datasets.humaneval import import_humaneval
 from tests.conftest import REPO
-
-
-def evalgate(*args: str) -> subprocess.CompletedProcess:
-    """``evalgate ARGS`` run in this process (click's ``CliRunner``): its exit code, stdout and stderr as a shell
-    sees them. An exception the command did not turn into an exit code is raised here, so it cannot pass for one.
-    The same contract from a real process: test_damaged_store_... below and the CLI output tests."""
-    r = CliRunner().invoke(main, list(args))
-    if r.exception is not None and not isinstance(r.exception, SystemExit):
-        raise r.exception
-    return subprocess.CompletedProcess(["evalgate", *args], r.exit_code, r.stdout, r.stderr)
+from tests.helpers.cli import cli
 
 
 def store_snapshot(home: Path) -> bytes:
@@ -39,15 +28,15 @@ def store_snapshot(home: Path) -> bytes:
 @pytest.fixture
 def frozen(home: Path) -> Path:
     import_humaneval()
-    assert evalgate("protocol", "freeze", str(REPO / "protocols" / "humaneval-smoke.yaml")).returncode == 0
+    assert cli("protocol", "freeze", str(REPO / "protocols" / "humaneval-smoke.yaml")).exit_code == 0
     return REPO / "protocols" / "humaneval-smoke.yaml"
 
 
 @pytest.mark.usefixtures("memory_store")
 def test_missing_checkpoint(home: Path, frozen: Path) -> None:
     before = store_snapshot(home)
-    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(home / "nope"), "--split", "humaneval-smoke")
-    assert r.returncode == 2
+    r = cli("run", "--protocol", str(frozen), "--checkpoint", str(home / "nope"), "--split", "humaneval-smoke")
+    assert r.exit_code == 2
     assert r.stderr.strip().splitlines() == [f"error: checkpoint {home / 'nope'} not found; pass an HF model "
                                              "directory or a .gguf file"]
     assert store_snapshot(home) == before
@@ -60,15 +49,15 @@ def test_an_unknown_split_is_refused_before_a_gguf_is_converted(home: Path, froz
     models = tmp_path / "models"
     monkeypatch.setenv("EVALGATE_MODELS", str(models))  # no earlier conversion to reuse
     for args in (["run", "--checkpoint", str(gguf_path)], ["sweep", "--checkpoints", str(gguf_path)]):
-        r = evalgate(*args, "--protocol", str(frozen), "--split", "humaneval-smok")
-        assert r.returncode == 2 and "unknown split 'humaneval-smok'" in r.stderr, (args, r.stderr)
+        r = cli(*args, "--protocol", str(frozen), "--split", "humaneval-smok")
+        assert r.exit_code == 2 and "unknown split 'humaneval-smok'" in r.stderr, (args, r.stderr)
         assert "converting" not in r.stderr and not models.exists(), args
 
 
 def test_unknown_split(home: Path, frozen: Path, tiny_checkpoint: Path) -> None:
     before = store_snapshot(home)
-    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(tiny_checkpoint), "--split", "nope")
-    assert r.returncode == 2
+    r = cli("run", "--protocol", str(frozen), "--checkpoint", str(tiny_checkpoint), "--split", "nope")
+    assert r.exit_code == 2
     assert "unknown split 'nope'" in r.stderr and "known splits: humaneval-dev" in r.stderr
     assert "Traceback" not in r.stderr
     assert store_snapshot(home) == before
@@ -80,8 +69,8 @@ def test_malformed_protocol(home: Path, tiny_checkpoint: Path) -> None:
     bad = home / "bad.yaml"
     bad.write_text("name: x\nversion: 1\nprompt:\n  template: hi\nscorer:\n  name: humaneval\n"
                    "sampling:\n  tempreature: 1\n")
-    r = evalgate("run", "--protocol", str(bad), "--checkpoint", str(tiny_checkpoint), "--split", "humaneval-smoke")
-    assert r.returncode == 2
+    r = cli("run", "--protocol", str(bad), "--checkpoint", str(tiny_checkpoint), "--split", "humaneval-smoke")
+    assert r.exit_code == 2
     assert f"{bad}:8: sampling.tempreature: unknown key 'tempreature'; did you mean 'temperature'?" in r.stderr
     assert store_snapshot(home) == before  # the refused run wrote nothing
 
@@ -89,16 +78,16 @@ def test_malformed_protocol(home: Path, tiny_checkpoint: Path) -> None:
 def test_protocol_drift_exits_1(home: Path, tmp_path: Path) -> None:
     p = tmp_path / "p.yaml"
     p.write_text((REPO / "protocols" / "humaneval-smoke.yaml").read_text())
-    assert evalgate("protocol", "freeze", str(p)).returncode == 0
+    assert cli("protocol", "freeze", str(p)).exit_code == 0
     p.write_text(p.read_text().replace("max_tokens: 192", "max_tokens: 193"))
-    r = evalgate("protocol", "verify", str(p))
-    assert r.returncode == 1 and "sampling.max_tokens: locked=192 now=193" in r.stderr
+    r = cli("protocol", "verify", str(p))
+    assert r.exit_code == 1 and "sampling.max_tokens: locked=192 now=193" in r.stderr
 
 
 def test_release_gate_purpose_is_reserved(home: Path, frozen: Path, tiny_checkpoint: Path) -> None:
-    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(tiny_checkpoint), "--split", "humaneval-private",
+    r = cli("run", "--protocol", str(frozen), "--checkpoint", str(tiny_checkpoint), "--split", "humaneval-private",
                  "--purpose", "release-gate", "--actor", "mallory")
-    assert r.returncode == 2 and "reserved for 'evalgate gate'" in r.stderr
+    assert r.exit_code == 2 and "reserved for 'evalgate gate'" in r.stderr
     import duckdb  # the refused attempt is logged (issue 13 point 4), and nothing else is written
 
     con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
@@ -108,8 +97,8 @@ def test_release_gate_purpose_is_reserved(home: Path, frozen: Path, tiny_checkpo
 
 
 def test_private_split_read_by_run_is_refused_and_logged(home: Path, frozen: Path, tiny_checkpoint: Path) -> None:
-    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(tiny_checkpoint), "--split", "humaneval-private")
-    assert r.returncode == 2 and "may be read only for purpose release-gate" in r.stderr
+    r = cli("run", "--protocol", str(frozen), "--checkpoint", str(tiny_checkpoint), "--split", "humaneval-private")
+    assert r.exit_code == 2 and "may be read only for purpose release-gate" in r.stderr
     import duckdb
 
     con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
@@ -141,9 +130,9 @@ def test_bad_backend_is_refused_before_any_read(home: Path, frozen: Path, tiny_c
     # Found by a fresh-user test: a typo'd backend used to log (and spend) a budgeted read before failing.
     monkeypatch.delenv("EVALGATE_OPENAI_BASE_URL", raising=False)
     before = store_snapshot(home)
-    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(tiny_checkpoint), "--split", "humaneval-public",
+    r = cli("run", "--protocol", str(frozen), "--checkpoint", str(tiny_checkpoint), "--split", "humaneval-public",
                  *flags)
-    assert r.returncode == 2, r.stderr
+    assert r.exit_code == 2, r.stderr
     assert message in r.stderr
     assert store_snapshot(home) == before
 
@@ -154,14 +143,14 @@ def test_bad_checkpoint_files_are_refused_before_any_read(home: Path, frozen: Pa
     before = store_snapshot(home)
     page = tmp_path / "model.gguf"
     page.write_bytes(b"<html>404 Not Found</html>")  # what a failed download often leaves
-    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(page), "--split", "humaneval-smoke")
-    assert r.returncode == 2, r.stderr
+    r = cli("run", "--protocol", str(frozen), "--checkpoint", str(page), "--split", "humaneval-smoke")
+    assert r.exit_code == 2, r.stderr
     assert "is not a GGUF file" in r.stderr and "b'<htm'" in r.stderr
     cut_gguf = tmp_path / "cut.gguf"  # the magic bytes right, the rest cut off: a download stopped early
     with open(gguf_path, "rb") as src:
         cut_gguf.write_bytes(src.read(4096))
-    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(cut_gguf), "--split", "humaneval-smoke")
-    assert r.returncode == 2, r.stderr  # was exit 3, "could not convert GGUF ..."
+    r = cli("run", "--protocol", str(frozen), "--checkpoint", str(cut_gguf), "--split", "humaneval-smoke")
+    assert r.exit_code == 2, r.stderr  # was exit 3, "could not convert GGUF ..."
     assert f"checkpoint {cut_gguf} is not a complete GGUF file" in r.stderr and "truncated" in r.stderr
     cut = tmp_path / "cut"
     cut.mkdir()
@@ -170,8 +159,8 @@ def test_bad_checkpoint_files_are_refused_before_any_read(home: Path, frozen: Pa
             (cut / f.name).symlink_to(f)
     with open(tiny_checkpoint / "model.safetensors", "rb") as src:
         (cut / "model.safetensors").write_bytes(src.read(1 << 20))  # the first MiB: a cut-off copy
-    r = evalgate("run", "--protocol", str(frozen), "--checkpoint", str(cut), "--split", "humaneval-smoke")
-    assert r.returncode == 2, r.stderr
+    r = cli("run", "--protocol", str(frozen), "--checkpoint", str(cut), "--split", "humaneval-smoke")
+    assert r.exit_code == 2, r.stderr
     assert f"checkpoint weights {cut / 'model.safetensors'} cannot be read" in r.stderr
     assert "truncated or damaged" in r.stderr
     assert store_snapshot(home) == before

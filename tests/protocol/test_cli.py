@@ -10,11 +10,7 @@ from click.testing import CliRunner
 from evalgate.cli import main
 from evalgate.protocol.docs import DOC_PATH, SCORERS_DOC_PATH
 from tests.conftest import REPO
-
-
-def cli(*args: str) -> tuple[int, str]:
-    r = CliRunner().invoke(main, list(args))
-    return r.exit_code, r.output
+from tests.helpers.cli import cli_out
 
 
 def test_show_json_prints_resolved_protocol_and_its_hash(tmp_path: Path) -> None:
@@ -39,11 +35,11 @@ def test_show_json_prints_resolved_protocol_and_its_hash(tmp_path: Path) -> None
     canonical = json.dumps(expected, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     sha = hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
-    code, out = cli("protocol", "show", str(p), "--json")
+    code, out = cli_out("protocol", "show", str(p), "--json")
     assert code == 0
     assert json.loads(out) == {"ref": "mini@1", "sha256": sha, "locked": False, "resolved": expected}
-    assert cli("protocol", "freeze", str(p))[0] == 0
-    assert json.loads(cli("protocol", "show", str(p), "--json")[1])["locked"] is True
+    assert cli_out("protocol", "freeze", str(p))[0] == 0
+    assert json.loads(cli_out("protocol", "show", str(p), "--json")[1])["locked"] is True
 
 
 def test_diff_shows_each_differing_field_with_both_values(tmp_path: Path) -> None:
@@ -56,7 +52,7 @@ def test_diff_shows_each_differing_field_with_both_values(tmp_path: Path) -> Non
     changed["sampling"].update(temperature=1.0, stop=["\n"])
     b.write_text(yaml.safe_dump(changed))
 
-    code, out = cli("protocol", "diff", str(a), str(b))
+    code, out = cli_out("protocol", "diff", str(a), str(b))
     assert code == 1  # as diff(1): 1 when the inputs differ
     assert out.splitlines() == [
         "3 field(s) differ between t@1 and t@2:",
@@ -64,14 +60,14 @@ def test_diff_shows_each_differing_field_with_both_values(tmp_path: Path) -> Non
         "  sampling.temperature: a=0.7 b=1.0",
         '  version: a="1" b="2"',
     ]
-    code, out = cli("protocol", "diff", str(a), str(b), "--json")
+    code, out = cli_out("protocol", "diff", str(a), str(b), "--json")
     assert code == 1
     doc = json.loads(out)
     assert doc["a"]["ref"] == "t@1" and doc["b"]["ref"] == "t@2" and doc["a"]["sha256"] != doc["b"]["sha256"]
     assert doc["diff"] == [{"field": "sampling.stop", "a": ["\n\n"], "b": ["\n"]},
                            {"field": "sampling.temperature", "a": 0.7, "b": 1.0},
                            {"field": "version", "a": "1", "b": "2"}]
-    code, out = cli("protocol", "diff", str(a), str(a))
+    code, out = cli_out("protocol", "diff", str(a), str(a))
     assert code == 0 and out.startswith("identical content (")
 
 
@@ -79,11 +75,11 @@ def test_verify_prints_field_level_diff_and_exits_1(tmp_path: Path) -> None:
     p = tmp_path / "p.yaml"
     doc = {"name": "t", "version": "1", "prompt": {"template": "{{ q }}"}, "scorer": {"name": "exact"}}
     p.write_text(yaml.safe_dump(doc))
-    assert cli("protocol", "freeze", str(p))[0] == 0
-    assert cli("protocol", "verify", str(p))[0] == 0
+    assert cli_out("protocol", "freeze", str(p))[0] == 0
+    assert cli_out("protocol", "verify", str(p))[0] == 0
     doc["prompt"]["system_prompt"] = "Be brief."
     p.write_text(yaml.safe_dump(doc))
-    code, out = cli("protocol", "verify", str(p))
+    code, out = cli_out("protocol", "verify", str(p))
     assert code == 1
     assert '  prompt.system_prompt: locked=null now="Be brief."' in out.splitlines()
 
@@ -93,7 +89,7 @@ def test_verify_json_prints_one_document_ok_or_the_drift(tmp_path: Path) -> None
     p = tmp_path / "p.yaml"
     doc = {"name": "t", "version": "1", "prompt": {"template": "{{ q }}"}, "scorer": {"name": "exact"}}
     p.write_text(yaml.safe_dump(doc))
-    assert cli("protocol", "freeze", str(p))[0] == 0
+    assert cli_out("protocol", "freeze", str(p))[0] == 0
     r = CliRunner().invoke(main, ["protocol", "verify", str(p), "--json"])
     sha = json.loads((tmp_path / "p.yaml.lock").read_text())["sha256"]
     assert r.exit_code == 0 and json.loads(r.stdout) == {"ok": True, "path": str(p), "ref": "t@1", "sha256": sha}
@@ -112,25 +108,25 @@ def test_verify_refuses_what_freeze_and_run_refuse(tmp_path: Path, home: Path, m
     p = tmp_path / "p.yaml"
     doc = {"name": "t", "version": "1", "prompt": {"template": "{{ q }}"}, "scorer": {"name": "exact"}}
     p.write_text(yaml.safe_dump(doc))
-    assert cli("protocol", "freeze", str(p))[0] == 0  # this store: t@1 -> content A
+    assert cli_out("protocol", "freeze", str(p))[0] == 0  # this store: t@1 -> content A
     doc["prompt"]["template"] = "Q: {{ q }}"
     p.write_text(yaml.safe_dump(doc))
     p.with_name("p.yaml.lock").unlink()
     monkeypatch.setenv("EVALGATE_HOME", str(tmp_path / "other-machine"))
-    assert cli("protocol", "freeze", str(p))[0] == 0  # a fresh store: t@1 -> content B, lock of B written
+    assert cli_out("protocol", "freeze", str(p))[0] == 0  # a fresh store: t@1 -> content B, lock of B written
     monkeypatch.setenv("EVALGATE_HOME", str(home / "home"))
-    code, out = cli("protocol", "freeze", str(p))
+    code, out = cli_out("protocol", "freeze", str(p))
     assert code == 2 and "already frozen" in out
-    code, out = cli("protocol", "verify", str(p))
+    code, out = cli_out("protocol", "verify", str(p))
     assert code == 2, out
     assert "t@1" in out and "Bump 'version'" in out and "ok:" not in out
     monkeypatch.setenv("EVALGATE_HOME", str(tmp_path / "other-machine"))
-    code, out = cli("protocol", "verify", str(p))  # where it was frozen, it is fine
+    code, out = cli_out("protocol", "verify", str(p))  # where it was frozen, it is fine
     assert code == 0 and out.startswith("ok: t@1")
 
 
 def test_committed_protocol_reference_is_up_to_date() -> None:
-    code, out = cli("protocol", "docs")
+    code, out = cli_out("protocol", "docs")
     assert code == 0
     assert (REPO / DOC_PATH).read_text(encoding="utf-8") == out, (
         f"{DOC_PATH} is stale: regenerate it with 'evalgate protocol docs > {DOC_PATH}'")
@@ -139,7 +135,7 @@ def test_committed_protocol_reference_is_up_to_date() -> None:
 def test_committed_scorer_reference_is_up_to_date_and_covers_every_option() -> None:
     from evalgate.scoring.base import SCORERS
 
-    code, out = cli("protocol", "docs", "--scorers")
+    code, out = cli_out("protocol", "docs", "--scorers")
     assert code == 0
     assert (REPO / SCORERS_DOC_PATH).read_text(encoding="utf-8") == out, (
         f"{SCORERS_DOC_PATH} is stale: regenerate it with 'evalgate protocol docs --scorers > {SCORERS_DOC_PATH}'")
@@ -156,7 +152,7 @@ def test_committed_gate_reference_is_up_to_date_and_covers_every_policy_field() 
     from evalgate.gate.policy import GatePolicy
     from evalgate.protocol.docs import _sections
 
-    code, out = cli("protocol", "docs", "--gate")
+    code, out = cli_out("protocol", "docs", "--gate")
     assert code == 0
     assert (REPO / GATE_DOC_PATH).read_text(encoding="utf-8") == out, (
         f"{GATE_DOC_PATH} is stale: regenerate it with 'evalgate protocol docs --gate > {GATE_DOC_PATH}'")
@@ -177,11 +173,11 @@ def test_run_and_sweep_of_a_drifted_protocol_exit_1_as_their_help_says(tmp_path:
     p = tmp_path / "p.yaml"
     doc = {"name": "t", "version": "1", "prompt": {"template": "{{ q }}"}, "scorer": {"name": "exact"}}
     p.write_text(yaml.safe_dump(doc))
-    assert cli("protocol", "freeze", str(p))[0] == 0
+    assert cli_out("protocol", "freeze", str(p))[0] == 0
     p.write_text(yaml.safe_dump({**doc, "sampling": {"max_tokens": 64}}))
     nothing = str(tmp_path / "no-checkpoint")  # drift is refused before the checkpoint or split is looked at
     for args in (["run", "--checkpoint", nothing, "--split", "s"], ["sweep", "--checkpoints", nothing, "--split", "s"]):
-        code, out = cli(*args[:1], "--protocol", str(p), *args[1:])
+        code, out = cli_out(*args[:1], "--protocol", str(p), *args[1:])
         assert code == 1 and "no longer matches its lock" in out, (args, out)
-    code, out = cli("sweep", "--help")
+    code, out = cli_out("sweep", "--help")
     assert code == 0 and "1 when the protocol no longer matches its lock" in " ".join(out.split())

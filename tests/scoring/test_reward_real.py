@@ -16,12 +16,13 @@ from click.testing import CliRunner
 
 from evalgate.cli import main
 from tests.conftest import REPO
+from tests.helpers.cli import cli
 
 pytestmark = pytest.mark.slow
 
 
-def cli(*args: str) -> dict:
-    r = CliRunner().invoke(main, list(args))
+def cli_doc(*args: str) -> dict:
+    r = cli(*args)
     assert r.exit_code == 0, r.output
     return json.loads(r.stdout) if "--json" in args else {}
 
@@ -55,11 +56,11 @@ def _preference_run(tiny_rm: Path, home: Path, split: str, tier: str, extra: lis
                      "category": "swapped"})
     data = home / "pairs.jsonl"
     data.write_text("".join(json.dumps(r) + "\n" for r in [*rows, *extra]))
-    cli("splits", "add", split, "--tier", tier, "--file", str(data))
+    cli_doc("splits", "add", split, "--tier", tier, "--file", str(data))
     proto = home / "rm-preference.yaml"
     proto.write_text((REPO / "protocols" / "rm-preference.yaml").read_text())
-    cli("protocol", "freeze", str(proto))
-    return cli("run", "--protocol", str(proto), "--checkpoint", str(tiny_rm), "--split", split, "--json")
+    cli_doc("protocol", "freeze", str(proto))
+    return cli_doc("run", "--protocol", str(proto), "--checkpoint", str(tiny_rm), "--split", split, "--json")
 
 
 def test_rm_accuracy_on_pairs_known_by_construction(tiny_rm: Path, home: Path) -> None:
@@ -110,7 +111,7 @@ def test_reward_model_scorer_scores_real_completions_and_caches_them(tiny_rm: Pa
     items = addition_items("dev", 2)
     data = home / "add.jsonl"
     data.write_text("".join(json.dumps(it) + "\n" for it in items))
-    cli("splits", "add", "add-two", "--tier", "smoke", "--file", str(data))
+    cli_doc("splits", "add", "add-two", "--tier", "smoke", "--file", str(data))
     proto = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
     proto.update(name="addition-rm", version="1")
     proto["scorer"] = {"name": "reward_model", "options": {
@@ -118,9 +119,9 @@ def test_reward_model_scorer_scores_real_completions_and_caches_them(tiny_rm: Pa
         "prompt_field": "question"}}
     path = home / "addition-rm.yaml"
     path.write_text(yaml.safe_dump(proto))
-    cli("protocol", "freeze", str(path))
+    cli_doc("protocol", "freeze", str(path))
     args = ("run", "--protocol", str(path), "--checkpoint", str(smollm2_gguf), "--split", "add-two", "--json")
-    doc = cli(*args)
+    doc = cli_doc(*args)
     assert "pass@1" not in doc["metrics"] and doc["counts"]["by_status"] == {"scored": 2}
 
     con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
@@ -143,7 +144,7 @@ def test_reward_model_scorer_scores_real_completions_and_caches_them(tiny_rm: Pa
     mp = pytest.MonkeyPatch()
     mp.setattr(reward.RewardModel, "load", refuse)
     try:
-        again = cli(*args)
+        again = cli_doc(*args)
     finally:
         mp.undo()
     assert again["metrics"]["reward_mean"] == doc["metrics"]["reward_mean"]
@@ -153,7 +154,7 @@ def test_reward_model_scorer_scores_real_completions_and_caches_them(tiny_rm: Pa
     proto["scorer"]["options"]["reward_model"]["digest"] = "blake3:" + "0" * 64
     proto["version"] = "2"
     path.write_text(yaml.safe_dump(proto))
-    cli("protocol", "freeze", str(path))
+    cli_doc("protocol", "freeze", str(path))
     r = CliRunner().invoke(main, list(args))
     assert r.exit_code != 0 and "pins blake3:000" in r.output
 

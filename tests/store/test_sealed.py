@@ -17,10 +17,8 @@ from pathlib import Path
 import duckdb
 import pytest
 import yaml
-from click.testing import CliRunner, Result
 from cryptography.fernet import Fernet
 
-from evalgate.cli import main
 from evalgate.core.errors import RefusedByPolicy
 from evalgate.demo.train import addition_items
 from evalgate.keys.sealing import SEALED_PREFIX, UNREADABLE, Sealer, sealer
@@ -29,6 +27,7 @@ from evalgate.splits import write_split
 from evalgate.store import Store
 from evalgate.store.migrations import MIGRATIONS
 from tests.conftest import REPO
+from tests.helpers.cli import cli
 
 # Distinctive texts: none can occur in a store or report by chance.
 PRIVATE = [{"id": "zq-1", "question": "Zephyrine quokka ledger 4471: what is 860217000 plus 493?",
@@ -56,13 +55,8 @@ def _protocol(home: Path) -> Path:
     proto["sampling"]["max_tokens"] = 4
     path = home / "seal-test.yaml"
     path.write_text(yaml.safe_dump(proto))
-    assert CliRunner().invoke(main, ["protocol", "freeze", str(path)]).exit_code == 0
+    assert cli("protocol", "freeze", path).exit_code == 0
     return path
-
-
-def _cli(*args: str) -> Result:
-    """The CLI in this process (the model's modules load once); stdout and stderr apart."""
-    return CliRunner().invoke(main, list(args))
 
 
 def _counts(home: Path) -> dict[str, int]:
@@ -86,12 +80,12 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path) 
         "decision_split": "seal-private", "baseline": {"value": 0.0},
         "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
     out = {k: home / "out" / f"gate.{k}" for k in ("html", "xml", "json", "md")}
-    g = _cli("gate", "--policy", str(policy), "--json", "--report", str(out["html"]), "--junit", str(out["xml"]),
+    g = cli("gate", "--policy", str(policy), "--json", "--report", str(out["html"]), "--junit", str(out["xml"]),
              "--json-out", str(out["json"]), "--markdown", str(out["md"]))
     assert g.exit_code in (0, 1), g.output
     run_id = json.loads(g.stdout)["seeds"][0]["decision"]["run_id"]
     # run --json of the private split: refused (the gate's purpose only), and its error document holds no item
-    r = _cli("run", "--protocol", str(ppath), "--checkpoint", str(tiny_checkpoint), "--split", "seal-private", "--json")
+    r = cli("run", "--protocol", str(ppath), "--checkpoint", str(tiny_checkpoint), "--split", "seal-private", "--json")
     assert r.exit_code == 2
 
     stored = _at_rest(home)
@@ -108,10 +102,10 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path) 
     assert rp["prompt_sha256"] == sealer().digest(rp["text"]) != hashlib.sha256(rp["text"].encode()).hexdigest()
 
     # the same gate again reuses its stored decision (nothing read); a changed policy decides afresh
-    same = _cli("gate", "--policy", str(policy), "--json")
+    same = cli("gate", "--policy", str(policy), "--json")
     assert same.exit_code in (0, 1) and json.loads(same.stdout)["reused_from"]["gate_id"], same.output
     policy.write_text(policy.read_text().replace("name: seal", "name: seal-again"))
-    again = _cli("gate", "--policy", str(policy), "--json")
+    again = cli("gate", "--policy", str(policy), "--json")
     assert again.exit_code in (0, 1) and json.loads(again.stdout)["reused_from"] is None, again.output
     # issue 27: the same checkpoint, protocol, split content and settings: the stored result is shown again (a
     # logged, uncharged re-read), nothing is evaluated
@@ -124,7 +118,7 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path) 
     before = _counts(home)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EVALGATE_PRIVATE_KEY", Fernet.generate_key().decode())
-        wrong = _cli("gate", "--policy", str(policy))
+        wrong = cli("gate", "--policy", str(policy))
         assert wrong.exit_code == 2 and "key" in wrong.output, wrong.output
         with pytest.raises(RefusedByPolicy, match="does not decrypt"):
             Store()._samples(run_id)
@@ -132,7 +126,7 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path) 
         mp.setenv("XDG_CONFIG_HOME", str(home / "nokey"))
         # only the private key is missing here, not the access log's signing key
         mp.setenv("EVALGATE_LOG_KEY_FILE", str(home / "config" / "evalgate" / "log-signing.key"))
-        missing = _cli("gate", "--policy", str(policy))
+        missing = cli("gate", "--policy", str(policy))
         assert missing.exit_code == 2 and "no key was found" in missing.output, missing.output
     assert _counts(home) == before
 
@@ -146,13 +140,13 @@ def test_human_audit_run_is_sealed_and_its_export_is_plain(home: Path, tiny_chec
     assert HUMAN_AUDIT[0]["question"] in row["prompt"]
     # the explicit human-audit export is where these texts may be read in clear
     out = home / "audit.jsonl"
-    r = CliRunner().invoke(main, ["splits", "export-audit", "ha", "--run", doc["run_id"], "--out", str(out)])
+    r = cli("splits", "export-audit", "ha", "--run", doc["run_id"], "--out", out)
     assert r.exit_code == 0, r.output
     (rec,) = [json.loads(x) for x in out.read_text().splitlines()]
     assert rec["completion"] == row["text"] and rec["item"]["question"] == HUMAN_AUDIT[0]["question"]
     rec.update(human_score=1.0, note=f"rater quotes: {HUMAN_AUDIT[0]['question']}")
     out.write_text(json.dumps(rec) + "\n")
-    assert CliRunner().invoke(main, ["splits", "import-audit", str(out)]).exit_code == 0
+    assert cli("splits", "import-audit", out).exit_code == 0
     assert HUMAN_AUDIT[0]["question"].encode() not in _at_rest(home)
     assert Store().human_scores("ha")[0]["note"] == rec["note"]
 
@@ -162,7 +156,7 @@ def test_human_audit_run_without_key_is_refused_and_logged(home: Path, tiny_chec
     write_split("ha", "human-audit", HUMAN_AUDIT, {"source": "test"})
     ppath = _protocol(home)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "nokey"))
-    r = _cli("run", "--protocol", str(ppath), "--checkpoint", str(tiny_checkpoint), "--split", "ha", "--json")
+    r = cli("run", "--protocol", str(ppath), "--checkpoint", str(tiny_checkpoint), "--split", "ha", "--json")
     assert r.exit_code == 2 and "encrypted at rest" in r.output, r.output
     assert Store().runs() == []
     log = Store().access_rows("ha")
