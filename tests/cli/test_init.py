@@ -1,5 +1,6 @@
 """``evalgate init``: the files it writes freeze and validate at once, a second init refuses and changes nothing, and
-a failure writes nothing. The CLI runs as a subprocess in a temporary directory, as a user runs it."""
+a failure writes nothing. The CLI runs in a temporary working directory, in this process (click's runner); the
+workflow test runs every step as a user's CI does, in processes of their own."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ import yaml
 from evalgate.gate.policy import load_policy
 from evalgate.protocol.spec import load_protocol
 from tests.conftest import REPO, SHARED_DATA
+from tests.helpers.cli import cli
 
-pytestmark = pytest.mark.integration  # the CLI in subprocesses, a second or so each
+pytestmark = pytest.mark.integration  # init writes and encrypts whole benchmarks: seconds each
 
 HUMANEVAL_FILES = [  # hand-listed: what a user's repository holds after 'evalgate init --benchmark humaneval'
     ".github/workflows/evalgate-humaneval.yml", ".gitignore", "gates/humaneval.yaml", "protocols/humaneval.yaml",
@@ -31,10 +33,12 @@ HUMANEVAL_FILES = [  # hand-listed: what a user's repository holds after 'evalga
 
 def evalgate(cwd: Path, *args: str, env: dict[str, str] | None = None,
              unset: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
-    """This checkout's CLI in a fresh process, in ``cwd`` (``unset``: variables removed from its environment)."""
-    full = {k: v for k, v in {**os.environ, "PYTHONPATH": str(REPO), **(env or {})}.items() if k not in unset}
-    return subprocess.run([sys.executable, "-m", "evalgate.cli", *args], cwd=cwd, capture_output=True, text=True,
-                          env=full, timeout=300)
+    """This checkout's CLI in ``cwd`` (``env``: variables set, ``unset``: removed, for the call only), in this
+    process: its exit code, stdout and stderr as a shell sees them."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.chdir(cwd)
+        r = cli(*args, env={**(env or {}), **dict.fromkeys(unset)})
+    return subprocess.CompletedProcess(["evalgate", *args], r.exit_code, r.stdout, r.stderr)
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
