@@ -100,7 +100,8 @@ def smollm2_dir(smollm2_gguf: Path) -> Path:
 def tiny_checkpoint() -> Path:
     """A tiny random checkpoint directory (2-layer Llama, hidden size 16) with SmolLM2's real tokenizer and config
     (``tests/helpers/tiny_checkpoint.py``): for tests that need a folder shaped like a checkpoint, not the real
-    model's outputs. Built once per machine under ``$EVALGATE_MODELS``; not ``slow``. Do not modify it (copy it)."""
+    model's outputs. Built once per machine under ``$EVALGATE_MODELS``; its tests are ``integration``, not ``slow``.
+    Do not modify it (copy it)."""
     from evalgate.wheels import smollm2_gguf
 
     from tests.helpers.tiny_checkpoint import tiny_checkpoint as build
@@ -160,12 +161,26 @@ def tserve(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
 MODEL_FIXTURES = {"smollm2_dir", "smollm2_gguf", "tserve", "tiny_rm"}
 """Fixtures that load or serve the real model: a test using one is ``slow`` even without the marker, so
 ``make test-fast`` (``-m "not slow"``) leaves it out."""
+TINY_FIXTURES = {"tiny_checkpoint"}
+"""The tiny random checkpoint: a test using it is ``integration`` (most load torch and decode: a second or more
+each), so ``make test-fast`` leaves it out as it left out these tests on the real model; ``make test`` runs it."""
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Marks every test using a model fixture ``slow``, one using the tiny checkpoint ``integration``; then puts the
+    files that hold the costliest tests first (by file: its real-model tests count 10, its integration tests 2,
+    others 0; the order within a file kept), so that under ``pytest-xdist --dist loadfile --no-loadscope-reorder``
+    (``make test``) the long files start at once on both workers and the many short files fill in behind them,
+    rather than one long file starting last."""
+    cost: dict[str, int] = {}
     for item in items:
         if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        elif TINY_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.integration)
+        weight = 10 if item.get_closest_marker("slow") else 2 if item.get_closest_marker("integration") else 0
+        cost[item.nodeid.split("::")[0]] = cost.get(item.nodeid.split("::")[0], 0) + weight
+    items.sort(key=lambda item: -cost[item.nodeid.split("::")[0]])  # stable: collection order kept within a cost
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
