@@ -87,17 +87,24 @@ ifeval-reference: setup setup-lmeval
 demo: setup
 	$(PY) -m evalgate.demo
 
-# --durations: CI's log then names the slowest tests, to keep the suite well under CI's 15 minutes
+# The main lane on every core (pytest-xdist, one worker per core; each test has its own home, splits and key
+# directories), dealt by file (--dist loadfile: a file's model, server or cluster is set up by one worker), with
+# tests/conftest.py putting the files of the costliest tests first and --no-loadscope-reorder keeping that order (the
+# long files start at once on both workers; the short ones fill in behind). The real model serves only the tests that
+# assert its outputs; the others use a tiny random checkpoint with its tokenizer (tests/helpers/tiny_checkpoint.py).
+# -p no:logging and PYTHONDONTWRITEBYTECODE as in test-fast (below). --durations: CI's log then names the slowest
+# tests, to keep the suite well under CI's 15 minutes
 test: setup
-	$(VENV)/bin/pytest -q --durations=25
+	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/pytest -q -n auto --dist loadfile --no-loadscope-reorder -p no:logging \
+	  --durations=25
 	$(MAKE) --no-print-directory test-vllm
 
 # everyday edits (target: under a minute). It leaves out three markers (pyproject.toml), which `make test` runs:
 #   slow         the tests that load the real model (tests/conftest.py marks every test using a model fixture)
 #   vllm_engine  the tests that start vLLM's engine (.venv-vllm, `make test-vllm`)
-#   integration  the tests that need seconds of real machinery without a model: programs in the sandbox, headless
-#                Chromium, a uvicorn server, tracker writers, several processes at once, a CLI subprocess per check,
-#                the docs build
+#   integration  the tests that need seconds of real machinery without the real model: programs in the sandbox,
+#                headless Chromium, a uvicorn server, tracker writers, several processes at once, a CLI subprocess per
+#                check, a Trainer run or a CI workflow on the tiny checkpoint, the docs build
 # -n auto: one pytest-xdist worker per core (each test has its own home, splits and key directories); --dist
 # loadfile: a file's tests run on one worker, so what a family of tests imports or caches once (transformers and a
 # tokenizer, math-verify's grammar, matplotlib, a fixture's store) is paid by one worker, not both (user CPU 90-107 s
