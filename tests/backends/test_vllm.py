@@ -52,14 +52,14 @@ def test_per_sample_seeds_give_one_engine_request_each() -> None:
     assert [sp.seed for sp in sps] == [11, 22, 33] and all(sp.n == 1 for sp in sps)
 
 
-def test_engine_kwargs_keep_generation_config_out(tmp_path: Path, smollm2_dir: Path) -> None:
+def test_engine_kwargs_keep_generation_config_out(tmp_path: Path, tiny_checkpoint: Path) -> None:
     """With vLLM's own logic (ModelConfig.get_diff_sampling_param), the checkpoint's generation_config.json sets
     default sampling values under vLLM's default "auto", and none under the value evalgate passes."""
     from vllm.config import ModelConfig
     from vllm.transformers_utils.config import try_get_generation_config
 
     model = tmp_path / "m"
-    shutil.copytree(smollm2_dir, model)
+    shutil.copytree(tiny_checkpoint, model)  # a checkpoint folder with a generation_config.json
     gc = json.loads((model / "generation_config.json").read_text())
     gc.update(do_sample=True, temperature=0.6, top_p=0.9, max_new_tokens=7, repetition_penalty=1.3)
     (model / "generation_config.json").write_text(json.dumps(gc))
@@ -102,11 +102,11 @@ def test_completion_from_real_output_classes() -> None:
         vb.completion_from_output(aborted, prompt_tokens=1)
 
 
-def test_prompts_go_in_as_tokens_with_one_bos(smollm2_dir: Path) -> None:
+def test_prompts_go_in_as_tokens_with_one_bos(tiny_checkpoint: Path) -> None:
     from evalgate.checkpoints.model import load_tokenizer
     from evalgate.protocol.prompts import PromptEncoder
 
-    tok = load_tokenizer(smollm2_dir)
+    tok = load_tokenizer(tiny_checkpoint)  # SmolLM2's tokenizer
     text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
     ids = list(PromptEncoder(tok).encode(text, "x").ids)
     (tp,) = vb.to_engine_prompts([ids])
@@ -211,7 +211,7 @@ def test_real_vllm_has_the_calls_stream_engine_uses() -> None:
 
 
 def test_one_engine_serves_every_generate_call_of_a_backend(monkeypatch: pytest.MonkeyPatch,
-                                                            smollm2_dir: Path) -> None:
+                                                            tiny_checkpoint: Path) -> None:
     # the agent loop calls generate once per turn (and a sweep once per split): two turns here. A new LLM per call
     # would reload the weights each turn and can run out of GPU memory while the old engine still holds it.
     from evalgate.backends.base import GenerationRequest
@@ -233,7 +233,7 @@ def test_one_engine_serves_every_generate_call_of_a_backend(monkeypatch: pytest.
             return [f"{i}-abcd1234" for i in ids]
 
     monkeypatch.setitem(vllm.__dict__, "LLM", FakeLLM)  # not setattr: reading vllm.LLM imports the real engine
-    backend = vb.VLLMBackend(str(smollm2_dir), VLLMOptions())
+    backend = vb.VLLMBackend(str(tiny_checkpoint), VLLMOptions())  # the engine is a stand-in: a folder does
     turn = [GenerationRequest("q1", "p", (0, 1), (11, 12), SAMPLED, prompt_ids=(1, 5)),
             GenerationRequest("q2", "p", (0,), (21,), SAMPLED, prompt_ids=(1, 6))]
     first = backend.generate(turn)
