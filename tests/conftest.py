@@ -147,7 +147,7 @@ def tserve(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
         proc = subprocess.Popen([str(exe), "serve", str(smollm2_dir), "--host", "127.0.0.1", "--port", str(port)],
                                 stdout=fh, stderr=subprocess.STDOUT, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     try:
-        wait_healthy(proc, port, log, "transformers serve", timeout_s=180, poll_s=0.5, tail=2000)
+        wait_healthy(proc, port, log, "transformers serve", timeout_s=600, poll_s=0.5, tail=2000)
         yield f"http://127.0.0.1:{port}/v1"
     finally:
         proc.terminate()
@@ -160,6 +160,11 @@ def tserve(smollm2_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Itera
 MODEL_FIXTURES = {"smollm2_dir", "smollm2_gguf", "tserve", "tiny_rm"}
 """Fixtures that load or serve the real model: a test using one is ``slow`` even without the marker, so
 ``make test-fast`` (``-m "not slow"``) leaves it out."""
+LONG_SETUP = {"tiny_rm", "tserve"}
+"""Session fixtures whose first use takes minutes on a loaded machine (training the reward model: about 2 minutes
+of CPU; starting ``transformers serve``), which pytest-timeout counts against that first test: the tests using one
+get 15 minutes instead of the default 5 (a parallel main lane at load average 25-30: the server was still loading
+the model when its 180 s wait, now 600 s, ran out, and the reward model's training was cut by the timeout)."""
 TINY_FIXTURES = {"tiny_checkpoint"}
 """The tiny random checkpoint: a test using it is ``integration`` (most load torch and decode: a second or more
 each), so ``make test-fast`` leaves it out as it left out these tests on the real model; ``make test`` runs it."""
@@ -175,6 +180,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+            if LONG_SETUP & set(item.fixturenames) and not item.get_closest_marker("timeout"):
+                item.add_marker(pytest.mark.timeout(900))
         elif TINY_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
         weight = 10 if item.get_closest_marker("slow") else 2 if item.get_closest_marker("integration") else 0
