@@ -93,6 +93,32 @@ class GenerationResult:
     completions: tuple[Completion, ...]
 
 
+@dataclass(frozen=True)
+class LoglikelihoodRequest:
+    """One context and the continuations whose log-likelihood given it is wanted (a multiple-choice item).
+
+    Attributes:
+        key: caller's id for the request (the item id).
+        context_ids: the context's token ids (``scoring.loglikelihood.encode_pair``: one BOS at most).
+        continuations: each continuation's token ids (at least one token each), in option order.
+    """
+
+    key: str
+    context_ids: tuple[int, ...]
+    continuations: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class LoglikelihoodResult:
+    """Per continuation of a request, in its order: ``logprobs``, the sum over its tokens of log p(token | context
+    and the continuation's tokens before it), natural log; ``greedy``, whether each of its tokens is the most likely
+    one at its position (lm-evaluation-harness's ``is_greedy``)."""
+
+    request: LoglikelihoodRequest
+    logprobs: tuple[float, ...]
+    greedy: tuple[bool, ...]
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A generation engine, registered by name in ``BACKENDS`` (a ``BackendEntry`` with its capabilities) and
@@ -127,6 +153,16 @@ class Backend(Protocol):
     def info(self) -> dict[str, Any]:
         """Engine name and library versions, recorded with the run."""
         ...
+
+
+@runtime_checkable
+class LoglikelihoodBackend(Backend, Protocol):
+    """A backend that also scores continuations (its ``BackendEntry.loglikelihood`` is True): ``loglikelihood``
+    gets every pending request at once and may call ``on_result`` as each request's continuations are scored."""
+
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest],
+                      on_result: Callable[[LoglikelihoodResult], None] | None = None
+                      ) -> list[LoglikelihoodResult]: ...
 
 
 HF_SAMPLER_RULE = "gumbel-splitmix64/1"
@@ -295,6 +331,9 @@ class BackendEntry:
         resources: the Ray resources one sweep unit's actor asks for under given options. Default: one CPU.
         cache_settings: the option values that change outputs, for the generation cache key
             (``generation_settings``). Default: the fields marked ``changes_outputs``.
+        loglikelihood: it scores continuations (``LoglikelihoodBackend.loglikelihood``), as a log-likelihood
+            scorer's protocol needs (``scoring.base.ScorerEntry.request``); a run refuses such a protocol on a
+            backend without it before any read (``check_request``).
     """
 
     options: type[BackendOptions]
@@ -306,6 +345,7 @@ class BackendEntry:
     structured_tool_calls: bool = False
     resources: Callable[[Any], dict[str, float]] = _one_cpu
     cache_settings: Callable[[Any], dict[str, Any]] = _output_settings
+    loglikelihood: bool = False
 
     def constructor(self) -> Callable[..., Backend]:
         """The backend's constructor, imported if registered as ``"module:Class"``.
@@ -336,10 +376,10 @@ def _openai_settings(o: OpenAIOptions) -> dict[str, Any]:
 BACKENDS.register("hf", BackendEntry(
     HFOptions, "evalgate.backends.hf:HFBackend", extra="hf", engine="transformers", versions=("transformers", "torch"),
     resources=lambda o: {"num_cpus": 1, "num_gpus": 1} if o.device != "cpu" else {"num_cpus": 1},
-    cache_settings=_hf_settings))
+    cache_settings=_hf_settings, loglikelihood=True))
 BACKENDS.register("vllm", BackendEntry(
     VLLMOptions, "evalgate.backends.vllm:VLLMBackend", extra="vllm", engine="vllm", versions=("vllm", "torch"),
-    resources=lambda o: {"num_cpus": 1, "num_gpus": o.tensor_parallel_size}))
+    resources=lambda o: {"num_cpus": 1, "num_gpus": o.tensor_parallel_size}, loglikelihood=True))
 BACKENDS.register("openai", BackendEntry(
     OpenAIOptions, "evalgate.backends.openai:OpenAIBackend", extra="openai", engine="httpx", context="server",
     structured_tool_calls=True, cache_settings=_openai_settings))
@@ -427,10 +467,36 @@ def check_backend(name: str, options: dict[str, Any]) -> BackendOptions:
     return checked
 
 
-def generation_settings(name: str, options: BackendOptions) -> dict[str, Any]:
+REQUESTS = ("generate", "loglikelihood")
+"""What a run asks an engine for (``scoring.base.ScorerEntry.request``): completions, or the log-likelihoods of given
+continuations."""
+
+
+def check_request(name: str, request: str) -> None:
+    """Refuse a request kind backend ``name`` cannot serve (before any split is read).
+
+    Raises:
+        BadInput: unknown backend, or ``loglikelihood`` on a backend whose entry lacks it (naming those that have
+            it).
+    """
+    entry = backend_entry(name)
+    if request == "loglikelihood" and not entry.loglikelihood:
+        able = [n for n in BACKENDS.names() if BACKENDS[n].loglikelihood]
+        raise BadInput(f"the {name} backend cannot score log-likelihoods, which the protocol's scorer needs "
+                       f"(it scores the options' continuations, generating nothing); use --backend "
+                       f"{' or '.join(able)}")
+
+
+def generation_settings(name: str, options: BackendOptions, request: str = "generate") -> dict[str, Any]:
     """The settings of backend ``name`` that change what it generates, as a JSON-able dict (see ``Backend``).
 
     Found without importing the engine (versions come from the installed distributions' metadata).
+
+    Args:
+        name: the backend. options: its validated options.
+        request: what the run asks the engine for (``REQUESTS``); anything but ``generate`` is part of the
+            settings (``"request": "loglikelihood"``), so a log-likelihood result and a generation never share a
+            cache key. ``generate`` adds nothing, so generations cached before it keep their key.
 
     Returns:
         ``{"backend": name, "versions": {distribution: version or None if not installed}, **option values}``:
@@ -445,10 +511,13 @@ def generation_settings(name: str, options: BackendOptions) -> dict[str, Any]:
     entry = backend_entry(name)
     if not isinstance(options, entry.options):
         raise BadInput(f"backend {name!r} takes {entry.options.__name__}, not {type(options).__name__}")
+    if request not in REQUESTS:
+        raise BadInput(f"request {request!r}: one of {', '.join(REQUESTS)}")
     versions: dict[str, str | None] = {}
     for package in entry.versions:
         versions.update(engine_builds(package))
-    return {"backend": name, "versions": versions, **entry.cache_settings(options)}
+    kind = {} if request == "generate" else {"request": request}
+    return {"backend": name, "versions": versions, **entry.cache_settings(options), **kind}
 
 
 @functools.lru_cache(maxsize=1)

@@ -16,6 +16,10 @@
   by one holding only the special token ids, and every sampling value comes from the protocol. What was
   ignored and what was sent are both in ``info()``.
 - Prompts are token ids from ``prompts.PromptEncoder`` (one BOS, never two), normally computed by the run.
+- Log-likelihoods (``loglikelihood``): each (context, continuation) row is fed whole, right-padded, in batches of
+  at most ``token_budget`` padded tokens (and ``LOGITS_BUDGET`` logits); the float32 log-softmax at the positions
+  before each continuation token gives its log-probability, summed per continuation, and ``greedy`` says whether
+  every token was the argmax, as lm-evaluation-harness's ``HFLM._loglikelihood_tokens`` computes them.
 - Progress during a batch: a whole batch is one ``generate()`` call (minutes on CPU), so when ``on_result`` has a
   ``progress(finished, note)`` method (``Backend``), ``DecodingProgress`` reports after decoding steps how many
   samples of the call have finished and which token the batch is at.
@@ -44,6 +48,8 @@ from evalgate.backends.base import (
     GenerationRequest,
     GenerationResult,
     HFOptions,
+    LoglikelihoodRequest,
+    LoglikelihoodResult,
     cut_at_stop,
     plan_batches,
 )
@@ -79,6 +85,9 @@ class GeneratedStopCriteria(StoppingCriteria):
         self.last = torch.tensor(done, dtype=torch.bool, device=input_ids.device)
         return cast(torch.BoolTensor, self.last)
 
+
+LOGITS_BUDGET = 2**28
+"""Most logits (rows x positions x vocabulary, float32: 1 GiB) one log-likelihood batch computes at once."""
 
 REPORT_INTERVAL_S = 0.5
 """Least seconds between two ``DecodingProgress`` reports (each one waits for the device: a GPU decodes ahead of
@@ -321,3 +330,71 @@ class HFBackend:
             return Completion(text, len(toks), "stop", prompt_tokens)
         finish = "stop" if hit_eos or len(toks) < p.max_tokens else "length"
         return Completion(text, len(toks), finish, prompt_tokens)
+
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest],
+                      on_result: Callable[[LoglikelihoodResult], None] | None = None) -> list[LoglikelihoodResult]:
+        """Each request's continuations scored after its context (see the module docstring); a request's result goes
+        to ``on_result`` once all its continuations are scored.
+
+        Raises:
+            BadInput: a row longer than the model's context (``max_position_embeddings``).
+            EngineError: the forward pass failed.
+        """
+        rows = [(ri, ci, list(r.context_ids) + list(c)) for ri, r in enumerate(requests)
+                for ci, c in enumerate(r.continuations)]
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        for ri, _, ids in rows:
+            if limit is not None and len(ids) - 1 > limit:
+                raise BadInput(f"item {requests[ri].key!r}: prompt and option are {len(ids)} tokens, beyond the "
+                               f"model's context of {limit}; shorten the prompt")
+        order = sorted(range(len(rows)), key=lambda k: len(rows[k][2]))
+        # the batch's logits are rows x width x vocabulary floats: at most LOGITS_BUDGET of them at once
+        budget = min(self.token_budget, LOGITS_BUDGET // max(int(self.model.config.vocab_size), 1))
+        scored: dict[int, dict[int, tuple[float, bool]]] = {i: {} for i in range(len(requests))}
+        results: list[LoglikelihoodResult] = []
+        batch: list[int] = []
+        for pos, k in enumerate(order):
+            batch.append(k)
+            nxt = order[pos + 1] if pos + 1 < len(order) else None
+            if nxt is not None and (len(batch) + 1) * len(rows[nxt][2]) <= budget:
+                continue
+            for k2, value in zip(batch, self._score_rows([rows[b][2] for b in batch],
+                                                         [len(requests[rows[b][0]].continuations[rows[b][1]])
+                                                          for b in batch]), strict=True):
+                ri, ci, _ = rows[k2]
+                scored[ri][ci] = value
+                r = requests[ri]
+                if len(scored[ri]) == len(r.continuations):
+                    res = LoglikelihoodResult(r, tuple(scored[ri][c][0] for c in range(len(r.continuations))),
+                                              tuple(scored[ri][c][1] for c in range(len(r.continuations))))
+                    results.append(res)
+                    if on_result:
+                        on_result(res)
+            batch = []
+        return results
+
+    def _score_rows(self, rows: list[list[int]], cont_lens: list[int]) -> list[tuple[float, bool]]:
+        """(summed log-probability, all tokens greedy) of the last ``cont_lens[i]`` tokens of each row, given the
+        tokens before them; rows are right-padded (the padding is after every scored position)."""
+        model = self.model
+        inputs = [r[:-1] for r in rows]  # the last token is predicted, never fed (lm-eval's [:-1])
+        width = max(len(r) for r in inputs)
+        ids = torch.full((len(rows), width), self._pad_id(), dtype=torch.long)
+        attention = torch.zeros((len(rows), width), dtype=torch.long)
+        for k, r in enumerate(inputs):
+            ids[k, :len(r)] = torch.tensor(r)
+            attention[k, :len(r)] = 1
+        try:
+            with torch.inference_mode():
+                logits = model(input_ids=ids.to(self.device), attention_mask=attention.to(self.device)).logits
+                logprobs = torch.log_softmax(logits.float(), dim=-1)
+        except Exception as e:  # noqa: BLE001 - any engine failure becomes an EngineError with context
+            raise EngineError(f"transformers forward pass failed: {type(e).__name__}: {e}") from e
+        out = []
+        for k, (row, n) in enumerate(zip(rows, cont_lens, strict=True)):
+            start = len(row) - 1 - n  # the position whose output predicts the continuation's first token
+            target = torch.tensor(row[-n:], device=logprobs.device)
+            window = logprobs[k, start:start + n]
+            picked = window.gather(1, target.unsqueeze(1)).squeeze(1)
+            out.append((float(picked.sum()), bool((window.argmax(dim=-1) == target).all())))
+        return out

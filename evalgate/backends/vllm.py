@@ -24,6 +24,12 @@ Decisions (and why):
   soon as it finishes, so the run stores it at once and a killed run resumes from what was stored. Data-parallel
   workers send their results when they finish.
 
+- **Log-likelihoods** (``loglikelihood``): each (context, continuation) row goes in whole as a token prompt with
+  ``SamplingParams(max_tokens=1, prompt_logprobs=1)``; vLLM returns, per prompt position, the log-probability of the
+  prompt's token there (from the raw logits) and its rank, so a continuation's log-likelihood is the sum over its
+  tokens and it is greedy when every rank is 1. One ``LLM.generate`` call over every row (in this process: with
+  ``data_parallel_size`` > 1 it is refused).
+
 The translations protocol -> engine arguments (``engine_kwargs``, ``sampling_params_kwargs``) and engine output
 -> evalgate completion (``completion_from_output``) are plain functions, tested against vLLM's real classes.
 """
@@ -55,6 +61,8 @@ from evalgate.backends.base import (
     EffectiveParams,
     GenerationRequest,
     GenerationResult,
+    LoglikelihoodRequest,
+    LoglikelihoodResult,
     VLLMOptions,
     engine_builds,
 )
@@ -124,6 +132,24 @@ def completion_from_output(out: Any, prompt_tokens: int) -> Completion:
         raise EngineError(f"vLLM returned finish_reason={out.finish_reason!r} for a sample (expected stop or "
                           "length); the engine aborted the request, check its log")
     return Completion(out.text, len(out.token_ids), out.finish_reason, prompt_tokens)
+
+
+def continuation_logprob(prompt_logprobs: Any, ids: Sequence[int], n: int) -> tuple[float, bool]:
+    """(summed log-probability, all greedy) of the last ``n`` tokens of ``ids`` from vLLM's ``prompt_logprobs`` (per
+    position a mapping token id -> ``Logprob`` with ``logprob`` and ``rank``; None at position 0).
+
+    Raises:
+        EngineError: a position lacks its token's log-probability.
+    """
+    total, greedy = 0.0, True
+    for pos in range(len(ids) - n, len(ids)):
+        found = prompt_logprobs[pos] if prompt_logprobs is not None and pos < len(prompt_logprobs) else None
+        entry = found.get(ids[pos]) if found else None
+        if entry is None:
+            raise EngineError(f"vLLM returned no prompt log-probability for token {ids[pos]} at position {pos}")
+        total += entry.logprob
+        greedy = greedy and entry.rank == 1
+    return total, greedy
 
 
 def to_engine_prompts(prompts: list[list[int]]) -> list[Any]:
@@ -365,6 +391,45 @@ class VLLMBackend:
         except Exception as e:  # noqa: BLE001 - any engine failure becomes an EngineError with context
             raise EngineError(f"vLLM failed: {type(e).__name__}: {e}") from e
         return [r for r in results if r is not None]
+
+    def loglikelihood(self, requests: Sequence[LoglikelihoodRequest],
+                      on_result: Callable[[LoglikelihoodResult], None] | None = None) -> list[LoglikelihoodResult]:
+        """Each request's continuations scored after its context, in one engine call (see the module docstring).
+
+        Raises:
+            BadInput: ``data_parallel_size`` > 1.
+            EngineError: the engine failed, or returned no log-probability for a continuation token.
+        """
+        if self.data_parallel_size != 1:
+            raise BadInput("the vllm backend scores log-likelihoods in this process only: set data_parallel_size=1")
+        rows = [(ri, list(r.context_ids) + list(c), len(c)) for ri, r in enumerate(requests) for c in r.continuations]
+        if not self._weights_checked:
+            from evalgate.checkpoints.model import check_finite_weights
+
+            check_finite_weights(Path(self.model_dir))
+            self._weights_checked = True
+        params = SamplingParams(n=1, max_tokens=1, temperature=0.0, prompt_logprobs=1, detokenize=False)
+        try:
+            llm, started = shared_engine(self.kwargs)
+            g0 = time.perf_counter()
+            outs = llm.generate(to_engine_prompts([ids for _, ids, _ in rows]), params, use_tqdm=False)
+            gen = time.perf_counter() - g0
+        except Exception as e:  # noqa: BLE001 - any engine failure becomes an EngineError with context
+            raise EngineError(f"vLLM failed: {type(e).__name__}: {e}") from e
+        for phase, value in (("engine_start_s", started), ("first_token_s", gen), ("generation_s", gen)):
+            self._timing[phase] += value
+        self._timing["calls"] += 1
+        scored = [continuation_logprob(out.prompt_logprobs, ids, n) for (_, ids, n), out in zip(rows, outs,
+                                                                                                strict=True)]
+        results, k = [], 0
+        for r in requests:
+            part = scored[k:k + len(r.continuations)]
+            k += len(r.continuations)
+            res = LoglikelihoodResult(r, tuple(lp for lp, _ in part), tuple(g for _, g in part))
+            results.append(res)
+            if on_result:
+                on_result(res)
+        return results
 
     def _generate_data_parallel(self, prompts: list[list[int]], sps: list[dict[str, Any]]
                                 ) -> tuple[list[Any], dict[str, float]]:

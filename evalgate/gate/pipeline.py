@@ -291,7 +291,14 @@ def _shown_before(policy: GatePolicy, store: Store, manager: SplitManager, dec_m
     name, version = policy.protocol.split("@", 1)
     runs = store.runs(protocol_name=name, protocol_version=version, status="complete", tier="private",
                       split_sha256=dec_m.content_sha256, backend=policy.backend, purpose=RELEASE_GATE)
-    settings = reads.decision_settings_sha256(policy.backend) if evaluate_decision else None
+    settings = None
+    if evaluate_decision:
+        from evalgate.scoring.base import scorer_request
+
+        recorded = store.protocol_resolved(name, version)
+        scorer = (recorded[1].get("scorer") or {}).get("name") if recorded else None
+        request = scorer_request(scorer) if scorer else "generate"
+        settings = reads.decision_settings_sha256(policy.backend, request)
     names = manager.owner(dec_m).names
     out = {}
     for i, (_, digest) in enumerate(targets):

@@ -61,12 +61,13 @@ def check_chain(policy: GatePolicy, manager: SplitManager, manifest: Any, actor:
     return BrokenChain(chain["first_bad_seq"], chain["reason"], policy.accept_broken_chain)
 
 
-def decision_settings_sha256(backend: str) -> str:
-    """The generation settings hash a gate's decision run has on ``backend`` (the gate passes no backend options)."""
+def decision_settings_sha256(backend: str, request: str = "generate") -> str:
+    """The generation settings hash a gate's decision run has on ``backend`` (the gate passes no backend options)
+    for a protocol whose scorer asks the engine for ``request`` (``scoring.base.scorer_request``)."""
     from evalgate.backends.base import check_backend
     from evalgate.backends.settings import generation_settings, settings_sha256
 
-    return settings_sha256(generation_settings(backend, check_backend(backend, {})))
+    return settings_sha256(generation_settings(backend, check_backend(backend, {}), request))
 
 
 def shown_before(store: AccessLogRepo, names: tuple[str, ...], runs: list[dict[str, Any]], digest: str | None,

@@ -1,15 +1,24 @@
 """Stage 2 of a run, ``generate_missing``: generate only the samples the cache lacks, all in one backend call, and
-store each request's completions as it finishes (so a killed run resumes where it stopped)."""
+store each request's completions as it finishes (so a killed run resumes where it stopped). A log-likelihood scorer's
+run asks the backend for its options' log-likelihoods instead (``Backend.loglikelihood``), stored the same way."""
 
 from __future__ import annotations
 
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from evalgate.backends.base import Backend, GenerationRequest, GenerationResult, get_backend
-from evalgate.core.errors import EvalgateError
+from evalgate.backends.base import (
+    Backend,
+    GenerationRequest,
+    GenerationResult,
+    LoglikelihoodBackend,
+    LoglikelihoodRequest,
+    LoglikelihoodResult,
+    get_backend,
+)
+from evalgate.core.errors import BadInput, EvalgateError
 from evalgate.runner.plan import RunPlan, SampleKey
 
 
@@ -110,6 +119,56 @@ class _Sink:
         self._advance()
 
 
+class _LoglikelihoodSink(_Sink):
+    """Receives each scored request (``Backend.loglikelihood``'s ``on_result``): stores the options'
+    log-likelihoods as the sample's text (``scoring.loglikelihood.result_text``; ``completion_tokens`` the options'
+    continuation tokens, ``prompt_tokens`` the context's) in the generation cache, under settings that name the
+    request, and keeps them for scoring."""
+
+    def __call__(self, res: LoglikelihoodResult) -> None:  # type: ignore[override]
+        from evalgate.scoring.loglikelihood import result_text
+
+        r, plan = res.request, self.plan
+        prompt = plan.prompts.rendered[r.key]
+        text = result_text(res.logprobs, res.greedy, [len(c) for c in r.continuations])
+        rows: list[dict[str, Any]] = [
+            {"item_id": iid, "sample_index": j, "seed": seed, "prompt_sha256": prompt.sha256, "text": text,
+             "prompt_tokens": len(r.context_ids), "completion_tokens": sum(len(c) for c in r.continuations),
+             "finish_reason": "stop"} for iid, j, seed in plan.keys if iid == r.key]
+        plan.store.put_generations(plan.checkpoint.digest, plan.protocol.sha256, rows, {prompt.sha256: prompt.text},
+                                   plan.settings_sha256, plan.run_id)
+        self.rows.update({(row["item_id"], row["sample_index"], row["seed"]): {**row, "fresh": True,
+                                                                                "run_id": plan.run_id}
+                          for row in rows})
+        self._advance()
+
+
+def _loglikelihood_requests(plan: RunPlan, missing: list[SampleKey]) -> list[LoglikelihoodRequest]:
+    """One request per item with a missing sample: the rendered prompt's and each option's token ids
+    (``scoring.loglikelihood.encode_pair`` with the run's ``PromptEncoder``).
+
+    Raises:
+        BadInput: the checkpoint has no tokenizer, or an item's options cannot be encoded.
+    """
+    from evalgate.protocol.prompts import PromptEncoder
+    from evalgate.scoring.loglikelihood import continuations, encode_pair
+
+    if plan.prompts.tokenizer is None:
+        raise BadInput(f"checkpoint {plan.checkpoint.path} has no tokenizer: log-likelihoods are scored on evalgate's "
+                       "own tokens; add the tokenizer files")
+    encoder = PromptEncoder(plan.prompts.tokenizer)
+    items = {str(it["id"]): it for it in plan.items}
+    out = []
+    for iid in dict.fromkeys(k[0] for k in missing):
+        def encode(text: str, iid: str = iid) -> tuple[int, ...]:
+            return encoder.encode(text, iid).ids
+
+        pairs = [encode_pair(encode, plan.prompts.rendered[iid].text, c)
+                 for c in continuations(items[iid], plan.protocol.scorer_options)]  # type: ignore[arg-type]
+        out.append(LoglikelihoodRequest(iid, pairs[0][0], tuple(cont for _, cont in pairs)))
+    return out
+
+
 def scorer_entry(plan: RunPlan) -> Any:
     """The registry entry of the plan's scorer (its capabilities, ``scoring.base.ScorerEntry``)."""
     from evalgate.scoring.base import SCORERS
@@ -132,7 +191,8 @@ def generate_missing(plan: RunPlan, backend: Backend | None = None) -> Generated
             loads a model once for all of its splits); None constructs one here when something is missing.
 
     A scorer whose entry has ``generates`` False (``reward_preference``) gets an empty completion per sample and no
-    backend is constructed.
+    backend is constructed; one whose entry's ``request`` is ``loglikelihood`` (``multiple_choice``) gets its
+    options' log-likelihoods as each sample's text (``_LoglikelihoodSink``).
 
     Raises:
         EngineError, MissingExtra: the backend failed or cannot be imported (stored generations are kept).
@@ -146,9 +206,15 @@ def generate_missing(plan: RunPlan, backend: Backend | None = None) -> Generated
     backend = backend or get_backend(plan.options.backend, str(plan.checkpoint.model_dir), plan.backend_options,
                                      tokenizer=plan.prompts.tokenizer)
     before = backend_timing(backend)
-    with progress_bar(len(missing), "generate", plan.options.progress) as bar:
-        sink = _Sink(plan, bar)
-        backend.generate(_requests(plan, missing), on_result=sink)
+    sink: _Sink
+    if scorer_entry(plan).request == "loglikelihood":  # the backend serves it (runner.plan checked its entry)
+        with progress_bar(len(missing), "loglikelihood", plan.options.progress) as bar:
+            sink = _LoglikelihoodSink(plan, bar)
+            cast(LoglikelihoodBackend, backend).loglikelihood(_loglikelihood_requests(plan, missing), on_result=sink)
+    else:
+        with progress_bar(len(missing), "generate", plan.options.progress) as bar:
+            sink = _Sink(plan, bar)
+            backend.generate(_requests(plan, missing), on_result=sink)
     samples = {**plan.cached, **sink.rows}
     still = [k for k in plan.keys if k not in samples]
     if still:

@@ -1,6 +1,7 @@
 """Stage 1 of a run, ``prepare``: everything decided before any generation, as one ``RunPlan``.
 
-Order: load and verify the protocol against its lock; construct the scorer and check the backend options (either
+Order: load and verify the protocol against its lock; construct the scorer and check the backend options and that
+the backend serves what the scorer asks of it (a log-likelihood scorer needs a backend that scores continuations; any
 may refuse, before any read); resolve the checkpoint; for an agentic protocol, check that its tools fit the backend
 and the chat template (``evalgate.runner.agent.checks``); admit the read (the release grant, then the split's tier
 policy; refusals are logged); read the items; render the prompts (or reuse an earlier run's); look every sample up
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from evalgate.backends.base import BackendOptions, EffectiveParams, check_backend, sample_seed
+from evalgate.backends.base import BackendOptions, EffectiveParams, check_backend, check_request, sample_seed
 from evalgate.backends.settings import generation_settings, settings_sha256
 from evalgate.checkpoints.provenance import disagreements
 from evalgate.checkpoints.resolve import Checkpoint, resolve_checkpoint
@@ -28,6 +29,7 @@ from evalgate.protocol.spec import LoadedProtocol, load_protocol, verify
 from evalgate.runner.grant import ReleaseGrant, check_release_purpose
 from evalgate.runner.prompts import RunPrompts, recorded_prompts, render_prompts, renderer_versions
 from evalgate.scoring import Scorer, get_scorer
+from evalgate.scoring.base import scorer_request
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import RELEASE_GATE, Manifest, actor_name
 from evalgate.store import Store
@@ -234,6 +236,8 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     verify(protocol)
     scorer = get_scorer(protocol)  # before any read or generation: a scorer may refuse the protocol
     backend_options = check_backend(options.backend, options.backend_options)  # a typo must not spend a read
+    request = scorer_request(protocol.spec.scorer.name)
+    check_request(options.backend, request)  # a backend that cannot score log-likelihoods: refused before the read
     store = store or Store()
     actor, access = actor_name(options.actor), SplitManager(store)
     tier = access.manifest(split).tier  # a typo'd split name is refused before a GGUF's one-time conversion
@@ -250,7 +254,7 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     context_note = check_context(protocol, ckpt, options.backend)  # before the read: no read spent on a typo
     sampling = protocol.spec.sampling
     seed = sampling.seed if options.seed is None else options.seed
-    settings = generation_settings(options.backend, backend_options)
+    settings = generation_settings(options.backend, backend_options, request)
     settings_hash = settings_sha256(settings)
     # Store work runs in one session (one open connection, see Store.session); the tokenizer, when needed, is
     # loaded after it, so the store's lock is never held while it loads.

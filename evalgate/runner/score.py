@@ -55,7 +55,7 @@ def compute_metrics(protocol: LoadedProtocol, per_item: dict[str, list[dict[str,
     entry = SCORERS[protocol.spec.scorer.name]
     metrics: dict[str, Any] = dict(run_metrics(per_item, protocol.spec.pass_at_k if entry.pass_at_k else [],
                                                 greedy=protocol.spec.sampling.temperature == 0 and entry.pass_at_k))
-    if entry.generates:  # no completion, no behaviour to measure
+    if entry.generates and entry.request == "generate":  # no completion, no behaviour to measure
         metrics.update(aggregate_behavior([s["behavior"] for ss in per_item.values() for s in ss]))
     if entry.metrics is not None:
         metrics.update(load_reference(entry.metrics)(per_item, items or {}, protocol.scorer_options, scorer))
@@ -118,11 +118,14 @@ def score(plan: RunPlan, generated: Generated) -> Scored:
     samples: list[dict[str, Any]] = []
     per_item: dict[str, list[dict[str, Any]]] = defaultdict(list)
     rule = plan.protocol.spec.extraction.rule
+    completions = SCORERS[plan.protocol.spec.scorer.name].request == "generate"  # else no text to measure
     for (iid, j, seed), res in zip(plan.keys, results, strict=True):
         g = generated.samples[(iid, j, seed)]
+        behavior = sample_behavior(g["text"], g["completion_tokens"], g["finish_reason"], rule=rule) if completions \
+            else {}
         sample = {"item_id": iid, "sample_index": j, "seed": seed, "score": res.score, "status": res.status,
                   "extracted": res.extracted, "detail": res.detail, "cached": not g.get("fresh", False),
-                  "behavior": sample_behavior(g["text"], g["completion_tokens"], g["finish_reason"], rule=rule)}
+                  "behavior": behavior}
         samples.append(sample)
         per_item[iid].append(sample)
     items = {str(it["id"]): it for it in plan.items}

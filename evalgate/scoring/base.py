@@ -173,6 +173,22 @@ class IFEvalOptions(ScorerOptions):
     removed). Both are in the run's ``metrics.ifeval`` whichever is chosen. Default: strict."""
 
 
+class MultipleChoiceOptions(ScorerOptions):
+    """Options of the ``multiple_choice`` scorer (log-likelihood of each option after the prompt)."""
+
+    choices_field: str = "options"
+    """Item field holding the options, a list of strings in order. Default: ``options``."""
+    gold_field: str = "answer_index"
+    """Item field holding the correct option's 0-based index (an integer). Default: ``answer_index``."""
+    target_delimiter: str = " "
+    """Text put between the prompt and each option (lm-evaluation-harness's ``target_delimiter``). Default: one
+    space."""
+    metric: Literal["acc", "acc_norm"] = "acc"
+    """Which choice scores a sample (and so ``pass@1`` and ``mean_score``): ``acc``, the highest summed
+    log-likelihood; ``acc_norm``, the highest log-likelihood per character of the option. The run reports both.
+    Default: acc."""
+
+
 ANSWER_STATUSES = ("correct", "wrong", "truncated", "no_answer")
 """The statuses ``AnswerScorer`` gives."""
 REWARD_STATUSES = ("scored", "error")
@@ -201,6 +217,9 @@ class ScorerEntry:
             only (a reward model's score has no "solved").
         proxy: its score stands in for human preference (a reward model, a judge): the gate's
             ``min_proxy_agreement`` rule then asks for its agreement with raters on the human-audit tier.
+        request: what the run asks the engine for (``backends.base.REQUESTS``): ``generate`` (completions) or
+            ``loglikelihood`` (each option's log-likelihood after the prompt, the sample's text then holds them; a
+            backend without ``loglikelihood`` refuses the protocol before any read; no behaviour metrics).
         metrics: ``"module:function"`` giving the scorer's own run metrics, ``function(per_item, items, options,
             scorer)`` with the scored samples by item id (their final rows, after any change the run made, such as
             an agentic run's ``tool_violation``), the split's items by id, the scorer's options and the scorer
@@ -215,6 +234,7 @@ class ScorerEntry:
     generates: bool = True
     pass_at_k: bool = True
     proxy: bool = False
+    request: str = "generate"
     metrics: str | None = None
 
     def options_model(self) -> type[ScorerOptions]:
@@ -250,10 +270,20 @@ SCORERS.register("reward_model", ScorerEntry("evalgate.rlhf.reward_options:Rewar
                                              "evalgate.rlhf.reward:RewardModelScorer",
                                              statuses=REWARD_STATUSES, pass_at_k=False, proxy=True,
                                              metrics="evalgate.rlhf.reward:reward_metrics"))
+SCORERS.register("multiple_choice", ScorerEntry(MultipleChoiceOptions,
+                                                "evalgate.scoring.loglikelihood:MultipleChoiceScorer",
+                                                statuses=("correct", "wrong"), request="loglikelihood",
+                                                metrics="evalgate.scoring.loglikelihood:mc_metrics"))
 SCORERS.register("reward_preference", ScorerEntry("evalgate.rlhf.reward_options:PreferenceOptions",
                                                   "evalgate.rlhf.reward:PreferenceScorer",
                                                   statuses=PREFERENCE_STATUSES, generates=False,
                                                   metrics="evalgate.rlhf.preference:preference_metrics"))
+
+
+def scorer_request(name: str) -> str:
+    """What a protocol whose scorer is ``name`` asks the engine for (``ScorerEntry.request``: ``generate`` or
+    ``loglikelihood``), part of its runs' generation settings; an unknown scorer: ``generate``."""
+    return SCORERS[name].request if name in SCORERS else "generate"
 
 
 def score_statuses() -> tuple[str, ...]:

@@ -13,6 +13,7 @@ from evalgate.backends.settings import generation_settings, settings_sha256
 from evalgate.checkpoints.resolve import Checkpoint
 from evalgate.protocol.spec import LoadedProtocol
 from evalgate.runner.plan import RunOptions
+from evalgate.scoring.base import scorer_request
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
 from evalgate.store import Store
@@ -85,7 +86,8 @@ def plan_units(protocol: LoadedProtocol, checkpoints: list[Checkpoint], splits: 
         RefusedByPolicy: a split's tier policy does not allow ``options.purpose``.
     """
     backend_options = check_backend(options.backend, options.backend_options)
-    settings = settings_sha256(generation_settings(options.backend, backend_options))
+    settings = settings_sha256(generation_settings(options.backend, backend_options,
+                                                   scorer_request(protocol.spec.scorer.name)))
     seed = protocol.spec.sampling.seed if options.seed is None else options.seed
     access = SplitManager(store)
     manifests = {s: access.check_purpose(s, options.purpose, actor_name(options.actor)) for s in splits}

@@ -307,7 +307,7 @@ def test_a_grant_from_a_finished_gate_reads_nothing(tmp_path: Path, built: dict[
     # evaluate_decision=True would need a model: reserve with evaluating on, then fail before any evaluation
     monkeypatch.setattr(reads, "evaluate_for_gate",
                         lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no model here")))
-    monkeypatch.setattr(reads, "decision_settings_sha256", lambda backend: "s", raising=False)
+    monkeypatch.setattr(reads, "decision_settings_sha256", lambda backend, request="generate": "s", raising=False)
     monkeypatch.setattr(reads, "check_protocol", lambda policy, evaluate: None)
     monkeypatch.setattr(reads, "baseline_digest", lambda *a, **k: None)
     with pytest.raises(RuntimeError, match="no model here"):
