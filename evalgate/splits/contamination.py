@@ -71,9 +71,11 @@ _MAX_CARRY = 64  # a block with no whitespace at all grows up to this many block
 
 _LATEX_SPACE = re.compile(rb"\\(?:q?quad|enspace|thinspace|medspace|thickspace|neg(?:thin|med|thick)space)"
                           rb"(?![A-Za-z])|\\hspace\*?\{[^{}]*\}|\\mkern-?[\d.]+mu")
-SEGMENT_MAX_BYTES = 1024
-"""A text corpus line longer than this is not compared whole with the short fields (``NgramTable.segment``): a
-line of fewer than ``MIN_WHOLE_WORDS`` words is shorter than this unless it is mostly punctuation."""
+SEGMENT_SLACK = 8
+"""A text corpus line is compared whole with the short fields (``NgramTable.segment``) only when it is at most this
+many times as long as the longest short field's words joined by spaces, plus 64 bytes: room for LaTeX, markup and
+punctuation around the same words, while the long lines of a corpus (paragraphs, worked solutions) are skipped
+unread."""
 
 
 def tokens(text: str | bytes) -> list[bytes]:
@@ -295,7 +297,10 @@ class NgramTable:
         self.n = n
         self.min_whole = min(MIN_WHOLE_WORDS if min_whole is None else min_whole, n)
         fields = list(fields)
-        self.vocab = {t: i for i, t in enumerate(dict.fromkeys(chain.from_iterable(fields)), 1)}
+        # only the words of fields searched in the token stream: a short field's (a segment gram's) words would make
+        # more windows candidates for nothing, since a segment is compared as joined bytes
+        searched = [toks for toks in fields if self.gram_length(len(toks))]
+        self.vocab = {t: i for i, t in enumerate(dict.fromkeys(chain.from_iterable(searched)), 1)}
         rows: dict[int, list[Any]] = {}
         hashes: dict[int, list[Any]] = {}
         for toks in fields:
@@ -308,6 +313,8 @@ class NgramTable:
         for toks in fields:
             if len(toks) >= MIN_SEGMENT_WORDS and not self.gram_length(len(toks)):
                 self.segments.setdefault(b" ".join(toks), len(self.segments))
+        self.segment_max_bytes = SEGMENT_SLACK * max(map(len, self.segments), default=0) + 64
+        """The longest text line compared whole with the short fields (``SEGMENT_SLACK``)."""
         self.tables: dict[int, tuple[Any, Any]] = {}
         for length in sorted(hashes):
             uniq, first = np.unique(np.concatenate(hashes[length]), return_index=True)
@@ -440,7 +447,7 @@ class Scanner:
             return ChunkResult(self.table.find(ids) | segment_hits, ids[:0], ids[:0], total, near)
         if self.table.segments:
             segment_hits.update(filter(None, (self.table.segment(tokens(line)) for line in chunk.data.split(b"\n")
-                                              if len(line) <= SEGMENT_MAX_BYTES)))
+                                              if len(line) <= self.table.segment_max_bytes)))
         ids = self.table.ids(tokens(chunk.data))
         if self.near:
             lo = self.near.min_size
