@@ -1,29 +1,10 @@
 """The access log's hash chain: the row, its hash, appending a row and verifying the chain.
 
-Every read, cached re-read, refusal and data change of a split is one row of ``access_log`` in the store. Each row
-carries the sha256 of its predecessor (``prev_hash``) and of itself (``row_hash``), so an edited, deleted or inserted
-row breaks every later link and ``verify`` names the first bad one.
-
-Two checks, two costs:
-
-- ``verify`` (``evalgate audit verify``, ``evalgate audit``, every gate report) re-hashes every row: O(rows). When it
-  finds the chain broken it records the first bad row in the store, so every later append warns about it too.
-- ``append`` checks only what is new since the last verified head (kept in the store's ``access_log_head``): that
-  the head row is still there with its hash and content, that no row was deleted or inserted at or before it (the
-  row count up to it equals its ``seq``), and the rows added after it. That is O(1) when every writer appends through
-  this module, so an append costs the same at 10 rows and at 100,000. It does *not* re-hash older rows: an edit of an
-  older row's content (with or without re-hashing it) is seen only by the next full ``verify``.
-
-Neither check can tell a chain that someone re-hashed after editing it, with the stored head rewritten to match,
-from an honest one: everything they look at is in the store. So every append also signs the new head with an
-Ed25519 key kept outside the store (``evalgate.keys.signing``), and ``verify`` checks the newest signature against that
-key: the signed row must still be in the chain with the signed hash, and no row may follow it unsigned. An append
-signs only when the head it extends is the validly signed one, so a rewritten log stays unsigned whatever is
-appended to it. What a signature cannot show: a whole store rolled back to an earlier state (an old copy of the
-file, with its old signature). A head pinned outside the store catches that: ``verify(expect_head=...)``,
-``evalgate audit verify --expect-head``, ``evalgate gate --expect-head`` or ``$EVALGATE_EXPECT_HEAD``.
-
-This module depends on the store only; ``splits`` and ``audit`` both use it (no import cycle).
+Every read, cached re-read, refusal and data change of a split is one row of ``access_log``, carrying the sha256 of
+its predecessor and of itself. ``append`` checks only what is new since the last verified head (O(1) per append);
+``verify`` re-hashes every row. Every append signs the new head with an Ed25519 key kept outside the store
+(``keys.signing``); a head pinned outside the store (``expect_head``) catches a whole store rolled back. What each
+check can and cannot show: docs/AUDIT.md, "Signed heads".
 """
 
 from __future__ import annotations

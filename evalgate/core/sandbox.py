@@ -1,43 +1,9 @@
 """The sandbox that runs model-written programs (HumanEval completions, the agentic ``python`` tool).
 
-Threat model: the program is written by the model under evaluation, which may be trained (RL against a code
-reward) to find any path that raises its score or leaks what it should not see. It must not read evalgate's private
-split key, the split files, the store, the user's files or other processes; must not reach the network; must not
-leave anything behind (processes, files in shared memory); and must not take the machine down (CPU, memory, disk,
-process count). Docs: ``docs/SANDBOX.md``.
-
-Where Debian's ``bubblewrap`` (``bwrap``) works, a program runs with these layers (``ExecResult.isolation`` joins
-the names present with ``+``; ``LAYERS`` lists them):
-
-- ``netns``: a new, empty network namespace (only a loopback that is down), unless the protocol allows network;
-- ``pidns``: a new PID namespace with its own ``/proc``: the program sees only its own processes, and when it ends
-  or is killed every process it started dies with it (also one that called ``setsid()``);
-- ``minfs``: a new mount namespace holding only the interpreter, its standard library and the shared libraries
-  they load (read-only, bound from the host by ``bwrap``), a private ``/dev`` (null, zero, random, ...), fresh
-  size-bounded tmpfs at ``/tmp``, ``/dev/shm`` and the program's working directory ``/work``, no ``/sys``: no
-  home directory, no ``/root``, no ``$EVALGATE_HOME``, ``$EVALGATE_SPLITS``, key file or checkout exist there;
-- ``rofs``: everything but those sized tmpfs is read-only: bubblewrap's own root tmpfs (``/``, ``/etc``,
-  ``/usr``, ... have no size bound there) and its ``/dev`` tmpfs are remounted read-only last;
-- ``unpriv``: the program runs as uid/gid 65534 (``nobody``) in a new user namespace with every capability dropped;
-  when evalgate runs as root, ``bwrap`` itself is started as uid 65534 (``setpriv``), so the program is not root
-  outside its namespace either;
-- ``nouserns``: the program cannot create user namespaces (``bwrap --disable-userns``, bubblewrap >= 0.8), so it
-  never gets the capabilities to mount anything (e.g. a tmpfs without a size bound);
-- ``nproc``: at most ``processes`` processes and threads (RLIMIT_NPROC, set inside the sandbox by ``prlimit``:
-  the kernel exempts uid 0 from this limit, which is why ``unpriv`` comes with it; each sandbox's user namespace
-  counts its own processes, so parallel programs do not share the bound);
-- ``stdlib``: the interpreter is a system Python (``/usr/bin/python3`` where present), not evalgate's virtual
-  environment, started with ``-I -S``; its site-packages are not mounted, so ``cryptography``, ``duckdb``,
-  ``evalgate`` and every other installed package cannot be imported.
-
-Every program also gets CPU-time, address-space, file-size and core-dump limits (``prlimit``), its own process
-group and session, and a wall-clock timeout after which the whole group is killed; stderr is kept only as its last
-``output_bytes`` bytes.
-
-Where ``bwrap`` is missing or cannot create its namespaces here, the older fallback runs: ``unshare`` for the
-network and PID namespaces and, as root, a private mount namespace with the whole file system read-only except the
-program's directory (``rofs``), under evalgate's own interpreter. It guards against accidents, not an adversary,
-and ``missing_layers`` names what it lacks; a protocol with ``execution.isolation: strict`` refuses to run then.
+Under bubblewrap where it works: no network, own PID and mount namespaces holding only a system Python's standard
+library, read-only, unprivileged, process/CPU/memory/file-size limits, a wall-clock timeout that kills the whole
+group (``LAYERS`` names the layers, ``ExecResult.isolation`` those a program ran with); else an ``unshare``
+fallback that guards against accidents, not an adversary. The threat model and each layer: docs/SANDBOX.md.
 """
 
 from __future__ import annotations
