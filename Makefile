@@ -83,6 +83,9 @@ ifeval-reference: setup setup-lmeval
 	$(PY) -c "from pathlib import Path; from evalgate.scoring.ifeval import punkt_dir; print(punkt_dir(Path('.evalgate')))"
 	NLTK_DATA=.evalgate/nltk_data $(LMEVAL_VENV)/bin/python tools/ifeval_lmeval_reference.py \
 	  $(IFEVAL_DATA)/handmade.jsonl > $(IFEVAL_DATA)/lmeval_handmade.json
+	NLTK_DATA=.evalgate/nltk_data $(LMEVAL_VENV)/bin/python tools/ifeval_lmeval_reference.py \
+	  $(IFEVAL_DATA)/smollm2_completions.jsonl --prompts ../shared/data/ifeval/input_data.jsonl \
+	  > $(IFEVAL_DATA)/lmeval_smollm2.json
 
 demo: setup
 	$(PY) -m evalgate.demo
