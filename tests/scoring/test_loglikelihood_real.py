@@ -1,7 +1,8 @@
 """Log-likelihood parity on the real model: on 100 MMLU-Pro items and SmolLM2, the option evalgate chooses under
 ``acc`` and ``acc_norm`` equals lm-evaluation-harness's on every item, through ``evalgate run`` with the hf
-backend. lm-eval's choices are the fixture ``mmlu_pro_loglik_lmeval.json``, written by ``lmeval_mc_reference.py`` with lm-eval's own ``HFLM.loglikelihood`` in an environment of its own (its
-provenance, lm-eval's version and the model files' digests, inside); the items are the script's selection rule."""
+backend. lm-eval's choices are the fixture ``mmlu_pro_loglik_lmeval.json``, written by ``lmeval_mc_reference.py``
+with lm-eval's own ``HFLM.loglikelihood`` in an environment of its own (its provenance, lm-eval's version and the
+model files' digests, inside); the items are the script's selection rule."""
 
 from __future__ import annotations
 
