@@ -139,7 +139,8 @@ class GatePolicy(_Strict):
     """Private-tier split that decides release."""
     metric: Annotated[str, AfterValidator(metrics.check_metric)] = "pass@1"
     """A metric of ``scoring.metrics.METRICS``: ``pass@k`` (k >= 1) or ``mean_score``, or a plugin's (each has
-    per-item values for paired statistics). Default: pass@1."""
+    per-item values for paired statistics), that the protocol's scorer produces (``ScorerEntry.produces``; a judge
+    or reward model: ``mean_score`` only; another is refused before any read). Default: pass@1."""
     train_run: str | None = None
     """Only checkpoints of this training run name. Default: every run of the protocol on the selection split."""
     backend: str = "hf"

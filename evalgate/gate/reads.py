@@ -16,6 +16,7 @@ from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import BrokenChain, DecisionRun
 from evalgate.runner.grant import ReleaseGrant, _reserve_release_reads
 from evalgate.scoring import metrics
+from evalgate.scoring.base import SCORERS
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import RELEASE_GATE
 from evalgate.store import AccessLogRepo, Store
@@ -159,6 +160,7 @@ def check_protocol(policy: GatePolicy, evaluate_decision: bool) -> None:
     if lp.ref != policy.protocol:
         raise BadInput(f"gate policy {policy.name}: protocol is {policy.protocol} but protocol_file {proto_file} "
                        f"is {lp.ref}; make them agree")
+    check_metric_produced(policy, lp, proto_file)
     k = metrics.pass_at_k_of(policy.metric)
     if k is not None and k not in lp.spec.pass_at_k:
         raise BadInput(f"gate policy {policy.name}: metric {policy.metric} is not reported by {lp.ref} "
@@ -170,6 +172,26 @@ def check_protocol(policy: GatePolicy, evaluate_decision: bool) -> None:
                        "or violations; drop the rule(s), or gate a protocol with a tools section")
     if evaluate_decision:
         verify(lp)
+
+
+def check_metric_produced(policy: GatePolicy, lp: Any, proto_file: str) -> None:
+    """The policy's metric must be one the protocol's scorer produces (``ScorerEntry.produces``): a judge's or a
+    reward model's samples are never ``correct``, so their pass@1 is 0 for every checkpoint, and a gate on it would
+    compare two zeros.
+
+    Raises:
+        BadInput: naming the metric, the scorer and the metrics it produces.
+    """
+    scorer = lp.spec.scorer.name
+    entry = SCORERS.require(scorer, f" in protocol {proto_file}")
+    produced = entry.produces()
+    if metrics.registered_name(policy.metric) in produced:
+        return
+    names = [n for p in produced for n in ([f"pass@{k}" for k in lp.spec.pass_at_k] if p == "pass@k" else [p])]
+    why = (f"its samples are never 'correct' (statuses: {', '.join(entry.statuses)}), so pass@k is 0 for every "
+           "checkpoint" if metrics.pass_at_k_of(policy.metric) is not None else "its samples give no value of it")
+    raise BadInput(f"gate policy {policy.name}: metric {policy.metric} is not produced by the {scorer} scorer of "
+                   f"{lp.ref} ({proto_file}): {why}; it produces {', '.join(names)}: set metric to one of them")
 
 
 def reserve(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str,

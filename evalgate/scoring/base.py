@@ -214,7 +214,11 @@ class ScorerEntry:
         generates: False: the run generates nothing and the scorer judges each item itself (a preference pair
             scored by the run's checkpoint); every sample's completion is then empty.
         pass_at_k: its ``correct`` status means a solved item, so the run reports pass@k; False: ``mean_score``
-            only (a reward model's score has no "solved").
+            only (a reward model's score, a judge's rating have no "solved"). True needs ``correct`` among
+            ``statuses``: without it every pass@k would be 0.
+        gate_metrics: metrics of ``scoring.metrics.METRICS`` beyond ``pass@k`` and ``mean_score`` whose per-item
+            value its samples give (the ifeval scorer's prompt-level accuracies); ``produces()`` is the whole
+            list a gate policy's ``metric`` may name.
         proxy: its score stands in for human preference (a reward model, a judge): the gate's
             ``min_proxy_agreement`` rule then asks for its agreement with raters on the human-audit tier.
         request: what the run asks the engine for (``backends.base.REQUESTS``): ``generate`` (completions) or
@@ -236,6 +240,18 @@ class ScorerEntry:
     proxy: bool = False
     request: str = "generate"
     metrics: str | None = None
+    gate_metrics: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.pass_at_k and "correct" not in self.statuses:
+            raise ValueError(f"a scorer with pass_at_k gives the status 'correct' (its statuses are "
+                             f"{', '.join(self.statuses)}); without it every pass@k is 0: set pass_at_k=False")
+
+    def produces(self) -> tuple[str, ...]:
+        """The metrics (``METRICS`` names, the family as ``pass@k``) that vary with its samples: ``pass@k`` when
+        ``pass_at_k``, ``mean_score`` always, then ``gate_metrics``. A gate refuses any other metric before any
+        read (``gate.reads.check_protocol``)."""
+        return (*(("pass@k",) if self.pass_at_k else ()), "mean_score", *self.gate_metrics)
 
     def options_model(self) -> type[ScorerOptions]:
         """The options model, imported if registered as ``"module:Class"``."""
@@ -261,10 +277,12 @@ SCORERS.register("math", ScorerEntry(MathOptions, "evalgate.scoring.math:MathSco
 SCORERS.register("refusal", ScorerEntry(RefusalOptions, "evalgate.scoring.refusal:RefusalScorer",
                                         statuses=("correct", "wrong")))
 SCORERS.register("ifeval", ScorerEntry(IFEvalOptions, "evalgate.scoring.ifeval:IFEvalScorer",
-                                      metrics="evalgate.scoring.ifeval:ifeval_metrics"))
+                                      metrics="evalgate.scoring.ifeval:ifeval_metrics",
+                                      gate_metrics=("ifeval_prompt_strict", "ifeval_prompt_loose")))
 SCORERS.register("judge", ScorerEntry("evalgate.rlhf.judge_options:JudgeOptions",
                                       "evalgate.rlhf.judge:JudgeScorer",
-                                      statuses=("judged", "judge_unparseable", "truncated"), proxy=True,
+                                      statuses=("judged", "judge_unparseable", "truncated"), pass_at_k=False,
+                                      proxy=True,
                                       metrics="evalgate.rlhf.judge:judge_metrics"))
 SCORERS.register("reward_model", ScorerEntry("evalgate.rlhf.reward_options:RewardModelOptions",
                                              "evalgate.rlhf.reward:RewardModelScorer",

@@ -107,6 +107,12 @@ def get_metric(name: str) -> Metric:
     return Metric(name, entry.item_value)
 
 
+def registered_name(name: str) -> str:
+    """The name ``name`` is registered under in ``METRICS``: a family member's family (``pass@10`` -> ``pass@k``),
+    any other name itself."""
+    return _FAMILY.sub("@k", name)
+
+
 def check_metric(name: str) -> str:
     """``name`` when it is a known metric (``get_metric``); the gate policy's ``metric`` field validator.
 

@@ -256,3 +256,52 @@ def test_a_gate_the_whole_budget_cannot_cover_says_so(tmp_path: Path) -> None:
     assert "baseline: {value: ...}" in str(e.value)
     rows = store.access_rows("fx-private")
     assert [r["outcome"] for r in rows] == ["refused"]
+
+
+def test_a_metric_the_protocols_scorer_does_not_produce_is_refused_before_any_read(tmp_path: Path) -> None:
+    """Issue 46, item 6: a judge run's samples are 'judged', never 'correct', so its pass@1 is 0 for every
+    checkpoint; a gate left on the default metric pass@1 printed PASS with "+0.0000, CI [+0.0000, +0.0000]". It is
+    refused (exit 2) before any read, naming the metric, the scorer and what it produces; the same for IFEval's
+    prompt-level accuracy asked of a judge protocol. The right pairings pass the check."""
+    import shutil
+
+    from evalgate.gate import reads
+    from evalgate.protocol.spec import load_protocol
+    from tests.conftest import REPO
+
+    built = fx.build(tmp_path / "runs")
+    judge = tmp_path / "chat-judge-pointwise.yaml"
+    for suffix in ("", ".lock"):  # scorer judge, pass_at_k [1]
+        shutil.copy(REPO / "protocols" / f"chat-judge-pointwise.yaml{suffix}", f"{judge}{suffix}")
+    rows_before = len(built["store"].access_rows())
+    d = fx.policy_dict(built["baseline"])
+    d.update(protocol="chat-judge-pointwise@1", protocol_file=str(judge), metric="pass@1")
+    with pytest.raises(BadInput) as e:
+        run_gate(_policy(tmp_path, d), built["store"], evaluate_decision=False)
+    assert e.value.exit_code == 2
+    assert ("metric pass@1 is not produced by the judge scorer of chat-judge-pointwise@1 "
+            f"({judge}): its samples are never 'correct' (statuses: judged, judge_unparseable, truncated)"
+            in e.value.message)
+    assert e.value.message.endswith("it produces mean_score: set metric to one of them")
+    d["metric"] = "ifeval_prompt_strict"
+    with pytest.raises(BadInput, match="metric ifeval_prompt_strict is not produced by the judge scorer .* its "
+                                       "samples give no value of it; it produces mean_score"):
+        run_gate(_policy(tmp_path, d), built["store"], evaluate_decision=False)
+    assert len(built["store"].access_rows()) == rows_before  # nothing logged, nothing spent
+
+    ifeval = REPO / "protocols" / "ifeval.yaml"
+    for proto, metric in ((judge, "mean_score"), (ifeval, "ifeval_prompt_strict"), (ifeval, "ifeval_prompt_loose"),
+                          (ifeval, "pass@1"), (REPO / "protocols" / "humaneval-smoke.yaml", "pass@4")):
+        lp = load_protocol(proto)
+        pol = _policy(tmp_path, {**d, "protocol": lp.ref, "protocol_file": str(proto), "metric": metric})
+        reads.check_protocol(pol, evaluate_decision=False)  # no exception: the scorer produces the metric
+
+
+def test_a_scorer_declaring_pass_at_k_without_a_correct_status_is_refused() -> None:
+    """The registry refuses the judge's old declaration (pass@k with no 'correct' status) for any scorer, a plugin's
+    included."""
+    from evalgate.scoring.base import ScorerEntry
+
+    with pytest.raises(ValueError, match="without it every pass@k is 0: set pass_at_k=False"):
+        ScorerEntry("m:Options", "m:Scorer", statuses=("judged", "judge_unparseable"))
+    assert ScorerEntry("m:Options", "m:Scorer", statuses=("judged",), pass_at_k=False).produces() == ("mean_score",)

@@ -68,7 +68,7 @@ def gate_verdict(tmp_path: Path, st_built: dict, threshold: float | None, scorer
     (tmp_path / "fx.yaml").write_text(PROTOCOL.format(scorer=scorer, options=options))
     pol = fx.policy_dict(st_built["baseline"], min_improvement=0.0, confidence=0.9, reward_hacking=False,
                          min_proxy_agreement=threshold)
-    pol["protocol_file"] = "fx.yaml"
+    pol.update(protocol_file="fx.yaml", metric="mean_score")  # a proxy's samples are never 'correct': no pass@1
     path = tmp_path / "gate.yaml"
     path.write_text(yaml.safe_dump(pol))
     return run_gate(load_policy(path), st_built["store"], evaluate_decision=False)
