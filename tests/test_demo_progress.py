@@ -1,7 +1,8 @@
 """``make demo`` says what each stage does and shows its progress: it trains with one progress bar per seed, not
 the HF Trainer's printed log dictionaries (issue 17; a tiny randomly initialised Llama, no download, trains for 3
 steps through the same ``quiet_progress`` the demo uses; without it the same Trainer prints ``{'loss': ...}``
-lines), and each stage is announced before it starts with its evaluations' bars on (issue 32)."""
+lines), and each stage is announced before it starts with its evaluations' bars on (issue 32); the verdict comes
+before the slow stages, which only ``make demo-full`` runs (issue 44)."""
 
 from __future__ import annotations
 
@@ -50,42 +51,27 @@ def test_training_shows_a_bar_and_no_log_dictionaries(tmp_path: Path, capfd: pyt
     assert [e["step"] for e in quiet.state.log_history if "loss" in e] == [1, 2, 3]  # logs still kept
 
 
-class _Stop(Exception):
-    pass
-
-
-def test_each_demo_stage_says_what_it_does_before_it_starts_with_progress_on(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # `make demo` printed nothing for over five minutes. The stages' work (model, training, evaluations, gate) is
-    # stood in for here, recording the order of events; the real runs are tested in their own modules.
+def test_each_demo_stage_says_what_it_does_before_it_starts_and_the_verdict_comes_first(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # `make demo` printed nothing for over five minutes (issue 32), then spent its first 19 minutes on HumanEval smoke
+    # before training and gating (issue 44): now `make demo` trains, evaluates on dev and gates (the verdict), and
+    # `make demo-full` adds the RLHF leg before the gate and HumanEval smoke after the verdict. The stages' work
+    # (model, training, evaluations, gate) is stood in for here, recording the order of events; the real runs are
+    # tested in their own modules.
     import shutil
 
     from evalgate.checkpoints import resolve
     from evalgate.datasets import humaneval
     from evalgate.demo import main as demo
+    from evalgate.gate.report import outputs as report
     from evalgate.workspace import Workspace
 
-    repo = REPO
-    shutil.copytree(repo / "protocols", tmp_path / "protocols")
-    shutil.copytree(repo / "gates", tmp_path / "gates")
+    shutil.copytree(REPO / "protocols", tmp_path / "protocols")
+    shutil.copytree(REPO / "gates", tmp_path / "gates")
     monkeypatch.chdir(tmp_path)  # the demo's stores and reports are relative to the working directory
     events: list[tuple[str, object]] = []
     monkeypatch.setattr(demo, "stage", lambda line: events.append(("stage", line)))
     monkeypatch.setattr(demo, "smollm2_gguf", lambda: tmp_path / "base.gguf")
-    monkeypatch.setattr(humaneval, "import_humaneval", lambda *a, **k: events.append(("import", None)))
-    monkeypatch.setattr(Workspace, "freeze", lambda self, p: events.append(("freeze", p)))
-
-    def he_evaluate(self: Workspace, *a: object, **k: object) -> None:
-        events.append(("humaneval", k.get("progress")))
-        raise _Stop
-
-    monkeypatch.setattr(Workspace, "evaluate", he_evaluate)
-    with pytest.raises(_Stop):
-        demo._humaneval_smoke()
-    assert events[0][0] == "stage" and str(events[0][1]).startswith("demo [1/5] HumanEval smoke: SmolLM2")
-    assert events[-1] == ("humaneval", True)  # with the generation and scoring bars
-
-    events.clear()
     train = tmp_path / "train"
     for seed in (1, 2):
         for step in (3, 6):
@@ -98,38 +84,62 @@ def test_each_demo_stage_says_what_it_does_before_it_starts_with_progress_on(
         events.append(("evaluate", (Path(ck).name, split, opts.progress)))
         return {"metrics": {"pass@1": 0.5, "pass@1_stderr": 0.1}}
 
-    def gate(policy: object, store: object, actor: object, progress: bool = False) -> None:
-        events.append(("gate", progress))
-        raise _Stop
-
     def prepare(home: Path, addition: Path, gguf: Path, store: object, dev_items: int) -> Path:
         events.append(("rlhf", (addition, gguf.name, dev_items)))
         return tmp_path / "proxies"
 
     load_policy = gate_mod.load_policy
 
+    def gate(policy: object, store: object, actor: object, progress: bool = False) -> str:
+        events.append(("gate", ([p.protocol for p in policy.proxy_protocols], progress)))  # type: ignore[attr-defined]
+        return "VERDICT"
+
     def policy(path: Path, variables: dict[str, str]) -> object:
         events.append(("policy", variables))
         return load_policy(path, variables)
+
+    def he_evaluate(self: Workspace, *a: object, **k: object) -> SimpleNamespace:
+        events.append(("humaneval", (a[2], k.get("progress"))))
+        return SimpleNamespace(as_dict=lambda: {"counts": {"samples": 32, "cached": 0},
+                                                "metrics": {"pass@1": 0.0, "pass@1_stderr": 0.0}})
 
     monkeypatch.setattr(run_mod, "evaluate", dev_evaluate)
     monkeypatch.setattr(demo_rlhf, "prepare", prepare)
     monkeypatch.setattr(gate_mod, "load_policy", policy)
     monkeypatch.setattr(gate_mod, "run_gate", gate)
-    with demo._fresh_demo_workspace().activate() as ws, pytest.raises(_Stop):
-        demo._gate_demo(ws, 0.0)
+    monkeypatch.setattr(report, "write_reports", lambda verdict, outs, store: SimpleNamespace(as_dict=dict))
+    monkeypatch.setattr(demo, "_print_verdict", lambda verdict, doc: events.append(("verdict", verdict)))
+    monkeypatch.setattr(humaneval, "import_humaneval", lambda *a, **k: events.append(("import", None)))
+    monkeypatch.setattr(Workspace, "freeze", lambda self, p: events.append(("freeze", p)))
+    monkeypatch.setattr(Workspace, "evaluate", he_evaluate)
+
+    assert demo.main([]) == 0
     kinds = [k for k, _ in events]
     stages = [str(v) for k, v in events if k == "stage"]
-    assert [s[:10] for s in stages] == ["demo [2/5]", "demo [3/5]", "demo [4/5]", "demo [5/5]"]
+    assert [s[:10] for s in stages] == ["demo [1/3]", "demo [2/3]", "demo [3/3]"]
+    assert stages[0].startswith("demo [1/3] training: SmolLM2-135M-Instruct")
     assert kinds.index("stage") < kinds.index("train")  # announced before the work
     assert "the base model and 4 checkpoints on addition-dev (40 items each)" in stages[1]
-    assert "RLHF leg: the tiny reward model" in stages[2] and "8-item dev split addition-proxy" in stages[2]
-    i3, i4, i5 = (i for i, (k, v) in enumerate(events) if k == "stage" and str(v)[:10] in ("demo [3/5]", "demo [4/5]",
-                                                                                          "demo [5/5]"))
-    evals = [v for k, v in events[i3:i4] if k == "evaluate"]
+    i2, i3 = (i for i, (k, v) in enumerate(events) if k == "stage" and str(v)[:10] in ("demo [2/3]", "demo [3/3]"))
+    evals = [v for k, v in events[i2:i3] if k == "evaluate"]
     assert evals == [("base.gguf", "addition-dev", True)] + [
         (f"checkpoint-{s}", "addition-dev", True) for _ in (1, 2) for s in (3, 6)]
-    assert events[i4 + 1:i5] == [("rlhf", (Path("protocols/addition.yaml"), "base.gguf", 40))]
-    # the gate's policy gets the base model and the proxies' folder; its decision reads show their sample counts
-    assert events[i5 + 1:] == [("policy", {"EVALGATE_DEMO_BASE": str(tmp_path / "base.gguf"),
-                                           "EVALGATE_DEMO_PROXIES": str(tmp_path / "proxies")}), ("gate", True)]
+    # the gate's policy gets the base model; without the RLHF leg it runs no proxy, and its decision reads show
+    # their sample counts; the verdict is the last thing, no HumanEval
+    assert events[i3 + 1][0] == "policy" and events[i3 + 1][1]["EVALGATE_DEMO_BASE"] == str(tmp_path / "base.gguf")
+    assert events[i3 + 2:] == [("gate", ([], True)), ("verdict", "VERDICT")]
+    assert "verdict after" in capsys.readouterr().out
+
+    events.clear()
+    assert demo.main(["--full"]) == 0
+    stages = [str(v) for k, v in events if k == "stage"]
+    assert [s[:10] for s in stages] == ["demo [1/5]", "demo [2/5]", "demo [3/5]", "demo [4/5]", "demo [5/5]"]
+    assert "RLHF leg: the tiny reward model" in stages[2] and "8-item dev split addition-proxy" in stages[2]
+    assert stages[4].startswith("demo [5/5] HumanEval smoke (after the verdict): SmolLM2")
+    i3, i4, i5 = (i for i, (k, v) in enumerate(events) if k == "stage" and str(v)[:10] in ("demo [3/5]", "demo [4/5]",
+                                                                                          "demo [5/5]"))
+    assert events[i3 + 1:i4] == [("rlhf", (Path("protocols/addition.yaml"), "base.gguf", 40))]
+    assert events[i4 + 1][1]["EVALGATE_DEMO_PROXIES"] == str(tmp_path / "proxies")
+    assert events[i4 + 2:i5] == [("gate", (["addition-judge@1", "addition-rm@1"], True)), ("verdict", "VERDICT")]
+    assert events[i5 + 1:] == [("import", None), ("freeze", Path("protocols/humaneval-smoke.yaml")),
+                               ("humaneval", ("humaneval-smoke", True))]  # with the generation and scoring bars
