@@ -145,3 +145,112 @@ def test_stop_names_the_step_it_stopped_at(tmp_path: Path, capsys: pytest.Captur
     assert "stopping training at step 5" in err and "since step 1" in err
     saved = json.loads((Path(args.output_dir) / STOP_REASON_FILE).read_text())
     assert (saved["step"], saved["first_step"]) == (5, 1)
+
+
+def _tiny_trainer(tok_dir: Path, out: Path, callbacks: list[Any]):  # noqa: ANN202 - a transformers.Trainer
+    """A real HF ``Trainer`` on a one-layer Llama with SmolLM2's tokenizer (random weights: trains and evaluates in
+    seconds), 4 steps, a checkpoint every 2, reporting to TensorBoard (into ``$TENSORBOARD_LOGGING_DIR``)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM, Trainer, TrainingArguments
+
+    from evalgate.demo.train import _collate, _encode, addition_items
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(str(tok_dir))
+    cfg = json.loads((tok_dir / "config.json").read_text())
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=cfg["vocab_size"], hidden_size=16, intermediate_size=32,
+                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                                         bos_token_id=cfg.get("bos_token_id"), eos_token_id=cfg.get("eos_token_id"),
+                                         tie_word_embeddings=True))
+    data = [_encode(tok, it) for it in addition_items("train", 8)]
+    args = TrainingArguments(output_dir=str(out), max_steps=4, save_steps=2, save_strategy="steps",
+                             save_only_model=True, per_device_train_batch_size=2, logging_steps=1,
+                             report_to=["tensorboard"], use_cpu=True,
+                             dataloader_num_workers=0, disable_tqdm=True, remove_unused_columns=False, seed=1)
+    return Trainer(model=model, args=args, train_dataset=data, data_collator=_collate(tok.pad_token_id),
+                   processing_class=tok, callbacks=callbacks)
+
+
+def _dev_split_and_protocol(home: Path) -> Path:
+    """A 3-item addition dev split and protocols/addition.yaml (max_tokens 4) frozen in the test's store."""
+    import yaml
+
+    from evalgate.demo.train import addition_items
+    from evalgate.protocol.freeze import freeze
+    from evalgate.splits import write_split
+    from evalgate.store import Store
+
+    write_split("add-dev", "dev", addition_items("dev", 3), {"source": "test"})
+    doc = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
+    doc["sampling"]["max_tokens"] = 4
+    proto = home / "addition.yaml"
+    proto.write_text(yaml.safe_dump(doc))
+    freeze(proto, Store())
+    return proto
+
+
+def test_evaluations_reach_log_history_and_tensorboard(home: Path, smollm2_dir: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capfd: pytest.CaptureFixture[str]) -> None:
+    """Issue 44, item 6: with ``evaluate=True`` on a real Trainer, each checkpoint's evaluation was stored in
+    evalgate but nothing was printed and nothing entered ``state.log_history``, so the trainer's ``report_to``
+    trackers had no ``eval/...`` curve. Read back here from TensorBoard's own event files."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    from evalgate.store import Store
+    from evalgate.training.callback import EvalgateCallback
+
+    proto = _dev_split_and_protocol(home)
+    out = home / "run"
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(out / "tb"))  # transformers' TensorBoardCallback reads it
+    trainer = _tiny_trainer(smollm2_dir, out, [])
+    cb = EvalgateCallback(protocol=proto, split="add-dev", evaluate=True, trainer=trainer)
+    trainer.add_callback(cb)
+    trainer.train()
+
+    runs = {r["step"]: r for r in Store().runs()}  # what evalgate stored, read back from the store
+    assert sorted(runs) == [2, 4]
+    logged = [e for e in trainer.state.log_history if "eval_addition/pass@1" in e]
+    assert [e["step"] for e in logged] == [2, 4]  # keyed by the trainer's step, once per checkpoint
+    for e in logged:
+        m = runs[e["step"]]["metrics"]
+        assert e["eval_addition/pass@1"] == m["pass@1"] and e["eval_addition/pass@1_stderr"] == m["pass@1_stderr"]
+        assert e["eval_addition/truncation_rate"] == m["truncation_rate"]
+        assert 0.0 <= e["eval_addition/pass@1"] <= 1.0
+    # the step-2 evaluation is in the trainer_state.json the Trainer saved with checkpoint-4
+    saved = json.loads((out / "checkpoint-4" / "trainer_state.json").read_text())["log_history"]
+    assert [e["step"] for e in saved if "eval_addition/pass@1" in e] == [2]
+
+    (events,) = (out / "tb").glob("events.out.tfevents.*")
+    acc = EventAccumulator(str(events))
+    acc.Reload()
+    assert "train/loss" in acc.Tags()["scalars"]  # the same run the trainer's own curves are in
+    for tag, key in (("eval/addition/pass@1", "pass@1"), ("eval/addition/mean_completion_tokens",
+                                                         "mean_completion_tokens")):
+        points = [(ev.step, ev.value) for ev in acc.Scalars(tag)]
+        assert [s for s, _ in points] == [2, 4], tag
+        for step, value in points:
+            assert value == pytest.approx(runs[step]["metrics"][key], abs=1e-6), (tag, step)
+        assert all(0 < v <= 4 for s, v in points) if key == "mean_completion_tokens" else True
+
+    err = capfd.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("evalgate: checkpoint-")]
+    assert len(lines) == 2, err[-2000:]
+    for line, step in zip(lines, (2, 4), strict=True):
+        assert line.startswith(f"evalgate: checkpoint-{step} (step {step}): addition@1 on add-dev: pass@1 ")
+        assert f"(run {runs[step]['run_id']})" in line
+
+
+def test_without_the_trainer_evaluations_still_enter_log_history(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without ``trainer=`` the callback cannot reach the trackers, but the record still goes into
+    ``state.log_history`` at the step (so into trainer_state.json), as ``Trainer.log`` writes it."""
+    from evalgate.runner import evaluate as run_mod
+    from evalgate.training.callback import EvalgateCallback
+
+    doc = {"run_id": "r1", "protocol": {"name": "p", "version": "1"}, "split": {"name": "d"},
+           "metrics": {"pass@1": 0.25, "pass@1_stderr": 0.1, "judge": {"calls": 3}, "nan": math.nan, "flag": True}}
+    monkeypatch.setattr(run_mod, "evaluate", lambda *a, **k: doc)  # glue: the real evaluation is tested above
+    cb, args = EvalgateCallback(protocol="p.yaml", split="d", evaluate=True), _args(tmp_path)
+    state = _state(6, [{"step": 6, "loss": 1.0}])
+    cb.on_save(args, state, SimpleNamespace(should_training_stop=False))
+    assert state.log_history[-1] == {"eval_p/pass@1": 0.25, "eval_p/pass@1_stderr": 0.1, "step": 6}

@@ -7,7 +7,10 @@ it unchanged: they are ``Trainer`` subclasses and call the same ``TrainerCallbac
   directory stops training the same way. Each log record is also appended to ``<output_dir>/evalgate-log.jsonl``,
   so a watch re-diagnoses between checkpoints.
 - ``on_save``: the new ``checkpoint-N`` is announced in ``<output_dir>/evalgate-queue.jsonl`` (a running watch reads
-  it without waiting out its settle time) or, with ``evaluate=True``, evaluated in-process through ``evaluate()``.
+  it without waiting out its settle time) or, with ``evaluate=True``, evaluated in-process through ``evaluate()``;
+  the run's metrics then go into the trainer's log at that step (``eval_<protocol>/<metric>``, through
+  ``trainer.log`` when the callback holds the trainer, so its ``report_to`` trackers show ``eval/<protocol>/<metric>``
+  beside ``train/loss``), and one line per checkpoint is printed on stderr.
 - ``on_train_end``: a ``train_end`` line in the queue file, so ``evalgate watch --exit-when-done`` can finish.
 - ``on_train_begin``: leftovers of an earlier run in the same ``output_dir`` are moved aside (renamed
   ``<name>.previous-<time>``), never obeyed or merged (issue 28, item 14): the ``STOP`` file and
@@ -21,6 +24,7 @@ Importing this module imports ``transformers`` (for ``TrainerCallback``), never 
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -50,6 +54,12 @@ class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
             a watch through the queue file.
         run_options: ``RunOptions`` for in-process evaluation (default purpose ``watch``, no progress bars).
         seed: training seed for the diagnosis's label (default: ``args.seed``).
+        trainer: the ``Trainer`` (or TRL trainer) this callback is added to, as TRL's own evaluation callbacks take
+            it (``trainer.add_callback(EvalgateCallback(..., trainer=trainer))``; or set ``callback.trainer`` after
+            building the trainer). With it each evaluation is logged through ``trainer.log``: into
+            ``state.log_history`` at the trainer's step and to every ``report_to`` tracker (TensorBoard, W&B, ...),
+            which write the ``eval_`` prefix as ``eval/``. Without it the record goes into ``state.log_history`` only
+            (hence ``trainer_state.json``), and no tracker sees it.
 
     Attributes:
         stop_reason: why training was stopped (None while it runs on).
@@ -58,7 +68,7 @@ class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
 
     def __init__(self, guards: Guards | None = None, policy: str | Path | None = None,
                  protocol: str | Path | None = None, split: str | None = None, evaluate: bool = False,
-                 run_options: Any = None, seed: int | None = None):
+                 run_options: Any = None, seed: int | None = None, trainer: Any = None):
         if evaluate and (protocol is None or split is None):
             from evalgate.core.errors import BadInput
 
@@ -71,6 +81,7 @@ class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
         self.guards = guards or Guards()
         self.protocol, self.split, self.evaluate, self.run_options = protocol, split, evaluate, run_options
         self.seed = seed
+        self.trainer = trainer
         self.stop_reason: str | None = None
         self.results: list[dict[str, Any]] = []
 
@@ -136,10 +147,22 @@ class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
 
             opts = self.run_options or RunOptions(purpose="watch", progress=False)
             assert self.protocol is not None and self.split is not None
-            self.results.append(evaluate(self.protocol, ckpt, self.split, opts))
+            record = evaluate(self.protocol, ckpt, self.split, opts)
+            self.results.append(record)
+            self._log_evaluation(state, ckpt, record)
         else:
             self._queue(args, {"step": state.global_step, "checkpoint": str(ckpt), "time": time.time()})
         return control
+
+    def _log_evaluation(self, state: Any, ckpt: Path, record: Any) -> None:
+        """Put one evaluation's metrics into the trainer's log at the current step and print its line."""
+        doc = record.as_dict() if hasattr(record, "as_dict") else dict(record)
+        logs = eval_logs(doc)
+        if self.trainer is not None:
+            self.trainer.log(dict(logs))  # appends {**logs, "step": global_step} and calls every on_log
+        else:
+            state.log_history.append({**logs, "step": state.global_step})  # what Trainer.log records
+        print(f"evalgate: {eval_line(doc, ckpt.name, state.global_step)}", file=sys.stderr, flush=True)
 
     def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
         if state.is_world_process_zero:
@@ -153,3 +176,32 @@ class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
         out.mkdir(parents=True, exist_ok=True)
         with open(out / QUEUE_FILE, "a") as f:
             f.write(json.dumps(rec) + "\n")
+
+
+def eval_logs(doc: dict[str, Any]) -> dict[str, float]:
+    """A run document's numeric metrics as trainer log keys: ``eval_<protocol name>/<metric>`` (``pass@1``,
+    ``pass@1_stderr``, ``mean_completion_tokens``, ``truncation_rate``, ...; nested or non-numeric ones left out).
+
+    The ``eval_`` prefix is the one ``Trainer.evaluate`` gives its metrics (``metric_key_prefix="eval"``), and
+    ``transformers.integrations.rewrite_logs`` turns it into ``eval/`` for TensorBoard, W&B and the other trackers,
+    so the curve shows as ``eval/<protocol>/<metric>`` beside ``train/loss``.
+    """
+    name = doc["protocol"]["name"]
+    return {f"eval_{name}/{k}": float(v) for k, v in (doc.get("metrics") or {}).items()
+            if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)}
+
+
+def eval_line(doc: dict[str, Any], checkpoint: str, step: int) -> str:
+    """One line per evaluated checkpoint: ``checkpoint-4 (step 4): addition@1 on addition-dev: pass@1 0.650 ±
+    0.075, truncation 0.0% (run <id>)``."""
+    from evalgate.core.formatting import pm
+
+    m = doc.get("metrics") or {}
+    p = doc["protocol"]
+    parts = [f"{k} {pm(m[k], m.get(k + '_stderr'))}" for k in m if k.startswith("pass@") and not k.endswith("_stderr")]
+    if "mean_score" in m and not parts:
+        parts.append(f"mean score {pm(m['mean_score'], m.get('mean_score_stderr'))}")
+    if "truncation_rate" in m:
+        parts.append(f"truncated {m['truncation_rate']:.1%}")
+    return (f"{checkpoint} (step {step}): {p['name']}@{p['version']} on {doc['split']['name']}: "
+            f"{', '.join(parts) or 'no metric'} (run {doc['run_id']})")
