@@ -219,24 +219,35 @@ def test_no_pip_command_names_evalgate_on_an_index() -> None:
     assert "torch==2.13.0" in first and "download.pytorch.org/whl/cpu" in first  # before anything pulls torch in
 
 
-def test_the_install_step_installs_evalgate_from_the_checkout(tmp_path: Path) -> None:
-    """The step's own commands, run by bash in a throwaway venv that sees this environment's packages (a .pth
-    line): evalgate is built from a copy of this checkout as evalgate-gate, and the venv's ``evalgate`` command
-    and ``import evalgate`` are that copy. PIP_NO_DEPS=1 keeps pip from touching the shared packages (they
-    satisfy every dependency already; on a runner pip installs them)."""
+def _throwaway_venv(tmp_path: Path) -> tuple[Path, Path]:
+    """A new venv that sees this environment's packages (a .pth line); returns (venv, its site-packages)."""
     import sysconfig
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True, timeout=300)
     site = next((venv / "lib").glob("python3*/site-packages"))
     (site / "shared.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
-    src = tmp_path / "ws" / ".evalgate-src"
+    return venv, site
+
+
+def _copy_checkout(dst: Path) -> Path:
+    """The checkout's files (tracked and untracked, not ignored) copied to ``dst``, as a fresh clone holds them."""
     listed = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
                             capture_output=True).stdout.decode().split("\0")
     for name in filter(None, listed):
         if (REPO / name).is_file():
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(REPO / name, src / name)
+            (dst / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, dst / name)
+    return dst
+
+
+def test_the_install_step_installs_evalgate_from_the_checkout(tmp_path: Path) -> None:
+    """The step's own commands, run by bash in a throwaway venv that sees this environment's packages (a .pth
+    line): evalgate is built from a copy of this checkout as evalgate-gate, and the venv's ``evalgate`` command
+    and ``import evalgate`` are that copy. PIP_NO_DEPS=1 keeps pip from touching the shared packages (they
+    satisfy every dependency already; on a runner pip installs them)."""
+    venv, site = _throwaway_venv(tmp_path)
+    src = _copy_checkout(tmp_path / "ws" / ".evalgate-src")
     env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "EVALGATE_SRC": str(src),
            "PIP_NO_DEPS": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
     r = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", install_step()], cwd=tmp_path / "ws",
@@ -249,6 +260,52 @@ def test_the_install_step_installs_evalgate_from_the_checkout(tmp_path: Path) ->
     assert where.returncode == 0, where.stderr
     assert where.stdout.startswith(str(site / "evalgate" / "__init__.py"))
     assert "evalgate/cli.py" in where.stdout
+
+
+def readme_block(containing: str) -> str:
+    """The README's fenced bash block holding ``containing``."""
+    blocks = re.findall(r"^```bash\n(.*?)^```", (REPO / "README.md").read_text(), re.M | re.S)
+    (block,) = [b for b in blocks if containing in b]
+    return str(block)
+
+
+def test_the_readme_installs_evalgate_into_a_training_environment(tmp_path: Path) -> None:
+    """Issue 44, item 5: the README never said how to reach evalgate from your own repository or the trainer's
+    environment, and the Quick start's ``python -c 'from evalgate.checkpoints.wheels import ...'`` failed with the
+    system python. The README's commands run here as written (``/path/to/evalgate`` is a copy of this checkout): its
+    install block in a throwaway venv standing for the trainer's (PIP_NO_DEPS=1 as above), then the Quick start's
+    first lines from a user's repository, with the checkout's environment activated as the Quick start says."""
+    venv, site = _throwaway_venv(tmp_path)
+    src = _copy_checkout(tmp_path / "evalgate")
+    user = tmp_path / "my-repo"
+    user.mkdir()
+    env = {"PATH": f"{venv / 'bin'}:/usr/bin:/bin", "HOME": str(tmp_path), "PIP_NO_DEPS": "1",
+           "PIP_DISABLE_PIP_VERSION_CHECK": "1", "HF_HUB_OFFLINE": "1"}
+    install = readme_block("pip install -e").replace("/path/to/evalgate", str(src))
+    r = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", install], cwd=user, env=env,
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "evalgate (evalgate-gate), version 0.1.0" in r.stdout
+    where = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import evalgate.training.callback; print(evalgate.__file__)"],
+                           cwd=user, env=env, capture_output=True, text=True, timeout=300)
+    assert where.returncode == 0, where.stderr
+    assert where.stdout.strip() == str(src / "evalgate" / "__init__.py")  # editable: the checkout itself
+
+    # the Quick start, with the checkout's .venv (here the venv above, as `make setup` would have made it)
+    (src / ".venv").symlink_to(venv)
+    quick = readme_block("evalgate init --benchmark humaneval").replace("/path/to/evalgate", str(src))
+    lines = [ln for ln in quick.splitlines() if ln.startswith(("source ", "CKPT="))] + ['echo "CKPT=$CKPT"']
+    bare = {**env, "PATH": "/usr/bin:/bin"}  # a new shell: the system python, nothing activated
+    r = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", "\n".join(lines)], cwd=user,
+                       env=bare, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    ckpt = Path(r.stdout.split("CKPT=")[-1].strip())
+    assert ckpt.suffix == ".gguf" and ckpt.is_file()
+    # without the Quick start's first line, the system python has no evalgate (what the user hit)
+    r = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", "\n".join(lines[1:])], cwd=user,
+                       env=bare, capture_output=True, text=True, timeout=300)
+    assert r.returncode != 0, r.stdout
 
 
 def test_the_splits_the_recipe_commits_are_not_ignored() -> None:
