@@ -135,7 +135,7 @@ test-fast: setup
 	  -m "not slow and not vllm_engine and not integration"
 
 # the vLLM backend's tests, in the engine's environment (one engine per session, shared by the tests)
-VLLM_TESTS := tests/backends/test_vllm.py tests/backends/test_vllm_engine.py tests/scoring/test_reward_vllm.py tests/tools/test_tools.py::test_hermes_and_llama3_agree_with_vllms_parsers
+VLLM_TESTS := tests/backends/test_vllm.py tests/backends/test_vllm_engine.py tests/scoring/test_reward_vllm.py tests/scoring/test_loglikelihood_vllm.py tests/tools/test_tools.py::test_hermes_and_llama3_agree_with_vllms_parsers
 test-vllm:
 	@if $(VPY) -c "import vllm" 2>/dev/null; then $(VLLM_VENV)/bin/pytest -q --durations=10 $(VLLM_TESTS); \
 	  else echo "skipped: $(VLLM_TESTS) (vLLM is not installed in $(VLLM_VENV); see make setup-vllm)"; fi

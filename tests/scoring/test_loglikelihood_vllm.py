@@ -1,0 +1,42 @@
+"""Log-likelihood parity on vLLM: the same 100 MMLU-Pro items as ``test_loglikelihood_real.py``, scored by the vllm
+backend (prompt log-probabilities), choose lm-evaluation-harness's option on every item under ``acc`` and
+``acc_norm``. Runs in ``.venv-vllm`` (``make test-vllm``); skipped, saying why, where vLLM's engine cannot be
+imported."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.scoring.test_loglikelihood_real import MMLU_PRO, assert_parity, parity_split, reference, run_choices
+
+try:
+    from vllm import LLM  # noqa: F401
+
+    ENGINE_MISSING = None
+except Exception as e:  # noqa: BLE001 - any failure to import the engine is a reason to skip, stated
+    ENGINE_MISSING = f"{type(e).__name__}: {e}"
+
+pytestmark = [pytest.mark.vllm_engine, pytest.mark.slow, pytest.mark.skipif(
+    ENGINE_MISSING is not None,
+    reason=f"vLLM's engine cannot be imported in this environment ({ENGINE_MISSING}); `make test` runs this file "
+           "in .venv-vllm, which `make setup` installs (make setup-vllm)")]
+os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+
+
+@pytest.mark.timeout(3600)  # the engine's start and 932 option rows on vLLM's CPU build
+def test_vllm_chooses_as_lm_eval_on_100_mmlu_pro_items(home: Path, smollm2_dir: Path) -> None:
+    from evalgate.backends.vllm import close_engine
+
+    if not MMLU_PRO.is_file():
+        pytest.skip(f"{MMLU_PRO} is absent (../shared/data holds it on developer machines and CI)")
+    ref = reference(smollm2_dir)
+    ids = parity_split(home)
+    try:  # float32: vLLM's CPU build loads a float32 checkpoint as bfloat16 under dtype auto (docs/BACKENDS.md)
+        doc, got = run_choices(home, smollm2_dir, "vllm", "dtype=float32", "max_model_len=1024")
+    finally:
+        close_engine()
+    assert_parity(ref, got, ids)
+    assert doc["backend"]["generation_settings"]["request"] == "loglikelihood"
