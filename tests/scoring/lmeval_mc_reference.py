@@ -45,6 +45,16 @@ def sha256_file(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+def model_file_digest(path: Path) -> str:
+    """sha256 of a model file; for ``config.json``, of its sorted JSON without ``_name_or_path`` (the GGUF
+    conversion writes where the wheel was installed there, which differs between machines, not the model)."""
+    if path.name != "config.json":
+        return sha256_file(path)
+    config = json.loads(path.read_text())
+    config.pop("_name_or_path", None)
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+
+
 def main(model_dir: str, data: str) -> None:
     import jinja2
     import lm_eval
@@ -80,7 +90,7 @@ def main(model_dir: str, data: str) -> None:
     doc = {"provenance": {
         "script": "tests/scoring/lmeval_mc_reference.py", "lm_eval": lm_eval.__version__,
         "transformers": transformers.__version__, "torch": torch.__version__,
-        "model_files_sha256": {name: sha256_file(Path(model_dir) / name) for name in MODEL_FILES},
+        "model_files_sha256": {name: model_file_digest(Path(model_dir) / name) for name in MODEL_FILES},
         "data_sha256": sha256_file(Path(data)), "protocol_sha256": sha256_file(PROTOCOL), "selection": SELECTION,
         "hflm": {"dtype": "float32", "device": "cpu", "batch_size": 32}},
         "items": out}

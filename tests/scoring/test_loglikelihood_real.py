@@ -17,7 +17,7 @@ from click.testing import CliRunner
 
 from evalgate.cli import main
 from tests.conftest import REPO, SHARED_DATA
-from tests.scoring.lmeval_mc_reference import FIXTURE, MODEL_FILES, select
+from tests.scoring.lmeval_mc_reference import FIXTURE, MODEL_FILES, model_file_digest, select
 
 pytestmark = pytest.mark.slow
 
@@ -37,7 +37,7 @@ def reference(model_dir: Path) -> dict[str, Any]:
     prov = doc["provenance"]
     assert prov["lm_eval"].startswith("0.4.") and prov["script"] == "tests/scoring/lmeval_mc_reference.py"
     for name in MODEL_FILES:
-        digest = hashlib.sha256((model_dir / name).read_bytes()).hexdigest()
+        digest = model_file_digest(model_dir / name)
         assert prov["model_files_sha256"][name] == digest, f"{FIXTURE.name} was made with another {name}: rerun it"
     assert prov["data_sha256"] == hashlib.sha256(MMLU_PRO.read_bytes()).hexdigest()
     assert prov["protocol_sha256"] == hashlib.sha256((REPO / "protocols" / "mmlu-pro-loglik.yaml").read_bytes()
