@@ -28,23 +28,13 @@ import yaml
 from click.testing import CliRunner
 
 from tests.conftest import REPO, SHARED_DATA
+from tests.helpers.vllm_lane import lane_marks
 
-try:
-    from vllm import LLM  # noqa: F401
+pytestmark = lane_marks()
 
-    ENGINE_MISSING = None
-except Exception as e:  # noqa: BLE001 - any failure to import the engine is a reason to skip, stated
-    ENGINE_MISSING = f"{type(e).__name__}: {e}"
-
-pytestmark = [pytest.mark.vllm_engine, pytest.mark.skipif(
-    ENGINE_MISSING is not None,
-    reason=f"vLLM's engine cannot be imported in this environment ({ENGINE_MISSING}); `make test` runs this file "
-           "in .venv-vllm, which `make setup` installs (make setup-vllm)")]
-
-# a small KV cache (GiB; on CPU the default reserves 90% of the memory, gpu_memory_utilization), no torch.compile
+# a small KV cache (set by tests.helpers.vllm_lane), no torch.compile
 # (enforce_eager: starts faster, same kernels) and float32 (vLLM on CPU would load the checkpoint as bfloat16:
 # parity with hf needs the dtype stated); the same options everywhere, so every in-process run shares one engine
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
 ENGINE_OPTIONS = {"dtype": "float32", "max_model_len": 2048, "enforce_eager": True}
 CLI_OPTIONS = [x for k, v in ENGINE_OPTIONS.items() for x in ("--backend-option", f"{k}={v}")]
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"

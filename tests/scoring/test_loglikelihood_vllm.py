@@ -5,25 +5,14 @@ imported."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
+from tests.helpers.vllm_lane import lane_marks
 from tests.scoring.test_loglikelihood_real import MMLU_PRO, assert_parity, parity_split, reference, run_choices
 
-try:
-    from vllm import LLM  # noqa: F401
-
-    ENGINE_MISSING = None
-except Exception as e:  # noqa: BLE001 - any failure to import the engine is a reason to skip, stated
-    ENGINE_MISSING = f"{type(e).__name__}: {e}"
-
-pytestmark = [pytest.mark.vllm_engine, pytest.mark.slow, pytest.mark.skipif(
-    ENGINE_MISSING is not None,
-    reason=f"vLLM's engine cannot be imported in this environment ({ENGINE_MISSING}); `make test` runs this file "
-           "in .venv-vllm, which `make setup` installs (make setup-vllm)")]
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+pytestmark = lane_marks(pytest.mark.slow)
 
 
 @pytest.mark.timeout(3600)  # the engine's start and 932 option rows on vLLM's CPU build

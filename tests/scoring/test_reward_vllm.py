@@ -5,7 +5,6 @@ saying why, where vLLM's engine cannot be imported."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -13,19 +12,9 @@ import yaml
 from click.testing import CliRunner
 
 from tests.conftest import REPO
+from tests.helpers.vllm_lane import lane_marks
 
-try:
-    from vllm import LLM  # noqa: F401
-
-    ENGINE_MISSING = None
-except Exception as e:  # noqa: BLE001 - any failure to import the engine is a reason to skip, stated
-    ENGINE_MISSING = f"{type(e).__name__}: {e}"
-
-pytestmark = [pytest.mark.vllm_engine, pytest.mark.slow, pytest.mark.skipif(
-    ENGINE_MISSING is not None,
-    reason=f"vLLM's engine cannot be imported in this environment ({ENGINE_MISSING}); `make test` runs this file "
-           "in .venv-vllm, which `make setup` installs (make setup-vllm)")]
-os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+pytestmark = lane_marks(pytest.mark.slow)
 
 
 def test_vllm_pooling_rewards_equal_transformers_and_drive_a_preference_run(tiny_rm: Path, home: Path) -> None:
