@@ -16,11 +16,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 from pydantic.config import JsonDict
 
 from evalgate.core.environment import active
 from evalgate.core.errors import BadInput, MissingExtra
+from evalgate.core.models import StrictModel
 from evalgate.core.registry import Registry
 from evalgate.core.version import install_hint
 
@@ -178,13 +179,13 @@ def sample_seed(protocol_seed: int, item_id: str, sample_index: int) -> int:
     return int.from_bytes(h[:8], "big") & ((1 << 63) - 1)
 
 
-class BackendOptions(BaseModel):
+class BackendOptions(StrictModel):
     """Base of every backend's options: unknown keys are errors, values are strict (``"abc"`` is not an int and
     ``true`` is not a number; an int is still accepted for a float) and immutable. A field whose
     ``json_schema_extra`` holds ``changes_outputs: true`` changes what the engine generates, so it is part of
     ``generation_settings`` (the generation cache key); the others (timeouts, concurrency, batching) do not."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(strict=True)
 
     def output_settings(self) -> dict[str, Any]:
         """The values of the fields marked ``changes_outputs``, as JSON values, by field name."""

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from evalgate.core.models import StrictModel
 
 
-class Result(BaseModel):
+class Result(StrictModel):
     """A typed result: immutable, strict about its fields; a status or tier is checked against its enum and held
     (and dumped) as its plain string.
 
@@ -16,7 +18,7 @@ class Result(BaseModel):
     unset is left out of it (a part the document has only sometimes, e.g. a split's budget when it has one).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_enum_values=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(use_enum_values=True)
 
     def as_dict(self) -> dict[str, Any]:
         """The result as plain dicts, lists and values (the ``--json`` document), without the unset fields."""

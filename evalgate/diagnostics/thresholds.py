@@ -10,15 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from evalgate.core.errors import BadInput
+from evalgate.core.models import StrictModel
 
 
-class Thresholds(BaseModel):
+class Thresholds(StrictModel):
     """Thresholds of the training-log signals (docs/DIAGNOSTICS.md lists each signal with its threshold)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     window: int = Field(default=5, ge=1)
     """Consecutive logged steps for the level signals (clip fraction, truncation, pinned length, zero-variance

@@ -13,21 +13,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import read_text
+from evalgate.core.models import StrictModel
 from evalgate.core.userfiles import NAME_AT_VERSION, FieldProblem, format_validation_error, load_yaml_mapping
 from evalgate.diagnostics.guards import Guards
 from evalgate.rlhf.reward_rules import RewardAuditRules
 from evalgate.scoring import metrics
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-class Baseline(_Strict):
+class Baseline(StrictModel):
     """What the candidates are compared with: a checkpoint or a fixed value (exactly one)."""
 
     checkpoint: str | None = None
@@ -42,7 +39,7 @@ class Baseline(_Strict):
         return self
 
 
-class Selection(_Strict):
+class Selection(StrictModel):
     """How checkpoints are marked failed before the best is picked."""
 
     collapse_drop: float | None = Field(default=0.1, ge=0)
@@ -53,7 +50,7 @@ class Selection(_Strict):
     file; off by default). Default: false."""
 
 
-class GateRules(_Strict):
+class GateRules(StrictModel):
     """Rules a release must meet; a rule left null is not applied."""
 
     min_improvement: float | None = None
@@ -108,7 +105,7 @@ class GateRules(_Strict):
         return [r for r in ("max_tool_call_inflation", "max_tool_violation_rate") if getattr(self, r) is not None]
 
 
-class ProxyProtocol(_Strict):
+class ProxyProtocol(StrictModel):
     """A proxy scorer's protocol (an LLM judge, a reward model) that the gate evaluates on each seed's best checkpoint
     and the baseline checkpoint, on a dev-tier split, for the release report's "Proxy scores" section: the judge's
     win rate against the baseline with its CI and position-flip rate, the reward model's mean score. Informational:
@@ -124,7 +121,7 @@ class ProxyProtocol(_Strict):
     budget on a number that decides nothing). Default: the policy's ``selection_split``."""
 
 
-class GatePolicy(_Strict):
+class GatePolicy(StrictModel):
     """A gate policy file (``gates/*.yaml``)."""
 
     name: str

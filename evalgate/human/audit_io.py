@@ -12,10 +12,11 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import atomic_write, iter_jsonl
+from evalgate.core.models import StrictModel
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
 from evalgate.store import Store
@@ -24,10 +25,10 @@ EXPORT_PURPOSE = "human-audit-export"
 IMPORT_PURPOSE = "human-audit-import"
 
 
-class AuditRecord(BaseModel):
+class AuditRecord(StrictModel):
     """One line of a human-audit file: what raters see, and the score they give."""
 
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(frozen=False)
 
     split: str
     """The human-audit split the item belongs to."""

@@ -24,10 +24,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from evalgate.core.errors import BadInput, ProtocolDrift
 from evalgate.core.fileio import iter_jsonl, read_text
+from evalgate.core.models import StrictModel
 from evalgate.core.userfiles import SIMPLE_NAME, FieldProblem, format_validation_error, load_yaml_mapping, yaml_line
 from evalgate.scoring.extract import RULES
 
@@ -37,12 +38,6 @@ if TYPE_CHECKING:
 LOCK_SUFFIX = ".lock"
 LOCK_FORMAT = 2
 """The lock file's format: 1 (no ``format`` key) held the current version only; 2 adds ``versions``."""
-
-
-class StrictModel(BaseModel):
-    """Base for user-written files: unknown keys are errors, values are immutable after load."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
 class PromptSpec(StrictModel):

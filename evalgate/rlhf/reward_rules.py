@@ -3,15 +3,16 @@ audit itself (``evalgate.rlhf.reward_audit``) so that loading a policy file load
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from evalgate.core.models import StrictModel
 
 __all__ = ["RewardAuditRules"]
 
 
-class RewardAuditRules(BaseModel):
+class RewardAuditRules(StrictModel):
     """Thresholds of the reward audit (the gate policy's ``reward_audit:``); the defaults are the chapter's."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     reward_min: float = 0.9
     """A sample whose reward is above this while its human score is below ``human_max`` is a mismatch. Default 0.9."""

@@ -11,10 +11,11 @@ import sys
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_validator, model_validator
+from pydantic import ConfigDict, field_validator, model_validator
 
 from evalgate.checkpoints.identity import digest_algorithm
 from evalgate.core.enums import RunStatus, Tier
+from evalgate.core.models import StrictModel
 from evalgate.runner.generate import Generated
 from evalgate.runner.plan import RunPlan
 from evalgate.runner.prompts import versions
@@ -29,9 +30,9 @@ RUN_RECORD_VERSION = 2
 """The run record's format: 2 since the record carries ``version`` (runs stored before read as 1)."""
 
 
-class _Record(BaseModel):
+class _Record(StrictModel):
     # use_enum_values: a status or tier is checked against its enum, and held (and dumped) as its plain string
-    model_config = ConfigDict(extra="forbid", use_enum_values=True)
+    model_config = ConfigDict(frozen=False, use_enum_values=True)
 
 
 class ProtocolRef(_Record):

@@ -5,15 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
+
+from evalgate.core.models import StrictModel
 
 
-class ScorerOptions(BaseModel):
+class ScorerOptions(StrictModel):
     """Base of every scorer's options (``scorer.options`` in a protocol file): unknown keys are errors (with the
     nearest known key), values are strict (``"no"`` is not a boolean) and immutable. Validated when the protocol is
     loaded, so ``protocol freeze`` refuses a typo."""
 
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(strict=True)
 
     def hashed(self, raw: dict[str, Any]) -> dict[str, Any]:
         """``scorer.options`` as the protocol's hash covers them (``raw``: the options as written). Every option is

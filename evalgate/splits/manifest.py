@@ -9,10 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field, model_validator
 
 from evalgate.core.environment import active
 from evalgate.core.errors import BadInput
+from evalgate.core.models import StrictModel
 
 Tier = Literal["smoke", "dev", "public", "private", "human-audit"]  # = the values of enums.Tier (a test checks)
 TIERS: tuple[str, ...] = ("smoke", "dev", "public", "private", "human-audit")
@@ -23,10 +24,9 @@ LIBRARY_READ = "library-read"
 """The purpose logged when ``read_items`` refuses a private or human-audit split."""
 
 
-class Policy(BaseModel):
+class Policy(StrictModel):
     """A tier's access policy."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     purposes: list[str] | None = None
     """Purposes allowed to read; None allows any."""
@@ -52,10 +52,9 @@ DEFAULT_POLICIES: dict[str, Policy] = {
 }
 
 
-class Manifest(BaseModel):
+class Manifest(StrictModel):
     """A split manifest file (``<splits dir>/<name>.yaml``)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     """Split name, unique in the splits directory."""

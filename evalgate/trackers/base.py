@@ -9,14 +9,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
+from evalgate.core.models import StrictModel
 
 
-class TrackerConfig(BaseModel):
+class TrackerConfig(StrictModel):
     """Where the trackers write (``--tracker-dir``, ``--tracker-project``, ``--tracker-uri``). Not part of any
     protocol or gate policy, nor of their hashes: where results are copied to never changes what they are."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
     dir: Path = Path("evalgate-trackers")
     """Root directory: TensorBoard event files under ``DIR/tensorboard/<train_run>/seed-<seed>``, W&B offline runs
