@@ -21,7 +21,7 @@ VLLM ?= $(if $(filter 1,$(EVALGATE_SKIP_VLLM)),0,1)
 SETUP_VLLM := $(if $(filter 0,$(VLLM)),,setup-vllm)
 
 .PHONY: docs test-fast setup setup-main setup-vllm setup-sandbox setup-browser demo demo-full test test-vllm lint clean \
-	setup-lmeval ifeval-reference
+	setup-lmeval ifeval-reference setup-alpaca alpacaeval-reference
 
 setup: setup-main setup-sandbox setup-browser $(SETUP_VLLM)
 
@@ -95,6 +95,21 @@ ifeval-reference: setup setup-lmeval
 	NLTK_DATA=.evalgate/nltk_data $(LMEVAL_VENV)/bin/python tools/ifeval_lmeval_reference.py \
 	  $(IFEVAL_DATA)/smollm2_completions.jsonl --prompts ../shared/data/ifeval/input_data.jsonl \
 	  > $(IFEVAL_DATA)/lmeval_smollm2.json
+
+# AlpacaEval, for the length-controlled win rate's reference only (docs/RLHF.md): its own environment, never evalgate's.
+# Not part of `make test`: tests/rlhf/test_lc_winrate.py reads the numbers AlpacaEval's get_length_controlled_winrate
+# wrote, committed in tests/rlhf/alpacaeval_data/; `make alpacaeval-reference` rewrites them.
+ALPACA_VENV := .venv-alpaca
+ALPACA_DATA := tests/rlhf/alpacaeval_data
+setup-alpaca: $(ALPACA_VENV)/.installed
+$(ALPACA_VENV)/.installed:
+	test -x $(ALPACA_VENV)/bin/python || $(PYTHON) -m venv $(ALPACA_VENV)
+	$(ALPACA_VENV)/bin/pip install -q alpaca-eval==0.6.6 scikit-learn==1.9.1
+	touch $@
+
+alpacaeval-reference: setup-alpaca
+	$(ALPACA_VENV)/bin/python -W ignore tools/alpacaeval_lc_reference.py $(ALPACA_DATA)/tables.json \
+	  > $(ALPACA_DATA)/alpacaeval_lc_reference.json
 
 # the gate's verdict on a real fine-tune (docs/DEMO.md); demo-full adds the RLHF leg (proxies) and, after the verdict,
 # HumanEval smoke, which runs model-written code in the sandbox

@@ -32,8 +32,9 @@ if TYPE_CHECKING:
 PROXY_PURPOSE = "gate-proxy"
 """The purpose of a proxy protocol's reads (logged on its dev-tier split)."""
 
-_PAIRWISE_KEYS = ("win_rate", "low", "high", "lc_win_rate", "position_flip_rate", "first_position_rate", "items",
-                  "parsed_items", "unparseable_items", "unparseable_as", "wins", "ties", "losses")
+_PAIRWISE_KEYS = ("win_rate", "low", "high", "lc_win_rate", "lc_standard_error", "lc_extreme_change",
+                  "position_flip_rate", "first_position_rate", "items", "parsed_items", "unparseable_items",
+                  "unparseable_as", "wins", "ties", "losses")
 
 
 @dataclass(frozen=True)

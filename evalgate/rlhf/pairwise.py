@@ -11,7 +11,6 @@ rate is over every judged item, so an answer that breaks the judge's output when
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -19,12 +18,10 @@ from typing import Any, Literal
 import numpy as np
 
 from evalgate.core.stats import bootstrap_ci
+from evalgate.rlhf.lc_winrate import length_controlled_win_rate
 
 Verdict = Literal["A", "B", "tie"]
 VERDICTS: tuple[str, ...] = ("A", "B", "tie")
-# AlpacaEval 2's regularisation strength (LogisticRegression C=100 in alpaca_eval/metrics/glm_winrate.py): an L2
-# penalty of 1/(2C) on the length coefficient keeps it finite where length alone separates wins from losses.
-LENGTH_L2 = 1 / 100
 
 
 @dataclass(frozen=True)
@@ -96,72 +93,6 @@ def position_flip(pair: PairJudgement) -> bool | None:
     return outcome(pair.model_first, "A") != outcome(pair.baseline_first, "B")
 
 
-def length_controlled_win_rate(preferences: Sequence[float], len_diff: Sequence[float],
-                               l2: float = LENGTH_L2) -> dict[str, Any]:
-    """Length-controlled win rate: AlpacaEval 2's GLM with the length term set to zero.
-
-    Fits ``P(model preferred) = sigmoid(theta + phi * tanh(d_i / sd(d)))`` by maximum likelihood with soft labels
-    (each item's preference in [0, 1] is its target, as ``fit_LogisticRegressionCV(is_ytrue_proba=True)`` does) and
-    an L2 penalty ``l2 / 2 * phi**2`` on the length coefficient only, then predicts with the length difference set
-    to zero: the LC win rate is ``sigmoid(theta)`` (Dubois et al. 2024, "Length-Controlled AlpacaEval: A Simple Way
-    to Debias Automatic Evaluators", arXiv:2404.04475, eq. 2 and 3). One model against one baseline, so the GLM's
-    per-instruction difficulty term, estimated there from many models, is left out; ``d_i`` is the model's length
-    minus the baseline's, ``sd`` the sample standard deviation (ddof=1).
-
-    Args:
-        preferences: shape ``(n,)``, each item's preference for the model in [0, 1].
-        len_diff: shape ``(n,)``, model length minus baseline length per item (characters).
-        l2: penalty on ``phi`` (``1 / C`` of scikit-learn's ``LogisticRegression``); 0 is the plain MLE.
-
-    Returns:
-        ``{"lc_win_rate", "theta", "phi", "note"}``; where every preference is 0 or every one is 1 the intercept
-        has no finite estimate and the LC win rate is that raw rate (``note`` says so); where every length
-        difference is the same the length term is 0 and the LC win rate is the raw win rate.
-
-    Raises:
-        ValueError: no items, shapes differ, or a preference outside [0, 1].
-    """
-    p = np.asarray(preferences, dtype=float)
-    d = np.asarray(len_diff, dtype=float)
-    if p.shape != d.shape or p.ndim != 1 or len(p) == 0:
-        raise ValueError(f"preferences {p.shape} and length differences {d.shape} must be the same non-empty 1-D shape")
-    if ((p < 0) | (p > 1)).any():
-        raise ValueError("a preference is outside [0, 1]")
-    raw = float(p.mean())
-    if raw in (0.0, 1.0):
-        return {"lc_win_rate": raw, "theta": None, "phi": None,
-                "note": f"every preference is {raw:g}: no finite intercept, the raw win rate is reported"}
-    sd = float(d.std(ddof=1)) if len(d) > 1 else 0.0
-    if sd == 0.0:
-        return {"lc_win_rate": raw, "theta": float(math.log(raw / (1 - raw))), "phi": 0.0,
-                "note": "every length difference is the same: no length term"}
-    theta, phi = _fit_glm(p, np.tanh(d / sd), l2)
-    return {"lc_win_rate": float(1 / (1 + math.exp(-theta))), "theta": theta, "phi": phi, "note": None}
-
-
-def _fit_glm(p: np.ndarray, x: np.ndarray, l2: float) -> tuple[float, float]:
-    """Penalised soft-label logistic regression of ``p`` on ``[1, x]``; returns (theta, phi)."""
-    from scipy.optimize import minimize
-    from scipy.special import expit, log_expit
-
-    design = np.column_stack([np.ones_like(x), x])
-    penalty = np.array([0.0, l2])
-
-    def loss(w: np.ndarray) -> float:
-        z = design @ w
-        return float(-(p * log_expit(z) + (1 - p) * log_expit(-z)).sum() + 0.5 * (penalty * w * w).sum())
-
-    def grad(w: np.ndarray) -> np.ndarray:
-        return np.asarray(design.T @ (expit(design @ w) - p) + penalty * w)
-
-    def hess(w: np.ndarray) -> np.ndarray:
-        s = expit(design @ w)
-        return np.asarray((design * (s * (1 - s))[:, None]).T @ design + np.diag(penalty))
-
-    fit = minimize(loss, np.zeros(2), jac=grad, hess=hess, method="trust-exact", options={"gtol": 1e-10})
-    return float(fit.x[0]), float(fit.x[1])
-
-
 def win_rate(pairs: Sequence[PairJudgement], confidence: float = 0.95, resamples: int = 10_000,
              seed: int = 0) -> dict[str, Any]:
     """Win rate of the model against the baseline over every judged item, an item with an unparseable verdict
@@ -174,13 +105,15 @@ def win_rate(pairs: Sequence[PairJudgement], confidence: float = 0.95, resamples
         seed: numpy ``default_rng`` seed.
 
     Returns:
-        ``{"win_rate", "low", "high", "lc_win_rate", "lc", "items", "parsed_items", "unparseable_items",
-        "unparseable_as", "wins", "ties", "losses", "position_flip_rate", "first_position_rate"}``. ``win_rate`` is
-        the mean counted preference over all ``items`` (ties half, unparseable items 0: ``unparseable_as`` "loss");
-        ``low``/``high`` a percentile bootstrap over items, both orders of an item drawn together (paired); the LC
-        win rate over the same items; ``wins``/``ties``/``losses`` count single verdicts from the model's side of
-        the ``parsed_items``; ``position_flip_rate`` the share of parsed items whose outcome changed with the swap;
-        ``first_position_rate`` the share of non-tie verdicts for position A (0.5 for a judge without position
+        ``{"win_rate", "low", "high", "lc_win_rate", "lc_standard_error", "lc_extreme_change", "lc", "items",
+        "parsed_items", "unparseable_items", "unparseable_as", "wins", "ties", "losses", "position_flip_rate",
+        "first_position_rate"}``. ``win_rate`` is the mean counted preference over all ``items`` (ties half,
+        unparseable items 0: ``unparseable_as`` "loss"); ``low``/``high`` a percentile bootstrap over items, both
+        orders of an item drawn together (paired); the LC win rate over the same items
+        (``lc_winrate.length_controlled_win_rate``, whose whole result is ``lc``), its bootstrap standard error and
+        AlpacaEval's extreme-change flag; ``wins``/``ties``/``losses`` count single verdicts from the model's side
+        of the ``parsed_items``; ``position_flip_rate`` the share of parsed items whose outcome changed with the
+        swap; ``first_position_rate`` the share of non-tie verdicts for position A (0.5 for a judge without position
         bias); those two are None when no item parsed in both orders.
 
     Raises:
@@ -198,7 +131,8 @@ def win_rate(pairs: Sequence[PairJudgement], confidence: float = 0.95, resamples
     decided = [v for p in parsed for v in (p.model_first, p.baseline_first) if v != "tie"]
     return {"items": len(pairs), "parsed_items": len(parsed), "unparseable_items": len(pairs) - len(parsed),
             "unparseable_as": UNPARSEABLE_AS, **_verdict_counts(parsed), "win_rate": float(np.mean(prefs)),
-            "low": low, "high": high, "lc_win_rate": lc["lc_win_rate"], "lc": lc,
+            "low": low, "high": high, "lc_win_rate": lc["lc_win_rate"], "lc_standard_error": lc["lc_standard_error"],
+            "lc_extreme_change": lc["extreme_change"], "lc": lc,
             "position_flip_rate": sum(bool(position_flip(p)) for p in parsed) / len(parsed) if parsed else None,
             "first_position_rate": (decided.count("A") / len(decided)) if decided else None}
 

@@ -10,6 +10,7 @@ The real SmolLM2 judge and the tiny trained reward model in a gate are in tests/
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 import math
@@ -201,6 +202,17 @@ def test_the_report_shows_the_judges_win_rate_and_the_rms_mean_score_per_checkpo
         f"    base model: mean score {(_sigmoid(1) + 3 * _sigmoid(-1)) / 4:.3f} ± 0.116, mean reward -0.500 ± 0.500"]
     doc = json.loads(write_json(verdict, tmp_path / "v.json").read_text())
     assert doc["proxies"][0]["checkpoints"][1]["judge"]["pairwise"]["win_rate"] == 0.75
+    # the LC win rate stands with its standard error, and AlpacaEval's extreme-change warning shows where it fires
+    # (issue 46: an LC rate far from the raw one passed silently): here the seed's wins are where its answers are
+    # longer, the LC rate is near 0.5, under min(0.75 - 0.75 / 4, 0.75 - 0.10) = 0.5625, so the warning fires
+    lc = f"{pw['lc_win_rate']:.3f} ± {pw['lc_standard_error']:.3f}"
+    assert pw["lc_win_rate"] < 0.5625 and pw["lc_extreme_change"] is True
+    assert f"| {lc} (far from the raw rate) |" in md
+    assert "far from the raw rate (AlpacaEval's extreme-change warning)" in section
+    quiet = copy.deepcopy(verdict.proxies)
+    quiet[0]["checkpoints"][1]["judge"]["pairwise"]["lc_extreme_change"] = False
+    shown = dataclasses.replace(verdict, proxies=quiet)
+    assert f"| {lc} |" in markdown_summary(shown) and "far from the raw rate" not in render_html(shown)
     # the stored verdict renders the same section again, reading no split
     again = report_stored(verdict.gate_id or "", store, {"markdown": tmp_path / "again.md"}).verdict
     assert again.proxies == verdict.proxies

@@ -259,9 +259,17 @@ def _proxy_lines(proxies: list[dict[str, Any]]) -> list[str]:
                       if j.get("mean_rating") is not None and j.get("scale") else "")
             lines.append(f"| {p['protocol']} ({p['scorer']}) | {p['split']} | {who} | "
                          f"{_fmt(r['mean_score'], 3)} ± {_fmt(r['mean_score_stderr'], 3)} | {reward} | {judged} | "
-                         f"{rating} | {win} | {_fmt(pw.get('lc_win_rate'), 3)} | "
+                         f"{rating} | {win} | {_lc(pw)} | "
                          f"{_fmt(pw.get('position_flip_rate'), 3)} |")
     return lines
+
+
+def _lc(pw: dict[str, Any]) -> str:
+    """The LC win rate ± its bootstrap standard error, and AlpacaEval's extreme-change warning when it fires."""
+    if pw.get("lc_win_rate") is None:
+        return ""
+    se = f" ± {_fmt(pw['lc_standard_error'], 3)}" if pw.get("lc_standard_error") is not None else ""
+    return f"{_fmt(pw['lc_win_rate'], 3)}{se}" + (" (far from the raw rate)" if pw.get("lc_extreme_change") else "")
 
 
 def markdown_summary(verdict: Verdict) -> str:
