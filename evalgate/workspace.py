@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from evalgate.diagnostics.thresholds import Thresholds
     from evalgate.gate.report.outputs import GateReport
     from evalgate.gate.results import Verdict
+    from evalgate.protocol.spec import LoadedProtocol
     from evalgate.runner.plan import RunOptions
     from evalgate.runner.record import RunRecord
     from evalgate.store import Database, Store
@@ -163,9 +164,51 @@ class Workspace:
             The lock document (name, version, sha256, ...).
         """
         from evalgate.protocol.freeze import freeze
+        from evalgate.protocol.spec import load_protocol
 
         with self.activate():
+            load_protocol(protocol)  # an invalid file is refused before the store opens
             return freeze(Path(protocol), self.store)
+
+    def verify(self, protocol: str | Path) -> LoadedProtocol:
+        """Check a protocol as ``run`` and ``freeze`` would (``evalgate protocol verify``): it loads, matches its
+        ``.lock``, and its ``name@version`` is recorded in the store with this content or not at all.
+
+        Returns:
+            The ``LoadedProtocol`` (``ref``, ``sha256``, ``spec``).
+
+        Raises:
+            ProtocolDrift: the file no longer matches its lock (``diff``: the changed fields).
+            BadInput: an invalid protocol, no or an inconsistent lock, or the store holds other content under
+                ``name@version``.
+        """
+        from evalgate.protocol.freeze import verify_frozen
+        from evalgate.protocol.spec import load_protocol, verify
+
+        with self.activate():
+            verify(load_protocol(protocol))  # the file and its lock first: a bad protocol opens no store
+            return verify_frozen(Path(protocol), self.store)
+
+    def report(self, gate_id: str, outputs: Mapping[str, str | Path] | None = None) -> GateReport:
+        """Write a stored gate's outputs again from its stored verdict (``evalgate report``): no split is read and
+        nothing is logged.
+
+        Args:
+            gate_id: the gate (``Verdict.gate_id``, printed by ``evalgate gate``).
+            outputs: report format name (``html``, ``json``, ``junit``, ``markdown``, a plugin's) -> path.
+
+        Returns:
+            The ``GateReport`` (``verdict``, ``files`` written; ``passed`` as the gate decided).
+
+        Raises:
+            BadInput: no stored gate ``gate_id``, or an unknown report format.
+            RefusedByPolicy: the access log does not hold, or does not record, this verdict (the store was edited),
+                or cannot be checked here (no signing key).
+        """
+        from evalgate.gate.report.outputs import report_stored
+
+        with self.activate():
+            return report_stored(gate_id, self.store, outputs)
 
     def gate(self, policy: str | Path, *, evaluate_decision: bool = True,
              expect_head: tuple[int, str] | None = None, accept_broken_chain: str | None = None,

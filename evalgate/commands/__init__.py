@@ -1,4 +1,5 @@
-"""Shared pieces of the command line: the error handler every command wears and the JSON printer.
+"""Shared pieces of the command line: the error handler every command wears, the JSON printer and the workspace
+every command acts in.
 
 Each command area lives in its own module here (``evalgate/commands/<area>.py``) and is attached to the ``evalgate``
 group in ``evalgate/cli.py`` with one ``main.add_command(...)`` line; exit codes are documented in ``evalgate.cli``.
@@ -18,12 +19,19 @@ from typing import Any, TextIO
 
 import click
 
-from evalgate.core.environment import active
 from evalgate.core.errors import EvalgateError, Terminated
+from evalgate.workspace import Workspace
 
-__all__ = ["dump", "handle_errors", "json_stdout"]
+__all__ = ["dump", "handle_errors", "json_stdout", "workspace"]
 
 _JSON_OUT: list[TextIO] = []  # the real stdout while a --json command runs (json_stdout), innermost last
+
+
+def workspace(actor: str | None = None) -> Workspace:
+    """The workspace a command acts in (``Workspace.current``: the active one, else the ``EVALGATE_*`` variables'),
+    with ``actor`` (a command's ``--actor``) as who acts where given. Every command takes its store, actor and
+    directories from it and hands them down; none opens a ``Store()`` of its own."""
+    return Workspace.current(actor)
 
 
 def dump(doc: Any) -> None:
@@ -94,13 +102,13 @@ def handle_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
             _fail(f"{what}; a run stopped this way is marked interrupted and resumes from its stored samples when "
                   "run again", 128 + sig, kwargs.get("as_json", False))
         except EvalgateError as e:
-            if active().debug:
+            if workspace().env.debug:
                 raise
             _fail(f"error: {e.message}", e.exit_code, kwargs.get("as_json", False), e.message)
         except click.exceptions.Exit:
             raise
         except Exception as e:  # noqa: BLE001 - the documented exit code for internal errors
-            if active().debug:
+            if workspace().env.debug:
                 raise
             _fail(f"internal error: {type(e).__name__}: {e} (set EVALGATE_DEBUG=1 for the traceback)", 3,
                   kwargs.get("as_json", False), f"{type(e).__name__}: {e}")

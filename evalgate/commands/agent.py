@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from evalgate.commands import dump, handle_errors
+from evalgate.commands import dump, handle_errors, workspace
 from evalgate.commands.options import actor_option
 
 
@@ -18,10 +18,10 @@ def trajectories(run_id: str, item: str | None, actor: str | None, as_json: bool
     """Show every turn of RUN_ID's samples: the model's text, each tool call with its result, violations and parse
     errors. A logged read of the run's split; refused (exit 2, logged) for private and human-audit splits, as
     'evalgate samples' is (exit 2 too: no such run, or it stored no trajectory)."""
-    from evalgate.store import Store
     from evalgate.views.trajectories import format_trajectories, run_trajectories
 
-    records = run_trajectories(Store(), run_id, item, actor)
+    ws = workspace(actor)
+    records = run_trajectories(ws.store, run_id, item, ws.actor)
     if as_json:
         dump(records)
     else:

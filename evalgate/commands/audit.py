@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from evalgate.commands import audit_web, handle_errors
+from evalgate.commands import audit_web, handle_errors, workspace
 from evalgate.commands import dump as _dump
 from evalgate.commands.options import expect_head_option, parse_expect_head
 
@@ -36,9 +36,8 @@ def audit_cmd(ctx: click.Context, split: str | None, tier: str | None, since: st
     """Who read which split, how often and for what; 'audit verify' checks the log's hash chain."""
     if ctx.invoked_subcommand:
         return
-    from evalgate.workspace import Workspace
 
-    doc = Workspace.current().audit(split, _since(since), tier)
+    doc = workspace().audit(split, _since(since), tier)
     if as_json:
         _dump(doc.as_dict())
     else:
@@ -98,10 +97,9 @@ def _print_audit(doc: AuditSummary) -> None:
 @handle_errors
 def audit_log(split: str | None, since: str | None, refused: bool, limit: int | None, as_json: bool) -> None:
     """List access-log rows, oldest first: who, when, split, purpose, outcome, run and why (for refusals)."""
-    from evalgate.store import Store
     from evalgate.views.audit import log_rows
 
-    rows = log_rows(Store(), split, _since(since), refused)[-limit if limit else None:]
+    rows = log_rows(workspace().store, split, _since(since), refused)[-limit if limit else None:]
     if as_json:
         _dump(rows)
         return
@@ -124,18 +122,17 @@ def audit_log(split: str | None, since: str | None, refused: bool, limit: int | 
 def audit_verify(expect_head: str | None, as_json: bool) -> None:
     """Exit 1 and name the first bad row if the access log was edited, inserted into, truncated or re-hashed (its
     newest signed head no longer verifies with the signing key); exit 2 when no signing key is found to check it."""
-    from evalgate.core.environment import active
-    from evalgate.store import Store
     from evalgate.views.audit import verify_chain
 
-    res = verify_chain(Store(), parse_expect_head(expect_head))
+    ws = workspace()
+    res = verify_chain(ws.store, parse_expect_head(expect_head))
     sig = res["signature"]
     if as_json:
         _dump(res)
     elif res["ok"]:
         from evalgate.keys.signing import log_key_file
 
-        where = "$EVALGATE_LOG_KEY" if active().log_key else str(log_key_file())
+        where = "$EVALGATE_LOG_KEY" if ws.env.log_key else str(log_key_file())
         click.echo(f"ok: access log chain intact ({res['rows']} rows), head signed (key "
                    f"{(sig['public_key'] or '-')[:16]} from {where}); head {res['head']['seq']}:{res['head']['hash']}")
     elif res["first_bad_seq"]:
@@ -154,9 +151,8 @@ def audit_sign(expect_head: str | None, as_json: bool) -> None:
     for the log as it is now, so check it against a head pinned earlier first. Never for a log that lost its
     signature: that one was tampered with."""
     from evalgate.access.log import sign_head
-    from evalgate.store import Store
 
-    res = sign_head(Store(), parse_expect_head(expect_head))
+    res = sign_head(workspace().store, parse_expect_head(expect_head))
     if as_json:
         _dump(res)
     else:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from evalgate.commands import dump, handle_errors
+from evalgate.commands import dump, handle_errors, workspace
 
 DEFAULT_PORT = 8765
 
@@ -23,7 +23,8 @@ def add_rater_cmd(name: str, admin: bool, base_url: str, as_json: bool) -> None:
     """Add a rater (or give one a new token: the old one stops working) and print their login URL."""
     from evalgate.human.rating import add_rater
 
-    res = add_rater(name, admin=admin, base_url=base_url)
+    ws = workspace()
+    res = add_rater(name, admin=admin, base_url=base_url, store=ws.store, actor=ws.actor)
     if as_json:
         dump(res)
         return
@@ -56,7 +57,8 @@ def batch_create_cmd(run_id: str, samples: int, stratify: str | None, rubric_fil
     """Make a rating batch from a run's samples."""
     from evalgate.human.rating import create_batch
 
-    res = create_batch(run_id, samples, stratify, rubric_file, scale, seed, show_gold=show_gold)
+    ws = workspace()
+    res = create_batch(run_id, samples, stratify, rubric_file, scale, seed, ws.store, ws.actor, show_gold)
     if as_json:
         dump(res)
     else:
@@ -75,7 +77,7 @@ def serve_cmd(host: str, port: int, url: str | None) -> None:
     from evalgate.human.web import serve
 
     click.echo(f"evalgate serve on http://{host}:{port} (Ctrl-C stops)", err=True)
-    serve(host, port, url=url)
+    serve(host, port, workspace().store, url)
 
 
 @click.command("reward")
@@ -94,14 +96,14 @@ def reward_cmd(run_id: str, rollouts: Path | None, baseline_run: str | None, pol
     import sys
 
     from evalgate.rlhf.reward_audit import reward_audit
-    from evalgate.store import Store
 
     rules = None
     if policy_path is not None:
         from evalgate.gate import load_policy
 
         rules = load_policy(policy_path, resolve_paths=False).reward_audit
-    res = reward_audit(Store(), run_id, rules, rollouts, baseline_run)
+    ws = workspace()
+    res = reward_audit(ws.store, run_id, rules, rollouts, baseline_run, ws.actor)
     if as_json:
         dump(res)
     else:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from evalgate.commands import dump, handle_errors
+from evalgate.commands import dump, handle_errors, workspace
 from evalgate.core.formatting import num
 
 
@@ -34,9 +34,8 @@ def samples_cmd(run_id: str, item: str | None, status: str | None, limit: int | 
                 actor: str | None, as_json: bool) -> None:
     """Show a run's samples: rendered prompt, completion, extracted answer, score and status. A logged read of the
     run's split; refused (exit 2, logged) for private and human-audit splits."""
-    from evalgate.workspace import Workspace
 
-    doc = Workspace.current(actor).samples(run_id, item, status, limit)
+    doc = workspace(actor).samples(run_id, item, status, limit)
     if as_json:
         dump(doc.as_dict())
         return
@@ -67,9 +66,8 @@ def samples_cmd(run_id: str, item: str | None, status: str | None, limit: int | 
 def compare_cmd(run_a: str, run_b: str, limit: int, actor: str | None, as_json: bool) -> None:
     """Samples whose status changed between two runs of one protocol on one split (paired by item id and sample
     index), with counts and an exact McNemar test on correct / not correct."""
-    from evalgate.workspace import Workspace
 
-    ws = Workspace.current(actor)
+    ws = workspace(actor)
     doc = ws.compare(run_a, run_b)
     if as_json:
         dump(doc.as_dict())

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from evalgate.commands import dump as _dump
-from evalgate.commands import handle_errors
+from evalgate.commands import handle_errors, workspace
 from evalgate.commands.options import OUT_FILE
 
 
@@ -28,9 +28,8 @@ def diagnose_cmd(paths: tuple[Path, ...], seeds: tuple[int, ...], thresholds_fil
     """Which curve broke first: signals over training logs (trainer_state.json, JSONL, TensorBoard, or run
     directories), one column per seed. Exit 1 when a fail signal fires, 2 on bad input."""
     from evalgate.diagnostics import format_table
-    from evalgate.workspace import Workspace
 
-    found = Workspace.current().diagnose(paths, seeds, thresholds_file, kl_target, report)
+    found = workspace().diagnose(paths, seeds, thresholds_file, kl_target, report)
     if as_json:
         _dump(found.as_dict())
     else:

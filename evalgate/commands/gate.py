@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from evalgate.commands import dump as _dump
-from evalgate.commands import handle_errors
+from evalgate.commands import handle_errors, workspace
 from evalgate.commands.options import actor_option, expect_head_option, parse_expect_head
 from evalgate.core.formatting import num
 from evalgate.gate.report.writers import WRITERS, key_of, outputs_from, report_options
@@ -40,11 +40,9 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
     refused, invalid or error."""
-    from evalgate.core.environment import active
     from evalgate.gate.report.outputs import error_document
-    from evalgate.workspace import Workspace
 
-    ws, files = Workspace.current(actor), outputs_from(outputs)
+    ws, files = workspace(actor), outputs_from(outputs)
     try:
         swept = ws.evaluate_missing(policy_path, missing, progress=not as_json) if missing else None
         for why in swept.ignored if swept else ():  # e.g. a seed's checkpoint whose weights duplicate another's
@@ -53,7 +51,7 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
                                     expect_head=parse_expect_head(expect_head), progress=not as_json, swept=swept,
                                     train_run=train_run)
     except Exception as e:
-        if active().debug:
+        if ws.env.debug:
             raise
         err = error_document(policy_path, policy_path.stem, e)
         if as_json:

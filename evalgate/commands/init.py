@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from evalgate.commands import dump, handle_errors
+from evalgate.commands import dump, handle_errors, workspace
 from evalgate.scaffold.starter import BENCHMARKS, DEFAULT_BASELINE, DEFAULT_CHECKPOINT_GLOB, InitOptions, InitResult
 
 
@@ -47,27 +47,25 @@ def init_cmd(benchmark: str, source: Path | None, mapping: tuple[str, ...], row_
     repository. Refuses (exit 2, writing nothing) when any of those files exists."""
     from evalgate.scaffold.starter import init_project
 
+    ws = workspace()
     result = init_project(InitOptions(benchmark, name, source, mapping, row_ids, checkpoint_glob, baseline,
-                                      directory, force, human_audit, train_run))
+                                      directory, force, human_audit, train_run), ws.env)
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
     if as_json:
         dump(result.to_json())
         return
-    _say(result)
+    _say(result, ws.splits)
 
 
-def _say(r: InitResult) -> None:
+def _say(r: InitResult, splits: Path) -> None:
     """What was written and what to do next (commands run in the repository's directory)."""
-    from evalgate.core.environment import active
-
     for f in r.files:
         click.echo(f"wrote {f.kind:14s} {r.directory / f.path}")
     click.echo("splits: " + ", ".join(f"{r.splits[t]} ({n} items)" for t, n in r.counts.items()))
     click.echo("next:")
     if r.directory != Path("."):
         click.echo(f"  cd {shlex.quote(str(r.directory))}")
-    splits = active().splits
     if splits != Path("splits"):  # $EVALGATE_SPLITS points elsewhere: commands would not find these splits
         click.echo(f"  export EVALGATE_SPLITS=splits   # it is {splits}; init wrote the splits to splits/, which the "
                    "workflow reads")

@@ -93,9 +93,9 @@ def parse_expect_head(text: str | None) -> tuple[int, str] | None:
         BadInput: the text is not SEQ:HASH.
     """
     from evalgate.access.log import parse_head
-    from evalgate.core.environment import active
+    from evalgate.commands import workspace
 
     if text:
         return parse_head(text)
-    env = active().expect_head
+    env = workspace().env.expect_head
     return parse_head(env, "$EVALGATE_EXPECT_HEAD") if env else None

@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from evalgate.commands import dump as _dump
-from evalgate.commands import handle_errors
+from evalgate.commands import handle_errors, workspace
 from evalgate.commands.options import actor_option, seed_option
 
 
@@ -33,8 +33,9 @@ def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str
     from evalgate.backends.base import parse_backend_options
     from evalgate.runner.parity import parity
 
+    ws = workspace(actor)
     doc = parity(protocol_path, checkpoint, split, backend_a, backend_b, parse_backend_options(a_option),
-                 parse_backend_options(b_option), seed, limit, actor, progress=not as_json)
+                 parse_backend_options(b_option), seed, limit, ws.actor, ws.store, progress=not as_json)
     if as_json:
         _dump(doc)
     else:

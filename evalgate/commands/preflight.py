@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from evalgate.commands import dump, handle_errors
+from evalgate.commands import dump, handle_errors, workspace
 from evalgate.commands.options import OUT_FILE, backend_options_of, run_options
 from evalgate.core.formatting import pct
 
@@ -37,7 +37,7 @@ def preflight_cmd(protocol_path: Path, checkpoint: Path, split: str, samples: in
 
     opts = RunOptions(backend=backend, purpose="preflight", actor=actor, progress=not as_json,
                       backend_options=backend_options_of(backend, backend_option, device))
-    res = preflight(protocol_path, checkpoint, split, samples, opts)
+    res = preflight(protocol_path, checkpoint, split, samples, opts, workspace(actor).store)
     if report_path is not None:
         write_report(res, report_path)
     if as_json:

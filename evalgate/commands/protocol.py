@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from evalgate.commands import dump as _dump
-from evalgate.commands import handle_errors
+from evalgate.commands import handle_errors, workspace
 from evalgate.core.errors import ProtocolDrift
 
 
@@ -23,9 +23,7 @@ def protocol() -> None:
 @handle_errors
 def protocol_freeze(path: Path, as_json: bool) -> None:
     """Hash PATH and write PATH.lock; refuse changed content under a version already used."""
-    from evalgate.protocol.freeze import freeze
-
-    doc = freeze(path)
+    doc = workspace().freeze(path)
     if as_json:
         _dump(doc)
     else:
@@ -40,10 +38,8 @@ def protocol_freeze(path: Path, as_json: bool) -> None:
 def protocol_verify(path: Path, as_json: bool) -> None:
     """Exit 1 with a field-level diff if PATH no longer matches its lock; exit 2 for what 'freeze' and 'run' would
     refuse (no or an edited lock, name@version recorded in the store with other content)."""
-    from evalgate.protocol.freeze import verify_frozen
-
     try:
-        lp = verify_frozen(path)
+        lp = workspace().verify(path)
     except ProtocolDrift as e:
         click.echo(e.message, err=True)
         if as_json:  # the error document every --json command prints, with the drift's fields

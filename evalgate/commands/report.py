@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from evalgate.commands import dump, handle_errors
+from evalgate.commands import dump, handle_errors, workspace
 from evalgate.gate.report.writers import outputs_from, report_options
 
 
@@ -25,10 +25,9 @@ def report_cmd(gate_id: str, as_json: bool, **outputs: Path | None) -> None:
     does not hold or does not record this verdict (the store was edited), or cannot be checked here (no signing key,
     needed as for a gate)."""
     from evalgate.commands.gate import _print_outputs
-    from evalgate.gate.report.outputs import report_stored
     from evalgate.gate.results import ship_line
 
-    report = report_stored(gate_id, outputs=outputs_from(outputs))
+    report = workspace().report(gate_id, outputs_from(outputs))
     doc = report.as_dict()
     if as_json:
         dump(doc)

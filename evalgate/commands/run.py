@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from evalgate.commands import dump as _dump
-from evalgate.commands import handle_errors
+from evalgate.commands import handle_errors, workspace
 from evalgate.commands.options import backend_options_of, run_options
 from evalgate.core.formatting import num, pct, pm
 from evalgate.trackers.cli import export_and_say, tracker_options
@@ -37,13 +37,12 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
             trackers: list[Any]) -> None:
     """Evaluate a checkpoint on a split under a frozen protocol."""
     from evalgate.runner.evaluate import RunOptions
-    from evalgate.workspace import Workspace
 
     opts = RunOptions(backend=backend, seed=seed, train_run=train_run, train_seed=train_seed, step=step,
                       purpose=purpose, actor=actor, override_reason=override_reason,
                       backend_options=backend_options_of(backend, backend_option, device),
                       progress=not as_json)
-    run = Workspace.current(actor).evaluate(protocol_path, checkpoint, split, opts)
+    run = workspace(actor).evaluate(protocol_path, checkpoint, split, opts)
     export_and_say([run.run_id], trackers, actor)
     if as_json:
         _dump(run.as_dict())

@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from evalgate.commands import dump as _dump
-from evalgate.commands import handle_errors
+from evalgate.commands import handle_errors, workspace
 from evalgate.core.formatting import pm
 
 
@@ -41,13 +41,14 @@ def runs_cmd(status: str | None, split: str | None, protocol_name: str | None, t
     where = " ".join(f"{flag} {shlex.quote(str(v))}" for flag, v in (
         ("--status", status), ("--split", split), ("--protocol", protocol_name), ("--train-run", train_run),
         ("--train-seed", train_seed), ("--checkpoint", checkpoint)) if v is not None)
-    rows = select_runs(status=status, split=split, protocol_name=protocol_name, train_run=train_run,
+    ws = workspace()
+    rows = select_runs(ws.store, status=status, split=split, protocol_name=protocol_name, train_run=train_run,
                        train_seed=train_seed, checkpoint=checkpoint)
     if split is not None and not rows:
         from evalgate.core.errors import BadInput
         from evalgate.splits.discovery import list_manifests
 
-        known = [m.name for m in list_manifests()]
+        known = [m.name for m in list_manifests(ws.splits)]
         if split not in known:  # a name no split has and no run was made on is a typo, as in 'audit --split'
             raise BadInput(f"--split {split!r}: no split of that name and no run on it; known splits: "
                            f"{', '.join(known) or 'none'} ('evalgate splits list')")

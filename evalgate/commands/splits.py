@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from evalgate.commands import dump as _dump
-from evalgate.commands import handle_errors
+from evalgate.commands import handle_errors, workspace
 from evalgate.commands.options import OUT_FILE, actor_option
 from evalgate.core.formatting import num, pct
 
@@ -33,7 +33,7 @@ def splits_import(dataset: str, source: Path | None, as_json: bool) -> None:
     from evalgate.datasets import import_dataset
     from evalgate.splits.discovery import load_manifest
 
-    paths = import_dataset(dataset, source)
+    paths = import_dataset(dataset, source, workspace().splits)
     manifests = [(p, load_manifest(p.stem, p.parent)) for p in paths]
     if as_json:
         _dump([{**m.model_dump(mode="json"), "path": str(p)} for p, m in manifests])
@@ -72,9 +72,10 @@ def splits_add(name: str, tier: str, file: Path, fmt: str | None, mapping: tuple
 
     given = {"purposes": list(purposes) or None, "max_reads": max_reads, "window_days": window_days, "hard": hard}
     policy = {k: v for k, v in given.items() if v is not None}
-    p = add_split(name, tier, file, source, policy or None, replace, actor=actor, fmt=fmt, mapping=list(mapping),
-                  row_ids=row_ids)
-    m = load_manifest(name)
+    ws = workspace(actor)
+    p = add_split(name, tier, file, source, policy or None, replace, ws.store, ws.actor, fmt=fmt,
+                  mapping=list(mapping), row_ids=row_ids)
+    m = load_manifest(name, ws.splits)
     if as_json:
         _dump({**m.model_dump(mode="json"), "path": str(p), "replaced": replace})
         return
@@ -89,7 +90,7 @@ def splits_list(as_json: bool) -> None:
     the others are listed, and the command then exits 2."""
     from evalgate.splits.discovery import scan_manifests
 
-    ms, broken = scan_manifests()
+    ms, broken = scan_manifests(workspace().splits)
     if as_json:
         _dump([m.model_dump(mode="json") for m in ms])
     else:
@@ -132,8 +133,9 @@ def splits_contamination(split: str, corpus: Path, ngram: int, threshold: float,
 
     if near_dup and jaccard is None:
         jaccard = DEFAULT_JACCARD
+    ws = workspace(actor)
     rep = check_contamination(split, corpus, ngram, threshold, list(fields) or None, protocol, jaccard,
-                              corpus_format, text_field, actor, workers=workers)
+                              corpus_format, text_field, ws.actor, ws.store, workers)
     if as_json:
         _dump(rep.as_dict())
     else:
@@ -202,7 +204,8 @@ def splits_export_audit(name: str, out: Path, run_id: str | None, show_gold: boo
         from evalgate.core.errors import BadInput
 
         raise BadInput("--show-gold needs --run (an item-level export holds every field already)")
-    doc = export_audit(name, out, run_id, actor, show_gold=show_gold)
+    ws = workspace(actor)
+    doc = export_audit(name, out, run_id, ws.actor, ws.store, show_gold=show_gold)
     if as_json:
         _dump(doc)
     else:
@@ -220,7 +223,8 @@ def splits_import_audit(file: Path, rater: str | None, actor: str | None, as_jso
     """Store the human scores of a file written by export-audit."""
     from evalgate.human.audit_io import import_audit
 
-    doc = import_audit(file, rater, actor)
+    ws = workspace(actor)
+    doc = import_audit(file, rater, ws.actor, ws.store)
     if as_json:
         _dump(doc)
         return

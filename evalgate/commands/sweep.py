@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from evalgate.commands import dump, handle_errors
+from evalgate.commands import dump, handle_errors, workspace
 from evalgate.commands.options import backend_options_of, run_options
 from evalgate.trackers.cli import export_and_say, tracker_options
 
@@ -39,12 +39,11 @@ def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], ba
     else 2 (a refused read, bad input) or 3 (engine error)."""
     from evalgate.runner.evaluate import RunOptions
     from evalgate.views.runs import runs_by_id
-    from evalgate.workspace import Workspace
 
     run = RunOptions(backend=backend, seed=seed, purpose=purpose, actor=actor,
                      backend_options=backend_options_of(backend, backend_option, device),
                      progress=not as_json)
-    ws = Workspace.current(actor)
+    ws = workspace(actor)
     summary = ws.sweep(protocol_path, checkpoints, splits, run, ray=ray_address, chunk=chunk)
     run_ids = [u["run_id"] for u in summary.units if u["run_id"]]
     export_and_say(run_ids, trackers, actor)

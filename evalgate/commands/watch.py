@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from evalgate.commands import handle_errors
+from evalgate.commands import handle_errors, workspace
 from evalgate.commands.options import backend_options_of, run_options
 from evalgate.trackers.cli import export_and_say, tracker_options
 
@@ -51,7 +51,8 @@ def watch_cmd(run_dirs: tuple[Path, ...], protocol_path: Path, split: str, polic
     kw: dict[str, Any] = {"protocol": protocol_path, "split": split, "settle_s": settle_s, "poll_s": poll_s,
           "status_dir": status_dir, "exit_on_stop": exit_on_stop, "exit_when_done": exit_when_done, "run": run}
     opts = WatchOptions.from_policy(policy_path, **kw) if policy_path else WatchOptions(**kw)
-    watcher = Watcher(list(run_dirs), opts)
+    ws = workspace(actor)
+    watcher = Watcher(list(run_dirs), opts, ws.store)
     if trackers:
         def export(run_id: str) -> None:
             export_and_say([run_id], trackers, actor)

@@ -36,6 +36,7 @@ import jinja2
 import yaml
 from pydantic import ValidationError
 
+from evalgate.core.environment import Environment
 from evalgate.core.errors import BadInput
 
 BENCHMARKS = ("gsm8k", "math500", "mmlu-pro", "humaneval", "ifeval", "xstest-safe", "xstest-unsafe", "custom")
@@ -125,8 +126,9 @@ _ENV = jinja2.Environment(
 _ENV.filters["yaml_str"] = lambda s: json.dumps(str(s))  # a JSON string is a YAML double-quoted scalar
 
 
-def init_project(options: InitOptions) -> InitResult:
-    """Write the starter files of ``options`` into ``options.directory`` (see the module docstring).
+def init_project(options: InitOptions, env: Environment | None = None) -> InitResult:
+    """Write the starter files of ``options`` into ``options.directory`` (see the module docstring), in ``env``'s
+    workspace (default the active one; a relative store directory is taken inside the repository).
 
     Returns:
         What was written.
@@ -158,7 +160,7 @@ def init_project(options: InitOptions) -> InitResult:
     from evalgate.core.environment import activate, active
     from evalgate.splits.tiering import log_imported, refuse_private_parts
 
-    env = active()
+    env = env if env is not None else active()
     # a relative store directory (the default .evalgate) is the repository's: where its commands, run there, log
     repo_env = env if env.home.is_absolute() else dataclasses.replace(env, home=root / env.home)
     with activate(repo_env):  # items repeating a private split: refused (logged there) before anything is written
@@ -178,7 +180,7 @@ def init_project(options: InitOptions) -> InitResult:
     result.warnings = decision_split_warnings(result.splits["private"], result.counts["private"])
     with activate(repo_env):
         log_imported([root / p.path for p in planned if p.kind == "split manifest"])
-    result.key_file = None if active().key else active().key_file
+    result.key_file = None if env.key else env.key_file
     return result
 
 

@@ -1,0 +1,40 @@
+"""One door: every command acts through the ``Workspace`` (``evalgate.commands.workspace``) and takes its store,
+actor and directories from it (issue 43)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.helpers.cli import cli
+
+COMMANDS = Path(__file__).resolve().parents[2] / "evalgate" / "commands"
+
+
+def _calls(tree: ast.AST) -> set[str]:
+    return {ast.unparse(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+
+
+def _defines_commands(tree: ast.AST) -> bool:
+    return any(isinstance(d, ast.Call) and ast.unparse(d.func).endswith(("command", "group"))
+               for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) for d in node.decorator_list)
+
+
+def test_every_command_module_goes_through_the_workspace() -> None:
+    modules = {p.stem: ast.parse(p.read_text(encoding="utf-8")) for p in sorted(COMMANDS.glob("*.py"))}
+    with_commands = sorted(name for name, tree in modules.items() if _defines_commands(tree))
+    assert len(with_commands) == 16, with_commands  # all but __init__ (the handler) and options (click options)
+    assert [name for name in with_commands if "workspace" not in _calls(modules[name])] == []
+    around = {name: sorted(c for c in _calls(tree) if c in ("Store", "active", "Workspace.current", "Workspace"))
+              for name, tree in modules.items()}
+    assert {name: found for name, found in around.items() if found} == {"__init__": ["Workspace.current"]}
+
+
+def test_a_bad_protocol_opens_no_store(home: Path) -> None:
+    bad = home / "bad.yaml"
+    bad.write_text("name: x\nversion: 1\nnot_a_field: 2\n", encoding="utf-8")
+    for verb in ("verify", "freeze"):
+        r = cli("protocol", verb, bad)
+        assert r.exit_code == 2, (verb, r.output)
+        assert "not_a_field" in r.stderr
+    assert not (home / "home").exists()
