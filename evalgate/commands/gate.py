@@ -87,7 +87,7 @@ def _print_gate(verdict: Any, doc: dict[str, Any]) -> None:
     if doc.get("rereads"):
         click.echo(f"  {len(doc['rereads'])} decision read(s) showed stored results again: logged, not charged")
     for r in verdict.rules:
-        click.echo(f"  [{'pass' if r.passed else 'FAIL'}] {r.rule}: {r.detail}")
+        click.echo(f"  [{r.label}] {r.rule}: {r.detail}")
     if doc.get("decision_split_size"):
         click.echo(f"  {doc['decision_split_size']['detail']}")
     for s in doc["seeds"]:

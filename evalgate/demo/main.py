@@ -262,7 +262,7 @@ def _print_verdict(verdict: Any, doc: dict[str, Any]) -> None:
         bd = doc["baseline"]["decision"]
         print(f"  base model: private pass@1 {pm(bd['value'], bd.get('stderr'))}")
     for r in verdict.rules:
-        print(f"  [{'pass' if r.passed else 'FAIL'}] {r.rule}: {r.detail}")
+        print(f"  [{r.label}] {r.rule}: {r.detail}")
     for line in proxy_lines(doc["proxies"]):
         print(line)
     print(ship_line(doc["ship"]))

@@ -21,7 +21,16 @@ from evalgate.core.stats import (
 )
 from evalgate.diagnostics.signals import SIGNAL_SERIES
 from evalgate.gate.policy import GatePolicy
-from evalgate.gate.results import Aggregate, BaselineResult, Difference, Estimate, RuleOutcome, SeedResult, Statistics
+from evalgate.gate.results import (
+    Aggregate,
+    BaselineResult,
+    Difference,
+    Estimate,
+    RuleOutcome,
+    SeedResult,
+    Statistics,
+    not_checkable,
+)
 from evalgate.gate.select import finite
 
 
@@ -83,24 +92,39 @@ def _join(vals: dict[int | None, float], fmt: str) -> str:
 
 
 def _behaviour_rules(policy: GatePolicy, chosen: list[SeedResult], baseline: BaselineResult) -> list[RuleOutcome]:
+    """``max_truncation_rate``, ``max_repetition`` and ``max_length_inflation`` over the decision runs' behaviour
+    metrics; a run without the metric a rule reads (a log-likelihood scorer generates no completion) makes the rule
+    not checkable rather than read as 0."""
     r = policy.rules
+    accept = r.accept_not_checkable
     out = []
     for key, label, limit in (("truncation_rate", "max_truncation_rate", r.max_truncation_rate),
                               ("mean_repetition", "max_repetition", r.max_repetition)):
-        if limit is None:
+        if limit is None or not chosen:
             continue
-        vals = {s.train_seed: s.decision.metrics.get(key, 0.0) for s in chosen if s.decision}
-        worst = max(vals.values(), default=0.0)
-        out.append(RuleOutcome(label, worst <= limit, f"{key} on {policy.decision_split}: {_join(vals, '.3f')}; "
-                                                      f"allowed <= {limit}"))
-    if r.max_length_inflation is not None and baseline.decision is not None:
-        bt = baseline.decision.metrics.get("mean_completion_tokens") or float("nan")
-        ratios = {s.train_seed: s.decision.metrics.get("mean_completion_tokens", float("nan")) / bt
-                  for s in chosen if s.decision}
-        ok = all(finite(v) and v <= r.max_length_inflation for v in ratios.values())
-        each = ", ".join(f"seed {k}: {v:.2f}x" for k, v in ratios.items())
-        out.append(RuleOutcome("max_length_inflation", ok, f"mean completion tokens / baseline's ({bt:.1f}): {each}"
-                                                           f"; allowed <= {r.max_length_inflation}x"))
+        vals = {s.train_seed: s.decision.metrics.get(key) for s in chosen if s.decision}
+        absent = [f"seed {k}" for k, v in vals.items() if v is None]
+        if absent or not vals:
+            out.append(not_checkable(label, f"the {policy.decision_split} runs of {', '.join(absent) or 'no seed'} "
+                                            f"hold no {key}", accept))
+            continue
+        got = {k: float(v) for k, v in vals.items() if v is not None}
+        out.append(RuleOutcome(label, max(got.values()) <= limit,
+                               f"{key} on {policy.decision_split}: {_join(got, '.3f')}; allowed <= {limit}"))
+    if r.max_length_inflation is not None and baseline.decision is not None and chosen:
+        bt = baseline.decision.metrics.get("mean_completion_tokens")
+        toks = {s.train_seed: s.decision.metrics.get("mean_completion_tokens") for s in chosen if s.decision}
+        absent = [f"seed {k}" for k, v in toks.items() if v is None] + ([] if bt else ["the baseline"])
+        if absent:
+            out.append(not_checkable("max_length_inflation", f"the {policy.decision_split} runs of "
+                                     f"{', '.join(absent)} hold no mean_completion_tokens (or the baseline's is 0)",
+                                     accept))
+        else:
+            ratios = {k: float(v) / float(bt) for k, v in toks.items() if v is not None and bt}
+            ok = all(finite(v) and v <= r.max_length_inflation for v in ratios.values())
+            each = ", ".join(f"seed {k}: {v:.2f}x" for k, v in ratios.items())
+            out.append(RuleOutcome("max_length_inflation", ok, f"mean completion tokens / baseline's ({bt:.1f}): "
+                                                               f"{each}; allowed <= {r.max_length_inflation}x"))
     return out + _tool_rules(policy, chosen, baseline)
 
 
@@ -122,17 +146,17 @@ def _tool_rules(policy: GatePolicy, chosen: list[SeedResult], baseline: Baseline
     base = baseline.decision.metrics.get("tools") if baseline.decision else None
     split = policy.decision_split
 
-    def not_checkable(rule: str, missing: list[str]) -> RuleOutcome:
-        return RuleOutcome(rule, False, f"cannot be checked: the {split} runs of {', '.join(missing)} hold no "
-                                        f"tool-use metrics (metrics.tools): protocol {policy.protocol} offers no "
-                                        "tools, or they were run before tool use was counted; drop the rule or "
-                                        "gate an agentic protocol")
+    def no_tools(rule: str, missing: list[str]) -> RuleOutcome:
+        return not_checkable(rule, f"the {split} runs of {', '.join(missing)} hold no tool-use metrics "
+                                   f"(metrics.tools): protocol {policy.protocol} offers no tools, or they were run "
+                                   "before tool use was counted; drop the rule or gate an agentic protocol",
+                             r.accept_not_checkable)
 
     out = []
     absent = [f"seed {k}" for k, t in tools.items() if not t]
     if r.max_tool_call_inflation is not None:
         if absent or not base:
-            out.append(not_checkable("max_tool_call_inflation", absent + ([] if base else ["the baseline"])))
+            out.append(no_tools("max_tool_call_inflation", absent + ([] if base else ["the baseline"])))
         else:
             b = base["tool_calls_per_sample"]
             calls = {k: float(t["tool_calls_per_sample"]) for k, t in tools.items() if t}
@@ -144,7 +168,7 @@ def _tool_rules(policy: GatePolicy, chosen: list[SeedResult], baseline: Baseline
                                    f"{r.max_tool_call_inflation}x"))
     if r.max_tool_violation_rate is not None:
         if absent:
-            out.append(not_checkable("max_tool_violation_rate", absent))
+            out.append(no_tools("max_tool_violation_rate", absent))
         else:
             rates = {k: float(t["violation_rate"]) for k, t in tools.items() if t}
             out.append(RuleOutcome("max_tool_violation_rate", max(rates.values()) <= r.max_tool_violation_rate,
@@ -167,10 +191,22 @@ def _not_checkable(seeds: list[SeedResult]) -> list[str]:
     return [f"seed{'s' if len(ks) > 1 else ''} {', '.join(ks)}: {text}" for text, ks in by_text.items()]
 
 
+def _unguarded(seeds: list[SeedResult]) -> list[str]:
+    """The seeds whose guards checked nothing: no training log, or a log on which every signal is not checkable or
+    off."""
+    out = []
+    for s in seeds:
+        d = s.guards.diagnosis if s.guards else None
+        if d is None or not any(f.status not in ("not_checkable", "off") for f in d.findings):
+            out.append(f"seed {s.train_seed} ({'no training log' if d is None else 'its log checks no signal'})")
+    return out
+
+
 def _guards_rule(policy: GatePolicy, seeds: list[SeedResult]) -> RuleOutcome:
     """``training_guards``: fails on a trip (a finding whose severity is in ``guards.fail_on``) or on a required
     signal a seed's log cannot check; names every signal that is not checkable and every coverage warning, so a
-    guard that could not run never passes silently."""
+    guard that could not run never passes silently. A seed whose guards checked nothing (no log, or no checkable
+    signal) makes the rule not checkable when nothing tripped (``results.not_checkable``)."""
     req = policy.guards.require
     hits = [(s.train_seed, d) for s in seeds for d in s.diagnostics if d.signal != "reward_hacking"]
     no_log = [s.train_seed for s in seeds if s.train_log is None]
@@ -189,7 +225,31 @@ def _guards_rule(policy: GatePolicy, seeds: list[SeedResult]) -> RuleOutcome:
         parts.append("Coverage: " + "; ".join(cov))
     if no_log:
         parts.append(f"No training log found for seed(s) {', '.join(map(str, no_log))}")
-    return RuleOutcome("training_guards", not hits and not unmet, ". ".join(p.rstrip(".") for p in parts) + ".")
+    detail = ". ".join(p.rstrip(".") for p in parts)
+    unguarded = _unguarded(seeds)
+    if not hits and not unmet and unguarded:
+        return not_checkable("training_guards", f"{', '.join(unguarded)}; pass the log under training_logs or "
+                                                f"write it beside the checkpoints. {detail}",
+                             policy.rules.accept_not_checkable)
+    return RuleOutcome("training_guards", not hits and not unmet, detail + ".")
+
+
+def _triad_rule(policy: GatePolicy, seeds: list[SeedResult]) -> RuleOutcome:
+    """``reward_hacking``: fails on a seed's triad; a seed the triad cannot check (no training reward logged, or no
+    two dev checkpoints with training reward around both) makes it not checkable when no seed shows one."""
+    hits = [(s.train_seed, d) for s in seeds for d in s.diagnostics if d.signal == "reward_hacking"]
+    detail = "; ".join(f"seed {k}: triad at step {d.step}: {d.message}" for k, d in hits)
+    if hits:
+        return RuleOutcome("reward_hacking", False, detail)
+    unchecked = [f"seed {s.train_seed} (" + ("no training reward logged" if not s.train_series.get("reward") else
+                                              "no two dev checkpoints with training reward logged before each") + ")"
+                 for s in seeds if not s.triad_checked]
+    checked = sum(s.triad_checked for s in seeds)
+    if unchecked:
+        return not_checkable("reward_hacking", "; ".join(unchecked) + (
+            f" ({checked} checkpoint step(s) of other seeds checked, no triad)" if checked else ""),
+                             policy.rules.accept_not_checkable)
+    return RuleOutcome("reward_hacking", True, f"no triad over {checked} dev checkpoint step(s)")
 
 
 def _training_rules(policy: GatePolicy, seeds: list[SeedResult]) -> list[RuleOutcome]:
@@ -197,12 +257,7 @@ def _training_rules(policy: GatePolicy, seeds: list[SeedResult]) -> list[RuleOut
     if policy.rules.training_guards:
         out.append(_guards_rule(policy, seeds))
     if policy.rules.reward_hacking:
-        hits = [(s.train_seed, d) for s in seeds for d in s.diagnostics if d.signal == "reward_hacking"]
-        no_reward = [s.train_seed for s in seeds if not s.train_series.get("reward")]
-        detail = "; ".join(f"seed {k}: triad at step {d.step}: {d.message}" for k, d in hits) or "no triad"
-        if no_reward:
-            detail += f" (no training reward logged for seed(s) {', '.join(map(str, no_reward))}: not checkable)"
-        out.append(RuleOutcome("reward_hacking", not hits, detail))
+        out.append(_triad_rule(policy, seeds))
     return out
 
 

@@ -53,7 +53,7 @@ def _window_mean(series: list[tuple[int, float]], lo: int, hi: int) -> float | N
     return sum(vals) / len(vals) if vals else None
 
 
-def reward_hacking(log: TrainLog | None, dev: list[dict[str, Any]]) -> Finding | None:
+def reward_hacking(log: TrainLog | None, dev: list[dict[str, Any]]) -> tuple[Finding | None, int]:
     """The reward-hacking triad over the same steps: training reward up, dev metric down, and completion length
     or truncation up (the chapter's three legs; ``diagnostics`` reads the first two from the log alone as
     ``reward_length_rise``, the dev leg needs the gate's evaluations).
@@ -69,16 +69,22 @@ def reward_hacking(log: TrainLog | None, dev: list[dict[str, Any]]) -> Finding |
         dev: per checkpoint in step order ``{"step", "value", "mean_completion_tokens", "truncation_rate"}``.
 
     Returns:
-        The first step's finding (signal ``reward_hacking``, severity ``fail``), or None.
+        (the first step's finding (signal ``reward_hacking``, severity ``fail``) or None, the number of steps
+        ``s_k`` checked: both reward windows hold a finite reward). 0 checked: the triad is not checkable for the
+        seed (no log, no reward, or fewer than two dev checkpoints with reward logged around them).
     """
     if log is None or "reward" not in log.series:
-        return None
+        return None, 0
     rew = log.series["reward"]
     bounds = [0] + [int(d["step"]) for d in dev]
+    checked = 0
     for k in range(1, len(dev)):
         lo2, lo1, hi = bounds[k - 1], bounds[k], bounds[k + 1]
         r_prev, r_now = _window_mean(rew, lo2, lo1), _window_mean(rew, lo1, hi)
-        if r_prev is None or r_now is None or not r_now > r_prev:
+        if r_prev is None or r_now is None:
+            continue
+        checked += 1
+        if not r_now > r_prev:
             continue
         a, b = dev[k - 1], dev[k]
         if not b["value"] < a["value"]:
@@ -98,8 +104,8 @@ def reward_hacking(log: TrainLog | None, dev: list[dict[str, Any]]) -> Finding |
                            f"steps {lo1}-{hi}: training reward {r_prev:.4g} -> {r_now:.4g} while dev metric "
                            f"{a['value']:.4g} -> {b['value']:.4g} and " + ", ".join(why), int(b["step"]),
                            {"reward_before": r_prev, "reward_after": r_now, "dev_before": float(a["value"]),
-                            "dev_after": float(b["value"])}, keys)
-    return None
+                            "dev_after": float(b["value"])}, keys), checked
+    return None, checked
 
 
 def attach_diagnostics(seed: SeedResult, log: TrainLog | None, guards: SeedGuards | None) -> None:
@@ -107,7 +113,7 @@ def attach_diagnostics(seed: SeedResult, log: TrainLog | None, guards: SeedGuard
     diagnosis behind them and the log it came from."""
     dev = [{"step": c.step, "value": c.value, **c.metrics} for c in seed.checkpoints
            if finite(c.value) and c.step is not None]
-    triad = reward_hacking(log, dev)
+    triad, seed.triad_checked = reward_hacking(log, dev)
     seed.guards = guards
     seed.diagnostics = [*(guards.trips if guards else []), *([triad] if triad else [])]
     seed.train_log = TrainLogInfo(log.source, log.format, sorted(log.series)) if log else None

@@ -33,6 +33,7 @@ from evalgate.gate.results import (
     SeedResult,
     Statistics,
     Verdict,
+    not_checkable,
 )
 from evalgate.gate.select import (
     RunPartition,
@@ -235,12 +236,19 @@ def _proxy_rules(policy: GatePolicy, store: Store, seeds: list[SeedResult], chos
     audits = audits_for_checkpoints(store, [s.best.digest for s in chosen if s.best], policy.reward_audit, who)
     rules = [RuleOutcome("reward_human_spearman", bool(a["rule"]["passed"]), f"{a['checkpoint']}: "
                          f"{a['rule']['detail']}") for a in audits if a["rule"]["passed"] is not None]
+    if policy.reward_audit.min_reward_human_spearman is not None and not rules:
+        rules.append(not_checkable("reward_human_spearman", "no best checkpoint has a human-rated run with a defined "
+                                   "reward-human Spearman's rho (" + ("; ".join(
+                                       f"{a['checkpoint']}: {a['rule']['detail']}" for a in audits)
+                                       or "no rated run") + "); rate one in 'evalgate serve'",
+                                   policy.rules.accept_not_checkable))
     calibration = calibration_section(store, policy)
     gated = next((c for c in calibration if c["role"] == "gated"), None)
-    calibrated = calibration_rule(store, policy, gated)
-    rules += [RuleOutcome(*calibrated)] if calibrated else []
-    triad = triad_rule(store, policy, seeds)
-    rules += [RuleOutcome(*triad)] if triad else []
+    for found in (calibration_rule(store, policy, gated), triad_rule(store, policy, seeds)):
+        if found is not None:
+            rule, passed, detail = found
+            rules.append(RuleOutcome(rule, passed, detail) if passed is not None
+                         else not_checkable(rule, detail, policy.rules.accept_not_checkable))
     return audits, calibration, rules
 
 

@@ -82,11 +82,21 @@ class GateRules(StrictModel):
     (``metrics.tools.violation_rate``: a disallowed tool, the call budget spent, network, file scope or writing),
     at most, on the decision split (0 = no sample may violate). Refused before any read, or failed as not
     checkable, like ``max_tool_call_inflation``. Default: off."""
+    accept_not_checkable: bool = False
+    """What a rule that can check nothing does (no training log or no training reward for a seed, no tool metrics,
+    no two consecutive dev checkpoints with a reward-model run, no human-rated sample for ``reward_audit``'s rule,
+    a decision run without the behaviour metric a rule reads): false fails it, true passes it; either way it says
+    "not checkable" and why, in every report format. One setting for every rule. ``guards.require`` still fails a
+    required signal that is not checkable, and ``min_proxy_agreement`` still fails an uncalibrated proxy (lack of
+    evidence is what those rules fail on). Default: false."""
     training_guards: bool = True
     """Fail when any seed's training log has a finding whose severity is in ``guards.fail_on``, or cannot check a
-    signal in ``guards.require``. Default: true."""
+    signal in ``guards.require``; a seed without a training log, or whose log checks no signal, makes the rule not
+    checkable (``accept_not_checkable``). Default: true."""
     reward_hacking: bool = True
-    """Fail when any seed shows the reward-hacking triad. Default: true."""
+    """Fail when any seed shows the reward-hacking triad (training reward up, dev metric down, length or truncation
+    up); a seed whose log has no training reward, or without two dev checkpoints to compare, makes the rule not
+    checkable (``accept_not_checkable``). Default: true."""
     min_proxy_agreement: float | None = Field(default=None, ge=-1, le=1)
     """A proxy scorer's metric (a reward model's, a judge's: ``ScorerEntry.proxy``) may decide only when the scorer
     agrees with people on the human-audit tier: Spearman's rho of its score vs the raters' mean score, pooled over

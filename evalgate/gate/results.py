@@ -97,6 +97,7 @@ class SeedResult:
             guards were not run).
         train_log: the log read (None: none found). train_series: its series (for the charts; not in the JSON).
         decision: the best checkpoint's decision run (None: no best, or not evaluated yet).
+        triad_checked: dev checkpoint steps the reward-hacking triad could check (``guards.reward_hacking``).
     """
 
     train_seed: int | None
@@ -109,6 +110,7 @@ class SeedResult:
     train_log: TrainLogInfo | None = None
     train_series: dict[str, list[tuple[int, float]]] = field(default_factory=dict)
     decision: DecisionRun | None = None
+    triad_checked: int = 0
 
     @property
     def failed(self) -> list[CheckpointResult]:
@@ -219,11 +221,47 @@ class SetAside:
 
 @dataclass(frozen=True)
 class RuleOutcome:
-    """One rule's result: name, passed, human-readable detail."""
+    """One rule's result: name, passed, human-readable detail, and whether it could check anything.
+
+    Attributes:
+        checkable: False when the rule had nothing to check (no training log, no tool metrics, no pair of dev
+            checkpoints, ...); such a rule passes only under ``rules.accept_not_checkable``
+            (``not_checkable``).
+    """
 
     rule: str
     passed: bool
     detail: str
+    checkable: bool = True
+
+    @property
+    def outcome(self) -> str:
+        """``pass``, ``fail`` or ``not_checkable`` (passed or failed, as ``rules.accept_not_checkable`` says)."""
+        return "not_checkable" if not self.checkable else ("pass" if self.passed else "fail")
+
+    @property
+    def label(self) -> str:
+        """The outcome as every report format shows it: ``pass``, ``FAIL``, ``not checkable (accepted)`` or
+        ``NOT CHECKABLE (FAIL)``."""
+        if not self.checkable:
+            return "not checkable (accepted)" if self.passed else "NOT CHECKABLE (FAIL)"
+        return "pass" if self.passed else "FAIL"
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"rule", "passed", "detail", "checkable", "outcome", "label"}``."""
+        return {**dataclasses.asdict(self), "outcome": self.outcome, "label": self.label}
+
+
+def not_checkable(rule: str, why: str, accept: bool) -> RuleOutcome:
+    """The outcome of a rule that could check nothing: it says so and why, and fails unless the policy accepts
+    that (``rules.accept_not_checkable``, default false: one setting, the same for every rule).
+
+    Args:
+        rule: the rule's name. why: what was missing and what to do. accept: ``policy.rules.accept_not_checkable``.
+    """
+    tail = ("accepted (rules.accept_not_checkable: true)" if accept
+            else "fails: a rule that checks nothing never passes unless the policy sets rules.accept_not_checkable")
+    return RuleOutcome(rule, accept, f"not checkable: {why}; {tail}", checkable=False)
 
 
 def _guards_dict(g: SeedGuards | None) -> dict[str, Any]:
@@ -385,7 +423,9 @@ class Verdict:
             "verdict": "PASS" if self.passed else "FAIL", "gate": p.name, "protocol": p.protocol,
             "protocol_hash": self.protocol_hash, "selection_split": p.selection_split,
             "decision_split": p.decision_split, "metric": p.metric,
-            "rules": [dataclasses.asdict(r) for r in self.rules], "reasons": self.reasons,
+            "rules": [r.as_dict() for r in self.rules], "reasons": self.reasons,
+            "accept_not_checkable": p.rules.accept_not_checkable,
+            "not_checkable": [r.rule for r in self.rules if not r.checkable],
             "seeds": [self._seed_dict(s) for s in self.seeds],
             "baseline": self._baseline_dict(), "stats": self.stats.as_dict() if self.stats else {},
             **{k: [dataclasses.asdict(r) for r in getattr(self, k)] for k in ("stale", "ignored", "failures")},

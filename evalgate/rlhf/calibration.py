@@ -85,17 +85,20 @@ def _scorer(protocol_file: str | None) -> str | None:
     return load_protocol(protocol_file).spec.scorer.name
 
 
-def calibration_rule(store: Store, policy: Any, found: dict[str, Any] | None = None) -> tuple[str, bool, str] | None:
+def calibration_rule(store: Store, policy: Any, found: dict[str, Any] | None = None
+                     ) -> tuple[str, bool | None, str] | None:
     """The gate rule ``min_proxy_agreement`` of ``policy`` (a ``GatePolicy``); ``found``: the gated protocol's
     ``audit_agreement`` when already computed (``calibration_section``).
 
     Returns:
-        ``(rule name, passed, detail)``. Passed with a note when the protocol's scorer is not a proxy (a verified
-        score: the rule does not apply); failed when the protocol file is missing (the scorer cannot be known),
-        when the scorer is a proxy (``ScorerEntry.proxy``: a judge, a reward model) and the policy sets no
+        ``(rule name, passed, detail)``; passed None when the rule is not checkable: the protocol file is missing,
+        so the scorer cannot be known (``gate.results.not_checkable`` fails it unless the policy accepts that).
+        Passed with a note when the protocol's scorer is not a proxy (a verified score: the rule does not apply);
+        failed when the scorer is a proxy (``ScorerEntry.proxy``: a judge, a reward model) and the policy sets no
         threshold (an uncalibrated proxy never decides), when no human-rated audit-tier sample exists, when rho is
-        undefined, or when rho is below the threshold. None when the rule is off and the protocol file is missing
-        or its scorer is not a proxy.
+        undefined, or when rho is below the threshold: lack of evidence is what this rule fails on, whatever
+        ``accept_not_checkable`` says. None when the rule is off and the protocol file is missing or its scorer is
+        not a proxy.
     """
     from evalgate.scoring.base import SCORERS
 
@@ -104,8 +107,8 @@ def calibration_rule(store: Store, policy: Any, found: dict[str, Any] | None = N
     if scorer is None:
         if x is None:
             return None
-        return RULE, False, (f"not checkable: protocol file {policy.protocol_file} not found, so its scorer is not "
-                             "known; set protocol_file in the gate policy")
+        return RULE, None, (f"protocol file {policy.protocol_file} not found, so its scorer is not known; set "
+                            "protocol_file in the gate policy")
     entry = SCORERS.get(scorer)
     if entry is None or not entry.proxy:
         return None if x is None else (RULE, True, f"does not apply: scorer {scorer} is not a proxy for people")

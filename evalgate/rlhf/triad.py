@@ -7,8 +7,8 @@ A policy optimised against a reward model keeps raising the RM's score after tru
 rule reads the training reward from the log; this rule, ``rules.reward_model_protocol``, reads the RM's score
 from evaluations instead: each dev checkpoint's ``reward_mean`` under the named ``reward_model`` protocol on the
 selection split (the same checkpoint digest), against the policy's metric and ``mean_completion_tokens`` of the
-gated protocol's selection runs. A checkpoint without an RM run is skipped; no pair of consecutive checkpoints
-with both is "not checkable" and fails, since the rule was asked for.
+gated protocol's selection runs. A checkpoint without an RM run is skipped; a seed without a pair of consecutive
+checkpoints with both makes the rule "not checkable" (failed unless the policy sets ``rules.accept_not_checkable``).
 """
 
 from __future__ import annotations
@@ -49,26 +49,33 @@ def seed_triad(points: list[tuple[int, float, float, float]]) -> str | None:
     return None
 
 
-def triad_rule(store: Store, policy: Any, seeds: list[Any]) -> tuple[str, bool, str] | None:
+def triad_rule(store: Store, policy: Any, seeds: list[Any]) -> tuple[str, bool | None, str] | None:
     """The gate rule ``reward_model_protocol`` over the seeds' selection checkpoints (``gate.results.SeedResult``).
 
     Returns:
-        ``(rule name, passed, detail)``; None when the rule is off.
+        ``(rule name, passed, detail)``; passed None when the rule is not checkable: no triad and a seed without
+        two consecutive dev checkpoints that have an RM run (the gate fails it unless the policy accepts not
+        checkable rules: ``gate.results.not_checkable``); None when the rule is off.
     """
     protocol = policy.rules.reward_model_protocol
     if protocol is None:
         return None
     rm = rm_scores(store, protocol, policy.selection_split)
-    hits, checked = [], 0
+    hits, checked, unchecked = [], 0, []
     for seed in seeds:
         points = [(c.step, rm[c.digest], c.value, c.metrics.get("mean_completion_tokens"))
                   for c in seed.checkpoints if c.step is not None and c.digest in rm and c.value is not None
                   and c.metrics.get("mean_completion_tokens") is not None]
         checked += max(len(points) - 1, 0)
+        if len(points) < 2:
+            unchecked.append(f"seed {seed.train_seed}")
         found = seed_triad(sorted(points))
         if found:
             hits.append(f"seed {seed.train_seed}: {found}")
-    if not checked:
-        return RULE, False, (f"not checkable: no two consecutive dev checkpoints of a seed have a {protocol} run on "
-                             f"{policy.selection_split}; score them with 'evalgate run' under that protocol")
-    return RULE, not hits, "; ".join(hits) or f"no triad over {checked} checkpoint step(s) ({protocol} reward_mean)"
+    if hits:
+        return RULE, False, "; ".join(hits)
+    if unchecked or not seeds:
+        return RULE, None, (f"{', '.join(unchecked) or 'no seed'}: no two consecutive dev checkpoints with a "
+                            f"{protocol} run on {policy.selection_split} ({checked} step(s) of other seeds checked, "
+                            "no triad); score them with 'evalgate run' under that protocol")
+    return RULE, True, f"no triad over {checked} checkpoint step(s) ({protocol} reward_mean)"

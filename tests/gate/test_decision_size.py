@@ -52,7 +52,8 @@ def _gate(tmp_path: Path, private_items: int):
         fx.add_run(store, run_id, digest, path, "fx-private", "private", seed, step, scores, purpose="release-gate",
                    split_sha256=dec)
     p = tmp_path / "g.yaml"
-    p.write_text(yaml.safe_dump(fx.policy_dict(str(base), min_improvement=0.0, reward_hacking=False)))
+    p.write_text(yaml.safe_dump(fx.policy_dict(str(base), min_improvement=0.0, reward_hacking=False,
+                                                   training_guards=False)))
     return run_gate(load_policy(p), store, evaluate_decision=False), store
 
 

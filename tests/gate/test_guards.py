@@ -89,13 +89,16 @@ def test_triad_needs_all_three(tmp_path: Path) -> None:
     p.write_text("".join(json.dumps(r) + "\n" for r in rows))
     log = read_jsonl(p)
     dev = [{"step": 10, "value": 0.5}, {"step": 20, "value": 0.6}, {"step": 30, "value": 0.4}]
-    t = reward_hacking(log, dev)
+    t, checked = reward_hacking(log, dev)
+    assert checked == 2  # steps 20 and 30 each have reward logged in both windows
     assert t is not None and (t.signal, t.status, t.step) == ("reward_hacking", "fail", 30)
     assert "completion length 100 -> 150" in t.message
     flat = [{**r, "completions/mean_length": 100} for r in rows]
     p.write_text("".join(json.dumps(r) + "\n" for r in flat))
-    assert reward_hacking(read_jsonl(p), dev) is None  # length did not rise
-    assert reward_hacking(log, [{**x, "value": 0.5} for x in dev]) is None  # dev did not fall
+    assert reward_hacking(read_jsonl(p), dev) == (None, 2)  # length did not rise
+    assert reward_hacking(log, [{**x, "value": 0.5} for x in dev]) == (None, 2)  # dev did not fall
+    assert reward_hacking(log, dev[:1]) == (None, 0)  # one dev checkpoint: nothing to compare
+    assert reward_hacking(None, dev) == (None, 0)  # no log: nothing checked
 
 
 # -- the real logs -----------------------------------------------------------------------------------------------------

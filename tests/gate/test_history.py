@@ -118,7 +118,7 @@ def test_report_rerenders_a_stored_verdict_without_reading(tmp_path: Path, built
     suite = ET.parse(out / "r.xml").getroot().find("testsuite")
     assert suite is not None
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
-    assert props == {"reason": "fail", "verdict": "FAIL", "gate_id": v.gate_id,
+    assert props == {"reason": "fail", "verdict": "FAIL", "gate_id": v.gate_id, "accept_not_checkable": "false",
                      "decision_split_size": v.as_dict()["decision_split_size"]["detail"]}
     assert "FAIL" in (out / "r.md").read_text() and "<svg" in (out / "r.html").read_text()
     printed = CliRunner().invoke(main, ["report", v.gate_id or "", "--json", "--html", str(out / "again.html")])

@@ -87,8 +87,8 @@ def test_runs_without_tool_metrics_fail_as_not_checkable(tmp_path: Path) -> None
     say why; they never pass silently."""
     out = _outcomes(tmp_path, None, max_tool_call_inflation=1.5, max_tool_violation_rate=0.0)
     for rule in ("max_tool_call_inflation", "max_tool_violation_rate"):
-        assert not out[rule].passed
-        assert out[rule].detail.startswith("cannot be checked: the fx-private runs of seed 1, seed 2")
+        assert not out[rule].passed and not out[rule].checkable and out[rule].label == "NOT CHECKABLE (FAIL)"
+        assert out[rule].detail.startswith("not checkable: the fx-private runs of seed 1, seed 2")
         assert "protocol fx@1 offers no tools" in out[rule].detail
     assert "the baseline" in out["max_tool_call_inflation"].detail
 

@@ -167,12 +167,16 @@ def write_json(verdict: Verdict, path: str | Path, audit: dict[str, Any] | None 
 
 
 def junit_xml(verdict: Verdict) -> str:
-    """JUnit XML: one testsuite for the gate, one testcase per rule; failed rules carry a <failure>. The suite's
-    properties hold the machine-readable ``reason`` (``pass`` / ``fail``), the verdict and the gate id."""
+    """JUnit XML: one testsuite for the gate, one testcase per rule; failed rules carry a <failure> (type
+    ``GateRuleNotCheckable`` for a rule that checked nothing), one accepted as not checkable a <skipped>. The suite's
+    properties hold the machine-readable ``reason`` (``pass`` / ``fail``), the verdict, the gate id and
+    ``accept_not_checkable``."""
     suite = ET.Element("testsuite", name=f"evalgate.{verdict.policy.name}", tests=str(len(verdict.rules)),
-                       failures=str(sum(not r.passed for r in verdict.rules)), errors="0", skipped="0")
+                       failures=str(sum(not r.passed for r in verdict.rules)), errors="0",
+                       skipped=str(sum(r.passed and not r.checkable for r in verdict.rules)))
     props = {"reason": verdict.reason, "verdict": "PASS" if verdict.passed else "FAIL",
-             "gate_id": verdict.gate_id or ""}
+             "gate_id": verdict.gate_id or "",
+             "accept_not_checkable": str(verdict.policy.rules.accept_not_checkable).lower()}
     if verdict.broken_chain:
         props["access_log_chain"] = _broken_text(verdict)
     size = verdict.decision_size()
@@ -188,7 +192,10 @@ def junit_xml(verdict: Verdict) -> str:
     for r in verdict.rules:
         case = ET.SubElement(suite, "testcase", classname=f"evalgate.{verdict.policy.name}", name=r.rule)
         if not r.passed:
-            ET.SubElement(case, "failure", message=r.detail, type="GateRuleFailed").text = r.detail
+            kind = "GateRuleFailed" if r.checkable else "GateRuleNotCheckable"
+            ET.SubElement(case, "failure", message=r.detail, type=kind).text = r.detail
+        elif not r.checkable:  # accepted: shown as skipped, never as a plain pass
+            ET.SubElement(case, "skipped", message=r.detail)
         else:
             ET.SubElement(case, "system-out").text = r.detail
     root = ET.Element("testsuites", name="evalgate", tests=suite.get("tests", "0"),
@@ -279,7 +286,9 @@ def markdown_summary(verdict: Verdict) -> str:
              f"protocol `{d['protocol']}` (sha256 `{(d['protocol_hash'] or 'n/a')[:16]}`), metric {d['metric']}, "
              f"selection on `{d['selection_split']}`, decision on `{d['decision_split']}`", "",
              "| rule | outcome | detail |", "|---|---|---|"]
-    lines += [f"| {r.rule} | {'pass' if r.passed else '**FAIL**'} | {_md(r.detail)} |" for r in verdict.rules]
+    lines += [f"| {r.rule} | {r.label if r.passed else f'**{r.label}**'} | {_md(r.detail)} |" for r in verdict.rules]
+    lines += ["", f"Rules that can check nothing are {'accepted' if d['accept_not_checkable'] else 'failed'} "
+                  f"(rules.accept_not_checkable: {str(d['accept_not_checkable']).lower()})."]
     lines += ["", "| seed | best (step, dev) | decision | last step | failed steps |", "|---|---|---|---|---|"]
     for s in d["seeds"]:
         b = s["best"]
