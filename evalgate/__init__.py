@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "Diagnosis": "evalgate.diagnostics.diagnose", "DiagnosisSummary": "evalgate.diagnostics.results",
     "Samples": "evalgate.views.samples", "Sample": "evalgate.views.samples", "Comparison": "evalgate.views.samples",
     "AuditSummary": "evalgate.views.audit",
+    "Metrics": "evalgate.core.results", "Estimate": "evalgate.core.results",
     "Tier": "evalgate.core.enums", "RunStatus": "evalgate.core.enums", "SampleStatus": "evalgate.core.enums",
     "Outcome": "evalgate.core.enums",
     "EvalgateError": "evalgate.core.errors", "BadInput": "evalgate.core.errors",
@@ -37,9 +38,9 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = ["AuditSummary", "BadInput", "Comparison", "Diagnosis", "DiagnosisSummary", "EngineError", "Environment",
-           "EvalgateCallback", "EvalgateError", "GateReport", "MissingExtra", "Outcome", "ProtocolDrift",
-           "RefusedByPolicy", "RuleOutcome", "RunOptions", "RunRecord", "RunStatus", "Sample", "SampleStatus",
-           "Samples", "SweepSummary", "Tier", "Verdict", "Workspace", "__version__"]
+           "Estimate", "EvalgateCallback", "EvalgateError", "GateReport", "Metrics", "MissingExtra", "Outcome",
+           "ProtocolDrift", "RefusedByPolicy", "RuleOutcome", "RunOptions", "RunRecord", "RunStatus", "Sample",
+           "SampleStatus", "Samples", "SweepSummary", "Tier", "Verdict", "Workspace", "__version__"]
 
 
 def __getattr__(name: str) -> Any:

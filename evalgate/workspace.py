@@ -6,7 +6,7 @@ callback builds a workspace and calls it; every result is typed. The CLI builds 
 
     ws = evalgate.Workspace(home=".evalgate/nb", actor="alice")
     run = ws.evaluate("protocols/addition.yaml", "ckpts/checkpoint-9", split="addition-dev")
-    run.metrics["pass@1"], run.metrics["pass@1_stderr"]
+    run.metrics.pass_at[1].value, run.metrics["pass@1_stderr"]   # typed, or by name as stored
     verdict = ws.gate("gates/demo.yaml")
     verdict.passed, [r for r in verdict.rules if not r.passed]
 
@@ -142,7 +142,8 @@ class Workspace:
                 defaults to the workspace's; progress bars are off unless ``progress=True``.
 
         Returns:
-            The complete ``RunRecord`` (``metrics["pass@1"]``, ``metrics["pass@1_stderr"]``, ``counts``, ...).
+            The complete ``RunRecord`` (``metrics.pass_at[1].value`` and ``.stderr``, also read by name as
+            ``metrics["pass@1"]``, ``metrics["pass@1_stderr"]``; ``counts``, ...).
 
         Raises:
             BadInput, ProtocolDrift, RefusedByPolicy, EngineError: as ``evalgate.runner.evaluate.evaluate_checkpoint``.

@@ -172,6 +172,9 @@ def test_notebook_path_on_the_replay_backend(tmp_path: Path, no_env: Path, monke
     assert run.metrics is not None and run.metrics["pass@1"] == pytest.approx(0.75)
     # sample sd of (1, 1, 1, 0) is 0.5; stderr 0.5 / sqrt(4)
     assert run.metrics["pass@1_stderr"] == pytest.approx(0.25)
+    assert isinstance(run.metrics, evalgate.Metrics) and list(run.metrics.pass_at) == [1]  # greedy: pass@1 only
+    assert run.metrics.pass_at[1] == pytest.approx(evalgate.Estimate(0.75, 0.25))
+    assert type(run.as_dict()["metrics"]) is dict and run.as_dict()["metrics"]["pass@1"] == pytest.approx(0.75)
     assert (tmp_path / "ws" / "evalgate.duckdb").is_file() and not (no_env / ".evalgate").exists()
     assert [r.run_id for r in map(evalgate.RunRecord.from_row, ws.store.runs())] == [run.run_id]
 

@@ -53,10 +53,12 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
 def _print_run(run: RunRecord) -> None:
     """The run's text output: what was read and how long it took, then pass@k +- stderr and the behaviour
     metrics."""
-    m, counts, seconds = run.metrics or {}, run.counts or {}, run.wall_s
+    from evalgate.core.results import Metrics
+
+    m, counts, seconds = run.metrics or Metrics(), run.counts or {}, run.wall_s
     click.echo(f"run {run.run_id}: {run.protocol.name}@{run.protocol.version} on {run.split.name} ({run.split.tier}), "
                f"{counts['samples']} samples ({counts['cached']} cached) in {seconds:.1f} s")
-    for k in (k for k in m if k.startswith("pass@") and not k.endswith("_stderr")):
-        click.echo(f"  {k} = {pm(m[k], m.get(k + '_stderr'))} (± stderr, n {counts['items']} items)")
+    for k, est in m.pass_at.items():
+        click.echo(f"  pass@{k} = {pm(est.value, est.stderr)} (± stderr, n {counts['items']} items)")
     click.echo(f"  mean completion tokens {num(m['mean_completion_tokens'], 1)}, "
                f"truncation rate {pct(m['truncation_rate'])}")

@@ -1,11 +1,14 @@
 """The base of evalgate's typed results: what a library call returns and the CLI formats (``--json`` prints
-``as_dict()``)."""
+``as_dict()``); ``Metrics``, a run's metrics by name and typed."""
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
 
-from pydantic import ConfigDict
+from pydantic import ConfigDict, GetCoreSchemaHandler
+from pydantic_core import core_schema
 
 from evalgate.core.models import StrictModel
 
@@ -23,3 +26,70 @@ class Result(StrictModel):
     def as_dict(self) -> dict[str, Any]:
         """The result as plain dicts, lists and values (the ``--json`` document), without the unset fields."""
         return self.model_dump(exclude_unset=True)
+
+
+class Estimate(NamedTuple):
+    """A metric's value and its standard error (None where the run reports none)."""
+
+    value: Any
+    stderr: float | None
+
+
+_PASS_AT = re.compile(r"pass@(\d+)")
+
+
+class Metrics(Mapping[str, Any]):
+    """A run's metrics (``RunRecord.metrics``): read by name as a mapping, as the stored JSON has them
+    (``metrics["pass@1"]``, ``metrics["pass@1_stderr"]``, ``"mean_score"``, the behaviour metrics, a scorer's own
+    such as ``"judge"``), or typed: ``pass_at[k]`` and ``mean_score`` as ``Estimate(value, stderr)``.
+
+    Immutable; equal to a dict with the same items; dumped (``model_dump``, ``as_dict()``, the store) as a plain
+    dict, so the stored and printed documents are unchanged.
+    """
+
+    __slots__ = ("_values",)
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        self._values: dict[str, Any] = dict(values or {})
+
+    def __getitem__(self, name: str) -> Any:
+        return self._values[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def __repr__(self) -> str:
+        return f"Metrics({self._values!r})"
+
+    def estimate(self, name: str) -> Estimate:
+        """``name``'s value with ``name_stderr`` (None where absent).
+
+        Raises:
+            KeyError: the run reports no metric ``name``.
+        """
+        return Estimate(self._values[name], self._values.get(f"{name}_stderr"))
+
+    @property
+    def pass_at(self) -> dict[int, Estimate]:
+        """``k -> Estimate`` for each ``pass@k`` the run reports (pass@1 only for a greedy protocol)."""
+        return {int(m.group(1)): self.estimate(name) for name in self._values
+                if (m := _PASS_AT.fullmatch(name)) is not None}
+
+    @property
+    def mean_score(self) -> Estimate | None:
+        """The mean score over items with its standard error (None in a record without it)."""
+        return self.estimate("mean_score") if "mean_score" in self._values else None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The metrics as the plain dict the store and ``--json`` hold (a copy)."""
+        return dict(self._values)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: GetCoreSchemaHandler) -> core_schema.CoreSchema:
+        """Validated from a mapping of names to values, dumped as a plain dict."""
+        return core_schema.no_info_after_validator_function(
+            cls, core_schema.dict_schema(core_schema.str_schema(), core_schema.any_schema()),
+            serialization=core_schema.plain_serializer_function_ser_schema(lambda m: dict(m._values)))

@@ -16,6 +16,7 @@ from pydantic import ConfigDict, field_validator, model_validator
 from evalgate.checkpoints.identity import digest_algorithm
 from evalgate.core.enums import RunStatus, Tier
 from evalgate.core.models import StrictModel
+from evalgate.core.results import Metrics
 from evalgate.runner.generate import Generated
 from evalgate.runner.plan import RunPlan
 from evalgate.runner.prompts import versions
@@ -116,8 +117,9 @@ class RunRecord(_Record):
     """Python and package versions (evalgate, transformers, torch, vllm, duckdb, math-verify) that were installed."""
     effective_params: dict[str, Any]
     """Sampling values sent (from the protocol only), ``n``, the sampling ``seed`` and ``per_sample_seed``."""
-    metrics: dict[str, Any] | None = None
-    """pass@k with stderr, mean score, behaviour metrics (None until complete)."""
+    metrics: Metrics | None = None
+    """pass@k with stderr, mean score, behaviour metrics (None until complete): a ``Metrics``, read by name
+    (``metrics["pass@1"]``) or typed (``metrics.pass_at[1].value``, ``.stderr``)."""
     counts: dict[str, Any] | None = None
     """items, samples, generated, cached, ``samples_from`` (samples per run that generated them), by_status,
     timing and ``reasoning`` (the protocol's ``reasoning.strip``, samples ``with_reasoning``, samples whose block
@@ -139,10 +141,10 @@ class RunRecord(_Record):
     version: int = RUN_RECORD_VERSION
     """The record's format (``RUN_RECORD_VERSION``; 1: stored before the record carried it)."""
 
-    @field_validator("backend", "effective_params", "metrics", "counts")
+    @field_validator("backend", "effective_params", "metrics", "counts", mode="before")
     @classmethod
     def _as_stored(cls, v: Any) -> Any:
-        return json.loads(json.dumps(v))
+        return json.loads(json.dumps(v.as_dict() if isinstance(v, Metrics) else v))
 
     def as_dict(self) -> dict[str, Any]:
         """The run document: what ``evalgate run --json`` prints (every field, ``version`` last)."""
@@ -158,7 +160,8 @@ class RunRecord(_Record):
                 "tier": s.tier, "split_sha256": s.sha256,
                 "items": s.items, "sampling_seed": self.effective_params["seed"], "backend": self.backend["name"],
                 "backend_info": self.backend, "effective_params": self.effective_params, "versions": self.versions,
-                "metrics": self.metrics, "counts": self.counts, "warnings": self.warnings, "wall_s": self.wall_s,
+                "metrics": self.metrics.as_dict() if self.metrics is not None else None, "counts": self.counts,
+                "warnings": self.warnings, "wall_s": self.wall_s,
                 "actor": self.actor, "purpose": self.purpose, "host": self.host, "pid": self.pid, "error": self.error,
                 "settings_sha256": self.backend.get("generation_settings_sha256"), "record_version": self.version}
 
