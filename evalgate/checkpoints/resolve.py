@@ -62,7 +62,8 @@ def resolve_checkpoint(
             (``Store.recorded_checkpoint``), so a checkpoint known by its sha256 identity keeps it
             (``checkpoint_identity``); None: only the digest cache says so.
         verify: hash every byte of the identity files, taking no digest from the stat-keyed cache (a trust
-            decision: a run on a public, private or human-audit split, the gate).
+            decision: a run on a public, private or human-audit split, the gate); for a GGUF, also check its
+            cached conversion against a fresh one (``convert_gguf``).
 
     Raises:
         BadInput: path missing or neither an HF directory nor a ``.gguf`` file; weights that cannot be read or a
@@ -85,7 +86,7 @@ def resolve_checkpoint(
                                      verify=verify)
         prov = {k: "flag" if v is not None else "not inferred: a GGUF file carries no training metadata; pass "
                 f"--{k.replace('_', '-')}" for k, v in given.items()}
-        return Checkpoint(p, "gguf", digest, convert_gguf(p, digest), train_run, train_seed, step, prov)
+        return Checkpoint(p, "gguf", digest, convert_gguf(p, digest, verify), train_run, train_seed, step, prov)
     digest = checkpoint_identity(identity_files(p), (lambda: recorded(str(p))) if recorded else None, verify=verify)
     check_weight_files(p)
     check_config(p)
