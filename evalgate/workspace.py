@@ -256,14 +256,20 @@ class Workspace:
 
         Returns:
             The ``GateReport`` (``verdict``, ``files`` written); ``as_dict()`` is ``evalgate gate --json``'s
-            document.
+            document. A suite policy (``members:``, ``gate.suite``) gives a ``gate.report.suite.SuiteReport``.
 
         Raises:
             BadInput: an unknown report format; and as ``gate``.
         """
         from evalgate.gate.report.outputs import gate_and_report
+        from evalgate.gate.suite import is_suite
 
         with self.activate():
+            if is_suite(policy):  # a suite policy (members:): one report for the suite
+                from evalgate.gate.report.suite import suite_and_report
+
+                return suite_and_report(policy, self.store, outputs, self.actor,  # type: ignore[return-value]
+                                        accept_broken_chain, expect_head, progress, train_run)
             return gate_and_report(policy, self.store, outputs, self.actor, accept_broken_chain, expect_head,
                                    progress, swept, train_run)
 

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import sys
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -343,7 +344,7 @@ def append(store: AccessLogRepo, row: dict[str, Any], limit: BudgetLimit | None 
 
 
 def append_many(store: AccessLogRepo, rows: list[dict[str, Any]],
-                limit: BudgetLimit | None = None) -> list[dict[str, Any]] | None:
+                limit: BudgetLimit | Sequence[BudgetLimit] | None = None) -> list[dict[str, Any]] | None:
     """Chain and append rows (built with ``entry``) after the incremental check of what is new since the last
     verified head; all under the store lock, and the budget count and the insert in one transaction, so concurrent
     processes append one at a time and all rows go in or none.
@@ -358,8 +359,9 @@ def append_many(store: AccessLogRepo, rows: list[dict[str, Any]],
         limit: append only if the rows the budget counts (``limit.counted``: ``store.access.READS`` or
             ``CONTAMINATION_CHECKS``) of ``limit.splits`` since ``limit.since``, plus those among ``rows``, stay
             within ``limit.max_rows``: concurrent readers cannot overdraw a budget, and a gate reserves all its
-            reads or none (``SplitManager.reserve``). One content known under several names shares one budget
-            (``ContentOwner.names``).
+            reads or none (``SplitManager.reserve``). Several limits: every one must hold (a suite gate reserves
+            its members' reads of several splits at once, ``SplitManager.reserve_all``). One content known under
+            several names shares one budget (``ContentOwner.names``).
 
     Returns:
         The stored rows with seq, ts, prev_hash and row_hash; None when ``limit`` refused them (nothing stored).

@@ -61,15 +61,45 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
             click.echo(f"ship: none ({err['reason']}: no verdict)")
         sys.exit(err["exit_code"])
     doc = report.as_dict()
+    suite = "members" in doc
     if trackers:
         from evalgate.trackers import export_gate
 
-        say_written(export_gate(doc, trackers, list(files.values()), actor=actor))
+        # a suite: one summary per member (its verdict and rules; no per-seed private value, docs/TRACKERS.md)
+        for member_doc in ([m["gate"] for m in doc["members"]] if suite else [doc]):
+            say_written(export_gate(member_doc, trackers, list(files.values()), actor=actor))
     if as_json:
         _dump(doc)
+    elif suite:
+        _print_suite(doc)
     else:
         _print_gate(report.verdict, doc)
     sys.exit(0 if report.passed else 1)
+
+
+def _print_suite(doc: dict[str, Any]) -> None:
+    """A suite's text output: verdict and which member decided, one line per member (CI, threshold, outcome), each
+    seed's shipped checkpoint, files, and the ship line naming the failing member(s)."""
+    click.echo(f"{doc['verdict']}: suite {doc['suite']} ({len(doc['members'])} members; decided by "
+               f"{doc['decided_by']})")
+    for r in doc["table"]:
+        ci = (f"{num(r['diff'])} [{num(r['ci'][0])}, {num(r['ci'][1])}]" if r["ci"] else "n/a")
+        seeds = ", ".join(f"seed {k}: {num(v)}" for k, v in r["seeds"].items())
+        click.echo(f"  [{'pass' if r['passed'] else 'FAIL'}] {r['member']} ({r['role']}, {r['metric']}): "
+                   f"candidate - baseline {ci}, lower end needs >= {r['threshold']:+g}"
+                   + (f"; {seeds}" if seeds else "")
+                   + (f"; failed: {', '.join(r['failed_rules'])}" if r["failed_rules"] else ""))
+    if doc["holm"]:
+        click.echo(f"  at least one target improved (Holm): {'yes' if doc['any_target_improved'] else 'no'}")
+    for p in doc["picks"]:
+        click.echo(f"  seed {p['train_seed']}: ships step {p['step']} {p['checkpoint']}" if p["checkpoint"] else
+                   f"  seed {p['train_seed']}: no checkpoint qualified ({len(p['rejected'])} rejected)")
+    for m in doc["members"]:
+        click.echo(f"  member {m['member']}: stored as {m['gate']['gate_id']}")
+    _print_outputs(doc)
+    from evalgate.gate.results import ship_line
+
+    click.echo(ship_line(doc["ship"]))
 
 
 def _print_gate(verdict: Any, doc: dict[str, Any]) -> None:

@@ -128,6 +128,20 @@ def paired_bootstrap_diff(candidate: np.ndarray, baseline: np.ndarray | float, c
     Raises:
         ValueError: shapes disagree or no items.
     """
+    observed, diffs = paired_bootstrap_draws(candidate, baseline, resamples, seed)
+    alpha = (1 - confidence) / 2
+    return {"diff": observed, "low": float(np.quantile(diffs, alpha)), "high": float(np.quantile(diffs, 1 - alpha)),
+            "stderr": float(diffs.std(ddof=1)), "resamples": resamples, "confidence": confidence}
+
+
+def paired_bootstrap_draws(candidate: np.ndarray, baseline: np.ndarray | float, resamples: int = 10_000,
+                           seed: int = 0) -> tuple[float, np.ndarray]:
+    """The observed mean difference and the resampled differences of ``paired_bootstrap_diff`` (same arguments,
+    same draws for the same seed), shape ``(resamples,)``.
+
+    Raises:
+        ValueError: shapes disagree or no items.
+    """
     cand = np.atleast_2d(np.asarray(candidate, dtype=float))
     n_seeds, n_items = cand.shape
     if n_items == 0:
@@ -151,9 +165,7 @@ def paired_bootstrap_diff(candidate: np.ndarray, baseline: np.ndarray | float, c
         else:
             c = cand[0][items].mean(axis=1)
         diffs[start:start + m] = c - base[items].mean(axis=1)
-    alpha = (1 - confidence) / 2
-    return {"diff": observed, "low": float(np.quantile(diffs, alpha)), "high": float(np.quantile(diffs, 1 - alpha)),
-            "stderr": float(diffs.std(ddof=1)), "resamples": resamples, "confidence": confidence}
+    return observed, diffs
 
 
 DETECTION_POWER = 0.8

@@ -4,6 +4,7 @@ protocol reference's table writer (``evalgate protocol docs --gate``)."""
 from __future__ import annotations
 
 from evalgate.gate import policy as policy_module
+from evalgate.gate import suite as suite_module
 from evalgate.protocol.docs import _checks, _fields_table, _md, _sections
 
 GATE_DOC_PATH = "docs/GATE.md"
@@ -33,6 +34,17 @@ def gate_reference() -> str:
     for key, model in _sections(policy_module.GatePolicy, ""):
         title = "Top level" if not key else f"`{key}`"
         lines += [f"## {model.__name__}", "", f"{title}: {_md(model.__doc__ or '')}", "",
+                  f"Source: `{model.__module__}.{model.__qualname__}`.", ""]
+        lines += _fields_table(model)
+        checks = _checks(model)
+        if checks:
+            lines += ["", "Checked at load: " + " ".join(checks)]
+        lines.append("")
+    lines += ["# Suite policies", "", _md(" ".join((suite_module.__doc__ or "").split())), "",
+              "A policy file whose top level lists `members:` is a suite; the members' nested sections (`rules`, "
+              "`guards`, `selection`) override the suite's key by key. An example: `gates/release-suite.yaml`.", ""]
+    for model in (suite_module.SuitePolicy, suite_module.Member):
+        lines += [f"## {model.__name__}", "", _md(model.__doc__ or ""), "",
                   f"Source: `{model.__module__}.{model.__qualname__}`.", ""]
         lines += _fields_table(model)
         checks = _checks(model)

@@ -273,19 +273,33 @@ def _decision_reader(policy: GatePolicy, store: Store, manager: SplitManager, de
                           detail=f"gate {policy.name} reused the decision runs of gate {reused.gate_id} "
                           f"({reused.created_at}): unchanged inputs, nothing read")
         return reads.DecisionReader(policy, store, who, runs), reused
-    reader = reads.DecisionReader(policy, store, who, dec_runs)
-    if targets:
-        shown = _shown_before(policy, store, manager, dec_m, who, targets, evaluate_decision, protocol_hash)
-        runs_of = [None if evaluate_decision or i in shown else reader.prior(path, digest)["run_id"]
-                   for i, (path, digest) in enumerate(targets)]
-        reader.grant = reads.reserve(policy, manager, dec_m, who,
-                                     [(p, d, r) for (p, d), r in zip(targets, runs_of, strict=True)],
-                                     evaluate_decision, protocol_hash,
-                                     {i: run["run_id"] for i, run in shown.items()})
-        reader.shown = {run["checkpoint_digest"]: run for run in shown.values()}
-        reader.evaluate_decision = evaluate_decision
-        reader.manager, reader.manifest = manager, dec_m
+    reader, plan = decision_plan(policy, store, manager, dec_m, who, targets, dec_runs, evaluate_decision,
+                                 protocol_hash)
+    if plan is not None:
+        reader.grant = reads.commit([plan], manager, who)[0]
     return reader, None
+
+
+def decision_plan(policy: GatePolicy, store: Store, manager: SplitManager, dec_m: Any, who: str,
+                  targets: list[tuple[str, str | None]], dec_runs: list[dict[str, Any]], evaluate_decision: bool,
+                  protocol_hash: str | None) -> tuple[reads.DecisionReader, reads.Reservation | None]:
+    """The reader of new decision reads of ``targets`` (baseline first, then each seed's best) and its planned
+    reservation (``reads.plan_reserve``; None: no target), not yet logged: the caller commits it
+    (``reads.commit``) and sets ``reader.grant`` to the grant it returns. A suite commits every member's plan at
+    once."""
+    reader = reads.DecisionReader(policy, store, who, dec_runs)
+    if not targets:
+        return reader, None
+    shown = _shown_before(policy, store, manager, dec_m, who, targets, evaluate_decision, protocol_hash)
+    runs_of = [None if evaluate_decision or i in shown else reader.prior(path, digest)["run_id"]
+               for i, (path, digest) in enumerate(targets)]
+    plan = reads.plan_reserve(policy, manager, dec_m, who, [(p, d, r) for (p, d), r in zip(targets, runs_of,
+                                                                                             strict=True)],
+                              evaluate_decision, protocol_hash, {i: run["run_id"] for i, run in shown.items()})
+    reader.shown = {run["checkpoint_digest"]: run for run in shown.values()}
+    reader.evaluate_decision = evaluate_decision
+    reader.manager, reader.manifest = manager, dec_m
+    return reader, plan
 
 
 def _shown_before(policy: GatePolicy, store: Store, manager: SplitManager, dec_m: Any, who: str,

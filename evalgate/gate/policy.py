@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -210,6 +210,28 @@ class GatePolicy(StrictModel):
 _VAR = re.compile(r"\$(?:(\w+)|\{(\w+)\})")  # $NAME or ${NAME}, as os.path.expandvars reads them
 
 
+def path_resolver(path: Path, variables: Mapping[str, str] | None = None) -> Callable[[str], str]:
+    """A function that makes a path written in the policy file ``path`` absolute: ``$VARS`` expanded (``variables``
+    first, then the environment), then resolved against the file's directory (an absolute path is kept).
+
+    The function raises BadInput for a path holding a NUL character or naming an unset variable.
+    """
+    base = path.resolve().parent
+
+    def rel(p: str) -> str:
+        given = variables or {}
+        p = _VAR.sub(lambda m: given.get(m[1] or m[2], m[0]), p)
+        p = os.path.expandvars(p)
+        if "\x00" in p:  # a "\0" escape: no file system takes it (Path.resolve raises ValueError)
+            raise BadInput(f"{path}: path {p!r} holds a NUL character; write the path out")
+        if "$" in p:
+            raise BadInput(f"{path}: path {p!r} names an environment variable that is not set; set it or write the "
+                           "path out")
+        return str((base / p).resolve()) if not Path(p).is_absolute() else p
+
+    return rel
+
+
 def load_policy(path: str | Path, variables: Mapping[str, str] | None = None, *,
                 resolve_paths: bool = True) -> GatePolicy:
     """Load a gate policy file. Paths in it may use ``$VARS`` and are resolved against the file's directory.
@@ -229,25 +251,18 @@ def load_policy(path: str | Path, variables: Mapping[str, str] | None = None, *,
         what = "is a directory" if path.is_dir() else "not found"
         raise BadInput(f"gate policy {path} {what}; pass the path of a gate policy YAML file")
     text = read_text(path)
+    data = load_yaml_mapping(path, text, "gate policy")
+    if "members" in data:
+        raise BadInput(f"{path} is a suite policy (it lists members:), not a single gate; 'evalgate gate --policy' "
+                       "takes it, and Python loads it with evalgate.gate.suite.load_suite (docs/GATING.md, \"Suite "
+                       "gates\")")
     try:
-        policy = GatePolicy.model_validate(load_yaml_mapping(path, text, "gate policy"))
+        policy = GatePolicy.model_validate(data)
     except ValidationError as e:
         raise BadInput(format_validation_error(path, text, e, GatePolicy, "gate policy")) from e
     if not resolve_paths:
         return policy
-    base = path.resolve().parent
-
-    def rel(p: str) -> str:
-        given = variables or {}
-        p = _VAR.sub(lambda m: given.get(m[1] or m[2], m[0]), p)
-        p = os.path.expandvars(p)
-        if "\x00" in p:  # a "\0" escape: no file system takes it (Path.resolve raises ValueError)
-            raise BadInput(f"{path}: path {p!r} holds a NUL character; write the path out")
-        if "$" in p:
-            raise BadInput(f"{path}: path {p!r} names an environment variable that is not set; set it or write the "
-                           "path out")
-        return str((base / p).resolve()) if not Path(p).is_absolute() else p
-
+    rel = path_resolver(path, variables)
     name = policy.protocol.split("@", 1)[0]
     upd: dict[str, Any] = {"protocol_file": rel(policy.protocol_file or f"../protocols/{name}.yaml"),
                            "training_logs": {s: rel(p) for s, p in policy.training_logs.items()},

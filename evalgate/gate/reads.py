@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from evalgate.core.enums import Outcome
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import BrokenChain, DecisionRun
-from evalgate.runner.grant import ReleaseGrant, _reserve_release_reads
+from evalgate.runner.grant import ReleaseGrant, _reserve_release_reads, _reserve_release_reads_all
 from evalgate.scoring import metrics
 from evalgate.scoring.base import SCORERS
 from evalgate.splits.guard import SplitManager
@@ -194,12 +195,27 @@ def check_metric_produced(policy: GatePolicy, lp: Any, proto_file: str) -> None:
                    f"{lp.ref} ({proto_file}): {why}; it produces {', '.join(names)}: set metric to one of them")
 
 
-def reserve(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str,
-            targets: list[tuple[str, str | None, str | None]], evaluate_decision: bool,
-            protocol_hash: str | None, rereads: dict[int, str] | None = None) -> ReleaseGrant | None:
-    """Reserve every decision read of the gate at once (``SplitManager.reserve``: one locked step, all or none),
-    after checking that the split may be read for ``release-gate`` at all; evaluating, return the grant its new
-    decision runs are made under (each logged as ``reserved-read``).
+@dataclass
+class Reservation:
+    """A gate's decision reads, planned (``plan_reserve``) and not yet logged: ``commit`` logs them."""
+
+    gate: str
+    manifest: Any
+    reads: list[dict[str, Any]]
+    refusal: str
+    evaluate_decision: bool
+
+    @property
+    def new(self) -> int:
+        """Reads the budget counts (not re-reads)."""
+        return sum(1 for r in self.reads if r["outcome"] == "read")
+
+
+def plan_reserve(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str,
+                 targets: list[tuple[str, str | None, str | None]], evaluate_decision: bool,
+                 protocol_hash: str | None, rereads: dict[int, str] | None = None) -> Reservation:
+    """Check that the decision split may be read for ``release-gate`` at all (purposes, readability; a refusal is
+    logged) and plan every decision read of the gate, logging none (``commit`` does).
 
     Args:
         targets: per read, (checkpoint path, checkpoint digest or None, stored run id or None).
@@ -208,10 +224,9 @@ def reserve(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str
             ``re-read``, not charged, and not evaluated (no grant read for it).
 
     Raises:
-        RefusedByPolicy: the purpose is not allowed, the key is missing, or the budget cannot cover every new read
-            (logged; nothing is spent).
+        RefusedByPolicy: the purpose is not allowed or the key is missing (logged).
     """
-    # purposes and readability; the budget is decided by the reservation below, under the lock
+    # purposes and readability; the budget is decided by the reservation, under the lock
     manager.check(manifest.name, RELEASE_GATE, actor, reserved=True)
     again = rereads or {}
     n = len(targets)
@@ -234,10 +249,45 @@ def reserve(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str
                    f"{pol.window_days} days: no window will ever cover this gate; nothing was read or spent. Use a "
                    "fixed baseline value (baseline: {{value: ...}}, no read) or evaluate fewer seeds on the selection "
                    "split (docs/GATING.md, 'Budget and concurrency')")
-    if evaluate_decision and new:
-        return _reserve_release_reads(policy.name, manager, manifest, actor, reads, refusal)
-    manager.reserve(manifest, actor, RELEASE_GATE, reads, refusal)
-    return None
+    return Reservation(policy.name, manifest, reads, refusal, evaluate_decision)
+
+
+def commit(plans: list[Reservation], manager: SplitManager, actor: str, whole: str | None = None
+           ) -> list[ReleaseGrant | None]:
+    """Log every planned read at once (one locked step, all or none) and issue, per plan that evaluates new reads,
+    the grant its decision runs are made under (each logged as ``reserved-read``). One plan: that gate's reads of
+    its split (``SplitManager.reserve``); several (a suite's members, ``whole`` naming the suite): every member's
+    reads of its split within every split's budget (``SplitManager.reserve_all``).
+
+    Returns:
+        Per plan, its grant (None: stored runs are taken, or nothing new is read).
+
+    Raises:
+        RefusedByPolicy: a budget cannot cover its plan's new reads (logged; nothing is spent on any plan).
+    """
+    if len(plans) == 1 and whole is None:
+        p = plans[0]
+        if p.evaluate_decision and p.new:
+            return [_reserve_release_reads(p.gate, manager, p.manifest, actor, p.reads, p.refusal)]
+        manager.reserve(p.manifest, actor, RELEASE_GATE, p.reads, p.refusal)
+        return [None]
+    return _reserve_release_reads_all(manager, actor, [(p.gate, p.manifest, p.reads, p.refusal, p.evaluate_decision)
+                                                       for p in plans], whole or "the gate")
+
+
+def reserve(policy: GatePolicy, manager: SplitManager, manifest: Any, actor: str,
+            targets: list[tuple[str, str | None, str | None]], evaluate_decision: bool,
+            protocol_hash: str | None, rereads: dict[int, str] | None = None) -> ReleaseGrant | None:
+    """Reserve every decision read of the gate at once (``plan_reserve`` then ``commit``: one locked step, all or
+    none), after checking that the split may be read for ``release-gate`` at all; evaluating, return the grant its
+    new decision runs are made under (each logged as ``reserved-read``).
+
+    Raises:
+        RefusedByPolicy: the purpose is not allowed, the key is missing, or the budget cannot cover every new read
+            (logged; nothing is spent).
+    """
+    plan = plan_reserve(policy, manager, manifest, actor, targets, evaluate_decision, protocol_hash, rereads)
+    return commit([plan], manager, actor)[0]
 
 
 def check_identities(policy: GatePolicy, manager: SplitManager, actor: str,

@@ -77,6 +77,37 @@ def _reserve_release_reads(gate: str, manager: SplitManager, manifest: Manifest,
     return grant
 
 
+def _reserve_release_reads_all(manager: SplitManager, actor: str,
+                               entries: list[tuple[str, Manifest, list[dict[str, Any]], str, bool]],
+                               whole: str) -> list[ReleaseGrant | None]:
+    """``_reserve_release_reads`` for a suite gate's members at once: every member's reads of its decision split in
+    one locked step (``SplitManager.reserve_all``: within every split's budget, or none), then one grant per member
+    that evaluates new reads. Private: only ``evalgate.gate.reads.commit`` calls it, inside a suite's decision,
+    which revokes the grants when it ends.
+
+    Args:
+        entries: per member, (gate name, decision split manifest, its reads, its refusal message, whether it
+            evaluates: a grant is issued when it does and has new reads).
+        whole: the suite, for the refusal rows (``"suite S"``).
+
+    Returns:
+        Per entry, its grant (None: no new read to evaluate).
+
+    Raises:
+        RefusedByPolicy: a member's budget cannot cover its reads (logged on every member's split; nothing spent).
+    """
+    manager.reserve_all([(m, reads, refusal) for _, m, reads, refusal, _ in entries], actor, RELEASE_GATE, whole)
+    out: list[ReleaseGrant | None] = []
+    for gate, manifest, reads, _, evaluates in entries:
+        new = sum(1 for r in reads if r.get("outcome", "read") == "read")
+        grant = ReleaseGrant(gate, manifest.name, new, reserved=True) if evaluates and new else None
+        if grant is not None:
+            with _LOCK:
+                _READS_LEFT[grant] = new
+        out.append(grant)
+    return out
+
+
 def revoke(grant: ReleaseGrant | None) -> None:
     """End ``grant`` (the gate calls this when its decision ends): its unused reads are void."""
     if grant is not None:

@@ -184,6 +184,74 @@ class SplitManager:
                 raise RefusedByPolicy(msg)
         return logged
 
+    def reserve_all(self, entries: list[tuple[Manifest, list[dict[str, Any]], str]], actor: str, purpose: str,
+                    whole: str) -> list[list[dict[str, Any]]]:
+        """``reserve`` for several splits at once (a suite gate's members): every entry's rows in one locked step,
+        within every split's budget (one content's names share one), or none of them.
+
+        Args:
+            entries: per member, (decision split manifest, its reads as for ``reserve``, its refusal message with
+                ``{left}`` and ``{used}``).
+            actor, purpose: who reads and what for.
+            whole: what is refused, for the rows logged on the splits whose budget would have covered their reads
+                (``"suite S"``).
+
+        Returns:
+            Per entry, its logged rows, in order.
+
+        Raises:
+            RefusedByPolicy: some split's window has too few reads left: one ``refused`` row is logged on every
+                entry's split (the short ones with their own message, the others naming the short ones); nothing
+                is spent on any.
+        """
+        rows, owners, limits = [], [], {}
+        for manifest, reads, _ in entries:
+            own = self.owner(manifest)
+            owners.append(own)
+            pol = own.manifest.effective_policy()
+            if pol.max_reads is not None:
+                limits[own.names] = self.budget(own, pol)
+            rows += [accesslog.entry(actor=actor, split=own.manifest.name, tier=own.manifest.tier, purpose=purpose,
+                                     outcome=r.get("outcome", "read"), cached=bool(r.get("cached")),
+                                     checkpoint_digest=r.get("checkpoint_digest"),
+                                     protocol_hash=r.get("protocol_hash"), run_id=r.get("run_id"),
+                                     detail=_as_alias(manifest, own, r.get("detail"))) for r in reads]
+        with self.store.session():  # the counts, the rows and the refusals under one lock
+            logged = accesslog.append_many(self.store, rows, list(limits.values()))
+            if logged is None:
+                self._refuse_all(entries, owners, actor, purpose, whole)
+        assert logged is not None
+        out, i = [], 0
+        for _, reads, _ in entries:
+            out.append(logged[i:i + len(reads)])
+            i += len(reads)
+        return out
+
+    def _refuse_all(self, entries: list[tuple[Manifest, list[dict[str, Any]], str]], owners: list[ContentOwner],
+                    actor: str, purpose: str, whole: str) -> NoReturn:
+        """Log why ``reserve_all`` refused on every entry's split and raise it (nothing was appended)."""
+        need: dict[tuple[str, ...], int] = {}
+        for (_, reads, _), own in zip(entries, owners, strict=True):
+            need[own.names] = need.get(own.names, 0) + sum(1 for r in reads if r.get("outcome", "read") == "read")
+        short, msgs = [], {}
+        for (manifest, _, refusal), own in zip(entries, owners, strict=True):
+            pol = own.manifest.effective_policy()
+            if pol.max_reads is None:
+                continue
+            used = self.reads_in_window(own.names, pol)
+            if used + need[own.names] > pol.max_reads:
+                short.append(manifest.name)
+                msgs[manifest.name] = refusal.format(left=max(0, pol.max_reads - used), used=used)
+        names = ", ".join(dict.fromkeys(short)) or "a member's split"
+        for manifest, _, _ in entries:
+            why = msgs.get(manifest.name) or (f"{whole} is refused as a whole: the budget of {names} cannot cover "
+                                              "its reads, and a suite reads all its members or none; nothing was "
+                                              "read or spent on any member")
+            self._log(manifest, actor, purpose, "refused", False, None, None, None, why)
+        raise RefusedByPolicy(f"{whole}: the budget of {names} cannot cover the suite's reads ("
+                              + "; ".join(msgs.values()) + "); a suite reads all its members or none: nothing was "
+                              "read or spent on any member")
+
     def check_purpose(self, name: str, purpose: str, actor: str) -> Manifest:
         """Refuse, before any work, a command whose purpose split ``name``'s tier policy never allows (``watch`` or
         ``sweep`` on a private split): such a command must not start, nor reuse the complete runs others made

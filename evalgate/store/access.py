@@ -112,14 +112,15 @@ class AccessLogRepo(Repository):
     """The access log's rows (appended already chained by ``evalgate.access.log``), and its verified and signed
     heads."""
 
-    def append(self, rows: Sequence[Mapping[str, Any]], limit: BudgetLimit | None = None,
+    def append(self, rows: Sequence[Mapping[str, Any]], limit: BudgetLimit | Sequence[BudgetLimit] | None = None,
                signature: tuple[int, str, str, str] | None = None) -> bool:
         """Insert access-log rows as given (already chained) in one transaction.
 
         Args:
             rows: the chained rows (``ACCESS_COLUMNS``).
-            limit: insert only within this budget, counted in the same transaction as the insert (concurrent
-                readers cannot overdraw it).
+            limit: insert only within this budget (or within every one of several: a suite gate's reservation
+                over its members' splits), counted in the same transaction as the insert (concurrent readers cannot
+                overdraw it).
             signature: ``(seq, row_hash, public_key, signature)`` of the new head, stored in the same transaction
                 (``evalgate.keys.signing``), so no row is ever committed without the signature meant for it.
 
@@ -127,9 +128,9 @@ class AccessLogRepo(Repository):
             False when ``limit`` refused the rows (nothing inserted), else True.
         """
         with self.connect() as con:
-            if limit is not None:
-                new = sum(1 for r in rows if r["split"] in limit.splits and limit.counted.counts(r))
-                if self._count(con, limit) + new > limit.max_rows:
+            for lim in ([] if limit is None else [limit] if isinstance(limit, BudgetLimit) else limit):
+                new = sum(1 for r in rows if r["split"] in lim.splits and lim.counted.counts(r))
+                if self._count(con, lim) + new > lim.max_rows:
                     return False
             insert_values(con, f"INSERT INTO access_log ({', '.join(ACCESS_COLUMNS)})",
                           [[r[c] for c in ACCESS_COLUMNS] for r in rows])

@@ -1,0 +1,202 @@
+"""A suite gate's one report (``evalgate gate --policy SUITE``): a members x seeds table (CI, threshold, pass/fail,
+which member decided), then each member's section; as JSON, JUnit (one test case per member), Markdown and HTML.
+No output holds per-item outputs of a private split."""
+
+from __future__ import annotations
+
+import html
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from evalgate.core.errors import BadInput
+from evalgate.core.fileio import atomic_write
+from evalgate.core.html import fmt as _fmt
+from evalgate.gate.report.outputs import _md, _step_summary, error_document, markdown_summary
+from evalgate.gate.suite import load_suite
+from evalgate.gate.suite_run import SuiteVerdict, run_suite
+from evalgate.store import Store
+
+FORMATS = ("html", "json", "junit", "markdown")
+"""The report formats a suite writes (a plugin's single-gate format has no suite writer)."""
+
+
+def _ci(row: dict[str, Any]) -> str:
+    if row["ci"] is None:
+        return "n/a"
+    return f"{_fmt(row['diff'], 4)} [{_fmt(row['ci'][0], 4)}, {_fmt(row['ci'][1], 4)}]"
+
+
+def _need(row: dict[str, Any]) -> str:
+    return (f"lower >= {row['threshold']:+g}" + (f" (margin {-row['threshold']:g})" if row["role"] == "guard"
+                                                  else " (min_improvement)"))
+
+
+def _seed_names(v: SuiteVerdict) -> list[str]:
+    return [str(p.key[1]) for p in v.picks.values()]
+
+
+def suite_markdown(v: SuiteVerdict) -> str:
+    """The Markdown report: verdict and which member decided, the members x seeds table, the picks, then each
+    member's single-gate summary (``outputs.markdown_summary``)."""
+    d = v.as_dict()
+    seeds = _seed_names(v)
+    lines = [f"# evalgate suite `{d['suite']}`: **{d['verdict']}**", "",
+             f"Decided by: {_md(d['decided_by'])}. The suite passes only when every member passes (intersection-union "
+             f"test, Berger 1982: each member at one-sided level {d['alpha']:g}).", "",
+             "| member | role | metric | baseline | " + " | ".join(f"seed {s}" for s in seeds)
+             + " | candidate - baseline [CI] | needs | p | " + ("Holm p | " if d["holm"] else "") + "outcome |",
+             "|" + "---|" * (8 + len(seeds) + (1 if d["holm"] else 0))]
+    for r in d["table"]:
+        cells = [r["member"], r["role"], r["metric"], _fmt(r["baseline"], 4) or "n/a"]
+        cells += [_fmt(r["seeds"].get(s), 4) or "n/a" for s in seeds]
+        cells += [_ci(r), _need(r), _fmt(r["p_value"], 4) or "n/a"]
+        cells += [_fmt(r["holm_p"], 4) or "n/a"] if d["holm"] else []
+        cells.append("pass" if r["passed"] else f"**FAIL** ({', '.join(r['failed_rules'])})")
+        lines.append("| " + " | ".join(_md(str(c)) for c in cells) + " |")
+    if d["holm"]:
+        lines += ["", f"At least one target improved (Holm 1979, family-wise level {d['alpha']:g}): "
+                      f"**{'yes' if d['any_target_improved'] else 'no'}**."]
+    lines += ["", "Shipped checkpoint per seed (one for the whole suite; docs/GATING.md, \"Suite gates\"):", "",
+              "| seed | step | selecting targets' dev mean | checkpoint |", "|---|---|---|---|"]
+    for p in d["picks"]:
+        lines.append(f"| {p['train_seed']} | {p['step'] if p['step'] is not None else 'none'} | "
+                     f"{_fmt(p['objective'], 4) or 'n/a'} | {_md(str(p['checkpoint'] or 'none qualified'))} |")
+    ship = d["ship"]
+    lines += ["", f"**Ship:** `{ship['checkpoint']}` ({_md(ship['why'])})" if ship["checkpoint"]
+              else f"**Ship:** none ({_md(ship['why'])})", ""]
+    for m in v.members:
+        lines += [f"## Member `{m.name}` ({m.role})", "", markdown_summary(m.verdict).replace("## evalgate gate",
+                                                                                            "### gate")]
+    return "\n".join(lines) + "\n"
+
+
+def suite_junit(v: SuiteVerdict) -> str:
+    """JUnit XML: one testsuite, one testcase per member (a failed member carries a <failure> naming its failed
+    rules); properties hold the reason, the verdict and which member decided."""
+    name = f"evalgate.suite.{v.suite.name}"
+    ts = ET.Element("testsuite", name=name, tests=str(len(v.members)),
+                    failures=str(sum(not m.passed for m in v.members)), errors="0", skipped="0")
+    props = ET.SubElement(ts, "properties")
+    for k, val in {"reason": v.reason, "verdict": "PASS" if v.passed else "FAIL", "decided_by": v.decided_by()}.items():
+        ET.SubElement(props, "property", name=k, value=val)
+    for m, row in zip(v.members, v.table(), strict=True):
+        case = ET.SubElement(ts, "testcase", classname=name, name=m.name)
+        text = f"{m.role} {row['metric']}: candidate - baseline {_ci(row)}; {_need(row)}"
+        if m.passed:
+            ET.SubElement(case, "system-out").text = text
+        else:
+            detail = text + "; " + "; ".join(m.verdict.reasons)
+            ET.SubElement(case, "failure", message=detail, type="SuiteMemberFailed").text = detail
+    root = ET.Element("testsuites", name="evalgate", tests=ts.get("tests", "0"), failures=ts.get("failures", "0"))
+    root.append(ts)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True)
+
+
+def suite_html(v: SuiteVerdict) -> str:
+    """A self-contained HTML report (no external resource): the table, the picks, each member's rules and seeds."""
+    e = html.escape
+    d = v.as_dict()
+    seeds = _seed_names(v)
+    head = ["member", "role", "metric", "baseline", *[f"seed {s}" for s in seeds], "candidate - baseline [CI]",
+            "needs", "p", *(["Holm p"] if d["holm"] else []), "outcome"]
+    rows = []
+    for r in d["table"]:
+        cells = [r["member"], r["role"], r["metric"], _fmt(r["baseline"], 4) or "n/a",
+                 *[_fmt(r["seeds"].get(s), 4) or "n/a" for s in seeds], _ci(r), _need(r),
+                 _fmt(r["p_value"], 4) or "n/a", *([_fmt(r["holm_p"], 4) or "n/a"] if d["holm"] else []),
+                 "pass" if r["passed"] else f"FAIL ({', '.join(r['failed_rules'])})"]
+        cls = "pass" if r["passed"] else "fail"
+        rows.append(f"<tr class='{cls}'>" + "".join(f"<td>{e(str(c))}</td>" for c in cells) + "</tr>")
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>evalgate suite {e(d['suite'])}</title>",
+             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid "
+             "#ccc;padding:3px 6px}tr.fail td{background:#ffebe9}tr.pass td{background:#dafbe1}</style></head><body>",
+             f"<h1>evalgate suite {e(d['suite'])}: {e(d['verdict'])}</h1>",
+             f"<p>Decided by: {e(d['decided_by'])}. Every member must pass (intersection-union test, Berger 1982; each "
+             f"member at one-sided level {d['alpha']:g}).</p>",
+             "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>"]
+    if d["holm"]:
+        parts.append(f"<p>At least one target improved (Holm 1979): {'yes' if d['any_target_improved'] else 'no'}"
+                     "</p>")
+    parts.append("<h2>Shipped checkpoint per seed</h2><table><tr><th>seed</th><th>step</th><th>targets' dev mean</th>"
+                 "<th>checkpoint</th></tr>" + "".join(
+                     f"<tr><td>{p['train_seed']}</td><td>{p['step']}</td><td>{e(_fmt(p['objective'], 4) or 'n/a')}"
+                     f"</td><td>{e(str(p['checkpoint'] or 'none qualified'))}</td></tr>" for p in d["picks"])
+                 + "</table>")
+    parts.append(f"<p><b>Ship:</b> {e(str(d['ship']['checkpoint'] or 'none'))} ({e(d['ship']['why'])})</p>")
+    for m in v.members:
+        parts.append(f"<h2>Member {e(m.name)} ({e(m.role)}): {'PASS' if m.passed else 'FAIL'}</h2><table><tr><th>"
+                     "rule</th><th>outcome</th><th>detail</th></tr>" + "".join(
+                         f"<tr class='{'pass' if r.passed else 'fail'}'><td>{e(r.rule)}</td><td>"
+                         f"{'pass' if r.passed else 'FAIL'}</td><td>{e(r.detail)}</td></tr>" for r in m.verdict.rules)
+                     + f"</table><p>Stored as gate {e(str(m.verdict.gate_id))}.</p>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def _write(fmt: str, v: SuiteVerdict, path: Path) -> Path:
+    text = {"html": suite_html, "junit": suite_junit, "markdown": suite_markdown}.get(fmt)
+    atomic_write(path, text(v) if text else json.dumps(v.as_dict(), indent=2, default=str))
+    return path
+
+
+@dataclass(frozen=True)
+class SuiteReport:
+    """A suite verdict and the report files written from it. ``as_dict()``: ``evalgate gate --json``'s document."""
+
+    verdict: SuiteVerdict
+    files: dict[str, str]
+    step_summary: list[str]
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.passed
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**self.verdict.as_dict(), **self.files, "step_summary": list(self.step_summary)}
+
+
+def suite_and_report(policy_path: str | Path, store: Store | None = None,
+                     outputs: Mapping[str, str | Path] | None = None, actor: str | None = None,
+                     accept_broken_chain: str | None = None, expect_head: tuple[int, str] | None = None,
+                     progress: bool = False, train_run: str | None = None) -> SuiteReport:
+    """Load a suite, run it (``suite_run.run_suite``) and write the requested outputs (what ``evalgate gate`` does
+    for a suite). A suite that decides nothing writes, in JSON, JUnit and Markdown, the error document saying why,
+    then raises.
+
+    Raises:
+        BadInput: a format with no suite writer; and as ``gate.suite.load_suite`` and ``run_suite``.
+    """
+    from evalgate.gate.report.outputs import _write_error_outputs
+    from evalgate.gate.report.writers import key_of
+
+    paths = {name: Path(p) for name, p in (outputs or {}).items() if p}
+    bad = [n for n in paths if n not in FORMATS]
+    if bad:
+        raise BadInput(f"report format(s) {', '.join(bad)} have no suite writer; a suite writes {', '.join(FORMATS)}")
+    store = store or Store()
+    name = Path(policy_path).stem
+    try:
+        suite = load_suite(policy_path)
+        name = suite.name
+        upd = {k: v for k, v in (("accept_broken_chain", accept_broken_chain), ("train_run", train_run)) if v}
+        if upd:
+            suite = _with(suite, upd)
+        verdict = run_suite(suite, store, actor, expect_head=expect_head, progress=progress)
+    except Exception as e:
+        _write_error_outputs(error_document(policy_path, name, e), paths)
+        raise
+    files = {key_of(n): str(_write(n, verdict, p)) for n, p in paths.items()}
+    summaries = [str(p) for p in _step_summary(suite_markdown(verdict)) if p != paths.get("markdown")]
+    return SuiteReport(verdict, files, summaries)
+
+
+def _with(suite: Any, upd: dict[str, str]) -> Any:
+    """``suite`` with ``upd`` (``accept_broken_chain``, ``train_run``) set on the suite and every member."""
+    from evalgate.gate.suite import Suite, SuiteMember
+
+    return Suite(suite.policy.model_copy(update=upd), suite.path,
+                 [SuiteMember(m.spec, m.policy.model_copy(update=upd)) for m in suite.members])

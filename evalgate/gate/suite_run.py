@@ -1,0 +1,440 @@
+"""``run_suite``: a suite gate's steps in order (docs/GATING.md, "Suite gates").
+
+1. every member's checks before anything is read: tiers, protocol file and lock, metric produced, the access
+   log's chain; a bad member refuses the suite with nothing read or spent;
+2. per member, its selection runs (logged as dev reads) and best/last/failed under its own rules (``select``);
+3. each seed's one checkpoint for the whole suite (``suite_decide.pick_checkpoints``);
+4. every member's decision reads planned (``pipeline.decision_plan``), then reserved at once
+   (``reads.commit``: one locked step over every member's split and budget; refused, nothing spent on any member,
+   when one budget cannot cover its reads); re-reads of results already shown stay free per member;
+5. per member, its decision runs, statistics and rules as a single gate's (``decide``), its verdict stored
+   (``history``);
+6. the suite verdict: every member passed (intersection-union test), with the targets' one-sided p-values and
+   Holm's adjustment for "at least one target improved" when asked.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+import evalgate.access.log as accesslog
+import evalgate.gate.decide as decide
+import evalgate.gate.guards as guards
+import evalgate.gate.history as history
+import evalgate.gate.reads as reads
+from evalgate.core.errors import BadInput
+from evalgate.core.formatting import num
+from evalgate.gate import pipeline
+from evalgate.gate.policy import GatePolicy
+from evalgate.gate.results import BaselineResult, CheckpointResult, ReusedDecision, RuleOutcome, SeedResult, Verdict
+from evalgate.gate.select import RunPartition, SeedKey, check_one_training_run, partition_runs
+from evalgate.gate.suite import Suite, SuiteMember
+from evalgate.gate.suite_decide import (
+    Pick,
+    SelectingMember,
+    bootstrap_p_value,
+    holm,
+    intersection_union,
+    pick_checkpoints,
+)
+from evalgate.runner.grant import revoke
+from evalgate.splits.guard import SplitManager
+from evalgate.splits.manifest import actor_name
+from evalgate.store import Store
+
+
+@dataclass
+class MemberResult:
+    """One member's outcome in a suite.
+
+    Attributes:
+        name, role, select: the member's entry. threshold: the lower CI end it needs (``min_improvement`` or
+        ``-margin``). verdict: its single-gate verdict (stored, ``Verdict.gate_id``). p_value: the one-sided
+        bootstrap p-value of "candidate - baseline <= threshold" (None: nothing decided). holm_p: its Holm-adjusted
+        p-value among the targets (``SuitePolicy.holm``; None otherwise).
+    """
+
+    name: str
+    role: str
+    select: bool
+    threshold: float
+    verdict: Verdict
+    p_value: float | None = None
+    holm_p: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict.passed
+
+    def as_dict(self) -> dict[str, Any]:
+        """The member's row and its whole verdict document (``Verdict.as_dict``)."""
+        p = self.verdict.policy
+        d = self.verdict.stats.difference if self.verdict.stats else None
+        return {"member": self.name, "role": self.role, "select": self.select, "threshold": self.threshold,
+                "margin": -self.threshold if self.role == "guard" else None,
+                "min_improvement": self.threshold if self.role == "target" else None,
+                "protocol": p.protocol, "metric": p.metric, "selection_split": p.selection_split or None,
+                "decision_split": p.decision_split, "verdict": "PASS" if self.passed else "FAIL",
+                "difference": dataclasses.asdict(d) if d else None, "p_value": self.p_value, "holm_p": self.holm_p,
+                "failed_rules": [r.rule for r in self.verdict.rules if not r.passed],
+                "gate": self.verdict.as_dict()}
+
+
+@dataclass
+class SuiteVerdict:
+    """A suite's decision: every member's result, the checkpoint each seed ships and the suite's claims.
+
+    Attributes:
+        suite: the loaded suite. members: per member, in suite order. picks: per seed, the shipped checkpoint
+        (``suite_decide.Pick``). failing: the members that failed (suite order). any_target_improved: with
+        ``holm``, whether some target's Holm-adjusted p-value is <= alpha (None: not asked).
+    """
+
+    suite: Suite
+    members: list[MemberResult]
+    picks: dict[SeedKey, Pick] = field(default_factory=dict)
+    failing: list[str] = field(default_factory=list)
+    any_target_improved: bool | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.failing and bool(self.members)
+
+    @property
+    def reason(self) -> str:
+        return "pass" if self.passed else "fail"
+
+    @property
+    def alpha(self) -> float:
+        """Each member's one-sided test level: (1 - confidence) / 2 of its two-sided CI (the first member's
+        confidence; the members share it unless a member overrides it)."""
+        return (1 - self.members[0].verdict.policy.rules.confidence) / 2 if self.members else 0.025
+
+    def decided_by(self) -> str:
+        """Which members decided: the failing ones on FAIL, all of them on PASS."""
+        if self.failing:
+            return ", ".join(self.failing)
+        return "every member passed"
+
+    def ship(self) -> dict[str, Any]:
+        """The checkpoint to ship (the highest selecting-target dev objective among the seeds' picks; ties: the lower
+        seed) on PASS; on FAIL none, naming the failing member(s)."""
+        chosen = [p for p in self.picks.values() if p.digest is not None]
+        if not self.passed or not chosen:
+            why = (f"suite FAIL: member(s) {', '.join(self.failing)} failed: "
+                   + "; ".join(f"{m.name}: {', '.join(r.rule for r in m.verdict.rules if not r.passed)}"
+                               for m in self.members if not m.passed)) if self.failing else "no seed has a checkpoint"
+            return {"checkpoint": None, "digest": None, "train_seed": None, "step": None, "why": why}
+        top = max(chosen, key=lambda p: (p.objective or 0.0, -(p.key[1] or 0)))
+        return {"checkpoint": top.path, "digest": top.digest, "train_seed": top.key[1], "step": top.step,
+                "why": f"suite PASS: all {len(self.members)} members passed; seed {top.key[1]}'s checkpoint (step "
+                       f"{top.step}) has the highest selecting targets' dev mean ({num(top.objective)}) of the "
+                       f"{len(chosen)} seed(s)' picks"}
+
+    def table(self) -> list[dict[str, Any]]:
+        """Members x seeds: per member and seed, the seed's decision value, and per member the CI of candidate -
+        baseline over the seeds (the member's test), its threshold and pass/fail."""
+        rows = []
+        for m in self.members:
+            st = m.verdict.stats
+            per_seed = {str(k): e.value for k, e in st.per_seed.items()} if st else {}
+            d = st.difference if st else None
+            rows.append({"member": m.name, "role": m.role, "metric": m.verdict.policy.metric,
+                         "baseline": st.baseline.value if st and st.baseline else (
+                             m.verdict.baseline.value if m.verdict.baseline else None),
+                         "seeds": per_seed, "diff": d.diff if d else None,
+                         "ci": [d.low, d.high] if d else None, "confidence": d.confidence if d else None,
+                         "threshold": m.threshold, "p_value": m.p_value, "holm_p": m.holm_p,
+                         "passed": m.passed, "failed_rules": [r.rule for r in m.verdict.rules if not r.passed]})
+        return rows
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready suite verdict (no per-item outputs of any split)."""
+        return {"suite": self.suite.name, "verdict": "PASS" if self.passed else "FAIL", "reason": self.reason,
+                "decided_by": self.decided_by(), "failing": list(self.failing), "alpha": self.alpha,
+                "holm": self.suite.policy.holm, "any_target_improved": self.any_target_improved,
+                "picks": [{"train_run": p.key[0], "train_seed": p.key[1], "checkpoint": p.path, "digest": p.digest,
+                           "step": p.step, "objective": p.objective, "unchecked_guards": p.unchecked,
+                           "rejected": [{"step": p.steps[d][0], "checkpoint": p.steps[d][1], "why": w}
+                                        for d, w in p.rejected.items()]} for p in self.picks.values()],
+                "table": self.table(), "members": [m.as_dict() for m in self.members], "ship": self.ship()}
+
+
+@dataclass
+class _Member:
+    """A member while the suite runs."""
+
+    sm: SuiteMember
+    sel_m: Any = None
+    dec_m: Any = None
+    broken: Any = None
+    sel_runs: list[dict[str, Any]] = field(default_factory=list)
+    dec_runs: list[dict[str, Any]] = field(default_factory=list)
+    base_digest: str | None = None
+    part: RunPartition = field(default_factory=RunPartition)
+    protocol_hash: str | None = None
+    own_seeds: list[SeedResult] = field(default_factory=list)
+    seeds: list[SeedResult] = field(default_factory=list)
+
+    @property
+    def policy(self) -> GatePolicy:
+        return self.sm.policy
+
+
+def _check(m: _Member, manager: SplitManager, who: str, evaluate_decision: bool) -> None:
+    """A member's checks before anything is read (``reads.check_tiers``' rules; the protocol; the chain)."""
+    p = m.policy
+    if m.sm.has_selection:
+        m.sel_m, m.dec_m = reads.check_tiers(p, manager)
+    else:
+        m.dec_m = manager.manifest(p.decision_split)
+        if m.dec_m.tier != "private":
+            raise BadInput(f"member {m.sm.name}: decision split {m.dec_m.name} is tier {m.dec_m.tier}; the release "
+                           "decision reads a private-tier split: set decision_split to one")
+    try:
+        reads.check_protocol(p, evaluate_decision)
+    except BadInput as e:
+        raise BadInput(f"member {m.sm.name}: {e}") from e
+
+
+def _baseline_dev(m: _Member, store: Store, who: str, evaluate_decision: bool, progress: bool) -> float | None:
+    """The baseline's value on a selecting member's dev split: a fixed value, or its stored dev run there (evaluated
+    now, dev tier, when there is none and decision runs are evaluated); None when unknown."""
+    p = m.policy
+    if p.baseline.checkpoint is None:
+        return p.baseline.value
+    runs = [r for r in m.sel_runs if r["status"] == "complete" and r["checkpoint_digest"] == m.base_digest
+            and r["split_sha256"] == m.sel_m.content_sha256 and r["backend"] == p.backend]
+    if not runs and evaluate_decision:
+        reads.evaluate_for_gate(p.protocol_file or "", p.baseline.checkpoint, p.selection_split,
+                                reads.SELECTION_PURPOSE, who, store, backend=p.backend, progress=progress)
+        m.sel_runs, _ = pipeline._stored_runs(p, store, m.dec_m.content_sha256, True)
+        return _baseline_dev(m, store, who, False, progress)
+    value = (runs[-1].get("metrics") or {}).get(p.metric) if runs else None
+    return float(value) if isinstance(value, int | float) else None
+
+
+def _member_seeds(m: _Member, picks: dict[SeedKey, Pick], template: dict[SeedKey, SeedResult]) -> list[SeedResult]:
+    """The member's seeds with the suite's pick as each seed's best: its own dev results where it has them (its
+    rules' failed reasons kept for the report), else a seed holding only the picked checkpoint (its training-log
+    guards run under the member's rules on the log found next to it)."""
+    own = {(s.train_run, s.train_seed): s for s in m.own_seeds}
+    out, bare = [], []
+    for key, pick in picks.items():
+        s = own.get(key)
+        if s is None:
+            s = SeedResult(train_seed=key[1], train_run=key[0], checkpoints=[], best=None, last=None)
+            bare.append(s)
+        best = None
+        if pick.digest is not None:
+            best = next((c for c in s.checkpoints if c.digest == pick.digest), None)
+            if best is None:
+                tmpl = next((c for c in template[key].checkpoints if c.digest == pick.digest), None)
+                best = CheckpointResult(digest=pick.digest, path=pick.path or "", step=pick.step,
+                                        train_run=key[0], run_id="", status="complete",
+                                        value=None, stderr=None, metrics={},
+                                        provenance=tmpl.provenance if tmpl else None)
+                if s in bare:
+                    s.checkpoints, s.last = [best], best
+        s.best = best
+        out.append(s)
+    if bare:
+        logs = guards.train_logs(m.policy, [template[(s.train_run, s.train_seed)] for s in bare])
+        per_seed = guards.seed_guards(m.policy, bare, logs)
+        for s in bare:
+            key = (s.train_run, s.train_seed)
+            guards.attach_diagnostics(s, logs.get(key), per_seed.get(key))
+    return out
+
+
+def _member_baseline(m: _Member, reader: reads.DecisionReader, who: str) -> BaselineResult:
+    if m.sm.has_selection:
+        return pipeline._baseline(m.policy, reader, m.sel_runs, m.sel_m.content_sha256, who, m.base_digest)
+    p = m.policy
+    if p.baseline.checkpoint is None:
+        return BaselineResult(value=p.baseline.value)
+    return BaselineResult(checkpoint=p.baseline.checkpoint, decision=reader.read(p.baseline.checkpoint, None,
+                                                                                 m.base_digest))
+
+
+def _p_value(m: _Member, store: Store, chosen: list[SeedResult], baseline: BaselineResult) -> float | None:
+    """The member's one-sided bootstrap p-value (``suite_decide.bootstrap_p_value``) over the items every seed and
+    the baseline scored, with the gate's bootstrap seed and resamples."""
+    p = m.policy
+    per_seed = [pipeline.item_values(store.sample_scores(s.decision.run_id), p.metric) for s in chosen if s.decision]
+    if not per_seed:
+        return None
+    items = sorted(set.intersection(*(set(v) for v in per_seed)))
+    base: Any = float(baseline.value or 0.0)
+    if baseline.decision is not None:
+        b = pipeline.item_values(store.sample_scores(baseline.decision.run_id), p.metric)
+        items = [i for i in items if i in b]
+        base = np.array([b[i] for i in items])
+    if not items:
+        return None
+    cand = np.array([[v[i] for i in items] for v in per_seed])
+    return bootstrap_p_value(cand, base, p.rules.min_improvement or 0.0, p.bootstrap_resamples, p.bootstrap_seed)
+
+
+def run_suite(suite: Suite, store: Store | None = None, actor: str | None = None, evaluate_decision: bool = True,
+              expect_head: tuple[int, str] | None = None, progress: bool = False) -> SuiteVerdict:
+    """Decide PASS/FAIL for a suite: every member must pass (each member's verdict stored as a gate of its own).
+
+    Args:
+        suite: the loaded suite (``gate.suite.load_suite``).
+        store, actor, evaluate_decision, expect_head, progress: as ``pipeline.run_gate``.
+
+    Raises:
+        BadInput: a member's split is unknown or its decision split not private, its protocol file is missing, does
+            not match, or its scorer does not produce its metric (before anything is read).
+        RefusedByPolicy: a selection split is not dev; the access log does not hold; the candidates span several
+            training runs; a member's budget cannot cover its reads (logged on every member's split; nothing spent
+            on any member).
+        ProtocolDrift: a member's protocol file no longer matches its lock (before any read).
+    """
+    store = store or Store()
+    sp = suite.policy
+    accesslog.check_for_gate(store, expect_head, sp.require_expect_head,
+                             accept_broken=sp.accept_broken_chain is not None)
+    who = actor_name(actor)
+    manager = SplitManager(store)
+    members = [_Member(sm) for sm in suite.members]
+    for m in members:  # every check before any read
+        _check(m, manager, who, evaluate_decision)
+    for m in members:
+        m.broken = reads.check_chain(m.policy, manager, m.dec_m, who)
+    digests: dict[str, str | None] = {}
+    for m in members:
+        p = m.policy
+        if m.sm.has_selection:
+            m.sel_runs, m.dec_runs = pipeline._stored_runs(p, store, m.dec_m.content_sha256, evaluate_decision)
+        elif not evaluate_decision:
+            m.dec_runs = pipeline._stored_runs(p.model_copy(update={"selection_split": p.decision_split}), store,
+                                               m.dec_m.content_sha256, False)[1]
+        key = p.baseline.checkpoint or ""
+        if key not in digests or not evaluate_decision:
+            digests[key] = reads.baseline_digest(p, m.dec_runs, evaluate_decision, store.recorded_checkpoint,
+                                                 progress)
+        m.base_digest = digests[key]
+        if m.sm.has_selection:
+            m.part = partition_runs(m.sel_runs, m.sel_m.content_sha256, p.backend, m.base_digest)
+    check_one_training_run([r for m in members for r in m.part.usable], sp.train_run)
+    for m in members:
+        if m.sm.has_selection:
+            manager.check(m.policy.selection_split, reads.SELECTION_PURPOSE, who)
+            manager.log_read(m.sel_m, who, reads.SELECTION_PURPOSE, cached=True, detail=f"gate {m.policy.name}")
+        name, version = m.policy.protocol.split("@", 1)
+        m.protocol_hash = store.protocol_hash(name, version)
+        if m.part.usable:
+            m.own_seeds = pipeline._select(m.policy, m.part.usable)
+
+    selecting = [m for m in members if m.sm.spec.select]
+    picks = pick_checkpoints([SelectingMember(m.sm.name, m.sm.spec.role, m.sm.spec.margin, m.own_seeds,
+                                              _baseline_dev(m, store, who, evaluate_decision, progress))
+                              for m in selecting])
+    template: dict[SeedKey, SeedResult] = {}
+    for m in selecting:
+        for s in m.own_seeds:
+            template.setdefault((s.train_run, s.train_seed), s)
+    for m in members:
+        m.seeds = _member_seeds(m, picks, template)
+
+    chosen_cks = {p.digest: p.path for p in picks.values() if p.digest is not None}
+    base_cks = {m.base_digest: m.policy.baseline.checkpoint for m in members
+                if m.policy.baseline.checkpoint and m.base_digest and evaluate_decision is not False}
+    if members:
+        reads.check_identities(members[0].policy, manager, who,
+                               [(str(path), d) for d, path in {**chosen_cks, **base_cks}.items() if d and path])
+
+    readers: list[reads.DecisionReader] = []
+    plans: list[reads.Reservation | None] = []
+    reused: list[ReusedDecision | None] = []
+    for m in members:
+        chosen = [s for s in m.seeds if s.best is not None]
+        inputs = history.gate_inputs(m.policy, m.protocol_hash, m.sel_m.content_sha256 if m.sel_m else "",
+                                     m.dec_m.content_sha256, m.part.usable, m.base_digest)
+        targets: list[tuple[str, str | None]] = [(s.best.path, s.best.digest) for s in chosen if s.best]
+        if m.policy.baseline.checkpoint:
+            targets.insert(0, (m.policy.baseline.checkpoint, m.base_digest))
+        prior = history.reusable(store, inputs, [d for _, d in targets]) if chosen else None
+        if prior is not None and all(reads.stored_result_holds(store, manager, m.dec_m, who, m.policy, r)
+                                     for r in prior[1]):
+            readers.append(reads.DecisionReader(m.policy, store, who, prior[1]))
+            reused.append(history.reused_decision(prior[0]))
+            plans.append(None)
+            continue
+        reader, plan = pipeline.decision_plan(m.policy, store, manager, m.dec_m, who, targets if chosen else [],
+                                              m.dec_runs, evaluate_decision, m.protocol_hash)
+        readers.append(reader)
+        reused.append(None)
+        plans.append(plan)
+    pending = [(i, p) for i, p in enumerate(plans) if p is not None]
+    if pending:  # every member's reads in one locked step, or none
+        grants = reads.commit([p for _, p in pending], manager, who, whole=f"suite {suite.name}")
+        for (i, _), g in zip(pending, grants, strict=True):
+            readers[i].grant = g
+    for m, r in zip(members, reused, strict=True):
+        if r is not None:
+            manager.log_event(m.dec_m, who, reads.RELEASE_GATE, "reused", cached=True, protocol_hash=m.protocol_hash,
+                              detail=f"gate {m.policy.name} reused the decision runs of gate {r.gate_id} "
+                              f"({r.created_at}): unchanged inputs, nothing read")
+
+    results = []
+    try:
+        baselines = []
+        for m, reader in zip(members, readers, strict=True):
+            reader.progress = progress
+            chosen = [s for s in m.seeds if s.best is not None]
+            baselines.append(_member_baseline(m, reader, who) if chosen else BaselineResult(
+                checkpoint=m.policy.baseline.checkpoint, value=m.policy.baseline.value))
+            for s in chosen:
+                assert s.best is not None
+                s.decision = reader.read(s.best.path, {"train_run": s.best.train_run, "train_seed": s.train_seed,
+                                                       "step": s.best.step}, s.best.digest)
+    finally:
+        for reader in readers:
+            revoke(reader.grant)
+    for m, reader, baseline, r in zip(members, readers, baselines, reused, strict=True):
+        results.append(_member_verdict(m, store, manager, who, reader, baseline, r, picks))
+    targets_ = [x for x in results if x.role == "target"]
+    any_improved = None
+    if sp.holm:
+        ps = [x.p_value if x.p_value is not None else 1.0 for x in targets_]
+        for x, adj in zip(targets_, holm(ps), strict=True):
+            x.holm_p = adj
+        alpha = (1 - results[0].verdict.policy.rules.confidence) / 2
+        any_improved = any(x.holm_p is not None and x.holm_p <= alpha for x in targets_)
+    _, failing = intersection_union({x.name: x.passed for x in results})
+    return SuiteVerdict(suite, results, picks, failing, any_improved)
+
+
+def _member_verdict(m: _Member, store: Store, manager: SplitManager, who: str, reader: reads.DecisionReader,
+                    baseline: BaselineResult, reused: Any, picks: dict[SeedKey, Pick]) -> MemberResult:
+    """The member's statistics, rules and stored verdict (as ``pipeline.run_gate`` builds a single gate's)."""
+    p = m.policy
+    chosen = [s for s in m.seeds if s.best is not None]
+    if not picks:
+        rules = [RuleOutcome("runs_present", False, "no checkpoint of a training run and seed has runs on the "
+                                                    "selecting members' splits; evaluate them with 'evalgate run'")]
+        verdict = Verdict(False, p, rules, protocol_hash=m.protocol_hash, stale=m.part.stale,
+                          ignored=m.part.ignored, failures=m.part.failures, broken_chain=m.broken)
+        stats = None
+    else:
+        stats = pipeline._statistics(p, store, chosen, baseline) if chosen else None
+        rules = decide.rules(p, m.seeds, baseline, stats)
+        audits, calibration, proxy_rules = pipeline._proxy_rules(p, store, m.seeds, chosen, who)
+        rules += proxy_rules
+        verdict = Verdict(all(r.passed for r in rules), p, rules, m.seeds, baseline, stats, m.protocol_hash,
+                          pipeline._audit_samples(store, [s for s in chosen if s.best and s.best.run_id]),
+                          stale=m.part.stale, ignored=m.part.ignored, failures=m.part.failures, reused_from=reused,
+                          reward_audit=audits, calibration=calibration,
+                          rereads=[r["run_id"] for r in reader.shown.values()], broken_chain=m.broken)
+    inputs = history.gate_inputs(p, m.protocol_hash, m.sel_m.content_sha256 if m.sel_m else "",
+                                 m.dec_m.content_sha256, m.part.usable, m.base_digest)
+    pipeline._record(store, manager, m.dec_m, verdict, inputs, who)
+    pv = _p_value(m, store, chosen, baseline) if stats else None
+    return MemberResult(m.sm.name, m.sm.spec.role, m.sm.spec.select, m.sm.spec.threshold, verdict, pv)
