@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import AfterValidator, Field, ValidationError, model_validator
 
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import read_text
+from evalgate.core.models import StrictModel
 from evalgate.core.userfiles import (
     NAME_AT_VERSION,
     SIMPLE_NAME,
@@ -26,15 +27,11 @@ from evalgate.gate.policy import Baseline, GatePolicy, GateRules, Selection, loa
 from evalgate.scoring import metrics
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
 def _metric(v: str | None) -> str | None:
     return None if v is None else metrics.check_metric(v)
 
 
-class Member(_Strict):
+class Member(StrictModel):
     """One member of a suite: a single gate with a role. A field this entry leaves out comes from the suite's top
     level, else from the member's ``policy`` file (when given), else from ``GatePolicy``'s defaults."""
 
@@ -115,7 +112,7 @@ class Member(_Strict):
         return -float(self.margin or 0.0)
 
 
-class SuitePolicy(_Strict):
+class SuitePolicy(StrictModel):
     """A suite policy file: shared fields (inherited by every member) and the members."""
 
     name: str

@@ -295,14 +295,14 @@ def test_a_grant_from_a_finished_gate_reads_nothing(tmp_path: Path, built: dict[
     from evalgate.runner.grant import check_release_purpose
 
     kept: list[Any] = []
-    real = reads.reserve
+    real = reads.commit
 
     def keep(*a: Any, **k: Any) -> Any:
-        g = real(*a, **{**k})
-        kept.append(g)
-        return g
+        grants = real(*a, **{**k})
+        kept.extend(grants)
+        return grants
 
-    monkeypatch.setattr(reads, "reserve", keep)
+    monkeypatch.setattr(reads, "commit", keep)
     store = built["store"]
     # evaluate_decision=True would need a model: reserve with evaluating on, then fail before any evaluation
     monkeypatch.setattr(reads, "evaluate_for_gate",

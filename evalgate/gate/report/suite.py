@@ -4,7 +4,6 @@ No output holds per-item outputs of a private split."""
 
 from __future__ import annotations
 
-import html
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
@@ -15,6 +14,7 @@ from typing import Any
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import atomic_write
 from evalgate.core.html import fmt as _fmt
+from evalgate.core.html import render
 from evalgate.gate.report.outputs import _md, _step_summary, error_document, markdown_summary
 from evalgate.gate.suite import load_suite
 from evalgate.gate.suite_run import SuiteVerdict, run_suite
@@ -97,44 +97,22 @@ def suite_junit(v: SuiteVerdict) -> str:
 
 
 def suite_html(v: SuiteVerdict) -> str:
-    """A self-contained HTML report (no external resource): the table, the picks, each member's rules and seeds."""
-    e = html.escape
+    """A self-contained HTML report (``core/templates/suite.html.j2``; no external resource): the table, the picks
+    with the checkpoints each seed rejected, each member's rules."""
     d = v.as_dict()
     seeds = _seed_names(v)
     head = ["member", "role", "metric", "baseline", *[f"seed {s}" for s in seeds], "candidate - baseline [CI]",
             "needs", "p", *(["Holm p"] if d["holm"] else []), "outcome"]
-    rows = []
-    for r in d["table"]:
-        cells = [r["member"], r["role"], r["metric"], _fmt(r["baseline"], 4) or "n/a",
-                 *[_fmt(r["seeds"].get(s), 4) or "n/a" for s in seeds], _ci(r), _need(r),
-                 _fmt(r["p_value"], 4) or "n/a", *([_fmt(r["holm_p"], 4) or "n/a"] if d["holm"] else []),
-                 "pass" if r["passed"] else f"FAIL ({', '.join(r['failed_rules'])})"]
-        cls = "pass" if r["passed"] else "fail"
-        rows.append(f"<tr class='{cls}'>" + "".join(f"<td>{e(str(c))}</td>" for c in cells) + "</tr>")
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>evalgate suite {e(d['suite'])}</title>",
-             "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}td,th{border:1px solid "
-             "#ccc;padding:3px 6px}tr.fail td{background:#ffebe9}tr.pass td{background:#dafbe1}</style></head><body>",
-             f"<h1>evalgate suite {e(d['suite'])}: {e(d['verdict'])}</h1>",
-             f"<p>Decided by: {e(d['decided_by'])}. Every member must pass (intersection-union test, Berger 1982; each "
-             f"member at one-sided level {d['alpha']:g}).</p>",
-             "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>" + "".join(rows) + "</table>"]
-    if d["holm"]:
-        parts.append(f"<p>At least one target improved (Holm 1979): {'yes' if d['any_target_improved'] else 'no'}"
-                     "</p>")
-    parts.append("<h2>Shipped checkpoint per seed</h2><table><tr><th>seed</th><th>step</th><th>targets' dev mean</th>"
-                 "<th>checkpoint</th></tr>" + "".join(
-                     f"<tr><td>{p['train_seed']}</td><td>{p['step']}</td><td>{e(_fmt(p['objective'], 4) or 'n/a')}"
-                     f"</td><td>{e(str(p['checkpoint'] or 'none qualified'))}</td></tr>" for p in d["picks"])
-                 + "</table>")
-    parts.append(f"<p><b>Ship:</b> {e(str(d['ship']['checkpoint'] or 'none'))} ({e(d['ship']['why'])})</p>")
-    for m in v.members:
-        parts.append(f"<h2>Member {e(m.name)} ({e(m.role)}): {'PASS' if m.passed else 'FAIL'}</h2><table><tr><th>"
-                     "rule</th><th>outcome</th><th>detail</th></tr>" + "".join(
-                         f"<tr class='{'pass' if r.passed else 'fail'}'><td>{e(r.rule)}</td><td>"
-                         f"{'pass' if r.passed else 'FAIL'}</td><td>{e(r.detail)}</td></tr>" for r in m.verdict.rules)
-                     + f"</table><p>Stored as gate {e(str(m.verdict.gate_id))}.</p>")
-    parts.append("</body></html>")
-    return "\n".join(parts)
+    rows = [("pass" if r["passed"] else "fail",
+             [r["member"], r["role"], r["metric"], _fmt(r["baseline"], 4) or "n/a",
+              *[_fmt(r["seeds"].get(s), 4) or "n/a" for s in seeds], _ci(r), _need(r),
+              _fmt(r["p_value"], 4) or "n/a", *([_fmt(r["holm_p"], 4) or "n/a"] if d["holm"] else []),
+              "pass" if r["passed"] else f"FAIL ({', '.join(r['failed_rules'])})"]) for r in d["table"]]
+    picks = [{"seed": p["train_seed"], "step": p["step"], "objective": _fmt(p["objective"], 4) or "n/a",
+              "checkpoint": p["checkpoint"] or "none qualified", "rejected": p["rejected"]} for p in d["picks"]]
+    members = [{"name": m.name, "role": m.role, "verdict": "PASS" if m.passed else "FAIL", "rules": m.verdict.rules,
+                "gate_id": m.verdict.gate_id} for m in v.members]
+    return render("suite.html.j2", d=d, head=head, rows=rows, picks=picks, members=members)
 
 
 def _write(fmt: str, v: SuiteVerdict, path: Path) -> Path:
