@@ -269,7 +269,7 @@ class Workspace:
                 from evalgate.gate.report.suite import suite_and_report
 
                 return suite_and_report(policy, self.store, outputs, self.actor,  # type: ignore[return-value]
-                                        accept_broken_chain, expect_head, progress, train_run)
+                                        accept_broken_chain, expect_head, progress, train_run, swept)
             return gate_and_report(policy, self.store, outputs, self.actor, accept_broken_chain, expect_head,
                                    progress, swept, train_run)
 

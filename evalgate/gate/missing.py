@@ -15,7 +15,8 @@ def evaluate_missing(policy_path: str | Path, checkpoints: str, actor: str | Non
                      progress: bool = True, store: Store | None = None) -> SweepSummary:
     """Before a gate: sweep the checkpoints matching ``checkpoints`` on the gate policy's selection split with its
     protocol file and backend, so every candidate has a complete selection run (units already complete are
-    skipped; ``evalgate gate --evaluate-missing``).
+    skipped; ``evalgate gate --evaluate-missing``). A suite policy: on each selecting member's selection split with
+    the member's protocol file and backend, one sweep per member, summed into one summary.
 
     Returns:
         The ``SweepSummary``.
@@ -25,9 +26,16 @@ def evaluate_missing(policy_path: str | Path, checkpoints: str, actor: str | Non
         EvalgateError: some units failed (the message names them; exit code the highest of theirs), so the gate
             does not decide on an incomplete set of candidates.
     """
-    policy = load_policy(policy_path)
-    summary = run_sweep(policy.protocol_file or "", checkpoints, [policy.selection_split],
-                        SweepOptions(run=RunOptions(backend=policy.backend, actor=actor, progress=progress)), store)
+    from evalgate.gate.suite import is_suite, load_suite
+
+    if is_suite(policy_path):  # every member that selects, on its own selection split
+        policies = [m.policy for m in load_suite(policy_path).members if m.spec.select and m.has_selection]
+    else:
+        policies = [load_policy(policy_path)]
+    summaries = [run_sweep(p.protocol_file or "", checkpoints, [p.selection_split],
+                           SweepOptions(run=RunOptions(backend=p.backend, actor=actor, progress=progress)), store)
+                 for p in policies]
+    summary = summaries[0] if len(summaries) == 1 else _combined(summaries)
     failed = summary.failed
     if failed:
         err = EvalgateError(f"--evaluate-missing: {len(failed)} of {len(summary.units)} selection runs failed ("
@@ -36,3 +44,16 @@ def evaluate_missing(policy_path: str | Path, checkpoints: str, actor: str | Non
         err.exit_code = summary.exit_code
         raise err
     return summary
+
+
+def _combined(summaries: list[SweepSummary]) -> SweepSummary:
+    """One summary of several sweeps (a suite's members): their units and splits in order, counts and tokens
+    summed, the glob's ignored paths once, the highest exit code; ``protocol`` is the first's."""
+    counts: dict[str, int] = {}
+    for s in summaries:
+        for k, n in s.counts.items():
+            counts[k] = counts.get(k, 0) + n
+    ignored = list({str(i): i for s in summaries for i in s.ignored}.values())
+    return SweepSummary(summaries[0].protocol, [x for s in summaries for x in s.splits], summaries[0].where,
+                        [u for s in summaries for u in s.units], counts, ignored, sum(s.tokens for s in summaries),
+                        sum(s.wall_s for s in summaries), max(s.exit_code for s in summaries))

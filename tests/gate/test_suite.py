@@ -111,7 +111,8 @@ def build(root: Path, guard_private: list[int], guard_budget: int | None = None)
 
 def suite_dict(root: Path, **extra: Any) -> dict[str, Any]:
     return {"name": "rel", "baseline": {"checkpoint": str(root / "base")}, "bootstrap_resamples": 2000,
-            "selection": {"collapse_drop": None}, "rules": {"min_seeds": 2, "max_truncation_rate": 0.5},
+            "selection": {"collapse_drop": None},  # the fixture's checkpoints have no training log:
+            "rules": {"min_seeds": 2, "max_truncation_rate": 0.5, "training_guards": False, "reward_hacking": False},
             "members": [
                 {"name": "skill", "role": "target", "protocol": "ta@1", "selection_split": "ta-dev",
                  "decision_split": "ta-private", "min_improvement": 0.0},
@@ -354,54 +355,67 @@ def test_an_interrupted_suite_leaves_every_member_fully_charged_or_none(tmp_path
 
 def test_the_suite_cli_evaluates_writes_one_report_and_exits_1_naming_the_failing_guard(home: Path,
                                                                                          tiny_checkpoint: Path) -> None:
-    """In process, real evaluations of the tiny checkpoint (its outputs are noise): the target compares a variant
+    """In process, real evaluations of the tiny checkpoint (its outputs are noise). The target compares a variant
     with the same weights to the checkpoint itself (identical outputs: difference 0, CI [0, 0], passes
-    min_improvement 0); the guard (``select: false``, no selection split) compares it with a fixed value 1.0 on
-    three additions the random model cannot do (pass@1 < 0.95: fails its margin 0.05)."""
+    min_improvement 0); a selecting guard does the same on other splits (``--evaluate-missing`` makes its dev run
+    of the variant; equal to the baseline's, so within its margin); the third member (``select: false``, no
+    selection split) compares the variant with a fixed value 1.0 on three additions the random model cannot do
+    (pass@1 < 0.95: fails its margin 0.05)."""
     from evalgate.demo.train import addition_items
     from evalgate.runner.evaluate import RunOptions, evaluate
     from tests.gate.test_real import _variant, tiny_addition
     from tests.helpers.cli import cli_parts
 
     proto = tiny_addition(home, "st")
+    write_split("sd-dev", "dev", addition_items("dev", 3), {"source": "test"})
+    write_split("sd-private", "private", addition_items("private", 4), {"source": "test"})
     write_split("sg-private", "private", addition_items("private", 3), {"source": "test"})
-    ck = _variant(tiny_checkpoint, home / "train" / "seed1" / "checkpoint-2", 2)
-    evaluate(proto, ck, "st-dev", RunOptions(train_run="cr", train_seed=1, progress=False))
+    ck = _variant(tiny_checkpoint, home / "train" / "cr" / "seed1" / "checkpoint-2", 2)
+    evaluate(proto, ck, "st-dev", RunOptions(train_run="cr", train_seed=1, progress=False))  # not on sd-dev
+    member = {"protocol": "st-add@1", "protocol_file": str(proto)}
     path = write(home / "suite.yaml", {
         "name": "cli", "baseline": {"checkpoint": str(tiny_checkpoint)}, "bootstrap_resamples": 500,
-        "rules": {"min_seeds": 1, "max_truncation_rate": 1.0},
+        "rules": {"min_seeds": 1, "max_truncation_rate": 1.0, "training_guards": False, "reward_hacking": False},
         "members": [
-            {"name": "skill", "role": "target", "protocol": "st-add@1", "protocol_file": str(proto),
-             "selection_split": "st-dev", "decision_split": "st-private", "min_improvement": 0.0},
-            {"name": "guard", "role": "guard", "protocol": "st-add@1", "protocol_file": str(proto),
-             "decision_split": "sg-private", "select": False, "margin": 0.05, "baseline": {"value": 1.0}}]})
+            {"name": "skill", "role": "target", **member, "selection_split": "st-dev", "decision_split": "st-private",
+             "min_improvement": 0.0},
+            {"name": "same", "role": "guard", **member, "selection_split": "sd-dev", "decision_split": "sd-private",
+             "margin": 0.0},
+            {"name": "guard", "role": "guard", **member, "decision_split": "sg-private", "select": False,
+             "margin": 0.05, "baseline": {"value": 1.0}}]})
     out_dir = home / "out"
     out_dir.mkdir()
-    code, out, err = cli_parts("gate", "--policy", path, "--json-out", out_dir / "s.json", "--junit",
-                               out_dir / "s.xml", "--markdown", out_dir / "s.md", "--report", out_dir / "s.html")
+    code, out, err = cli_parts("gate", "--policy", path, "--evaluate-missing", str(home / "train" / "*" / "*" / "*"),
+                               "--json-out", out_dir / "s.json", "--junit", out_dir / "s.xml", "--markdown",
+                               out_dir / "s.md", "--report", out_dir / "s.html")
     assert code == 1, (out, err)
-    assert out.splitlines()[0] == "FAIL: suite cli (2 members; decided by guard)"
+    assert out.splitlines()[0] == "FAIL: suite cli (3 members; decided by guard)"
     assert out.splitlines()[-1].startswith("ship: none (suite FAIL: member(s) guard failed: guard: min_improvement")
+    store = Store()
+    (dev,) = store.runs(split="sd-dev", train_seed=1)  # made by --evaluate-missing; st-dev's was skipped
+    assert dev["checkpoint_path"] == str(ck) and len(store.runs(split="st-dev", train_seed=1)) == 1
     doc = json.loads((out_dir / "s.json").read_text())
-    skill, guard = doc["table"]
+    skill, same, guard = doc["table"]
     assert skill["passed"] and skill["diff"] == 0.0 and skill["ci"] == [0.0, 0.0]
+    assert same["passed"] and same["diff"] == 0.0 and same["ci"] == [0.0, 0.0]
     assert not guard["passed"] and guard["seeds"]["1"] < 0.95 and guard["diff"] == pytest.approx(
         guard["seeds"]["1"] - 1.0)
-    assert doc["members"][1]["gate"]["seeds"][0]["best"]["step"] == 2  # the suite's pick, evaluated on sg-private
+    assert doc["picks"][0]["step"] == 2 and doc["picks"][0]["rejected"] == []
+    assert doc["members"][2]["gate"]["seeds"][0]["best"]["step"] == 2  # the suite's pick, evaluated on sg-private
     cases = ET.parse(out_dir / "s.xml").getroot().findall("testsuite/testcase")
-    assert [(c.get("name"), c.find("failure") is not None) for c in cases] == [("skill", False), ("guard", True)]
+    assert [(c.get("name"), c.find("failure") is not None) for c in cases] == [
+        ("skill", False), ("same", False), ("guard", True)]
     md = (out_dir / "s.md").read_text()
     assert "# evalgate suite `cli`: **FAIL**" in md and "## Member `guard` (guard)" in md
     assert "<h1>evalgate suite cli: FAIL</h1>" in (out_dir / "s.html").read_text()
-    # reads: the target's baseline and pick (2 of st-private), the guard's pick only (its baseline is a value)
-    store = Store()
-    assert (_counted(store, "st-private"), _counted(store, "sg-private")) == (2, 1)
+    # reads: the baseline and the pick on st-private and on sd-private, the pick only on sg-private (a value)
+    assert [_counted(store, s) for s in ("st-private", "sd-private", "sg-private")] == [2, 2, 1]
     # again, --json: every member's decision reused, nothing charged
     code, out, _ = cli_parts("gate", "--policy", path, "--json")
     again = json.loads(out)
     assert code == 1 and again["decided_by"] == "guard"
     assert all(m["gate"]["reused_from"] for m in again["members"])
-    assert (_counted(store, "st-private"), _counted(store, "sg-private")) == (2, 1)
+    assert [_counted(store, s) for s in ("st-private", "sd-private", "sg-private")] == [2, 2, 1]
 
 
 def test_the_shipped_example_suite_loads_with_its_members_rules(monkeypatch: pytest.MonkeyPatch) -> None:

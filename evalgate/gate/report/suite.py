@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import atomic_write
@@ -19,6 +19,9 @@ from evalgate.gate.report.outputs import _md, _step_summary, error_document, mar
 from evalgate.gate.suite import load_suite
 from evalgate.gate.suite_run import SuiteVerdict, run_suite
 from evalgate.store import Store
+
+if TYPE_CHECKING:
+    from evalgate.sweep import SweepSummary
 
 FORMATS = ("html", "json", "junit", "markdown")
 """The report formats a suite writes (a plugin's single-gate format has no suite writer)."""
@@ -128,19 +131,24 @@ class SuiteReport:
     verdict: SuiteVerdict
     files: dict[str, str]
     step_summary: list[str]
+    swept: SweepSummary | None = None
 
     @property
     def passed(self) -> bool:
         return self.verdict.passed
 
     def as_dict(self) -> dict[str, Any]:
-        return {**self.verdict.as_dict(), **self.files, "step_summary": list(self.step_summary)}
+        doc = {**self.verdict.as_dict(), **self.files, "step_summary": list(self.step_summary)}
+        if self.swept is not None:
+            doc["evaluate_missing"] = {"counts": self.swept.counts, "ignored": self.swept.ignored}
+        return doc
 
 
 def suite_and_report(policy_path: str | Path, store: Store | None = None,
                      outputs: Mapping[str, str | Path] | None = None, actor: str | None = None,
                      accept_broken_chain: str | None = None, expect_head: tuple[int, str] | None = None,
-                     progress: bool = False, train_run: str | None = None) -> SuiteReport:
+                     progress: bool = False, train_run: str | None = None,
+                     swept: SweepSummary | None = None) -> SuiteReport:
     """Load a suite, run it (``suite_run.run_suite``) and write the requested outputs (what ``evalgate gate`` does
     for a suite). A suite that decides nothing writes, in JSON, JUnit and Markdown, the error document saying why,
     then raises.
@@ -169,7 +177,7 @@ def suite_and_report(policy_path: str | Path, store: Store | None = None,
         raise
     files = {key_of(n): str(_write(n, verdict, p)) for n, p in paths.items()}
     summaries = [str(p) for p in _step_summary(suite_markdown(verdict)) if p != paths.get("markdown")]
-    return SuiteReport(verdict, files, summaries)
+    return SuiteReport(verdict, files, summaries, swept)
 
 
 def _with(suite: Any, upd: dict[str, str]) -> Any:
