@@ -118,6 +118,8 @@ def _print_gate(verdict: Any, doc: dict[str, Any]) -> None:
         click.echo(f"  {len(doc['rereads'])} decision read(s) showed stored results again: logged, not charged")
     for r in verdict.rules:
         click.echo(f"  [{r.label}] {r.rule}: {r.detail}")
+    if doc.get("decision_not_read"):
+        click.echo(f"  decision split not read: {doc['decision_not_read']}")
     if doc.get("decision_split_size"):
         click.echo(f"  {doc['decision_split_size']['detail']}")
     for s in doc["seeds"]:

@@ -261,6 +261,22 @@ def _training_rules(policy: GatePolicy, seeds: list[SeedResult]) -> list[RuleOut
     return out
 
 
+def selection_rules(policy: GatePolicy, seeds: list[SeedResult]) -> list[RuleOutcome]:
+    """The rules that need no decision read (the dev runs and the training logs only), so the gate applies them
+    before its first private read: ``best_checkpoint`` (only when no seed has one), ``min_seeds``,
+    ``training_guards``, ``reward_hacking`` -- each when the policy sets it."""
+    chosen = [s for s in seeds if s.best is not None]
+    out: list[RuleOutcome] = []
+    if not chosen:
+        out.append(RuleOutcome("best_checkpoint", False, "every checkpoint of every seed failed; nothing to release"))
+    if policy.rules.min_seeds is not None:
+        out.append(RuleOutcome("min_seeds", len(chosen) >= policy.rules.min_seeds,
+                               f"{len(chosen)} seed(s) with a non-failed best checkpoint "
+                               f"({', '.join(str(s.train_seed) for s in chosen) or 'none'}), "
+                               f"required >= {policy.rules.min_seeds}"))
+    return out + _training_rules(policy, seeds)
+
+
 def rules(policy: GatePolicy, seeds: list[SeedResult], baseline: BaselineResult,
           stats: Statistics | None) -> list[RuleOutcome]:
     """Every rule of the policy that applies, in a fixed order.
@@ -279,14 +295,8 @@ def rules(policy: GatePolicy, seeds: list[SeedResult], baseline: BaselineResult,
     r = policy.rules
     m = policy.metric
     chosen = [s for s in seeds if s.best is not None]
-    out: list[RuleOutcome] = []
-    if not chosen:
-        out.append(RuleOutcome("best_checkpoint", False, "every checkpoint of every seed failed; nothing to release"))
-    if r.min_seeds is not None:
-        out.append(RuleOutcome("min_seeds", len(chosen) >= r.min_seeds,
-                               f"{len(chosen)} seed(s) with a non-failed best checkpoint "
-                               f"({', '.join(str(s.train_seed) for s in chosen) or 'none'}), "
-                               f"required >= {r.min_seeds}"))
+    early = selection_rules(policy, seeds)
+    out = [x for x in early if x.rule in ("best_checkpoint", "min_seeds")]
     b_value = stats.baseline.value if stats and stats.baseline else baseline.value
     if r.min_improvement is not None and stats:
         d = stats.difference
@@ -301,4 +311,4 @@ def rules(policy: GatePolicy, seeds: list[SeedResult], baseline: BaselineResult,
         out.append(RuleOutcome("seeds_beat_baseline", share >= r.seeds_beat_baseline_share,
                                f"{len(beat)} of {len(values)} seeds' best >= baseline {b_value:.4f} "
                                f"({_join(values, '.4f')}); required share >= {r.seeds_beat_baseline_share:g}"))
-    return out + _behaviour_rules(policy, chosen, baseline) + _training_rules(policy, seeds)
+    return out + _behaviour_rules(policy, chosen, baseline) + [x for x in early if x not in out]

@@ -5,6 +5,9 @@
 2. per seed, pick best / last / failed (``select``), with the training-log guards (``guards``);
 3. evaluate the proxy protocols (an LLM judge, a reward model; ``gate.proxies``) on each seed's best and the
    baseline on a dev-tier split, for the report: they decide nothing, and a failure spends nothing private;
+   then apply every rule that needs no private data (``decide.selection_rules``: training-log guards and triad,
+   ``min_seeds``; the proxy calibration, the RM triad, the reward audit): one that fails ends the gate here, FAIL,
+   with no private read spent (``Verdict.decision_not_read``);
 4. when an earlier stored gate had the very same inputs (``history``: policy, protocol hash, split contents,
    candidate runs, baseline), take its decision runs: nothing is read or spent;
 5. else reserve every decision read at once (``reads.reserve``: one locked step; refused, having spent nothing, when
@@ -180,6 +183,19 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
         if policy.baseline.checkpoint and base_digest and not evaluate_decision else []))
     proxies = proxy_section(policy, proxy_checked, _proxy_targets(policy, chosen, base_digest), store, manager, who,
                             evaluate_decision, progress)  # on dev, before any decision read
+    early = decide.selection_rules(policy, seeds)  # every rule that needs no private data, before the first read
+    audits, calibration, proxy_rules = _proxy_rules(policy, store, seeds, chosen, who)
+    failed = [r.rule for r in early + proxy_rules if not r.passed]
+    if failed:
+        verdict = Verdict(False, policy, early + proxy_rules, seeds,
+                          BaselineResult(checkpoint=policy.baseline.checkpoint, value=policy.baseline.value), None,
+                          protocol_hash,
+                          _audit_samples(store, chosen), stale=part.stale, ignored=part.ignored, failures=part.failures,
+                          reward_audit=audits, calibration=calibration, proxies=proxies, broken_chain=broken,
+                          decision_not_read=f"{', '.join(failed)} failed on data that is not private, so the gate "
+                                            f"failed before reading {policy.decision_split}: no private read spent")
+        _record(store, manager, dec_m, verdict, inputs, who)
+        return verdict
     reader, reused = _decision_reader(policy, store, manager, dec_m, who, inputs, chosen, dec_runs,
                                       evaluate_decision, protocol_hash)
     reader.progress = progress
@@ -193,10 +209,8 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
         revoke(reader.grant)  # the grant lives inside this decision only
 
     stats = _statistics(policy, store, chosen, baseline) if chosen else None
-    rules = decide.rules(policy, seeds, baseline, stats)
+    rules = decide.rules(policy, seeds, baseline, stats) + proxy_rules
     samples = _audit_samples(store, chosen)
-    audits, calibration, proxy_rules = _proxy_rules(policy, store, seeds, chosen, who)
-    rules += proxy_rules
     verdict = Verdict(all(r.passed for r in rules), policy, rules, seeds, baseline, stats, protocol_hash, samples,
                       stale=part.stale, ignored=part.ignored, failures=part.failures, reused_from=reused,
                       reward_audit=audits, calibration=calibration, proxies=proxies,

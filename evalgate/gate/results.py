@@ -332,6 +332,8 @@ class Verdict:
         broken_chain: the access log's chain was broken and the gate ran under ``accept_broken_chain`` (None: the
             chain was intact).
         version: the stored document's format (``VERDICT_VERSION``; 1: stored before the document carried it).
+        decision_not_read: why the decision split was not read: a rule that needs no private data failed first, so
+            the gate failed with no private read spent (None: it read, or reused, the decision runs).
     """
 
     passed: bool
@@ -353,6 +355,7 @@ class Verdict:
     rereads: list[str] = field(default_factory=list)
     broken_chain: BrokenChain | None = None
     version: int = VERDICT_VERSION
+    decision_not_read: str | None = None
 
     @property
     def reasons(self) -> list[str]:
@@ -436,7 +439,7 @@ class Verdict:
             "reused_from": dataclasses.asdict(self.reused_from) if self.reused_from else None, "ship": self.ship(),
             "rereads": list(self.rereads),
             "broken_chain": dataclasses.asdict(self.broken_chain) if self.broken_chain else None,
-            "decision_split_size": self.decision_size(),
+            "decision_split_size": self.decision_size(), "decision_not_read": self.decision_not_read,
         }
 
     def _seed_dict(self, s: SeedResult) -> dict[str, Any]:

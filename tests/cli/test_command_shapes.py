@@ -33,7 +33,7 @@ UNIT_KEYS = ["checkpoint", "digest", "train_run", "train_seed", "step", "split",
 GATE_KEYS = ["verdict", "gate", "protocol", "protocol_hash", "selection_split", "decision_split", "metric", "rules",
              "reasons", "accept_not_checkable", "not_checkable", "seeds", "baseline", "stats", "stale", "ignored",
              "failures", "reward_audit", "calibration", "proxies", "reason", "gate_id", "reused_from", "ship",
-             "rereads", "broken_chain", "decision_split_size"]
+             "rereads", "broken_chain", "decision_split_size", "decision_not_read"]
 DIAGNOSIS_KEYS = ["label", "seed", "source", "format", "steps", "keys_used", "duplicate_steps", "warnings", "worst",
                   "log_choice", "first_break", "findings"]
 PROTOCOL = {"name": "shape", "version": "1", "prompt": {"chat_template": "none", "template": "{{ question }}"},

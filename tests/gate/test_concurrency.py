@@ -42,7 +42,8 @@ def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Pat
         p.write_text(yaml.safe_dump({
             "name": name, "protocol": "cc-add@1", "protocol_file": str(ppath), "selection_split": "cc-dev",
             "decision_split": "cc-private", "baseline": {"checkpoint": str(baseline)},
-            "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
+            "rules": {"min_seeds": 1, "max_truncation_rate": 1.0, "training_guards": False,
+                      "reward_hacking": False}}))  # no training log: both would fail as not checkable
         return p
 
     # a first gate (baseline + seed 1's best = 2 reads) leaves 1 of 3

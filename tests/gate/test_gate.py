@@ -105,7 +105,7 @@ def test_private_budget_is_checked_before_reading(tmp_path: Path) -> None:
     (tmp_path / "proto.yaml").write_text("name: fx\nversion: '1'\nprompt: {template: '{{ q }}'}\n"
                                          "scorer: {name: exact}\n")
     _lock(tmp_path / "proto.yaml")
-    pol = _policy(tmp_path, {**fx.policy_dict(built["baseline"]), "protocol_file": "proto.yaml",
+    pol = _policy(tmp_path, {**fx.policy_dict(built["baseline"], reward_hacking=False), "protocol_file": "proto.yaml",
                              "baseline": {"value": 0.4}, "train_run": "fx-run"})
     store = built["store"]
     # the fixture inserted no access rows; use up 3 of the 4 reads, then a gate needing 2 is refused up front

@@ -100,9 +100,10 @@ def test_a_reservation_is_all_or_nothing(tmp_path: Path, built: dict[str, Any]) 
 
 def test_report_rerenders_a_stored_verdict_without_reading(tmp_path: Path, built: dict[str, Any]) -> None:
     store = built["store"]
-    v = run_gate(load_policy(_policy_file(tmp_path, fx.policy_dict(built["baseline"], min_seeds=2))), store,
+    failing = {**PASSING, "min_improvement": 0.9}  # no seed beats the baseline by 0.9
+    v = run_gate(load_policy(_policy_file(tmp_path, fx.policy_dict(built["baseline"], **failing))), store,
                  evaluate_decision=False)
-    assert not v.passed  # seed 1's reward-hacking triad (test_gate.py)
+    assert not v.passed and v.stats is not None
     (row,) = store.gates()  # the stored document rebuilds the very verdict (after its JSON round trip)
     assert load_verdict(row["document"]) == v and row["verdict"] == "FAIL" and row["reason"] == "fail"
     rows = len(store.access_rows())
@@ -214,7 +215,10 @@ def test_a_gate_that_decides_nothing_still_writes_its_reports(tmp_path: Path, bu
 
 def test_a_training_log_that_changes_a_best_checkpoint_decides_afresh(tmp_path: Path, built: dict[str, Any]) -> None:
     store = built["store"]
-    d = {**fx.policy_dict(built["baseline"], min_seeds=2, reward_hacking=False), "baseline": {"value": 0.4}}
+    # training_guards off: the NaN below fails seed 2's later checkpoints (guards always do) without failing the
+    # gate before its decision reads
+    d = {**fx.policy_dict(built["baseline"], min_seeds=2, reward_hacking=False, training_guards=False),
+         "baseline": {"value": 0.4}}
     run_gate(load_policy(_policy_file(tmp_path, d)), store, evaluate_decision=False)
     # same candidate runs and policy, but seed 2's log now has NaN grad_norm at step 15: 20, 30, 40 fail, best is 10
     state = tmp_path / "runs" / "fx-run-seed2" / "checkpoint-40" / "trainer_state.json"

@@ -78,7 +78,8 @@ def test_gate_cli_with_real_decision_runs(home: Path, tiny_checkpoint: Path) -> 
     policy = home / "gates" / "g.yaml"
     policy.write_text(yaml.safe_dump({
         "name": "real", "protocol": "add-test@1", "selection_split": "add-dev", "decision_split": "add-private",
-        "baseline": {"checkpoint": str(tiny_checkpoint)}, "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
+        "baseline": {"checkpoint": str(tiny_checkpoint)}, "rules": {"min_seeds": 1, "max_truncation_rate": 1.0,
+                                                                 "reward_hacking": False}}))  # the log has no reward
     # without --json: the private evaluation shows what is read and how far it got, on stderr, as whole
     # lines in a log (no terminal here), counts only: the baseline and the seed's best, 3 samples each
     t = cli("gate", "--policy", str(policy))

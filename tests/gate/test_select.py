@@ -83,7 +83,7 @@ def test_only_checkpoints_of_a_training_run_and_seed_are_candidates(tmp_path: Pa
     built = fx.build(tmp_path / "runs", seeds=(1,))
     before = len([r for r in built["store"].access_rows("fx-private") if r["outcome"] not in ("refused", "result")])
     # a fixed-value baseline: the base model's dev run (no training seed) is no longer the baseline's
-    g = _gate(tmp_path, built, baseline={"value": 0.4}, rules={"min_seeds": 2})
+    g = _gate(tmp_path, built, baseline={"value": 0.4}, rules={"min_seeds": 1, "reward_hacking": False})
     assert [s["train_seed"] for s in g["doc"]["seeds"]] == [1]
     (ign,) = g["doc"]["ignored"]
     assert ign["run_id"] == "dev-base"

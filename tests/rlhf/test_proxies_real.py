@@ -59,7 +59,8 @@ def test_the_demos_rlhf_leg_judges_and_scores_the_seeds_best_against_the_base_mo
 
     proxies = demo_rlhf.prepare(home / "demo", addition, smollm2_gguf, store, dev_items=2)
     policy = yaml.safe_load((REPO / "gates" / "demo.yaml").read_text())
-    policy.update(protocol_file=str(addition), rules={"min_seeds": 1, "training_guards": False})
+    policy.update(protocol_file=str(addition), rules={"min_seeds": 1, "training_guards": False,
+                                                             "reward_hacking": False})
     (home / "gates").mkdir()
     path = home / "gates" / "demo.yaml"
     path.write_text(yaml.safe_dump(policy, sort_keys=False))

@@ -182,6 +182,8 @@ def junit_xml(verdict: Verdict) -> str:
     size = verdict.decision_size()
     if size:
         props["decision_split_size"] = size["detail"]
+    if verdict.decision_not_read:
+        props["decision_not_read"] = verdict.decision_not_read
     _properties(suite, props)
     warnings = [("access_log_chain", _broken_text(verdict))] if verdict.broken_chain else []
     warnings += [("decision_split_size", size["detail"])] if size and size["too_small"] else []
@@ -303,6 +305,8 @@ def markdown_summary(verdict: Verdict) -> str:
               else f"**Ship:** none ({_md(ship['why'])})"]
     if verdict.broken_chain:
         lines += ["", f"**{_md(_broken_text(verdict))}**"]
+    if verdict.decision_not_read:
+        lines += ["", f"Decision split not read: {_md(verdict.decision_not_read)}."]
     size = d.get("decision_split_size")
     if size:
         lines += ["", f"**{_md(size['detail'])}**" if size["too_small"] else _md(size["detail"]) + "."]
