@@ -46,12 +46,14 @@ def sha256_file(path: Path) -> str:
 
 
 def model_file_digest(path: Path) -> str:
-    """sha256 of a model file; for ``config.json``, of its sorted JSON without ``_name_or_path`` (the GGUF
-    conversion writes where the wheel was installed there, which differs between machines, not the model)."""
+    """sha256 of a model file; for ``config.json``, of its sorted JSON without ``_name_or_path`` and
+    ``transformers_version`` (the GGUF conversion writes there where the wheel was installed and which transformers
+    converted it: .venv's or .venv-vllm's, whichever lane converted first; neither is the model)."""
     if path.name != "config.json":
         return sha256_file(path)
     config = json.loads(path.read_text())
     config.pop("_name_or_path", None)
+    config.pop("transformers_version", None)
     return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
 
 
