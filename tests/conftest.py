@@ -4,7 +4,7 @@ SmolLM2 checkpoint is cached once per machine (``$EVALGATE_MODELS``, default ``<
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +19,21 @@ SHARED_DATA = next((p / "shared" / "data" for p in REPO.parents if (p / "shared"
 """``shared/data`` beside the nearest folder above the repository that has one (a clone next to shared/, or a
 worktree a level further down), else ``../shared/data`` (tests that need it skip, saying where they looked)."""
 
+
+def worker_threads(env: Mapping[str, str], cores: int) -> int | None:
+    """``OMP_NUM_THREADS`` for a pytest-xdist worker (torch's and every OpenMP/BLAS pool's threads): the cores
+    split evenly between the workers, at least 1; None outside xdist or where the environment sets it. Without it
+    each of ``-n auto``'s workers starts a thread per core, twice as many threads as cores, spinning against each
+    other (docs/BENCHMARKS.md, "The test suite by speed class")."""
+    count = int(env.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+    if "OMP_NUM_THREADS" in env or count < 2:
+        return None
+    return max(1, cores // count)
+
+
+_THREADS = worker_threads(os.environ, len(os.sched_getaffinity(0)))
+if _THREADS is not None:  # before torch (or numpy's BLAS) is imported: the pools read it at load
+    os.environ["OMP_NUM_THREADS"] = str(_THREADS)
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("EVALGATE_MODELS", str(REPO / ".evalgate" / "models"))
@@ -170,12 +185,37 @@ TINY_FIXTURES = {"tiny_checkpoint"}
 each), so ``make test-fast`` leaves it out as it left out these tests on the real model; ``make test`` runs it."""
 
 
+SHARED_SCOPE = {"tests/scoring/test_judge_real.py": "tests/backends/test_openai.py"}
+"""Files dealt to one pytest-xdist worker together with another file (``--dist loadfile``): their tests use the same
+session fixture that takes a minute to start (``tserve``: a server per worker that runs them)."""
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit ``--dist loadfile`` deals out: the test's file, or the file it shares a scope with."""
+    path = nodeid.split("::", 1)[0]
+    return SHARED_SCOPE.get(path, path)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
+    """``--dist loadfile`` by ``scope_of`` (pytest-xdist's own scheduler for every other mode)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class SharedScopeScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return SharedScopeScheduling(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Marks every test using a model fixture ``slow``, one using the tiny checkpoint ``integration``; then puts the
-    files that hold the costliest tests first (by file: its real-model tests count 10, its integration tests 2,
-    others 0; the order within a file kept), so that under ``pytest-xdist --dist loadfile --no-loadscope-reorder``
-    (``make test``) the long files start at once on both workers and the many short files fill in behind them,
-    rather than one long file starting last."""
+    files that hold the costliest tests first (by ``scope_of``: its real-model tests count 10, its integration tests
+    2, others 0; the order within a file kept), so that under ``pytest-xdist --dist loadfile
+    --no-loadscope-reorder`` (``make test``) the long files start at once on both workers and the many short files
+    fill in behind them, rather than one long file starting last."""
     cost: dict[str, int] = {}
     for item in items:
         if MODEL_FIXTURES & set(getattr(item, "fixturenames", ())):
@@ -185,8 +225,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         elif TINY_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.integration)
         weight = 10 if item.get_closest_marker("slow") else 2 if item.get_closest_marker("integration") else 0
-        cost[item.nodeid.split("::")[0]] = cost.get(item.nodeid.split("::")[0], 0) + weight
-    items.sort(key=lambda item: -cost[item.nodeid.split("::")[0]])  # stable: collection order kept within a cost
+        cost[scope_of(item.nodeid)] = cost.get(scope_of(item.nodeid), 0) + weight
+    items.sort(key=lambda item: -cost[scope_of(item.nodeid)])  # stable: collection order kept within a cost
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
