@@ -318,7 +318,8 @@ def test_a_dataset_plugin_is_imported_as_tiered_splits_by_the_cli(tmp_path: Path
     install_dist(tmp_path / "site", monkeypatch, "evalgate-toy", {"evalgate_toy": TOY_DATASET},
                  {"evalgate.datasets": {"toy": "evalgate_toy:DATASET", "toy2": "evalgate_toy:MISNAMED"}}, (DATASETS,))
     assert known() == ["gsm8k", "gsm8k-pref", "humaneval", "humaneval-pref", "ifeval", "math500", "math500-pref",
-                       "mmlu-pro", "toy", "toy2", "xstest-safe", "xstest-unsafe"] and "evalgate_toy" not in sys.modules
+                       "mmlu-pro", "rewardbench", "toy", "toy2", "xstest-safe", "xstest-unsafe"] and (
+        "evalgate_toy" not in sys.modules)
     src = tmp_path / "toy.jsonl"
     src.write_text("".join(json.dumps({"q": f"{i}+{i}", "a": str(2 * i)}) + "\n" for i in range(12)))
     r = CliRunner().invoke(main, ["splits", "import", "toy", "--from", str(src)])

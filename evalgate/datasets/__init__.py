@@ -9,7 +9,7 @@ To add a benchmark: one module defining ``DATASET = Dataset(...)`` (``datasets/b
 ``evalgate.datasets`` naming a ``Dataset``. Entries are ``"module:attr"`` references, so listing the names imports
 no importer.
 The ``*-pref`` entries are preference pairs built from the benchmarks (``datasets/preference.py``), for
-evaluating reward models.
+evaluating reward models; ``rewardbench`` reads pairs in RewardBench's format (``datasets/rewardbench.py``).
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ DATASETS.register("xstest-unsafe", "evalgate.datasets.xstest:UNSAFE")
 DATASETS.register("gsm8k-pref", "evalgate.datasets.preference:GSM8K_PREF")
 DATASETS.register("math500-pref", "evalgate.datasets.preference:MATH500_PREF")
 DATASETS.register("humaneval-pref", "evalgate.datasets.preference:HUMANEVAL_PREF")
+DATASETS.register("rewardbench", "evalgate.datasets.rewardbench:DATASET")
 
 
 def known() -> list[str]:

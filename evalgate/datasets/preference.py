@@ -95,7 +95,7 @@ def _dataset(name: str, what: str, read: Callable[[Path], tuple[Items, bytes]], 
                     "construction (evalgate.datasets.preference)"}, default)
 
 
-PREFERENCE_DATASETS = ("gsm8k-pref", "math500-pref", "humaneval-pref")
+PREFERENCE_DATASETS = ("gsm8k-pref", "math500-pref", "humaneval-pref", "rewardbench")
 """The registered names of these importers: they evaluate reward models, so ``evalgate init`` (which scaffolds a
 policy's evaluation) offers no starter for them."""
 

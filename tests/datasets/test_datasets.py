@@ -111,6 +111,7 @@ def test_unknown_dataset_lists_the_registered_ones(home: Path) -> None:
     r = CliRunner().invoke(main, ["splits", "import", "mmlu", "--from", "x.jsonl"])
     assert r.exit_code == 2
     assert ("unknown dataset 'mmlu'; did you mean 'mmlu-pro'? known datasets: gsm8k, gsm8k-pref, humaneval, "
-            "humaneval-pref, ifeval, math500, math500-pref, mmlu-pro, xstest-safe, xstest-unsafe") in r.output
+            "humaneval-pref, ifeval, math500, math500-pref, mmlu-pro, rewardbench, xstest-safe, "
+            "xstest-unsafe") in r.output
 
 
