@@ -145,7 +145,8 @@ class _LoglikelihoodSink(_Sink):
 
 def _loglikelihood_requests(plan: RunPlan, missing: list[SampleKey]) -> list[LoglikelihoodRequest]:
     """One request per item with a missing sample: the rendered prompt's and each option's token ids
-    (``scoring.loglikelihood.encode_pair`` with the run's ``PromptEncoder``).
+    (``scoring.loglikelihood.encode_pair`` with the run's ``PromptEncoder``; the scorer options'
+    ``move_trailing_space``, default True, says whether the prompt's trailing white space moves to the options).
 
     Raises:
         BadInput: the checkpoint has no tokenizer, or an item's options cannot be encoded.
@@ -163,8 +164,10 @@ def _loglikelihood_requests(plan: RunPlan, missing: list[SampleKey]) -> list[Log
         def encode(text: str, iid: str = iid) -> tuple[int, ...]:
             return encoder.encode(text, iid).ids
 
-        pairs = [encode_pair(encode, plan.prompts.rendered[iid].text, c)
-                 for c in continuations(items[iid], plan.protocol.scorer_options)]  # type: ignore[arg-type]
+        options = plan.protocol.scorer_options
+        pairs = [encode_pair(encode, plan.prompts.rendered[iid].text, c,
+                             getattr(options, "move_trailing_space", True))
+                 for c in continuations(items[iid], options)]
         out.append(LoglikelihoodRequest(iid, pairs[0][0], tuple(cont for _, cont in pairs)))
     return out
 

@@ -296,6 +296,15 @@ SCORERS.register("reward_preference", ScorerEntry("evalgate.rlhf.reward_options:
                                                   "evalgate.rlhf.reward:PreferenceScorer",
                                                   statuses=PREFERENCE_STATUSES, generates=False,
                                                   metrics="evalgate.rlhf.preference:preference_metrics"))
+SCORERS.register("judge_preference", ScorerEntry("evalgate.rlhf.judge_preference_options:JudgePreferenceOptions",
+                                                 "evalgate.rlhf.judge_preference:JudgePreferenceScorer",
+                                                 statuses=("correct", "wrong", "tie", "judge_unparseable"),
+                                                 generates=False, pass_at_k=False,
+                                                 metrics="evalgate.rlhf.judge_preference:judge_preference_metrics"))
+SCORERS.register("dpo_preference", ScorerEntry("evalgate.rlhf.reward_options:ImplicitRewardOptions",
+                                               "evalgate.rlhf.implicit_reward:ImplicitRewardScorer",
+                                               statuses=PREFERENCE_STATUSES, request="loglikelihood",
+                                               metrics="evalgate.rlhf.preference:preference_metrics"))
 
 
 def scorer_request(name: str) -> str:

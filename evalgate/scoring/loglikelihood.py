@@ -24,7 +24,8 @@ from evalgate.scoring.base import MultipleChoiceOptions, SampleToScore, ScoreRes
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
 
-def encode_pair(encode: Any, context: str, continuation: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+def encode_pair(encode: Any, context: str, continuation: str,
+                move_space: bool = True) -> tuple[tuple[int, ...], tuple[int, ...]]:
     """Token ids of a context and of its continuation, as lm-evaluation-harness's ``_encode_pair`` (causal models).
 
     Args:
@@ -32,6 +33,9 @@ def encode_pair(encode: Any, context: str, continuation: str) -> tuple[tuple[int
             uses one, as lm-eval's ``tok_encode`` with the tokenizer's default special tokens).
         context: the rendered prompt (not empty).
         continuation: the delimiter and the option.
+        move_space: move the context's trailing white space to the continuation (lm-eval); False keeps it in the
+            context, so only the continuation's own tokens are scored (TRL's and RewardBench's DPO tokenization,
+            where a chat template's generation prompt ends in a newline).
 
     Returns:
         (context ids, continuation ids): the context's trailing white space moved to the continuation, ``context +
@@ -42,7 +46,7 @@ def encode_pair(encode: Any, context: str, continuation: str) -> tuple[tuple[int
     """
     if not context:
         raise BadInput("a multiple-choice prompt rendered empty: the protocol's template must write the question")
-    spaces = len(context) - len(context.rstrip())
+    spaces = len(context) - len(context.rstrip()) if move_space else 0
     if spaces:
         context, continuation = context[:-spaces], context[-spaces:] + continuation
     whole = tuple(encode(context + continuation))
@@ -66,8 +70,12 @@ def choices(item: dict[str, Any], options: MultipleChoiceOptions) -> list[str]:
     return found
 
 
-def continuations(item: dict[str, Any], options: MultipleChoiceOptions) -> list[str]:
-    """Each option's continuation: ``target_delimiter + option`` (lm-eval's ``construct_requests``)."""
+def continuations(item: dict[str, Any], options: Any) -> list[str]:
+    """Each option's continuation: ``target_delimiter + option`` (lm-eval's ``construct_requests``); options that
+    define their own ``continuations(item)`` (the ``dpo_preference`` scorer's: chosen, then rejected) give theirs."""
+    own = getattr(options, "continuations", None)
+    if callable(own):
+        return list(own(item))
     return [options.target_delimiter + c for c in choices(item, options)]
 
 

@@ -78,8 +78,8 @@ def test_scorers_get_their_options_object(tmp_path: Path) -> None:
 
 
 def test_every_scorer_registers_a_strict_documented_options_model() -> None:
-    assert set(SCORERS) == {"exact", "humaneval", "ifeval", "judge", "math", "multiple_choice", "refusal",
-                            "reward_model", "reward_preference"}
+    assert set(SCORERS) == {"dpo_preference", "exact", "humaneval", "ifeval", "judge", "judge_preference", "math",
+                            "multiple_choice", "refusal", "reward_model", "reward_preference"}
     for name, entry in SCORERS.items():
         model = entry.options_model()
         assert issubclass(model, ScorerOptions), name
