@@ -86,7 +86,7 @@ def test_enums_are_the_stored_words() -> None:
 
     assert [t.value for t in Tier] == list(typing.get_args(TierLiteral))
     assert STATUSES == ("correct", "wrong", "truncated", "no_answer", "timeout", "error", "judged", "judge_unparseable",
-                        "scored")
+                        "scored", "tie")
     assert SAMPLE_STATUSES == (*STATUSES, "tool_violation") and SampleStatus("no_answer") == "no_answer"
     assert {s.value for s in SampleStatus} == set(SAMPLE_STATUSES)  # every stored word has its member
     assert json.dumps({"s": RunStatus.COMPLETE}) == '{"s": "complete"}'

@@ -180,7 +180,7 @@ def test_status_filter_knows_the_agent_loops_tool_violation(home: Path) -> None:
     with pytest.raises(BadInput, match="no run 'nosuch'"):
         run_samples("nosuch", status="tool_violation")
     with pytest.raises(BadInput, match="known: correct, wrong, truncated, no_answer, timeout, error, judged, "
-                                       "judge_unparseable, scored, tool_violation"):
+                                       "judge_unparseable, scored, tie, tool_violation"):
         run_samples("nosuch", status="bogus")
     with pytest.raises(BadInput, match="no run 'nosuch'"):  # the judge scorer's own status is known too
         run_samples("nosuch", status="judge_unparseable")

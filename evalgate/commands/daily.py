@@ -24,7 +24,8 @@ def _short(text: str | None, width: int, tail: bool = False) -> str:
 @click.option("--item", default=None, help="Only this item id.")
 @click.option("--status", default=None,
               help="Only samples with this status: correct, wrong, truncated, no_answer, timeout, error, judged, "
-              "judge_unparseable, scored (a reward model's) or tool_violation.")
+              "judge_unparseable, scored (a reward model's), tie (a judge on preference pairs) or "
+              "tool_violation.")
 @click.option("--limit", type=click.IntRange(1), default=None, help="At most N samples.")
 @click.option("--full", is_flag=True, help="Print prompts and completions whole (default: cut to one line).")
 @click.option("--actor", default=None)

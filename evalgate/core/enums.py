@@ -34,7 +34,8 @@ class RunStatus(StrEnum):
 class SampleStatus(StrEnum):
     """A scored sample's status (the scorers' ``ScoreResult.status``; ``tool_violation`` from agentic runs; ``judged``
     and ``judge_unparseable`` from the ``judge`` scorer: a verdict read, or one its parse rule cannot read;
-    ``scored`` from the ``reward_model`` scorer: a reward, which has no right or wrong)."""
+    ``scored`` from the ``reward_model`` scorer: a reward, which has no right or wrong; ``tie`` from the
+    ``judge_preference`` scorer: a judge that preferred neither answer of a pair over its two orders)."""
 
     CORRECT = "correct"
     WRONG = "wrong"
@@ -46,6 +47,7 @@ class SampleStatus(StrEnum):
     JUDGED = "judged"
     JUDGE_UNPARSEABLE = "judge_unparseable"
     SCORED = "scored"
+    TIE = "tie"
 
 
 class Outcome(StrEnum):

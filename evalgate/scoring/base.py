@@ -321,7 +321,7 @@ def score_statuses() -> tuple[str, ...]:
 
 STATUSES = tuple(dict.fromkeys(s for entry in SCORERS.builtins() for s in entry.statuses))
 """The built-in scorers' statuses: correct, wrong, truncated, no_answer, timeout, error, judged, judge_unparseable,
-scored (``score_statuses()`` adds plugins')."""
+scored, tie (``score_statuses()`` adds plugins')."""
 
 
 def get_scorer(protocol: Any) -> Scorer:
