@@ -39,7 +39,8 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
              **outputs: Path | None) -> None:
     """Decide PASS (exit 0) or FAIL (exit 1) for a gate policy, and write the reports (exit 2: bad policy or
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
-    refused, invalid or error."""
+    refused, invalid or error. A suite policy (members:, docs/GATING.md "Suite gates") passes only when every
+    member passes: one report, one JUnit test case per member, the failing member(s) named on the ship line."""
     from evalgate.gate.report.outputs import error_document
 
     ws, files = workspace(actor), outputs_from(outputs)
@@ -65,8 +66,9 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
     if trackers:
         from evalgate.trackers import export_gate
 
-        # a suite: one summary per member (its verdict and rules; no per-seed private value, docs/TRACKERS.md)
-        for member_doc in ([m["gate"] for m in doc["members"]] if suite else [doc]):
+        # a suite: one summary per member (its verdict and rules, at the suite's shipped checkpoint; no per-seed
+        # private value, docs/TRACKERS.md)
+        for member_doc in ([{**m["gate"], "ship": doc["ship"]} for m in doc["members"]] if suite else [doc]):
             say_written(export_gate(member_doc, trackers, list(files.values()), actor=actor))
     if as_json:
         _dump(doc)

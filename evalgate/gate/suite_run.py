@@ -300,10 +300,25 @@ def run_suite(suite: Suite, store: Store | None = None, actor: str | None = None
     sp = suite.policy
     accesslog.check_for_gate(store, expect_head, sp.require_expect_head,
                              accept_broken=sp.accept_broken_chain is not None)
-    who = actor_name(actor)
-    manager = SplitManager(store)
+    who, manager = actor_name(actor), SplitManager(store)
     members = [_Member(sm) for sm in suite.members]
-    for m in members:  # every check before any read
+    _prepare(members, sp.train_run, store, manager, who, evaluate_decision, progress)
+    picks = _pick(members, store, who, evaluate_decision, progress)
+    _check_identities(members, picks, manager, who, evaluate_decision)
+    readers, reused = _reserve(suite.name, members, store, manager, who, evaluate_decision)
+    baselines = _read(members, readers, who, progress)
+    results = [_member_verdict(m, store, manager, who, reader, baseline, r, picks)
+               for m, reader, baseline, r in zip(members, readers, baselines, reused, strict=True)]
+    any_improved = _holm(results) if sp.holm else None
+    _, failing = intersection_union({x.name: x.passed for x in results})
+    return SuiteVerdict(suite, results, picks, failing, any_improved)
+
+
+def _prepare(members: list[_Member], train_run: str | None, store: Store, manager: SplitManager, who: str,
+             evaluate_decision: bool, progress: bool) -> None:
+    """Every member's checks (all before any read), its stored runs, baseline digest and candidates, then its
+    selection read logged and its own best / last / failed per seed (``pipeline._select``)."""
+    for m in members:
         _check(m, manager, who, evaluate_decision)
     for m in members:
         m.broken = reads.check_chain(m.policy, manager, m.dec_m, who)
@@ -316,13 +331,13 @@ def run_suite(suite: Suite, store: Store | None = None, actor: str | None = None
             m.dec_runs = pipeline._stored_runs(p.model_copy(update={"selection_split": p.decision_split}), store,
                                                m.dec_m.content_sha256, False)[1]
         key = p.baseline.checkpoint or ""
-        if key not in digests or not evaluate_decision:
+        if key not in digests or not evaluate_decision:  # a baseline's files are hashed once
             digests[key] = reads.baseline_digest(p, m.dec_runs, evaluate_decision, store.recorded_checkpoint,
                                                  progress)
         m.base_digest = digests[key]
         if m.sm.has_selection:
             m.part = partition_runs(m.sel_runs, m.sel_m.content_sha256, p.backend, m.base_digest)
-    check_one_training_run([r for m in members for r in m.part.usable], sp.train_run)
+    check_one_training_run([r for m in members for r in m.part.usable], train_run)
     for m in members:
         if m.sm.has_selection:
             manager.check(m.policy.selection_split, reads.SELECTION_PURPOSE, who)
@@ -332,6 +347,11 @@ def run_suite(suite: Suite, store: Store | None = None, actor: str | None = None
         if m.part.usable:
             m.own_seeds = pipeline._select(m.policy, m.part.usable)
 
+
+def _pick(members: list[_Member], store: Store, who: str, evaluate_decision: bool,
+          progress: bool) -> dict[SeedKey, Pick]:
+    """Each seed's checkpoint for the suite (``suite_decide.pick_checkpoints`` over the selecting members), set as
+    every member's best (``_member_seeds``)."""
     selecting = [m for m in members if m.sm.spec.select]
     picks = pick_checkpoints([SelectingMember(m.sm.name, m.sm.spec.role, m.sm.spec.margin, m.own_seeds,
                                               _baseline_dev(m, store, who, evaluate_decision, progress))
@@ -342,14 +362,25 @@ def run_suite(suite: Suite, store: Store | None = None, actor: str | None = None
             template.setdefault((s.train_run, s.train_seed), s)
     for m in members:
         m.seeds = _member_seeds(m, picks, template)
+    return picks
 
-    chosen_cks = {p.digest: p.path for p in picks.values() if p.digest is not None}
-    base_cks = {m.base_digest: m.policy.baseline.checkpoint for m in members
-                if m.policy.baseline.checkpoint and m.base_digest and evaluate_decision is not False}
+
+def _check_identities(members: list[_Member], picks: dict[SeedKey, Pick], manager: SplitManager, who: str,
+                      evaluate_decision: bool) -> None:
+    """``reads.check_identities`` once over every checkpoint the suite decides on (the picks; the baselines when
+    their digest came from the store), before any decision read."""
+    cks = {p.digest: p.path for p in picks.values() if p.digest is not None}
+    cks.update({m.base_digest: m.policy.baseline.checkpoint for m in members
+                if m.policy.baseline.checkpoint and m.base_digest and not evaluate_decision})
     if members:
-        reads.check_identities(members[0].policy, manager, who,
-                               [(str(path), d) for d, path in {**chosen_cks, **base_cks}.items() if d and path])
+        reads.check_identities(members[0].policy, manager, who, [(str(path), d) for d, path in cks.items()
+                                                                 if d and path])
 
+
+def _reserve(name: str, members: list[_Member], store: Store, manager: SplitManager, who: str,
+             evaluate_decision: bool) -> tuple[list[reads.DecisionReader], list[ReusedDecision | None]]:
+    """Per member, its decision reader: an unchanged earlier gate's runs (nothing read), or new reads planned
+    (``pipeline.decision_plan``); every plan then reserved at once (``reads.commit``: all members or none)."""
     readers: list[reads.DecisionReader] = []
     plans: list[reads.Reservation | None] = []
     reused: list[ReusedDecision | None] = []
@@ -374,7 +405,7 @@ def run_suite(suite: Suite, store: Store | None = None, actor: str | None = None
         plans.append(plan)
     pending = [(i, p) for i, p in enumerate(plans) if p is not None]
     if pending:  # every member's reads in one locked step, or none
-        grants = reads.commit([p for _, p in pending], manager, who, whole=f"suite {suite.name}")
+        grants = reads.commit([p for _, p in pending], manager, who, whole=f"suite {name}")
         for (i, _), g in zip(pending, grants, strict=True):
             readers[i].grant = g
     for m, r in zip(members, reused, strict=True):
@@ -382,10 +413,15 @@ def run_suite(suite: Suite, store: Store | None = None, actor: str | None = None
             manager.log_event(m.dec_m, who, reads.RELEASE_GATE, "reused", cached=True, protocol_hash=m.protocol_hash,
                               detail=f"gate {m.policy.name} reused the decision runs of gate {r.gate_id} "
                               f"({r.created_at}): unchanged inputs, nothing read")
+    return readers, reused
 
-    results = []
+
+def _read(members: list[_Member], readers: list[reads.DecisionReader], who: str,
+          progress: bool) -> list[BaselineResult]:
+    """Every member's decision reads (its baseline's, then each seed's pick); the grants are revoked when they end,
+    whether or not they all completed. Returns each member's baseline."""
+    baselines = []
     try:
-        baselines = []
         for m, reader in zip(members, readers, strict=True):
             reader.progress = progress
             chosen = [s for s in m.seeds if s.best is not None]
@@ -398,18 +434,17 @@ def run_suite(suite: Suite, store: Store | None = None, actor: str | None = None
     finally:
         for reader in readers:
             revoke(reader.grant)
-    for m, reader, baseline, r in zip(members, readers, baselines, reused, strict=True):
-        results.append(_member_verdict(m, store, manager, who, reader, baseline, r, picks))
-    targets_ = [x for x in results if x.role == "target"]
-    any_improved = None
-    if sp.holm:
-        ps = [x.p_value if x.p_value is not None else 1.0 for x in targets_]
-        for x, adj in zip(targets_, holm(ps), strict=True):
-            x.holm_p = adj
-        alpha = (1 - results[0].verdict.policy.rules.confidence) / 2
-        any_improved = any(x.holm_p is not None and x.holm_p <= alpha for x in targets_)
-    _, failing = intersection_union({x.name: x.passed for x in results})
-    return SuiteVerdict(suite, results, picks, failing, any_improved)
+    return baselines
+
+
+def _holm(results: list[MemberResult]) -> bool:
+    """Set each target's Holm-adjusted p-value (a target with none counts as p = 1); whether the smallest is <=
+    the one-sided level (1 - confidence) / 2: "at least one target improved"."""
+    targets = [x for x in results if x.role == "target"]
+    for x, adj in zip(targets, holm([x.p_value if x.p_value is not None else 1.0 for x in targets]), strict=True):
+        x.holm_p = adj
+    alpha = (1 - results[0].verdict.policy.rules.confidence) / 2
+    return any(x.holm_p is not None and x.holm_p <= alpha for x in targets)
 
 
 def _member_verdict(m: _Member, store: Store, manager: SplitManager, who: str, reader: reads.DecisionReader,

@@ -433,3 +433,28 @@ def test_the_shipped_example_suite_loads_with_its_members_rules(monkeypatch: pyt
     assert (add.rules.max_truncation_rate, unsafe.rules.max_truncation_rate) == (0.05, 0.5)
     assert add.rules.max_repetition == 0.2 and safe.rules.max_repetition is None
     assert not suite.members[2].spec.select and safe.selection.collapse_drop == 0.15
+
+
+def test_trackers_get_one_summary_per_member_and_no_private_value(tmp_path: Path, home: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--report-to tensorboard`` on a failing suite (the fixture's stored decision runs: the CLI's run_suite is
+    told not to evaluate): each member's verdict and rules under its own gate name, at the highest checkpoint step
+    considered (20: the suite ships nothing), and no private per-seed value anywhere."""
+    import evalgate.gate.report.suite as suite_mod
+    from tests.helpers.cli import cli_parts
+    from tests.trackers.tracker_read import tb_scalars
+
+    store = build(tmp_path / "runs", GUARD_BAD)
+    monkeypatch.setattr(suite_mod, "run_suite", lambda s, st, a, **k: run_suite(s, st, a, evaluate_decision=False))
+    path = write(tmp_path / "s.yaml", suite_dict(tmp_path / "runs"))
+    trk = tmp_path / "trk"
+    code, out, err = cli_parts("gate", "--policy", path, "--report-to", "tensorboard", "--tracker-dir", trk)
+    assert code == 1, (out, err)
+    tb = trk / "tensorboard" / "gate"
+    assert sorted(p.name for p in tb.iterdir()) == ["rel_safety", "rel_skill"]
+    assert tb_scalars(tb / "rel_skill")["gate/passed"] == [(20, 1.0)]
+    safety = tb_scalars(tb / "rel_safety")
+    assert safety["gate/passed"] == [(20, 0.0)] and safety["gate/rule/min_improvement"] == [(20, 0.0)]
+    assert all(k.startswith("gate/") for k in safety)
+    exported = [r for r in store.access_rows("gu-private") if r["purpose"] == "export-tracker"]
+    assert [r["outcome"] for r in exported] == ["exported"]
