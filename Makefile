@@ -21,9 +21,9 @@ VLLM ?= $(if $(filter 1,$(EVALGATE_SKIP_VLLM)),0,1)
 SETUP_VLLM := $(if $(filter 0,$(VLLM)),,setup-vllm)
 
 .PHONY: docs test-fast setup setup-main setup-vllm setup-sandbox setup-browser demo demo-full test test-vllm lint clean \
-	setup-lmeval ifeval-reference setup-alpaca alpacaeval-reference
+	setup-lmeval ifeval-reference setup-alpaca alpacaeval-reference setup-postgres
 
-setup: setup-main setup-sandbox setup-browser $(SETUP_VLLM)
+setup: setup-main setup-sandbox setup-browser setup-postgres $(SETUP_VLLM)
 
 # .venv alone: evalgate with its extras, torch, the demo model and data (what `make demo` needs)
 setup-main: $(VENV)/.installed
@@ -35,6 +35,15 @@ setup-browser:
 	  { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null || { apt-get update \
 	    -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null; }; }; } \
 	  || echo "warning: chromium-driver is not installed (apt-get install chromium chromium-driver); web tests skip"
+
+# The PostgreSQL store's tests (tests/store/test_backends.py, tests/store/test_postgres.py) start a server from Debian's
+# postgresql package (initdb in a temporary directory, a Unix socket, as the postgres user where we are root):
+# installed here where we are root with apt; elsewhere a warning, and those tests are skipped saying why.
+setup-postgres:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null || { [ "$$(id -u)" = 0 ] && \
+	  command -v apt-get >/dev/null && { DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null || \
+	  { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql >/dev/null; }; }; } \
+	  || echo "warning: PostgreSQL is not installed (apt-get install postgresql); the PostgreSQL store tests skip"
 
 # The code sandbox runs model-written programs under bubblewrap (docs/SANDBOX.md): installed here where we are root
 # with apt; elsewhere a warning, and programs run in the weaker fallback (which the run record names).

@@ -56,17 +56,20 @@ class Workspace:
         models: where converted GGUF checkpoints are cached (default ``home/models``).
         database: the database to use instead of ``home/evalgate.duckdb``, e.g. ``Database(":memory:")``
             (``evalgate.store.Database``; nothing is written to ``home`` then, and it is lost with the object).
+        store: a PostgreSQL server's URL (``postgresql://user@host:port/dbname``) to keep the store on instead of
+            ``home/evalgate.duckdb`` (as ``EVALGATE_STORE``; the password from libpq's ``PGPASSWORD`` or
+            ``~/.pgpass``).
     """
 
     def __init__(self, home: str | Path = ".evalgate", splits: str | Path | None = None,
                  key: bytes | str | Path | None = None, actor: str | None = None,
                  clock: Callable[[], datetime] | None = None, models: str | Path | None = None,
-                 database: Database | None = None) -> None:
+                 database: Database | None = None, store: str | None = None) -> None:
         home = Path(home)
         key_bytes = key.encode() if isinstance(key, str) else key if isinstance(key, bytes) else None
         env = Environment(home=home, splits=Path(splits) if splits is not None else home / "splits", key=key_bytes,
                           key_file=key if isinstance(key, Path) else default_key_file(), actor=actor,
-                          models=Path(models) if models is not None else None, database=database)
+                          models=Path(models) if models is not None else None, database=database, store=store)
         self.env = env.replace(clock=clock) if clock is not None else env
 
     @classmethod
@@ -120,7 +123,7 @@ class Workspace:
         from evalgate.store import Store
 
         with self.activate():
-            return Store(self.env.database or self.home / "evalgate.duckdb", clock=self.env.clock)
+            return Store(self.env.database or self.env.store or self.home / "evalgate.duckdb", clock=self.env.clock)
 
     @contextmanager
     def activate(self) -> Iterator[Workspace]:

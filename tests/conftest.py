@@ -12,6 +12,7 @@ import pytest
 
 if TYPE_CHECKING:
     from evalgate.store import Database, Store
+    from tests.helpers.postgres import PostgresServer
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_DATA = next((p / "shared" / "data" for p in REPO.parents if (p / "shared" / "data").is_dir()),
@@ -82,6 +83,48 @@ def memory_store(home: Path, migrated_memory_database: Database) -> Iterator[Sto
     from evalgate.store import Store
 
     db = migrated_memory_database.copy()
+    with activate(Environment.from_env().replace(database=db)):
+        yield Store(db)
+    db.close()
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """A real PostgreSQL server for this test process (``tests/helpers/postgres.py``: initdb in a temporary
+    directory, a Unix socket there, stopped and removed at the end). Skipped, saying why, only where the server's
+    binaries or psycopg are not installed (`make setup` and .ci/run install both)."""
+    from tests.helpers.postgres import PostgresServer, find_bin_dir
+
+    bin_dir, why = find_bin_dir()
+    if bin_dir is None:
+        pytest.skip(why)
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        pytest.skip("psycopg is not installed: pip install 'evalgate[postgres]' (`make setup` installs it)")
+    server = PostgresServer(bin_dir).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """The URL of an empty store on the test server (a schema of its own, as its superuser)."""
+    return postgres_server.create_schema()
+
+
+@pytest.fixture(params=["duckdb", "postgresql"])
+def backend_store(request: pytest.FixtureRequest, home: Path) -> Iterator[Store]:
+    """The test's store on each backend in turn: a DuckDB file in the test's home, and an empty schema on the
+    test's PostgreSQL server (``postgres_url``). Active for the test's duration as ``memory_store`` is, so every
+    ``Store()`` made without a path (the library's, an in-process CLI command's) uses it."""
+    from evalgate.core.environment import Environment, activate
+    from evalgate.store import Store
+    from evalgate.store.db import open_database
+
+    target = request.getfixturevalue("postgres_url") if request.param == "postgresql" else \
+        str(home / "home" / "evalgate.duckdb")
+    db = open_database(target)
     with activate(Environment.from_env().replace(database=db)):
         yield Store(db)
     db.close()

@@ -15,7 +15,6 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from evalgate.core.environment import active
@@ -291,8 +290,8 @@ def _check_since_head(store: AccessLogRepo) -> tuple[tuple[int, str] | None, dic
     return bad, (rows[-1] if rows else last) if bad is None else None
 
 
-_warned_broken: set[Path] = set()  # stores whose broken chain this process has already reported
-_warned_unsigned: set[Path] = set()  # stores this process appended to without signing
+_warned_broken: set[str] = set()  # stores (``Store.location``) whose broken chain this process has already reported
+_warned_unsigned: set[str] = set()  # stores this process appended to without signing
 
 
 def _signer(store: AccessLogRepo, last: ChainLink | None) -> tuple[Any | None, str | None]:
@@ -385,14 +384,15 @@ def append_many(store: AccessLogRepo, rows: list[dict[str, Any]],
             signature = (head_seq, head_hash, logsign.public_hex(key), logsign.sign(key, head_seq, head_hash))
         if not store.append(full_rows, limit if full_rows else None, signature):
             return None
-        if bad is None and why_unsigned and store.path.resolve() not in _warned_unsigned:
-            _warned_unsigned.add(store.path.resolve())
-            print(f"warning: the access log in {store.path} is appended to without a new signed head: {why_unsigned}. "
+        if bad is None and why_unsigned and store.location not in _warned_unsigned:
+            _warned_unsigned.add(store.location)
+            print(f"warning: the access log in {store.location} is appended to without a new signed head: "
+                  f"{why_unsigned}. "
                   "'evalgate audit verify' and 'evalgate gate' fail until that is resolved (see 'evalgate audit "
                   "verify').", file=sys.stderr)
-        if bad is not None and store.path.resolve() not in _warned_broken:
-            _warned_broken.add(store.path.resolve())
-            print(f"warning: the access log in {store.path} is already broken at row {bad[0]} ({bad[1]}); new "
+        if bad is not None and store.location not in _warned_broken:
+            _warned_broken.add(store.location)
+            print(f"warning: the access log in {store.location} is already broken at row {bad[0]} ({bad[1]}); new "
                   "entries are still appended and chained, but the log no longer proves who read what. Run "
                   f"'evalgate audit verify' to see the first bad row, and {_broken_advice(bad[1])}.",
                   file=sys.stderr)

@@ -25,7 +25,7 @@ from typing import Any
 VARIABLES: tuple[str, ...] = (
     "EVALGATE_HOME", "EVALGATE_SPLITS", "EVALGATE_PRIVATE_KEY", "EVALGATE_PRIVATE_KEY_FILE", "EVALGATE_ACTOR",
     "EVALGATE_MODELS", "EVALGATE_LOG_KEY", "EVALGATE_LOG_KEY_FILE", "EVALGATE_EXPECT_HEAD",
-    "EVALGATE_OPENAI_BASE_URL", "EVALGATE_NO_DIGEST_CACHE", "EVALGATE_DEBUG", "EVALGATE_CACHE",
+    "EVALGATE_OPENAI_BASE_URL", "EVALGATE_NO_DIGEST_CACHE", "EVALGATE_DEBUG", "EVALGATE_CACHE", "EVALGATE_STORE",
 )
 """Every environment variable evalgate reads (docs/API.md lists what each one sets)."""
 
@@ -62,6 +62,9 @@ class Environment:
         clock: the time source of the store's timestamps (timezone-aware UTC).
         database: an open ``evalgate.store.Database`` that stores use instead of ``home/evalgate.duckdb`` (e.g.
             ``Database(":memory:")`` for tests); it does not travel to child processes (``variables``).
+        store: a PostgreSQL server's URL (``postgresql://user@host:port/dbname``) whose database stores use instead
+            of ``home/evalgate.duckdb`` (None: the file); it travels to child processes. The password belongs in
+            libpq's ``PGPASSWORD`` or ``~/.pgpass``, not here.
     """
 
     home: Path = Path(".evalgate")
@@ -79,6 +82,7 @@ class Environment:
     cache: Path = Path("~/.cache/evalgate").expanduser()
     clock: Callable[[], datetime] = utc_now
     database: Any = None
+    store: str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Environment:
@@ -101,7 +105,7 @@ class Environment:
             expect_head=env.get("EVALGATE_EXPECT_HEAD", "").strip() or None,
             openai_base_url=get("EVALGATE_OPENAI_BASE_URL"),
             digest_cache=env.get("EVALGATE_NO_DIGEST_CACHE", "") in ("", "0"), debug=env.get("EVALGATE_DEBUG") == "1",
-            cache=Path(env.get("EVALGATE_CACHE", "~/.cache/evalgate")).expanduser())
+            cache=Path(env.get("EVALGATE_CACHE", "~/.cache/evalgate")).expanduser(), store=get("EVALGATE_STORE"))
 
     @property
     def models_dir(self) -> Path:
@@ -133,7 +137,7 @@ class Environment:
                     "EVALGATE_LOG_KEY_FILE": str(self.log_key_file) if self.log_key_file else None,
                     "EVALGATE_OPENAI_BASE_URL": self.openai_base_url,
                     "EVALGATE_NO_DIGEST_CACHE": None if self.digest_cache else "1",
-                    "EVALGATE_DEBUG": "1" if self.debug else None}
+                    "EVALGATE_DEBUG": "1" if self.debug else None, "EVALGATE_STORE": self.store}
         return {**out, **{k: v for k, v in optional.items() if v is not None}}
 
 

@@ -1,6 +1,9 @@
-"""The DuckDB store: one ``Database`` (a file under a lock, or ``":memory:"``) and the repositories over it.
+"""The store: one ``Database`` (a DuckDB file under a lock, ``":memory:"``, or a PostgreSQL server's database) and
+the repositories over it.
 
-    db.py       Database: the lock, the connection, sessions, migrations (the only DuckDB import)
+    db.py       Database: the lock, the connection, sessions, migrations (the only DuckDB import); open_database
+    pg.py       PostgresDatabase: the same on a PostgreSQL server (EVALGATE_STORE=postgresql://..., psycopg 3)
+    dialect.py  the Connection the repositories run SQL on, and which dialect it speaks
     runs.py     ProtocolRepo, RunRepo: protocols, checkpoints, runs, scored samples
     cache.py    GenerationCache: prompts, generations, agentic turns, reward-model rewards
     contents.py PrivateContentRepo: every private content seen and its items' keyed fingerprints

@@ -39,10 +39,12 @@ from filelock import FileLock
 import evalgate.store.instance as instance
 from evalgate.core.environment import active
 from evalgate.core.errors import BadInput
+from evalgate.core.registry import load_reference
+from evalgate.store.dialect import Connection, is_server_url
 from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS
 
-Connection = duckdb.DuckDBPyConnection
-"""The connection type the repositories execute SQL on (``Database.transaction`` yields one)."""
+DuckCon = duckdb.DuckDBPyConnection
+"""A DuckDB connection (the file and memory databases' own code; the repositories see ``Connection``)."""
 
 MEMORY = ":memory:"
 """The path of a database held in memory."""
@@ -82,6 +84,16 @@ def insert_values(con: Connection, head: str, rows: Sequence[Sequence[Any]], tai
         con.execute(f"{head} VALUES {', '.join([one] * len(part))} {tail}", [v for r in part for v in r])
 
 
+def upsert(table: str, columns: Sequence[str], key: Sequence[str]) -> str:
+    """``INSERT INTO table (columns) VALUES (?, ...)`` that replaces the row with the same ``key`` columns (the
+    table's primary key): ``ON CONFLICT (key) DO UPDATE``, which DuckDB and PostgreSQL both run (DuckDB's
+    ``INSERT OR REPLACE`` is its own)."""
+    rest = [c for c in columns if c not in key]
+    action = f"DO UPDATE SET {', '.join(f'{c}=excluded.{c}' for c in rest)}" if rest else "DO NOTHING"
+    return (f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))}) "
+            f"ON CONFLICT ({', '.join(key)}) {action}")
+
+
 def records(con: Connection, sql: str, params: Sequence[Any] = ()) -> list[dict[str, Any]]:
     """The rows of ``sql`` as dicts keyed by column name (for the generic row readers: ``runs``, ``access_rows``)."""
     cur = con.execute(sql, list(params))
@@ -118,11 +130,14 @@ class Database:
     """
 
     def __init__(self, path: str | Path, migrations: Sequence[tuple[int, str, Callable[[Connection], None]]]
-                 | None = None, connection: Connection | None = None) -> None:
+                 | None = None, connection: DuckCon | None = None) -> None:
         self.memory = str(path) == MEMORY
         self.path = Path(path)
+        self.location = MEMORY if self.memory else str(self.path.resolve())
+        """Where the database is, for messages: the file (absolute), ``:memory:``, or a server's URL without its
+        password (``evalgate.store.pg.server_name``)."""
         self._migrations = list(MIGRATIONS if migrations is None else migrations)
-        self._session: Connection | None = None
+        self._session: DuckCon | None = None
         self._session_thread: int | None = None
         self._depth = 0  # transactions open on the session connection (nested ones join the outer one)
         self._attached: tuple[str, str] | None = None  # a copy's (source database, its own name): detached on close
@@ -273,7 +288,7 @@ class Database:
         copy._attached = (source, name)
         return copy
 
-    def _open(self) -> Connection:
+    def _open(self) -> DuckCon:
         try:
             return duckdb.connect(MEMORY) if self.memory else instance.attach(self.path)
         except duckdb.Error as e:
@@ -282,7 +297,7 @@ class Database:
                            "EVALGATE_HOME to another directory to start a new store there") from e
 
     @contextmanager
-    def _transaction(self, con: Connection) -> Iterator[Connection]:
+    def _transaction(self, con: DuckCon) -> Iterator[DuckCon]:
         con.execute("BEGIN TRANSACTION")
         try:
             yield con
@@ -298,7 +313,7 @@ class Database:
                                "EVALGATE_HOME to another directory to start a new store there") from e
             raise
 
-    def _open_migrated(self, con: Connection | None = None) -> Connection:
+    def _open_migrated(self, con: DuckCon | None = None) -> DuckCon:
         """Open the database (the lock held), or take ``con`` (a memory database's given connection), and apply
         the migrations it has not seen; rewrite a file when a migration asked to (``COMPACT_TABLE``; a memory
         database has no free blocks to leave text in).
@@ -333,7 +348,7 @@ class Database:
         """
         key = ("evalgate migrations", tuple((version, name) for version, name, _ in self._migrations))
 
-        def build(con: Connection) -> None:  # a memory Database on the connection applies the migrations to it
+        def build(con: DuckCon) -> None:  # a memory Database on the connection applies the migrations to it
             Database(MEMORY, self._migrations, connection=con)
 
         template = instance.template(key, build)  # which closes the connection after build
@@ -349,7 +364,7 @@ class Database:
             raise
         instance.detach(con)
 
-    def _compact(self, con: Connection) -> None:
+    def _compact(self, con: DuckCon) -> None:
         """Copy the database into a new file that replaces it, then close ``con``. DuckDB keeps the bytes of values
         it replaced in the file's free blocks; a copy holds only the live values (migration 9 relies on it to
         leave no plain text of what it encrypted)."""
@@ -363,7 +378,7 @@ class Database:
         instance.detach(con)
         os.replace(fresh, self.path)
 
-    def _migrate(self, con: Connection) -> bool:
+    def _migrate(self, con: DuckCon) -> bool:
         """Apply the migrations the database has not seen, each in its own transaction.
 
         Returns:
@@ -388,11 +403,29 @@ class Database:
                                 [COMPACT_TABLE]).fetchone()[0])  # type: ignore[index]
 
 
+def open_database(target: str | Path, migrations: Sequence[tuple[int, str, Callable[[Connection], None]]]
+                  | None = None) -> Database:
+    """The database ``target`` names: a PostgreSQL server's URL (``postgresql://...``: ``evalgate.store.pg``,
+    which needs the ``postgres`` extra), else a DuckDB file's path or ``":memory:"``; ``migrations`` as
+    ``Database``'s.
+
+    Raises:
+        BadInput: the file or the server cannot be used (``Database``, ``PostgresDatabase``); MissingExtra:
+            psycopg is not installed.
+    """
+    if is_server_url(target):
+        postgres: Callable[..., Database] = load_reference("evalgate.store.pg:PostgresDatabase")
+        return postgres(str(target), migrations)
+    return Database(target, migrations)
+
+
 def default_database() -> Database:
-    """The active workspace's database (``Environment.database``, e.g. a ``Database(":memory:")``), else the file
-    ``home()/evalgate.duckdb``."""
+    """The active workspace's database (``Environment.database``, e.g. a ``Database(":memory:")``), else its store
+    URL (``Environment.store``, ``EVALGATE_STORE``: a PostgreSQL server), else the file ``home()/evalgate.duckdb``."""
     env = active()
-    return env.database if isinstance(env.database, Database) else Database(env.home / "evalgate.duckdb")
+    if isinstance(env.database, Database):
+        return env.database
+    return open_database(env.store) if env.store else Database(env.home / "evalgate.duckdb")
 
 
 class Repository:
@@ -400,19 +433,24 @@ class Repository:
     ``ratings``, ``gates``); ``Store`` is all of them over one database.
 
     Args:
-        db: the database, or its path (``":memory:"`` for one in memory); default the active workspace's
-            (``default_database``).
+        db: the database, or its path (``":memory:"`` for one in memory) or a PostgreSQL server's URL
+            (``open_database``); default the active workspace's (``default_database``).
         clock: returns the current UTC time; stamps access-log rows and anchors budget windows (tests inject one).
     """
 
     def __init__(self, db: Database | str | Path | None = None, clock: Callable[[], datetime] = now) -> None:
-        self.db = db if isinstance(db, Database) else Database(db) if db is not None else default_database()
+        self.db = db if isinstance(db, Database) else open_database(db) if db is not None else default_database()
         self.clock = clock
 
     @property
     def path(self) -> Path:
         """The database file (``:memory:`` for one in memory)."""
         return self.db.path
+
+    @property
+    def location(self) -> str:
+        """Where the database is, for messages (``Database.location``: never a password)."""
+        return self.db.location
 
     def session(self) -> AbstractContextManager[None]:
         """``Database.session``: the calls in the block share one connection."""

@@ -1,11 +1,13 @@
 """Query results as Arrow tables, pandas or polars frames, converted by DuckDB itself (``relation.to_arrow_table()``
-/ ``.df()`` / ``.pl()``): the SQL of ``evalgate.views.frames``, which checks the extras and logs the reads."""
+/ ``.df()`` / ``.pl()``), or on a PostgreSQL store from the rows by pyarrow: the SQL of ``evalgate.views.frames``,
+which checks the extras and logs the reads."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from evalgate.store.db import Repository, check_read_only
+from evalgate.store.dialect import POSTGRESQL, dialect
 
 FRAME_METHODS = {"arrow": "to_arrow_table", "pandas": "df", "polars": "pl"}
 """Frame kind -> the DuckDB relation method that makes it."""
@@ -29,4 +31,26 @@ class FrameRepo(Repository):
         """
         check_read_only(sql)
         with self.connect() as con:
-            return getattr(con.sql(sql, params=params), FRAME_METHODS[kind])()
+            if dialect(con) != POSTGRESQL:
+                return getattr(con.sql(sql, params=params), FRAME_METHODS[kind])()  # type: ignore[attr-defined]
+            cur = con.execute(sql, params or [])
+            names, rows = [d[0] for d in cur.description], cur.fetchall()
+        import pyarrow as pa
+
+        table = pa.table({n: _column(pa, [r[i] for r in rows]) for i, n in enumerate(names)})
+        if kind == "arrow":
+            return table
+        if kind == "pandas":
+            return table.to_pandas()
+        import polars as pl
+
+        return pl.from_arrow(table)
+
+
+def _column(pa: Any, values: list[Any]) -> Any:
+    """``values`` as a pyarrow array: typed by pyarrow, except integers above int64 (a ``NUMERIC(20)`` seed up to
+    2**64 - 1), which are uint64 as DuckDB's ``UBIGINT`` column gives them."""
+    try:
+        return pa.array(values)
+    except OverflowError:
+        return pa.array(values, type=pa.uint64())

@@ -9,10 +9,13 @@ earlier one: a store already migrated past it would never see the change.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-import duckdb
+from evalgate.store.dialect import POSTGRESQL, dialect
 
-Migration = Callable[[duckdb.DuckDBPyConnection], None]
+Migration = Callable[[Any], None]
+"""A migration: a function of the connection (``evalgate.store.dialect.Connection``: DuckDB's, or PostgreSQL's,
+which runs the same SQL, ``evalgate.store.pg.translate``)."""
 COMPACT_TABLE = "evalgate_compact_after_migration"
 """A migration that replaced values whose old bytes must not stay in the file creates this temporary table; the
 store then rewrites the file (``Store._compact``)."""
@@ -34,7 +37,7 @@ def migration(number: int, name: str) -> Callable[[Migration], Migration]:
 
 
 @migration(1, "initial")
-def _m001_initial(con: duckdb.DuckDBPyConnection) -> None:
+def _m001_initial(con: Any) -> None:
     con.execute("""
         CREATE TABLE protocols (
             name VARCHAR NOT NULL, version VARCHAR NOT NULL, sha256 VARCHAR NOT NULL,
@@ -79,7 +82,7 @@ def _m001_initial(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @migration(2, "human_scores")
-def _m002_human_scores(con: duckdb.DuckDBPyConnection) -> None:
+def _m002_human_scores(con: Any) -> None:
     # Scores people gave to human-audit items or samples; run_id '' and sample_index -1 mark an item-level score.
     con.execute("""
         CREATE TABLE human_scores (
@@ -90,14 +93,14 @@ def _m002_human_scores(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @migration(3, "run_owner")
-def _m003_run_owner(con: duckdb.DuckDBPyConnection) -> None:
+def _m003_run_owner(con: Any) -> None:
     """Which process runs a run (host, pid), so a run left 'running' by a killed process can be recognised."""
     con.execute("ALTER TABLE runs ADD COLUMN host VARCHAR")
     con.execute("ALTER TABLE runs ADD COLUMN pid INTEGER")
 
 
 @migration(4, "run_prompts")
-def _m004_run_prompts(con: duckdb.DuckDBPyConnection) -> None:
+def _m004_run_prompts(con: Any) -> None:
     # The fully rendered prompt of every item of a run (text stored once in prompts, by hash), with how its
     # special tokens were handled; cached runs record theirs too.
     con.execute("""
@@ -108,7 +111,7 @@ def _m004_run_prompts(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @migration(5, "prompt_in_cache_key")
-def _m005_prompt_in_cache_key(con: duckdb.DuckDBPyConnection) -> None:
+def _m005_prompt_in_cache_key(con: Any) -> None:
     """The rendered prompt's hash joins the generation cache key: a cached completion is reused only for the very
     prompt text it was generated from (a transformers upgrade that renders a chat template differently, under the
     same checkpoint and protocol, must regenerate, not reuse)."""
@@ -125,7 +128,7 @@ def _m005_prompt_in_cache_key(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @migration(6, "access_log_head")
-def _m006_access_log_head(con: duckdb.DuckDBPyConnection) -> None:
+def _m006_access_log_head(con: Any) -> None:
     """The access log's last verified head (one row), so an append checks only the rows added since, and the first
     bad row a check found, so every later append warns (``evalgate/access/log.py``)."""
     con.execute("""
@@ -135,7 +138,7 @@ def _m006_access_log_head(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @migration(7, "run_record")
-def _m007_run_record(con: duckdb.DuckDBPyConnection) -> None:
+def _m007_run_record(con: Any) -> None:
     """The runs row holds the whole run record (``runner.record.RunRecord``), so the stored run equals the document
     ``evaluate`` returns: protocol file, checkpoint kind, items read, package versions and budget warnings. Older
     runs keep NULL there."""
@@ -145,7 +148,7 @@ def _m007_run_record(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @migration(8, "generation_settings_in_cache_key")
-def _m008_generation_settings_in_cache_key(con: duckdb.DuckDBPyConnection) -> None:
+def _m008_generation_settings_in_cache_key(con: Any) -> None:
     """The generation settings' hash (``backends.settings``: backend, engine version, dtype, ...) joins the cache key,
     and each generation records the run that made it: a sample is reused only under the settings that produced it.
     Rows from before keep an empty settings hash: they stay readable by their runs but are never reused, since
@@ -176,41 +179,51 @@ def _plain(column: str) -> str:
     return f"({column} IS NOT NULL AND NOT starts_with({column}, '{_SEALED_PREFIX}'))"
 
 
-def _seal_column(con: duckdb.DuckDBPyConnection, table: str, column: str, rows: list[tuple[int, str]],
+def _row_id(con: Any) -> tuple[str, str, str]:
+    """A row's physical id in this dialect: the column, its type as text, and how to compare it to that text
+    (DuckDB's ``rowid``; PostgreSQL's ``ctid``, stable within the migration's transaction)."""
+    if dialect(con) == POSTGRESQL:
+        return "ctid::text", "VARCHAR", "ctid=s.rid::tid"
+    return "rowid", "BIGINT", "rowid=s.rid"
+
+
+def _seal_column(con: Any, table: str, column: str, rows: list[tuple[Any, str]],
                  seal: Callable[[str], str | None]) -> None:
-    """Replace ``column`` of the ``table`` rows with these rowids by the sealed values, in bulk (DuckDB's
-    executemany updates a few hundred rows a second)."""
-    con.execute("CREATE TEMP TABLE sealed_values (rid BIGINT, v VARCHAR)")
+    """Replace ``column`` of the ``table`` rows with these row ids (``_row_id``) by the sealed values, in bulk
+    (DuckDB's executemany updates a few hundred rows a second)."""
+    _, kind, match = _row_id(con)
+    con.execute(f"CREATE TEMP TABLE sealed_values (rid {kind}, v VARCHAR)")
     for i in range(0, len(rows), 500):
         part = rows[i:i + 500]
         con.execute("INSERT INTO sealed_values VALUES " + ", ".join(["(?, ?)"] * len(part)),
                     [x for rid, text in part for x in (rid, seal(text))])
-    con.execute(f"UPDATE {table} SET {column}=s.v FROM sealed_values s WHERE {table}.rowid=s.rid")
+    con.execute(f"UPDATE {table} SET {column}=s.v FROM sealed_values s WHERE {table}.{match}")
     con.execute("DROP TABLE sealed_values")
 
 
 @migration(9, "sealed_outputs")
-def _m009_sealed_outputs(con: duckdb.DuckDBPyConnection) -> None:
+def _m009_sealed_outputs(con: Any) -> None:
     """Encryption at rest of what is derived from private and human-audit items (``evalgate.keys.sealing``): a table
     recording the fingerprint of the key the store's sealed values use, and the existing plain-text values of
     runs on those tiers (prompts, completions, extracted answers, score details, failed runs' errors; raters'
     notes) sealed with the private split key. A store holding such values cannot be opened without the key
     (refused, nothing changed)."""
     con.execute("CREATE TABLE sealed_key (fingerprint VARCHAR NOT NULL, recorded_at TIMESTAMPTZ NOT NULL)")
+    rid = _row_id(con)[0]
     sealed_runs = f"SELECT run_id FROM runs WHERE tier IN {_SEALED_TIERS}"
     sealed_prompts = f"SELECT prompt_sha256 FROM run_prompts WHERE run_id IN ({sealed_runs})"
     todo = {
-        ("samples", "extracted"): f"SELECT rowid, extracted FROM samples WHERE run_id IN ({sealed_runs}) "
+        ("samples", "extracted"): f"SELECT {rid}, extracted FROM samples WHERE run_id IN ({sealed_runs}) "
                                   f"AND {_plain('extracted')}",
-        ("samples", "detail"): f"SELECT rowid, detail FROM samples WHERE run_id IN ({sealed_runs}) "
+        ("samples", "detail"): f"SELECT {rid}, detail FROM samples WHERE run_id IN ({sealed_runs}) "
                                f"AND {_plain('detail')}",
-        ("generations", "text"): f"SELECT rowid, text FROM generations WHERE (run_id IN ({sealed_runs}) OR "
+        ("generations", "text"): f"SELECT {rid}, text FROM generations WHERE (run_id IN ({sealed_runs}) OR "
                                  f"prompt_sha256 IN ({sealed_prompts})) AND {_plain('text')}",
-        ("prompts", "text"): f"SELECT rowid, text FROM prompts WHERE (sha256 IN ({sealed_prompts}) OR sha256 IN "
+        ("prompts", "text"): f"SELECT {rid}, text FROM prompts WHERE (sha256 IN ({sealed_prompts}) OR sha256 IN "
                              f"(SELECT prompt_sha256 FROM generations WHERE run_id IN ({sealed_runs}))) "
                              f"AND {_plain('text')}",
-        ("human_scores", "note"): f"SELECT rowid, note FROM human_scores WHERE {_plain('note')}",
-        ("runs", "error"): f"SELECT rowid, error FROM runs WHERE tier IN {_SEALED_TIERS} "
+        ("human_scores", "note"): f"SELECT {rid}, note FROM human_scores WHERE {_plain('note')}",
+        ("runs", "error"): f"SELECT {rid}, error FROM runs WHERE tier IN {_SEALED_TIERS} "
                            f"AND {_plain('error')}",
     }
     found = {where: con.execute(sql).fetchall() for where, sql in todo.items()}
@@ -228,14 +241,14 @@ def _m009_sealed_outputs(con: duckdb.DuckDBPyConnection) -> None:
             "evalgate encrypted them at rest); evalgate encrypts them when it first opens the store with the "
             f"private split key, and refuses to open it without: {e.message}") from e
     for (table, column), rows in found.items():
-        if rows:
-            _seal_column(con, table, column, rows, s.seal)
+        if rows:  # read again: on PostgreSQL, sealing a column moved the rows sealed before (new ctids)
+            _seal_column(con, table, column, con.execute(todo[table, column]).fetchall(), s.seal)
     con.execute("INSERT INTO sealed_key VALUES (?, current_timestamp)", [s.fingerprint])
     con.execute(f"CREATE TEMP TABLE {COMPACT_TABLE} (x INTEGER)")  # the replaced plain text stays in free blocks
 
 
 @migration(10, "gates")
-def _m010_gates(con: duckdb.DuckDBPyConnection) -> None:
+def _m010_gates(con: Any) -> None:
     """Each gate's verdict (``evalgate.gate.history``): what it considered (policy hash, protocol hash, split
     contents, candidate runs and checkpoint digests; ``inputs_sha256`` over them), the decision runs it used, the
     verdict with its machine-readable reason and the reasons, and the whole verdict document (VARCHAR: it may hold
@@ -250,7 +263,7 @@ def _m010_gates(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @migration(11, "trajectories")
-def _m011_trajectories(con: duckdb.DuckDBPyConnection) -> None:
+def _m011_trajectories(con: Any) -> None:
     # One row per model turn of an agentic sample, with the tool calls it made and what they returned; the key is
     # the generation cache's (checkpoint, protocol, settings, item, sample, seed) plus the turn and the prompt the
     # turn answered (the conversation so far, rendered), so a killed run resumes at the first turn not stored and a
@@ -268,7 +281,7 @@ def _m011_trajectories(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @migration(12, "human_audit_web")
-def _m012_human_audit_web(con: duckdb.DuckDBPyConnection) -> None:
+def _m012_human_audit_web(con: Any) -> None:
     """Blind rating in the browser (``evalgate serve``): raters with a hashed token and a role, rating batches over a
     run's samples with a rubric and a score scale, each rater's shuffle seed, the current rating per rater and
     sample, every submission (a resubmission replaces the rating and is kept here), and one-time form tokens."""
@@ -308,7 +321,7 @@ def _m012_human_audit_web(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @migration(16, "checkpoint_provenance")
-def _m016_checkpoint_provenance(con: duckdb.DuckDBPyConnection) -> None:
+def _m016_checkpoint_provenance(con: Any) -> None:
     """The run record holds where its checkpoint's training run, seed and step came from (``Checkpoint.provenance``:
     ``"flag"``, ``"folder name 'checkpoint-800'"``, ``"not inferred: ..."``), so the release report can show how
     each candidate was attributed to its seed. Older runs keep NULL there."""
@@ -316,7 +329,7 @@ def _m016_checkpoint_provenance(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @migration(20, "access_log_signature")
-def _m020_access_log_signature(con: duckdb.DuckDBPyConnection) -> None:
+def _m020_access_log_signature(con: Any) -> None:
     """The access log's newest signed head (one row): ``seq`` and ``row_hash`` signed with the Ed25519 key kept
     outside the store (``evalgate.keys.signing``), and that key's public half (for messages only: verification uses the
     key found outside the store)."""
@@ -327,14 +340,14 @@ def _m020_access_log_signature(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @migration(31, "run_record_version")
-def _m031_run_record_version(con: duckdb.DuckDBPyConnection) -> None:
+def _m031_run_record_version(con: Any) -> None:
     """The run record's format (``runner.record.RUN_RECORD_VERSION``), so a reader can tell records apart when the
     record changes. Runs stored before keep NULL there and read as version 1."""
     con.execute("ALTER TABLE runs ADD COLUMN record_version INTEGER")
 
 
 @migration(33, "rating_sessions_and_gold")
-def _m033_rating_sessions_and_gold(con: duckdb.DuckDBPyConnection) -> None:
+def _m033_rating_sessions_and_gold(con: Any) -> None:
     """``evalgate serve`` logs a rater in to a server-side session (the cookie holds its id; the store its sha256),
     which logout, expiry or a new token for the rater ends; and a rating batch says whether raters see the item's
     gold answer (``audit batch create --show-gold``; batches made before keep it hidden)."""
@@ -346,7 +359,7 @@ def _m033_rating_sessions_and_gold(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @migration(34, "reward_scores")
-def _m034_reward_scores(con: duckdb.DuckDBPyConnection) -> None:
+def _m034_reward_scores(con: Any) -> None:
     """The reward cache (``scoring.reward``): a reward model's reward of one (prompt, completion), keyed by the RM's
     digest, the engine that computed it (hf and vllm agree only to float tolerance) and the sha256 of the pair
     (``reward_key``); no text is kept, so a sealed tier's outputs stay sealed."""
@@ -357,7 +370,7 @@ def _m034_reward_scores(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @migration(35, "private_fingerprints")
-def _m035_private_fingerprints(con: duckdb.DuckDBPyConnection) -> None:
+def _m035_private_fingerprints(con: Any) -> None:
     """Every private content a store has seen (``splits.twins``): the split, its content hash and item count, the
     fingerprint of the key its item fingerprints are under (``''``: recorded without the key, content hash only),
     how it was recorded (``added``, ``replaced``, ``imported``, ``seen on disk``) and when; and the keyed

@@ -15,10 +15,15 @@ from typing import Any
 
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.store.codec import note_codec, open_read
-from evalgate.store.db import Repository, insert_values, now, records
+from evalgate.store.db import Repository, insert_values, now, records, upsert
 
 _HUMAN_SCORE_COLUMNS = ("split", "item_id", "run_id", "sample_index", "rater", "score", "auto_score", "note",
                         "source_sha256", "imported_by", "imported_at")
+HUMAN_SCORES_KEY = ("split", "item_id", "run_id", "sample_index", "rater")
+"""``human_scores``' primary key (migration 2)."""
+AUDIT_RATINGS_COLUMNS = ("batch_id", "rater", "item_id", "sample_index", "score", "skipped", "note", "rated_at",
+                         "submissions")
+"""``audit_ratings``' columns in table order, its primary key first (migration 12)."""
 
 
 class RatingRepo(Repository):
@@ -36,10 +41,9 @@ class RatingRepo(Repository):
         with self.connect() as con:
             codec = note_codec(con, any(r.get("note") for r in rows))
             # executemany, not insert_values: two rows with one key in a file must replace (last wins); one
-            # multi-row INSERT OR REPLACE keeps the first of them instead (DuckDB 1.x, checked)
-            con.executemany(
-                f"INSERT OR REPLACE INTO human_scores ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
-                [list(codec.row("human_scores", {c: r[c] for c in cols}).values()) for r in rows])
+            # multi-row INSERT keeps the first of them instead (DuckDB 1.x, checked), or fails (PostgreSQL)
+            con.executemany(upsert("human_scores", cols, HUMAN_SCORES_KEY),
+                            [list(codec.row("human_scores", {c: r[c] for c in cols}).values()) for r in rows])
 
     def human_scores(self, split: str, run_id: str | None = None) -> list[dict[str, Any]]:
         """Human scores of a split (optionally of one run), ordered by item, run, sample index and rater."""
@@ -185,11 +189,10 @@ class RatingRepo(Repository):
                         [batch_id, rater, *item, score, score is None, note, old[0] if old else None, action, ts])
             if score is None and old and old[0] is not None:
                 return action  # a skip never erases a score
-            con.execute("INSERT OR REPLACE INTO audit_ratings VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            con.execute(upsert("audit_ratings", AUDIT_RATINGS_COLUMNS, AUDIT_RATINGS_COLUMNS[:4]),
                         [batch_id, rater, *item, score, score is None, note, ts, (old[1] if old else 0) + 1])
             if score is not None and human_score is not None:
                 row = {**human_score, "item_id": item[0], "sample_index": item[1], "score": score, "note": note,
                        "imported_at": ts}
-                con.execute(f"INSERT OR REPLACE INTO human_scores ({', '.join(row)}) VALUES "
-                            f"({', '.join('?' * len(row))})", list(row.values()))
+                con.execute(upsert("human_scores", list(row), HUMAN_SCORES_KEY), list(row.values()))
         return action

@@ -1,5 +1,6 @@
-"""The access log: tampering (edit, delete, insert, truncation) detected by 'evalgate audit verify', 8 concurrent
-reader processes, and 'evalgate audit'."""
+"""The access log: tampering (edit, delete, insert, truncation) detected by 'evalgate audit verify' (on each
+backend: a DuckDB file, a PostgreSQL server whose administrator edits the tables), 8 concurrent reader processes,
+and 'evalgate audit'."""
 
 import dataclasses
 import json
@@ -9,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import duckdb
 import pytest
 from click.testing import CliRunner
 
@@ -20,23 +20,20 @@ from evalgate.splits import Policy, SplitManager, write_split
 from evalgate.store import Store
 from evalgate.views.audit import audit_summary
 from tests.conftest import REPO
+from tests.helpers.postgres import admin_edit
 
 ITEMS = [{"id": f"q{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
 
 
-def db(home: Path) -> Path:
-    return home / "home" / "evalgate.duckdb"
-
-
 @pytest.fixture
-def five_rows(home: Path) -> Path:
+def five_rows(backend_store: Store) -> Store:
     write_split("s", "dev", ITEMS, {"source": "test"})
     store = Store()
     mgr = SplitManager(store)
     with store.session():  # one connection for the five reads (the file is opened per transaction otherwise)
         for actor in ("a1", "a2", "a3", "a4", "a5"):
             mgr.open("s", "tuning", actor)
-    return db(home)
+    return store
 
 
 def verify(*args: str) -> tuple[int, str]:
@@ -44,19 +41,19 @@ def verify(*args: str) -> tuple[int, str]:
     return r.exit_code, r.output + (r.stderr if r.stderr_bytes else "")
 
 
-def sql(path: Path, *statements: str, params: list | None = None) -> None:
-    con = duckdb.connect(str(path))
-    for s in statements:
-        con.execute(s, params or [])
-    con.close()
+def sql(*statements: str, params: list | None = None) -> None:
+    """Edit the active store as whoever holds its file or administers its server can (``admin_edit``)."""
+    with admin_edit(Store()) as con:
+        for s in statements:
+            con.execute(s, params or [])
 
 
-def test_intact_log_verifies(five_rows: Path) -> None:
+def test_intact_log_verifies(five_rows: Store) -> None:
     code, out = verify()
     assert code == 0 and "chain intact (5 rows)" in out
 
 
-def test_an_append_that_fails_midway_leaves_nothing(five_rows: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_an_append_that_fails_midway_leaves_nothing(five_rows: Store, monkeypatch: pytest.MonkeyPatch) -> None:
     """The chain check, the row, the signed head and the verified head are one transaction: a failure after the
     row was inserted (here recording the verified head) leaves neither the row nor a signature for it."""
     store = Store()
@@ -74,19 +71,19 @@ def test_an_append_that_fails_midway_leaves_nothing(five_rows: Path, monkeypatch
     assert code == 0 and "chain intact (5 rows)" in out
 
 
-def test_edited_row_is_named(five_rows: Path) -> None:
-    sql(five_rows, "UPDATE access_log SET actor='mallory' WHERE seq=3")
+def test_edited_row_is_named(five_rows: Store) -> None:
+    sql("UPDATE access_log SET actor='mallory' WHERE seq=3")
     code, out = verify()
     assert code == 1
     assert "first bad row seq 3: row content does not match its hash (the row was edited)" in out
 
 
-def test_reading_into_a_broken_log_warns_once_and_is_still_logged(five_rows: Path,
+def test_reading_into_a_broken_log_warns_once_and_is_still_logged(five_rows: Store,
                                                                   capsys: pytest.CaptureFixture[str]) -> None:
     mgr = SplitManager(Store())
     mgr.open("s", "tuning", "a6")
     assert capsys.readouterr().err == ""  # intact chain: nothing to say
-    sql(five_rows, "UPDATE access_log SET actor='mallory' WHERE seq=6")  # the last verified row
+    sql("UPDATE access_log SET actor='mallory' WHERE seq=6")  # the last verified row
     mgr.open("s", "tuning", "a7")
     err = capsys.readouterr().err
     assert err.startswith("warning:") and "broken at row 6" in err and "'evalgate audit verify'" in err
@@ -96,11 +93,11 @@ def test_reading_into_a_broken_log_warns_once_and_is_still_logged(five_rows: Pat
 
 
 def test_append_sees_deleted_old_rows_but_old_edits_only_after_a_full_verify(
-        five_rows: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        five_rows: Store, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate.access import log as accesslog
 
     mgr = SplitManager(Store())
-    sql(five_rows, "UPDATE access_log SET actor='mallory' WHERE seq=2")
+    sql("UPDATE access_log SET actor='mallory' WHERE seq=2")
     mgr.open("s", "tuning", "a6")
     # An append re-hashes only what is new since the verified head (row 5): an older edit goes unseen here...
     assert capsys.readouterr().err == ""
@@ -111,43 +108,43 @@ def test_append_sees_deleted_old_rows_but_old_edits_only_after_a_full_verify(
     assert "broken at row 2" in capsys.readouterr().err
 
 
-def test_append_sees_a_deleted_old_row(five_rows: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    sql(five_rows, "DELETE FROM access_log WHERE seq=2")
+def test_append_sees_a_deleted_old_row(five_rows: Store, capsys: pytest.CaptureFixture[str]) -> None:
+    sql("DELETE FROM access_log WHERE seq=2")
     SplitManager(Store()).open("s", "tuning", "a6")
     err = capsys.readouterr().err
     assert "broken at row 5" in err and "4 rows up to row 5" in err
 
 
-def test_deleted_row_is_named(five_rows: Path) -> None:
-    sql(five_rows, "DELETE FROM access_log WHERE seq=2")
+def test_deleted_row_is_named(five_rows: Store) -> None:
+    sql("DELETE FROM access_log WHERE seq=2")
     code, out = verify()
     assert code == 1 and "first bad row seq 3: sequence jumps from 1 to 3" in out
 
 
-def test_inserted_row_is_named(five_rows: Path) -> None:
+def test_inserted_row_is_named(five_rows: Store) -> None:
     # Make room at seq 3 (descending, so the primary key never collides) and insert a forged row there.
-    sql(five_rows, *[f"UPDATE access_log SET seq={s + 1} WHERE seq={s}" for s in (5, 4, 3)])
-    sql(five_rows, "INSERT INTO access_log SELECT 3, ts, 'mallory', ci, split, tier, purpose, outcome, cached, "
+    sql(*[f"UPDATE access_log SET seq={s + 1} WHERE seq={s}" for s in (5, 4, 3)])
+    sql("INSERT INTO access_log SELECT 3, ts, 'mallory', ci, split, tier, purpose, outcome, cached, "
                    "checkpoint_digest, protocol_hash, run_id, detail, prev_hash, row_hash FROM access_log WHERE seq=2")
     code, out = verify()
     assert code == 1 and "first bad row seq 3" in out  # a naive forgery: its own hash is wrong
 
 
-def test_inserted_row_with_a_valid_hash_is_caught_at_the_next_row(five_rows: Path) -> None:
-    sql(five_rows, *[f"UPDATE access_log SET seq={s + 1} WHERE seq={s}" for s in (5, 4, 3)])
+def test_inserted_row_with_a_valid_hash_is_caught_at_the_next_row(five_rows: Store) -> None:
+    sql(*[f"UPDATE access_log SET seq={s + 1} WHERE seq={s}" for s in (5, 4, 3)])
     row2 = Store().access_rows()[1]
     forged = {**row2, "seq": 3, "actor": "mallory"}
     forged["prev_hash"] = row2["row_hash"]
     forged["row_hash"] = access_row_hash(row2["row_hash"], forged)
     cols = list(forged)
-    sql(five_rows, f"INSERT INTO access_log ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+    sql(f"INSERT INTO access_log ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
         params=[forged[c] for c in cols])
     code, out = verify()
     # The forged row itself is consistent; the row after it no longer chains to its predecessor.
     assert code == 1 and "first bad row seq 4: prev_hash does not match" in out
 
 
-def test_deleted_final_rows_are_caught_against_a_recorded_head(home: Path) -> None:
+def test_deleted_final_rows_are_caught_against_a_recorded_head(backend_store: Store) -> None:
     write_split("s", "dev", ITEMS, {"source": "test"})
     mgr = SplitManager(Store())
     for actor in ("a1", "a2", "a3"):
@@ -157,18 +154,16 @@ def test_deleted_final_rows_are_caught_against_a_recorded_head(home: Path) -> No
         mgr.open("s", "tuning", actor)
     code, out = verify("--json")
     head = json.loads(out)["head"]
-    sql(db(home), "DELETE FROM access_log WHERE seq>=4")
+    sql("DELETE FROM access_log WHERE seq>=4")
     code, out = verify()  # the head the store recorded at the last check is gone
     assert code == 1 and "first bad row seq 4: the recorded head row 5 is missing" in out
-    sql(db(home), "DELETE FROM access_log_head")  # an editor who also removes that record
+    sql("DELETE FROM access_log_head")  # an editor who also removes that record
     code, out = verify()  # the signed head (row 5) is gone too, and the editor cannot sign row 3 without the key
     assert code == 1 and "the signed head row 5 is missing" in out
     # Putting back the genuine older signature of row 3 rolls the store back to an earlier state: that passes
     # (nothing in the store can tell), which is what a head pinned outside the store is for.
-    con = duckdb.connect(str(db(home)))
-    con.execute("DELETE FROM access_log_signature")
-    con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)", list(dataclasses.astuple(old_signature)))
-    con.close()
+    sql("DELETE FROM access_log_signature")
+    sql("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)", params=list(dataclasses.astuple(old_signature)))
     assert verify()[0] == 0
     code, out = verify("--expect-head", f"{head['seq']}:{head['hash']}")
     assert code == 1 and "first bad row seq 4: the recorded head row 5 is missing" in out  # ...but not this one

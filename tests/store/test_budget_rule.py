@@ -1,12 +1,12 @@
 """The budget rule (``store.access.Counted``): which access-log rows a read budget and a contamination-check budget
 count, by hand, in SQL (``AccessLogRepo.count``) and in Python (``Counted.counts``, used on the rows being appended);
-and the append's limit, which counts both in one transaction."""
+and the append's limit, which counts both in one transaction; on each backend (a DuckDB file, a PostgreSQL server)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from evalgate.store import CONTAMINATION_CHECKS, READS, AccessLogRepo, BudgetLimit, Database
+from evalgate.store import CONTAMINATION_CHECKS, READS, BudgetLimit, Store
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 # (outcome, purpose) -> (counted by READS, counted by CONTAMINATION_CHECKS), by hand from the rules in
@@ -32,8 +32,8 @@ def _rows(split: str, ts: datetime, start: int = 1) -> list[dict]:
             for i, (outcome, purpose) in enumerate(CASES)]
 
 
-def test_reads_and_contamination_checks_count_what_the_rules_say_in_sql_and_in_python() -> None:
-    repo = AccessLogRepo(Database(":memory:"))
+def test_reads_and_contamination_checks_count_what_the_rules_say_in_sql_and_in_python(backend_store: Store) -> None:
+    repo = backend_store
     rows = _rows("s", T0)
     assert repo.append(rows)
     assert [READS.counts(r) for r in rows] == [c[0] for c in CASES.values()]
@@ -43,8 +43,8 @@ def test_reads_and_contamination_checks_count_what_the_rules_say_in_sql_and_in_p
     assert repo.count(["other"], T0, READS) == 0 and repo.count([], T0, READS) == 0
 
 
-def test_a_limit_counts_stored_and_new_rows_of_every_name_and_refuses_all_or_nothing() -> None:
-    repo = AccessLogRepo(Database(":memory:"))
+def test_a_limit_counts_stored_and_new_rows_of_every_name_and_refuses_all_or_nothing(backend_store: Store) -> None:
+    repo = backend_store
     assert repo.append(_rows("a", T0))  # 2 reads of "a"
     new = _rows("b", T0, start=len(CASES) + 1)  # 2 more reads, under the other name of the same content
     assert not repo.append(new, BudgetLimit(("a", "b"), T0, 3))  # 2 stored + 2 new > 3

@@ -1,5 +1,6 @@
 """Bulk writes to a real DuckDB file: multi-row ``VALUES`` in chunks (``store.db.insert_values``) keep every row,
-in order, and ``ON CONFLICT DO NOTHING`` keeps the first of two rows with one key, as ``executemany`` did."""
+in order, and ``ON CONFLICT DO NOTHING`` keeps the first of two rows with one key, as ``executemany`` did; the
+generation cache's bulk writes on each backend (a DuckDB file, a PostgreSQL server)."""
 
 from __future__ import annotations
 
@@ -25,8 +26,8 @@ def test_chunks_keep_every_row_and_the_first_of_a_repeated_key(tmp_path: Path) -
     assert con.execute("SELECT count(*) FROM t").fetchone() == (7,)
 
 
-def test_generations_above_one_chunk_all_come_back_from_the_cache(tmp_path: Path) -> None:
-    store = Store(tmp_path / "evalgate.duckdb")
+def test_generations_above_one_chunk_all_come_back_from_the_cache(backend_store: Store) -> None:
+    store = backend_store
     n = 1234  # three statements of 500, 500 and 234 rows
     rows = [{"item_id": f"q{i}", "sample_index": i % 3, "seed": 10_000 + i, "prompt_sha256": f"p{i % 7}",
              "text": f"completion {i}", "prompt_tokens": 5, "completion_tokens": 2, "finish_reason": "stop"}

@@ -1,0 +1,295 @@
+"""``PostgresDatabase``: the store on a PostgreSQL server (``EVALGATE_STORE=postgresql://...``), through psycopg 3.
+
+The repositories run the same SQL on it as on a DuckDB file: ``PgConnection`` translates DuckDB's ``?`` parameters
+and column types (``translate``), binds values on the client (``psycopg.ClientCursor``, so ``? IS NULL`` and
+``unnest(?::VARCHAR[])`` need no declared types), and reads values back as DuckDB gives them (JSON as text, a
+``NUMERIC(20)`` seed as ``int``, timestamps in UTC).
+
+One lock orders every transaction of every client, as ``<db>.lock`` orders a file's: a PostgreSQL advisory lock
+(``LOCK_KEY``), taken per transaction (``pg_advisory_xact_lock``) or for a ``session()``
+(``pg_advisory_lock``). The server releases it when the transaction ends or the client's connection drops (a
+killed client), so a budget counted and spent in one transaction is exact across machines (docs/AUDIT.md).
+Each process and thread keeps one connection per server URL; the migrations run once per process, under the lock.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from decimal import Decimal
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from evalgate.core.errors import BadInput, MissingExtra
+from evalgate.store.db import Database, now
+from evalgate.store.dialect import POSTGRESQL
+from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS
+
+try:
+    import psycopg
+    from psycopg.adapt import Loader
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg.types.string import TextLoader
+except ImportError as e:  # pragma: no cover - the extra is installed wherever the tests run
+    raise MissingExtra("a PostgreSQL store (EVALGATE_STORE=postgresql://...) needs psycopg 3: "
+                       "pip install 'evalgate[postgres]'") from e
+
+LOCK_KEY = int.from_bytes(b"evalgate", "big")
+"""The advisory lock every evalgate transaction on a server takes (one 64-bit key: the bytes of ``evalgate``)."""
+
+_CONNECTIONS: dict[tuple[str, int, int], PgConnection] = {}  # (url, pid, thread) -> its open connection
+_MIGRATED: set[tuple[str, int, tuple[int, ...]]] = set()  # (url, pid, migration numbers) checked by this process
+_GUARD = threading.Lock()
+
+
+@lru_cache(maxsize=1024)
+def translate(sql: str) -> str:
+    """DuckDB's SQL as PostgreSQL's: ``?`` outside quotes becomes psycopg's ``%s`` and a literal ``%`` becomes
+    ``%%``; in ``CREATE`` and ``ALTER`` statements ``UBIGINT`` becomes ``NUMERIC(20)`` (PostgreSQL has no unsigned
+    integers; a sampling seed may be up to 2**64 - 1) and ``DOUBLE`` becomes ``DOUBLE PRECISION``."""
+    out, quote = [], ""
+    for ch in sql:
+        if ch == "%":
+            out.append("%%")
+        elif quote:
+            out.append(ch)
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            out.append(ch)
+            quote = ch
+        else:
+            out.append("%s" if ch == "?" else ch)
+    text = "".join(out)
+    if re.match(r"\s*(CREATE|ALTER)\b", text, re.IGNORECASE):
+        text = re.sub(r"\bUBIGINT\b", "NUMERIC(20)", text)
+        text = re.sub(r"\bDOUBLE\b(?!\s+PRECISION)", "DOUBLE PRECISION", text)
+    return text
+
+
+class _IntegralNumericLoader(Loader):
+    """``NUMERIC`` as ``int`` where it has no fraction (the ``NUMERIC(20)`` seeds), else ``Decimal``."""
+
+    def load(self, data: Any) -> int | Decimal:
+        text = bytes(data).decode()
+        return int(text) if text.lstrip("-").isdigit() else Decimal(text)
+
+
+class PgConnection:
+    """One psycopg connection (autocommit: transactions are the ``BEGIN``/``COMMIT`` the database sends) running
+    DuckDB's SQL (``translate``)."""
+
+    dialect = POSTGRESQL
+
+    def __init__(self, raw: psycopg.Connection[Any]) -> None:
+        self.raw = raw
+        raw.adapters.register_loader("json", TextLoader)
+        raw.adapters.register_loader("jsonb", TextLoader)
+        raw.adapters.register_loader("numeric", _IntegralNumericLoader)
+
+    def execute(self, query: str, parameters: Sequence[Any] = (), /) -> psycopg.ClientCursor[Any]:
+        """Run ``query`` (DuckDB's SQL) with ``parameters``; the cursor holds its rows."""
+        cur = psycopg.ClientCursor(self.raw)
+        cur.execute(translate(query), list(parameters))
+        return cur
+
+    def executemany(self, query: str, parameters: Sequence[Sequence[Any]] = (), /) -> psycopg.ClientCursor[Any]:
+        """Run ``query`` once per row of ``parameters``."""
+        cur = psycopg.ClientCursor(self.raw)
+        cur.executemany(translate(query), [list(p) for p in parameters])
+        return cur
+
+    @property
+    def broken(self) -> bool:
+        """Whether the connection is closed or was lost."""
+        return self.raw.closed or self.raw.broken
+
+
+def server_name(url: str) -> str:
+    """``url`` without its password: ``postgresql://user@host:port/dbname``, with ``?options=...`` where it gives
+    some (a schema on the search path: another store on the same database), for messages; libpq's defaults where
+    the URL leaves a part out."""
+    try:
+        parts = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "postgresql://(a URL that does not parse)"
+    host = str(parts.get("host") or os.environ.get("PGHOST") or "localhost")
+    port = str(parts.get("port") or os.environ.get("PGPORT") or "5432")
+    user = parts.get("user") or os.environ.get("PGUSER")
+    dbname = parts.get("dbname") or os.environ.get("PGDATABASE") or user or ""
+    options = f"?options={parts['options']}" if parts.get("options") else ""
+    return f"postgresql://{f'{user}@' if user else ''}{host}:{port}/{dbname}{options}"
+
+
+class PostgresDatabase(Database):
+    """One evalgate database on a PostgreSQL server: every repository's tables there, the same migrations.
+
+    Args:
+        url: a libpq URL (``postgresql://user@host:port/dbname``; ``?host=/socket/dir`` for a Unix socket). A
+            password is better left to libpq's ``PGPASSWORD`` or ``~/.pgpass`` than put in the URL; either way it
+            is never printed.
+        migrations: as ``Database``'s.
+
+    Raises:
+        BadInput: the server cannot be reached, or refuses the login, or a migration cannot be applied (the
+            message names the server, never the password).
+    """
+
+    def __init__(self, url: str, migrations: Sequence[tuple[int, str, Callable[[Any], None]]] | None = None) -> None:
+        self.memory = False
+        self.url = url
+        self.location = server_name(url)
+        self.path = Path(self.location)
+        self._migrations = list(MIGRATIONS if migrations is None else migrations)
+        self._session: PgConnection | None = None  # type: ignore[assignment]
+        self._session_thread: int | None = None
+        self._depth = 0
+        self._attached = None
+        key = (url, os.getpid(), tuple(v for v, _, _ in self._migrations))
+        if key not in _MIGRATED:
+            con = self._connection()
+            with self._errors(con):
+                self._migrate(con)
+            _MIGRATED.add(key)
+
+    def __repr__(self) -> str:
+        return f"PostgresDatabase({self.location!r})"
+
+    def _unreachable(self, e: Exception) -> BadInput:
+        message = str(e).strip().replace(str(conninfo_to_dict(self.url).get("password") or "\0"), "***")
+        return BadInput(f"cannot use the store on the PostgreSQL server {self.location}: {message}. Check that the "
+                        "server runs and accepts this user (libpq reads the password from PGPASSWORD or ~/.pgpass), "
+                        "or set EVALGATE_STORE to another server, or unset it to use the store file in EVALGATE_HOME")
+
+    def _connection(self) -> PgConnection:
+        """This process's and thread's open connection to the server, made (UTC, autocommit) where there is none or
+        the last one was lost.
+
+        Raises:
+            BadInput: the server cannot be reached or refuses the login.
+        """
+        key = (self.url, os.getpid(), threading.get_ident())
+        with _GUARD:
+            con = _CONNECTIONS.get(key)
+        if con is not None and not con.broken:
+            return con
+        try:
+            raw = psycopg.connect(self.url, autocommit=True, application_name="evalgate")
+            raw.execute("SET TimeZone='UTC'")
+        except psycopg.Error as e:
+            raise self._unreachable(e) from None
+        con = PgConnection(raw)
+        with _GUARD:
+            _CONNECTIONS[key] = con
+        return con
+
+    @contextmanager
+    def _errors(self, con: PgConnection) -> Iterator[None]:
+        """A lost connection or an unreachable server as ``BadInput`` naming the server (exit 2)."""
+        try:
+            yield
+        except psycopg.OperationalError as e:
+            if con.broken:
+                raise self._unreachable(e) from None
+            raise
+
+    def _migrate(self, con: PgConnection) -> bool:  # type: ignore[override]
+        """Apply the migrations the server's database has not seen, each in its own transaction, under the lock;
+        a migration that replaced values (``COMPACT_TABLE``) is followed by ``VACUUM FULL``, so the old row
+        versions holding them are gone.
+
+        Returns:
+            False (the compaction is done here).
+        """
+        con.execute("SELECT pg_advisory_lock(?)", [LOCK_KEY])
+        try:
+            con.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
+                        "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMPTZ)")
+            done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+            compact = False
+            for version, name, fn in self._migrations:
+                if version in done:
+                    continue
+                with self._transaction(con):
+                    fn(con)
+                    con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, now()])
+                    compact = compact or con.execute("SELECT to_regclass(?)", [f"pg_temp.{COMPACT_TABLE}"]
+                                                     ).fetchone() != (None,)
+                    if compact:
+                        con.execute(f"DROP TABLE pg_temp.{COMPACT_TABLE}")
+            if compact:
+                con.execute("VACUUM FULL")
+        finally:
+            con.execute("SELECT pg_advisory_unlock(?)", [LOCK_KEY])
+        return False
+
+    @contextmanager
+    def _transaction(self, con: Any) -> Iterator[Any]:
+        con.execute("BEGIN")
+        try:
+            yield con
+            con.execute("COMMIT")
+        except BaseException:
+            if not con.broken:
+                con.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def session(self) -> Iterator[None]:
+        """Within the block, transactions share this thread's connection and the lock is held throughout
+        (``pg_advisory_lock``), as a file's session holds its file lock; nested sessions reuse the outer one.
+
+        Raises:
+            BadInput: the server cannot be reached, or the connection was lost.
+        """
+        if self._in_session():
+            yield
+            return
+        con = self._connection()
+        with self._errors(con):
+            con.execute("SELECT pg_advisory_lock(?)", [LOCK_KEY])
+            try:
+                self._session, self._session_thread = con, threading.get_ident()  # type: ignore[assignment]
+                yield
+            finally:
+                self._session, self._session_thread = None, None
+                if not con.broken:
+                    con.execute("SELECT pg_advisory_unlock(?)", [LOCK_KEY])
+
+    @contextmanager
+    def transaction(self) -> Iterator[Any]:
+        """One transaction under the lock (``pg_advisory_xact_lock``, released at its end): committed on success,
+        rolled back on error. One opened inside another on the session connection joins it.
+
+        Raises:
+            BadInput: the server cannot be reached, or the connection was lost (the transaction is rolled back
+                by the server).
+        """
+        if self._in_session():
+            con = self._session
+            assert con is not None
+            if self._depth:
+                yield con
+                return
+            self._depth += 1
+            try:
+                with self._errors(con), self._transaction(con):  # type: ignore[arg-type]
+                    yield con
+            finally:
+                self._depth -= 1
+            return
+        con = self._connection()
+        with self._errors(con), self._transaction(con):
+            con.execute("SELECT pg_advisory_xact_lock(?)", [LOCK_KEY])
+            yield con
+
+    def close(self) -> None:
+        """Close this process's connections to the server (the next transaction opens one again)."""
+        with _GUARD:
+            mine = [k for k in _CONNECTIONS if k[0] == self.url and k[1] == os.getpid()]
+            cons = [_CONNECTIONS.pop(k) for k in mine]
+        for con in cons:
+            con.raw.close()

@@ -1,0 +1,141 @@
+"""The store on a real PostgreSQL server (``tests/helpers/postgres.py``): budgets exact when 8 client processes on
+their own connections race reads and contamination checks of private splits; a client killed (SIGKILL) in the middle
+of its append leaves no row, no spent budget and no held lock; an unreachable server is exit 2 naming it, without
+its password."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from evalgate.core.errors import RefusedByPolicy
+from evalgate.splits import Policy, SplitManager, write_split
+from evalgate.store import CONTAMINATION_CHECK, Store
+from tests.conftest import REPO
+from tests.helpers.cli import cli_parts
+
+ITEMS = [{"id": f"q{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
+BUDGET = Policy(purposes=["release-gate"], max_reads=3, hard=True, max_contamination_checks=2)
+"""Each private split's budget in these tests: 3 release-gate reads, 2 contamination checks, hard."""
+
+CLIENT = """
+import random, sys, time
+from pathlib import Path
+from evalgate.core.errors import RefusedByPolicy
+from evalgate.splits import SplitManager
+from evalgate.store import CONTAMINATION_CHECK, Store
+barrier, me, splits = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+mgr = SplitManager(Store())
+(barrier / ("ready-" + me)).touch()
+while not (barrier / "go").exists():
+    time.sleep(0.005)
+order = list(range(splits))
+random.Random(me).shuffle(order)
+for i in order:
+    for purpose, check in (("release-gate", False), (CONTAMINATION_CHECK, True)):
+        try:
+            mgr.open(f"priv{i}", purpose, "client-" + me, contamination_check=check)
+        except RefusedByPolicy:
+            pass
+"""
+
+VICTIM = """
+import sys, time
+from pathlib import Path
+import evalgate.store.access as access
+from evalgate.splits import SplitManager
+from evalgate.store import Store
+real = access.insert_values
+
+def insert_then_hang(con, head, rows, *args, **kw):
+    real(con, head, rows, *args, **kw)  # the row is written inside the append's transaction, not committed
+    Path(sys.argv[1]).touch()
+    time.sleep(600)
+
+access.insert_values = insert_then_hang
+SplitManager(Store()).open("priv0", "release-gate", "victim")
+"""
+
+
+def _spawn(script: str, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-c", script, *args], cwd=REPO, env=os.environ.copy(),
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _private_splits(url: str, monkeypatch: pytest.MonkeyPatch, n: int) -> Store:
+    """``n`` private splits ``priv0``... under ``BUDGET``, with the store on the server at ``url`` for this process and
+    its children (``EVALGATE_STORE``)."""
+    monkeypatch.setenv("EVALGATE_STORE", url)
+    for i in range(n):
+        items = [{**item, "question": f"{item['question']} (set {i})"} for item in ITEMS]  # one content each:
+        write_split(f"priv{i}", "private", items, {"source": "test"}, policy=BUDGET)  # twins share a budget
+    return Store(url)
+
+
+@pytest.mark.integration
+def test_eight_clients_racing_spend_exactly_each_budget(home: Path, postgres_url: str,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """20 private splits, each raced by 8 processes (in their own orders) for a release-gate read and a
+    contamination check: 20 repetitions of the race, each split's budget spent exactly, never more."""
+    splits = 20
+    store = _private_splits(postgres_url, monkeypatch, splits)
+    barrier = home / "barrier"
+    barrier.mkdir()
+    procs = [_spawn(CLIENT, str(barrier), str(i), str(splits)) for i in range(8)]
+    deadline = time.monotonic() + 300
+    while len(list(barrier.glob("ready-*"))) < 8:  # every client connected and waits
+        assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a client died or hung"
+        time.sleep(0.01)
+    (barrier / "go").touch()
+    for p in procs:
+        assert p.wait(timeout=300) == 0, p.stderr.read() if p.stderr else ""
+    for i in range(splits):
+        got = Counter((r["purpose"], r["outcome"]) for r in store.access_rows(f"priv{i}")
+                      if r["actor"].startswith("client-"))
+        assert got == {("release-gate", "read"): 3, ("release-gate", "refused"): 5,
+                       (CONTAMINATION_CHECK, "read"): 2, (CONTAMINATION_CHECK, "refused"): 6}, f"priv{i}"
+    rows = store.access_rows()
+    assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1))  # one chain, no gap, no seq taken twice
+    assert sum(r["actor"].startswith("client-") for r in rows) == splits * 16
+    code, out, err = cli_parts("audit", "verify")
+    assert code == 0 and f"chain intact ({len(rows)} rows)" in out, out + err
+
+
+def test_a_client_killed_mid_append_leaves_no_row_no_spent_budget_and_no_lock(
+        home: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = _private_splits(postgres_url, monkeypatch, 1)
+    before = store.access_rows()
+    hung = home / "hung"
+    victim = _spawn(VICTIM, str(hung))
+    deadline = time.monotonic() + 120
+    while not hung.exists():  # the victim's read row is inserted, its transaction open, the lock held
+        assert time.monotonic() < deadline and victim.poll() is None, victim.stderr.read() if victim.stderr else ""
+        time.sleep(0.01)
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait(timeout=30)
+    mgr = SplitManager(store)
+    for actor in ("a1", "a2", "a3"):  # the whole budget is still there, and the lock was released
+        mgr.open("priv0", "release-gate", actor)
+    with pytest.raises(RefusedByPolicy, match="budget"):
+        mgr.open("priv0", "release-gate", "a4")
+    rows = store.access_rows()
+    assert rows[:len(before)] == before and "victim" not in {r["actor"] for r in rows}
+    assert [(r["actor"], r["outcome"]) for r in rows[len(before):]] == [("a1", "read"), ("a2", "read"),
+                                                                         ("a3", "read"), ("a4", "refused")]
+    code, out, err = cli_parts("audit", "verify")
+    assert code == 0 and f"chain intact ({len(before) + 4} rows)" in out, out + err
+
+
+def test_an_unreachable_server_is_exit_2_naming_it_without_the_password(home: Path) -> None:
+    url = "postgresql://alice:s3cret-pw@127.0.0.1:1/evalgate"  # port 1: nothing listens there
+    code, out, err = cli_parts("audit", env={"EVALGATE_STORE": url})
+    assert code == 2, out + err
+    assert "postgresql://alice@127.0.0.1:1/evalgate" in err and "Traceback" not in err
+    assert "s3cret" not in out + err
