@@ -16,6 +16,7 @@ from typing import Any
 
 from evalgate.core.enums import Outcome
 from evalgate.store.db import Connection, Repository, insert_values, records
+from evalgate.store.dialect import POSTGRESQL, dialect
 
 CONTAMINATION_CHECK = "contamination-check"
 """The purpose of ``evalgate splits contamination``'s reads: allowed on every tier, counted by a budget of its own
@@ -135,8 +136,7 @@ class AccessLogRepo(Repository):
             insert_values(con, f"INSERT INTO access_log ({', '.join(ACCESS_COLUMNS)})",
                           [[r[c] for c in ACCESS_COLUMNS] for r in rows])
             if signature is not None:
-                con.execute("DELETE FROM access_log_signature")
-                con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)", [*signature, self.clock()])
+                self._sign(con, *signature)
         return True
 
     def count(self, splits: Sequence[str], since: datetime, counted: Counted = READS) -> int:
@@ -234,6 +234,15 @@ class AccessLogRepo(Repository):
     def set_access_log_signature(self, seq: int, row_hash: str, public_key: str, signature: str) -> None:
         """Replace the newest signed head (``evalgate.keys.signing``)."""
         with self.connect() as con:
-            con.execute("DELETE FROM access_log_signature")
-            con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)",
-                        [seq, row_hash, public_key, signature, self.clock()])
+            self._sign(con, seq, row_hash, public_key, signature)
+
+    def _sign(self, con: Connection, seq: int, row_hash: str, public_key: str, signature: str) -> None:
+        """Replace the signed head; on a PostgreSQL store through ``evalgate_sign_head`` (migration 47), which moves
+        it only forward and only to the log's last row, the one change of it the server allows an evaluator."""
+        if dialect(con) == POSTGRESQL:
+            con.execute("SELECT evalgate_sign_head(?, ?, ?, ?, ?)", [seq, row_hash, public_key, signature,
+                                                                     self.clock()])
+            return
+        con.execute("DELETE FROM access_log_signature")
+        con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)",
+                    [seq, row_hash, public_key, signature, self.clock()])

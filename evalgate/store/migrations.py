@@ -386,3 +386,59 @@ def _m035_private_fingerprints(con: Any) -> None:
         CREATE TABLE private_fingerprints (
             content_sha256 VARCHAR NOT NULL, key_fingerprint VARCHAR NOT NULL, kind VARCHAR NOT NULL,
             digest VARCHAR NOT NULL)""")
+
+
+@migration(47, "server_roles")
+def _m047_server_roles(con: Any) -> None:
+    """On a PostgreSQL store, the access log is append-only by the database (issue 47): a trigger refuses every
+    UPDATE, DELETE and TRUNCATE of ``access_log`` rows, for every role, the tables' owner included (an
+    administrator must first disable the trigger with ``ALTER TABLE``, or turn triggers off as a superuser); the
+    signed head (``access_log_signature``) moves only forward and only to the log's last row, through
+    ``evalgate_sign_head`` (run with its owner's rights, ``SECURITY DEFINER``), the one change of it an evaluator may
+    make; the trigger refuses every other. ``evalgate.store.pg.grant_roles`` grants the roles. A DuckDB file has no
+    roles: nothing changes there (whoever can write the file can rewrite it, docs/SECURITY.md)."""
+    if dialect(con) != POSTGRESQL:
+        return
+    con.execute("""
+        CREATE FUNCTION evalgate_refuse_change() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_TABLE_NAME = 'access_log_signature' AND TG_OP = 'INSERT'
+               AND NOT EXISTS (SELECT 1 FROM access_log_signature) THEN
+                RETURN NEW;
+            END IF;
+            IF TG_TABLE_NAME = 'access_log_signature' AND TG_OP = 'UPDATE'
+               AND current_setting('evalgate.sign_head', true) = 'on' AND NEW.seq >= OLD.seq THEN
+                RETURN NEW;
+            END IF;
+            RAISE EXCEPTION 'evalgate: % on % refused: the access log is append-only, its signed head moves only forward through evalgate_sign_head (docs/SECURITY.md)',
+                TG_OP, TG_TABLE_NAME USING ERRCODE = 'insufficient_privilege';
+        END $$""")  # noqa: E501
+    for table, changes in (("access_log", "UPDATE OR DELETE"),
+                           ("access_log_signature", "INSERT OR UPDATE OR DELETE")):
+        con.execute(f"CREATE TRIGGER {table}_append_only BEFORE {changes} ON {table} FOR EACH ROW "
+                    "EXECUTE FUNCTION evalgate_refuse_change()")
+        con.execute(f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} FOR EACH STATEMENT "
+                    "EXECUTE FUNCTION evalgate_refuse_change()")
+    con.execute("""
+        CREATE FUNCTION evalgate_sign_head(p_seq BIGINT, p_hash VARCHAR, p_key VARCHAR, p_signature VARCHAR,
+                                           p_at TIMESTAMPTZ) RETURNS void
+        LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
+        DECLARE last_seq BIGINT; last_hash VARCHAR;
+        BEGIN
+            SELECT seq, row_hash INTO last_seq, last_hash FROM access_log
+                WHERE seq = (SELECT max(seq) FROM access_log);
+            IF last_seq IS DISTINCT FROM p_seq OR last_hash IS DISTINCT FROM p_hash THEN
+                RAISE EXCEPTION 'evalgate: a signed head must be the access log''s last row (%), not row %',
+                    last_seq, p_seq USING ERRCODE = 'insufficient_privilege';
+            END IF;
+            IF NOT EXISTS (SELECT 1 FROM access_log_signature) THEN
+                INSERT INTO access_log_signature VALUES (p_seq, p_hash, p_key, p_signature, p_at);
+                RETURN;
+            END IF;
+            PERFORM set_config('evalgate.sign_head', 'on', true);
+            UPDATE access_log_signature SET seq=p_seq, row_hash=p_hash, public_key=p_key, signature=p_signature,
+                signed_at=p_at;
+            PERFORM set_config('evalgate.sign_head', 'off', true);
+        END $$""")
+    con.execute("REVOKE ALL ON FUNCTION evalgate_sign_head(BIGINT, VARCHAR, VARCHAR, VARCHAR, TIMESTAMPTZ) "
+                "FROM PUBLIC")

@@ -206,25 +206,42 @@ class PostgresDatabase(Database):
         """
         con.execute("SELECT pg_advisory_lock(?)", [LOCK_KEY])
         try:
-            con.execute("CREATE TABLE IF NOT EXISTS schema_migrations "
-                        "(version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMPTZ)")
-            done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
             compact = False
-            for version, name, fn in self._migrations:
-                if version in done:
-                    continue
-                with self._transaction(con):
-                    fn(con)
-                    con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, now()])
-                    compact = compact or con.execute("SELECT to_regclass(?)", [f"pg_temp.{COMPACT_TABLE}"]
-                                                     ).fetchone() != (None,)
-                    if compact:
-                        con.execute(f"DROP TABLE pg_temp.{COMPACT_TABLE}")
+            for version, name, fn in self._pending(con):
+                try:
+                    with self._transaction(con):
+                        fn(con)
+                        con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, now()])
+                        compact = compact or con.execute("SELECT to_regclass(?)", [f"pg_temp.{COMPACT_TABLE}"]
+                                                         ).fetchone() != (None,)
+                        if compact:
+                            con.execute(f"DROP TABLE pg_temp.{COMPACT_TABLE}")
+                except psycopg.errors.InsufficientPrivilege as e:
+                    raise self._not_owner(version, name, e) from None
             if compact:
                 con.execute("VACUUM FULL")
         finally:
-            con.execute("SELECT pg_advisory_unlock(?)", [LOCK_KEY])
+            if not con.broken:
+                con.execute("SELECT pg_advisory_unlock(?)", [LOCK_KEY])
         return False
+
+    def _pending(self, con: PgConnection) -> list[tuple[int, str, Callable[[Any], None]]]:
+        """The migrations the server's database has not seen (``schema_migrations`` made where missing). Reading
+        it needs only SELECT, so an evaluator's or auditor's role opens an up-to-date store."""
+        if con.execute("SELECT to_regclass('schema_migrations')").fetchone() == (None,):
+            try:
+                con.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR, "
+                            "applied_at TIMESTAMPTZ)")
+            except psycopg.errors.InsufficientPrivilege as e:
+                raise self._not_owner(0, "schema_migrations", e) from None
+        done = {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+        return [m for m in self._migrations if m[0] not in done]
+
+    def _not_owner(self, version: int, name: str, e: Exception) -> BadInput:
+        return BadInput(f"the store on {self.location} needs migration {version} ({name}), which this role may not "
+                        f"apply ({str(e).strip()}). Its administrator applies migrations by opening the store once "
+                        "as the tables' owner (e.g. 'evalgate audit' with that role's EVALGATE_STORE), then runs "
+                        "evalgate.store.pg.grant_roles again (docs/STORE.md)")
 
     @contextmanager
     def _transaction(self, con: Any) -> Iterator[Any]:
@@ -293,3 +310,57 @@ class PostgresDatabase(Database):
             cons = [_CONNECTIONS.pop(k) for k in mine]
         for con in cons:
             con.raw.close()
+
+
+ROLES = {"auditor": "evalgate_auditor", "evaluator": "evalgate_evaluator", "gate": "evalgate_gate"}
+"""The group roles ``grant_roles`` gives a server store's rights to (docs/SECURITY.md says what each may do); a login
+role is made a member of one (``GRANT evalgate_evaluator TO alice``)."""
+
+_SIGN_HEAD = "evalgate_sign_head(BIGINT, VARCHAR, VARCHAR, VARCHAR, TIMESTAMPTZ)"
+
+
+def grant_roles(url: str) -> None:
+    """Create the group roles ``ROLES`` where missing and grant them their rights on the store at ``url`` (its
+    schema's tables, as they are now: run it again after a migration adds a table). Run as the tables' owner
+    with the right to create roles (the administrator who applied the migrations).
+
+    auditor: reads every table, changes nothing. evaluator: reads every table; writes runs, samples, caches,
+    ratings, gates and the verified head; appends to the access log (no UPDATE, DELETE or TRUNCATE of it) and moves
+    the signed head forward to the log's last row only through ``evalgate_sign_head``. gate: an evaluator that may
+    also log release-gate reads: a trigger refuses a ``release-gate`` row (other than a refusal) from any other role
+    but the tables' owner.
+
+    Raises:
+        BadInput: the server cannot be reached; psycopg.Error: the role may not create roles or grant.
+    """
+    db = PostgresDatabase(url)
+    con = db._connection()
+    auditor, evaluator, gate = ROLES["auditor"], ROLES["evaluator"], ROLES["gate"]
+    with db._errors(con), db._transaction(con):
+        con.execute("SELECT pg_advisory_xact_lock(?)", [LOCK_KEY])
+        for role in ROLES.values():
+            if con.execute("SELECT 1 FROM pg_roles WHERE rolname=?", [role]).fetchone() is None:
+                con.execute(f"CREATE ROLE {role} NOLOGIN")
+        con.execute(f"GRANT {evaluator} TO {gate}")
+        schema = str(con.execute("SELECT quote_ident(current_schema())").fetchall()[0][0])
+        con.execute(f"GRANT USAGE ON SCHEMA {schema} TO {auditor}, {evaluator}")
+        con.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {auditor}, {evaluator}")
+        con.execute(f"GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {evaluator}")
+        con.execute(f"REVOKE UPDATE, DELETE ON access_log FROM {evaluator}")
+        con.execute(f"REVOKE INSERT, UPDATE, DELETE ON access_log_signature, schema_migrations FROM {evaluator}")
+        con.execute(f"GRANT EXECUTE ON FUNCTION {_SIGN_HEAD} TO {evaluator}")
+        con.execute(f"""
+            CREATE OR REPLACE FUNCTION evalgate_gate_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.purpose = 'release-gate' AND NEW.outcome <> 'refused'
+                   AND NOT pg_has_role(current_user, '{gate}', 'MEMBER')
+                   AND NOT pg_has_role(current_user, (SELECT relowner FROM pg_class
+                                                      WHERE oid = 'access_log'::regclass), 'MEMBER') THEN
+                    RAISE EXCEPTION 'evalgate: role % may not log a release-gate read (only members of {gate})',
+                        current_user USING ERRCODE = 'insufficient_privilege';
+                END IF;
+                RETURN NEW;
+            END $$""")
+        con.execute("DROP TRIGGER IF EXISTS access_log_gate_rows ON access_log")
+        con.execute("CREATE TRIGGER access_log_gate_rows BEFORE INSERT ON access_log FOR EACH ROW "
+                    "EXECUTE FUNCTION evalgate_gate_rows()")

@@ -1,0 +1,114 @@
+"""The roles of a PostgreSQL store (``evalgate.store.pg.grant_roles``, migration 47), against a real server: an
+evaluator appends to the access log and signs its new head, and the server refuses its UPDATE, DELETE and TRUNCATE
+of log rows, any change of the signed head but the forward one, and a rollback of it; the tables' owner is refused
+the same changes by the triggers; an auditor reads everything and changes nothing; only the gate role logs a
+release-gate read."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import astuple
+from typing import Any
+
+import psycopg
+import pytest
+
+from evalgate.core.errors import RefusedByPolicy
+from evalgate.splits import SplitManager, write_split
+from evalgate.store import Store
+from evalgate.store.pg import ROLES, grant_roles
+from tests.helpers.cli import cli_parts
+from tests.helpers.postgres import SUPERUSER, PostgresServer
+
+ITEMS = [{"id": f"q{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
+LOGINS = {"eve": ROLES["evaluator"], "gail": ROLES["gate"], "audrey": ROLES["auditor"]}
+"""The login roles of these tests and the group role each is a member of."""
+
+
+@pytest.fixture
+def urls(postgres_server: PostgresServer, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A store with three reads of split ``s`` and a signed head, made and granted by its owner (the superuser),
+    and the URL of each login role (``LOGINS``) on it."""
+    monkeypatch.setenv("EVALGATE_STORE", postgres_url)
+    write_split("s", "dev", ITEMS, {"source": "test"})
+    write_split("p", "private", ITEMS, {"source": "test"})
+    mgr = SplitManager(Store(postgres_url))
+    for actor in ("a1", "a2", "a3"):
+        mgr.open("s", "tuning", actor)
+    grant_roles(postgres_url)
+    for login, group in LOGINS.items():
+        postgres_server.admin(f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{login}') THEN "
+                              f"CREATE ROLE {login} LOGIN; END IF; END $$")
+        postgres_server.admin(f"GRANT {group} TO {login}")
+    return {"owner": postgres_url, **{login: postgres_url.replace(f"{SUPERUSER}@", f"{login}@")
+                                      for login in LOGINS}}
+
+
+def _sql(url: str, sql: str, params: list[Any] | None = None) -> None:
+    with Store(url).connect() as con:
+        con.execute(sql, params or [])
+
+
+@pytest.fixture
+def as_(urls: dict[str, str], monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    def use(login: str) -> Store:
+        monkeypatch.setenv("EVALGATE_STORE", urls[login])
+        return Store(urls[login])
+    yield use
+
+
+TAMPERING = {
+    "update a row": "UPDATE access_log SET actor='mallory' WHERE seq=2",
+    "delete a row": "DELETE FROM access_log WHERE seq=2",
+    "delete the tail": "DELETE FROM access_log WHERE seq>=2",
+    "truncate the log": "TRUNCATE access_log",
+    "delete the signed head": "DELETE FROM access_log_signature",
+    "roll the signed head back": "UPDATE access_log_signature SET seq=1",
+    "insert a second signed head": "INSERT INTO access_log_signature SELECT * FROM access_log_signature",
+}
+
+
+@pytest.mark.parametrize("what", TAMPERING)
+@pytest.mark.parametrize("who", ["eve", "owner"])
+def test_the_server_refuses_rewriting_the_log_or_its_signed_head(urls: dict[str, str], who: str, what: str) -> None:
+    before = Store(urls["owner"]).access_rows(), Store(urls["owner"]).access_log_signature()
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        _sql(urls[who], TAMPERING[what])
+    assert (Store(urls["owner"]).access_rows(), Store(urls["owner"]).access_log_signature()) == before
+
+
+def test_an_evaluator_appends_reads_and_signs_the_new_head_only(urls: dict[str, str], as_: Any) -> None:
+    store = as_("eve")
+    old = store.access_log_signature()
+    SplitManager(store).open("s", "tuning", "eve")
+    new = store.access_log_signature()
+    assert new is not None and old is not None and new.seq == old.seq + 1
+    code, out, err = cli_parts("audit", "verify", env={"EVALGATE_STORE": urls["owner"]})
+    assert code == 0 and "chain intact (4 rows)" in out, out + err
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="last row"):  # the genuine older head, again
+        _sql(urls["eve"], "SELECT evalgate_sign_head(?, ?, ?, ?, ?)", list(astuple(old)))
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="last row"):
+        _sql(urls["owner"], "SELECT evalgate_sign_head(?, ?, ?, ?, ?)", list(astuple(old)))
+    assert Store(urls["owner"]).access_log_signature() == new
+
+
+def test_only_the_gate_role_logs_a_release_gate_read(urls: dict[str, str], as_: Any) -> None:
+    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="release-gate"):
+        SplitManager(as_("eve")).open("p", "release-gate", "eve")
+    SplitManager(as_("gail")).open("p", "release-gate", "gail")
+    rows = [(r["actor"], r["outcome"]) for r in Store(urls["owner"]).access_rows("p")]
+    assert rows == [("gail", "read")]
+    with pytest.raises(RefusedByPolicy):  # a refusal is logged whoever asks
+        SplitManager(as_("eve")).open("p", "tuning", "eve")
+    assert [(r["actor"], r["outcome"]) for r in Store(urls["owner"]).access_rows("p")][-1] == ("eve", "refused")
+
+
+@pytest.mark.parametrize("sql", ["INSERT INTO access_log SELECT * FROM access_log WHERE seq=1",
+                                 "UPDATE runs SET status='x'", "DELETE FROM access_log_head",
+                                 "SELECT evalgate_sign_head(1, 'x', 'k', 's', now())"])
+def test_an_auditor_reads_everything_and_changes_nothing(urls: dict[str, str], sql: str) -> None:
+    auditor = Store(urls["audrey"])
+    assert [r["actor"] for r in auditor.access_rows()] == ["a1", "a2", "a3"]
+    assert auditor.access_log_signature() == Store(urls["owner"]).access_log_signature()
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        _sql(urls["audrey"], sql)
