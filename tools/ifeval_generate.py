@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     if partial.is_file():
         for line in partial.read_text(encoding="utf-8").splitlines():
             rec = json.loads(line)
-            done[rec["key"]] = (rec["response"], rec["finish_reason"])
+            done[str(rec["key"])] = (rec["response"], rec["finish_reason"])  # keys are str here, int in IFEval
 
     def on_result(res):  # type: ignore[no-untyped-def]
         c = res.completions[0]

@@ -8,9 +8,12 @@ output is one JSON document: lm-eval's version, per key the task's ``process_res
 and instruction level), and the four accuracies aggregated as the task aggregates them (``mean`` for prompt level,
 ``utils.agg_inst_level_acc`` for instruction level).
 
-nltk's Punkt data and langdetect's seed are the two things lm-eval leaves to the machine: ``NLTK_DATA`` must name a
-directory holding ``tokenizers/punkt_tab/english`` (lm-eval would otherwise try to download it), and langdetect is
-seeded (``DetectorFactory.seed = 0``), as evalgate's scorer seeds it, since lm-eval does not.
+nltk's Punkt data and two seeds are what lm-eval leaves to the machine: ``NLTK_DATA`` must name a directory holding
+``tokenizers/punkt_tab/english`` (lm-eval would otherwise try to download it); langdetect is seeded
+(``DetectorFactory.seed = 0``), and the checkers' own draws (a ``letter_frequency`` letter outside a-z, IFEval keys
+1122 and 1129, is ``random.choice`` of the 52 ASCII letters at every build) are made on a fresh ``random.Random(0)``, as
+evalgate's scorer makes them (``evalgate.scoring.ifeval.SeededDraws``), since lm-eval draws from the unseeded
+global generator. Nothing else of lm-eval is changed.
 
     .venv-lmeval/bin/python tools/ifeval_lmeval_reference.py RESPONSES.jsonl [--prompts input_data.jsonl] > OUT.json
 """
@@ -32,7 +35,15 @@ def main(argv: list[str] | None = None) -> int:
     import langdetect
 
     langdetect.DetectorFactory.seed = 0
-    from lm_eval.tasks.ifeval import utils
+    import random
+
+    from lm_eval.tasks.ifeval import instructions, utils
+
+    class SeededDraws:  # evalgate.scoring.ifeval.SeededDraws, restated: this environment has no evalgate
+        def __getattr__(self, name):  # type: ignore[no-untyped-def]
+            return getattr(random.Random(0), name)
+
+    instructions.random = SeededDraws()
 
     prompts = {}
     if a.prompts is not None:
@@ -50,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
            "inst_level_strict_acc": utils.agg_inst_level_acc([r["inst_level_strict_acc"] for r in rows]),
            "prompt_level_loose_acc": sum(r["prompt_level_loose_acc"] for r in rows) / len(rows),
            "inst_level_loose_acc": utils.agg_inst_level_acc([r["inst_level_loose_acc"] for r in rows])}
-    json.dump({"lm_eval": version("lm_eval"), "nltk": version("nltk"), "langdetect_seed": 0,
+    json.dump({"lm_eval": version("lm_eval"), "nltk": version("nltk"), "langdetect_seed": 0, "draw_seed": 0,
                "responses": a.responses.name, "n": len(rows), "accuracies": agg, "per_key": results},
               sys.stdout, indent=1, sort_keys=True)
     sys.stdout.write("\n")

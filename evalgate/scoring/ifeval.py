@@ -7,7 +7,8 @@ only what the reference's ``evaluation_lib`` does around them: build each checke
 it the prompt where it asks for one, call it on the response (strict), or on eight variants of the response
 (loose: first line, last line or both removed, ``*`` removed), an empty response following nothing. Data the
 checkers need that nltk would download is taken from an installed wheel instead (``punkt_dir``); language
-detection is seeded (``langdetect``'s own ``DetectorFactory.seed``) so a score never changes between runs.
+detection is seeded (``langdetect``'s own ``DetectorFactory.seed``) and the checkers' own random draws fixed
+(``SeededDraws``), so a score never changes between runs.
 docs/SCORING.md, "IFEval", has the figures that check this against lm-evaluation-harness.
 """
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -92,13 +94,34 @@ def punkt_dir(root: Path) -> Path:
     return base
 
 
+DRAW_SEED = 0
+"""The seed of every draw the checkers make (``SeededDraws``)."""
+
+
+class SeededDraws:
+    """Stands in for the module ``random`` inside the reference's checkers: every call (``choice``, ``randint``
+    ...) is made on a fresh ``random.Random(DRAW_SEED)``, so it returns the same value at every build.
+
+    The reference draws a value where an item's ``kwargs`` leave one out or make it unusable: a
+    ``keywords:letter_frequency`` letter outside a-z (IFEval keys 1122 and 1129 ask for ``#`` and ``!``) becomes
+    ``random.choice(string.ascii_letters)`` at every checker build, so its verdict changed between runs, and
+    lm-evaluation-harness builds the checker twice per response (strict, loose), so even its two verdicts could
+    use different letters. With these draws the letter is always ``y`` (``random.Random(0).choice`` of the 52
+    letters) and a score never changes; ``tools/ifeval_lmeval_reference.py`` gives lm-eval's checkers the same
+    draws, so the parity test covers all 541 prompts (docs/SCORING.md, "IFEval")."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(random.Random(DRAW_SEED), name)
+
+
 @functools.lru_cache(maxsize=1)
 def _checkers() -> Mapping[str, Any]:
     """The reference implementation's ``INSTRUCTION_DICT`` (instruction id -> checker class), with nltk's Punkt
-    data on its path and langdetect seeded."""
+    data on its path, langdetect seeded and the checkers' own draws fixed (``SeededDraws``)."""
     try:
         import langdetect
         import nltk
+        from if_verifiable.ifeval import instructions
         from if_verifiable.ifeval.instructions_registry import INSTRUCTION_DICT
     except ImportError as e:  # pragma: no cover - depends on the installed extras
         raise BadInput(f"the ifeval scorer needs the IFEval checkers ({e.name} is not installed): "
@@ -109,6 +132,7 @@ def _checkers() -> Mapping[str, Any]:
     if path not in nltk.data.path:
         nltk.data.path.insert(0, path)
     langdetect.DetectorFactory.seed = 0
+    instructions.random = SeededDraws()  # the checkers module's own name for the module random
     return INSTRUCTION_DICT
 
 
