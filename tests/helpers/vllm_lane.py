@@ -42,9 +42,10 @@ bind_worker_cores()
 
 
 def lane_marks(*extra: Any) -> list[Any]:
-    """A vLLM-lane module's ``pytestmark``: ``vllm_engine``, the ``extra`` marks, and the skip when the engine is
-    missing."""
-    return [pytest.mark.vllm_engine, *extra, pytest.mark.skipif(
+    """A vLLM-lane module's ``pytestmark``: ``vllm_engine``, a 15-minute timeout (a test's own timeout mark wins),
+    the ``extra`` marks, and the skip when the engine is missing. An engine starts in about 35 s on a quiet machine
+    but took over 300 s (pytest-timeout's default) at load average 25-35 with the lane's two workers."""
+    return [pytest.mark.vllm_engine, pytest.mark.timeout(900), *extra, pytest.mark.skipif(
         ENGINE_MISSING is not None,
         reason=f"vLLM's engine cannot be imported in this environment ({ENGINE_MISSING}); `make test` runs this file "
                "in .venv-vllm, which `make setup` installs (make setup-vllm)")]

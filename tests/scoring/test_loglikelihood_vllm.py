@@ -23,8 +23,10 @@ def test_vllm_chooses_as_lm_eval_on_100_mmlu_pro_items(home: Path, smollm2_dir: 
         pytest.skip(f"{MMLU_PRO} is absent (../shared/data holds it on developer machines and CI)")
     ref = reference(smollm2_dir)
     ids = parity_split(home)
-    try:  # float32: vLLM's CPU build loads a float32 checkpoint as bfloat16 under dtype auto (docs/BACKENDS.md)
-        doc, got = run_choices(home, smollm2_dir, "vllm", "dtype=float32", "max_model_len=1024")
+    # float32: vLLM's CPU build loads a float32 checkpoint as bfloat16 under dtype auto (docs/BACKENDS.md); eager:
+    # no torch.compile at the engine's start (the same kernels, as in test_vllm_engine.py)
+    try:
+        doc, got = run_choices(home, smollm2_dir, "vllm", "dtype=float32", "max_model_len=1024", "enforce_eager=True")
     finally:
         close_engine()
     assert_parity(ref, got, ids)
