@@ -16,7 +16,7 @@ from typing import Any
 
 from evalgate.core import compat
 
-compat.install()  # the module paths before issue 43's packages (``evalgate.accesslog`` ...), with a warning
+compat.install()  # the module paths before the domain packages (``evalgate.accesslog`` ...), with a warning
 
 # public name -> the module that defines it (no import statement here: the package must import none of its
 # modules, which import it back)

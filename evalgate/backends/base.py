@@ -168,7 +168,7 @@ class LoglikelihoodBackend(Backend, Protocol):
 
 HF_SAMPLER_RULE = "gumbel-splitmix64/1"
 """The hf backend's draw rule (``backends/sampler.py``); part of its generation settings, so samples drawn by
-another rule from the same seeds (before issue 21: one ``torch.Generator`` per row) are never reused from the
+another rule from the same seeds (an earlier rule: one ``torch.Generator`` per row) are never reused from the
 cache. Kept here, not in ``sampler.py``, so computing the settings imports no torch."""
 
 

@@ -9,11 +9,6 @@ and of "is it completely written", used by ``sweep`` (discovery), ``watch`` (whe
 - **completely written** (a checkpoint a trainer saved, ``incomplete`` is None): a checkpoint directory whose
   sharded weights (``*.index.json``) are all present and whose ``trainer_state.json`` parses. That its files
   stopped changing is the watcher's settle time, not a property of the files.
-
-Before issue 31 these were three answers: sweep took a ``config.json`` alone for a checkpoint (and then failed the
-whole sweep on it), watch a fixed list of weight file names (a sharded model whose index was written before its
-shards was "complete"), identity any ``*.bin`` (``training_args.bin`` alone passed); the ``checkpoint-N`` pattern
-was written three times, one of which also matched ``tmp-checkpoint-N``.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Old import paths (before the domain packages, issue 43) kept for one release, with a ``DeprecationWarning``.
+"""Old import paths (before the domain packages) kept for one release, with a ``DeprecationWarning``.
 
 ``evalgate/__init__`` installs ``AliasFinder`` on ``sys.meta_path``: ``import evalgate.accesslog`` (or ``from evalgate
 import accesslog``, ``from evalgate.report import gate_and_report``) imports the module's new home and binds the

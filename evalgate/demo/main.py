@@ -112,7 +112,7 @@ def _train(d: DemoRun) -> None:
 
     base = resolve_checkpoint(d.gguf)
     t = time.perf_counter()
-    # keyed by the base's sha256 (its identity before blake3), so training cached before issue 21 stays valid
+    # keyed by the base's sha256 (its identity before blake3), so training cached by earlier versions stays valid
     d.train_dir = ensure_training(base.model_dir, file_sha256(d.gguf))
     t = time.perf_counter() - t
     print(f"training run: {d.train_dir} ({'trained' if t > 5 else 'cached'}, {t:.0f} s)", file=sys.stderr)

@@ -1,5 +1,5 @@
-"""Does a training log belong to a seed's checkpoints? (issue 13, point 10: logs to step 500 were attached to
-checkpoints that stop at step 12.)"""
+"""Does a training log belong to a seed's checkpoints? (A log that goes to step 500 is not the log of checkpoints
+that stop at step 12.)"""
 
 from __future__ import annotations
 

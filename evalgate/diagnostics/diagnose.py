@@ -75,7 +75,7 @@ def diagnose(log: TrainLog, thresholds: Thresholds | None = None, label: str | N
              seed: int | None = None) -> Diagnosis:
     """Run every signal on one log, and on each segment a resumed run abandoned (``TrainLog.abandoned``): a warn
     or fail finding there at or after the resume step is added with ``segment`` set, so a divergence the resume
-    replaced is reported (issue 28, item 11), as such."""
+    replaced is reported, as such."""
     findings = run_signals(log, thresholds)
     seen = {(f.signal, f.status, f.step) for f in findings}
     for resume, part in log.abandoned:

@@ -28,7 +28,7 @@ class Guards(Thresholds):
     fail a checkpoint, and which signals must be checkable."""
 
     RENAMED: ClassVar[dict[str, str]] = {"clip_window": "window", "nan": "nonfinite"}
-    """Keys of the gate's guards before issue 15 -> their names now; a policy file still using one is refused with
+    """Old keys of the gate's guards -> their names now; a policy file still using one is refused with
     the new name (docs/DIAGNOSTICS.md, "The gate's guards")."""
 
     fail_on: tuple[Literal["info", "warn", "fail"], ...] = ("fail",)

@@ -122,8 +122,8 @@ def from_records(records: list[dict[str, Any]], source: str, fmt: str, warnings:
     with ``zip``, so the per-value work runs in C: 100,000 steps x 28 keys take a fraction of the JSON parse.
 
     A record whose step is below the highest step logged before it starts a resumed segment: the log before it is
-    kept in ``TrainLog.abandoned`` (issue 28, item 11: a grad-norm blow-up before a resume must not vanish because
-    the resumed run re-logged its steps).
+    kept in ``TrainLog.abandoned`` (a grad-norm blow-up before a resume must not vanish because the
+    resumed run re-logged its steps).
     """
     log = _from_records(records, source, fmt, warnings)
     for b in _resume_points(records):
@@ -567,7 +567,7 @@ def find_train_log(run_dir: str | Path) -> TrainLog | None:
     TensorBoard events under it, its ``*.jsonl`` logs, a W&B run, a plugin format's) is read; the one reaching the
     highest step wins, then the one with the most logged values, then the earlier candidate. A checkpoint's
     ``trainer_state.json`` stops at that checkpoint, so a callback's or TensorBoard's log that goes further is the
-    run's log (issue 28, item 8). The choice is named in ``TrainLog.choice``; a candidate that cannot be read is
+    run's log. The choice is named in ``TrainLog.choice``; a candidate that cannot be read is
     named there too.
 
     Returns:

@@ -93,8 +93,8 @@ def _windows(pts: Series, share: float) -> tuple[int, float, float] | None:
 def _first_trailing(pts: Series, w: int, crossed: Callable[[float], bool]) -> int | None:
     """The step where the value changed: in the first window of ``w`` values after the early window whose mean
     satisfies ``crossed``, the first value that satisfies it itself (a mean past a bound has a value past it). The
-    window's first step would name a step before the change (issue 28, item 10: KL flat to step 29 and jumping at
-    30 was reported at step 22)."""
+    window's first step would name a step before the change (KL flat to step 29 and jumping at 30 would be
+    reported at step 22)."""
     vals = list(map(_second, pts))
     run = sum(vals[w:2 * w])
     for i in range(w, len(vals) - w + 1):
@@ -108,8 +108,8 @@ def _first_trailing(pts: Series, w: int, crossed: Callable[[float], bool]) -> in
 def _first_level(pts: Series, w: int, above: float, every: bool) -> tuple[int, float, int] | None:
     """The first ``w`` consecutive values all above ``above`` (``every``) or with mean above it: the step where the
     value changed (the first value of that run above ``above``), the run's mean and ``w``. A log with fewer than
-    ``w`` values is judged on all of them (``w`` is then their number; issue 28, item 7: four steps at 100 %
-    truncation were "ok")."""
+    ``w`` values is judged on all of them (``w`` is then their number: four steps at 100 %
+    truncation are not "ok")."""
     vals = list(map(_second, pts))
     if not vals:
         return None
@@ -626,8 +626,8 @@ _REWARD_KEYS = frozenset((*KEY_MAP["reward"], *KEY_MAP["reward_std"]))
 def must_be_finite(key: str) -> bool:
     """True for a loss (a key with ``loss`` as a word: HF ``loss``, verl ``actor/pg_loss``, ``critic/vf_loss``,
     OpenRLHF ``policy_loss``, ``critic_loss``, ``ptx_loss``, TRL PPO ``loss/value_avg``, ...) or a reward of the key
-    map (``reward``, ``critic/score/mean``, ...): NaN there is a divergence whatever signal is on (issue 28, item 5:
-    OpenRLHF's ``policy_loss`` NaN was a warning). Per-function rewards (TRL ``rewards/<fn>/mean``) are not: a
+    map (``reward``, ``critic/score/mean``, ...): NaN there is a divergence whatever signal is on (an
+    OpenRLHF ``policy_loss`` of NaN is no mere warning). Per-function rewards (TRL ``rewards/<fn>/mean``) are not: a
     function that returns None for every completion of a batch logs NaN by design."""
     return bool(_LOSS.search(key)) or key in _REWARD_KEYS
 

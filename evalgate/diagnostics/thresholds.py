@@ -39,7 +39,7 @@ class Thresholds(StrictModel):
     ratio, and KL growing from ~0 into the range PPO itself targets is no surge. Default: 0.01 nats per token, the
     middle of the KL targets the PPO paper tries for its adaptive penalty (d_targ 0.003, 0.01, 0.03; Schulman et al.
     2017, sec. 4 and Table 1). With 0.001 ordinary linear KL growth (0.0055 -> 0.0355, 6.5x) warned "a surge like
-    this precedes collapse" (issue 28, item 12); now it is 3.6x of the floor, while KL jumping from 0.01 to 0.1 is
+    this precedes collapse"; now it is 3.6x of the floor, while KL jumping from 0.01 to 0.1 is
     10x."""
     kl_negative_max: float | None = Field(default=-1.0, lt=0)
     """KL below this at every one of ``window`` consecutive logged steps warns: a true KL is never negative, the

@@ -1,7 +1,7 @@
 """Stored gate verdicts (the store's ``gates`` table, migration 10): what each gate considered, the decision runs it
 used, its verdict and the whole verdict document.
 
-Two uses (issue 13 point 5, issue 17):
+Two uses:
 
 - **reuse**: a gate whose inputs are unchanged -- the same policy (``policy_sha256``), protocol hash, selection and
   decision split contents, candidate runs (hence checkpoints) and baseline checkpoint -- takes the decision runs of

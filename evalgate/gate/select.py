@@ -207,7 +207,7 @@ def partition_runs(runs: list[dict[str, Any]], split_sha256: str, backend: str,
         backend: the policy's backend.
         exclude_digest: the baseline checkpoint's digest: no candidate; its complete runs that carry a training
             run and seed (a checkpoint of the run that is the baseline itself) are listed under ``ignored`` with
-            that reason (issue 28, item 15), its plain baseline runs nowhere.
+            that reason, its plain baseline runs nowhere.
     """
     out = RunPartition()
     as_base = [r for r in runs if r["checkpoint_digest"] == exclude_digest and r["status"] == "complete"

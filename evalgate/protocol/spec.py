@@ -476,7 +476,7 @@ def _private_names(ast: Any) -> list[str]:
     return list(dict.fromkeys(name for name in found if name.startswith("_")))
 
 
-# Fields of the ``tools`` section added with issue 18: left out of the hash at their default (like
+# Later fields of the ``tools`` section: left out of the hash at their default (like
 # ``execution.isolation``), so protocols frozen before them keep their sha256.
 _NEW_TOOL_FIELDS = ("offered", "format", "max_turns", "cpu_s", "task_dir", "fs_write", "violation")
 
@@ -598,7 +598,7 @@ def load_protocol(path: str | Path) -> LoadedProtocol:
     if resolved["execution"]["isolation"] == "best-effort":
         del resolved["execution"]["isolation"]  # the default: older locks stay valid
     if resolved["reasoning"] == ReasoningSpec().model_dump(mode="json"):
-        del resolved["reasoning"]  # the default (issue 28): older locks stay valid
+        del resolved["reasoning"]  # the default: older locks stay valid
     digest = sha256_text(canonical_json(resolved))
     return LoadedProtocol(path, spec, resolved, digest, template, chat, tuple(fewshot), scorer_options, tools,
                           task_dir)

@@ -1,1 +1,1 @@
-"""RLHF evaluation: pairwise judge statistics, judge and reward-model calibration (issue 30, docs/RLHF.md)."""
+"""RLHF evaluation: pairwise judge statistics, judge and reward-model calibration (docs/RLHF.md)."""

@@ -4,7 +4,7 @@ The ``release-gate`` purpose is the one purpose a private split's policy admits,
 private set. Policy lives in the library, not in the CLI: ``evaluate`` refuses that purpose unless the options
 carry a ``ReleaseGrant`` that the gate's decision holds, for that split, with reads left.
 
-A grant exists only inside a gate's decision (issue 27): the one way to get one is ``_reserve_release_reads``, which
+A grant exists only inside a gate's decision: the one way to get one is ``_reserve_release_reads``, which
 the gate calls after its policy checks and which first logs (and counts against the budget) every read the gate will
 make, in one locked step, or refuses them all; the runs under it are then logged as ``reserved-read`` (not counted
 again). The gate revokes its grant when its decision ends (``revoke``), so a grant kept past the gate reads

@@ -123,7 +123,7 @@ class RunRecord(_Record):
     counts: dict[str, Any] | None = None
     """items, samples, generated, cached, ``samples_from`` (samples per run that generated them), by_status,
     timing and ``reasoning`` (the protocol's ``reasoning.strip``, samples ``with_reasoning``, samples whose block
-    was ``unclosed``; absent in runs stored before issue 28) (None until complete)."""
+    was ``unclosed``; absent in older runs) (None until complete)."""
     warnings: list[str] = []
     """Budget warnings of the read, and the checkpoint's (provenance disagreements, a context check skipped)."""
     wall_s: float | None = None

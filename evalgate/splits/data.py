@@ -76,7 +76,7 @@ def read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[s
     """Read and check a split's items, for the tiers whose items may be looked at freely (smoke, dev, public).
     Not logged by itself: reads that count go through ``SplitManager`` (``open``, or ``check``/``read``/``log_read``).
 
-    Items of the private and human-audit tiers are never returned here (issue 27: a library call must not hand out
+    Items of the private and human-audit tiers are never returned here (a library call must not hand out
     private plaintext without a log row): they are read through ``SplitManager``, under the tier's policy, logged.
     The refusal is logged in the default store. In-process Python cannot be sandboxed, so this is a rule of the
     library, not a wall: whoever holds the key file can decrypt the data file directly; the key file is the

@@ -147,7 +147,7 @@ class SplitManager:
     def reserve(self, manifest: Manifest, actor: str, purpose: str, reads: list[dict[str, Any]],
                 refusal: str) -> list[dict[str, Any]]:
         """Log every read a caller will make of a budgeted split, before any is made, in one locked step: all of
-        them if the budget's window has room for all, else none and one ``refused`` row (issue 13: two gates at
+        them if the budget's window has room for all, else none and one ``refused`` row (two gates at
         once must not drain a budget and both fail; one decides, the other is refused having spent nothing).
 
         Each row has outcome ``read`` (it counts against the budget like any read); the reads made afterwards are

@@ -1,5 +1,5 @@
 """One content, several names: the split whose policy, budget and audit rows a manifest's reads take
-(``content_owner``), so a copied or renamed manifest cannot escape its content's budget (issue 27)."""
+(``content_owner``), so a copied or renamed manifest cannot escape its content's budget."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ escape."""
 
 @dataclass(frozen=True)
 class ContentOwner:
-    """The split whose policy, budget and audit rows a manifest's reads take (issue 27).
+    """The split whose policy, budget and audit rows a manifest's reads take.
 
     Attributes:
         manifest: the owning split's manifest (the manifest itself unless its content is another split's).

@@ -144,7 +144,7 @@ class RunRepo(Repository):
         """A run's samples joined with their cached generations and prompts, sealed values decrypted.
 
         A run on the private tier (``run_tiers``: its row or the access log says so) is refused: its per-item
-        outputs are never shown (issue 27; the gate reads only ``sample_scores``). Readers of other tiers check and
+        outputs are never shown (the gate reads only ``sample_scores``). Readers of other tiers check and
         log the read first (``evalgate.views.samples``, the rating pages, ``export-audit``).
 
         Raises:

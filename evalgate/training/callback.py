@@ -13,7 +13,7 @@ it unchanged: they are ``Trainer`` subclasses and call the same ``TrainerCallbac
   beside ``train/loss``), and one line per checkpoint is printed on stderr.
 - ``on_train_end``: a ``train_end`` line in the queue file, so ``evalgate watch --exit-when-done`` can finish.
 - ``on_train_begin``: leftovers of an earlier run in the same ``output_dir`` are moved aside (renamed
-  ``<name>.previous-<time>``), never obeyed or merged (issue 28, item 14): the ``STOP`` file and
+  ``<name>.previous-<time>``), never obeyed or merged: the ``STOP`` file and
   ``evalgate-stop.json`` always (they were written before this training began); on a fresh start (global step 0)
   also ``evalgate-log.jsonl`` and ``evalgate-queue.jsonl``. A resumed run keeps its log (the steps it logs again
   make an abandoned segment that the diagnostics judge too) and drops the stale ``train_end`` lines of its queue.

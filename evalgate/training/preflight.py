@@ -46,7 +46,7 @@ TRUNCATION_SHARE = 0.2
 """Truncation first: more than this share of the samples was cut at ``max_tokens`` (finish reason ``length``), the
 default limit of the training-log ``truncation`` signal (DAPO, Yu et al. 2025, sec. 3.4: truncated answers add
 reward noise), or more than half of the zero scores are truncations ("mostly"). A histogram shaped by the length
-limit says nothing yet about the reward (issue 28, item 13)."""
+limit says nothing yet about the reward."""
 CONSTANT_ANSWER = "0"
 NOT_JUDGED = "not_judged"
 """A shape's status when truncation fired and the shape did not: the histogram was not the reward's."""

@@ -4,7 +4,7 @@
 Both show per-item results derived from a split, so both are reads of it, under its tier policy: a permitted view
 is logged (cached, purpose ``inspect-samples`` or ``compare-runs``; the run id in the row), and a refused one is
 logged as refused before the error is raised. Per-item outputs of the private tier are never shown here, to any
-caller (the gate reads per-item scores for its statistics, never texts; issue 27); the human-audit tier's are
+caller (the gate reads per-item scores for its statistics, never texts); the human-audit tier's are
 shown to raters through ``evalgate splits export-audit NAME --run RUN_ID``, not here. Sample text is read through
 ``Store.samples`` only, which owns how stored text is kept (encrypted or not).
 """
