@@ -135,7 +135,8 @@ demo-full: setup-main setup-sandbox
 # long files start at once on both workers; the short ones fill in behind). The real model serves only the tests that
 # assert its outputs; the others use a tiny random checkpoint with its tokenizer (tests/helpers/tiny_checkpoint.py).
 # -p no:logging and PYTHONDONTWRITEBYTECODE as in test-fast (below). --durations: CI's log then names the slowest
-# tests, to keep the suite well under CI's 15 minutes
+# tests, to keep the suite well under CI's 15 minutes. Each worker runs torch (and every OpenMP pool) on its share
+# of the cores, cores / workers threads (tests/conftest.py worker_threads; OMP_NUM_THREADS set in the environment wins)
 test: setup
 	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/pytest -q -n auto --dist loadfile --no-loadscope-reorder -p no:logging \
 	  --durations=25
