@@ -87,12 +87,16 @@ def _print_suite(doc: dict[str, Any]) -> None:
     for r in doc["table"]:
         ci = (f"{num(r['diff'])} [{num(r['ci'][0])}, {num(r['ci'][1])}]" if r["ci"] else "n/a")
         seeds = ", ".join(f"seed {k}: {num(v)}" for k, v in r["seeds"].items())
-        click.echo(f"  [{'pass' if r['passed'] else 'FAIL'}] {r['member']} ({r['role']}, {r['metric']}): "
+        mark = "pass" if r["passed"] else "FAIL" if r["failed_rules"] else "not read"
+        click.echo(f"  [{mark}] {r['member']} ({r['role']}, {r['metric']}): "
                    f"candidate - baseline {ci}, lower end needs >= {r['threshold']:+g}"
                    + (f"; {seeds}" if seeds else "")
                    + (f"; failed: {', '.join(r['failed_rules'])}" if r["failed_rules"] else ""))
     if doc["holm"]:
         click.echo(f"  at least one target improved (Holm): {'yes' if doc['any_target_improved'] else 'no'}")
+    why = next((m["gate"]["decision_not_read"] for m in doc["members"] if m["gate"].get("decision_not_read")), None)
+    if why:
+        click.echo(f"  {why}")
     for p in doc["picks"]:
         click.echo(f"  seed {p['train_seed']}: ships step {p['step']} {p['checkpoint']}" if p["checkpoint"] else
                    f"  seed {p['train_seed']}: no checkpoint qualified ({len(p['rejected'])} rejected)")

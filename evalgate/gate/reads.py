@@ -372,6 +372,7 @@ class DecisionReader:
         # the decision split's guard: a stored run taken for a charged read has its result checked or recorded
         self.manager: SplitManager | None = None
         self.manifest: Any = None
+        self.base_decision: DecisionRun | None = None  # the baseline's decision run once read (a suite shares it)
 
     def prior(self, path: str, digest: str | None) -> dict[str, Any]:
         """The latest stored run of the checkpoint (by digest when known, else by path).

@@ -149,7 +149,8 @@ class SuiteVerdict:
                          "seeds": per_seed, "diff": d.diff if d else None,
                          "ci": [d.low, d.high] if d else None, "confidence": d.confidence if d else None,
                          "threshold": m.threshold, "p_value": m.p_value, "holm_p": m.holm_p,
-                         "passed": m.passed, "failed_rules": [r.rule for r in m.verdict.rules if not r.passed]})
+                         "passed": m.passed, "failed_rules": [r.rule for r in m.verdict.rules if not r.passed],
+                         "not_read": m.verdict.decision_not_read is not None})
         return rows
 
     def as_dict(self) -> dict[str, Any]:
@@ -179,6 +180,7 @@ class _Member:
     protocol_hash: str | None = None
     own_seeds: list[SeedResult] = field(default_factory=list)
     seeds: list[SeedResult] = field(default_factory=list)
+    shares: tuple[int, set[str]] | None = None  # (earlier member, digests): that member's reads shown, not charged
 
     @property
     def policy(self) -> GatePolicy:
@@ -305,8 +307,12 @@ def run_suite(suite: Suite, store: Store | None = None, actor: str | None = None
     _prepare(members, sp.train_run, store, manager, who, evaluate_decision, progress)
     picks = _pick(members, store, who, evaluate_decision, progress)
     _check_identities(members, picks, manager, who, evaluate_decision)
+    early = _before_private(members, picks, store, manager, who)
+    if early is not None:
+        return SuiteVerdict(suite, early, picks, [x.name for x in early if any(not r.passed
+                                                                               for r in x.verdict.rules)])
     readers, reused = _reserve(suite.name, members, store, manager, who, evaluate_decision)
-    baselines = _read(members, readers, who, progress)
+    baselines = _read(members, readers, who, progress, manager)
     results = [_member_verdict(m, store, manager, who, reader, baseline, r, picks)
                for m, reader, baseline, r in zip(members, readers, baselines, reused, strict=True)]
     any_improved = _holm(results) if sp.holm else None
@@ -377,6 +383,34 @@ def _check_identities(members: list[_Member], picks: dict[SeedKey, Pick], manage
                                                                  if d and path])
 
 
+def _before_private(members: list[_Member], picks: dict[SeedKey, Pick], store: Store, manager: SplitManager,
+                    who: str) -> list[MemberResult] | None:
+    """Every member's rules that need no private data (``decide.selection_rules`` and the proxy rules, as a single
+    gate applies them before its first private read). When one fails for any member the suite cannot pass: every
+    member's verdict is stored as FAIL with ``decision_not_read`` and nothing private is read or reserved. None when
+    all pass."""
+    early = [decide.selection_rules(m.policy, m.seeds) + pipeline._proxy_rules(
+        m.policy, store, m.seeds, [s for s in m.seeds if s.best is not None], who)[2] for m in members]
+    bad = [f"{m.sm.name} ({', '.join(r.rule for r in rules if not r.passed)})"
+           for m, rules in zip(members, early, strict=True) if any(not r.passed for r in rules)]
+    if not bad:
+        return None
+    why = (f"member(s) {'; '.join(bad)} failed on data that is not private, so the suite failed before reading "
+           "any member's decision split: no private read spent")
+    out = []
+    for m, rules in zip(members, early, strict=True):
+        p = m.policy
+        verdict = Verdict(False, p, rules, m.seeds, BaselineResult(checkpoint=p.baseline.checkpoint,
+                                                                   value=p.baseline.value),
+                          protocol_hash=m.protocol_hash, stale=m.part.stale, ignored=m.part.ignored,
+                          failures=m.part.failures, broken_chain=m.broken, decision_not_read=why)
+        inputs = history.gate_inputs(p, m.protocol_hash, m.sel_m.content_sha256 if m.sel_m else "",
+                                     m.dec_m.content_sha256, m.part.usable, m.base_digest)
+        pipeline._record(store, manager, m.dec_m, verdict, inputs, who)
+        out.append(MemberResult(m.sm.name, m.sm.spec.role, m.sm.spec.select, m.sm.spec.threshold, verdict))
+    return out
+
+
 def _reserve(name: str, members: list[_Member], store: Store, manager: SplitManager, who: str,
              evaluate_decision: bool) -> tuple[list[reads.DecisionReader], list[ReusedDecision | None]]:
     """Per member, its decision reader: an unchanged earlier gate's runs (nothing read), or new reads planned
@@ -384,7 +418,8 @@ def _reserve(name: str, members: list[_Member], store: Store, manager: SplitMana
     readers: list[reads.DecisionReader] = []
     plans: list[reads.Reservation | None] = []
     reused: list[ReusedDecision | None] = []
-    for m in members:
+    planned: dict[tuple[Any, ...], tuple[int, set[str]]] = {}  # what a decision read shows -> member, digests
+    for k, m in enumerate(members):
         chosen = [s for s in m.seeds if s.best is not None]
         inputs = history.gate_inputs(m.policy, m.protocol_hash, m.sel_m.content_sha256 if m.sel_m else "",
                                      m.dec_m.content_sha256, m.part.usable, m.base_digest)
@@ -398,8 +433,9 @@ def _reserve(name: str, members: list[_Member], store: Store, manager: SplitMana
             reused.append(history.reused_decision(prior[0]))
             plans.append(None)
             continue
-        reader, plan = pipeline.decision_plan(m.policy, store, manager, m.dec_m, who, targets if chosen else [],
-                                              m.dec_runs, evaluate_decision, m.protocol_hash)
+        targets = _share(k, m, targets if chosen else [], planned)
+        reader, plan = pipeline.decision_plan(m.policy, store, manager, m.dec_m, who, targets, m.dec_runs,
+                                              evaluate_decision, m.protocol_hash)
         readers.append(reader)
         reused.append(None)
         plans.append(plan)
@@ -416,21 +452,65 @@ def _reserve(name: str, members: list[_Member], store: Store, manager: SplitMana
     return readers, reused
 
 
+def _share(k: int, m: _Member, targets: list[tuple[str, str | None]],
+           planned: dict[tuple[Any, ...], tuple[int, set[str]]]) -> list[tuple[str, str | None]]:
+    """The targets member ``k`` reads itself: those an earlier member of the suite already reads on the same
+    decision split content with the same protocol hash and backend (another metric of the same runs) are left to
+    that member's read and shown to this one (``_show_shared``: logged ``re-read``, not charged)."""
+    key = (m.dec_m.content_sha256, m.protocol_hash, m.policy.backend)
+    mine = {d for _, d in targets if d is not None}
+    if key in planned:
+        j, digests = planned[key]
+        shared = mine & digests
+        if shared:
+            m.shares = (j, shared)
+            targets = [t for t in targets if t[1] not in shared]
+        planned[key] = (j, digests | mine)  # a checkpoint only this member reads: later members share it too
+    else:
+        planned[key] = (k, mine)
+    return targets
+
+
+def _show_shared(members: list[_Member], readers: list[reads.DecisionReader], j: int, manager: SplitManager,
+                 who: str) -> None:
+    """After member ``j``'s reads: each later member that shares them (``_Member.shares``) is shown the runs, one
+    uncounted ``re-read`` row each on its split."""
+    runs = {s.decision.digest: s.decision for s in members[j].seeds if s.decision is not None}
+    base = readers[j].base_decision
+    if base is not None:
+        runs[base.digest] = base
+    for m, reader in zip(members, readers, strict=True):
+        if m.shares is None or m.shares[0] != j:
+            continue
+        for digest in sorted(m.shares[1]):
+            run = runs.get(digest)
+            if run is None:
+                continue
+            reader.shown[digest] = {"run_id": run.run_id, "metrics": run.metrics, "checkpoint_digest": digest}
+            manager.log_event(m.dec_m, who, reads.RELEASE_GATE, reads.REREAD, cached=True, run_id=run.run_id,
+                              protocol_hash=m.protocol_hash, checkpoint_digest=digest,
+                              detail=f"gate {m.policy.name} shows the read member {members[j].sm.name} of the suite "
+                                     "made of the same checkpoint, protocol, split content and backend (another "
+                                     "metric of the same run): logged, not charged")
+
+
 def _read(members: list[_Member], readers: list[reads.DecisionReader], who: str,
-          progress: bool) -> list[BaselineResult]:
+          progress: bool, manager: SplitManager) -> list[BaselineResult]:
     """Every member's decision reads (its baseline's, then each seed's pick); the grants are revoked when they end,
     whether or not they all completed. Returns each member's baseline."""
     baselines = []
     try:
-        for m, reader in zip(members, readers, strict=True):
+        for j, (m, reader) in enumerate(zip(members, readers, strict=True)):
             reader.progress = progress
             chosen = [s for s in m.seeds if s.best is not None]
             baselines.append(_member_baseline(m, reader, who) if chosen else BaselineResult(
                 checkpoint=m.policy.baseline.checkpoint, value=m.policy.baseline.value))
+            reader.base_decision = baselines[-1].decision
             for s in chosen:
                 assert s.best is not None
                 s.decision = reader.read(s.best.path, {"train_run": s.best.train_run, "train_seed": s.train_seed,
                                                        "step": s.best.step}, s.best.digest)
+            _show_shared(members, readers, j, manager, who)
     finally:
         for reader in readers:
             revoke(reader.grant)

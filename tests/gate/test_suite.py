@@ -34,6 +34,7 @@ import pytest
 import yaml
 
 from evalgate.core.errors import BadInput, RefusedByPolicy
+from evalgate.gate.report.suite import suite_junit
 from evalgate.gate.results import CheckpointResult, SeedResult
 from evalgate.gate.suite import load_suite
 from evalgate.gate.suite_decide import SelectingMember, holm, intersection_union, pick_checkpoints
@@ -458,3 +459,41 @@ def test_trackers_get_one_summary_per_member_and_no_private_value(tmp_path: Path
     assert all(k.startswith("gate/") for k in safety)
     exported = [r for r in store.access_rows("gu-private") if r["purpose"] == "export-tracker"]
     assert [r["outcome"] for r in exported] == ["exported"]
+
+
+def test_two_members_on_one_split_and_protocol_share_its_reads(tmp_path: Path, home: Path) -> None:
+    """IFEval-style: two metrics of the same runs as two members (the target's pass@1, and its mean_score as a
+    non-selecting guard on the same split and protocol): the second is shown the first's decision runs (3 logged
+    re-reads, not charged) instead of being charged 3 more reads of ta-private."""
+    store = build(tmp_path / "runs", GUARD_OK)
+    d = suite_dict(tmp_path / "runs")
+    d["members"].append({"name": "skill-mean", "role": "guard", "protocol": "ta@1", "decision_split": "ta-private",
+                         "metric": "mean_score", "margin": 0.0, "select": False})
+    v = run_suite(load_suite(write(tmp_path / "s.yaml", d)), store, evaluate_decision=False)
+    assert v.passed
+    assert (_counted(store, "ta-private"), _counted(store, "gu-private")) == (3, 3)
+    skill, _, mean = v.members
+    assert sorted(mean.verdict.rereads) == ["ta-dec-1", "ta-dec-2", "ta-dec-base"]
+    assert mean.verdict.stats.difference.diff == pytest.approx(0.8)  # mean_score of 0/1 scores: as pass@1
+    shared = [r for r in store.access_rows("ta-private") if r["outcome"] == "re-read"]
+    assert len(shared) == 3 and all("shows the read member skill of the suite made" in r["detail"] for r in shared)
+
+
+def test_a_member_failing_a_rule_on_non_private_data_fails_the_suite_before_any_private_read(tmp_path: Path,
+                                                                                             home: Path) -> None:
+    """The guard asks for 3 seeds and the run has 2: ``min_seeds`` needs no private data, so the suite fails
+    (naming the guard) before reserving anything on either split; every member's verdict says why it was not
+    decided."""
+    store = build(tmp_path / "runs", GUARD_OK)
+    d = suite_dict(tmp_path / "runs")
+    d["members"][1]["rules"] = {"min_seeds": 3}
+    v = run_suite(load_suite(write(tmp_path / "s.yaml", d)), store, evaluate_decision=False)
+    assert not v.passed and v.failing == ["safety"]
+    assert (_counted(store, "ta-private"), _counted(store, "gu-private")) == (0, 0)
+    assert all("failed on data that is not private" in (m.verdict.decision_not_read or "") for m in v.members)
+    assert [r["failed_rules"] for r in v.table()] == [[], ["min_seeds"]]
+    assert not any(r["outcome"] == "reserved" for r in store.access_rows("ta-private"))
+    junit = ET.fromstring(suite_junit(v))
+    (suite,) = junit.findall("testsuite")
+    assert (suite.get("failures"), suite.get("skipped")) == ("1", "1")
+    assert [c.find("skipped") is not None for c in suite.findall("testcase")] == [True, False]

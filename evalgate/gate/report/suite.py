@@ -38,6 +38,16 @@ def _need(row: dict[str, Any]) -> str:
                                                   else " (min_improvement)"))
 
 
+def _outcome(row: dict[str, Any], fail: str) -> str:
+    """A member's outcome cell: pass, FAIL with its failed rules, or not read (the suite failed before any private
+    read on another member's non-private rule)."""
+    if row["passed"]:
+        return "pass"
+    if row["failed_rules"]:
+        return f"{fail} ({', '.join(row['failed_rules'])})"
+    return "not read (the suite failed before its private reads)"
+
+
 def _seed_names(v: SuiteVerdict) -> list[str]:
     return [str(p.key[1]) for p in v.picks.values()]
 
@@ -58,7 +68,7 @@ def suite_markdown(v: SuiteVerdict) -> str:
         cells += [_fmt(r["seeds"].get(s), 4) or "n/a" for s in seeds]
         cells += [_ci(r), _need(r), _fmt(r["p_value"], 4) or "n/a"]
         cells += [_fmt(r["holm_p"], 4) or "n/a"] if d["holm"] else []
-        cells.append("pass" if r["passed"] else f"**FAIL** ({', '.join(r['failed_rules'])})")
+        cells.append(_outcome(r, "**FAIL**"))
         lines.append("| " + " | ".join(_md(str(c)) for c in cells) + " |")
     if d["holm"]:
         lines += ["", f"At least one target improved (Holm 1979, family-wise level {d['alpha']:g}): "
@@ -81,16 +91,20 @@ def suite_junit(v: SuiteVerdict) -> str:
     """JUnit XML: one testsuite, one testcase per member (a failed member carries a <failure> naming its failed
     rules); properties hold the reason, the verdict and which member decided."""
     name = f"evalgate.suite.{v.suite.name}"
+    rows = v.table()
+    unread = sum(not r["passed"] and not r["failed_rules"] for r in rows)
     ts = ET.Element("testsuite", name=name, tests=str(len(v.members)),
-                    failures=str(sum(not m.passed for m in v.members)), errors="0", skipped="0")
+                    failures=str(sum(not r["passed"] for r in rows) - unread), errors="0", skipped=str(unread))
     props = ET.SubElement(ts, "properties")
     for k, val in {"reason": v.reason, "verdict": "PASS" if v.passed else "FAIL", "decided_by": v.decided_by()}.items():
         ET.SubElement(props, "property", name=k, value=val)
-    for m, row in zip(v.members, v.table(), strict=True):
+    for m, row in zip(v.members, rows, strict=True):
         case = ET.SubElement(ts, "testcase", classname=name, name=m.name)
         text = f"{m.role} {row['metric']}: candidate - baseline {_ci(row)}; {_need(row)}"
         if m.passed:
             ET.SubElement(case, "system-out").text = text
+        elif not row["failed_rules"]:  # not decided: another member failed before any private read
+            ET.SubElement(case, "skipped", message=m.verdict.decision_not_read or "not read")
         else:
             detail = text + "; " + "; ".join(m.verdict.reasons)
             ET.SubElement(case, "failure", message=detail, type="SuiteMemberFailed").text = detail
@@ -110,7 +124,7 @@ def suite_html(v: SuiteVerdict) -> str:
              [r["member"], r["role"], r["metric"], _fmt(r["baseline"], 4) or "n/a",
               *[_fmt(r["seeds"].get(s), 4) or "n/a" for s in seeds], _ci(r), _need(r),
               _fmt(r["p_value"], 4) or "n/a", *([_fmt(r["holm_p"], 4) or "n/a"] if d["holm"] else []),
-              "pass" if r["passed"] else f"FAIL ({', '.join(r['failed_rules'])})"]) for r in d["table"]]
+              _outcome(r, "FAIL")]) for r in d["table"]]
     picks = [{"seed": p["train_seed"], "step": p["step"], "objective": _fmt(p["objective"], 4) or "n/a",
               "checkpoint": p["checkpoint"] or "none qualified", "rejected": p["rejected"]} for p in d["picks"]]
     members = [{"name": m.name, "role": m.role, "verdict": "PASS" if m.passed else "FAIL", "rules": m.verdict.rules,
