@@ -210,14 +210,20 @@ class AccessLogRepo(Repository):
         return VerifiedHead(*r) if r else None
 
     def set_access_log_head(self, seq: int, row_hash: str) -> None:
-        """Record that the chain up to row ``seq`` (hash ``row_hash``) was verified intact."""
+        """Record that the chain up to row ``seq`` (hash ``row_hash``) was verified intact (nothing for a role that
+        may not write it: ``_may_record``)."""
         with self.connect() as con:
+            if not _may_record(con):
+                return
             con.execute("DELETE FROM access_log_head")
             con.execute("INSERT INTO access_log_head VALUES (?, ?, NULL, NULL, ?)", [seq, row_hash, self.clock()])
 
     def mark_access_log_broken(self, seq: int, reason: str) -> None:
-        """Record the first bad row found (kept until a full verify finds the chain intact)."""
+        """Record the first bad row found (kept until a full verify finds the chain intact; nothing for a role that
+        may not write it: ``_may_record``)."""
         with self.connect() as con:
+            if not _may_record(con):
+                return
             if con.execute("SELECT count(*) FROM access_log_head").fetchone() == (0,):
                 con.execute("INSERT INTO access_log_head VALUES (0, ?, NULL, NULL, ?)",
                             ["0" * 64, self.clock()])
@@ -246,3 +252,15 @@ class AccessLogRepo(Repository):
         con.execute("DELETE FROM access_log_signature")
         con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)",
                     [seq, row_hash, public_key, signature, self.clock()])
+
+
+def _may_record(con: Connection) -> bool:
+    """Whether this connection may write the verified head (``access_log_head``): always on a file; on a
+    PostgreSQL store not for a role granted only reads (``evalgate_auditor``), whose ``audit verify`` checks the
+    chain without recording what it found (the record only spares an evaluator's next append a full check)."""
+    if dialect(con) != POSTGRESQL:
+        return True
+    row = con.execute("SELECT has_table_privilege('access_log_head', 'INSERT') AND "
+                      "has_table_privilege('access_log_head', 'DELETE') AND "
+                      "has_table_privilege('access_log_head', 'UPDATE')").fetchone()
+    return bool(row and row[0])

@@ -265,9 +265,8 @@ class PostgresDatabase(Database):
         if self._in_session():
             yield
             return
-        con = self._connection()
+        con = self._start("SELECT pg_advisory_lock(?)", [LOCK_KEY])
         with self._errors(con):
-            con.execute("SELECT pg_advisory_lock(?)", [LOCK_KEY])
             try:
                 self._session, self._session_thread = con, threading.get_ident()  # type: ignore[assignment]
                 yield
@@ -298,10 +297,43 @@ class PostgresDatabase(Database):
             finally:
                 self._depth -= 1
             return
+        con = self._start("BEGIN")
+        with self._errors(con):
+            try:
+                con.execute("SELECT pg_advisory_xact_lock(?)", [LOCK_KEY])
+                yield con
+                con.execute("COMMIT")
+            except BaseException:
+                if not con.broken:
+                    con.execute("ROLLBACK")
+                raise
+
+    def _start(self, sql: str, params: Sequence[Any] = ()) -> PgConnection:
+        """This thread's connection with ``sql`` (the first statement of a transaction or session) run on it. A
+        connection the server dropped since its last use (a restart, an idle timeout, an administrator's
+        ``pg_terminate_backend``) is replaced once, so a store that comes back is used again without the caller
+        seeing it.
+
+        Raises:
+            BadInput: the server cannot be reached (now, or again on the new connection).
+        """
         con = self._connection()
-        with self._errors(con), self._transaction(con):
-            con.execute("SELECT pg_advisory_xact_lock(?)", [LOCK_KEY])
-            yield con
+        try:
+            con.execute(sql, params)
+            return con
+        except psycopg.OperationalError as e:
+            if not con.broken:
+                raise
+            first = e
+        con = self._connection()
+        with self._errors(con):
+            try:
+                con.execute(sql, params)
+            except psycopg.OperationalError:
+                if con.broken:
+                    raise self._unreachable(first) from None
+                raise
+        return con
 
     def close(self) -> None:
         """Close this process's connections to the server (the next transaction opens one again)."""

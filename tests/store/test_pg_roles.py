@@ -112,3 +112,11 @@ def test_an_auditor_reads_everything_and_changes_nothing(urls: dict[str, str], s
     assert auditor.access_log_signature() == Store(urls["owner"]).access_log_signature()
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         _sql(urls["audrey"], sql)
+
+
+def test_an_auditor_verifies_and_summarises_the_log_without_writing(urls: dict[str, str]) -> None:
+    env = {"EVALGATE_STORE": urls["audrey"]}
+    code, out, err = cli_parts("audit", "verify", env=env)
+    assert code == 0 and "chain intact (3 rows)" in out, out + err
+    code, out, err = cli_parts("audit", env=env)
+    assert code == 0 and "access log: 3 rows, chain intact" in out, out + err

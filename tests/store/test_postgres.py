@@ -20,6 +20,7 @@ from evalgate.splits import Policy, SplitManager, write_split
 from evalgate.store import CONTAMINATION_CHECK, Store
 from tests.conftest import REPO
 from tests.helpers.cli import cli_parts
+from tests.helpers.postgres import PostgresServer
 
 ITEMS = [{"id": f"q{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
 BUDGET = Policy(purposes=["release-gate"], max_reads=3, hard=True, max_contamination_checks=2)
@@ -131,6 +132,19 @@ def test_a_client_killed_mid_append_leaves_no_row_no_spent_budget_and_no_lock(
                                                                          ("a3", "read"), ("a4", "refused")]
     code, out, err = cli_parts("audit", "verify")
     assert code == 0 and f"chain intact ({len(before) + 4} rows)" in out, out + err
+
+
+def test_a_connection_the_server_dropped_is_replaced_at_the_next_transaction(
+        postgres_server: PostgresServer, postgres_url: str) -> None:
+    store = Store(postgres_url)
+    store.record_protocol("p", "1", "a" * 64, {"n": 1})
+    with store.connect() as con:
+        (pid,) = con.execute("SELECT pg_backend_pid()").fetchone()
+    postgres_server.admin(f"SELECT pg_terminate_backend({pid})")  # a restart, an idle timeout, an administrator
+    store.record_protocol("p", "2", "b" * 64, {"n": 2})  # a new connection, nothing lost, nothing raised
+    with store.connect() as con:
+        assert con.execute("SELECT pg_backend_pid()").fetchone() != (pid,)
+    assert store.protocol_hash("p", "1") == "a" * 64 and store.protocol_hash("p", "2") == "b" * 64
 
 
 def test_an_unreachable_server_is_exit_2_naming_it_without_the_password(home: Path) -> None:
