@@ -497,3 +497,58 @@ def test_a_member_failing_a_rule_on_non_private_data_fails_the_suite_before_any_
     (suite,) = junit.findall("testsuite")
     assert (suite.get("failures"), suite.get("skipped")) == ("1", "1")
     assert [c.find("skipped") is not None for c in suite.findall("testcase")] == [True, False]
+
+
+CHILD = """
+import sys, time
+from pathlib import Path
+import evalgate.gate.report.suite as suite_mod
+from evalgate.gate import reads
+from evalgate.gate.suite_run import run_suite
+from evalgate.cli import main
+
+marker = Path(sys.argv[2])
+real = reads.DecisionReader.read
+calls = []
+
+def read(self, path, info, digest):
+    calls.append(self.policy.name)
+    if self.policy.name == "rel/safety" and calls.count("rel/safety") == 2:
+        marker.write_text("reading")
+        time.sleep(120)  # SIGTERM arrives here, in the middle of the second member's reads
+    return real(self, path, info, digest)
+
+reads.DecisionReader.read = read
+suite_mod.run_suite = lambda s, st, a, **k: run_suite(s, st, a, evaluate_decision=False)
+main(["gate", "--policy", sys.argv[1]])
+"""
+
+
+@pytest.mark.integration  # a real process and a real SIGTERM
+def test_a_suite_killed_by_sigterm_mid_way_leaves_every_member_fully_charged(tmp_path: Path, home: Path) -> None:
+    """``evalgate gate`` on a suite in its own process, SIGTERM'd (what Slurm and Kubernetes send) while it reads the
+    guard's second decision run: it exits 143, and each member's split holds all 3 of its reads (the reservation
+    was one transaction), not some; no verdict is stored."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO
+
+    store = build(tmp_path / "runs", GUARD_OK)
+    path = write(tmp_path / "s.yaml", suite_dict(tmp_path / "runs"))
+    marker = tmp_path / "marker"
+    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(marker)], cwd=REPO,
+                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert marker.exists(), proc.communicate(timeout=30)
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, (out, err)
+    assert (_counted(store, "ta-private"), _counted(store, "gu-private")) == (3, 3)
+    assert store.gates() == []
