@@ -286,7 +286,7 @@ class Workspace:
         from evalgate.gate.missing import evaluate_missing
 
         with self.activate():
-            return evaluate_missing(policy, checkpoints, self.actor, progress, self.store)
+            return evaluate_missing(policy, checkpoints, self.actor, progress, store=self.store)
 
     def sweep(self, protocol: str | Path, checkpoints: str, splits: Sequence[str],
               options: RunOptions | None = None, ray: str | None = None, chunk: int = 4) -> SweepSummary:
@@ -325,7 +325,7 @@ class Workspace:
         from evalgate.views.samples import run_samples
 
         with self.activate():
-            return run_samples(run_id, item, status, limit, self.actor, self.store)
+            return run_samples(run_id, item, status, limit, self.actor, store=self.store)
 
     def compare(self, run_a: str, run_b: str) -> Comparison:
         """Two runs of one protocol on one split, sample by sample, with McNemar's exact test (``evalgate compare``;
@@ -341,7 +341,7 @@ class Workspace:
         from evalgate.views.samples import compare_runs
 
         with self.activate():
-            return compare_runs(run_a, run_b, self.actor, self.store)
+            return compare_runs(run_a, run_b, self.actor, store=self.store)
 
     def audit(self, split: str | None = None, since: datetime | None = None,
               tier: str | None = None) -> AuditSummary:

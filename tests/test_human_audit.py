@@ -73,12 +73,12 @@ def test_item_export_reimport_replaces_and_unscored_are_skipped(tmp_path: Path) 
     store = Store()
     write_split("ha", "human-audit", ITEMS, {"source": "test"})
     out = tmp_path / "items.jsonl"
-    assert export_audit("ha", out)["records"] == 3
+    assert export_audit("ha", out, store=store)["records"] == 3
     fill(out, {"q0": 4.0, "q1": None, "q2": 2.0})
-    res = import_audit(out, rater="dan")
+    res = import_audit(out, rater="dan", store=store)
     assert (res["imported"], res["skipped_unscored"], res["agreement"]["n"]) == (2, 1, 0)
     fill(out, {"q0": 5.0, "q1": None, "q2": 2.0})
-    import_audit(out, rater="dan")
+    import_audit(out, rater="dan", store=store)
     assert [(x["item_id"], x["run_id"], x["sample_index"], x["score"]) for x in store.human_scores("ha")] == [
         ("q0", "", -1, 5.0), ("q2", "", -1, 2.0)]
 
@@ -89,7 +89,7 @@ def test_an_empty_or_unscored_file_is_bad_input_and_reads_nothing(tmp_path: Path
     store = Store()
     write_split("ha", "human-audit", ITEMS, {"source": "test"})
     out = tmp_path / "items.jsonl"
-    export_audit("ha", out)  # three records, human_score null: exported, not yet scored
+    export_audit("ha", out, store=store)  # three records, human_score null: exported, not yet scored
     rows = len(store.access_rows("ha"))
     r = CliRunner().invoke(main, ["splits", "import-audit", str(out)])
     assert r.exit_code == 2, r.output
@@ -107,17 +107,17 @@ def test_bad_inputs_are_named(tmp_path: Path) -> None:
     write_split("devsplit", "dev", ITEMS, {"source": "test"})
     write_split("ha", "human-audit", ITEMS, {"source": "test"})
     with pytest.raises(BadInput, match="tier dev; human scoring works on human-audit splits"):
-        export_audit("devsplit", tmp_path / "x.jsonl")
+        export_audit("devsplit", tmp_path / "x.jsonl", store=Store())
     with pytest.raises(BadInput, match="run nope is not a run on split ha"):
-        export_audit("ha", tmp_path / "x.jsonl", run_id="nope")
+        export_audit("ha", tmp_path / "x.jsonl", run_id="nope", store=Store())
     f = tmp_path / "scored.jsonl"
     f.write_text(json.dumps({"split": "ha", "item_id": "q0", "human_score": 1}) + "\n"
                  + json.dumps({"split": "ha", "item_id": "q1", "human_score": 1, "scroe": 2}) + "\n")
     with pytest.raises(BadInput, match=r"scored.jsonl:2: scroe: Extra inputs are not permitted"):
-        import_audit(f)
+        import_audit(f, store=Store())
     f.write_text(json.dumps({"split": "ha", "item_id": "q9", "human_score": 1}) + "\n")
     with pytest.raises(BadInput, match=r"scored.jsonl:1: item 'q9' is not in split ha"):
-        import_audit(f)
+        import_audit(f, store=Store())
 
 
 def test_exporting_a_private_split_is_refused_and_logged(home: Path, tmp_path: Path) -> None:

@@ -284,7 +284,7 @@ def test_write_reports_refuses_an_unknown_format(tmp_path: Path) -> None:
 
     with pytest.raises(BadInput, match=r"unknown report format 'sarif' \(report outputs\); known report formats: "
                                        r"html, json, junit, markdown"):
-        write_reports(None, {"sarif": tmp_path / "x"})  # type: ignore[arg-type]
+        write_reports(None, {"sarif": tmp_path / "x"}, None)  # type: ignore[arg-type]
 
 
 # --- a dataset, added as one module and one registration (an entry point) ------------------------------------------

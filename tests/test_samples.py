@@ -56,8 +56,8 @@ def test_samples_filter_by_status_item_and_limit_and_each_view_is_a_logged_read(
     assert [(s["item_id"], s["status"]) for s in doc["samples"]] == [("q1", "wrong"), ("q3", "wrong")]
     assert doc["counts"] == {"correct": 1, "wrong": 2, "truncated": 1} and doc["total"] == 2
     assert doc["samples"][0]["extracted"] == "1" and doc["samples"][0]["score"] == 0.0
-    assert [s.item_id for s in run_samples("r1", limit=3).samples] == ["q0", "q1", "q2"]
-    assert [s.item_id for s in run_samples("r1", item="q2").samples] == ["q2"]
+    assert [s.item_id for s in run_samples("r1", limit=3, store=store).samples] == ["q0", "q1", "q2"]
+    assert [s.item_id for s in run_samples("r1", item="q2", store=store).samples] == ["q2"]
     code, out, _ = cli_parts("samples", "r1", "--item", "q2")
     assert code == 0 and "q2#0  truncated  score 0" in out and "statuses: correct 1, truncated 1, wrong 2" in out
     # four views, four cached reads of the split, each naming the run
@@ -151,7 +151,7 @@ def test_compare_refuses_runs_of_different_protocols_or_splits(home: Path) -> No
     # said once (it read 'different splits (fx-dev vs fx-dev2; protocols p@1 vs p@1, splits fx-dev vs fx-dev2)')
     assert "have different splits (fx-dev vs fx-dev2): their samples" in cli_parts("compare", "a", "other-split")[2]
     with pytest.raises(Exception, match="two different runs"):
-        compare_runs("a", "a")
+        compare_runs("a", "a", store=store)
     assert len(store.access_rows()) == before  # refused before anything was read
 
 
@@ -178,12 +178,12 @@ def test_status_filter_knows_the_agent_loops_tool_violation(home: Path) -> None:
     from evalgate.views.samples import run_samples
 
     with pytest.raises(BadInput, match="no run 'nosuch'"):
-        run_samples("nosuch", status="tool_violation")
+        run_samples("nosuch", status="tool_violation", store=Store())
     with pytest.raises(BadInput, match="known: correct, wrong, truncated, no_answer, timeout, error, judged, "
                                        "judge_unparseable, scored, tie, tool_violation"):
-        run_samples("nosuch", status="bogus")
+        run_samples("nosuch", status="bogus", store=Store())
     with pytest.raises(BadInput, match="no run 'nosuch'"):  # the judge scorer's own status is known too
-        run_samples("nosuch", status="judge_unparseable")
+        run_samples("nosuch", status="judge_unparseable", store=Store())
 
 
 def test_samples_of_an_unfinished_run_say_so_and_read_nothing(home: Path) -> None:

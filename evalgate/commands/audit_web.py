@@ -58,7 +58,8 @@ def batch_create_cmd(run_id: str, samples: int, stratify: str | None, rubric_fil
     from evalgate.human.rating import create_batch
 
     ws = workspace()
-    res = create_batch(run_id, samples, stratify, rubric_file, scale, seed, ws.store, ws.actor, show_gold)
+    res = create_batch(run_id, samples, stratify, rubric_file, scale, seed, store=ws.store, actor=ws.actor,
+                       show_gold=show_gold)
     if as_json:
         dump(res)
     else:
@@ -77,7 +78,7 @@ def serve_cmd(host: str, port: int, url: str | None) -> None:
     from evalgate.human.web import serve
 
     click.echo(f"evalgate serve on http://{host}:{port} (Ctrl-C stops)", err=True)
-    serve(host, port, workspace().store, url)
+    serve(host, port, store=workspace().store, url=url)
 
 
 @click.command("reward")

@@ -35,7 +35,8 @@ def parity_cmd(protocol_path: Path, checkpoint: Path, split: str, backend_a: str
 
     ws = workspace(actor)
     doc = parity(protocol_path, checkpoint, split, backend_a, backend_b, parse_backend_options(a_option),
-                 parse_backend_options(b_option), seed, limit, ws.actor, ws.store, progress=not as_json)
+                 parse_backend_options(b_option), seed, limit, ws.actor, store=ws.store,
+                 progress=not as_json)
     if as_json:
         _dump(doc)
     else:

@@ -37,7 +37,7 @@ def preflight_cmd(protocol_path: Path, checkpoint: Path, split: str, samples: in
 
     opts = RunOptions(backend=backend, purpose="preflight", actor=actor, progress=not as_json,
                       backend_options=backend_options_of(backend, backend_option, device))
-    res = preflight(protocol_path, checkpoint, split, samples, opts, workspace(actor).store)
+    res = preflight(protocol_path, checkpoint, split, samples, opts, store=workspace(actor).store)
     if report_path is not None:
         write_report(res, report_path)
     if as_json:

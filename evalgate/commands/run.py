@@ -42,8 +42,9 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
                       purpose=purpose, actor=actor, override_reason=override_reason,
                       backend_options=backend_options_of(backend, backend_option, device),
                       progress=not as_json)
-    run = workspace(actor).evaluate(protocol_path, checkpoint, split, opts)
-    export_and_say([run.run_id], trackers, actor)
+    ws = workspace(actor)
+    run = ws.evaluate(protocol_path, checkpoint, split, opts)
+    export_and_say([run.run_id], trackers, actor, ws.store)
     if as_json:
         _dump(run.as_dict())
     else:

@@ -135,7 +135,7 @@ def splits_contamination(split: str, corpus: Path, ngram: int, threshold: float,
         jaccard = DEFAULT_JACCARD
     ws = workspace(actor)
     rep = check_contamination(split, corpus, ngram, threshold, list(fields) or None, protocol, jaccard,
-                              corpus_format, text_field, ws.actor, ws.store, workers)
+                              corpus_format, text_field, ws.actor, store=ws.store, workers=workers)
     if as_json:
         _dump(rep.as_dict())
     else:
@@ -205,7 +205,7 @@ def splits_export_audit(name: str, out: Path, run_id: str | None, show_gold: boo
 
         raise BadInput("--show-gold needs --run (an item-level export holds every field already)")
     ws = workspace(actor)
-    doc = export_audit(name, out, run_id, ws.actor, ws.store, show_gold=show_gold)
+    doc = export_audit(name, out, run_id, ws.actor, store=ws.store, show_gold=show_gold)
     if as_json:
         _dump(doc)
     else:
@@ -224,7 +224,7 @@ def splits_import_audit(file: Path, rater: str | None, actor: str | None, as_jso
     from evalgate.human.audit_io import import_audit
 
     ws = workspace(actor)
-    doc = import_audit(file, rater, ws.actor, ws.store)
+    doc = import_audit(file, rater, ws.actor, store=ws.store)
     if as_json:
         _dump(doc)
         return

@@ -46,7 +46,7 @@ def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], ba
     ws = workspace(actor)
     summary = ws.sweep(protocol_path, checkpoints, splits, run, ray=ray_address, chunk=chunk)
     run_ids = [u["run_id"] for u in summary.units if u["run_id"]]
-    export_and_say(run_ids, trackers, actor)
+    export_and_say(run_ids, trackers, actor, ws.store)
     if as_json:
         dump(summary.as_dict())
     else:

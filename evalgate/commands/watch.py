@@ -55,7 +55,7 @@ def watch_cmd(run_dirs: tuple[Path, ...], protocol_path: Path, split: str, polic
     watcher = Watcher(list(run_dirs), opts, ws.store)
     if trackers:
         def export(run_id: str) -> None:
-            export_and_say([run_id], trackers, actor)
+            export_and_say([run_id], trackers, actor, ws.store)
 
         watcher.on_run = export
     sys.exit(watcher.run())

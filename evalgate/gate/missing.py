@@ -12,7 +12,7 @@ from evalgate.sweep import SweepOptions, SweepSummary, run_sweep
 
 
 def evaluate_missing(policy_path: str | Path, checkpoints: str, actor: str | None = None,
-                     progress: bool = True, store: Store | None = None) -> SweepSummary:
+                     progress: bool = True, *, store: Store) -> SweepSummary:
     """Before a gate: sweep the checkpoints matching ``checkpoints`` on the gate policy's selection split with its
     protocol file and backend, so every candidate has a complete selection run (units already complete are
     skipped; ``evalgate gate --evaluate-missing``). A suite policy: on each selecting member's selection split with

@@ -123,7 +123,7 @@ def _statistics(policy: GatePolicy, store: RunRepo, chosen: list[SeedResult], ba
                              policy.bootstrap_seed)
 
 
-def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None = None,
+def run_gate(policy: GatePolicy, store: Store, actor: str | None = None,
              evaluate_decision: bool = True, expect_head: tuple[int, str] | None = None,
              progress: bool = False) -> Verdict:
     """Decide PASS/FAIL for a policy, and store the verdict (``Verdict.gate_id``).
@@ -147,7 +147,6 @@ def run_gate(policy: GatePolicy, store: Store | None = None, actor: str | None =
             ``select.check_one_training_run``; before any read).
         EvalgateError: a proxy protocol is invalid or cannot run (``gate.proxies``; before any decision read).
     """
-    store = store or Store()
     accesslog.check_for_gate(store, expect_head, policy.require_expect_head,  # before any read
                              accept_broken=policy.accept_broken_chain is not None)
     who = actor_name(actor)

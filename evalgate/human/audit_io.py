@@ -65,8 +65,8 @@ def _human_audit_manifest(manager: SplitManager, split: str, purpose: str, actor
                        BadInput)
 
 
-def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: str | None = None,
-                 store: Store | None = None, show_gold: bool = False) -> dict[str, Any]:
+def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: str | None = None, *,
+                 store: Store, show_gold: bool = False) -> dict[str, Any]:
     """Write a human-audit split's items, or one run's samples on it, as JSONL for human scoring (a logged read).
 
     A run's samples carry, as the rating page shows them, the item fields the run's protocol renders (``item``) and
@@ -79,7 +79,6 @@ def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: 
         BadInput: unknown split, a split not of tier human-audit, a run that is not on this split or whose
             protocol the store does not hold.
     """
-    store = store or Store()
     manager = SplitManager(store)
     _human_audit_manifest(manager, split, EXPORT_PURPOSE, actor_name(actor))
     samples: list[dict[str, Any]] = []
@@ -108,8 +107,8 @@ def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: 
     return {"split": split, "run_id": run_id, "records": len(records), "out": str(path)}
 
 
-def import_audit(path: str | Path, rater: str | None = None, actor: str | None = None,
-                 store: Store | None = None) -> dict[str, Any]:
+def import_audit(path: str | Path, rater: str | None = None, actor: str | None = None, *,
+                 store: Store) -> dict[str, Any]:
     """Validate a scored human-audit file and store its scores (re-importing replaces a rater's earlier score).
 
     Each split named in the file is read (logged, purpose ``human-audit-import``) to check the item ids. The
@@ -141,7 +140,6 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
         raise BadInput(f"{p}: no record has a human_score ({len(records)} record(s), all unscored): fill in "
                        "human_score for the items you scored, then import again" if records else
                        f"{p} holds no records; pass the file written by 'evalgate splits export-audit', with scores")
-    store = store or Store()
     manager = SplitManager(store)
     who = actor_name(actor)
     item_ids: dict[str, set[str]] = {}

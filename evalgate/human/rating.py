@@ -74,7 +74,7 @@ def token_sha256(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-def add_rater(name: str, admin: bool = False, base_url: str = "http://127.0.0.1:8765", store: Store | None = None,
+def add_rater(name: str, admin: bool = False, base_url: str = "http://127.0.0.1:8765", *, store: Store,
               actor: str | None = None) -> dict[str, Any]:
     """Create a rater (or replace an existing rater's token) and return the login URL holding the new token.
 
@@ -91,7 +91,6 @@ def add_rater(name: str, admin: bool = False, base_url: str = "http://127.0.0.1:
     """
     if not name or not all(c.isalnum() or c in "._-@" for c in name):
         raise BadInput(f"rater name {name!r}: use letters, digits and . _ - @ only")
-    store = store or Store()
     token = secrets.token_urlsafe(24)
     role = "admin" if admin else "rater"
     replaced = store.put_rater(name, token_sha256(token), role, actor_name(actor))
@@ -197,7 +196,7 @@ def _pick(samples: list[dict[str, Any]], n: int, stratify: str | None, rng: rand
 
 
 def create_batch(run_id: str, samples: int = 50, stratify: str | None = None, rubric_file: str | Path | None = None,
-                 scale: str = "1-5", seed: int | None = None, store: Store | None = None,
+                 scale: str = "1-5", seed: int | None = None, *, store: Store,
                  actor: str | None = None, show_gold: bool = False) -> dict[str, Any]:
     """Make a rating batch from a complete run's samples (``evalgate audit batch create``).
 
@@ -219,7 +218,6 @@ def create_batch(run_id: str, samples: int = 50, stratify: str | None = None, ru
             file, a run without samples.
         RefusedByPolicy: the run's split is not tier human-audit (logged as refused).
     """
-    store = store or Store()
     who = actor_name(actor)
     if samples < 1:
         raise BadInput(f"--samples {samples}: give at least 1")

@@ -77,7 +77,7 @@ def _next_unused(versions: list[str]) -> str:
     return str(max(ints) + 1) if ints else f"{versions[-1]}-2"
 
 
-def verify_frozen(path: str | Path, store: ProtocolRepo | None = None) -> LoadedProtocol:
+def verify_frozen(path: str | Path, store: ProtocolRepo) -> LoadedProtocol:
     """What ``protocol verify`` checks: everything ``run`` and ``freeze`` check before they accept a protocol.
 
     The file must load (schema, scorer), match its lock (``protocol.verify``), and its ``name@version`` must not be
@@ -94,7 +94,6 @@ def verify_frozen(path: str | Path, store: ProtocolRepo | None = None) -> Loaded
     """
     lp = load_protocol(path)
     verify(lp)
-    store = store or Store()
     recorded = store.protocol_hash(lp.spec.name, lp.spec.version)
     if recorded is not None and recorded != lp.sha256:
         raise BadInput(

@@ -66,7 +66,7 @@ def evaluate_checkpoint(protocol_path: str | Path, checkpoint: str | Path | Chec
     """
     opts = options or RunOptions()
     with progress_bars(opts.progress):  # also the libraries' bars: model loading, GGUF conversion
-        plan = prepare(protocol_path, checkpoint, split, opts, store)
+        plan = prepare(protocol_path, checkpoint, split, opts, store or Store())
         started = start(plan)
         agent = None
         with marking_stops(plan):

@@ -61,7 +61,7 @@ def compare(results_a: list[GenerationResult], results_b: list[GenerationResult]
 def parity(protocol_path: str | Path, checkpoint: str | Path, split: str, backend_a: str, backend_b: str,
            options_a: dict[str, Any] | None = None, options_b: dict[str, Any] | None = None,
            seed: int | None = None, limit: int | None = None, actor: str | None = None,
-           store: Store | None = None, progress: bool = True) -> dict[str, Any]:
+           *, store: Store, progress: bool = True) -> dict[str, Any]:
     """Generate a split's samples with two backends and compare them sample by sample.
 
     Args:

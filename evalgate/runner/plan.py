@@ -217,7 +217,7 @@ def check_context(protocol: LoadedProtocol, ckpt: Checkpoint, backend: str,
 
 
 def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str, options: RunOptions,
-            store: Store | None = None, limit: int | None = None) -> RunPlan:
+            store: Store, limit: int | None = None) -> RunPlan:
     """Stage 1: check everything, read the split, render prompts and look the samples up in the cache.
 
     Args:
@@ -238,7 +238,6 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     backend_options = check_backend(options.backend, options.backend_options)  # a typo must not spend a read
     request = scorer_request(protocol.spec.scorer.name)
     check_request(options.backend, request)  # a backend that cannot score log-likelihoods: refused before the read
-    store = store or Store()
     actor, access = actor_name(options.actor), SplitManager(store)
     tier = access.manifest(split).tier  # a typo'd split name is refused before a GGUF's one-time conversion
     # Only smoke and dev runs may take a file's digest from the stat-keyed cache: its entries are unauthenticated

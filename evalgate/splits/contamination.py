@@ -717,7 +717,7 @@ def _count(items: list[ItemOverlap], which: str) -> dict[str, int]:
 def check_contamination(split: str, corpus: str | Path, ngram: int = 13, threshold: float = 0.7,
                         fields: list[str] | None = None, protocol: str | Path | None = None,
                         jaccard: float | None = None, corpus_fmt: str = "auto", text_field: str | None = None,
-                        actor: str | None = None, store: Any = None, workers: int | None = None) -> ContaminationReport:
+                        actor: str | None = None, *, store: Any, workers: int | None = None) -> ContaminationReport:
     """Check a split's items against a training corpus, field by field.
 
     Every tier may be checked: the read is logged with purpose ``contamination-check``, which the tier policies
@@ -752,7 +752,6 @@ def check_contamination(split: str, corpus: str | Path, ngram: int = 13, thresho
     from evalgate.keys.sealing import SEALED_TIERS
     from evalgate.splits.guard import SplitManager
     from evalgate.splits.manifest import actor_name
-    from evalgate.store import Store
     from evalgate.store.access import CONTAMINATION_CHECK
 
     t0 = time.perf_counter()
@@ -765,7 +764,7 @@ def check_contamination(split: str, corpus: str | Path, ngram: int = 13, thresho
         fields, fields_from = protocol_fields(protocol), f"protocol {Path(protocol).name}"
     if workers is None:
         workers = default_workers() if path.stat().st_size >= 4 * CHUNK_BYTES else 1
-    manager = SplitManager(store or Store())
+    manager = SplitManager(store)
     who = actor_name(actor)
     sealed = manager.manifest(split).tier in SEALED_TIERS
     if sealed and (ngram < SEALED_MIN_NGRAM or threshold < SEALED_MIN_THRESHOLD

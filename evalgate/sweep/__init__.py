@@ -88,14 +88,14 @@ class SweepSummary:
                 "exit_code": self.exit_code}
 
 
-def sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], options: SweepOptions | None = None,
-          store: Store | None = None) -> dict[str, Any]:
+def sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], options: SweepOptions | None,
+          store: Store) -> dict[str, Any]:
     """``run_sweep(...).as_dict()``: the sweep summary as the JSON document ``evalgate sweep --json`` prints."""
     return run_sweep(protocol_path, checkpoints, splits, options, store).as_dict()
 
 
-def run_sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], options: SweepOptions | None = None,
-              store: Store | None = None) -> SweepSummary:
+def run_sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], options: SweepOptions | None,
+              store: Store) -> SweepSummary:
     """Evaluate every checkpoint a glob matches on every split, skipping units already complete in the store.
 
     Args:
@@ -120,7 +120,6 @@ def run_sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], op
     if protocol.tools:
         raise BadInput(f"{protocol_path}: the protocol offers tools (an agentic, multi-turn evaluation), which "
                        "`evalgate sweep` does not run yet; evaluate each checkpoint with `evalgate run`")
-    store = store or Store()
     for split in splits:  # a typo'd split name is refused before any GGUF's one-time conversion (a minute on CPU)
         SplitManager(store).manifest(split)
     found, ignored = discover_checkpoints(checkpoints, store.recorded_checkpoint)

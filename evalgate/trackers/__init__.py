@@ -67,14 +67,14 @@ def _point(run: dict[str, Any]) -> EvalPoint | str:
     return EvalPoint(key, int(run["step"]), run["split"], finite_metrics(run.get("metrics")), run["run_id"])
 
 
-def export_runs(run_ids: list[str], trackers: list[Tracker], store: Any = None, actor: str | None = None,
+def export_runs(run_ids: list[str], trackers: list[Tracker], store: Any, actor: str | None = None,
                 say: Callable[[str], None] | None = None) -> dict[str, Any]:
     """Send stored runs' metrics to ``trackers`` at their checkpoints' steps (each a logged read of its split).
 
     Args:
         run_ids: the runs (complete ones are exported; the others are named in ``skipped``).
         trackers: from ``open_trackers``; closed here.
-        store: the Store (default ``Store()``).
+        store: the Store (the workspace's).
         actor: who exports (default ``actor_name()``).
         say: where a line per skipped run goes (default: nowhere).
 
@@ -83,9 +83,7 @@ def export_runs(run_ids: list[str], trackers: list[Tracker], store: Any = None, 
     """
     from evalgate.splits.guard import SplitManager
     from evalgate.splits.manifest import actor_name
-    from evalgate.store import Store
 
-    store = store or Store()
     manager, who = SplitManager(store), actor_name(actor)
     names = ", ".join(t.name for t in trackers)
     exported: list[str] = []
@@ -134,7 +132,7 @@ def gate_summary(doc: dict[str, Any], files: list[Path] | None = None) -> GateSu
                        ship.get("checkpoint"), [Path(f) for f in (files or []) if Path(f).is_file()])
 
 
-def export_gate(doc: dict[str, Any], trackers: list[Tracker], files: list[Path] | None = None, store: Any = None,
+def export_gate(doc: dict[str, Any], trackers: list[Tracker], files: list[Path] | None = None, *, store: Any,
                 actor: str | None = None) -> dict[str, Any]:
     """Send a gate's aggregate verdict (``gate_summary``) to ``trackers``, logged as ``exported`` on each split
     the gate used (selection and decision).
@@ -144,9 +142,7 @@ def export_gate(doc: dict[str, Any], trackers: list[Tracker], files: list[Path] 
     """
     from evalgate.splits.guard import SplitManager
     from evalgate.splits.manifest import actor_name
-    from evalgate.store import Store
 
-    store = store or Store()
     summary = gate_summary(doc, files)
     manager, who = SplitManager(store), actor_name(actor)
     names = ", ".join(t.name for t in trackers)

@@ -48,12 +48,13 @@ def say_written(result: dict[str, Any], err: bool = True) -> None:
         click.echo(f"tracker: {line}", err=err)
 
 
-def export_and_say(run_ids: list[str], trackers: list[Tracker], actor: str | None) -> dict[str, Any] | None:
-    """``export_runs`` with its skipped runs and destinations on stderr; None without trackers."""
+def export_and_say(run_ids: list[str], trackers: list[Tracker], actor: str | None, store: Any) -> dict[str, Any] | None:
+    """``export_runs`` (of ``store``, the command's workspace's) with its skipped runs and destinations on stderr; None
+    without trackers."""
     if not trackers:
         return None
     from evalgate.trackers import export_runs
 
-    result = export_runs(run_ids, trackers, actor=actor, say=lambda s: click.echo(f"tracker: {s}", err=True))
+    result = export_runs(run_ids, trackers, store, actor=actor, say=lambda s: click.echo(f"tracker: {s}", err=True))
     say_written(result)
     return result

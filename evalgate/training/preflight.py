@@ -249,7 +249,7 @@ def score_baselines(protocol_path: str | Path, items: list[dict[str, Any]]) -> t
 
 
 def preflight(protocol_path: str | Path, checkpoint: str | Path, split: str, samples: int | None = None,
-              options: RunOptions | None = None, store: Store | None = None) -> PreflightResult:
+              options: RunOptions | None = None, *, store: Store) -> PreflightResult:
     """Sample the base policy on a split and measure its reward distribution.
 
     Args:
@@ -274,7 +274,6 @@ def preflight(protocol_path: str | Path, checkpoint: str | Path, split: str, sam
     greedy = sampling.temperature == 0
     k = 1 if greedy else (samples or sampling.n)
     base_seed = sampling.seed if opts.seed is None else opts.seed
-    store = store or Store()
     per_item: dict[str, list[tuple[float, str | None]]] = {}
     run_ids: list[str] = []
     r = 0

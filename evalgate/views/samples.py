@@ -208,7 +208,7 @@ def admit_view(store: Store, run: dict[str, Any], purpose: str, actor: str) -> N
 
 
 def run_samples(run_id: str, item: str | None = None, status: str | None = None, limit: int | None = None,
-                actor: str | None = None, store: Store | None = None) -> Samples:
+                actor: str | None = None, *, store: Store) -> Samples:
     """A run's samples with rendered prompt, completion, extracted answer, score and status (a logged read).
 
     Args:
@@ -217,7 +217,7 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
         status: only samples with this status (one of ``SAMPLE_STATUSES``).
         limit: at most this many samples (after filtering), in item and sample-index order.
         actor: who reads (default ``actor_name()``).
-        store: the store (default ``Store()``).
+        store: the store (the workspace's).
 
     Returns:
         The ``Samples``: the run's split, tier, protocol and checkpoint, ``counts`` by status over the whole run,
@@ -232,7 +232,6 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
         raise BadInput(f"--status {status!r} is not a sample status; known: {', '.join(sample_statuses())}")
     if limit is not None and limit < 1:
         raise BadInput(f"--limit {limit}: give a positive number of samples")
-    store = store or Store()
     run = stored_run(store, run_id)
     if run.get("status") != "complete":  # before the read: an unfinished run has no scored samples to show
         raise BadInput(f"run {run_id} is {run.get('status')}, not complete: its samples are scored and stored when "
@@ -275,7 +274,7 @@ def mcnemar_exact(b: int, c: int) -> float:
     return float(binomtest(b, b + c, 0.5, alternative="two-sided").pvalue)
 
 
-def compare_runs(run_a: str, run_b: str, actor: str | None = None, store: Store | None = None) -> Comparison:
+def compare_runs(run_a: str, run_b: str, actor: str | None = None, *, store: Store) -> Comparison:
     """Samples whose status changed between two runs of one protocol on one split, paired by item id and sample
     index, with an exact McNemar test on correct/not correct (a logged read of the split, once per run).
 
@@ -283,7 +282,7 @@ def compare_runs(run_a: str, run_b: str, actor: str | None = None, store: Store 
         run_a: the first run (e.g. the earlier checkpoint).
         run_b: the second run.
         actor: who reads (default ``actor_name()``).
-        store: the store (default ``Store()``).
+        store: the store (the workspace's).
 
     Returns:
         The ``Comparison``: both runs, the pair counts (McNemar's b is ``a_only_correct``, c ``b_only_correct``),
@@ -294,7 +293,6 @@ def compare_runs(run_a: str, run_b: str, actor: str | None = None, store: Store 
             split contents (their items cannot be paired).
         RefusedByPolicy: the view is refused (private or human-audit tier, split policy or budget; logged).
     """
-    store = store or Store()
     if run_a == run_b:
         raise BadInput(f"compare needs two different runs, got {run_a} twice")
     a, b = stored_run(store, run_a), stored_run(store, run_b)

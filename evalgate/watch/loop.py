@@ -142,10 +142,10 @@ class Watcher:
         RefusedByPolicy: the split's tier does not allow purpose ``watch`` (a private split; logged as refused).
     """
 
-    def __init__(self, run_dirs: list[str | Path], opts: WatchOptions, store: Store | None = None,
+    def __init__(self, run_dirs: list[str | Path], opts: WatchOptions, store: Store,
                  say: Callable[[str], None] | None = None):
         self.opts = opts
-        self.store = store or Store()
+        self.store = store
         self.protocol = load_protocol(opts.protocol)
         verify(self.protocol)
         # a split the tier never lets 'watch' read (private) is refused here, before a stored run of it is reused

@@ -10,6 +10,7 @@ import pytest
 
 from evalgate.checkpoints.provenance import infer_training
 from evalgate.checkpoints.resolve import resolve_checkpoint
+from evalgate.store import Store
 
 
 def _dir(root: Path, rel: str) -> Path:
@@ -133,6 +134,6 @@ def test_the_run_warns_and_records_the_disagreement(tmp_path: Path, tiny_checkpo
     p.write_text(yaml.safe_dump({"name": "t", "version": "1", "scorer": {"name": "exact"},
                                  "prompt": {"template": "Q: {{ question }}", "chat_template": "none"}}))
     freeze(p)
-    plan = prepare(p, d, "t-smoke", RunOptions(progress=False))
+    plan = prepare(p, d, "t-smoke", RunOptions(progress=False), store=Store())
     assert plan.checkpoint.step == 800
     assert any("trainer_state.json global_step says 750" in w for w in plan.warnings)

@@ -142,7 +142,7 @@ def test_every_tier_can_be_checked_and_the_check_spends_no_budget(tmp_path: Path
     reads = {t: {"private": 4, "public": 2}.get(t, 1) for t in TIERS}  # beyond the public read budget
     for tier in TIERS:
         for _ in range(reads[tier]):
-            rep = check_contamination(f"qa-{tier}", corpus)
+            rep = check_contamination(f"qa-{tier}", corpus, store=Store())
             assert [it.id for it in rep.flagged] == ["high"] and rep.warnings == []
     store = Store()
     rows = store.access_rows()
@@ -221,7 +221,8 @@ def gsm8k_case(tmp_path: Path) -> Gsm8kCase:
 def test_gsm8k_verbatim_leaks_are_flagged_by_default_on_every_tier(gsm8k_case: Gsm8kCase) -> None:
     c = gsm8k_case
     for split, ids in c.tier_ids.items():
-        rep = check_contamination(split, c.corpus)  # the defaults: 13-grams, 0.7, every text field on its own
+        # the defaults: 13-grams, 0.7, every text field on its own
+        rep = check_contamination(split, c.corpus, store=Store())
         assert {it.id for it in rep.flagged} == c.leaked & ids, split
         if rep.sealed:  # private and human-audit: the flag only (test_oracle.py)
             assert all(it.fields == {} for it in rep.items), split
@@ -237,7 +238,7 @@ def test_gsm8k_verbatim_leaks_are_flagged_by_default_on_every_tier(gsm8k_case: G
 def test_gsm8k_edited_copy_is_flagged_as_a_near_duplicate(gsm8k_case: Gsm8kCase) -> None:
     c = gsm8k_case
     for split, ids in c.tier_ids.items():
-        rep = check_contamination(split, c.corpus, jaccard=DEFAULT_JACCARD)
+        rep = check_contamination(split, c.corpus, jaccard=DEFAULT_JACCARD, store=Store())
         assert {it.id for it in rep.flagged} == (c.leaked | {c.edited}) & ids, split
         for it in [] if rep.sealed else rep.items:  # a sealed split gives the flag only
             if it.id == c.edited:

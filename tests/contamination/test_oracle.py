@@ -210,7 +210,7 @@ def test_a_real_short_math500_problem_copied_into_a_corpus_is_flagged(tmp_path: 
     doc = json.loads(out)
     assert code == 1 and [it["id"] for it in doc["items"] if it["flagged"]] == [short["unique_id"]]
     assert doc["unchecked"] == {} and doc["segment_only"] == {"problem": 1}  # the 3-word problem: as a line only
-    rep = check_contamination("m-priv", corpus, fields=["problem"])  # the private copy: the same one bit
+    rep = check_contamination("m-priv", corpus, fields=["problem"], store=Store())  # the private copy: the same one bit
     assert [it.id for it in rep.flagged] == [short["unique_id"]] and rep.sealed
     # issue 42, item 10: the 3-word problem on a line of its own (its LaTeX spaced out) is flagged too
     lines[120] = "Simplify \\, $\\sqrt{ 242 }$ ."
@@ -218,5 +218,5 @@ def test_a_real_short_math500_problem_copied_into_a_corpus_is_flagged(tmp_path: 
     code, out, _ = contamination("--split", "m-dev", "--corpus", str(corpus), "--field", "problem", "--json")
     flagged = {it["id"] for it in json.loads(out)["items"] if it["flagged"]}
     assert code == 1 and flagged == {short["unique_id"], tiny["unique_id"]}
-    rep = check_contamination("m-priv", corpus, fields=["problem"])
+    rep = check_contamination("m-priv", corpus, fields=["problem"], store=Store())
     assert {it.id for it in rep.flagged} == flagged

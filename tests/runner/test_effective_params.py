@@ -207,7 +207,7 @@ def test_max_tokens_beyond_the_context_is_refused_before_any_read(tiny_checkpoin
 
     p = setup_run(tmp_path, {"chat_template": "model"}, {"max_tokens": 100_000_000})
     with pytest.raises(BadInput) as e:
-        prepare(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False))
+        prepare(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False), store=Store())
     assert "max_tokens 100000000" in e.value.message and "context of 8192 tokens" in e.value.message
     assert "max_position_embeddings" in e.value.message
     assert Store().access_rows("t-smoke") == [] and Store().runs() == []
@@ -217,10 +217,10 @@ def test_max_tokens_beyond_the_context_is_refused_before_any_read(tiny_checkpoin
     p = setup_run(tmp_path, {"chat_template": "model"}, {"max_tokens": 8190}, version="2")
     with pytest.raises(BadInput, match=r"item 'a''s prompt of \d+ tokens \+ sampling\.max_tokens 8190 = \d+ "
                                        r"exceeds the checkpoint's context of 8192 tokens"):
-        prepare(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False))
+        prepare(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False), store=Store())
     assert Store().access_rows("t-smoke") == [] and Store().runs() == []
     p = setup_run(tmp_path, {"chat_template": "model"}, {"max_tokens": 8000}, version="3")  # fits: prepared
-    assert prepare(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False)).warnings == []
+    assert prepare(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False), store=Store()).warnings == []
 
 
 def test_the_context_check_is_skipped_for_a_server_and_the_run_says_so(tiny_checkpoint: Path, tmp_path: Path) -> None:
@@ -228,7 +228,8 @@ def test_the_context_check_is_skipped_for_a_server_and_the_run_says_so(tiny_chec
 
     p = setup_run(tmp_path, {"chat_template": "model"}, {"max_tokens": 100_000_000})
     plan = prepare(p, tiny_checkpoint, "t-smoke", RunOptions(backend="openai", progress=False,
-                                                         backend_options={"base_url": "http://127.0.0.1:9/v1"}))
+                                                         backend_options={"base_url": "http://127.0.0.1:9/v1"}),
+                   store=Store())
     (w,) = plan.warnings
     assert w.startswith("context length not checked: the openai server decides it") and "8192" in w
 

@@ -101,12 +101,12 @@ def test_ctrl_c_marks_the_running_unit_interrupted_and_a_rerun_generates_only_th
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        sweep(proto, pattern, ["dev-a"], SweepOptions(run=RunOptions(progress=False), on_stored=ctrl_c))
+        sweep(proto, pattern, ["dev-a"], SweepOptions(run=RunOptions(progress=False), on_stored=ctrl_c), Store())
     store = Store()
     (first,) = store.runs()
     assert first["status"] == "interrupted" and "Ctrl-C" in first["error"]
 
-    doc = sweep(proto, pattern, ["dev-a"], SweepOptions(run=RunOptions(progress=False)))
+    doc = sweep(proto, pattern, ["dev-a"], SweepOptions(run=RunOptions(progress=False)), Store())
     (unit,) = doc["units"]
     assert unit["status"] == "done" and unit["generated"] == 2  # 3 items, 1 stored before Ctrl-C
     done = next(r for r in store.runs() if r["run_id"] == unit["run_id"])
@@ -132,11 +132,11 @@ def test_gate_evaluate_missing_sweeps_the_selection_split_with_the_policy_backen
     policy.write_text(f"name: g\nprotocol: sweep-addition@1\nprotocol_file: {proto.name}\nselection_split: dev-a\n"
                       "decision_split: private-a\nbaseline:\n  value: 0.5\n")
     pattern = str(home / "runs/*/*/checkpoint-*")
-    summary = evaluate_missing(policy, pattern, progress=False)
+    summary = evaluate_missing(policy, pattern, progress=False, store=Store())
     assert summary.counts == {"done": 1} and summary.splits == ["dev-a"]
     (run,) = Store().runs(split="dev-a", status="complete")
     assert run["backend"] == "hf" and run["step"] == 10 and run["train_run"] == "grpo"
-    assert evaluate_missing(policy, pattern, progress=False).counts == {"skipped": 1}
+    assert evaluate_missing(policy, pattern, progress=False, store=Store()).counts == {"skipped": 1}
 
 
 def test_gate_evaluate_missing_says_which_checkpoint_it_dropped_as_a_duplicate(home: Path,

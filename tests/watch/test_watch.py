@@ -18,6 +18,7 @@ from types import SimpleNamespace
 import pytest
 
 from evalgate.core.errors import RefusedByPolicy
+from evalgate.store import Store
 from evalgate.watch.files import STOP_FILE, read_queue
 from evalgate.watch.loop import Watcher, WatchOptions, watch_locks
 from tests.conftest import REPO
@@ -50,7 +51,7 @@ def _write_ckpt(d: Path, step: int, weights: bytes = b"w" * 1000, max_steps: int
 
 def _watcher(run_dirs: list[Path], tmp_path: Path, split: str, settle: float = 0.5) -> tuple[Watcher, list[str]]:
     said: list[str] = []
-    w = Watcher(run_dirs, WatchOptions(PROTOCOL, split, settle_s=settle, status_dir=tmp_path / "status"),
+    w = Watcher(run_dirs, WatchOptions(PROTOCOL, split, settle_s=settle, status_dir=tmp_path / "status"), Store(),
                 say=said.append)
     return w, said
 

@@ -448,7 +448,7 @@ def _write_error_outputs(doc: dict[str, Any], outputs: dict[str, Path]) -> None:
     _step_summary(error_markdown(doc))
 
 
-def gate_and_report(policy_path: str | Path, store: Store | None = None,
+def gate_and_report(policy_path: str | Path, store: Store,
                     outputs: Mapping[str, str | Path] | None = None, actor: str | None = None,
                     accept_broken_chain: str | None = None,
                     expect_head: tuple[int, str] | None = None, progress: bool = False,
@@ -472,7 +472,6 @@ def gate_and_report(policy_path: str | Path, store: Store | None = None,
         BadInput: an unknown report format in ``outputs``.
         EvalgateError: see ``evalgate.gate.load_policy`` and ``evalgate.gate.run_gate``.
     """
-    store = store or Store()
     paths = _checked(outputs)
     try:
         policy = load_policy(policy_path)
@@ -524,8 +523,7 @@ class GateReport:
         return doc
 
 
-def write_reports(verdict: Verdict, outputs: Mapping[str, str | Path] | None = None,
-                  store: Store | None = None) -> GateReport:
+def write_reports(verdict: Verdict, outputs: Mapping[str, str | Path] | None, store: Store) -> GateReport:
     """Write a verdict in each requested format (``outputs``: format name -> path; the HTML and JSON with the
     decision split's access table as it is now; reading the access log reads no split) and append the Markdown
     summary to ``$GITHUB_STEP_SUMMARY`` when set.
@@ -540,7 +538,6 @@ def write_reports(verdict: Verdict, outputs: Mapping[str, str | Path] | None = N
     from evalgate.views.audit import audit_summary
 
     paths = _checked(outputs)
-    store = store or Store()
     # the judge's per-item table comes from the selection runs the gate read (and logged); none of the private split
     audit = {**audit_summary(store, verdict.policy.decision_split).as_dict(), "judge": judge_section(store, verdict)}
     files = {key_of(name): path for name, path in _write_outputs(verdict, paths, audit).items()}
@@ -548,7 +545,7 @@ def write_reports(verdict: Verdict, outputs: Mapping[str, str | Path] | None = N
     return GateReport(verdict, files, summaries)
 
 
-def report_stored(gate_id: str, store: Store | None = None,
+def report_stored(gate_id: str, store: Store,
                   outputs: Mapping[str, str | Path] | None = None) -> GateReport:
     """Write the outputs of a stored gate again (``evalgate report GATE_ID``) from its stored verdict: no split is
     read and nothing is logged, so no budget is spent. The stored verdict must be the one the access log recorded
@@ -560,7 +557,6 @@ def report_stored(gate_id: str, store: Store | None = None,
     """
     from evalgate.gate.history import check_recorded, stored_verdict
 
-    store = store or Store()
     row, verdict = stored_verdict(store, gate_id)
     check_recorded(store, row)
     return write_reports(verdict, outputs, store)

@@ -349,8 +349,8 @@ def _admin_routes(srv: _Served) -> APIRouter:
     return router
 
 
-def create_app(store: Store | None = None, url: str = "http://127.0.0.1:8765") -> FastAPI:
-    """The application over ``store`` (default ``Store()``, i.e. ``$EVALGATE_HOME``), reached at ``url``: the login,
+def create_app(store: Store, url: str = "http://127.0.0.1:8765") -> FastAPI:
+    """The application over ``store`` (the workspace's), reached at ``url``: the login,
     rating and admin routes (one ``APIRouter`` each) over one shared store and request queue (``_Served``).
 
     Args:
@@ -361,19 +361,19 @@ def create_app(store: Store | None = None, url: str = "http://127.0.0.1:8765") -
     Raises:
         BadInput: ``url`` is not an address a browser can show as an origin (``own_origins``).
     """
-    srv = _Served(store or Store(), own_origins(url))
+    srv = _Served(store, own_origins(url))
     app = FastAPI(title="evalgate", docs_url=None, redoc_url=None, openapi_url=None)
     for routes in (_login_routes, _rating_routes, _admin_routes):
         app.include_router(routes(srv))
     return app
 
 
-def serve(host: str = "127.0.0.1", port: int = 8765, store: Store | None = None, url: str | None = None) -> None:
+def serve(host: str = "127.0.0.1", port: int = 8765, *, store: Store, url: str | None = None) -> None:
     """Run the application with uvicorn until interrupted (``evalgate serve``).
 
     Args:
         host: the interface to bind; port: its TCP port.
-        store: the store served (default ``Store()``).
+        store: the store served (the workspace's).
         url: the address raters open, checked against every form's ``Origin`` (default ``http://HOST:PORT``;
             needed when ``host`` is a wildcard such as 0.0.0.0).
 
