@@ -282,7 +282,7 @@ def _p_value(m: _Member, store: Store, chosen: list[SeedResult], baseline: Basel
     return bootstrap_p_value(cand, base, p.rules.min_improvement or 0.0, p.bootstrap_resamples, p.bootstrap_seed)
 
 
-def run_suite(suite: Suite, store: Store | None = None, actor: str | None = None, evaluate_decision: bool = True,
+def run_suite(suite: Suite, store: Store, actor: str | None = None, evaluate_decision: bool = True,
               expect_head: tuple[int, str] | None = None, progress: bool = False) -> SuiteVerdict:
     """Decide PASS/FAIL for a suite: every member must pass (each member's verdict stored as a gate of its own).
 
@@ -298,7 +298,6 @@ def run_suite(suite: Suite, store: Store | None = None, actor: str | None = None
             on any member).
         ProtocolDrift: a member's protocol file no longer matches its lock (before any read).
     """
-    store = store or Store()
     sp = suite.policy
     accesslog.check_for_gate(store, expect_head, sp.require_expect_head,
                              accept_broken=sp.accept_broken_chain is not None)

@@ -158,7 +158,7 @@ class SuiteReport:
         return doc
 
 
-def suite_and_report(policy_path: str | Path, store: Store | None = None,
+def suite_and_report(policy_path: str | Path, store: Store,
                      outputs: Mapping[str, str | Path] | None = None, actor: str | None = None,
                      accept_broken_chain: str | None = None, expect_head: tuple[int, str] | None = None,
                      progress: bool = False, train_run: str | None = None,
@@ -177,7 +177,6 @@ def suite_and_report(policy_path: str | Path, store: Store | None = None,
     bad = [n for n in paths if n not in FORMATS]
     if bad:
         raise BadInput(f"report format(s) {', '.join(bad)} have no suite writer; a suite writes {', '.join(FORMATS)}")
-    store = store or Store()
     name = Path(policy_path).stem
     try:
         suite = load_suite(policy_path)
