@@ -105,3 +105,4 @@ def test_the_template_must_show_both_answers(tmp_path: Path) -> None:
         JudgePreferenceOptions(**_options(template="Q: {question} {answer_a} {rubric}"))
     assert json.dumps(JudgePreferenceOptions(**_options()).hashed(_options())["judge"]) == json.dumps(
         {"backend": "hf", "digest": JUDGE_DIGEST})
+
