@@ -32,6 +32,7 @@ from evalgate.commands import (
     run,
     runs,
     splits,
+    store,
     sweep,
     watch,
 )
@@ -91,6 +92,7 @@ main.add_command(report.report_cmd)
 main.add_command(run.run_cmd)
 main.add_command(runs.runs_cmd)
 main.add_command(splits.splits)
+main.add_command(store.store_cmd)
 main.add_command(sweep.sweep_cmd)
 main.add_command(watch.watch_cmd)
 
