@@ -63,7 +63,7 @@ def test_each_demo_stage_says_what_it_does_before_it_starts_and_the_verdict_come
     from evalgate.checkpoints import resolve
     from evalgate.datasets import humaneval
     from evalgate.demo import main as demo
-    from evalgate.gate.report import outputs as report
+    from evalgate.gate.report import suite as suite_report
     from evalgate.workspace import Workspace
 
     shutil.copytree(REPO / "protocols", tmp_path / "protocols")
@@ -90,9 +90,14 @@ def test_each_demo_stage_says_what_it_does_before_it_starts_and_the_verdict_come
 
     load_policy = gate_mod.load_policy
 
-    def gate(policy: object, store: object, actor: object, progress: bool = False) -> str:
+    def gate(policy: object, store: object, actor: object, progress: bool = False) -> SimpleNamespace:
         events.append(("gate", ([p.protocol for p in policy.proxy_protocols], progress)))  # type: ignore[attr-defined]
-        return "VERDICT"
+        return SimpleNamespace(as_dict=lambda: {"proxies": ["PROXIES"]})
+
+    def suite(path: Path, store: object, outputs: dict, actor: object, progress: bool = False,
+              variables: dict | None = None) -> SimpleNamespace:
+        events.append(("suite", (path, progress, variables)))
+        return SimpleNamespace(verdict="VERDICT", as_dict=dict)
 
     def policy(path: Path, variables: dict[str, str]) -> object:
         events.append(("policy", variables))
@@ -107,8 +112,11 @@ def test_each_demo_stage_says_what_it_does_before_it_starts_and_the_verdict_come
     monkeypatch.setattr(demo_rlhf, "prepare", prepare)
     monkeypatch.setattr(gate_mod, "load_policy", policy)
     monkeypatch.setattr(gate_mod, "run_gate", gate)
-    monkeypatch.setattr(report, "write_reports", lambda verdict, outs, store: SimpleNamespace(as_dict=dict))
-    monkeypatch.setattr(demo, "_print_verdict", lambda verdict, doc: events.append(("verdict", verdict)))
+    monkeypatch.setattr(suite_report, "suite_and_report", suite)
+    monkeypatch.setattr(demo, "find_data", lambda given: tmp_path / "data")
+    monkeypatch.setattr(demo, "guard_split", lambda data: events.append(("guard", data)))
+    monkeypatch.setattr(demo, "_print_verdict", lambda verdict, doc, proxies: events.append(("verdict", (verdict,
+                                                                                                         proxies))))
     monkeypatch.setattr(humaneval, "import_humaneval", lambda *a, **k: events.append(("import", None)))
     monkeypatch.setattr(Workspace, "freeze", lambda self, p: events.append(("freeze", p)))
     monkeypatch.setattr(Workspace, "evaluate", he_evaluate)
@@ -124,10 +132,14 @@ def test_each_demo_stage_says_what_it_does_before_it_starts_and_the_verdict_come
     evals = [v for k, v in events[i2:i3] if k == "evaluate"]
     assert evals == [("base.gguf", "addition-dev", True)] + [
         (f"checkpoint-{s}", "addition-dev", True) for _ in (1, 2) for s in (3, 6)]
-    # the gate's policy gets the base model; without the RLHF leg it runs no proxy, and its decision reads show
-    # their sample counts; the verdict is the last thing, no HumanEval
-    assert events[i3 + 1][0] == "policy" and events[i3 + 1][1]["EVALGATE_DEMO_BASE"] == str(tmp_path / "base.gguf")
-    assert events[i3 + 2:] == [("gate", ([], True)), ("verdict", "VERDICT")]
+    assert ("guard", tmp_path / "data") in events[i2:i3]  # the guard's split from the data found before training
+    assert "gates/demo-suite.yaml (a suite: addition the target, XSTest's safe prompts the guard)" in stages[2]
+    assert "on xstest-safe-demo (20 items each" in stages[2] and "proxies" not in stages[2]
+    # the suite gets the base model and shows its decision reads' sample counts; without the RLHF leg no proxy
+    # gate runs; the verdict is the last thing, no HumanEval
+    assert events[i3 + 1:] == [("suite", (Path("gates/demo-suite.yaml"), True,
+                                          {"EVALGATE_DEMO_BASE": str(tmp_path / "base.gguf")})),
+                               ("verdict", ("VERDICT", []))]
     assert "verdict after" in capsys.readouterr().out
 
     events.clear()
@@ -139,7 +151,11 @@ def test_each_demo_stage_says_what_it_does_before_it_starts_and_the_verdict_come
     i3, i4, i5 = (i for i, (k, v) in enumerate(events) if k == "stage" and str(v)[:10] in ("demo [3/5]", "demo [4/5]",
                                                                                           "demo [5/5]"))
     assert events[i3 + 1:i4] == [("rlhf", (Path("protocols/addition.yaml"), "base.gguf", 40))]
-    assert events[i4 + 1][1]["EVALGATE_DEMO_PROXIES"] == str(tmp_path / "proxies")
-    assert events[i4 + 2:i5] == [("gate", (["addition-judge@1", "addition-rm@1"], True)), ("verdict", "VERDICT")]
+    # the suite decides; then gates/demo.yaml (the addition member alone) scores the proxies, deciding nothing
+    assert events[i4 + 1][0] == "suite" and "then the proxies" in stages[3]
+    assert events[i4 + 2][0] == "policy" and events[i4 + 2][1] == {
+        "EVALGATE_DEMO_BASE": str(tmp_path / "base.gguf"), "EVALGATE_DEMO_PROXIES": str(tmp_path / "proxies")}
+    assert events[i4 + 3:i5] == [("gate", (["addition-judge@1", "addition-rm@1"], True)),
+                                 ("verdict", ("VERDICT", ["PROXIES"]))]
     assert events[i5 + 1:] == [("import", None), ("freeze", Path("protocols/humaneval-smoke.yaml")),
                                ("humaneval", ("humaneval-smoke", True))]  # with the generation and scoring bars

@@ -120,18 +120,44 @@ def test_train_run_argument_sets_the_policy_field(tmp_path: Path) -> None:
 
 def test_the_demos_verdict_ends_with_what_ships_and_why(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 44, item 14: the demo's verdict had no ``ship:`` line, and a seed with the lower private score shipped
-    (chosen on dev, which is right) without a word. Fixture seeds 1 and 2: dev best 0.6 and 0.7, private 0.6 and 0.7;
-    seed 2 ships, picked on dev, and the line says the private split decides pass/fail, never which seed."""
+    (chosen on dev, which is right) without a word. Issue 45: the demo gates with a suite and says which member
+    decided. Fixture seeds 1 and 2: dev best 0.6 (step 30) and 0.7 (step 20), private 0.6 and 0.7, the baseline 0.4;
+    a target and a guard (select: false) on the same splits; seed 2 ships, picked on dev."""
     from evalgate.demo.main import _print_verdict
-    from evalgate.gate.report.outputs import write_reports
+    from evalgate.gate.suite import load_suite
+    from evalgate.gate.suite_run import run_suite
 
     built = fx.build(tmp_path / "runs", seeds=(1, 2))
-    p = tmp_path / "g.yaml"
-    p.write_text(yaml.safe_dump(fx.policy_dict(built["baseline"], min_seeds=2, reward_hacking=False)))
-    v = run_gate(load_policy(p), built["store"], evaluate_decision=False)
-    doc = write_reports(v, {k: tmp_path / f"r.{k}" for k in ("html", "junit", "json", "markdown")},
-                        built["store"]).as_dict()
+    # the guard's own private split (9 items: another content, another budget) and its stored decision runs
+    write_split("fx-guard", "private", fx.ITEMS[:9], {"source": "test fixture"})
+    sha = load_manifest("fx-guard").content_sha256
+    runs = tmp_path / "runs"
+    fx.add_run(built["store"], "guard-base", "dbase", runs / "baseline", "fx-guard", "private", None, None, [1] * 9,
+               purpose="release-gate", split_sha256=sha)
+    for seed, step, scores in ((1, 30, [1] * 8 + [0]), (2, 20, [1] * 9)):
+        fx.add_run(built["store"], f"guard-{seed}", f"d{seed}-{step}",
+                   runs / f"fx-run-seed{seed}" / f"checkpoint-{step}", "fx-guard", "private", seed, step, scores,
+                   purpose="release-gate", split_sha256=sha)
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump({
+        "name": "fx-suite", "baseline": {"checkpoint": built["baseline"]}, "bootstrap_resamples": 2000,
+        "rules": {"min_seeds": 2, "reward_hacking": False}, "members": [
+            {"name": "skill", "role": "target", "protocol": "fx@1", "selection_split": "fx-dev",
+             "decision_split": "fx-private", "min_improvement": 0.0},
+            {"name": "safety", "role": "guard", "protocol": "fx@1", "decision_split": "fx-guard", "margin": 0.5,
+             "select": False}]}))
+    v = run_suite(load_suite(p), built["store"], evaluate_decision=False)
+    doc = {**v.as_dict(), **{k: str(tmp_path / f"r.{k}") for k in ("report", "json_out", "junit", "markdown")}}
     _print_verdict(v, doc)
-    (ship,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("ship: ")]
-    assert ship.startswith(f"ship: {tmp_path / 'runs' / 'fx-run-seed2' / 'checkpoint-20'} (PASS; seed 2's best")
-    assert "the dev split picks the seed" in ship and "decides pass/fail" in ship and "never which seed" in ship
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == "gate 'fx-suite' over 2 training seeds: PASS (decided by: every member passed)"
+    lines = "\n".join(out)
+    assert "  skill (target: pass@1 of fx@1 on fx-private; min_improvement +0):" in lines
+    assert "    seed 1: best step 30 (dev 0.600), last step 40, failed none; private pass@1 0.600" in lines
+    assert "    seed 2: best step 20 (dev 0.700), last step 40, failed [30]; private pass@1 0.700" in lines
+    assert "    base model: private pass@1 0.400" in lines
+    assert "  safety (guard: pass@1 of fx@1 on fx-guard; margin 0.5, not in selection):" in lines
+    assert "    seed 1 (step 30): private pass@1 0.889" in lines and "    base model: private pass@1 1.000" in lines
+    (ship,) = [line for line in out if line.startswith("ship: ")]
+    assert ship.startswith(f"ship: {tmp_path / 'runs' / 'fx-run-seed2' / 'checkpoint-20'} (suite PASS")
+    assert "seed 2's checkpoint (step 20)" in ship

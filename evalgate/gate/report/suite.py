@@ -162,10 +162,11 @@ def suite_and_report(policy_path: str | Path, store: Store,
                      outputs: Mapping[str, str | Path] | None = None, actor: str | None = None,
                      accept_broken_chain: str | None = None, expect_head: tuple[int, str] | None = None,
                      progress: bool = False, train_run: str | None = None,
-                     swept: SweepSummary | None = None) -> SuiteReport:
+                     swept: SweepSummary | None = None,
+                     variables: Mapping[str, str] | None = None) -> SuiteReport:
     """Load a suite, run it (``suite_run.run_suite``) and write the requested outputs (what ``evalgate gate`` does
     for a suite). A suite that decides nothing writes, in JSON, JUnit and Markdown, the error document saying why,
-    then raises.
+    then raises. ``variables``: values for ``$NAME`` in the suite's paths before the environment's (``load_suite``).
 
     Raises:
         BadInput: a format with no suite writer; and as ``gate.suite.load_suite`` and ``run_suite``.
@@ -179,7 +180,7 @@ def suite_and_report(policy_path: str | Path, store: Store,
         raise BadInput(f"report format(s) {', '.join(bad)} have no suite writer; a suite writes {', '.join(FORMATS)}")
     name = Path(policy_path).stem
     try:
-        suite = load_suite(policy_path)
+        suite = load_suite(policy_path, variables)
         name = suite.name
         upd = {k: v for k, v in (("accept_broken_chain", accept_broken_chain), ("train_run", train_run)) if v}
         if upd:
