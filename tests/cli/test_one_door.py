@@ -38,3 +38,14 @@ def test_a_bad_protocol_opens_no_store(home: Path) -> None:
         assert r.exit_code == 2, (verb, r.output)
         assert "not_a_field" in r.stderr
     assert not (home / "home").exists()
+
+
+def test_internal_functions_take_the_store_from_their_caller() -> None:
+    """``store or Store()`` only at the library's own entry points (a run, a freeze, the dataframes of FRAMES.md):
+    a function below them is handed its workspace's store."""
+    root = COMMANDS.parent
+    found = sorted(f"{p.relative_to(root.parent)}:{fn.name}" for p in root.rglob("*.py")
+                   for fn in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+                   if isinstance(fn, ast.FunctionDef) and "store or Store()" in ast.unparse(fn))
+    assert found == ["evalgate/protocol/freeze.py:freeze", "evalgate/runner/evaluate.py:evaluate_checkpoint",
+                     "evalgate/views/frames.py:query_frame", "evalgate/views/frames.py:samples_frame"]
