@@ -1,6 +1,7 @@
 """``evalgate store migrate``: a file store copied to a real PostgreSQL server and a server's store copied back to a
 file, every row as stored and the access log still verifying; a broken log refused (nothing copied) unless
-``--allow-broken``, and a target holding rows refused."""
+``--allow-broken``, a truncated tail under a signed head refused (only the signature shows it), a private run's
+sealed text still sealed on the server and a spent budget still spent there, and a target holding rows refused."""
 
 from __future__ import annotations
 
@@ -68,3 +69,40 @@ def test_a_broken_log_is_refused_unless_allowed_and_a_full_target_is_refused(
     assert [r["actor"] for r in Store(postgres_url).access_rows()][1] == "mallory"
     code, out, err = cli_parts("store", "migrate", "--to", postgres_url, "--allow-broken")
     assert code == 2 and "is not empty" in err, out + err
+
+
+SECRET = "the private answer is 4"
+
+
+def test_a_truncated_signed_tail_is_refused_and_sealed_text_and_spent_budgets_travel(
+        home: Path, postgres_url: str) -> None:
+    from evalgate.core.errors import RefusedByPolicy
+    from evalgate.splits import Policy
+
+    source = Store()
+    write_split("priv", "private", ITEMS[:1], {"source": "test"}, policy=Policy(purposes=["release-gate"],
+                                                                                  max_reads=1, hard=True))
+    mgr = SplitManager(source)
+    mgr.open("priv", "release-gate", "alice")
+    with pytest.raises(RefusedByPolicy):
+        mgr.open("priv", "release-gate", "bob")  # the budget of 1 is spent: rows 1 (read) and 2 (refused)
+    source.create_run({"run_id": "r2", "protocol_name": "p", "protocol_version": "1", "protocol_hash": "ph",
+                       "checkpoint_digest": "d1", "checkpoint_path": "/ck", "split": "priv", "tier": "private",
+                       "split_sha256": "ss", "sampling_seed": 3, "backend": "replay"})
+    source.finish_run({"run_id": "r2"}, [{"item_id": "q0", "sample_index": 0, "seed": 1, "score": 1.0, "status": "ok",
+                                          "extracted": SECRET, "detail": SECRET, "cached": False, "behavior": None}])
+    with admin_edit(source) as con:  # the last row and the verified head gone: the rows still chain
+        con.execute("DELETE FROM access_log WHERE seq=2")
+        con.execute("DELETE FROM access_log_head")
+    code, out, err = cli_parts("store", "migrate", "--to", postgres_url)
+    assert code == 2 and "signed head row 2 is missing" in err, out + err  # only the signature shows it
+    assert Store(postgres_url).access_rows() == []
+
+    code, out, err = cli_parts("store", "migrate", "--to", postgres_url, "--allow-broken")
+    assert code == 1, out + err  # copied as it is, and the copy fails the same check
+    server = Store(postgres_url)
+    with server.connect() as con:
+        text = repr(con.execute("SELECT * FROM samples").fetchall() + con.execute("SELECT * FROM runs").fetchall())
+    assert "r2" in text and SECRET not in text  # sealed at rest on the server as in the file
+    with pytest.raises(RefusedByPolicy):  # the read spent in the file is spent on the server
+        SplitManager(server).open("priv", "release-gate", "carol")
