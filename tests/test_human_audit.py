@@ -49,9 +49,12 @@ def test_export_samples_import_scores_and_agreement(tmp_path: Path) -> None:
     r = CliRunner().invoke(main, ["splits", "export-audit", "ha", "--run", "run1", "--out", str(out)])
     assert r.exit_code == 0, r.output
     recs = [json.loads(x) for x in out.read_text().splitlines()]
-    assert [(x["item_id"], x["completion"], x["auto_score"], x["human_score"]) for x in recs] == [
-        ("q0", "answer to q0", 1.0, None), ("q1", "answer to q1", 0.0, None), ("q2", "answer to q2", 1.0, None)]
+    assert [(x["item_id"], x["completion"], x["human_score"], x["scale"]) for x in recs] == [
+        ("q0", "answer to q0", None, [0, 1]), ("q1", "answer to q1", None, [0, 1]),
+        ("q2", "answer to q2", None, [0, 1])]
     assert recs[0]["item"] == {"id": "q0", "question": "is 0 even?"}
+    # blind (issue 46, item 4): neither the run nor the automatic score is in the file the raters see
+    assert all("auto_score" not in x and "run_id" not in x for x in recs) and "run1" not in out.read_text()
     fill(out, {"q0": 1.0, "q1": 1.0, "q2": 1.0}, rater="carol")
     r = CliRunner().invoke(main, ["splits", "import-audit", str(out), "--json"])
     assert r.exit_code == 0, r.output
@@ -65,6 +68,11 @@ def test_export_samples_import_scores_and_agreement(tmp_path: Path) -> None:
     rows = store.human_scores("ha", "run1")
     assert [(x["item_id"], x["rater"], x["score"], x["auto_score"]) for x in rows] == [
         ("q0", "carol", 1.0, 1.0), ("q1", "carol", 1.0, 0.0), ("q2", "carol", 1.0, 1.0)]
+    (batch,) = store.batches()  # the scores are that batch's ratings by carol, as if rated in 'evalgate serve'
+    assert (batch["run_id"], batch["scale_min"], batch["scale_max"]) == ("run1", 0, 1)
+    assert [(x["rater"], x["item_id"], x["score"]) for x in store.ratings(batch["batch_id"])] == [
+        ("carol", "q0", 1.0), ("carol", "q1", 1.0), ("carol", "q2", 1.0)]
+    assert doc["batches"] == {batch["batch_id"]: 3}
     assert [(x["purpose"], x["outcome"]) for x in store.access_rows("ha")] == [
         ("human-audit-export", "read"), ("human-audit-import", "read")]
 
@@ -148,3 +156,41 @@ def test_a_runs_export_shows_the_gold_answer_only_with_show_gold(tmp_path: Path)
         assert CliRunner().invoke(main, ["splits", "import-audit", str(out)]).exit_code == 0
     r = CliRunner().invoke(main, ["splits", "export-audit", "hg", "--out", str(tmp_path / "x.jsonl"), "--show-gold"])
     assert r.exit_code == 2 and "--show-gold needs --run" in r.output
+
+
+def test_imported_scores_calibrate_a_proxy_like_rated_batches(tmp_path: Path) -> None:
+    """The whole route through the CLI (issue 46, item 4): export a reward model's human-audit run blind, fill in
+    ``human_score`` on a 1-5 scale, import; the gate's calibration then finds the rated samples. Before, it said
+    "not calibrated: no human-rated sample" (it read rating batches only). Scores as in
+    tests/rlhf/test_calibration.py: human 1, 3, 1, 2, 5 -> 0, 0.5, 0, 0.25, 1 vs auto 1, 1, 0, 0, 1: rho 0.444."""
+    from evalgate.rlhf.calibration import audit_agreement
+
+    store = Store()
+    items = [{"id": f"q{i}", "question": f"{i}?"} for i in range(5)]
+    write_split("ha", "human-audit", items, {"source": "test"})
+    add_run(store, "rm-run", "ha", {"q0": 1.0, "q1": 1.0, "q2": 0.0, "q3": 0.0, "q4": 1.0})
+    assert audit_agreement(store, "p@1")["n_samples"] == 0
+    out = tmp_path / "blind.jsonl"
+    r = CliRunner().invoke(main, ["splits", "export-audit", "ha", "--run", "rm-run", "--scale", "1-5", "--out",
+                                  str(out)])
+    assert r.exit_code == 0, r.output
+    text = out.read_text()
+    assert "rm-run" not in text and "auto_score" not in text and "run_id" not in text
+    fill(out, {"q0": 1, "q1": 3, "q2": 1, "q3": 2, "q4": 5}, rater="ann")
+    r = CliRunner().invoke(main, ["splits", "import-audit", str(out)])
+    assert r.exit_code == 0, r.output
+    found = audit_agreement(store, "p@1")
+    assert (found["runs"], found["n_samples"]) == (["rm-run"], 5)
+    # ranks: auto (4, 4, 1.5, 1.5, 4), human (1.5, 4, 1.5, 3, 5); centred cross products sum 3.75, sums of
+    # squares 7.5 and 9.5: rho = 3.75 / sqrt(71.25) = 0.444
+    assert found["spearman"]["rho"] == pytest.approx(3.75 / 71.25 ** 0.5)
+    # a score off the batch's scale, or an edited sample key, is refused naming the line; nothing more is stored
+    fill(out, {"q0": 7, "q1": 3, "q2": 1, "q3": 2, "q4": 5})
+    r = CliRunner().invoke(main, ["splits", "import-audit", str(out)])
+    assert r.exit_code == 2 and ":1: human_score 7 is not a whole number on this batch's scale 1..5" in r.output
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    recs[0].update(human_score=2, sample_key="forged")
+    out.write_text("".join(json.dumps(x) + "\n" for x in recs))
+    r = CliRunner().invoke(main, ["splits", "import-audit", str(out)])
+    assert r.exit_code == 2 and "sample_key 'forged' is not item 'q0'" in r.output
+    assert len(store.ratings()) == 5

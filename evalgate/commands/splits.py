@@ -192,12 +192,15 @@ def _print_contamination(rep: Any) -> None:
 @click.option("--run", "run_id", default=None, help="Export this run's samples instead of the bare items.")
 @click.option("--show-gold", is_flag=True,
               help="With --run: also the item's gold answer (the fields the protocol's prompt does not render).")
+@click.option("--scale", default="0-1", show_default=True,
+              help="With --run: the rating scale MIN-MAX of the batch the export makes (whole numbers).")
 @actor_option()
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def splits_export_audit(name: str, out: Path, run_id: str | None, show_gold: bool, actor: str | None,
+def splits_export_audit(name: str, out: Path, run_id: str | None, show_gold: bool, scale: str, actor: str | None,
                         as_json: bool) -> None:
-    """Write a human-audit split's items (or a run's samples) for people to score (fill in human_score)."""
+    """Write a human-audit split's items (or a run's samples, blind: a rating batch keyed by opaque sample keys, no
+    run id or automatic score) for people to score (fill in human_score)."""
     from evalgate.human.audit_io import export_audit
 
     if show_gold and run_id is None:
@@ -205,11 +208,13 @@ def splits_export_audit(name: str, out: Path, run_id: str | None, show_gold: boo
 
         raise BadInput("--show-gold needs --run (an item-level export holds every field already)")
     ws = workspace(actor)
-    doc = export_audit(name, out, run_id, ws.actor, store=ws.store, show_gold=show_gold)
+    doc = export_audit(name, out, run_id, ws.actor, store=ws.store, show_gold=show_gold, scale=scale)
     if as_json:
         _dump(doc)
     else:
-        click.echo(f"wrote {doc['records']} records of {name} to {out}; fill in human_score, then "
+        batch = (f" (rating batch {doc['batch_id']}, scale {doc['scale'][0]}-{doc['scale'][1]})"
+                 if doc["batch_id"] else "")
+        click.echo(f"wrote {doc['records']} records of {name} to {out}{batch}; fill in human_score, then "
                    f"'evalgate splits import-audit {shlex.quote(str(out))}'")
 
 
@@ -229,7 +234,8 @@ def splits_import_audit(file: Path, rater: str | None, actor: str | None, as_jso
         _dump(doc)
         return
     a = doc["agreement"]
-    click.echo(f"imported {doc['imported']} human scores ({doc['skipped_unscored']} unscored records skipped)")
+    click.echo(f"imported {doc['imported']} human scores ({doc['skipped_unscored']} unscored records skipped)"
+               + "".join(f"; {n} as ratings of batch {b}" for b, n in doc["batches"].items()))
     if a["n"]:
         click.echo(f"  vs automatic scores on {a['n']} samples: mean human {num(a['mean_human'])}, mean auto "
                    f"{num(a['mean_auto'])}, mean |diff| {num(a['mean_abs_diff'])}, exact agreement "

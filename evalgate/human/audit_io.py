@@ -3,7 +3,10 @@
 ``export_audit`` writes one JSONL record per item, or per sample when a run is given, with ``human_score`` left
 empty; raters fill in ``human_score`` (and optionally ``rater`` and ``note``); ``import_audit`` validates the file
 and stores the scores in the store's ``human_scores`` table, next to the automatic score of the same sample, so
-reward models and judges can be calibrated against people. Both read the split and are logged.
+reward models and judges can be calibrated against people. A run's samples are exported blind: the export makes a
+rating batch (``human.rating.create_batch``) and the file names each sample by the batch's opaque sample key only
+(no run id, no automatic score); the import stores the scores as that batch's ratings, which count for calibration
+as ratings made in ``evalgate serve`` do. Both read the split and are logged.
 """
 
 from __future__ import annotations
@@ -34,10 +37,19 @@ class AuditRecord(StrictModel):
     """The human-audit split the item belongs to."""
     item_id: str
     """The item's id in the split."""
+    batch_id: str | None = None
+    """A run's sample: the rating batch the export made (the run behind it stays in the store). None: an
+    item-level record, or a file written before exports were blind."""
+    sample_key: str | None = None
+    """A run's sample: its opaque key in that batch (the store maps it to the run's item and sample index)."""
+    scale: list[int] | None = None
+    """A run's sample: the batch's rating scale ``[min, max]``; ``human_score`` must be a whole number on it (not
+    imported)."""
     run_id: str | None = None
-    """The run whose sample is scored; None when the item itself is scored."""
+    """Files written before exports were blind: the run whose sample is scored (no longer written). None: an
+    item-level score or a blind record."""
     sample_index: int | None = None
-    """The sample's index within its item in that run; None for an item-level score."""
+    """Files written before exports were blind: the sample's index within its item in that run."""
     item: dict[str, Any] = {}
     """The item's fields, for the rater to read (not imported): every field for an item-level record; for a run's
     sample, ``id`` and the fields its protocol renders into the prompt (what the model saw)."""
@@ -47,7 +59,8 @@ class AuditRecord(StrictModel):
     completion: str | None = None
     """The model's completion, for the rater to read (not imported)."""
     auto_score: float | None = None
-    """The automatic scorer's score at export (the import takes it from the store, not from this field)."""
+    """Files written before exports were blind: the automatic score (never written now; the import takes it from
+    the store)."""
     human_score: float | None = None
     """Filled in by the rater (e.g. 0 or 1, or a 1-5 rating); records left empty are skipped on import."""
     rater: str | None = None
@@ -66,45 +79,55 @@ def _human_audit_manifest(manager: SplitManager, split: str, purpose: str, actor
 
 
 def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: str | None = None, *,
-                 store: Store, show_gold: bool = False) -> dict[str, Any]:
+                 store: Store, show_gold: bool = False, scale: str = "0-1") -> dict[str, Any]:
     """Write a human-audit split's items, or one run's samples on it, as JSONL for human scoring (a logged read).
 
-    A run's samples carry, as the rating page shows them, the item fields the run's protocol renders (``item``) and
-    the other fields (``gold``) only with ``show_gold``.
+    A run's samples are exported blind, as the rating page shows them: a rating batch of all the run's samples is
+    made (``rating.create_batch``, scale ``scale``) and each record names its sample by the batch's opaque sample
+    key, with the item fields the run's protocol renders (``item``), the completion and the other fields (``gold``)
+    only with ``show_gold``; never the run id or the automatic score.
 
     Returns:
-        ``{"split", "run_id", "records", "out"}``.
+        ``{"split", "run_id", "batch_id" (None for items), "scale", "records", "out"}``.
 
     Raises:
         BadInput: unknown split, a split not of tier human-audit, a run that is not on this split or whose
-            protocol the store does not hold.
+            protocol the store does not hold, a bad scale.
+        RefusedByPolicy: the run was not made on a human-audit split (``rating.create_batch``).
     """
     manager = SplitManager(store)
     _human_audit_manifest(manager, split, EXPORT_PURPOSE, actor_name(actor))
     samples: list[dict[str, Any]] = []
+    batch: dict[str, Any] = {}
     if run_id is not None:
         runs = store.runs(run_id=run_id)
         if not runs or runs[0]["split"] != split:
             raise BadInput(f"run {run_id} is not a run on split {split}; list runs with 'evalgate audit' or the "
                            "run's JSON output")
-        samples = store.samples(run_id)
-        from evalgate.human.rating import question_fields
+        from evalgate.human.rating import create_batch, question_fields
 
         shown = {"id", *question_fields(store, runs[0])}
+        samples = store.samples(run_id)
+        batch = create_batch(run_id, samples=max(len(samples), 1), scale=scale, store=store, actor=actor,
+                             show_gold=show_gold)
     opened = manager.open(split, EXPORT_PURPOSE, actor_name(actor), detail=f"run {run_id}" if run_id else None)
     items = {str(it["id"]): it for it in opened.items}
     if run_id is None:
         records = [AuditRecord(split=split, item_id=i, item=it) for i, it in items.items()]
     else:
-        records = [AuditRecord(split=split, item_id=s["item_id"], run_id=run_id, sample_index=s["sample_index"],
-                               item={k: v for k, v in it.items() if k in shown}, completion=s.get("text"),
-                               gold={k: v for k, v in it.items() if k not in shown} if show_gold else None,
-                               auto_score=s["score"])
-                   for s, it in ((s, items.get(s["item_id"], {})) for s in samples)]
+        text = {(s["item_id"], s["sample_index"]): s.get("text") for s in samples}
+        records = [AuditRecord(split=split, item_id=b["item_id"], batch_id=batch["batch_id"],
+                               sample_key=b["sample_key"], scale=batch["scale"],
+                               item={k: v for k, v in it.items() if k in shown},
+                               completion=text.get((b["item_id"], b["sample_index"])),
+                               gold={k: v for k, v in it.items() if k not in shown} if show_gold else None)
+                   for b, it in ((b, items.get(b["item_id"], {})) for b in store.batch_items(batch["batch_id"]))]
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, "".join(r.model_dump_json() + "\n" for r in records))
-    return {"split": split, "run_id": run_id, "records": len(records), "out": str(path)}
+    atomic_write(path, "".join(r.model_dump_json(exclude={"run_id", "sample_index", "auto_score"}) + "\n"
+                               for r in records))
+    return {"split": split, "run_id": run_id, "batch_id": batch.get("batch_id"), "scale": batch.get("scale"),
+            "records": len(records), "out": str(path)}
 
 
 def import_audit(path: str | Path, rater: str | None = None, actor: str | None = None, *,
@@ -112,16 +135,22 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
     """Validate a scored human-audit file and store its scores (re-importing replaces a rater's earlier score).
 
     Each split named in the file is read (logged, purpose ``human-audit-import``) to check the item ids. The
-    automatic score stored with a human score is the run's sample score from the store.
+    automatic score stored with a human score is the run's sample score from the store. A blind record (``batch_id``
+    and ``sample_key``, what ``export_audit`` writes for a run) is stored as a rating of that batch by its rater
+    (``Store.import_ratings``), so it counts for the proxies' calibration (``rlhf.calibration``) and the reward
+    audit as a rating made in ``evalgate serve`` does; its score must be a whole number on the batch's scale.
 
     Returns:
-        ``{"imported", "skipped_unscored", "splits", "agreement"}`` where ``agreement`` (over scores that have an
-        automatic score) is ``{"n", "mean_human", "mean_auto", "mean_abs_diff", "exact_agreement"}``: means of the
-        scores, mean of |human - auto|, and the share of samples where both are equal (meaningful for 0/1 scores).
+        ``{"imported", "skipped_unscored", "splits", "batches": {batch_id: ratings stored}, "agreement"}`` where
+        ``agreement`` (over scores that have an automatic score; a batch's scores mapped to [0, 1] by its scale,
+        as ``human.agreement`` maps them) is ``{"n", "mean_human", "mean_auto", "mean_abs_diff",
+        "exact_agreement"}``: means of the scores, mean of |human - auto|, and the share of samples where both are
+        equal (meaningful for 0/1 scores).
 
     Raises:
-        BadInput: missing file, a bad line (named), a split not of tier human-audit, an unknown item, run or
-            sample; a file with no records, or none with a human_score (nothing read then).
+        BadInput: missing file, a bad line (named), a split not of tier human-audit, an unknown item, run,
+            sample, batch or sample key, a score off its batch's scale; a file with no records, or none with a
+            human_score (nothing read then). Nothing is stored unless every line is valid.
     """
     from evalgate.store import now
 
@@ -148,6 +177,7 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
         item_ids[split] = {str(it["id"]) for it in manager.open(split, IMPORT_PURPOSE, who, detail=p.name).items}
     auto: dict[str, dict[tuple[str, int], float]] = {}
     rows: list[dict[str, Any]] = []
+    rated: dict[str, list[dict[str, Any]]] = {}
     pairs: list[tuple[float, float]] = []
     skipped = 0
     for i, r in records:
@@ -157,6 +187,13 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
         if r.item_id not in item_ids[r.split]:
             raise BadInput(f"{p}:{i}: item {r.item_id!r} is not in split {r.split}")
         auto_score = None
+        if r.batch_id is not None or r.sample_key is not None:
+            rating, b = _blind_rating(store, p, i, r, auto, rater or who)
+            rated.setdefault(b["batch_id"], []).append(rating)
+            if rating["auto_score"] is not None:
+                span = b["scale_max"] - b["scale_min"]
+                pairs.append(((rating["score"] - b["scale_min"]) / span, rating["auto_score"]))
+            continue
         if r.run_id is not None:
             if r.run_id not in auto:
                 auto[r.run_id] = {(s["item_id"], s["sample_index"]): s["score"] for s in store.samples(r.run_id)}
@@ -170,8 +207,44 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
                      "note": r.note, "source_sha256": hashlib.sha256(raw).hexdigest(), "imported_by": who,
                      "imported_at": now()})
     store.put_human_scores(rows)
-    return {"imported": len(rows), "skipped_unscored": skipped, "splits": sorted(item_ids),
+    sha = hashlib.sha256(raw).hexdigest()
+    for batch_id, ratings in rated.items():
+        b = store.batches(batch_id)[0]
+        store.import_ratings(batch_id, ratings, {"split": b["split"], "run_id": b["run_id"], "source_sha256": sha,
+                                                 "imported_by": who})
+    return {"imported": len(rows) + sum(map(len, rated.values())), "skipped_unscored": skipped,
+            "splits": sorted(item_ids), "batches": {k: len(v) for k, v in rated.items()},
             "agreement": agreement(pairs)}
+
+
+def _blind_rating(store: Store, p: Path, line: int, r: AuditRecord, auto: dict[str, dict[tuple[str, int], float]],
+                  default_rater: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A blind record's rating (``Store.import_ratings`` row) and its batch, checked: the batch exists on the
+    record's split, the sample key is one of its samples and names the record's item, the score is a whole number
+    on the batch's scale.
+
+    Raises:
+        BadInput: naming the line and what to fix.
+    """
+    found = store.batches(r.batch_id) if r.batch_id else []
+    if not found or not r.sample_key:
+        raise BadInput(f"{p}:{line}: batch {r.batch_id!r} / sample_key {r.sample_key!r}: no such rating batch; "
+                       "import the file 'evalgate splits export-audit --run' wrote, unchanged but for human_score, "
+                       "rater and note")
+    b = found[0]
+    if b["split"] != r.split:
+        raise BadInput(f"{p}:{line}: batch {b['batch_id']} is on split {b['split']}, not {r.split}")
+    items = {it["sample_key"]: (it["item_id"], it["sample_index"]) for it in store.batch_items(b["batch_id"])}
+    if items.get(r.sample_key, (None,))[0] != r.item_id:
+        raise BadInput(f"{p}:{line}: sample_key {r.sample_key!r} is not item {r.item_id!r} of batch {b['batch_id']}")
+    score = float(r.human_score or 0.0)
+    if not score.is_integer() or not b["scale_min"] <= score <= b["scale_max"]:
+        raise BadInput(f"{p}:{line}: human_score {r.human_score:g} is not a whole number on this batch's scale "
+                       f"{b['scale_min']}..{b['scale_max']}")
+    if b["run_id"] not in auto:
+        auto[b["run_id"]] = {(s["item_id"], s["sample_index"]): s["score"] for s in store.samples(b["run_id"])}
+    return {"sample_key": r.sample_key, "rater": r.rater or default_rater, "score": score, "note": r.note,
+            "auto_score": auto[b["run_id"]].get(items[r.sample_key])}, b
 
 
 def agreement(pairs: list[tuple[float, float]]) -> dict[str, Any]:

@@ -120,7 +120,8 @@ def calibration_rule(store: Store, policy: Any, found: dict[str, Any] | None = N
     sp = found["spearman"]
     if not found["n_samples"]:
         return RULE, False, (f"not calibrated: no human-rated sample of a {policy.protocol} run on a human-audit "
-                             f"split; rate one with 'evalgate serve' before the {scorer} metric may decide")
+                             "split; rate its samples in 'evalgate serve', or export them blind ('evalgate splits "
+                             f"export-audit --run') and import the scores, before the {scorer} metric may decide")
     if sp["rho"] is None:
         return RULE, False, (f"not calibrated: {found['n_samples']} rated sample(s) and no defined Spearman's rho "
                              "(fewer than 3, or one side constant)")

@@ -182,17 +182,56 @@ class RatingRepo(Repository):
             if item is None:
                 raise BadInput(f"sample {sample_key!r} is not in batch {batch_id}; nothing was stored. Reload the "
                                "batch's page")
-            old = con.execute("SELECT score, submissions FROM audit_ratings WHERE batch_id=? AND rater=? AND "
-                              "item_id=? AND sample_index=?", [batch_id, rater, *item]).fetchone()
-            action = "skipped" if score is None else ("replaced" if old and old[0] is not None else "scored")
-            con.execute("INSERT INTO audit_rating_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        [batch_id, rater, *item, score, score is None, note, old[0] if old else None, action, ts])
-            if score is None and old and old[0] is not None:
-                return action  # a skip never erases a score
-            con.execute(upsert("audit_ratings", AUDIT_RATINGS_COLUMNS, AUDIT_RATINGS_COLUMNS[:4]),
-                        [batch_id, rater, *item, score, score is None, note, ts, (old[1] if old else 0) + 1])
-            if score is not None and human_score is not None:
-                row = {**human_score, "item_id": item[0], "sample_index": item[1], "score": score, "note": note,
-                       "imported_at": ts}
-                con.execute(upsert("human_scores", list(row), HUMAN_SCORES_KEY), list(row.values()))
+            return _put_rating(con, batch_id, rater, item, score, note, human_score, ts)
+
+    def import_ratings(self, batch_id: str, rows: Sequence[dict[str, Any]], human_score: dict[str, Any]) -> int:
+        """Store scores people gave in a file (``evalgate splits import-audit``) as ratings of a batch, exactly as
+        ``submit_rating`` stores a form's (``audit_ratings``, an ``audit_rating_events`` row each, mirrored into
+        ``human_scores``), all in one transaction: a bad row writes nothing.
+
+        Args:
+            rows: ``{"sample_key", "rater", "score", "note", "auto_score"}`` per rating.
+            human_score: the ``human_scores`` columns every row shares (``split``, ``run_id``, ``source_sha256``,
+                ``imported_by``).
+
+        Returns:
+            How many ratings were stored.
+
+        Raises:
+            BadInput: a ``sample_key`` that is not a sample of the batch.
+            RefusedByPolicy: a note and no private key.
+        """
+        ts = now()
+        with self.connect() as con:
+            codec = note_codec(con, any(r.get("note") for r in rows))
+            for r in rows:
+                item = con.execute("SELECT item_id, sample_index FROM audit_batch_items WHERE batch_id=? AND "
+                                   "sample_key=?", [batch_id, r["sample_key"]]).fetchone()
+                if item is None:
+                    raise BadInput(f"sample {r['sample_key']!r} is not in batch {batch_id}; nothing was stored. "
+                                   "Import the file 'evalgate splits export-audit' wrote, unchanged but for "
+                                   "human_score, rater and note")
+                note = codec.value("audit_ratings", "note", r.get("note"))
+                _put_rating(con, batch_id, r["rater"], item, r["score"], note,
+                            {**human_score, "rater": r["rater"], "auto_score": r["auto_score"]}, ts)
+        return len(rows)
+
+
+def _put_rating(con: Any, batch_id: str, rater: str, item: tuple[str, int], score: float | None, note: str | None,
+                human_score: dict[str, Any] | None, ts: datetime) -> str:
+    """One rating of a batch's sample (``item``: item id, sample index) in an open transaction: the event row, the
+    current rating (a skip never erases a score) and its ``human_scores`` mirror; returns the action."""
+    old = con.execute("SELECT score, submissions FROM audit_ratings WHERE batch_id=? AND rater=? AND "
+                      "item_id=? AND sample_index=?", [batch_id, rater, *item]).fetchone()
+    action = "skipped" if score is None else ("replaced" if old and old[0] is not None else "scored")
+    con.execute("INSERT INTO audit_rating_events VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [batch_id, rater, *item, score, score is None, note, old[0] if old else None, action, ts])
+    if score is None and old and old[0] is not None:
         return action
+    con.execute(upsert("audit_ratings", AUDIT_RATINGS_COLUMNS, AUDIT_RATINGS_COLUMNS[:4]),
+                [batch_id, rater, *item, score, score is None, note, ts, (old[1] if old else 0) + 1])
+    if score is not None and human_score is not None:
+        row = {**human_score, "item_id": item[0], "sample_index": item[1], "score": score, "note": note,
+               "imported_at": ts}
+        con.execute(upsert("human_scores", list(row), HUMAN_SCORES_KEY), list(row.values()))
+    return action
