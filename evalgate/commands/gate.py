@@ -69,7 +69,7 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
         # a suite: one summary per member (its verdict and rules, at the suite's shipped checkpoint; no per-seed
         # private value, docs/TRACKERS.md)
         for member_doc in ([{**m["gate"], "ship": doc["ship"]} for m in doc["members"]] if suite else [doc]):
-            say_written(export_gate(member_doc, trackers, list(files.values()), store=ws.store, actor=actor))
+            say_written(export_gate(member_doc, trackers, store=ws.store, actor=actor))
     if as_json:
         _dump(doc)
     elif suite:

@@ -91,6 +91,12 @@ def _join(vals: dict[int | None, float], fmt: str) -> str:
     return ", ".join(f"seed {k}: {v:{fmt}}" for k, v in vals.items())
 
 
+def _count(ok: list[bool], what: str) -> str:
+    """A rule's detail for experiment trackers (``RuleOutcome.export_detail``): how many seeds' best meet it (``ok``,
+    one per seed), never a seed's value on the decision split."""
+    return f"{sum(ok)} of {len(ok)} seeds' best: {what}"
+
+
 def _behaviour_rules(policy: GatePolicy, chosen: list[SeedResult], baseline: BaselineResult) -> list[RuleOutcome]:
     """``max_truncation_rate``, ``max_repetition`` and ``max_length_inflation`` over the decision runs' behaviour
     metrics; a run without the metric a rule reads (a log-likelihood scorer generates no completion) makes the rule
@@ -110,7 +116,9 @@ def _behaviour_rules(policy: GatePolicy, chosen: list[SeedResult], baseline: Bas
             continue
         got = {k: float(v) for k, v in vals.items() if v is not None}
         out.append(RuleOutcome(label, max(got.values()) <= limit,
-                               f"{key} on {policy.decision_split}: {_join(got, '.3f')}; allowed <= {limit}"))
+                               f"{key} on {policy.decision_split}: {_join(got, '.3f')}; allowed <= {limit}",
+                               export_detail=_count([v <= limit for v in got.values()],
+                                                    f"{key} on {policy.decision_split} <= {limit}")))
     if r.max_length_inflation is not None and baseline.decision is not None and chosen:
         bt = baseline.decision.metrics.get("mean_completion_tokens")
         toks = {s.train_seed: s.decision.metrics.get("mean_completion_tokens") for s in chosen if s.decision}
@@ -120,11 +128,15 @@ def _behaviour_rules(policy: GatePolicy, chosen: list[SeedResult], baseline: Bas
                                      f"{', '.join(absent)} hold no mean_completion_tokens (or the baseline's is 0)",
                                      accept))
         else:
+            most = r.max_length_inflation
             ratios = {k: float(v) / float(bt) for k, v in toks.items() if v is not None and bt}
-            ok = all(finite(v) and v <= r.max_length_inflation for v in ratios.values())
+            ok = all(finite(v) and v <= most for v in ratios.values())
             each = ", ".join(f"seed {k}: {v:.2f}x" for k, v in ratios.items())
             out.append(RuleOutcome("max_length_inflation", ok, f"mean completion tokens / baseline's ({bt:.1f}): "
-                                                               f"{each}; allowed <= {r.max_length_inflation}x"))
+                                                               f"{each}; allowed <= {r.max_length_inflation}x",
+                                   export_detail=_count([finite(v) and v <= most for v in ratios.values()],
+                                                        "mean completion tokens within "
+                                                        f"{r.max_length_inflation}x the baseline's")))
     return out + _tool_rules(policy, chosen, baseline)
 
 
@@ -158,14 +170,17 @@ def _tool_rules(policy: GatePolicy, chosen: list[SeedResult], baseline: Baseline
         if absent or not base:
             out.append(no_tools("max_tool_call_inflation", absent + ([] if base else ["the baseline"])))
         else:
-            b = base["tool_calls_per_sample"]
+            b, most = base["tool_calls_per_sample"], r.max_tool_call_inflation
             calls = {k: float(t["tool_calls_per_sample"]) for k, t in tools.items() if t}
             ratios = {k: _inflation(v, b) for k, v in calls.items()}
             each = ", ".join(f"seed {k}: {v:.2f}x ({calls[k]:.3f})" for k, v in ratios.items())
             out.append(RuleOutcome("max_tool_call_inflation",
                                    all(v <= r.max_tool_call_inflation for v in ratios.values()),
                                    f"tool calls per sample on {split} / baseline's ({b:.3f}): {each}; allowed <= "
-                                   f"{r.max_tool_call_inflation}x"))
+                                   f"{r.max_tool_call_inflation}x",
+                                   export_detail=_count([v <= most for v in ratios.values()],
+                                                        f"tool calls per sample within {r.max_tool_call_inflation}x "
+                                                        "the baseline's")))
     if r.max_tool_violation_rate is not None:
         if absent:
             out.append(no_tools("max_tool_violation_rate", absent))
@@ -173,7 +188,10 @@ def _tool_rules(policy: GatePolicy, chosen: list[SeedResult], baseline: Baseline
             rates = {k: float(t["violation_rate"]) for k, t in tools.items() if t}
             out.append(RuleOutcome("max_tool_violation_rate", max(rates.values()) <= r.max_tool_violation_rate,
                                    f"share of samples with a tool violation on {split}: {_join(rates, '.3f')}; "
-                                   f"allowed <= {r.max_tool_violation_rate}"))
+                                   f"allowed <= {r.max_tool_violation_rate}",
+                                   export_detail=_count([v <= (r.max_tool_violation_rate or 0) for v in rates.values()],
+                                                        f"tool violation rate on {split} <= "
+                                                        f"{r.max_tool_violation_rate}")))
     return out
 
 
@@ -310,5 +328,8 @@ def rules(policy: GatePolicy, seeds: list[SeedResult], baseline: BaselineResult,
         share = len(beat) / len(values)
         out.append(RuleOutcome("seeds_beat_baseline", share >= r.seeds_beat_baseline_share,
                                f"{len(beat)} of {len(values)} seeds' best >= baseline {b_value:.4f} "
-                               f"({_join(values, '.4f')}); required share >= {r.seeds_beat_baseline_share:g}"))
+                               f"({_join(values, '.4f')}); required share >= {r.seeds_beat_baseline_share:g}",
+                               export_detail=f"{len(beat)} of {len(values)} seeds' best >= the baseline on "
+                                             f"{policy.decision_split}; required share >= "
+                                             f"{r.seeds_beat_baseline_share:g}"))
     return out + _behaviour_rules(policy, chosen, baseline) + [x for x in early if x not in out]

@@ -227,12 +227,16 @@ class RuleOutcome:
         checkable: False when the rule had nothing to check (no training log, no tool metrics, no pair of dev
             checkpoints, ...); such a rule passes only under ``rules.accept_not_checkable``
             (``not_checkable``).
+        export_detail: the detail an experiment tracker gets (``evalgate.trackers``) when ``detail`` names a
+            per-seed value of the decision split (the seeds' means, truncation rates, ...): counts of seeds only.
+            None: ``detail`` holds no such value and is sent as it is.
     """
 
     rule: str
     passed: bool
     detail: str
     checkable: bool = True
+    export_detail: str | None = None
 
     @property
     def outcome(self) -> str:
@@ -248,7 +252,7 @@ class RuleOutcome:
         return "pass" if self.passed else "FAIL"
 
     def as_dict(self) -> dict[str, Any]:
-        """``{"rule", "passed", "detail", "checkable", "outcome", "label"}``."""
+        """``{"rule", "passed", "detail", "checkable", "export_detail", "outcome", "label"}``."""
         return {**dataclasses.asdict(self), "outcome": self.outcome, "label": self.label}
 
 

@@ -7,9 +7,10 @@ the training curves' axis. What may leave the store is decided here, once, for e
 - A run's metrics are an export of its split's numbers: a logged read like ``evalgate samples`` (purpose
   ``export-tracker``, cached, the run id in the row), under the split's tier policy and budget. A private-tier run
   is never exported: the attempt is logged as refused and the command goes on.
-- A gate is exported as its aggregate verdict only (verdict, reason, each rule's pass/fail and detail, the
-  checkpoint to ship, the report files the gate wrote), logged as ``exported`` on each split it gated on; no
-  per-item and no per-run value of its decision split.
+- A gate is exported as its aggregate verdict only (verdict, reason, each rule's pass/fail and its detail with
+  counts of seeds in place of per-seed decision values, ``RuleOutcome.export_detail``; the checkpoint to ship),
+  logged as ``exported`` on each split it gated on; no per-item and no per-run value of its decision split. The
+  report files stay where the gate wrote them: each holds per-seed decision values.
 
 A tracker library that is not installed is ``MissingExtra`` naming the extra (exit 2), checked before any work.
 """
@@ -119,20 +120,21 @@ def _admit(manager: Any, run: dict[str, Any], actor: str, names: str) -> None:
     manager.log_read(m, actor, EXPORT_PURPOSE, True, digest, phash, run["run_id"], detail=f"metrics to {names}")
 
 
-def gate_summary(doc: dict[str, Any], files: list[Path] | None = None) -> GateSummary:
-    """The aggregate verdict of a gate document (``gate_and_report``'s, ``evalgate gate --json``'s).
+def gate_summary(doc: dict[str, Any]) -> GateSummary:
+    """The aggregate verdict of a gate document (``gate_and_report``'s, ``evalgate gate --json``'s): each rule's
+    ``export_detail`` where it has one (its detail names per-seed values of the decision split), else its detail.
 
     The step is the shipped checkpoint's, else the highest checkpoint step the gate considered (0 when none).
     """
     steps = [c["step"] for s in doc.get("seeds", []) for c in s.get("checkpoints", []) if c.get("step") is not None]
     ship = doc.get("ship") or {}
     step: int = ship["step"] if ship.get("step") is not None else max(steps, default=0)
-    rules = [(r["rule"], bool(r["passed"]), str(r["detail"])) for r in doc.get("rules", [])]
+    rules = [(r["rule"], bool(r["passed"]), str(r.get("export_detail") or r["detail"])) for r in doc.get("rules", [])]
     return GateSummary(doc["gate"], doc.get("gate_id") or "", doc["verdict"], doc["reason"], rules, int(step),
-                       ship.get("checkpoint"), [Path(f) for f in (files or []) if Path(f).is_file()])
+                       ship.get("checkpoint"))
 
 
-def export_gate(doc: dict[str, Any], trackers: list[Tracker], files: list[Path] | None = None, *, store: Any,
+def export_gate(doc: dict[str, Any], trackers: list[Tracker], *, store: Any,
                 actor: str | None = None) -> dict[str, Any]:
     """Send a gate's aggregate verdict (``gate_summary``) to ``trackers``, logged as ``exported`` on each split
     the gate used (selection and decision).
@@ -143,7 +145,7 @@ def export_gate(doc: dict[str, Any], trackers: list[Tracker], files: list[Path] 
     from evalgate.splits.guard import SplitManager
     from evalgate.splits.manifest import actor_name
 
-    summary = gate_summary(doc, files)
+    summary = gate_summary(doc)
     manager, who = SplitManager(store), actor_name(actor)
     names = ", ".join(t.name for t in trackers)
     for split in dict.fromkeys(s for s in (doc.get("selection_split"), doc.get("decision_split")) if s):
@@ -151,9 +153,9 @@ def export_gate(doc: dict[str, Any], trackers: list[Tracker], files: list[Path] 
         accesslog.append(store, accesslog.entry(
             actor=who, split=m.name, tier=m.tier, purpose=EXPORT_PURPOSE, outcome=GATE_EXPORT_OUTCOME, cached=True,
             protocol_hash=doc.get("protocol_hash"),
-            detail=f"gate {summary.gate_id} verdict {summary.verdict} (rules pass/fail, report files) to {names}"))
+            detail=f"gate {summary.gate_id} verdict {summary.verdict} (rules pass/fail) to {names}"))
     for t in trackers:
         t.log_gate(summary)
     return {"summary": {"verdict": summary.verdict, "reason": summary.reason, "step": summary.step,
-                        "rules": summary.rules, "ship": summary.ship, "files": [str(f) for f in summary.files]},
+                        "rules": summary.rules, "ship": summary.ship},
             "written": [w for t in trackers for w in t.close()]}

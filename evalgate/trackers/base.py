@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -69,10 +69,10 @@ class GateSummary:
     Attributes:
         gate: the policy name; gate_id: the stored gate.
         verdict: ``PASS`` / ``FAIL``; reason: the machine-readable reason (pass, fail, drift, ...).
-        rules: ``(rule, passed, detail)`` per rule, as the gate printed them.
+        rules: ``(rule, passed, detail)`` per rule; the detail without any per-seed value of the decision split
+            (``RuleOutcome.export_detail`` where the gate's detail names one).
         step: the shipped checkpoint's training step (the highest step gated when none ships).
         ship: the checkpoint path to ship, or None.
-        files: the report files the gate wrote (logged as artifacts).
     """
 
     gate: str
@@ -82,7 +82,6 @@ class GateSummary:
     rules: list[tuple[str, bool, str]]
     step: int
     ship: str | None
-    files: list[Path] = field(default_factory=list)
 
     @property
     def passed(self) -> bool:
@@ -111,7 +110,7 @@ class Tracker(Protocol):
         """Write one run's metrics at its step into the tracker run of its training run + seed."""
 
     def log_gate(self, summary: GateSummary) -> None:
-        """Write a gate's verdict summary, rules and report files into the tracker run ``gate/<name>``."""
+        """Write a gate's verdict summary and rules into the tracker run ``gate/<name>``."""
 
     def close(self) -> list[str]:
         """Flush and close; returns where the data went (directories, run ids) for the user."""

@@ -82,7 +82,7 @@ class MlflowTracker:
         return {"evalgate.train_run": key.train_run, "evalgate.train_seed": str(key.train_seed)}
 
     def log_gate(self, g: GateSummary) -> None:
-        """The gate's run: verdict tags, 0/1 metrics at the gate's step, ``verdict.md`` and report artifacts."""
+        """The gate's run: verdict tags, 0/1 metrics at the gate's step and ``verdict.md``."""
         from mlflow.entities import Metric
 
         rid = self._run(f"gate/{g.gate}", {"evalgate.gate": g.gate})
@@ -95,8 +95,6 @@ class MlflowTracker:
             md = Path(tmp) / "verdict.md"
             md.write_text(g.markdown() + "\n", encoding="utf-8")
             self.client.log_artifact(rid, str(md))
-        for f in g.files:
-            self.client.log_artifact(rid, str(f))
 
     def close(self) -> list[str]:
         """Marks the runs finished; returns them with the tracking URI."""

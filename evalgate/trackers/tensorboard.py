@@ -10,7 +10,6 @@ into ``artifacts/``.
 
 from __future__ import annotations
 
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -77,13 +76,10 @@ class TensorBoardTracker:
         self._scalars(self.logdir(point.key), point.step, point.tags())
 
     def log_gate(self, summary: GateSummary) -> None:
-        """``gate/passed``, ``gate/rule/<rule>`` and the Markdown verdict at the gate's step; files copied."""
+        """``gate/passed``, ``gate/rule/<rule>`` and the Markdown verdict at the gate's step."""
         logdir = self.root / "gate" / safe_name(summary.gate)
         self._scalars(logdir, summary.step, summary.scalars())
         self._text(logdir, summary.step, "gate/verdict", summary.markdown())
-        for f in summary.files:
-            (logdir / "artifacts").mkdir(parents=True, exist_ok=True)
-            shutil.copy2(f, logdir / "artifacts" / f.name)
 
     def close(self) -> list[str]:
         """Flush and close every event file; returns the log directories written."""

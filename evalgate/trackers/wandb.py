@@ -81,8 +81,6 @@ class WandbTracker:
         run = self._init(f"gate/{g.gate}", "gate", {"gate_id": g.gate_id})
         run.summary.update({"gate/verdict": g.verdict, "gate/reason": g.reason, "gate/step": g.step,
                             "gate/ship": g.ship or "", "gate/verdict_md": g.markdown(), **g.scalars()})
-        for f in g.files:
-            run.save(str(f), base_path=str(f.parent), policy="now")
         self._written.append(f"wandb run {run.id} (gate/{g.gate}): {run.dir}")
         run.finish()
 

@@ -101,15 +101,15 @@ def test_a_private_gate_exports_its_verdict_only(tmp_path: Path, built: dict[str
     assert scalars["gate/passed"] == [(20, 1.0)]
     assert all(v == [(20, 1.0)] for k, v in scalars.items() if k.startswith("gate/rule/")) and len(scalars) > 2
     assert tb_texts(tb)["gate/verdict"][0][1].startswith("**PASS**: gate `fx-gate`")
-    assert (tb / "artifacts" / "r.html").is_file()
+    assert not (tb / "artifacts").exists()  # the report files hold per-seed decision values: never sent
     rec = wandb_records(wandb_run_files(trk)["gate/fx-gate"])
     assert rec["summary"]["gate/verdict"] == "PASS" and rec["summary"]["gate/step"] == 20
-    assert "r.html" in rec["files"] and rec["history"] == []
+    assert "r.html" not in rec["files"] and rec["history"] == []
     client = MlflowClient(tracking_uri=f"sqlite:///{trk / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name("fx").experiment_id], "tags.`evalgate.gate` = 'fx-gate'")
     assert run.data.tags["gate.verdict"] == "PASS"
     assert [(m.step, m.value) for m in client.get_metric_history(run.info.run_id, "gate/passed")] == [(20, 1.0)]
-    assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"verdict.md", "r.html"}
+    assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"verdict.md"}
     # no per-item value and no per-run metric of the private split anywhere: only gate/ keys, no item id, no output
     keys = set(scalars) | set(rec["summary"]) | set(run.data.metrics)
     assert all(k.startswith(("gate/", "_")) for k in keys), keys
