@@ -116,9 +116,12 @@ def _same_value(a: str, b: str) -> bool:
 
 
 def render(options: JudgeOptions, question: str, answer: str | None = None, answer_a: str | None = None,
-           answer_b: str | None = None) -> str:
-    """The judge's user message: the template with the question, the rubric and the answer(s) put in."""
+           answer_b: str | None = None, reference: str | None = None) -> str:
+    """The judge's user message: the template with the question, the rubric, the answer(s) and, with
+    ``reference_field``, the item's reference answer put in."""
     fields = {"question": question, "rubric": options.rubric}
+    if options.reference_field:
+        fields["reference"] = reference or ""
     if options.mode == "pointwise":
         fields["answer"] = answer or ""
     else:
@@ -221,8 +224,9 @@ class JudgeScorer:
 
     @property
     def required_fields(self) -> tuple[str, ...]:
-        """The item field holding the question shown to the judge."""
-        return (self.options.question_field,)
+        """The item fields shown to the judge: the question, and the reference answer with ``reference_field``."""
+        o = self.options
+        return (o.question_field, *([o.reference_field] if o.reference_field else []))
 
     @staticmethod
     def check_protocol(spec: Any, options: JudgeOptions) -> None:
@@ -240,10 +244,12 @@ class JudgeScorer:
 
     def _user_texts(self, s: SampleToScore) -> list[str]:
         q, o = str(s.item[self.options.question_field]), self.options
+        ref = str(s.item[o.reference_field]) if o.reference_field else None
         if o.mode == "pointwise":
-            return [render(o, q, answer=s.text)]
+            return [render(o, q, answer=s.text, reference=ref)]
         b = self._baseline[s.key]
-        return [render(o, q, answer_a=s.text, answer_b=b), render(o, q, answer_a=b, answer_b=s.text)]
+        return [render(o, q, answer_a=s.text, answer_b=b, reference=ref),
+                render(o, q, answer_a=b, answer_b=s.text, reference=ref)]
 
     def begin(self, plan: Any, samples: Sequence[SampleToScore]) -> None:
         """Prepare the run's judging: read the baseline (pairwise), render every judge call, look them up in the

@@ -97,11 +97,15 @@ class JudgeOptions(ScorerOptions):
     """The judging model. Required."""
     template: str
     """Judge prompt, Python ``str.format`` fields: ``{question}`` and ``{rubric}``; pointwise ``{answer}``,
-    pairwise ``{answer_a}`` and ``{answer_b}``. Required."""
+    pairwise ``{answer_a}`` and ``{answer_b}``; ``{reference}`` with ``reference_field``. Required."""
     rubric: str
     """What the judge is asked to weigh (put into ``{rubric}``). Required."""
     question_field: str
     """Item field holding the question shown to the judge. Required."""
+    reference_field: str | None = None
+    """Item field holding a reference answer the template shows the judge as ``{reference}`` (reference-guided
+    grading: MT-Bench's judge prompts for math and coding, Zheng et al. 2023; inspect_ai's ``model_graded_fact``).
+    The template must then use ``{reference}``, and every item must have the field. Default: none."""
     parse: str
     """Regular expression with one group reading the verdict (``\\[\\[(\\d+)\\]\\]`` for a rating,
     ``\\[\\[([ABC])\\]\\]`` for a pairwise verdict); a match whose text also stands in an answer shown to the
@@ -137,6 +141,7 @@ class JudgeOptions(ScorerOptions):
             raise ValueError("a pairwise judge needs verdicts (parsed group -> A, B or tie), a baseline "
                              "(checkpoint digest or run_id) and scale: null")
         fields = {"question", "rubric"} | ({"answer"} if self.mode == "pointwise" else {"answer_a", "answer_b"})
+        fields |= {"reference"} if self.reference_field else set()
         try:
             used = {name for _, name, _, _ in string.Formatter().parse(self.template) if name is not None}
         except ValueError as e:
@@ -145,6 +150,8 @@ class JudgeOptions(ScorerOptions):
         missing, unknown = sorted(fields - used), sorted(used - fields)
         if missing:
             raise ValueError(f"template lacks the field(s) {', '.join('{' + f + '}' for f in missing)}")
+        if unknown == ["reference"]:
+            raise ValueError("template uses {reference}: name the item field that holds it in reference_field")
         if unknown:
             raise ValueError(f"template has the unknown field(s) {', '.join('{' + f + '}' for f in unknown)} (a "
                              f"{self.mode} judge fills {', '.join('{' + f + '}' for f in sorted(fields))}; write a "

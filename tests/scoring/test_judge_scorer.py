@@ -465,3 +465,48 @@ def test_a_human_audit_runs_pairwise_judge_keeps_no_per_item_table_in_its_metric
     j = doc["metrics"]["judge"]
     assert "items" not in j and j["pairwise"]["win_rate"] == pytest.approx(2 / 4)  # the same hand count as on dev
     assert "items" not in store.runs(run_id=doc["run_id"])[0]["metrics"]["judge"]
+
+
+# MT-Bench's reference-guided single-answer template for math (FastChat judge_prompts.jsonl, "single-math-v1"),
+# its fields in evalgate's names: the judge compares the answer with the item's reference (issue 46, item 3)
+MT_BENCH_MATH = ("[Instruction]\nPlease act as an impartial judge and evaluate the quality of the response provided by "
+                 "an AI assistant to the user question displayed below. Your evaluation should consider {rubric}. You "
+                 "will be given a reference answer and the assistant's answer. Begin your evaluation by comparing the "
+                 "assistant's answer with the reference answer. Rate the response on a scale of 1 to 10 by strictly "
+                 "following this format: \"[[rating]]\".\n\n[Question]\n{question}\n\n[The Start of Reference Answer]\n"
+                 "{reference}\n[The End of Reference Answer]\n\n[The Start of Assistant's Answer]\nA: {answer}\n"
+                 "[The End of Assistant's Answer]")
+
+
+def _by_reference(prompt: str) -> str:
+    """[[10]] when the answer equals the reference the judge was shown, [[1]] otherwise."""
+    ref = prompt.split("[The Start of Reference Answer]\n")[1].split("\n")[0]
+    answer = prompt.split("\nA: ")[1].split("\n")[0]
+    return "[[10]]" if answer == ref else "[[1]]"
+
+
+def test_a_reference_guided_judge_sees_each_items_reference(tmp_path: Path, judge: Any) -> None:
+    judge.verdict = staticmethod(_by_reference)
+    items = [{"id": "q1", "question": "What is 2+3?", "gold": "5"}, {"id": "q2", "question": "What is 4+4?",
+                                                                    "gold": "8"}]
+    write_split("chat", "dev", items, {"source": "test"})
+    proto = _protocol(tmp_path, _options(template=MT_BENCH_MATH, reference_field="gold", rubric="correctness"))
+    store = Store()
+    doc = _run(tmp_path, proto, {"q1": "5", "q2": "9"}, store=store)
+    scores = {s["item_id"]: s["score"] for s in store.samples(doc["run_id"])}
+    assert scores == {"q1": 1.0, "q2": 0.0}  # (10 - 1) / 9 and (1 - 1) / 9
+    assert "[The Start of Reference Answer]\n8\n[The End of Reference Answer]" in judge.asked[1]
+    # the reference field is part of the protocol's hash
+    other = _protocol(tmp_path, _options(template=MT_BENCH_MATH, reference_field="question"), name="other")
+    assert load_protocol(other).sha256 != load_protocol(proto).sha256
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"template": MT_BENCH_MATH}, "name the item field that holds it in reference_field"),
+    ({"reference_field": "gold"}, "template lacks the field(s) {reference}"),
+])
+def test_a_reference_needs_its_field_and_its_place_in_the_template(tmp_path: Path, change: dict[str, Any],
+                                                                  message: str) -> None:
+    with pytest.raises(BadInput, match=message.replace("(", r"\(").replace(")", r"\)").replace("{", r"\{")
+                       .replace("}", r"\}")):
+        _protocol(tmp_path, _options(**change), freeze_it=False) and load_protocol(tmp_path / "judged.yaml")
