@@ -46,6 +46,7 @@ class Verdict:
     value: float | str | None
     text: str
     detail: str | None = None
+    weight: int = 1
 
 
 def parse_verdict(options: JudgeOptions, text: str, shown: Sequence[str] = ()) -> Verdict:
@@ -78,7 +79,7 @@ def parse_verdict(options: JudgeOptions, text: str, shown: Sequence[str] = ()) -
         assert options.verdicts is not None
         if got not in options.verdicts:
             return Verdict(None, text, f"verdict {got!r} is not one of {sorted(options.verdicts)}")
-        return Verdict(options.verdicts[got], text)
+        return Verdict(options.verdicts[got], text, weight=(options.verdict_weights or {}).get(got, 1))
     assert options.scale is not None
     try:
         rating = float(got)
@@ -298,7 +299,7 @@ class JudgeScorer:
         verdicts = [parse_verdict(self.options, self._calls.outputs[p.sha256], shown) for p in self._prompts[s.key]]
         if self.options.mode == "pairwise":  # recorded even when unparseable: win_rate counts those items
             self._pairs[s.key] = PairJudgement(_key(s)[0], _side(verdicts[0]), _side(verdicts[1]), len(s.text),
-                                               len(self._baseline[s.key]))
+                                               len(self._baseline[s.key]), verdicts[0].weight, verdicts[1].weight)
         bad = [v for v in verdicts if v.value is None]
         if bad:
             self._unparseable += 1

@@ -115,6 +115,11 @@ class JudgeOptions(ScorerOptions):
     Required."""
     verdicts: dict[str, Literal["A", "B", "tie"]] | None
     """Pairwise: what each parsed group means (``{"A": "A", "B": "B", "C": "tie"}``). Pointwise: null. Required."""
+    verdict_weights: dict[str, int] | None = None
+    """Pairwise: how many games a parsed group counts as (a weighted verdict scale). Arena-Hard's five levels,
+    ``verdicts: {"A>>B": A, "A>B": A, "A=B": tie, "B>A": B, "B>>A": B}`` with ``{"A>>B": 3, "B>>A": 3}``: a strong
+    verdict counts three times (arena-hard-auto ``show_result.py``: ``"A>>B": [1] * weight``, weight 3); the win
+    rate is then the weighted share over all verdicts. A group left out weighs 1. Default: every verdict 1."""
     baseline: JudgeBaseline | None = None
     """Pairwise: whose stored completions are compared (required there). Pointwise: none. Default: none."""
     sampling: JudgeSampling
@@ -140,6 +145,11 @@ class JudgeOptions(ScorerOptions):
         if self.mode == "pairwise" and (not self.verdicts or self.scale is not None or self.baseline is None):
             raise ValueError("a pairwise judge needs verdicts (parsed group -> A, B or tie), a baseline "
                              "(checkpoint digest or run_id) and scale: null")
+        if self.verdict_weights is not None:
+            bad = sorted(set(self.verdict_weights) - set(self.verdicts or {}))
+            if self.mode != "pairwise" or bad or min(self.verdict_weights.values(), default=1) < 1:
+                raise ValueError("verdict_weights gives a pairwise judge's parsed groups (keys of verdicts) a whole "
+                                 f"number of games >= 1; {'unknown group(s) ' + ', '.join(bad) if bad else 'fix it'}")
         fields = {"question", "rubric"} | ({"answer"} if self.mode == "pointwise" else {"answer_a", "answer_b"})
         fields |= {"reference"} if self.reference_field else set()
         try:

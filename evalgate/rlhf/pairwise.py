@@ -17,7 +17,6 @@ from typing import Any, Literal
 
 import numpy as np
 
-from evalgate.core.stats import bootstrap_ci
 from evalgate.rlhf.lc_winrate import length_controlled_win_rate
 
 Verdict = Literal["A", "B", "tie"]
@@ -35,6 +34,8 @@ class PairJudgement:
         baseline_first: the verdict with the baseline's completion in position A, or None.
         model_len: the model's completion length in characters (AlpacaEval measures length in characters).
         baseline_len: the baseline's completion length in characters.
+        model_first_weight, baseline_first_weight: how many games each verdict counts as (a weighted verdict scale,
+            ``JudgeOptions.verdict_weights``: Arena-Hard's A>>B counts 3); 1 each by default.
     """
 
     item_id: str
@@ -42,6 +43,8 @@ class PairJudgement:
     baseline_first: str | None
     model_len: int
     baseline_len: int
+    model_first_weight: int = 1
+    baseline_first_weight: int = 1
 
     def __post_init__(self) -> None:
         for name in ("model_first", "baseline_first"):
@@ -65,11 +68,19 @@ def outcome(verdict: str, model_position: Literal["A", "B"]) -> float:
 
 
 def item_preference(pair: PairJudgement) -> float | None:
-    """The item's preference for the model: the mean of its two outcomes (0, 0.25, 0.5, 0.75 or 1); None when either
-    order's verdict is unparseable (the rates then count the item as a loss: ``counted_preference``)."""
+    """The item's preference for the model: the mean of its two outcomes, each counted as many times as its verdict
+    weighs (equal weights: 0, 0.25, 0.5, 0.75 or 1); None when either order's verdict is unparseable (the rates then
+    count the item as a loss: ``counted_preference``)."""
     if pair.model_first is None or pair.baseline_first is None:
         return None
-    return (outcome(pair.model_first, "A") + outcome(pair.baseline_first, "B")) / 2
+    w1, w2 = pair.model_first_weight, pair.baseline_first_weight
+    return (w1 * outcome(pair.model_first, "A") + w2 * outcome(pair.baseline_first, "B")) / (w1 + w2)
+
+
+def games(pair: PairJudgement) -> int:
+    """How many games the item counts as in the win rate: its two verdicts' weights (2 for an unparseable item,
+    a loss in both orders)."""
+    return 2 if item_preference(pair) is None else pair.model_first_weight + pair.baseline_first_weight
 
 
 UNPARSEABLE_AS = "loss"
@@ -108,7 +119,9 @@ def win_rate(pairs: Sequence[PairJudgement], confidence: float = 0.95, resamples
         ``{"win_rate", "low", "high", "lc_win_rate", "lc_standard_error", "lc_extreme_change", "lc", "items",
         "parsed_items", "unparseable_items", "unparseable_as", "wins", "ties", "losses", "position_flip_rate",
         "first_position_rate"}``. ``win_rate`` is the mean counted preference over all ``items`` (ties half,
-        unparseable items 0: ``unparseable_as`` "loss"); ``low``/``high`` a percentile bootstrap over items, both
+        unparseable items 0: ``unparseable_as`` "loss"), each verdict counted as many games as it weighs (a
+        weighted scale: Arena-Hard's ``show_result.py`` pools the games, so A>>B counts three wins); ``low``/``high``
+        a percentile bootstrap over items, both
         orders of an item drawn together (paired); the LC win rate over the same items
         (``lc_winrate.length_controlled_win_rate``, whose whole result is ``lc``), its bootstrap standard error and
         AlpacaEval's extreme-change flag; ``wins``/``ties``/``losses`` count single verdicts from the model's side
@@ -126,15 +139,27 @@ def win_rate(pairs: Sequence[PairJudgement], confidence: float = 0.95, resamples
         raise ValueError("an item is judged twice: one PairJudgement per item")
     parsed = [p for p in pairs if item_preference(p) is not None]
     prefs = [counted_preference(p) for p in pairs]
-    low, high = bootstrap_ci(prefs, confidence=confidence, resamples=resamples, seed=seed)
+    weights = np.array([games(p) for p in pairs], dtype=float)
+    won = np.array(prefs) * weights
+    rate, (low, high) = float(won.sum() / weights.sum()), _ratio_ci(won, weights, confidence, resamples, seed)
     lc = length_controlled_win_rate(prefs, [p.model_len - p.baseline_len for p in pairs])
     decided = [v for p in parsed for v in (p.model_first, p.baseline_first) if v != "tie"]
     return {"items": len(pairs), "parsed_items": len(parsed), "unparseable_items": len(pairs) - len(parsed),
-            "unparseable_as": UNPARSEABLE_AS, **_verdict_counts(parsed), "win_rate": float(np.mean(prefs)),
+            "unparseable_as": UNPARSEABLE_AS, **_verdict_counts(parsed), "win_rate": rate,
             "low": low, "high": high, "lc_win_rate": lc["lc_win_rate"], "lc_standard_error": lc["lc_standard_error"],
             "lc_extreme_change": lc["extreme_change"], "lc": lc,
             "position_flip_rate": sum(bool(position_flip(p)) for p in parsed) / len(parsed) if parsed else None,
             "first_position_rate": (decided.count("A") / len(decided)) if decided else None}
+
+
+def _ratio_ci(won: np.ndarray, weights: np.ndarray, confidence: float, resamples: int,
+              seed: int) -> tuple[float, float]:
+    """Percentile bootstrap over items of ``sum(won) / sum(weights)`` (the weighted win rate; with every item
+    weighing 2 it is ``core.stats.bootstrap_ci`` of the item means, draw for draw)."""
+    idx = np.random.default_rng(seed).integers(0, len(won), size=(resamples, len(won)))
+    rates = won[idx].sum(axis=1) / weights[idx].sum(axis=1)
+    alpha = (1 - confidence) / 2
+    return float(np.quantile(rates, alpha)), float(np.quantile(rates, 1 - alpha))
 
 
 def _verdict_counts(parsed: Sequence[PairJudgement]) -> dict[str, int]:

@@ -2,6 +2,8 @@
 scipy.stats.bootstrap on the same tables (the LC win rate: tests/rlhf/test_lc_winrate.py)."""
 
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -98,3 +100,48 @@ def test_bad_input_is_one_clear_error():
     with pytest.raises(ValueError, match="zero pairs"):
         win_rate([])
 
+
+
+# Arena-Hard's five-level verdicts (arena-hard-auto's judge prompt: "[[A>>B]]", "[[A>B]]", "[[A=B]]", "[[B>A]]",
+# "[[B>>A]]"; show_result.py counts a strong verdict as `weight` = 3 games) as a protocol declares them
+ARENA_HARD = {"parse": r"\[\[(A>>B|A>B|A=B|B>A|B>>A)\]\]",
+              "verdicts": {"A>>B": "A", "A>B": "A", "A=B": "tie", "B>A": "B", "B>>A": "B"},
+              "verdict_weights": {"A>>B": 3, "B>>A": 3}}
+
+
+def _arena_options(**kw: Any) -> Any:
+    from evalgate.rlhf.judge import JudgeOptions
+
+    return JudgeOptions.model_validate({
+        "mode": "pairwise", "judge": {"backend": "hf", "checkpoint": "/j", "digest": "blake3:00"},
+        "template": "{question} {rubric} [A] {answer_a} [B] {answer_b}", "rubric": "helpfulness",
+        "question_field": "question", "scale": None, "baseline": {"run_id": "r"},
+        "sampling": {"temperature": 0.0, "max_tokens": 8, "seed": 0}, **{**ARENA_HARD, **kw}})
+
+
+def test_a_weighted_verdict_scale_counts_as_arena_hard_counts() -> None:
+    """By hand, as show_result.py pools games: q1 model-first A>>B (3 wins) and baseline-first B>A (1 win);
+    q2 A=B (0.5) and A>>B for the baseline (3 losses); q3 B>A and A>B, both for the baseline (2 losses):
+    (3 + 1 + 0.5) / (4 + 4 + 2) = 0.45. Counted unweighted it would be (1 + 0.25 + 0) / 3 = 0.4167."""
+    from evalgate.rlhf.judge import parse_verdict
+
+    o = _arena_options()
+    said = {"q1": ("[[A>>B]]", "[[B>A]]"), "q2": ("[[A=B]]", "[[A>>B]]"), "q3": ("[[B>A]]", "[[A>B]]")}
+    pairs = []
+    for item, (first, second) in said.items():
+        a, b = parse_verdict(o, first), parse_verdict(o, second)
+        pairs.append(PairJudgement(item, a.value, b.value, 10, 10, a.weight, b.weight))
+    assert [(p.model_first_weight, p.baseline_first_weight) for p in pairs] == [(3, 1), (1, 3), (1, 1)]
+    assert win_rate(pairs, resamples=500)["win_rate"] == pytest.approx(0.45)
+    assert item_preference(pairs[0]) == 1.0 and item_preference(pairs[1]) == pytest.approx(0.5 / 4)
+    unweighted = [PairJudgement(p.item_id, p.model_first, p.baseline_first, 10, 10) for p in pairs]
+    assert win_rate(unweighted, resamples=500)["win_rate"] == pytest.approx(1.25 / 3)
+
+
+def test_verdict_weights_name_parsed_groups_of_a_pairwise_judge() -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="unknown group"):
+        _arena_options(verdict_weights={"A>>>B": 3})
+    with pytest.raises(ValidationError, match="whole number of games >= 1"):
+        _arena_options(verdict_weights={"A>>B": 0})
