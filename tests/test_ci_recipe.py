@@ -123,7 +123,7 @@ def user_repo(home: Path, tiny_checkpoint: Path) -> tuple[Path, Path]:
     (repo / "gates" / "release.yaml").write_text(yaml.safe_dump({
         "name": "release", "protocol": "my-protocol@1", "protocol_file": "../protocols/my-protocol.yaml",
         "selection_split": "my-dev", "decision_split": "my-private", "baseline": {"checkpoint": "$EVALGATE_BASELINE"},
-        "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
+        "rules": {"min_seeds": 1, "max_truncation_rate": 1.0, "reward_hacking": False}}))  # an SFT log: no reward
     train = home / "train"
     # one checkpoint (the tiny random one: the workflow's plumbing, not the model, is tested): each costs a process
     # that loads torch

@@ -5,6 +5,8 @@ the files dealt out together (``scope_of``) and the vLLM lane's cores per worker
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -30,9 +32,11 @@ def test_worker_threads_split_the_cores_between_the_workers(env: dict[str, str],
 def test_a_worker_under_xdist_runs_torch_on_its_share_of_the_cores() -> None:
     if "PYTEST_XDIST_WORKER_COUNT" not in os.environ:
         pytest.skip("not under pytest-xdist: the thread count is torch's default")
-    import torch
-
-    assert torch.get_num_threads() == int(os.environ["OMP_NUM_THREADS"])
+    # a torch started with this worker's environment (a fresh process: this worker's own torch may have been set
+    # otherwise since, by a test that runs the demo's training, which sets its own thread count)
+    done = subprocess.run([sys.executable, "-c", "import torch; print(torch.get_num_threads())"],
+                          capture_output=True, text=True, check=True)
+    assert int(done.stdout) == int(os.environ["OMP_NUM_THREADS"])
 
 
 @pytest.mark.parametrize(("worker", "count", "cores", "bound"), [

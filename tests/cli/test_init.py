@@ -316,6 +316,9 @@ def test_the_workflow_init_writes_runs_its_steps_on_a_temporary_store(home: Path
     assert r.returncode == 0, r.stderr
     proto = repo / "protocols" / "add.yaml"
     proto.write_text(proto.read_text().replace("max_tokens: 256", "max_tokens: 8"))  # the user's edit, before freezing
+    gate = repo / "gates" / "add.yaml"  # and the one the starter policy asks of a supervised fine-tune (no reward log)
+    assert "  reward_hacking: true " in gate.read_text()
+    gate.write_text(gate.read_text().replace("  reward_hacking: true ", "  reward_hacking: false "))
     assert evalgate(repo, "protocol", "freeze", "protocols/add.yaml",
                     env={"EVALGATE_HOME": str(home / "dev-machine")}).returncode == 0
     ck = _variant(tiny_checkpoint, home / "train" / "seed-1" / "checkpoint-4", 4)

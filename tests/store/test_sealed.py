@@ -78,7 +78,8 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path) 
     policy.write_text(yaml.safe_dump({
         "name": "seal", "protocol": "seal-test@1", "protocol_file": str(ppath), "selection_split": "seal-dev",
         "decision_split": "seal-private", "baseline": {"value": 0.0},
-        "rules": {"min_seeds": 1, "max_truncation_rate": 1.0}}))
+        # the log-based rules off: no training log here, and a rule that cannot check fails before any private read
+        "rules": {"min_seeds": 1, "max_truncation_rate": 1.0, "training_guards": False, "reward_hacking": False}}))
     out = {k: home / "out" / f"gate.{k}" for k in ("html", "xml", "json", "md")}
     g = cli("gate", "--policy", str(policy), "--json", "--report", str(out["html"]), "--junit", str(out["xml"]),
              "--json-out", str(out["json"]), "--markdown", str(out["md"]))

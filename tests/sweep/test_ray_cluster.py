@@ -146,10 +146,10 @@ def test_ctrl_c_kills_the_running_units_workers_and_marks_their_runs_interrupted
             sent.append(1)
             os.kill(os.getpid(), signal.SIGINT)
 
+    store = Store()
     with pytest.raises(KeyboardInterrupt):
         sweep(proto, str(home / "runs/*/*/checkpoint-*"), ["dev-a"],
-              SweepOptions(run=RunOptions(progress=False), ray="auto", chunk=1, on_stored=ctrl_c))
-    store = Store()
+              SweepOptions(run=RunOptions(progress=False), ray="auto", chunk=1, on_stored=ctrl_c), store)
     runs = store.runs()
     assert 1 <= len(runs) <= 2  # the units that had started (2 CPUs: up to one each)
     # the other unit may have finished all 3 items before the signal was handled (a quiet machine): it stays
