@@ -21,6 +21,18 @@ LOCATION_FIELDS = ("checkpoint", "base_url")
 """``judge`` fields left out of the protocol hash: where the judge is found, not which judge it is."""
 
 
+
+def one_group_pattern(v: str) -> str:
+    """``v`` if it is a regular expression with exactly one capture group (the judge's verdict); ValueError naming
+    the fault otherwise (pydantic turns it into the options' validation error)."""
+    try:
+        groups = re.compile(v).groups
+    except re.error as e:
+        raise ValueError(f"parse is not a regular expression: {e}") from e
+    if groups != 1:
+        raise ValueError(f"parse must have exactly one group (it has {groups})")
+    return v
+
 class JudgeModel(ScorerOptions):
     """Which model judges: a local checkpoint pinned by digest, or a served model by id."""
 
@@ -128,13 +140,7 @@ class JudgeOptions(ScorerOptions):
     @field_validator("parse")
     @classmethod
     def _one_group(cls, v: str) -> str:
-        try:
-            groups = re.compile(v).groups
-        except re.error as e:
-            raise ValueError(f"parse is not a regular expression: {e}") from e
-        if groups != 1:
-            raise ValueError(f"parse must have exactly one group (it has {groups})")
-        return v
+        return one_group_pattern(v)
 
     @model_validator(mode="after")
     def _mode_fields(self) -> JudgeOptions:

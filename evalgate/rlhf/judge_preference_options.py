@@ -3,13 +3,19 @@ light enough for ``scoring.base`` to register without importing the scorer."""
 
 from __future__ import annotations
 
-import re
 import string
 from typing import Any, Literal
 
 from pydantic import field_validator, model_validator
 
-from evalgate.rlhf.judge_options import LOCATION_FIELDS, JudgeBaseline, JudgeModel, JudgeOptions, JudgeSampling
+from evalgate.rlhf.judge_options import (
+    LOCATION_FIELDS,
+    JudgeBaseline,
+    JudgeModel,
+    JudgeOptions,
+    JudgeSampling,
+    one_group_pattern,
+)
 from evalgate.scoring.options import ScorerOptions
 
 PAIR_BASELINE = "preference-pairs"
@@ -49,13 +55,7 @@ class JudgePreferenceOptions(ScorerOptions):
     @field_validator("parse")
     @classmethod
     def _one_group(cls, v: str) -> str:
-        try:
-            groups = re.compile(v).groups
-        except re.error as e:
-            raise ValueError(f"parse is not a regular expression: {e}") from e
-        if groups != 1:
-            raise ValueError(f"parse must have exactly one group (it has {groups})")
-        return v
+        return one_group_pattern(v)
 
     @model_validator(mode="after")
     def _template_fields(self) -> JudgePreferenceOptions:
