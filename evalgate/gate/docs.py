@@ -33,22 +33,21 @@ def gate_reference() -> str:
               "An example: `gates/demo.yaml`.", ""]
     for key, model in _sections(policy_module.GatePolicy, ""):
         title = "Top level" if not key else f"`{key}`"
-        lines += [f"## {model.__name__}", "", f"{title}: {_md(model.__doc__ or '')}", "",
-                  f"Source: `{model.__module__}.{model.__qualname__}`.", ""]
-        lines += _fields_table(model)
-        checks = _checks(model)
-        if checks:
-            lines += ["", "Checked at load: " + " ".join(checks)]
-        lines.append("")
+        lines += _model_section(model, f"{title}: {_md(model.__doc__ or '')}")
     lines += ["# Suite policies", "", _md(" ".join((suite_module.__doc__ or "").split())), "",
               "A policy file whose top level lists `members:` is a suite; the members' nested sections (`rules`, "
               "`guards`, `selection`) override the suite's key by key. An example: `gates/release-suite.yaml`.", ""]
     for model in (suite_module.SuitePolicy, suite_module.Member):
-        lines += [f"## {model.__name__}", "", _md(model.__doc__ or ""), "",
-                  f"Source: `{model.__module__}.{model.__qualname__}`.", ""]
-        lines += _fields_table(model)
-        checks = _checks(model)
-        if checks:
-            lines += ["", "Checked at load: " + " ".join(checks)]
-        lines.append("")
+        lines += _model_section(model, _md(model.__doc__ or ""))
     return "\n".join(lines)
+
+
+def _model_section(model: type, intro: str) -> list[str]:
+    """One model's section of the reference: heading, ``intro``, source, field table, load-time checks."""
+    lines = [f"## {model.__name__}", "", intro, "", f"Source: `{model.__module__}.{model.__qualname__}`.", ""]
+    lines += _fields_table(model)
+    checks = _checks(model)
+    if checks:
+        lines += ["", "Checked at load: " + " ".join(checks)]
+    lines.append("")
+    return lines
