@@ -176,6 +176,25 @@ def verify(store: AccessLogRepo, expect_head: tuple[int, str] | None = None) -> 
         A gap in ``seq`` (a deleted row) or a row whose prev_hash or row_hash does not match is the first bad row.
     """
     with store.session():
+        res = inspect(store, expect_head)
+        signature = res["signature"]
+        if res["ok"]:
+            store.set_access_log_head(res["head"]["seq"], res["head"]["hash"])
+        elif res["first_bad_seq"] is not None:
+            store.mark_access_log_broken(res["first_bad_seq"], res["reason"])
+        elif signature["checked"]:
+            store.mark_access_log_broken(signature["first_bad_seq"], f"signed head: {signature['reason']}")
+    return res
+
+
+def inspect(store: AccessLogRepo, expect_head: tuple[int, str] | None = None) -> dict[str, Any]:
+    """``verify``'s check without recording its result: nothing is written to ``store`` (``evalgate store
+    migrate`` checks the store it copies from this way).
+
+    Returns:
+        ``verify``'s result.
+    """
+    with store.session():
         rows = store.access_rows()
         recorded = store.access_log_head()
         head: dict[str, Any] = {"seq": rows[-1]["seq"] if rows else 0,
@@ -186,12 +205,6 @@ def verify(store: AccessLogRepo, expect_head: tuple[int, str] | None = None) -> 
             if bad is None and want is not None:
                 bad = _expected_mismatch(rows, want)
         signature = _signature_check(store, rows)
-        if bad is None and signature["ok"]:
-            store.set_access_log_head(head["seq"], head["hash"])
-        elif bad is not None:
-            store.mark_access_log_broken(*bad)
-        elif signature["checked"]:
-            store.mark_access_log_broken(signature["first_bad_seq"], f"signed head: {signature['reason']}")
     return {"ok": bad is None and signature["ok"], "rows": len(rows), "first_bad_seq": bad[0] if bad else None,
             "reason": bad[1] if bad else None, "head": head, "signature": signature}
 

@@ -23,7 +23,8 @@ def copy_tables(source: Database, target: Database, chunk: int = 5000) -> dict[s
         Rows copied per table.
 
     Raises:
-        BadInput: the two stores' migrations differ, or ``target`` holds rows (nothing is written).
+        BadInput: the two stores' migrations differ, ``target`` holds rows, or a table of ``target`` does not hold
+            the rows copied into it (nothing is written: the target's transaction is rolled back).
     """
     copied: dict[str, int] = {}
     with source.transaction() as scon, target.transaction() as tcon:
@@ -44,6 +45,10 @@ def copy_tables(source: Database, target: Database, chunk: int = 5000) -> dict[s
             while rows := _fetch(cur, chunk):
                 insert_values(tcon, head, rows)
                 copied[table] += len(rows)
+            if (got := tcon.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) != copied[table]:
+                raise BadInput(f"{target.location}'s table {table} holds {got} rows after the copy of "
+                               f"{copied[table]}: a trigger or rule of the target dropped or added rows; nothing "
+                               "was copied")
     return copied
 
 

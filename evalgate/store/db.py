@@ -419,6 +419,15 @@ def open_database(target: str | Path, migrations: Sequence[tuple[int, str, Calla
     return Database(target, migrations)
 
 
+def location_of(target: str | Path) -> str:
+    """The ``Database.location`` that ``open_database(target)`` would have, without opening anything: a server's
+    URL without its password (``evalgate.store.pg.server_name``), else the file's absolute path or ``":memory:"``."""
+    if is_server_url(target):
+        server_name: Callable[[str], str] = load_reference("evalgate.store.pg:server_name")
+        return server_name(str(target))
+    return MEMORY if str(target) == MEMORY else str(Path(target).resolve())
+
+
 def default_database() -> Database:
     """The active workspace's database (``Environment.database``, e.g. a ``Database(":memory:")``), else its store
     URL (``Environment.store``, ``EVALGATE_STORE``: a PostgreSQL server), else the file ``home()/evalgate.duckdb``."""
