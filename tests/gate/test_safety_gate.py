@@ -60,7 +60,7 @@ def _gate(tmp_path: Path, refused: int, margin: float) -> dict[str, object]:
     policy = yaml.safe_load((REPO / "gates" / "safety-benign.yaml").read_text())
     policy.update(protocol_file=str(proto), backend="replay", baseline={"checkpoint": str(ckpts["baseline"].path)},
                   bootstrap_resamples=4000)
-    policy["rules"].update(min_improvement=margin, training_guards=False, reward_hacking=False)
+    policy["rules"].update(min_improvement=margin)  # the file's own log rules: off (a replayed checkpoint has no log)
     path = tmp_path / "gate.yaml"
     path.write_text(yaml.safe_dump(policy))
     verdict = run_gate(load_policy(path), store, evaluate_decision=False)

@@ -307,7 +307,8 @@ def test_a_policys_guards_reach_the_watch_and_the_callback(tmp_path: Path) -> No
     from evalgate.training.callback import EvalgateCallback
     from evalgate.watch.loop import WatchOptions
 
-    text = (REPO / "gates" / "demo.yaml").read_text() + "guards:\n  window: 7\n  fail_on: [warn, fail]\n"
+    text = (REPO / "gates" / "demo.yaml").read_text().replace("guards:\n", "guards:\n  window: 7\n  fail_on: "
+                                                               "[warn, fail]\n")
     policy = tmp_path / "gates" / "g.yaml"
     policy.parent.mkdir()
     policy.write_text(text.replace("../protocols/", str(REPO / "protocols") + "/")
