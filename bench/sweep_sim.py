@@ -57,7 +57,7 @@ def measure_chunk_write(chunk_samples: int, reps: int = 30) -> dict[str, float]:
             store.put_generations("c" * 64, "p" * 64, rows(k), {f"p{k}": "prompt " * 40}, "s" * 64, "run")
             in_session.append(time.perf_counter() - t0)
     # what would replace executemany: one multi-row INSERT per chunk (the same rows and conflict rule)
-    from evalgate.store import now
+    from evalgate.core.environment import utc_now as now
 
     bulk = []
     with store.session():

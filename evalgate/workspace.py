@@ -122,8 +122,7 @@ class Workspace:
         use)."""
         from evalgate.store import Store
 
-        with self.activate():
-            return Store(self.env.database or self.env.store or self.home / "evalgate.duckdb", clock=self.env.clock)
+        return Store(env=self.env)
 
     @contextmanager
     def activate(self) -> Iterator[Workspace]:

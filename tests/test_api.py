@@ -71,11 +71,11 @@ def test_a_workspace_is_what_library_defaults_see_inside_its_calls(tmp_path: Pat
     from evalgate.keys import sealing
 
     ws = evalgate.Workspace(tmp_path / "ws", actor="alice", key=b"k" * 44)
+    assert ws.store.env is ws.env and ws.store.location == str(tmp_path / "ws" / "evalgate.duckdb")
     with ws.activate():
-        assert (store.home(), splits.splits_dir(), splits.actor_name()) == (tmp_path / "ws", tmp_path / "ws" /
-                                                                              "splits", "alice")
+        assert (splits.splits_dir(), splits.actor_name()) == (tmp_path / "ws" / "splits", "alice")
         assert sealing.load_key() == b"k" * 44
-    assert store.home() == Path(".evalgate") and splits.splits_dir() == Path("splits")
+    assert store.Store(tmp_path / "o.duckdb").env.home == Path(".evalgate") and splits.splits_dir() == Path("splits")
 
 
 def test_enums_are_the_stored_words() -> None:

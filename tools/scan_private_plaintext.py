@@ -16,10 +16,10 @@ import re
 import sys
 from pathlib import Path
 
+from evalgate.core.environment import Environment
 from evalgate.keys.sealing import SEALED_TIERS
 from evalgate.splits.data import read_unlogged
 from evalgate.splits.discovery import list_manifests
-from evalgate.store import home
 
 
 def private_texts(min_chars: int) -> set[str]:
@@ -49,7 +49,7 @@ def main() -> int:
     ap.add_argument("files", nargs="*", type=Path, help="report files to scan besides the store")
     ap.add_argument("--min-chars", type=int, default=8)
     args = ap.parse_args()
-    db = home() / "evalgate.duckdb"
+    db = Environment.from_env().home / "evalgate.duckdb"
     files = [p for p in (db, Path(str(db) + ".wal"), *args.files) if p.is_file()]
     texts = private_texts(args.min_chars)
     data = {p: p.read_bytes() for p in files}

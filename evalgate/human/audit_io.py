@@ -152,8 +152,6 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
             sample, batch or sample key, a score off its batch's scale; a file with no records, or none with a
             human_score (nothing read then). Nothing is stored unless every line is valid.
     """
-    from evalgate.store import now
-
     p = Path(path)
     if not p.is_file():
         raise BadInput(f"{p} not found; pass the file written by 'evalgate splits export-audit', with scores")
@@ -205,7 +203,7 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
                      "sample_index": -1 if r.sample_index is None else r.sample_index,
                      "rater": r.rater or rater or who, "score": r.human_score, "auto_score": auto_score,
                      "note": r.note, "source_sha256": hashlib.sha256(raw).hexdigest(), "imported_by": who,
-                     "imported_at": now()})
+                     "imported_at": store.clock()})
     store.put_human_scores(rows)
     sha = hashlib.sha256(raw).hexdigest()
     for batch_id, ratings in rated.items():

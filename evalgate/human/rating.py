@@ -32,7 +32,7 @@ from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.core.fileio import read_text
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
-from evalgate.store import Store, now
+from evalgate.store import Store
 
 RATING_PURPOSE = "human-audit-rating"
 """The access-log purpose of a rater's view of a sample."""
@@ -144,7 +144,7 @@ def session_rater(store: Store, session: str | None, admin: bool = False) -> Rat
     """
     if not session:
         raise NotAuthorized("not logged in: open the URL that 'evalgate audit add-rater NAME' printed")
-    found = store.session_rater(token_sha256(session), now() - SESSION_TTL)
+    found = store.session_rater(token_sha256(session), store.clock() - SESSION_TTL)
     if found is None:
         raise NotAuthorized("this session has ended (logged out, older than "
                             f"{SESSION_TTL.total_seconds() / 3600:g} h, or the rater's token was replaced); open "
@@ -252,11 +252,11 @@ def create_batch(run_id: str, samples: int = 50, stratify: str | None = None, ru
     selection_seed = seed if seed is not None else secrets.randbits(62)
     picked = _pick(scored, samples, stratify, random.Random(selection_seed))
     picked.sort(key=lambda s: (s["item_id"], s["sample_index"]))
-    batch_id = f"b-{now():%Y%m%d}-{secrets.token_hex(4)}"
+    batch_id = f"b-{store.clock():%Y%m%d}-{secrets.token_hex(4)}"
     store.create_batch(
         {"batch_id": batch_id, "run_id": run_id, "split": run["split"], "rubric": rubric, "scale_min": lo,
          "scale_max": hi, "stratify": stratify, "selection_seed": selection_seed, "created_by": who,
-         "created_at": now(), "show_gold": show_gold},
+         "created_at": store.clock(), "show_gold": show_gold},
         [{"sample_key": secrets.token_hex(8), "position": i, "item_id": s["item_id"],
           "sample_index": s["sample_index"]} for i, s in enumerate(picked)])
     return {"batch_id": batch_id, "run_id": run_id, "split": run["split"], "samples": len(picked),

@@ -112,7 +112,7 @@ def _sealer() -> Sealer | None:
 def contents_repo(store: AccessLogRepo | PrivateContentRepo) -> PrivateContentRepo:
     """The private-content repository over ``store``'s database (``store`` itself when it is one, e.g. a
     ``Store``), so its writes join the caller's transaction."""
-    return store if isinstance(store, PrivateContentRepo) else PrivateContentRepo(store.db, store.clock)
+    return store if isinstance(store, PrivateContentRepo) else PrivateContentRepo(store.db, env=store.env)
 
 
 def remember_private(store: AccessLogRepo | PrivateContentRepo, name: str, items: list[dict[str, Any]], how: str,

@@ -33,7 +33,7 @@ from evalgate.store.access import (
 )
 from evalgate.store.cache import TRAJECTORY_COLUMNS, GenerationCache
 from evalgate.store.contents import PrivateContent, PrivateContentRepo
-from evalgate.store.db import MEMORY, Connection, Database, Repository, default_database, home, now
+from evalgate.store.db import MEMORY, Connection, Database, Repository, default_database
 from evalgate.store.frames import FrameRepo
 from evalgate.store.gates import GateRepo
 from evalgate.store.ratings import RatingRepo
@@ -42,14 +42,14 @@ from evalgate.store.runs import ProtocolRepo, RunRepo
 __all__ = ["CONTAMINATION_CHECK", "CONTAMINATION_CHECKS", "MEMORY", "READS", "TRAJECTORY_COLUMNS", "AccessLogRepo",
            "BudgetLimit", "ChainLink", "Connection", "Counted", "Database", "FrameRepo", "GateRepo", "GenerationCache",
            "PrivateContent", "PrivateContentRepo", "ProtocolRepo", "RatingRepo", "Repository", "RunRepo",
-           "SignedHead", "Store", "VerifiedHead", "default_database", "home", "now"]
+           "SignedHead", "Store", "VerifiedHead", "default_database"]
 
 
 class Store(ProtocolRepo, RunRepo, GenerationCache, AccessLogRepo, RatingRepo, GateRepo, FrameRepo,
             PrivateContentRepo):
-    """Every repository over one database (``Repository``'s arguments: a ``Database`` or a path, default the active
-    workspace's; a clock). Each call is one transaction, except inside ``session()``, where calls share one open
-    connection.
+    """Every repository over one database (``Repository``'s arguments: a ``Database`` or a path, default
+    ``env``'s; a clock; the ``Environment`` it belongs to, ``env``, which the layers holding the store read). Each
+    call is one transaction, except inside ``session()``, where calls share one open connection.
 
     New code that needs one table group can take that repository instead (e.g. ``AccessLogRepo``); ``Store`` is
     one, so callers pass theirs unchanged.

@@ -14,9 +14,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from evalgate.core.environment import Environment
 from evalgate.core.errors import RefusedByPolicy
 from evalgate.keys.sealing import Sealer, open_or_mark, open_rows, sealer, sealer_for
-from evalgate.store.db import Connection, now
+from evalgate.store.db import Connection
 
 SEALED_COLUMNS: dict[str, tuple[str, ...]] = {
     "prompts": ("text",),
@@ -86,8 +87,9 @@ def open_errors(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return open_or_mark(rows, "error")
 
 
-def run_codec(con: Connection, run_id: str | None) -> Codec:
-    """The codec for values derived from run ``run_id``'s items: ``PLAIN`` unless it ran on a sealed tier.
+def run_codec(con: Connection, run_id: str | None, env: Environment) -> Codec:
+    """The codec for values derived from run ``run_id``'s items: ``PLAIN`` unless it ran on a sealed tier (then
+    sealed with ``env``'s key).
 
     Raises:
         RefusedByPolicy: a sealed tier and no key, or not the key the store's sealed values use.
@@ -96,27 +98,29 @@ def run_codec(con: Connection, run_id: str | None) -> Codec:
         return PLAIN
     row = con.execute("SELECT tier FROM runs WHERE run_id=?", [run_id]).fetchone()
     s = sealer_for(row[0]) if row else None
-    return Codec(same_key(con, s)) if s else PLAIN
+    return Codec(same_key(con, s, env)) if s else PLAIN
 
 
-def note_codec(con: Connection, needed: bool) -> Codec:
-    """The codec for raters' notes (always sealed): ``PLAIN`` when no row has a note (no key needed).
+def note_codec(con: Connection, needed: bool, env: Environment) -> Codec:
+    """The codec for raters' notes (always sealed, with ``env``'s key): ``PLAIN`` when no row has a note (no key
+    needed).
 
     Raises:
         RefusedByPolicy: a note, and no key or not the store's key.
     """
-    return Codec(same_key(con, sealer())) if needed else PLAIN
+    return Codec(same_key(con, sealer(), env)) if needed else PLAIN
 
 
-def same_key(con: Connection, s: Sealer) -> Sealer:
-    """``s``, after checking that it is the key the store's sealed values use (the first seal records it).
+def same_key(con: Connection, s: Sealer, env: Environment) -> Sealer:
+    """``s``, after checking that it is the key the store's sealed values use (the first seal records it, at
+    ``env``'s clock's time).
 
     Raises:
         RefusedByPolicy: another key sealed the store's values (nothing is written).
     """
     row = con.execute("SELECT fingerprint FROM sealed_key LIMIT 1").fetchone()
     if row is None:
-        con.execute("INSERT INTO sealed_key VALUES (?, ?)", [s.fingerprint, now()])
+        con.execute("INSERT INTO sealed_key VALUES (?, ?)", [s.fingerprint, env.clock()])
     elif row[0] != s.fingerprint:
         raise RefusedByPolicy(f"the private key (fingerprint {s.fingerprint[:12]}) is not the key this store's "
                               f"encrypted outputs were written with (fingerprint {row[0][:12]}); use that key "

@@ -37,7 +37,7 @@ import duckdb
 from filelock import FileLock
 
 import evalgate.store.instance as instance
-from evalgate.core.environment import active
+from evalgate.core.environment import Environment, active, utc_now
 from evalgate.core.errors import BadInput
 from evalgate.core.registry import load_reference
 from evalgate.store.dialect import Connection, is_server_url
@@ -54,17 +54,6 @@ _COPIES = itertools.count(1)  # numbers the databases ``Database.copy`` and ``_c
 # ``Database`` of one of them skips the opening at construction (bench/store_open.py); every
 # transaction still checks the migrations, so a file another process replaced or rolled back is migrated as before.
 _OPENED: set[tuple[str, int, int, int]] = set()
-
-
-def home() -> Path:
-    """The active home (``evalgate.core.environment``: the workspace's, else ``$EVALGATE_HOME``, default
-    ``./.evalgate``)."""
-    return active().home
-
-
-def now() -> datetime:
-    """The active clock's time (``evalgate.core.environment``; default the system clock, UTC)."""
-    return active().clock()
 
 
 def insert_values(con: Connection, head: str, rows: Sequence[Sequence[Any]], tail: str = "",
@@ -123,6 +112,7 @@ class Database:
             ``evalgate.store.migrations.MIGRATIONS``; the migration tests give a prefix to build an old store).
         connection: for ``":memory:"`` only, the connection to hold instead of a new database's (``copy`` gives
             one whose current database is the copy); the migrations it has not seen are applied to it.
+        clock: the time the migrations it applies are stamped with (default the system clock, UTC).
 
     Raises:
         BadInput: the file or its lock cannot be created or opened (the message names ``EVALGATE_HOME``).
@@ -130,8 +120,9 @@ class Database:
     """
 
     def __init__(self, path: str | Path, migrations: Sequence[tuple[int, str, Callable[[Connection], None]]]
-                 | None = None, connection: DuckCon | None = None) -> None:
+                 | None = None, connection: DuckCon | None = None, clock: Callable[[], datetime] = utc_now) -> None:
         self.memory = str(path) == MEMORY
+        self.clock = clock
         self.path = Path(path)
         self.location = MEMORY if self.memory else str(self.path.resolve())
         """Where the database is, for messages: the file (absolute), ``:memory:``, or a server's URL without its
@@ -284,7 +275,7 @@ class Database:
             self._session.execute(f'COPY FROM DATABASE "{source}" TO {name}')
             con = self._session.cursor()
         con.execute(f"USE {name}")
-        copy = Database(MEMORY, self._migrations, connection=con)
+        copy = Database(MEMORY, self._migrations, connection=con, clock=self.clock)
         copy._attached = (source, name)
         return copy
 
@@ -356,7 +347,7 @@ class Database:
         try:
             name = con.execute("SELECT current_database()").fetchone()[0]  # type: ignore[index]
             con.execute(f'COPY FROM DATABASE "{template}" TO "{name}"')
-            con.execute("UPDATE schema_migrations SET applied_at = ?", [now()])
+            con.execute("UPDATE schema_migrations SET applied_at = ?", [self.clock()])
         except BaseException:
             instance.detach(con)
             for leftover in (self.path, Path(str(self.path) + ".wal")):
@@ -397,16 +388,16 @@ class Database:
             if version not in done:
                 con.execute("BEGIN TRANSACTION")
                 fn(con)
-                con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, now()])
+                con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, self.clock()])
                 con.execute("COMMIT")
         return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name=?",
                                 [COMPACT_TABLE]).fetchone()[0])  # type: ignore[index]
 
 
 def open_database(target: str | Path, migrations: Sequence[tuple[int, str, Callable[[Connection], None]]]
-                  | None = None) -> Database:
+                  | None = None, clock: Callable[[], datetime] = utc_now) -> Database:
     """The database ``target`` names: a PostgreSQL server's URL (``postgresql://...``: ``evalgate.store.pg``,
-    which needs the ``postgres`` extra), else a DuckDB file's path or ``":memory:"``; ``migrations`` as
+    which needs the ``postgres`` extra), else a DuckDB file's path or ``":memory:"``; ``migrations`` and ``clock`` as
     ``Database``'s.
 
     Raises:
@@ -415,8 +406,8 @@ def open_database(target: str | Path, migrations: Sequence[tuple[int, str, Calla
     """
     if is_server_url(target):
         postgres: Callable[..., Database] = load_reference("evalgate.store.pg:PostgresDatabase")
-        return postgres(str(target), migrations)
-    return Database(target, migrations)
+        return postgres(str(target), migrations, clock)
+    return Database(target, migrations, clock=clock)
 
 
 def location_of(target: str | Path) -> str:
@@ -428,13 +419,13 @@ def location_of(target: str | Path) -> str:
     return MEMORY if str(target) == MEMORY else str(Path(target).resolve())
 
 
-def default_database() -> Database:
-    """The active workspace's database (``Environment.database``, e.g. a ``Database(":memory:")``), else its store
-    URL (``Environment.store``, ``EVALGATE_STORE``: a PostgreSQL server), else the file ``home()/evalgate.duckdb``."""
-    env = active()
+def default_database(env: Environment) -> Database:
+    """The database of ``env``: its ``database`` (e.g. a ``Database(":memory:")``), else its store URL
+    (``Environment.store``, ``EVALGATE_STORE``: a PostgreSQL server), else the file ``env.home/evalgate.duckdb``."""
     if isinstance(env.database, Database):
         return env.database
-    return open_database(env.store) if env.store else Database(env.home / "evalgate.duckdb")
+    return open_database(env.store, clock=env.clock) if env.store else \
+        Database(env.home / "evalgate.duckdb", clock=env.clock)
 
 
 class Repository:
@@ -443,13 +434,24 @@ class Repository:
 
     Args:
         db: the database, or its path (``":memory:"`` for one in memory) or a PostgreSQL server's URL
-            (``open_database``); default the active workspace's (``default_database``).
-        clock: returns the current UTC time; stamps access-log rows and anchors budget windows (tests inject one).
+            (``open_database``); default ``env``'s (``default_database``).
+        clock: returns the current UTC time; stamps every row's time and anchors budget windows (tests inject one);
+            default ``env``'s.
+        env: the ``Environment`` the store belongs to (its key, splits directory, actor, access-log key): what
+            the layers that hold this store read their settings from (default the active one).
+
+    Attributes:
+        env: that environment, with ``clock`` as its clock.
+        clock: the time source (``env.clock``).
     """
 
-    def __init__(self, db: Database | str | Path | None = None, clock: Callable[[], datetime] = now) -> None:
-        self.db = db if isinstance(db, Database) else open_database(db) if db is not None else default_database()
-        self.clock = clock
+    def __init__(self, db: Database | str | Path | None = None, clock: Callable[[], datetime] | None = None, *,
+                 env: Environment | None = None) -> None:
+        env = env if env is not None else active()
+        self.env = env.replace(clock=clock) if clock is not None else env
+        self.clock = self.env.clock
+        self.db = db if isinstance(db, Database) else open_database(db) if db is not None else \
+            default_database(self.env)
 
     @property
     def path(self) -> Path:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from evalgate.store.db import Repository, matching, now, records
+from evalgate.store.db import Repository, matching, records
 from evalgate.store.runs import json_values
 
 GATE_JSON_COLUMNS = ("inputs", "decision_runs", "reasons", "document")
@@ -16,7 +16,7 @@ class GateRepo(Repository):
 
     def put_gate(self, row: dict[str, Any]) -> None:
         """Insert one gate verdict (``gates`` columns to values, JSON columns as Python data), stamped now."""
-        row = {**row, "created_at": now()}
+        row = {**row, "created_at": self.clock()}
         with self.connect() as con:
             con.execute(f"INSERT INTO gates ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
                         json_values(row))

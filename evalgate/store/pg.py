@@ -19,13 +19,15 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from evalgate.core.environment import utc_now
 from evalgate.core.errors import BadInput, MissingExtra
-from evalgate.store.db import Database, now
+from evalgate.store.db import Database
 from evalgate.store.dialect import POSTGRESQL
 from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS
 
@@ -131,15 +133,17 @@ class PostgresDatabase(Database):
         url: a libpq URL (``postgresql://user@host:port/dbname``; ``?host=/socket/dir`` for a Unix socket). A
             password is better left to libpq's ``PGPASSWORD`` or ``~/.pgpass`` than put in the URL; either way it
             is never printed.
-        migrations: as ``Database``'s.
+        migrations, clock: as ``Database``'s.
 
     Raises:
         BadInput: the server cannot be reached, or refuses the login, or a migration cannot be applied (the
             message names the server, never the password).
     """
 
-    def __init__(self, url: str, migrations: Sequence[tuple[int, str, Callable[[Any], None]]] | None = None) -> None:
+    def __init__(self, url: str, migrations: Sequence[tuple[int, str, Callable[[Any], None]]] | None = None,
+                 clock: Callable[[], datetime] = utc_now) -> None:
         self.memory = False
+        self.clock = clock
         self.url = url
         self.location = server_name(url)
         self.path = Path(self.location)
@@ -211,7 +215,7 @@ class PostgresDatabase(Database):
                 try:
                     with self._transaction(con):
                         fn(con)
-                        con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, now()])
+                        con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, self.clock()])
                         compact = compact or con.execute("SELECT to_regclass(?)", [f"pg_temp.{COMPACT_TABLE}"]
                                                          ).fetchone() != (None,)
                         if compact:

@@ -15,7 +15,7 @@ from typing import Any
 
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.store.codec import note_codec, open_read
-from evalgate.store.db import Repository, insert_values, now, records, upsert
+from evalgate.store.db import Repository, insert_values, records, upsert
 
 _HUMAN_SCORE_COLUMNS = ("split", "item_id", "run_id", "sample_index", "rater", "score", "auto_score", "note",
                         "source_sha256", "imported_by", "imported_at")
@@ -39,7 +39,7 @@ class RatingRepo(Repository):
             return
         cols = _HUMAN_SCORE_COLUMNS
         with self.connect() as con:
-            codec = note_codec(con, any(r.get("note") for r in rows))
+            codec = note_codec(con, any(r.get("note") for r in rows), self.env)
             # executemany, not insert_values: two rows with one key in a file must replace (last wins); one
             # multi-row INSERT keeps the first of them instead (DuckDB 1.x, checked), or fails (PostgreSQL)
             con.executemany(upsert("human_scores", cols, HUMAN_SCORES_KEY),
@@ -64,15 +64,17 @@ class RatingRepo(Repository):
         with self.connect() as con:
             existed = con.execute("SELECT count(*) FROM raters WHERE name=?", [name]).fetchone() != (0,)
             con.execute("DELETE FROM raters WHERE name=?", [name])
-            con.execute("INSERT INTO raters VALUES (?, ?, ?, ?, ?)", [name, token_sha256, role, now(), created_by])
+            con.execute("INSERT INTO raters VALUES (?, ?, ?, ?, ?)",
+                        [name, token_sha256, role, self.clock(), created_by])
             # the browser sessions opened with the old token end with it
-            con.execute("UPDATE rater_sessions SET ended_at=? WHERE rater=? AND ended_at IS NULL", [now(), name])
+            con.execute("UPDATE rater_sessions SET ended_at=? WHERE rater=? AND ended_at IS NULL",
+                        [self.clock(), name])
         return existed
 
     def start_session(self, session_sha256: str, rater: str) -> None:
         """Record a browser session of ``rater`` (the store keeps only the session id's sha256)."""
         with self.connect() as con:
-            con.execute("INSERT INTO rater_sessions VALUES (?, ?, ?, NULL)", [session_sha256, rater, now()])
+            con.execute("INSERT INTO rater_sessions VALUES (?, ?, ?, NULL)", [session_sha256, rater, self.clock()])
 
     def session_rater(self, session_sha256: str, started_after: datetime) -> dict[str, Any] | None:
         """The rater (``name``, ``role``) of the session with this sha256 if it has not ended and started after
@@ -87,7 +89,7 @@ class RatingRepo(Repository):
         """End a session (logout); returns whether one was open."""
         with self.connect() as con:
             return bool(con.execute("UPDATE rater_sessions SET ended_at=? WHERE session_sha256=? AND ended_at IS "
-                                    "NULL RETURNING rater", [now(), session_sha256]).fetchall())
+                                    "NULL RETURNING rater", [self.clock(), session_sha256]).fetchall())
 
     def rater_by_token(self, token_sha256: str) -> dict[str, Any] | None:
         """The rater (``name``, ``role``) holding the token with this sha256, or None."""
@@ -125,7 +127,7 @@ class RatingRepo(Repository):
                             [batch_id, rater]).fetchone()
             if r:
                 return int(r[0])
-            con.execute("INSERT INTO audit_rater_seeds VALUES (?, ?, ?, ?)", [batch_id, rater, new_seed, now()])
+            con.execute("INSERT INTO audit_rater_seeds VALUES (?, ?, ?, ?)", [batch_id, rater, new_seed, self.clock()])
         return new_seed
 
     def ratings(self, batch_id: str | None = None, rater: str | None = None) -> list[dict[str, Any]]:
@@ -143,7 +145,7 @@ class RatingRepo(Repository):
     def issue_form_token(self, token_sha256: str, rater: str, purpose: str, ttl: timedelta) -> None:
         """Record a one-time form token issued to ``rater`` for ``purpose``, and drop tokens issued more than
         ``ttl`` ago (expired whether spent or not: a replay of a dropped one is refused as unknown)."""
-        ts = now()
+        ts = self.clock()
         with self.connect() as con:
             con.execute("DELETE FROM form_tokens WHERE issued_at < ?", [ts - ttl])
             con.execute("INSERT INTO form_tokens VALUES (?, ?, ?, ?, NULL)", [token_sha256, rater, purpose, ts])
@@ -166,10 +168,10 @@ class RatingRepo(Repository):
                 form); a note and no private key (nothing is written).
             BadInput: ``sample_key`` is not a sample of ``batch_id``.
         """
-        ts = now()
+        ts = self.clock()
         with self.connect() as con:
             # a note may quote the item or the completion: sealed like every text derived from human-audit items
-            note = note_codec(con, bool(note)).value("audit_ratings", "note", note)
+            note = note_codec(con, bool(note), self.env).value("audit_ratings", "note", note)
             spent = con.execute("UPDATE form_tokens SET used_at=? WHERE token_sha256=? AND rater=? AND purpose=? "
                                 "AND used_at IS NULL AND issued_at >= ? RETURNING rater",
                                 [ts, form_token_sha256, rater, purpose, ts - ttl])
@@ -201,9 +203,9 @@ class RatingRepo(Repository):
             BadInput: a ``sample_key`` that is not a sample of the batch.
             RefusedByPolicy: a note and no private key.
         """
-        ts = now()
+        ts = self.clock()
         with self.connect() as con:
-            codec = note_codec(con, any(r.get("note") for r in rows))
+            codec = note_codec(con, any(r.get("note") for r in rows), self.env)
             for r in rows:
                 item = con.execute("SELECT item_id, sample_index FROM audit_batch_items WHERE batch_id=? AND "
                                    "sample_key=?", [batch_id, r["sample_key"]]).fetchone()

@@ -11,7 +11,7 @@ from typing import Any
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.keys.sealing import is_sealed
 from evalgate.store.codec import open_errors, open_read, run_codec
-from evalgate.store.db import Repository, insert_values, matching, now, records
+from evalgate.store.db import Repository, insert_values, matching, records
 
 RUN_JSON_COLUMNS = ("backend_info", "effective_params", "metrics", "counts", "versions", "warnings",
                     "checkpoint_provenance")
@@ -54,7 +54,7 @@ class ProtocolRepo(Repository):
                 )
             if not row:
                 con.execute("INSERT INTO protocols VALUES (?, ?, ?, ?, ?)",
-                            [name, version, sha256, json.dumps(resolved), now()])
+                            [name, version, sha256, json.dumps(resolved), self.clock()])
 
 
 class RunRepo(Repository):
@@ -75,12 +75,12 @@ class RunRepo(Repository):
         with self.connect() as con:
             con.execute("""INSERT INTO checkpoints VALUES (?, ?, ?, ?, ?, ?, ?)
                            ON CONFLICT (digest) DO UPDATE SET path=excluded.path""",
-                        [digest, path, kind, train_run, train_seed, step, now()])
+                        [digest, path, kind, train_run, train_seed, step, self.clock()])
 
     def create_run(self, row: dict[str, Any]) -> None:
         """Insert a run (``row``: runs columns to values, JSON columns as Python data; ``RunRecord.row``), stamped
         with its start time."""
-        row = {"status": "running", **row, "started_at": now()}
+        row = {"status": "running", **row, "started_at": self.clock()}
         cols = ", ".join(row)
         with self.connect() as con:
             con.execute(f"INSERT INTO runs ({cols}) VALUES ({', '.join('?' * len(row))})", json_values(row))
@@ -94,7 +94,7 @@ class RunRepo(Repository):
             RefusedByPolicy: a sealed tier's run and no private key (nothing is written)."""
         run_id = row["run_id"]
         with self.connect() as con:
-            codec = run_codec(con, run_id)
+            codec = run_codec(con, run_id, self.env)
             con.execute("DELETE FROM samples WHERE run_id=?", [run_id])
             insert_values(
                 con, "INSERT INTO samples",
@@ -102,7 +102,8 @@ class RunRepo(Repository):
                   codec.value("samples", "extracted", s.get("extracted")),
                   codec.value("samples", "detail", s.get("detail")), s["cached"], json.dumps(s.get("behavior") or {})]
                  for s in samples])
-            update = {**{k: v for k, v in row.items() if k != "run_id"}, "status": "complete", "finished_at": now()}
+            update = {**{k: v for k, v in row.items() if k != "run_id"}, "status": "complete",
+                      "finished_at": self.clock()}
             con.execute(f"UPDATE runs SET {', '.join(f'{k}=?' for k in update)} WHERE run_id=?",
                         [*json_values(update), run_id])
 
@@ -111,9 +112,9 @@ class RunRepo(Repository):
         run, its stored generations are reused by the next identical run). The error is sealed on a sealed tier
         (an engine's or scorer's message may quote the item)."""
         with self.connect() as con:
-            codec = run_codec(con, run_id)
+            codec = run_codec(con, run_id, self.env)
             con.execute("UPDATE runs SET status=?, finished_at=?, error=? WHERE run_id=?",
-                        [status, now(), codec.value("runs", "error", error), run_id])
+                        [status, self.clock(), codec.value("runs", "error", error), run_id])
 
     def mark_interrupted_runs(self, host: str, is_alive: Callable[[int], bool]) -> list[str]:
         """Mark ``running`` runs started on ``host`` by a process that no longer exists as ``interrupted``.

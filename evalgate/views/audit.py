@@ -18,7 +18,7 @@ from evalgate.splits.discovery import scan_manifests
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import Policy, splits_dir
 from evalgate.splits.owners import ContentOwner
-from evalgate.store import AccessLogRepo, Store, now
+from evalgate.store import AccessLogRepo, Store
 
 
 class ReadBudget(Result):
@@ -159,7 +159,7 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
         if own is not None:
             fields.update(_content_fields(name, own, manager, chain))
         out[name] = SplitAudit(**fields)
-    return AuditSummary(generated_at=now().isoformat(timespec="seconds"),
+    return AuditSummary(generated_at=store.clock().isoformat(timespec="seconds"),
                         since=since.isoformat() if since else None, splits_dir=str(splits_dir().resolve()),
                         splits=out, chain=chain, broken_manifests=[e.message for e in broken])
 

@@ -44,7 +44,7 @@ from evalgate.protocol.spec import load_protocol, verify
 from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
-from evalgate.store import Store, home
+from evalgate.store import Store
 from evalgate.watch.detect import CheckpointState, RunState, checkpoint_dirs, log_source, progress, settle
 from evalgate.watch.files import LOG_FILE, STOP_FILE, read_queue, write_stop
 from evalgate.watch.status import metric_svg, render_status
@@ -101,14 +101,15 @@ class WatchOptions:
 
 
 @contextlib.contextmanager
-def watch_locks(run_dirs: list[Path]) -> Iterator[None]:
-    """Hold one lock per run directory for the watch's lifetime.
+def watch_locks(run_dirs: list[Path], home: Path) -> Iterator[None]:
+    """Hold one lock per run directory for the watch's lifetime (the locks in ``home/watch-locks``: the store's
+    directory, ``Environment.home``).
 
     Raises:
         RefusedByPolicy: another watch holds one of them (exit 2).
     """
     locks: list[FileLock] = []
-    d = home() / "watch-locks"
+    d = home / "watch-locks"
     d.mkdir(parents=True, exist_ok=True)
     try:
         for rd in run_dirs:
@@ -314,7 +315,7 @@ class Watcher:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 handlers[sig] = signal.signal(sig, self._on_signal)
         try:
-            with watch_locks([Path(r.run_dir) for r in self.runs]):
+            with watch_locks([Path(r.run_dir) for r in self.runs], self.store.env.home):
                 self.say(f"watching {', '.join(r.run_dir for r in self.runs)} ({self.protocol.spec.name}@"
                          f"{self.protocol.spec.version} on {self.opts.split}, settle {self.opts.settle_s:g} s)")
                 try:

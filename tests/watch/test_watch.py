@@ -173,14 +173,14 @@ def test_second_watch_on_the_same_run_dir_is_refused(tmp_path: Path, dev_split: 
     from evalgate.cli import main
 
     run = tmp_path / "run"
-    with watch_locks([run]):
+    with watch_locks([run], tmp_path / "home"):
         with pytest.raises(RefusedByPolicy, match="another evalgate watch"):
-            with watch_locks([tmp_path / "other", run]):
+            with watch_locks([tmp_path / "other", run], tmp_path / "home"):
                 pass
         res = CliRunner().invoke(main, ["watch", str(run), "--protocol", str(PROTOCOL), "--split", dev_split])
         assert res.exit_code == 2, res.output
         assert "another evalgate watch" in res.output
-    with watch_locks([run]):  # released with the first watch
+    with watch_locks([run], tmp_path / "home"):  # released with the first watch
         pass
 
 

@@ -4,7 +4,6 @@ in the store. (The real-browser tests are test_web.py.)"""
 
 from __future__ import annotations
 
-import dataclasses
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from evalgate.core.environment import activate, active
+from evalgate.core.environment import utc_now
 from evalgate.core.errors import BadInput
 from evalgate.human import rating
 from evalgate.human.web.app import COOKIE, create_app
@@ -34,7 +33,8 @@ RUBRIC = """# How to score
 
 @pytest.fixture
 def site(tmp_path: Path) -> dict[str, Any]:
-    store = Store()
+    shift = [timedelta(0)]  # the site's store's clock runs this far ahead of the system clock
+    store = Store(clock=lambda: utc_now() + shift[0])
     write_split("ha", "human-audit", ITEMS, {"source": "test"})
     add_run(store, "run1", "ha", {it["id"]: 1.0 for it in ITEMS})
     rubric = tmp_path / "rubric.md"
@@ -42,7 +42,8 @@ def site(tmp_path: Path) -> dict[str, Any]:
     batch = rating.create_batch("run1", samples=4, rubric_file=rubric, store=store, seed=0)["batch_id"]
     token = rating.add_rater("ann", store=store)["token"]
     client = TestClient(create_app(store, "http://testserver"))
-    return {"client": client, "batch": batch, "auth": {"Authorization": f"Bearer {token}"}, "token": token}
+    return {"client": client, "batch": batch, "auth": {"Authorization": f"Bearer {token}"}, "token": token,
+            "shift": shift}
 
 
 @pytest.mark.usefixtures("memory_store")
@@ -127,9 +128,9 @@ def test_a_new_token_or_the_ttl_ends_a_session(site: dict[str, Any]) -> None:
     client.cookies.clear()
     cookie = {"Cookie": f"{COOKIE}={session}"}
     assert client.get("/", headers=cookie).status_code == 200
-    later = active().clock() + rating.SESSION_TTL + timedelta(minutes=1)
-    with activate(dataclasses.replace(active(), clock=lambda: later)):
-        assert client.get("/", headers=cookie).status_code == 401  # 12 h and a minute after login
+    site["shift"][0] = rating.SESSION_TTL + timedelta(minutes=1)
+    assert client.get("/", headers=cookie).status_code == 401  # 12 h and a minute after login
+    site["shift"][0] = timedelta(0)
     assert client.get("/", headers=cookie).status_code == 200
     rating.add_rater("ann", store=store)  # a new token for ann: her browser sessions end with the old one
     assert client.get("/", headers=cookie).status_code == 401
@@ -146,7 +147,7 @@ def test_migration_33_keeps_an_older_batchs_gold_hidden(tmp_path: Path) -> None:
     add_run(old, "run1", "ha", {it["id"]: 1.0 for it in ITEMS})
     old.create_batch({"batch_id": "b-old", "run_id": "run1", "split": "ha", "rubric": "r", "scale_min": 1,
                       "scale_max": 5, "stratify": None, "selection_seed": 1, "created_by": "t",
-                      "created_at": active().clock()}, [])
+                      "created_at": utc_now()}, [])
     store = Store(path)
     assert store.batches("b-old")[0]["show_gold"] is False
-    assert store.session_rater("unknown", active().clock() - timedelta(days=1)) is None
+    assert store.session_rater("unknown", utc_now() - timedelta(days=1)) is None

@@ -17,12 +17,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from evalgate.core.environment import utc_now
 from evalgate.core.errors import BadInput, EvalgateError, ProtocolDrift, RefusedByPolicy
 from evalgate.core.fileio import atomic_write
 from evalgate.core.html import fit_axes, render, svg
 from evalgate.core.html import fmt as _fmt
 from evalgate.gate import Verdict, load_policy, run_gate
-from evalgate.store import RunRepo, Store, now
+from evalgate.store import RunRepo, Store
 
 if TYPE_CHECKING:
     from evalgate.sweep import SweepSummary
@@ -146,7 +147,7 @@ def render_html(verdict: Verdict, audit: dict[str, Any] | None = None) -> str:
     runs = [s.decision for s in verdict.seeds if s.decision] + (
         [verdict.baseline.decision] if verdict.baseline and verdict.baseline.decision else [])
     return render("report.html.j2",
-        v=verdict, d=verdict.as_dict(), charts=charts(verdict), generated_at=now().isoformat(timespec="seconds"),
+        v=verdict, d=verdict.as_dict(), charts=charts(verdict), generated_at=utc_now().isoformat(timespec="seconds"),
         audit=audit or {}, diag=diagnostics_section(verdict), agentic=agentic,
         tools_columns=any(r.metrics.get("tools") for r in runs))
 
