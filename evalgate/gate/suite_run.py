@@ -26,7 +26,7 @@ import evalgate.gate.decide as decide
 import evalgate.gate.guards as guards
 import evalgate.gate.history as history
 import evalgate.gate.reads as reads
-from evalgate.core.errors import BadInput
+from evalgate.core.errors import BadInput, EvalgateError
 from evalgate.core.formatting import num
 from evalgate.gate import pipeline
 from evalgate.gate.policy import GatePolicy
@@ -180,7 +180,7 @@ class _Member:
     protocol_hash: str | None = None
     own_seeds: list[SeedResult] = field(default_factory=list)
     seeds: list[SeedResult] = field(default_factory=list)
-    shares: tuple[int, set[str]] | None = None  # (earlier member, digests): that member's reads shown, not charged
+    shares: dict[str, int] = field(default_factory=dict)  # digest -> the earlier member that reads it: shown, free
 
     @property
     def policy(self) -> GatePolicy:
@@ -417,7 +417,7 @@ def _reserve(name: str, members: list[_Member], store: Store, manager: SplitMana
     readers: list[reads.DecisionReader] = []
     plans: list[reads.Reservation | None] = []
     reused: list[ReusedDecision | None] = []
-    planned: dict[tuple[Any, ...], tuple[int, set[str]]] = {}  # what a decision read shows -> member, digests
+    planned: dict[tuple[Any, ...], dict[str, int]] = {}  # what a decision read shows -> digest -> member reading it
     for k, m in enumerate(members):
         chosen = [s for s in m.seeds if s.best is not None]
         inputs = history.gate_inputs(m.policy, m.protocol_hash, m.sel_m.content_sha256 if m.sel_m else "",
@@ -452,39 +452,39 @@ def _reserve(name: str, members: list[_Member], store: Store, manager: SplitMana
 
 
 def _share(k: int, m: _Member, targets: list[tuple[str, str | None]],
-           planned: dict[tuple[Any, ...], tuple[int, set[str]]]) -> list[tuple[str, str | None]]:
+           planned: dict[tuple[Any, ...], dict[str, int]]) -> list[tuple[str, str | None]]:
     """The targets member ``k`` reads itself: those an earlier member of the suite already reads on the same
     decision split content with the same protocol hash and backend (another metric of the same runs) are left to
-    that member's read and shown to this one (``_show_shared``: logged ``re-read``, not charged)."""
-    key = (m.dec_m.content_sha256, m.protocol_hash, m.policy.backend)
-    mine = {d for _, d in targets if d is not None}
-    if key in planned:
-        j, digests = planned[key]
-        shared = mine & digests
-        if shared:
-            m.shares = (j, shared)
-            targets = [t for t in targets if t[1] not in shared]
-        planned[key] = (j, digests | mine)  # a checkpoint only this member reads: later members share it too
-    else:
-        planned[key] = (k, mine)
-    return targets
+    the member that reads each (``planned``: digest -> member) and shown to this one (``_show_shared``: logged
+    ``re-read``, not charged); the ones left are booked as member ``k``'s, so a later member is shown them by
+    ``k``."""
+    readers = planned.setdefault((m.dec_m.content_sha256, m.protocol_hash, m.policy.backend), {})
+    m.shares = {d: readers[d] for _, d in targets if d is not None and d in readers}
+    for _, d in targets:
+        if d is not None:
+            readers.setdefault(d, k)
+    return [t for t in targets if t[1] not in m.shares]
 
 
 def _show_shared(members: list[_Member], readers: list[reads.DecisionReader], j: int, manager: SplitManager,
                  who: str) -> None:
-    """After member ``j``'s reads: each later member that shares them (``_Member.shares``) is shown the runs, one
-    uncounted ``re-read`` row each on its split."""
+    """After member ``j``'s reads: each later member that ``j`` reads for (``_Member.shares``) is shown those runs,
+    one uncounted ``re-read`` row each on its split.
+
+    Raises:
+        EvalgateError: a run member ``j`` was to read for another is not among its reads (nothing shown silently
+            in its place).
+    """
     runs = {s.decision.digest: s.decision for s in members[j].seeds if s.decision is not None}
     base = readers[j].base_decision
     if base is not None:
         runs[base.digest] = base
     for m, reader in zip(members, readers, strict=True):
-        if m.shares is None or m.shares[0] != j:
-            continue
-        for digest in sorted(m.shares[1]):
+        for digest in sorted(d for d, by in m.shares.items() if by == j):
             run = runs.get(digest)
             if run is None:
-                continue
+                raise EvalgateError(f"suite member {m.sm.name} was to be shown member {members[j].sm.name}'s read "
+                                    f"of checkpoint {digest}, which that member did not make")
             reader.shown[digest] = {"run_id": run.run_id, "metrics": run.metrics, "checkpoint_digest": digest}
             manager.log_event(m.dec_m, who, reads.RELEASE_GATE, reads.REREAD, cached=True, run_id=run.run_id,
                               protocol_hash=m.protocol_hash, checkpoint_digest=digest,

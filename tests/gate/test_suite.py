@@ -552,3 +552,29 @@ def test_a_suite_killed_by_sigterm_mid_way_leaves_every_member_fully_charged(tmp
     assert proc.returncode == 143, (out, err)
     assert (_counted(store, "ta-private"), _counted(store, "gu-private")) == (3, 3)
     assert store.gates() == []
+
+
+def test_a_read_one_member_makes_for_others_is_shown_by_that_member_even_when_a_third_shares_it(
+        tmp_path: Path, home: Path) -> None:
+    """Three members on ta-private and ta@1: ``skill`` (a published baseline value, so it reads only the two picks),
+    ``mean`` (the checkpoint baseline: it reads ``base`` itself, the picks shown by skill) and ``again`` (every one
+    of its reads is made by another member). ``again`` must be shown ``base``'s run by ``mean``, the member that
+    read it: a logged, uncounted re-read naming ``mean``, as for the picks it is shown by skill. (Before: the
+    shared reads were booked as all skill's, so base was shown by nobody and ``again`` took the stored run with no
+    access-log row at all, and with evaluation, no run to take: a BadInput after every other read was spent.)"""
+    store = build(tmp_path / "runs", GUARD_OK)
+    d = suite_dict(tmp_path / "runs")
+    d["members"][0]["baseline"] = {"value": 0.2}
+    d["members"] += [{"name": "mean", "role": "guard", "protocol": "ta@1", "decision_split": "ta-private",
+                      "metric": "mean_score", "margin": 0.0, "select": False},
+                     {"name": "again", "role": "guard", "protocol": "ta@1", "decision_split": "ta-private",
+                      "margin": 0.0, "select": False}]
+    v = run_suite(load_suite(write(tmp_path / "s.yaml", d)), store, evaluate_decision=False)
+    assert v.passed
+    assert _counted(store, "ta-private") == 3  # the two picks (skill) and base (mean): each charged once
+    _, _, mean, again = v.members
+    assert sorted(mean.verdict.rereads) == ["ta-dec-1", "ta-dec-2"]
+    assert sorted(again.verdict.rereads) == ["ta-dec-1", "ta-dec-2", "ta-dec-base"]
+    shown = {(r["run_id"], r["detail"].split(" shows the read member ")[1].split(" ")[0])
+             for r in store.access_rows("ta-private") if r["outcome"] == "re-read" and "rel/again" in r["detail"]}
+    assert shown == {("ta-dec-1", "skill"), ("ta-dec-2", "skill"), ("ta-dec-base", "mean")}
