@@ -442,3 +442,18 @@ def _m047_server_roles(con: Any) -> None:
         END $$""")
     con.execute("REVOKE ALL ON FUNCTION evalgate_sign_head(BIGINT, VARCHAR, VARCHAR, VARCHAR, TIMESTAMPTZ) "
                 "FROM PUBLIC")
+
+
+@migration(48, "server_functions_search_path")
+def _m048_server_functions_search_path(con: Any) -> None:
+    """On a PostgreSQL store, migration 47's functions resolve table names in the store's schema only: a session's
+    temporary schema is searched first for tables unless the search path lists it, so an evaluator's ``CREATE TEMP
+    TABLE access_log`` holding the row it chose made ``evalgate_sign_head`` (run with the owner's rights) accept a
+    signed head of any row, hash and key. Both functions now search the store's schema, then ``pg_temp`` last
+    (PostgreSQL's advice for ``SECURITY DEFINER`` functions, "Writing SECURITY DEFINER Functions Safely"). A DuckDB
+    file has no such functions: nothing changes there."""
+    if dialect(con) != POSTGRESQL:
+        return
+    schema = str(con.execute("SELECT quote_ident(current_schema())").fetchall()[0][0])
+    for fn in ("evalgate_sign_head(BIGINT, VARCHAR, VARCHAR, VARCHAR, TIMESTAMPTZ)", "evalgate_refuse_change()"):
+        con.execute(f"ALTER FUNCTION {fn} SET search_path = {schema}, pg_temp")

@@ -364,7 +364,8 @@ def grant_roles(url: str) -> None:
     ratings, gates and the verified head; appends to the access log (no UPDATE, DELETE or TRUNCATE of it) and moves
     the signed head forward to the log's last row only through ``evalgate_sign_head``. gate: an evaluator that may
     also log release-gate reads: a trigger refuses a ``release-gate`` row (other than a refusal) from any other role
-    but the tables' owner.
+    but the tables' owner (the trigger's function reads the catalog only, ``pg_temp`` last: a session's temporary
+    ``access_log`` or ``pg_class`` changes nothing it decides).
 
     Raises:
         BadInput: the server cannot be reached; psycopg.Error: the role may not create roles or grant.
@@ -386,12 +387,13 @@ def grant_roles(url: str) -> None:
         con.execute(f"REVOKE INSERT, UPDATE, DELETE ON access_log_signature, schema_migrations FROM {evaluator}")
         con.execute(f"GRANT EXECUTE ON FUNCTION {_SIGN_HEAD} TO {evaluator}")
         con.execute(f"""
-            CREATE OR REPLACE FUNCTION evalgate_gate_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+            CREATE OR REPLACE FUNCTION evalgate_gate_rows() RETURNS trigger LANGUAGE plpgsql
+            SET search_path = pg_catalog, pg_temp AS $$
             BEGIN
                 IF NEW.purpose = 'release-gate' AND NEW.outcome <> 'refused'
                    AND NOT pg_has_role(current_user, '{gate}', 'MEMBER')
-                   AND NOT pg_has_role(current_user, (SELECT relowner FROM pg_class
-                                                      WHERE oid = 'access_log'::regclass), 'MEMBER') THEN
+                   AND NOT pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = TG_RELID),
+                                       'MEMBER') THEN
                     RAISE EXCEPTION 'evalgate: role % may not log a release-gate read (only members of {gate})',
                         current_user USING ERRCODE = 'insufficient_privilege';
                 END IF;

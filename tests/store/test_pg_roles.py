@@ -120,3 +120,48 @@ def test_an_auditor_verifies_and_summarises_the_log_without_writing(urls: dict[s
     assert code == 0 and "chain intact (3 rows)" in out, out + err
     code, out, err = cli_parts("audit", env=env)
     assert code == 0 and "access log: 3 rows, chain intact" in out, out + err
+
+
+def _session(url: str, *sql: str) -> None:
+    """``sql`` in order on one connection (a temporary table lives as long as its session)."""
+    with psycopg.connect(url, autocommit=True) as con:
+        for q in sql:
+            con.execute(q)
+
+
+SHADOWS = {
+    # an evaluator's temporary access_log (searched before the store's schema unless the path lists pg_temp) holding
+    # the row it wants signed: the SECURITY DEFINER function must read the real log, and refuse
+    "sign a head of a row the log does not hold": (
+        "CREATE TEMP TABLE access_log (seq BIGINT, row_hash VARCHAR)",
+        "INSERT INTO access_log VALUES (100, 'forged')",
+        "SELECT evalgate_sign_head(100, 'forged', 'k', 's', now())"),
+    # the release-gate trigger asked the owner of 'access_log'::regclass: the session's temporary table, the
+    # evaluator's own; a temporary pg_class is the same attack one level down
+    "log a release-gate result through a temporary access_log": (
+        "CREATE TEMP TABLE access_log (seq BIGINT)",
+        "CREATE TEMP TABLE x AS SELECT * FROM {schema}.access_log WHERE seq=3",
+        "UPDATE x SET seq=4, purpose='release-gate', outcome='result'",
+        "INSERT INTO {schema}.access_log SELECT * FROM x"),
+    "log a release-gate result through a temporary pg_class": (
+        "CREATE TEMP TABLE pg_class AS SELECT oid, (SELECT oid FROM pg_catalog.pg_roles WHERE rolname = "
+        "current_user) AS relowner FROM pg_catalog.pg_class",
+        "CREATE TEMP TABLE x AS SELECT * FROM {schema}.access_log WHERE seq=3",
+        "UPDATE x SET seq=4, purpose='release-gate', outcome='read'",
+        "INSERT INTO {schema}.access_log SELECT * FROM x"),
+}
+
+
+@pytest.mark.parametrize("what", SHADOWS)
+def test_an_evaluators_temporary_tables_do_not_stand_in_for_the_log_or_the_catalog(urls: dict[str, str],
+                                                                                  what: str) -> None:
+    """Each attack is refused by the server, the log and its signed head unchanged (before migration 48 and the
+    trigger's pinned search path, each went through: a signed head of seq 100 with the key 'k', a release-gate
+    'result' row an evaluator may not write)."""
+    owner = Store(urls["owner"])
+    before = owner.access_rows(), owner.access_log_signature()
+    with psycopg.connect(urls["eve"]) as con:
+        schema = con.execute("SELECT current_schema()").fetchall()[0][0]
+    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+        _session(urls["eve"], *(q.format(schema=schema) for q in SHADOWS[what]))
+    assert (owner.access_rows(), owner.access_log_signature()) == before
