@@ -41,11 +41,15 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
     refused, invalid or error. A suite policy (members:, docs/GATING.md "Suite gates") passes only when every
     member passes: one report, one JUnit test case per member, the failing member(s) named on the ship line."""
-    from evalgate.gate.report.outputs import error_document
+    from evalgate.gate.report.outputs import error_document, write_error_outputs
 
     ws, files = workspace(actor), outputs_from(outputs)
     try:
-        swept = ws.evaluate_missing(policy_path, missing, progress=not as_json) if missing else None
+        try:
+            swept = ws.evaluate_missing(policy_path, missing, progress=not as_json) if missing else None
+        except Exception as e:  # the gate never ran: its reports say why, as a gate's own errors do
+            write_error_outputs(error_document(policy_path, policy_path.stem, e), files)
+            raise
         for why in swept.ignored if swept else ():  # e.g. a seed's checkpoint whose weights duplicate another's
             click.echo(f"--evaluate-missing: not evaluated: {why}", err=True)
         report = ws.gate_and_report(policy_path, files, accept_broken_chain=accept_broken,

@@ -439,13 +439,30 @@ def _step_summary(text: str) -> list[Path]:
     return [Path(gh)]
 
 
-def _write_error_outputs(doc: dict[str, Any], outputs: dict[str, Path]) -> None:
+def error_html(doc: dict[str, Any]) -> str:
+    """The HTML release report of a gate that decided nothing: one page saying why (no verdict, ship none)."""
+    title = f"evalgate gate {doc['gate']}: {doc['reason'].upper()} (no verdict, exit {doc['exit_code']})"
+    return render("gate_error.html.j2", title=title, policy=str(doc["policy"]), error=doc["error"])
+
+
+def error_html_output(doc: dict[str, Any], path: str | Path) -> Path:
+    """The ``html`` writer of a gate that decided nothing (``error_html``)."""
+    _atomic_write(Path(path), error_html(doc))
+    return Path(path)
+
+
+def write_error_outputs(doc: dict[str, Any], outputs: Mapping[str, Path]) -> None:
+    """Write each requested report of a gate that decided nothing (``doc``: ``error_document``): the format's error
+    writer, and for a format with none (a plugin's) the file an earlier gate left at that path removed, so no
+    report of another run is taken for this one's. The Markdown error summary goes to ``$GITHUB_STEP_SUMMARY``."""
     from evalgate.gate.report.writers import WRITERS
 
     for name, path in outputs.items():
         write_error = WRITERS[name].error_writer()
         if write_error is not None:
             write_error(doc, path)
+        elif Path(path).is_file():
+            Path(path).unlink()
     _step_summary(error_markdown(doc))
 
 
@@ -481,12 +498,12 @@ def gate_and_report(policy_path: str | Path, store: Store,
         if train_run:
             policy = policy.model_copy(update={"train_run": train_run})
     except Exception as e:
-        _write_error_outputs(error_document(policy_path, Path(policy_path).stem, e), paths)
+        write_error_outputs(error_document(policy_path, Path(policy_path).stem, e), paths)
         raise
     try:
         verdict = run_gate(policy, store, actor, expect_head=expect_head, progress=progress)
     except Exception as e:
-        _write_error_outputs(error_document(policy_path, policy.name, e), paths)
+        write_error_outputs(error_document(policy_path, policy.name, e), paths)
         raise
     report = write_reports(verdict, paths, store)
     return report if swept is None else replace(report, swept=swept)

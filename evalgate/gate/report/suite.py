@@ -171,7 +171,7 @@ def suite_and_report(policy_path: str | Path, store: Store,
     Raises:
         BadInput: a format with no suite writer; and as ``gate.suite.load_suite`` and ``run_suite``.
     """
-    from evalgate.gate.report.outputs import _write_error_outputs
+    from evalgate.gate.report.outputs import write_error_outputs
     from evalgate.gate.report.writers import key_of
 
     paths = {name: Path(p) for name, p in (outputs or {}).items() if p}
@@ -187,7 +187,7 @@ def suite_and_report(policy_path: str | Path, store: Store,
             suite = _with(suite, upd)
         verdict = run_suite(suite, store, actor, expect_head=expect_head, progress=progress)
     except Exception as e:
-        _write_error_outputs(error_document(policy_path, name, e), paths)
+        write_error_outputs(error_document(policy_path, name, e), paths)
         raise
     files = {key_of(n): str(_write(n, verdict, p)) for n, p in paths.items()}
     summaries = [str(p) for p in _step_summary(suite_markdown(verdict)) if p != paths.get("markdown")]

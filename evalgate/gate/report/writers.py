@@ -55,7 +55,8 @@ WRITERS: Registry[ReportWriter] = Registry("report format", ReportWriter, entry_
 """Report formats by name; plugins through the ``evalgate.report_writers`` entry-point group."""
 
 WRITERS.register("html", ReportWriter("evalgate.gate.report.outputs:write_html", "Write the HTML release report here.",
-                                      key="report", flags=("--report", "--html")))
+                                      key="report", flags=("--report", "--html"),
+                                      write_error="evalgate.gate.report.outputs:error_html_output"))
 WRITERS.register("junit", ReportWriter("evalgate.gate.report.outputs:junit_output", "Write JUnit XML here.",
                                        write_error="evalgate.gate.report.outputs:error_junit_output",
                                        suffix=".junit.xml"))
