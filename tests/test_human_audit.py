@@ -194,3 +194,37 @@ def test_imported_scores_calibrate_a_proxy_like_rated_batches(tmp_path: Path) ->
     r = CliRunner().invoke(main, ["splits", "import-audit", str(out)])
     assert r.exit_code == 2 and "sample_key 'forged' is not item 'q0'" in r.output
     assert len(store.ratings()) == 5
+
+
+def test_a_file_that_scores_one_sample_twice_by_one_rater_is_refused_naming_both_lines(tmp_path: Path) -> None:
+    """Adversary round: a blind export's record copied with another score (line 4 rates q0 again, 0 after 1) was
+    imported, the later line silently replacing the earlier; an item-level file the same. Now one clear error
+    naming both lines, nothing stored and nothing read. Two raters scoring the same sample stay two ratings."""
+    store = Store()
+    write_split("ha", "human-audit", ITEMS, {"source": "test"})
+    add_run(store, "run1", "ha", {"q0": 1.0, "q1": 0.0, "q2": 1.0})
+    out = tmp_path / "audit.jsonl"
+    export_audit("ha", out, "run1", store=store)
+    fill(out, {"q0": 1.0, "q1": 1.0, "q2": 1.0}, rater="carol")
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    twice = tmp_path / "twice.jsonl"
+    twice.write_text("".join(json.dumps(r) + "\n" for r in [*recs, {**recs[0], "human_score": 0.0}]))
+    rows = len(store.access_rows("ha"))
+    with pytest.raises(BadInput, match=r"twice.jsonl:4: rater 'carol' already scored this sample on line 1 "
+                                       r"\(item 'q0'\)"):
+        import_audit(twice, store=store)
+    assert store.ratings(store.batches()[0]["batch_id"]) == [] and store.human_scores("ha", "run1") == []
+    assert len(store.access_rows("ha")) == rows  # refused before the split is read
+    items = tmp_path / "items.jsonl"
+    export_audit("ha", items, store=store)
+    fill(items, {"q0": 1.0, "q1": None, "q2": 0.0})
+    lines = items.read_text().splitlines()
+    items.write_text("\n".join([*lines, lines[2]]) + "\n")
+    with pytest.raises(BadInput, match=r"items.jsonl:4: .* already scored this sample on line 3 \(item 'q2'\)"):
+        import_audit(items, store=store)
+    # the same sample by two raters: two ratings, as two raters rating it in 'evalgate serve'
+    both = tmp_path / "both.jsonl"
+    both.write_text("".join(json.dumps(r) + "\n" for r in [*recs, {**recs[0], "rater": "dan"}]))
+    assert import_audit(both, store=store)["imported"] == 4
+    assert sorted((x["rater"], x["item_id"]) for x in store.ratings(store.batches()[0]["batch_id"])) == [
+        ("carol", "q0"), ("carol", "q1"), ("carol", "q2"), ("dan", "q0")]

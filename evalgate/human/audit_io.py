@@ -150,7 +150,8 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
     Raises:
         BadInput: missing file, a bad line (named), a split not of tier human-audit, an unknown item, run,
             sample, batch or sample key, a score off its batch's scale; a file with no records, or none with a
-            human_score (nothing read then). Nothing is stored unless every line is valid.
+            human_score, or one that scores a sample twice by the same rater (nothing read then). Nothing is
+            stored unless every line is valid.
     """
     p = Path(path)
     if not p.is_file():
@@ -167,8 +168,9 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
         raise BadInput(f"{p}: no record has a human_score ({len(records)} record(s), all unscored): fill in "
                        "human_score for the items you scored, then import again" if records else
                        f"{p} holds no records; pass the file written by 'evalgate splits export-audit', with scores")
-    manager = SplitManager(store)
     who = actor_name(actor)
+    _no_second_score(p, records, rater or who)
+    manager = SplitManager(store)
     item_ids: dict[str, set[str]] = {}
     for split in sorted({r.split for _, r in records}):
         _human_audit_manifest(manager, split, IMPORT_PURPOSE, who)
@@ -213,6 +215,27 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
     return {"imported": len(rows) + sum(map(len, rated.values())), "skipped_unscored": skipped,
             "splits": sorted(item_ids), "batches": {k: len(v) for k, v in rated.items()},
             "agreement": agreement(pairs)}
+
+
+def _no_second_score(p: Path, records: list[tuple[int, AuditRecord]], default_rater: str) -> None:
+    """Refuse a file that scores one sample (a blind record's batch and sample key, else the split, item, run and
+    sample index) twice by the same rater: the later line would silently replace the earlier one.
+
+    Raises:
+        BadInput: naming both lines.
+    """
+    seen: dict[tuple[Any, ...], int] = {}
+    for i, r in records:
+        if r.human_score is None:
+            continue
+        who = r.rater or default_rater
+        key = (("batch", r.batch_id, r.sample_key, who) if r.batch_id is not None or r.sample_key is not None
+               else ("item", r.split, r.item_id, r.run_id, r.sample_index, who))
+        if key in seen:
+            raise BadInput(f"{p}:{i}: rater {who!r} already scored this sample on line {seen[key]} (item "
+                           f"{r.item_id!r}); keep one score per sample and rater, then import again (nothing was "
+                           "stored)")
+        seen[key] = i
 
 
 def _blind_rating(store: Store, p: Path, line: int, r: AuditRecord, auto: dict[str, dict[tuple[str, int], float]],
