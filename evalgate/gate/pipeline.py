@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import evalgate.access.log as accesslog
@@ -29,6 +30,7 @@ from evalgate.core.enums import Outcome
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.proxies import Target, check_proxies, proxy_section
 from evalgate.gate.results import (
+    AuditSample,
     BaselineResult,
     DevRun,
     ReusedDecision,
@@ -349,41 +351,43 @@ def _aside_note(part: RunPartition) -> str:
     return f" ({', '.join(counts)} run(s) set aside: see stale, ignored, failures)" if counts else ""
 
 
-def _audit_samples(store: Store, chosen: list[SeedResult], k: int = 3, max_chars: int = 1500) -> dict[str, Any]:
+def _audit_samples(store: Store, chosen: list[SeedResult], k: int = 3,
+                   max_chars: int = 1500) -> dict[str, list[AuditSample]]:
     """Dev samples of the seeds' best checkpoints: highest-scoring, lowest-scoring and longest (never private:
     they come from the selection runs, dev tier by ``reads.check_tiers``); a sample of an agentic run carries its
     trajectory (``_with_trajectories``)."""
-    rows: list[dict[str, Any]] = []
+    rows: list[AuditSample] = []
     for s in chosen:
         assert s.best is not None
         for r in store.samples(s.best.run_id):
-            rows.append({"seed": s.train_seed, "step": s.best.step, "run_id": s.best.run_id, "item_id": r["item_id"],
-                         "sample_index": r["sample_index"], "sample_seed": r["seed"], "score": r["score"],
-                         "status": r["status"], "completion_tokens": r["completion_tokens"],
-                         "finish_reason": r["finish_reason"], "extracted": r["extracted"],
-                         "text": (r["text"] or "")[:max_chars]})
+            rows.append(AuditSample(seed=s.train_seed, step=s.best.step, run_id=s.best.run_id, item_id=r["item_id"],
+                                    sample_index=r["sample_index"], sample_seed=r["seed"], score=r["score"],
+                                    status=r["status"], completion_tokens=r["completion_tokens"],
+                                    finish_reason=r["finish_reason"], extracted=r["extracted"],
+                                    text=(r["text"] or "")[:max_chars]))
     if not rows:
         return {}
     return _with_trajectories(store, {
-        "highest_scoring": sorted(rows, key=lambda r: (-r["score"], r["item_id"]))[:k],
-        "lowest_scoring": sorted(rows, key=lambda r: (r["score"], r["item_id"]))[:k],
-        "longest": sorted(rows, key=lambda r: (-(r["completion_tokens"] or 0), r["item_id"]))[:k],
+        "highest_scoring": sorted(rows, key=lambda r: (-r.score, r.item_id))[:k],
+        "lowest_scoring": sorted(rows, key=lambda r: (r.score, r.item_id))[:k],
+        "longest": sorted(rows, key=lambda r: (-(r.completion_tokens or 0), r.item_id))[:k],
     }, max_chars)
 
 
-def _with_trajectories(store: Store, shown: dict[str, list[dict[str, Any]]], max_chars: int
-                       ) -> dict[str, list[dict[str, Any]]]:
+def _with_trajectories(store: Store, shown: dict[str, list[AuditSample]], max_chars: int
+                       ) -> dict[str, list[AuditSample]]:
     """``shown`` with each sample of an agentic run given its ``trajectory`` (``views.trajectories.trajectory_view``);
     the turns are read for the shown samples only, from the same run as their text."""
     from evalgate.views.trajectories import trajectory_view, turns_by_sample
 
     items: dict[str, set[str]] = {}
     for r in (r for rows in shown.values() for r in rows):
-        items.setdefault(r["run_id"], set()).add(r["item_id"])
+        items.setdefault(r.run_id, set()).add(r.item_id)
     turns = {(run_id, *key): ts for run_id, ids in items.items()
              for key, ts in turns_by_sample(store, store.runs(run_id=run_id)[0], sorted(ids)).items()}
-    for r in (r for rows in shown.values() for r in rows):
-        ts = turns.get((r["run_id"], r["item_id"], r["sample_index"], r["sample_seed"]))
-        if ts:
-            r["trajectory"] = trajectory_view(ts, max_chars)
-    return shown
+
+    def view(r: AuditSample) -> AuditSample:
+        ts = turns.get((r.run_id, r.item_id, r.sample_index, r.sample_seed))
+        return dataclasses.replace(r, trajectory=trajectory_view(ts, max_chars)) if ts else r
+
+    return {kind: [view(r) for r in rows] for kind, rows in shown.items()}

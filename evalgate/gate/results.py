@@ -48,6 +48,35 @@ class CheckpointResult:
 
 
 @dataclass(frozen=True)
+class AuditSample:
+    """One dev sample the report shows for audit (``Verdict.samples``; never a private split's): from a seed's best
+    checkpoint's selection run.
+
+    Attributes:
+        seed: the training seed. step: the checkpoint's training step. run_id: the selection run.
+        item_id, sample_index: the sample. sample_seed: its sampling seed. score: its score. status: its status
+        (``SampleStatus``). completion_tokens, finish_reason, extracted: as stored. text: the completion, cut to the
+        report's limit (1,500 characters).
+        trajectory: an agentic run's turns as the report shows them (``views.trajectories.trajectory_view``'s
+            document); None for a run without tools.
+    """
+
+    seed: int | None
+    step: int | None
+    run_id: str
+    item_id: str
+    sample_index: int
+    sample_seed: int
+    score: float
+    status: str
+    completion_tokens: int | None
+    finish_reason: str | None
+    extracted: Any
+    text: str
+    trajectory: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class TrainLogInfo:
     """Which training log a seed's guards read: file or directory, format, canonical keys found."""
 
@@ -318,7 +347,8 @@ class Verdict:
         baseline: the baseline's runs or fixed value (None: the gate stopped before reading it).
         stats: the statistics (None: no seed had a best checkpoint).
         protocol_hash: the protocol's sha256.
-        samples: dev samples for audit (never the private split's).
+        samples: dev samples for audit (never the private split's): ``highest_scoring``, ``lowest_scoring`` and
+            ``longest`` -> ``AuditSample`` rows (empty: the seeds' best checkpoints have no stored samples).
         stale: the latest run per checkpoint on older content of the selection split (not used).
         ignored: the latest run per checkpoint that is no candidate (no training run or seed, another backend).
         failures: failed or interrupted runs, each saying whether it counts against its checkpoint.
@@ -347,7 +377,7 @@ class Verdict:
     baseline: BaselineResult | None = None
     stats: Statistics | None = None
     protocol_hash: str | None = None
-    samples: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    samples: dict[str, list[AuditSample]] = field(default_factory=dict)
     stale: list[SetAside] = field(default_factory=list)
     ignored: list[SetAside] = field(default_factory=list)
     failures: list[SetAside] = field(default_factory=list)

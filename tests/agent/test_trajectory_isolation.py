@@ -41,8 +41,9 @@ def test_the_release_report_shows_no_private_turn_of_a_shared_item_id(tmp_path: 
 
     v, store = _gate(tmp_path.resolve())
     shown = [s for rows in v.samples.values() for s in rows]
-    assert shown and all(s["item_id"] == "q1" for s in shown)
-    turns = shown[0]["trajectory"]["turns"]
+    assert shown and all(s.item_id == "q1" for s in shown)
+    assert shown[0].trajectory is not None
+    turns = shown[0].trajectory["turns"]
     assert [t["text"] for t in turns] == ["dev turn " + call("calculator", expression="1"), "The answer is 1"]
     out = tmp_path / "out"
     write_reports(v, {"html": out / "r.html", "json": out / "r.json", "markdown": out / "r.md"}, store)

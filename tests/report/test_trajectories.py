@@ -26,8 +26,9 @@ DEV_TURNS = {
 def test_audit_samples_show_their_trajectories_escaped(tmp_path: Path) -> None:
     v, store = build(tmp_path, DEV_ITEMS, DEV_TURNS, [{"id": "p1", "prompt": "x", "answer": "1"}],
                      {"p1": ["The answer is 1"]})
-    shown = {s["item_id"]: s for rows in v.samples.values() for s in rows}
-    d1, d2 = shown["d1"]["trajectory"], shown["d2"]["trajectory"]
+    shown = {s.item_id: s for rows in v.samples.values() for s in rows}
+    d1, d2 = shown["d1"].trajectory, shown["d2"].trajectory
+    assert d1 is not None and d2 is not None
     assert (d1["status"], d1["tool_calls"], d1["violations"], d1["parse_errors"], len(d1["turns"])) == \
         ("answered", 1, 0, 0, 2)
     assert d1["turns"][0]["calls"][0]["result"] == INJECTED  # the sandbox's output, stripped
