@@ -11,6 +11,7 @@ import click
 from evalgate.commands import audit_web, handle_errors, workspace
 from evalgate.commands import dump as _dump
 from evalgate.commands.options import expect_head_option, parse_expect_head
+from evalgate.core.enums import Tier
 
 if TYPE_CHECKING:
     from evalgate.views.audit import AuditSummary
@@ -27,7 +28,7 @@ def _since(since: str | None) -> datetime | None:
 
 @click.group("audit", invoke_without_command=True)
 @click.option("--split", default=None)
-@click.option("--tier", default=None, type=click.Choice(["smoke", "dev", "public", "private", "human-audit"]))
+@click.option("--tier", default=None, type=click.Choice([t.value for t in Tier]))
 @click.option("--since", default=None, help="ISO date, e.g. 2026-11-01.")
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context

@@ -12,6 +12,7 @@ import click
 from evalgate.commands import dump as _dump
 from evalgate.commands import handle_errors, workspace
 from evalgate.commands.options import OUT_FILE, actor_option
+from evalgate.core.enums import Tier
 from evalgate.core.formatting import num, pct
 
 
@@ -44,7 +45,7 @@ def splits_import(dataset: str, source: Path | None, as_json: bool) -> None:
 
 @splits.command("add")
 @click.argument("name")
-@click.option("--tier", required=True, type=click.Choice(["smoke", "dev", "public", "private", "human-audit"]))
+@click.option("--tier", required=True, type=click.Choice([t.value for t in Tier]))
 @click.option("--file", "file", required=True, type=click.Path(path_type=Path),
               help="JSONL, CSV or Parquet file, or a datasets folder (Dataset.save_to_disk).")
 @click.option("--format", "fmt", type=click.Choice(["jsonl", "csv", "parquet", "datasets"]), default=None,

@@ -26,7 +26,7 @@ import evalgate.gate.decide as decide
 import evalgate.gate.guards as guards
 import evalgate.gate.history as history
 import evalgate.gate.reads as reads
-from evalgate.core.enums import Outcome
+from evalgate.core.enums import Outcome, Tier
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.proxies import Target, check_proxies, proxy_section
 from evalgate.gate.results import (
@@ -110,7 +110,7 @@ def _stored_runs(policy: GatePolicy, store: RunRepo, decision_sha256: str,
     if policy.train_run:
         where["train_run"] = policy.train_run
     dec_runs = [] if evaluate_decision else store.runs(  # by content: a decision split's runs under any name
-        protocol_name=name, protocol_version=version, tier="private", status="complete",
+        protocol_name=name, protocol_version=version, tier=Tier.PRIVATE, status="complete",
         split_sha256=decision_sha256, backend=policy.backend)
     return store.runs(**where), dec_runs
 
@@ -326,7 +326,7 @@ def _shown_before(policy: GatePolicy, store: Store, manager: SplitManager, dec_m
     (``reads.stored_result_holds``; an edited one is refused). Those reads are logged as ``re-read`` and not
     charged."""
     name, version = policy.protocol.split("@", 1)
-    runs = store.runs(protocol_name=name, protocol_version=version, status="complete", tier="private",
+    runs = store.runs(protocol_name=name, protocol_version=version, status="complete", tier=Tier.PRIVATE,
                       split_sha256=dec_m.content_sha256, backend=policy.backend, purpose=RELEASE_GATE)
     settings = None
     if evaluate_decision:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.splits.guard import SplitManager
 from evalgate.store import Store
@@ -91,7 +92,7 @@ def check_proxies(policy: GatePolicy, manager: SplitManager) -> list[CheckedProx
                            "list only judge or reward-model protocols here")
         verify(lp)
         m = manager.manifest(p.split or policy.selection_split)
-        if m.tier != "dev":
+        if m.tier != Tier.DEV:
             raise RefusedByPolicy(f"{where}: split {m.name} is tier {m.tier}; a proxy runs on a dev-tier split only "
                                   "(a read of a public or private split spends its budget on a number that decides "
                                   "nothing): set its split to a dev-tier split")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from evalgate.core.enums import Outcome
+from evalgate.core.enums import Outcome, Tier
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import BrokenChain, DecisionRun
@@ -130,12 +130,12 @@ def check_tiers(policy: GatePolicy, manager: SplitManager) -> tuple[Any, Any]:
         BadInput: the decision split is not private tier; a split is unknown.
     """
     sel = manager.manifest(policy.selection_split)
-    if sel.tier != "dev":
+    if sel.tier != Tier.DEV:
         raise RefusedByPolicy(f"selection split {sel.name} is tier {sel.tier}: checkpoints are selected on a dev "
                               "split only (selecting on public or private data tunes on it); set selection_split "
                               "to a dev-tier split")
     dec = manager.manifest(policy.decision_split)
-    if dec.tier != "private":
+    if dec.tier != Tier.PRIVATE:
         raise BadInput(f"decision split {dec.name} is tier {dec.tier}; the release decision reads a private-tier "
                        "split: set decision_split to one")
     return sel, dec

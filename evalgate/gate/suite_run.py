@@ -26,6 +26,7 @@ import evalgate.gate.decide as decide
 import evalgate.gate.guards as guards
 import evalgate.gate.history as history
 import evalgate.gate.reads as reads
+from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput, EvalgateError
 from evalgate.core.formatting import num
 from evalgate.gate import pipeline
@@ -194,7 +195,7 @@ def _check(m: _Member, manager: SplitManager, who: str, evaluate_decision: bool)
         m.sel_m, m.dec_m = reads.check_tiers(p, manager)
     else:
         m.dec_m = manager.manifest(p.decision_split)
-        if m.dec_m.tier != "private":
+        if m.dec_m.tier != Tier.PRIVATE:
             raise BadInput(f"member {m.sm.name}: decision split {m.dec_m.name} is tier {m.dec_m.tier}; the release "
                            "decision reads a private-tier split: set decision_split to one")
     try:

@@ -17,6 +17,7 @@ from typing import Any
 
 from pydantic import ConfigDict, ValidationError
 
+from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import atomic_write, iter_jsonl
 from evalgate.core.models import StrictModel
@@ -72,7 +73,7 @@ class AuditRecord(StrictModel):
 def _human_audit_manifest(manager: SplitManager, split: str, purpose: str, actor: str) -> None:
     """Refuse (logged) a split of another tier: exporting a private split would put its items in a plain file."""
     m = manager.manifest(split)
-    if m.tier != "human-audit":
+    if m.tier != Tier.HUMAN_AUDIT:
         manager.refuse(split, purpose, actor, f"split {split} is tier {m.tier}; human scoring works on human-audit "
                        "splits: add the items with 'evalgate splits add NAME --tier human-audit --file F.jsonl'",
                        BadInput)

@@ -28,6 +28,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.core.fileio import read_text
 from evalgate.splits.guard import SplitManager
@@ -241,8 +242,8 @@ def create_batch(run_id: str, samples: int = 50, stratify: str | None = None, ru
     # the tier the run was made under, as well as its split's manifest today: a split name re-added under another
     # tier (its manifest deleted, then 'splits add NAME --tier human-audit') must not open its private runs to raters;
     # and the tiers the signed access log logged the run under, since its row is not signed (``RunRepo.run_tiers``)
-    if run["tier"] != "human-audit" or manager.manifest(run["split"]).tier != "human-audit" \
-            or set(store.run_tiers(run_id)) != {"human-audit"}:
+    if run["tier"] != Tier.HUMAN_AUDIT or manager.manifest(run["split"]).tier != Tier.HUMAN_AUDIT \
+            or set(store.run_tiers(run_id)) != {Tier.HUMAN_AUDIT}:
         manager.refuse(run["split"], BATCH_PURPOSE, who,
                        f"run {run_id} is on split {run['split']} (tier {run['tier']}); people rate samples of "
                        "human-audit splits only: run the checkpoint on a human-audit split first", RefusedByPolicy)

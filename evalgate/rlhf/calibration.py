@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from evalgate.core.enums import Tier
 from evalgate.human.agreement import proxy_agreement, run_agreement
 from evalgate.store import Store
 
@@ -36,7 +37,7 @@ def audit_agreement(store: Store, protocol: str, resamples: int = 2000) -> dict[
     for b in store.batches():
         run = store.runs(run_id=b["run_id"])
         if not run or (run[0]["protocol_name"], run[0]["protocol_version"]) != (name, version) \
-                or run[0]["tier"] != "human-audit":
+                or run[0]["tier"] != Tier.HUMAN_AUDIT:
             continue
         levels = max(levels, int(b["scale_max"] - b["scale_min"]) + 1)
         if b["run_id"] in runs:

@@ -36,6 +36,7 @@ import jinja2
 import yaml
 from pydantic import ValidationError
 
+from evalgate.core.enums import Tier
 from evalgate.core.environment import Environment
 from evalgate.core.errors import BadInput
 
@@ -45,7 +46,7 @@ CUSTOM_FIELDS = ("question", "answer")
 """The item fields the custom starter protocol reads (map yours with ``--map question=COLUMN``)."""
 DEFAULT_CHECKPOINT_GLOB = "runs/*/seed-*/checkpoint-*"
 DEFAULT_BASELINE = "$EVALGATE_BASELINE"
-TIERS = ("smoke", "dev", "public", "private")
+TIERS = (Tier.SMOKE, Tier.DEV, Tier.PUBLIC, Tier.PRIVATE)
 REPLACEABLE = ("protocol", "gate policy", "CI workflow")
 """The kinds of file ``force`` may replace. A protocol's lock and a split are records (a version names one content
 for good; a split's reads and budget belong to its content), so ``init`` never replaces them."""
@@ -244,7 +245,7 @@ def _render(options: InitOptions, name: str, root: Path) -> list[Planned]:
 
 def _tiers(options: InitOptions) -> tuple[str, ...]:
     """The tiers init deals into: ``TIERS``, and ``human-audit`` when ``options.human_audit`` asks for it."""
-    return (*TIERS, "human-audit") if options.human_audit > 0 else TIERS
+    return (*TIERS, Tier.HUMAN_AUDIT) if options.human_audit > 0 else TIERS
 
 
 def _planned_splits(name: str, tiers: tuple[str, ...] = TIERS) -> list[Planned]:
@@ -253,7 +254,7 @@ def _planned_splits(name: str, tiers: tuple[str, ...] = TIERS) -> list[Planned]:
     out = [Planned(f"protocols/{name}.yaml.lock", "protocol lock")]
     for tier in tiers:
         out += [Planned(f"splits/{name}-{tier}.yaml", "split manifest"),
-                Planned(f"splits/{name}-{tier}.jsonl{'.enc' if tier == 'private' else ''}", "split data")]
+                Planned(f"splits/{name}-{tier}.jsonl{'.enc' if tier == Tier.PRIVATE else ''}", "split data")]
     return out
 
 

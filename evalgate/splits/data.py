@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.access import log as accesslog
+from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.core.fileio import iter_jsonl
 from evalgate.keys.sealing import SEALED_TIERS, load_key
@@ -89,7 +90,7 @@ def read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[s
     if manifest.tier in SEALED_TIERS:
         why = (f"split {manifest.name} is tier {manifest.tier}: its items are read only through SplitManager under "
                "the tier's policy (logged); " + ("the private tier is read by 'evalgate gate'" if
-                                                 manifest.tier == "private" else "raters get them with "
+                                                 manifest.tier == Tier.PRIVATE else "raters get them with "
                                                  f"'evalgate splits export-audit {manifest.name}'"))
         accesslog.append(AccessLogRepo(), accesslog.entry(actor=actor_name(), split=manifest.name, tier=manifest.tier,
                                                   purpose=LIBRARY_READ, outcome="refused", detail=why))

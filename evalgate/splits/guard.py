@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from evalgate.access import log as accesslog
-from evalgate.core.enums import Outcome
+from evalgate.core.enums import Outcome, Tier
 from evalgate.core.errors import BadInput, EvalgateError, RefusedByPolicy
 from evalgate.keys.sealing import SEALED_TIERS, load_key
 from evalgate.splits.data import read_unlogged, sha256_hex
@@ -420,7 +420,7 @@ def _purpose_refusal(m: Manifest, policy: Policy, purpose: str) -> str | None:
     if policy.purposes is None or purpose in policy.purposes:
         return None
     return (f"split {m.name} (tier {m.tier}) may be read only for purpose {', '.join(policy.purposes)}, not "
-            f"{purpose!r}" + ("; private splits are read by 'evalgate gate'" if m.tier == "private"
+            f"{purpose!r}" + ("; private splits are read by 'evalgate gate'" if m.tier == Tier.PRIVATE
                               else "; its manifest's policy sets the purposes"))
 
 

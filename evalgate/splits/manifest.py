@@ -11,12 +11,13 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
+from evalgate.core import enums
 from evalgate.core.environment import active
 from evalgate.core.errors import BadInput
 from evalgate.core.models import StrictModel
 
 Tier = Literal["smoke", "dev", "public", "private", "human-audit"]  # = the values of enums.Tier (a test checks)
-TIERS: tuple[str, ...] = ("smoke", "dev", "public", "private", "human-audit")
+TIERS: tuple[str, ...] = tuple(enums.Tier)
 RELEASE_GATE = "release-gate"
 ADD_PURPOSE = "add-split"
 """The purpose logged when a split is added (outcome ``added``) or an addition is refused."""
@@ -44,11 +45,12 @@ class Policy(StrictModel):
 
 
 DEFAULT_POLICIES: dict[str, Policy] = {
-    "smoke": Policy(),
-    "dev": Policy(),
-    "public": Policy(max_reads=20, window_days=30, hard=False),
-    "private": Policy(purposes=[RELEASE_GATE], max_reads=4, window_days=30, hard=True, max_contamination_checks=4),
-    "human-audit": Policy(max_contamination_checks=4),
+    enums.Tier.SMOKE: Policy(),
+    enums.Tier.DEV: Policy(),
+    enums.Tier.PUBLIC: Policy(max_reads=20, window_days=30, hard=False),
+    enums.Tier.PRIVATE: Policy(purposes=[RELEASE_GATE], max_reads=4, window_days=30, hard=True,
+                               max_contamination_checks=4),
+    enums.Tier.HUMAN_AUDIT: Policy(max_contamination_checks=4),
 }
 
 
@@ -78,7 +80,7 @@ class Manifest(StrictModel):
     @model_validator(mode="after")
     def _private_is_encrypted(self) -> Manifest:
         # Tier and encryption are bound: editing a private manifest's tier to escape its policy is refused.
-        if (self.tier == "private") != self.encrypted:
+        if (self.tier == enums.Tier.PRIVATE) != self.encrypted:
             raise ValueError(f"tier {self.tier} with encrypted={self.encrypted}: private splits, and only they, "
                              "are encrypted; re-import the split instead of editing its manifest")
         return self

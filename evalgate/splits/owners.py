@@ -7,11 +7,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from evalgate.core.enums import Tier
 from evalgate.splits.discovery import scan_manifests
 from evalgate.splits.manifest import Manifest, splits_dir
 from evalgate.store import AccessLogRepo
 
-SHARED_TIERS = ("private", "human-audit", "public")
+SHARED_TIERS = (Tier.PRIVATE, Tier.HUMAN_AUDIT, Tier.PUBLIC)
 """Tiers whose reads belong to the content, not the name: a budget or an audit that a copied manifest must not
 escape."""
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.access import log as accesslog
+from evalgate.core.enums import Tier
 from evalgate.splits.data import read_unlogged
 from evalgate.splits.discovery import load_manifest
 from evalgate.splits.manifest import ADD_PURPOSE, actor_name
@@ -107,7 +108,7 @@ def log_imported(manifests: list[Path], store: AccessLogRepo | None = None) -> N
     store = store or AccessLogRepo()
     loaded = [load_manifest(path.stem, path.parent) for path in manifests]
     private = {m.name: read_unlogged(m, path.parent) for m, path in zip(loaded, manifests, strict=True)
-               if m.tier == "private"}
+               if m.tier == Tier.PRIVATE}
     with store.session(), store.connect():
         accesslog.append_many(store, [accesslog.entry(
             actor=actor_name(), split=m.name, tier=m.tier, purpose=ADD_PURPOSE, outcome="added",

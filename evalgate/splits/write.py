@@ -11,6 +11,7 @@ import yaml
 from pydantic import ValidationError
 
 from evalgate.access import log as accesslog
+from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import atomic_write
 from evalgate.keys.sealing import SEALED_TIERS, load_key
@@ -39,7 +40,7 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
     d = directory or splits_dir()
     d.mkdir(parents=True, exist_ok=True)
     plain = dump_jsonl(items)
-    encrypted = tier == "private"
+    encrypted = tier == Tier.PRIVATE
     stored = fernet(create=True).encrypt(plain) if encrypted else plain
     if tier in SEALED_TIERS and not encrypted:  # its runs' outputs are encrypted in the store with the same key
         load_key(create=True)
@@ -125,7 +126,7 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
                 actor=who, split=name, tier=tier, purpose="replace-data" if old else ADD_PURPOSE, outcome=outcome,
                 detail=(f"data replaced: sha256 {old.content_sha256[:12]} ({old.count} items) -> " if old else
                         "added: sha256 ") + f"{new.content_sha256[:12]} ({new.count} items) from {file}"))
-            if tier == "private":
+            if tier == Tier.PRIVATE:
                 remember_private(store, name, items, outcome, prints)
     return path
 

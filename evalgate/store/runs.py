@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.keys.sealing import is_sealed
 from evalgate.store.codec import open_errors, open_read, run_codec
@@ -152,10 +153,10 @@ class RunRepo(Repository):
             RefusedByPolicy: a private-tier run; the run's outputs are sealed and the private key is missing or
                 wrong."""
         tiers = self.run_tiers(run_id)
-        if "private" in tiers:
+        if Tier.PRIVATE in tiers:
             raise RefusedByPolicy(f"run {run_id} is on a private split: its per-item outputs are never shown (the "
                                   "gate reads only per-item scores); use 'evalgate runs' for its metrics")
-        return self._samples(run_id, sealed="human-audit" in self.run_tiers(run_id, logged_only=True))
+        return self._samples(run_id, sealed=Tier.HUMAN_AUDIT in self.run_tiers(run_id, logged_only=True))
 
     def run_tiers(self, run_id: str, logged_only: bool = False) -> dict[str, str]:
         """The tiers run ``run_id`` belongs to, each with its split: the tier and split its ``runs`` row records and

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.access import log as accesslog
+from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.trackers.base import EvalPoint, GateSummary, RunKey, Tracker, TrackerConfig, finite_metrics
 
@@ -111,7 +112,7 @@ def export_runs(run_ids: list[str], trackers: list[Tracker], store: Any, actor: 
 def _admit(manager: Any, run: dict[str, Any], actor: str, names: str) -> None:
     """Check and log the export of ``run``'s metrics as a read of its split (a private run: refused, logged)."""
     split, digest, phash = run["split"], run["checkpoint_digest"], run["protocol_hash"]
-    if run["tier"] == "private":
+    if run["tier"] == Tier.PRIVATE:
         manager.refuse(split, EXPORT_PURPOSE, actor,
                        f"run {run['run_id']} is on split {split} (tier private): private-tier numbers go to a tracker "
                        "only as a gate's verdict ('evalgate gate --report-to ...')", checkpoint_digest=digest,

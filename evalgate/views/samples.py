@@ -37,7 +37,7 @@ SAMPLES_PURPOSE = "inspect-samples"
 COMPARE_PURPOSE = "compare-runs"
 # Tiers whose per-item outputs this module never shows (DESIGN.md: private outputs are never shown; human-audit
 # samples go to raters through export-audit, which is its own logged read).
-GUARDED_TIERS = ("private", "human-audit")
+GUARDED_TIERS = (Tier.PRIVATE, Tier.HUMAN_AUDIT)
 
 
 class Sample(Result):
@@ -199,7 +199,7 @@ def admit_view(store: Store, run: dict[str, Any], purpose: str, actor: str) -> N
         split = logged[tier]
     if tier in GUARDED_TIERS:
         how = ("per-item outputs of the private tier are never shown; use 'evalgate runs' for the run's metrics"
-               if tier == "private" else
+               if tier == Tier.PRIVATE else
                f"raters see its samples through 'evalgate splits export-audit {split} --run {run['run_id']}' "
                "(a logged read)")
         manager.refuse(split, purpose, actor, f"run {run['run_id']} is on split {split} (tier {tier}): {how}")
