@@ -49,3 +49,43 @@ def migrate_cmd(target: str, accept_broken_chain: str | None, expect_head: str |
                    f"{doc['after']['rows']} rows, {state}")
     if not doc["after"]["ok"] and not doc["accepted_broken_chain"]:
         sys.exit(1)
+
+
+@store_cmd.command("grant-roles")
+@click.option("--auditor", "auditors", multiple=True, metavar="LOGIN",
+              help="A login role to make a member of evalgate_auditor (reads everything, changes nothing); repeat.")
+@click.option("--evaluator", "evaluators", multiple=True, metavar="LOGIN",
+              help="A login role to make a member of evalgate_evaluator (runs, caches, appends reads); repeat.")
+@click.option("--gate", "gates", multiple=True, metavar="LOGIN",
+              help="A login role to make a member of evalgate_gate (an evaluator that also logs release-gate reads); "
+                   "repeat.")
+@click.option("--json", "as_json", is_flag=True)
+@handle_errors
+def grant_roles_cmd(auditors: tuple[str, ...], evaluators: tuple[str, ...], gates: tuple[str, ...],
+                    as_json: bool) -> None:
+    """Create (or bring up to date) the roles of the PostgreSQL store in EVALGATE_STORE: evalgate_auditor,
+    evalgate_evaluator and evalgate_gate, with their rights on the store's tables, and make existing login roles
+    members of them.
+
+    Run as the tables' owner (the administrator who applied the migrations), again after an upgrade adds a table.
+    The password comes from libpq (PGPASSWORD, ~/.pgpass, PGSERVICE) and is never printed. What each role may do:
+    docs/SECURITY.md. Exit 2: not a server store, the server cannot be reached, a login role does not exist, or
+    this role may not grant (nothing changed).
+    """
+    from evalgate.core.errors import BadInput
+    from evalgate.store.pg import grant_roles
+
+    url = workspace().env.store
+    if not url:
+        raise BadInput("evalgate store grant-roles sets up the roles of a PostgreSQL store: set EVALGATE_STORE="
+                       "postgresql://owner@host/dbname (the tables' owner); a store file has no roles (whoever can "
+                       "write the file can rewrite it: docs/SECURITY.md)")
+    doc = grant_roles(url, {k: v for k, v in (("auditor", auditors), ("evaluator", evaluators), ("gate", gates))
+                            if v})
+    if as_json:
+        dump(doc)
+        return
+    made = f"created {', '.join(doc['created'])}" if doc["created"] else "roles already there"
+    click.echo(f"{doc['server']} (schema {doc['schema']}): {made}; rights granted")
+    for role, logins in doc["members"].items():
+        click.echo(f"  {role}: {', '.join(logins) if logins else '(no login roles yet)'}")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from decimal import Decimal
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.core.environment import utc_now
-from evalgate.core.errors import BadInput, MissingExtra
+from evalgate.core.errors import BadInput, MissingExtra, RefusedByPolicy
 from evalgate.store.db import Database
 from evalgate.store.dialect import POSTGRESQL
 from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS
@@ -192,9 +192,15 @@ class PostgresDatabase(Database):
 
     @contextmanager
     def _errors(self, con: PgConnection) -> Iterator[None]:
-        """A lost connection or an unreachable server as ``BadInput`` naming the server (exit 2)."""
+        """A lost connection or an unreachable server as ``BadInput`` naming the server (exit 2); a statement the
+        server refused this role (its privileges, or a trigger of migration 47) as ``RefusedByPolicy`` (exit 2)."""
         try:
             yield
+        except psycopg.errors.InsufficientPrivilege as e:
+            user = conninfo_to_dict(self.url).get("user") or os.environ.get("PGUSER") or "this login"
+            raise RefusedByPolicy(f"the PostgreSQL server {self.location} refused role {user}: {str(e).strip()}. "
+                                  "Nothing of that transaction was written; docs/SECURITY.md says what each "
+                                  "evalgate role may do ('evalgate store grant-roles' grants them)") from None
         except psycopg.OperationalError as e:
             if con.broken:
                 raise self._unreachable(e) from None
@@ -245,7 +251,7 @@ class PostgresDatabase(Database):
         return BadInput(f"the store on {self.location} needs migration {version} ({name}), which this role may not "
                         f"apply ({str(e).strip()}). Its administrator applies migrations by opening the store once "
                         "as the tables' owner (e.g. 'evalgate audit' with that role's EVALGATE_STORE), then runs "
-                        "evalgate.store.pg.grant_roles again (docs/STORE.md)")
+                        "'evalgate store grant-roles' again (docs/STORE.md)")
 
     @contextmanager
     def _transaction(self, con: Any) -> Iterator[Any]:
@@ -355,10 +361,12 @@ role is made a member of one (``GRANT evalgate_evaluator TO alice``)."""
 _SIGN_HEAD = "evalgate_sign_head(BIGINT, VARCHAR, VARCHAR, VARCHAR, TIMESTAMPTZ)"
 
 
-def grant_roles(url: str) -> None:
+def grant_roles(url: str, members: Mapping[str, Sequence[str]] | None = None) -> dict[str, Any]:
     """Create the group roles ``ROLES`` where missing and grant them their rights on the store at ``url`` (its
-    schema's tables, as they are now: run it again after a migration adds a table). Run as the tables' owner
-    with the right to create roles (the administrator who applied the migrations).
+    schema's tables, as they are now: run it again after a migration adds a table), and make the login roles in
+    ``members`` members of them. Run as the tables' owner with the right to create roles (the administrator who
+    applied the migrations); ``evalgate store grant-roles`` calls it. Running it again changes nothing that is
+    already so.
 
     auditor: reads every table, changes nothing. evaluator: reads every table; writes runs, samples, caches,
     ratings, gates and the verified head; appends to the access log (no UPDATE, DELETE or TRUNCATE of it) and moves
@@ -367,38 +375,82 @@ def grant_roles(url: str) -> None:
     but the tables' owner (the trigger's function reads the catalog only, ``pg_temp`` last: a session's temporary
     ``access_log`` or ``pg_class`` changes nothing it decides).
 
+    Args:
+        url: the store's libpq URL, logging in as the tables' owner (the password from libpq: ``PGPASSWORD``,
+            ``~/.pgpass``).
+        members: ``{"auditor" | "evaluator" | "gate": [login role, ...]}``: existing login roles to make members.
+
+    Returns:
+        ``{"server": the server's name (no password), "schema", "created": group roles made now, "roles": every
+        group role's name by kind, "members": {group role: [login roles granted it now or before]}}``.
+
     Raises:
-        BadInput: the server cannot be reached; psycopg.Error: the role may not create roles or grant.
+        BadInput: the server cannot be reached; an unknown kind in ``members``, or a login role the server does not
+            have; this role may not create roles or grant on the tables (nothing is changed: one transaction).
     """
+    unknown = sorted(set(members or {}) - set(ROLES))
+    if unknown:
+        raise BadInput(f"no evalgate role kind {', '.join(unknown)}; the kinds are {', '.join(ROLES)}")
     db = PostgresDatabase(url)
     con = db._connection()
+    with db._errors(con):
+        try:
+            with db._transaction(con):
+                return _grant(db, con, members or {})
+        except psycopg.errors.InsufficientPrivilege as e:
+            raise BadInput(f"the role {conninfo_to_dict(url).get('user') or 'of this login'} may not grant "
+                           f"evalgate's "
+                           f"roles on {db.location} ({str(e).strip()}). Run 'evalgate store grant-roles' with "
+                           "EVALGATE_STORE logging in as the owner of the store's tables (who applied its "
+                           "migrations), a role that may also create roles (CREATEROLE); nothing was changed") \
+                from None
+
+
+def _grant(db: PostgresDatabase, con: PgConnection, members: Mapping[str, Sequence[str]]) -> dict[str, Any]:
+    """``grant_roles``'s statements, inside its transaction."""
     auditor, evaluator, gate = ROLES["auditor"], ROLES["evaluator"], ROLES["gate"]
-    with db._errors(con), db._transaction(con):
-        con.execute("SELECT pg_advisory_xact_lock(?)", [LOCK_KEY])
-        for role in ROLES.values():
-            if con.execute("SELECT 1 FROM pg_roles WHERE rolname=?", [role]).fetchone() is None:
-                con.execute(f"CREATE ROLE {role} NOLOGIN")
-        con.execute(f"GRANT {evaluator} TO {gate}")
-        schema = str(con.execute("SELECT quote_ident(current_schema())").fetchall()[0][0])
-        con.execute(f"GRANT USAGE ON SCHEMA {schema} TO {auditor}, {evaluator}")
-        con.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {auditor}, {evaluator}")
-        con.execute(f"GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {evaluator}")
-        con.execute(f"REVOKE UPDATE, DELETE ON access_log FROM {evaluator}")
-        con.execute(f"REVOKE INSERT, UPDATE, DELETE ON access_log_signature, schema_migrations FROM {evaluator}")
-        con.execute(f"GRANT EXECUTE ON FUNCTION {_SIGN_HEAD} TO {evaluator}")
-        con.execute(f"""
-            CREATE OR REPLACE FUNCTION evalgate_gate_rows() RETURNS trigger LANGUAGE plpgsql
-            SET search_path = pg_catalog, pg_temp AS $$
-            BEGIN
-                IF NEW.purpose = 'release-gate' AND NEW.outcome <> 'refused'
-                   AND NOT pg_has_role(current_user, '{gate}', 'MEMBER')
-                   AND NOT pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = TG_RELID),
-                                       'MEMBER') THEN
-                    RAISE EXCEPTION 'evalgate: role % may not log a release-gate read (only members of {gate})',
-                        current_user USING ERRCODE = 'insufficient_privilege';
-                END IF;
-                RETURN NEW;
-            END $$""")
-        con.execute("DROP TRIGGER IF EXISTS access_log_gate_rows ON access_log")
-        con.execute("CREATE TRIGGER access_log_gate_rows BEFORE INSERT ON access_log FOR EACH ROW "
-                    "EXECUTE FUNCTION evalgate_gate_rows()")
+    con.execute("SELECT pg_advisory_xact_lock(?)", [LOCK_KEY])
+    created: list[str] = []
+    for role in ROLES.values():
+        if con.execute("SELECT 1 FROM pg_roles WHERE rolname=?", [role]).fetchone() is None:
+            con.execute(f"CREATE ROLE {role} NOLOGIN")
+            created.append(role)
+    con.execute(f"GRANT {evaluator} TO {gate}")
+    schema = str(con.execute("SELECT quote_ident(current_schema())").fetchall()[0][0])
+    con.execute(f"GRANT USAGE ON SCHEMA {schema} TO {auditor}, {evaluator}")
+    con.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {auditor}, {evaluator}")
+    con.execute(f"GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {evaluator}")
+    con.execute(f"REVOKE UPDATE, DELETE ON access_log FROM {evaluator}")
+    con.execute(f"REVOKE INSERT, UPDATE, DELETE ON access_log_signature, schema_migrations FROM {evaluator}")
+    con.execute(f"GRANT EXECUTE ON FUNCTION {_SIGN_HEAD} TO {evaluator}")
+    con.execute(f"""
+        CREATE OR REPLACE FUNCTION evalgate_gate_rows() RETURNS trigger LANGUAGE plpgsql
+        SET search_path = pg_catalog, pg_temp AS $$
+        BEGIN
+            IF NEW.purpose = 'release-gate' AND NEW.outcome <> 'refused'
+               AND NOT pg_has_role(current_user, '{gate}', 'MEMBER')
+               AND NOT pg_has_role(current_user, (SELECT relowner FROM pg_class WHERE oid = TG_RELID),
+                                   'MEMBER') THEN
+                RAISE EXCEPTION 'evalgate: role % may not log a release-gate read (only members of {gate})',
+                    current_user USING ERRCODE = 'insufficient_privilege';
+            END IF;
+            RETURN NEW;
+        END $$""")
+    con.execute("DROP TRIGGER IF EXISTS access_log_gate_rows ON access_log")
+    con.execute("CREATE TRIGGER access_log_gate_rows BEFORE INSERT ON access_log FOR EACH ROW "
+                "EXECUTE FUNCTION evalgate_gate_rows()")
+    granted: dict[str, list[str]] = {}
+    for kind, logins in members.items():
+        for login in logins:
+            if con.execute("SELECT 1 FROM pg_roles WHERE rolname=?", [login]).fetchone() is None:
+                raise BadInput(f"{db.location} has no role {login!r} to make a member of {ROLES[kind]}: create it "
+                               f"first (CREATE ROLE {login} LOGIN; its password for libpq's PGPASSWORD or "
+                               "~/.pgpass), then grant again; nothing was changed")
+            quoted = str(con.execute("SELECT quote_ident(?)", [login]).fetchall()[0][0])
+            con.execute(f"GRANT {ROLES[kind]} TO {quoted}")
+    for role in ROLES.values():
+        granted[role] = [str(r[0]) for r in con.execute(
+            "SELECT m.rolname FROM pg_auth_members a JOIN pg_roles g ON g.oid = a.roleid "
+            "JOIN pg_roles m ON m.oid = a.member WHERE g.rolname = ? AND m.rolcanlogin ORDER BY m.rolname",
+            [role]).fetchall()]
+    return {"server": db.location, "schema": schema, "created": created, "roles": dict(ROLES), "members": granted}

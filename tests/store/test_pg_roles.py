@@ -6,6 +6,7 @@ release-gate read."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import astuple
 from typing import Any
@@ -16,7 +17,7 @@ import pytest
 from evalgate.core.errors import RefusedByPolicy
 from evalgate.splits import SplitManager, write_split
 from evalgate.store import Store
-from evalgate.store.pg import ROLES, grant_roles
+from evalgate.store.pg import ROLES
 from tests.helpers.cli import cli_parts
 from tests.helpers.postgres import SUPERUSER, PostgresServer
 
@@ -35,11 +36,11 @@ def urls(postgres_server: PostgresServer, postgres_url: str, monkeypatch: pytest
     mgr = SplitManager(Store(postgres_url))
     for actor in ("a1", "a2", "a3"):
         mgr.open("s", "tuning", actor)
-    grant_roles(postgres_url)
-    for login, group in LOGINS.items():
+    for login in LOGINS:
         postgres_server.admin(f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{login}') THEN "
                               f"CREATE ROLE {login} LOGIN; END IF; END $$")
-        postgres_server.admin(f"GRANT {group} TO {login}")
+    code, out, err = cli_parts("store", "grant-roles", "--evaluator", "eve", "--gate", "gail", "--auditor", "audrey")
+    assert code == 0, out + err
     return {"owner": postgres_url, **{login: postgres_url.replace(f"{SUPERUSER}@", f"{login}@")
                                       for login in LOGINS}}
 
@@ -72,7 +73,7 @@ TAMPERING = {
 @pytest.mark.parametrize("who", ["eve", "owner"])
 def test_the_server_refuses_rewriting_the_log_or_its_signed_head(urls: dict[str, str], who: str, what: str) -> None:
     before = Store(urls["owner"]).access_rows(), Store(urls["owner"]).access_log_signature()
-    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+    with pytest.raises(RefusedByPolicy):
         _sql(urls[who], TAMPERING[what])
     assert (Store(urls["owner"]).access_rows(), Store(urls["owner"]).access_log_signature()) == before
 
@@ -85,15 +86,15 @@ def test_an_evaluator_appends_reads_and_signs_the_new_head_only(urls: dict[str, 
     assert new is not None and old is not None and new.seq == old.seq + 1
     code, out, err = cli_parts("audit", "verify", env={"EVALGATE_STORE": urls["owner"]})
     assert code == 0 and "chain intact (4 rows)" in out, out + err
-    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="last row"):  # the genuine older head, again
+    with pytest.raises(RefusedByPolicy, match="last row"):  # the genuine older head, again
         _sql(urls["eve"], "SELECT evalgate_sign_head(?, ?, ?, ?, ?)", list(astuple(old)))
-    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="last row"):
+    with pytest.raises(RefusedByPolicy, match="last row"):
         _sql(urls["owner"], "SELECT evalgate_sign_head(?, ?, ?, ?, ?)", list(astuple(old)))
     assert Store(urls["owner"]).access_log_signature() == new
 
 
 def test_only_the_gate_role_logs_a_release_gate_read(urls: dict[str, str], as_: Any) -> None:
-    with pytest.raises(psycopg.errors.InsufficientPrivilege, match="release-gate"):
+    with pytest.raises(RefusedByPolicy, match="release-gate"):
         SplitManager(as_("eve")).open("p", "release-gate", "eve")
     SplitManager(as_("gail")).open("p", "release-gate", "gail")
     rows = [(r["actor"], r["outcome"]) for r in Store(urls["owner"]).access_rows("p")]
@@ -110,7 +111,7 @@ def test_an_auditor_reads_everything_and_changes_nothing(urls: dict[str, str], s
     auditor = Store(urls["audrey"])
     assert [r["actor"] for r in auditor.access_rows()] == ["a1", "a2", "a3"]
     assert auditor.access_log_signature() == Store(urls["owner"]).access_log_signature()
-    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+    with pytest.raises(RefusedByPolicy):
         _sql(urls["audrey"], sql)
 
 
@@ -165,3 +166,39 @@ def test_an_evaluators_temporary_tables_do_not_stand_in_for_the_log_or_the_catal
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         _session(urls["eve"], *(q.format(schema=schema) for q in SHADOWS[what]))
     assert (owner.access_rows(), owner.access_log_signature()) == before
+
+
+def test_grant_roles_command_is_idempotent_and_lists_the_members(urls: dict[str, str]) -> None:
+    code, out, err = cli_parts("store", "grant-roles", "--json")  # the fixture granted them through the command
+    assert code == 0, err
+    doc = json.loads(out)
+    assert doc["created"] == [] and doc["roles"] == ROLES
+    assert doc["members"] == {ROLES["auditor"]: ["audrey"], ROLES["evaluator"]: ["eve"], ROLES["gate"]: ["gail"]}
+    code, out, err = cli_parts("store", "grant-roles")
+    assert code == 0 and "roles already there" in out and f"{ROLES['gate']}: gail" in out, out + err
+    assert "evalgate_admin@" in out and "host=" not in out  # the server named as user@host:port/dbname
+
+
+def test_grant_roles_refused_for_a_role_that_is_not_the_owner(urls: dict[str, str]) -> None:
+    with_password = urls["eve"].replace("eve@", "eve:hunter2-secret@")
+    code, out, err = cli_parts("store", "grant-roles", "--evaluator", "audrey",
+                               env={"EVALGATE_STORE": with_password})
+    assert code == 2, out + err
+    assert "may not grant" in err and "eve@" in err and "nothing was changed" in err
+    assert "hunter2-secret" not in out + err and "Traceback" not in err
+    assert json.loads(cli_parts("store", "grant-roles", "--json")[1])["members"][ROLES["evaluator"]] == ["eve"]
+
+
+def test_grant_roles_with_an_unknown_login_changes_nothing(urls: dict[str, str],
+                                                           postgres_server: PostgresServer) -> None:
+    postgres_server.admin("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'frank') THEN "
+                          "CREATE ROLE frank LOGIN; END IF; END $$")
+    code, out, err = cli_parts("store", "grant-roles", "--evaluator", "frank", "--gate", "nobody_here")
+    assert code == 2 and "has no role 'nobody_here'" in err and "CREATE ROLE nobody_here LOGIN" in err, out + err
+    members = json.loads(cli_parts("store", "grant-roles", "--json")[1])["members"]
+    assert "frank" not in members[ROLES["evaluator"]]  # one transaction: frank's grant went with the refusal
+
+
+def test_grant_roles_needs_a_server_store(home: object) -> None:
+    code, out, err = cli_parts("store", "grant-roles")
+    assert code == 2 and "EVALGATE_STORE=postgresql://" in err and "a store file has no roles" in err, out + err
