@@ -12,12 +12,12 @@ the run document.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.checkpoints.resolve import Checkpoint
-from evalgate.core.errors import Terminated
+from evalgate.core.errors import EvalgateError, Terminated
 from evalgate.core.progress import progress_bars
 from evalgate.runner.generate import Generated, generate_missing
 from evalgate.runner.grant import ReleaseGrant
@@ -84,17 +84,23 @@ def evaluate_checkpoint(protocol_path: str | Path, checkpoint: str | Path | Chec
 def marking_stops(plan: RunPlan) -> Iterator[None]:
     """Within the block, a run that stops is marked ``interrupted`` (Ctrl-C, or SIGTERM under the CLI) or ``failed``
     (anything else, with its error) before the exception goes on; its stored generations are kept for the next
-    run."""
+    run. Where the store cannot be written either (its server went away), the run stays ``running`` and the
+    exception that stopped it goes on: the next run on this machine marks it interrupted (``record.start``)."""
     try:
         yield
     except KeyboardInterrupt as e:
         how = "by SIGTERM (preempted or killed)" if isinstance(e, Terminated) else "by the user (Ctrl-C)"
-        plan.store.fail_run(plan.run_id, f"stopped {how}; its stored generations are reused by the next identical "
-                            "run", status="interrupted")
+        _mark(plan, f"stopped {how}; its stored generations are reused by the next identical run", "interrupted")
         raise
     except BaseException as e:
-        plan.store.fail_run(plan.run_id, f"{type(e).__name__}: {e}")
+        _mark(plan, f"{type(e).__name__}: {e}", "failed")
         raise
+
+
+def _mark(plan: RunPlan, error: str, status: str) -> None:
+    """``fail_run``, unless the store cannot be reached (the error that stopped the run says why already)."""
+    with suppress(EvalgateError):
+        plan.store.fail_run(plan.run_id, error, status=status)
 
 
 def finish(plan: RunPlan, started: RunRecord, generated: Generated, agent: AgentRun | None = None) -> RunRecord:

@@ -61,19 +61,27 @@ class PostgresServer:
         subprocess.run([*self.as_user, *args], check=True, capture_output=True, text=True)
 
     def start(self) -> PostgresServer:
-        """``initdb`` (trust logins over the socket, superuser ``SUPERUSER``), then ``pg_ctl start`` listening on a
-        Unix socket in the directory only; fsync off (a test server)."""
-        self._run(str(self.bin_dir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", SUPERUSER, "-E", "UTF8",
-                  "--no-sync", "--locale=C")
+        """``initdb`` where the directory has no cluster yet (trust logins over the socket, superuser
+        ``SUPERUSER``), then ``pg_ctl start`` listening on a Unix socket in the directory only; fsync off (a test
+        server). Starting it again after ``halt`` serves the same databases."""
+        if not (self.data / "PG_VERSION").exists():
+            self._run(str(self.bin_dir / "initdb"), "-D", str(self.data), "-A", "trust", "-U", SUPERUSER, "-E",
+                      "UTF8", "--no-sync", "--locale=C")
         opts = f"-k {self.root} -c listen_addresses='' -c fsync=off -c full_page_writes=off -c max_connections=200"
         self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-o", opts, "-l", str(self.root / "log"),
                   "-w", "start")
         return self
 
+    def halt(self, mode: str = "fast") -> None:
+        """``pg_ctl stop -m mode``: the server goes away (``fast``: open sessions are ended, as an administrator's
+        restart ends them), its databases kept for ``start``."""
+        self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", mode, "-w", "stop")
+
     def stop(self) -> None:
-        """Stop the server (fast: open sessions are ended) and remove its directory."""
+        """Stop the server (immediate) where it runs, and remove its directory."""
         try:
-            self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "immediate", "-w", "stop")
+            if (self.data / "postmaster.pid").exists():
+                self.halt("immediate")
         finally:
             shutil.rmtree(self.root, ignore_errors=True)
 
