@@ -118,7 +118,8 @@ class GateRules(StrictModel):
 class ProxyProtocol(StrictModel):
     """A proxy scorer's protocol (an LLM judge, a reward model) that the gate evaluates on each seed's best checkpoint
     and the baseline checkpoint, on a dev-tier split, for the release report's "Proxy scores" section: the judge's
-    win rate against the baseline with its CI and position-flip rate, the reward model's mean score. Informational:
+    win rate against the baseline with its CI and position-flip rate (and, pairwise over more than two checkpoints,
+    their Bradley-Terry ratings, the judge's baseline at 1000), the reward model's mean score. Informational:
     it adds no rule and decides nothing (``evalgate.gate.proxies``). A proxy decides a release only as the gated
     ``protocol``, where ``rules.min_proxy_agreement`` asks for its agreement with people first."""
 

@@ -146,7 +146,9 @@ def proxy_section(policy: GatePolicy, checked: list[CheckedProxy], targets: list
 
     Returns:
         Per proxy ``{"protocol", "protocol_hash", "scorer", "split", "checkpoints": [{"role", "path", "digest",
-        "train_run", "train_seed", "step", "run_id", **proxy_row}]}``, in the policy's order.
+        "train_run", "train_seed", "step", "run_id", **proxy_row}]}``, in the policy's order; a pairwise judge
+        that compared more than two checkpoints (its baseline included) adds ``"bradley_terry"``
+        (``bradley_terry``).
 
     Raises:
         BadInput: not evaluating, and a target has no stored run (names the command to run).
@@ -159,7 +161,8 @@ def proxy_section(policy: GatePolicy, checked: list[CheckedProxy], targets: list
     for c in checked:
         m = c.manifest
         manager.check(m.name, PROXY_PURPOSE, actor)
-        rows = []
+        rows: list[dict[str, Any]] = []
+        judged: list[tuple[dict[str, Any], dict[str, Any]]] = []
         for t in targets:
             run = _stored(store, c, t.digest, policy.backend, settings)
             if run is not None:
@@ -179,6 +182,62 @@ def proxy_section(policy: GatePolicy, checked: list[CheckedProxy], targets: list
             rows.append({"role": t.role, "path": t.path, "digest": t.digest, "train_run": t.train_run,
                          "train_seed": t.train_seed, "step": t.step, "run_id": run_id,
                          **proxy_row(metrics, counts)})
-        out.append({"protocol": c.protocol.ref, "protocol_hash": c.protocol.sha256, "scorer": c.scorer,
-                    "split": m.name, "checkpoints": rows})
+            judged.append((rows[-1], metrics))
+        entry = {"protocol": c.protocol.ref, "protocol_hash": c.protocol.sha256, "scorer": c.scorer,
+                 "split": m.name, "checkpoints": rows}
+        bt = bradley_terry(judged, policy.bootstrap_seed)
+        if bt is not None:
+            entry["bradley_terry"] = bt
+        out.append(entry)
     return out
+
+
+BT_RESAMPLES = 1000
+"""Bootstrap refits of the proxies' Bradley-Terry ratings (Chatbot Arena's 1000; Arena-Hard v0.1 defaults to 100)."""
+
+
+def player_label(row: dict[str, Any]) -> str:
+    """A proxy row's checkpoint as a Bradley-Terry player: ``baseline`` or ``seed K best (step S)``."""
+    return "baseline" if row["role"] == "baseline" else f"seed {row['train_seed']} best (step {row['step']})"
+
+
+def bradley_terry(judged: list[tuple[dict[str, Any], dict[str, Any]]], seed: int) -> dict[str, Any] | None:
+    """Bradley-Terry ratings of the checkpoints a pairwise judge proxy compared with its baseline, when they are
+    more than two together with that baseline (``rlhf.bradley_terry.ratings``: the Elo-like scale, the judge's
+    baseline at 1000, 95 % bootstrap CI over games, a tie half a win; each verdict a game, weighted verdicts that
+    many games, an unparseable item two losses). The judge's baseline is the anchor: the gate's baseline when it is
+    the same checkpoint (whose own run compares it with itself and adds no game), a player otherwise.
+
+    Args:
+        judged: per target, its proxy row and its run's metrics (``judge.items``: the per-item verdicts).
+        seed: the bootstrap's numpy seed (the policy's ``bootstrap_seed``).
+
+    Returns:
+        ``rlhf.bradley_terry.ratings``' document (players by rating, each with its ``role``, ``train_seed``,
+        ``step`` and ``run_id``), or ``{"note": ...}`` when a run holds no per-item verdicts; None for a pointwise
+        judge, another scorer, or fewer than three checkpoints in all.
+    """
+    from evalgate.rlhf.bradley_terry import judge_games, ratings
+
+    pairwise = [(r, mt) for r, mt in judged if (mt.get("judge") or {}).get("mode") == "pairwise"]
+    if not pairwise:
+        return None
+    base = pairwise[0][1]["judge"].get("baseline") or {}
+    anchor_digest = base.get("checkpoint")
+    players = [(r, mt) for r, mt in pairwise if r["digest"] != anchor_digest or anchor_digest is None]
+    anchor_is_target = len(players) < len(pairwise)
+    if len(players) + 1 < 3:
+        return None
+    anchor = "baseline" if anchor_is_target and any(r["role"] == "baseline" and r["digest"] == anchor_digest
+                                                    for r, _ in pairwise) else \
+        f"judge's baseline ({anchor_digest or 'run ' + str(base.get('run_id'))})"
+    lacking = [player_label(r) for r, mt in players if not mt["judge"].get("items")]
+    if lacking:
+        return {"note": f"no Bradley-Terry rating: the judge runs of {', '.join(lacking)} hold no per-item verdicts "
+                        "(a private or human-audit split, or a run stored before they were kept)"}
+    games = [g for r, mt in players for g in judge_games(player_label(r), anchor, mt["judge"]["items"])]
+    doc = ratings(games, anchor, resamples=BT_RESAMPLES, seed=seed)
+    meta = {player_label(r): {k: r[k] for k in ("role", "train_seed", "step", "run_id")} for r, _ in pairwise}
+    for p in doc["players"]:
+        p.update(meta.get(p["player"], {"role": "judge baseline", "train_seed": None, "step": None, "run_id": None}))
+    return doc

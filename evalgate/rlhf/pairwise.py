@@ -168,10 +168,12 @@ def _verdict_counts(parsed: Sequence[PairJudgement]) -> dict[str, int]:
 
 
 def per_item_table(pairs: Sequence[PairJudgement]) -> list[dict[str, Any]]:
-    """The report's per-item table: one row per item with both verdicts, the preference as the rates count it
+    """The report's per-item table: one row per item with both verdicts and their weights (a weighted verdict
+    scale's games; ``rlhf.bradley_terry.judge_games`` reads them), the preference as the rates count it
     (``counted_preference``: 0 for an unparseable item), whether the swap flipped the outcome, and both lengths;
     ``status`` is ``ok`` or ``unparseable``."""
     return [{"item_id": p.item_id, "model_first": p.model_first, "baseline_first": p.baseline_first,
+             "model_first_weight": p.model_first_weight, "baseline_first_weight": p.baseline_first_weight,
              "preference": counted_preference(p), "flip": position_flip(p), "model_len": p.model_len,
              "baseline_len": p.baseline_len,
              "status": "ok" if item_preference(p) is not None else "unparseable"} for p in pairs]

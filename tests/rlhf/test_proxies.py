@@ -39,11 +39,12 @@ pytestmark = pytest.mark.usefixtures("memory_store")
 
 JUDGE_DIGEST = "blake3:" + "1" * 64
 RM_DIGEST = "blake3:" + "2" * 64
-BASE, SEED = "blake3:" + "b" * 64, "blake3:" + "c" * 64
+BASE, SEED, SEED2 = "blake3:" + "b" * 64, "blake3:" + "c" * 64, "blake3:" + "d" * 64
 PAIRS = [(12, 30), (25, 17), (40, 44), (61, 19)]
 ITEMS = [{"id": f"p{i}", "question": f"What is {a} + {b}?", "answer": str(a + b)} for i, (a, b) in enumerate(PAIRS)]
 # proxy split: the base model answers item 0 right, the seed's best items 0-2
-ANSWERS = {BASE: ["42", "I do not know", "It is 80.", "70"], SEED: ["42", "42", "84", "70"]}
+ANSWERS = {BASE: ["42", "I do not know", "It is 80.", "70"], SEED: ["42", "42", "84", "70"],
+           SEED2: ["41", "42", "It is 80.", "70"]}  # a second seed (when asked for): item 0 wrong, item 1 right
 PAIRWISE = "Q: {question}\n[A] {answer_a}\n[B] {answer_b}\nWhich is {rubric}? [[A]], [[B]] or [[C]] for a tie."
 
 
@@ -109,7 +110,7 @@ def _replay(tmp_path: Path, digest: str, split: str, texts: list[str]) -> RunOpt
     return RunOptions(backend="replay", backend_options={"file": str(f)}, progress=False)
 
 
-def _setup(tmp_path: Path, proxy_split: str = "add-proxy") -> tuple[Path, dict[str, Checkpoint]]:
+def _setup(tmp_path: Path, proxy_split: str = "add-proxy", seeds: int = 1) -> tuple[Path, dict[str, Checkpoint]]:
     """Splits, the gated protocol, a baseline and one seed's checkpoint with their selection and decision runs, the
     proxies' runs on ``add-proxy`` (baseline first), and a policy listing both proxies; returns the policy file."""
     for name, tier in (("add-dev", "dev"), ("add-proxy", "dev"), ("add-private", "private")):
@@ -118,12 +119,13 @@ def _setup(tmp_path: Path, proxy_split: str = "add-proxy") -> tuple[Path, dict[s
     judge, rm = _judge_protocol(tmp_path), _rm_protocol(tmp_path)
     store = Store()
     ckpts = {}
-    for name, digest, seed in (("base", BASE, None), ("run-seed1/checkpoint-10", SEED, 1)):
+    for name, digest, seed in (("base", BASE, None), ("run-seed1/checkpoint-10", SEED, 1),
+                               ("run-seed2/checkpoint-10", SEED2, 2))[:seeds + 1]:
         d = tmp_path / name
         d.mkdir(parents=True)
         ckpts[digest] = Checkpoint(d, "hf", digest, d, "run" if seed else None, seed, 10 if seed else None)
     grant = _reserve_release_reads("fixture", SplitManager(store), load_manifest("add-private"), "fixture",
-                                   [{"detail": f"fixture read {i}"} for i in range(2)], "refused")
+                                   [{"detail": f"fixture read {i}"} for i in range(seeds + 1)], "refused")
     for digest, ck in ckpts.items():
         texts = ANSWERS[digest]
         evaluate(gated, ck, "add-dev", _replay(tmp_path, digest, "dev", texts), store)
@@ -154,6 +156,7 @@ def test_the_report_shows_the_judges_win_rate_and_the_rms_mean_score_per_checkpo
     assert verdict.rules == [] and verdict.passed  # the policy sets no rule and the proxies add none
     judge, rm = verdict.proxies
     assert (judge["protocol"], judge["scorer"], judge["split"]) == ("add-judge@1", "judge", "add-proxy")
+    assert "bradley_terry" not in judge  # two checkpoints: the win rate says it all
     assert [(r["role"], r["train_seed"], r["step"], r["digest"]) for r in judge["checkpoints"]] == [
         ("baseline", None, None, BASE), ("seed", 1, 10, SEED)]
     assert [(r["samples"], r["by_status"]) for r in judge["checkpoints"] + rm["checkpoints"]] == [
@@ -219,6 +222,42 @@ def test_the_report_shows_the_judges_win_rate_and_the_rms_mean_score_per_checkpo
     # the stored proxy runs were shown through logged reads of their dev split, one per checkpoint and proxy
     rows = [r for r in store.access_rows("add-proxy") if r["purpose"] == "gate-proxy"]
     assert len(rows) == 4 and all(r["outcome"] == "read" and r["cached"] for r in rows)
+
+
+def test_three_checkpoints_judged_pairwise_get_bradley_terry_ratings_in_every_format(tmp_path: Path,
+                                                                                   proxies: None) -> None:
+    """Issue 46: more than two checkpoints compared pairwise (the baseline and two seeds' best, each judged against
+    the baseline) get Bradley-Terry ratings, the baseline at 1000. By hand: seed 1's items are ties, wins, wins, ties
+    (8 games: 4 wins, 4 ties: 0.75), seed 2's a loss, a win, a tie, a tie in both orders (0.5); each rating puts the
+    fitted win rate at that share: 1000 + 400 log10(0.75 / 0.25) = 1190.85 and 1000."""
+    path, _ = _setup(tmp_path, seeds=2)
+    store = Store()
+    verdict = run_gate(load_policy(path), store, evaluate_decision=False)
+    judge, rm = verdict.proxies
+    assert "bradley_terry" not in rm  # a reward model compares nothing pairwise
+    bt = judge["bradley_terry"]
+    assert (bt["anchor"], bt["anchor_rating"], bt["games"], bt["confidence"]) == ("baseline", 1000.0, 16, 0.95)
+    by = {p["player"]: p for p in bt["players"]}
+    assert [p["player"] for p in bt["players"]] == ["seed 1 best (step 10)", "baseline", "seed 2 best (step 10)"]
+    s1, s2, base = by["seed 1 best (step 10)"], by["seed 2 best (step 10)"], by["baseline"]
+    assert s1["rating"] == pytest.approx(1000 + 400 * math.log10(3), abs=1e-6)
+    assert s2["rating"] == pytest.approx(1000.0, abs=1e-6) and base["rating"] == 1000.0
+    assert (s1["win_rate_vs_anchor"], s2["win_rate_vs_anchor"]) == pytest.approx((0.75, 0.5))
+    assert [(p["role"], p["train_seed"], p["games"]) for p in (s1, s2, base)] == [("seed", 1, 8), ("seed", 2, 8),
+                                                                                   ("baseline", None, 16)]
+    assert (base["low"], base["high"]) == (1000.0, 1000.0)
+    assert s1["low"] < s1["rating"] < s1["high"] and s2["low"] < s2["rating"] < s2["high"]
+    # seed 1's fitted win rate is its judge win rate: only games against the baseline
+    assert s1["win_rate_vs_anchor"] == pytest.approx(judge["checkpoints"][1]["judge"]["pairwise"]["win_rate"])
+    md = markdown_summary(verdict)
+    assert "add-judge@1: Bradley-Terry ratings (Elo-like scale, baseline = 1000; 95% bootstrap CI over 16 games" in md
+    assert f"| seed 1 best (step 10) | 1190.8 [{s1['low']:.1f}, {s1['high']:.1f}] | 0.750 | 8 |" in md
+    html = render_html(verdict)
+    section = html[html.index("Proxy scores (informational"):html.index("Calibration against people")]
+    assert "Bradley-Terry ratings (baseline = 1000)" in section
+    assert f"<td>seed 1 best (step 10)</td><td class=\"num\">1190.8 [{s1['low']:.1f}, {s1['high']:.1f}]</td>" in section
+    doc = json.loads(write_json(verdict, tmp_path / "v.json").read_text())
+    assert doc["proxies"][0]["bradley_terry"] == bt
 
 
 def test_the_mean_score_column_is_the_judges_preference_mean(tmp_path: Path, proxies: None) -> None:

@@ -271,7 +271,37 @@ def _proxy_lines(proxies: list[dict[str, Any]]) -> list[str]:
                          f"{_fmt(r['mean_score'], 3)} ± {_fmt(r['mean_score_stderr'], 3)} | {reward} | {judged} | "
                          f"{rating} | {win} | {_lc(pw)} | "
                          f"{_fmt(pw.get('position_flip_rate'), 3)} |")
+    for p in proxies:
+        lines += _bt_lines(p)
     return lines
+
+
+def _bt_lines(proxy: dict[str, Any]) -> list[str]:
+    """The Markdown table of a pairwise judge proxy's Bradley-Terry ratings (``gate.proxies.bradley_terry``)."""
+    bt = proxy.get("bradley_terry")
+    if not bt:
+        return []
+    if "note" in bt:
+        return ["", f"{proxy['protocol']}: {bt['note']}."]
+    lines = ["", f"{proxy['protocol']}: Bradley-Terry ratings (Elo-like scale, {bt['anchor']} = "
+                 f"{bt['anchor_rating']:g}; {bt['confidence']:.0%} bootstrap CI over {bt['games']} games, "
+                 f"{bt['resamples']} refits; ties half):", "",
+             "| checkpoint | rating [CI] | fitted win rate vs anchor | games |", "|---|---|---|---|"]
+    for r in bt["players"]:
+        lines.append(f"| {r['player']} | {_bt_rating(r)} | {_fmt(r['win_rate_vs_anchor'], 3)} | {r['games']} |")
+    return lines
+
+
+def _bt_rating(r: dict[str, Any]) -> str:
+    """A Bradley-Terry rating with its CI; an unbounded one says why (it won, or lost, every game)."""
+    if r["rating"] is None:
+        return {"above": "unbounded above (won every game)", "below": "unbounded below (lost every game)"}.get(
+            r["bound"], "not linked to the anchor")
+    return f"{r['rating']:.1f} [{_bt_end(r['low'], '-inf')}, {_bt_end(r['high'], '+inf')}]"
+
+
+def _bt_end(v: float | None, open_end: str) -> str:
+    return open_end if v is None else f"{v:.1f}"
 
 
 def _lc(pw: dict[str, Any]) -> str:
