@@ -124,12 +124,19 @@ def finite_metrics(metrics: dict[str, Any] | None) -> dict[str, float]:
     """The metrics that are plain finite numbers (booleans and NaN left out; nested values left out), and an LLM
     judge's rates with their counts beside them: ``judge/mean_rating``, ``judge/win_rate``, ``judge/lc_win_rate``,
     ... next to ``judge/judged``, ``judge/unparseable`` and ``judge/unparseable_items`` (every rate counts an
-    unparseable verdict, docs/RLHF.md)."""
+    unparseable verdict, docs/RLHF.md); ``judge/lc_extreme_change`` (1 or 0) beside the LC rate, which is left out
+    when that flag is set (a fit AlpacaEval warns about is no number to plot: padding only the answers a model loses
+    lifts it to 1)."""
     metrics = metrics or {}
     found = metrics.get("judge")
     judge: dict[str, Any] = found if isinstance(found, dict) else {}
+    pairwise = judge.get("pairwise") or {}
     flat = {**metrics, **{f"judge/{k}": judge.get(k) for k in _JUDGE_SCALARS},
-            **{f"judge/{k}": (judge.get("pairwise") or {}).get(k) for k in _PAIRWISE_SCALARS}}
+            **{f"judge/{k}": pairwise.get(k) for k in _PAIRWISE_SCALARS}}
+    if "lc_extreme_change" in pairwise:  # AlpacaEval's "the GLM may have failed": the flag, and no LC rate to plot
+        flat["judge/lc_extreme_change"] = 1.0 if pairwise["lc_extreme_change"] else 0.0
+        if pairwise["lc_extreme_change"]:
+            flat.pop("judge/lc_win_rate")
     out: dict[str, float] = {}
     for k, v in flat.items():
         if isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(float(v)):

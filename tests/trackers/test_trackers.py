@@ -159,3 +159,31 @@ def test_a_judges_rates_reach_the_tracker_with_their_unparseable_counts(tmp_path
     tags = tb_scalars(tmp_path / "trk" / "tensorboard" / "fx-run" / "seed-1")
     assert tags["eval/fx-dev/judge/win_rate"] == _approx([(30, 0.25)])
     assert tags["eval/fx-dev/judge/unparseable_items"] == _approx([(30, 3.0)])
+
+
+def test_an_lc_win_rate_alpacaevals_flag_calls_failed_does_not_reach_a_tracker_as_a_number() -> None:
+    """Adversary round: a model that pads only the answers it loses (12 wins of 40 a little shorter than the
+    baseline's, 28 losses ~800 characters longer) is raw win rate 0.30 and LC win rate 1.00: the length term
+    explains every loss, and the LC rate is the prediction at a length difference of 0, where only wins lie. The
+    fit is AlpacaEval's and its extreme-change flag fires; the report says "far from the raw rate", but trackers
+    got judge/lc_win_rate = 1.0 with no flag. Now the flag goes, and the rate does not."""
+    import numpy as np
+
+    from evalgate.rlhf.pairwise import PairJudgement, win_rate
+    from evalgate.trackers.base import finite_metrics
+
+    rng = np.random.default_rng(0)
+    model_len = np.r_[rng.normal(450, 10, 12), rng.normal(1300, 100, 28)].astype(int)
+    pairs = [PairJudgement(f"q{i}", *(("A", "B") if i < 12 else ("B", "A")), int(n), 500)
+             for i, n in enumerate(model_len)]
+    pw = win_rate(pairs, resamples=200)
+    assert pw["win_rate"] == pytest.approx(0.3) and pw["lc_win_rate"] > 0.99 and pw["lc_extreme_change"] is True
+    flat = finite_metrics({"judge": {"mode": "pairwise", "judged": 40, "unparseable": 0, "pairwise": pw}})
+    assert "judge/lc_win_rate" not in flat and flat["judge/lc_extreme_change"] == 1.0
+    assert flat["judge/win_rate"] == pytest.approx(0.3)
+    # the same wins and losses at honest lengths: no flag, the rate sent with a 0 beside it
+    honest = win_rate([PairJudgement(p.item_id, p.model_first, p.baseline_first, 500 + i % 7, 500)
+                       for i, p in enumerate(pairs)], resamples=200)
+    assert honest["lc_extreme_change"] is False
+    flat = finite_metrics({"judge": {"mode": "pairwise", "judged": 40, "unparseable": 0, "pairwise": honest}})
+    assert flat["judge/lc_win_rate"] == honest["lc_win_rate"] and flat["judge/lc_extreme_change"] == 0.0
