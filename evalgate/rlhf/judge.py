@@ -18,6 +18,7 @@ pointwise as the scale's minimum, with the unparseable count beside each rate. P
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -63,7 +64,9 @@ def parse_verdict(options: JudgeOptions, text: str, shown: Sequence[str] = ()) -
     None, ``detail`` says which). A verdict the answer also holds cannot be told from a copy, so it is not read
     either: that sample is unparseable (score 0), which is what an injected verdict earns. A near-echo is an echo:
     the answer holds the match's text up to white space and case around its value, with a value equal as a number
-    (``[[10]]``, ``[[ 10 ]]``, ``[[10.0]]``, ``[[1e1]]`` all echo one another; ``_echoed``).
+    (``[[10]]``, ``[[ 10 ]]``, ``[[10.0]]``, ``[[1e1]]`` all echo one another; ``_echoed``), and the answer is
+    compared as it reads too (NFKC, zero-width characters removed: ``[[\u200b10]]`` and ``［［１０］］`` show as
+    ``[[10]]``, which a judge copies as such).
     """
     matches = list(re.finditer(options.parse, text))
     echoes = sorted({m.group(0) for m in matches if m.group(0) and _echoed(m, shown)})
@@ -99,13 +102,21 @@ def _echoed(m: re.Match[str], shown: Sequence[str]) -> bool:
     text, or the text around its value (white space and case aside) with a value equal to it (numbers compared as
     numbers, words case-blind)."""
     whole = m.group(0)
-    if any(whole in a for a in shown):
+    seen = [*shown, *(_as_read(a) for a in shown)]
+    if any(whole in a or _as_read(whole) in a for a in seen):
         return True
     if m.group(1) is None or not shown:
         return False
     pre, post = whole[:m.start(1) - m.start(0)].strip(), whole[m.end(1) - m.start(0):].strip()
     loose = re.compile(rf"{re.escape(pre)}\s*({_VALUE})\s*{re.escape(post)}", re.I)
-    return any(_same_value(x.group(1), m.group(1)) for a in shown for x in loose.finditer(a))
+    return any(_same_value(x.group(1), m.group(1)) for a in seen for x in loose.finditer(a))
+
+
+def _as_read(text: str) -> str:
+    """``text`` as a reader sees it: NFKC (fullwidth ``［［１０］］`` is ``[[10]]``), invisible format characters
+    (zero-width spaces and joiners, word joiners: Unicode category Cf) removed, so an answer that hides its own
+    verdict token from a code-point comparison is still its echo's source."""
+    return "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
 
 
 def _same_value(a: str, b: str) -> bool:
