@@ -16,10 +16,12 @@
   by one holding only the special token ids, and every sampling value comes from the protocol. What was
   ignored and what was sent are both in ``info()``.
 - Prompts are token ids from ``prompts.PromptEncoder`` (one BOS, never two), normally computed by the run.
-- Log-likelihoods (``loglikelihood``): each (context, continuation) row is fed whole, right-padded, in batches of
-  at most ``token_budget`` padded tokens (and ``LOGITS_BUDGET`` logits); the float32 log-softmax at the positions
+- Log-likelihoods (``loglikelihood``): per request, the context goes through the model once, its keys and values
+  cached; the continuations' tokens then run on copies of that cache in right-padded batches (at most
+  ``token_budget`` tokens, context included, and ``LOGITS_BUDGET`` logits). The float32 log-softmax at the positions
   before each continuation token gives its log-probability, summed per continuation, and ``greedy`` says whether
-  every token was the argmax, as lm-evaluation-harness's ``HFLM._loglikelihood_tokens`` computes them.
+  every token was the argmax, as lm-evaluation-harness's ``HFLM._loglikelihood_tokens`` computes them (it feeds each
+  context-and-continuation row whole; the values agree to float32 rounding, tests/backends/test_hf_loglikelihood.py).
 - Progress during a batch: a whole batch is one ``generate()`` call (minutes on CPU), so when ``on_result`` has a
   ``progress(finished, note)`` method (``Backend``), ``DecodingProgress`` reports after decoding steps how many
   samples of the call have finished and which token the batch is at.
@@ -27,6 +29,8 @@
 
 from __future__ import annotations
 
+import copy
+import inspect
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, cast
@@ -333,68 +337,76 @@ class HFBackend:
 
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest],
                       on_result: Callable[[LoglikelihoodResult], None] | None = None) -> list[LoglikelihoodResult]:
-        """Each request's continuations scored after its context (see the module docstring); a request's result goes
-        to ``on_result`` once all its continuations are scored.
+        """Each request's continuations scored after its context (see the module docstring), in request order; a
+        request's result goes to ``on_result`` once all its continuations are scored.
 
         Raises:
             BadInput: a row longer than the model's context (``max_position_embeddings``).
             EngineError: the forward pass failed.
         """
-        rows = [(ri, ci, list(r.context_ids) + list(c)) for ri, r in enumerate(requests)
-                for ci, c in enumerate(r.continuations)]
         limit = getattr(self.model.config, "max_position_embeddings", None)
-        for ri, _, ids in rows:
-            if limit is not None and len(ids) - 1 > limit:
-                raise BadInput(f"item {requests[ri].key!r}: prompt and option are {len(ids)} tokens, beyond the "
-                               f"model's context of {limit}; shorten the prompt")
-        order = sorted(range(len(rows)), key=lambda k: len(rows[k][2]))
-        # the batch's logits are rows x width x vocabulary floats: at most LOGITS_BUDGET of them at once
-        budget = min(self.token_budget, LOGITS_BUDGET // max(int(self.model.config.vocab_size), 1))
-        scored: dict[int, dict[int, tuple[float, bool]]] = {i: {} for i in range(len(requests))}
-        results: list[LoglikelihoodResult] = []
-        batch: list[int] = []
-        for pos, k in enumerate(order):
-            batch.append(k)
-            nxt = order[pos + 1] if pos + 1 < len(order) else None
-            if nxt is not None and (len(batch) + 1) * len(rows[nxt][2]) <= budget:
-                continue
-            for k2, value in zip(batch, self._score_rows([rows[b][2] for b in batch],
-                                                         [len(requests[rows[b][0]].continuations[rows[b][1]])
-                                                          for b in batch]), strict=True):
-                ri, ci, _ = rows[k2]
-                scored[ri][ci] = value
-                r = requests[ri]
-                if len(scored[ri]) == len(r.continuations):
-                    res = LoglikelihoodResult(r, tuple(scored[ri][c][0] for c in range(len(r.continuations))),
-                                              tuple(scored[ri][c][1] for c in range(len(r.continuations))))
-                    results.append(res)
-                    if on_result:
-                        on_result(res)
-            batch = []
+        for r in requests:
+            for c in r.continuations:
+                if limit is not None and len(r.context_ids) + len(c) - 1 > limit:
+                    raise BadInput(f"item {r.key!r}: prompt and option are {len(r.context_ids) + len(c)} tokens, "
+                                   f"beyond the model's context of {limit}; shorten the prompt")
+        results = []
+        for r in requests:
+            try:
+                scored = self._score_request(list(r.context_ids), [list(c) for c in r.continuations])
+            except Exception as e:  # noqa: BLE001 - any engine failure becomes an EngineError with context
+                raise EngineError(f"transformers forward pass failed on item {r.key!r}: {type(e).__name__}: {e}"
+                                  ) from e
+            res = LoglikelihoodResult(r, tuple(s[0] for s in scored), tuple(s[1] for s in scored))
+            results.append(res)
+            if on_result:
+                on_result(res)
         return results
 
-    def _score_rows(self, rows: list[list[int]], cont_lens: list[int]) -> list[tuple[float, bool]]:
-        """(summed log-probability, all tokens greedy) of the last ``cont_lens[i]`` tokens of each row, given the
-        tokens before them; rows are right-padded (the padding is after every scored position)."""
+    def _score_request(self, context: list[int], conts: list[list[int]]) -> list[tuple[float, bool]]:
+        """(summed log-probability, all tokens greedy) of each continuation after ``context``: the context goes
+        through the model once (its keys and values cached, the logits of its last position kept: they predict
+        every continuation's first token), then the continuations' other tokens in right-padded batches on copies
+        of that cache, at most ``token_budget`` context-and-continuation tokens and ``LOGITS_BUDGET`` logits a
+        batch."""
         model = self.model
-        inputs = [r[:-1] for r in rows]  # the last token is predicted, never fed (lm-eval's [:-1])
-        width = max(len(r) for r in inputs)
-        ids = torch.full((len(rows), width), self._pad_id(), dtype=torch.long)
-        attention = torch.zeros((len(rows), width), dtype=torch.long)
-        for k, r in enumerate(inputs):
-            ids[k, :len(r)] = torch.tensor(r)
-            attention[k, :len(r)] = 1
-        try:
-            with torch.inference_mode():
-                logits = model(input_ids=ids.to(self.device), attention_mask=attention.to(self.device)).logits
+        params = inspect.signature(model.forward).parameters
+        keep = {"logits_to_keep": 1} if "logits_to_keep" in params else {}  # a remote-code model may lack it
+        cache_arg = "cache" if "cache" in params else "past_key_values"  # 5.25's name; 5.19's past_key_values
+        with torch.inference_mode():
+            out = model(input_ids=torch.tensor([context], device=self.device), use_cache=True, **keep)
+            cache = getattr(out, cache_arg)
+            first = torch.log_softmax(out.logits[0, -1].float(), dim=-1)
+            top = int(first.argmax())
+            sums = [float(first[c[0]]) for c in conts]
+            greedy = [top == c[0] for c in conts]
+            rest = sorted((k for k, c in enumerate(conts) if len(c) > 1), key=lambda k: len(conts[k]))
+            max_positions = max(LOGITS_BUDGET // max(int(model.config.vocab_size), 1), 1)
+            batches: list[list[int]] = []
+            for k in rest:  # by length, so a batch's width is its last continuation's
+                width = len(conts[k]) - 1
+                if batches and (len(batches[-1]) + 1) * (len(context) + width) <= self.token_budget \
+                        and (len(batches[-1]) + 1) * width <= max_positions:
+                    batches[-1].append(k)
+                else:
+                    batches.append([k])
+            for b, batch in enumerate(batches):
+                width = len(conts[batch[-1]]) - 1
+                ids = torch.full((len(batch), width), self._pad_id(), dtype=torch.long)
+                attention = torch.zeros((len(batch), len(context) + width), dtype=torch.long)
+                attention[:, :len(context)] = 1
+                for i, k in enumerate(batch):
+                    fed = conts[k][:-1]  # the last token is predicted, never fed (lm-eval's [:-1])
+                    ids[i, :len(fed)] = torch.tensor(fed)
+                    attention[i, len(context):len(context) + len(fed)] = 1
+                past = cache if b == len(batches) - 1 else copy.deepcopy(cache)
+                past.batch_repeat_interleave(len(batch))
+                logits = model(input_ids=ids.to(self.device), attention_mask=attention.to(self.device),
+                               use_cache=True, **{cache_arg: past}).logits
                 logprobs = torch.log_softmax(logits.float(), dim=-1)
-        except Exception as e:  # noqa: BLE001 - any engine failure becomes an EngineError with context
-            raise EngineError(f"transformers forward pass failed: {type(e).__name__}: {e}") from e
-        out = []
-        for k, (row, n) in enumerate(zip(rows, cont_lens, strict=True)):
-            start = len(row) - 1 - n  # the position whose output predicts the continuation's first token
-            target = torch.tensor(row[-n:], device=logprobs.device)
-            window = logprobs[k, start:start + n]
-            picked = window.gather(1, target.unsqueeze(1)).squeeze(1)
-            out.append((float(picked.sum()), bool((window.argmax(dim=-1) == target).all())))
-        return out
+                for i, k in enumerate(batch):
+                    target = torch.tensor(conts[k][1:], device=logprobs.device)
+                    window = logprobs[i, :len(target)]
+                    sums[k] += float(window.gather(1, target.unsqueeze(1)).squeeze(1).sum())
+                    greedy[k] = greedy[k] and bool((window.argmax(dim=-1) == target).all())
+        return list(zip(sums, greedy, strict=True))

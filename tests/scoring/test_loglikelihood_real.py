@@ -108,3 +108,27 @@ def test_hf_chooses_as_lm_eval_on_100_mmlu_pro_items(home: Path, smollm2_dir: Pa
     assert doc["metrics"]["pass@1"] == doc["metrics"]["acc"]  # the protocol's metric (acc) scores the samples
     again, _ = run_choices(home, smollm2_dir, "hf")  # a rerun is served from the cache, loads no model
     assert again["counts"]["cached"] == 100 and again["metrics"] == doc["metrics"]
+
+
+def test_hf_log_likelihoods_equal_each_row_fed_whole_on_smollm2(smollm2_dir: Path) -> None:
+    """The backend computes each context once (its cache shared by the options); on the real model's 30 float32
+    layers its sums equal each (context, option) row fed whole to 1e-5 relative, greedy flags included."""
+    if not MMLU_PRO.is_file():
+        pytest.skip(f"{MMLU_PRO} is absent (../shared/data holds it on developer machines and CI)")
+    from evalgate.backends.base import LoglikelihoodRequest
+    from evalgate.backends.hf import HFBackend
+    from evalgate.protocol.prompts import PromptEncoder
+    from evalgate.scoring.loglikelihood import encode_pair
+    from tests.backends.test_hf_loglikelihood import plain
+
+    backend = HFBackend(str(smollm2_dir))
+    encoder = PromptEncoder(backend.tokenizer)
+    reqs = []
+    for it in _items()[::20]:  # 5 of the parity items, 46 options
+        pairs = [encode_pair(lambda t, i=it["id"]: encoder.encode(t, i).ids, f"Question: {it['question']}\nAnswer:",
+                             " " + o) for o in it["options"]]
+        reqs.append(LoglikelihoodRequest(it["id"], pairs[0][0], tuple(c for _, c in pairs)))
+    for req, res in zip(reqs, backend.loglikelihood(reqs), strict=True):
+        expected = [plain(backend.model, list(req.context_ids), list(o)) for o in req.continuations]
+        assert list(res.logprobs) == pytest.approx([e[0] for e in expected], rel=1e-5), req.key
+        assert list(res.greedy) == [e[1] for e in expected], req.key
