@@ -31,7 +31,29 @@ def _metric(v: str | None) -> str | None:
     return None if v is None else metrics.check_metric(v)
 
 
-class Member(StrictModel):
+class Inherited(StrictModel):
+    """The fields a suite's top level sets for every member and a member's entry sets for itself (over the suite's:
+    ``selection``, ``guards`` and ``rules`` key by key, the others whole)."""
+
+    baseline: Baseline | None = None
+    """The comparison point (e.g. a published value): the suite's is every member's; a member's entry or its policy
+    file may set its own."""
+    backend: str | None = None
+    """The backend (``GatePolicy.backend``): the suite's is every member's, a member's entry overrides it.
+    Default: hf."""
+    selection: Selection | None = None
+    """Failed-checkpoint rules: the suite's, then a member's own key by key."""
+    guards: Guards | None = None
+    """Training-log guards: the suite's, then a member's own key by key."""
+    training_logs: dict[int, str] | None = None
+    """Training seed -> log path: the suite's is every member's, a member's entry replaces it."""
+    rules: GateRules | None = None
+    """Every other rule (truncation, length, repetition, seeds, training-log guards...): the suite's, then a
+    member's own key by key. Not ``min_improvement`` (set a target's ``min_improvement`` or a guard's ``margin``);
+    the suite's ``confidence`` is each member's test level (docs/GATING.md, "Suite gates")."""
+
+
+class Member(Inherited):
     """One member of a suite: a single gate with a role. A field this entry leaves out comes from the suite's top
     level, else from the member's ``policy`` file (when given), else from ``GatePolicy``'s defaults."""
 
@@ -62,20 +84,6 @@ class Member(StrictModel):
     """Private-tier split that decides the member. Required (unless ``policy`` gives it)."""
     metric: Annotated[str | None, AfterValidator(_metric)] = None
     """The member's metric (``GatePolicy.metric``). Default: the policy file's, else pass@1."""
-    baseline: Baseline | None = None
-    """This member's comparison point (e.g. a published value). Default: the suite's."""
-    backend: str | None = None
-    """The member's backend. Default: the suite's."""
-    selection: Selection | None = None
-    """Failed-checkpoint rules, key by key over the suite's."""
-    guards: Guards | None = None
-    """Training-log guards, key by key over the suite's."""
-    training_logs: dict[int, str] | None = None
-    """Training seed -> log path. Default: the suite's."""
-    rules: GateRules | None = None
-    """Every other rule (truncation, length, repetition, seeds, training-log guards...), key by key over the
-    suite's; ``min_improvement`` is not set here (use the member's ``min_improvement`` or ``margin``)."""
-
     @model_validator(mode="after")
     def _threshold(self) -> Member:
         if self.role == "target":
@@ -112,28 +120,15 @@ class Member(StrictModel):
         return -float(self.margin or 0.0)
 
 
-class SuitePolicy(StrictModel):
+class SuitePolicy(Inherited):
     """A suite policy file: shared fields (inherited by every member) and the members."""
 
     name: str
     """Suite name, shown in reports."""
     members: list[Member] = Field(min_length=1)
     """The members, in report order."""
-    baseline: Baseline | None = None
-    """The comparison point every member inherits (a member or its policy file may set its own)."""
     train_run: str | None = None
     """Only checkpoints of this training run (every member). Default: the candidates' one run."""
-    backend: str | None = None
-    """Backend of every member (``GatePolicy.backend``). Default: hf."""
-    selection: Selection | None = None
-    """Failed-checkpoint rules every member inherits."""
-    guards: Guards | None = None
-    """Training-log guards every member inherits."""
-    training_logs: dict[int, str] | None = None
-    """Training seed -> log path, for every member."""
-    rules: GateRules | None = None
-    """Rules every member inherits key by key (not ``min_improvement``: that is each member's); ``confidence``
-    is each member's test level (docs/GATING.md, "Suite gates")."""
     bootstrap_resamples: int = Field(default=10_000, ge=100)
     """Bootstrap resamples (every member). Default: 10000."""
     bootstrap_seed: int = 0
@@ -210,11 +205,10 @@ def is_suite(path: str | Path) -> bool:
         return False
 
 
-_SHARED = ("baseline", "train_run", "backend", "selection", "guards", "training_logs", "rules", "bootstrap_resamples",
-           "bootstrap_seed", "accept_broken_chain", "require_expect_head")
+_SHARED = (*Inherited.model_fields, "train_run", "bootstrap_resamples", "bootstrap_seed", "accept_broken_chain",
+           "require_expect_head")
 _NESTED = ("selection", "guards", "rules")  # merged key by key; other fields replace
-_OWN = ("protocol", "protocol_file", "selection_split", "decision_split", "metric", "baseline", "backend",
-        "selection", "guards", "training_logs", "rules")
+_OWN = ("protocol", "protocol_file", "selection_split", "decision_split", "metric", *Inherited.model_fields)
 
 
 def _absolute(d: dict[str, Any], rel: Any) -> dict[str, Any]:

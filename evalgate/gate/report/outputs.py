@@ -15,7 +15,7 @@ import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from evalgate.core.environment import utc_now
 from evalgate.core.errors import BadInput, EvalgateError, ProtocolDrift, RefusedByPolicy
@@ -539,12 +539,25 @@ def gate_and_report(policy_path: str | Path, store: Store,
     return report if swept is None else replace(report, swept=swept)
 
 
+class Decided(Protocol):
+    """What a report holds: a gate's ``Verdict`` or a suite's ``SuiteVerdict`` (``gate.suite_run``)."""
+
+    @property
+    def passed(self) -> bool: ...
+
+    def as_dict(self) -> dict[str, Any]: ...
+
+
+V = TypeVar("V", bound=Decided)
+
+
 @dataclass(frozen=True)
-class GateReport:
-    """A verdict and the report files written from it (``evalgate gate``, ``evalgate report``).
+class Report(Generic[V]):
+    """A verdict and the report files written from it (``evalgate gate``, ``evalgate report``), for a single gate
+    (``GateReport``) and a suite (``gate.report.suite.SuiteReport``) alike.
 
     Attributes:
-        verdict: the gate's ``Verdict``.
+        verdict: the gate's ``Verdict`` or the suite's ``SuiteVerdict``.
         files: writer key (``gate.report.writers.key_of``: ``report``, ``json_out``, ``junit``, ``markdown``, a
             plugin's) -> the path written, in the writers' order.
         step_summary: the ``$GITHUB_STEP_SUMMARY`` files the Markdown summary was appended to (not the
@@ -552,7 +565,7 @@ class GateReport:
         swept: the ``--evaluate-missing`` sweep that ran before the gate (None: none ran).
     """
 
-    verdict: Verdict
+    verdict: V
     files: dict[str, str]
     step_summary: list[str]
     swept: SweepSummary | None = None
@@ -563,12 +576,16 @@ class GateReport:
         return self.verdict.passed
 
     def as_dict(self) -> dict[str, Any]:
-        """The ``--json`` document: the verdict's (``Verdict.as_dict``), then the paths written under their writer
-        keys, ``step_summary``, and with ``swept`` its ``counts`` and ``ignored`` as ``evaluate_missing``."""
+        """The ``--json`` document: the verdict's (``as_dict``), then the paths written under their writer keys,
+        ``step_summary``, and with ``swept`` its ``counts`` and ``ignored`` as ``evaluate_missing``."""
         doc = {**self.verdict.as_dict(), **self.files, "step_summary": list(self.step_summary)}
         if self.swept is not None:
             doc["evaluate_missing"] = {"counts": self.swept.counts, "ignored": self.swept.ignored}
         return doc
+
+
+class GateReport(Report[Verdict]):
+    """A single gate's ``Report``: its ``Verdict`` and the files written from it."""
 
 
 def write_reports(verdict: Verdict, outputs: Mapping[str, str | Path] | None, store: Store) -> GateReport:

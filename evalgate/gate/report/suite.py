@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,7 +14,7 @@ from evalgate.core.errors import BadInput
 from evalgate.core.fileio import atomic_write
 from evalgate.core.html import fmt as _fmt
 from evalgate.core.html import render
-from evalgate.gate.report.outputs import _md, _step_summary, error_document, markdown_summary
+from evalgate.gate.report.outputs import Report, _md, _step_summary, error_document, markdown_summary
 from evalgate.gate.suite import load_suite
 from evalgate.gate.suite_run import SuiteVerdict, run_suite
 from evalgate.store import Store
@@ -138,24 +137,9 @@ def _write(fmt: str, v: SuiteVerdict, path: Path) -> Path:
     return path
 
 
-@dataclass(frozen=True)
-class SuiteReport:
-    """A suite verdict and the report files written from it. ``as_dict()``: ``evalgate gate --json``'s document."""
-
-    verdict: SuiteVerdict
-    files: dict[str, str]
-    step_summary: list[str]
-    swept: SweepSummary | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict.passed
-
-    def as_dict(self) -> dict[str, Any]:
-        doc = {**self.verdict.as_dict(), **self.files, "step_summary": list(self.step_summary)}
-        if self.swept is not None:
-            doc["evaluate_missing"] = {"counts": self.swept.counts, "ignored": self.swept.ignored}
-        return doc
+class SuiteReport(Report[SuiteVerdict]):
+    """A suite's ``Report``: its ``SuiteVerdict`` and the files written from it; ``as_dict()``: ``evalgate gate
+    --json``'s document."""
 
 
 def suite_and_report(policy_path: str | Path, store: Store,
