@@ -8,6 +8,7 @@ from typing import Any
 
 from evalgate.core.errors import BadInput
 from evalgate.store.db import Database, insert_values
+from evalgate.store.dialect import POSTGRESQL, dialect
 
 TABLES_SQL = ("SELECT table_name FROM information_schema.tables WHERE table_catalog=current_database() AND "
               "table_schema=current_schema() AND table_type='BASE TABLE' ORDER BY table_name")
@@ -38,8 +39,10 @@ def copy_tables(source: Database, target: Database, chunk: int = 5000) -> dict[s
         if full:
             raise BadInput(f"{target.location} is not empty ({', '.join(full)} hold rows): the copy goes into a new "
                            "store only; give an empty database (or schema), or a new file")
+        if dialect(tcon) == POSTGRESQL:  # the copy's rows chain as the source's do, checked before and after
+            tcon.execute("SET LOCAL evalgate.copying = 'on'")
         for table in tables:
-            cur = scon.execute(f"SELECT * FROM {table}")
+            cur = scon.execute(f"SELECT * FROM {table}" + (" ORDER BY seq" if table == "access_log" else ""))
             head = f"INSERT INTO {table} ({', '.join(d[0] for d in cur.description)})"
             copied[table] = 0
             while rows := _fetch(cur, chunk):

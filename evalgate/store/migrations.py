@@ -457,3 +457,41 @@ def _m048_server_functions_search_path(con: Any) -> None:
     schema = str(con.execute("SELECT quote_ident(current_schema())").fetchall()[0][0])
     for fn in ("evalgate_sign_head(BIGINT, VARCHAR, VARCHAR, VARCHAR, TIMESTAMPTZ)", "evalgate_refuse_change()"):
         con.execute(f"ALTER FUNCTION {fn} SET search_path = {schema}, pg_temp")
+
+
+@migration(49, "server_chain_links")
+def _m049_server_chain_links(con: Any) -> None:
+    """On a PostgreSQL store, the server refuses an access-log row that does not chain to the log's last row: its
+    ``seq`` must follow the last row's (1 for the first row) and its ``prev_hash`` be the last row's ``row_hash``
+    (64 zeros for the first). The library chains every row it appends this way under the store's lock; the trigger
+    makes it so for every client, so no role (an evaluator writing SQL, a client that skipped the lock) can fork the
+    chain or leave a gap by appending. The server does not recompute a row's own hash (``audit verify`` does). A copy
+    by ``evalgate store migrate`` (``evalgate.store.copy``) of a log accepted broken is let through for the tables'
+    owner only, in a transaction that sets ``evalgate.copying``. A DuckDB file has no triggers: nothing changes
+    there."""
+    if dialect(con) != POSTGRESQL:
+        return
+    schema = str(con.execute("SELECT quote_ident(current_schema())").fetchall()[0][0])
+    con.execute(f"""
+        CREATE FUNCTION evalgate_chain_link() RETURNS trigger LANGUAGE plpgsql
+        SET search_path = {schema}, pg_temp AS $$
+        DECLARE last_seq BIGINT; last_hash VARCHAR;
+        BEGIN
+            IF current_setting('evalgate.copying', true) = 'on' AND pg_catalog.pg_has_role(current_user,
+                   (SELECT relowner FROM pg_catalog.pg_class WHERE oid = TG_RELID), 'MEMBER') THEN
+                RETURN NEW;
+            END IF;
+            SELECT seq, row_hash INTO last_seq, last_hash FROM access_log ORDER BY seq DESC LIMIT 1;
+            IF NOT FOUND THEN
+                last_seq := 0;
+                last_hash := repeat('0', 64);
+            END IF;
+            IF NEW.seq IS DISTINCT FROM last_seq + 1 OR NEW.prev_hash IS DISTINCT FROM last_hash THEN
+                RAISE EXCEPTION 'evalgate: access-log row % (prev_hash %...) does not chain to the log''s last row % (row_hash %...): refused (docs/SECURITY.md)',
+                    NEW.seq, left(NEW.prev_hash, 12), last_seq, left(last_hash, 12)
+                    USING ERRCODE = 'insufficient_privilege';
+            END IF;
+            RETURN NEW;
+        END $$""")  # noqa: E501
+    con.execute("CREATE TRIGGER access_log_chain_link BEFORE INSERT ON access_log FOR EACH ROW "
+                "EXECUTE FUNCTION evalgate_chain_link()")

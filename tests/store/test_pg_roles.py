@@ -202,3 +202,33 @@ def test_grant_roles_with_an_unknown_login_changes_nothing(urls: dict[str, str],
 def test_grant_roles_needs_a_server_store(home: object) -> None:
     code, out, err = cli_parts("store", "grant-roles")
     assert code == 2 and "EVALGATE_STORE=postgresql://" in err and "a store file has no roles" in err, out + err
+
+
+def _forged(url: str, seq_step: int, prev_hash: str | None) -> list[Any]:
+    """The log's last row as a new row ``seq_step`` after it, chained to ``prev_hash`` (None: its real last hash),
+    its own hash made up (the server does not recompute it)."""
+    last = Store(url).access_rows()[-1]
+    row = {**last, "seq": last["seq"] + seq_step, "prev_hash": prev_hash or last["row_hash"], "row_hash": "f" * 64,
+           "actor": "mallory"}
+    return [row[k] for k in last]
+
+
+@pytest.mark.parametrize("who", ["eve", "owner"])
+@pytest.mark.parametrize("what", ["a fork (prev_hash of an older row)", "a gap (seq skips one)"])
+def test_the_server_refuses_a_row_that_does_not_chain_to_the_last(urls: dict[str, str], who: str, what: str) -> None:
+    owner = Store(urls["owner"])
+    rows = owner.access_rows()
+    bad = _forged(urls["owner"], 1, rows[0]["row_hash"]) if what.startswith("a fork") else \
+        _forged(urls["owner"], 2, None)
+    with pytest.raises(RefusedByPolicy, match="does not chain to the log's last row 3"):
+        _sql(urls[who], f"INSERT INTO access_log VALUES ({', '.join('?' * len(bad))})", bad)
+    assert owner.access_rows() == rows
+
+
+def test_a_chained_row_with_a_made_up_hash_goes_in_and_audit_verify_finds_it(urls: dict[str, str]) -> None:
+    """What the server's chain check does not cover: a row that links to the last one but whose own hash is not the
+    hash of its content. The server takes it (it does not hash rows); ``audit verify`` names it."""
+    row = _forged(urls["owner"], 1, None)
+    _sql(urls["eve"], f"INSERT INTO access_log VALUES ({', '.join('?' * len(row))})", row)
+    code, out, err = cli_parts("audit", "verify", env={"EVALGATE_STORE": urls["owner"]})
+    assert code == 1 and "first bad row seq 4: row content does not match its hash" in out + err, out + err

@@ -122,21 +122,24 @@ def test_file_store_copied_to_server_reads_back_equal(file_store: Store, postgre
     assert code == 2 and "is not empty" in err
 
 
-@pytest.mark.parametrize("tamper", ["edit", "truncate"])
+@pytest.mark.parametrize("tamper", ["edit", "gap", "truncate"])
 def test_tampered_chain_refused_then_copied_when_told(file_store: Store, postgres_url: str, tamper: str) -> None:
     with admin_edit(file_store) as con:
         if tamper == "edit":  # bob's read becomes carol's: the row no longer matches its hash
             con.execute("UPDATE access_log SET actor='carol' WHERE seq=2")
+        elif tamper == "gap":  # bob's read deleted: row 3 no longer chains (the server's trigger lets the owner's
+            con.execute("DELETE FROM access_log WHERE seq=2")  # copy of an accepted broken log through)
         else:  # the last row and the verified head deleted: the rows chain, only the signed head (row 4) is gone
             con.execute("DELETE FROM access_log WHERE seq=4")
             con.execute("DELETE FROM access_log_head")
     code, out, err = cli_parts("store", "migrate", "--to", postgres_url)
     assert code == 2, (out, err)
     assert "not copying" in err and "Nothing was written" in err
-    assert ("broken at row 2" in err) if tamper == "edit" else ("signed head row 4 is missing" in err)
+    assert {"edit": "broken at row 2", "gap": "broken at row 3", "truncate": "signed head row 4 is missing"}[tamper] \
+        in err
     assert _server_tables(postgres_url) == []  # the server's schema was not even opened
     with file_store.connect() as con:  # the check wrote nothing to the source: no broken mark, no verified head
-        assert con.execute("SELECT count(*) FROM access_log_head").fetchone()[0] == (1 if tamper == "edit" else 0)
+        assert con.execute("SELECT count(*) FROM access_log_head").fetchone()[0] == (0 if tamper == "truncate" else 1)
 
     code, out, err = cli_parts("store", "migrate", "--to", postgres_url, "--accept-broken-chain", "restore drill",
                                "--json")
