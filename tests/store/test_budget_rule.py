@@ -26,10 +26,12 @@ CASES = {
 
 
 def _rows(split: str, ts: datetime, start: int = 1) -> list[dict]:
+    """One row per case from ``seq`` ``start`` on, chained as a server store requires (migration 49): row ``n``'s
+    hash is ``n`` in 64 digits, its prev_hash row ``n - 1``'s (64 zeros before the first)."""
     return [{"seq": start + i, "ts": ts, "actor": "a", "ci": False, "split": split, "tier": "public",
              "purpose": purpose, "outcome": outcome, "cached": False, "checkpoint_digest": None,
-             "protocol_hash": None, "run_id": None, "detail": None, "prev_hash": "0" * 64, "row_hash": f"{i:064d}"}
-            for i, (outcome, purpose) in enumerate(CASES)]
+             "protocol_hash": None, "run_id": None, "detail": None, "prev_hash": f"{start + i - 1:064d}",
+             "row_hash": f"{start + i:064d}"} for i, (outcome, purpose) in enumerate(CASES)]
 
 
 def test_reads_and_contamination_checks_count_what_the_rules_say_in_sql_and_in_python(backend_store: Store) -> None:
