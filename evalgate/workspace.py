@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from evalgate.diagnostics.results import DiagnosisSummary
     from evalgate.diagnostics.thresholds import Thresholds
     from evalgate.gate.report.outputs import GateReport
+    from evalgate.gate.report.suite import SuiteReport
     from evalgate.gate.results import Verdict
     from evalgate.protocol.spec import LoadedProtocol
     from evalgate.runner.plan import RunOptions
@@ -192,23 +193,26 @@ class Workspace:
             verify(load_protocol(protocol))  # the file and its lock first: a bad protocol opens no store
             return verify_frozen(Path(protocol), self.store)
 
-    def report(self, gate_id: str, outputs: Mapping[str, str | Path] | None = None) -> GateReport:
+    def report(self, gate_id: str, outputs: Mapping[str, str | Path] | None = None) -> GateReport | SuiteReport:
         """Write a stored gate's outputs again from its stored verdict (``evalgate report``): no split is read and
         nothing is logged.
 
         Args:
-            gate_id: the gate (``Verdict.gate_id``, printed by ``evalgate gate``).
+            gate_id: the gate (``Verdict.gate_id``, printed by ``evalgate gate``), or a suite's
+                (``SuiteVerdict.gate_id``: the whole suite's report, rebuilt from its members' stored gates).
             outputs: report format name (``html``, ``json``, ``junit``, ``markdown``, a plugin's) -> path.
 
         Returns:
-            The ``GateReport`` (``verdict``, ``files`` written; ``passed`` as the gate decided).
+            The ``GateReport`` (``verdict``, ``files`` written; ``passed`` as the gate decided); for a suite a
+            ``gate.report.suite.SuiteReport``.
 
         Raises:
-            BadInput: no stored gate ``gate_id``, or an unknown report format.
-            RefusedByPolicy: the access log does not hold, or does not record, this verdict (the store was edited),
-                or cannot be checked here (no signing key).
+            BadInput: no stored gate ``gate_id``, or an unknown report format (for a suite: one with no suite
+                writer).
+            RefusedByPolicy: the access log does not hold, or does not record, this verdict (for a suite: its or a
+                member's; the store was edited), or cannot be checked here (no signing key).
         """
-        from evalgate.gate.report.outputs import report_stored
+        from evalgate.gate.report.suite import report_stored
 
         with self.activate():
             return report_stored(gate_id, self.store, outputs)

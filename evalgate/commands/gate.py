@@ -106,6 +106,7 @@ def _print_suite(doc: dict[str, Any]) -> None:
                    f"  seed {p['train_seed']}: no checkpoint qualified ({len(p['rejected'])} rejected)")
     for m in doc["members"]:
         click.echo(f"  member {m['member']}: stored as {m['gate']['gate_id']}")
+    click.echo(f"  suite stored as {doc['gate_id']} (evalgate report {doc['gate_id']} renders it again)")
     _print_outputs(doc)
     from evalgate.gate.results import ship_line
 

@@ -1,4 +1,5 @@
-"""``evalgate report GATE_ID``: write a stored gate's outputs again from its stored verdict, reading no split."""
+"""``evalgate report GATE_ID``: write a stored gate's (or suite's) outputs again from its stored verdict, reading no
+split."""
 
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ from evalgate.gate.report.writers import outputs_from, report_options
 @click.option("--json", "as_json", is_flag=True, help="Print the verdict's JSON document on stdout.")
 @handle_errors
 def report_cmd(gate_id: str, as_json: bool, **outputs: Path | None) -> None:
-    """Re-render the stored verdict of gate GATE_ID (printed by 'evalgate gate') without reading any split or
-    spending budget; exits like the gate did (0 PASS, 1 FAIL), or 2 when the access log (its chain and signed head)
-    does not hold or does not record this verdict (the store was edited), or cannot be checked here (no signing key,
-    needed as for a gate)."""
+    """Re-render the stored verdict of gate GATE_ID (printed by 'evalgate gate'; a suite's id renders the whole
+    suite from its members' stored gates) without reading any split or spending budget; exits like the gate did (0
+    PASS, 1 FAIL), or 2 when the access log (its chain and signed head) does not hold or does not record this
+    verdict (the store was edited), or cannot be checked here (no signing key, needed as for a gate)."""
     from evalgate.commands.gate import _print_outputs
     from evalgate.gate.results import ship_line
 
@@ -32,7 +33,8 @@ def report_cmd(gate_id: str, as_json: bool, **outputs: Path | None) -> None:
     if as_json:
         dump(doc)
     else:
-        click.echo(f"{doc['verdict']} ({doc['reason']}): gate {doc['gate']}, stored as {gate_id}")
+        what = f"suite {doc['suite']}" if "members" in doc else f"gate {doc['gate']}"
+        click.echo(f"{doc['verdict']} ({doc['reason']}): {what}, stored as {gate_id}")
         _print_outputs(doc)
         click.echo(ship_line(doc["ship"]))
     sys.exit(0 if report.passed else 1)

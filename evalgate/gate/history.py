@@ -162,8 +162,8 @@ def reused_decision(row: dict[str, Any]) -> ReusedDecision:
                           else str(created))
 
 
-def stored_verdict(store: GateRepo, gate_id: str) -> tuple[dict[str, Any], Verdict]:
-    """A stored gate's row and its ``Verdict`` (rebuilt from the document; no split is read).
+def stored_row(store: GateRepo, gate_id: str) -> dict[str, Any]:
+    """A stored gate's ``gates`` row (a single gate's or a suite's, ``gate.suite_results``), JSON decoded.
 
     Raises:
         BadInput: no gate with that id (the message lists the latest ones).
@@ -174,7 +174,21 @@ def stored_verdict(store: GateRepo, gate_id: str) -> tuple[dict[str, Any], Verdi
         raise BadInput(f"no stored gate {gate_id!r}; "
                        + (f"the latest are {', '.join(latest)}" if latest else "no gate has been stored yet: run "
                           "'evalgate gate --policy FILE' first"))
-    return rows[0], load_verdict(rows[0]["document"])
+    return rows[0]
+
+
+def stored_verdict(store: GateRepo, gate_id: str) -> tuple[dict[str, Any], Verdict]:
+    """A stored gate's row and its ``Verdict`` (rebuilt from the document; no split is read).
+
+    Raises:
+        BadInput: no gate with that id (the message lists the latest ones), or it is a suite's (its members are
+            gates of their own).
+    """
+    row = stored_row(store, gate_id)
+    if (row["document"] or {}).get("kind") == "suite":
+        raise BadInput(f"gate {gate_id} is a suite's verdict, not a single gate's: render it with 'evalgate report "
+                       f"{gate_id}' (Workspace.report)")
+    return row, load_verdict(row["document"])
 
 
 # -- the verdict document ----------------------------------------------------------------------------------------
@@ -205,6 +219,16 @@ def _key(tp: Any, key: str) -> Any:
     if key == "null" and type(None) in args:
         return None
     return int(key) if int in args else key
+
+
+def from_json(tp: Any, data: Any) -> Any:
+    """``data`` (decoded JSON, as ``dataclasses.asdict`` wrote it) back as type ``tp``: dataclasses, pydantic
+    models, lists, tuples, dicts (their keys as ``tp`` says), unions with None.
+
+    Raises:
+        TypeError, KeyError, ValueError: ``data`` does not fit ``tp``.
+    """
+    return _load(tp, data)
 
 
 def _load(tp: Any, data: Any) -> Any:

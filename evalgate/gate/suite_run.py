@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,9 +25,8 @@ import evalgate.gate.decide as decide
 import evalgate.gate.guards as guards
 import evalgate.gate.history as history
 import evalgate.gate.reads as reads
-from evalgate.core.enums import Tier
+from evalgate.core.enums import Outcome, Tier
 from evalgate.core.errors import BadInput, EvalgateError
-from evalgate.core.formatting import num
 from evalgate.gate import pipeline
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import BaselineResult, CheckpointResult, ReusedDecision, RuleOutcome, SeedResult, Verdict
@@ -42,128 +40,12 @@ from evalgate.gate.suite_decide import (
     intersection_union,
     pick_checkpoints,
 )
+from evalgate.gate.suite_results import MemberResult, SuiteVerdict
+from evalgate.gate.suite_results import record as record_suite
 from evalgate.runner.grant import revoke
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
 from evalgate.store import Store
-
-
-@dataclass
-class MemberResult:
-    """One member's outcome in a suite.
-
-    Attributes:
-        name, role, select: the member's entry. threshold: the lower CI end it needs (``min_improvement`` or
-        ``-margin``). verdict: its single-gate verdict (stored, ``Verdict.gate_id``). p_value: the one-sided
-        bootstrap p-value of "candidate - baseline <= threshold" (None: nothing decided). holm_p: its Holm-adjusted
-        p-value among the targets (``SuitePolicy.holm``; None otherwise).
-    """
-
-    name: str
-    role: str
-    select: bool
-    threshold: float
-    verdict: Verdict
-    p_value: float | None = None
-    holm_p: float | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict.passed
-
-    def as_dict(self) -> dict[str, Any]:
-        """The member's row and its whole verdict document (``Verdict.as_dict``)."""
-        p = self.verdict.policy
-        d = self.verdict.stats.difference if self.verdict.stats else None
-        return {"member": self.name, "role": self.role, "select": self.select, "threshold": self.threshold,
-                "margin": -self.threshold if self.role == "guard" else None,
-                "min_improvement": self.threshold if self.role == "target" else None,
-                "protocol": p.protocol, "metric": p.metric, "selection_split": p.selection_split or None,
-                "decision_split": p.decision_split, "verdict": "PASS" if self.passed else "FAIL",
-                "difference": dataclasses.asdict(d) if d else None, "p_value": self.p_value, "holm_p": self.holm_p,
-                "failed_rules": [r.rule for r in self.verdict.rules if not r.passed],
-                "gate": self.verdict.as_dict()}
-
-
-@dataclass
-class SuiteVerdict:
-    """A suite's decision: every member's result, the checkpoint each seed ships and the suite's claims.
-
-    Attributes:
-        suite: the loaded suite. members: per member, in suite order. picks: per seed, the shipped checkpoint
-        (``suite_decide.Pick``). failing: the members that failed (suite order). any_target_improved: with
-        ``holm``, whether some target's Holm-adjusted p-value is <= alpha (None: not asked).
-    """
-
-    suite: Suite
-    members: list[MemberResult]
-    picks: dict[SeedKey, Pick] = field(default_factory=dict)
-    failing: list[str] = field(default_factory=list)
-    any_target_improved: bool | None = None
-
-    @property
-    def passed(self) -> bool:
-        return not self.failing and bool(self.members)
-
-    @property
-    def reason(self) -> str:
-        return "pass" if self.passed else "fail"
-
-    @property
-    def alpha(self) -> float:
-        """Each member's one-sided test level: (1 - confidence) / 2 of its two-sided CI (the first member's
-        confidence; the members share it unless a member overrides it)."""
-        return (1 - self.members[0].verdict.policy.rules.confidence) / 2 if self.members else 0.025
-
-    def decided_by(self) -> str:
-        """Which members decided: the failing ones on FAIL, all of them on PASS."""
-        if self.failing:
-            return ", ".join(self.failing)
-        return "every member passed"
-
-    def ship(self) -> dict[str, Any]:
-        """The checkpoint to ship (the highest selecting-target dev objective among the seeds' picks; ties: the lower
-        seed) on PASS; on FAIL none, naming the failing member(s)."""
-        chosen = [p for p in self.picks.values() if p.digest is not None]
-        if not self.passed or not chosen:
-            why = (f"suite FAIL: member(s) {', '.join(self.failing)} failed: "
-                   + "; ".join(f"{m.name}: {', '.join(r.rule for r in m.verdict.rules if not r.passed)}"
-                               for m in self.members if not m.passed)) if self.failing else "no seed has a checkpoint"
-            return {"checkpoint": None, "digest": None, "train_seed": None, "step": None, "why": why}
-        top = max(chosen, key=lambda p: (p.objective or 0.0, -(p.key[1] or 0)))
-        return {"checkpoint": top.path, "digest": top.digest, "train_seed": top.key[1], "step": top.step,
-                "why": f"suite PASS: all {len(self.members)} members passed; seed {top.key[1]}'s checkpoint (step "
-                       f"{top.step}) has the highest selecting targets' dev mean ({num(top.objective)}) of the "
-                       f"{len(chosen)} seed(s)' picks"}
-
-    def table(self) -> list[dict[str, Any]]:
-        """Members x seeds: per member and seed, the seed's decision value, and per member the CI of candidate -
-        baseline over the seeds (the member's test), its threshold and pass/fail."""
-        rows = []
-        for m in self.members:
-            st = m.verdict.stats
-            per_seed = {str(k): e.value for k, e in st.per_seed.items()} if st else {}
-            d = st.difference if st else None
-            rows.append({"member": m.name, "role": m.role, "metric": m.verdict.policy.metric,
-                         "baseline": st.baseline.value if st and st.baseline else (
-                             m.verdict.baseline.value if m.verdict.baseline else None),
-                         "seeds": per_seed, "diff": d.diff if d else None,
-                         "ci": [d.low, d.high] if d else None, "confidence": d.confidence if d else None,
-                         "threshold": m.threshold, "p_value": m.p_value, "holm_p": m.holm_p,
-                         "passed": m.passed, "failed_rules": [r.rule for r in m.verdict.rules if not r.passed],
-                         "not_read": m.verdict.decision_not_read is not None})
-        return rows
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready suite verdict (no per-item outputs of any split)."""
-        return {"suite": self.suite.name, "verdict": "PASS" if self.passed else "FAIL", "reason": self.reason,
-                "decided_by": self.decided_by(), "failing": list(self.failing), "alpha": self.alpha,
-                "holm": self.suite.policy.holm, "any_target_improved": self.any_target_improved,
-                "picks": [{"train_run": p.key[0], "train_seed": p.key[1], "checkpoint": p.path, "digest": p.digest,
-                           "step": p.step, "objective": p.objective, "unchecked_guards": p.unchecked,
-                           "rejected": [{"step": p.steps[d][0], "checkpoint": p.steps[d][1], "why": w}
-                                        for d, w in p.rejected.items()]} for p in self.picks.values()],
-                "table": self.table(), "members": [m.as_dict() for m in self.members], "ship": self.ship()}
 
 
 @dataclass
@@ -186,6 +68,16 @@ class _Member:
     @property
     def policy(self) -> GatePolicy:
         return self.sm.policy
+
+    def inputs(self) -> dict[str, Any]:
+        """The member's gate inputs (``history.gate_inputs``): what its stored verdict was decided on."""
+        return history.gate_inputs(self.policy, self.protocol_hash, self.sel_m.content_sha256 if self.sel_m else "",
+                                   self.dec_m.content_sha256, self.part.usable, self.base_digest)
+
+    def result(self, verdict: Verdict, p_value: float | None = None) -> MemberResult:
+        """The member's ``MemberResult`` with ``verdict`` (its entry's role, selection and threshold)."""
+        spec = self.sm.spec
+        return MemberResult(spec.name, spec.role, spec.select, spec.threshold, verdict, p_value)
 
 
 def _check(m: _Member, manager: SplitManager, who: str, evaluate_decision: bool) -> None:
@@ -309,15 +201,26 @@ def run_suite(suite: Suite, store: Store, actor: str | None = None, evaluate_dec
     _check_identities(members, picks, manager, who, evaluate_decision)
     early = _before_private(members, picks, store, manager, who)
     if early is not None:
-        return SuiteVerdict(suite, early, picks, [x.name for x in early if any(not r.passed
-                                                                               for r in x.verdict.rules)])
+        return _stored(SuiteVerdict(suite, early, picks, [x.name for x in early
+                                                          if any(not r.passed for r in x.verdict.rules)]),
+                       store, manager, members, who)
     readers, reused = _reserve(suite.name, members, store, manager, who, evaluate_decision)
     baselines = _read(members, readers, who, progress, manager)
     results = [_member_verdict(m, store, manager, who, reader, baseline, r, picks)
                for m, reader, baseline, r in zip(members, readers, baselines, reused, strict=True)]
     any_improved = _holm(results) if sp.holm else None
     _, failing = intersection_union({x.name: x.passed for x in results})
-    return SuiteVerdict(suite, results, picks, failing, any_improved)
+    return _stored(SuiteVerdict(suite, results, picks, failing, any_improved), store, manager, members, who)
+
+
+def _stored(v: SuiteVerdict, store: Store, manager: SplitManager, members: list[_Member], who: str) -> SuiteVerdict:
+    """``v`` stored (``suite_results.record``, after its members' gates) with its uncounted ``result`` row on the
+    first member's decision split (``history.VERDICT_DETAIL``), which ``evalgate report`` checks it against."""
+    row = record_suite(store, v, who)
+    manager.log_event(members[0].dec_m, who, reads.RELEASE_GATE, Outcome.RESULT.value,
+                      detail=history.VERDICT_DETAIL.format(sha256=history.verdict_sha256(row), gate_id=v.gate_id,
+                                                           verdict=row["verdict"]))
+    return v
 
 
 def _prepare(members: list[_Member], train_run: str | None, store: Store, manager: SplitManager, who: str,
@@ -404,10 +307,8 @@ def _before_private(members: list[_Member], picks: dict[SeedKey, Pick], store: S
                                                                    value=p.baseline.value),
                           protocol_hash=m.protocol_hash, stale=m.part.stale, ignored=m.part.ignored,
                           failures=m.part.failures, broken_chain=m.broken, decision_not_read=why)
-        inputs = history.gate_inputs(p, m.protocol_hash, m.sel_m.content_sha256 if m.sel_m else "",
-                                     m.dec_m.content_sha256, m.part.usable, m.base_digest)
-        pipeline._record(store, manager, m.dec_m, verdict, inputs, who)
-        out.append(MemberResult(m.sm.name, m.sm.spec.role, m.sm.spec.select, m.sm.spec.threshold, verdict))
+        pipeline._record(store, manager, m.dec_m, verdict, m.inputs(), who)
+        out.append(m.result(verdict))
     return out
 
 
@@ -421,8 +322,7 @@ def _reserve(name: str, members: list[_Member], store: Store, manager: SplitMana
     planned: dict[tuple[Any, ...], dict[str, int]] = {}  # what a decision read shows -> digest -> member reading it
     for k, m in enumerate(members):
         chosen = [s for s in m.seeds if s.best is not None]
-        inputs = history.gate_inputs(m.policy, m.protocol_hash, m.sel_m.content_sha256 if m.sel_m else "",
-                                     m.dec_m.content_sha256, m.part.usable, m.base_digest)
+        inputs = m.inputs()
         targets: list[tuple[str, str | None]] = [(s.best.path, s.best.digest) for s in chosen if s.best]
         if m.policy.baseline.checkpoint:
             targets.insert(0, (m.policy.baseline.checkpoint, m.base_digest))
@@ -548,8 +448,6 @@ def _member_verdict(m: _Member, store: Store, manager: SplitManager, who: str, r
                           stale=m.part.stale, ignored=m.part.ignored, failures=m.part.failures, reused_from=reused,
                           reward_audit=audits, calibration=calibration,
                           rereads=[r["run_id"] for r in reader.shown.values()], broken_chain=m.broken)
-    inputs = history.gate_inputs(p, m.protocol_hash, m.sel_m.content_sha256 if m.sel_m else "",
-                                 m.dec_m.content_sha256, m.part.usable, m.base_digest)
-    pipeline._record(store, manager, m.dec_m, verdict, inputs, who)
+    pipeline._record(store, manager, m.dec_m, verdict, m.inputs(), who)
     pv = _p_value(m, store, chosen, baseline) if stats else None
-    return MemberResult(m.sm.name, m.sm.spec.role, m.sm.spec.select, m.sm.spec.threshold, verdict, pv)
+    return m.result(verdict, pv)

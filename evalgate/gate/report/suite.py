@@ -14,16 +14,18 @@ from evalgate.core.errors import BadInput
 from evalgate.core.fileio import atomic_write
 from evalgate.core.html import fmt as _fmt
 from evalgate.core.html import render
-from evalgate.gate.report.outputs import Report, _md, _step_summary, error_document, markdown_summary
+from evalgate.gate.report.outputs import GateReport, Report, _md, _step_summary, error_document, markdown_summary
 from evalgate.gate.suite import load_suite
-from evalgate.gate.suite_run import SuiteVerdict, run_suite
+from evalgate.gate.suite_results import SuiteVerdict, is_suite_row, stored_suite
+from evalgate.gate.suite_run import run_suite
 from evalgate.store import Store
 
 if TYPE_CHECKING:
     from evalgate.sweep import SweepSummary
 
 FORMATS = ("html", "json", "junit", "markdown")
-"""The report formats a suite writes (a plugin's single-gate format has no suite writer)."""
+"""The built-in report formats a suite writes; a plugin's format writes a suite when its ``ReportWriter`` has a
+``write_suite`` (docs/PLUGINS.md)."""
 
 
 def _ci(row: dict[str, Any]) -> str:
@@ -132,9 +134,47 @@ def suite_html(v: SuiteVerdict) -> str:
 
 
 def _write(fmt: str, v: SuiteVerdict, path: Path) -> Path:
+    """Write ``v`` in format ``fmt``: a built-in one, or a plugin's ``ReportWriter.write_suite``."""
+    from evalgate.gate.report.writers import WRITERS
+
+    if fmt not in FORMATS:
+        suite_writer = WRITERS[fmt].suite_writer()
+        assert suite_writer is not None  # _checked_suite refused the format otherwise
+        return suite_writer(v, path)
     text = {"html": suite_html, "junit": suite_junit, "markdown": suite_markdown}.get(fmt)
     atomic_write(path, text(v) if text else json.dumps(v.as_dict(), indent=2, default=str))
     return path
+
+
+def _checked_suite(outputs: Mapping[str, str | Path] | None) -> dict[str, Path]:
+    """``outputs`` as paths, each format one a suite can be written in.
+
+    Raises:
+        BadInput: an unknown format (the known ones listed), or a plugin's format with no ``write_suite``.
+    """
+    from evalgate.gate.report.writers import WRITERS
+
+    paths = {name: Path(p) for name, p in (outputs or {}).items() if p}
+    for name in paths:
+        WRITERS.require(name, " (report outputs)")
+    bad = [n for n in paths if n not in FORMATS and WRITERS[n].write_suite is None]
+    if bad:
+        raise BadInput(f"report format(s) {', '.join(bad)} have no suite writer: a suite writes "
+                       f"{', '.join(FORMATS)} and the plugin formats whose ReportWriter sets write_suite; drop "
+                       f"{', '.join('--' + n for n in bad)} for a suite, or give the plugin's ReportWriter a "
+                       "write_suite(suite_verdict, path) (docs/PLUGINS.md, \"Report formats\")")
+    return paths
+
+
+def write_suite_reports(verdict: SuiteVerdict, paths: Mapping[str, Path],
+                        swept: SweepSummary | None = None) -> SuiteReport:
+    """Write a suite verdict in each format of ``paths`` (checked by ``_checked_suite``) and append its Markdown
+    to ``$GITHUB_STEP_SUMMARY`` when set."""
+    from evalgate.gate.report.writers import key_of
+
+    files = {key_of(n): str(_write(n, verdict, p)) for n, p in paths.items()}
+    summaries = [str(p) for p in _step_summary(suite_markdown(verdict)) if p != paths.get("markdown")]
+    return SuiteReport(verdict, files, summaries, swept)
 
 
 class SuiteReport(Report[SuiteVerdict]):
@@ -156,12 +196,8 @@ def suite_and_report(policy_path: str | Path, store: Store,
         BadInput: a format with no suite writer; and as ``gate.suite.load_suite`` and ``run_suite``.
     """
     from evalgate.gate.report.outputs import write_error_outputs
-    from evalgate.gate.report.writers import key_of
 
-    paths = {name: Path(p) for name, p in (outputs or {}).items() if p}
-    bad = [n for n in paths if n not in FORMATS]
-    if bad:
-        raise BadInput(f"report format(s) {', '.join(bad)} have no suite writer; a suite writes {', '.join(FORMATS)}")
+    paths = _checked_suite(outputs)
     name = Path(policy_path).stem
     try:
         suite = load_suite(policy_path, variables)
@@ -173,9 +209,27 @@ def suite_and_report(policy_path: str | Path, store: Store,
     except Exception as e:
         write_error_outputs(error_document(policy_path, name, e), paths)
         raise
-    files = {key_of(n): str(_write(n, verdict, p)) for n, p in paths.items()}
-    summaries = [str(p) for p in _step_summary(suite_markdown(verdict)) if p != paths.get("markdown")]
-    return SuiteReport(verdict, files, summaries, swept)
+    return write_suite_reports(verdict, paths, swept)
+
+
+def report_stored(gate_id: str, store: Store,
+                  outputs: Mapping[str, str | Path] | None = None) -> GateReport | SuiteReport:
+    """Write a stored gate's outputs again (``evalgate report GATE_ID``), reading no split and logging nothing: a
+    single gate's (``outputs.report_stored``) or a suite's, rebuilt from the suite's stored row and its members'
+    stored gates (``suite_results.stored_suite``; every one checked against the access log).
+
+    Raises:
+        BadInput: no stored gate ``gate_id``; an unknown format, or one with no suite writer for a suite.
+        RefusedByPolicy: the access log does not hold, or does not record the suite's or a member's verdict.
+    """
+    from evalgate.gate.history import stored_row
+    from evalgate.gate.report import outputs as single
+
+    row = stored_row(store, gate_id)
+    if not is_suite_row(row):
+        return single.report_stored(gate_id, store, outputs)
+    paths = _checked_suite(outputs)
+    return write_suite_reports(stored_suite(store, row), paths)
 
 
 def _with(suite: Any, upd: dict[str, str]) -> Any:

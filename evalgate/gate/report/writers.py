@@ -3,7 +3,8 @@ and ``evalgate report`` build their output flags from. Light: the writers' funct
 references imported only when a report is written, so the CLI imports neither jinja nor matplotlib to list flags.
 
 To add a format: one module with ``write(verdict, path, audit) -> Path`` (and, to say why a gate decided nothing,
-``write_error(document, path) -> Path``), and one registration: ``WRITERS.register(name, ReportWriter(...))`` here,
+``write_error(document, path) -> Path``; to write a suite, ``write_suite(suite_verdict, path) -> Path``), and one
+registration: ``WRITERS.register(name, ReportWriter(...))`` here,
 or an entry point in the group ``evalgate.report_writers`` naming a ``ReportWriter``.
 """
 
@@ -32,6 +33,10 @@ class ReportWriter:
             ``"module:function"``; None: the format writes nothing then.
         suffix: the file name's ending when every format is written beside each other (``report.write_all``).
             Default: ``.<name>``.
+        write_suite: ``write_suite(suite_verdict, path) -> Path`` for a suite gate (``gate.suite_results.
+            SuiteVerdict``: its ``as_dict()``, ``table()``, ``members``), or its ``"module:function"``; None: a
+            suite refuses the format (exit 2, naming it). The built-in formats have their suite writers in
+            ``gate.report.suite``.
     """
 
     write: Callable[..., Path] | str
@@ -40,10 +45,16 @@ class ReportWriter:
     flags: tuple[str, ...] = ()
     write_error: Callable[..., Path] | str | None = None
     suffix: str = ""
+    write_suite: Callable[..., Path] | str | None = None
 
     def writer(self) -> Callable[..., Path]:
         """The write function, imported if given as a reference."""
         return load_reference(self.write) if isinstance(self.write, str) else self.write
+
+    def suite_writer(self) -> Callable[..., Path] | None:
+        """The suite writer, imported if given as a reference; None when the format has none."""
+        w = self.write_suite
+        return load_reference(w) if isinstance(w, str) else w
 
     def error_writer(self) -> Callable[..., Path] | None:
         """The error writer, imported if given as a reference; None when the format has none."""
