@@ -78,6 +78,18 @@ def test_the_server_refuses_rewriting_the_log_or_its_signed_head(urls: dict[str,
     assert (Store(urls["owner"]).access_rows(), Store(urls["owner"]).access_log_signature()) == before
 
 
+@pytest.mark.parametrize("sql", ["DELETE FROM sealed_key", "UPDATE sealed_key SET fingerprint='other'",
+                                 "TRUNCATE sealed_key"])
+def test_an_evaluator_cannot_forget_or_change_the_stores_sealing_key(urls: dict[str, str], sql: str) -> None:
+    """Deleting the record of the store's sealing key would let the next writer's different key become the store's,
+    and outputs sealed after it unreadable with the owner's key (adversary round): only the owner changes it."""
+    _sql(urls["owner"], "INSERT INTO sealed_key VALUES ('fp-of-the-owners-key', now())")
+    with pytest.raises(RefusedByPolicy):
+        _sql(urls["eve"], sql)
+    with Store(urls["owner"]).connect() as con:
+        assert con.execute("SELECT fingerprint FROM sealed_key").fetchall() == [("fp-of-the-owners-key",)]
+
+
 def test_an_evaluator_appends_reads_and_signs_the_new_head_only(urls: dict[str, str], as_: Any) -> None:
     store = as_("eve")
     old = store.access_log_signature()
