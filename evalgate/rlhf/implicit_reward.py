@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.core.errors import BadInput
+from evalgate.rlhf.reward import pinned_model_dir
 from evalgate.rlhf.reward_options import ImplicitRewardOptions, ReferenceRef
-from evalgate.scoring.base import SampleToScore, ScoreResult
+from evalgate.scoring.base import SampleToScore, ScoreResult, require_one_sample
 
 
 def implicit_reward(policy_logprob: float, reference_logprob: float, beta: float) -> float:
@@ -30,18 +31,8 @@ def implicit_reward(policy_logprob: float, reference_logprob: float, beta: float
 
 
 def reference_dir(ref: ReferenceRef) -> Path:
-    """The pinned reference's HF directory, its digest checked.
-
-    Raises:
-        BadInput: the digest is not the pinned one (names both and says to update the protocol).
-    """
-    from evalgate.checkpoints.resolve import resolve_checkpoint
-
-    ckpt = resolve_checkpoint(ref.checkpoint)
-    if ckpt.digest != ref.digest:
-        raise BadInput(f"reference model {ref.checkpoint} has digest {ckpt.digest}, the protocol pins {ref.digest}: "
-                       "pin the new digest in scorer.options.reference.digest (a new protocol version)")
-    return ckpt.model_dir
+    """The pinned reference's HF directory, its digest checked (``rlhf.reward.pinned_model_dir``)."""
+    return pinned_model_dir(ref.checkpoint, ref.digest, "reference model", "scorer.options.reference.digest")
 
 
 class ImplicitRewardScorer:
@@ -60,14 +51,8 @@ class ImplicitRewardScorer:
     @staticmethod
     def check_protocol(spec: Any, options: ImplicitRewardOptions) -> None:
         """One sample per item (the log-likelihoods are not sampled); no stop sequences."""
-        from evalgate.core.userfiles import FieldProblem
-
-        if spec.sampling.n != 1:
-            raise FieldProblem("sampling.n", "the dpo_preference scorer samples nothing (it scores both answers' "
-                               "log-likelihoods once): set sampling.n: 1")
-        if spec.sampling.stop:
-            raise FieldProblem("sampling.stop", "the dpo_preference scorer generates nothing: remove the stop "
-                               "sequences")
+        require_one_sample(spec, "dpo_preference", "samples nothing (it scores both answers' log-likelihoods once)",
+                           no_stop=True)
 
     @property
     def required_fields(self) -> tuple[str, ...]:
@@ -95,7 +80,7 @@ class ImplicitRewardScorer:
         from evalgate.backends.base import HFOptions
         from evalgate.backends.hf import HFBackend
         from evalgate.checkpoints.model import load_tokenizer
-        from evalgate.runner.generate import _loglikelihood_requests
+        from evalgate.runner.generate import loglikelihood_requests
 
         model_dir = reference_dir(self.options.reference)
         tokenizer = load_tokenizer(model_dir)
@@ -106,7 +91,7 @@ class ImplicitRewardScorer:
                            "the checkpoint it started from")
         options = self.plan.backend_options if isinstance(self.plan.backend_options, HFOptions) else HFOptions()
         backend = HFBackend(str(model_dir), options, tokenizer)
-        results = backend.loglikelihood(_loglikelihood_requests(self.plan, self._keys))
+        results = backend.loglikelihood(loglikelihood_requests(self.plan, self._keys))
         self._reference = {r.request.key: r.logprobs for r in results}
         return self._reference
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,6 +140,37 @@ def render(options: JudgeOptions, question: str, answer: str | None = None, answ
         fields.update(answer_a=answer_a or "", answer_b=answer_b or "")
     return options.template.format(**fields)
 
+
+
+def open_judge_calls(options: JudgeOptions, plan: Any) -> tuple[JudgeCalls, bool]:
+    """The run's judge calls (through its generation cache; a sealed tier's judge prompts keyed by HMAC, as its
+    prompts are) and whether the tier is sealed (private or human-audit)."""
+    from evalgate.keys.sealing import sealer_for
+
+    seal = sealer_for(plan.manifest.tier)
+    return JudgeCalls(options, plan.protocol.path, plan.store, plan.run_id, seal.digest if seal else None), \
+        seal is not None
+
+
+def log_judge_read(plan: Any, calls: JudgeCalls, prompts: Mapping[Any, Sequence[JudgePrompt]], shown: str) -> None:
+    """Look every judge call of the run up in the cache and log the judge's read of the split
+    (``SplitManager.log_judge_read``) before the judge sees anything; ``shown`` says what it is shown."""
+    every = [p for ps in prompts.values() for p in ps]
+    missing = calls.lookup(every)
+    plan.access.log_judge_read(plan.manifest, plan.actor, plan.options.purpose, missing == 0,
+                               plan.checkpoint.digest, plan.protocol.sha256, plan.run_id,
+                               f"judge {calls.ident} ({calls.options.judge.backend}) shown {shown}: {len(every)} "
+                               f"calls, {missing} not cached")
+
+
+def judge_pair(options: JudgeOptions, calls: JudgeCalls, prompts: Sequence[JudgePrompt], shown: tuple[str, str],
+               item_id: str, first_len: int, second_len: int) -> tuple[PairJudgement, Verdict | None]:
+    """One pair judged in both orders: each order's output read with the parse rule (``shown``: the two answers,
+    whose echoes are never verdicts), as a ``PairJudgement`` (the first answer is the "model" side; lengths in
+    characters; each verdict's weight), and the first unreadable verdict (None when both were read)."""
+    first, second = (parse_verdict(options, calls.outputs[p.sha256], shown) for p in prompts)
+    pair = PairJudgement(item_id, _side(first), _side(second), first_len, second_len, first.weight, second.weight)
+    return pair, next((v for v in (first, second) if v.value is None), None)
 
 
 def _key(s: SampleToScore) -> tuple[str, int, int]:
@@ -271,23 +302,14 @@ class JudgeScorer:
         Raises:
             BadInput: the baseline is missing (pairwise), the judge checkpoint is missing or not the pinned one.
         """
-        from evalgate.keys.sealing import sealer_for
-
-        seal = sealer_for(plan.manifest.tier)  # a sealed tier's judge prompts are keyed by HMAC, as its prompts are
-        self._calls = calls = JudgeCalls(self.options, plan.protocol.path, plan.store, plan.run_id,
-                                         seal.digest if seal else None)
-        self._private = seal is not None  # private or human-audit: no per-item table in the run's metrics
+        calls, self._private = open_judge_calls(self.options, plan)  # private: no per-item table in the metrics
+        self._calls = calls
         judged = [s for s in samples if self._judged(s)]
         if self.options.mode == "pairwise" and judged:
             assert self.options.baseline is not None
             self._baseline = baseline_texts(plan, judged, self.options.baseline)
         self._prompts = {s.key: tuple(calls.prompt(t) for t in self._user_texts(s)) for s in judged}
-        every = [p for ps in self._prompts.values() for p in ps]
-        missing = calls.lookup(every)
-        plan.access.log_judge_read(plan.manifest, plan.actor, plan.options.purpose, missing == 0,
-                                   plan.checkpoint.digest, plan.protocol.sha256, plan.run_id,
-                                   f"judge {calls.ident} ({self.options.judge.backend}) shown {len(judged)} "
-                                   f"completions: {len(every)} calls, {missing} not cached")
+        log_judge_read(plan, calls, self._prompts, f"{len(judged)} completions")
 
     def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]:
         """Judge ``samples`` (asking the judge only what the cache lacks); results in input order.
@@ -306,27 +328,31 @@ class JudgeScorer:
         if s.key not in self._prompts:
             return ScoreResult(0.0, TRUNCATED, None, "finish_reason length: cut off at max_tokens; not judged")
         assert self._calls is not None
-        shown = (s.text, self._baseline[s.key]) if self.options.mode == "pairwise" else (s.text,)
-        verdicts = [parse_verdict(self.options, self._calls.outputs[p.sha256], shown) for p in self._prompts[s.key]]
         if self.options.mode == "pairwise":  # recorded even when unparseable: win_rate counts those items
-            self._pairs[s.key] = PairJudgement(_key(s)[0], _side(verdicts[0]), _side(verdicts[1]), len(s.text),
-                                               len(self._baseline[s.key]), verdicts[0].weight, verdicts[1].weight)
-        bad = [v for v in verdicts if v.value is None]
-        if bad:
-            self._unparseable += 1
-            if self.options.mode == "pointwise":  # the scale's minimum, as its score 0 says
-                assert self.options.scale is not None
-                self._ratings.append(float(self.options.scale[0]))
-            return ScoreResult(0.0, UNPARSEABLE, None, f"{bad[0].detail}; the judge wrote {bad[0].text[:200]!r}; "
-                               f"counted as {'a loss' if self.options.mode == 'pairwise' else 'the scale minimum'}")
-        if self.options.mode == "pointwise":
-            assert self.options.scale is not None and isinstance(verdicts[0].value, float)
-            low, high = self.options.scale
-            self._ratings.append(verdicts[0].value)
-            return ScoreResult((verdicts[0].value - low) / (high - low), JUDGED, f"{verdicts[0].value:g}")
-        pair = self._pairs[s.key]
-        return ScoreResult(float(item_preference(pair) or 0.0), JUDGED, f"{pair.model_first}/{pair.baseline_first}",
-                           f"model first: {pair.model_first}; baseline first: {pair.baseline_first}")
+            b = self._baseline[s.key]
+            pair, bad = judge_pair(self.options, self._calls, self._prompts[s.key], (s.text, b), _key(s)[0],
+                                   len(s.text), len(b))
+            self._pairs[s.key] = pair
+            if bad is not None:
+                return self._unparseable_result(bad, "a loss")
+            return ScoreResult(float(item_preference(pair) or 0.0), JUDGED,
+                               f"{pair.model_first}/{pair.baseline_first}",
+                               f"model first: {pair.model_first}; baseline first: {pair.baseline_first}")
+        (prompt,) = self._prompts[s.key]
+        verdict = parse_verdict(self.options, self._calls.outputs[prompt.sha256], (s.text,))
+        assert self.options.scale is not None
+        if verdict.value is None:  # the scale's minimum, as its score 0 says
+            self._ratings.append(float(self.options.scale[0]))
+            return self._unparseable_result(verdict, "the scale minimum")
+        assert isinstance(verdict.value, float)
+        low, high = self.options.scale
+        self._ratings.append(verdict.value)
+        return ScoreResult((verdict.value - low) / (high - low), JUDGED, f"{verdict.value:g}")
+
+    def _unparseable_result(self, bad: Verdict, counted_as: str) -> ScoreResult:
+        self._unparseable += 1
+        return ScoreResult(0.0, UNPARSEABLE, None, f"{bad.detail}; the judge wrote {bad.text[:200]!r}; "
+                           f"counted as {counted_as}")
 
     def metrics(self) -> dict[str, Any]:
         """What this scorer saw, as ``judge_metrics`` reports it (see there)."""

@@ -17,19 +17,15 @@ from collections.abc import Sequence
 from typing import Any
 
 from evalgate.core.errors import BadInput, EvalgateError
-from evalgate.rlhf.judge import UNPARSEABLE, parse_verdict, render
+from evalgate.rlhf.judge import UNPARSEABLE, judge_pair, log_judge_read, open_judge_calls, render
 from evalgate.rlhf.judge_calls import JudgeCalls, JudgePrompt
 from evalgate.rlhf.judge_preference_options import JudgePreferenceOptions
 from evalgate.rlhf.pairwise import PairJudgement, item_preference, win_rate
-from evalgate.scoring.base import SampleToScore, ScoreResult
+from evalgate.scoring.base import SampleToScore, ScoreResult, require_one_sample
 
 JUDGE_PREFERENCE_STATUSES = ("correct", "wrong", "tie", UNPARSEABLE)
 """``correct``: the judge prefers the chosen answer over both orders (preference above 0.5); ``wrong``: the rejected
 one; ``tie``: 0.5 (one order each, or ties); ``judge_unparseable``: a verdict unreadable in either order (score 0)."""
-
-
-def _side(value: Any) -> str | None:
-    return value if value in ("A", "B", "tie") else None
 
 
 class JudgePreferenceScorer:
@@ -51,11 +47,7 @@ class JudgePreferenceScorer:
     @staticmethod
     def check_protocol(spec: Any, options: JudgePreferenceOptions) -> None:
         """One sample per pair: nothing is generated."""
-        from evalgate.core.userfiles import FieldProblem
-
-        if spec.sampling.n != 1:
-            raise FieldProblem("sampling.n", "the judge_preference scorer generates nothing (the judge is shown each "
-                               "pair's two answers): set sampling.n: 1")
+        require_one_sample(spec, "judge_preference", "generates nothing (the judge is shown each pair's two answers)")
 
     @property
     def required_fields(self) -> tuple[str, ...]:
@@ -74,26 +66,18 @@ class JudgePreferenceScorer:
         Raises:
             BadInput: the run's checkpoint is not the judge the protocol pins.
         """
-        from evalgate.keys.sealing import sealer_for
-
         digest = self.options.judge.digest
         if digest is not None and plan.checkpoint.digest != digest:
             raise BadInput(f"the judge_preference scorer evaluates the judge the protocol pins ({digest}): run it "
                            f"with --checkpoint on that judge, not {plan.checkpoint.digest}")
         self.tier = plan.manifest.tier
-        seal = sealer_for(plan.manifest.tier)
-        self._calls = calls = JudgeCalls(self.judge, plan.protocol.path, plan.store, plan.run_id,
-                                         seal.digest if seal else None)
+        calls, _ = open_judge_calls(self.judge, plan)
+        self._calls = calls
         for s in samples:
             q, chosen, rejected = self._answers(s)
             self._prompts[s.key] = (calls.prompt(render(self.judge, q, answer_a=chosen, answer_b=rejected)),
                                     calls.prompt(render(self.judge, q, answer_a=rejected, answer_b=chosen)))
-        every = [p for ps in self._prompts.values() for p in ps]
-        missing = calls.lookup(every)
-        plan.access.log_judge_read(plan.manifest, plan.actor, plan.options.purpose, missing == 0,
-                                   plan.checkpoint.digest, plan.protocol.sha256, plan.run_id,
-                                   f"judge {calls.ident} ({self.options.judge.backend}) shown {len(samples)} "
-                                   f"preference pairs: {len(every)} calls, {missing} not cached")
+        log_judge_read(plan, calls, self._prompts, f"{len(samples)} preference pairs")
 
     def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]:
         """Per pair: the judge's preference for the chosen answer over both orders (see the module docstring).
@@ -108,15 +92,13 @@ class JudgePreferenceScorer:
         out = []
         for s in samples:
             _, chosen, rejected = self._answers(s)
-            first, second = (parse_verdict(self.judge, self._calls.outputs[p.sha256], (chosen, rejected))
-                             for p in self._prompts[s.key])
-            pair = PairJudgement(str(s.key[0]) if s.key else "", _side(first.value), _side(second.value),
-                                 len(chosen), len(rejected))
+            pair, bad = judge_pair(self.judge, self._calls, self._prompts[s.key], (chosen, rejected),
+                                   str(s.key[0]) if s.key else "", len(chosen), len(rejected))
             self._pairs[s.key] = pair
             pref = item_preference(pair)
-            if pref is None:
+            if bad is not None or pref is None:
                 self._unparseable += 1
-                bad = first if first.value is None else second
+                assert bad is not None
                 out.append(ScoreResult(0.0, UNPARSEABLE, None, f"{bad.detail}; the judge wrote {bad.text[:200]!r}; "
                                        "counted as the rejected answer preferred"))
                 continue

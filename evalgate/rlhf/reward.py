@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from evalgate.core.errors import BadInput
 from evalgate.rlhf.reward_options import PreferenceOptions, RewardModelOptions, RewardModelRef
 from evalgate.rlhf.rm_engine import RewardModel, conversation
-from evalgate.scoring.base import SampleToScore, ScoreResult
+from evalgate.scoring.base import SampleToScore, ScoreResult, require_one_sample
 
 if TYPE_CHECKING:
     from evalgate.checkpoints.resolve import Checkpoint
@@ -71,20 +71,30 @@ def sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
 
 
-def reward_model_dir(ref: RewardModelRef) -> Path:
-    """The pinned RM's HF directory, its digest checked.
+def pinned_model_dir(checkpoint: str, digest: str, what: str, field: str, why: str = "") -> Path:
+    """The HF directory of a model a protocol pins by digest (a reward model, a DPO run's reference), its digest
+    checked.
+
+    Args:
+        checkpoint: where it is. digest: the digest the protocol pins. what: its name in the message. field: the
+            option holding the digest. why: said after the two digests.
 
     Raises:
         BadInput: the digest is not the pinned one (names both and says to update the protocol).
     """
     from evalgate.checkpoints.resolve import resolve_checkpoint
 
-    ckpt = resolve_checkpoint(ref.checkpoint)
-    if ckpt.digest != ref.digest:
-        raise BadInput(f"reward model {ref.checkpoint} has digest {ckpt.digest}, the protocol pins {ref.digest}; a "
-                       "different reward model changes every score: pin the new digest in scorer.options."
-                       "reward_model.digest (a new protocol version)")
+    ckpt = resolve_checkpoint(checkpoint)
+    if ckpt.digest != digest:
+        raise BadInput(f"{what} {checkpoint} has digest {ckpt.digest}, the protocol pins {digest}{why}: pin the new "
+                       f"digest in {field} (a new protocol version)")
     return ckpt.model_dir
+
+
+def reward_model_dir(ref: RewardModelRef) -> Path:
+    """The pinned RM's HF directory, its digest checked (``pinned_model_dir``)."""
+    return pinned_model_dir(ref.checkpoint, ref.digest, "reward model", "scorer.options.reward_model.digest",
+                            "; a different reward model changes every score")
 
 
 def load_reward_model(ref: RewardModelRef) -> RewardModel:
@@ -219,10 +229,7 @@ class PreferenceScorer:
     @staticmethod
     def check_protocol(spec: Any, options: PreferenceOptions) -> None:
         """One sample per item: a preference pair is scored, not generated."""
-        from evalgate.core.userfiles import FieldProblem
-
-        if spec.sampling.n != 1:
-            raise FieldProblem("sampling.n", "the reward_preference scorer generates nothing: set sampling.n: 1")
+        require_one_sample(spec, "reward_preference", "generates nothing")
 
     @property
     def required_fields(self) -> tuple[str, ...]:

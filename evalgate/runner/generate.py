@@ -143,10 +143,11 @@ class _LoglikelihoodSink(_Sink):
         self._advance()
 
 
-def _loglikelihood_requests(plan: RunPlan, missing: list[SampleKey]) -> list[LoglikelihoodRequest]:
+def loglikelihood_requests(plan: RunPlan, missing: list[SampleKey]) -> list[LoglikelihoodRequest]:
     """One request per item with a missing sample: the rendered prompt's and each option's token ids
     (``scoring.loglikelihood.encode_pair`` with the run's ``PromptEncoder``; the scorer options'
     ``move_trailing_space``, default True, says whether the prompt's trailing white space moves to the options).
+    The ``dpo_preference`` scorer has its reference model score the same requests.
 
     Raises:
         BadInput: the checkpoint has no tokenizer, or an item's options cannot be encoded.
@@ -213,7 +214,7 @@ def generate_missing(plan: RunPlan, backend: Backend | None = None) -> Generated
     if scorer_entry(plan).request == "loglikelihood":  # the backend serves it (runner.plan checked its entry)
         with progress_bar(len(missing), "loglikelihood", plan.options.progress) as bar:
             sink = _LoglikelihoodSink(plan, bar)
-            cast(LoglikelihoodBackend, backend).loglikelihood(_loglikelihood_requests(plan, missing), on_result=sink)
+            cast(LoglikelihoodBackend, backend).loglikelihood(loglikelihood_requests(plan, missing), on_result=sink)
     else:
         with progress_bar(len(missing), "generate", plan.options.progress) as bar:
             sink = _Sink(plan, bar)

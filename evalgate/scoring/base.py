@@ -313,6 +313,25 @@ SCORERS.register("dpo_preference", ScorerEntry("evalgate.rlhf.reward_options:Imp
                                                metrics="evalgate.rlhf.preference:preference_metrics"))
 
 
+def require_one_sample(spec: Any, scorer: str, why: str, no_stop: bool = False) -> None:
+    """The protocol check of a scorer that generates nothing (it scores log-likelihoods, or text it is given): one
+    sample per item and, with ``no_stop``, no stop sequences.
+
+    Args:
+        spec: the protocol (``ProtocolSpec``). scorer: its scorer's name. why: what the scorer does instead of
+            sampling, as the message says it (``samples nothing (...)``, ``generates nothing``).
+
+    Raises:
+        FieldProblem: ``sampling.n`` other than 1; a stop sequence when ``no_stop``.
+    """
+    from evalgate.core.userfiles import FieldProblem
+
+    if spec.sampling.n != 1:
+        raise FieldProblem("sampling.n", f"the {scorer} scorer {why}: set sampling.n: 1")
+    if no_stop and spec.sampling.stop:
+        raise FieldProblem("sampling.stop", f"the {scorer} scorer generates nothing: remove the stop sequences")
+
+
 def scorer_request(name: str) -> str:
     """What a protocol whose scorer is ``name`` asks the engine for (``ScorerEntry.request``: ``generate`` or
     ``loglikelihood``), part of its runs' generation settings; an unknown scorer: ``generate``."""

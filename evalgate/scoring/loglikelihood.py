@@ -19,7 +19,7 @@ from typing import Any
 
 from evalgate.core.errors import BadInput
 from evalgate.core.stats import mean_stderr
-from evalgate.scoring.base import MultipleChoiceOptions, SampleToScore, ScoreResult
+from evalgate.scoring.base import MultipleChoiceOptions, SampleToScore, ScoreResult, require_one_sample
 
 LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 
@@ -130,14 +130,8 @@ class MultipleChoiceScorer:
     @staticmethod
     def check_protocol(spec: Any, options: MultipleChoiceOptions) -> None:
         """One sample per item (the log-likelihoods are not sampled); no stop sequences or reasoning to strip."""
-        from evalgate.core.userfiles import FieldProblem
-
-        if spec.sampling.n != 1:
-            raise FieldProblem("sampling.n", "the multiple_choice scorer samples nothing (it scores each option's "
-                               "log-likelihood once): set sampling.n: 1")
-        if spec.sampling.stop:
-            raise FieldProblem("sampling.stop", "the multiple_choice scorer generates nothing: remove the stop "
-                               "sequences")
+        require_one_sample(spec, "multiple_choice", "samples nothing (it scores each option's log-likelihood once)",
+                           no_stop=True)
 
     @property
     def required_fields(self) -> tuple[str, ...]:
