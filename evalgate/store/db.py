@@ -40,7 +40,7 @@ import evalgate.store.instance as instance
 from evalgate.core.environment import Environment, active, utc_now
 from evalgate.core.errors import BadInput
 from evalgate.core.registry import load_reference
-from evalgate.store.dialect import Connection, is_server_url
+from evalgate.store.dialect import POSTGRESQL, Connection, dialect, is_server_url
 from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS
 
 DuckCon = duckdb.DuckDBPyConnection
@@ -57,20 +57,27 @@ _OPENED: set[tuple[str, int, int, int]] = set()
 
 
 def insert_values(con: Connection, head: str, rows: Sequence[Sequence[Any]], tail: str = "",
-                  chunk: int = 500) -> None:
-    """Insert ``rows`` (each a sequence of the same length) with ``{head} VALUES (...), (...) {tail}``, up to
-    ``chunk`` rows a statement.
+                  chunk: int = 20_000) -> None:
+    """Insert ``rows`` (each a sequence of the same length, in the columns ``head`` names) as
+    ``{head} <rows> {tail}``, in bulk: on DuckDB one ``{head} SELECT unnest(?), ... {tail}`` per ``chunk`` rows, each
+    column bound as one list; on PostgreSQL ``COPY`` (``PgConnection.copy_rows``; through a temporary table when
+    ``tail`` is given, e.g. ``ON CONFLICT DO NOTHING``).
 
-    DuckDB runs ``executemany`` as one statement per row (about 150 rows/s for the access log here, docs/
-    BENCHMARKS.md "Store writes"); one multi-row ``VALUES`` per chunk gives the same rows in the same order, so
-    ``ON CONFLICT DO NOTHING`` in ``tail`` still keeps the first of two rows with one key.
+    ``head`` is ``INSERT INTO table`` or ``INSERT INTO table (columns)``. The rows go in in order, so ``ON CONFLICT
+    DO NOTHING`` keeps the first of two rows with one key. DuckDB runs ``executemany`` as one statement per row, and
+    multi-row ``VALUES`` binds and parses every value of the statement; one list per column is 10-12x less CPU, and
+    ``COPY`` 14x less wall than multi-row ``VALUES`` on a server (docs/BENCHMARKS.md, "Store writes" and "Gate +
+    report on a PostgreSQL server").
     """
     if not rows:
         return
-    one = f"({', '.join('?' * len(rows[0]))})"
+    if dialect(con) == POSTGRESQL:
+        con.copy_rows(head, rows, tail)  # type: ignore[attr-defined]
+        return
+    select = ", ".join("unnest(?)" for _ in rows[0])
     for i in range(0, len(rows), chunk):
-        part = rows[i:i + chunk]
-        con.execute(f"{head} VALUES {', '.join([one] * len(part))} {tail}", [v for r in part for v in r])
+        columns = [list(c) for c in zip(*rows[i:i + chunk], strict=True)]
+        con.execute(f"{head} SELECT {select} {tail}", columns)
 
 
 def upsert(table: str, columns: Sequence[str], key: Sequence[str]) -> str:

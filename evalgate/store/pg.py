@@ -40,6 +40,9 @@ except ImportError as e:  # pragma: no cover - the extra is installed wherever t
     raise MissingExtra("a PostgreSQL store (EVALGATE_STORE=postgresql://...) needs psycopg 3: "
                        "pip install 'evalgate[postgres]'") from e
 
+_INSERT_HEAD = re.compile(r"\s*INSERT\s+INTO\s+(\w+)\s*(?:\(([^()]*)\))?\s*", re.IGNORECASE)
+"""``INSERT INTO table [(columns)]``: the ``head`` of ``store.db.insert_values``."""
+
 LOCK_KEY = int.from_bytes(b"evalgate", "big")
 """The advisory lock every evalgate transaction on a server takes (one 64-bit key: the bytes of ``evalgate``)."""
 
@@ -103,6 +106,41 @@ class PgConnection:
         cur = psycopg.ClientCursor(self.raw)
         cur.executemany(translate(query), [list(p) for p in parameters])
         return cur
+
+    def copy_rows(self, head: str, rows: Sequence[Sequence[Any]], tail: str = "") -> None:
+        """``{head} VALUES <rows> {tail}`` through ``COPY ... FROM STDIN`` (``store.db.insert_values`` on a server):
+        straight into the table, or, when ``tail`` is given (``ON CONFLICT DO NOTHING``), into a temporary table
+        of the same columns, then ``INSERT ... SELECT ... {tail}`` in the rows' order.
+
+        Raises:
+            ValueError: ``head`` is not ``INSERT INTO table`` or ``INSERT INTO table (columns)``.
+        """
+        m = _INSERT_HEAD.fullmatch(head)
+        if m is None:
+            raise ValueError(f"copy_rows takes 'INSERT INTO table [(columns)]', not {head!r}")
+        table, columns = m.group(1), m.group(2)
+        target = f"{table} ({columns})" if columns else table
+        if not tail.strip():
+            self._copy(f"COPY {target} FROM STDIN", rows)
+            return
+        names = columns or ", ".join(self._columns(table))
+        self.raw.execute("DROP TABLE IF EXISTS evalgate_copy_rows")
+        self.raw.execute(f"CREATE TEMP TABLE evalgate_copy_rows AS SELECT {names} FROM {table} LIMIT 0")
+        self.raw.execute("ALTER TABLE evalgate_copy_rows ADD COLUMN evalgate_row BIGSERIAL")
+        self._copy(f"COPY evalgate_copy_rows ({names}) FROM STDIN", rows)
+        self.raw.execute(f"INSERT INTO {target} SELECT {names} FROM evalgate_copy_rows ORDER BY evalgate_row {tail}")
+        self.raw.execute("DROP TABLE evalgate_copy_rows")
+
+    def _copy(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
+        with self.raw.cursor().copy(sql) as copy:  # type: ignore[arg-type]
+            for r in rows:
+                copy.write_row(r)
+
+    def _columns(self, table: str) -> list[str]:
+        """``table``'s columns in order (the one on the search path)."""
+        cur = self.raw.execute("SELECT attname FROM pg_attribute WHERE attrelid = %s::regclass AND attnum > 0 "
+                               "AND NOT attisdropped ORDER BY attnum", [table])
+        return [r[0] for r in cur.fetchall()]
 
     @property
     def broken(self) -> bool:
