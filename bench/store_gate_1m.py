@@ -171,12 +171,13 @@ def completions(n: int = 64) -> list[tuple[str, int, str, dict[str, Any]]]:
 
 
 def store_run(store: Any, rng: random.Random, run_id: str, digest: str, path: str, seed: int | None,
-              step: int | None, split: Any, items: list[str], p: float, purpose: str, pool: list[Any], batch: int) -> None:
+              step: int | None, split: Any, items: list[str], p: float, purpose: str, pool: list[Any],
+              batch: int) -> None:
     """One run as ``evalgate run`` stores it, through the repository API; each item correct with probability ``p``."""
     from evalgate.scoring.behavior import aggregate_behavior
     from evalgate.scoring.metrics import run_metrics
+    from evalgate.splits.guard import SplitManager
 
-    store.upsert_checkpoint(digest, path, "hf", "bench-run" if seed is not None else None, seed, step)
     row = {"run_id": run_id, "status": "running", "protocol_name": PROTOCOL[0], "protocol_version": PROTOCOL[1],
            "protocol_hash": PROTOCOL_HASH, "protocol_path": "bench.yaml", "checkpoint_digest": digest,
            "checkpoint_path": path, "checkpoint_kind": "hf", "train_run": "bench-run" if seed is not None else None,
@@ -186,12 +187,18 @@ def store_run(store: Any, rng: random.Random, run_id: str, digest: str, path: st
            "effective_params": {"seed": 0, "temperature": 0.0, "max_tokens": 256}, "versions": {"evalgate": "bench"},
            "metrics": None, "counts": None, "warnings": [], "wall_s": None, "actor": "bench", "purpose": purpose,
            "host": "bench-host", "pid": os.getpid(), "error": None, "settings_sha256": SETTINGS, "record_version": 2}
-    store.create_run(row)
     prompts = {iid: f"Question {iid}: what is {iid} modulo 97? Think step by step." for iid in items}
     shas = {iid: hashlib.sha256(prompts[iid].encode()).hexdigest() for iid in items}
-    store.put_run_prompts(run_id, [{"item_id": iid, "prompt_sha256": shas[iid], "prompt_tokens": 24, "bos_count": 1,
-                                    "bos_added": False, "system_merged": False} for iid in items],
-                          {shas[iid]: prompts[iid] for iid in items})
+    with store.session():  # as runner.record.start: the read logged (not the release-gate runs': the gate logs
+        if purpose != "release-gate":  # and reserves those), the checkpoint, dead runs, the draft, the prompts
+            SplitManager(store).log_read(split, "bench", purpose, cached=False, checkpoint_digest=digest,
+                                         protocol_hash=PROTOCOL_HASH, run_id=run_id)
+        store.upsert_checkpoint(digest, path, "hf", "bench-run" if seed is not None else None, seed, step)
+        store.mark_interrupted_runs("bench-host", lambda pid: True)
+        store.create_run(row)
+        store.put_run_prompts(run_id, [{"item_id": iid, "prompt_sha256": shas[iid], "prompt_tokens": 24,
+                                        "bos_count": 1, "bos_added": False, "system_merged": False} for iid in items],
+                              {shas[iid]: prompts[iid] for iid in items})
     samples, per_item = [], {}
     for b in range(0, len(items), batch):
         gens = []
@@ -229,7 +236,8 @@ def write_policy(work: Path, a: argparse.Namespace) -> Path:
         "name": "bench", "protocol": "bench@1", "protocol_file": "bench.yaml", "selection_split": "b-dev",
         "decision_split": "b-private", "metric": "pass@1", "baseline": {"checkpoint": str(work / "base")},
         "bootstrap_resamples": a.resamples,
-        "rules": {"min_improvement": 0.0, "min_seeds": a.seeds, "max_length_inflation": 1.5}}))
+        "rules": {"min_improvement": 0.0, "min_seeds": a.seeds, "max_length_inflation": 1.5,
+                  "reward_hacking": False}}))
     return policy
 
 
@@ -243,6 +251,27 @@ def selected(policy_path: Path, store: Any) -> list[Any]:
     return [s for s in select_checkpoints(runs, policy.metric, policy.selection.collapse_drop) if s.best]
 
 
+def values_insert(con: Any, head: str, rows: Any, tail: str = "", chunk: int = 500) -> None:
+    """``store.db.insert_values`` before the bulk path (multi-row ``VALUES``, 500 rows a statement, every value a
+    parameter): the "before" of ``--inserts values``."""
+    if not rows:
+        return
+    one = f"({', '.join('?' * len(rows[0]))})"
+    for i in range(0, len(rows), chunk):
+        part = rows[i:i + chunk]
+        con.execute(f"{head} VALUES {', '.join([one] * len(part))} {tail}", [v for r in part for v in r])
+
+
+def use_values_insert() -> None:
+    """Every store module writes through ``values_insert`` instead of the bulk path."""
+    import evalgate.store as package
+
+    for name in list(sys.modules):
+        mod = sys.modules[name]
+        if name.startswith(package.__name__ + ".") and hasattr(mod, "insert_values"):
+            mod.insert_values = values_insert  # type: ignore[attr-defined]
+
+
 def child(a: argparse.Namespace) -> None:
     """One backend: populate, gate, report; prints its JSON document."""
     work = Path(a.work)
@@ -253,6 +282,8 @@ def child(a: argparse.Namespace) -> None:
     from evalgate.splits import load_manifest, write_split
     from evalgate.store import Store
 
+    if a.insert == "values":
+        use_values_insert()
     cpu = Cpu(a.postmaster)
     counter = count_statements() if a.postmaster else {"statements": 0}
     lay = layout(a.rows, a.seeds, a.checkpoints, a.private_items)
@@ -301,8 +332,18 @@ def child(a: argparse.Namespace) -> None:
     print(json.dumps(out))
 
 
-def ratio(server: float, file: float) -> float | None:
-    return round(server / file, 2) if file > 0 else None
+def ratio(num: float, den: float) -> float | None:
+    return round(num / den, 2) if den > 0 else None
+
+
+def start_server() -> Any:
+    """A PostgreSQL server as the tests start one (``tests/helpers/postgres.py``)."""
+    from tests.helpers.postgres import PostgresServer, find_bin_dir
+
+    bin_dir, why = find_bin_dir()
+    if bin_dir is None:
+        raise SystemExit(why)
+    return PostgresServer(bin_dir).start()
 
 
 def main() -> None:
@@ -314,6 +355,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=1000, help="generations stored per put_generations call")
     ap.add_argument("--resamples", type=int, default=1000, help="the policy's bootstrap_resamples")
     ap.add_argument("--backends", nargs="+", default=["duckdb", "postgresql"], choices=["duckdb", "postgresql"])
+    ap.add_argument("--inserts", nargs="+", default=["bulk"], choices=["bulk", "values"],
+                    help="store.db.insert_values as it is (bulk), and/or as it was (values: multi-row VALUES)")
+    ap.add_argument("--insert", default="bulk", help=argparse.SUPPRESS)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
     ap.add_argument("--postmaster", type=int, help=argparse.SUPPRESS)
@@ -324,41 +368,50 @@ def main() -> None:
     out: dict[str, Any] = {"machine": platform.platform(), "cpus": os.cpu_count(), "load_before": os.getloadavg(),
                            "args": {k: v for k, v in vars(a).items() if k not in ("child", "work", "postmaster")}}
     base = [sys.executable, __file__, "--rows", str(a.rows), "--seeds", str(a.seeds), "--checkpoints",
-            str(a.checkpoints), "--private-items", str(a.private_items), "--resamples", str(a.resamples), "--batch", str(a.batch), "--child"]
+            str(a.checkpoints), "--private-items", str(a.private_items), "--resamples", str(a.resamples),
+            "--batch", str(a.batch), "--child"]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     for k in ("EVALGATE_STORE", "EVALGATE_PRIVATE_KEY", "EVALGATE_PRIVATE_KEY_FILE", "EVALGATE_LOG_KEY",
               "EVALGATE_LOG_KEY_FILE", "EVALGATE_EXPECT_HEAD"):
         env.pop(k, None)
     server = None
     try:
-        for backend in a.backends:
-            with tempfile.TemporaryDirectory(prefix=f"bench-store-gate-{backend}-") as d:
-                cmd, child_env = [*base, "--work", d], dict(env)
-                if backend == "postgresql":
-                    from tests.helpers.postgres import PostgresServer, find_bin_dir
-
-                    bin_dir, why = find_bin_dir()
-                    if bin_dir is None:
-                        raise SystemExit(why)
-                    server = PostgresServer(bin_dir).start()
-                    postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
-                    child_env["EVALGATE_STORE"] = server.create_schema()
-                    cmd += ["--postmaster", str(postmaster)]
-                res = subprocess.run(cmd, cwd=ROOT, env=child_env, capture_output=True, text=True)
-                if res.returncode != 0:
-                    raise SystemExit(f"{backend}: exit {res.returncode}\n{res.stderr[-4000:]}")
-                out[backend] = json.loads(res.stdout.strip().splitlines()[-1])
+        for insert in a.inserts:
+            for backend in a.backends:
+                with tempfile.TemporaryDirectory(prefix=f"bench-store-gate-{backend}-") as d:
+                    cmd, child_env = [*base, "--work", d, "--insert", insert], dict(env)
+                    if backend == "postgresql":
+                        if server is not None:
+                            server.stop()
+                        server = start_server()
+                        postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+                        child_env["EVALGATE_STORE"] = server.create_schema()
+                        cmd += ["--postmaster", str(postmaster)]
+                    res = subprocess.run(cmd, cwd=ROOT, env=child_env, capture_output=True, text=True)
+                    if res.returncode != 0:
+                        raise SystemExit(f"{backend} ({insert}): exit {res.returncode}\n{res.stderr[-4000:]}")
+                    out[f"{backend}/{insert}"] = json.loads(res.stdout.strip().splitlines()[-1])
+                    print(f"{backend}/{insert}: {json.dumps(out[f'{backend}/{insert}'])}", file=sys.stderr)
     finally:
         if server is not None:
             server.stop()
-    f, p = out.get("duckdb"), out.get("postgresql")
-    if f and p:
-        if f["verdict"] != p["verdict"]:
-            raise SystemExit("the verdicts differ between the backends:\n" + json.dumps([f["verdict"], p["verdict"]]))
-        out["ratio_server_over_file"] = {
-            ph: {"wall": ratio(p[ph]["wall_s"], f[ph]["wall_s"]),
-                 "cpu_client_plus_server": ratio(p[ph]["client_cpu_s"] + p[ph]["server_cpu_s"], f[ph]["client_cpu_s"])}
-            for ph in ("populate", "gate", "report")}
+    verdicts = {k: v["verdict"] for k, v in out.items() if isinstance(v, dict) and "verdict" in v}
+    if len({json.dumps(v, sort_keys=True) for v in verdicts.values()}) > 1:
+        raise SystemExit("the verdicts differ:\n" + json.dumps(verdicts, indent=1))
+    phases = ("populate", "gate", "report")
+    for insert in a.inserts:
+        f, p = out.get(f"duckdb/{insert}"), out.get(f"postgresql/{insert}")
+        if f and p:
+            out[f"ratio_server_over_file/{insert}"] = {ph: {
+                "wall": ratio(p[ph]["wall_s"], f[ph]["wall_s"]),
+                "cpu": ratio(p[ph]["client_cpu_s"] + p[ph]["server_cpu_s"], f[ph]["client_cpu_s"])} for ph in phases}
+    for backend in a.backends:
+        b, v = out.get(f"{backend}/values"), out.get(f"{backend}/bulk")
+        if b and v:
+            out[f"ratio_before_over_after/{backend}"] = {ph: {
+                "wall": ratio(b[ph]["wall_s"], v[ph]["wall_s"]),
+                "cpu": ratio(b[ph]["client_cpu_s"] + b[ph]["server_cpu_s"],
+                             v[ph]["client_cpu_s"] + v[ph]["server_cpu_s"])} for ph in phases}
     out["load_after"] = os.getloadavg()
     print(json.dumps(out, indent=2))
 
