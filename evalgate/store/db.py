@@ -65,9 +65,8 @@ def insert_values(con: Connection, head: str, rows: Sequence[Sequence[Any]], tai
 
     ``head`` is ``INSERT INTO table`` or ``INSERT INTO table (columns)``. The rows go in in order, so ``ON CONFLICT
     DO NOTHING`` keeps the first of two rows with one key. DuckDB runs ``executemany`` as one statement per row, and
-    multi-row ``VALUES`` binds and parses every value of the statement; one list per column is 10-12x less CPU, and
-    ``COPY`` 14x less wall than multi-row ``VALUES`` on a server (docs/BENCHMARKS.md, "Store writes" and "Gate +
-    report on a PostgreSQL server").
+    multi-row ``VALUES`` (the path before) binds and parses every value as a parameter (docs/BENCHMARKS.md, "Gate +
+    report over a large store").
     """
     if not rows:
         return
