@@ -13,12 +13,16 @@ rest; and the reports (``write_reports``: HTML and JSON, with the access table),
 
 Each backend runs in a child process of its own (its own environment): the DuckDB file first, then a PostgreSQL
 server the script starts as the tests do (``tests/helpers/postgres.py``: initdb in a temporary directory, a Unix
-socket, fsync off). CPU is the client's (``time.process_time``) and the server's (every process of the cluster, from
-/proc); on PostgreSQL the number of statements sent is counted too (each a round trip). Prints one JSON document:
-per backend and phase, wall and CPU seconds, and the ratio server / file; the verdicts and statistics must be equal.
+socket, fsync off), a new one per child. CPU is the client's (``time.process_time``) and the server's (every
+process of the cluster, from /proc); on PostgreSQL the number of statements sent is counted too (each a round
+trip). Prints one JSON document: per backend and phase, wall and CPU seconds, and the ratio server / file; the
+verdicts and statistics must be equal.
+
+``--inserts bulk values`` runs each backend twice, with ``store.db.insert_values`` as it is (bulk: DuckDB lists,
+PostgreSQL COPY) and as it was (multi-row ``VALUES``, kept here as ``values_insert``), and prints before / after.
 
 Usage: python bench/store_gate_1m.py [--rows 1000000] [--seeds 3] [--checkpoints 60] [--private-items 5000]
-       [--backends duckdb postgresql]
+       [--backends duckdb postgresql] [--inserts bulk values] [--resamples 1000] [--batch 1000]
 """
 
 from __future__ import annotations
