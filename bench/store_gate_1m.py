@@ -8,8 +8,9 @@ each batch of results) and ``finish_run`` (the scored samples and the metrics, f
 seeds' best checkpoints and the baseline on a private split (release-gate runs, sealed at rest), the dev split's
 size chosen so the samples total ``--rows``. Then, timed per phase: the gate on the stored decision runs
 (``run_gate(evaluate_decision=False)``: reads reserved, logged and counted, nothing generated), split into the
-store's reads (every ``Store`` method the gate calls), the statistics (``decide.statistics``, ``item_values``) and the
-rest; and the reports (``write_reports``: HTML and JSON, with the access table), split into reads and rendering.
+store's calls (every ``Store`` method the gate calls: its reads and its access-log writes; the costliest listed),
+the statistics (``decide.statistics``, ``item_values``) and the rest; and the reports (``write_reports``: HTML and
+JSON, with the access table), split the same way.
 
 Each backend runs in a child process of its own (its own environment): the DuckDB file first, then a PostgreSQL
 server the script starts as the tests do (``tests/helpers/postgres.py``: initdb in a temporary directory, a Unix
@@ -98,6 +99,7 @@ class Buckets:
     def __init__(self) -> None:
         self.t: dict[str, list[float]] = {}
         self.calls: dict[str, int] = {}
+        self.methods: dict[str, list[float]] = {}  # "bucket.method" -> [wall, cpu, calls]
         self.depth = 0
 
     def wrap(self, bucket: str, fn: Any) -> Any:
@@ -111,16 +113,22 @@ class Buckets:
                 return fn(*a, **k)
             finally:
                 self.depth -= 1
+                dw, dc = time.perf_counter() - w, time.process_time() - c
                 acc = self.t.setdefault(bucket, [0.0, 0.0])
-                acc[0] += time.perf_counter() - w
-                acc[1] += time.process_time() - c
+                acc[0] += dw
+                acc[1] += dc
                 self.calls[bucket] = self.calls.get(bucket, 0) + 1
+                m = self.methods.setdefault(f"{bucket}.{fn.__name__}", [0.0, 0.0, 0])
+                m[0], m[1], m[2] = m[0] + dw, m[1] + dc, m[2] + 1
         return timed
 
-    def take(self) -> dict[str, dict[str, float]]:
-        out = {k: {"wall_s": round(v[0], 3), "client_cpu_s": round(v[1], 3), "calls": self.calls[k]}
-               for k, v in self.t.items()}
-        self.t, self.calls = {}, {}
+    def take(self) -> dict[str, Any]:
+        out: dict[str, Any] = {k: {"wall_s": round(v[0], 3), "client_cpu_s": round(v[1], 3), "calls": self.calls[k]}
+                               for k, v in self.t.items()}
+        top = sorted(self.methods.items(), key=lambda kv: -kv[1][0])[:8]  # the costliest calls, by wall
+        out["top_calls"] = {k: {"wall_s": round(v[0], 3), "client_cpu_s": round(v[1], 3), "calls": v[2]}
+                            for k, v in top}
+        self.t, self.calls, self.methods = {}, {}, {}
         return out
 
 
@@ -134,7 +142,7 @@ def instrument(store: Any, buckets: Buckets) -> None:
             continue
         attr = getattr(store, name)
         if callable(attr):
-            setattr(store, name, buckets.wrap("store_reads", attr))
+            setattr(store, name, buckets.wrap("store_calls", attr))
     decide.statistics = buckets.wrap("statistics", decide.statistics)
     pipeline.item_values = buckets.wrap("statistics", pipeline.item_values)
     pipeline.decide.statistics = decide.statistics
