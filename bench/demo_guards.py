@@ -83,8 +83,7 @@ def main() -> int:
             by_id = {i["id"]: i for i in items}
             ids = partition(list(by_id))["private"][:args.n]
             split = f"{name}-bench"
-            with ws.activate():
-                write_split(split, "dev", [by_id[i] for i in ids], prov)
+            write_split(split, "dev", [by_id[i] for i in ids], prov, env=ws.env)
             proto = REPO / CANDIDATES[name][2]
             ws.freeze(proto)
             scores: dict[str, dict[str, float]] = {}

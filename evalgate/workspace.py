@@ -10,14 +10,16 @@ callback builds a workspace and calls it; every result is typed. The CLI builds 
     verdict = ws.gate("gates/demo.yaml")
     verdict.passed, [r for r in verdict.rules if not r.passed]
 
-Each method makes the workspace's environment ``active`` (``evalgate.core.environment.activate``) for its duration, so
-everything below it (split reads, the key, the models cache, the access log) uses this workspace and never the
-process environment. Do not run two workspaces' calls concurrently in one process (the active environment is
-process-wide, so the run's worker threads see it).
+The workspace owns its ``Environment`` (``env``) and its ``Store`` (``store``, which carries ``env``) and hands them
+down: everything below a method (split reads, the key, the models cache, the access log, the run's worker threads)
+takes them from the store or an ``env=`` argument, never from the process environment or from state of the
+process, so two workspaces may be used side by side, from two threads too.
 """
 
 from __future__ import annotations
 
+import os
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -26,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from evalgate.core.environment import Environment, activate, active, default_key_file
+from evalgate.core.environment import VARIABLES, Environment, default_key_file
 
 if TYPE_CHECKING:
     from evalgate.checkpoints.resolve import Checkpoint
@@ -74,23 +76,28 @@ class Workspace:
         self.env = env.replace(clock=clock) if clock is not None else env
 
     @classmethod
-    def from_env(cls) -> Workspace:
+    def from_env(cls, actor: str | None = None) -> Workspace:
         """The workspace the ``EVALGATE_*`` environment variables describe (docs/API.md lists them):
         ``$EVALGATE_HOME`` (default ``./.evalgate``), ``$EVALGATE_SPLITS`` (default ``./splits``),
-        ``$EVALGATE_PRIVATE_KEY`` / ``$EVALGATE_PRIVATE_KEY_FILE``, ``$EVALGATE_ACTOR``, ``$EVALGATE_MODELS``, ..."""
-        return cls.of(Environment.from_env())
+        ``$EVALGATE_PRIVATE_KEY`` / ``$EVALGATE_PRIVATE_KEY_FILE``, ``$EVALGATE_ACTOR``, ``$EVALGATE_MODELS``, ...:
+        what every command acts in (``evalgate.commands.workspace``).
+
+        Args:
+            actor: who acts, in place of the variables' actor (a command's ``--actor``); None keeps it.
+        """
+        env = Environment.from_env()
+        return cls.of(env.replace(actor=actor) if actor else env)
 
     @classmethod
     def current(cls, actor: str | None = None) -> Workspace:
-        """The workspace of the active environment (``evalgate.core.environment.active``: the innermost ``activate``d
-        one, else the ``EVALGATE_*`` variables'): what the CLI's commands call, so a command run inside an
-        activated workspace (a test's in-memory database, a notebook) uses that workspace.
+        """``from_env(actor)``, under its old name (deprecated: there is no active workspace any more).
 
-        Args:
-            actor: who acts, in place of the environment's actor (a command's ``--actor``); None keeps it.
+        Warns:
+            DeprecationWarning: always; the name goes in the next release.
         """
-        env = active()
-        return cls.of(env.replace(actor=actor) if actor else env)
+        warnings.warn("Workspace.current() is Workspace.from_env() now (no workspace is active); the old name goes "
+                      "in the next release", DeprecationWarning, stacklevel=2)
+        return cls.from_env(actor)
 
     @classmethod
     def of(cls, env: Environment) -> Workspace:
@@ -127,9 +134,36 @@ class Workspace:
 
     @contextmanager
     def activate(self) -> Iterator[Workspace]:
-        """Within the block, library calls that are not given a store, actor or directory use this workspace's."""
-        with activate(self.env):
+        """Deprecated: within the block, the process's ``EVALGATE_*`` variables describe this workspace (restored
+        after), so a library call given no store or ``env=`` (which reads them) acts in it; a memory ``database`` is
+        named for the block (``evalgate.store.db.memory_url``). The clock does not carry over. The variables are
+        the process's: do not use two such blocks at once from two threads. Hand ``ws.store`` or ``env=ws.env``
+        down instead.
+
+        Warns:
+            DeprecationWarning: always; it goes in the next release.
+        """
+        from evalgate.store.db import memory_url
+
+        warnings.warn("Workspace.activate() sets the process's EVALGATE_* variables for the block; pass ws.store or "
+                      "env=ws.env to the library call instead (it goes in the next release)", DeprecationWarning,
+                      stacklevel=3)
+        wanted = self.env.variables()
+        if self.env.database is not None:
+            wanted["EVALGATE_STORE"] = memory_url(self.env.database)
+        saved = {name: os.environ.get(name) for name in VARIABLES}
+        os.environ.update({name: wanted[name] for name in VARIABLES if name in wanted})
+        for name in VARIABLES:
+            if name not in wanted:
+                os.environ.pop(name, None)
+        try:
             yield self
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
     # -- the front door ------------------------------------------------------------------------------------------
     def evaluate(self, protocol: str | Path, checkpoint: str | Path | Checkpoint, split: str,
@@ -154,8 +188,7 @@ class Workspace:
         from evalgate.runner.evaluate import RunOptions, evaluate_checkpoint
 
         opts = options or RunOptions(**{"progress": False, **option})
-        with self.activate():
-            return evaluate_checkpoint(protocol, checkpoint, split, self._acting(opts), self.store)
+        return evaluate_checkpoint(protocol, checkpoint, split, self._acting(opts), self.store)
 
     def _acting(self, options: RunOptions) -> RunOptions:
         """``options`` with the workspace's actor where they name none (a copy: the caller's are left as given)."""
@@ -168,11 +201,9 @@ class Workspace:
             The lock document (name, version, sha256, ...).
         """
         from evalgate.protocol.freeze import freeze
-        from evalgate.protocol.spec import load_protocol
 
-        with self.activate():
-            load_protocol(protocol)  # an invalid file is refused before the store opens
-            return freeze(Path(protocol), self.store)
+        # the store is opened only once the protocol loads and its lock allows the freeze: a refusal creates none
+        return freeze(Path(protocol), lambda: self.store)
 
     def verify(self, protocol: str | Path) -> LoadedProtocol:
         """Check a protocol as ``run`` and ``freeze`` would (``evalgate protocol verify``): it loads, matches its
@@ -189,9 +220,8 @@ class Workspace:
         from evalgate.protocol.freeze import verify_frozen
         from evalgate.protocol.spec import load_protocol, verify
 
-        with self.activate():
-            verify(load_protocol(protocol))  # the file and its lock first: a bad protocol opens no store
-            return verify_frozen(Path(protocol), self.store)
+        verify(load_protocol(protocol))  # the file and its lock first: a bad protocol opens no store
+        return verify_frozen(Path(protocol), self.store)
 
     def report(self, gate_id: str, outputs: Mapping[str, str | Path] | None = None) -> GateReport | SuiteReport:
         """Write a stored gate's outputs again from its stored verdict (``evalgate report``): no split is read and
@@ -214,8 +244,7 @@ class Workspace:
         """
         from evalgate.gate.report.suite import report_stored
 
-        with self.activate():
-            return report_stored(gate_id, self.store, outputs)
+        return report_stored(gate_id, self.store, outputs)
 
     def gate(self, policy: str | Path, *, evaluate_decision: bool = True,
              expect_head: tuple[int, str] | None = None, accept_broken_chain: str | None = None,
@@ -240,13 +269,12 @@ class Workspace:
         """
         from evalgate.gate import load_policy, run_gate
 
-        with self.activate():
-            loaded = load_policy(policy)
-            if accept_broken_chain:
-                loaded = loaded.model_copy(update={"accept_broken_chain": accept_broken_chain})
-            if train_run:
-                loaded = loaded.model_copy(update={"train_run": train_run})
-            return run_gate(loaded, self.store, self.actor, evaluate_decision, expect_head, progress)
+        loaded = load_policy(policy)
+        if accept_broken_chain:
+            loaded = loaded.model_copy(update={"accept_broken_chain": accept_broken_chain})
+        if train_run:
+            loaded = loaded.model_copy(update={"train_run": train_run})
+        return run_gate(loaded, self.store, self.actor, evaluate_decision, expect_head, progress)
 
     def gate_and_report(self, policy: str | Path, outputs: Mapping[str, str | Path] | None = None, *,
                         expect_head: tuple[int, str] | None = None, accept_broken_chain: str | None = None,
@@ -270,14 +298,13 @@ class Workspace:
         from evalgate.gate.report.outputs import gate_and_report
         from evalgate.gate.suite import is_suite
 
-        with self.activate():
-            if is_suite(policy):  # a suite policy (members:): one report for the suite
-                from evalgate.gate.report.suite import suite_and_report
+        if is_suite(policy):  # a suite policy (members:): one report for the suite
+            from evalgate.gate.report.suite import suite_and_report
 
-                return suite_and_report(policy, self.store, outputs, self.actor,  # type: ignore[return-value]
-                                        accept_broken_chain, expect_head, progress, train_run, swept)
-            return gate_and_report(policy, self.store, outputs, self.actor, accept_broken_chain, expect_head,
-                                   progress, swept, train_run)
+            return suite_and_report(policy, self.store, outputs, self.actor,  # type: ignore[return-value]
+                                    accept_broken_chain, expect_head, progress, train_run, swept)
+        return gate_and_report(policy, self.store, outputs, self.actor, accept_broken_chain, expect_head,
+                               progress, swept, train_run)
 
     def evaluate_missing(self, policy: str | Path, checkpoints: str, progress: bool = False) -> SweepSummary:
         """Sweep the checkpoints a glob matches on a gate policy's selection split, with its protocol file and
@@ -288,8 +315,7 @@ class Workspace:
         """
         from evalgate.gate.missing import evaluate_missing
 
-        with self.activate():
-            return evaluate_missing(policy, checkpoints, self.actor, progress, store=self.store)
+        return evaluate_missing(policy, checkpoints, self.actor, progress, store=self.store)
 
     def sweep(self, protocol: str | Path, checkpoints: str, splits: Sequence[str],
               options: RunOptions | None = None, ray: str | None = None, chunk: int = 4) -> SweepSummary:
@@ -303,9 +329,8 @@ class Workspace:
         from evalgate.sweep import SweepOptions, run_sweep
 
         opts = self._acting(options or RunOptions(progress=False))
-        with self.activate():
-            return run_sweep(protocol, checkpoints, list(splits), SweepOptions(run=opts, ray=ray, chunk=chunk),
-                             self.store)
+        return run_sweep(protocol, checkpoints, list(splits), SweepOptions(run=opts, ray=ray, chunk=chunk),
+                         self.store)
 
     def samples(self, run_id: str, item: str | None = None, status: str | None = None,
                 limit: int | None = None) -> Samples:
@@ -327,8 +352,7 @@ class Workspace:
         """
         from evalgate.views.samples import run_samples
 
-        with self.activate():
-            return run_samples(run_id, item, status, limit, self.actor, store=self.store)
+        return run_samples(run_id, item, status, limit, self.actor, store=self.store)
 
     def compare(self, run_a: str, run_b: str) -> Comparison:
         """Two runs of one protocol on one split, sample by sample, with McNemar's exact test (``evalgate compare``;
@@ -343,8 +367,7 @@ class Workspace:
         """
         from evalgate.views.samples import compare_runs
 
-        with self.activate():
-            return compare_runs(run_a, run_b, self.actor, store=self.store)
+        return compare_runs(run_a, run_b, self.actor, store=self.store)
 
     def audit(self, split: str | None = None, since: datetime | None = None,
               tier: str | None = None) -> AuditSummary:
@@ -364,8 +387,7 @@ class Workspace:
         """
         from evalgate.views.audit import audit_summary
 
-        with self.activate():
-            return audit_summary(self.store, split, since, tier)
+        return audit_summary(self.store, split, since, tier)
 
     def diagnose(self, paths: Sequence[str | Path], seeds: Sequence[int] | None = None,
                  thresholds: Thresholds | str | Path | None = None, kl_target: float | None = None,
@@ -388,5 +410,4 @@ class Workspace:
         """
         from evalgate.diagnostics import diagnose_logs
 
-        with self.activate():
-            return diagnose_logs(list(paths), list(seeds) if seeds else None, thresholds, kl_target, report)
+        return diagnose_logs(list(paths), list(seeds) if seeds else None, thresholds, kl_target, report)

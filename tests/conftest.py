@@ -72,19 +72,18 @@ def migrated_memory_database() -> Iterator[Database]:
 
 
 @pytest.fixture
-def memory_store(home: Path, migrated_memory_database: Database) -> Iterator[Store]:
-    """The test's store in memory (a ``copy()`` of ``migrated_memory_database``): for the
-    test's duration the active environment is the process environment's (as ``home`` set it) with that database,
-    so every ``Store()`` the test, the library or an in-process CLI command makes without a path uses it, and no
-    DuckDB file is opened. Variables set after this fixture are not seen (the environment is read once); tests of
-    files, locks, WAL or several processes keep a real file. Use it per test, or per module with
+def memory_store(home: Path, migrated_memory_database: Database, monkeypatch: pytest.MonkeyPatch) -> Iterator[Store]:
+    """The test's store in memory (a ``copy()`` of ``migrated_memory_database``), named in ``EVALGATE_STORE``
+    (``evalgate.store.db.memory_url``) for the test's duration, so every ``Store()`` the test, the library or an
+    in-process CLI command makes without a path uses it, and no DuckDB file is opened; tests of files, locks, WAL
+    or several processes keep a real file. Use it per test, or per module with
     ``pytestmark = pytest.mark.usefixtures("memory_store")``."""
-    from evalgate.core.environment import Environment, activate
     from evalgate.store import Store
+    from evalgate.store.db import memory_url
 
     db = migrated_memory_database.copy()
-    with activate(Environment.from_env().replace(database=db)):
-        yield Store(db)
+    monkeypatch.setenv("EVALGATE_STORE", memory_url(db))
+    yield Store(db)
     db.close()
 
 
@@ -116,17 +115,18 @@ def postgres_url(postgres_server: PostgresServer) -> str:
 @pytest.fixture(params=["duckdb", "postgresql"])
 def backend_store(request: pytest.FixtureRequest, home: Path) -> Iterator[Store]:
     """The test's store on each backend in turn: a DuckDB file in the test's home, and an empty schema on the
-    test's PostgreSQL server (``postgres_url``). Active for the test's duration as ``memory_store`` is, so every
-    ``Store()`` made without a path (the library's, an in-process CLI command's) uses it."""
-    from evalgate.core.environment import Environment, activate
+    test's PostgreSQL server (``postgres_url``), named in ``EVALGATE_STORE`` for the test's duration as
+    ``memory_store``'s is, so every ``Store()`` made without a path (the library's, an in-process CLI command's)
+    uses it."""
     from evalgate.store import Store
     from evalgate.store.db import open_database
 
     target = request.getfixturevalue("postgres_url") if request.param == "postgresql" else \
         str(home / "home" / "evalgate.duckdb")
     db = open_database(target)
-    with activate(Environment.from_env().replace(database=db)):
-        yield Store(db)
+    if request.param == "postgresql":  # the file is the home's own store already
+        request.getfixturevalue("monkeypatch").setenv("EVALGATE_STORE", target)
+    yield Store(db)
     db.close()
 
 

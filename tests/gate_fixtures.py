@@ -84,7 +84,7 @@ def add_run(store: Store, run_id: str, digest: str, path: Path | str, split: str
         "run_id": run_id, "protocol_name": PROTO[0], "protocol_version": PROTO[1], "protocol_hash": HASH,
         "checkpoint_digest": digest, "checkpoint_path": str(path), "train_run": train_run if seed else None,
         "train_seed": seed, "step": step, "split": split, "tier": tier,
-        "split_sha256": split_sha256 or load_manifest(split).content_sha256,
+        "split_sha256": split_sha256 or load_manifest(split, store.env.splits).content_sha256,
         "sampling_seed": 0, "backend": backend, "backend_info": {}, "effective_params": {}, "actor": "t",
         "purpose": purpose})
     if status != "complete":
@@ -103,15 +103,16 @@ def add_run(store: Store, run_id: str, digest: str, path: Path | str, split: str
 
 def build(root: Path, seeds: tuple[int, ...] = (1, 2, 3), decision_tokens: float = 20.0,
           decision_tools: dict[str, dict[str, Any]] | None = None,
-          judge: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
-    """Write splits, checkpoint directories with trainer_state.json, and runs into a fresh store.
+          judge: dict[str, dict[str, Any]] | None = None, store: Store | None = None) -> dict[str, Any]:
+    """Write splits, checkpoint directories with trainer_state.json, and runs into a fresh store (``store``: default
+    ``Store()``; its environment's splits directory and key are used).
     ``decision_tools``: decision run id (``dec-base``, ``dec-<seed>``) -> its tool-use metrics; ``judge``: run id
     (``dev-<seed>-<step>``, ``dec-<seed>``) -> its ``metrics["judge"]``."""
     decision_tools, judge = decision_tools or {}, judge or {}
-    write_split("fx-dev", "dev", ITEMS, {"source": "test fixture"})
-    write_split("fx-private", "private", ITEMS, {"source": "test fixture"})
-    write_split("fx-public", "public", ITEMS, {"source": "test fixture"})
-    store = Store()
+    store = store or Store()
+    write_split("fx-dev", "dev", ITEMS, {"source": "test fixture"}, env=store.env)
+    write_split("fx-private", "private", ITEMS, {"source": "test fixture"}, env=store.env)
+    write_split("fx-public", "public", ITEMS, {"source": "test fixture"}, env=store.env)
     with store.session():  # one connection for the ~40 writes (a file store opens one per transaction otherwise)
         base = _build_runs(store, root, seeds, decision_tokens, decision_tools, judge)
     return {"store": store, "baseline": str(base)}
@@ -120,7 +121,7 @@ def build(root: Path, seeds: tuple[int, ...] = (1, 2, 3), decision_tokens: float
 def _build_runs(store: Store, root: Path, seeds: tuple[int, ...], decision_tokens: float,
                 decision_tools: dict[str, dict[str, Any]], judge: dict[str, dict[str, Any]]) -> Path:
     """``build``'s protocol, checkpoint directories and runs; returns the baseline's directory."""
-    sha = {split: load_manifest(split).content_sha256 for split in ("fx-dev", "fx-private")}
+    sha = {split: load_manifest(split, store.env.splits).content_sha256 for split in ("fx-dev", "fx-private")}
     store.record_protocol(*PROTO, HASH, {"prompt": {"template": "{{ question }}", "response_prefix": None}})
     for seed in seeds:
         run_dir = root / f"fx-run-seed{seed}"

@@ -72,9 +72,8 @@ def test_a_workspace_is_what_library_defaults_see_inside_its_calls(tmp_path: Pat
 
     ws = evalgate.Workspace(tmp_path / "ws", actor="alice", key=b"k" * 44)
     assert ws.store.env is ws.env and ws.store.location == str(tmp_path / "ws" / "evalgate.duckdb")
-    with ws.activate():
-        assert (splits.splits_dir(), splits.actor_name()) == (tmp_path / "ws" / "splits", "alice")
-        assert sealing.load_key() == b"k" * 44
+    assert (splits.splits_dir(env=ws.env), splits.actor_name(env=ws.env)) == (tmp_path / "ws" / "splits", "alice")
+    assert sealing.load_key(env=ws.env) == b"k" * 44
     assert store.Store(tmp_path / "o.duckdb").env.home == Path(".evalgate") and splits.splits_dir() == Path("splits")
 
 
@@ -160,8 +159,7 @@ def test_notebook_path_on_the_replay_backend(tmp_path: Path, no_env: Path, monke
     proto.write_text(yaml.safe_dump(_PROTOCOL))
     assert ws.freeze(proto)["name"] == "nb"
     items = [{"id": f"q{i}", "question": f"{i}+{i}?", "answer": str(2 * i)} for i in range(4)]
-    with ws.activate():
-        write_split("nb-dev", "dev", items, {"source": "test"})
+    write_split("nb-dev", "dev", items, {"source": "test"}, env=ws.env)
     replay = tmp_path / "replay.jsonl"  # q0, q1, q2 right; q3 wrong
     replay.write_text("".join(json.dumps({"item_id": f"q{i}", "turn": 0, "text": f"It is {2 * i + (i == 3)}"})
                               + "\n" for i in range(4)))
@@ -178,8 +176,7 @@ def test_notebook_path_on_the_replay_backend(tmp_path: Path, no_env: Path, monke
     assert (tmp_path / "ws" / "evalgate.duckdb").is_file() and not (no_env / ".evalgate").exists()
     assert [r.run_id for r in map(evalgate.RunRecord.from_row, ws.store.runs())] == [run.run_id]
 
-    with ws.activate():
-        built = fx.build(tmp_path / "runs", seeds=(1, 2))
+    built = fx.build(tmp_path / "runs", seeds=(1, 2), store=ws.store)
     pol = fx.policy_dict(built["baseline"], min_improvement=0.0, confidence=0.9, min_seeds=2,
                          seeds_beat_baseline_share=1.0, max_length_inflation=1.5, max_truncation_rate=0.1,
                          reward_hacking=False)
@@ -209,9 +206,8 @@ def test_notebook_path_on_a_checkpoint(tmp_path: Path, no_env: Path, tiny_checkp
     proto = tmp_path / "addition.yaml"
     proto.write_text((REPO / "protocols" / "addition.yaml").read_text())
     ws.freeze(proto)
-    with ws.activate():
-        write_split("add-dev", "dev", addition_items("dev", 3), {"source": "test"})
-        write_split("add-private", "private", addition_items("private", 3), {"source": "test"})
+    write_split("add-dev", "dev", addition_items("dev", 3), {"source": "test"}, env=ws.env)
+    write_split("add-private", "private", addition_items("private", 3), {"source": "test"}, env=ws.env)
     seed_dir = tmp_path / "train" / "seed-1"
     seed_dir.mkdir(parents=True)
     ckpt = seed_dir / "checkpoint-3"  # a real checkpoint-N folder (a symlinked folder resolves to the cache's name)

@@ -114,7 +114,7 @@ def test_each_demo_stage_says_what_it_does_before_it_starts_and_the_verdict_come
     monkeypatch.setattr(gate_mod, "run_gate", gate)
     monkeypatch.setattr(suite_report, "suite_and_report", suite)
     monkeypatch.setattr(demo, "find_data", lambda given: tmp_path / "data")
-    monkeypatch.setattr(demo, "guard_split", lambda data: events.append(("guard", data)))
+    monkeypatch.setattr(demo, "guard_split", lambda data, **kw: events.append(("guard", data)))
     monkeypatch.setattr(demo, "_print_verdict", lambda verdict, doc, proxies: events.append(("verdict", (verdict,
                                                                                                          proxies))))
     monkeypatch.setattr(humaneval, "import_humaneval", lambda *a, **k: events.append(("import", None)))

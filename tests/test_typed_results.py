@@ -29,7 +29,7 @@ ENTRY_KEYS = ["tier", "reads", "cached_reads", "overrides", "refusals", "judge_r
 @pytest.fixture
 def ws(home: Path) -> evalgate.Workspace:
     """A workspace on the test's isolated home (the CLI, which reads the same variables, sees the same store)."""
-    return evalgate.Workspace.current(actor="alice")
+    return evalgate.Workspace.from_env(actor="alice")
 
 
 def cli_json(*args: str) -> dict:
@@ -40,8 +40,7 @@ def cli_json(*args: str) -> dict:
 
 @pytest.mark.usefixtures("memory_store")
 def test_samples_are_typed_and_as_dict_is_the_json_document(ws: evalgate.Workspace) -> None:
-    with ws.activate():
-        write_split("fx-dev", "dev", ITEMS[:4], {"source": "test"})
+    write_split("fx-dev", "dev", ITEMS[:4], {"source": "test"}, env=ws.env)
     add_run(ws.store, "r1", "fx-dev", ["correct", "wrong", "truncated", "wrong"])
 
     got = ws.samples("r1", status="wrong")
@@ -65,8 +64,7 @@ def test_samples_are_typed_and_as_dict_is_the_json_document(ws: evalgate.Workspa
 
 @pytest.mark.usefixtures("memory_store")
 def test_a_comparison_is_typed_and_as_dict_is_the_json_document(ws: evalgate.Workspace) -> None:
-    with ws.activate():
-        write_split("fx-dev", "dev", ITEMS[:4], {"source": "test"})
+    write_split("fx-dev", "dev", ITEMS[:4], {"source": "test"}, env=ws.env)
     add_run(ws.store, "a", "fx-dev", ["correct", "wrong", "wrong", "truncated"], step=10)
     add_run(ws.store, "b", "fx-dev", ["wrong", "correct", "correct", "wrong"], step=20)
 
@@ -93,13 +91,12 @@ def test_a_comparison_is_typed_and_as_dict_is_the_json_document(ws: evalgate.Wor
 
 @pytest.mark.usefixtures("memory_store")
 def test_an_audit_summary_is_typed_and_leaves_out_the_parts_a_split_does_not_have(ws: evalgate.Workspace) -> None:
-    with ws.activate():
-        write_split("pub", "public", ITEMS[:2], {"source": "test"})
-        write_split("dev", "dev", ITEMS[2:4], {"source": "test"})
-        write_split("priv", "private", ITEMS[4:6], {"source": "test"})
-        manager = SplitManager(ws.store)
-        for who in ("alice", "bob", "bob"):
-            manager.open("pub", "evaluation", who)
+    write_split("pub", "public", ITEMS[:2], {"source": "test"}, env=ws.env)
+    write_split("dev", "dev", ITEMS[2:4], {"source": "test"}, env=ws.env)
+    write_split("priv", "private", ITEMS[4:6], {"source": "test"}, env=ws.env)
+    manager = SplitManager(ws.store)
+    for who in ("alice", "bob", "bob"):
+        manager.open("pub", "evaluation", who)
 
     got = ws.audit()
     assert isinstance(got, AuditSummary) and list(got.splits) == ["dev", "priv", "pub"]
@@ -128,16 +125,14 @@ def test_an_audit_summary_is_typed_and_leaves_out_the_parts_a_split_does_not_hav
 
 
 def test_a_split_only_in_the_log_has_no_content_fields_and_a_broken_chain_no_count(ws: evalgate.Workspace) -> None:
-    with ws.activate():
-        write_split("pub", "public", ITEMS[:2], {"source": "test"})
-        SplitManager(ws.store).open("pub", "evaluation", "alice")
+    write_split("pub", "public", ITEMS[:2], {"source": "test"}, env=ws.env)
+    SplitManager(ws.store).open("pub", "evaluation", "alice")
     (ws.splits / "pub.yaml").unlink()  # its rows stay; its budget is now unknown, not absent
     entry = ws.audit().splits["pub"]
     assert (entry.manifest, entry.tier, entry.reads) == (False, "public", 1)
     assert list(entry.as_dict()) == ENTRY_KEYS
 
-    with ws.activate():
-        write_split("pub", "public", ITEMS[:2], {"source": "test"})
+    write_split("pub", "public", ITEMS[:2], {"source": "test"}, env=ws.env)
     con = duckdb.connect(str(ws.store.path))  # an edited row: the chain no longer verifies from it on
     con.execute("UPDATE access_log SET actor = 'mallory' WHERE seq = 1")
     con.close()

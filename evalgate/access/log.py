@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from evalgate.core.environment import active
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.keys import signing as logsign
 from evalgate.store import AccessLogRepo, BudgetLimit, ChainLink
@@ -125,7 +124,7 @@ def _signature_check(store: AccessLogRepo, rows: list[dict[str, Any]]) -> dict[s
         with (then ``ok`` is False unless the log is empty); ``seq`` is the signed row.
     """
     sig = store.access_log_signature()
-    key = logsign.signing_key()
+    key = logsign.signing_key(store.env)
     out: dict[str, Any] = {"ok": False, "checked": key is not None, "seq": sig.seq if sig else None,
                            "reason": None, "public_key": logsign.public_hex(key) if key is not None else None,
                            "first_bad_seq": min(sig.seq, len(rows) + 1) if sig and sig.seq > 0 else 1}
@@ -138,8 +137,9 @@ def _signature_check(store: AccessLogRepo, rows: list[dict[str, Any]]) -> dict[s
                          "it against a head you pinned, --expect-head), sign its head once with 'evalgate audit "
                          "sign'")
     elif key is None:
-        out["reason"] = (f"no access-log signing key to check the signed head with ({logsign.log_key_file()} is "
-                         "missing); set EVALGATE_LOG_KEY or EVALGATE_LOG_KEY_FILE to the key that signs this store")
+        out["reason"] = ("no access-log signing key to check the signed head with "
+                         f"({logsign.log_key_file(store.env)} is missing); set EVALGATE_LOG_KEY or "
+                         "EVALGATE_LOG_KEY_FILE to the key that signs this store")
     elif not logsign.valid(key, sig.seq, sig.row_hash, sig.signature):
         other = sig.public_key != out["public_key"]
         out["reason"] = (f"the signature of head {sig.seq} does not verify with this key"
@@ -235,7 +235,7 @@ def check_for_gate(store: AccessLogRepo, expect_head: tuple[int, str] | None = N
         RefusedByPolicy: see above (nothing read, nothing spent).
         BadInput: ``$EVALGATE_EXPECT_HEAD`` is not ``SEQ:HASH``.
     """
-    pinned = active().expect_head
+    pinned = store.env.expect_head
     if expect_head is None and pinned:
         expect_head = parse_head(pinned, "$EVALGATE_EXPECT_HEAD")
     if required and expect_head is None:
@@ -274,7 +274,7 @@ def sign_head(store: AccessLogRepo, expect_head: tuple[int, str] | None = None) 
         if bad is not None:
             raise BadInput(f"not signing: the access log is broken at row {bad[0]} ({bad[1]}); a signature would vouch "
                            "for an edited log")
-        key = logsign.signing_key(create=True)
+        key = logsign.signing_key(store.env, create=True)
         if rows:
             seq, digest = rows[-1]["seq"], rows[-1]["row_hash"]
             store.set_access_log_signature(seq, digest, logsign.public_hex(key), logsign.sign(key, seq, digest))
@@ -318,11 +318,11 @@ def _signer(store: AccessLogRepo, last: ChainLink | None) -> tuple[Any | None, s
     sig = store.access_log_signature()
     fresh = last is None and (sig is None or sig.seq == 0)  # only a store's first append makes a key
     try:
-        key = logsign.signing_key(create=fresh)
+        key = logsign.signing_key(store.env, create=fresh)
     except OSError as e:
-        return None, f"the signing key {logsign.log_key_file()} cannot be created ({e})"
+        return None, f"the signing key {logsign.log_key_file(store.env)} cannot be created ({e})"
     if key is None:
-        return None, (f"no signing key ({logsign.log_key_file()} is missing); set EVALGATE_LOG_KEY or "
+        return None, (f"no signing key ({logsign.log_key_file(store.env)} is missing); set EVALGATE_LOG_KEY or "
                       "EVALGATE_LOG_KEY_FILE to the key that signs this store")
     if last is None:
         return (key, None) if sig is None or sig.seq == 0 else (None, "the log is empty but was signed at row "

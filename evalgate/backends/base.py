@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 from pydantic import ConfigDict, Field, ValidationError
 from pydantic.config import JsonDict
 
-from evalgate.core.environment import active
+from evalgate.core.environment import Environment
 from evalgate.core.errors import BadInput, MissingExtra
 from evalgate.core.models import StrictModel
 from evalgate.core.registry import Registry
@@ -299,7 +299,7 @@ class OpenAIOptions(BackendOptions):
         Raises:
             BadInput: no URL.
         """
-        if not (self.base_url or active().openai_base_url):
+        if not (self.base_url or Environment.from_env().openai_base_url):
             raise BadInput("the openai backend needs the server's URL: pass base_url (e.g. --backend-option "
                            "base_url=http://127.0.0.1:8000/v1) or set EVALGATE_OPENAI_BASE_URL")
 
@@ -371,7 +371,7 @@ def _hf_settings(o: HFOptions) -> dict[str, Any]:
 
 def _openai_settings(o: OpenAIOptions) -> dict[str, Any]:
     # a remote engine's version is not visible; the server's address stands for it
-    return {**o.output_settings(), "base_url": o.base_url or active().openai_base_url}
+    return {**o.output_settings(), "base_url": o.base_url or Environment.from_env().openai_base_url}
 
 
 BACKENDS.register("hf", BackendEntry(

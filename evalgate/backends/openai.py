@@ -54,7 +54,7 @@ from evalgate.backends.base import (
     OpenAIOptions,
     cut_at_stop,
 )
-from evalgate.core.environment import active
+from evalgate.core.environment import Environment
 from evalgate.core.errors import BadInput, EngineError
 
 RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -146,7 +146,7 @@ class OpenAIBackend:
         from evalgate.protocol.prompts import PromptEncoder
 
         self.options = options
-        base_url = options.base_url or active().openai_base_url or ""
+        base_url = options.base_url or Environment.from_env().openai_base_url or ""
         self.model_dir, self.base_url = str(model_dir), base_url.rstrip("/")
         self.model, self.endpoint = options.model or self.model_dir, options.endpoint
         self.concurrency, self.timeout_s = options.concurrency, float(options.timeout_s)

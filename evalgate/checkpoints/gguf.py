@@ -13,15 +13,15 @@ from pathlib import Path
 from filelock import FileLock
 
 from evalgate.checkpoints.identity import digest_hex, file_blake3
-from evalgate.core.environment import active
+from evalgate.core.environment import Environment, or_from_env
 from evalgate.core.errors import BadInput, EngineError, MissingExtra
 from evalgate.core.version import install_hint
 
 
-def models_dir() -> Path:
-    """Where converted GGUF checkpoints are cached (``evalgate.core.environment``: the workspace's, else
-    ``$EVALGATE_MODELS``, else ``$EVALGATE_HOME/models``)."""
-    return active().models_dir
+def models_dir(*, env: Environment | None = None) -> Path:
+    """Where converted GGUF checkpoints are cached: ``env``'s ``models_dir`` (default the process's,
+    ``or_from_env``: ``$EVALGATE_MODELS``, else ``$EVALGATE_HOME/models``)."""
+    return or_from_env(env).models_dir
 
 
 # Converted folders this process checked against a fresh conversion, by folder -> the stat of every file in it then
@@ -29,7 +29,7 @@ def models_dir() -> Path:
 _VERIFIED: dict[str, list[tuple[str, int, int, int, int]]] = {}
 
 
-def convert_gguf(gguf: Path, digest: str, verify: bool = False) -> Path:
+def convert_gguf(gguf: Path, digest: str, verify: bool = False, *, env: Environment | None = None) -> Path:
     """Convert a GGUF file once to an HF safetensors directory ``$EVALGATE_HOME/models/<hex[:16]>`` (``hex``: the
     digest's hex part, ``digest_hex``; a GGUF known by its sha256 keeps its earlier conversion).
 
@@ -53,7 +53,7 @@ def convert_gguf(gguf: Path, digest: str, verify: bool = False) -> Path:
         BadInput: the conversion failed and the file does not parse as GGUF (truncated or damaged).
         EngineError: the conversion failed on a file that parses.
     """
-    out = models_dir() / digest_hex(digest)[:16]
+    out = models_dir(env=env) / digest_hex(digest)[:16]
     if not verify and (out / "config.json").is_file():
         return out
     if verify and _VERIFIED.get(str(out)) == _snapshot(out):

@@ -35,7 +35,7 @@ import blake3
 from filelock import FileLock
 
 from evalgate.checkpoints.layout import not_hf_checkpoint, weight_files
-from evalgate.core.environment import active
+from evalgate.core.environment import Environment, or_from_env
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import atomic_write
 from evalgate.core.formatting import short_digest  # noqa: F401 - display; kept importable from here
@@ -118,10 +118,14 @@ class DigestCache:
     still noticed. An entry is ``{"stat": [...], "sha256": hex, "blake3": hex}`` with the algorithms computed so
     far (entries written before blake3 hold only sha256). Set ``EVALGATE_NO_DIGEST_CACHE=1`` to always hash.
     Unreadable or corrupt cache files are ignored (and rewritten).
+
+    Args:
+        path: the cache file (default ``env.home/file-digests.json``).
+        env: whose home and ``digest_cache`` switch (default the process's, ``or_from_env``).
     """
 
-    def __init__(self, path: Path | None = None):
-        env = active()
+    def __init__(self, path: Path | None = None, *, env: Environment | None = None):
+        env = or_from_env(env)
         self.path = path or env.home / "file-digests.json"
         self.enabled = env.digest_cache
         self._entries: dict[str, Any] = {}
@@ -334,10 +338,11 @@ def checkpoint_identity(files: list[Path], recorded: Callable[[], str | None] | 
         cache.save()
 
 
-def verify_identity(path: Path, expected: str) -> str:
+def verify_identity(path: Path, expected: str, *, env: Environment | None = None) -> str:
     """The identity of the checkpoint at ``path`` (an HF directory or a ``.gguf`` file) computed from its bytes
     under the algorithm of ``expected`` (no cached digest is taken): equal to ``expected`` exactly when the files
     its loaders open are the ones that identity was made of. For the gate, which decides on stored runs.
+    ``env``: whose digest cache is refreshed (default the process's).
 
     Raises:
         BadInput: not a checkpoint (``identity_files``).
@@ -345,7 +350,7 @@ def verify_identity(path: Path, expected: str) -> str:
     """
     single = path.is_file()
     files = [path] if single else identity_files(path)
-    cache = DigestCache()
+    cache = DigestCache(env=env)
     try:
         return _identity(files, digest_algorithm(expected), cache, single, verify=True)
     finally:

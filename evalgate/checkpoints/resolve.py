@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.checkpoints.gguf import convert_gguf
-from evalgate.checkpoints.identity import checkpoint_identity, identity_files
+from evalgate.checkpoints.identity import DigestCache, checkpoint_identity, identity_files
 from evalgate.checkpoints.model import check_config, check_weight_files
 from evalgate.checkpoints.provenance import infer_training
+from evalgate.core.environment import Environment
 from evalgate.core.errors import BadInput
 
 
@@ -49,6 +50,7 @@ def resolve_checkpoint(
     step: int | None = None,
     recorded: Callable[[str], str | None] | None = None,
     verify: bool = False,
+    env: Environment | None = None,
 ) -> Checkpoint:
     """Resolve a checkpoint path to its identity and loadable HF directory.
 
@@ -64,6 +66,7 @@ def resolve_checkpoint(
         verify: hash every byte of the identity files, taking no digest from the stat-keyed cache (a trust
             decision: a run on a public, private or human-audit split, the gate); for a GGUF, also check its
             cached conversion against a fresh one (``convert_gguf``).
+        env: whose digest cache and converted-models cache (default the process's, ``or_from_env``).
 
     Raises:
         BadInput: path missing or neither an HF directory nor a ``.gguf`` file; weights that cannot be read or a
@@ -82,12 +85,14 @@ def resolve_checkpoint(
         if magic != b"GGUF":  # the GGUF format's first four bytes (ggml docs/gguf.md)
             raise BadInput(f"checkpoint {path} is not a GGUF file (it does not start with the bytes 'GGUF'; it starts "
                            f"with {magic!r}); a truncated or failed download? Pass a complete .gguf file")
-        digest = checkpoint_identity([p], (lambda: recorded(str(p))) if recorded else None, single=True,
-                                     verify=verify)
+        digest = checkpoint_identity([p], (lambda: recorded(str(p))) if recorded else None, DigestCache(env=env),
+                                     single=True, verify=verify)
         prov = {k: "flag" if v is not None else "not inferred: a GGUF file carries no training metadata; pass "
                 f"--{k.replace('_', '-')}" for k, v in given.items()}
-        return Checkpoint(p, "gguf", digest, convert_gguf(p, digest, verify), train_run, train_seed, step, prov)
-    digest = checkpoint_identity(identity_files(p), (lambda: recorded(str(p))) if recorded else None, verify=verify)
+        model_dir = convert_gguf(p, digest, verify, env=env)
+        return Checkpoint(p, "gguf", digest, model_dir, train_run, train_seed, step, prov)
+    digest = checkpoint_identity(identity_files(p), (lambda: recorded(str(p))) if recorded else None,
+                                 DigestCache(env=env), verify=verify)
     check_weight_files(p)
     check_config(p)
     inferred, src = infer_training(p)

@@ -28,10 +28,10 @@ _JSON_OUT: list[TextIO] = []  # the real stdout while a --json command runs (jso
 
 
 def workspace(actor: str | None = None) -> Workspace:
-    """The workspace a command acts in (``Workspace.current``: the active one, else the ``EVALGATE_*`` variables'),
-    with ``actor`` (a command's ``--actor``) as who acts where given. Every command takes its store, actor and
-    directories from it and hands them down; none opens a ``Store()`` of its own."""
-    return Workspace.current(actor)
+    """The workspace a command acts in (``Workspace.from_env``: the ``EVALGATE_*`` variables'), with ``actor`` (a
+    command's ``--actor``) as who acts where given. Every command takes its store, actor and directories from it
+    and hands them down; none opens a ``Store()`` of its own."""
+    return Workspace.from_env(actor)
 
 
 def dump(doc: Any) -> None:

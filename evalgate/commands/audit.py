@@ -133,7 +133,7 @@ def audit_verify(expect_head: str | None, as_json: bool) -> None:
     elif res["ok"]:
         from evalgate.keys.signing import log_key_file
 
-        where = "$EVALGATE_LOG_KEY" if ws.env.log_key else str(log_key_file())
+        where = "$EVALGATE_LOG_KEY" if ws.env.log_key else str(log_key_file(ws.env))
         click.echo(f"ok: access log chain intact ({res['rows']} rows), head signed (key "
                    f"{(sig['public_key'] or '-')[:16]} from {where}); head {res['head']['seq']}:{res['head']['hash']}")
     elif res["first_bad_seq"]:

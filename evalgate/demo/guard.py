@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
+from evalgate.core.environment import Environment
 from evalgate.core.errors import BadInput
 from evalgate.splits.manifest import Policy
 
@@ -51,13 +52,14 @@ def find_data(given: Path | None = None, start: Path | None = None) -> Path:
 
 
 def guard_split(data: Path, n: int = GUARD_ITEMS, label: Literal["safe", "unsafe"] = "safe",
-                policy: Policy | None = None) -> Path:
+                policy: Policy | None = None, env: Environment | None = None) -> Path:
     """Write the private split ``xstest-<label>-demo`` (``GUARD_SPLIT`` for the safe prompts): the first ``n``
     prompts of ``data/XSTEST_CSV`` with that label in tier-partition order (the head of ``xstest-<label>-private``),
     with the file's provenance (name, sha256) and how the items were chosen.
 
     Args:
         policy: the split's access policy (default: the private tier's).
+        env: whose splits directory and key (default the process's, ``or_from_env``).
 
     Returns:
         The split's manifest path.
@@ -74,4 +76,5 @@ def guard_split(data: Path, n: int = GUARD_ITEMS, label: Literal["safe", "unsafe
     ids = partition(list(by_id))["private"][:n]
     provenance = {**provenance, "subset": f"the first {len(ids)} ids of the private tier of sha256('{PARTITION_SALT}:'"
                                           " + id) order (splits.tiering.partition), for the demo's time budget"}
-    return write_split(f"xstest-{label}-demo", "private", [by_id[i] for i in ids], provenance, policy=policy)
+    return write_split(f"xstest-{label}-demo", "private", [by_id[i] for i in ids], provenance, policy=policy,
+                       env=env)

@@ -33,8 +33,8 @@ hard budget (4 reads per 30 days) would otherwise refuse the third demo. The tra
 (``$EVALGATE_CACHE``). The demo exits 0 whatever the verdict (it shows the gate; CI uses ``evalgate gate`` for the
 exit code).
 
-Each step runs in a ``Workspace`` of its own home (``Workspace.activate``), derived from the one the environment
-describes (key, actor and models cache kept); the process environment is never changed.
+Each step runs in a ``Workspace`` of its own home, derived from the one the environment describes (key, actor and
+models cache kept), handed to every call (its store, or ``env=``); the process environment is never changed.
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def _train(d: DemoRun) -> None:
     from evalgate.checkpoints.resolve import resolve_checkpoint
     from evalgate.demo.train import TRAIN_CONFIG, ensure_training
 
-    base = resolve_checkpoint(d.gguf)
+    base = resolve_checkpoint(d.gguf, env=d.ws.env)
     t = time.perf_counter()
     # keyed by the base's sha256 (its identity before blake3), so training cached by earlier versions stays valid
     d.train_dir = ensure_training(base.model_dir, file_sha256(d.gguf))
@@ -140,9 +140,9 @@ def _dev(d: DemoRun) -> None:
 
     store = d.ws.store
     prov = {"source": "evalgate.demo.train.addition_items (seeded, synthetic)", "data_seed": TRAIN_CONFIG["data_seed"]}
-    write_split("addition-dev", "dev", addition_items("dev", DEV_ITEMS), prov)
-    write_split("addition-private", "private", addition_items("private", PRIVATE_ITEMS), prov)
-    guard_split(d.data)
+    write_split("addition-dev", "dev", addition_items("dev", DEV_ITEMS), prov, env=d.ws.env)
+    write_split("addition-private", "private", addition_items("private", PRIVATE_ITEMS), prov, env=d.ws.env)
+    guard_split(d.data, env=d.ws.env)
     for path in (PROTOCOL, GUARD_PROTOCOL):
         lock = freeze(path, store)
         print(f"protocol {lock['name']}@{lock['version']} frozen, sha256 {lock['sha256'][:16]}", file=sys.stderr)
@@ -191,9 +191,8 @@ def _humaneval(d: DemoRun) -> None:
 
     home = Path(".evalgate/demo-humaneval")
     ws = _workspace(home)
-    with ws.activate():
-        if not (home / "splits" / "humaneval-smoke.yaml").is_file():
-            import_humaneval()
+    if not (home / "splits" / "humaneval-smoke.yaml").is_file():
+        import_humaneval(store=ws.store)
     ws.freeze(HUMANEVAL_PROTOCOL)
     he = ws.evaluate(HUMANEVAL_PROTOCOL, d.gguf, "humaneval-smoke", purpose="demo",
                      train_run="smollm2-135m-instruct", progress=True).as_dict()
@@ -255,7 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     n = len(before) + len(after)
     # progress on: evalgate's bars and stage lines; the libraries' own bars (the GGUF conversion's, "Loading
     # weights") only on a terminal, where they redraw in place
-    with progress_bars(True), _fresh_demo_workspace().activate() as ws:
+    with progress_bars(True):
+        ws = _fresh_demo_workspace()
         d = DemoRun(ws=ws, gguf=smollm2_gguf(), full=full, data=data)
         for i, s in enumerate(before, 1):
             _run_stage(d, s, i, n)

@@ -99,17 +99,20 @@ def prepare(home: Path, addition: Path, gguf: Path, store: Any, dev_items: int) 
     from evalgate.protocol.freeze import freeze
     from evalgate.splits.write import write_split
 
-    base = resolve_checkpoint(gguf, recorded=store.recorded_checkpoint)  # the identity the gate's baseline has
+    # the identity the gate's baseline has
+    base = resolve_checkpoint(gguf, recorded=store.recorded_checkpoint, env=store.env)
     t0 = time.perf_counter()
     rm = ensure_reward_model(base.model_dir, base.digest)
     took = time.perf_counter() - t0
     print(f"reward model: {rm} ({'trained' if took > 5 else 'cached'}, {took:.0f} s)", file=sys.stderr)
     write_split(PROXY_SPLIT, "dev", proxy_items(dev_items), {
-        "source": "evalgate.demo.rlhf.proxy_items (seeded, synthetic)", "data_seed": TRAIN_CONFIG["data_seed"]})
+        "source": "evalgate.demo.rlhf.proxy_items (seeded, synthetic)", "data_seed": TRAIN_CONFIG["data_seed"]},
+        env=store.env)
     out = home / "protocols"
     out.mkdir(parents=True, exist_ok=True)
     for name, doc in (("addition-judge", judge_protocol(addition, gguf.resolve(), base.digest, base.digest)),
-                      ("addition-rm", rm_protocol(addition, rm.resolve(), resolve_checkpoint(rm).digest))):
+                      ("addition-rm", rm_protocol(addition, rm.resolve(),
+                                                  resolve_checkpoint(rm, env=store.env).digest))):
         path = out / f"{name}.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         lock = freeze(path, store)

@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from evalgate.core.environment import active
+from evalgate.core.environment import Environment
 from evalgate.core.fileio import build_once
 from evalgate.core.formatting import num
 
@@ -63,8 +63,9 @@ def addition_items(part: str, n: int) -> list[dict[str, Any]]:
 
 
 def cache_root() -> Path:
-    """The active cache (``evalgate.core.environment``: ``$EVALGATE_CACHE``, default ``~/.cache/evalgate``)."""
-    return active().cache
+    """The machine's cache (``Environment.cache``: ``$EVALGATE_CACHE``, default ``~/.cache/evalgate``; a process
+    setting, not a workspace's)."""
+    return Environment.from_env().cache
 
 
 def config_key(base_digest: str) -> str:

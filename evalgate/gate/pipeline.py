@@ -151,7 +151,7 @@ def run_gate(policy: GatePolicy, store: Store, actor: str | None = None,
     """
     accesslog.check_for_gate(store, expect_head, policy.require_expect_head,  # before any read
                              accept_broken=policy.accept_broken_chain is not None)
-    who = actor_name(actor)
+    who = actor_name(actor, env=store.env)
     name, version = policy.protocol.split("@", 1)
     manager = SplitManager(store)
     sel_m, dec_m = reads.check_tiers(policy, manager)
@@ -159,7 +159,7 @@ def run_gate(policy: GatePolicy, store: Store, actor: str | None = None,
     proxy_checked = check_proxies(policy, manager)
     broken = reads.check_chain(policy, manager, dec_m, who)  # a broken chain cannot count the budget
     sel_runs, dec_runs = _stored_runs(policy, store, dec_m.content_sha256, evaluate_decision)
-    base_digest = reads.baseline_digest(policy, dec_runs, evaluate_decision, store.recorded_checkpoint, progress)
+    base_digest = reads.baseline_digest(policy, dec_runs, evaluate_decision, store, progress)
     part = partition_runs(sel_runs, sel_m.content_sha256, policy.backend, base_digest)
     check_one_training_run(part.usable, policy.train_run)  # before any read: seeds of two runs are not one seed
     manager.check(policy.selection_split, reads.SELECTION_PURPOSE, who)

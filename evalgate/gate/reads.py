@@ -6,7 +6,6 @@ selection run."""
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -313,7 +312,7 @@ def check_identities(policy: GatePolicy, manager: SplitManager, actor: str,
             print(f"warning: gate {policy.name}: {path} holds no checkpoint now; its identity "
                   f"{short_digest(digest)} was not verified from its files", file=sys.stderr)
             continue
-        now = verify_identity(p, digest)
+        now = verify_identity(p, digest, env=manager.store.env)
         if now != digest:
             manager.refuse(policy.decision_split, RELEASE_GATE, actor, (
                 f"gate {policy.name}: checkpoint {path} is not the checkpoint its runs evaluated (identity "
@@ -323,10 +322,11 @@ def check_identities(policy: GatePolicy, manager: SplitManager, actor: str,
 
 
 def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], resolve: bool,
-                    recorded: Callable[[str], str | None] | None = None, progress: bool = False) -> str | None:
-    """The baseline checkpoint's digest (it is no training candidate), or None for a fixed value (``recorded``:
-    ``Store.recorded_checkpoint``, so a baseline known by a sha256 identity keeps it, as its evaluation will;
-    ``progress``: show the libraries' bars while it resolves, e.g. a GGUF file's conversion)."""
+                    store: Store, progress: bool = False) -> str | None:
+    """The baseline checkpoint's digest (it is no training candidate), or None for a fixed value (``store``: its
+    ``recorded_checkpoint``, so a baseline known by a sha256 identity keeps it, as its evaluation will, and its
+    environment's caches; ``progress``: show the libraries' bars while it resolves, e.g. a GGUF file's
+    conversion)."""
     path = policy.baseline.checkpoint
     if path is None:
         return None
@@ -335,7 +335,7 @@ def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], res
         from evalgate.core.progress import progress_bars
 
         with progress_bars(progress):
-            return resolve_checkpoint(path, recorded=recorded, verify=True).digest
+            return resolve_checkpoint(path, recorded=store.recorded_checkpoint, verify=True, env=store.env).digest
     prior = [r for r in decision_runs if r["checkpoint_path"] == path]
     return prior[-1]["checkpoint_digest"] if prior else None
 

@@ -194,7 +194,7 @@ def run_suite(suite: Suite, store: Store, actor: str | None = None, evaluate_dec
     sp = suite.policy
     accesslog.check_for_gate(store, expect_head, sp.require_expect_head,
                              accept_broken=sp.accept_broken_chain is not None)
-    who, manager = actor_name(actor), SplitManager(store)
+    who, manager = actor_name(actor, env=store.env), SplitManager(store)
     members = [_Member(sm) for sm in suite.members]
     _prepare(members, sp.train_run, store, manager, who, evaluate_decision, progress)
     picks = _pick(members, store, who, evaluate_decision, progress)
@@ -241,7 +241,7 @@ def _prepare(members: list[_Member], train_run: str | None, store: Store, manage
                                                m.dec_m.content_sha256, False)[1]
         key = p.baseline.checkpoint or ""
         if key not in digests or not evaluate_decision:  # a baseline's files are hashed once
-            digests[key] = reads.baseline_digest(p, m.dec_runs, evaluate_decision, store.recorded_checkpoint,
+            digests[key] = reads.baseline_digest(p, m.dec_runs, evaluate_decision, store,
                                                  progress)
         m.base_digest = digests[key]
         if m.sm.has_selection:

@@ -97,7 +97,7 @@ def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: 
         RefusedByPolicy: the run was not made on a human-audit split (``rating.create_batch``).
     """
     manager = SplitManager(store)
-    _human_audit_manifest(manager, split, EXPORT_PURPOSE, actor_name(actor))
+    _human_audit_manifest(manager, split, EXPORT_PURPOSE, actor_name(actor, env=store.env))
     samples: list[dict[str, Any]] = []
     batch: dict[str, Any] = {}
     if run_id is not None:
@@ -111,7 +111,8 @@ def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: 
         samples = store.samples(run_id)
         batch = create_batch(run_id, samples=max(len(samples), 1), scale=scale, store=store, actor=actor,
                              show_gold=show_gold)
-    opened = manager.open(split, EXPORT_PURPOSE, actor_name(actor), detail=f"run {run_id}" if run_id else None)
+    opened = manager.open(split, EXPORT_PURPOSE, actor_name(actor, env=store.env),
+                          detail=f"run {run_id}" if run_id else None)
     items = {str(it["id"]): it for it in opened.items}
     if run_id is None:
         records = [AuditRecord(split=split, item_id=i, item=it) for i, it in items.items()]
@@ -169,7 +170,7 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
         raise BadInput(f"{p}: no record has a human_score ({len(records)} record(s), all unscored): fill in "
                        "human_score for the items you scored, then import again" if records else
                        f"{p} holds no records; pass the file written by 'evalgate splits export-audit', with scores")
-    who = actor_name(actor)
+    who = actor_name(actor, env=store.env)
     _no_second_score(p, records, rater or who)
     manager = SplitManager(store)
     item_ids: dict[str, set[str]] = {}

@@ -94,7 +94,7 @@ def add_rater(name: str, admin: bool = False, base_url: str = "http://127.0.0.1:
         raise BadInput(f"rater name {name!r}: use letters, digits and . _ - @ only")
     token = secrets.token_urlsafe(24)
     role = "admin" if admin else "rater"
-    replaced = store.put_rater(name, token_sha256(token), role, actor_name(actor))
+    replaced = store.put_rater(name, token_sha256(token), role, actor_name(actor, env=store.env))
     # the token rides in the fragment, which a browser never sends: the login page posts it (a GET never logs in)
     return {"name": name, "role": role, "token": token, "url": f"{base_url.rstrip('/')}/login#token={token}",
             "replaced": replaced}
@@ -219,7 +219,7 @@ def create_batch(run_id: str, samples: int = 50, stratify: str | None = None, ru
             file, a run without samples.
         RefusedByPolicy: the run's split is not tier human-audit (logged as refused).
     """
-    who = actor_name(actor)
+    who = actor_name(actor, env=store.env)
     if samples < 1:
         raise BadInput(f"--samples {samples}: give at least 1")
     if stratify not in (None, "score"):

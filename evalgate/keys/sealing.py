@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.core.enums import Tier
-from evalgate.core.environment import active
+from evalgate.core.environment import Environment, or_from_env
 from evalgate.core.errors import BadInput, RefusedByPolicy
 
 SEALED_TIERS: tuple[str, ...] = (Tier.PRIVATE.value, Tier.HUMAN_AUDIT.value)
@@ -37,23 +37,24 @@ _PRINT_CONTEXT = b"evalgate private item fingerprint v1"
 
 
 # -- the key (it also encrypts the private splits' data files, ``evalgate.splits``) ----------------------------
-def key_file() -> Path:
-    """The active key file (``evalgate.core.environment``: the workspace's, else ``$EVALGATE_PRIVATE_KEY_FILE``, else
-    ``$XDG_CONFIG_HOME/evalgate/private.key``, outside any repo)."""
-    return active().key_file
+def key_file(*, env: Environment | None = None) -> Path:
+    """``env``'s key file (``Environment.key_file``; default the process's, ``or_from_env``:
+    ``$EVALGATE_PRIVATE_KEY_FILE``, else ``$XDG_CONFIG_HOME/evalgate/private.key``, outside any repo)."""
+    return or_from_env(env).key_file
 
 
-def load_key(create: bool = False) -> bytes:
-    """The Fernet key: ``$EVALGATE_PRIVATE_KEY``, else the key file; ``create`` makes a new key file (mode 600) and
-    prints its path on stderr with a note to back it up and keep it secret: without the key the private splits
-    cannot be read, and anyone who has it can read them.
+def load_key(create: bool = False, *, env: Environment | None = None) -> bytes:
+    """``env``'s Fernet key (default the process's, ``or_from_env``): ``env.key`` (``$EVALGATE_PRIVATE_KEY``), else
+    the key file ``env.key_file``; ``create`` makes a new key file (mode 600) and prints its path on stderr with a
+    note to back it up and keep it secret: without the key the private splits cannot be read, and anyone who has it
+    can read them.
 
     Raises:
         RefusedByPolicy: no key available (reading private data needs it).
     """
     from cryptography.fernet import Fernet
 
-    env = active()
+    env = or_from_env(env)
     if env.key:
         return env.key
     kf = env.key_file
@@ -84,7 +85,7 @@ class Sealer:
     """Seals and opens store values with one Fernet key.
 
     Args:
-        key: the urlsafe-base64 Fernet key (``evalgate.splits.load_key``).
+        key: the urlsafe-base64 Fernet key (``load_key``).
 
     Raises:
         BadInput: ``key`` is not a valid Fernet key.
@@ -144,31 +145,32 @@ class Sealer:
         return hmac.digest(self._print_key, f"{kind}\x00{text}".encode(), "sha256").hex()
 
 
-def sealer() -> Sealer:
-    """The Sealer of the private-split key (``$EVALGATE_PRIVATE_KEY`` or the key file).
+def sealer(*, env: Environment | None = None) -> Sealer:
+    """The Sealer of ``env``'s private-split key (``load_key``; default the process's).
 
     Raises:
         RefusedByPolicy: no key is available.
         BadInput: the key is not a valid Fernet key.
     """
     try:
-        return Sealer(load_key())
+        return Sealer(load_key(env=env))
     except RefusedByPolicy as e:
         raise RefusedByPolicy(f"outputs of private and human-audit runs are encrypted at rest with the private "
                               f"split key: {e.message}") from e
 
 
-def sealer_for(tier: str | None) -> Sealer | None:
-    """The Sealer for a run on ``tier``: None for a tier whose outputs stay in clear.
+def sealer_for(tier: str | None, env: Environment) -> Sealer | None:
+    """The Sealer (``env``'s key) for a run on ``tier``: None for a tier whose outputs stay in clear.
 
     Raises:
         RefusedByPolicy, BadInput: as ``sealer``.
     """
-    return sealer() if tier in SEALED_TIERS else None
+    return sealer(env=env) if tier in SEALED_TIERS else None
 
 
-def open_rows(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> list[dict[str, Any]]:
-    """Decrypt the sealed values of ``columns`` in ``rows`` in place (the key is loaded only when one is sealed).
+def open_rows(rows: list[dict[str, Any]], columns: tuple[str, ...], env: Environment) -> list[dict[str, Any]]:
+    """Decrypt the sealed values of ``columns`` in ``rows`` in place with ``env``'s key (loaded only when one is
+    sealed).
 
     Raises:
         RefusedByPolicy: a sealed value and no key, or the wrong key.
@@ -177,7 +179,7 @@ def open_rows(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> list[dict
     for r in rows:
         for c in columns:
             if is_sealed(r.get(c)):
-                s = s or sealer()
+                s = s or sealer(env=env)
                 r[c] = s.open(r[c])
     return rows
 
@@ -185,13 +187,13 @@ def open_rows(rows: list[dict[str, Any]], columns: tuple[str, ...]) -> list[dict
 UNREADABLE = "(encrypted with the private split key, which is not available here)"
 
 
-def open_or_mark(rows: list[dict[str, Any]], column: str) -> list[dict[str, Any]]:
+def open_or_mark(rows: list[dict[str, Any]], column: str, env: Environment) -> list[dict[str, Any]]:
     """Like ``open_rows`` for one column, for listings that must work without the key (a run's error message):
     a sealed value that cannot be opened becomes ``UNREADABLE`` instead of refusing the whole listing."""
     for r in rows:
         if is_sealed(r.get(column)):
             try:
-                r[column] = sealer().open(r[column])
+                r[column] = sealer(env=env).open(r[column])
             except (RefusedByPolicy, BadInput):
                 r[column] = UNREADABLE
     return rows

@@ -10,7 +10,7 @@ Where the key comes from, first found wins:
 
 1. ``$EVALGATE_LOG_KEY``: the key itself (PEM, as written to the key file), e.g. a CI secret;
 2. ``$EVALGATE_LOG_KEY_FILE``: a file holding it;
-3. ``log-signing.key`` beside the private-split key file (``evalgate.keys.sealing.key_file``: by default
+3. ``log-signing.key`` beside the private-split key file (``Environment.key_file``: by default
    ``$XDG_CONFIG_HOME/evalgate/``, outside any repository).
 
 When none exists, a store's first append creates the file (mode 600; a later append on a store some key
@@ -28,18 +28,17 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from evalgate.core.environment import active
+from evalgate.core.environment import Environment
 from evalgate.core.errors import BadInput
-from evalgate.keys.sealing import key_file
 
 KEY_NAME = "log-signing.key"
 _CONTEXT = b"evalgate access-log head v1\n"
 
 
-def log_key_file() -> Path:
-    """The active log key file (``evalgate.core.environment``: ``$EVALGATE_LOG_KEY_FILE``), else ``log-signing.key`` in
-    the private-split key's directory."""
-    return active().log_key_file or key_file().parent / KEY_NAME
+def log_key_file(env: Environment) -> Path:
+    """``env``'s log key file (``env.log_key_file``, ``$EVALGATE_LOG_KEY_FILE``), else ``log-signing.key`` in the
+    private-split key's directory (``env.key_file``)."""
+    return env.log_key_file or env.key_file.parent / KEY_NAME
 
 
 def message(seq: int, row_hash: str) -> bytes:
@@ -84,10 +83,11 @@ def _create(path: Path) -> None:
         tmp.unlink()
 
 
-def signing_key(create: bool = False) -> Any | None:
-    """The Ed25519 private key (see the module docstring for where it is looked for).
+def signing_key(env: Environment, create: bool = False) -> Any | None:
+    """``env``'s Ed25519 private key (see the module docstring for where it is looked for).
 
     Args:
+        env: the environment whose key (``log_key``, ``log_key_file``, ``key_file``) is used.
         create: make the key file when no key is found.
 
     Returns:
@@ -96,10 +96,10 @@ def signing_key(create: bool = False) -> Any | None:
     Raises:
         BadInput: the key found is not a PEM Ed25519 private key.
     """
-    pem = active().log_key
+    pem = env.log_key
     if pem:
         return _parse(pem.strip().encode() + b"\n", "EVALGATE_LOG_KEY")
-    path = log_key_file()
+    path = log_key_file(env)
     if not path.is_file():
         if not create:
             return None

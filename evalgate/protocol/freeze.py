@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ from evalgate.protocol.spec import (
 from evalgate.store import ProtocolRepo, Store
 
 
-def freeze(path: str | Path, store: ProtocolRepo | None = None) -> dict[str, Any]:
+def freeze(path: str | Path, store: ProtocolRepo | Callable[[], ProtocolRepo] | None = None) -> dict[str, Any]:
     """Hash a protocol, record ``name@version -> sha256`` in the store, and write ``<path>.lock`` atomically.
 
     The lock keeps every version it ever froze (``versions``, appended to): changed content under any
@@ -31,6 +32,12 @@ def freeze(path: str | Path, store: ProtocolRepo | None = None) -> dict[str, Any
     is a no-op that keeps the lock as it is (a format-1 lock, written before ``versions``, is rewritten in format 2
     when a new version is frozen); a lock whose fields disagree (``lock_problem``, e.g. an edited ``resolved``) is
     rewritten from the protocol file, keeping the well-formed entries of its ``versions``.
+
+    Args:
+        path: the protocol file.
+        store: where ``name@version`` is recorded: a store, or a function that opens one (called only once the
+            protocol and its lock allow the freeze, so a refused freeze opens, and creates, no store); default
+            ``Store()``, the process environment's.
 
     Returns:
         The lock document.
@@ -45,7 +52,8 @@ def freeze(path: str | Path, store: ProtocolRepo | None = None) -> dict[str, Any
                  and e["sha256"] != lp.sha256), None)
     if used is not None:
         raise BadInput(_used_version_message(lp, used, old, versions))
-    (store or Store()).record_protocol(lp.spec.name, lp.spec.version, lp.sha256, lp.resolved)
+    repo = store() if callable(store) else store if store is not None else Store()
+    repo.record_protocol(lp.spec.name, lp.spec.version, lp.sha256, lp.resolved)
     if old is not None and old["sha256"] == lp.sha256:
         return old
     doc = lock_document(lp, versions)

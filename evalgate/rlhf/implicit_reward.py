@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from evalgate.core.environment import Environment
 from evalgate.core.errors import BadInput
 from evalgate.rlhf.reward import pinned_model_dir
 from evalgate.rlhf.reward_options import ImplicitRewardOptions, ReferenceRef
@@ -30,9 +31,10 @@ def implicit_reward(policy_logprob: float, reference_logprob: float, beta: float
     return beta * (policy_logprob - reference_logprob)
 
 
-def reference_dir(ref: ReferenceRef) -> Path:
-    """The pinned reference's HF directory, its digest checked (``rlhf.reward.pinned_model_dir``)."""
-    return pinned_model_dir(ref.checkpoint, ref.digest, "reference model", "scorer.options.reference.digest")
+def reference_dir(ref: ReferenceRef, env: Environment) -> Path:
+    """The pinned reference's HF directory, its digest checked (``rlhf.reward.pinned_model_dir``; ``env``: whose
+    digest and models caches)."""
+    return pinned_model_dir(ref.checkpoint, ref.digest, "reference model", "scorer.options.reference.digest", env=env)
 
 
 class ImplicitRewardScorer:
@@ -82,7 +84,7 @@ class ImplicitRewardScorer:
         from evalgate.checkpoints.model import load_tokenizer
         from evalgate.runner.generate import loglikelihood_requests
 
-        model_dir = reference_dir(self.options.reference)
+        model_dir = reference_dir(self.options.reference, self.plan.store.env)
         tokenizer = load_tokenizer(model_dir)
         policy_tok = self.plan.prompts.tokenizer
         if policy_tok is None or tokenizer.get_vocab() != policy_tok.get_vocab():

@@ -147,7 +147,7 @@ def open_judge_calls(options: JudgeOptions, plan: Any) -> tuple[JudgeCalls, bool
     prompts are) and whether the tier is sealed (private or human-audit)."""
     from evalgate.keys.sealing import sealer_for
 
-    seal = sealer_for(plan.manifest.tier)
+    seal = sealer_for(plan.manifest.tier, plan.store.env)
     return JudgeCalls(options, plan.protocol.path, plan.store, plan.run_id, seal.digest if seal else None), \
         seal is not None
 

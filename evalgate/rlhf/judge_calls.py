@@ -137,7 +137,7 @@ class JudgeCalls:
 
         path = judge_path(self.options, self.protocol_path)
         assert path is not None  # an hf or vllm judge names a checkpoint; an openai one without is served_only
-        ckpt = resolve_checkpoint(path)
+        ckpt = resolve_checkpoint(path, env=self.store.env)
         if ckpt.digest != self.options.judge.digest:
             raise BadInput(f"judge checkpoint {path} has digest {ckpt.digest}, the protocol pins "
                            f"{self.options.judge.digest}; a different judge would change every verdict: pin the new "

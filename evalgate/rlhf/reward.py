@@ -34,6 +34,7 @@ from evalgate.scoring.base import SampleToScore, ScoreResult, require_one_sample
 
 if TYPE_CHECKING:
     from evalgate.checkpoints.resolve import Checkpoint
+    from evalgate.core.environment import Environment
     from evalgate.store import Store
 
 
@@ -48,19 +49,20 @@ def reward_key(conversation: str) -> str:
 _KEY_PREFIX = b"evalgate reward conversation\x00"
 
 
-def reward_keyer(tier: str | None) -> Callable[[str], str]:
+def reward_keyer(tier: str | None, env: Environment) -> Callable[[str], str]:
     """The reward cache's key function for a run on ``tier``: ``reward_key`` (a bare sha256) on an open tier; on a
-    sealed tier (private, human-audit) the keyed HMAC its prompts get (``sealing.Sealer.digest``) of the same
-    prefixed text. A preference pair's conversation is its item's text, and a completion's is the item's prompt and
-    what a public checkpoint writes: a bare hash of it in the store confirmed a guessed private item without the key
-    (adversary, third pass; the judge's calls were keyed the same way before 4e2102d). A rerun still hits.
+    sealed tier (private, human-audit) the keyed HMAC its prompts get (``sealing.Sealer.digest``, ``env``'s key) of
+    the same prefixed text. A preference pair's conversation is its item's text, and a completion's is the item's
+    prompt and what a public checkpoint writes: a bare hash of it in the store confirmed a guessed private item
+    without the key (adversary, third pass; the judge's calls were keyed the same way before 4e2102d). A rerun still
+    hits.
 
     Raises:
         RefusedByPolicy: a sealed tier and no private key.
     """
     from evalgate.keys.sealing import sealer_for
 
-    seal = sealer_for(tier)
+    seal = sealer_for(tier, env)
     if seal is None:
         return reward_key
     return lambda conversation: seal.digest(_KEY_PREFIX.decode("utf-8") + conversation)
@@ -71,7 +73,8 @@ def sigmoid(x: float) -> float:
     return 1 / (1 + math.exp(-x)) if x >= 0 else math.exp(x) / (1 + math.exp(x))
 
 
-def pinned_model_dir(checkpoint: str, digest: str, what: str, field: str, why: str = "") -> Path:
+def pinned_model_dir(checkpoint: str, digest: str, what: str, field: str, why: str = "", *,
+                     env: Environment) -> Path:
     """The HF directory of a model a protocol pins by digest (a reward model, a DPO run's reference), its digest
     checked.
 
@@ -84,36 +87,37 @@ def pinned_model_dir(checkpoint: str, digest: str, what: str, field: str, why: s
     """
     from evalgate.checkpoints.resolve import resolve_checkpoint
 
-    ckpt = resolve_checkpoint(checkpoint)
+    ckpt = resolve_checkpoint(checkpoint, env=env)
     if ckpt.digest != digest:
         raise BadInput(f"{what} {checkpoint} has digest {ckpt.digest}, the protocol pins {digest}{why}: pin the new "
                        f"digest in {field} (a new protocol version)")
     return ckpt.model_dir
 
 
-def reward_model_dir(ref: RewardModelRef) -> Path:
-    """The pinned RM's HF directory, its digest checked (``pinned_model_dir``)."""
+def reward_model_dir(ref: RewardModelRef, env: Environment) -> Path:
+    """The pinned RM's HF directory, its digest checked (``pinned_model_dir``; ``env``: whose digest and models
+    caches)."""
     return pinned_model_dir(ref.checkpoint, ref.digest, "reward model", "scorer.options.reward_model.digest",
-                            "; a different reward model changes every score")
+                            "; a different reward model changes every score", env=env)
 
 
-def load_reward_model(ref: RewardModelRef) -> RewardModel:
-    """Resolve the pinned RM, check its digest and load it.
+def load_reward_model(ref: RewardModelRef, env: Environment) -> RewardModel:
+    """Resolve the pinned RM (``reward_model_dir``), check its digest and load it.
 
     Raises:
         BadInput: the digest is not the pinned one, or the checkpoint is not a reward model.
         MissingExtra: the engine is not installed.
     """
-    return open_reward_model(reward_model_dir(ref), ref.engine)
+    return open_reward_model(reward_model_dir(ref, env), ref.engine)
 
 
-def load_rm_conversations(ref: RewardModelRef) -> Callable[[str, str], str]:
+def load_rm_conversations(ref: RewardModelRef, env: Environment) -> Callable[[str, str], str]:
     """``load_conversations`` of the pinned RM (its digest checked; the weights are not loaded).
 
     Raises:
         BadInput: the digest is not the pinned one. MissingExtra: transformers not installed.
     """
-    return load_conversations(reward_model_dir(ref))
+    return load_conversations(reward_model_dir(ref, env))
 
 
 def load_conversations(model_dir: Path) -> Callable[[str, str], str]:
@@ -190,7 +194,7 @@ class RewardModelScorer:
         """Called by the run before scoring (``runner.score``): use the run's store for the reward cache (the run's
         checkpoint is the policy, not the RM)."""
         self.store = plan.store
-        self.key = reward_keyer(plan.manifest.tier)
+        self.key = reward_keyer(plan.manifest.tier, plan.store.env)
 
     def score(self, samples: Sequence[SampleToScore]) -> list[ScoreResult]:
         """``scored`` with score ``sigmoid(reward)`` and the reward in ``extracted``; ``error`` for a conversation
@@ -203,12 +207,14 @@ class RewardModelScorer:
 
     def _model(self) -> RewardModel:
         if self._rm is None:
-            self._rm = load_reward_model(self.options.reward_model)
+            assert self.store is not None  # begin() gave the run's store
+            self._rm = load_reward_model(self.options.reward_model, self.store.env)
         return self._rm
 
     def _shown(self) -> Callable[[str, str], str]:
         if self._render is None:
-            self._render = load_rm_conversations(self.options.reward_model)
+            assert self.store is not None
+            self._render = load_rm_conversations(self.options.reward_model, self.store.env)
         return self._render
 
 
@@ -242,7 +248,7 @@ class PreferenceScorer:
         the run's store's reward cache; the split's tier decides what the run metrics may show
         (``rlhf.preference.preference_metrics``)."""
         self.store, self.checkpoint, self.tier = plan.store, plan.checkpoint, plan.manifest.tier
-        self.key = reward_keyer(self.tier)
+        self.key = reward_keyer(self.tier, plan.store.env)
 
     def _model(self) -> RewardModel:
         if self._rm is None:

@@ -110,7 +110,7 @@ def reward_audit(store: Store, run_id: str, rules: RewardAuditRules | None = Non
     runs = store.runs(run_id=run_id)
     if not runs:
         raise BadInput(f"unknown run {run_id!r}; list runs with 'evalgate runs'")
-    run, who = runs[0], actor_name(actor)
+    run, who = runs[0], actor_name(actor, env=store.env)
     manager = SplitManager(store)
     manifest, _ = manager.check(run["split"], PURPOSE, who, checkpoint_digest=run["checkpoint_digest"],
                                 protocol_hash=run["protocol_hash"])

@@ -146,7 +146,7 @@ def _sealer(access: SplitManager, manifest: Manifest, opts: RunOptions, actor: s
             protocol: LoadedProtocol) -> Sealer | None:
     """The Sealer of a sealed tier's run (``evalgate.keys.sealing``); no key refuses the read (logged)."""
     try:
-        return sealer_for(manifest.tier)
+        return sealer_for(manifest.tier, access.store.env)
     except RefusedByPolicy as e:
         access.refuse(manifest.name, opts.purpose, actor, f"split {manifest.name} (tier {manifest.tier}): {e.message}",
                       checkpoint_digest=ckpt.digest, protocol_hash=protocol.sha256)
@@ -238,14 +238,15 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     backend_options = check_backend(options.backend, options.backend_options)  # a typo must not spend a read
     request = scorer_request(protocol.spec.scorer.name)
     check_request(options.backend, request)  # a backend that cannot score log-likelihoods: refused before the read
-    actor, access = actor_name(options.actor), SplitManager(store)
+    actor, access = actor_name(options.actor, env=store.env), SplitManager(store)
     tier = access.manifest(split).tier  # a typo'd split name is refused before a GGUF's one-time conversion
     # Only smoke and dev runs may take a file's digest from the stat-keyed cache: its entries are unauthenticated
     # (docs/SECURITY.md), and runs on the other tiers are what re-reads and the gate trust.
     trust = tier not in (Tier.SMOKE, Tier.DEV) or options.purpose == RELEASE_GATE
     # a resolved Checkpoint is the caller's (sweep, watch, tests): in-process code is trusted (docs/SECURITY.md)
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
-        checkpoint, options.train_run, options.train_seed, options.step, store.recorded_checkpoint, verify=trust)
+        checkpoint, options.train_run, options.train_seed, options.step, store.recorded_checkpoint, verify=trust,
+        env=store.env)
     if protocol.spec.tools.agentic:  # backend, chat template and tools must fit before the read is admitted
         from evalgate.runner.agent.checks import check_agentic_setup
 

@@ -30,7 +30,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 import yaml
@@ -39,6 +39,9 @@ from pydantic import ValidationError
 from evalgate.core.enums import Tier
 from evalgate.core.environment import Environment
 from evalgate.core.errors import BadInput
+
+if TYPE_CHECKING:
+    from evalgate.store import AccessLogRepo
 
 BENCHMARKS = ("gsm8k", "math500", "mmlu-pro", "humaneval", "ifeval", "xstest-safe", "xstest-unsafe", "custom")
 """What ``evalgate init --benchmark`` takes: a registered benchmark (``evalgate.datasets``) or ``custom``."""
@@ -158,29 +161,29 @@ def init_project(options: InitOptions, env: Environment | None = None) -> InitRe
     _refuse_existing(root, planned, options.force)
     _refuse_blocked(root, planned)
     _validate(root, name, texts)
-    from evalgate.core.environment import activate, active
+    from evalgate.core.environment import or_from_env
     from evalgate.splits.tiering import log_imported, refuse_private_parts
+    from evalgate.store import Store
 
-    env = env if env is not None else active()
+    env = or_from_env(env)
     # a relative store directory (the default .evalgate) is the repository's: where its commands, run there, log
     repo_env = env if env.home.is_absolute() else dataclasses.replace(env, home=root / env.home)
-    with activate(repo_env):  # items repeating a private split: refused (logged there) before anything is written
-        refuse_private_parts(name, items, provenance, human_audit=options.human_audit)
+    store = Store(env=repo_env)  # items repeating a private split: refused (logged there) before anything is written
+    refuse_private_parts(name, items, provenance, human_audit=options.human_audit, store=store)
     root.mkdir(parents=True, exist_ok=True)
     written = [p for p in planned if p.kind != "protocol lock"]  # planned only to refuse an existing lock
     result = InitResult(root, name, written, {t: f"{name}-{t}" for t in tiers})
     staging = Path(tempfile.mkdtemp(prefix=".evalgate-init-", dir=root))
     try:
-        with activate(repo_env):  # write_tiered checks again: a private split added meanwhile is refused too
-            result.counts = _stage(staging, name, texts, items, provenance, options.human_audit)
+        # write_tiered checks again: a private split added meanwhile is refused too
+        result.counts = _stage(staging, name, texts, items, provenance, store, options.human_audit)
         _move_into_place(staging, root, planned)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if _ignore_store(root):
         result.files.append(Planned(".gitignore", "gitignore"))
     result.warnings = decision_split_warnings(result.splits["private"], result.counts["private"])
-    with activate(repo_env):
-        log_imported([root / p.path for p in planned if p.kind == "split manifest"])
+    log_imported([root / p.path for p in planned if p.kind == "split manifest"], store)
     result.key_file = None if env.key else env.key_file
     return result
 
@@ -308,15 +311,16 @@ def _validate(root: Path, name: str, texts: list[Planned]) -> None:
 
 
 def _stage(staging: Path, name: str, texts: list[Planned], items: list[dict[str, Any]],
-           provenance: dict[str, Any], human_audit: int = 0) -> dict[str, int]:
-    """Write every file under ``staging``; returns the item count per tier."""
+           provenance: dict[str, Any], store: AccessLogRepo, human_audit: int = 0) -> dict[str, int]:
+    """Write every file under ``staging`` (a private copy refused, logged in ``store``, whose key encrypts the
+    private split); returns the item count per tier."""
     from evalgate.splits.discovery import load_manifest
     from evalgate.splits.tiering import write_tiered
 
     for p in texts:
         (staging / p.path).parent.mkdir(parents=True, exist_ok=True)
         (staging / p.path).write_text(p.content or "", encoding="utf-8")
-    paths = write_tiered(name, items, provenance, staging / "splits", human_audit=human_audit)
+    paths = write_tiered(name, items, provenance, staging / "splits", store=store, human_audit=human_audit)
     return {m.tier: m.count for m in (load_manifest(p.stem, p.parent) for p in paths)}
 
 

@@ -126,9 +126,9 @@ def _checkers() -> Mapping[str, Any]:
     except ImportError as e:  # pragma: no cover - depends on the installed extras
         raise BadInput(f"the ifeval scorer needs the IFEval checkers ({e.name} is not installed): "
                        "pip install 'evalgate[ifeval]'") from e
-    from evalgate.core.environment import active
+    from evalgate.core.environment import Environment
 
-    path = str(punkt_dir(active().cache))
+    path = str(punkt_dir(Environment.from_env().cache))
     if path not in nltk.data.path:
         nltk.data.path.insert(0, path)
     langdetect.DetectorFactory.seed = 0

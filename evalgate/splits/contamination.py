@@ -765,7 +765,7 @@ def check_contamination(split: str, corpus: str | Path, ngram: int = 13, thresho
     if workers is None:
         workers = default_workers() if path.stat().st_size >= 4 * CHUNK_BYTES else 1
     manager = SplitManager(store)
-    who = actor_name(actor)
+    who = actor_name(actor, env=store.env)
     sealed = manager.manifest(split).tier in SEALED_TIERS
     if sealed and (ngram < SEALED_MIN_NGRAM or threshold < SEALED_MIN_THRESHOLD
                    or (jaccard is not None and jaccard < SEALED_MIN_THRESHOLD)):

@@ -15,16 +15,17 @@ from typing import Any
 
 from evalgate.access import log as accesslog
 from evalgate.core.enums import Tier
+from evalgate.core.environment import Environment, or_from_env
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.core.fileio import iter_jsonl
 from evalgate.keys.sealing import SEALED_TIERS, load_key
-from evalgate.splits.manifest import LIBRARY_READ, Manifest, actor_name, splits_dir
+from evalgate.splits.manifest import LIBRARY_READ, Manifest, actor_name
 from evalgate.store import AccessLogRepo
 
 
-def fernet(create: bool = False):  # noqa: ANN201 - cryptography type stays lazy
-    """The ``cryptography.fernet.Fernet`` of the private split key (``sealing.load_key``; ``create``: make the key
-    when missing).
+def fernet(env: Environment, create: bool = False):  # noqa: ANN201 - cryptography type stays lazy
+    """The ``cryptography.fernet.Fernet`` of ``env``'s private split key (``sealing.load_key``; ``create``: make the
+    key when missing).
 
     Raises:
         BadInput: the key is not a valid Fernet key.
@@ -33,7 +34,7 @@ def fernet(create: bool = False):  # noqa: ANN201 - cryptography type stays lazy
     from cryptography.fernet import Fernet
 
     try:
-        return Fernet(load_key(create))
+        return Fernet(load_key(create, env=env))
     except ValueError as e:
         raise BadInput(f"the private split key is not a valid Fernet key ({e}); check EVALGATE_PRIVATE_KEY") from e
 
@@ -79,9 +80,9 @@ def read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[s
 
     Items of the private and human-audit tiers are never returned here (a library call must not hand out
     private plaintext without a log row): they are read through ``SplitManager``, under the tier's policy, logged.
-    The refusal is logged in the default store. In-process Python cannot be sandboxed, so this is a rule of the
-    library, not a wall: whoever holds the key file can decrypt the data file directly; the key file is the
-    boundary (docs/SECURITY.md).
+    The refusal is logged in the process environment's store (``AccessLogRepo()``). In-process Python cannot be
+    sandboxed, so this is a rule of the library, not a wall: whoever holds the key file can decrypt the data file
+    directly; the key file is the boundary (docs/SECURITY.md).
 
     Raises:
         BadInput: data file missing or changed since the manifest was written (bytes or decrypted content).
@@ -92,21 +93,26 @@ def read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[s
                "the tier's policy (logged); " + ("the private tier is read by 'evalgate gate'" if
                                                  manifest.tier == Tier.PRIVATE else "raters get them with "
                                                  f"'evalgate splits export-audit {manifest.name}'"))
-        accesslog.append(AccessLogRepo(), accesslog.entry(actor=actor_name(), split=manifest.name, tier=manifest.tier,
+        store = AccessLogRepo()
+        accesslog.append(store, accesslog.entry(actor=actor_name(env=store.env), split=manifest.name,
+                                                  tier=manifest.tier,
                                                   purpose=LIBRARY_READ, outcome="refused", detail=why))
         raise RefusedByPolicy(why)
     return read_unlogged(manifest, directory)
 
 
-def read_unlogged(manifest: Manifest, directory: Path | None = None) -> list[dict[str, Any]]:
+def read_unlogged(manifest: Manifest, directory: Path | None = None, *, env: Environment | None = None
+                  ) -> list[dict[str, Any]]:
     """``read_items`` for every tier, unlogged: for ``SplitManager`` (which logs) and comparisons that show nothing
-    (``twins.private_twin``, the plaintext scan).
+    (``twins.private_twin``, the plaintext scan). ``env``: whose splits directory (unless ``directory`` is given)
+    and key (default the process's, ``or_from_env``).
 
     Raises:
         BadInput: data file missing or changed since the manifest was written (bytes or decrypted content).
         RefusedByPolicy: encrypted data and no key, or a key that does not decrypt it.
     """
-    d = directory or splits_dir()
+    env = or_from_env(env)
+    d = directory or env.splits
     path = d / manifest.data
     if not path.is_file():
         raise BadInput(f"split {manifest.name}: data file {path} is missing; re-import the split")
@@ -118,7 +124,7 @@ def read_unlogged(manifest: Manifest, directory: Path | None = None) -> list[dic
         from cryptography.fernet import InvalidToken
 
         try:
-            stored = fernet().decrypt(stored)
+            stored = fernet(env).decrypt(stored)
         except InvalidToken as e:
             raise RefusedByPolicy(f"split {manifest.name}: the private key does not decrypt {path}; "
                                   "use the key the split was imported with") from e

@@ -16,7 +16,7 @@ from evalgate.core.errors import BadInput, EvalgateError, RefusedByPolicy
 from evalgate.keys.sealing import SEALED_TIERS, load_key
 from evalgate.splits.data import read_unlogged, sha256_hex
 from evalgate.splits.discovery import load_manifest
-from evalgate.splits.manifest import RELEASE_GATE, Manifest, Policy, splits_dir
+from evalgate.splits.manifest import RELEASE_GATE, Manifest, Policy
 from evalgate.splits.owners import ContentOwner, content_owner
 from evalgate.store import AccessLogRepo
 from evalgate.store.access import CONTAMINATION_CHECK, CONTAMINATION_CHECKS, READS, BudgetLimit, Counted
@@ -41,12 +41,13 @@ class SplitManager:
 
     Args:
         store: the access log (``AccessLogRepo``; a ``Store`` is one).
-        directory: splits directory (default ``splits_dir()``).
+        directory: splits directory (default the store's, ``store.env.splits``); the key and the actor are the
+            store's environment's too.
     """
 
     def __init__(self, store: AccessLogRepo, directory: Path | None = None):
         self.store = store
-        self.directory = directory or splits_dir()
+        self.directory = directory or store.env.splits
         self._overridden: set[str] = set()  # splits whose budget ``check`` let an override reason exceed
         self._reserved: set[str] = set()  # splits ``check`` admitted for a read ``reserve`` already logged
         self._admitted: set[str] = set()  # splits ``check`` admitted: ``read`` returns sealed tiers' items only then
@@ -295,11 +296,11 @@ class SplitManager:
                             f"{digest[:12]} != {m.sha256[:12]}); restore it or re-import the split")
         if m.encrypted:
             try:
-                load_key()
+                load_key(env=self.store.env)
             except RefusedByPolicy as e:
                 return RefusedByPolicy(f"split {m.name}: {e.message}")
         try:  # the key decrypts it and the content is the manifest's (a manifest may not claim another content)
-            read_unlogged(m, self.directory)
+            read_unlogged(m, self.directory, env=self.store.env)
         except EvalgateError as e:
             return e
         return None
@@ -317,7 +318,7 @@ class SplitManager:
         if manifest.tier in SEALED_TIERS and manifest.name not in self._admitted:
             raise RefusedByPolicy(f"split {manifest.name} (tier {manifest.tier}) is read only after "
                                   "SplitManager.check admits it (and log_read logs it); call check first")
-        return read_unlogged(manifest, self.directory)
+        return read_unlogged(manifest, self.directory, env=self.store.env)
 
     def log_read(self, manifest: Manifest, actor: str, purpose: str, cached: bool,
                  checkpoint_digest: str | None = None, protocol_hash: str | None = None, run_id: str | None = None,

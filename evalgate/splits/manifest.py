@@ -12,7 +12,7 @@ from typing import Any, Literal
 from pydantic import Field, model_validator
 
 from evalgate.core import enums
-from evalgate.core.environment import active
+from evalgate.core.environment import Environment, or_from_env
 from evalgate.core.errors import BadInput
 from evalgate.core.models import StrictModel
 
@@ -115,13 +115,13 @@ class Manifest(StrictModel):
         return p
 
 
-def splits_dir() -> Path:
-    """The active splits directory (``evalgate.core.environment``: the workspace's, else ``$EVALGATE_SPLITS``, default
-    ``./splits``)."""
-    return active().splits
+def splits_dir(*, env: Environment | None = None) -> Path:
+    """``env``'s splits directory (``Environment.splits``; default the process's, ``or_from_env``: ``$EVALGATE_SPLITS``,
+    default ``./splits``)."""
+    return or_from_env(env).splits
 
 
-def actor_name(explicit: str | None = None) -> str:
-    """The actor: ``explicit`` (``--actor``), else the active one (the workspace's, else ``$EVALGATE_ACTOR``), else
-    the OS user."""
-    return explicit or active().actor_name
+def actor_name(explicit: str | None = None, *, env: Environment | None = None) -> str:
+    """The actor: ``explicit`` (``--actor``), else ``env``'s (``Environment.actor_name``; default the process's:
+    ``$EVALGATE_ACTOR``, else the OS user)."""
+    return explicit or or_from_env(env).actor_name

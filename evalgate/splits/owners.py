@@ -9,7 +9,7 @@ from pathlib import Path
 
 from evalgate.core.enums import Tier
 from evalgate.splits.discovery import scan_manifests
-from evalgate.splits.manifest import Manifest, splits_dir
+from evalgate.splits.manifest import Manifest
 from evalgate.store import AccessLogRepo
 
 SHARED_TIERS = (Tier.PRIVATE, Tier.HUMAN_AUDIT, Tier.PUBLIC)
@@ -55,7 +55,7 @@ def content_owner(m: Manifest, store: AccessLogRepo, directory: Path | None = No
     """
     if m.tier not in SHARED_TIERS:  # before the scan: it parses every manifest on disk
         return ContentOwner(m, (m.name,))
-    d = directory or splits_dir()
+    d = directory or store.env.splits
     on_disk = {o.name: o for o in scan_manifests(d)[0]}
     group = {o.name: o for o in on_disk.values()
              if o.name != m.name and o.tier == m.tier and _same_content(o, m, d)}

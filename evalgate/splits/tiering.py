@@ -42,11 +42,13 @@ def partition(ids: list[str], smoke_size: int = SMOKE_SIZE, human_audit: int = 0
 
 
 def import_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
-                  directory: Path | None = None, smoke_size: int = SMOKE_SIZE) -> list[Path]:
+                  directory: Path | None = None, smoke_size: int = SMOKE_SIZE, store: AccessLogRepo | None = None
+                  ) -> list[Path]:
     """Split ``items`` (each with an ``id``) into ``<prefix>-smoke|dev|public|private`` with ``partition``, and log
-    each addition (``write_tiered``, then ``log_imported``)."""
-    paths = write_tiered(prefix, items, provenance, directory, smoke_size)
-    log_imported(paths)
+    each addition (``write_tiered``, then ``log_imported``) in ``store`` (default ``AccessLogRepo()``, the process
+    environment's), whose environment's key and actor are used."""
+    paths = write_tiered(prefix, items, provenance, directory, smoke_size, store)
+    log_imported(paths, store)
     return paths
 
 
@@ -74,7 +76,8 @@ def write_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str,
     audit = f"next {human_audit} human-audit, " if human_audit > 0 else ""
     prov = {**provenance, "partition": f"sha256('{PARTITION_SALT}:' + id) order; first {smoke_size} smoke, {audit}"
                                        "rest round-robin dev/public/private"}
-    return [write_split(name, tier, part, prov, directory) for name, (tier, part) in parts.items()]
+    env = store.env if store is not None else None
+    return [write_split(name, tier, part, prov, directory, env=env) for name, (tier, part) in parts.items()]
 
 
 def refuse_private_parts(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
@@ -92,7 +95,7 @@ def refuse_private_parts(prefix: str, items: list[dict[str, Any]], provenance: d
     source = str(provenance.get("source") or provenance.get("file") or f"the data of {prefix}")
     for name, (tier, part) in parts.items():
         if part:
-            refuse_private_copy(name, tier, part, source, store, actor_name())
+            refuse_private_copy(name, tier, part, source, store, actor_name(env=store.env if store else None))
     return parts
 
 
@@ -107,11 +110,11 @@ def log_imported(manifests: list[Path], store: AccessLogRepo | None = None) -> N
     """
     store = store or AccessLogRepo()
     loaded = [load_manifest(path.stem, path.parent) for path in manifests]
-    private = {m.name: read_unlogged(m, path.parent) for m, path in zip(loaded, manifests, strict=True)
+    private = {m.name: read_unlogged(m, path.parent, env=store.env) for m, path in zip(loaded, manifests, strict=True)
                if m.tier == Tier.PRIVATE}
     with store.session(), store.connect():
         accesslog.append_many(store, [accesslog.entry(
-            actor=actor_name(), split=m.name, tier=m.tier, purpose=ADD_PURPOSE, outcome="added",
+            actor=actor_name(env=store.env), split=m.name, tier=m.tier, purpose=ADD_PURPOSE, outcome="added",
             detail=f"imported: sha256 {m.content_sha256[:12]} ({m.count} items)") for m in loaded])
         for name, items in private.items():
             remember_private(store, name, items, "imported")

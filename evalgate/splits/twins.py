@@ -19,11 +19,12 @@ from typing import Any
 
 from evalgate.access import log as accesslog
 from evalgate.core.enums import Tier
+from evalgate.core.environment import Environment
 from evalgate.core.errors import EvalgateError, RefusedByPolicy
 from evalgate.keys.sealing import Sealer, load_key
 from evalgate.splits.data import dump_jsonl, read_unlogged, sha256_hex
 from evalgate.splits.discovery import list_manifests
-from evalgate.splits.manifest import ADD_PURPOSE, Manifest, splits_dir
+from evalgate.splits.manifest import ADD_PURPOSE, Manifest
 from evalgate.store import AccessLogRepo
 from evalgate.store.contents import NO_KEY, PrivateContentRepo
 
@@ -86,10 +87,9 @@ class ItemPrints:
         return {"id": self.ids, "text": self.texts, "value": [v for vs in self.values for v in vs]}
 
 
-def item_prints(items: list[dict[str, Any]], sealer: Sealer | None = None) -> ItemPrints | None:
-    """The content hash and keyed fingerprints of ``items`` under ``sealer``'s key (default the private split key's;
-    about 4 HMACs per item, some 40 ms for 1,300 items here); None without a key."""
-    sealer = sealer or _sealer()
+def item_prints(items: list[dict[str, Any]], sealer: Sealer | None) -> ItemPrints | None:
+    """The content hash and keyed fingerprints of ``items`` under ``sealer``'s key (``key_sealer``; about 4 HMACs
+    per item, some 40 ms for 1,300 items here); None without a key."""
     if sealer is None:
         return None
     p, ids, texts, values = sealer.item_print, [], [], []
@@ -101,10 +101,11 @@ def item_prints(items: list[dict[str, Any]], sealer: Sealer | None = None) -> It
     return ItemPrints(sha256_hex(dump_jsonl(items)), sealer.fingerprint, ids, texts, values)
 
 
-def _sealer() -> Sealer | None:
-    """The private split key's ``Sealer``, or None without a key (the comparison is then by content hash only)."""
+def key_sealer(env: Environment) -> Sealer | None:
+    """``env``'s private split key's ``Sealer``, or None without a key (the comparison is then by content hash
+    only)."""
     try:
-        return Sealer(load_key())
+        return Sealer(load_key(env=env))
     except RefusedByPolicy:
         return None
 
@@ -125,7 +126,7 @@ def remember_private(store: AccessLogRepo | PrivateContentRepo, name: str, items
     Raises:
         RefusedByPolicy: no private split key (a private split's writer has just created it).
     """
-    sealer = Sealer(load_key())
+    sealer = Sealer(load_key(env=store.env))
     if prints is None or prints.key_fingerprint != sealer.fingerprint:
         prints = item_prints(items, sealer)
     assert prints is not None  # a sealer was given
@@ -147,7 +148,7 @@ def _learn_on_disk(on_disk: list[Manifest], repo: PrivateContentRepo, sealer: Se
             repo.record_private_content(m.name, m.content_sha256, m.count, SEEN_ON_DISK)
             continue
         try:
-            theirs = read_unlogged(m)
+            theirs = read_unlogged(m, env=repo.env)
         except EvalgateError:  # unreadable here (another key, a changed file): as before, not compared
             continue
         remember_private(repo, m.name, theirs, SEEN_ON_DISK, item_prints(theirs, sealer))
@@ -207,10 +208,10 @@ def private_twin(name: str, tier: str, items: list[dict[str, Any]], store: Acces
 def _twin(name: str, tier: str, items: list[dict[str, Any]], repo: PrivateContentRepo,
           prints: ItemPrints | None) -> Twin | None:
     """``private_twin`` in the caller's session."""
-    sealer = _sealer()
+    sealer = key_sealer(repo.env)
     if prints is not None and (sealer is None or prints.key_fingerprint != sealer.fingerprint):
         prints = None
-    on_disk = [m for m in list_manifests() if m.tier == PRIVATE]
+    on_disk = [m for m in list_manifests(repo.env.splits) if m.tier == PRIVATE]
     _learn_on_disk(on_disk, repo, sealer)
 
     def other(split: str) -> bool:
@@ -226,7 +227,7 @@ def _twin(name: str, tier: str, items: list[dict[str, Any]], repo: PrivateConten
         split = names[content]
         where = ("" if current.get(split) == content else f" (the data it held before a replacement, sha256 "
                  f"{content[:12]})" if split in current else f" (sha256 {content[:12]}; its manifest is no longer "
-                 f"in {splits_dir()})")
+                 f"in {repo.env.splits})")
         return Twin(split, content, shared, where, by_text)
 
     content = prints.content_sha256 if prints else sha256_hex(dump_jsonl(items))

@@ -12,22 +12,24 @@ from pydantic import ValidationError
 
 from evalgate.access import log as accesslog
 from evalgate.core.enums import Tier
+from evalgate.core.environment import Environment, or_from_env
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import atomic_write
 from evalgate.keys.sealing import SEALED_TIERS, load_key
 from evalgate.splits.data import dump_jsonl, fernet, parse_jsonl, sha256_hex
 from evalgate.splits.discovery import load_manifest
-from evalgate.splits.manifest import ADD_PURPOSE, TIERS, Manifest, Policy, actor_name, splits_dir
+from evalgate.splits.manifest import ADD_PURPOSE, TIERS, Manifest, Policy, actor_name
 from evalgate.splits.sources import Mapping
 from evalgate.splits.sources import read_items as read_source
-from evalgate.splits.twins import item_prints, refuse_private_copy, remember_private
+from evalgate.splits.twins import item_prints, key_sealer, refuse_private_copy, remember_private
 from evalgate.store import AccessLogRepo
 
 
 def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: dict[str, Any],
-                directory: Path | None = None, policy: Policy | None = None) -> Path:
+                directory: Path | None = None, policy: Policy | None = None, *, env: Environment | None = None) -> Path:
     """Write a split's data file and manifest (private tier: encrypted; private and human-audit tiers: the key
     is created when missing, since their runs' outputs are encrypted with it). Existing files are replaced atomically.
+    ``env``: whose splits directory (unless ``directory`` is given) and key (default the process's, ``or_from_env``).
 
     Returns:
         The manifest path.
@@ -37,13 +39,14 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
     """
     if tier not in TIERS:
         raise BadInput(f"unknown tier {tier!r}; choose one of {', '.join(TIERS)}")
-    d = directory or splits_dir()
+    env = or_from_env(env)
+    d = directory or env.splits
     d.mkdir(parents=True, exist_ok=True)
     plain = dump_jsonl(items)
     encrypted = tier == Tier.PRIVATE
-    stored = fernet(create=True).encrypt(plain) if encrypted else plain
+    stored = fernet(env, create=True).encrypt(plain) if encrypted else plain
     if tier in SEALED_TIERS and not encrypted:  # its runs' outputs are encrypted in the store with the same key
-        load_key(create=True)
+        load_key(create=True, env=env)
     data_name = f"{name}.jsonl.enc" if encrypted else f"{name}.jsonl"
     try:
         manifest = Manifest(name=name, tier=tier, data=data_name, sha256=sha256_hex(stored),  # type: ignore[arg-type]
@@ -85,8 +88,9 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
         source: provenance text (default: the file path).
         policy: policy fields that tighten the tier's default (``Policy`` fields), or None.
         replace: replace an existing split of the same tier.
-        store: the access log (default ``AccessLogRepo()``, the active workspace's).
-        actor: who (default ``actor_name()``).
+        store: the access log (default ``AccessLogRepo()``, the process environment's); its environment's splits
+            directory, key and actor are used.
+        actor: who (default the store's environment's, ``actor_name``).
         fmt: ``splits.sources.FORMATS`` name, or None to detect it from the path.
         mapping: ``FIELD=COLUMN`` strings (``splits.sources.Mapping``): the item's fields, or None for every column.
         row_ids: number items by row where the data has no ``id``.
@@ -113,13 +117,15 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     except ValidationError as e:
         errs = "; ".join(f"{'.'.join(str(x) for x in er['loc'])}: {er['msg']}" for er in e.errors())
         raise BadInput(f"split {name}: invalid policy option ({errs})") from e
-    store, who = store or AccessLogRepo(), actor_name(actor)
-    prints = item_prints(items)  # once, for the copy check and, for a private split, the store's record
+    store = store or AccessLogRepo()
+    who = actor_name(actor, env=store.env)
+    # once, for the copy check and, for a private split, the store's record
+    prints = item_prints(items, key_sealer(store.env))
     with store.session():  # one connection (a file's open and close cost 4-12 ms each); the writes are short
         old = _check_existing(name, tier, replace, store, who)
         refuse_private_copy(name, tier, items, file, store, who, prints)
-        path = write_split(name, tier, items, {"source": source or str(file)}, policy=pol)
-        new = load_manifest(name)
+        path = write_split(name, tier, items, {"source": source or str(file)}, policy=pol, env=store.env)
+        new = load_manifest(name, store.env.splits)
         outcome = "replaced" if old else "added"
         with store.connect():  # the row and the private content's fingerprints: both or neither
             accesslog.append(store, accesslog.entry(
@@ -134,9 +140,9 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
 def _check_existing(name: str, tier: str, replace: bool, store: AccessLogRepo, who: str) -> Manifest | None:
     """The split ``add_split`` would replace, if any; refuses (logged) a replacement without ``replace`` or with
     another tier."""
-    if not (splits_dir() / f"{name}.yaml").is_file():
+    if not (store.env.splits / f"{name}.yaml").is_file():
         return None
-    old = load_manifest(name)
+    old = load_manifest(name, store.env.splits)
     why = None
     if not replace:
         why = (f"split {name} already exists (tier {old.tier}, {old.count} items); pass --replace to replace its "

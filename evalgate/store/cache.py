@@ -57,7 +57,7 @@ class GenerationCache(Repository):
             rows = records(con, """SELECT rp.*, p.text FROM run_prompts rp
                                    JOIN prompts p ON p.sha256=rp.prompt_sha256
                                    WHERE rp.run_id=? ORDER BY rp.item_id""", [run_id])
-        return open_read("run_prompts", rows)
+        return open_read("run_prompts", rows, self.env)
 
     def reusable_prompts(self, checkpoint_digest: str, protocol_hash: str, split_sha256: str,
                          renderer: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
@@ -83,7 +83,7 @@ class GenerationCache(Repository):
                 if info.get("renderer") != renderer:
                     continue
                 found = open_read("run_prompts", records(con, """SELECT rp.*, p.text FROM run_prompts rp
-                                  JOIN prompts p ON p.sha256=rp.prompt_sha256 WHERE rp.run_id=?""", [run_id]))
+                                  JOIN prompts p ON p.sha256=rp.prompt_sha256 WHERE rp.run_id=?""", [run_id]), self.env)
                 if found:
                     return {"run_id": run_id, "backend_info": info}, found
         return None
@@ -111,7 +111,7 @@ class GenerationCache(Repository):
             out = {(r[0], r[1], r[2]): {"text": r[3], "completion_tokens": r[4], "prompt_tokens": r[5],
                                         "finish_reason": r[6], "prompt_sha256": r[7], "run_id": r[8]}
                    for r in cur.fetchall()}
-            open_read("generations", list(out.values()))
+            open_read("generations", list(out.values()), self.env)
             con.execute("DROP TABLE want")
         return out
 
@@ -211,7 +211,7 @@ class GenerationCache(Repository):
                                   "content hash); nothing is shown. Check the access log with 'evalgate audit verify'")
         for r in rows:
             r["calls"] = json.loads(r["calls"])
-        open_read("trajectories", rows)
+        open_read("trajectories", rows, self.env)
         for r in rows:
             if isinstance(r["calls"], str):  # sealed: the calls' JSON text, encrypted (``Codec.row``)
                 r["calls"] = json.loads(r["calls"])

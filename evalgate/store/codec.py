@@ -73,18 +73,18 @@ PLAIN = Codec(None)
 """The codec of a run on a tier whose outputs stay in clear."""
 
 
-def open_read(query: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Decrypt, in place, the sealed values of the ``SEALED_READ[query]`` columns of ``rows``.
+def open_read(query: str, rows: list[dict[str, Any]], env: Environment) -> list[dict[str, Any]]:
+    """Decrypt, in place, the sealed values of the ``SEALED_READ[query]`` columns of ``rows`` (``env``'s key).
 
     Raises:
         RefusedByPolicy: a sealed value and no key, or the wrong key.
     """
-    return open_rows(rows, SEALED_READ[query])
+    return open_rows(rows, SEALED_READ[query], env)
 
 
-def open_errors(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def open_errors(rows: list[dict[str, Any]], env: Environment) -> list[dict[str, Any]]:
     """Runs rows with ``error`` opened, or marked unreadable without the key (listings must work without it)."""
-    return open_or_mark(rows, "error")
+    return open_or_mark(rows, "error", env)
 
 
 def run_codec(con: Connection, run_id: str | None, env: Environment) -> Codec:
@@ -97,7 +97,7 @@ def run_codec(con: Connection, run_id: str | None, env: Environment) -> Codec:
     if run_id is None:
         return PLAIN
     row = con.execute("SELECT tier FROM runs WHERE run_id=?", [run_id]).fetchone()
-    s = sealer_for(row[0]) if row else None
+    s = sealer_for(row[0], env) if row else None
     return Codec(same_key(con, s, env)) if s else PLAIN
 
 
@@ -108,7 +108,7 @@ def note_codec(con: Connection, needed: bool, env: Environment) -> Codec:
     Raises:
         RefusedByPolicy: a note, and no key or not the store's key.
     """
-    return Codec(same_key(con, sealer(), env)) if needed else PLAIN
+    return Codec(same_key(con, sealer(env=env), env)) if needed else PLAIN
 
 
 def same_key(con: Connection, s: Sealer, env: Environment) -> Sealer:

@@ -27,6 +27,7 @@ import itertools
 import json
 import os
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from datetime import datetime
@@ -37,11 +38,11 @@ import duckdb
 from filelock import FileLock
 
 import evalgate.store.instance as instance
-from evalgate.core.environment import Environment, active, utc_now
+from evalgate.core.environment import Environment, utc_now
 from evalgate.core.errors import BadInput
 from evalgate.core.registry import load_reference
 from evalgate.store.dialect import POSTGRESQL, Connection, dialect, is_server_url
-from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS
+from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS, apply
 
 DuckCon = duckdb.DuckDBPyConnection
 """A DuckDB connection (the file and memory databases' own code; the repositories see ``Connection``)."""
@@ -118,7 +119,8 @@ class Database:
             ``evalgate.store.migrations.MIGRATIONS``; the migration tests give a prefix to build an old store).
         connection: for ``":memory:"`` only, the connection to hold instead of a new database's (``copy`` gives
             one whose current database is the copy); the migrations it has not seen are applied to it.
-        clock: the time the migrations it applies are stamped with (default the system clock, UTC).
+        env: the ``Environment`` whose clock stamps the migrations it applies and whose private key migration 9
+            needs (default: the system clock; the process's key, ``Environment.from_env``).
 
     Raises:
         BadInput: the file or its lock cannot be created or opened (the message names ``EVALGATE_HOME``).
@@ -126,9 +128,10 @@ class Database:
     """
 
     def __init__(self, path: str | Path, migrations: Sequence[tuple[int, str, Callable[[Connection], None]]]
-                 | None = None, connection: DuckCon | None = None, clock: Callable[[], datetime] = utc_now) -> None:
+                 | None = None, connection: DuckCon | None = None, env: Environment | None = None) -> None:
         self.memory = str(path) == MEMORY
-        self.clock = clock
+        self.env = env
+        self.clock = env.clock if env is not None else utc_now
         self.path = Path(path)
         self.location = MEMORY if self.memory else str(self.path.resolve())
         """Where the database is, for messages: the file (absolute), ``:memory:``, or a server's URL without its
@@ -281,7 +284,7 @@ class Database:
             self._session.execute(f'COPY FROM DATABASE "{source}" TO {name}')
             con = self._session.cursor()
         con.execute(f"USE {name}")
-        copy = Database(MEMORY, self._migrations, connection=con, clock=self.clock)
+        copy = Database(MEMORY, self._migrations, connection=con, env=self.env)
         copy._attached = (source, name)
         return copy
 
@@ -393,27 +396,53 @@ class Database:
         for version, name, fn in self._migrations:
             if version not in done:
                 con.execute("BEGIN TRANSACTION")
-                fn(con)
+                apply(fn, con, self.env)
                 con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, self.clock()])
                 con.execute("COMMIT")
         return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE temporary AND table_name=?",
                                 [COMPACT_TABLE]).fetchone()[0])  # type: ignore[index]
 
 
-def open_database(target: str | Path, migrations: Sequence[tuple[int, str, Callable[[Connection], None]]]
-                  | None = None, clock: Callable[[], datetime] = utc_now) -> Database:
-    """The database ``target`` names: a PostgreSQL server's URL (``postgresql://...``: ``evalgate.store.pg``,
-    which needs the ``postgres`` extra), else a DuckDB file's path or ``":memory:"``; ``migrations`` and ``clock`` as
-    ``Database``'s.
+MEMORY_NAME = "memory:"
+"""The prefix of a memory database's name in this process (``memory_url``)."""
+_NAMED: weakref.WeakValueDictionary[str, Database] = weakref.WeakValueDictionary()
+
+
+def memory_url(db: Database) -> str:
+    """A name, ``memory:N``, that ``open_database`` (so ``EVALGATE_STORE`` and ``Environment.store``) resolves to
+    the memory database ``db`` itself, while ``db`` lives: several stores of one process on one memory database (the
+    tests' ``memory_store``, a deprecated ``Workspace.activate``). Another process cannot reach it
+    (``Environment.variables`` leaves it out).
 
     Raises:
-        BadInput: the file or the server cannot be used (``Database``, ``PostgresDatabase``); MissingExtra:
-            psycopg is not installed.
+        ValueError: ``db`` is not a memory database.
     """
+    if not db.memory:
+        raise ValueError(f"{db!r} is not a memory database; a file or a server is named by its path or URL")
+    name = f"{MEMORY_NAME}{id(db)}"
+    _NAMED[name] = db
+    return name
+
+
+def open_database(target: str | Path, migrations: Sequence[tuple[int, str, Callable[[Connection], None]]]
+                  | None = None, env: Environment | None = None) -> Database:
+    """The database ``target`` names: a PostgreSQL server's URL (``postgresql://...``: ``evalgate.store.pg``,
+    which needs the ``postgres`` extra), a memory database's name (``memory_url``), else a DuckDB file's path or
+    ``":memory:"``; ``migrations`` and ``env`` as ``Database``'s.
+
+    Raises:
+        BadInput: the file or the server cannot be used (``Database``, ``PostgresDatabase``), or no memory database
+            of this process has the name; MissingExtra: psycopg is not installed.
+    """
+    if str(target).startswith(MEMORY_NAME):
+        if (named := _NAMED.get(str(target))) is None:
+            raise BadInput(f"no memory database named {target} in this process (a memory store lives in the process "
+                           "that made it); unset EVALGATE_STORE, or give a PostgreSQL URL to share a store")
+        return named
     if is_server_url(target):
         postgres: Callable[..., Database] = load_reference("evalgate.store.pg:PostgresDatabase")
-        return postgres(str(target), migrations, clock)
-    return Database(target, migrations, clock=clock)
+        return postgres(str(target), migrations, env)
+    return Database(target, migrations, env=env)
 
 
 def location_of(target: str | Path) -> str:
@@ -422,7 +451,7 @@ def location_of(target: str | Path) -> str:
     if is_server_url(target):
         server_name: Callable[[str], str] = load_reference("evalgate.store.pg:server_name")
         return server_name(str(target))
-    return MEMORY if str(target) == MEMORY else str(Path(target).resolve())
+    return MEMORY if str(target) == MEMORY or str(target).startswith(MEMORY_NAME) else str(Path(target).resolve())
 
 
 def default_database(env: Environment) -> Database:
@@ -430,8 +459,7 @@ def default_database(env: Environment) -> Database:
     (``Environment.store``, ``EVALGATE_STORE``: a PostgreSQL server), else the file ``env.home/evalgate.duckdb``."""
     if isinstance(env.database, Database):
         return env.database
-    return open_database(env.store, clock=env.clock) if env.store else \
-        Database(env.home / "evalgate.duckdb", clock=env.clock)
+    return open_database(env.store, env=env) if env.store else Database(env.home / "evalgate.duckdb", env=env)
 
 
 class Repository:
@@ -444,7 +472,8 @@ class Repository:
         clock: returns the current UTC time; stamps every row's time and anchors budget windows (tests inject one);
             default ``env``'s.
         env: the ``Environment`` the store belongs to (its key, splits directory, actor, access-log key): what
-            the layers that hold this store read their settings from (default the active one).
+            the layers that hold this store read their settings from (default the process's,
+            ``Environment.from_env()``: ``Store()`` is the store of the ``EVALGATE_*`` variables).
 
     Attributes:
         env: that environment, with ``clock`` as its clock.
@@ -453,7 +482,7 @@ class Repository:
 
     def __init__(self, db: Database | str | Path | None = None, clock: Callable[[], datetime] | None = None, *,
                  env: Environment | None = None) -> None:
-        env = env if env is not None else active()
+        env = env if env is not None else Environment.from_env()
         self.env = env.replace(clock=clock) if clock is not None else env
         self.clock = self.env.clock
         self.db = db if isinstance(db, Database) else open_database(db) if db is not None else \

@@ -11,19 +11,31 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from evalgate.core.environment import Environment
 from evalgate.store.dialect import POSTGRESQL, dialect
 
-Migration = Callable[[Any], None]
+Migration = Callable[..., None]
 """A migration: a function of the connection (``evalgate.store.dialect.Connection``: DuckDB's, or PostgreSQL's,
-which runs the same SQL, ``evalgate.store.pg.translate``)."""
+which runs the same SQL, ``evalgate.store.pg.translate``); a ``keyed`` one also takes the store's ``Environment``."""
 COMPACT_TABLE = "evalgate_compact_after_migration"
 """A migration that replaced values whose old bytes must not stay in the file creates this temporary table; the
 store then rewrites the file (``Store._compact``)."""
 MIGRATIONS: list[tuple[int, str, Migration]] = []
+_KEYED: set[Migration] = set()  # migrations called with the store's Environment too (for its private key)
 
 
-def migration(number: int, name: str) -> Callable[[Migration], Migration]:
+def apply(fn: Migration, con: Any, env: Environment | None) -> None:
+    """Run migration ``fn`` on ``con``; one registered with ``keyed`` also gets ``env`` (None: the process's,
+    ``Environment.from_env``), whose private key it needs."""
+    if fn in _KEYED:
+        fn(con, env if env is not None else Environment.from_env())
+    else:
+        fn(con)
+
+
+def migration(number: int, name: str, keyed: bool = False) -> Callable[[Migration], Migration]:
     """Register ``fn`` as migration ``number``; numbers must increase (gaps allowed: a number another branch holds).
+    ``keyed``: ``fn`` takes the store's ``Environment`` after the connection (``apply``).
 
     Raises:
         ValueError: ``number`` is not above every registered one (two migrations added under one number).
@@ -32,6 +44,8 @@ def migration(number: int, name: str) -> Callable[[Migration], Migration]:
         if MIGRATIONS and number <= MIGRATIONS[-1][0]:
             raise ValueError(f"migration {name!r} has number {number}, expected more than {MIGRATIONS[-1][0]}")
         MIGRATIONS.append((number, name, fn))
+        if keyed:
+            _KEYED.add(fn)
         return fn
     return register
 
@@ -201,12 +215,12 @@ def _seal_column(con: Any, table: str, column: str, rows: list[tuple[Any, str]],
     con.execute("DROP TABLE sealed_values")
 
 
-@migration(9, "sealed_outputs")
-def _m009_sealed_outputs(con: Any) -> None:
+@migration(9, "sealed_outputs", keyed=True)
+def _m009_sealed_outputs(con: Any, env: Environment) -> None:
     """Encryption at rest of what is derived from private and human-audit items (``evalgate.keys.sealing``): a table
     recording the fingerprint of the key the store's sealed values use, and the existing plain-text values of
     runs on those tiers (prompts, completions, extracted answers, score details, failed runs' errors; raters'
-    notes) sealed with the private split key. A store holding such values cannot be opened without the key
+    notes) sealed with the private split key (``env``'s). A store holding such values cannot be opened without the key
     (refused, nothing changed)."""
     con.execute("CREATE TABLE sealed_key (fingerprint VARCHAR NOT NULL, recorded_at TIMESTAMPTZ NOT NULL)")
     rid = _row_id(con)[0]
@@ -234,7 +248,7 @@ def _m009_sealed_outputs(con: Any) -> None:
 
     n = sum(len(v) for v in found.values())
     try:
-        s = Sealer(load_key())
+        s = Sealer(load_key(env=env))
     except RefusedByPolicy as e:
         raise RefusedByPolicy(
             f"this store holds {n} plain-text values derived from private or human-audit items (written before "

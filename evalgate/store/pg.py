@@ -19,17 +19,16 @@ import re
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from evalgate.core.environment import utc_now
+from evalgate.core.environment import Environment, utc_now
 from evalgate.core.errors import BadInput, MissingExtra, RefusedByPolicy
 from evalgate.store.db import Database
 from evalgate.store.dialect import POSTGRESQL
-from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS
+from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS, apply
 
 try:
     import psycopg
@@ -171,7 +170,7 @@ class PostgresDatabase(Database):
         url: a libpq URL (``postgresql://user@host:port/dbname``; ``?host=/socket/dir`` for a Unix socket). A
             password is better left to libpq's ``PGPASSWORD`` or ``~/.pgpass`` than put in the URL; either way it
             is never printed.
-        migrations, clock: as ``Database``'s.
+        migrations, env: as ``Database``'s.
 
     Raises:
         BadInput: the server cannot be reached, or refuses the login, or a migration cannot be applied (the
@@ -179,9 +178,10 @@ class PostgresDatabase(Database):
     """
 
     def __init__(self, url: str, migrations: Sequence[tuple[int, str, Callable[[Any], None]]] | None = None,
-                 clock: Callable[[], datetime] = utc_now) -> None:
+                 env: Environment | None = None) -> None:
         self.memory = False
-        self.clock = clock
+        self.env = env
+        self.clock = env.clock if env is not None else utc_now
         self.url = url
         self.location = server_name(url)
         self.path = Path(self.location)
@@ -258,7 +258,7 @@ class PostgresDatabase(Database):
             for version, name, fn in self._pending(con):
                 try:
                     with self._transaction(con):
-                        fn(con)
+                        apply(fn, con, self.env)
                         con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, self.clock()])
                         compact = compact or con.execute("SELECT to_regclass(?)", [f"pg_temp.{COMPACT_TABLE}"]
                                                          ).fetchone() != (None,)

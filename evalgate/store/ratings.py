@@ -53,7 +53,7 @@ class RatingRepo(Repository):
             args.append(run_id)
         with self.connect() as con:
             rows = records(con, sql + " ORDER BY item_id, run_id, sample_index, rater", args)
-        return open_read("human_scores", rows)
+        return open_read("human_scores", rows, self.env)
 
     def put_rater(self, name: str, token_sha256: str, role: str, created_by: str) -> bool:
         """Add a rater or give an existing one a new token (the old token stops working at once).

@@ -140,7 +140,7 @@ class RunRepo(Repository):
         """Runs matching column equalities (e.g. ``protocol_name=..., split=..., status='complete'``), oldest
         first, JSON columns decoded."""
         with self.connect() as con:
-            return open_errors(matching(con, "runs", where, "started_at", RUN_JSON_COLUMNS))
+            return open_errors(matching(con, "runs", where, "started_at", RUN_JSON_COLUMNS), self.env)
 
     def samples(self, run_id: str) -> list[dict[str, Any]]:
         """A run's samples joined with their cached generations and prompts, sealed values decrypted.
@@ -203,7 +203,7 @@ class RunRepo(Repository):
                                   "rows); nothing is shown. Check the access log with 'evalgate audit verify'")
         for r in rows:
             r["behavior"] = json.loads(r["behavior"]) if r["behavior"] else {}
-        return open_read("samples", rows)
+        return open_read("samples", rows, self.env)
 
     def result_sha256(self, run_id: str) -> str:
         """sha256 of what a gate takes from a stored run: its metrics and every sample's item id, index, score and

@@ -122,7 +122,7 @@ def run_sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], op
                        "`evalgate sweep` does not run yet; evaluate each checkpoint with `evalgate run`")
     for split in splits:  # a typo'd split name is refused before any GGUF's one-time conversion (a minute on CPU)
         SplitManager(store).manifest(split)
-    found, ignored = discover_checkpoints(checkpoints, store.recorded_checkpoint)
+    found, ignored = discover_checkpoints(checkpoints, store.recorded_checkpoint, store.env)
     units = plan_units(protocol, found, splits, opts.run, store)
     board = Board(units, opts.run.progress)
     # progress_bars: also the libraries' bars (model loading), off under --json

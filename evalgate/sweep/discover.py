@@ -8,18 +8,20 @@ from pathlib import Path
 
 from evalgate.checkpoints.layout import is_checkpoint, not_hf_checkpoint
 from evalgate.checkpoints.resolve import Checkpoint, resolve_checkpoint
+from evalgate.core.environment import Environment
 from evalgate.core.errors import BadInput
 from evalgate.core.formatting import short_digest
 
 
-def discover_checkpoints(pattern: str, recorded: Callable[[str], str | None] | None = None
-                         ) -> tuple[list[Checkpoint], list[str]]:
+def discover_checkpoints(pattern: str, recorded: Callable[[str], str | None] | None = None,
+                         env: Environment | None = None) -> tuple[list[Checkpoint], list[str]]:
     """The checkpoints a glob matches, resolved (digest, training run, seed and step: ``resolve_checkpoint``).
 
     Args:
         pattern: a glob (``**`` allowed), e.g. ``runs/*/checkpoint-*`` or ``models/*.gguf``.
         recorded: ``Store.recorded_checkpoint``, so checkpoints known by a sha256 identity keep it (None: only
             the digest cache says so; ``checkpoints.checkpoint_identity``).
+        env: whose digest and models caches (default the process's, ``or_from_env``).
 
     Returns:
         ``(checkpoints, ignored)``: the checkpoints ordered by training run, training seed, step and path (one
@@ -40,7 +42,7 @@ def discover_checkpoints(pattern: str, recorded: Callable[[str], str | None] | N
             ignored.append(f"{path}: not a checkpoint ({why}; an HF directory with config.json and weights, or a "
                            ".gguf file)")
             continue
-        ckpt = resolve_checkpoint(path, recorded=recorded)
+        ckpt = resolve_checkpoint(path, recorded=recorded, env=env)
         if ckpt.digest in found:
             first = found[ckpt.digest]
             other_seed = (ckpt.train_run, ckpt.train_seed) != (first.train_run, first.train_seed)

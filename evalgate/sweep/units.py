@@ -90,7 +90,7 @@ def plan_units(protocol: LoadedProtocol, checkpoints: list[Checkpoint], splits: 
                                                    scorer_request(protocol.spec.scorer.name)))
     seed = protocol.spec.sampling.seed if options.seed is None else options.seed
     access = SplitManager(store)
-    manifests = {s: access.check_purpose(s, options.purpose, actor_name(options.actor)) for s in splits}
+    manifests = {s: access.check_purpose(s, options.purpose, actor_name(options.actor, env=store.env)) for s in splits}
     units = []
     for ckpt in checkpoints:
         for split in splits:

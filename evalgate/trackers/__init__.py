@@ -77,7 +77,7 @@ def export_runs(run_ids: list[str], trackers: list[Tracker], store: Any, actor: 
         run_ids: the runs (complete ones are exported; the others are named in ``skipped``).
         trackers: from ``open_trackers``; closed here.
         store: the Store (the workspace's).
-        actor: who exports (default ``actor_name()``).
+        actor: who exports (default the store's environment's, ``actor_name``).
         say: where a line per skipped run goes (default: nowhere).
 
     Returns:
@@ -86,7 +86,7 @@ def export_runs(run_ids: list[str], trackers: list[Tracker], store: Any, actor: 
     from evalgate.splits.guard import SplitManager
     from evalgate.splits.manifest import actor_name
 
-    manager, who = SplitManager(store), actor_name(actor)
+    manager, who = SplitManager(store), actor_name(actor, env=store.env)
     names = ", ".join(t.name for t in trackers)
     exported: list[str] = []
     skipped: list[dict[str, str]] = []
@@ -147,7 +147,7 @@ def export_gate(doc: dict[str, Any], trackers: list[Tracker], *, store: Any,
     from evalgate.splits.manifest import actor_name
 
     summary = gate_summary(doc)
-    manager, who = SplitManager(store), actor_name(actor)
+    manager, who = SplitManager(store), actor_name(actor, env=store.env)
     names = ", ".join(t.name for t in trackers)
     for split in dict.fromkeys(s for s in (doc.get("selection_split"), doc.get("decision_split")) if s):
         m = manager.manifest(split)

@@ -283,7 +283,8 @@ def preflight(protocol_path: str | Path, checkpoint: str | Path, split: str, sam
         for row in sorted(store.samples(doc["run_id"]), key=lambda r: (str(r["item_id"]), r["sample_index"])):
             per_item.setdefault(str(row["item_id"]), []).append((float(row["score"] or 0.0), row["finish_reason"]))
         r += 1
-    items = read_unlogged(load_manifest(split))  # the run above logged this read; the baselines score the same items
+    # the run above logged this read; the baselines score the same items
+    items = read_unlogged(load_manifest(split, store.env.splits), env=store.env)
     order = [str(it["id"]) for it in items]
     scores = {i: [sc for sc, _ in per_item[i][:k]] for i in order}
     finish = [f for i in order for _, f in per_item[i][:k]]

@@ -16,7 +16,7 @@ from evalgate.core.errors import BadInput
 from evalgate.core.results import Result
 from evalgate.splits.discovery import scan_manifests
 from evalgate.splits.guard import SplitManager
-from evalgate.splits.manifest import Policy, splits_dir
+from evalgate.splits.manifest import Policy
 from evalgate.splits.owners import ContentOwner
 from evalgate.store import AccessLogRepo, Store
 
@@ -138,7 +138,8 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
         BadInput: ``split`` has neither a manifest nor any access-log row.
     """
     chain = verify_chain(store)  # first: a budget is never counted from a broken chain
-    loaded, broken = scan_manifests()  # a manifest that does not load is named, and hides no other split
+    # a manifest that does not load is named, and hides no other split
+    loaded, broken = scan_manifests(store.env.splits)
     manifests = {m.name: m for m in loaded}
     if split:
         _refuse_unknown_split(store, split, manifests)
@@ -160,7 +161,7 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
             fields.update(_content_fields(name, own, manager, chain))
         out[name] = SplitAudit(**fields)
     return AuditSummary(generated_at=store.clock().isoformat(timespec="seconds"),
-                        since=since.isoformat() if since else None, splits_dir=str(splits_dir().resolve()),
+                        since=since.isoformat() if since else None, splits_dir=str(store.env.splits.resolve()),
                         splits=out, chain=chain, broken_manifests=[e.message for e in broken])
 
 
@@ -261,7 +262,7 @@ def log_rows(store: AccessLogRepo, split: str | None = None, since: datetime | N
         BadInput: ``split`` has neither a manifest nor any access-log row (a typo would otherwise list nothing).
     """
     if split:
-        _refuse_unknown_split(store, split, (m.name for m in scan_manifests()[0]))
+        _refuse_unknown_split(store, split, (m.name for m in scan_manifests(store.env.splits)[0]))
     out = []
     for r in store.access_rows(split, since):
         if refused and r["outcome"] != "refused":

@@ -63,7 +63,7 @@ def samples_frame(run_ids: str | list[str], kind: Kind = "arrow", actor: str | N
 
     store = store or Store()
     ids = [run_ids] if isinstance(run_ids, str) else list(dict.fromkeys(run_ids))
-    who = actor_name(actor)
+    who = actor_name(actor, env=store.env)
     with store.session():  # one connection for the checks, the logged reads and the query
         runs = [stored_run(store, r) for r in ids]
         for run in runs:

@@ -216,7 +216,7 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
         item: only this item id.
         status: only samples with this status (one of ``SAMPLE_STATUSES``).
         limit: at most this many samples (after filtering), in item and sample-index order.
-        actor: who reads (default ``actor_name()``).
+        actor: who reads (default the store's environment's, ``actor_name``).
         store: the store (the workspace's).
 
     Returns:
@@ -237,7 +237,7 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
         raise BadInput(f"run {run_id} is {run.get('status')}, not complete: its samples are scored and stored when "
                        "the run completes. Rerun the same 'evalgate run' command (what it generated is reused), "
                        "then look again")
-    admit_view(store, run, SAMPLES_PURPOSE, actor_name(actor))
+    admit_view(store, run, SAMPLES_PURPOSE, actor_name(actor, env=store.env))
     rows = store.samples(run_id)
     if item is not None and not any(r["item_id"] == item for r in rows):
         raise BadInput(f"run {run_id} has no item {item!r} ({len({r['item_id'] for r in rows})} items)")
@@ -281,7 +281,7 @@ def compare_runs(run_a: str, run_b: str, actor: str | None = None, *, store: Sto
     Args:
         run_a: the first run (e.g. the earlier checkpoint).
         run_b: the second run.
-        actor: who reads (default ``actor_name()``).
+        actor: who reads (default the store's environment's, ``actor_name``).
         store: the store (the workspace's).
 
     Returns:
@@ -308,7 +308,7 @@ def compare_runs(run_a: str, run_b: str, actor: str | None = None, *, store: Sto
                 f"runs {run_a} and {run_b} have different {what} ({str(a[key])[:16]} vs {str(b[key])[:16]}{names}): "
                 "their samples are not paired outcomes of one evaluation. Compare runs of one protocol on one "
                 "split's current content")
-    who = actor_name(actor)
+    who = actor_name(actor, env=store.env)
     admit_view(store, a, COMPARE_PURPOSE, who)
     admit_view(store, b, COMPARE_PURPOSE, who)
     sa = {(r["item_id"], r["sample_index"]): r for r in store.sample_scores(run_a)}

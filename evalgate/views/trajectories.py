@@ -26,7 +26,7 @@ def run_trajectories(store: Store, run_id: str, item: str | None = None,
         store: the store.
         run_id: a run of an agentic protocol.
         item: only this item's samples.
-        actor: who reads (default ``actor_name()``).
+        actor: who reads (default the store's environment's, ``actor_name``).
 
     Returns:
         One record per sample, in (item, sample index) order: item_id, sample_index, seed, status (how it ended),
@@ -40,7 +40,7 @@ def run_trajectories(store: Store, run_id: str, item: str | None = None,
     from evalgate.views.samples import admit_view, stored_run
 
     run = stored_run(store, run_id)
-    admit_view(store, run, TRAJECTORIES_PURPOSE, actor_name(actor))
+    admit_view(store, run, TRAJECTORIES_PURPOSE, actor_name(actor, env=store.env))
     by_sample = turns_by_sample(store, run, [item] if item is not None else None)
     if not by_sample:
         raise BadInput(f"run {run_id} has no stored trajectories{f' for item {item!r}' if item else ''}: its "

@@ -150,7 +150,8 @@ class Watcher:
         self.protocol = load_protocol(opts.protocol)
         verify(self.protocol)
         # a split the tier never lets 'watch' read (private) is refused here, before a stored run of it is reused
-        SplitManager(self.store).check_purpose(opts.split, opts.run.purpose, actor_name(opts.run.actor))
+        SplitManager(self.store).check_purpose(opts.split, opts.run.purpose,
+                                               actor_name(opts.run.actor, env=self.store.env))
         self.seed = self.protocol.spec.sampling.seed if opts.run.seed is None else opts.run.seed
         self.runs = [RunState(str(Path(d))) for d in run_dirs]
         self._say = say or (lambda s: print(s, file=sys.stderr, flush=True))
@@ -241,7 +242,7 @@ class Watcher:
         cs.status, cs.eval_started, self.evaluating = "evaluating", time.time(), cs
         self.write_status()
         try:
-            ckpt = resolve_checkpoint(path, recorded=self.store.recorded_checkpoint)
+            ckpt = resolve_checkpoint(path, recorded=self.store.recorded_checkpoint, env=self.store.env)
             done = self.store.runs(checkpoint_digest=ckpt.digest, protocol_hash=self.protocol.sha256,
                                    split=self.opts.split, backend=self.opts.run.backend, sampling_seed=self.seed,
                                    status="complete")

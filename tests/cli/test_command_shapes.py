@@ -231,7 +231,7 @@ def test_the_commands_print_the_typed_results_of_the_workspace(tmp_path: Path, r
     ``diagnose`` return typed results whose ``as_dict()`` is the command's ``--json`` document."""
     import evalgate
 
-    ws = evalgate.Workspace.current()
+    ws = evalgate.Workspace.from_env()
     rb = ["--backend", "replay", "--backend-option", f"file={replay['answers']}"]
     run = ws.evaluate(replay["protocol"], replay["ck10"], "shape-dev", backend="replay",
                       backend_options={"file": str(replay["answers"])})

@@ -114,7 +114,7 @@ def test_train_run_argument_sets_the_policy_field(tmp_path: Path) -> None:
     store, _ = _build(tmp_path)
     fx.add_run(store, "dec-grpo", "d-grpo-20", tmp_path / "runs/grpo/seed-1/checkpoint-20", "fx-private", "private",
                1, 20, [1] * 10, purpose="release-gate", train_run="grpo")
-    v = Workspace.current().gate(_policy_file(tmp_path), evaluate_decision=False, train_run="grpo")
+    v = Workspace.from_env().gate(_policy_file(tmp_path), evaluate_decision=False, train_run="grpo")
     assert [(s.train_run, s.train_seed) for s in v.seeds] == [("grpo", 1)]
 
 

@@ -174,12 +174,12 @@ def test_private_reads_without_or_with_a_wrong_key_are_refused_and_logged(home: 
 
     store = Store()
     split("priv", "private")
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "nowhere"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "nowhere"))  # a store made now has no key
     with pytest.raises(RefusedByPolicy, match="no key was found: set EVALGATE_PRIVATE_KEY"):
-        SplitManager(store).open("priv", "release-gate", "a")
+        SplitManager(Store()).open("priv", "release-gate", "a")
     monkeypatch.setenv("EVALGATE_PRIVATE_KEY", Fernet.generate_key().decode())
     with pytest.raises(RefusedByPolicy, match="does not decrypt"):
-        SplitManager(store).open("priv", "release-gate", "a")
+        SplitManager(Store()).open("priv", "release-gate", "a")
     assert outcomes(store, "priv")[0] == "refused"
 
 

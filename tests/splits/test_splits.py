@@ -50,9 +50,9 @@ def test_private_needs_key_and_release_gate_purpose(home: Path, monkeypatch: pyt
     with pytest.raises(RefusedByPolicy, match="release-gate"):
         mgr.open("humaneval-private", "evaluation", "me")
     assert len(mgr.open("humaneval-private", "release-gate", "me").items) == 52
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "elsewhere"))  # the key file is no longer found
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "elsewhere"))  # a store made now finds no key file
     with pytest.raises(RefusedByPolicy, match="no key was found"):
-        mgr.open("humaneval-private", "release-gate", "me")
+        SplitManager(Store()).open("humaneval-private", "release-gate", "me")
 
 
 @pytest.mark.usefixtures("memory_store")

@@ -10,6 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from evalgate.core.environment import Environment
 from evalgate.store import db, instance
 from evalgate.store.migrations import MIGRATIONS
 from tests.store.test_memory import _schema
@@ -33,7 +34,7 @@ def test_a_created_file_equals_one_every_migration_was_applied_to(tmp_path: Path
 
 def test_the_migrations_are_stamped_with_the_creation_time(tmp_path: Path) -> None:
     when = datetime(2031, 2, 3, 4, 5, 6, tzinfo=UTC)
-    created = db.Database(tmp_path / "s.duckdb", clock=lambda: when)
+    created = db.Database(tmp_path / "s.duckdb", env=Environment(clock=lambda: when))
     stamps = {r[2] for r in _migrations(created)}
     assert stamps == {when}
 

@@ -265,8 +265,8 @@ def test_a_failed_private_runs_error_is_sealed_and_listings_work_without_the_key
     store.fail_run("f", error)
     assert PRIVATE[1]["question"].encode() not in _at_rest(home)
     assert store.runs(run_id="f")[0]["error"] == error
-    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "nokey"))
-    assert store.runs(run_id="f")[0]["error"] == UNREADABLE  # `evalgate runs` still lists it
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "nokey"))  # a store made now has no key
+    assert Store().runs(run_id="f")[0]["error"] == UNREADABLE  # `evalgate runs` still lists it
 
 
 def test_a_completion_that_looks_sealed_is_still_encrypted() -> None:

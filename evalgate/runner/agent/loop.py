@@ -102,7 +102,7 @@ class Agent:
         self.spec = plan.protocol.spec.tools
         self.box = ToolBox(plan.protocol)
         self.schemas = tuple(function_schemas(plan.protocol))
-        seal = sealer_for(plan.manifest.tier)
+        seal = sealer_for(plan.manifest.tier, plan.store.env)
         self.digest: Callable[[str], str] = seal.digest if seal else (
             lambda text: hashlib.sha256(text.encode()).hexdigest())
         """A turn's prompt hash: sha256, or a sealed tier's keyed HMAC (``evalgate.keys.sealing``) so a guessed private
