@@ -291,8 +291,9 @@ def test_a_gate_baseline_known_by_sha256_keeps_that_identity(tmp_path: Path, mon
     policy_file = tmp_path / "gate.yaml"
     policy_file.write_text(yaml.safe_dump(fx.policy_dict(str(base))))
     policy = load_policy(policy_file)
-    assert baseline_digest(policy, [], True, store.recorded_checkpoint) == _by_hand(files, "sha256")
-    assert baseline_digest(policy, [], True) == _by_hand(files, "blake3")  # no store record, no digest cache
+    assert baseline_digest(policy, [], True, store) == _by_hand(files, "sha256")
+    empty = Store(tmp_path / "empty.duckdb")  # no store record, no digest cache
+    assert baseline_digest(policy, [], True, empty) == _by_hand(files, "blake3")
 
 
 def test_runs_are_found_by_a_digest_prefix_with_or_without_the_algorithm(tmp_path: Path) -> None:

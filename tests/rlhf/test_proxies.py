@@ -77,8 +77,8 @@ def proxies(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         return ChatTokenizer()
 
     monkeypatch.setattr(judge_calls.JudgeCalls, "_resolve", resolve)
-    monkeypatch.setattr(reward, "load_reward_model", lambda ref: ScriptedRM())
-    monkeypatch.setattr(reward, "load_rm_conversations", lambda ref: lambda p, c: f"{p}\n\n{c}")  # cache keys
+    monkeypatch.setattr(reward, "load_reward_model", lambda ref, env: ScriptedRM())
+    monkeypatch.setattr(reward, "load_rm_conversations", lambda ref, env: lambda p, c: f"{p}\n\n{c}")  # cache keys
 
 
 def _protocol(tmp_path: Path, name: str, scorer: dict[str, Any]) -> Path:
