@@ -231,3 +231,27 @@ def test_every_registry_entry_is_named_in_its_docs_page_and_has_docstrings(index
         assert listed, f"{registry.kind} {name!r} is not in a table row or heading of docs/{page}; add it there"
         for doc in docs(registry[name]):
             assert doc and doc.strip(), f"{registry.kind} {name!r} has an entry without its docstring or help"
+
+
+# `pip install evalgate` / `'evalgate[extra]'` / `evalgate-gate[...]` by name: PyPI's 'evalgate' is an unrelated
+# project and this one is not on the index, so every page and message installs an extra from the checkout, by path
+_BY_NAME = re.compile(r"pip install (?:-\S+ )*['\"]?evalgate(?:-gate)?(?:\[|['\"`\s]|$)")
+
+
+def test_no_page_or_message_installs_evalgate_by_name() -> None:
+    """A new user followed docs/STORE.md's `pip install 'evalgate[postgres]'` (which would fetch PyPI's unrelated
+    evalgate); the psycopg, IFEval and pyarrow messages said the same. The README's warning line is the one use."""
+    files = [ROOT / "README.md", *sorted(DOCS.glob("*.md")), *sorted((ROOT / "evalgate").rglob("*.py"))]
+    hits = [f"{p.relative_to(ROOT)}:{n}: {line.strip()}" for p in files
+            for n, line in enumerate(p.read_text().splitlines(), 1)
+            if _BY_NAME.search(line) and "never" not in line]
+    assert not hits, "install evalgate's extras from the checkout (core.version.install_hint):\n" + "\n".join(hits)
+
+
+def test_the_install_pattern_catches_each_spelling() -> None:
+    for bad in ("pip install evalgate", "pip install 'evalgate[postgres]'", 'pip install -U "evalgate[ifeval]"',
+                "pip install 'evalgate-gate[data]'"):
+        assert _BY_NAME.search(bad), bad
+    for good in ("pip install '/path/to/evalgate[postgres]'", "pip install -e '.[hf]'",
+                 "pip install '<evalgate checkout>[data]'", "pip install evalgate_plugin_x"):
+        assert not _BY_NAME.search(good), good

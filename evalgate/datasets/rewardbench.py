@@ -16,6 +16,7 @@ from typing import Any
 
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import decode_utf8
+from evalgate.core.version import install_hint
 from evalgate.datasets.base import Dataset, Items
 
 SECTIONS: dict[str, tuple[str, ...]] = {
@@ -52,7 +53,7 @@ def _records(path: Path) -> tuple[list[dict[str, Any]], bytes]:
         try:
             import pyarrow.parquet as pq
         except ImportError as e:
-            raise BadInput(f"{path}: reading Parquet needs pyarrow (pip install 'evalgate-gate[data]'), or save the "
+            raise BadInput(f"{path}: reading Parquet needs pyarrow ({install_hint('data')}), or save the "
                            "pairs as JSON Lines") from e
         return pq.read_table(path).to_pylist(), raw
     text = decode_utf8(raw, path)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.core.errors import BadInput
+from evalgate.core.version import install_hint
 from evalgate.scoring.base import IFEvalOptions, SampleToScore, ScoreResult
 
 PUNKT_LANGUAGE = "english"
@@ -125,7 +126,7 @@ def _checkers() -> Mapping[str, Any]:
         from if_verifiable.ifeval.instructions_registry import INSTRUCTION_DICT
     except ImportError as e:  # pragma: no cover - depends on the installed extras
         raise BadInput(f"the ifeval scorer needs the IFEval checkers ({e.name} is not installed): "
-                       "pip install 'evalgate[ifeval]'") from e
+                       f"{install_hint('ifeval')}") from e
     from evalgate.core.environment import Environment
 
     path = str(punkt_dir(Environment.from_env().cache))

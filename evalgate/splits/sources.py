@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.core.errors import BadInput, MissingExtra
+from evalgate.core.version import install_hint
 
 FORMATS = ("jsonl", "csv", "parquet", "datasets")
 _SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -196,8 +197,7 @@ def _arrow():  # noqa: ANN202 - pyarrow stays a lazy import
         import pyarrow as pa
         import pyarrow.parquet as pq
     except ImportError as e:
-        raise MissingExtra("reading Parquet or datasets folders needs pyarrow: pip install 'evalgate-gate[data]'") \
-            from e
+        raise MissingExtra(f"reading Parquet or datasets folders needs pyarrow: {install_hint('data')}") from e
     return pa, pq
 
 
@@ -245,8 +245,7 @@ def _datasets_rows(path: Path, mapping: Mapping, row_ids: bool) -> Iterator[dict
     try:
         import datasets
     except ImportError as e:
-        raise MissingExtra("reading a datasets folder needs the datasets library: pip install "
-                           "'evalgate-gate[data]'") from e
+        raise MissingExtra(f"reading a datasets folder needs the datasets library: {install_hint('data')}") from e
     if not isinstance(path, Path) or not path.is_dir():
         raise BadInput(f"{path}: a datasets folder is the directory Dataset.save_to_disk wrote; pass it with --file")
     try:

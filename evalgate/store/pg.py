@@ -26,6 +26,7 @@ from typing import Any
 
 from evalgate.core.environment import Environment, utc_now
 from evalgate.core.errors import BadInput, MissingExtra, RefusedByPolicy
+from evalgate.core.version import install_hint
 from evalgate.store.db import Database
 from evalgate.store.dialect import POSTGRESQL
 from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS, apply
@@ -37,7 +38,7 @@ try:
     from psycopg.types.string import TextLoader
 except ImportError as e:  # pragma: no cover - the extra is installed wherever the tests run
     raise MissingExtra("a PostgreSQL store (EVALGATE_STORE=postgresql://...) needs psycopg 3: "
-                       "pip install 'evalgate[postgres]'") from e
+                       f"{install_hint('postgres')}") from e
 
 _INSERT_HEAD = re.compile(r"\s*INSERT\s+INTO\s+(\w+)\s*(?:\(([^()]*)\))?\s*", re.IGNORECASE)
 """``INSERT INTO table [(columns)]``: the ``head`` of ``store.db.insert_values``."""
