@@ -126,8 +126,12 @@ class Workspace:
 
     @cached_property
     def store(self) -> Store:
-        """The store, ``home/evalgate.duckdb`` or the workspace's ``database`` (opened, and migrated, on first
-        use)."""
+        """The store, ``home/evalgate.duckdb``, the workspace's ``database`` or its server (``store``), as
+        ``evalgate.store.db.default_database`` picks it (opened, and migrated, on first use).
+
+        Raises:
+            BadInput: ``store`` (or ``EVALGATE_STORE``) is not a PostgreSQL URL.
+        """
         from evalgate.store import Store
 
         return Store(env=self.env)

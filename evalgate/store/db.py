@@ -456,9 +456,19 @@ def location_of(target: str | Path) -> str:
 
 def default_database(env: Environment) -> Database:
     """The database of ``env``: its ``database`` (e.g. a ``Database(":memory:")``), else its store URL
-    (``Environment.store``, ``EVALGATE_STORE``: a PostgreSQL server), else the file ``env.home/evalgate.duckdb``."""
+    (``Environment.store``, ``EVALGATE_STORE``: a PostgreSQL server), else the file ``env.home/evalgate.duckdb``.
+
+    Raises:
+        BadInput: the store URL is not a PostgreSQL URL (``postgressql://...``, a file path), before anything is
+            opened or written (such a value was taken as a DuckDB path: folders named after the URL appeared).
+    """
     if isinstance(env.database, Database):
         return env.database
+    if env.store and not is_server_url(env.store):
+        shown = env.store.split("://", 1)[0] + "://..." if "://" in env.store else env.store  # never a password
+        raise BadInput(f"EVALGATE_STORE={shown!r} is not a PostgreSQL URL: it must start with postgresql:// or "
+                       "postgres:// (postgresql://user@host:port/dbname, docs/STORE.md); fix it, or unset "
+                       f"EVALGATE_STORE to use the store file {env.home / 'evalgate.duckdb'}")
     return open_database(env.store, env=env) if env.store else Database(env.home / "evalgate.duckdb", env=env)
 
 

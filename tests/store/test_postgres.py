@@ -153,3 +153,21 @@ def test_an_unreachable_server_is_exit_2_naming_it_without_the_password(home: Pa
     assert code == 2, out + err
     assert "postgresql://alice@127.0.0.1:1/evalgate" in err and "Traceback" not in err
     assert "s3cret" not in out + err
+
+
+@pytest.mark.parametrize("value", ["postgressql://alice:s3cret-pw@db.example.org/evalgate",  # a typo'd scheme
+                                   "postgresql:/alice@db.example.org/evalgate",  # one slash
+                                   "team-store.duckdb"])  # a file path: EVALGATE_STORE takes servers only
+def test_a_store_url_that_is_no_postgresql_url_is_exit_2_writing_nothing(home: Path, value: str, tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new user's typo'd scheme was taken as a DuckDB file's path: 'postgressql:/alice@/...' folders appeared in
+    the working directory and DuckDB complained of a missing extension 'postgressql'."""
+    cwd = tmp_path / "repo"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    before = set(cwd.iterdir())
+    code, out, err = cli_parts("audit", env={"EVALGATE_STORE": value})
+    assert code == 2, out + err
+    assert "is not a PostgreSQL URL" in err and "postgresql://" in err and "Traceback" not in err
+    assert "s3cret" not in out + err and "extension" not in err
+    assert set(cwd.iterdir()) == before
