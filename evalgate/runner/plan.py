@@ -129,17 +129,21 @@ def new_run_id() -> str:
 
 
 def check_items(items: list[dict[str, Any]], scorer: Scorer, split: str) -> None:
-    """Every item holds the fields the scorer reads (``Scorer.required_fields``).
+    """Every item holds the fields the scorer reads (``Scorer.required_fields``) and has no problem the scorer
+    names (its optional ``item_problem``).
 
     Raises:
-        BadInput: naming the first item and field missing (before any generation).
+        BadInput: naming the first item and field missing, or the first item's problem (before any generation).
     """
+    item_problem = getattr(scorer, "item_problem", None)
     for i, it in enumerate(items, 1):
         missing = [f for f in scorer.required_fields if f not in it]
         if missing:
             raise BadInput(f"split {split}: item {it.get('id')!r} (record {i}) has no field {missing[0]!r}, which "
                            f"the {scorer.name} scorer needs ({', '.join(scorer.required_fields)}); add it to the "
                            "split's data, or set the scorer's answer_field in the protocol")
+        if item_problem is not None and (why := item_problem(it)):
+            raise BadInput(f"split {split}: item {it.get('id')!r} (record {i}): {why}")
 
 
 def _sealer(access: SplitManager, manifest: Manifest, opts: RunOptions, actor: str, ckpt: Checkpoint,

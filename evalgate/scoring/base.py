@@ -57,7 +57,9 @@ class Scorer(Protocol):
     ``protocol freeze`` refuses such a protocol with its file and line, not only ``run``.
 
     ``required_fields``: the item fields it reads; a run checks every item for them when the split is read,
-    before any generation.
+    before any generation. A scorer may also define ``item_problem(item) -> str | None``, saying why an item that
+    has those fields still cannot be scored (``AnswerScorer``: a gold answer that is a whole GSM8K solution); the
+    run refuses the split with it at the same point.
 
     One optional hook, for a scorer that needs the run around it (the judge, the reward scorers): ``begin(plan,
     samples)``, called by the run once before scoring with every sample to score (the run's ``RunPlan``: store,
@@ -93,6 +95,21 @@ class AnswerScorer:
     def required_fields(self) -> tuple[str, ...]:
         """The gold answer's field."""
         return (self.answer_field,)
+
+    def item_problem(self, item: dict[str, Any]) -> str | None:
+        """Why ``item``'s gold answer cannot be compared with an extracted answer, or None.
+
+        A gold that holds GSM8K's ``#### N`` is the dataset's worked solution, not its answer (``splits add`` of
+        GSM8K's own file keeps it whole): every completion would be scored wrong against the whole text, silently.
+        """
+        gold = str(item[self.answer_field])
+        if "####" not in gold:
+            return None
+        return (f"its gold answer {self.answer_field!r} is a worked solution ending in '#### N' (GSM8K's format: "
+                f"...{gold[-30:]!r}), not the answer, so every completion would be scored wrong; import GSM8K-format "
+                "data with 'evalgate splits import gsm8k --from FILE' (its gold is the number after '####'), or "
+                "add a field holding the final answer alone and name it in the protocol's "
+                "scorer.options.answer_field")
 
     def judge(self, prediction: str, gold: str, text: str) -> tuple[bool, list[str]]:
         """(equal, notes) for one extracted prediction; ``text`` is what the answer was extracted from."""
