@@ -286,7 +286,8 @@ def selection_rules(policy: GatePolicy, seeds: list[SeedResult]) -> list[RuleOut
     chosen = [s for s in seeds if s.best is not None]
     out: list[RuleOutcome] = []
     if not chosen:
-        out.append(RuleOutcome("best_checkpoint", False, "every checkpoint of every seed failed; nothing to release"))
+        out.append(RuleOutcome("best_checkpoint", False, "every checkpoint of every seed failed; nothing to release"
+                               if seeds else "no checkpoint was picked for any seed; nothing to release"))
     if policy.rules.min_seeds is not None:
         out.append(RuleOutcome("min_seeds", len(chosen) >= policy.rules.min_seeds,
                                f"{len(chosen)} seed(s) with a non-failed best checkpoint "

@@ -168,10 +168,7 @@ def run_gate(policy: GatePolicy, store: Store, actor: str | None = None,
     inputs = history.gate_inputs(policy, protocol_hash, sel_m.content_sha256, dec_m.content_sha256, part.usable,
                                  base_digest)
     if not part.usable:
-        rule = RuleOutcome("runs_present", False, f"no run of {policy.protocol} on {policy.selection_split} "
-                                                  f"(current content, backend {policy.backend}) of a checkpoint "
-                                                  "with a training run and seed; evaluate the checkpoints with "
-                                                  "'evalgate run' first" + _aside_note(part))
+        rule = runs_present_rule(policy, part)
         verdict = Verdict(False, policy, [rule], protocol_hash=protocol_hash, stale=part.stale,
                           ignored=part.ignored, failures=part.failures, broken_chain=broken)
         _record(store, manager, dec_m, verdict, inputs, who)
@@ -343,6 +340,16 @@ def _shown_before(policy: GatePolicy, store: Store, manager: SplitManager, dec_m
         if run is not None and reads.stored_result_holds(store, manager, dec_m, who, policy, run):
             out[i] = run
     return out
+
+
+def runs_present_rule(policy: GatePolicy, part: RunPartition) -> RuleOutcome:
+    """The failed ``runs_present`` rule of a gate (or a suite's selecting member) whose selection split holds no
+    usable run of a candidate checkpoint: what is missing and the command that adds it."""
+    return RuleOutcome("runs_present", False, f"no run of {policy.protocol} on {policy.selection_split} (current "
+                                              f"content, backend {policy.backend}) of a checkpoint with a training "
+                                              "run and seed; evaluate the checkpoints with 'evalgate run' or "
+                                              "'evalgate sweep' first, or pass 'evalgate gate --evaluate-missing "
+                                              "GLOB'" + _aside_note(part))
 
 
 def _aside_note(part: RunPartition) -> str:

@@ -262,8 +262,10 @@ def _pick(members: list[_Member], store: Store, who: str, evaluate_decision: boo
     """Each seed's checkpoint for the suite (``suite_decide.pick_checkpoints`` over the selecting members), set as
     every member's best (``_member_seeds``)."""
     selecting = [m for m in members if m.sm.spec.select]
+    # with no candidate on any selection split there is nothing to pick: the baseline's dev runs are not evaluated
+    candidates = evaluate_decision and any(m.part.usable for m in selecting)
     picks = pick_checkpoints([SelectingMember(m.sm.name, m.sm.spec.role, m.sm.spec.margin, m.own_seeds,
-                                              _baseline_dev(m, store, who, evaluate_decision, progress))
+                                              _baseline_dev(m, store, who, candidates, progress))
                               for m in selecting])
     template: dict[SeedKey, SeedResult] = {}
     for m in selecting:
@@ -292,7 +294,8 @@ def _before_private(members: list[_Member], picks: dict[SeedKey, Pick], store: S
     gate applies them before its first private read). When one fails for any member the suite cannot pass: every
     member's verdict is stored as FAIL with ``decision_not_read`` and nothing private is read or reserved. None when
     all pass."""
-    early = [decide.selection_rules(m.policy, m.seeds) + pipeline._proxy_rules(
+    early = [([pipeline.runs_present_rule(m.policy, m.part)] if m.sm.has_selection and not m.part.usable else [])
+             + decide.selection_rules(m.policy, m.seeds) + pipeline._proxy_rules(
         m.policy, store, m.seeds, [s for s in m.seeds if s.best is not None], who)[2] for m in members]
     bad = [f"{m.sm.name} ({', '.join(r.rule for r in rules if not r.passed)})"
            for m, rules in zip(members, early, strict=True) if any(not r.passed for r in rules)]

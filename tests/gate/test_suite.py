@@ -578,3 +578,30 @@ def test_a_read_one_member_makes_for_others_is_shown_by_that_member_even_when_a_
     shown = {(r["run_id"], r["detail"].split(" shows the read member ")[1].split(" ")[0])
              for r in store.access_rows("ta-private") if r["outcome"] == "re-read" and "rel/again" in r["detail"]}
     assert shown == {("ta-dec-1", "skill"), ("ta-dec-2", "skill"), ("ta-dec-base", "mean")}
+
+
+def test_a_suite_with_no_candidate_run_says_what_is_missing_and_evaluates_no_baseline(tmp_path: Path, home: Path,
+                                                                                      monkeypatch: pytest.MonkeyPatch
+                                                                                      ) -> None:
+    """A new user gated a suite before evaluating any checkpoint on dev: the suite spent 11 minutes evaluating the
+    baseline on the target's dev split, then failed with 'every checkpoint of every seed failed', where a single
+    gate says runs_present: no run ... evaluate the checkpoints first."""
+    from evalgate.gate import reads
+
+    for p in ("ta", "gu"):
+        write_split(f"{p}-dev", "dev", ITEMS[p], {"source": "test"})
+        write_split(f"{p}-private", "private", ITEMS[p], {"source": "test"})
+    store = Store()
+    for p in ("ta", "gu"):
+        store.record_protocol(p, "1", p * 32, {"prompt": {"template": "{{ question }}", "response_prefix": None}})
+    (tmp_path / "runs" / "base").mkdir(parents=True)
+    monkeypatch.setattr(reads, "check_protocol", lambda *a, **k: None)  # the stored protocols stand for the files
+    monkeypatch.setattr(reads, "baseline_digest", lambda *a, **k: "dbase")
+    monkeypatch.setattr(reads, "evaluate_for_gate", lambda *a, **k: pytest.fail("nothing to pick: no evaluation"))
+    v = run_suite(load_suite(write(tmp_path / "s.yaml", suite_dict(tmp_path / "runs"))), store)
+    assert not v.passed and v.failing == ["skill", "safety"]
+    for m in v.members:
+        (first, *_) = [r for r in m.verdict.rules if not r.passed]
+        assert first.rule == "runs_present" and "--evaluate-missing" in first.detail
+        assert not any("every checkpoint of every seed failed" in r.detail for r in m.verdict.rules)
+    assert (_counted(store, "ta-private"), _counted(store, "gu-private")) == (0, 0)
