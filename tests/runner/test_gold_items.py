@@ -21,7 +21,8 @@ from tests.runner.test_record import addition_protocol
 
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
 # GSM8K test.jsonl's second record's answer, as the file holds it (a worked solution ending in '#### 3')
-ROBE = "It takes 2/2=<<2/2=1>>1 bolt of white fiber\nSo the total amount of fabric is 2+1=<<2+1=3>>3 bolts of fabric\n#### 3"
+ROBE = ("It takes 2/2=<<2/2=1>>1 bolt of white fiber\nSo the total amount of fabric is 2+1=<<2+1=3>>3 bolts of "
+        "fabric\n#### 3")
 
 
 def test_the_fault_a_solution_as_gold_never_equals_the_right_answer() -> None:
