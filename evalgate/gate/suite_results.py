@@ -89,8 +89,9 @@ class SuiteVerdict:
     @property
     def alpha(self) -> float:
         """Each member's one-sided test level: (1 - confidence) / 2 of its two-sided CI (the first member's
-        confidence; the members share it unless a member overrides it)."""
-        return (1 - self.members[0].verdict.policy.rules.confidence) / 2 if self.members else 0.025
+        confidence; the members share it unless a member overrides it), rounded to 12 decimals so that 0.95 gives
+        0.025 as written, not the float 0.025000000000000022 the reports showed."""
+        return round((1 - self.members[0].verdict.policy.rules.confidence) / 2, 12) if self.members else 0.025
 
     def decided_by(self) -> str:
         """Which members decided: the failing ones on FAIL, all of them on PASS."""

@@ -605,3 +605,14 @@ def test_a_suite_with_no_candidate_run_says_what_is_missing_and_evaluates_no_bas
         assert first.rule == "runs_present" and "--evaluate-missing" in first.detail
         assert not any("every checkpoint of every seed failed" in r.detail for r in m.verdict.rules)
     assert (_counted(store, "ta-private"), _counted(store, "gu-private")) == (0, 0)
+
+
+def test_the_suite_reports_state_the_test_level_as_written(tmp_path: Path, home: Path) -> None:
+    """The HTML report of a new user's suite said 'each member at one-sided level 0.025000000000000022'."""
+    from evalgate.gate.report.suite import suite_html
+
+    store = build(tmp_path / "runs", GUARD_OK)
+    v = run_suite(load_suite(write(tmp_path / "s.yaml", suite_dict(tmp_path / "runs"))), store,
+                  evaluate_decision=False)
+    assert v.as_dict()["alpha"] == 0.025  # (1 - 0.95) / 2
+    assert "one-sided level 0.025)" in suite_html(v)
