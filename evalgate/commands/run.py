@@ -52,8 +52,8 @@ def run_cmd(protocol_path: Path, checkpoint: Path, split: str, backend: str, see
 
 
 def _print_run(run: RunRecord) -> None:
-    """The run's text output: what was read and how long it took, then pass@k +- stderr and the behaviour
-    metrics."""
+    """The run's text output: what was read and how long it took, then pass@k +- stderr (mean_score +- stderr for
+    a scorer without pass@k: a judge, a reward model), a judge's own summary, and the behaviour metrics."""
     from evalgate.core.results import Metrics
 
     m, counts, seconds = run.metrics or Metrics(), run.counts or {}, run.wall_s
@@ -61,5 +61,25 @@ def _print_run(run: RunRecord) -> None:
                f"{counts['samples']} samples ({counts['cached']} cached) in {seconds:.1f} s")
     for k, est in m.pass_at.items():
         click.echo(f"  pass@{k} = {pm(est.value, est.stderr)} (± stderr, n {counts['items']} items)")
+    if not m.pass_at and (score := m.mean_score) is not None:
+        click.echo(f"  mean_score = {pm(score.value, score.stderr)} (± stderr, n {counts['items']} items)")
+    if isinstance(judge := m.get("judge"), dict):
+        click.echo(f"  judge: {_judge_line(judge)}")
     click.echo(f"  mean completion tokens {num(m['mean_completion_tokens'], 1)}, "
                f"truncation rate {pct(m['truncation_rate'])}")
+
+
+def _judge_line(judge: dict[str, Any]) -> str:
+    """A judge run's summary (``metrics["judge"]``, ``rlhf.judge.judge_metrics``): pointwise the mean rating on
+    its scale, pairwise the win rate with its CI and the length-controlled win rate; the unparseable count."""
+    bad = f"{judge.get('unparseable', 0)} of {judge.get('judged', 0)} unparseable"
+    if judge.get("mode") == "pointwise":
+        low, high = judge.get("scale") or (None, None)
+        return (f"mean rating {num(judge.get('mean_rating'), 2)} on [{low}, {high}] ({bad}, counted as the scale "
+                "minimum)")
+    w = judge.get("pairwise") or {}
+    return (f"win rate {num(w.get('win_rate'))} [{num(w.get('low'))}, {num(w.get('high'))}], LC win rate "
+            f"{pm(w.get('lc_win_rate'), w.get('lc_standard_error'))}, position flip rate "
+            f"{num(w.get('position_flip_rate'))} ({w.get('unparseable_items', 0)} of {w.get('items', 0)} items "
+            "unparseable, counted as losses)")
+

@@ -510,3 +510,34 @@ def test_a_reference_needs_its_field_and_its_place_in_the_template(tmp_path: Pat
     with pytest.raises(BadInput, match=message.replace("(", r"\(").replace(")", r"\)").replace("{", r"\{")
                        .replace("}", r"\}")):
         _protocol(tmp_path, _options(**change), freeze_it=False) and load_protocol(tmp_path / "judged.yaml")
+
+
+def test_run_text_output_names_the_judges_score_and_summary(tmp_path: Path, judge: Any,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """A new user's `evalgate run` of protocols/chat-judge-pointwise.yaml printed only 'mean completion tokens':
+    no score at all (a judge reports mean_score, not pass@k) and nothing of the judge's 4 unparseable verdicts."""
+    from evalgate.commands.run import _print_run
+    from evalgate.runner.record import RunRecord
+
+    judge.verdict = staticmethod(_rating_by_answer)
+    write_split("chat", "dev", ITEMS, {"source": "test"})
+    store = Store()
+    doc = _run(tmp_path, _protocol(tmp_path, _options()), {"q1": "5", "q2": "8", "q3": "blue"}, store=store)
+    _print_run(RunRecord.from_row(store.runs(run_id=doc["run_id"])[0]))
+    lines = capsys.readouterr().out.splitlines()
+    # scores 8/9, 2/9, 0: mean 10/27 = 0.370; sample sd 0.4626, stderr 0.4626 / sqrt(3) = 0.267; ratings 13 / 3
+    assert lines[1:3] == ["  mean_score = 0.370 ± 0.267 (± stderr, n 3 items)",
+                          "  judge: mean rating 4.33 on [1, 10] (1 of 3 unparseable, counted as the scale minimum)"]
+
+    judge.verdict = staticmethod(_pair_verdict)
+    write_split("pairs", "dev", PAIR_ITEMS, {"source": "test"})
+    proto = _protocol(tmp_path, _options("pairwise", baseline={"checkpoint": BASELINE}), name="paired")
+    _run(tmp_path, proto, BASELINE_TEXTS, digest=BASELINE, store=store, split="pairs")
+    doc = _run(tmp_path, proto, MODEL_TEXTS, store=store, split="pairs")
+    _print_run(RunRecord.from_row(store.runs(run_id=doc["run_id"])[0]))
+    judge_line = capsys.readouterr().out.splitlines()[2]
+    p = doc["metrics"]["judge"]["pairwise"]
+    # as test_pairwise_against_the_baselines_stored_completions_in_both_orders: win rate 2/4, flips 1 of 3 parsed
+    assert judge_line.startswith(f"  judge: win rate 0.500 [{p['low']:.3f}, {p['high']:.3f}], LC win rate "
+                                 f"{p['lc_win_rate']:.3f}")
+    assert judge_line.endswith("position flip rate 0.333 (1 of 4 items unparseable, counted as losses)")
