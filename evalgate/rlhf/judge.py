@@ -25,7 +25,7 @@ from typing import Any
 
 from evalgate.core.errors import BadInput, EvalgateError
 from evalgate.core.userfiles import FieldProblem
-from evalgate.rlhf.judge_calls import JudgeCalls, JudgePrompt
+from evalgate.rlhf.judge_calls import JudgeCalls, JudgePrompt, judge_path
 from evalgate.rlhf.judge_options import JudgeBaseline, JudgeModel, JudgeOptions, JudgeSampling
 from evalgate.rlhf.pairwise import PairJudgement, item_preference, per_item_table, win_rate
 from evalgate.scoring.base import SampleToScore, ScoreResult
@@ -183,13 +183,14 @@ def _side(v: Verdict) -> str | None:
     return v.value if isinstance(v.value, str) else None
 
 
-def _baseline_run(store: Any, baseline: JudgeBaseline, plan: Any) -> dict[str, Any]:
-    """The stored run whose completions are the baseline (see ``JudgeBaseline``).
+def _baseline_run(store: Any, baseline: JudgeBaseline, manifest: Any, protocol: Any, seed: int) -> dict[str, Any]:
+    """The stored run whose completions are the baseline (see ``JudgeBaseline``) on ``manifest``'s content, under
+    ``protocol`` (a ``LoadedProtocol``), the one of sampling seed ``seed`` where there are several.
 
     Raises:
         BadInput: no such complete run on this split's content (says what to run first).
     """
-    split, content = plan.manifest.name, plan.manifest.content_sha256
+    split, content = manifest.name, manifest.content_sha256
     if baseline.run_id is not None:
         rows = store.runs(run_id=baseline.run_id)
         if not rows or rows[0]["status"] != "complete" or rows[0]["split_sha256"] != content:
@@ -198,13 +199,13 @@ def _baseline_run(store: Any, baseline: JudgeBaseline, plan: Any) -> dict[str, A
             raise BadInput(f"judge baseline run {baseline.run_id} is {found}; a pairwise judge needs a complete run "
                            f"on split {split}'s content ({content[:12]}): set scorer.options.baseline.run_id to one")
         return rows[0]
-    rows = store.runs(checkpoint_digest=baseline.checkpoint, protocol_hash=plan.protocol.sha256,
+    rows = store.runs(checkpoint_digest=baseline.checkpoint, protocol_hash=protocol.sha256,
                       split_sha256=content, status="complete")
     if not rows:
         raise BadInput(f"no complete run of the judge's baseline checkpoint {baseline.checkpoint} under protocol "
-                       f"{plan.protocol.ref} on split {split}: run the baseline first (evalgate run --protocol "
-                       f"{plan.protocol.path} --checkpoint <baseline> --split {split})")
-    same_seed = [r for r in rows if r["sampling_seed"] == plan.seed]
+                       f"{protocol.ref} on split {split}: run the baseline first (evalgate run --protocol "
+                       f"{protocol.path} --checkpoint <baseline> --split {split})")
+    same_seed = [r for r in rows if r["sampling_seed"] == seed]
     return (same_seed or rows)[-1]
 
 
@@ -223,7 +224,7 @@ def baseline_texts(plan: Any, samples: Sequence[SampleToScore], baseline: JudgeB
     if baseline.checkpoint == plan.checkpoint.digest:
         return {s.key: s.text for s in samples}
     store = plan.store
-    row = _baseline_run(store, baseline, plan)
+    row = _baseline_run(store, baseline, plan.manifest, plan.protocol, plan.seed)
     prompts = {r["item_id"]: r for r in store.run_prompts(row["run_id"])}
     keys = [_key(s) for s in samples]
     want = {(iid, j, sample_seed(row["sampling_seed"], iid, j)): (iid, j, seed) for iid, j, seed in keys}
@@ -293,6 +294,19 @@ class JudgeScorer:
         b = self._baseline[s.key]
         return [render(o, q, answer_a=s.text, answer_b=b, reference=ref),
                 render(o, q, answer_a=b, answer_b=s.text, reference=ref)]
+
+    def before_read(self, protocol: Any, store: Any, manifest: Any, checkpoint_digest: str, seed: int) -> None:
+        """Refuse, before the split is read and anything generated, what ``begin`` would refuse for a reason known
+        already: a judge checkpoint path naming an unset environment variable, and (pairwise) a checkpoint baseline
+        with no complete run on this split's content (or a ``run_id`` baseline that is not one).
+
+        Raises:
+            BadInput: as ``judge_path`` and ``_baseline_run``, naming what to set or run first.
+        """
+        judge_path(self.options, protocol.path)
+        b = self.options.baseline
+        if self.options.mode == "pairwise" and b is not None and b.checkpoint != checkpoint_digest:
+            _baseline_run(store, b, manifest, protocol, seed)
 
     def begin(self, plan: Any, samples: Sequence[SampleToScore]) -> None:
         """Prepare the run's judging: read the baseline (pairwise), render every judge call, look them up in the

@@ -243,7 +243,8 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     request = scorer_request(protocol.spec.scorer.name)
     check_request(options.backend, request)  # a backend that cannot score log-likelihoods: refused before the read
     actor, access = actor_name(options.actor, env=store.env), SplitManager(store)
-    tier = access.manifest(split).tier  # a typo'd split name is refused before a GGUF's one-time conversion
+    manifest = access.manifest(split)  # a typo'd split name is refused before a GGUF's one-time conversion
+    tier = manifest.tier
     # Only smoke and dev runs may take a file's digest from the stat-keyed cache: its entries are unauthenticated
     # (docs/SECURITY.md), and runs on the other tiers are what re-reads and the gate trust.
     trust = tier not in (Tier.SMOKE, Tier.DEV) or options.purpose == RELEASE_GATE
@@ -258,6 +259,8 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     context_note = check_context(protocol, ckpt, options.backend)  # before the read: no read spent on a typo
     sampling = protocol.spec.sampling
     seed = sampling.seed if options.seed is None else options.seed
+    if (before_read := getattr(scorer, "before_read", None)) is not None:  # the judge: its path, its baseline run
+        before_read(protocol, store, manifest, ckpt.digest, seed)
     settings = generation_settings(options.backend, backend_options, request)
     settings_hash = settings_sha256(settings)
     # Store work runs in one session (one open connection, see Store.session); the tokenizer, when needed, is

@@ -61,10 +61,13 @@ class Scorer(Protocol):
     has those fields still cannot be scored (``AnswerScorer``: a gold answer that is a whole GSM8K solution); the
     run refuses the split with it at the same point.
 
-    One optional hook, for a scorer that needs the run around it (the judge, the reward scorers): ``begin(plan,
+    Two optional hooks, for a scorer that needs the run around it (the judge, the reward scorers): ``begin(plan,
     samples)``, called by the run once before scoring with every sample to score (the run's ``RunPlan``: store,
-    access log, split, checkpoint). A scorer's own run metrics are its registry entry's ``metrics`` function
-    (``ScorerEntry.metrics``), the one way for any scorer.
+    access log, split, checkpoint); ``before_read(protocol, store, manifest, checkpoint_digest, seed)``, called
+    before the split is read, raising ``BadInput`` for what ``begin`` would refuse and can know already (the
+    judge: an unset judge path, a pairwise baseline never run), so no read is logged and nothing generated first.
+    A scorer's own run metrics are its registry entry's ``metrics`` function (``ScorerEntry.metrics``), the one
+    way for any scorer.
     """
 
     name: str

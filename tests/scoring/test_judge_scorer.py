@@ -541,3 +541,25 @@ def test_run_text_output_names_the_judges_score_and_summary(tmp_path: Path, judg
     assert judge_line.startswith(f"  judge: win rate 0.500 [{p['low']:.3f}, {p['high']:.3f}], LC win rate "
                                  f"{p['lc_win_rate']:.3f}")
     assert judge_line.endswith("position flip rate 0.333 (1 of 4 items unparseable, counted as losses)")
+
+
+def test_a_judge_input_error_is_refused_before_the_read_and_generation(tmp_path: Path, judge: Any,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new user's pairwise run before its baseline's (and a pointwise run with EVALGATE_JUDGE_CHECKPOINT unset)
+    generated every completion (2 minutes on CPU), logged a read of the split and stored a failed run, then said
+    what to run first: now the refusal comes before the split is read, with nothing logged and no run stored."""
+    from evalgate.runner import generate as generate_mod
+
+    write_split("chat", "dev", PAIR_ITEMS, {"source": "test"})
+    store = Store()
+    monkeypatch.setattr(generate_mod, "get_backend",
+                        lambda *a, **k: pytest.fail("nothing may be generated for a refused judge run"))
+    pair = _protocol(tmp_path, _options("pairwise", baseline={"checkpoint": BASELINE}), name="pair")
+    with pytest.raises(BadInput, match="no complete run of the judge's baseline checkpoint .* run the baseline first"):
+        _run(tmp_path, pair, MODEL_TEXTS, store=store)
+    monkeypatch.delenv("EVALGATE_NO_SUCH_JUDGE", raising=False)
+    unset = _protocol(tmp_path, _options(judge={"backend": "hf", "checkpoint": "${EVALGATE_NO_SUCH_JUDGE}",
+                                                "digest": JUDGE_DIGEST}), name="unset")
+    with pytest.raises(BadInput, match="names an environment variable that is not set"):
+        _run(tmp_path, unset, MODEL_TEXTS, store=store)
+    assert store.runs() == [] and store.access_rows("chat") == []
