@@ -464,7 +464,7 @@ def default_database(env: Environment) -> Database:
     """
     if isinstance(env.database, Database):
         return env.database
-    if env.store and not is_server_url(env.store):
+    if env.store and not is_server_url(env.store) and not env.store.startswith(MEMORY_NAME):
         shown = env.store.split("://", 1)[0] + "://..." if "://" in env.store else env.store  # never a password
         raise BadInput(f"EVALGATE_STORE={shown!r} is not a PostgreSQL URL: it must start with postgresql:// or "
                        "postgres:// (postgresql://user@host:port/dbname, docs/STORE.md); fix it, or unset "
