@@ -115,8 +115,15 @@ def revoke(grant: ReleaseGrant | None) -> None:
             _READS_LEFT.pop(grant, None)
 
 
-def _refusal(grant: ReleaseGrant | None, split: str) -> str | None:
-    """Why ``grant`` does not admit one more release-gate read of ``split`` (None: it does; one read is used)."""
+def refusal_ahead(grant: ReleaseGrant | None, split: str) -> str | None:
+    """Why ``grant`` would not admit one more release-gate read of ``split`` (None: it would), using no read: for
+    a caller that refuses before costly work (``check_release_purpose`` decides, and logs)."""
+    return _refusal(grant, split, use=False)
+
+
+def _refusal(grant: ReleaseGrant | None, split: str, use: bool = True) -> str | None:
+    """Why ``grant`` does not admit one more release-gate read of ``split`` (None: it does; one read is used
+    unless ``use`` is False)."""
     reserved = (f"purpose {RELEASE_GATE!r} is reserved for 'evalgate gate': split {split} is read for it only "
                 "under a grant the gate issues after its policy and budget checks")
     with _LOCK:
@@ -129,7 +136,8 @@ def _refusal(grant: ReleaseGrant | None, split: str) -> str | None:
             return f"{reserved}; the grant of gate {grant.gate} covers split {grant.split}, not {split}"
         if left < 1:
             return f"{reserved}; the grant of gate {grant.gate} has used all its {grant.reads} read(s)"
-        _READS_LEFT[grant] = left - 1
+        if use:
+            _READS_LEFT[grant] = left - 1
     return None
 
 

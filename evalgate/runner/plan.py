@@ -26,7 +26,7 @@ from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.keys.sealing import Sealer, sealer_for
 from evalgate.protocol.spec import LoadedProtocol, load_protocol, verify
-from evalgate.runner.grant import ReleaseGrant, check_release_purpose
+from evalgate.runner.grant import ReleaseGrant, check_release_purpose, refusal_ahead
 from evalgate.runner.prompts import RunPrompts, recorded_prompts, render_prompts, renderer_versions
 from evalgate.scoring import Scorer, get_scorer
 from evalgate.scoring.base import scorer_request
@@ -220,6 +220,19 @@ def check_context(protocol: LoadedProtocol, ckpt: Checkpoint, backend: str,
     return None
 
 
+def _refuse_ahead(access: SplitManager, split: str, opts: RunOptions, actor: str, checkpoint: str | Path,
+                  protocol: LoadedProtocol, store: Store) -> None:
+    """Refuse (logged) a read that the tier's purposes, a spent hard budget or a missing release grant will refuse,
+    before the checkpoint is verified byte by byte (a GGUF re-converted: minutes). The refusal row names the
+    checkpoint's digest as resolved without that check; a refused read grounds no trust decision."""
+    why = (refusal_ahead(opts.grant, split) if opts.purpose == RELEASE_GATE
+           else access.refusal_ahead(split, opts.purpose))
+    if why:
+        ckpt = resolve_checkpoint(checkpoint, opts.train_run, opts.train_seed, opts.step, store.recorded_checkpoint,
+                                  verify=False, env=store.env)
+        access.refuse(split, opts.purpose, actor, why, checkpoint_digest=ckpt.digest, protocol_hash=protocol.sha256)
+
+
 def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str, options: RunOptions,
             store: Store, limit: int | None = None) -> RunPlan:
     """Stage 1: check everything, read the split, render prompts and look the samples up in the cache.
@@ -248,6 +261,8 @@ def prepare(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spli
     # Only smoke and dev runs may take a file's digest from the stat-keyed cache: its entries are unauthenticated
     # (docs/SECURITY.md), and runs on the other tiers are what re-reads and the gate trust.
     trust = tier not in (Tier.SMOKE, Tier.DEV) or options.purpose == RELEASE_GATE
+    if trust and not isinstance(checkpoint, Checkpoint):  # a read bound to be refused costs no re-hash/re-conversion
+        _refuse_ahead(access, split, options, actor, checkpoint, protocol, store)
     # a resolved Checkpoint is the caller's (sweep, watch, tests): in-process code is trusted (docs/SECURITY.md)
     ckpt = checkpoint if isinstance(checkpoint, Checkpoint) else resolve_checkpoint(
         checkpoint, options.train_run, options.train_seed, options.step, store.recorded_checkpoint, verify=trust,

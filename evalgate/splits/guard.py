@@ -145,6 +145,31 @@ class SplitManager:
         self._admitted.add(name)
         return m, warnings
 
+    def refusal_ahead(self, name: str, purpose: str) -> str | None:
+        """Why ``check`` would refuse a read of split ``name`` for ``purpose`` by its tier's purposes or a hard read
+        budget already spent, decided without logging anything; None when those allow it (``check`` still decides,
+        and logs).
+
+        For a caller with costly work between choosing a split and reading it (the runner re-hashes or
+        re-converts a checkpoint before a read that trust decisions rest on): a read bound to be refused is
+        refused first. Purpose ``contamination-check`` and a budget with room are left to ``check``.
+
+        Raises:
+            BadInput: unknown split or invalid manifest.
+        """
+        m = self.manifest(name)
+        own = self.owner(m)
+        policy = own.manifest.effective_policy()
+        if purpose == CONTAMINATION_CHECK:
+            return None
+        if why := _purpose_refusal(own.manifest, policy, purpose):
+            return why
+        if policy.max_reads is not None and policy.hard and purpose != RELEASE_GATE:
+            used = self.reads_in_window(own.names, policy)
+            if used >= policy.max_reads:
+                return _budget_refusal(own.manifest, policy, used)
+        return None
+
     def reserve(self, manifest: Manifest, actor: str, purpose: str, reads: list[dict[str, Any]],
                 refusal: str) -> list[dict[str, Any]]:
         """Log every read a caller will make of a budgeted split, before any is made, in one locked step: all of

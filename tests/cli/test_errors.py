@@ -107,6 +107,35 @@ def test_private_split_read_by_run_is_refused_and_logged(home: Path, frozen: Pat
     assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
 
 
+@pytest.mark.parametrize(("purpose", "message"), [("evaluation", "may be read only for purpose release-gate"),
+                                                    ("release-gate", "reserved for 'evalgate gate'")])
+def test_a_refused_private_read_is_refused_before_the_checkpoint_is_verified(
+        home: Path, frozen: Path, tiny_checkpoint: Path, monkeypatch: pytest.MonkeyPatch, purpose: str,
+        message: str) -> None:
+    # new-user finding: a run on a private split re-converted the GGUF (2 min) and only then said the purpose is
+    # refused; the byte-by-byte check (verify=True) is for reads that trust decisions rest on, not refused ones
+    import evalgate.runner.plan as plan
+
+    calls: list[bool] = []
+    real = plan.resolve_checkpoint
+
+    def spy(*args: object, verify: bool = False, **kwargs: object) -> object:
+        calls.append(verify)
+        return real(*args, verify=verify, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(plan, "resolve_checkpoint", spy)
+    r = cli("run", "--protocol", str(frozen), "--checkpoint", str(tiny_checkpoint), "--split", "humaneval-private",
+            "--purpose", purpose)
+    assert r.exit_code == 2 and message in r.stderr, r.stderr
+    assert calls == [False]  # resolved once, for the refusal row's digest, without the byte-by-byte check
+    import duckdb
+
+    con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
+    rows = con.execute("SELECT outcome, purpose, checkpoint_digest FROM access_log WHERE outcome <> 'added'").fetchall()
+    assert [(o, p) for o, p, _ in rows] == [("refused", purpose)] and rows[0][2]
+    assert con.execute("SELECT count(*) FROM runs").fetchone() == (0,)
+
+
 @pytest.mark.parametrize(("flags", "message"), [
     (["--backend", "tgi"], "unknown backend 'tgi'; known backends: hf, openai, replay, vllm"),
     (["--backend-option", "token_budgett=5"], "unknown hf backend option(s) ['token_budgett']; known: device, "

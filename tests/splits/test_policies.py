@@ -239,3 +239,24 @@ def test_a_changed_data_file_is_refused_and_the_refusal_logged() -> None:
     with pytest.raises(BadInput, match="changed since its manifest was written"):
         SplitManager(store).open("s", "tuning", "alice")
     assert [(r["outcome"], r["actor"]) for r in store.access_rows("s")] == [("refused", "alice")]
+
+
+@pytest.mark.usefixtures("memory_store")
+def test_refusal_ahead_names_what_check_would_refuse_and_logs_nothing() -> None:
+    """``SplitManager.refusal_ahead`` (the runner asks it before verifying a checkpoint byte by byte): a purpose the
+    tier refuses and a spent hard budget, as ``check`` words them; a soft budget spent, a budget with room and
+    the contamination purpose are left to ``check``; nothing is logged either way."""
+    store = Store()
+    mgr = SplitManager(store)
+    split("dev1", "dev", Policy(purposes=["tuning"], max_reads=1, hard=True))
+    split("soft", "public", Policy(max_reads=1, hard=False))
+    before = len(store.access_rows())
+    assert mgr.refusal_ahead("dev1", "tuning") is None  # room left
+    assert "only for purpose tuning" in (mgr.refusal_ahead("dev1", "debug") or "")
+    mgr.open("dev1", "tuning", "a")
+    mgr.open("soft", "evaluation", "a")
+    rows = len(store.access_rows())
+    assert "budget of 1" in (mgr.refusal_ahead("dev1", "tuning") or "")
+    assert mgr.refusal_ahead("soft", "evaluation") is None  # an override may still admit it: check decides
+    assert mgr.refusal_ahead("dev1", "contamination-check") is None
+    assert len(store.access_rows()) == rows == before + 2
