@@ -140,7 +140,10 @@ def test_each_demo_stage_says_what_it_does_before_it_starts_and_the_verdict_come
     assert events[i3 + 1:] == [("suite", (Path("gates/demo-suite.yaml"), True,
                                           {"EVALGATE_DEMO_BASE": str(tmp_path / "base.gguf")})),
                                ("verdict", ("VERDICT", []))]
-    assert "verdict after" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "verdict after" in out
+    # the stage's header names the base model: its dev value is shown beside the checkpoints' (new-user finding)
+    assert "  base model: pass@1 0.500 ± 0.100 on addition-dev" in err.splitlines()
 
     events.clear()
     assert demo.main(["--full"]) == 0

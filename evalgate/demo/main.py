@@ -68,8 +68,8 @@ HUMANEVAL_PROTOCOL = Path("protocols/humaneval-smoke.yaml")
 
 @dataclass
 class DemoRun:
-    """What the stages share: the demo's workspace (active while the gate's stages run), the base model's GGUF file,
-    and what each stage leaves for the next (the training folder, the proxies' folder, the verdict).
+    """What the stages share: the demo's workspace (its environment and store, handed to every stage), the base
+    model's GGUF file, and what each stage leaves for the next (the training folder, the proxies' folder, the verdict).
 
     Attributes:
         seconds: wall seconds per stage name, in the order they ran.
@@ -146,7 +146,8 @@ def _dev(d: DemoRun) -> None:
     for path in (PROTOCOL, GUARD_PROTOCOL):
         lock = freeze(path, store)
         print(f"protocol {lock['name']}@{lock['version']} frozen, sha256 {lock['sha256'][:16]}", file=sys.stderr)
-    evaluate(PROTOCOL, d.gguf, "addition-dev", RunOptions(purpose="checkpoint-selection"), store)
+    base = evaluate(PROTOCOL, d.gguf, "addition-dev", RunOptions(purpose="checkpoint-selection"), store)["metrics"]
+    print(f"  base model: pass@1 {pm(base['pass@1'], base.get('pass@1_stderr'))} on addition-dev", file=sys.stderr)
     for seed, paths in d.checkpoints.items():
         for ck in paths:
             doc = evaluate(PROTOCOL, ck, "addition-dev", RunOptions(purpose="checkpoint-selection",
