@@ -27,8 +27,8 @@ from evalgate.gate.report.outputs import _proxy_lines
 from evalgate.protocol.freeze import freeze
 from evalgate.splits import SplitManager, write_split
 from evalgate.store import Store
-from tests.conftest import REPO
 from tests.gate.test_real import _variant
+from tests.helpers.protocols import addition_scoring_truncated
 
 pytestmark = pytest.mark.slow
 ITEMS = 3
@@ -41,11 +41,7 @@ def test_three_checkpoints_judged_by_smollm2_get_ratings_that_match_their_win_ra
     base = resolve_checkpoint(smollm2_gguf, recorded=store.recorded_checkpoint)
     write_split(demo_rlhf.PROXY_SPLIT, "dev", demo_rlhf.proxy_items(ITEMS)[:ITEMS], {"source": "test"})
     write_split("addition-dev", "dev", addition_items("dev", 2), {"source": "test"})
-    doc = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
-    doc["extraction"]["score_truncated"] = True  # the base model's answers run past 12 tokens: judge them anyway
-    (home / "protocols").mkdir()
-    addition = home / "protocols" / "addition.yaml"
-    addition.write_text(yaml.safe_dump(doc, sort_keys=False))
+    addition = addition_scoring_truncated(home)
     judge = home / "protocols" / "addition-judge.yaml"
     judge.write_text(yaml.safe_dump(demo_rlhf.judge_protocol(addition, smollm2_gguf.resolve(), base.digest,
                                                              base.digest), sort_keys=False))

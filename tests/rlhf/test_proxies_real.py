@@ -28,6 +28,7 @@ from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO
 from tests.gate.test_real import _variant
+from tests.helpers.protocols import addition_scoring_truncated
 
 pytestmark = pytest.mark.slow
 ITEMS = 3
@@ -44,11 +45,7 @@ def test_the_demos_rlhf_leg_judges_and_scores_the_seeds_best_against_the_base_mo
     monkeypatch.setattr(demo_rlhf, "PROXY_ITEMS", ITEMS)
     write_split("addition-dev", "dev", addition_items("dev", 2), {"source": "test"})
     write_split("addition-private", "private", addition_items("private", 2), {"source": "test"})
-    doc = yaml.safe_load((REPO / "protocols" / "addition.yaml").read_text())
-    doc["extraction"]["score_truncated"] = True  # the base model's answers run past 12 tokens: judge them anyway
-    (home / "protocols").mkdir()
-    addition = home / "protocols" / "addition.yaml"
-    addition.write_text(yaml.safe_dump(doc, sort_keys=False))
+    addition = addition_scoring_truncated(home)
     store = Store()
     freeze(addition, store)
     seed = _variant(smollm2_dir, home / "train" / "seed1" / "checkpoint-2", 2)
