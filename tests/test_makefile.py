@@ -46,3 +46,50 @@ def test_setup_builds_vllms_environment_unless_switched_off(tmp_path: Path) -> N
     assert ".venv-vllm/bin/python -m pip install" in dry_run(tmp_path, "test")
     skipped = dry_run(tmp_path, "test", "VLLM=0")
     assert ".venv-vllm/bin/python -m pip install" not in skipped
+
+
+def _lane(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(0o755)
+
+
+@pytest.mark.parametrize(("main_rc", "vllm_rc", "make_fails"), [(0, 0, False), (1, 0, True), (0, 1, True)])
+def test_make_test_runs_the_vllm_lane_beside_the_main_lane_and_fails_if_either_fails(
+        tmp_path: Path, main_rc: int, vllm_rc: int, make_fails: bool) -> None:
+    """``make test``'s recipe run for real on stand-in lanes (each pytest a script): the vLLM lane starts before
+    the main lane ends, its output is printed after the main lane's, and make fails when either lane does."""
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    # the main lane waits (up to 30 s) to see the vLLM lane running; the vLLM lane waits for the main lane's end
+    _lane(tmp_path / ".venv/bin/pytest", f"for i in $(seq 300); do [ -e vllm.started ] && break; sleep 0.1; done\n"
+                                         "[ -e vllm.started ] && echo 'main lane: saw the vLLM lane running'\n"
+                                         f"echo \"main lane args: $*\"; touch main.done; exit {main_rc}\n")
+    _lane(tmp_path / ".venv-vllm/bin/python", "exit 0\n")  # `import vllm` succeeds
+    _lane(tmp_path / ".venv-vllm/bin/pytest", "touch vllm.started; echo \"vLLM lane args: $*\"\n"
+                                              "for i in $(seq 300); do [ -e main.done ] && break; sleep 0.1; done\n"
+                                              f"echo 'vLLM lane: done'; exit {vllm_rc}\n")
+    base = {k: v for k, v in os.environ.items() if k not in ("EVALGATE_SKIP_VLLM", "VLLM", "MAKEFLAGS", "MAKELEVEL")}
+    r = subprocess.run(["make", "-o", "setup", "test", "TESTS=tests/x.py"], cwd=tmp_path, env=base,
+                       capture_output=True, text=True, timeout=120)
+    assert (r.returncode != 0) == make_fails, r.stdout + r.stderr
+    out = r.stdout
+    assert "main lane: saw the vLLM lane running" in out  # started beside it, not after it
+    assert "main lane args: " in out and out.rstrip().endswith("s")
+    assert out.index("main lane args: ") < out.index("vLLM lane args: ") < out.index("vLLM lane: done")
+    assert "--durations=25 tests/x.py" in out  # TESTS selects the main lane's tests
+    assert f"make test: main lane exit {main_rc}, vLLM lane exit {vllm_rc}, both lanes in " in out
+    assert "tests/backends/test_vllm_engine.py" in out[out.index("vLLM lane args: "):]
+
+
+def test_make_test_reports_the_vllm_lane_skipped_where_vllm_does_not_import(tmp_path: Path) -> None:
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(REPO / name, tmp_path / name)
+    _lane(tmp_path / ".venv/bin/pytest", "echo main lane ran\n")
+    _lane(tmp_path / ".venv-vllm/bin/python", "exit 1\n")  # `import vllm` fails
+    base = {k: v for k, v in os.environ.items() if k not in ("EVALGATE_SKIP_VLLM", "VLLM", "MAKEFLAGS", "MAKELEVEL")}
+    r = subprocess.run(["make", "-o", "setup", "test"], cwd=tmp_path, env=base, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "main lane ran" in r.stdout and "skipped: tests/backends/test_vllm.py" in r.stdout
+    assert "main lane exit 0, vLLM lane exit 0" in r.stdout
