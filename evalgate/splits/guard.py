@@ -5,6 +5,7 @@ that owns the content (``owners.content_owner``). The rules are described in ``e
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -109,33 +110,15 @@ class SplitManager:
         m = self.manifest(name)
         own = self.owner(m)
         policy = own.manifest.effective_policy()
-        warnings: list[str] = []
-        refusal = None
         self._overridden.discard(name)
         self._reserved.discard(name)
         self._admitted.discard(name)
-        free = contamination_check and purpose == CONTAMINATION_CHECK  # see evalgate.splits' docstring
-        if purpose == CONTAMINATION_CHECK and not free:
-            refusal = (f"purpose {purpose!r} is reserved for 'evalgate splits contamination', whose output holds no "
-                       "item text and no score; give another purpose")
-        elif not free and (purpose_refusal := _purpose_refusal(own.manifest, policy, purpose)):
-            refusal = purpose_refusal
-        elif free and policy.max_contamination_checks is not None:
-            used = self.contamination_checks_in_window(own.names, policy)
-            if used >= policy.max_contamination_checks:
-                refusal = _contamination_refusal(own.manifest, policy, used)
-        elif policy.max_reads is not None and not free and not reserved:
-            used = self.reads_in_window(own.names, policy)
-            if used >= policy.max_reads:
-                if policy.hard or not override_reason:
-                    refusal = _budget_refusal(own.manifest, policy, used)
-                else:
-                    self._overridden.add(name)
-                    warnings.append(f"split {name}: budget of {policy.max_reads} reads per {policy.window_days} "
-                                    f"days used up ({used}); reading under override ({override_reason!r}, logged)")
-            elif used + 1 >= policy.warn_at * policy.max_reads:
-                warnings.append(f"split {name}: this is read {used + 1} of {policy.max_reads} allowed per "
-                                f"{policy.window_days} days")
+        ruling = rule_read(own.manifest, policy, purpose, self._counter(own, policy),
+                           contamination_check=contamination_check, reserved=reserved, override_reason=override_reason,
+                           read_as=name)
+        refusal = ruling.refusal
+        if ruling.overridden:
+            self._overridden.add(name)
         error: EvalgateError | None = RefusedByPolicy(refusal) if refusal else self._unreadable(m)
         if error:
             self._log(m, actor, purpose, "refused", False, checkpoint_digest, protocol_hash, None, error.message)
@@ -143,7 +126,11 @@ class SplitManager:
         if reserved:
             self._reserved.add(name)
         self._admitted.add(name)
-        return m, warnings
+        return m, list(ruling.warnings)
+
+    def _counter(self, own: ContentOwner, policy: Policy) -> Callable[[Counted], int]:
+        """Counts, on demand, what a budget of ``own``'s content counts in ``policy``'s window."""
+        return lambda counted: self.store.count(own.names, self.window_start(policy), counted)
 
     def refusal_ahead(self, name: str, purpose: str) -> str | None:
         """Why ``check`` would refuse a read of split ``name`` for ``purpose`` by its tier's purposes or a hard read
@@ -162,13 +149,9 @@ class SplitManager:
         policy = own.manifest.effective_policy()
         if purpose == CONTAMINATION_CHECK:
             return None
-        if why := _purpose_refusal(own.manifest, policy, purpose):
-            return why
-        if policy.max_reads is not None and policy.hard and purpose != RELEASE_GATE:
-            used = self.reads_in_window(own.names, policy)
-            if used >= policy.max_reads:
-                return _budget_refusal(own.manifest, policy, used)
-        return None
+        ruling = rule_read(own.manifest, policy, purpose, self._counter(own, policy),
+                           reserved=purpose == RELEASE_GATE)
+        return None if ruling.overridable else ruling.refusal
 
     def reserve(self, manifest: Manifest, actor: str, purpose: str, reads: list[dict[str, Any]],
                 refusal: str) -> list[dict[str, Any]]:
@@ -439,6 +422,71 @@ def _as_alias(m: Manifest, own: ContentOwner, detail: str | None) -> str | None:
     note = (f"read as split {m.name} ({m.name}.yaml), whose content is split {own.manifest.name}'s: its budget and "
             "audit rows are that split's")
     return f"{note}; {detail}" if detail else note
+
+
+@dataclass(frozen=True)
+class ReadRuling:
+    """What a split's tier policy rules on one read (``rule_read``).
+
+    Attributes:
+        refusal: why the read is refused; None when the policy admits it.
+        overridable: the refusal is a soft budget spent, which an override reason would lift.
+        overridden: admitted past a spent soft budget on the override reason given (logged as ``override``).
+        warnings: budget warnings for the reader (``warn_at`` reached, an override used).
+    """
+
+    refusal: str | None = None
+    overridable: bool = False
+    overridden: bool = False
+    warnings: tuple[str, ...] = ()
+
+
+def rule_read(m: Manifest, policy: Policy, purpose: str, used: Callable[[Counted], int], *,
+              contamination_check: bool = False, reserved: bool = False,
+              override_reason: str | None = None, read_as: str | None = None) -> ReadRuling:
+    """The one place that decides whether a read of split ``m`` (the content's owner) for ``purpose`` is refused by
+    its tier ``policy``, and why: purposes, the read budget, the contamination-check budget. Logs nothing, reads no
+    data; ``SplitManager.check`` (which then logs, and checks the data file) and ``SplitManager.refusal_ahead`` both
+    call it.
+
+    Args:
+        m, policy: the content owner's manifest and its effective policy.
+        purpose: what the read is for.
+        used: counts what a budget counts in the window (``READS`` or ``CONTAMINATION_CHECKS``); called only when a
+            budget applies.
+        contamination_check: the reader is ``evalgate.splits.contamination`` (purpose ``contamination-check``
+            reads free of the read budget, within ``max_contamination_checks``).
+        reserved: the read was counted by ``reserve`` before; the read budget is not checked again.
+        override_reason: lifts a spent soft budget.
+        read_as: the name the reader gave (an alias of ``m``'s content), for the warnings; default ``m.name``.
+
+    Returns:
+        The ruling (``ReadRuling``).
+    """
+    free = contamination_check and purpose == CONTAMINATION_CHECK  # see evalgate.splits' docstring
+    if purpose == CONTAMINATION_CHECK and not free:
+        return ReadRuling(f"purpose {purpose!r} is reserved for 'evalgate splits contamination', whose output holds "
+                          "no item text and no score; give another purpose")
+    if not free and (purpose_refusal := _purpose_refusal(m, policy, purpose)):
+        return ReadRuling(purpose_refusal)
+    if free:
+        if policy.max_contamination_checks is not None \
+                and (checks := used(CONTAMINATION_CHECKS)) >= policy.max_contamination_checks:
+            return ReadRuling(_contamination_refusal(m, policy, checks))
+        return ReadRuling()
+    if policy.max_reads is None or reserved:
+        return ReadRuling()
+    reads, name = used(READS), read_as or m.name
+    if reads >= policy.max_reads:
+        if policy.hard or not override_reason:
+            return ReadRuling(_budget_refusal(m, policy, reads), overridable=not policy.hard)
+        return ReadRuling(overridden=True, warnings=(
+            f"split {name}: budget of {policy.max_reads} reads per {policy.window_days} days used up ({reads}); "
+            f"reading under override ({override_reason!r}, logged)",))
+    if reads + 1 >= policy.warn_at * policy.max_reads:
+        return ReadRuling(warnings=(f"split {name}: this is read {reads + 1} of {policy.max_reads} allowed per "
+                                    f"{policy.window_days} days",))
+    return ReadRuling()
 
 
 def _purpose_refusal(m: Manifest, policy: Policy, purpose: str) -> str | None:

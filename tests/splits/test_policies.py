@@ -1,6 +1,7 @@
 """Each tier's policy (allowed, warned, refused, override logged), budget windows, manifest overrides that may only
 tighten, the actor and the CI marker."""
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from evalgate.splits import (
     splits_dir,
     write_split,
 )
+from evalgate.splits.guard import ReadRuling, rule_read
 from evalgate.store import Store
+from evalgate.store.access import CONTAMINATION_CHECKS, READS, Counted
 from evalgate.views.audit import verify_chain
 
 ITEMS = [{"id": f"q{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
@@ -260,3 +263,41 @@ def test_refusal_ahead_names_what_check_would_refuse_and_logs_nothing() -> None:
     assert mgr.refusal_ahead("soft", "evaluation") is None  # an override may still admit it: check decides
     assert mgr.refusal_ahead("dev1", "contamination-check") is None
     assert len(store.access_rows()) == rows == before + 2
+
+
+@pytest.mark.usefixtures("memory_store")
+def test_rule_read_is_the_one_ruling_and_counts_only_when_a_budget_applies() -> None:
+    """``rule_read`` decides alone (``check`` and ``refusal_ahead`` both call it): counts come from the caller and
+    are asked for only when a budget applies; a spent soft budget is refused as overridable and admitted under an
+    override reason; the reserved read and an unbudgeted tier are never counted."""
+    asked: list[object] = []
+
+    def used(n: int) -> Callable[[Counted], int]:
+        def count(counted: Counted) -> int:
+            asked.append(counted)
+            return n
+        return count
+
+    soft = load_manifest(split("soft", "public", Policy(max_reads=5, hard=False)))
+    hard = load_manifest(split("hard", "dev", Policy(purposes=["tuning"], max_reads=5, hard=True)))
+    audit = load_manifest(split("audit", "human-audit", Policy(max_contamination_checks=2)))
+    sp, hp, ap = soft.effective_policy(), hard.effective_policy(), audit.effective_policy()
+    assert rule_read(soft, sp, "evaluation", used(2)) == ReadRuling()  # read 3 of 5: below 0.8 * 5
+    warned = rule_read(soft, sp, "evaluation", used(3))
+    assert warned.warnings == ("split soft: this is read 4 of 5 allowed per 30 days",)
+    spent = rule_read(soft, sp, "evaluation", used(5))
+    assert spent.overridable and "budget of 5 reads per 30 days (5 used)" in (spent.refusal or "")
+    over = rule_read(soft, sp, "evaluation", used(5), override_reason="rerun")
+    assert over.refusal is None and over.overridden and "override ('rerun'" in over.warnings[0]
+    assert asked == [READS] * 4
+    asked.clear()
+    assert "only for purpose tuning" in (rule_read(hard, hp, "debug", used(0)).refusal or "")
+    assert rule_read(hard, hp, "tuning", used(9), reserved=True) == ReadRuling()
+    assert asked == []  # a refused purpose and a reserved read are not counted
+    gone = rule_read(hard, hp, "tuning", used(5))
+    assert gone.refusal and not gone.overridable and "wait for the window" in gone.refusal
+    assert "reserved for 'evalgate splits contamination'" in (rule_read(audit, ap, "contamination-check",
+                                                                         used(0)).refusal or "")
+    asked.clear()
+    checks = rule_read(audit, ap, "contamination-check", used(2), contamination_check=True)
+    assert "budget of 2 contamination checks" in (checks.refusal or "") and asked == [CONTAMINATION_CHECKS]
