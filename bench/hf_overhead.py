@@ -67,6 +67,7 @@ def main() -> None:
     from evalgate.protocol.prompts import render_prompt
     from evalgate.protocol.spec import load_protocol
     from evalgate.splits import write_split
+    from evalgate.store import Store
 
     work = Path(tempfile.mkdtemp(prefix="evalgate-bench-"))
     os.environ["EVALGATE_SPLITS"] = str(work / "splits")
@@ -95,7 +96,7 @@ def main() -> None:
     ppath = work / "bench.yaml"
     ppath.write_text(yaml.safe_dump(proto))
     os.environ["EVALGATE_HOME"] = str(work / "home-freeze")
-    freeze(ppath)
+    freeze(ppath, Store)
     lp = load_protocol(ppath)
     tok = load_tokenizer(model_dir)
     s = lp.spec.sampling
@@ -127,7 +128,6 @@ def main() -> None:
         plain_texts = p["texts"]
         env = env_e
         if a.greedy:
-            from evalgate.store import Store
 
             ours_texts = [x["text"] for x in sorted(Store(Path(env["EVALGATE_HOME"]) / "evalgate.duckdb").samples(
                 d["run_id"]), key=lambda x: [it["id"] for it in items].index(x["item_id"]))]

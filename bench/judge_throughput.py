@@ -31,6 +31,8 @@ from pathlib import Path
 
 import yaml
 
+from evalgate.store import Store
+
 REPO = Path(__file__).resolve().parent.parent
 ANSWERS = ["Paris.", "Joyful.", "19", "A banana.", "Blue.", "Seven."]
 
@@ -101,7 +103,7 @@ def main() -> None:
         doc["scorer"]["options"]["sampling"]["max_tokens"] = a.max_tokens
         proto = work / "bench.yaml"
         proto.write_text(yaml.safe_dump(doc, sort_keys=False))
-        freeze(proto)
+        freeze(proto, Store)
         options = JudgeOptions.model_validate(doc["scorer"]["options"])
         prompts = [render(options, it["question"], answer=ans) for it, ans in zip(items, answers, strict=True)]
         rows: dict[str, list[tuple[float, float]]] = {"plain": [], "judge": []}

@@ -39,6 +39,7 @@ def main() -> None:
             os.environ.update(EVALGATE_HOME=str(d / "home"), EVALGATE_SPLITS=str(d / "splits"),
                               XDG_CONFIG_HOME=str(d / "cfg"), EVALGATE_ACTOR="bench")
             from evalgate.splits.write import add_split
+            from evalgate.store import Store
 
             files = {
                 "add private": ("gsm-private", "private", [{"id": f"g{i}", "question": r["question"],
@@ -52,7 +53,7 @@ def main() -> None:
             for step, (name, tier, items) in files.items():
                 path = _write(d / f"{name}.jsonl", items)
                 t = time.perf_counter()
-                add_split(name, tier, path)
+                add_split(name, tier, path, store=Store())
                 steps[step].append(time.perf_counter() - t)
     for step, secs in steps.items():
         print(f"{step:22s} median {statistics.median(secs):.3f} s  ({', '.join(f'{x:.3f}' for x in secs)})")

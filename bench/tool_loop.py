@@ -22,6 +22,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from evalgate.store import Store
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
@@ -38,7 +40,7 @@ def setup(tmp: Path, samples: int, turns: int) -> tuple[Path, Path]:
            "tools": {"format": "hermes", "allowed": ["calculator"], "max_calls": turns, "max_turns": turns}}
     proto = tmp / "bench-loop.yaml"
     proto.write_text(yaml.safe_dump(doc))
-    freeze(proto)
+    freeze(proto, Store)
     lines = []
     for i in range(samples):
         for t in range(turns - 1):

@@ -79,7 +79,7 @@ def prepare(a: argparse.Namespace, work: Path) -> tuple[Path, dict, list[str]]:
     proto["sampling"].update(n=a.n, max_tokens=a.max_tokens)
     ppath = work / "bench.yaml"
     ppath.write_text(yaml.safe_dump(proto))
-    freeze(ppath)
+    freeze(ppath, Store)
     opts = parse_backend_options(a.backend_option)
     plan = prepare(ppath, model_dir, "bench", RunOptions(backend="vllm", backend_options=opts, progress=False),
                    Store())

@@ -52,7 +52,7 @@ def build(root: Path, dev_items: list[dict[str, Any]], dev_turns: dict[str, list
         "sampling": {"max_tokens": 32}, "scorer": {"name": "exact", "options": {"answer_field": "answer"}},
         "extraction": {"rule": "gsm8k"},
         "tools": {"format": "hermes", "allowed": ["calculator", "python"], "max_calls": 2}}))
-    freeze(proto)
+    freeze(proto, Store)
     write_split("ag-dev", "dev", dev_items, {"source": "test"})
     write_split("ag-private", "private", private_items, {"source": "test"})
     store = Store()

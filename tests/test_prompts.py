@@ -283,7 +283,7 @@ def test_run_with_a_template_that_ignores_add_generation_prompt_is_refused_befor
     source = _ignores_generation_prompt(tok) if kind == "ignores" else \
         tok.chat_template.replace(SMOL_GEN, SMOL_GEN.replace("assistant\n", "assistant\n<|im_end|>\n"))
     p = protocol(tmp_path, "nogen.jinja", {"nogen.jinja": source})
-    freeze(p.path)
+    freeze(p.path, Store)
     write_split("gen-split", "dev", [{**ITEM, "answer": "4"}], {"source": "test"})
     r = CliRunner().invoke(main, ["run", "--protocol", str(p.path), "--checkpoint", str(tiny_checkpoint),
                                   "--split", "gen-split", "--json"])

@@ -14,6 +14,7 @@ import yaml
 from evalgate.core.errors import BadInput
 from evalgate.core.registry import ENTRY_POINT_GROUPS, Registry
 from evalgate.scoring.base import SCORERS, STATUSES, score_statuses
+from evalgate.store import Store
 from tests.conftest import REPO
 from tests.plugin_fixtures import _forget_plugins, install_dist  # noqa: F401 - the fixture is autouse
 
@@ -110,7 +111,7 @@ def replay_run(tmp_path: Path, scorer: dict[str, Any], texts: dict[str, str], **
     proto.write_text(yaml.safe_dump({
         "name": "plugin", "version": "1", "prompt": {"chat_template": "none", "template": "{{ prompt }}"},
         "sampling": {"max_tokens": 8}, "scorer": scorer, **protocol}))
-    freeze(proto)
+    freeze(proto, Store)
     write_split("sums", "dev", [{"id": k, "prompt": "1+1?", "answer": "2"} for k in texts], {"source": "test"})
     replay = tmp_path / "replay.jsonl"
     replay.write_text("".join(json.dumps({"item_id": k, "turn": 0, "text": t}) + "\n" for k, t in texts.items()))

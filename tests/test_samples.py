@@ -230,7 +230,7 @@ def _released_private_run(home: Path, tmp_path: Path) -> tuple[Store, str]:
                                      "prompt": {"chat_template": "none", "template": "{{ question }}"},
                                      "scorer": {"name": "exact", "options": {"answer_field": "answer"}},
                                      "extraction": {"rule": "raw"}}))
-    freeze(proto)
+    freeze(proto, Store)
     store = Store()
     grant = _reserve_release_reads("g", SplitManager(store), load_manifest("p"), "t", [{}], "refused")
     doc = evaluate(proto, Checkpoint(path=ckpt, kind="hf", digest="1" * 64, model_dir=ckpt), "p",

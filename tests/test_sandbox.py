@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from evalgate.scoring import run_code, run_many
+from evalgate.store import Store
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.integration
@@ -422,7 +423,7 @@ def test_strict_scores_with_every_layer(tmp_path: Path, humaneval_records: list[
 def test_strict_refuses_without_bubblewrap_exit_2_before_any_read(tmp_path: Path, home: Path) -> None:
     from evalgate.datasets.humaneval import import_humaneval
 
-    import_humaneval()
+    import_humaneval(store=Store())
     proto = _protocol(tmp_path, "strict")
     env = {**os.environ, "PATH": str(tmp_path / "empty")}  # no bwrap, unshare, setpriv or prlimit: no layer at all
 

@@ -35,7 +35,7 @@ def splits_import(dataset: str, source: Path | None, as_json: bool) -> None:
     from evalgate.splits.discovery import load_manifest
 
     ws = workspace()
-    paths = import_dataset(dataset, source, ws.splits, ws.store)
+    paths = import_dataset(dataset, source, ws.splits, store=ws.store)
     manifests = [(p, load_manifest(p.stem, p.parent)) for p in paths]
     if as_json:
         _dump([{**m.model_dump(mode="json"), "path": str(p)} for p, m in manifests])
@@ -75,7 +75,7 @@ def splits_add(name: str, tier: str, file: Path, fmt: str | None, mapping: tuple
     given = {"purposes": list(purposes) or None, "max_reads": max_reads, "window_days": window_days, "hard": hard}
     policy = {k: v for k, v in given.items() if v is not None}
     ws = workspace(actor)
-    p = add_split(name, tier, file, source, policy or None, replace, ws.store, ws.actor, fmt=fmt,
+    p = add_split(name, tier, file, source, policy or None, replace, store=ws.store, actor=ws.actor, fmt=fmt,
                   mapping=list(mapping), row_ids=row_ids)
     m = load_manifest(name, ws.splits)
     if as_json:

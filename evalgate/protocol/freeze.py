@@ -19,7 +19,7 @@ from evalgate.protocol.spec import (
     lock_versions,
     verify,
 )
-from evalgate.store import ProtocolRepo, Store
+from evalgate.store import ProtocolRepo, handed_down
 
 
 def freeze(path: str | Path, store: ProtocolRepo | Callable[[], ProtocolRepo] | None = None) -> dict[str, Any]:
@@ -36,8 +36,9 @@ def freeze(path: str | Path, store: ProtocolRepo | Callable[[], ProtocolRepo] | 
     Args:
         path: the protocol file.
         store: where ``name@version`` is recorded: a store, or a function that opens one (called only once the
-            protocol and its lock allow the freeze, so a refused freeze opens, and creates, no store); default
-            ``Store()``, the process environment's.
+            protocol and its lock allow the freeze, so a refused freeze opens, and creates, no store):
+            ``Workspace.store``, or ``Store`` itself; without one (deprecated, one release: a ``DeprecationWarning``)
+            the store of the process's ``EVALGATE_*`` variables.
 
     Returns:
         The lock document.
@@ -52,7 +53,7 @@ def freeze(path: str | Path, store: ProtocolRepo | Callable[[], ProtocolRepo] | 
                  and e["sha256"] != lp.sha256), None)
     if used is not None:
         raise BadInput(_used_version_message(lp, used, old, versions))
-    repo = store() if callable(store) else store if store is not None else Store()
+    repo = store() if callable(store) else handed_down(store, "freeze")
     repo.record_protocol(lp.spec.name, lp.spec.version, lp.sha256, lp.resolved)
     if old is not None and old["sha256"] == lp.sha256:
         return old

@@ -25,7 +25,7 @@ from evalgate.runner.plan import RunOptions, RunPlan, effective_params, prepare
 from evalgate.runner.record import RunRecord, record, start
 from evalgate.runner.score import compute_metrics, score
 from evalgate.splits.manifest import RELEASE_GATE
-from evalgate.store import Store
+from evalgate.store import Store, handed_down
 
 if TYPE_CHECKING:
     from evalgate.runner.agent.loop import AgentRun
@@ -40,7 +40,7 @@ def evaluate(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, spl
     ``runs`` row holds): run_id, status, protocol, checkpoint, split, backend, versions, effective parameters,
     metrics, counts, warnings, wall_s, actor, purpose, host, pid, version. Arguments and errors as
     ``evaluate_checkpoint``."""
-    return evaluate_checkpoint(protocol_path, checkpoint, split, options, store).as_dict()
+    return evaluate_checkpoint(protocol_path, checkpoint, split, options, handed_down(store, "evaluate")).as_dict()
 
 
 def evaluate_checkpoint(protocol_path: str | Path, checkpoint: str | Path | Checkpoint, split: str,
@@ -52,7 +52,8 @@ def evaluate_checkpoint(protocol_path: str | Path, checkpoint: str | Path | Chec
         checkpoint: HF directory, GGUF file, or a resolved Checkpoint.
         split: split name.
         options: RunOptions (purpose ``release-gate`` needs the gate's ``ReleaseGrant`` in ``options.grant``).
-        store: the Store (default: ``$EVALGATE_HOME/evalgate.duckdb``).
+        store: the Store (``Workspace.store``); without one (deprecated, one release: a ``DeprecationWarning``) the
+            store of the process's ``EVALGATE_*`` variables.
 
     Returns:
         The complete ``RunRecord`` (stored in the ``runs`` table with its samples).
@@ -66,7 +67,7 @@ def evaluate_checkpoint(protocol_path: str | Path, checkpoint: str | Path | Chec
     """
     opts = options or RunOptions()
     with progress_bars(opts.progress):  # also the libraries' bars: model loading, GGUF conversion
-        plan = prepare(protocol_path, checkpoint, split, opts, store or Store())
+        plan = prepare(protocol_path, checkpoint, split, opts, handed_down(store, "evaluate_checkpoint"))
         started = start(plan)
         agent = None
         with marking_stops(plan):

@@ -20,7 +20,7 @@ from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.core.fileio import iter_jsonl
 from evalgate.keys.sealing import SEALED_TIERS, load_key
 from evalgate.splits.manifest import LIBRARY_READ, Manifest, actor_name
-from evalgate.store import AccessLogRepo
+from evalgate.store import AccessLogRepo, handed_down
 
 
 def fernet(env: Environment, create: bool = False):  # noqa: ANN201 - cryptography type stays lazy
@@ -74,13 +74,15 @@ def dump_jsonl(items: Iterable[dict[str, Any]]) -> bytes:
     return "".join(json.dumps(it, ensure_ascii=False, sort_keys=True) + "\n" for it in items).encode("utf-8")
 
 
-def read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[str, Any]]:
+def read_items(manifest: Manifest, directory: Path | None = None, *, store: AccessLogRepo | None = None
+               ) -> list[dict[str, Any]]:
     """Read and check a split's items, for the tiers whose items may be looked at freely (smoke, dev, public).
     Not logged by itself: reads that count go through ``SplitManager`` (``open``, or ``check``/``read``/``log_read``).
 
     Items of the private and human-audit tiers are never returned here (a library call must not hand out
     private plaintext without a log row): they are read through ``SplitManager``, under the tier's policy, logged.
-    The refusal is logged in the process environment's store (``AccessLogRepo()``). In-process Python cannot be
+    The refusal is logged in ``store`` (``Workspace.store``; without one, deprecated for one release, the store of
+    the process's ``EVALGATE_*`` variables, with a ``DeprecationWarning``). In-process Python cannot be
     sandboxed, so this is a rule of the library, not a wall: whoever holds the key file can decrypt the data file
     directly; the key file is the boundary (docs/SECURITY.md).
 
@@ -93,12 +95,12 @@ def read_items(manifest: Manifest, directory: Path | None = None) -> list[dict[s
                "the tier's policy (logged); " + ("the private tier is read by 'evalgate gate'" if
                                                  manifest.tier == Tier.PRIVATE else "raters get them with "
                                                  f"'evalgate splits export-audit {manifest.name}'"))
-        store = AccessLogRepo()
+        store = handed_down(store, "read_items")
         accesslog.append(store, accesslog.entry(actor=actor_name(env=store.env), split=manifest.name,
                                                   tier=manifest.tier,
                                                   purpose=LIBRARY_READ, outcome="refused", detail=why))
         raise RefusedByPolicy(why)
-    return read_unlogged(manifest, directory)
+    return read_unlogged(manifest, directory, env=store.env if store is not None else None)
 
 
 def read_unlogged(manifest: Manifest, directory: Path | None = None, *, env: Environment | None = None

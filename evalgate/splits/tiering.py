@@ -42,25 +42,24 @@ def partition(ids: list[str], smoke_size: int = SMOKE_SIZE, human_audit: int = 0
 
 
 def import_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
-                  directory: Path | None = None, smoke_size: int = SMOKE_SIZE, store: AccessLogRepo | None = None
-                  ) -> list[Path]:
+                  directory: Path | None = None, smoke_size: int = SMOKE_SIZE, *, store: AccessLogRepo) -> list[Path]:
     """Split ``items`` (each with an ``id``) into ``<prefix>-smoke|dev|public|private`` with ``partition``, and log
-    each addition (``write_tiered``, then ``log_imported``) in ``store`` (default ``AccessLogRepo()``, the process
-    environment's), whose environment's key and actor are used."""
-    paths = write_tiered(prefix, items, provenance, directory, smoke_size, store)
+    each addition (``write_tiered``, then ``log_imported``) in ``store`` (a ``Store`` is one: ``Workspace.store``),
+    whose environment's key and actor are used."""
+    paths = write_tiered(prefix, items, provenance, directory, smoke_size, store=store)
     log_imported(paths, store)
     return paths
 
 
 def write_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
                  directory: Path | None = None, smoke_size: int = SMOKE_SIZE,
-                 store: AccessLogRepo | None = None, human_audit: int = 0) -> list[Path]:
+                 *, store: AccessLogRepo, human_audit: int = 0) -> list[Path]:
     """Write ``<prefix>-smoke|dev|public|private`` (``partition``, ``write_split``) without logging them: the
     caller logs them with ``log_imported`` once they are where they stay (``evalgate init`` writes into a staging
     folder first).
 
     Items that repeat another private split are refused before anything is written, as ``splits add`` refuses
-    them (``twins.refuse_private_copy``; the refusal is logged in ``store``, default ``AccessLogRepo()``): a dataset
+    them (``twins.refuse_private_copy``; the refusal is logged in ``store``): a dataset
     plugin or ``evalgate init --from`` given a private split's items would otherwise deal them into the new
     dev and public splits.
 
@@ -72,22 +71,21 @@ def write_tiered(prefix: str, items: list[dict[str, Any]], provenance: dict[str,
     Raises:
         RefusedByPolicy: a tier's items repeat a private split other than ``<prefix>-private`` (logged).
     """
-    parts = refuse_private_parts(prefix, items, provenance, smoke_size, store, human_audit)
+    parts = refuse_private_parts(prefix, items, provenance, smoke_size, store=store, human_audit=human_audit)
     audit = f"next {human_audit} human-audit, " if human_audit > 0 else ""
     prov = {**provenance, "partition": f"sha256('{PARTITION_SALT}:' + id) order; first {smoke_size} smoke, {audit}"
                                        "rest round-robin dev/public/private"}
-    env = store.env if store is not None else None
-    return [write_split(name, tier, part, prov, directory, env=env) for name, (tier, part) in parts.items()]
+    return [write_split(name, tier, part, prov, directory, env=store.env) for name, (tier, part) in parts.items()]
 
 
 def refuse_private_parts(prefix: str, items: list[dict[str, Any]], provenance: dict[str, Any],
-                         smoke_size: int = SMOKE_SIZE, store: AccessLogRepo | None = None, human_audit: int = 0
+                         smoke_size: int = SMOKE_SIZE, *, store: AccessLogRepo, human_audit: int = 0
                          ) -> dict[str, tuple[str, list[Any]]]:
     """The tiered parts of ``items`` (split name -> (tier, items), ``partition``), each checked against the private
     splits (``twins.refuse_private_copy``; ``<prefix>-private`` itself excepted, so a reimport works).
 
     Raises:
-        RefusedByPolicy: a part repeats a private split (logged in ``store``, default ``AccessLogRepo()``).
+        RefusedByPolicy: a part repeats a private split (logged in ``store``).
     """
     by_id = {it["id"]: it for it in items}
     parts = {f"{prefix}-{tier}": (tier, [by_id[i] for i in ids])
@@ -95,11 +93,11 @@ def refuse_private_parts(prefix: str, items: list[dict[str, Any]], provenance: d
     source = str(provenance.get("source") or provenance.get("file") or f"the data of {prefix}")
     for name, (tier, part) in parts.items():
         if part:
-            refuse_private_copy(name, tier, part, source, store, actor_name(env=store.env if store else None))
+            refuse_private_copy(name, tier, part, source, store, actor_name(env=store.env))
     return parts
 
 
-def log_imported(manifests: list[Path], store: AccessLogRepo | None = None) -> None:
+def log_imported(manifests: list[Path], store: AccessLogRepo) -> None:
     """Log the addition of each split whose manifest is in ``manifests`` (outcome ``added``, purpose
     ``ADD_PURPOSE``, the content hash and item count in the detail) and record the private ones' content
     (``twins.remember_private``: keyed fingerprints, so their items stay refused under other names after the
@@ -108,7 +106,6 @@ def log_imported(manifests: list[Path], store: AccessLogRepo | None = None) -> N
     Raises:
         BadInput: a private split's data file does not match its manifest (``data.read_unlogged``).
     """
-    store = store or AccessLogRepo()
     loaded = [load_manifest(path.stem, path.parent) for path in manifests]
     private = {m.name: read_unlogged(m, path.parent, env=store.env) for m, path in zip(loaded, manifests, strict=True)
                if m.tier == Tier.PRIVATE}

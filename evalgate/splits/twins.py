@@ -250,8 +250,8 @@ def _twin(name: str, tier: str, items: list[dict[str, Any]], repo: PrivateConten
 
 
 def refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file: Path | str,
-                        store: AccessLogRepo | None, who: str, prints: ItemPrints | None = None) -> None:
-    """Refuse (logged under both names, in ``store``, default ``AccessLogRepo()``) items that repeat a private split
+                        store: AccessLogRepo, who: str, prints: ItemPrints | None = None) -> None:
+    """Refuse (logged under both names, in ``store``) items that repeat a private split
     under another name or tier (``private_twin``; ``prints``: the items' fingerprints, if the caller
     has them).
 
@@ -260,7 +260,6 @@ def refuse_private_copy(name: str, tier: str, items: list[dict[str, Any]], file:
             split ``name`` of ``tier``) repeat a private split; one ``refused`` row is appended under each of the
             two names first.
     """
-    store = store or AccessLogRepo()
     twin = private_twin(name, tier, items, store, prints)
     if twin is None:
         return

@@ -64,7 +64,7 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
 
 
 def add_split(name: str, tier: str, file: Path, source: str | None = None, policy: dict[str, Any] | None = None,
-              replace: bool = False, store: AccessLogRepo | None = None, actor: str | None = None,
+              replace: bool = False, *, store: AccessLogRepo, actor: str | None = None,
               fmt: str | None = None, mapping: list[str] | None = None, row_ids: bool = False) -> Path:
     """Add a split from a JSONL, CSV or Parquet file or a ``datasets`` folder (``evalgate splits add``).
 
@@ -88,8 +88,8 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
         source: provenance text (default: the file path).
         policy: policy fields that tighten the tier's default (``Policy`` fields), or None.
         replace: replace an existing split of the same tier.
-        store: the access log (default ``AccessLogRepo()``, the process environment's); its environment's splits
-            directory, key and actor are used.
+        store: the access log (a ``Store`` is one: ``Workspace.store``); its environment's splits directory, key
+            and actor are used.
         actor: who (default the store's environment's, ``actor_name``).
         fmt: ``splits.sources.FORMATS`` name, or None to detect it from the path.
         mapping: ``FIELD=COLUMN`` strings (``splits.sources.Mapping``): the item's fields, or None for every column.
@@ -117,7 +117,6 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     except ValidationError as e:
         errs = "; ".join(f"{'.'.join(str(x) for x in er['loc'])}: {er['msg']}" for er in e.errors())
         raise BadInput(f"split {name}: invalid policy option ({errs})") from e
-    store = store or AccessLogRepo()
     who = actor_name(actor, env=store.env)
     # once, for the copy check and, for a private split, the store's record
     prints = item_prints(items, key_sealer(store.env))

@@ -20,6 +20,8 @@ schema changes are numbered migrations (``evalgate.store.migrations``).
 
 from __future__ import annotations
 
+from typing import TypeVar, cast
+
 from evalgate.store.access import (
     CONTAMINATION_CHECK,
     CONTAMINATION_CHECKS,
@@ -42,7 +44,9 @@ from evalgate.store.runs import ProtocolRepo, RunRepo
 __all__ = ["CONTAMINATION_CHECK", "CONTAMINATION_CHECKS", "MEMORY", "READS", "TRAJECTORY_COLUMNS", "AccessLogRepo",
            "BudgetLimit", "ChainLink", "Connection", "Counted", "Database", "FrameRepo", "GateRepo", "GenerationCache",
            "PrivateContent", "PrivateContentRepo", "ProtocolRepo", "RatingRepo", "Repository", "RunRepo",
-           "SignedHead", "Store", "VerifiedHead", "default_database"]
+           "SignedHead", "Store", "VerifiedHead", "default_database", "handed_down"]
+
+R = TypeVar("R", bound=Repository)
 
 
 class Store(ProtocolRepo, RunRepo, GenerationCache, AccessLogRepo, RatingRepo, GateRepo, FrameRepo,
@@ -54,3 +58,20 @@ class Store(ProtocolRepo, RunRepo, GenerationCache, AccessLogRepo, RatingRepo, G
     New code that needs one table group can take that repository instead (e.g. ``AccessLogRepo``); ``Store`` is
     one, so callers pass theirs unchanged.
     """
+
+
+def handed_down(store: R | None, caller: str) -> R:
+    """``store``, as a library entry point's caller hands it down (``Workspace.store``). Called without one
+    (deprecated, for one release): the store of the process's ``EVALGATE_*`` variables, with a
+    ``DeprecationWarning`` naming ``caller``.
+
+    Raises:
+        BadInput: as ``Store()`` (a malformed ``EVALGATE_STORE``).
+    """
+    if store is not None:
+        return store
+    import warnings
+
+    warnings.warn(f"{caller} called without a store: pass store=ws.store (a Workspace's); the process's store as "
+                  "a default goes in the next release", DeprecationWarning, stacklevel=3)
+    return cast(R, Store())  # every repository: whichever ``R`` the caller takes

@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from evalgate.core.errors import BadInput, MissingExtra
 from evalgate.core.version import install_hint
-from evalgate.store import Store
+from evalgate.store import Store, handed_down
 from evalgate.store.frames import ACCESS_SQL, FRAME_METHODS, GATES_SQL, RUNS_SQL, SAMPLES_SQL
 
 Kind = Literal["arrow", "pandas", "polars"]
@@ -40,13 +40,13 @@ def query_frame(sql: str, params: list[Any] | None = None, kind: Kind = "arrow",
             __import__("pyarrow")
     except ImportError as e:
         raise MissingExtra(f"{kind} frames need {_PACKAGE[kind]}: {install_hint('frames')}") from e
-    return (store or Store()).frame(sql, params, kind)
+    return handed_down(store, "query_frame").frame(sql, params, kind)
 
 
 def runs_frame(kind: Kind = "arrow", store: Store | None = None) -> Any:
     """Every stored run (the ``runs`` table: ids, protocol, checkpoint, train_run / train_seed / step, split and
     tier, status, ``metrics`` and ``counts`` as JSON text), oldest first."""
-    return query_frame(RUNS_SQL, None, kind, store)
+    return query_frame(RUNS_SQL, None, kind, handed_down(store, "runs_frame"))
 
 
 def samples_frame(run_ids: str | list[str], kind: Kind = "arrow", actor: str | None = None,
@@ -61,7 +61,7 @@ def samples_frame(run_ids: str | list[str], kind: Kind = "arrow", actor: str | N
     from evalgate.splits.manifest import actor_name
     from evalgate.views.samples import SAMPLES_PURPOSE, admit_view, stored_run
 
-    store = store or Store()
+    store = handed_down(store, "samples_frame")
     ids = [run_ids] if isinstance(run_ids, str) else list(dict.fromkeys(run_ids))
     who = actor_name(actor, env=store.env)
     with store.session():  # one connection for the checks, the logged reads and the query
@@ -77,9 +77,9 @@ def samples_frame(run_ids: str | list[str], kind: Kind = "arrow", actor: str | N
 def gates_frame(kind: Kind = "arrow", store: Store | None = None) -> Any:
     """Every stored gate verdict (the ``gates`` table: policy and input hashes, verdict, reason, reasons, the
     verdict document as JSON text, reused_from, created_at, actor), oldest first."""
-    return query_frame(GATES_SQL, None, kind, store)
+    return query_frame(GATES_SQL, None, kind, handed_down(store, "gates_frame"))
 
 
 def access_log_frame(kind: Kind = "arrow", store: Store | None = None) -> Any:
     """The access log (every read, refusal and data change, with its hash chain columns), in ``seq`` order."""
-    return query_frame(ACCESS_SQL, None, kind, store)
+    return query_frame(ACCESS_SQL, None, kind, handed_down(store, "access_log_frame"))

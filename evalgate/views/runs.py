@@ -18,13 +18,13 @@ from evalgate.core.formatting import num, pm, table
 from evalgate.store import RunRepo
 
 
-def select_runs(store: RunRepo | None = None, *, status: str | None = None, split: str | None = None,
+def select_runs(store: RunRepo, *, status: str | None = None, split: str | None = None,
                 protocol_name: str | None = None, train_run: str | None = None, train_seed: int | None = None,
                 checkpoint: str | None = None) -> list[dict[str, Any]]:
     """Stored runs, oldest first, matching every filter given.
 
     Args:
-        store: the runs (default ``RunRepo()``, the active workspace's).
+        store: the runs (a ``Store`` is one: ``Workspace.store``).
         status: complete, running, interrupted or failed.
         split: split name.
         protocol_name: protocol name (any version), or ``name@version`` (that version only), as ``runs`` prints it.
@@ -43,7 +43,7 @@ def select_runs(store: RunRepo | None = None, *, status: str | None = None, spli
     where = {k: v for k, v in (("status", status), ("split", split), ("protocol_name", protocol_name),
                                ("protocol_version", version), ("train_run", train_run), ("train_seed", train_seed))
              if v is not None}
-    rows = (store or RunRepo()).runs(**where)
+    rows = store.runs(**where)
     if checkpoint is not None:
         rows = [r for r in rows if _checkpoint_matches(r, checkpoint)]
     return rows
@@ -141,9 +141,8 @@ def by_step(runs: list[dict[str, Any]], metric: str = "pass@1") -> list[StepTabl
     return [tables[k] for k in sorted(tables)]
 
 
-def runs_by_id(run_ids: list[str], store: RunRepo | None = None) -> list[dict[str, Any]]:
-    """The stored runs ``run_ids``, in that order (``Store.runs`` rows; an unknown id is left out)."""
-    store = store or RunRepo()
+def runs_by_id(run_ids: list[str], store: RunRepo) -> list[dict[str, Any]]:
+    """The stored runs ``run_ids`` in ``store``, in that order (``Store.runs`` rows; an unknown id is left out)."""
     return [r for rid in run_ids for r in store.runs(run_id=rid)]
 
 

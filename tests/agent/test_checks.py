@@ -32,7 +32,7 @@ def _protocol(tmp_path: Path, fmt: str, chat_template: str = "none", name: str =
            "extraction": {"rule": "gsm8k"}, "tools": {"format": fmt, "allowed": ["calculator"], "max_calls": 1}}
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(doc))
-    freeze(p)
+    freeze(p, Store)
     return p
 
 

@@ -46,7 +46,7 @@ def _protocol(tmp_path: Path, tools: dict[str, Any], name: str = "agent") -> Pat
            "extraction": {"rule": "gsm8k"}, "tools": {"format": "hermes", **tools}}
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(doc))
-    freeze(p)
+    freeze(p, Store)
     return p
 
 
@@ -471,7 +471,7 @@ def test_strict_isolation_holds_for_the_python_tool_too(tmp_path: Path, monkeypa
            "tools": {"format": "hermes", "offered": [{"name": "python"}], "allowed": ["python"], "max_calls": 1}}
     proto = tmp_path / "py-strict.yaml"
     proto.write_text(yaml.safe_dump(doc))
-    freeze(proto)
+    freeze(proto, Store)
     replay = _replay_file(tmp_path, {"a": [_call("python", code="print(open('/etc/hostname').read())"),
                                            "The answer is 1"]})
     store = Store()

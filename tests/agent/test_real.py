@@ -28,7 +28,7 @@ TEMPLATE = Path(__file__).parent / "agent_data" / "hermes_tools.jinja"
 @pytest.mark.skipif(not GSM8K.is_file(), reason=f"GSM8K test set not found at {GSM8K}")
 def test_gsm8k_python_tool_end_to_end_with_smollm2_and_rerun_from_stored_turns(home: Path,
                                                                                smollm2_dir: Path) -> None:
-    import_dataset("gsm8k", GSM8K)
+    import_dataset("gsm8k", GSM8K, store=Store())
     two = read_items(load_manifest("gsm8k-smoke"))[:2]
     write_split("gsm8k-tool-two", "smoke", two, {"source": "gsm8k-smoke, first two"})
     proto = yaml.safe_load((REPO / "protocols" / "gsm8k-python-tool.yaml").read_text())
@@ -37,7 +37,7 @@ def test_gsm8k_python_tool_end_to_end_with_smollm2_and_rerun_from_stored_turns(h
     proto["tools"]["max_turns"] = 2
     path = home / "gsm8k-tool-e2e.yaml"
     path.write_text(yaml.safe_dump(proto))
-    freeze(path)
+    freeze(path, Store)
     store = Store()
     doc = evaluate(path, smollm2_dir, "gsm8k-tool-two", RunOptions(progress=False), store)
     assert doc["status"] == "complete" and doc["counts"]["samples"] == 2
@@ -72,7 +72,7 @@ def test_native_hermes_format_renders_tools_and_results_with_the_chat_template(h
            "tools": {"format": "hermes", "allowed": ["calculator"], "max_calls": 1}}
     path = home / "native.yaml"
     path.write_text(yaml.safe_dump(doc))
-    freeze(path)
+    freeze(path, Store)
     call = '<tool_call>{"name": "calculator", "arguments": {"expression": "6*7"}}</tool_call>'
     replay = home / "replay.jsonl"
     replay.write_text(json.dumps({"item_id": "q", "turn": 0, "text": call}) + "\n"
@@ -134,7 +134,7 @@ def test_openai_format_sends_tools_and_reads_tool_calls_over_http(home: Path, ti
                "tools": {"format": "openai", "allowed": ["calculator"], "max_calls": 2}}
         path = home / "oai.yaml"
         path.write_text(yaml.safe_dump(doc))
-        freeze(path)
+        freeze(path, Store)
         write_split("oai-one", "smoke", [{"id": "q", "prompt": "What is 6*7?", "answer": "42"}], {"source": "t"})
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         run = evaluate(path, resolve_checkpoint(tiny_checkpoint), "oai-one",

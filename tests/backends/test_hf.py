@@ -200,7 +200,7 @@ def test_a_checkpoint_with_a_nan_weight_is_refused_before_generation(tiny_checkp
     p.write_text(yaml.safe_dump({"name": "t", "version": "1", "scorer": {"name": "exact"},
                                  "prompt": {"template": "Q: {{ question }}", "chat_template": "model"},
                                  "sampling": {"temperature": 0.0, "max_tokens": 4}}))
-    freeze(p)
+    freeze(p, Store)
     r = CliRunner().invoke(main, ["run", "--protocol", str(p), "--checkpoint", str(ckpt), "--split", "t-smoke"])
     assert r.exit_code == 2, r.output
     assert f"tensor {tensor} holds 1 non-finite value(s)" in r.stderr and str(ckpt) in r.stderr

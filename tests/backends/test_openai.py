@@ -308,7 +308,7 @@ def test_gsm8k_python_tool_through_transformers_serve_calls_the_tool_and_sees_it
     from evalgate.store import Store
     from tests.conftest import SHARED_DATA
 
-    import_dataset("gsm8k", SHARED_DATA / "gsm8k" / "test.jsonl")
+    import_dataset("gsm8k", SHARED_DATA / "gsm8k" / "test.jsonl", store=Store())
     items = [it for it in read_items(load_manifest("gsm8k-smoke")) if it["id"] in SERVE_ITEMS]
     assert len(items) == len(SERVE_ITEMS)
     write_split("gsm8k-tool-serve", "smoke", items, {"source": f"gsm8k-smoke items {', '.join(SERVE_ITEMS)}"})
@@ -322,7 +322,7 @@ def test_gsm8k_python_tool_through_transformers_serve_calls_the_tool_and_sees_it
     proto["tools"]["max_turns"] = 2
     path = home / "gsm8k-tool-serve.yaml"
     path.write_text(yaml.safe_dump(proto))
-    freeze(path)
+    freeze(path, Store)
     store = Store()
     opts = RunOptions(backend="openai", backend_options={"base_url": tserve}, progress=False)
     doc = evaluate(path, smollm2_dir, "gsm8k-tool-serve", opts, store)

@@ -27,6 +27,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from evalgate.store import Store
 from tests.conftest import REPO, SHARED_DATA
 from tests.helpers.vllm_lane import lane_marks
 
@@ -58,7 +59,7 @@ def _protocol(home: Path, base: str, name: str, sampling: dict, tools: dict | No
     proto.get("tools", {}).update(tools or {})
     path = home / f"{name}.yaml"
     path.write_text(yaml.safe_dump(proto))
-    freeze(path)
+    freeze(path, Store)
     return path
 
 
@@ -77,7 +78,7 @@ def gsm_two(home: Path) -> str:
     from evalgate.datasets import import_dataset
     from evalgate.splits import load_manifest, read_items, write_split
 
-    import_dataset("gsm8k", GSM8K)
+    import_dataset("gsm8k", GSM8K, store=Store())
     write_split("gsm-two", "smoke", read_items(load_manifest("gsm8k-smoke"))[:2], {"source": "gsm8k-smoke"})
     return "gsm-two"
 

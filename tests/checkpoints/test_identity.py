@@ -15,6 +15,7 @@ import pytest
 
 from evalgate.checkpoints import identity as checkpoints
 from evalgate.checkpoints.identity import DigestCache, digest_algorithm, dir_digest
+from evalgate.store import Store
 
 
 def _old(path: Path, data: bytes) -> None:
@@ -223,7 +224,7 @@ def _replay_run(tmp_path: Path) -> tuple[Path, Any]:
         "name": "legacy", "version": "1", "prompt": {"chat_template": "none", "template": "{{ prompt }}"},
         "sampling": {"max_tokens": 8}, "scorer": {"name": "exact", "options": {"answer_field": "answer"}},
         "extraction": {"rule": "gsm8k"}}))
-    freeze(proto)
+    freeze(proto, Store)
     write_split("sums", "dev", [{"id": "a", "prompt": "1+1?", "answer": "2"}], {"source": "test"})
     replay = tmp_path / "replay.jsonl"
     replay.write_text(json.dumps({"item_id": "a", "turn": 0, "text": "The answer is 2"}) + "\n")

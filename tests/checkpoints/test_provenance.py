@@ -133,7 +133,7 @@ def test_the_run_warns_and_records_the_disagreement(tmp_path: Path, tiny_checkpo
     p = tmp_path / "p.yaml"
     p.write_text(yaml.safe_dump({"name": "t", "version": "1", "scorer": {"name": "exact"},
                                  "prompt": {"template": "Q: {{ question }}", "chat_template": "none"}}))
-    freeze(p)
+    freeze(p, Store)
     plan = prepare(p, d, "t-smoke", RunOptions(progress=False), store=Store())
     assert plan.checkpoint.step == 800
     assert any("trainer_state.json global_step says 750" in w for w in plan.warnings)

@@ -20,6 +20,7 @@ from click.testing import Result
 
 import evalgate.gate.report.outputs as report_mod
 from evalgate.gate import run_gate
+from evalgate.store import Store
 from tests import gate_fixtures as fx
 from tests.helpers.cli import cli
 
@@ -60,7 +61,7 @@ def replay(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Path]:
     monkeypatch.setattr(prompts, "load_tokenizer", no_tokenizer)
     proto = tmp_path / "shape.yaml"
     proto.write_text(yaml.safe_dump(PROTOCOL))
-    freeze(proto)
+    freeze(proto, Store)
     write_split("shape-dev", "dev", ITEMS, {"source": "test"})
     answers = tmp_path / "replay.jsonl"
     answers.write_text("".join(json.dumps({"item_id": f"q{i}", "turn": 0, "text": f"It is {2 * i + (i == 3)}"})

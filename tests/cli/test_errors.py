@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from evalgate.datasets.humaneval import import_humaneval
+from evalgate.store import Store
 from tests.conftest import REPO
 from tests.helpers.cli import cli
 
@@ -27,7 +28,7 @@ def store_snapshot(home: Path) -> bytes:
 
 @pytest.fixture
 def frozen(home: Path) -> Path:
-    import_humaneval()
+    import_humaneval(store=Store())
     assert cli("protocol", "freeze", str(REPO / "protocols" / "humaneval-smoke.yaml")).exit_code == 0
     return REPO / "protocols" / "humaneval-smoke.yaml"
 
@@ -64,7 +65,7 @@ def test_unknown_split(home: Path, frozen: Path, tiny_checkpoint: Path) -> None:
 
 
 def test_malformed_protocol(home: Path, tiny_checkpoint: Path) -> None:
-    import_humaneval()
+    import_humaneval(store=Store())
     before = store_snapshot(home)  # the import's logged additions
     bad = home / "bad.yaml"
     bad.write_text("name: x\nversion: 1\nprompt:\n  template: hi\nscorer:\n  name: humaneval\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from evalgate.store import Store
 from tests.conftest import REPO
 from tests.helpers.cli import cli
 
@@ -13,7 +14,8 @@ from tests.helpers.cli import cli
 def test_run_json_failure_prints_an_error_document(home: Path) -> None:
     from evalgate.datasets.humaneval import import_humaneval
 
-    import_humaneval()  # the split exists (an unknown split is refused first, before the checkpoint is looked at)
+    # the split exists (an unknown split is refused first, before the checkpoint is looked at)
+    import_humaneval(store=Store())
     r = cli("run", "--protocol", str(REPO / "protocols" / "humaneval-smoke.yaml"), "--checkpoint",
                  str(home / "nope"), "--split", "humaneval-smoke", "--json")
     assert r.exit_code == 2

@@ -60,12 +60,33 @@ def test_a_freeze_refused_by_the_lock_creates_no_store(home: Path) -> None:
     assert not (home / "home").exists()
 
 
-def test_internal_functions_take_the_store_from_their_caller() -> None:
-    """``store or Store()`` only at the library's own entry points (a run, a freeze, the dataframes of FRAMES.md):
-    a function below them is handed its workspace's store."""
+REPOSITORIES = {"Store", "AccessLogRepo", "RunRepo", "ProtocolRepo", "GateRepo", "RatingRepo", "FrameRepo",
+                "GenerationCache", "PrivateContentRepo"}
+
+
+def process_stores(tree: ast.AST) -> list[int]:
+    """Lines where code makes the process's store itself: a store or repository built with no database and no
+    environment (``Store()``, ``AccessLogRepo()``; ``Store(env=...)`` is handed an environment)."""
+    return sorted(n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                  and n.func.id in REPOSITORIES and not n.args and not n.keywords)
+
+
+def test_the_guard_counts_what_it_says() -> None:
+    src = ("def f(store=None):\n    s = store or Store()\n    r = AccessLogRepo()\n    t = Store(env=e)\n"
+           "    u = Store(db)\n    return RunRepo() if store is None else store\n")
+    assert process_stores(ast.parse(src)) == [2, 3, 6]
+
+
+def test_no_function_makes_the_process_store_as_a_default() -> None:
+    """The store is handed down (``Workspace.store``): no ``store or Store()`` nor any other store made from the
+    process's variables below the library's entry points; the entry points users call from docs (a run, a freeze,
+    the dataframes of FRAMES.md, ``read_items``' refusal) take one through ``evalgate.store.handed_down``, which
+    keeps the old default for one release with a DeprecationWarning (issue 43: 3 ``store or Store()`` and 7
+    repository defaults -> 0)."""
     root = COMMANDS.parent
-    found = sorted(f"{p.relative_to(root.parent)}:{fn.name}" for p in root.rglob("*.py")
-                   for fn in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-                   if isinstance(fn, ast.FunctionDef) and "store or Store()" in ast.unparse(fn))
-    assert found == ["evalgate/runner/evaluate.py:evaluate_checkpoint",
-                     "evalgate/views/frames.py:query_frame", "evalgate/views/frames.py:samples_frame"]
+    found = {str(p.relative_to(root.parent)): lines for p in sorted(root.rglob("*.py"))
+             if (lines := process_stores(ast.parse(p.read_text(encoding="utf-8"))))}
+    handed = ast.parse((root / "store" / "__init__.py").read_text(encoding="utf-8"))
+    fn = next(n for n in ast.walk(handed) if isinstance(n, ast.FunctionDef) and n.name == "handed_down")
+    assert len(process_stores(fn)) == 1  # the one place: the deprecated default
+    assert found == {"evalgate/store/__init__.py": process_stores(fn)}

@@ -193,7 +193,7 @@ class Gsm8kCase:
 def gsm8k_case(tmp_path: Path) -> Gsm8kCase:
     if not (GSM8K.is_file() and MATH500.is_file()):
         pytest.skip(f"needs {GSM8K} and {MATH500} (../shared/data beside the repository)")
-    import_dataset("gsm8k", GSM8K)
+    import_dataset("gsm8k", GSM8K, store=Store())
     items = {it["id"]: it for it in gsm8k_items(GSM8K)[0]}
     parts = partition(list(items))
     leaked = [parts["dev"][0], parts["public"][0], parts["private"][0]]

@@ -49,8 +49,8 @@ def test_the_gate_refuses_a_changed_checkpoint_behind_a_poisoned_digest_cache(
     os.utime(config, (t, t))
     time.sleep(0.2)
     opts = RunOptions(train_run="cc", train_seed=1, progress=False)
-    evaluate(proto, ck, "cc-dev", opts)
-    first_public = evaluate(proto, ck, "cc-public", opts)
+    evaluate(proto, ck, "cc-dev", opts, store=Store())
+    first_public = evaluate(proto, ck, "cc-public", opts, store=Store())
     policy = home / "g.yaml"
     policy.write_text(yaml.safe_dump({
         "name": "cc", "protocol": "cc-add@1", "protocol_file": str(proto), "selection_split": "cc-dev",
@@ -77,6 +77,6 @@ def test_the_gate_refuses_a_changed_checkpoint_behind_a_poisoned_digest_cache(
     new = store.access_rows("cc-private")[rows:]
     assert [r["outcome"] for r in new] == ["refused"]
 
-    public = evaluate(proto, ck, "cc-public", opts)  # a public run hashes the bytes: a new identity
+    public = evaluate(proto, ck, "cc-public", opts, store=Store())  # a public run hashes the bytes: a new identity
     assert public["checkpoint"]["digest"] != old
     assert public["counts"]["cached"] == 0

@@ -35,7 +35,7 @@ def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Pat
     # the private tier's policy with a budget of 3 reads / 30 days (a manifest may lower the tier's 4)
     ppath = tiny_addition(home, "cc", DEFAULT_POLICIES["private"].model_copy(update={"max_reads": 3}))
     ck = _variant(tiny_checkpoint, home / "train" / "seed1" / "checkpoint-2", 2)
-    evaluate(ppath, ck, "cc-dev", RunOptions(train_run="cc", train_seed=1, progress=False))
+    evaluate(ppath, ck, "cc-dev", RunOptions(train_run="cc", train_seed=1, progress=False), store=Store())
 
     def policy(name: str, baseline: Path) -> Path:
         p = home / f"{name}.yaml"

@@ -18,6 +18,7 @@ import yaml
 from evalgate.demo.train import addition_items
 from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
+from evalgate.store import Store
 from tests.conftest import REPO
 
 
@@ -46,7 +47,7 @@ def tiny_addition(home: Path, prefix: str, policy: Any = None) -> Path:
     proto["sampling"]["max_tokens"] = 3
     path = home / f"{prefix}-add.yaml"
     path.write_text(yaml.safe_dump(proto))
-    freeze(path)
+    freeze(path, Store)
     return path
 
 
@@ -73,7 +74,7 @@ def test_gate_cli_with_real_decision_runs(home: Path, tiny_checkpoint: Path) -> 
         ck = _variant(tiny_checkpoint, run_dir / f"checkpoint-{step}", step)
         (ck / "trainer_state.json").write_text(json.dumps({"global_step": step, "log_history": [
             {"step": s, "loss": 1.0 / s, "grad_norm": 1.0, "learning_rate": 1e-4} for s in range(1, step + 1)]}))
-        evaluate(ppath, ck, "add-dev", RunOptions(train_seed=1, progress=False))
+        evaluate(ppath, ck, "add-dev", RunOptions(train_seed=1, progress=False), store=Store())
     (home / "gates").mkdir()
     policy = home / "gates" / "g.yaml"
     policy.write_text(yaml.safe_dump({

@@ -36,7 +36,7 @@ def _gate(tmp_path: Path, refused: int, margin: float) -> dict[str, object]:
     doc["prompt"]["chat_template"] = "none"  # the replayed checkpoints have no tokenizer
     proto = tmp_path / "safety-benign.yaml"
     proto.write_text(yaml.safe_dump(doc))
-    freeze(proto)
+    freeze(proto, Store)
     write_split("safety-benign", "dev", DEV, {"source": "test"})
     write_split("safety-benign-private", "private", BENIGN, {"source": "protocols/safety-benign.jsonl"})
     store = Store()

@@ -37,7 +37,7 @@ def _policy(home: Path, name: str, proto: Path, baseline: Path) -> Path:
 def test_an_edited_private_result_is_refused_not_reused_or_re_read(home: Path, tiny_checkpoint: Path) -> None:
     proto = tiny_addition(home, "sr")
     ck = _variant(tiny_checkpoint, home / "train" / "seed1" / "checkpoint-2", 2)
-    evaluate(proto, ck, "sr-dev", RunOptions(train_run="sr", train_seed=1, progress=False))
+    evaluate(proto, ck, "sr-dev", RunOptions(train_run="sr", train_seed=1, progress=False), store=Store())
     cli = CliRunner()
     first = cli.invoke(main, ["gate", "--policy", str(_policy(home, "g1", proto, tiny_checkpoint)), "--json"])
     assert first.exit_code == 1, first.output  # FAIL, honestly

@@ -372,7 +372,8 @@ def test_the_suite_cli_evaluates_writes_one_report_and_exits_1_naming_the_failin
     write_split("sd-private", "private", addition_items("private", 4), {"source": "test"})
     write_split("sg-private", "private", addition_items("private", 3), {"source": "test"})
     ck = _variant(tiny_checkpoint, home / "train" / "cr" / "seed1" / "checkpoint-2", 2)
-    evaluate(proto, ck, "st-dev", RunOptions(train_run="cr", train_seed=1, progress=False))  # not on sd-dev
+    evaluate(proto, ck, "st-dev", RunOptions(train_run="cr", train_seed=1, progress=False),
+             store=Store())  # not on sd-dev
     member = {"protocol": "st-add@1", "protocol_file": str(proto)}
     path = write(home / "suite.yaml", {
         "name": "cli", "baseline": {"checkpoint": str(tiny_checkpoint)}, "bootstrap_resamples": 500,

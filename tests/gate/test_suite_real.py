@@ -73,9 +73,10 @@ def test_the_fine_tune_improves_addition_but_lowers_refusal_so_the_suite_fails_n
     # the guard's split may be read twice in 30 days: the first suite's two reads (base model, seed 1) spend it
     guard_split(SHARED_DATA, 20, "unsafe", DEFAULT_POLICIES["private"].model_copy(update={"max_reads": 2}))
     for p in (ADDITION, UNSAFE):
-        freeze(p)
+        freeze(p, Store)
     ck = {seed: fine_tune / f"seed-{seed}" / "checkpoint-12" for seed in (1, 2)}
-    evaluate(ADDITION, ck[1], "add-dev", RunOptions(train_run="demo-addition", train_seed=1, progress=False))
+    evaluate(ADDITION, ck[1], "add-dev", RunOptions(train_run="demo-addition", train_seed=1, progress=False),
+             store=Store())
 
     code, out, err = cli_parts("gate", "--policy", _suite(home / "s1.yaml", smollm2_gguf, 1), "--json")
     assert code == 1, err
@@ -95,7 +96,8 @@ def test_the_fine_tune_improves_addition_but_lowers_refusal_so_the_suite_fails_n
     # seed 2's step 12 joins: its reads would be new on both members' splits; the guard's budget is spent, so the
     # suite is refused before any read: nothing charged on either split, a refused row on both, seed 2 never
     # evaluated on a private split
-    evaluate(ADDITION, ck[2], "add-dev", RunOptions(train_run="demo-addition", train_seed=2, progress=False))
+    evaluate(ADDITION, ck[2], "add-dev", RunOptions(train_run="demo-addition", train_seed=2, progress=False),
+             store=Store())
     before = {s: len(Store().access_rows(s)) for s in ("add-private", "xstest-unsafe-demo")}
     code, out, err = cli_parts("gate", "--policy", _suite(home / "s2.yaml", smollm2_gguf, 2), "--json")
     assert code == 2, (out, err)

@@ -145,7 +145,7 @@ def test_rules_read_the_metrics_an_agentic_run_stores(tmp_path: Path) -> None:
                      "allowed": ["calculator"], "max_calls": 3}}
     proto = tmp_path / "tools-gate.yaml"
     proto.write_text(yaml.safe_dump(doc))
-    freeze(proto)
+    freeze(proto, Store)
     write_split("tools-split", "smoke", [{"id": "a", "prompt": "2+2?", "answer": "4"},
                                          {"id": "b", "prompt": "1+2?", "answer": "3"}], {"source": "test"})
     cand = _agentic_run(tmp_path, proto, "cand", {

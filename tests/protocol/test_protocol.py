@@ -10,6 +10,7 @@ from pydantic import BaseModel
 from evalgate.core.errors import BadInput, ProtocolDrift
 from evalgate.protocol.freeze import freeze
 from evalgate.protocol.spec import Protocol, load_protocol, verify
+from evalgate.store import Store
 
 BASE = {
     "name": "t",
@@ -117,7 +118,7 @@ def test_template_file_is_inlined_in_the_hash(tmp_path: Path) -> None:
 
 def test_freeze_then_verify_then_drift(tmp_path: Path) -> None:
     p = write(tmp_path, BASE)
-    freeze(p)
+    freeze(p, Store)
     verify(load_protocol(p))
     doc = json.loads(json.dumps(BASE))
     doc["sampling"]["temperature"] = 1.0
@@ -130,7 +131,7 @@ def test_freeze_then_verify_then_drift(tmp_path: Path) -> None:
 
 def test_lock_edited_behind_its_sha_is_refused_and_refreeze_repairs_it(tmp_path: Path) -> None:
     p = write(tmp_path, BASE)
-    freeze(p)
+    freeze(p, Store)
     lock_path = tmp_path / "p.yaml.lock"
     original = json.loads(lock_path.read_text())
     # the locked side of every drift diff says temperature 0.2, while the sha still matches the protocol file
@@ -146,7 +147,7 @@ def test_lock_edited_behind_its_sha_is_refused_and_refreeze_repairs_it(tmp_path:
     lock_path.write_text(json.dumps({**original, "version": "9"}))
     with pytest.raises(BadInput, match="its version '9' is not the version '1' of its 'resolved' content"):
         verify(load_protocol(p))
-    freeze(p)  # rewrites the inconsistent lock from the protocol file
+    freeze(p, Store)  # rewrites the inconsistent lock from the protocol file
     assert json.loads(lock_path.read_text())["version"] == "1"
     verify(load_protocol(p))
 
@@ -158,15 +159,15 @@ def test_unfrozen_protocol_is_refused(tmp_path: Path) -> None:
 
 def test_refreeze_changed_content_under_used_version_is_refused(tmp_path: Path) -> None:
     p = write(tmp_path, BASE)
-    freeze(p)
+    freeze(p, Store)
     doc = json.loads(json.dumps(BASE))
     doc["sampling"]["max_tokens"] = 64
     write(tmp_path, doc)
     with pytest.raises(BadInput, match="Bump 'version'"):
-        freeze(p)
+        freeze(p, Store)
     doc["version"] = "2"
     write(tmp_path, doc)
-    assert freeze(p)["version"] == "2"
+    assert freeze(p, Store)["version"] == "2"
 
 
 def test_a_fresh_store_cannot_refreeze_a_locked_version_with_other_content(tmp_path: Path,
@@ -179,7 +180,7 @@ def test_a_fresh_store_cannot_refreeze_a_locked_version_with_other_content(tmp_p
     from evalgate.store import Store
 
     p = write(tmp_path, BASE)
-    freeze(p)
+    freeze(p, Store)
     lock_before = (tmp_path / "p.yaml.lock").read_bytes()
     doc = json.loads(json.dumps(BASE))
     doc["sampling"]["max_tokens"] = 64
@@ -192,7 +193,7 @@ def test_a_fresh_store_cannot_refreeze_a_locked_version_with_other_content(tmp_p
     assert Store().protocol_hash("t", "1") is None  # refused before the fresh store recorded anything
     doc["version"] = "2"
     write(tmp_path, doc)
-    assert freeze(p)["version"] == "2" and Store().protocol_hash("t", "2") is not None
+    assert freeze(p, Store)["version"] == "2" and Store().protocol_hash("t", "2") is not None
 
 
 def line_of(path: Path, text: str) -> int:
@@ -342,12 +343,12 @@ def test_the_lock_keeps_every_version_and_refuses_a_used_one_from_the_lock_alone
     from evalgate.store import Store
 
     p = write(tmp_path, BASE)
-    v1 = freeze(p)
+    v1 = freeze(p, Store)
     doc = json.loads(json.dumps(BASE))
     doc["sampling"]["max_tokens"] = 64
     doc["version"] = "2"
     write(tmp_path, doc)
-    v2 = freeze(p)
+    v2 = freeze(p, Store)
     lock = json.loads((tmp_path / "p.yaml.lock").read_text())
     assert [(e["version"], e["sha256"]) for e in lock["versions"]] == [("1", v1["sha256"]), ("2", v2["sha256"])]
     assert lock["versions"][0]["frozen_at"] == v1["frozen_at"]
@@ -363,9 +364,9 @@ def test_the_lock_keeps_every_version_and_refuses_a_used_one_from_the_lock_alone
     assert Store().protocol_hash("t", "1") is None
     doc["version"] = "3"
     write(tmp_path, doc)
-    assert [e["version"] for e in freeze(p)["versions"]] == ["1", "2", "3"]
+    assert [e["version"] for e in freeze(p, Store)["versions"]] == ["1", "2", "3"]
     write(tmp_path, BASE)  # the first content again under its own version: allowed, nothing forgotten
-    back = freeze(p)
+    back = freeze(p, Store)
     assert (back["version"], back["sha256"], back["frozen_at"]) == ("1", v1["sha256"], v1["frozen_at"])
     assert [e["version"] for e in back["versions"]] == ["1", "2", "3"]
 
@@ -380,16 +381,16 @@ def test_a_lock_written_before_versions_is_read_and_migrated(tmp_path: Path,
            "resolved": lp.resolved}
     (tmp_path / "p.yaml.lock").write_text(json.dumps(old))
     verify(load_protocol(p))
-    assert freeze(p) == old  # unchanged content: a no-op, the old lock kept as is
+    assert freeze(p, Store) == old  # unchanged content: a no-op, the old lock kept as is
     doc = json.loads(json.dumps(BASE))
     doc["sampling"]["max_tokens"] = 64
     write(tmp_path, doc)
     monkeypatch.setenv("EVALGATE_HOME", str(tmp_path / "fresh-home"))
     with pytest.raises(BadInput, match="t@1 is already locked in"):
-        freeze(p)
+        freeze(p, Store)
     doc["version"] = "2"
     write(tmp_path, doc)
-    new = freeze(p)
+    new = freeze(p, Store)
     assert new["format"] == 2
     assert new["versions"] == [{"name": "t", "version": "1", "sha256": lp.sha256,
                                 "frozen_at": "2026-01-02T03:04:05+00:00"},
@@ -397,14 +398,14 @@ def test_a_lock_written_before_versions_is_read_and_migrated(tmp_path: Path,
     doc["version"] = "1"
     write(tmp_path, doc)
     with pytest.raises(BadInput, match="t@1 was frozen before"):
-        freeze(p)
+        freeze(p, Store)
 
 
 def test_a_lock_whose_versions_disagree_is_inconsistent(tmp_path: Path) -> None:
     from evalgate.protocol.spec import lock_problem
 
     p = write(tmp_path, BASE)
-    lock = freeze(p)
+    lock = freeze(p, Store)
     assert lock_problem(lock) is None
     other = {**lock["versions"][0], "sha256": "0" * 64}
     assert "two hashes" in str(lock_problem({**lock, "versions": [*lock["versions"], other]}))

@@ -58,7 +58,7 @@ def _setup(tmp_path: Path, **kw: Any) -> Path:
            "scorer": {"name": "judge_preference", "options": _options(**kw)}}
     p = tmp_path / "judge-pairs.yaml"
     p.write_text(yaml.safe_dump(doc, sort_keys=False))
-    freeze(p)
+    freeze(p, Store)
     return p
 
 

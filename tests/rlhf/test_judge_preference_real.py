@@ -39,7 +39,7 @@ def test_judge_preference_with_the_real_smollm2(tmp_path: Path, smollm2_gguf: Pa
                sampling={"temperature": 0.0, "max_tokens": 24, "seed": 0})}}
     p = tmp_path / "judge-pairs-real.yaml"
     p.write_text(yaml.safe_dump(doc, sort_keys=False))
-    freeze(p)
+    freeze(p, Store)
     store = Store()
     result = evaluate(p, ckpt, "pairs", RunOptions(progress=False), store)
     rows = {r["item_id"]: r for r in store.samples(result["run_id"])}

@@ -87,7 +87,7 @@ def _protocol(tmp_path: Path, name: str, scorer: dict[str, Any]) -> Path:
            "scorer": scorer, "extraction": {"rule": "last_number"}}
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(doc, sort_keys=False))
-    freeze(p)
+    freeze(p, Store)
     return p
 
 

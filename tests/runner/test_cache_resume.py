@@ -35,7 +35,7 @@ def _protocol(home: Path, name: str, n: int, max_tokens: int, temperature: float
     proto["sampling"].update(temperature=temperature, top_p=1.0, max_tokens=max_tokens, n=n, stop=[])
     path = home / f"{name}-{version}.yaml"
     path.write_text(yaml.safe_dump(proto))
-    freeze(path)
+    freeze(path, Store)
     return path
 
 

@@ -114,7 +114,7 @@ def setup_run(tmp_path: Path, prompt: dict, sampling: dict | None = None, versio
            "sampling": {"temperature": 0.0, "max_tokens": 3, **(sampling or {})}}
     p = tmp_path / f"p{version}.yaml"
     p.write_text(yaml.safe_dump(doc))
-    freeze(p)
+    freeze(p, Store)
     return p
 
 
@@ -123,7 +123,7 @@ def test_run_records_effective_values_prompts_and_special_tokens(tiny_checkpoint
     gc = json.loads((poisoned / "generation_config.json").read_text())
     (poisoned / "generation_config.json").write_text(json.dumps({**gc, **POISON}))
     p = setup_run(tmp_path, {"chat_template": "model"}, {"top_p": 0.9, "repetition_penalty": 1.05})
-    doc = evaluate(p, poisoned, "t-smoke", RunOptions(progress=False))
+    doc = evaluate(p, poisoned, "t-smoke", RunOptions(progress=False), store=Store())
     assert doc["effective_params"] == {"temperature": 0.0, "top_p": 0.9, "top_k": 0, "max_tokens": 3,
                                        "stop": [], "repetition_penalty": 1.05, "n": 1, "seed": 0,
                                        "per_sample_seed": "sha256(f'{seed}:{item_id}:{sample_index}')[:8] & (2**63-1)"}
@@ -144,7 +144,7 @@ def test_run_records_effective_values_prompts_and_special_tokens(tiny_checkpoint
     assert row["text"].endswith("<|im_start|>user\nQ: What is 2+2?<|im_end|>\n<|im_start|>assistant\n")
     assert store.runs(run_id=doc["run_id"])[0]["backend_info"]["tokenizer"] == backend["tokenizer"]
     # a cached rerun records its prompts too, without loading the model
-    again = evaluate(p, poisoned, "t-smoke", RunOptions(progress=False))
+    again = evaluate(p, poisoned, "t-smoke", RunOptions(progress=False), store=Store())
     assert again["counts"]["cached"] == 1 and store.run_prompts(again["run_id"])[0]["text"] == row["text"]
 
 
@@ -171,7 +171,7 @@ def test_system_text_reaches_the_model_when_the_template_rejects_the_system_role
     monkeypatch.setattr(hf_backend(), "generate", lambda self, reqs, on_result=None: (
         sent.extend(self.tokenizer.decode(r.prompt_ids) for r in reqs) or generate(self, reqs, on_result)))
     p = setup_run(tmp_path, {"chat_template": "nosys.jinja", "system_prompt": "Reply in French."})
-    doc = evaluate(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False))
+    doc = evaluate(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False), store=Store())
     assert sent == ["<|im_start|>user\nReply in French.\n\nQ: What is 2+2?<|im_end|>\n"
                     "<|im_start|>assistant\n"]
     assert Store().run_prompts(doc["run_id"])[0]["system_merged"] is True
@@ -179,7 +179,7 @@ def test_system_text_reaches_the_model_when_the_template_rejects_the_system_role
     p = setup_run(tmp_path, {"chat_template": "nosys.jinja", "system_prompt": "Reply in French.",
                              "system_role": "fail"}, version="2")
     with pytest.raises(BadInput, match="rejects a system role.*system_role: fail"):
-        evaluate(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False))
+        evaluate(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False), store=Store())
     assert [r["status"] for r in Store().runs()] == ["complete"]
 
 
@@ -193,7 +193,7 @@ def test_token_ids_sent_to_the_model_hold_one_bos(tiny_checkpoint: Path, tmp_pat
                         lambda self, batch, p, *rest: rows.extend(b[2] for b in batch) or batch_fn(self, batch, p,
                                                                                                    *rest))
     p = setup_run(tmp_path, {"chat_template": "none"})
-    doc = evaluate(p, ckpt, "t-smoke", RunOptions(progress=False))
+    doc = evaluate(p, ckpt, "t-smoke", RunOptions(progress=False), store=Store())
     assert len(rows) == 1 and rows[0][0] == BOS and rows[0].count(BOS) == 1
     tok = doc["backend"]["tokenizer"]
     assert tok["tokenizer_adds_bos"] is True and tok["prompts_bos_added"] == 1

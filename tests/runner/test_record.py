@@ -25,7 +25,7 @@ def addition_protocol(home: Path, max_tokens: int = 3) -> Path:
     proto["sampling"]["max_tokens"] = max_tokens
     path = home / "add-record.yaml"
     path.write_text(yaml.safe_dump(proto))
-    freeze(path)
+    freeze(path, Store)
     return path
 
 

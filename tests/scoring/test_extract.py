@@ -6,6 +6,7 @@ import pytest
 
 from evalgate.scoring import extract_answer
 from evalgate.scoring.extract import last_number, plain_numbers
+from evalgate.store import Store
 
 
 @pytest.mark.parametrize(("text", "number"), [
@@ -132,7 +133,7 @@ def _reasoning_run(tmp_path, records: list[dict], reasoning: dict | None = None,
     if reasoning is not None:
         doc["reasoning"] = reasoning
     (tmp_path / "r.yaml").write_text(yaml.safe_dump(doc))
-    freeze(tmp_path / "r.yaml")
+    freeze(tmp_path / "r.yaml", Store)
     write_split("r-split", "dev", [{"id": r["item_id"], "question": "q", "answer": "18"} for r in records],
                 {"source": "test"})
     replay = tmp_path / "replay.jsonl"
@@ -140,7 +141,7 @@ def _reasoning_run(tmp_path, records: list[dict], reasoning: dict | None = None,
     (tmp_path / "model").mkdir()
     ckpt = Checkpoint(path=tmp_path / "model", kind="hf", digest="0" * 64, model_dir=tmp_path / "model")
     return evaluate(tmp_path / "r.yaml", ckpt, "r-split",
-                    RunOptions(backend="replay", backend_options={"file": str(replay)}, progress=False))
+                    RunOptions(backend="replay", backend_options={"file": str(replay)}, progress=False), store=Store())
 
 
 @pytest.mark.usefixtures("memory_store")  # a run: the store in memory (no file, lock or process here)

@@ -205,7 +205,7 @@ def _ifeval_protocol(tmp_path: Path, **sampling: int) -> Path:
     doc["sampling"].update(sampling)
     p = tmp_path / "ifeval.yaml"
     p.write_text(yaml.safe_dump(doc))
-    freeze(p)
+    freeze(p, Store)
     return p
 
 

@@ -53,7 +53,7 @@ def _copy_example(tmp_path: Path, **judge: Any) -> Path:
     doc["scorer"]["options"]["judge"].update(judge)
     p = tmp_path / "example.yaml"
     p.write_text(yaml.safe_dump(doc, sort_keys=False))
-    freeze(p)
+    freeze(p, Store)
     return p
 
 
@@ -66,7 +66,7 @@ def _pairwise(tmp_path: Path, judge: dict[str, Any], baseline_run: str, version:
     doc["scorer"]["options"]["sampling"]["max_tokens"] = 16
     p = tmp_path / f"pairwise-{version}.yaml"
     p.write_text(yaml.safe_dump(doc, sort_keys=False))
-    freeze(p)
+    freeze(p, Store)
     return p
 
 

@@ -110,7 +110,7 @@ def _protocol(tmp_path: Path, options: dict[str, Any], name: str = "judged", fre
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump(doc, sort_keys=False))
     if freeze_it:
-        freeze(p)
+        freeze(p, Store)
     return p
 
 

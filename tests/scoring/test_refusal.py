@@ -85,7 +85,7 @@ def _protocol(tmp_path: Path, half: str) -> Path:
     doc["prompt"]["chat_template"] = "none"
     p = tmp_path / f"{half}.yaml"
     p.write_text(yaml.safe_dump(doc))
-    freeze(p)
+    freeze(p, Store)
     return p
 
 

@@ -327,7 +327,7 @@ def test_library_reads_of_private_items_and_samples_are_refused_and_logged(built
     m = load_manifest("fx-private")
     before = len(store.access_rows())
     with pytest.raises(RefusedByPolicy, match="tier private: its items are read only through SplitManager"):
-        read_items(m)
+        read_items(m, store=store)
     assert [(r["split"], r["outcome"]) for r in store.access_rows()[before:]] == [("fx-private", "refused")]
     with pytest.raises(RefusedByPolicy, match="only after SplitManager.check admits it"):
         SplitManager(store).read(m)

@@ -8,6 +8,7 @@ import pytest
 
 from evalgate.datasets.humaneval import import_humaneval
 from evalgate.splits import load_manifest, partition, splits_dir
+from evalgate.store import Store
 from tests.conftest import REPO
 
 
@@ -45,7 +46,7 @@ def test_private_split_at_rest_has_no_plaintext_and_needs_the_key(home: Path, hu
     from evalgate.core.errors import RefusedByPolicy
     from evalgate.splits.data import read_unlogged as read_items  # the unlogged reader (the public one refuses private)
 
-    import_humaneval()
+    import_humaneval(store=Store())
     m = load_manifest("humaneval-private")
     stored = b"".join(p.read_bytes() for p in splits_dir().iterdir())
     assert not [t for t in private_texts(humaneval_records) if t.encode() in stored]

@@ -23,7 +23,7 @@ def test_partition_is_deterministic_disjoint_and_complete() -> None:
 
 @pytest.mark.usefixtures("memory_store")
 def test_humaneval_import_manifests_and_private_encryption(home: Path) -> None:
-    paths = import_humaneval()
+    paths = import_humaneval(store=Store())
     assert sorted(p.stem for p in paths) == ["humaneval-dev", "humaneval-private", "humaneval-public",
                                              "humaneval-smoke"]
     priv = load_manifest("humaneval-private")
@@ -36,7 +36,7 @@ def test_humaneval_import_manifests_and_private_encryption(home: Path) -> None:
 
 @pytest.mark.usefixtures("memory_store")
 def test_changed_data_file_is_refused(home: Path) -> None:
-    import_humaneval()
+    import_humaneval(store=Store())
     m = load_manifest("humaneval-smoke")
     f = splits_dir() / m.data
     f.write_bytes(f.read_bytes().replace(b"def ", b"def  ", 1))
@@ -45,7 +45,7 @@ def test_changed_data_file_is_refused(home: Path) -> None:
 
 
 def test_private_needs_key_and_release_gate_purpose(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import_humaneval()
+    import_humaneval(store=Store())
     mgr = SplitManager(Store())
     with pytest.raises(RefusedByPolicy, match="release-gate"):
         mgr.open("humaneval-private", "evaluation", "me")
@@ -57,7 +57,7 @@ def test_private_needs_key_and_release_gate_purpose(home: Path, monkeypatch: pyt
 
 @pytest.mark.usefixtures("memory_store")
 def test_every_read_and_refusal_is_logged_in_a_valid_chain(home: Path) -> None:
-    import_humaneval()
+    import_humaneval(store=Store())
     store = Store()
     mgr = SplitManager(store)
     mgr.open("humaneval-smoke", "evaluation", "alice")
@@ -73,14 +73,14 @@ def test_every_read_and_refusal_is_logged_in_a_valid_chain(home: Path) -> None:
 
 @pytest.mark.usefixtures("memory_store")
 def test_unknown_split_lists_known(home: Path) -> None:
-    import_humaneval()
+    import_humaneval(store=Store())
     with pytest.raises(BadInput, match="known splits: humaneval-dev"):
         SplitManager(Store()).open("humaneval-nope", "evaluation", "me")
 
 
 @pytest.mark.usefixtures("memory_store")
 def test_a_broken_manifest_is_named_with_its_line_in_one_message(home: Path) -> None:
-    import_humaneval()
+    import_humaneval(store=Store())
     path = splits_dir() / "humaneval-dev.yaml"
     good = path.read_text()
     path.write_text(good.replace("tier: dev", "tier: devv"))
@@ -115,7 +115,7 @@ def test_a_broken_manifest_is_named_with_its_line_in_one_message(home: Path) -> 
 def test_an_edited_manifest_is_read_at_once(home: Path) -> None:
     """Parsed manifests are kept by file text: an edit (the same length, within the same second) applies to the
     next load, and the original text gives the original manifest again."""
-    import_humaneval()
+    import_humaneval(store=Store())
     path = splits_dir() / "humaneval-public.yaml"
     good = path.read_text()
     assert load_manifest("humaneval-public").effective_policy().max_reads == 20

@@ -30,7 +30,7 @@ def _write(path: Path, items: list[dict]) -> Path:
 
 def _add_then_remove(home: Path, name: str = "held-out") -> None:
     """Add ``HELD`` as private split ``name``, then move its manifest off the splits directory."""
-    add_split(name, "private", _write(home / "held.jsonl", HELD))
+    add_split(name, "private", _write(home / "held.jsonl", HELD), store=Store())
     (splits_dir() / f"{name}.yaml").rename(home / f"{name}.yaml")
 
 
@@ -49,12 +49,12 @@ def test_renamed_field_padding_and_a_column_added_are_refused_after_the_manifest
     shared = {"renamed": "10 of the 10", "column": "10 of the 10", "padded": "10 of the 31", "one": "1 of the 10"}
     for name, items in variants.items():
         with pytest.raises(RefusedByPolicy, match=f"{shared[name]} items .* repeat private split held-out"):
-            add_split(name, "dev", _write(home / f"{name}.jsonl", items))
+            add_split(name, "dev", _write(home / f"{name}.jsonl", items), store=Store())
         assert not (splits_dir() / f"{name}.yaml").exists()
     # ids alone still need half (ids like 'p0' coincide across unrelated data); short answers are no copy
     alike = [*({"id": f"p{i}", "question": f"How many legs has animal {i}?", "answer": str(i)} for i in range(4)),
              *({"id": f"h{i}", "question": f"How many wheels has cart {i}?", "answer": str(i)} for i in range(6))]
-    add_split("alike", "dev", _write(home / "alike.jsonl", alike))
+    add_split("alike", "dev", _write(home / "alike.jsonl", alike), store=Store())
     assert load_manifest("alike").count == 10
 
 
@@ -63,18 +63,20 @@ def test_a_refusal_says_whether_text_or_ids_alone_matched(home: Path) -> None:
     """Fresh-user finding: two unrelated rows numbered by --row-ids (ids 0 and 1) were refused as a copy of a
     private split numbered the same way, 'same id or same text', with no hint that only the ids matched."""
     add_split("held-rows", "private", _write(home / "rows.jsonl",
-                                              [{"id": str(i), "question": q} for i, q in enumerate(QUESTIONS)]))
+                                              [{"id": str(i), "question": q} for i, q in enumerate(QUESTIONS)]),
+              store=Store())
     unrelated = [{"id": "0", "question": "Who wrote Hamlet?"}, {"id": "1", "question": "Name a prime number."}]
     with pytest.raises(RefusedByPolicy) as e:  # 2 of 2 by id: at least half (NEAR_DUPLICATE_SHARE)
-        add_split("mine", "dev", _write(home / "mine.jsonl", unrelated))
+        add_split("mine", "dev", _write(home / "mine.jsonl", unrelated), store=Store())
     assert "2 of the 2 items" in str(e.value) and "(same id only: ids such as 0 or 1 coincide" in str(e.value)
     assert "--map id=COLUMN" in str(e.value)
     mixed = [{"id": "0", "question": "Who wrote Hamlet?"}, {"id": "x", "question": QUESTIONS[3]}]
     with pytest.raises(RefusedByPolicy, match=r"2 of the 2 items .*\(1 by text, 1 by id alone\)"):
-        add_split("mixed", "dev", _write(home / "mixed.jsonl", mixed))
+        add_split("mixed", "dev", _write(home / "mixed.jsonl", mixed), store=Store())
     with pytest.raises(RefusedByPolicy, match=r"1 of the 2 items .*\(same text\)"):
         add_split("copy", "dev", _write(home / "copy.jsonl", [{"id": "y", "question": QUESTIONS[4]},
-                                                              {"id": "z", "question": "Name a prime number."}]))
+                                                              {"id": "z", "question": "Name a prime number."}]),
+                  store=Store())
 
 
 @pytest.mark.usefixtures("memory_store")
@@ -82,7 +84,7 @@ def test_splits_import_of_a_removed_private_splits_items_is_refused_and_writes_n
     """``splits import`` (``import_tiered``, as a dataset plugin calls it) deals items into four tiers: a removed
     private split's items are refused as before it was removed; the import's own private split is recorded too."""
     items = [{"id": f"b{i}", "q": f"benchmark question number {i} about rivers"} for i in range(40)]
-    import_tiered("bench", items, {"source": "bench.jsonl"})
+    import_tiered("bench", items, {"source": "bench.jsonl"}, store=Store())
     private_ids = {it["id"] for it in _private_items("bench-private")}
     assert [(c.split, c.how, c.items) for c in Store().private_contents()] == [("bench-private", "imported", 10)]
     for tier in ("smoke", "dev", "public", "private"):
@@ -90,11 +92,12 @@ def test_splits_import_of_a_removed_private_splits_items_is_refused_and_writes_n
     before = sorted(p.name for p in splits_dir().iterdir())
     renamed = [{"id": f"r{i}", "q": it["q"]} for i, it in enumerate(items)]
     with pytest.raises(RefusedByPolicy, match="repeat private split bench-private .*no longer in"):
-        import_tiered("leak", renamed, {"source": "plugin data"})
+        import_tiered("leak", renamed, {"source": "plugin data"}, store=Store())
     assert sorted(p.name for p in splits_dir().iterdir()) == before
     # the public part alone (none of the private items): imported
     public_only = [it for it in items if it["id"] not in private_ids]
-    import_tiered("again", [{"id": f"a{i}", "q": it["q"]} for i, it in enumerate(public_only)], {"source": "x"})
+    import_tiered("again", [{"id": f"a{i}", "q": it["q"]} for i, it in enumerate(public_only)], {"source": "x"},
+                  store=Store())
     assert load_manifest("again-private").count == 7  # 30 = 8 smoke + 22 dealt: 8, 7, 7
 
 
@@ -134,14 +137,16 @@ def test_a_store_from_before_migration_35_learns_the_private_splits_on_disk_at_i
     write_split("gone", "private", [{"id": "g0", "question": "A question that left before any check ran"}], {})
     (splits_dir() / "gone.yaml").unlink()
     assert Store().private_contents() == []  # opening the store applied migration 35: the tables, empty
-    add_split("unrelated", "dev", _write(home / "u.jsonl", [{"id": "u", "question": "nothing private in here"}]))
+    add_split("unrelated", "dev", _write(home / "u.jsonl", [{"id": "u", "question": "nothing private in here"}]),
+              store=Store())
     assert [(c.split, c.how) for c in Store().private_contents()] == [("held-out", "seen on disk")]
     add_split("held-out", "private", _write(home / "other.jsonl", [{"id": "o", "question": "other data, replaced"}]),
-              replace=True)
+              replace=True, store=Store())
     with pytest.raises(RefusedByPolicy, match="repeat private split held-out \\(the data it held before a repl"):
-        add_split("leak", "dev", _write(home / "held.jsonl", HELD))
+        add_split("leak", "dev", _write(home / "held.jsonl", HELD), store=Store())
     add_split("not-known", "dev", _write(home / "gone.jsonl", [{"id": "g0", "question":
-                                                                 "A question that left before any check ran"}]))
+                                                                 "A question that left before any check ran"}]),
+              store=Store())
 
 
 def test_the_store_holds_keyed_fingerprints_only_and_needs_the_key_to_compare(home: Path,
@@ -163,10 +168,11 @@ def test_the_store_holds_keyed_fingerprints_only_and_needs_the_key_to_compare(ho
     copy = _write(home / "copy.jsonl", [{"id": f"x{i}", "question": q.upper()} for i, q in enumerate(QUESTIONS)])
     same = _write(home / "same.jsonl", HELD)
     monkeypatch.setenv("EVALGATE_PRIVATE_KEY_FILE", str(home / "another.key"))  # another key: created by the add
-    add_split("other-key", "private", _write(home / "fresh.jsonl", [{"id": "f", "question": "fresh private item"}]))
-    add_split("copy-1", "dev", copy)  # fingerprints under the other key match nothing
+    add_split("other-key", "private", _write(home / "fresh.jsonl", [{"id": "f", "question": "fresh private item"}]),
+              store=Store())
+    add_split("copy-1", "dev", copy, store=Store())  # fingerprints under the other key match nothing
     key_file().unlink()
     with pytest.raises(RefusedByPolicy, match="10 of the 10 items .* repeat private split held-out"):
-        add_split("same", "dev", same)
-    add_split("copy-2", "dev", copy)
+        add_split("same", "dev", same, store=Store())
+    add_split("copy-2", "dev", copy, store=Store())
     assert not os.path.exists(splits_dir() / "same.yaml") and load_manifest("copy-2").count == 10

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from evalgate.splits import write_split
+from evalgate.store import Store
 from tests.conftest import REPO
 from tests.helpers.postgres import SUPERUSER, PostgresServer, find_bin_dir
 
@@ -57,7 +58,7 @@ def test_a_run_survives_its_server_going_away(home: Path, own_server: PostgresSe
     path.write_text(yaml.safe_dump(proto))
     from evalgate.protocol.freeze import freeze
 
-    freeze(path)
+    freeze(path, Store)
     args = [sys.executable, "-m", "evalgate.cli", "run", "--protocol", str(path), "--checkpoint", str(smollm2_dir),
             "--split", "he-four", "--json", "--backend-option", "token_budget=1"]  # one sample per batch
     proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=env)

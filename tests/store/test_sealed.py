@@ -73,7 +73,8 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path) 
                                     *addition_items("dev", 1)], {"source": "test"})
     write_split("seal-private", "private", PRIVATE, {"source": "test"})
     ppath = _protocol(home)
-    evaluate(ppath, tiny_checkpoint, "seal-dev", RunOptions(train_run="r", train_seed=1, step=1, progress=False))
+    evaluate(ppath, tiny_checkpoint, "seal-dev", RunOptions(train_run="r", train_seed=1, step=1, progress=False),
+             store=Store())
     policy = home / "g.yaml"
     policy.write_text(yaml.safe_dump({
         "name": "seal", "protocol": "seal-test@1", "protocol_file": str(ppath), "selection_split": "seal-dev",
@@ -135,7 +136,7 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path) 
 def test_human_audit_run_is_sealed_and_its_export_is_plain(home: Path, tiny_checkpoint: Path) -> None:
     write_split("ha", "human-audit", HUMAN_AUDIT, {"source": "test"})
     ppath = _protocol(home)
-    doc = evaluate(ppath, tiny_checkpoint, "ha", RunOptions(progress=False))
+    doc = evaluate(ppath, tiny_checkpoint, "ha", RunOptions(progress=False), store=Store())
     assert [s for s in _secrets(HUMAN_AUDIT) if s in _at_rest(home)] == []
     (row,) = Store().samples(doc["run_id"])
     assert HUMAN_AUDIT[0]["question"] in row["prompt"]
@@ -243,7 +244,7 @@ def test_openai_backend_completions_are_sealed(home: Path, tiny_checkpoint: Path
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         doc = evaluate(ppath, tiny_checkpoint, "ha", RunOptions(backend="openai", backend_options={"base_url": url},
-                                                           progress=False))
+                                                           progress=False), store=Store())
     finally:
         server.shutdown()
         server.server_close()

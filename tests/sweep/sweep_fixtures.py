@@ -9,6 +9,7 @@ from pathlib import Path
 import yaml
 
 from evalgate.splits import write_split
+from evalgate.store import Store
 from tests.conftest import REPO
 
 
@@ -38,7 +39,7 @@ def addition_protocol(home: Path, max_tokens: int = 6, n: int = 2) -> Path:
     proto["sampling"].update(temperature=1.0, top_p=1.0, max_tokens=max_tokens, n=n, seed=7)
     path = home / "sweep-addition.yaml"
     path.write_text(yaml.safe_dump(proto))
-    freeze(path)
+    freeze(path, Store)
     return path
 
 
