@@ -16,7 +16,9 @@ Each backend runs in a child process of its own (its own environment): the DuckD
 server the script starts as the tests do (``tests/helpers/postgres.py``: initdb in a temporary directory, a Unix
 socket, fsync off), a new one per child. CPU is the client's (``time.process_time``) and the server's (every
 process of the cluster, from /proc); on PostgreSQL the number of statements sent is counted too (each a round
-trip). Prints one JSON document: per backend and phase, wall and CPU seconds, and the ratio server / file; the
+trip). Each phase also says how long the store held its lock per outermost session or transaction (p50, max:
+what a client waiting for the lock waits behind; `EVALGATE_LOCK_TIMEOUT` is sized against it). Prints one JSON
+document: per backend and phase, wall and CPU seconds, and the ratio server / file; the
 verdicts and statistics must be equal.
 
 ``--inserts bulk values`` runs each backend twice, with ``store.db.insert_values`` as it is (bulk: DuckDB lists,
@@ -29,6 +31,7 @@ Usage: python bench/store_gate_1m.py [--rows 1000000] [--seeds 3] [--checkpoints
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import hashlib
 import json
@@ -165,6 +168,54 @@ def count_statements() -> dict[str, int]:
 
     pg.PgConnection.execute, pg.PgConnection.executemany = execute, executemany  # type: ignore[method-assign]
     return counter
+
+
+class LockHolds:
+    """How long each outermost ``session()`` or ``transaction()`` of the store held its lock (the file's
+    ``<db>.lock``, the server's advisory lock), in seconds, by phase: what a client waiting for the lock waits
+    behind (``EVALGATE_LOCK_TIMEOUT`` is sized against it)."""
+
+    def __init__(self) -> None:
+        self.holds: list[float] = []
+        self.depth = 0
+        from evalgate.store.db import Database
+
+        classes: list[Any] = [Database]
+        try:
+            from evalgate.store.pg import PostgresDatabase
+            classes.append(PostgresDatabase)
+        except ImportError:
+            pass
+        for cls in classes:
+            for name in ("session", "transaction"):
+                setattr(cls, name, self._wrap(getattr(cls, name)))
+
+    def _wrap(self, fn: Any) -> Any:
+        holds = self
+
+        @functools.wraps(fn)
+        @contextlib.contextmanager
+        def held(db: Any) -> Any:
+            if holds.depth:
+                with fn(db) as x:
+                    yield x
+                return
+            holds.depth += 1
+            t = time.perf_counter()
+            try:
+                with fn(db) as x:
+                    yield x
+            finally:
+                holds.depth -= 1
+                holds.holds.append(time.perf_counter() - t)
+        return held
+
+    def take(self) -> dict[str, Any]:
+        h, self.holds = sorted(self.holds), []
+        if not h:
+            return {"holds": 0}
+        return {"holds": len(h), "p50_s": round(h[len(h) // 2], 4), "max_s": round(h[-1], 3),
+                "total_s": round(sum(h), 2)}
 
 
 def completions(n: int = 64) -> list[tuple[str, int, str, dict[str, Any]]]:
@@ -308,6 +359,7 @@ def child(a: argparse.Namespace) -> None:
     store.record_protocol(*PROTOCOL, PROTOCOL_HASH, {})
     rng, pool = random.Random(0), completions()
     out: dict[str, Any] = {"layout": lay}
+    holds = LockHolds()
 
     t0, s0 = cpu.now(), counter["statements"]
     for s in range(1, a.seeds + 1):
@@ -323,7 +375,7 @@ def child(a: argparse.Namespace) -> None:
                   dec_items, 0.55, "release-gate", pool, a.batch)
     store_run(store, rng, "dec-base", "d-base", str(work / "base"), None, None, private, dec_items, 0.45,
               "release-gate", pool, a.batch)
-    out["populate"] = {**delta(t0, cpu.now()), "statements": counter["statements"] - s0}
+    out["populate"] = {**delta(t0, cpu.now()), "statements": counter["statements"] - s0, "lock": holds.take()}
     with store.connect() as con:
         out["sample_rows"] = con.execute("SELECT count(*) FROM samples").fetchone()[0]
         out["generation_rows"] = con.execute("SELECT count(*) FROM generations").fetchone()[0]
@@ -332,10 +384,12 @@ def child(a: argparse.Namespace) -> None:
     instrument(store, buckets)
     t0, s0 = cpu.now(), counter["statements"]
     verdict = run_gate(load_policy(policy), store, evaluate_decision=False)
-    out["gate"] = {**delta(t0, cpu.now()), "statements": counter["statements"] - s0, "parts": buckets.take()}
+    out["gate"] = {**delta(t0, cpu.now()), "statements": counter["statements"] - s0, "parts": buckets.take(),
+                   "lock": holds.take()}
     t0, s0 = cpu.now(), counter["statements"]
     files = write_reports(verdict, {"html": work / "report.html", "json": work / "report.json"}, store).files
-    out["report"] = {**delta(t0, cpu.now()), "statements": counter["statements"] - s0, "parts": buckets.take()}
+    out["report"] = {**delta(t0, cpu.now()), "statements": counter["statements"] - s0, "parts": buckets.take(),
+                     "lock": holds.take()}
     doc = json.loads(Path(next(v for v in files.values() if str(v).endswith(".json"))).read_text())
     out["verdict"] = {"passed": verdict.passed, "rules": [[r.rule, r.passed] for r in verdict.rules],
                       "best_steps": {str(s.train_seed): s.best.step if s.best else None for s in verdict.seeds},

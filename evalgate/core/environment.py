@@ -25,6 +25,7 @@ VARIABLES: tuple[str, ...] = (
     "EVALGATE_HOME", "EVALGATE_SPLITS", "EVALGATE_PRIVATE_KEY", "EVALGATE_PRIVATE_KEY_FILE", "EVALGATE_ACTOR",
     "EVALGATE_MODELS", "EVALGATE_LOG_KEY", "EVALGATE_LOG_KEY_FILE", "EVALGATE_EXPECT_HEAD",
     "EVALGATE_OPENAI_BASE_URL", "EVALGATE_NO_DIGEST_CACHE", "EVALGATE_DEBUG", "EVALGATE_CACHE", "EVALGATE_STORE",
+    "EVALGATE_LOCK_TIMEOUT",
 )
 """Every environment variable evalgate reads (docs/API.md lists what each one sets)."""
 
@@ -64,6 +65,9 @@ class Environment:
         store: a PostgreSQL server's URL (``postgresql://user@host:port/dbname``) whose database stores use instead
             of ``home/evalgate.duckdb`` (None: the file); it travels to child processes. The password belongs in
             libpq's ``PGPASSWORD`` or ``~/.pgpass``, not here.
+        lock_timeout: seconds a store waits for its lock before it stops naming the holder (None: the default,
+            ``evalgate.store.waiting.DEFAULT_LOCK_TIMEOUT``; 0: no limit); ``EVALGATE_LOCK_TIMEOUT``'s text is kept
+            as given and checked where a store uses it (``evalgate.store.waiting.lock_timeout``).
     """
 
     home: Path = Path(".evalgate")
@@ -82,6 +86,7 @@ class Environment:
     clock: Callable[[], datetime] = utc_now
     database: Any = None
     store: str | None = None
+    lock_timeout: float | str | None = None
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Environment:
@@ -104,7 +109,8 @@ class Environment:
             expect_head=env.get("EVALGATE_EXPECT_HEAD", "").strip() or None,
             openai_base_url=get("EVALGATE_OPENAI_BASE_URL"),
             digest_cache=env.get("EVALGATE_NO_DIGEST_CACHE", "") in ("", "0"), debug=env.get("EVALGATE_DEBUG") == "1",
-            cache=Path(env.get("EVALGATE_CACHE", "~/.cache/evalgate")).expanduser(), store=get("EVALGATE_STORE"))
+            cache=Path(env.get("EVALGATE_CACHE", "~/.cache/evalgate")).expanduser(), store=get("EVALGATE_STORE"),
+            lock_timeout=get("EVALGATE_LOCK_TIMEOUT"))
 
     @property
     def models_dir(self) -> Path:
@@ -138,7 +144,8 @@ class Environment:
                     "EVALGATE_OPENAI_BASE_URL": self.openai_base_url,
                     "EVALGATE_NO_DIGEST_CACHE": None if self.digest_cache else "1",
                     "EVALGATE_DEBUG": "1" if self.debug else None,
-                    "EVALGATE_STORE": None if (self.store or "").startswith("memory:") else self.store}
+                    "EVALGATE_STORE": None if (self.store or "").startswith("memory:") else self.store,
+                    "EVALGATE_LOCK_TIMEOUT": None if self.lock_timeout is None else str(self.lock_timeout)}
         return {**out, **{k: v for k, v in optional.items() if v is not None}}
 
 

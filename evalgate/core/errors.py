@@ -37,6 +37,17 @@ class RefusedByPolicy(EvalgateError):
     exit_code = 2
 
 
+class StoreLocked(BadInput):
+    """The store's lock stayed held longer than this client waits for it (``EVALGATE_LOCK_TIMEOUT``). Exit 2.
+    ``holders``: who held it, as far as this client can see (``[{"pid", "role" or "user", "program", "since",
+    ...}]``); ``waited``: seconds waited; ``location``: the store (never a password)."""
+
+    def __init__(self, message: str, location: str = "", waited: float = 0.0,
+                 holders: list[dict[str, object]] | None = None) -> None:
+        super().__init__(message)
+        self.location, self.waited, self.holders = location, waited, holders or []
+
+
 class MissingExtra(BadInput):
     """An optional engine or library is not installed; the message names the pip extra. Exit 2."""
 

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 import evalgate.store.instance as instance
 from evalgate.core.environment import Environment, utc_now
@@ -43,6 +43,7 @@ from evalgate.core.errors import BadInput
 from evalgate.core.registry import load_reference
 from evalgate.store.dialect import POSTGRESQL, Connection, dialect, is_server_url
 from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS, apply
+from evalgate.store.waiting import file_lock_holders, lock_timeout, locked
 
 DuckCon = duckdb.DuckDBPyConnection
 """A DuckDB connection (the file and memory databases' own code; the repositories see ``Connection``)."""
@@ -148,6 +149,8 @@ class Database:
             self._session, self._session_thread = self._open_migrated(connection), None
             return
         self._lock = FileLock(str(self.path) + ".lock")
+        self.lock_timeout = lock_timeout(env if env is not None else Environment.from_env())
+        """Seconds a transaction waits for the file's lock (``EVALGATE_LOCK_TIMEOUT``; None: no limit)."""
         if (known := self._identity()) is not None and known in _OPENED:
             return  # opened and migrated by this process: the next transaction opens it (and checks again)
         try:
@@ -166,16 +169,24 @@ class Database:
 
     @contextmanager
     def _file_lock(self) -> Iterator[None]:
-        """The file's lock held for the block; a lock file that cannot be opened (made unwritable, or replaced
-        by a directory, after this database was constructed) is ``BadInput`` (exit 2), as at construction.
+        """The file's lock held for the block, waited for at most ``lock_timeout`` seconds; a lock file that
+        cannot be opened (made unwritable, or replaced by a directory, after this database was constructed) is
+        ``BadInput`` (exit 2), as at construction.
 
         Raises:
+            StoreLocked: another process held the lock for longer (the message names it, from /proc/locks).
             BadInput: the lock file cannot be opened or created.
         """
         lock = self._lock
         assert isinstance(lock, FileLock)  # a file's (a memory database's is a thread lock)
         try:
-            lock.acquire()
+            lock.acquire(timeout=-1 if self.lock_timeout is None else self.lock_timeout)
+        except Timeout:
+            raise locked(self.location, self.lock_timeout or 0, file_lock_holders(Path(lock.lock_file)),
+                         f"its lock file {lock.lock_file}",
+                         "If it is another evalgate command, let it finish and run this one again (or give it "
+                         "longer: EVALGATE_LOCK_TIMEOUT=seconds, 0 for no limit); otherwise stop that process "
+                         "(docs/STORE.md, 'The store's lock')") from None
         except OSError as e:
             raise self._unusable(e) from e
         try:

@@ -8,7 +8,10 @@ and column types (``translate``), binds values on the client (``psycopg.ClientCu
 One lock orders every transaction of every client, as ``<db>.lock`` orders a file's: a PostgreSQL advisory lock
 (``LOCK_KEY``), taken per transaction (``pg_advisory_xact_lock``) or for a ``session()``
 (``pg_advisory_lock``). The server releases it when the transaction ends or the client's connection drops (a
-killed client), so a budget counted and spent in one transaction is exact across machines (docs/AUDIT.md).
+killed client), so a budget counted and spent in one transaction is exact across machines (docs/AUDIT.md). Any
+role may take an advisory lock, so every lock wait of a connection is bounded (``lock_timeout``, from
+``EVALGATE_LOCK_TIMEOUT``): a client that waits longer stops with ``StoreLocked`` naming the holder (``pg_locks``
+joined with ``pg_stat_activity``).
 Each process and thread keeps one connection per server URL; the migrations run once per process, under the lock.
 """
 
@@ -24,12 +27,13 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from evalgate.core.environment import Environment, utc_now
-from evalgate.core.errors import BadInput, MissingExtra, RefusedByPolicy
+from evalgate.core.environment import Environment, or_from_env, utc_now
+from evalgate.core.errors import BadInput, MissingExtra, RefusedByPolicy, StoreLocked
 from evalgate.core.version import install_hint
 from evalgate.store.db import Database
 from evalgate.store.dialect import POSTGRESQL
 from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS, apply
+from evalgate.store.waiting import lock_timeout, locked
 
 try:
     import psycopg
@@ -45,6 +49,21 @@ _INSERT_HEAD = re.compile(r"\s*INSERT\s+INTO\s+(\w+)\s*(?:\(([^()]*)\))?\s*", re
 
 LOCK_KEY = int.from_bytes(b"evalgate", "big")
 """The advisory lock every evalgate transaction on a server takes (one 64-bit key: the bytes of ``evalgate``)."""
+
+_HOLDERS = """
+    SELECT l.pid, a.usename, a.application_name, a.client_addr::text, a.backend_start, a.xact_start, a.state,
+           a.state_change, l.locktype, COALESCE(c.relname, '') AS relname
+    FROM pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid
+    LEFT JOIN pg_class c ON l.locktype = 'relation' AND c.oid = l.relation
+    WHERE l.granted AND l.pid <> pg_backend_pid()
+      AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+      AND ((l.locktype = 'advisory' AND l.classid = (? >> 32)::oid AND l.objid = (? & 4294967295)::oid
+            AND l.objsubid = 1)
+           OR (l.locktype = 'relation' AND c.relnamespace = current_schema()::regnamespace))
+    ORDER BY l.locktype = 'advisory' DESC, l.pid"""
+"""Who holds the store's advisory lock (``LOCK_KEY``) or a lock on one of its tables (a migration's ``ALTER`` waits for
+a reader's open transaction);
+``pg_stat_activity`` shows another role's session start and state only to members of ``pg_read_all_stats``."""
 
 _CONNECTIONS: dict[tuple[str, int, int], PgConnection] = {}  # (url, pid, thread) -> its open connection
 _MIGRATED: set[tuple[str, int, tuple[int, ...]]] = set()  # (url, pid, migration numbers) checked by this process
@@ -91,6 +110,7 @@ class PgConnection:
 
     def __init__(self, raw: psycopg.Connection[Any]) -> None:
         self.raw = raw
+        self.lock_timeout = ""  # the server's lock_timeout set on this connection ("": its default, not set)
         raw.adapters.register_loader("json", TextLoader)
         raw.adapters.register_loader("jsonb", TextLoader)
         raw.adapters.register_loader("numeric", _IntegralNumericLoader)
@@ -187,6 +207,9 @@ class PostgresDatabase(Database):
         self.location = server_name(url)
         self.path = Path(self.location)
         self._migrations = list(MIGRATIONS if migrations is None else migrations)
+        self.lock_timeout = lock_timeout(or_from_env(env))
+        """Seconds any statement waits for a lock, the store's above all (``lock_timeout`` of each connection,
+        ``EVALGATE_LOCK_TIMEOUT``; None: no limit)."""
         self._session: PgConnection | None = None  # type: ignore[assignment]
         self._session_thread: int | None = None
         self._depth = 0
@@ -218,7 +241,7 @@ class PostgresDatabase(Database):
         with _GUARD:
             con = _CONNECTIONS.get(key)
         if con is not None and not con.broken:
-            return con
+            return self._bounded(con)
         try:
             raw = psycopg.connect(self.url, autocommit=True, application_name="evalgate")
             raw.execute("SET TimeZone='UTC'")
@@ -227,6 +250,20 @@ class PostgresDatabase(Database):
         con = PgConnection(raw)
         with _GUARD:
             _CONNECTIONS[key] = con
+        return self._bounded(con)
+
+    def _bounded(self, con: PgConnection) -> PgConnection:
+        """``con`` with this store's ``lock_timeout`` as its own (a connection is shared by the stores of one URL
+        in a thread; each sets its limit before use where it differs)."""
+        ms = f"{round((self.lock_timeout or 0) * 1000)}ms"
+        if con.lock_timeout != ms:
+            try:
+                con.raw.execute("SELECT set_config('lock_timeout', %s, false)", [ms])
+            except psycopg.OperationalError:
+                if not con.broken:
+                    raise
+                return con  # lost: the caller's first statement finds it and connects again
+            con.lock_timeout = ms
         return con
 
     @contextmanager
@@ -235,6 +272,8 @@ class PostgresDatabase(Database):
         server refused this role (its privileges, or a trigger of migration 47) as ``RefusedByPolicy`` (exit 2)."""
         try:
             yield
+        except psycopg.errors.LockNotAvailable as e:
+            raise self._locked(con, e) from None
         except psycopg.errors.InsufficientPrivilege as e:
             user = conninfo_to_dict(self.url).get("user") or os.environ.get("PGUSER") or "this login"
             raise RefusedByPolicy(f"the PostgreSQL server {self.location} refused role {user}: {str(e).strip()}. "
@@ -244,6 +283,38 @@ class PostgresDatabase(Database):
             if con.broken:
                 raise self._unreachable(e) from None
             raise
+
+    def _locked(self, con: PgConnection, e: Exception) -> StoreLocked:
+        """The error for a statement that waited ``lock_timeout`` for a lock: who holds the store's lock or one of
+        its tables, read on ``con`` (after the failed transaction was rolled back)."""
+        holders: list[dict[str, Any]] = []
+        if not con.broken:
+            try:
+                if con.raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                    con.execute("ROLLBACK")
+                rows = con.execute(_HOLDERS, [LOCK_KEY, LOCK_KEY]).fetchall()
+            except psycopg.Error:
+                rows = []
+            for pid, role, app, client, started, xact, state, changed, kind, table in rows:
+                h: dict[str, Any] = {"pid": pid, "role": role, "program": app or None,
+                                     "client": client or ("local socket" if role else None),
+                                     "lock": "evalgate's advisory lock" if kind == "advisory" else f"table {table}"}
+                if started is None:
+                    h["since_hidden"] = True
+                elif xact is not None:
+                    h.update(since=xact, since_what="in a transaction since")
+                else:
+                    h.update(since=changed, since_what=f"{state or 'idle'} since", connected=started)
+                if not any(o["pid"] == pid for o in holders):
+                    holders.append(h)
+        what = "evalgate's lock on the server" if not holders or holders[0]["lock"].startswith("evalgate") \
+            else f"a lock on {holders[0]['lock']}"
+        pids = ", ".join(str(h["pid"]) for h in holders) or "PID"
+        return locked(self.location, self.lock_timeout or 0, holders, what,
+                      "If it is an evalgate command (program 'evalgate'), let it finish and run this one again (or "
+                      "give it longer: EVALGATE_LOCK_TIMEOUT=seconds, 0 for no limit); otherwise its owner or the "
+                      f"server's administrator ends it (SELECT pg_terminate_backend({pids})); docs/STORE.md, "
+                      "'The store's lock'")
 
     def _migrate(self, con: PgConnection) -> bool:  # type: ignore[override]
         """Apply the migrations the server's database has not seen, each in its own transaction, under the lock;
@@ -370,6 +441,8 @@ class PostgresDatabase(Database):
         try:
             con.execute(sql, params)
             return con
+        except psycopg.errors.LockNotAvailable as e:
+            raise self._locked(con, e) from None
         except psycopg.OperationalError as e:
             if not con.broken:
                 raise

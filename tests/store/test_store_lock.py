@@ -1,0 +1,212 @@
+"""The store's lock cannot be held hostage: whoever holds it (the read-only auditor's role on a server, any process
+on a file's ``<db>.lock``), a client waits at most ``EVALGATE_LOCK_TIMEOUT`` seconds and exits 2 naming the holder;
+when the holder is killed the lock is released and the same command goes through. Real servers, real files, real
+holder processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from evalgate.core.environment import Environment
+from evalgate.core.errors import BadInput, StoreLocked
+from evalgate.gate.suite import load_suite
+from evalgate.gate.suite_run import run_suite
+from evalgate.store import Store
+from evalgate.store.waiting import DEFAULT_LOCK_TIMEOUT, file_lock_holders, lock_timeout
+from tests.gate.test_suite import GUARD_OK, build, suite_dict, write
+from tests.helpers.cli import cli_parts
+
+WAIT = 2.0
+"""The lock timeout the tests give (seconds)."""
+
+PG_HOLDER = """
+import sys, time, psycopg
+con = psycopg.connect(sys.argv[1], autocommit=True, application_name="psql")
+con.execute("SELECT pg_advisory_lock(%s)", [int(sys.argv[2])])
+print("held", con.info.backend_pid, flush=True)
+time.sleep(600)
+"""
+
+FILE_HOLDER = """
+import os, sys, time
+from filelock import FileLock
+lock = FileLock(sys.argv[1])
+lock.acquire()
+print("held", os.getpid(), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.fixture
+def holder() -> Iterator[Any]:
+    """Start a process that takes a lock and keeps it (``start(code, *args)``: the process and the pid that holds
+    the lock, its own or its server session's, once it holds it); every one still running is killed at the end."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(code: str, *args: str) -> tuple[subprocess.Popen[str], int]:
+        p = subprocess.Popen([sys.executable, "-c", code, *args], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+        procs.append(p)
+        assert p.stdout is not None
+        said, pid = p.stdout.readline().split()
+        assert said == "held"
+        return p, int(pid)
+
+    yield start
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+
+
+def _reads(store: Store) -> tuple[int, int]:
+    """The counted reads of the suite's two private splits."""
+    return tuple(sum(1 for r in store.access_rows(split) if r["outcome"] in ("read", "override"))  # type: ignore
+                 for split in ("ta-private", "gu-private"))
+
+
+def _kill(p: subprocess.Popen[str]) -> None:
+    p.send_signal(signal.SIGKILL)
+    p.wait()
+
+
+@pytest.mark.integration  # a real server, a holder process, a suite gate waiting out its timeout twice
+@pytest.mark.timeout(180)
+def test_an_auditor_holding_the_servers_lock_makes_a_gate_exit_2_naming_it_and_killing_it_frees_it(
+        tmp_path: Path, home: Path, postgres_server: Any, postgres_url: str, holder: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from evalgate.store.pg import LOCK_KEY
+    from tests.helpers.postgres import SUPERUSER
+
+    monkeypatch.setenv("EVALGATE_STORE", postgres_url)
+    build(tmp_path / "runs", GUARD_OK)
+    path = write(tmp_path / "suite.yaml", suite_dict(tmp_path / "runs"))
+    for login in ("gail", "audrey"):
+        postgres_server.admin(f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{login}') THEN "
+                              f"CREATE ROLE {login} LOGIN; END IF; END $$")
+    code, out, err = cli_parts("store", "grant-roles", "--gate", "gail", "--auditor", "audrey")
+    assert code == 0, out + err
+    auditor, pid = holder(PG_HOLDER, postgres_url.replace(f"{SUPERUSER}@", "audrey@"), str(LOCK_KEY))
+    monkeypatch.setenv("EVALGATE_STORE", postgres_url.replace(f"{SUPERUSER}@", "gail@"))  # the release gate's role
+    monkeypatch.setenv("EVALGATE_LOCK_TIMEOUT", str(WAIT))
+    t0 = time.monotonic()
+    with pytest.raises(StoreLocked) as e:
+        run_suite(load_suite(path), Store(), evaluate_decision=False)
+    assert time.monotonic() - t0 >= WAIT and e.value.exit_code == 2
+    message = e.value.message
+    assert f"waited {WAIT:g} s for evalgate's lock on the server" in message
+    assert f"held by pid {pid} (role audrey, program 'psql'" in message
+    assert f"pg_terminate_backend({pid})" in message and "EVALGATE_LOCK_TIMEOUT" in message
+    assert [h["pid"] for h in e.value.holders] == [pid]
+    code, out, err = cli_parts("audit", "--json")  # a command: exit 2, the same error in its one JSON document
+    assert code == 2 and f"held by pid {pid} (role audrey" in json.loads(out)["error"] and "Traceback" not in err
+    _kill(auditor)  # the server ends its session: the lock is released
+    assert _reads(Store(postgres_url)) == (0, 0)  # nothing was read while it waited
+    verdict = run_suite(load_suite(path), Store(), evaluate_decision=False)
+    assert verdict.passed
+    assert _reads(Store(postgres_url)) == (3, 3)  # the baseline and both seeds' picks on each private split
+
+
+@pytest.mark.timeout(120)
+def test_a_process_holding_the_files_lock_makes_a_gate_exit_2_naming_it_and_killing_it_frees_it(
+        tmp_path: Path, home: Path, holder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = build(tmp_path / "runs", GUARD_OK)
+    path = write(tmp_path / "suite.yaml", suite_dict(tmp_path / "runs"))
+    lock = home / "home" / "evalgate.duckdb.lock"
+    other, pid = holder(FILE_HOLDER, str(lock))
+    assert pid == other.pid
+    monkeypatch.setenv("EVALGATE_LOCK_TIMEOUT", str(WAIT))
+    with pytest.raises(StoreLocked) as e:
+        run_suite(load_suite(path), Store(), evaluate_decision=False)
+    assert f"waited {WAIT:g} s for its lock file {lock}" in e.value.message
+    assert f"held by pid {pid} (user " in e.value.message and "program '" in e.value.message
+    assert str(e.value.holders[0]["program"]).startswith(f"{sys.executable} -c import os, sys, time")
+    code, out, err = cli_parts("audit")
+    assert code == 2 and f"held by pid {pid} (user " in err and "Traceback" not in err, (out, err)
+    _kill(other)  # the kernel releases a dead process's flock
+    assert _reads(store) == (0, 0)  # nothing was read while it waited
+    assert run_suite(load_suite(path), Store(), evaluate_decision=False).passed
+    assert _reads(store) == (3, 3)  # the baseline and both seeds' picks on each private split
+
+
+@pytest.mark.integration  # a real server
+@pytest.mark.timeout(120)
+def test_an_auditors_open_transaction_stalls_a_migration_only_until_the_timeout(
+        postgres_server: Any, postgres_url: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A migration's ALTER TABLE waits for every open transaction that read the table, the auditor's too: the
+    waiting client names the reader and the table."""
+    import psycopg
+
+    from evalgate.store.migrations import MIGRATIONS
+    from evalgate.store.pg import PostgresDatabase
+    from tests.helpers.postgres import SUPERUSER
+
+    Store(postgres_url)  # migrated
+    postgres_server.admin("DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'audrey') THEN "
+                          "CREATE ROLE audrey LOGIN; END IF; END $$")
+    monkeypatch.setenv("EVALGATE_STORE", postgres_url)
+    code, out, err = cli_parts("store", "grant-roles", "--auditor", "audrey")
+    assert code == 0, out + err
+    reader = psycopg.connect(postgres_url.replace(f"{SUPERUSER}@", "audrey@"), application_name="notebook")
+    try:
+        reader.execute("SELECT count(*) FROM access_log").fetchall()  # its transaction stays open
+        pid = reader.info.backend_pid
+
+        def add_column(con: Any) -> None:
+            con.execute("ALTER TABLE access_log ADD COLUMN extra VARCHAR")
+
+        monkeypatch.setenv("EVALGATE_LOCK_TIMEOUT", str(WAIT))
+        with pytest.raises(StoreLocked) as e:
+            PostgresDatabase(postgres_url, [*MIGRATIONS, (10_000, "extra column", add_column)])
+        assert "a lock on table access_log" in e.value.message
+        assert f"held by pid {pid} (role audrey, program 'notebook'" in e.value.message
+        assert [h["pid"] for h in e.value.holders] == [pid] and e.value.exit_code == 2
+    finally:
+        reader.close()
+    with Store(postgres_url).connect() as con:  # nothing of the migration was applied
+        assert con.execute("SELECT count(*) FROM schema_migrations WHERE version = 10000").fetchone() == (0,)
+
+
+def test_the_lock_timeout_is_the_variables_else_the_default_and_0_waits_without_limit() -> None:
+    assert lock_timeout(Environment.from_env({})) == DEFAULT_LOCK_TIMEOUT == 300.0
+    assert lock_timeout(Environment.from_env({"EVALGATE_LOCK_TIMEOUT": "2.5"})) == 2.5
+    assert lock_timeout(Environment.from_env({"EVALGATE_LOCK_TIMEOUT": "0"})) is None
+    assert lock_timeout(Environment(lock_timeout=7)) == 7.0
+    for bad in ("soon", "-1", "nan", "inf"):
+        with pytest.raises(BadInput, match=f"EVALGATE_LOCK_TIMEOUT='{bad}' is not a number of seconds"):
+            lock_timeout(Environment.from_env({"EVALGATE_LOCK_TIMEOUT": bad}))
+    assert Environment(lock_timeout=7).variables()["EVALGATE_LOCK_TIMEOUT"] == "7"  # a child process waits as long
+
+
+def test_a_bad_lock_timeout_is_exit_2_before_the_store_is_opened(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVALGATE_LOCK_TIMEOUT", "a while")
+    code, out, err = cli_parts("audit", "--json")
+    assert code == 2 and "EVALGATE_LOCK_TIMEOUT='a while' is not a number of seconds" in err, (out, err)
+    assert not (home / "home" / "evalgate.duckdb").exists()
+
+
+def test_file_lock_holders_reads_proc_locks_by_device_and_inode(tmp_path: Path) -> None:
+    """Linux's /proc/locks lines (proc(5)): a holder, a waiter (``->``) and another file's holder; only the first
+    is named."""
+    lock = tmp_path / "x.lock"
+    lock.write_text("")
+    st = os.stat(lock)
+    dev = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}"
+    me = os.getppid()  # a process that exists (the test's own pid is left out as the waiter's)
+    text = (f"1: FLOCK  ADVISORY  WRITE {me} {dev}:{st.st_ino} 0 EOF\n"
+            f"1: -> FLOCK  ADVISORY  WRITE 999999 {dev}:{st.st_ino} 0 EOF\n"
+            f"2: POSIX  ADVISORY  WRITE 4242 {dev}:{st.st_ino + 1} 0 EOF\n")
+    (tmp_path / "locks").write_text(text)
+    holders = file_lock_holders(lock, tmp_path / "locks")
+    assert [h["pid"] for h in holders] == [me] and holders[0]["since"].tzinfo is not None
+    assert file_lock_holders(tmp_path / "missing.lock", tmp_path / "locks") == []
