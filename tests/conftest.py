@@ -3,12 +3,15 @@ SmolLM2 checkpoint is cached once per machine (``$EVALGATE_MODELS``, default ``<
 
 from __future__ import annotations
 
+import atexit
 import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+
+from tests.helpers.store_suite import StoreBackend, backends_of, file_targets
 
 if TYPE_CHECKING:
     from evalgate.store import Database, Store
@@ -102,6 +105,7 @@ def postgres_server() -> Iterator[PostgresServer]:
     except ImportError:
         pytest.skip("psycopg is not installed: pip install 'evalgate[postgres]' (`make setup` installs it)")
     server = PostgresServer(bin_dir).start()
+    atexit.register(server.stop)  # where the session's teardown never runs (an interrupted worker)
     yield server
     server.stop()
 
@@ -112,22 +116,38 @@ def postgres_url(postgres_server: PostgresServer) -> str:
     return postgres_server.create_schema()
 
 
-@pytest.fixture(params=["duckdb", "postgresql"])
-def backend_store(request: pytest.FixtureRequest, home: Path) -> Iterator[Store]:
-    """The test's store on each backend in turn: a DuckDB file in the test's home, and an empty schema on the
-    test's PostgreSQL server (``postgres_url``), named in ``EVALGATE_STORE`` for the test's duration as
-    ``memory_store``'s is, so every ``Store()`` made without a path (the library's, an in-process CLI command's)
-    uses it."""
-    from evalgate.store import Store
-    from evalgate.store.db import open_database
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test using ``store_backend`` runs once per backend (``BACKENDS``), or only on the one its ``file_only`` /
+    ``server_only`` marker names."""
+    if "store_backend" in metafunc.fixturenames:
+        metafunc.parametrize("store_backend", backends_of(metafunc.definition), indirect=True)
 
-    target = request.getfixturevalue("postgres_url") if request.param == "postgresql" else \
-        str(home / "home" / "evalgate.duckdb")
-    db = open_database(target)
-    if request.param == "postgresql":  # the file is the home's own store already
-        request.getfixturevalue("monkeypatch").setenv("EVALGATE_STORE", target)
-    yield Store(db)
-    db.close()
+
+@pytest.fixture
+def store_backend(request: pytest.FixtureRequest, home: Path, monkeypatch: pytest.MonkeyPatch) -> StoreBackend:
+    """The backend a test of the store suite (``tests/helpers/store_suite.py``) runs on, once each: ``duckdb-file``
+    (the home's own store file) and ``postgresql`` (an empty schema of its own on this worker's server,
+    ``postgres_url``, named in ``EVALGATE_STORE`` for the test's duration as ``memory_store``'s is, so every
+    ``Store()`` made without a path, the library's and an in-process CLI command's, uses it). A test marked
+    ``file_only(reason)`` or ``server_only(reason)`` is one backend's by nature: it runs on that one only
+    (``pytest_generate_tests``), makes its own stores, and the environment is left as ``home`` made it. Modules take
+    it with ``pytestmark = pytest.mark.usefixtures("store_backend")``."""
+    own = len(backends_of(request.node)) == 1
+    if request.param == "postgresql":
+        server: PostgresServer = request.getfixturevalue("postgres_server")
+        target = server.create_schema()
+        if not own:
+            monkeypatch.setenv("EVALGATE_STORE", target)
+        return StoreBackend(request.param, target, server.create_schema, server)
+    return StoreBackend(request.param, str(home / "home" / "evalgate.duckdb"), file_targets(str(home)))
+
+
+@pytest.fixture
+def backend_store(store_backend: StoreBackend) -> Iterator[Store]:
+    """A ``Store`` on the test's ``store_backend`` (opened and migrated), closed at the end."""
+    store = store_backend.store()
+    yield store
+    store.db.close()
 
 
 @pytest.fixture(scope="session")

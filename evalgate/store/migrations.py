@@ -509,3 +509,14 @@ def _m049_server_chain_links(con: Any) -> None:
         END $$""")  # noqa: E501
     con.execute("CREATE TRIGGER access_log_chain_link BEFORE INSERT ON access_log FOR EACH ROW "
                 "EXECUTE FUNCTION evalgate_chain_link()")
+
+
+@migration(50, "server_run_metrics_text")
+def _m050_server_run_metrics_text(con: Any) -> None:
+    """On a PostgreSQL store, a run's ``metrics`` are text, as the gates' ``document`` is (migration 10): they may
+    hold NaN (the standard error of a one-item run), which DuckDB's JSON type keeps and PostgreSQL's refuses, so a
+    finished one-item run was refused by the server. The repositories read the column as text on both backends
+    already; a DuckDB file changes nothing."""
+    if dialect(con) != POSTGRESQL:
+        return
+    con.execute("ALTER TABLE runs ALTER COLUMN metrics TYPE VARCHAR")

@@ -332,10 +332,11 @@ class PostgresDatabase(Database):
                     with self._transaction(con):
                         apply(fn, con, self.env)
                         con.execute("INSERT INTO schema_migrations VALUES (?, ?, ?)", [version, name, self.clock()])
-                        compact = compact or con.execute("SELECT to_regclass(?)", [f"pg_temp.{COMPACT_TABLE}"]
-                                                         ).fetchone() != (None,)
-                        if compact:
+                        asked = con.execute("SELECT to_regclass(?)", [f"pg_temp.{COMPACT_TABLE}"]
+                                            ).fetchone() != (None,)
+                        if asked:  # this migration's request: later ones see no table
                             con.execute(f"DROP TABLE pg_temp.{COMPACT_TABLE}")
+                        compact = compact or asked
                 except psycopg.errors.InsufficientPrivilege as e:
                     raise self._not_owner(version, name, e) from None
             if compact:

@@ -21,7 +21,9 @@ from evalgate.store import Store
 from evalgate.views.audit import audit_summary
 from tests.conftest import REPO
 from tests.helpers.postgres import admin_edit
+from tests.helpers.store_suite import StoreBackend
 
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
 ITEMS = [{"id": f"q{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
 
 
@@ -226,7 +228,6 @@ def test_eight_concurrent_reader_processes(home: Path) -> None:
     assert CliRunner().invoke(main, ["audit", "verify"]).exit_code == 0
 
 
-@pytest.mark.usefixtures("memory_store")
 def test_audit_reports_reads_by_split_actor_purpose_day_budget_and_refusals(home: Path) -> None:
     write_split("pub", "public", ITEMS, {"source": "test"})
     write_split("priv", "private", ITEMS, {"source": "test"})
@@ -261,14 +262,14 @@ def test_audit_reports_reads_by_split_actor_purpose_day_budget_and_refusals(home
 
 
 def test_a_store_from_before_migration_6_is_checked_in_full_once_then_incrementally(
-        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        store_backend: StoreBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate.access import log as accesslog
-    from evalgate.store import Database
+    from evalgate.store.db import open_database
     from evalgate.store.migrations import MIGRATIONS
 
     write_split("s", "dev", ITEMS, {"source": "test"})
     old_schema = [x for x in MIGRATIONS if x[0] < 6]  # a store as it was before migration 6: no verified head
-    old = Store(Database(home / "home" / "evalgate.duckdb", old_schema))
+    old = Store(open_database(store_backend.target, old_schema))
     for i in range(3):
         old.append([_chained(old, f"old{i}")])
     store = Store()

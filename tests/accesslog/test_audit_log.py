@@ -13,7 +13,7 @@ from evalgate.splits import SplitManager, write_split
 from evalgate.store import Store
 from tests.helpers.cli import cli_out
 
-pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
 
 ITEMS = [{"id": "a", "question": "1+1", "answer": "2"}]
 

@@ -11,7 +11,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pytest
 import yaml
 from click.testing import CliRunner
@@ -24,15 +23,14 @@ from evalgate.gate import load_policy, run_gate
 from evalgate.splits import SplitManager, write_split
 from evalgate.store import Store
 from tests import gate_fixtures as fx
+from tests.helpers.postgres import admin_edit
+from tests.helpers.store_suite import StoreBackend
 
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
 ITEMS = [{"id": f"q{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
 PASSING = {"min_seeds": 2, "reward_hacking": False}
 COLS = ["seq", "ts", "actor", "ci", "split", "tier", "purpose", "outcome", "cached", "checkpoint_digest",
         "protocol_hash", "run_id", "detail", "prev_hash", "row_hash"]
-
-
-def db(home: Path) -> Path:
-    return home / "home" / "evalgate.duckdb"
 
 
 def verify(*args: str) -> tuple[int, str]:
@@ -40,25 +38,25 @@ def verify(*args: str) -> tuple[int, str]:
     return r.exit_code, r.output + (r.stderr if r.stderr_bytes else "")
 
 
-def rewrite_log(path: Path, keep: Any) -> int:
+def rewrite_log(keep: Any) -> int:
     """What someone who can write the store (and lacks the key) does: drop the rows ``keep`` rejects, renumber and
     re-hash the whole chain (with the module's own hash function, as anyone can), and rewrite the stored head to
-    the new last row. Returns the number of rows left."""
-    con = duckdb.connect(str(path))
-    cur = con.execute(f"SELECT {', '.join(COLS)} FROM access_log ORDER BY seq")
-    rows = [dict(zip(COLS, r, strict=True)) for r in cur.fetchall()]
-    kept, prev = [], GENESIS_HASH
-    for r in (r for r in rows if keep(r)):
-        r = {**r, "seq": len(kept) + 1, "prev_hash": prev}
-        r["row_hash"] = prev = row_hash(prev, r)
-        kept.append(r)
-    con.execute("DELETE FROM access_log")
-    for r in kept:
-        con.execute(f"INSERT INTO access_log ({', '.join(COLS)}) VALUES ({', '.join('?' * len(COLS))})",
-                    [r[c] for c in COLS])
-    con.execute("UPDATE access_log_head SET seq=?, row_hash=?, broken_seq=NULL, broken_reason=NULL",
-                [len(kept), prev])
-    con.close()
+    the new last row; on a server, as its administrator with the triggers off (``admin_edit``). Returns the number
+    of rows left."""
+    with admin_edit(Store()) as con:
+        cur = con.execute(f"SELECT {', '.join(COLS)} FROM access_log ORDER BY seq")
+        rows = [dict(zip(COLS, r, strict=True)) for r in cur.fetchall()]
+        kept, prev = [], GENESIS_HASH
+        for r in (r for r in rows if keep(r)):
+            r = {**r, "seq": len(kept) + 1, "prev_hash": prev}
+            r["row_hash"] = prev = row_hash(prev, r)
+            kept.append(r)
+        con.execute("DELETE FROM access_log")
+        for r in kept:
+            con.execute(f"INSERT INTO access_log ({', '.join(COLS)}) VALUES ({', '.join('?' * len(COLS))})",
+                        [r[c] for c in COLS])
+        con.execute("UPDATE access_log_head SET seq=?, row_hash=?, broken_seq=NULL, broken_reason=NULL",
+                    [len(kept), prev])
     return len(kept)
 
 
@@ -90,7 +88,7 @@ def test_a_rehashed_log_with_a_rewritten_head_fails_verify_and_the_gate(
     assert len(reads) == 3 and verify()[0] == 0
     # The private reads deleted, the chain re-hashed, the stored head rewritten: the chain alone is consistent
     # again, and the budget is refunded.
-    left = rewrite_log(db(home), lambda r: not (r["split"] == "fx-private" and r["outcome"] == "read"))
+    left = rewrite_log(lambda r: not (r["split"] == "fx-private" and r["outcome"] == "read"))
     assert left == len(store.access_rows()) and not [r for r in store.access_rows("fx-private")
                                                      if r["outcome"] == "read"]
     code, out = verify()
@@ -112,13 +110,13 @@ def _new_key_pem() -> bytes:
                                                       serialization.NoEncryption())
 
 
-def test_the_signing_key_lives_outside_the_store_and_another_key_fails(home: Path, tmp_path: Path,
-                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_signing_key_lives_outside_the_store_and_another_key_fails(
+        home: Path, tmp_path: Path, store_backend: StoreBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     write_split("s", "dev", ITEMS, {"source": "test"})
     SplitManager(Store()).open("s", "tuning", "a1")
     key = home / "config" / "evalgate" / "log-signing.key"  # beside the private-split key (XDG_CONFIG_HOME)
     assert key.is_file() and key.read_bytes().startswith(b"-----BEGIN PRIVATE KEY-----")
-    assert key.read_bytes() not in db(home).read_bytes()
+    assert key.read_bytes() not in store_backend.at_rest()
     assert verify()[0] == 0
     monkeypatch.setenv("EVALGATE_LOG_KEY_FILE", str(tmp_path / "other.key"))
     code, out = verify()  # no key at that path: nothing to check the signature with
@@ -174,16 +172,15 @@ def test_a_ci_secret_key_signs_and_verifies(home: Path, tmp_path: Path, monkeypa
 def test_an_unsigned_row_appended_with_a_valid_hash_fails(home: Path) -> None:
     write_split("s", "dev", ITEMS, {"source": "test"})
     SplitManager(Store()).open("s", "tuning", "a1")
-    rewrite_log(db(home), lambda r: True)  # nothing removed, only re-hashed: the same hashes
+    rewrite_log(lambda r: True)  # nothing removed, only re-hashed: the same hashes
     assert verify()[0] == 0
     last = Store().access_rows()[-1]
     forged = {**last, "seq": 2, "actor": "mallory", "prev_hash": last["row_hash"]}
     forged["row_hash"] = row_hash(last["row_hash"], forged)
-    con = duckdb.connect(str(db(home)))
-    con.execute(f"INSERT INTO access_log ({', '.join(COLS)}) VALUES ({', '.join('?' * len(COLS))})",
-                [forged[c] for c in COLS])
-    con.execute("UPDATE access_log_head SET seq=2, row_hash=?", [forged["row_hash"]])
-    con.close()
+    with admin_edit(Store()) as con:
+        con.execute(f"INSERT INTO access_log ({', '.join(COLS)}) VALUES ({', '.join('?' * len(COLS))})",
+                    [forged[c] for c in COLS])
+        con.execute("UPDATE access_log_head SET seq=2, row_hash=?", [forged["row_hash"]])
     code, out = verify()
     assert code == 1 and "rows 2-2 follow the signed head 1 unsigned" in out
 
@@ -256,6 +253,6 @@ def test_a_backdated_and_rehashed_read_fails(home: Path) -> None:
             r["ts"] = r["ts"] - timedelta(days=60)
         return True
 
-    assert rewrite_log(db(home), backdate) == 3
+    assert rewrite_log(backdate) == 3
     code, out = verify()
     assert code == 1 and "row 3 no longer has its signed hash" in out

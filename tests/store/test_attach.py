@@ -16,6 +16,8 @@ import pytest
 from evalgate.core.errors import BadInput
 from evalgate.store import Store, db, instance
 
+pytestmark = [pytest.mark.usefixtures("store_backend"),  # the store suite (docs/STORE.md)
+              pytest.mark.file_only("DuckDB's ATTACH of store files (a file beside the store, read-only)")]
 
 @pytest.mark.integration  # a fresh interpreter
 def test_after_a_transaction_the_file_is_detached_checkpointed_and_open_to_another_process(tmp_path: Path) -> None:

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from evalgate.store import CONTAMINATION_CHECKS, READS, BudgetLimit, Store
 
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 # (outcome, purpose) -> (counted by READS, counted by CONTAMINATION_CHECKS), by hand from the rules in
 # evalgate/splits/__init__.py: permitted reads spend the read budget (cached or not, soft-budget overrides too);

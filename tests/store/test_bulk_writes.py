@@ -18,6 +18,7 @@ from evalgate.store import Store
 from evalgate.store.db import insert_values, open_database
 from tests import gate_fixtures as fx
 
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
 AT = datetime(2026, 1, 2, 3, 4, 5, 678901, tzinfo=UTC)
 ODD = "tab\there, newline\nhere, back\\slash, 'quote' \"double\", \\N, é漢字, ;--"
 """Text that COPY's text format must escape (tab, newline, backslash, its NULL marker ``\\N``) or a parser could
@@ -48,6 +49,7 @@ def test_every_value_comes_back_as_written_and_the_first_of_a_repeated_key_is_ke
         (4, 12, 2.25, False, AT, "null", ODD)]
 
 
+@pytest.mark.server_only("the server's COPY path alone parses the INSERT head")
 def test_a_head_that_is_not_an_insert_into_a_table_is_refused_by_the_servers_bulk_path(postgres_url: str) -> None:
     with open_database(postgres_url).transaction() as con:
         with pytest.raises(ValueError, match="INSERT INTO table"):

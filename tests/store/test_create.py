@@ -15,6 +15,9 @@ from evalgate.store import db, instance
 from evalgate.store.migrations import MIGRATIONS
 from tests.store.test_memory import _schema
 
+pytestmark = [pytest.mark.usefixtures("store_backend"),  # the store suite (docs/STORE.md)
+              pytest.mark.file_only("a new store file is a copy of a migrated memory database (Database._create)")]
+
 
 def _migrations(d: db.Database) -> list[tuple]:
     with d.transaction() as con:

@@ -16,30 +16,30 @@ from evalgate.splits.data import read_items
 from evalgate.store import Store, handed_down
 from evalgate.views.frames import access_log_frame
 
-pytestmark = pytest.mark.usefixtures("memory_store")
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
 
 PROTOCOL = {"name": "hd", "version": "1", "prompt": {"template": "{{ q }}", "chat_template": "none"},
             "sampling": {"max_tokens": 4}, "scorer": {"name": "exact", "options": {"answer_field": "a"}}}
 
 
-def test_a_store_handed_down_is_used_as_given_without_a_warning(memory_store: Store, recwarn: pytest.WarningsRecorder
+def test_a_store_handed_down_is_used_as_given_without_a_warning(backend_store: Store, recwarn: pytest.WarningsRecorder
                                                                ) -> None:
-    assert handed_down(memory_store, "x") is memory_store
+    assert handed_down(backend_store, "x") is backend_store
     assert not recwarn.list
 
 
-def test_entry_points_called_without_a_store_warn_and_use_the_process_store(memory_store: Store,
+def test_entry_points_called_without_a_store_warn_and_use_the_process_store(backend_store: Store,
                                                                            tmp_path: Path) -> None:
     p = tmp_path / "hd.yaml"
     p.write_text(yaml.safe_dump(PROTOCOL))
     with pytest.warns(DeprecationWarning, match="^freeze called without a store: pass store=ws.store"):
         freeze(p)
-    assert memory_store.protocol_hash("hd", "1") is not None  # EVALGATE_STORE names the test's memory store
+    assert backend_store.protocol_hash("hd", "1") is not None  # the process's store: the test's
     write_split("hd-private", "private", [{"id": "a", "q": "1+1", "a": "2"}], {"source": "test"})
     with pytest.warns(DeprecationWarning, match="^read_items called without a store"), \
             pytest.raises(RefusedByPolicy, match="tier private"):
         read_items(load_manifest("hd-private"))
-    assert [r["outcome"] for r in memory_store.access_rows("hd-private")] == ["refused"]
+    assert [r["outcome"] for r in backend_store.access_rows("hd-private")] == ["refused"]
     pytest.importorskip("pyarrow")
     with pytest.warns(DeprecationWarning, match="^access_log_frame called without a store") as seen:
         frame = access_log_frame("arrow")

@@ -12,6 +12,9 @@ from evalgate.access import log as accesslog
 from evalgate.store import AccessLogRepo, Database, ProtocolRepo, Store
 from evalgate.store.migrations import MIGRATIONS
 
+pytestmark = [pytest.mark.usefixtures("store_backend"),  # the store suite (docs/STORE.md)
+              pytest.mark.file_only("DuckDB's in-memory database and the memory_store fixture")]
+
 
 def test_a_memory_database_is_migrated_keeps_what_it_was_given_and_writes_no_file(tmp_path: Path,
                                                                                  home: Path) -> None:

@@ -15,6 +15,9 @@ from evalgate.store import db
 from evalgate.store.access import AccessLogRepo
 from evalgate.store.migrations import MIGRATIONS
 
+pytestmark = [pytest.mark.usefixtures("store_backend"),  # the store suite (docs/STORE.md)
+              pytest.mark.file_only("opening a store file: its lock file, a file replaced or damaged on disk")]
+
 
 def _opens(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     seen: list[Path] = []

@@ -21,7 +21,9 @@ from evalgate.store import Store
 from tests.conftest import REPO
 from tests.helpers.postgres import SUPERUSER, PostgresServer, find_bin_dir
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.usefixtures("store_backend"),  # the store suite (docs/STORE.md)
+              pytest.mark.server_only("a PostgreSQL server stopped and started again mid-run"),
+              pytest.mark.timeout(900)]
 PASSWORD = "pw-never-printed"
 """Written into the store's URL: the server trusts socket logins and never asks for it, so only a message that
 printed the URL could show it."""

@@ -21,6 +21,9 @@ from evalgate.store.pg import ROLES
 from tests.helpers.cli import cli_parts
 from tests.helpers.postgres import SUPERUSER, PostgresServer
 
+pytestmark = [pytest.mark.usefixtures("store_backend"),  # the store suite (docs/STORE.md)
+              pytest.mark.server_only("PostgreSQL roles, privileges and triggers (a DuckDB file has none)")]
+
 ITEMS = [{"id": f"q{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
 LOGINS = {"eve": ROLES["evaluator"], "gail": ROLES["gate"], "audrey": ROLES["auditor"]}
 """The login roles of these tests and the group role each is a member of."""

@@ -23,7 +23,9 @@ from tests.conftest import REPO
 from tests.helpers.cli import cli_parts
 from tests.sweep.sweep_fixtures import addition_protocol, addition_split, make_checkpoints
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # a Ray cluster and 3 processes: minutes under load
+pytestmark = [pytest.mark.usefixtures("store_backend"),  # the store suite (docs/STORE.md)
+              pytest.mark.server_only("several machines on one PostgreSQL server"),
+              pytest.mark.slow, pytest.mark.timeout(900)]  # a Ray cluster and 3 processes: minutes under load
 
 
 def _machine(root: Path, url: str, actor: str, key: str) -> dict[str, str]:

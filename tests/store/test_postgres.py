@@ -22,6 +22,8 @@ from tests.conftest import REPO
 from tests.helpers.cli import cli_parts
 from tests.helpers.postgres import PostgresServer
 
+pytestmark = [pytest.mark.usefixtures("store_backend"),  # the store suite (docs/STORE.md)
+              pytest.mark.server_only("PostgreSQL connections, advisory locks and server URLs")]
 ITEMS = [{"id": f"q{i}", "question": f"what is {i} + {i}?"} for i in range(3)]
 BUDGET = Policy(purposes=["release-gate"], max_reads=3, hard=True, max_contamination_checks=2)
 """Each private split's budget in these tests: 3 release-gate reads, 2 contamination checks, hard."""
@@ -53,6 +55,7 @@ from pathlib import Path
 import evalgate.store.access as access
 from evalgate.splits import SplitManager
 from evalgate.store import Store
+
 real = access.insert_values
 
 def insert_then_hang(con, head, rows, *args, **kw):

@@ -13,8 +13,8 @@ import threading
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
-import duckdb
 import pytest
 import yaml
 from cryptography.fernet import Fernet
@@ -25,9 +25,13 @@ from evalgate.keys.sealing import SEALED_PREFIX, UNREADABLE, Sealer, sealer
 from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
+from evalgate.store.db import open_database
 from evalgate.store.migrations import MIGRATIONS
 from tests.conftest import REPO
 from tests.helpers.cli import cli
+from tests.helpers.store_suite import StoreBackend
+
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
 
 # Distinctive texts: none can occur in a store or report by chance.
 PRIVATE = [{"id": "zq-1", "question": "Zephyrine quokka ledger 4471: what is 860217000 plus 493?",
@@ -43,10 +47,6 @@ def _secrets(items: list[dict]) -> list[bytes]:
     return [x.encode() for it in items for x in (it["question"], it["answer"])]
 
 
-def _at_rest(home: Path) -> bytes:
-    """The store file and its write-ahead log, if any, as bytes (every connection is closed: checkpointed)."""
-    db = home / "home" / "evalgate.duckdb"
-    return b"".join(p.read_bytes() for p in (db, Path(str(db) + ".wal")) if p.is_file())
 
 
 def _protocol(home: Path) -> Path:
@@ -59,16 +59,13 @@ def _protocol(home: Path) -> Path:
     return path
 
 
-def _counts(home: Path) -> dict[str, int]:
-    con = duckdb.connect(str(home / "home" / "evalgate.duckdb"), read_only=True)
-    try:
+def _counts() -> dict[str, int]:
+    with Store().connect() as con:
         return {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]  # type: ignore[index]
                 for t in ("runs", "generations", "samples", "prompts", "run_prompts")}
-    finally:
-        con.close()
 
 
-def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path) -> None:
+def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path, store_backend: StoreBackend) -> None:
     write_split("seal-dev", "dev", [{"id": "dev-marker", "question": DEV_MARKER, "answer": "4"},
                                     *addition_items("dev", 1)], {"source": "test"})
     write_split("seal-private", "private", PRIVATE, {"source": "test"})
@@ -90,7 +87,7 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path) 
     r = cli("run", "--protocol", str(ppath), "--checkpoint", str(tiny_checkpoint), "--split", "seal-private", "--json")
     assert r.exit_code == 2
 
-    stored = _at_rest(home)
+    stored = store_backend.at_rest()
     assert DEV_MARKER.encode() in stored  # the scan sees plain text where it is allowed
     written = b"".join(p.read_bytes() for p in out.values()) + (g.output + r.output).encode()
     assert [s for s in _secrets(PRIVATE) if s in stored] == []
@@ -117,7 +114,7 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path) 
     # a wrong key, then none, on a changed policy (no stored decision is reused; a re-read needs the key too):
     # refused (exit 2), nothing written
     policy.write_text(policy.read_text().replace("name: seal-again", "name: seal-third"))
-    before = _counts(home)
+    before = _counts()
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("EVALGATE_PRIVATE_KEY", Fernet.generate_key().decode())
         wrong = cli("gate", "--policy", str(policy))
@@ -130,14 +127,15 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path) 
         mp.setenv("EVALGATE_LOG_KEY_FILE", str(home / "config" / "evalgate" / "log-signing.key"))
         missing = cli("gate", "--policy", str(policy))
         assert missing.exit_code == 2 and "no key was found" in missing.output, missing.output
-    assert _counts(home) == before
+    assert _counts() == before
 
 
-def test_human_audit_run_is_sealed_and_its_export_is_plain(home: Path, tiny_checkpoint: Path) -> None:
+def test_human_audit_run_is_sealed_and_its_export_is_plain(home: Path, tiny_checkpoint: Path,
+                                                           store_backend: StoreBackend) -> None:
     write_split("ha", "human-audit", HUMAN_AUDIT, {"source": "test"})
     ppath = _protocol(home)
     doc = evaluate(ppath, tiny_checkpoint, "ha", RunOptions(progress=False), store=Store())
-    assert [s for s in _secrets(HUMAN_AUDIT) if s in _at_rest(home)] == []
+    assert [s for s in _secrets(HUMAN_AUDIT) if s in store_backend.at_rest()] == []
     (row,) = Store().samples(doc["run_id"])
     assert HUMAN_AUDIT[0]["question"] in row["prompt"]
     # the explicit human-audit export is where these texts may be read in clear
@@ -149,7 +147,7 @@ def test_human_audit_run_is_sealed_and_its_export_is_plain(home: Path, tiny_chec
     rec.update(human_score=1.0, note=f"rater quotes: {HUMAN_AUDIT[0]['question']}")
     out.write_text(json.dumps(rec) + "\n")
     assert cli("splits", "import-audit", out).exit_code == 0
-    assert HUMAN_AUDIT[0]["question"].encode() not in _at_rest(home)
+    assert HUMAN_AUDIT[0]["question"].encode() not in store_backend.at_rest()
     assert Store().human_scores("ha")[0]["note"] == rec["note"]
 
 
@@ -165,13 +163,15 @@ def test_human_audit_run_without_key_is_refused_and_logged(home: Path, tiny_chec
     assert log[-1]["outcome"] == "refused" and "no key was found" in log[-1]["detail"]
 
 
-def _store_at_migration_8(path: Path) -> None:
+def _store_at_migration_8(target: str) -> None:
     """A store as evalgate wrote it before encryption at rest: migrations 1-8 and one private run in plain text."""
-    con = duckdb.connect(str(path))
-    con.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name VARCHAR, applied_at TIMESTAMPTZ)")
-    for version, name, fn in MIGRATIONS[:8]:
-        fn(con)
-        con.execute("INSERT INTO schema_migrations VALUES (?, ?, current_timestamp)", [version, name])
+    old = open_database(target, MIGRATIONS[:8])
+    with old.transaction() as con:
+        _old_private_run(con)
+    old.close()
+
+
+def _old_private_run(con: Any) -> None:
     q = PRIVATE[0]["question"]
     con.execute("INSERT INTO runs (run_id, status, protocol_name, protocol_version, protocol_hash, checkpoint_digest, "
                 "checkpoint_path, split, tier, split_sha256, sampling_seed, backend, started_at) VALUES "
@@ -187,34 +187,37 @@ def _store_at_migration_8(path: Path) -> None:
                 "current_timestamp, '', 'old')", [f"I think {PRIVATE[0]['answer']} done"])
     con.execute("INSERT INTO samples VALUES ('old', 'zq-1', 0, 7, 1.0, 'scored', ?, ?, false, '{}')",
                 [PRIVATE[0]["answer"], f"expected {PRIVATE[0]['answer']}"])
-    con.close()
 
 
-def test_migration_9_seals_an_existing_store_or_refuses_without_the_key(home: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_migration_9_seals_an_existing_store_or_refuses_without_the_key(
+        home: Path, store_backend: StoreBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     write_split("seal-private", "private", PRIVATE, {"source": "test"})  # creates the key
-    path = home / "home" / "evalgate.duckdb"
-    path.parent.mkdir(parents=True)
-    _store_at_migration_8(path)
+    (home / "home").mkdir(parents=True, exist_ok=True)
+    _store_at_migration_8(store_backend.target)
     secrets = _secrets(PRIVATE[:1])
-    assert all(s in path.read_bytes() for s in secrets)  # the old store holds them in clear
+    assert all(s in store_backend.at_rest() for s in secrets)  # the old store holds them in clear
 
     with monkeypatch.context() as mp:
         mp.setenv("XDG_CONFIG_HOME", str(home / "nokey"))
         with pytest.raises(RefusedByPolicy, match="plain-text values derived from private"):
             Store()
-    assert all(s in path.read_bytes() for s in secrets)  # refused: nothing changed
+    old = open_database(store_backend.target, MIGRATIONS[:8])
+    with old.transaction() as con:  # refused: nothing changed
+        assert con.execute("SELECT max(version) FROM schema_migrations").fetchone() == (8,)
+        assert con.execute("SELECT text FROM generations").fetchone() == (f"I think {PRIVATE[0]['answer']} done",)
+    old.close()
 
     store = Store()
-    assert [s for s in secrets if s in _at_rest(home)] == []
+    # the tables: the file (and its .wal), or the server's data files; its write-ahead log still holds the rows as
+    # they were inserted before migration 9, until its segments are recycled (docs/STORE.md, "Sealed text")
+    assert [s for s in secrets if s in store_backend.at_rest(server_wal=False)] == []
     (row,) = store._samples("old")  # a private-tier run: Store.samples refuses it (issue 27)
     assert (row["extracted"], row["detail"]) == (PRIVATE[0]["answer"], f"expected {PRIVATE[0]['answer']}")
     assert row["text"] == f"I think {PRIVATE[0]['answer']} done" and PRIVATE[0]["question"] in row["prompt"]
     (failed,) = store.runs(run_id="old-failed")
     assert failed["error"] == f"EngineError: HTTP 400: bad prompt {PRIVATE[0]['question']!r}"
-    con = duckdb.connect(str(path), read_only=True)
-    assert con.execute("SELECT text FROM generations").fetchone()[0].startswith(SEALED_PREFIX)  # type: ignore[index]
-    con.close()
+    with store.connect() as con:
+        assert con.execute("SELECT text FROM generations").fetchone()[0].startswith(SEALED_PREFIX)
 
 
 class _Parrot(BaseHTTPRequestHandler):
@@ -236,7 +239,7 @@ class _Parrot(BaseHTTPRequestHandler):
         pass
 
 
-def test_openai_backend_completions_are_sealed(home: Path, tiny_checkpoint: Path) -> None:
+def test_openai_backend_completions_are_sealed(home: Path, tiny_checkpoint: Path, store_backend: StoreBackend) -> None:
     write_split("ha", "human-audit", HUMAN_AUDIT, {"source": "test"})
     ppath = _protocol(home)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Parrot)
@@ -249,13 +252,13 @@ def test_openai_backend_completions_are_sealed(home: Path, tiny_checkpoint: Path
         server.shutdown()
         server.server_close()
     assert doc["counts"]["generated"] == 1
-    assert [s for s in _secrets(HUMAN_AUDIT) if s in _at_rest(home)] == []
+    assert [s for s in _secrets(HUMAN_AUDIT) if s in store_backend.at_rest()] == []
     (row,) = Store().samples(doc["run_id"])
     assert row["text"].startswith(HUMAN_AUDIT[0]["question"]) and row["extracted"] == HUMAN_AUDIT[0]["answer"]
 
 
 def test_a_failed_private_runs_error_is_sealed_and_listings_work_without_the_key(
-        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        home: Path, store_backend: StoreBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     write_split("seal-private", "private", PRIVATE, {"source": "test"})
     store = Store()
     store.create_run({"run_id": "f", "status": "running", "protocol_name": "p", "protocol_version": "1",
@@ -264,7 +267,7 @@ def test_a_failed_private_runs_error_is_sealed_and_listings_work_without_the_key
                       "backend": "openai", "started_at": datetime.now(UTC)})
     error = f"EngineError: HTTP 400 from the server: prompt {PRIVATE[1]['question']!r} too long"
     store.fail_run("f", error)
-    assert PRIVATE[1]["question"].encode() not in _at_rest(home)
+    assert PRIVATE[1]["question"].encode() not in store_backend.at_rest()
     assert store.runs(run_id="f")[0]["error"] == error
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "nokey"))  # a store made now has no key
     assert Store().runs(run_id="f")[0]["error"] == UNREADABLE  # `evalgate runs` still lists it

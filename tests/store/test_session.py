@@ -8,6 +8,9 @@ import duckdb
 import pytest
 
 from evalgate.store import Store, instance
+from tests.helpers.store_suite import StoreBackend
+
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
 
 
 def _opens(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
@@ -23,6 +26,7 @@ def _opens(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
     return opened
 
 
+@pytest.mark.file_only("counts the opening of a DuckDB file (instance.attach)")
 def test_calls_in_a_session_open_the_database_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     store = Store(tmp_path / "s.duckdb")
     opened = _opens(monkeypatch)
@@ -36,26 +40,34 @@ def test_calls_in_a_session_open_the_database_once(tmp_path: Path, monkeypatch: 
     assert len(opened) == 2
 
 
-def test_a_failing_call_in_a_session_keeps_what_earlier_calls_wrote(tmp_path: Path) -> None:
-    store = Store(tmp_path / "s.duckdb")
-    with pytest.raises(duckdb.Error):
+def _sql_errors(store_backend: StoreBackend) -> tuple[type[Exception], ...]:
+    """The error an SQL statement that fails raises on the backend."""
+    if store_backend.name == "postgresql":
+        import psycopg
+
+        return (psycopg.Error,)
+    return (duckdb.Error,)
+
+
+def test_a_failing_call_in_a_session_keeps_what_earlier_calls_wrote(store_backend: StoreBackend) -> None:
+    store = store_backend.store()
+    with pytest.raises(_sql_errors(store_backend)):
         with store.session():
             store.record_protocol("p", "1", "a" * 64, {"x": 1})
             with store.connect() as con:
                 con.execute("INSERT INTO protocols VALUES ('q', '1', 'b', '{}', now())")
                 con.execute("SELECT * FROM no_such_table")  # fails: this call's insert is rolled back
-    con = duckdb.connect(str(tmp_path / "s.duckdb"), read_only=True)
-    assert con.execute("SELECT name FROM protocols ORDER BY name").fetchall() == [("p",)]
-    con.close()
+    with store_backend.store().connect() as c:  # another Store of the same database
+        assert c.execute("SELECT name FROM protocols ORDER BY name").fetchall() == [("p",)]
     with store.connect() as c:  # the session ended and released its connection and lock
         assert c.execute("SELECT count(*) FROM protocols").fetchone() == (1,)
 
 
-def test_another_thread_waits_for_the_session_instead_of_sharing_its_connection(tmp_path: Path) -> None:
+def test_another_thread_waits_for_the_session_instead_of_sharing_its_connection(store_backend: StoreBackend) -> None:
     import threading
     import time
 
-    store = Store(tmp_path / "s.duckdb")
+    store = store_backend.store()
     order: list[str] = []
 
     def other() -> None:

@@ -24,6 +24,9 @@ from evalgate.store.migrations import MIGRATIONS
 from tests.helpers.cli import cli_parts
 from tests.helpers.postgres import admin_edit
 
+pytestmark = [pytest.mark.usefixtures("store_backend"),  # the store suite (docs/STORE.md)
+              pytest.mark.server_only("copies between a DuckDB file and a server: both backends in each test")]
+
 BUDGET = Policy(purposes=["release-gate"], max_reads=2, hard=True)
 SEED = 2**64 - 1  # the largest sampling seed (UBIGINT in the file, NUMERIC(20) on the server)
 SECRET = "the private answer is 4"

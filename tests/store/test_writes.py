@@ -7,10 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from evalgate.store import Store
 from evalgate.store.db import insert_values
 
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
+
+
+@pytest.mark.file_only("DuckDB's chunked multi-row VALUES; the server's COPY path: tests/store/test_bulk_writes.py")
 
 def test_chunks_keep_every_row_and_the_first_of_a_repeated_key(tmp_path: Path) -> None:
     con = duckdb.connect(str(tmp_path / "t.duckdb"))
