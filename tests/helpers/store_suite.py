@@ -33,6 +33,7 @@ STORE_SUITE = (
     "tests/store/test_run_prompts.py",
     "tests/store/test_sealed.py",
     "tests/store/test_session.py",
+    "tests/store/test_store_lock.py",
     "tests/store/test_store_migrate.py",
     "tests/store/test_writes.py",
     "tests/accesslog/test_access_log.py",

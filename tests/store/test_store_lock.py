@@ -26,6 +26,7 @@ from evalgate.store.waiting import DEFAULT_LOCK_TIMEOUT, file_lock_holders, lock
 from tests.gate.test_suite import GUARD_OK, build, suite_dict, write
 from tests.helpers.cli import cli_parts
 
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
 WAIT = 2.0
 """The lock timeout the tests give (seconds)."""
 
@@ -82,6 +83,7 @@ def _kill(p: subprocess.Popen[str]) -> None:
 
 @pytest.mark.integration  # a real server, a holder process, a suite gate waiting out its timeout twice
 @pytest.mark.timeout(180)
+@pytest.mark.server_only("a server role holding the server's advisory lock")
 def test_an_auditor_holding_the_servers_lock_makes_a_gate_exit_2_naming_it_and_killing_it_frees_it(
         tmp_path: Path, home: Path, postgres_server: Any, postgres_url: str, holder: Any,
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -118,6 +120,7 @@ def test_an_auditor_holding_the_servers_lock_makes_a_gate_exit_2_naming_it_and_k
 
 
 @pytest.mark.timeout(120)
+@pytest.mark.file_only("a process holding the file's <db>.lock")
 def test_a_process_holding_the_files_lock_makes_a_gate_exit_2_naming_it_and_killing_it_frees_it(
         tmp_path: Path, home: Path, holder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     store = build(tmp_path / "runs", GUARD_OK)
@@ -141,6 +144,7 @@ def test_a_process_holding_the_files_lock_makes_a_gate_exit_2_naming_it_and_kill
 
 @pytest.mark.integration  # a real server
 @pytest.mark.timeout(120)
+@pytest.mark.server_only("a server transaction holding a table lock against a migration")
 def test_an_auditors_open_transaction_stalls_a_migration_only_until_the_timeout(
         postgres_server: Any, postgres_url: str, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A migration's ALTER TABLE waits for every open transaction that read the table, the auditor's too: the
@@ -177,6 +181,7 @@ def test_an_auditors_open_transaction_stalls_a_migration_only_until_the_timeout(
         assert con.execute("SELECT count(*) FROM schema_migrations WHERE version = 10000").fetchone() == (0,)
 
 
+@pytest.mark.file_only("EVALGATE_LOCK_TIMEOUT's parsing opens no store: once is enough")
 def test_the_lock_timeout_is_the_variables_else_the_default_and_0_waits_without_limit() -> None:
     assert lock_timeout(Environment.from_env({})) == DEFAULT_LOCK_TIMEOUT == 300.0
     assert lock_timeout(Environment.from_env({"EVALGATE_LOCK_TIMEOUT": "2.5"})) == 2.5
@@ -195,6 +200,7 @@ def test_a_bad_lock_timeout_is_exit_2_before_the_store_is_opened(home: Path, mon
     assert not (home / "home" / "evalgate.duckdb").exists()
 
 
+@pytest.mark.file_only("the file lock's holders from /proc/locks")
 def test_file_lock_holders_reads_proc_locks_by_device_and_inode(tmp_path: Path) -> None:
     """Linux's /proc/locks lines (proc(5)): a holder, a waiter (``->``) and another file's holder; only the first
     is named."""
