@@ -21,7 +21,7 @@ class Result(StrictModel):
     unset is left out of it (a part the document has only sometimes, e.g. a split's budget when it has one).
     """
 
-    model_config = ConfigDict(use_enum_values=True)
+    model_config = ConfigDict(use_enum_values=True, allow_inf_nan=True)  # computed: a ratio may be inf
 
     def as_dict(self) -> dict[str, Any]:
         """The result as plain dicts, lists and values (the ``--json`` document), without the unset fields."""

@@ -26,8 +26,8 @@ _PATTERN_WORDS = {NAME_AT_VERSION: "name@version, a protocol's name and version 
 
 
 class FieldProblem(ValueError):
-    """A cross-field check that failed; ``field`` names the key the message is about, so the error can give
-    the line of that key rather than of its enclosing section."""
+    """A cross-field check that failed; ``field`` names the key the message is about (dotted for a nested key:
+    ``rules.min_improvement``), so the error can give the line of that key rather than of its enclosing section."""
 
     def __init__(self, field: str, message: str):
         super().__init__(message)
@@ -192,7 +192,7 @@ def format_validation_error(path: Path, text: str, err: ValidationError, root: t
         loc = (*prefix, *rel)
         problem = (e.get("ctx") or {}).get("error")
         if isinstance(problem, FieldProblem) and (not loc or loc[-1] != problem.field):
-            loc = (*loc, problem.field)
+            loc = (*loc, *problem.field.split("."))  # a dotted field (``rules.min_improvement``): its key's line
         where = ".".join(str(p) for p in loc) or "(top level)"
         line = yaml_line(text, loc)
         head = f"{path}:{line}" if line else str(path)

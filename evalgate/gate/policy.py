@@ -56,7 +56,9 @@ class GateRules(StrictModel):
     min_improvement: float | None = None
     """The lower end of the paired bootstrap CI of (candidate - baseline) on the decision split must be at least
     this (absolute metric units; 0 = not worse than the baseline with the stated confidence: a candidate equal to
-    it on every item, CI [0, 0], passes; a positive value asks for an improvement). Default: off."""
+    it on every item, CI [0, 0], passes; a positive value asks for an improvement; a negative one, -M, is a
+    non-inferiority margin M). Finite; for a rate metric (pass@k, the IFEval accuracies: ``metrics.is_rate``) in
+    (-1, 1], since candidate - baseline lies in [-1, 1]. Default: off."""
     confidence: float = Field(default=0.95, gt=0, lt=1)
     """Two-sided confidence level of that interval. Default: 0.95."""
     min_seeds: int | None = Field(default=None, ge=1)
@@ -194,6 +196,16 @@ class GatePolicy(StrictModel):
         for rule in ("max_length_inflation", "max_tool_call_inflation"):
             if getattr(self.rules, rule) is not None and self.baseline.checkpoint is None:
                 raise FieldProblem("rules", f"rules.{rule} needs a baseline checkpoint (baseline.checkpoint)")
+        return self
+
+    @model_validator(mode="after")
+    def _threshold_in_range(self) -> GatePolicy:
+        t = self.rules.min_improvement
+        if t is not None and metrics.is_rate(self.metric) and not -1 < t <= 1:
+            raise FieldProblem("rules.min_improvement", f"{t} is outside (-1, 1]: {self.metric} is a "
+                                                  "share in [0, 1], so candidate - baseline lies in [-1, 1] (-1 or "
+                                                  "below passes anything, above 1 nothing); give a value in (-1, 1] "
+                                                  "(0 = not worse, -0.05 = a non-inferiority margin of 0.05)")
         return self
 
     @model_validator(mode="after")

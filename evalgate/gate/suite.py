@@ -63,10 +63,11 @@ class Member(Inherited):
     """``target``: must improve (the lower end of the CI of candidate - baseline >= ``min_improvement``);
     ``guard``: must not regress beyond ``margin`` (non-inferiority: lower end >= -``margin``)."""
     min_improvement: float | None = None
-    """A target's required lower CI end (metric units). Required for a target, refused for a guard."""
+    """A target's required lower CI end (metric units), >= 0 (a negative value would let the target get worse: that
+    member is a guard with ``margin``); at most 1 for a rate metric. Required for a target, refused for a guard."""
     margin: float | None = Field(default=None, ge=0)
-    """A guard's non-inferiority margin M >= 0: the lower CI end must be >= -M. Required for a guard, refused for a
-    target."""
+    """A guard's non-inferiority margin M >= 0: the lower CI end must be >= -M; below 1 for a rate metric (a margin
+    of 1 passes every candidate). Required for a guard, refused for a target."""
     select: bool = True
     """Whether the member takes part in picking each seed's checkpoint on its dev split (docs/GATING.md, "Suite
     gates"). A member with ``select: false`` is evaluated on the shipped checkpoints and the baseline only, and needs
@@ -93,6 +94,11 @@ class Member(Inherited):
             if self.min_improvement is None:
                 raise FieldProblem("role", f"member {self.name}: a target needs min_improvement (the lower CI end "
                                            "of candidate - baseline must reach it; 0 = not worse)")
+            if self.min_improvement < 0:
+                raise FieldProblem("min_improvement", f"member {self.name}: min_improvement {self.min_improvement} "
+                                                      "is below 0, which lets a target get worse; give a value >= 0 "
+                                                      "(0 = not worse), or make the member a guard (role: guard, "
+                                                      f"margin: {-self.min_improvement})")
         else:
             if self.min_improvement is not None:
                 raise FieldProblem("min_improvement", f"member {self.name}: a guard has margin, not "
@@ -254,6 +260,7 @@ def _member_policy(suite: SuitePolicy, path: Path, m: Member, variables: Mapping
     fields = _overlay(_overlay(fields, _absolute(top, rel)), _absolute(mine, rel))
     fields["name"] = f"{suite.name}/{m.name}"
     fields["rules"] = {**fields.get("rules", {}), "min_improvement": m.threshold}
+    _check_range(path, m, str(fields.get("metric", GatePolicy.model_fields["metric"].default)))
     if not m.select and not fields.get("selection_split"):
         fields["selection_split"] = ""
     if "baseline" not in fields:
@@ -264,6 +271,20 @@ def _member_policy(suite: SuitePolicy, path: Path, m: Member, variables: Mapping
     except ValidationError as e:
         problems = "; ".join(f"{'.'.join(str(x) for x in err['loc']) or 'policy'}: {err['msg']}" for err in e.errors())
         raise BadInput(f"{path}: member {m.name}: {problems}") from e
+
+
+def _check_range(path: Path, m: Member, metric: str) -> None:
+    """Refuse a target's ``min_improvement`` above 1 or a guard's ``margin`` of 1 or more when ``metric`` is a
+    share in [0, 1] (``metrics.is_rate``): candidate - baseline lies in [-1, 1], so the first fails every
+    candidate and the second passes every one."""
+    if not metrics.is_rate(metric):
+        return
+    if m.role == "target" and m.min_improvement is not None and m.min_improvement > 1:
+        raise BadInput(f"{path}: member {m.name}: min_improvement {m.min_improvement} is above 1, which no candidate "
+                       f"can reach ({metric} is a share in [0, 1]); give a value in [0, 1]")
+    if m.role == "guard" and m.margin is not None and m.margin >= 1:
+        raise BadInput(f"{path}: member {m.name}: margin {m.margin} is 1 or more, which every candidate passes "
+                       f"({metric} is a share in [0, 1]); give a value in [0, 1)")
 
 
 def load_suite(path: str | Path, variables: Mapping[str, str] | None = None) -> Suite:

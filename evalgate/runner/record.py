@@ -33,7 +33,7 @@ RUN_RECORD_VERSION = 2
 
 class _Record(StrictModel):
     # use_enum_values: a status or tier is checked against its enum, and held (and dumped) as its plain string
-    model_config = ConfigDict(frozen=False, use_enum_values=True)
+    model_config = ConfigDict(frozen=False, use_enum_values=True, allow_inf_nan=True)  # measured, not user-written
 
 
 class ProtocolRef(_Record):

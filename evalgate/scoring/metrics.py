@@ -46,11 +46,15 @@ class MetricEntry:
         help: what the per-item value is, with the source of its formula.
         item_value: a plain metric's per-item function; None for a family.
         family: a family's ``family(k) -> item_value``; None for a plain metric.
+        rate: whether every per-item value is a share in [0, 1] (pass@k, IFEval accuracies), so a difference of two
+            runs lies in [-1, 1] and a gate threshold outside it is refused at load; false where the range is the
+            scorer's (``mean_score`` of a reward model, a plugin's metric). Default: false.
     """
 
     help: str
     item_value: ItemValue | None = None
     family: Callable[[int], ItemValue] | None = None
+    rate: bool = False
 
 
 def _pass_at(k: int) -> ItemValue:
@@ -72,16 +76,16 @@ METRICS: Registry[MetricEntry] = Registry("metric", MetricEntry, entry_point_gro
 
 METRICS.register("pass@k", MetricEntry(
     "the unbiased per-item estimator 1 - C(n-c, k)/C(n, k) with n samples and c correct (Chen et al. 2021, eq. 1); "
-    "an item with fewer than k samples is an error, never pass@k = 1", family=_pass_at))
+    "an item with fewer than k samples is an error, never pass@k = 1", family=_pass_at, rate=True))
 METRICS.register("mean_score", MetricEntry("the mean sample score of the item", item_value=_mean_score))
 METRICS.register("ifeval_prompt_strict", MetricEntry(
     "IFEval prompt-level strict accuracy: the share of the item's samples that follow every instruction as written "
     "(Zhou et al. 2023; the ifeval scorer; equals pass@1 under its default score: strict)",
-    item_value=lambda samples: _ifeval().prompt_strict(samples)))
+    item_value=lambda samples: _ifeval().prompt_strict(samples), rate=True))
 METRICS.register("ifeval_prompt_loose", MetricEntry(
     "IFEval prompt-level loose accuracy: the share of the item's samples some loose variant of which (first or last "
     "line dropped, '*' removed) follows every instruction (Zhou et al. 2023; the ifeval scorer)",
-    item_value=lambda samples: _ifeval().prompt_loose(samples)))
+    item_value=lambda samples: _ifeval().prompt_loose(samples), rate=True))
 
 
 def _ifeval() -> Any:
@@ -124,6 +128,12 @@ def check_metric(name: str) -> str:
     except BadInput as e:
         raise ValueError(e.message) from e
     return name
+
+
+def is_rate(name: str) -> bool:
+    """Whether metric ``name`` is a share in [0, 1] per item (``MetricEntry.rate``); false for an unknown name."""
+    entry = METRICS.get(name)
+    return bool(entry is not None and entry.rate)
 
 
 def pass_at_k_of(name: str) -> int | None:

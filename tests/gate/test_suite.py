@@ -219,6 +219,19 @@ def test_members_inherit_the_suites_fields_and_override_them(tmp_path: Path) -> 
     (lambda d: d["members"][1].update(rules={"min_improvement": 0.0}), "not rules.min_improvement"),
     (lambda d: d["members"][0].update(select=False), "no member is a target with select: true"),
     (lambda d: d["members"][1].pop("selection_split"), "no selection_split (or select: false)"),
+    # thresholds that make no sense (session 16's adversary: a target's negative min_improvement lets it get worse)
+    (lambda d: d["members"][0].update(min_improvement=-0.05), "member skill: min_improvement -0.05 is below 0"),
+    (lambda d: d["members"][0].update(min_improvement=1.5), "member skill: min_improvement 1.5 is above 1"),
+    (lambda d: d["members"][1].update(margin=1.0), "member safety: margin 1.0 is 1 or more"),
+    (lambda d: d["members"][1].update(margin=-0.1), "members.1.margin: Input should be greater than or equal to 0"),
+    (lambda d: d["members"][1].update(margin=float("nan")), "members.1.margin: Input should be a finite number"),
+    (lambda d: d["members"][0].update(min_improvement=float("inf")),
+     "members.0.min_improvement: Input should be a finite number"),
+    (lambda d: d["rules"].update(max_truncation_rate=float("nan")), "rules.max_truncation_rate: Input should be a "
+                                                                     "finite number"),
+    (lambda d: d["rules"].update(confidence=1.0), "rules.confidence: Input should be less than 1"),
+    (lambda d: d["members"][1].update(rules={"confidence": 0.0}), "members.1.rules.confidence: Input should be "
+                                                                   "greater than 0"),
 ])
 def test_a_bad_suite_is_one_clear_error_before_anything_is_read(tmp_path: Path, home: Path, change: Any,
                                                                 message: str) -> None:
