@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,10 @@ def splits_import(dataset: str, source: Path | None, as_json: bool) -> None:
 @click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN",
               help="Item field from a source column (repeatable); with --map only mapped fields (and id) are kept.")
 @click.option("--row-ids", is_flag=True, help="Number items by row (0-based) where the data has no 'id'.")
+@click.option("--gold", type=click.Choice(["gsm8k", "boxed"]), default=None,
+              help="Take each gold answer out of a worked solution: gsm8k = the number after the final '####' of "
+                   "'answer'; boxed = the last \\boxed{} of 'solution' (MATH). 'answer' gets it, 'solution' the "
+                   "text.")
 @click.option("--source", default=None, help="Provenance: where the data came from.")
 @click.option("--purpose", "purposes", multiple=True, help="Policy: allow only these purposes (repeatable).")
 @click.option("--max-reads", type=int, default=None, help="Policy: reads allowed per window.")
@@ -65,18 +70,25 @@ def splits_import(dataset: str, source: Path | None, as_json: bool) -> None:
               help="Print the manifest written as JSON (a 'splits list --json' entry, with its path).")
 @handle_errors
 def splits_add(name: str, tier: str, file: Path, fmt: str | None, mapping: tuple[str, ...], row_ids: bool,
-               source: str | None, purposes: tuple[str, ...], max_reads: int | None, window_days: int | None,
-               hard: bool | None, replace: bool, actor: str | None, as_json: bool) -> None:
+               gold: str | None, source: str | None, purposes: tuple[str, ...], max_reads: int | None,
+               window_days: int | None, hard: bool | None, replace: bool, actor: str | None, as_json: bool) -> None:
     """Add a split from a JSONL, CSV or Parquet file or a datasets folder, optionally mapping fields
     (--map question=problem); policy options may only tighten the tier's default."""
     from evalgate.splits.discovery import load_manifest
-    from evalgate.splits.write import add_split
+    from evalgate.splits.write import GoldNote, add_split
 
     given = {"purposes": list(purposes) or None, "max_reads": max_reads, "window_days": window_days, "hard": hard}
     policy = {k: v for k, v in given.items() if v is not None}
     ws = workspace(actor)
-    p = add_split(name, tier, file, source, policy or None, replace, store=ws.store, actor=ws.actor, fmt=fmt,
-                  mapping=list(mapping), row_ids=row_ids)
+    with warnings.catch_warnings(record=True) as notes:
+        warnings.simplefilter("always", GoldNote)
+        p = add_split(name, tier, file, source, policy or None, replace, store=ws.store, actor=ws.actor, fmt=fmt,
+                      mapping=list(mapping), row_ids=row_ids, gold=gold)
+    for n in notes:
+        if issubclass(n.category, GoldNote):
+            click.echo(f"note: {n.message}", err=True)
+        else:
+            warnings.warn_explicit(n.message, n.category, n.filename, n.lineno)
     m = load_manifest(name, ws.splits)
     if as_json:
         _dump({**m.model_dump(mode="json"), "path": str(p), "replaced": replace})

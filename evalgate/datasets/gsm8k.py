@@ -3,32 +3,12 @@ read from the dataset's own ``test.jsonl``; the gold answer is the number after 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import iter_jsonl
 from evalgate.datasets.base import Dataset, Items
-
-_GSM8K_GOLD = re.compile(r"####\s*(-?[\d,]*\.?\d+)\s*$")
-
-
-def gsm8k_gold(solution: str) -> str:
-    """The gold answer of a GSM8K record: the number after its final ``####``, thousands separators removed.
-
-    Args:
-        solution: the record's ``answer`` text, e.g. ``"... she makes $18.\\n#### 1,018"``.
-
-    Returns:
-        The number as text, e.g. ``"1018"``.
-
-    Raises:
-        ValueError: no ``#### <number>`` at the end of the text.
-    """
-    m = _GSM8K_GOLD.search(solution)
-    if not m:
-        raise ValueError(f"no '#### <number>' at the end of {solution[-60:]!r}")
-    return m.group(1).replace(",", "")
+from evalgate.splits.gold import gsm8k_gold
 
 
 def gsm8k_items(path: Path) -> tuple[Items, bytes]:

@@ -110,7 +110,8 @@ class AnswerScorer:
             return None
         return (f"its gold answer {self.answer_field!r} is a worked solution ending in '#### N' (GSM8K's format: "
                 f"...{gold[-30:]!r}), not the answer, so every completion would be scored wrong; import GSM8K-format "
-                "data with 'evalgate splits import gsm8k --from FILE' (its gold is the number after '####'), or "
+                "data with 'evalgate splits import gsm8k --from FILE' or 'evalgate splits add ... --gold gsm8k' "
+                "(their gold is the number after '####'), or "
                 "add a field holding the final answer alone and name it in the protocol's "
                 "scorer.options.answer_field")
 

@@ -4,6 +4,7 @@ and refusal logged)."""
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,17 @@ from evalgate.core.fileio import atomic_write
 from evalgate.keys.sealing import SEALED_TIERS, load_key
 from evalgate.splits.data import dump_jsonl, fernet, parse_jsonl, sha256_hex
 from evalgate.splits.discovery import load_manifest
+from evalgate.splits.gold import GOLD_RULES, extract_gold, looks_like
 from evalgate.splits.manifest import ADD_PURPOSE, TIERS, Manifest, Policy, actor_name
 from evalgate.splits.sources import Mapping
 from evalgate.splits.sources import read_items as read_source
 from evalgate.splits.twins import item_prints, key_sealer, refuse_private_copy, remember_private
 from evalgate.store import AccessLogRepo
+
+
+class GoldNote(UserWarning):
+    """``add_split``'s note that the items' gold answers look like worked solutions of a known convention
+    (``splits.gold.looks_like``) and were kept as written; ``splits add`` prints it on stderr."""
 
 
 def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: dict[str, Any],
@@ -65,7 +72,8 @@ def write_split(name: str, tier: str, items: list[dict[str, Any]], provenance: d
 
 def add_split(name: str, tier: str, file: Path, source: str | None = None, policy: dict[str, Any] | None = None,
               replace: bool = False, *, store: AccessLogRepo, actor: str | None = None,
-              fmt: str | None = None, mapping: list[str] | None = None, row_ids: bool = False) -> Path:
+              fmt: str | None = None, mapping: list[str] | None = None, row_ids: bool = False,
+              gold: str | None = None) -> Path:
     """Add a split from a JSONL, CSV or Parquet file or a ``datasets`` folder (``evalgate splits add``).
 
     An existing split is never replaced silently: ``replace`` must be given, the tier must stay the same (a
@@ -94,14 +102,18 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
         fmt: ``splits.sources.FORMATS`` name, or None to detect it from the path.
         mapping: ``FIELD=COLUMN`` strings (``splits.sources.Mapping``): the item's fields, or None for every column.
         row_ids: number items by row where the data has no ``id``.
+        gold: a ``splits.gold.GOLD_RULES`` name (``gsm8k``: the number after the final ``####`` of ``answer``;
+            ``boxed``: the last ``\\boxed{}`` of ``solution``) whose answer becomes ``answer``, the worked solution
+            ``solution``; recorded in the manifest's provenance. None keeps the fields as written, and warns
+            (``GoldNote``) when every ``answer`` is a GSM8K solution.
 
     Returns:
         The manifest path.
 
     Raises:
         BadInput: missing or empty file, bad record (with its line), a mapping naming a missing column (with the
-            columns there are), unknown format, invalid policy, or an existing split without ``replace`` / with
-            another tier. Nothing is written.
+            columns there are), unknown format, an item that does not follow ``gold``'s convention, invalid policy,
+            or an existing split without ``replace`` / with another tier. Nothing is written.
         RefusedByPolicy: the items repeat another private split (logged).
     """
     if fmt is None and not mapping and not row_ids and file.suffix.lower() in (".jsonl", ".ndjson"):
@@ -112,6 +124,15 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
         items = read_source(file, fmt, Mapping.parse(mapping or []), row_ids)
     if not items:
         raise BadInput(f"{file} holds no records; a split needs at least one JSONL object with an 'id'")
+    provenance: dict[str, Any] = {"source": source or str(file)}
+    if gold is not None:
+        items = extract_gold(items, gold, str(file))
+        provenance["gold"] = GOLD_RULES[gold].help
+    elif looks_like(items) == "gsm8k":
+        warnings.warn(GoldNote(f"every item's 'answer' in {file} is a worked solution ending '#### N' (GSM8K's "
+                               "format), kept as written: an answer scorer refuses such a gold; add the split again "
+                               "with --replace --gold gsm8k to keep N as 'answer' and the text as 'solution'"),
+                      stacklevel=2)
     try:
         pol = Policy.model_validate(policy) if policy else None
     except ValidationError as e:
@@ -123,7 +144,7 @@ def add_split(name: str, tier: str, file: Path, source: str | None = None, polic
     with store.session():  # one connection (a file's open and close cost 4-12 ms each); the writes are short
         old = _check_existing(name, tier, replace, store, who)
         refuse_private_copy(name, tier, items, file, store, who, prints)
-        path = write_split(name, tier, items, {"source": source or str(file)}, policy=pol, env=store.env)
+        path = write_split(name, tier, items, provenance, policy=pol, env=store.env)
         new = load_manifest(name, store.env.splits)
         outcome = "replaced" if old else "added"
         with store.connect():  # the row and the private content's fingerprints: both or neither
