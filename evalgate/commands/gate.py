@@ -41,13 +41,14 @@ def gate_cmd(policy_path: Path, actor: str | None, missing: str | None, accept_b
     refused; 1 also on protocol drift). The JSON and JUnit carry a machine-readable reason: pass, fail, drift,
     refused, invalid or error. A suite policy (members:, docs/GATING.md "Suite gates") passes only when every
     member passes: one report, one JUnit test case per member, the failing member(s) named on the ship line."""
-    from evalgate.gate.report.outputs import error_document, write_error_outputs
+    from evalgate.gate.report.outputs import clear_outputs, error_document, write_error_outputs
 
     ws, files = workspace(actor), outputs_from(outputs)
+    clear_outputs(files)  # no earlier gate's report stays at these paths, even if this one is killed
     try:
         try:
             swept = ws.evaluate_missing(policy_path, missing, progress=not as_json) if missing else None
-        except Exception as e:  # the gate never ran: its reports say why, as a gate's own errors do
+        except BaseException as e:  # the gate never ran: its reports say why, as a gate's own errors do
             write_error_outputs(error_document(policy_path, policy_path.stem, e), files)
             raise
         for why in swept.ignored if swept else ():  # e.g. a seed's checkpoint whose weights duplicate another's

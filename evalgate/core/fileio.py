@@ -1,7 +1,8 @@
 """Reading JSONL and writing files atomically: the two file chores every module needs, written once.
 
 ``iter_jsonl`` names the file and line of a bad record; ``atomic_write`` never leaves a half-written file where a
-reader looks (a crash leaves either the old content or the new one).
+reader looks (a crash leaves either the old content or the new one), and ``replace_set`` does so for a set of files
+(a gate's reports).
 """
 
 from __future__ import annotations
@@ -11,7 +12,10 @@ import json
 import os
 import re
 import secrets
-from collections.abc import Callable, Iterable, Iterator
+import signal
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -165,6 +169,71 @@ def atomic_write(path: str | Path, content: str | bytes) -> Path:
         finally:
             os.close(dfd)
     return p
+
+
+_HELD = (signal.SIGINT, signal.SIGTERM)
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back for the block and deliver them after it (to the handlers that were set), so a
+    short sequence of steps (renaming a set of files) is never cut in two by Ctrl-C or ``kill``. Only in the main
+    thread, where Python runs signal handlers; elsewhere the block runs as it is. SIGKILL cannot be held."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    got: list[int] = []
+    old = {s: signal.signal(s, lambda signum, frame: got.append(signum)) for s in _HELD}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
+        for signum in dict.fromkeys(got):
+            signal.raise_signal(signum)
+
+
+def replace_set(targets: Mapping[str, Path], render: Callable[[str, Path], object],
+                remove: Iterable[Path] = ()) -> dict[str, Path]:
+    """Replace a set of files as one: a reader sees the previous files or the new set, never some of each.
+
+    ``render(key, tmp)`` writes each file to a temporary sibling of its target (``.<stem>.<random>.part<suffix>``,
+    so a writer that looks at the suffix sees the target's); only when every one is written are, with SIGINT and
+    SIGTERM held back (``signals_held``), the old targets and the files in ``remove`` deleted and the new files
+    renamed into place. A failure or a signal while rendering removes the temporaries and leaves every target as
+    it was; a SIGKILL during the renames can leave part of the new set, never an old file beside a new one.
+
+    Args:
+        targets: key (e.g. a report format) -> the file to write. render: writes ``key``'s content to the path given.
+        remove: files to delete in the same step (e.g. a format that has nothing to say this time).
+
+    Returns:
+        ``targets`` as written.
+
+    Raises:
+        BadInput: a target is a directory (nothing written). Whatever ``render`` raises; OSError from the renames
+            (the disk, permissions).
+    """
+    for target in targets.values():
+        if target.is_dir():
+            raise BadInput(f"{target} is a directory; give a file name to write (e.g. {target / 'report.html'})")
+    temps: dict[str, Path] = {}
+    try:
+        for key, target in targets.items():
+            tmp = target.with_name(f".{target.stem}.{secrets.token_hex(4)}.part{target.suffix}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            temps[key] = tmp
+            render(key, tmp)
+        with signals_held():
+            for old in [*targets.values(), *remove]:
+                if not old.is_dir():
+                    old.unlink(missing_ok=True)
+            for key, target in targets.items():
+                os.replace(temps.pop(key), target)
+    finally:
+        for tmp in temps.values():
+            tmp.unlink(missing_ok=True)
+    return dict(targets)
 
 
 def build_once(final: Path, build: Callable[[Path], None]) -> Path:

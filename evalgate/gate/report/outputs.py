@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import signal
 import xml.etree.ElementTree as ET
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -18,8 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from evalgate.core.environment import utc_now
-from evalgate.core.errors import BadInput, EvalgateError, ProtocolDrift, RefusedByPolicy
-from evalgate.core.fileio import atomic_write
+from evalgate.core.errors import BadInput, EvalgateError, ProtocolDrift, RefusedByPolicy, Terminated
+from evalgate.core.fileio import atomic_write, replace_set, signals_held
 from evalgate.core.html import fit_axes, render, svg
 from evalgate.core.html import fmt as _fmt
 from evalgate.gate import Verdict, load_policy, run_gate
@@ -374,10 +375,12 @@ def write_all(verdict: Verdict, out_dir: str | Path, stem: str, audit: dict[str,
 
 
 def _write_outputs(verdict: Verdict, paths: Mapping[str, Path], audit: dict[str, Any] | None) -> dict[str, str]:
-    """Write each format of ``paths`` (format name -> path; names already checked); format name -> path written."""
+    """Write each format of ``paths`` (format name -> path; names already checked) as one set (``replace_set``: a
+    signal or an error while writing leaves the earlier files, never some of each); format name -> path written."""
     from evalgate.gate.report.writers import WRITERS
 
-    return {name: str(WRITERS[name].writer()(verdict, path, audit)) for name, path in paths.items()}
+    written = replace_set(paths, lambda name, tmp: WRITERS[name].writer()(verdict, tmp, audit))
+    return {name: str(path) for name, path in written.items()}
 
 
 # -- a gate that decided nothing -----------------------------------------------------------------------------------
@@ -387,8 +390,10 @@ ERROR_REASONS: tuple[tuple[type[EvalgateError], str], ...] = (
 
 
 def error_reason(error: BaseException) -> str:
-    """``drift`` (protocol drift, exit 1), ``refused`` (policy or budget, exit 2), ``invalid`` (bad input, exit 2)
-    or ``error`` (internal or engine error, exit 3)."""
+    """``drift`` (protocol drift, exit 1), ``refused`` (policy or budget, exit 2), ``invalid`` (bad input, exit 2),
+    ``interrupted`` (Ctrl-C, exit 130; SIGTERM, 143) or ``error`` (internal or engine error, exit 3)."""
+    if isinstance(error, KeyboardInterrupt):
+        return "interrupted"
     return next((reason for kind, reason in ERROR_REASONS if isinstance(error, kind)), "error")
 
 
@@ -397,6 +402,10 @@ def error_document(policy_path: str | Path, gate: str, error: BaseException) -> 
     and ``ship`` (none, and why)."""
     message = error.message if isinstance(error, EvalgateError) else f"{type(error).__name__}: {error}"
     code = error.exit_code if isinstance(error, EvalgateError) else 3
+    if isinstance(error, KeyboardInterrupt):  # the CLI's exit codes for these (evalgate.commands.handle_errors)
+        message, code = (("terminated (SIGTERM) before the gate decided", 128 + signal.SIGTERM)
+                         if isinstance(error, Terminated) else
+                         ("interrupted (Ctrl-C) before the gate decided", 128 + signal.SIGINT))
     reason = error_reason(error)
     return {"verdict": None, "gate": gate, "policy": str(policy_path), "reason": reason, "error": message,
             "exit_code": code, "ship": {"checkpoint": None, "train_seed": None, "step": None,
@@ -487,13 +496,20 @@ def write_error_outputs(doc: dict[str, Any], outputs: Mapping[str, Path]) -> Non
     report of another run is taken for this one's. The Markdown error summary goes to ``$GITHUB_STEP_SUMMARY``."""
     from evalgate.gate.report.writers import WRITERS
 
-    for name, path in outputs.items():
-        write_error = WRITERS[name].error_writer()
-        if write_error is not None:
-            write_error(doc, path)
-        elif Path(path).is_file():
-            Path(path).unlink()
+    writers = {name: WRITERS[name].error_writer() for name in outputs}
+    replace_set({name: Path(p) for name, p in outputs.items() if writers[name] is not None},
+                lambda name, tmp: writers[name](doc, tmp),  # type: ignore[misc]
+                remove=[Path(p) for name, p in outputs.items() if writers[name] is None])
     _step_summary(error_markdown(doc))
+
+
+def clear_outputs(outputs: Mapping[str, str | Path]) -> None:
+    """Delete the files at a gate's requested report paths before it starts, so that a gate killed on the way (even
+    by SIGKILL, which writes no error report) leaves no report of an earlier gate to be taken for its own."""
+    with signals_held():
+        for p in outputs.values():
+            if Path(p).is_file():
+                Path(p).unlink()
 
 
 def gate_and_report(policy_path: str | Path, store: Store,
@@ -509,9 +525,11 @@ def gate_and_report(policy_path: str | Path, store: Store,
     ``train_run``: the training run to gate (sets the policy's field for this run).
 
     The Markdown summary is also appended to ``$GITHUB_STEP_SUMMARY`` when that is set. A gate that decides
-    nothing (refused, invalid policy, protocol drift, internal error) still writes, in each format that has an
-    error writer (JUnit: one error testcase; JSON: ``error_document``; Markdown), the output it was asked for,
-    saying why, then raises.
+    nothing (refused, invalid policy, protocol drift, internal error, Ctrl-C or SIGTERM) still writes, in each
+    format that has an error writer (JUnit: one error testcase; JSON: ``error_document``; Markdown), the output it
+    was asked for, saying why, then raises. The files at the requested paths are deleted first (``clear_outputs``)
+    and every set is written as one (``core.fileio.replace_set``), so a reader never sees an earlier gate's report
+    beside this one's, nor an earlier report as this gate's when it was killed.
 
     Returns:
         The ``GateReport``: the verdict and the paths written.
@@ -521,21 +539,22 @@ def gate_and_report(policy_path: str | Path, store: Store,
         EvalgateError: see ``evalgate.gate.load_policy`` and ``evalgate.gate.run_gate``.
     """
     paths = _checked(outputs)
+    clear_outputs(paths)
     try:
         policy = load_policy(policy_path)
         if accept_broken_chain:
             policy = policy.model_copy(update={"accept_broken_chain": accept_broken_chain})
         if train_run:
             policy = policy.model_copy(update={"train_run": train_run})
-    except Exception as e:
+    except BaseException as e:
         write_error_outputs(error_document(policy_path, Path(policy_path).stem, e), paths)
         raise
     try:
         verdict = run_gate(policy, store, actor, expect_head=expect_head, progress=progress)
-    except Exception as e:
+        report = write_reports(verdict, paths, store)
+    except BaseException as e:  # Ctrl-C or SIGTERM included: the reports say the gate was interrupted
         write_error_outputs(error_document(policy_path, policy.name, e), paths)
         raise
-    report = write_reports(verdict, paths, store)
     return report if swept is None else replace(report, swept=swept)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from evalgate.core.errors import BadInput
-from evalgate.core.fileio import atomic_write
+from evalgate.core.fileio import atomic_write, replace_set
 from evalgate.core.html import fmt as _fmt
 from evalgate.core.html import render
 from evalgate.gate.report.outputs import GateReport, Report, _md, _step_summary, error_document, markdown_summary
@@ -168,11 +168,11 @@ def _checked_suite(outputs: Mapping[str, str | Path] | None) -> dict[str, Path]:
 
 def write_suite_reports(verdict: SuiteVerdict, paths: Mapping[str, Path],
                         swept: SweepSummary | None = None) -> SuiteReport:
-    """Write a suite verdict in each format of ``paths`` (checked by ``_checked_suite``) and append its Markdown
-    to ``$GITHUB_STEP_SUMMARY`` when set."""
+    """Write a suite verdict in each format of ``paths`` (checked by ``_checked_suite``) as one set
+    (``core.fileio.replace_set``) and append its Markdown to ``$GITHUB_STEP_SUMMARY`` when set."""
     from evalgate.gate.report.writers import key_of
 
-    files = {key_of(n): str(_write(n, verdict, p)) for n, p in paths.items()}
+    files = {key_of(n): str(p) for n, p in replace_set(paths, lambda n, tmp: _write(n, verdict, tmp)).items()}
     summaries = [str(p) for p in _step_summary(suite_markdown(verdict)) if p != paths.get("markdown")]
     return SuiteReport(verdict, files, summaries, swept)
 
@@ -195,9 +195,10 @@ def suite_and_report(policy_path: str | Path, store: Store,
     Raises:
         BadInput: a format with no suite writer; and as ``gate.suite.load_suite`` and ``run_suite``.
     """
-    from evalgate.gate.report.outputs import write_error_outputs
+    from evalgate.gate.report.outputs import clear_outputs, write_error_outputs
 
     paths = _checked_suite(outputs)
+    clear_outputs(paths)
     name = Path(policy_path).stem
     try:
         suite = load_suite(policy_path, variables)
@@ -206,10 +207,10 @@ def suite_and_report(policy_path: str | Path, store: Store,
         if upd:
             suite = _with(suite, upd)
         verdict = run_suite(suite, store, actor, expect_head=expect_head, progress=progress)
-    except Exception as e:
+        return write_suite_reports(verdict, paths, swept)
+    except BaseException as e:  # Ctrl-C or SIGTERM included (outputs.gate_and_report)
         write_error_outputs(error_document(policy_path, name, e), paths)
         raise
-    return write_suite_reports(verdict, paths, swept)
 
 
 def report_stored(gate_id: str, store: Store,
