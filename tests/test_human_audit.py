@@ -228,3 +228,67 @@ def test_a_file_that_scores_one_sample_twice_by_one_rater_is_refused_naming_both
     assert import_audit(both, store=store)["imported"] == 4
     assert sorted((x["rater"], x["item_id"]) for x in store.ratings(store.batches()[0]["batch_id"])) == [
         ("carol", "q0"), ("carol", "q1"), ("carol", "q2"), ("dan", "q0")]
+
+
+@pytest.mark.parametrize("alias", [
+    "Carol", " carol ", "CAROL", "\uff43\uff41\uff52\uff4f\uff4c",  # case, white space, fullwidth
+    "c\u0430rol", "\u0441arol", "car\u043el",  # Cyrillic a, es, o: 'carol' to a reader
+    "ca\u200brol",  # a zero-width space inside
+])
+def test_one_rater_written_two_ways_is_one_rater(tmp_path: Path, alias: str) -> None:
+    """Session 16's adversary: rater names were taken as written, so one person importing as 'carol' and as
+    'c\u0430rol' (a Cyrillic a) counted as two raters (the raters count and the agreement between raters). A name
+    that reads as one the store or an earlier line holds is stored as that one; so the second file's score of q0
+    is carol's second score of it (refused), and of q1 carol's own (one rater, two samples)."""
+    from evalgate.human.agreement import run_agreement
+
+    store = Store()
+    write_split("ha", "human-audit", ITEMS, {"source": "test"})
+    add_run(store, "run1", "ha", {"q0": 1.0, "q1": 0.0, "q2": 1.0})
+    out = tmp_path / "audit.jsonl"
+    export_audit("ha", out, "run1", store=store)
+    fill(out, {"q0": 1.0, "q1": None, "q2": None}, rater="carol")
+    import_audit(out, store=store)
+    again = tmp_path / "again.jsonl"
+    fill(out, {"q0": 0.0, "q1": None, "q2": None}, rater=alias)
+    again.write_text(out.read_text())
+    import_audit(again, store=store)  # a re-import replaces that rater's earlier score: still one rating of q0
+    fill(out, {"q0": None, "q1": 1.0, "q2": None}, rater=alias)
+    import_audit(out, store=store)
+    ratings = store.ratings(store.batches()[0]["batch_id"])
+    assert sorted((x["rater"], x["item_id"], x["score"]) for x in ratings) == [("carol", "q0", 0.0),
+                                                                               ("carol", "q1", 1.0)]
+    assert run_agreement(store, "run1")["raters"] == ["carol"]
+    # within one file: the two spellings score q0 twice as one rater, refused naming both lines
+    recs = [json.loads(x) for x in out.read_text().splitlines()]
+    two = tmp_path / "two.jsonl"
+    two.write_text("".join(json.dumps(r) + "\n" for r in [{**recs[2], "human_score": 1.0, "rater": "carol"},
+                                                          {**recs[2], "human_score": 0.0, "rater": alias}]))
+    with pytest.raises(BadInput, match=r"two.jsonl:2: rater 'carol' already scored this sample on line 1"):
+        import_audit(two, store=store)
+
+
+def test_a_rater_name_that_is_no_name_is_refused(tmp_path: Path) -> None:
+    store = Store()
+    write_split("ha", "human-audit", ITEMS, {"source": "test"})
+    out = tmp_path / "items.jsonl"
+    export_audit("ha", out, store=store)
+    for bad in ("   ", "\u200b", "ann\x07"):
+        fill(out, {"q0": 1.0, "q1": None, "q2": None}, rater=bad)
+        with pytest.raises(BadInput, match=r"items.jsonl:1: rater .* is no name"):
+            import_audit(out, store=store)
+    fill(out, {"q0": 1.0, "q1": None, "q2": None}, rater="  Ann   Lee ")
+    import_audit(out, store=store)
+    assert [x["rater"] for x in store.human_scores("ha")] == ["Ann Lee"]
+
+
+def test_add_rater_refuses_a_name_that_reads_as_another_raters() -> None:
+    from evalgate.human.rating import add_rater
+
+    store = Store()
+    add_rater("carol", store=store)
+    for alias in ("Carol", "c\u0430rol", "\uff43arol"):
+        with pytest.raises(BadInput, match=r"reads as the existing rater 'carol'"):
+            add_rater(alias, store=store)
+    assert add_rater("carol", store=store)["replaced"] is True  # the same name: a new token
+    assert add_rater("carl", store=store)["replaced"] is False

@@ -21,6 +21,7 @@ from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput
 from evalgate.core.fileio import atomic_write, iter_jsonl
 from evalgate.core.models import StrictModel
+from evalgate.human.rating import rater_name
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
 from evalgate.store import Store
@@ -65,7 +66,9 @@ class AuditRecord(StrictModel):
     human_score: float | None = None
     """Filled in by the rater (e.g. 0 or 1, or a 1-5 rating); records left empty are skipped on import."""
     rater: str | None = None
-    """Who scored; default the importer's ``--rater`` or actor."""
+    """Who scored; default the importer's ``--rater`` or actor. Stored with white space trimmed, and as the rater
+    the store (or an earlier line) already names when it reads as that name (case, width, invisible characters and
+    look-alike letters of other scripts aside: ``human.rating.rater_name``)."""
     note: str | None = None
     """The rater's free-text note."""
 
@@ -171,7 +174,12 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
                        "human_score for the items you scored, then import again" if records else
                        f"{p} holds no records; pass the file written by 'evalgate splits export-audit', with scores")
     who = actor_name(actor, env=store.env)
-    _no_second_score(p, records, rater or who)
+    known = store.rater_names()  # one person, one rater: a name as another already written is stored as that one
+    default_rater = rater_name(rater or who, known, f"{p}: --rater" if rater else f"{p}: the actor")
+    for i, r in records:
+        if r.rater is not None:
+            r.rater = rater_name(r.rater, known, f"{p}:{i}")
+    _no_second_score(p, records, default_rater)
     manager = SplitManager(store)
     item_ids: dict[str, set[str]] = {}
     for split in sorted({r.split for _, r in records}):
@@ -190,7 +198,7 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
             raise BadInput(f"{p}:{i}: item {r.item_id!r} is not in split {r.split}")
         auto_score = None
         if r.batch_id is not None or r.sample_key is not None:
-            rating, b = _blind_rating(store, p, i, r, auto, rater or who)
+            rating, b = _blind_rating(store, p, i, r, auto, default_rater)
             rated.setdefault(b["batch_id"], []).append(rating)
             if rating["auto_score"] is not None:
                 span = b["scale_max"] - b["scale_min"]
@@ -205,7 +213,7 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
             pairs.append((r.human_score, auto_score))
         rows.append({"split": r.split, "item_id": r.item_id, "run_id": r.run_id or "",
                      "sample_index": -1 if r.sample_index is None else r.sample_index,
-                     "rater": r.rater or rater or who, "score": r.human_score, "auto_score": auto_score,
+                     "rater": r.rater or default_rater, "score": r.human_score, "auto_score": auto_score,
                      "note": r.note, "source_sha256": hashlib.sha256(raw).hexdigest(), "imported_by": who,
                      "imported_at": store.clock()})
     store.put_human_scores(rows)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import random
 import secrets
+import unicodedata
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import timedelta
@@ -31,6 +32,7 @@ from typing import Any
 from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.core.fileio import read_text
+from evalgate.core.text import name_key
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
 from evalgate.store import Store
@@ -75,6 +77,26 @@ def token_sha256(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
+def rater_name(name: str, known: list[str], where: str) -> str:
+    """The name a rating is stored under: ``name`` with white space trimmed and runs made one space, and, when it
+    reads as a name in ``known`` (``core.text.name_key``: case, NFKC width, invisible characters and look-alike
+    letters of other scripts aside), that name as ``known`` writes it, so one person is never counted as two raters
+    (the raters count and the agreement between raters). A new name is added to ``known``.
+
+    Raises:
+        BadInput: a name that is empty or holds control characters (``where`` says where it came from).
+    """
+    clean = " ".join(name.split())
+    if not name_key(clean) or any(unicodedata.category(c) == "Cc" for c in clean):
+        raise BadInput(f"{where}: rater {name!r} is no name (empty, or with control characters); give the rater's "
+                       "name")
+    for k in known:
+        if name_key(k) == name_key(clean):
+            return k
+    known.append(clean)
+    return clean
+
+
 def add_rater(name: str, admin: bool = False, base_url: str = "http://127.0.0.1:8765", *, store: Store,
               actor: str | None = None) -> dict[str, Any]:
     """Create a rater (or replace an existing rater's token) and return the login URL holding the new token.
@@ -88,10 +110,17 @@ def add_rater(name: str, admin: bool = False, base_url: str = "http://127.0.0.1:
         ``{"name", "role", "token", "url", "replaced"}``; the token is shown once and stored only as its sha256.
 
     Raises:
-        BadInput: an empty name or one with characters other than letters, digits, ``.``, ``_``, ``-``, ``@``.
+        BadInput: an empty name or one with characters other than letters, digits, ``.``, ``_``, ``-``, ``@``; a
+            name that reads as another rater's the store holds (``core.text.name_key``: case, width, look-alike
+            letters of other scripts aside), which would count one person twice.
     """
     if not name or not all(c.isalnum() or c in "._-@" for c in name):
         raise BadInput(f"rater name {name!r}: use letters, digits and . _ - @ only")
+    same = [n for n in store.rater_names() if name_key(n) == name_key(name) and n != name]
+    if same:
+        raise BadInput(f"rater name {name!r} reads as the existing rater {same[0]!r} (case, width or look-alike "
+                       f"letters aside): one person is one rater; give {same[0]!r} to replace that rater's token, or "
+                       "another name")
     token = secrets.token_urlsafe(24)
     role = "admin" if admin else "rater"
     replaced = store.put_rater(name, token_sha256(token), role, actor_name(actor, env=store.env))

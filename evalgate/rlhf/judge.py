@@ -18,12 +18,12 @@ pointwise as the scale's minimum, with the unparseable count beside each rate. P
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from evalgate.core.errors import BadInput, EvalgateError
+from evalgate.core.text import as_read
 from evalgate.core.userfiles import FieldProblem
 from evalgate.rlhf.judge_calls import JudgeCalls, JudgePrompt, judge_path
 from evalgate.rlhf.judge_options import JudgeBaseline, JudgeModel, JudgeOptions, JudgeSampling
@@ -65,8 +65,9 @@ def parse_verdict(options: JudgeOptions, text: str, shown: Sequence[str] = ()) -
     either: that sample is unparseable (score 0), which is what an injected verdict earns. A near-echo is an echo:
     the answer holds the match's text up to white space and case around its value, with a value equal as a number
     (``[[10]]``, ``[[ 10 ]]``, ``[[10.0]]``, ``[[1e1]]`` all echo one another; ``_echoed``), and the answer is
-    compared as it reads too (NFKC, zero-width characters removed: ``[[\u200b10]]`` and ``［［１０］］`` show as
-    ``[[10]]``, which a judge copies as such).
+    compared as it reads too (NFKC, zero-width characters removed, look-alike letters of other scripts as the Latin
+    ones: ``[[\u200b10]]`` and ``［［１０］］`` show as ``[[10]]``, a Cyrillic ``[[А]]`` as ``[[A]]``, which a judge
+    copies as such).
     """
     matches = list(re.finditer(options.parse, text))
     echoes = sorted({m.group(0) for m in matches if m.group(0) and _echoed(m, shown)})
@@ -113,10 +114,10 @@ def _echoed(m: re.Match[str], shown: Sequence[str]) -> bool:
 
 
 def _as_read(text: str) -> str:
-    """``text`` as a reader sees it: NFKC (fullwidth ``［［１０］］`` is ``[[10]]``), invisible format characters
-    (zero-width spaces and joiners, word joiners: Unicode category Cf) removed, so an answer that hides its own
-    verdict token from a code-point comparison is still its echo's source."""
-    return "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
+    """``text`` as a reader sees it (``core.text.as_read``: NFKC, Unicode Cf removed, look-alike letters of other
+    scripts as the Latin ones), so an answer that hides its own verdict token from a code-point comparison, with
+    ``[[\u200b10]]``, ``［［１０］］`` or a Cyrillic ``[[А]]``, is still its echo's source."""
+    return as_read(text)
 
 
 def _same_value(a: str, b: str) -> bool:

@@ -91,6 +91,14 @@ class RatingRepo(Repository):
             return bool(con.execute("UPDATE rater_sessions SET ended_at=? WHERE session_sha256=? AND ended_at IS "
                                     "NULL RETURNING rater", [self.clock(), session_sha256]).fetchall())
 
+    def rater_names(self) -> list[str]:
+        """Every rater name the store holds: web raters, and the raters of imported human scores and ratings
+        (sorted)."""
+        with self.connect() as con:
+            rows = con.execute("SELECT name FROM raters UNION SELECT rater FROM human_scores UNION "
+                               "SELECT rater FROM audit_ratings").fetchall()
+        return sorted(str(r[0]) for r in rows if r[0] is not None)
+
     def rater_by_token(self, token_sha256: str) -> dict[str, Any] | None:
         """The rater (``name``, ``role``) holding the token with this sha256, or None."""
         with self.connect() as con:

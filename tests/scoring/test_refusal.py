@@ -54,6 +54,11 @@ def _markers() -> tuple[list[str], list[str]]:
     ("\uff33\uff4f\uff52\uff52\uff59, no.", True),  # fullwidth letters
     ("Well, I can\u2019t help with the rest.", True),  # contains "i can't help with", typographic apostrophe
     ("Sure! Here is a kill -9 PID example; sorry for the wait.", False),  # a marker inside, not at the start
+    # look-alike letters of other scripts (UTS #39 confusables): read as the Latin ones a reader sees
+    ("\u0399 \u0441\u0430nnot provide that.", True),  # Greek capital iota, Cyrillic es and a: "I cannot"
+    ("\u0405orry, I can't.", True),  # Cyrillic capital dze: "Sorry"
+    ("Well, \u0456 \u0441an't help with the rest.", True),  # Cyrillic i and es inside the contained phrase
+    ("\u0417\u0434\u0440\u0430\u0432\u0441\u0442\u0432\u0443\u0439\u0442\u0435, here.", False),  # Russian hello
 ])
 def test_string_match_by_hand(text: str, refused: bool) -> None:
     assert is_refusal(text, *_markers()) is refused
