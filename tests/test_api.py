@@ -188,7 +188,14 @@ def test_notebook_path_on_the_replay_backend(tmp_path: Path, no_env: Path, monke
     assert verdict.stats is not None and verdict.stats.baseline is not None
     assert verdict.stats.baseline.value == pytest.approx(0.4)  # B: 4 of 10 right
     assert verdict.stats.aggregate.mean_of_seed_means == pytest.approx(0.65)  # X1 0.6, X2 0.7
-    assert verdict.ship()["train_seed"] == 2 and verdict.ship()["step"] == 20  # dev best: seed 2's 0.7 at 20
+    from evalgate.gate.results import Ship
+
+    ship = verdict.ship()
+    assert isinstance(ship, Ship) and (ship.train_seed, ship.step) == (2, 20)  # dev best: seed 2's 0.7 at 20
+    assert ship.as_dict() == verdict.as_dict()["ship"] and list(ship.as_dict()) == [
+        "checkpoint", "digest", "train_seed", "step", "why"]  # the document's keys before ship() was typed
+    with pytest.warns(DeprecationWarning, match=r"read ship\(\).step"):
+        assert ship["step"] == 20  # the dict-style read of before still works for one release
     assert verdict.gate_id and ws.store.gates(gate_id=verdict.gate_id)[0]["verdict"] == "PASS"
     assert not (no_env / "splits").exists() and not (no_env / ".evalgate").exists()
 
@@ -233,4 +240,4 @@ def test_notebook_path_on_a_checkpoint(tmp_path: Path, no_env: Path, tiny_checkp
     ignored = verdict.as_dict()["ignored"]
     assert [i["checkpoint_digest"] for i in ignored] == [run.checkpoint.digest]
     assert "the policy's baseline" in ignored[0]["reason"]
-    assert verdict.ship()["checkpoint"] is None
+    assert verdict.ship().checkpoint is None

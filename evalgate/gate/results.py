@@ -329,9 +329,44 @@ VERDICT_VERSION = 2
 """The stored verdict document's format: 2 since it carries ``version`` (documents stored before read as 1)."""
 
 
+@dataclass(frozen=True)
+class Ship:
+    """The checkpoint a gate ships, or why none (``Verdict.ship()``, ``SuiteVerdict.ship()``).
+
+    Attributes:
+        checkpoint: its path (None: nothing ships). digest: the identity the gate verified from its files (check a
+            shipped copy against it: ``checkpoints.identity.verify_identity``). train_seed, step: its seed and step.
+        why: why it ships, or why nothing does, as every report format says it.
+    """
+
+    checkpoint: str | None
+    digest: str | None
+    train_seed: int | None
+    step: int | None
+    why: str
+
+    @classmethod
+    def none(cls, why: str) -> Ship:
+        """Nothing ships, because ``why``."""
+        return cls(None, None, None, None, why)
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"checkpoint", "digest", "train_seed", "step", "why"}``: the ``ship`` of the ``--json`` documents."""
+        return dataclasses.asdict(self)
+
+    def __getitem__(self, key: str) -> Any:
+        """``ship()["checkpoint"]``, as when ``ship()`` returned a dict: deprecated for one release (read the
+        attribute)."""
+        import warnings
+
+        warnings.warn(f"ship()[{key!r}] is deprecated: ship() returns a Ship; read ship().{key} (item access goes "
+                      "in the next release)", DeprecationWarning, stacklevel=2)
+        return self.as_dict()[key]
+
+
 def ship_line(ship: dict[str, Any]) -> str:
-    """The text output's last line, from ``Verdict.ship()`` (or an error document's ``ship``): ``ship: PATH (why)``
-    or ``ship: none (why)``."""
+    """The text output's last line, from a ``--json`` document's ``ship`` (``Ship.as_dict``, or an error
+    document's): ``ship: PATH (why)`` or ``ship: none (why)``."""
     return f"ship: {ship['checkpoint'] or 'none'} ({ship['why']})"
 
 
@@ -402,30 +437,27 @@ class Verdict:
         ``evalgate.gate.report.outputs.error_document``)."""
         return "pass" if self.passed else "fail"
 
-    def ship(self) -> dict[str, Any]:
+    def ship(self) -> Ship:
         """The checkpoint to ship, or why none: on PASS, the seed's best checkpoint with the highest metric on the
         selection split (ties: the lower seed). The pick is made on the dev split, never on the decision split,
         so the private set chooses nothing (a seed with a lower private score may ship); every seed's best passed
         the rules together. ``why`` says so in every report format.
 
         Returns:
-            ``{"checkpoint": path or None, "digest", "train_seed", "step", "why"}``; ``digest`` is the identity
-            the gate verified from the checkpoint's files (check a shipped copy against it:
-            ``checkpoints.identity.verify_identity``).
+            The ``Ship`` (``checkpoint`` None on FAIL).
         """
         chosen = [s for s in self.seeds if s.best is not None]
         if not self.passed or not chosen:
             why = "; ".join(self.reasons) or "no seed has a best checkpoint"
-            return {"checkpoint": None, "digest": None, "train_seed": None, "step": None, "why": f"gate FAIL: {why}"}
+            return Ship.none(f"gate FAIL: {why}")
         top = max(chosen, key=lambda s: ((s.best.value or 0.0) if s.best else 0.0, -(s.train_seed or 0)))
         assert top.best is not None
-        return {"checkpoint": top.best.path, "digest": top.best.digest, "train_seed": top.train_seed,
-                "step": top.best.step,
-                "why": f"PASS; seed {top.train_seed}'s best (step {top.best.step}) has the highest "
-                       f"{self.policy.metric} on {self.policy.selection_split} ({num(top.best.value)}) of the "
-                       f"{len(chosen)} seed(s)' best checkpoints: the dev split picks the seed; the private split "
-                       f"{self.policy.decision_split} decides pass/fail for every seed's best together, never which "
-                       "seed ships (picking on it would tune on it)"}
+        return Ship(top.best.path, top.best.digest, top.train_seed, top.best.step,
+                    f"PASS; seed {top.train_seed}'s best (step {top.best.step}) has the highest "
+                    f"{self.policy.metric} on {self.policy.selection_split} ({num(top.best.value)}) of the "
+                    f"{len(chosen)} seed(s)' best checkpoints: the dev split picks the seed; the private split "
+                    f"{self.policy.decision_split} decides pass/fail for every seed's best together, never which "
+                    "seed ships (picking on it would tune on it)")
 
     def decision_size(self) -> dict[str, Any] | None:
         """How much the decision split can tell: its item count, the smallest paired difference it detects at the
@@ -470,8 +502,8 @@ class Verdict:
                              for a in self.reward_audit],
             "calibration": list(self.calibration), "proxies": list(self.proxies),
             "reason": self.reason, "gate_id": self.gate_id,
-            "reused_from": dataclasses.asdict(self.reused_from) if self.reused_from else None, "ship": self.ship(),
-            "rereads": list(self.rereads),
+            "reused_from": dataclasses.asdict(self.reused_from) if self.reused_from else None,
+            "ship": self.ship().as_dict(), "rereads": list(self.rereads),
             "broken_chain": dataclasses.asdict(self.broken_chain) if self.broken_chain else None,
             "decision_split_size": self.decision_size(), "decision_not_read": self.decision_not_read,
         }

@@ -16,7 +16,7 @@ from typing import Any
 import evalgate.gate.history as history
 from evalgate.core.errors import BadInput
 from evalgate.core.formatting import num
-from evalgate.gate.results import Verdict
+from evalgate.gate.results import Ship, Verdict
 from evalgate.gate.select import SeedKey
 from evalgate.gate.suite import Suite, SuiteMember, SuitePolicy
 from evalgate.gate.suite_decide import Pick
@@ -99,7 +99,7 @@ class SuiteVerdict:
             return ", ".join(self.failing)
         return "every member passed"
 
-    def ship(self) -> dict[str, Any]:
+    def ship(self) -> Ship:
         """The checkpoint to ship (the highest selecting-target dev objective among the seeds' picks; ties: the lower
         seed) on PASS; on FAIL none, naming the failing member(s)."""
         chosen = [p for p in self.picks.values() if p.digest is not None]
@@ -107,12 +107,12 @@ class SuiteVerdict:
             why = (f"suite FAIL: member(s) {', '.join(self.failing)} failed: "
                    + "; ".join(f"{m.name}: {', '.join(r.rule for r in m.verdict.rules if not r.passed)}"
                                for m in self.members if not m.passed)) if self.failing else "no seed has a checkpoint"
-            return {"checkpoint": None, "digest": None, "train_seed": None, "step": None, "why": why}
+            return Ship.none(why)
         top = max(chosen, key=lambda p: (p.objective or 0.0, -(p.key[1] or 0)))
-        return {"checkpoint": top.path, "digest": top.digest, "train_seed": top.key[1], "step": top.step,
-                "why": f"suite PASS: all {len(self.members)} members passed; seed {top.key[1]}'s checkpoint (step "
-                       f"{top.step}) has the highest selecting targets' dev mean ({num(top.objective)}) of the "
-                       f"{len(chosen)} seed(s)' picks"}
+        return Ship(top.path, top.digest, top.key[1], top.step,
+                    f"suite PASS: all {len(self.members)} members passed; seed {top.key[1]}'s checkpoint (step "
+                    f"{top.step}) has the highest selecting targets' dev mean ({num(top.objective)}) of the "
+                    f"{len(chosen)} seed(s)' picks")
 
     def table(self) -> list[dict[str, Any]]:
         """Members x seeds: per member and seed, the seed's decision value, and per member the CI of candidate -
@@ -141,7 +141,7 @@ class SuiteVerdict:
                            "step": p.step, "objective": p.objective, "unchecked_guards": p.unchecked,
                            "rejected": [{"step": p.steps[d][0], "checkpoint": p.steps[d][1], "why": w}
                                         for d, w in p.rejected.items()]} for p in self.picks.values()],
-                "table": self.table(), "members": [m.as_dict() for m in self.members], "ship": self.ship(),
+                "table": self.table(), "members": [m.as_dict() for m in self.members], "ship": self.ship().as_dict(),
                 "gate_id": self.gate_id}
 
 

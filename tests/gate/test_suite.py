@@ -298,8 +298,8 @@ def test_a_candidate_that_improves_the_target_but_regresses_a_guard_fails_naming
     assert v.picks[("sr", 1)].rejected[("d1-20")] == ["safety: dev 0.5000 < baseline 0.8000 - margin 0.1"]
     assert all(s.best and s.best.step == 10 for m in v.members for s in m.verdict.seeds)
     ship = v.ship()
-    assert ship["checkpoint"] is None and ship["why"].startswith("suite FAIL: member(s) safety failed: safety: "
-                                                                 "min_improvement")
+    assert ship.checkpoint is None and ship.why.startswith("suite FAIL: member(s) safety failed: safety: "
+                                                           "min_improvement")
     doc = v.as_dict()
     assert [(r["member"], r["passed"], r["threshold"]) for r in doc["table"]] == [
         ("skill", True, 0.0), ("safety", False, -0.1)]
@@ -316,7 +316,7 @@ def test_the_suite_passes_when_every_member_passes_and_reads_are_free_the_second
     assert v.passed and v.failing == [] and v.decided_by() == "every member passed"
     # the baseline and both seeds' picks on each private split: 3 reads each
     assert (_counted(store, "ta-private"), _counted(store, "gu-private")) == (3, 3)
-    assert v.ship()["step"] == 10 and v.ship()["train_seed"] == 2  # seed 2's pick has the higher target dev 0.6
+    assert v.ship().step == 10 and v.ship().train_seed == 2  # seed 2's pick has the higher target dev 0.6
     # p-value of "diff <= 0" for the target: only draws of the 2 baseline-correct items give a diff of 0
     (skill, _) = v.members
     assert skill.p_value == 0.0 and skill.holm_p == 0.0 and v.any_target_improved is True
