@@ -26,8 +26,9 @@ from pydantic import BaseModel
 
 from evalgate.core.enums import Outcome
 from evalgate.core.errors import BadInput, RefusedByPolicy
+from evalgate.core.results import Metrics
 from evalgate.gate.policy import GatePolicy
-from evalgate.gate.results import ReusedDecision, Verdict
+from evalgate.gate.results import ReusedDecision, Verdict, document
 from evalgate.store import GateRepo, Store
 
 
@@ -194,7 +195,7 @@ def stored_verdict(store: GateRepo, gate_id: str) -> tuple[dict[str, Any], Verdi
 # -- the verdict document ----------------------------------------------------------------------------------------
 def dump_verdict(verdict: Verdict) -> dict[str, Any]:
     """Every field of ``verdict`` (nested dataclasses as dicts, the policy as its JSON), for ``load_verdict``."""
-    doc = dataclasses.asdict(dataclasses.replace(verdict, policy=None))  # type: ignore[arg-type]
+    doc = document(dataclasses.replace(verdict, policy=None))  # type: ignore[arg-type]
     doc["policy"] = verdict.policy.model_dump(mode="json")
     return doc
 
@@ -222,8 +223,8 @@ def _key(tp: Any, key: str) -> Any:
 
 
 def from_json(tp: Any, data: Any) -> Any:
-    """``data`` (decoded JSON, as ``dataclasses.asdict`` wrote it) back as type ``tp``: dataclasses, pydantic
-    models, lists, tuples, dicts (their keys as ``tp`` says), unions with None.
+    """``data`` (decoded JSON, as ``gate.results.document`` wrote it) back as type ``tp``: dataclasses, pydantic
+    models, ``Metrics``, lists, tuples, dicts (their keys as ``tp`` says), unions with None.
 
     Raises:
         TypeError, KeyError, ValueError: ``data`` does not fit ``tp``.
@@ -232,7 +233,8 @@ def from_json(tp: Any, data: Any) -> Any:
 
 
 def _load(tp: Any, data: Any) -> Any:
-    """``data`` (decoded JSON) as type ``tp``: dataclasses, pydantic models, lists, tuples, dicts, unions."""
+    """``data`` (decoded JSON) as type ``tp``: dataclasses, pydantic models, ``Metrics``, lists, tuples, dicts,
+    unions."""
     if data is None or tp is Any:
         return data
     origin, args = get_origin(tp), get_args(tp)
@@ -245,6 +247,8 @@ def _load(tp: Any, data: Any) -> Any:
                      for f in dataclasses.fields(tp) if f.name in data})
     if isinstance(tp, type) and issubclass(tp, BaseModel):
         return tp.model_validate(data)
+    if tp is Metrics:
+        return Metrics(data)
     if origin is list:
         return [_load(args[0], x) for x in data]
     if origin is tuple:

@@ -27,6 +27,7 @@ import evalgate.gate.guards as guards
 import evalgate.gate.history as history
 import evalgate.gate.reads as reads
 from evalgate.core.enums import Outcome, Tier
+from evalgate.core.results import Metrics
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.proxies import Target, check_proxies, proxy_section
 from evalgate.gate.results import (
@@ -92,12 +93,12 @@ def _baseline(policy: GatePolicy, reader: reads.DecisionReader, sel_runs: list[d
                 and r["split_sha256"] == sel_sha256 and r["backend"] == policy.backend]
     dev = None
     if dev_runs:
-        dev = DevRun(dev_runs[-1]["run_id"], dev_runs[-1]["metrics"])
+        dev = DevRun(dev_runs[-1]["run_id"], Metrics(dev_runs[-1]["metrics"]))
     elif reader.evaluate_decision:
         doc = reads.evaluate_for_gate(policy.protocol_file or "", bl.checkpoint, policy.selection_split,
                                       reads.SELECTION_PURPOSE, who, reader.store, backend=policy.backend,
                                       progress=reader.progress)
-        dev = DevRun(doc["run_id"], doc["metrics"])
+        dev = DevRun(doc["run_id"], Metrics(doc["metrics"]))
     return BaselineResult(checkpoint=bl.checkpoint, decision=decision, dev=dev)
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 from evalgate.core.enums import Outcome, Tier
 from evalgate.core.errors import BadInput, RefusedByPolicy
+from evalgate.core.results import Metrics
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import BrokenChain, DecisionRun
 from evalgate.runner.grant import ReleaseGrant, _reserve_release_reads, _reserve_release_reads_all
@@ -397,14 +398,14 @@ class DecisionReader:
         p = self.policy
         if digest is not None and digest in self.shown:  # a re-read: the stored result, nothing evaluated
             run = self.shown[digest]
-            return DecisionRun(run["run_id"], run["metrics"], run["checkpoint_digest"])
+            return DecisionRun(run["run_id"], Metrics(run["metrics"]), run["checkpoint_digest"])
         if self.grant is not None:
             doc = evaluate_for_gate(p.protocol_file or "", path, p.decision_split, RELEASE_GATE, self.actor,
                                     self.store, seed_info, p.backend, self.grant, self.progress)
-            return DecisionRun(doc["run_id"], doc["metrics"], doc["checkpoint"]["digest"])
+            return DecisionRun(doc["run_id"], Metrics(doc["metrics"]), doc["checkpoint"]["digest"])
         run = self.prior(path, digest)
         m = self.manager
         if m is not None and not stored_result_holds(self.store, m, self.manifest, self.actor, p, run):
             m.log_result(self.manifest, self.actor, run["run_id"], run["checkpoint_digest"], run["protocol_hash"],
                          self.store.result_sha256(run["run_id"]))  # what this charged read showed
-        return DecisionRun(run["run_id"], run["metrics"], run["checkpoint_digest"])
+        return DecisionRun(run["run_id"], Metrics(run["metrics"]), run["checkpoint_digest"])

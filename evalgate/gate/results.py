@@ -4,11 +4,13 @@ rule outcomes and the ``Verdict`` that holds them. ``Verdict.as_dict`` is the on
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
 from evalgate.core.formatting import num
+from evalgate.core.results import Metrics
 from evalgate.core.stats import DETECTION_POWER, TOO_SMALL_DIFFERENCE, items_to_detect, minimum_detectable_difference
 from evalgate.diagnostics.guards import SeedGuards
 from evalgate.diagnostics.signals import Finding
@@ -23,7 +25,8 @@ class CheckpointResult:
         digest: checkpoint digest. path: checkpoint path as run. step: training step (None: unknown).
         train_run: training run name. run_id: the selection run. status: the run's status.
         value: the policy metric on the selection split (None when the run has none). stderr: its stderr.
-        metrics: behaviour metrics (``mean_completion_tokens``, ``truncation_rate``, ``mean_repetition``).
+        metrics: behaviour metrics (``mean_completion_tokens``, ``truncation_rate``, ``mean_repetition``), a
+            ``Metrics``.
         failed_reasons: why the checkpoint is failed (empty: not failed).
         error: the run's error (a failed run).
         provenance: where the run's train_run, train_seed and step came from (``Checkpoint.provenance``; None for
@@ -38,13 +41,31 @@ class CheckpointResult:
     status: str
     value: float | None
     stderr: float | None
-    metrics: dict[str, float | None]
+    metrics: Metrics
     failed_reasons: list[str] = field(default_factory=list)
     error: str | None = None
     provenance: dict[str, str] | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        """Every field, ``metrics`` as its plain dict (``document``)."""
+        return document(self)
+
+
+def document(value: Any) -> Any:
+    """``value`` as a verdict document holds it: ``dataclasses.asdict``'s shape (a dataclass as a dict of its fields,
+    recursively; lists, tuples and dicts through) with each ``Metrics`` as its plain dict, so ``json.dumps`` takes
+    it and ``gate.history.load_verdict`` reads it back."""
+    if isinstance(value, Metrics):
+        return value.as_dict()
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: document(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple, as asdict rebuilds it
+        return type(value)(*(document(v) for v in value))
+    if isinstance(value, list | tuple):
+        return type(value)(document(v) for v in value)
+    if isinstance(value, dict):
+        return {k: document(v) for k, v in value.items()}
+    return copy.deepcopy(value)
 
 
 @dataclass(frozen=True)
@@ -87,19 +108,20 @@ class TrainLogInfo:
 
 @dataclass(frozen=True)
 class DecisionRun:
-    """A run on the decision split (a seed's best checkpoint or the baseline): run id, its metrics, the digest."""
+    """A run on the decision split (a seed's best checkpoint or the baseline): run id, its metrics (``Metrics``),
+    the digest."""
 
     run_id: str
-    metrics: dict[str, Any]
+    metrics: Metrics
     digest: str
 
 
 @dataclass(frozen=True)
 class DevRun:
-    """The baseline checkpoint's run on the selection split."""
+    """The baseline checkpoint's run on the selection split: run id and its metrics (``Metrics``)."""
 
     run_id: str
-    metrics: dict[str, Any]
+    metrics: Metrics
 
 
 @dataclass(frozen=True)
@@ -515,7 +537,7 @@ class Verdict:
             "failed": [c.as_dict() for c in s.failed], "diagnostics": [d.as_dict() for d in s.diagnostics],
             "train_log": dataclasses.asdict(s.train_log) if s.train_log else None, **_guards_dict(s.guards)}
         if s.decision is not None:
-            out["decision"] = dataclasses.asdict(s.decision)
+            out["decision"] = document(s.decision)
             est = self.stats.per_seed.get(s.train_seed) if self.stats else None
             if est is not None:
                 out["decision"].update(items=est.items, value=est.value, stderr=est.stderr,
@@ -530,10 +552,10 @@ class Verdict:
             return {"value": b.value}
         out: dict[str, Any] = {"checkpoint": b.checkpoint}
         if b.decision is not None:
-            out["decision"] = dataclasses.asdict(b.decision)
+            out["decision"] = document(b.decision)
             if self.stats and self.stats.baseline:
                 e = self.stats.baseline
                 out["decision"].update(value=e.value, stderr=e.stderr, items=e.items)
         if b.dev is not None:
-            out["dev"] = dataclasses.asdict(b.dev)
+            out["dev"] = document(b.dev)
         return out

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.core.errors import RefusedByPolicy
+from evalgate.core.results import Metrics
 from evalgate.diagnostics.signals import Finding
 from evalgate.gate.results import CheckpointResult, SeedResult, SetAside
 
@@ -51,7 +52,7 @@ def _checkpoint(run: dict[str, Any], metric: str) -> CheckpointResult:
     return CheckpointResult(digest=run["checkpoint_digest"], path=run["checkpoint_path"], step=run["step"],
                             train_run=run["train_run"], run_id=run["run_id"], status=run["status"],
                             value=m.get(metric), stderr=m.get(f"{metric}_stderr"),
-                            metrics={k: m.get(k) for k in BEHAVIOUR_METRICS}, error=run.get("error"),
+                            metrics=Metrics({k: m.get(k) for k in BEHAVIOUR_METRICS}), error=run.get("error"),
                             provenance=run.get("checkpoint_provenance"))
 
 

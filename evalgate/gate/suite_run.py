@@ -27,6 +27,7 @@ import evalgate.gate.history as history
 import evalgate.gate.reads as reads
 from evalgate.core.enums import Outcome, Tier
 from evalgate.core.errors import BadInput, EvalgateError
+from evalgate.core.results import Metrics
 from evalgate.gate import pipeline
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import BaselineResult, CheckpointResult, ReusedDecision, RuleOutcome, SeedResult, Verdict
@@ -131,7 +132,7 @@ def _member_seeds(m: _Member, picks: dict[SeedKey, Pick], template: dict[SeedKey
                 tmpl = next((c for c in template[key].checkpoints if c.digest == pick.digest), None)
                 best = CheckpointResult(digest=pick.digest, path=pick.path or "", step=pick.step,
                                         train_run=key[0], run_id="", status="complete",
-                                        value=None, stderr=None, metrics={},
+                                        value=None, stderr=None, metrics=Metrics(),
                                         provenance=tmpl.provenance if tmpl else None)
                 if s in bare:
                     s.checkpoints, s.last = [best], best
