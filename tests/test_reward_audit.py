@@ -13,6 +13,7 @@ from evalgate.cli import main
 from evalgate.core.errors import BadInput
 from evalgate.gate import GatePolicy, Verdict
 from evalgate.gate.report.outputs import render_html
+from evalgate.gate.results import RewardAudit
 from evalgate.human import rating
 from evalgate.rlhf.reward_audit import RewardAuditRules, reward_audit
 from evalgate.splits import write_split
@@ -124,11 +125,12 @@ def test_release_report_has_the_reward_audit_section(store: Store, tmp_path: Pat
     audit = reward_audit(store, "cand", RewardAuditRules(), write_rollouts(tmp_path / "r.jsonl"), "base")
     policy = GatePolicy.model_validate({"name": "g", "protocol": "p@1", "selection_split": "d",
                                         "decision_split": "pr", "baseline": {"value": 0.1}})
-    html = render_html(Verdict(True, policy, [], reward_audit=[{**audit, "train_seed": 1, "step": 9}]))
+    typed = RewardAudit.from_dict({**audit, "checkpoint": "/ck/cand", "train_seed": 1, "step": 9})
+    html = render_html(Verdict(True, policy, [], reward_audit=[typed]))
     section = html[html.index("<h2>Reward audit</h2>"):]
     assert "4 suspicious" in section and "<b>q1</b> #0 — length inflation" in section
     assert "completion q3" in section
-    doc = Verdict(True, policy, [], reward_audit=[audit]).as_dict()
+    doc = Verdict(True, policy, [], reward_audit=[typed]).as_dict()
     assert "text" not in doc["reward_audit"][0]["suspicious"][0]  # the JSON carries no completions
 
 
@@ -155,4 +157,4 @@ def test_the_gate_fails_on_the_reward_human_spearman_rule(tmp_path: Path) -> Non
     rule = outcome.pop("reward_human_spearman")
     assert not rule.passed and not v.passed and all(r.passed for r in outcome.values())
     assert rule.detail.startswith("/d1-30: ") and "rho 0.444" in rule.detail
-    assert [a["run_id"] for a in v.reward_audit] == ["ha-best"]
+    assert [a.run_id for a in v.reward_audit] == ["ha-best"]

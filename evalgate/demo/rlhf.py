@@ -121,7 +121,8 @@ def prepare(home: Path, addition: Path, gguf: Path, store: Any, dev_items: int) 
 
 
 def proxy_lines(proxies: list[dict[str, Any]]) -> list[str]:
-    """What the demo prints of the report's proxy section (``Verdict.proxies``): per proxy and checkpoint, the
+    """What the demo prints of the report's proxy section (the ``--json`` document's ``proxies``,
+    ``ProxyEntry.as_dict``): per proxy and checkpoint, the
     judge's win rate against the base model with its CI and position-flip rate, or the reward model's mean score."""
     from evalgate.core.formatting import num, pm
 

@@ -241,6 +241,8 @@ def _load(tp: Any, data: Any) -> Any:
     if origin in (Union, types.UnionType):
         options = [a for a in args if a is not type(None)]
         return _load(options[0], data) if len(options) == 1 else data
+    if isinstance(tp, type) and hasattr(tp, "from_document"):  # a row the documents hold flat (ProxyEntry)
+        return tp.from_document(data)
     if dataclasses.is_dataclass(tp):
         hints = get_type_hints(tp)
         return tp(**{f.name: _load(hints[f.name], data[f.name])  # type: ignore[operator]

@@ -33,8 +33,10 @@ from evalgate.gate.proxies import Target, check_proxies, proxy_section
 from evalgate.gate.results import (
     AuditSample,
     BaselineResult,
+    CalibrationRow,
     DevRun,
     ReusedDecision,
+    RewardAudit,
     RuleOutcome,
     SeedResult,
     Statistics,
@@ -238,7 +240,7 @@ def _proxy_targets(policy: GatePolicy, chosen: list[SeedResult], base_digest: st
 
 
 def _proxy_rules(policy: GatePolicy, store: Store, seeds: list[SeedResult], chosen: list[SeedResult], who: str
-                 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[RuleOutcome]]:
+                 ) -> tuple[list[RewardAudit], list[CalibrationRow], list[RuleOutcome]]:
     """The rules on proxy rewards: the reward audit of the best checkpoints' human-rated runs (its Spearman rule
     applies where people rated), each proxy scorer's calibration against raters (a proxy's metric decides only
     when calibrated) and the RLHF triad (RM score up, the metric down, length up).
@@ -246,13 +248,14 @@ def _proxy_rules(policy: GatePolicy, store: Store, seeds: list[SeedResult], chos
     Returns:
         (reward audits, calibration rows for the report, the rules they add).
     """
-    audits = audits_for_checkpoints(store, [s.best.digest for s in chosen if s.best], policy.reward_audit, who)
-    rules = [RuleOutcome("reward_human_spearman", bool(a["rule"]["passed"]), f"{a['checkpoint']}: "
-                         f"{a['rule']['detail']}") for a in audits if a["rule"]["passed"] is not None]
+    audits = [RewardAudit.from_dict(a) for a in audits_for_checkpoints(
+        store, [s.best.digest for s in chosen if s.best], policy.reward_audit, who)]
+    rules = [RuleOutcome("reward_human_spearman", bool(a.rule["passed"]), f"{a.checkpoint}: {a.rule['detail']}")
+             for a in audits if a.rule["passed"] is not None]
     if policy.reward_audit.min_reward_human_spearman is not None and not rules:
         rules.append(not_checkable("reward_human_spearman", "no best checkpoint has a human-rated run with a defined "
                                    "reward-human Spearman's rho (" + ("; ".join(
-                                       f"{a['checkpoint']}: {a['rule']['detail']}" for a in audits)
+                                       f"{a.checkpoint}: {a.rule['detail']}" for a in audits)
                                        or "no rated run") + "); rate one in 'evalgate serve'",
                                    policy.rules.accept_not_checkable))
     calibration = calibration_section(store, policy)
@@ -262,7 +265,7 @@ def _proxy_rules(policy: GatePolicy, store: Store, seeds: list[SeedResult], chos
             rule, passed, detail = found
             rules.append(RuleOutcome(rule, passed, detail) if passed is not None
                          else not_checkable(rule, detail, policy.rules.accept_not_checkable))
-    return audits, calibration, rules
+    return audits, [CalibrationRow(**c) for c in calibration], rules
 
 
 def _decision_reader(policy: GatePolicy, store: Store, manager: SplitManager, dec_m: Any, who: str,

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput, RefusedByPolicy
+from evalgate.gate.results import ProxyEntry
 from evalgate.splits.guard import SplitManager
 from evalgate.store import Store
 
@@ -136,7 +137,7 @@ def _stored(store: Store, c: CheckedProxy, digest: str | None, backend: str,
 
 
 def proxy_section(policy: GatePolicy, checked: list[CheckedProxy], targets: list[Target], store: Store,
-                  manager: SplitManager, actor: str, evaluate: bool, progress: bool = False) -> list[dict[str, Any]]:
+                  manager: SplitManager, actor: str, evaluate: bool, progress: bool = False) -> list[ProxyEntry]:
     """Score ``targets`` (the baseline first, then each seed's best) under every checked proxy protocol.
 
     Args:
@@ -145,10 +146,10 @@ def proxy_section(policy: GatePolicy, checked: list[CheckedProxy], targets: list
         progress: say on stderr what each evaluation reads, with its bars.
 
     Returns:
-        Per proxy ``{"protocol", "protocol_hash", "scorer", "split", "checkpoints": [{"role", "path", "digest",
-        "train_run", "train_seed", "step", "run_id", **proxy_row}]}``, in the policy's order; a pairwise judge
-        that compared more than two checkpoints (its baseline included) adds ``"bradley_terry"``
-        (``bradley_terry``).
+        Per proxy a ``ProxyEntry`` (its document: ``{"protocol", "protocol_hash", "scorer", "split", "checkpoints":
+        [{"role", "path", "digest", "train_run", "train_seed", "step", "run_id", **proxy_row}]}``), in the policy's
+        order; a pairwise judge that compared more than two checkpoints (its baseline included) has
+        ``bradley_terry`` (``bradley_terry``).
 
     Raises:
         BadInput: not evaluating, and a target has no stored run (names the command to run).
@@ -188,7 +189,7 @@ def proxy_section(policy: GatePolicy, checked: list[CheckedProxy], targets: list
         bt = bradley_terry(judged, policy.bootstrap_seed)
         if bt is not None:
             entry["bradley_terry"] = bt
-        out.append(entry)
+        out.append(ProxyEntry.from_document(entry))
     return out
 
 

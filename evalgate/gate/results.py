@@ -57,6 +57,8 @@ def document(value: Any) -> Any:
     it and ``gate.history.load_verdict`` reads it back."""
     if isinstance(value, Metrics):
         return value.as_dict()
+    if isinstance(value, ProxyCheckpoint | ProxyEntry):
+        return value.as_dict()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: document(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple, as asdict rebuilds it
@@ -95,6 +97,147 @@ class AuditSample:
     extracted: Any
     text: str
     trajectory: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class SuspiciousSample:
+    """A sample the reward audit flags (``rlhf.reward_audit``): the sample, why (``reasons``: reward-human mismatch,
+    length inflation, repetition), its reward and mean human score in [0, 1], token counts (the baseline's mean on the
+    item), repetition ratio and completion ``text`` (cut to the report's limit; never in the ``--json`` document)."""
+
+    item_id: str
+    sample_index: int
+    reasons: list[str]
+    reward: float | None
+    human: float | None
+    completion_tokens: int | None
+    baseline_tokens: float | None
+    repetition: float | None
+    text: str
+
+
+@dataclass(frozen=True)
+class RewardAudit:
+    """The reward audit of one best checkpoint's human-rated run (``Verdict.reward_audit``;
+    ``rlhf.reward_audit.reward_audit``, whose document it holds field by field).
+
+    Attributes:
+        run_id: the rated run. reward_source: the training reward's file, or ``automatic score``.
+        unmatched_rollouts: rollouts that matched no sample. rules: the thresholds applied
+        (``RewardAuditRules``). checked: samples checked. suspicious: the flagged ones. counts: flags per reason.
+        not_checkable: checks that had nothing to read, and why. agreement: reward vs human
+        (``human.agreement.run_agreement`` without its samples). rule: the Spearman rule's ``{"passed", "detail"}``
+        (passed None: off or not applicable). checkpoint, step, train_seed: the run's checkpoint.
+    """
+
+    run_id: str
+    reward_source: str
+    unmatched_rollouts: int
+    rules: dict[str, Any]
+    checked: int
+    suspicious: list[SuspiciousSample]
+    counts: dict[str, int]
+    not_checkable: list[str]
+    agreement: dict[str, Any]
+    rule: dict[str, Any]
+    checkpoint: str
+    step: int | None
+    train_seed: int | None
+
+    @classmethod
+    def from_dict(cls, audit: dict[str, Any]) -> RewardAudit:
+        """From ``rlhf.reward_audit.audits_for_checkpoints``' document."""
+        return cls(**{**audit, "suspicious": [SuspiciousSample(**s) for s in audit["suspicious"]]})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The ``--json`` document's: every field, the suspicious samples without their text."""
+        out = document(self)
+        out["suspicious"] = [{k: v for k, v in s.items() if k != "text"} for s in out["suspicious"]]
+        return out
+
+
+@dataclass(frozen=True)
+class CalibrationRow:
+    """One proxy scorer's agreement with people on the human-audit tier (``Verdict.calibration``;
+    ``rlhf.calibration.calibration_section``, whose rows it holds field by field).
+
+    Attributes:
+        protocol: the proxy's protocol (``name@version``). scorer: its scorer (None: the file is missing).
+        role: ``gated``, ``reward model`` or ``proxy``. runs: the rated runs pooled. n_samples: rated samples.
+        n, levels: pairs compared and the rating scale's points. spearman: ``{"n", "rho", "ci"}``. kappa,
+        weighted_kappa, alpha: each ``{"value", "ci"}`` (``human.agreement.proxy_agreement``).
+    """
+
+    protocol: str
+    scorer: str | None
+    role: str
+    runs: list[str]
+    n_samples: int
+    n: int
+    levels: int
+    spearman: dict[str, Any]
+    kappa: dict[str, Any]
+    weighted_kappa: dict[str, Any]
+    alpha: dict[str, Any]
+
+    def as_dict(self) -> dict[str, Any]:
+        return document(self)
+
+
+@dataclass(frozen=True)
+class ProxyCheckpoint:
+    """One checkpoint a proxy protocol scored (``ProxyEntry.checkpoints``): ``role`` (``baseline`` or ``seed``), its
+    path, digest, training run, seed and step, the proxy run's id, and ``scores``: what that run's metrics hold
+    (``gate.proxies.proxy_row``: samples, by_status, mean_score and its stderr; a reward model's reward_mean, its
+    stderr and reward_errors; a judge's ``judge`` numbers), which the documents hold beside the other fields."""
+
+    role: str
+    path: str
+    digest: str | None
+    train_run: str | None
+    train_seed: int | None
+    step: int | None
+    run_id: str
+    scores: dict[str, Any]
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> ProxyCheckpoint:
+        """From a document's row (``as_dict``: the fields, then the scores)."""
+        named = {f.name for f in dataclasses.fields(cls)} - {"scores"}
+        return cls(**{k: doc[k] for k in named}, scores={k: v for k, v in doc.items() if k not in named})
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as the documents hold it: the fields, then the scores beside them."""
+        return {**{f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "scores"},
+                **copy.deepcopy(self.scores)}
+
+
+@dataclass(frozen=True)
+class ProxyEntry:
+    """One proxy protocol's numbers (``Verdict.proxies``; ``gate.proxies.proxy_section``): the protocol, its hash,
+    scorer and dev-tier split, each checkpoint it scored, and a pairwise judge's Bradley-Terry ratings
+    (``gate.proxies.bradley_terry``; None: not rated, and then absent from the documents)."""
+
+    protocol: str
+    protocol_hash: str
+    scorer: str | None
+    split: str
+    checkpoints: list[ProxyCheckpoint]
+    bradley_terry: dict[str, Any] | None = None
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> ProxyEntry:
+        """From a document's entry (``as_dict``)."""
+        return cls(doc["protocol"], doc["protocol_hash"], doc["scorer"], doc["split"],
+                   [ProxyCheckpoint.from_document(c) for c in doc["checkpoints"]], doc.get("bradley_terry"))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The entry as the documents hold it (``bradley_terry`` only when rated)."""
+        out: dict[str, Any] = {"protocol": self.protocol, "protocol_hash": self.protocol_hash, "scorer": self.scorer,
+               "split": self.split, "checkpoints": [c.as_dict() for c in self.checkpoints]}
+        if self.bradley_terry is not None:
+            out["bradley_terry"] = copy.deepcopy(self.bradley_terry)
+        return out
 
 
 @dataclass(frozen=True)
@@ -438,9 +581,9 @@ class Verdict:
     stale: list[SetAside] = field(default_factory=list)
     ignored: list[SetAside] = field(default_factory=list)
     failures: list[SetAside] = field(default_factory=list)
-    reward_audit: list[dict[str, Any]] = field(default_factory=list)
-    calibration: list[dict[str, Any]] = field(default_factory=list)
-    proxies: list[dict[str, Any]] = field(default_factory=list)
+    reward_audit: list[RewardAudit] = field(default_factory=list)
+    calibration: list[CalibrationRow] = field(default_factory=list)
+    proxies: list[ProxyEntry] = field(default_factory=list)
     gate_id: str | None = None
     reused_from: ReusedDecision | None = None
     rereads: list[str] = field(default_factory=list)
@@ -520,9 +663,8 @@ class Verdict:
             "seeds": [self._seed_dict(s) for s in self.seeds],
             "baseline": self._baseline_dict(), "stats": self.stats.as_dict() if self.stats else {},
             **{k: [dataclasses.asdict(r) for r in getattr(self, k)] for k in ("stale", "ignored", "failures")},
-            "reward_audit": [{**a, "suspicious": [{k: v for k, v in s.items() if k != "text"} for s in a["suspicious"]]}
-                             for a in self.reward_audit],
-            "calibration": list(self.calibration), "proxies": list(self.proxies),
+            "reward_audit": [a.as_dict() for a in self.reward_audit],
+            "calibration": [c.as_dict() for c in self.calibration], "proxies": [p.as_dict() for p in self.proxies],
             "reason": self.reason, "gate_id": self.gate_id,
             "reused_from": dataclasses.asdict(self.reused_from) if self.reused_from else None,
             "ship": self.ship().as_dict(), "rereads": list(self.rereads),

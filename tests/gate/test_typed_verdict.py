@@ -14,7 +14,14 @@ import pytest
 from evalgate.core.results import Metrics
 from evalgate.gate.history import dump_verdict, load_verdict
 from evalgate.gate.report.outputs import markdown_summary, render_html
-from evalgate.gate.results import Ship
+from evalgate.gate.results import (
+    CalibrationRow,
+    ProxyCheckpoint,
+    ProxyEntry,
+    RewardAudit,
+    Ship,
+    SuspiciousSample,
+)
 
 OLD = Path(__file__).parent / "data" / "verdict_v1.json"
 
@@ -34,6 +41,19 @@ def test_an_old_document_loads_typed(old: dict[str, Any]) -> None:
     assert seed.best.metrics["mean_completion_tokens"] == 12.5
     assert v.baseline is not None and v.baseline.dev is not None and isinstance(v.baseline.dev.metrics, Metrics)
     assert v.ship() == Ship("/ck/s1/checkpoint-10", "d10", 1, 10, v.ship().why)
+    (audit,) = v.reward_audit
+    assert isinstance(audit, RewardAudit) and (audit.checkpoint, audit.step, audit.checked) == (
+        "/ck/s1/checkpoint-10", 10, 2)
+    assert audit.suspicious == [SuspiciousSample("q1", 0, ["reward-human mismatch"], 1.0, 0.0, 7, None, None,
+                                                 "the answer is 9")]
+    (cal,) = v.calibration
+    assert isinstance(cal, CalibrationRow) and (cal.protocol, cal.role, cal.n_samples, cal.levels) == (
+        "judge@1", "proxy", 3, 5)
+    (proxy,) = v.proxies
+    assert isinstance(proxy, ProxyEntry) and proxy.bradley_terry is None
+    assert proxy.checkpoints == [ProxyCheckpoint("baseline", "/ck/base", "dbase", None, None, None, "rm-base", {
+        "samples": 4, "by_status": {"scored": 4}, "mean_score": 0.25, "mean_score_stderr": 0.1, "reward_mean": -0.5,
+        "reward_mean_stderr": 0.2, "reward_errors": 0})]
     assert v.ship().why.startswith("PASS; seed 1's best (step 10) has the highest pass@1 on add-dev (0.5")
 
 

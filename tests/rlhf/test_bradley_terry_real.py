@@ -57,7 +57,8 @@ def test_three_checkpoints_judged_by_smollm2_get_ratings_that_match_their_win_ra
     targets = [Target("baseline", str(smollm2_gguf), base.digest),
                Target("seed", str(twin.path), twin.digest, "run", 1, 2),
                Target("seed", str(noise.path), noise.digest, "run", 2, 4)]
-    (proxy,) = proxy_section(policy, check_proxies(policy, manager), targets, store, manager, "test", evaluate=True)
+    (entry,) = proxy_section(policy, check_proxies(policy, manager), targets, store, manager, "test", evaluate=True)
+    proxy = entry.as_dict()  # the document the reports render
 
     bt = proxy["bradley_terry"]
     assert bt["anchor"] == "baseline" and bt["games"] == 2 * 2 * ITEMS  # two seeds, both orders of each item

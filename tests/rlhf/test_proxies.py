@@ -27,6 +27,7 @@ from evalgate.core.errors import BadInput, ProtocolDrift, RefusedByPolicy
 from evalgate.demo.rlhf import proxy_lines
 from evalgate.gate import load_policy, run_gate
 from evalgate.gate.report.outputs import markdown_summary, render_html, report_stored, write_json
+from evalgate.gate.results import ProxyEntry
 from evalgate.protocol.freeze import freeze
 from evalgate.rlhf import judge_calls, reward
 from evalgate.runner.evaluate import RunOptions, evaluate
@@ -154,7 +155,8 @@ def test_the_report_shows_the_judges_win_rate_and_the_rms_mean_score_per_checkpo
     store = Store()
     verdict = run_gate(load_policy(path), store, evaluate_decision=False)
     assert verdict.rules == [] and verdict.passed  # the policy sets no rule and the proxies add none
-    judge, rm = verdict.proxies
+    assert all(isinstance(p, ProxyEntry) for p in verdict.proxies)
+    judge, rm = (p.as_dict() for p in verdict.proxies)  # the document every report format renders
     assert (judge["protocol"], judge["scorer"], judge["split"]) == ("add-judge@1", "judge", "add-proxy")
     assert "bradley_terry" not in judge  # two checkpoints: the win rate says it all
     assert [(r["role"], r["train_seed"], r["step"], r["digest"]) for r in judge["checkpoints"]] == [
@@ -183,7 +185,7 @@ def test_the_report_shows_the_judges_win_rate_and_the_rms_mean_score_per_checkpo
     assert seed_r["mean_score"] == pytest.approx((3 * _sigmoid(1) + _sigmoid(-1)) / 4)
     assert "judge" not in seed_r and "reward_mean" not in seed_j
     # each proxy is also listed in the calibration section: no rated sample, so not calibrated
-    assert [(c["protocol"], c["role"], c["n_samples"]) for c in verdict.calibration] == [
+    assert [(c.protocol, c.role, c.n_samples) for c in verdict.calibration] == [
         ("add-judge@1", "proxy", 0), ("add-rm@1", "proxy", 0)]
 
     md = markdown_summary(verdict)
@@ -198,7 +200,7 @@ def test_the_report_shows_the_judges_win_rate_and_the_rms_mean_score_per_checkpo
     assert "0.750 [0.500, 1.000]" in section and "(itself)" in section and "-0.500 ± 0.500" in section
     assert "4 of 4: " in section and "0 unparseable" in section
     # what make demo prints of them (stderr of the sigmoids {0.731, 0.269 x 3}: sd 0.231 over 4 items = 0.116)
-    assert proxy_lines(verdict.proxies)[2:5] == [
+    assert proxy_lines(verdict.as_dict()["proxies"])[2:5] == [
         "    seed 1 best (step 10): win rate vs base 0.750 [0.500, 1.000], position-flip rate 0.000; 4 of 4 answers "
         "judged (0 verdicts unparseable, 0 answers cut at max_tokens)",
         "  proxy add-rm@1 (reward_model, add-proxy; informational, decides nothing):",
@@ -213,7 +215,7 @@ def test_the_report_shows_the_judges_win_rate_and_the_rms_mean_score_per_checkpo
     assert f"| {lc} (far from the raw rate) |" in md
     assert "far from the raw rate (AlpacaEval's extreme-change warning)" in section
     quiet = copy.deepcopy(verdict.proxies)
-    quiet[0]["checkpoints"][1]["judge"]["pairwise"]["lc_extreme_change"] = False
+    quiet[0].checkpoints[1].scores["judge"]["pairwise"]["lc_extreme_change"] = False
     shown = dataclasses.replace(verdict, proxies=quiet)
     assert f"| {lc} |" in markdown_summary(shown) and "far from the raw rate" not in render_html(shown)
     # the stored verdict renders the same section again, reading no split
@@ -233,8 +235,9 @@ def test_three_checkpoints_judged_pairwise_get_bradley_terry_ratings_in_every_fo
     path, _ = _setup(tmp_path, seeds=2)
     store = Store()
     verdict = run_gate(load_policy(path), store, evaluate_decision=False)
-    judge, rm = verdict.proxies
-    assert "bradley_terry" not in rm  # a reward model compares nothing pairwise
+    judge, rm = (p.as_dict() for p in verdict.proxies)
+    # a reward model compares nothing pairwise
+    assert verdict.proxies[1].bradley_terry is None and "bradley_terry" not in rm
     bt = judge["bradley_terry"]
     assert (bt["anchor"], bt["anchor_rating"], bt["games"], bt["confidence"]) == ("baseline", 1000.0, 16, 0.95)
     by = {p["player"]: p for p in bt["players"]}
@@ -264,8 +267,9 @@ def test_the_mean_score_column_is_the_judges_preference_mean(tmp_path: Path, pro
     # the judge's sample score is the item preference, so its run's mean_score is the win rate when nothing is
     # unparseable: (0.5 + 1 + 1 + 0.5) / 4, with stderr sd/sqrt(4), sd = sqrt(4 * 0.25^2 / 3)
     path, _ = _setup(tmp_path)
-    seed = run_gate(load_policy(path), Store(), evaluate_decision=False).proxies[0]["checkpoints"][1]
-    assert seed["mean_score"] == 0.75 and seed["mean_score_stderr"] == pytest.approx(math.sqrt(0.25 / 3) / 2)
+    seed = run_gate(load_policy(path), Store(), evaluate_decision=False).proxies[0].checkpoints[1]
+    assert seed.scores["mean_score"] == 0.75
+    assert seed.scores["mean_score_stderr"] == pytest.approx(math.sqrt(0.25 / 3) / 2)
 
 
 def _private_reads(store: Store) -> int:

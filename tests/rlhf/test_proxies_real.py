@@ -64,7 +64,7 @@ def test_the_demos_rlhf_leg_judges_and_scores_the_seeds_best_against_the_base_mo
     verdict = run_gate(load_policy(path, {"EVALGATE_DEMO_BASE": str(smollm2_gguf),
                                           "EVALGATE_DEMO_PROXIES": str(proxies)}), store)
 
-    judge, rm = verdict.proxies
+    judge, rm = (p.as_dict() for p in verdict.proxies)  # the document every report format renders
     assert (judge["protocol"], judge["split"], rm["protocol"]) == ("addition-judge@1", "addition-proxy",
                                                                    "addition-rm@1")
     assert [(r["role"], r["train_seed"]) for r in judge["checkpoints"]] == [("baseline", None), ("seed", 1)]
