@@ -105,41 +105,57 @@ def test_folder_differences_by_hand(tmp_path: Path) -> None:
     assert folder_differences(a, b) == "z missing; sub/y differs"
 
 
-# -- the real SmolLM2 GGUF (each test converts it twice: 20 s of CPU, minutes on a loaded machine) ----------------
+# -- the real SmolLM2 GGUF (a conversion is about 10 s of CPU, minutes on a loaded machine) ------------------------
+@pytest.fixture(scope="module")
+def two_paths(smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+    """The real GGUF converted from two paths to the same bytes (a hard link, else a copy, in two folders), each into
+    a models directory of its own: (the folder above both, [the two converted folders]). Converted once for the
+    module's two tests (three conversions in all, where each test converting its own took four)."""
+    root = tmp_path_factory.mktemp("two-paths")
+    outs = []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("EVALGATE_HOME", str(root / "home"))  # before the tests' own homes: one of its own
+        for where in ("one", "two/deeper"):
+            folder = root / where
+            folder.mkdir(parents=True)
+            copy = folder / f"copy-{where.replace('/', '-')}.gguf"
+            try:
+                os.link(smollm2_gguf, copy)  # another path to the same bytes (resolve() keeps a hard link's path)
+            except OSError:
+                shutil.copyfile(smollm2_gguf, copy)
+            mp.setenv("EVALGATE_MODELS", str(root / f"models-{where.replace('/', '-')}"))
+            outs.append(resolve_checkpoint(copy).model_dir)
+    return root, outs
+
+
 @pytest.mark.timeout(900)
-def test_the_real_conversion_is_the_same_from_two_paths_and_names_neither(home: Path, smollm2_gguf: Path,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_real_conversion_is_the_same_from_two_paths_and_names_neither(two_paths: tuple[Path, list[Path]],
+                                                                         smollm2_gguf: Path) -> None:
     """Before: config.json held ``_name_or_path`` (the GGUF's folder) and SOURCE the GGUF's path, so two machines
     (or a wheel installed in two venvs) converted the same file to different bytes."""
-    outs = []
-    for where in ("one", "two/deeper"):
-        folder = home / where
-        folder.mkdir(parents=True)
-        copy = folder / f"copy-{where.replace('/', '-')}.gguf"
-        try:
-            os.link(smollm2_gguf, copy)  # another path to the same bytes (resolve() keeps a hard link's path)
-        except OSError:
-            shutil.copyfile(smollm2_gguf, copy)
-        monkeypatch.setenv("EVALGATE_MODELS", str(home / f"models-{where.replace('/', '-')}"))
-        outs.append(resolve_checkpoint(copy).model_dir)
+    root, outs = two_paths
     assert outs[0] != outs[1] and outs[0].name == outs[1].name
     assert folder_differences(outs[0], outs[1]) == ""
     for f in outs[0].iterdir():
         if f.suffix != ".safetensors":
             text = f.read_text()
-            assert str(home) not in text and str(smollm2_gguf.parent) not in text, f.name
+            assert str(root) not in text and str(smollm2_gguf.parent) not in text, f.name
     assert "_name_or_path" not in json.loads((outs[0] / "config.json").read_text())
 
 
 @pytest.mark.timeout(900)
 def test_a_tampered_real_conversion_is_replaced_on_a_trust_decision(home: Path, smollm2_gguf: Path,
+                                                                    two_paths: tuple[Path, list[Path]],
                                                                     monkeypatch: pytest.MonkeyPatch,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 42's edit (``rms_norm_eps`` 1e-5 -> 0.5 changes every output) made to the cached folder: a dev run
     loads it (documented), a run that decides (``verify``) replaces it and says so; SmolLM2-135M's own value
-    is 1e-5 (its config on the Hub)."""
+    is 1e-5 (its config on the Hub). The cached folder is a copy of a real conversion (``two_paths``), where the
+    GGUF's own conversion would put it."""
     monkeypatch.setenv("EVALGATE_MODELS", str(home / "models"))
-    out = resolve_checkpoint(smollm2_gguf).model_dir
+    out = home / "models" / two_paths[1][0].name
+    shutil.copytree(two_paths[1][0], out)
+    assert resolve_checkpoint(smollm2_gguf).model_dir == out  # reused unchecked: no conversion of its own
     cfg = json.loads((out / "config.json").read_text())
     assert cfg["rms_norm_eps"] == pytest.approx(1e-5)
     (out / "config.json").write_text(json.dumps({**cfg, "rms_norm_eps": 0.5}, indent=2))
