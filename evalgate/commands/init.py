@@ -21,6 +21,9 @@ from evalgate.scaffold.starter import BENCHMARKS, DEFAULT_BASELINE, DEFAULT_CHEC
 @click.option("--map", "mapping", multiple=True, metavar="FIELD=COLUMN",
               help="custom: an item field from a source column (repeatable), e.g. --map question=problem.")
 @click.option("--row-ids", is_flag=True, help="custom: number items by row (0-based) where the data has no 'id'.")
+@click.option("--gold", type=click.Choice(["gsm8k", "boxed"]), default=None,
+              help="custom: take each gold answer out of a worked solution, as 'splits add --gold' (gsm8k: the "
+                   "number after the final '####' of 'answer'; boxed: the last \\boxed{} of 'solution').")
 @click.option("--name", default=None,
               help="Name of the protocol, the gate and the splits' prefix (default: the benchmark's name).")
 @click.option("--checkpoint-glob", default=DEFAULT_CHECKPOINT_GLOB, show_default=True,
@@ -40,16 +43,16 @@ from evalgate.scaffold.starter import BENCHMARKS, DEFAULT_BASELINE, DEFAULT_CHEC
               help="Replace an existing protocol, gate policy or workflow (never a protocol's lock or a split).")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @handle_errors
-def init_cmd(benchmark: str, source: Path | None, mapping: tuple[str, ...], row_ids: bool, name: str | None,
-             checkpoint_glob: str, baseline: str, directory: Path, human_audit: int, train_run: str | None,
-             force: bool, as_json: bool) -> None:
+def init_cmd(benchmark: str, source: Path | None, mapping: tuple[str, ...], row_ids: bool, gold: str | None,
+             name: str | None, checkpoint_glob: str, baseline: str, directory: Path, human_audit: int,
+             train_run: str | None, force: bool, as_json: bool) -> None:
     """Write a starter protocol, gate policy, splits (private data encrypted) and GitHub Actions workflow into a
     repository. Refuses (exit 2, writing nothing) when any of those files exists."""
     from evalgate.scaffold.starter import init_project
 
     ws = workspace()
     result = init_project(InitOptions(benchmark, name, source, mapping, row_ids, checkpoint_glob, baseline,
-                                      directory, force, human_audit, train_run), ws.env)
+                                      directory, force, human_audit, train_run, gold), ws.env)
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
     if as_json:

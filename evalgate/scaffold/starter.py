@@ -76,6 +76,9 @@ class InitOptions:
         train_run: the training run the starter policy gates (its ``train_run``; the default glob becomes
             ``runs/<train_run>/seed-*/checkpoint-*``); None: the policy says how to name one (the gate refuses
             candidates of several runs).
+        gold: ``custom``: a ``splits.gold.GOLD_RULES`` name (``gsm8k``, ``boxed``) taking each gold answer out of
+            a worked solution, as ``splits add --gold``; None: ``answer`` as written (data whose every answer is a
+            GSM8K solution is refused then: the starter's exact-match scorer would score every reply wrong).
     """
 
     benchmark: str
@@ -89,6 +92,7 @@ class InitOptions:
     force: bool = False
     human_audit: int = 0
     train_run: str | None = None
+    gold: str | None = None
 
 
 @dataclass(frozen=True)
@@ -199,8 +203,9 @@ def _check_name(name: str, flag: str = "--name") -> str:
 def _read_data(options: InitOptions) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """The items and provenance of the data ``options`` names (nothing is written)."""
     if options.benchmark != "custom":
-        if options.mapping or options.row_ids:
-            raise BadInput(f"--map and --row-ids are for --benchmark custom; {options.benchmark} has its own fields")
+        if options.mapping or options.row_ids or options.gold:
+            raise BadInput(f"--map, --row-ids and --gold are for --benchmark custom; {options.benchmark} has its own "
+                           "fields")
         from evalgate.datasets import get
 
         return get(options.benchmark).load(options.source)
@@ -209,9 +214,19 @@ def _read_data(options: InitOptions) -> tuple[list[dict[str, Any]], dict[str, An
                        "folder) with 'question' and 'answer' fields, or --map question=COLUMN --map answer=COLUMN")
     if not options.source.exists():
         raise BadInput(f"--from {options.source}: not found; pass your data file or datasets folder")
+    from evalgate.splits.gold import GOLD_RULES, extract_gold, looks_like
     from evalgate.splits.sources import Mapping, read_items
 
     items = read_items(options.source, None, Mapping.parse(options.mapping), options.row_ids)
+    provenance: dict[str, Any] = {"source": str(options.source), "file": options.source.name}
+    if options.gold is not None:
+        items = extract_gold(items, options.gold, f"--from {options.source}")
+        provenance["gold"] = GOLD_RULES[options.gold].help
+    elif looks_like(items) == "gsm8k":
+        raise BadInput(f"--from {options.source}: every item's 'answer' is a worked solution ending '#### N' "
+                       "(GSM8K's format); the starter protocol compares the reply's answer with it whole, so every "
+                       "reply would be scored wrong: pass --gold gsm8k (the number after '####' becomes 'answer', "
+                       "the text 'solution'), or --benchmark gsm8k for GSM8K itself")
     for field_name in CUSTOM_FIELDS:
         lacking = next((it for it in items if field_name not in it), None)
         if lacking is not None:
@@ -223,7 +238,7 @@ def _read_data(options: InitOptions) -> tuple[list[dict[str, Any]], dict[str, An
         audit = f", human-audit ({options.human_audit})" if options.human_audit else ""
         raise BadInput(f"--from {options.source}: {len(items)} items; init deals them into smoke (8){audit}, dev, "
                        f"public and private, so it needs at least {need}")
-    return items, {"source": str(options.source), "file": options.source.name}
+    return items, provenance
 
 
 def _render(options: InitOptions, name: str, root: Path) -> list[Planned]:

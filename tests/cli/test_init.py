@@ -204,6 +204,39 @@ def test_custom_csv_data_with_a_mapping(tmp_path: Path) -> None:
     assert load_policy(repo / "gates" / "sums.yaml", {"EVALGATE_BASELINE": "/base"}).decision_split == "sums-private"
 
 
+@pytest.mark.skipif(not (SHARED_DATA / "gsm8k" / "test.jsonl").is_file(), reason="GSM8K's test.jsonl not found")
+def test_custom_data_in_gsm8ks_format_needs_gold_and_gets_it(tmp_path: Path) -> None:
+    """The neighbour of 'splits add --gold' (new-user finding): 'init --benchmark custom' from GSM8K-shaped rows
+    (the first 40 of the real test.jsonl) kept each worked solution as the gold answer, which the starter
+    exact-match protocol's run then refuses. Refused at init now, naming --gold; with --gold gsm8k the number after
+    '####' is the answer (the first rows' by hand: Janet's ducks 18, the robe 3, Josh's house 70,000)."""
+    from evalgate.protocol.spec import load_protocol
+    from evalgate.runner.plan import check_items
+    from evalgate.scoring.base import get_scorer
+
+    rows = (SHARED_DATA / "gsm8k" / "test.jsonl").read_text().splitlines()[:40]
+    data = tmp_path / "mine.jsonl"
+    data.write_text("\n".join(rows) + "\n")
+    r = evalgate(tmp_path, "init", "--benchmark", "custom", "--name", "gs", "--from", str(data), "--row-ids",
+                 "--dir", "repo")
+    assert r.returncode == 2 and "--gold gsm8k" in r.stderr and "#### N" in r.stderr, r.stderr
+    assert not (tmp_path / "repo").exists()
+    r = evalgate(tmp_path, "init", "--benchmark", "custom", "--name", "gs", "--from", str(data), "--row-ids",
+                 "--gold", "gsm8k", "--dir", "repo")
+    assert r.returncode == 0, r.stderr
+    repo = tmp_path / "repo"
+    items = [json.loads(line) for name in ("smoke", "dev", "public")
+             for line in (repo / "splits" / f"gs-{name}.jsonl").read_text().splitlines()]
+    gold = {it["id"]: it["answer"] for it in items}
+    by_hand = {k: v for k, v in {"0": "18", "1": "3", "2": "70000"}.items() if k in gold}  # those not private
+    assert by_hand and {k: gold[k] for k in by_hand} == by_hand, sorted(gold)
+    assert all(json.loads(rows[int(it["id"])])["answer"] == it["solution"] for it in items)
+    assert not any("#" in it["answer"] for it in items)
+    check_items(items, get_scorer(load_protocol(repo / "protocols" / "gs.yaml")), "gs")
+    r = evalgate(tmp_path, "init", "--benchmark", "gsm8k", "--gold", "gsm8k", "--from", str(data), "--dir", "x")
+    assert r.returncode == 2 and "--gold are for --benchmark custom" in r.stderr
+
+
 @pytest.mark.parametrize(("benchmark", "data", "project_protocol"), [
     ("humaneval", None, "humaneval-smoke.yaml"),
     ("gsm8k", SHARED_DATA / "gsm8k" / "test.jsonl", "gsm8k-cot.yaml"),
