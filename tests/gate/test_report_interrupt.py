@@ -8,8 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,6 +16,7 @@ import pytest
 from evalgate.core.fileio import replace_set, signals_held
 from tests.conftest import REPO
 from tests.gate.test_suite import GUARD_OK, build, suite_dict, write
+from tests.helpers.processes import signal_at_marker
 
 # A report format plugin (``slow``) registered before the CLI builds its flags; its writer marks that the reports
 # are being written and sleeps there ("report"), or the guard's decision read does so ("read": mid-gate).
@@ -67,16 +66,8 @@ def _gate_killed(tmp_path: Path, mode: str, sig: int) -> tuple[int, str, Path]:
     for name in NAMES:  # an earlier gate's full set, PASS
         (out / name).write_text("OLD PASS")
     marker = tmp_path / "marker"
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path), mode, str(marker), str(out)], cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert marker.exists(), proc.communicate(timeout=30)
-    proc.send_signal(sig)
-    _, err = proc.communicate(timeout=60)
-    return proc.returncode, err, out
+    code, _, err = signal_at_marker(CHILD, [str(path), mode, str(marker), str(out)], marker, sig, REPO)
+    return code, err, out
 
 
 @pytest.mark.integration  # real processes and real signals

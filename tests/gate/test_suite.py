@@ -543,27 +543,16 @@ def test_a_suite_killed_by_sigterm_mid_way_leaves_every_member_fully_charged(tmp
     """``evalgate gate`` on a suite in its own process, SIGTERM'd (what Slurm and Kubernetes send) while it reads the
     guard's second decision run: it exits 143, and each member's split holds all 3 of its reads (the reservation
     was one transaction), not some; no verdict is stored."""
-    import os
     import signal
-    import subprocess
-    import sys
-    import time
 
     from tests.conftest import REPO
+    from tests.helpers.processes import signal_at_marker
 
     store = build(tmp_path / "runs", GUARD_OK)
     path = write(tmp_path / "s.yaml", suite_dict(tmp_path / "runs"))
     marker = tmp_path / "marker"
-    proc = subprocess.Popen([sys.executable, "-c", CHILD, str(path), str(marker)], cwd=REPO,
-                            env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert marker.exists(), proc.communicate(timeout=30)
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, (out, err)
+    code, out, err = signal_at_marker(CHILD, [str(path), str(marker)], marker, signal.SIGTERM, REPO)
+    assert code == 143, (out, err)
     assert (_counted(store, "ta-private"), _counted(store, "gu-private")) == (3, 3)
     assert store.gates() == []
 
