@@ -138,8 +138,9 @@ demo-full: setup-main setup-sandbox
 # tests, to keep the suite well under CI's 15 minutes. Each worker runs torch (and every OpenMP pool) on its share
 # of the cores, cores / workers threads (tests/conftest.py worker_threads; OMP_NUM_THREADS set in the environment wins)
 # The vLLM lane (test-vllm, below) runs beside the main lane, not after it: alone it kept about one of two cores
-# busy (engine starts, one engine per worker computing on one core) while the main lane's tail leaves a core idle,
-# so run one after the other the cores idled (docs/BENCHMARKS.md, "Both lanes at once"). Its output goes to a file,
+# busy (engine starts, one engine per worker computing on one core), and the main lane leaves a core idle whenever
+# a worker waits (polling, sleeping, on a lock) or ends before the other: run one after the other, the cores
+# idled (docs/BENCHMARKS.md, "Both lanes at once"). Its output goes to a file,
 # printed when the main lane is done; make test fails if either lane fails, and the last line gives both lanes'
 # exits and the wall of the two. TESTS: a selection for the main lane (default: all of testpaths).
 TESTS ?=
