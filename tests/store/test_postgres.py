@@ -32,22 +32,31 @@ CLIENT = """
 import random, sys, time
 from pathlib import Path
 from evalgate.core.errors import RefusedByPolicy
-from evalgate.splits import SplitManager
+from evalgate.splits import SplitManager, load_manifest
 from evalgate.store import CONTAMINATION_CHECK, Store
-barrier, me, splits = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+barrier, me, splits, clients = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 mgr = SplitManager(Store())
-(barrier / ("ready-" + me)).touch()
-while not (barrier / "go").exists():
-    time.sleep(0.005)
-order = list(range(splits))
-random.Random(me).shuffle(order)
-for i in order:
-    for purpose, check in (("release-gate", False), (CONTAMINATION_CHECK, True)):
+manifests = [load_manifest(f"priv{i}") for i in range(splits)]
+(barrier / f"ready-{me}").touch()
+for i in range(splits):  # one race per split: every client waits for the others, then all go at once
+    (barrier / f"round-{i}-{me}").touch()
+    while len(list(barrier.glob(f"round-{i}-*"))) < clients:
+        time.sleep(0.001)
+    steps = ["gate", "check"]
+    random.Random(me * 1000 + i).shuffle(steps)
+    for step in steps:
         try:
-            mgr.open(f"priv{i}", purpose, "client-" + me, contamination_check=check)
+            if step == "check":
+                mgr.open(f"priv{i}", CONTAMINATION_CHECK, f"client-{me}", contamination_check=True)
+            elif me % 2:  # an evaluation on the split for a release gate (evalgate run --purpose release-gate)
+                mgr.open(f"priv{i}", "release-gate", f"client-{me}")
+            else:  # a gate's reservation of its decision read, in one locked step
+                mgr.reserve(manifests[i], f"client-{me}", "release-gate", [{"detail": "gate"}],
+                            "budget spent: {left} left, {used} used")
         except RefusedByPolicy:
             pass
 """
+
 
 VICTIM = """
 import sys, time
@@ -86,18 +95,19 @@ def _private_splits(url: str, monkeypatch: pytest.MonkeyPatch, n: int) -> Store:
 @pytest.mark.integration
 def test_eight_clients_racing_spend_exactly_each_budget(home: Path, postgres_url: str,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """20 private splits, each raced by 8 processes (in their own orders) for a release-gate read and a
-    contamination check: 20 repetitions of the race, each split's budget spent exactly, never more."""
+    """20 repetitions of one race: 8 processes wait for each other, then each makes a release-gate read (half
+    through a gate's reservation, ``SplitManager.reserve``; half as an evaluation for a release gate,
+    ``SplitManager.open``) and a contamination check of one private split (in an order of its own); each split's
+    budget (3 reads, 2 checks) is spent exactly, never more."""
     splits = 20
     store = _private_splits(postgres_url, monkeypatch, splits)
     barrier = home / "barrier"
     barrier.mkdir()
-    procs = [_spawn(CLIENT, str(barrier), str(i), str(splits)) for i in range(8)]
+    procs = [_spawn(CLIENT, str(barrier), str(i), str(splits), "8") for i in range(8)]
     deadline = time.monotonic() + 300
     while len(list(barrier.glob("ready-*"))) < 8:  # every client connected and waits
         assert time.monotonic() < deadline and all(p.poll() is None for p in procs), "a client died or hung"
         time.sleep(0.01)
-    (barrier / "go").touch()
     for p in procs:
         assert p.wait(timeout=300) == 0, p.stderr.read() if p.stderr else ""
     for i in range(splits):
