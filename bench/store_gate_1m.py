@@ -24,8 +24,11 @@ verdicts and statistics must be equal.
 ``--inserts bulk values`` runs each backend twice, with ``store.db.insert_values`` as it is (bulk: DuckDB lists,
 PostgreSQL COPY) and as it was (multi-row ``VALUES``, kept here as ``values_insert``), and prints before / after.
 
+``--analyze on off`` runs the server twice, with bulk writes analysing a grown table at once (as it is:
+``PgConnection._analyze_grown``) and with its statistics left to autovacuum (as it was), and prints off / on.
+
 Usage: python bench/store_gate_1m.py [--rows 1000000] [--seeds 3] [--checkpoints 60] [--private-items 5000]
-       [--backends duckdb postgresql] [--inserts bulk values] [--resamples 1000] [--batch 1000]
+       [--backends duckdb postgresql] [--inserts bulk values] [--analyze on off] [--resamples 1000] [--batch 1000]
 """
 
 from __future__ import annotations
@@ -347,6 +350,10 @@ def child(a: argparse.Namespace) -> None:
 
     if a.insert == "values":
         use_values_insert()
+    if a.analyze == ["off"]:  # as before: the server's statistics left to autovacuum
+        from evalgate.store import pg
+
+        pg.PgConnection._analyze_grown = lambda *args: None  # type: ignore[method-assign]
     cpu = Cpu(a.postmaster)
     counter = count_statements() if a.postmaster else {"statements": 0}
     lay = layout(a.rows, a.seeds, a.checkpoints, a.private_items)
@@ -423,6 +430,9 @@ def main() -> None:
     ap.add_argument("--backends", nargs="+", default=["duckdb", "postgresql"], choices=["duckdb", "postgresql"])
     ap.add_argument("--inserts", nargs="+", default=["bulk"], choices=["bulk", "values"],
                     help="store.db.insert_values as it is (bulk), and/or as it was (values: multi-row VALUES)")
+    ap.add_argument("--analyze", nargs="+", default=["on"], choices=["on", "off"],
+                    help="PostgreSQL: bulk writes analyse a grown table at once (on, as it is) or leave it to "
+                         "autovacuum (off, as it was); each given value is a run of its own")
     ap.add_argument("--insert", default="bulk", help=argparse.SUPPRESS)
     ap.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--work", help=argparse.SUPPRESS)
@@ -441,11 +451,15 @@ def main() -> None:
               "EVALGATE_LOG_KEY_FILE", "EVALGATE_EXPECT_HEAD"):
         env.pop(k, None)
     server = None
+    runs = [(insert, analyze) for insert in a.inserts for analyze in a.analyze]
     try:
-        for insert in a.inserts:
+        for insert, analyze in runs:
             for backend in a.backends:
+                if analyze == "off" and backend != "postgresql":
+                    continue
+                key = insert if analyze == "on" else f"{insert}-analyze-off"
                 with tempfile.TemporaryDirectory(prefix=f"bench-store-gate-{backend}-") as d:
-                    cmd, child_env = [*base, "--work", d, "--insert", insert], dict(env)
+                    cmd, child_env = [*base, "--work", d, "--insert", insert, "--analyze", analyze], dict(env)
                     if backend == "postgresql":
                         if server is not None:
                             server.stop()
@@ -455,9 +469,9 @@ def main() -> None:
                         cmd += ["--postmaster", str(postmaster)]
                     res = subprocess.run(cmd, cwd=ROOT, env=child_env, capture_output=True, text=True)
                     if res.returncode != 0:
-                        raise SystemExit(f"{backend} ({insert}): exit {res.returncode}\n{res.stderr[-4000:]}")
-                    out[f"{backend}/{insert}"] = json.loads(res.stdout.strip().splitlines()[-1])
-                    print(f"{backend}/{insert}: {json.dumps(out[f'{backend}/{insert}'])}", file=sys.stderr)
+                        raise SystemExit(f"{backend} ({key}): exit {res.returncode}\n{res.stderr[-4000:]}")
+                    out[f"{backend}/{key}"] = json.loads(res.stdout.strip().splitlines()[-1])
+                    print(f"{backend}/{key}: {json.dumps(out[f'{backend}/{key}'])}", file=sys.stderr)
     finally:
         if server is not None:
             server.stop()
@@ -471,6 +485,12 @@ def main() -> None:
             out[f"ratio_server_over_file/{insert}"] = {ph: {
                 "wall": ratio(p[ph]["wall_s"], f[ph]["wall_s"]),
                 "cpu": ratio(p[ph]["client_cpu_s"] + p[ph]["server_cpu_s"], f[ph]["client_cpu_s"])} for ph in phases}
+    b, v = out.get("postgresql/bulk-analyze-off"), out.get("postgresql/bulk")
+    if b and v:
+        out["ratio_analyze_off_over_on/postgresql"] = {ph: {
+            "wall": ratio(b[ph]["wall_s"], v[ph]["wall_s"]),
+            "cpu": ratio(b[ph]["client_cpu_s"] + b[ph]["server_cpu_s"],
+                         v[ph]["client_cpu_s"] + v[ph]["server_cpu_s"])} for ph in phases}
     for backend in a.backends:
         b, v = out.get(f"{backend}/values"), out.get(f"{backend}/bulk")
         if b and v:

@@ -20,9 +20,9 @@ from evalgate.core.environment import Environment
 from evalgate.core.errors import BadInput, StoreLocked
 
 DEFAULT_LOCK_TIMEOUT = 300.0
-"""Seconds a client waits for the store's lock unless ``EVALGATE_LOCK_TIMEOUT`` says otherwise: room for several of
-the longest holds measured (``bench/store_gate_1m.py``: 40 s, a gate's read of a run's samples on a server;
-docs/STORE.md)."""
+"""Seconds a client waits for the store's lock unless ``EVALGATE_LOCK_TIMEOUT`` says otherwise: room for more than a
+hundred of the longest holds measured (``bench/store_gate_1m.py``: 1.8 s, storing a run of 5,428 samples on a
+server under load; docs/STORE.md)."""
 
 
 def lock_timeout(env: Environment | None) -> float | None:
