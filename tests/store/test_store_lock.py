@@ -216,3 +216,43 @@ def test_file_lock_holders_reads_proc_locks_by_device_and_inode(tmp_path: Path) 
     holders = file_lock_holders(lock, tmp_path / "locks")
     assert [h["pid"] for h in holders] == [me] and holders[0]["since"].tzinfo is not None
     assert file_lock_holders(tmp_path / "missing.lock", tmp_path / "locks") == []
+
+
+LOCK_FUNCTIONS = ", ".join(f"pg_{t}advisory_{x}lock{s}(bigint)" for t in ("", "try_") for x in ("", "xact_")
+                           for s in ("", "_shared"))
+"""The eight advisory-lock functions that take a bigint key (docs/SECURITY.md, 'The store's lock')."""
+
+
+@pytest.mark.integration  # a real server, a database of its own (the revocation is database-wide)
+def test_an_administrator_can_keep_the_auditor_off_the_lock_and_evalgate_still_works(
+        postgres_server: Any, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SECURITY.md's recipe, as a superuser: EXECUTE on the advisory-lock functions revoked from PUBLIC and granted to
+    the evaluator group; the auditor's pg_advisory_lock is then refused, while a gate role's reads and the owner's
+    work as before."""
+    import psycopg
+
+    from evalgate.splits import SplitManager, write_split
+    from evalgate.store.pg import LOCK_KEY, ROLES
+    from tests.helpers.postgres import SUPERUSER
+
+    url = postgres_server.create_database()
+    monkeypatch.setenv("EVALGATE_STORE", url)
+    write_split("s", "dev", [{"id": "q0", "question": "1 + 1?"}], {"source": "test"})
+    Store(url)
+    for login in ("gail", "audrey"):
+        postgres_server.admin(f"DO $$ BEGIN IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = '{login}') THEN "
+                              f"CREATE ROLE {login} LOGIN; END IF; END $$")
+    code, out, err = cli_parts("store", "grant-roles", "--gate", "gail", "--auditor", "audrey")
+    assert code == 0, out + err
+    dbname = url.split("@/", 1)[1].split("?", 1)[0]
+    postgres_server.admin(f"REVOKE EXECUTE ON FUNCTION {LOCK_FUNCTIONS} FROM PUBLIC; "
+                          f"GRANT EXECUTE ON FUNCTION {LOCK_FUNCTIONS} TO {ROLES['evaluator']}", dbname)
+    with psycopg.connect(url.replace(f"{SUPERUSER}@", "audrey@"), autocommit=True) as auditor:
+        for fn in ("pg_advisory_lock", "pg_try_advisory_lock", "pg_advisory_lock_shared"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                auditor.execute(f"SELECT {fn}(%s)", [LOCK_KEY])
+        assert auditor.execute("SELECT count(*) FROM access_log").fetchone() == (0,)  # it still reads
+    gate = url.replace(f"{SUPERUSER}@", "gail@")
+    monkeypatch.setenv("EVALGATE_STORE", gate)
+    SplitManager(Store(gate)).open("s", "tuning", "gail")  # a transaction and a session under the lock
+    assert [r["actor"] for r in Store(url).access_rows("s")] == ["gail"]
