@@ -28,6 +28,7 @@ STORE_SUITE = (
     "tests/store/test_open.py",
     "tests/store/test_pg_outage.py",
     "tests/store/test_pg_roles.py",
+    "tests/store/test_pg_statistics.py",
     "tests/store/test_pg_team.py",
     "tests/store/test_postgres.py",
     "tests/store/test_run_prompts.py",

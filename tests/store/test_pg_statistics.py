@@ -8,9 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from evalgate.store import Store
 from evalgate.store.db import insert_values
 from evalgate.store.pg import ANALYZE_BASE
+
+pytestmark = [pytest.mark.usefixtures("store_backend"),  # the store suite (docs/STORE.md)
+              pytest.mark.server_only("PostgreSQL's planner statistics (a DuckDB file keeps its own)")]
 
 
 def _stats(store: Store, table: str) -> tuple[Any, float]:

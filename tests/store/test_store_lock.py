@@ -224,6 +224,7 @@ LOCK_FUNCTIONS = ", ".join(f"pg_{t}advisory_{x}lock{s}(bigint)" for t in ("", "t
 
 
 @pytest.mark.integration  # a real server, a database of its own (the revocation is database-wide)
+@pytest.mark.server_only("PostgreSQL's privileges on its advisory-lock functions")
 def test_an_administrator_can_keep_the_auditor_off_the_lock_and_evalgate_still_works(
         postgres_server: Any, home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """SECURITY.md's recipe, as a superuser: EXECUTE on the advisory-lock functions revoked from PUBLIC and granted to
