@@ -55,8 +55,9 @@ def _print_run(run: RunRecord) -> None:
     """The run's text output: what was read and how long it took, then pass@k +- stderr (mean_score +- stderr for
     a scorer without pass@k: a judge, a reward model), a judge's own summary, and the behaviour metrics."""
     from evalgate.core.results import Metrics
+    from evalgate.runner.record import RunCounts
 
-    m, counts, seconds = run.metrics or Metrics(), run.counts or {}, run.wall_s
+    m, counts, seconds = run.metrics or Metrics(), run.counts or RunCounts(), run.wall_s
     click.echo(f"run {run.run_id}: {run.protocol.name}@{run.protocol.version} on {run.split.name} ({run.split.tier}), "
                f"{counts['samples']} samples ({counts['cached']} cached) in {seconds:.1f} s")
     for k, est in m.pass_at.items():
