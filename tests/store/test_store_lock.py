@@ -257,3 +257,35 @@ def test_an_administrator_can_keep_the_auditor_off_the_lock_and_evalgate_still_w
     monkeypatch.setenv("EVALGATE_STORE", gate)
     SplitManager(Store(gate)).open("s", "tuning", "gail")  # a transaction and a session under the lock
     assert [r["actor"] for r in Store(url).access_rows("s")] == ["gail"]
+
+
+@pytest.mark.integration  # a server of its own, stopped (SIGSTOP) and resumed
+@pytest.mark.server_only("a PostgreSQL server that stops answering")
+@pytest.mark.timeout(120)
+def test_a_server_that_stops_answering_is_exit_2_naming_it_after_the_connect_timeout(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hung server (its postmaster stopped: connections are accepted by the kernel, never answered): a new
+    connection gives up after libpq's ``connect_timeout`` (here 2 s, given in the URL; psycopg's default is 130 s)
+    and the command exits 2 naming the server; resumed, the same command works."""
+    from tests.helpers.postgres import PostgresServer, find_bin_dir
+
+    bin_dir, why = find_bin_dir()
+    assert bin_dir is not None, why
+    server = PostgresServer(bin_dir).start()
+    try:
+        url = server.create_schema()
+        Store(url)  # migrated while it answers
+        postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+        monkeypatch.setenv("EVALGATE_STORE", f"{url}&connect_timeout=2")
+        os.kill(postmaster, signal.SIGSTOP)
+        try:
+            t0 = time.monotonic()
+            code, out, err = cli_parts("audit")
+            assert code == 2 and "cannot use the store on the PostgreSQL server postgresql://" in err, (out, err)
+            assert "timeout" in err and "Traceback" not in err and time.monotonic() - t0 >= 2
+        finally:
+            os.kill(postmaster, signal.SIGCONT)
+        code, out, err = cli_parts("audit")
+        assert code == 0, (out, err)
+    finally:
+        server.stop()
