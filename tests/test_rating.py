@@ -16,7 +16,7 @@ from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.test_human_audit import add_run
 
-pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
 
 ITEMS = [{"id": f"q{i}", "question": f"{i}?"} for i in range(10)]
 

@@ -18,7 +18,7 @@ from evalgate.views.samples import compare_runs, mcnemar_exact, run_samples
 from tests.helpers.cli import cli_parts
 from tests.runner.test_record import addition_protocol
 
-pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
 
 ITEMS = [{"id": f"q{i}", "question": f"{i}+{i}", "answer": str(2 * i)} for i in range(8)]
 

@@ -22,7 +22,7 @@ from evalgate.gate.history import load_verdict
 from evalgate.store import Store
 from tests import gate_fixtures as fx
 
-pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
 
 PASSING = {"min_seeds": 2, "reward_hacking": False}  # seeds 1 and 2 pass these (test_gate.py)
 
@@ -244,9 +244,10 @@ def test_report_refuses_a_stored_verdict_edited_to_pass(tmp_path: Path, built: d
                  evaluate_decision=False)
     assert not v.passed and v.gate_id
     assert CliRunner().invoke(main, ["report", v.gate_id]).exit_code == 1  # before the edit: FAIL, as the gate
-    with store.connect() as con:
-        con.execute("UPDATE gates SET verdict='PASS', document=json_merge_patch(document, '{\"passed\": true}') "
-                    "WHERE gate_id=?", [v.gate_id])
+    with store.connect() as con:  # the edit in Python: json_merge_patch is DuckDB's, not PostgreSQL's
+        (document,) = con.execute("SELECT document FROM gates WHERE gate_id=?", [v.gate_id]).fetchone()
+        con.execute("UPDATE gates SET verdict='PASS', document=? WHERE gate_id=?",
+                    [json.dumps({**json.loads(document), "passed": True}), v.gate_id])
     r = CliRunner().invoke(main, ["report", v.gate_id])
     assert r.exit_code == 2 and "the store was edited after the gate" in r.output, r.output  # was 0, "PASS"
     assert "PASS" not in r.output

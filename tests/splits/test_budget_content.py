@@ -25,8 +25,9 @@ from evalgate.gate import load_policy, run_gate
 from evalgate.splits import SplitManager, load_manifest, splits_dir
 from evalgate.store import Store
 from tests import gate_fixtures as fx
+from tests.helpers.postgres import admin_edit
 
-pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
+pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
 
 PASSING = {"min_seeds": 2, "reward_hacking": False}
 
@@ -185,9 +186,10 @@ def test_a_replaced_splits_old_data_copied_under_a_new_name_is_still_that_split(
 
 # -- 2. a broken chain stops the gate -------------------------------------------------------------------------------
 def _delete_gate_reads(store: Store) -> None:
-    """One SQL delete of the gate's counted read rows (the store is a DuckDB file anyone with write access opens;
-    here the same SQL on the test's store)."""
-    with store.connect() as con:
+    """One SQL delete of the gate's counted read rows, by whoever can write the store: anyone with write access to
+    a DuckDB file; on a server, its administrator with the triggers off (``admin_edit``: the server refuses it to
+    every other role, tests/store/test_pg_roles.py)."""
+    with admin_edit(store) as con:
         con.execute("DELETE FROM access_log WHERE outcome = 'read' AND split = 'fx-private'")
 
 
