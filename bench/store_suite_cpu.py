@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 BENCH = Path(__file__).resolve().parent
 LANE = ["-p", "no:xdist", "-p", "no:cacheprovider", "-p", "no:logging", "-q", "-m",
@@ -60,9 +61,10 @@ def main() -> None:
     for _ in range(args.reps):
         for side in ("before", "after"):
             runs[side].append(run_lane(getattr(args, side).resolve(), args.paths))
-    doc = {side: {"median_" + k: statistics.median(float(r[k]) for r in rs)  # type: ignore[arg-type]
-                  for k in ("wall_s", "pytest_cpu_s", "server_cpu_s", "total_cpu_s")} | {"runs": rs}
-           for side, rs in runs.items()}
+    doc: dict[str, Any] = {
+        side: {"median_" + k: statistics.median(float(r[k]) for r in rs)
+               for k in ("wall_s", "pytest_cpu_s", "server_cpu_s", "total_cpu_s")} | {"runs": rs}
+        for side, rs in runs.items()}
     doc["load_average"] = os.getloadavg()
     print(json.dumps(doc, indent=1))
 
