@@ -8,6 +8,8 @@
 3. Creating a new store file: a copy of the process's migrated template (``Database._create``), against applying
    every migration to the new file (``_create`` skipped: what every new store did before). The template is built
    before the timing (once per process).
+4. A read transaction on a file this process left fully migrated, skipping the migration check
+   (``evalgate.store.db._MIGRATED``), against the check every opening made before (wall and CPU).
 
 ``Database(path)`` on a file opens it once at construction (mkdir, the file lock, a DuckDB instance, the migration
 check) so an unusable store fails at once; a process that has already opened and migrated that file skips it
@@ -70,6 +72,11 @@ def main() -> None:
         attach, inst = statistics.median(tx["attach"]), statistics.median(tx["instance"])
         print(json.dumps({"what": "transaction", "instance_per_opening_ms": round(inst * 1e3, 2),
                           "attach_ms": round(attach * 1e3, 2), "ratio_attach_to_instance": round(attach / inst, 3)}))
+        checked = _checked_reads(db.Database(path), args.reps)
+        for unit in ("wall", "cpu"):
+            old, new = statistics.median(checked[f"checked_{unit}"]), statistics.median(checked[f"known_{unit}"])
+            print(json.dumps({"what": f"read transaction ({unit})", "migrations_checked_ms": round(old * 1e3, 3),
+                              "file_as_left_ms": round(new * 1e3, 3), "ratio_known_to_checked": round(new / old, 3)}))
         print(json.dumps({"reps": args.reps, "load_before": load, "load_after": os.getloadavg()}))
 
 
@@ -111,6 +118,27 @@ def _transactions(database: object, reps: int) -> dict[str, list[float]]:
                 out[side].append(time.perf_counter() - t)
             finally:
                 instance.attach = attach
+    return out
+
+
+def _checked_reads(database: object, reps: int) -> dict[str, list[float]]:
+    """Seconds (wall and CPU) per read transaction (``access_log_last``) on a file this process left fully migrated:
+    ``checked`` forgets that first (``db._MIGRATED`` cleared: the migration check every opening made before),
+    ``known`` does not (the check skipped)."""
+    from evalgate.store import db
+    from evalgate.store.access import AccessLogRepo
+
+    repo = AccessLogRepo(database)  # type: ignore[arg-type]
+    repo.access_log_last()
+    out: dict[str, list[float]] = {"checked_wall": [], "checked_cpu": [], "known_wall": [], "known_cpu": []}
+    for rep in range(reps):
+        for side in (("known", "checked") if rep % 2 else ("checked", "known")):
+            if side == "checked":
+                db._MIGRATED.clear()
+            t, c = time.perf_counter(), time.process_time()
+            repo.access_log_last()
+            out[f"{side}_wall"].append(time.perf_counter() - t)
+            out[f"{side}_cpu"].append(time.process_time() - c)
     return out
 
 

@@ -17,7 +17,8 @@ DuckDB instance and every migration (60-100 ms); ``copy()`` of a migrated one co
 the tests' ``memory_store`` fixture makes one per test.
 
 Schema changes are numbered migrations in ``evalgate/store/migrations.py``, recorded in ``schema_migrations``; opening a
-database applies the ones it has not seen. This module and ``instance`` are the store's only ones that import
+database applies the ones it has not seen (skipped where the file is as this process left it, fully migrated:
+``_MIGRATED``). This module and ``instance`` are the store's only ones that import
 DuckDB.
 """
 
@@ -53,9 +54,14 @@ MEMORY = ":memory:"
 
 _COPIES = itertools.count(1)  # numbers the databases ``Database.copy`` and ``_compact`` attach
 # The files this process has opened and migrated: (absolute path, device, inode, number of migrations). A second
-# ``Database`` of one of them skips the opening at construction (bench/store_open.py); every
-# transaction still checks the migrations, so a file another process replaced or rolled back is migrated as before.
+# ``Database`` of one of them skips the opening at construction (bench/store_open.py); its transactions still check
+# the migrations whenever the file is not as this process left it (``_MIGRATED``).
 _OPENED: set[tuple[str, int, int, int]] = set()
+# The files this process found fully migrated, each with the state it left them in when it last closed them:
+# (device, inode, size, mtime, ctime of the file and of its write-ahead log, the migrations checked). An opening
+# that finds the same state skips the migration check (bench/store_open.py); a file any other process wrote, replaced
+# or rolled back since (a write changes size, mtime or ctime; a replacement the inode) is checked as before.
+_MIGRATED: dict[str, tuple[object, ...]] = {}
 
 
 def insert_values(con: Connection, head: str, rows: Sequence[Sequence[Any]], tail: str = "",
@@ -238,7 +244,7 @@ class Database:
                 yield
             finally:
                 self._session, self._session_thread = None, None
-                instance.detach(con)
+                self._close(con)
 
     @contextmanager
     def transaction(self) -> Iterator[Connection]:
@@ -263,7 +269,7 @@ class Database:
                 with self._transaction(con):
                     yield con
             finally:
-                instance.detach(con)
+                self._close(con)
 
     def close(self) -> None:
         """Close a memory database's connection (its contents are lost; a copy is detached from its source's
@@ -334,6 +340,8 @@ class Database:
         """
         if con is None and not self.memory and not self.path.exists():
             self._create()
+        if con is None and not self.memory and _MIGRATED.get(self.location) == self._state():
+            return self._open()  # as this process left it, fully migrated: nothing to check
         con = con if con is not None else self._open()
         try:
             compact = self._migrate(con)
@@ -346,6 +354,31 @@ class Database:
             self._compact(con)
             con = self._open()
         return con
+
+    def _state(self) -> tuple[object, ...] | None:
+        """What ``_MIGRATED`` remembers of the file: device, inode, size, mtime and ctime (in ns) of the file and of
+        its write-ahead log (None where there is none), and the migrations this database applies; None when the
+        file cannot be read."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return None
+        try:
+            wal = os.stat(str(self.path) + ".wal")
+            log: tuple[int, ...] | None = (wal.st_ino, wal.st_size, wal.st_mtime_ns, wal.st_ctime_ns)
+        except OSError:
+            log = None
+        return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, log,
+                tuple(version for version, _, _ in self._migrations))
+
+    def _close(self, con: DuckCon) -> None:
+        """Detach the file (its lock still held) and remember the state it is left in: it was opened migrated, so
+        the next opening that finds the same state need not check (``_MIGRATED``)."""
+        instance.detach(con)
+        if (state := self._state()) is not None:
+            _MIGRATED[self.location] = state
+        else:
+            _MIGRATED.pop(self.location, None)
 
     def _create(self) -> None:
         """Create the missing file (the lock held) as a copy of a memory database this process migrated once

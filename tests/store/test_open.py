@@ -1,10 +1,13 @@
 """Opening a store file: a second ``Database`` of a file this process opened and migrated does not open it again at
-construction (bench/store_open.py), and every transaction still opens it and checks its migrations, so a file
-replaced, rolled back or damaged after the first opening is migrated or refused as before."""
+construction (bench/store_open.py); a transaction that finds the file as this process last left it skips the
+migration check, and one that finds it written, replaced, rolled back or damaged since (by another process, or
+another path to the same file) checks and migrates it, or refuses it, as before."""
 
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -79,3 +82,64 @@ def test_a_lock_file_unusable_after_construction_is_bad_input_at_the_next_transa
     for call in (lambda: store.protocol_hash("p", "1"), lambda: store.session().__enter__()):
         with pytest.raises(BadInput, match="cannot use the store .*set EVALGATE_HOME to a writable directory"):
             call()
+
+
+def _checks(monkeypatch: pytest.MonkeyPatch) -> list[Path]:
+    seen: list[Path] = []
+    real = db.Database._migrate
+
+    def counting(self: db.Database, con: duckdb.DuckDBPyConnection) -> bool:
+        seen.append(self.path)
+        return real(self, con)
+
+    monkeypatch.setattr(db.Database, "_migrate", counting)
+    return seen
+
+
+def _versions(d: db.Database) -> set[int]:
+    with d.transaction() as con:
+        return {r[0] for r in con.execute("SELECT version FROM schema_migrations").fetchall()}
+
+
+def test_a_file_left_as_this_process_closed_it_is_not_checked_again(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "s.duckdb"
+    d = db.Database(path)
+    checks, opens = _checks(monkeypatch), _opens(monkeypatch)
+    with d.transaction() as con:  # a write: the file changes, as this process leaves it
+        con.execute("INSERT INTO prompts VALUES ('h1', 'a prompt')")
+    assert AccessLogRepo(db.Database(path)).access_log_last() is None  # another Database of the same file
+    with d.session():
+        pass
+    assert len(opens) == 3 and checks == []
+
+
+def test_a_migration_another_process_rolled_back_in_place_is_applied_again(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "s.duckdb"
+    d = db.Database(path)
+    assert _versions(d) == {v for v, _, _ in MIGRATIONS}  # known and left fully migrated
+    last, name, _ = MIGRATIONS[-1]
+    script = ("import duckdb, sys; con = duckdb.connect(sys.argv[1]); "
+              "con.execute('DELETE FROM schema_migrations WHERE version = ?', [int(sys.argv[2])]); con.close()")
+    subprocess.run([sys.executable, "-c", script, str(path), str(last)], check=True, timeout=120)
+    checks = _checks(monkeypatch)
+    with d.transaction() as con:
+        got = con.execute("SELECT name FROM schema_migrations WHERE version = ?", [last]).fetchall()
+    assert got == [(name,)] and checks == [path]
+
+
+def test_a_file_copied_over_with_its_old_times_kept_is_migrated(tmp_path: Path) -> None:
+    """``shutil.copy2`` keeps the old file's modification time; its size and change time still differ."""
+    path, old = tmp_path / "s.duckdb", tmp_path / "old.duckdb"
+    d = db.Database(path)
+    assert _versions(d) == {v for v, _, _ in MIGRATIONS}
+    db.Database(old, MIGRATIONS[:5])
+    shutil.copy2(old, path)
+    assert _versions(d) == {v for v, _, _ in MIGRATIONS}
+
+
+def test_a_database_with_fewer_migrations_does_not_vouch_for_one_with_all(tmp_path: Path, monkeypatch) -> None:
+    path = tmp_path / "s.duckdb"
+    old = db.Database(path, MIGRATIONS[:5])
+    with old.transaction():
+        pass
+    assert _versions(db.Database(path)) == {v for v, _, _ in MIGRATIONS}
