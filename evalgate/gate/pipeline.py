@@ -112,18 +112,21 @@ def _stored_runs(policy: GatePolicy, store: RunRepo, decision_sha256: str,
     where: dict[str, Any] = {"protocol_name": name, "protocol_version": version, "split": policy.selection_split}
     if policy.train_run:
         where["train_run"] = policy.train_run
-    dec_runs = [] if evaluate_decision else store.runs(  # by content: a decision split's runs under any name
-        protocol_name=name, protocol_version=version, tier=Tier.PRIVATE, status="complete",
-        split_sha256=decision_sha256, backend=policy.backend)
-    return store.runs(**where), dec_runs
+    with store.session():
+        dec_runs = [] if evaluate_decision else store.runs(  # by content: a decision split's runs under any name
+            protocol_name=name, protocol_version=version, tier=Tier.PRIVATE, status="complete",
+            split_sha256=decision_sha256, backend=policy.backend)
+        return store.runs(**where), dec_runs
 
 
 def _statistics(policy: GatePolicy, store: RunRepo, chosen: list[SeedResult], baseline: BaselineResult) -> Statistics:
-    """``decide.statistics`` over the per-item values of the seeds' and the baseline's decision runs."""
-    per_seed = {s.train_seed: item_values(store.sample_scores(s.decision.run_id), policy.metric)
-                for s in chosen if s.decision}
-    base: dict[str, float] | float = (item_values(store.sample_scores(baseline.decision.run_id), policy.metric)
-                                      if baseline.decision else float(baseline.value or 0.0))
+    """``decide.statistics`` over the per-item values of the seeds' and the baseline's decision runs (read in one
+    store session)."""
+    with store.session():
+        per_seed = {s.train_seed: item_values(store.sample_scores(s.decision.run_id), policy.metric)
+                    for s in chosen if s.decision}
+        base: dict[str, float] | float = (item_values(store.sample_scores(baseline.decision.run_id), policy.metric)
+                                          if baseline.decision else float(baseline.value or 0.0))
     return decide.statistics(policy.metric, per_seed, base, policy.rules.confidence, policy.bootstrap_resamples,
                              policy.bootstrap_seed)
 
@@ -223,12 +226,14 @@ def run_gate(policy: GatePolicy, store: Store, actor: str | None = None,
 def _record(store: Store, manager: SplitManager, dec_m: Any, verdict: Verdict, inputs: dict[str, Any],
             who: str) -> None:
     """Store the verdict (``history.record``) and append its uncounted ``result`` row to the decision split's log
-    (``history.VERDICT_DETAIL``), which ``evalgate report`` checks the stored verdict against."""
-    gate_id = history.record(store, verdict, inputs, who)
-    row = store.gates(gate_id=gate_id)[0]
-    manager.log_event(dec_m, who, RELEASE_GATE, Outcome.RESULT.value, protocol_hash=verdict.protocol_hash,
-                      detail=history.VERDICT_DETAIL.format(sha256=history.verdict_sha256(row), gate_id=gate_id,
-                                                           verdict=row["verdict"]))
+    (``history.VERDICT_DETAIL``), which ``evalgate report`` checks the stored verdict against; in one store
+    session (each write still its own transaction)."""
+    with store.session():
+        gate_id = history.record(store, verdict, inputs, who)
+        row = store.gates(gate_id=gate_id)[0]
+        manager.log_event(dec_m, who, RELEASE_GATE, Outcome.RESULT.value, protocol_hash=verdict.protocol_hash,
+                          detail=history.VERDICT_DETAIL.format(sha256=history.verdict_sha256(row), gate_id=gate_id,
+                                                               verdict=row["verdict"]))
 
 
 def _proxy_targets(policy: GatePolicy, chosen: list[SeedResult], base_digest: str | None) -> list[Target]:
@@ -366,7 +371,13 @@ def _audit_samples(store: Store, chosen: list[SeedResult], k: int = 3,
                    max_chars: int = 1500) -> dict[str, list[AuditSample]]:
     """Dev samples of the seeds' best checkpoints: highest-scoring, lowest-scoring and longest (never private:
     they come from the selection runs, dev tier by ``reads.check_tiers``); a sample of an agentic run carries its
-    trajectory (``_with_trajectories``)."""
+    trajectory (``_with_trajectories``). The runs are read in one store session."""
+    with store.session():
+        return _audit_samples_read(store, chosen, k, max_chars)
+
+
+def _audit_samples_read(store: Store, chosen: list[SeedResult], k: int, max_chars: int
+                        ) -> dict[str, list[AuditSample]]:
     rows: list[AuditSample] = []
     for s in chosen:
         assert s.best is not None

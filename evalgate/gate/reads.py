@@ -88,7 +88,8 @@ def shown_before(store: AccessLogRepo, names: tuple[str, ...], runs: list[dict[s
              and r["protocol_hash"] == protocol_hash and (settings is None or r.get("settings_sha256") == settings)]
     if not cands:
         return None
-    seen = {r["run_id"] for n in names for r in store.access_rows(n) if r["outcome"] in _SHOWN and r["run_id"]}
+    with store.session():
+        seen = {r["run_id"] for n in names for r in store.access_rows(n) if r["outcome"] in _SHOWN and r["run_id"]}
     shown = [r for r in cands if r["run_id"] in seen]
     return shown[-1] if shown else None
 
@@ -405,7 +406,8 @@ class DecisionReader:
             return DecisionRun(doc["run_id"], Metrics(doc["metrics"]), doc["checkpoint"]["digest"])
         run = self.prior(path, digest)
         m = self.manager
-        if m is not None and not stored_result_holds(self.store, m, self.manifest, self.actor, p, run):
-            m.log_result(self.manifest, self.actor, run["run_id"], run["checkpoint_digest"], run["protocol_hash"],
-                         self.store.result_sha256(run["run_id"]))  # what this charged read showed
+        with self.store.session():  # store-only from here: the log's record and the stored result, one opening
+            if m is not None and not stored_result_holds(self.store, m, self.manifest, self.actor, p, run):
+                m.log_result(self.manifest, self.actor, run["run_id"], run["checkpoint_digest"],
+                             run["protocol_hash"], self.store.result_sha256(run["run_id"]))  # what this read showed
         return DecisionRun(run["run_id"], Metrics(run["metrics"]), run["checkpoint_digest"])

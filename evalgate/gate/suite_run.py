@@ -161,13 +161,16 @@ def _p_value(m: _Member, store: Store, chosen: list[SeedResult], baseline: Basel
     """The member's one-sided bootstrap p-value (``suite_decide.bootstrap_p_value``) over the items every seed and
     the baseline scored, with the gate's bootstrap seed and resamples."""
     p = m.policy
-    per_seed = [pipeline.item_values(store.sample_scores(s.decision.run_id), p.metric) for s in chosen if s.decision]
+    with store.session():  # the runs' scores read in one opening of the store
+        per_seed = [pipeline.item_values(store.sample_scores(s.decision.run_id), p.metric)
+                    for s in chosen if s.decision]
+        b = (pipeline.item_values(store.sample_scores(baseline.decision.run_id), p.metric)
+             if per_seed and baseline.decision is not None else {})
     if not per_seed:
         return None
     items = sorted(set.intersection(*(set(v) for v in per_seed)))
     base: Any = float(baseline.value or 0.0)
     if baseline.decision is not None:
-        b = pipeline.item_values(store.sample_scores(baseline.decision.run_id), p.metric)
         items = [i for i in items if i in b]
         base = np.array([b[i] for i in items])
     if not items:

@@ -400,9 +400,10 @@ class SplitManager:
     def recorded_result(self, manifest: Manifest, run_id: str) -> str | None:
         """The result sha256 the access log recorded for run ``run_id`` (``log_result``) under any name of the
         split's content, or None when it recorded none."""
-        found = [m.group(1) for n in self.owner(manifest).names for r in self.store.access_rows(n)
-                 if r["outcome"] == Outcome.RESULT.value and r["run_id"] == run_id
-                 and (m := _RESULT_SHA256.search(r["detail"] or ""))]
+        with self.store.session():
+            found = [m.group(1) for n in self.owner(manifest).names for r in self.store.access_rows(n)
+                     if r["outcome"] == Outcome.RESULT.value and r["run_id"] == run_id
+                     and (m := _RESULT_SHA256.search(r["detail"] or ""))]
         return found[-1] if found else None
 
     def _log(self, m: Manifest, actor: str, purpose: str, outcome: str, cached: bool, checkpoint_digest: str | None,
