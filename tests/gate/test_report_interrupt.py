@@ -119,11 +119,17 @@ def test_a_set_whose_writing_fails_leaves_every_earlier_file_and_no_temporary(tm
 
 def test_a_signal_during_the_renames_is_delivered_after_them(tmp_path: Path) -> None:
     targets = {k: tmp_path / f"{k}.txt" for k in "ab"}
-    with pytest.raises(KeyboardInterrupt):
-        with signals_held():
-            os.kill(os.getpid(), signal.SIGINT)
-            time.sleep(0.05)
-            for p in targets.values():  # what replace_set does here: not cut in two
-                p.write_text("new")
-    assert [p.read_text() for p in targets.values()] == ["new", "new"]
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    # Python's own Ctrl-C handler for this test, whatever an earlier test in this worker left set (a library such as
+    # Ray or torch may install its own): the block must hand the signal to the handler that was set before it
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                for p in targets.values():  # what replace_set does here: not cut in two
+                    p.write_text("new")
+        assert [p.read_text() for p in targets.values()] == ["new", "new"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, before)
