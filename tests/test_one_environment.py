@@ -26,6 +26,7 @@ FROM_ENV = {
     "backends/openai.py": "the same",
     "scoring/ifeval.py": "EVALGATE_CACHE (punkt data), a process setting",
     "demo/train.py": "EVALGATE_CACHE (the demo's trained checkpoints), a process setting",
+    "training/callback.py": "EvalgateCallback(evaluate=True) given no store: a training script's entry point",
 }
 """The modules that call ``Environment.from_env()`` and why; nowhere else may."""
 

@@ -60,6 +60,8 @@ class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
             ``state.log_history`` at the trainer's step and to every ``report_to`` tracker (TensorBoard, W&B, ...),
             which write the ``eval_`` prefix as ``eval/``. Without it the record goes into ``state.log_history`` only
             (hence ``trainer_state.json``), and no tracker sees it.
+        store: the ``Store`` that ``evaluate=True``'s runs go to (a ``Workspace``'s ``ws.store``); default: the store of
+            the ``EVALGATE_*`` variables, opened at the first evaluation, as ``evalgate run`` in that environment.
 
     Attributes:
         stop_reason: why training was stopped (None while it runs on).
@@ -68,7 +70,7 @@ class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
 
     def __init__(self, guards: Guards | None = None, policy: str | Path | None = None,
                  protocol: str | Path | None = None, split: str | None = None, evaluate: bool = False,
-                 run_options: Any = None, seed: int | None = None, trainer: Any = None):
+                 run_options: Any = None, seed: int | None = None, trainer: Any = None, store: Any = None):
         if evaluate and (protocol is None or split is None):
             from evalgate.core.errors import BadInput
 
@@ -82,6 +84,7 @@ class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
         self.protocol, self.split, self.evaluate, self.run_options = protocol, split, evaluate, run_options
         self.seed = seed
         self.trainer = trainer
+        self.store = store  # where evaluate=True's runs go; None: the EVALGATE_* variables' store, at the first one
         self.stop_reason: str | None = None
         self.results: list[dict[str, Any]] = []
 
@@ -147,7 +150,12 @@ class EvalgateCallback(TrainerCallback):  # type: ignore[misc]
 
             opts = self.run_options or RunOptions(purpose="watch", progress=False)
             assert self.protocol is not None and self.split is not None
-            record = evaluate(self.protocol, ckpt, self.split, opts)
+            if self.store is None:  # a training script's entry point, as the CLI: the process's variables, once
+                from evalgate.core.environment import Environment
+                from evalgate.store import Store
+
+                self.store = Store(env=Environment.from_env())
+            record = evaluate(self.protocol, ckpt, self.split, opts, self.store)
             self.results.append(record)
             self._log_evaluation(state, ckpt, record)
         else:

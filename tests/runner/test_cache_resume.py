@@ -23,6 +23,7 @@ from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO
+from tests.helpers.processes import as_from_a_terminal
 
 pytestmark = pytest.mark.timeout(900)  # model runs in subprocesses: 15 minutes, not the default 5
 
@@ -130,7 +131,8 @@ def _start_four_item_run(home: Path, name: str, smollm2_dir: Path,
     args = [sys.executable, "-m", "evalgate.cli", "run", "--protocol", str(proto), "--checkpoint", str(smollm2_dir),
             "--split", "he-four", "--json", "--backend-option", "token_budget=1"]  # one sample per batch
     store = Store()
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=os.environ.copy())
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO, env=os.environ.copy(),
+                            preexec_fn=as_from_a_terminal)  # Ctrl-C reaches it even from a background test run
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline and proc.poll() is None:
         with store.connect() as con:
