@@ -27,7 +27,9 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
@@ -40,7 +42,7 @@ from filelock import FileLock, Timeout
 
 import evalgate.store.instance as instance
 from evalgate.core.environment import Environment, utc_now
-from evalgate.core.errors import BadInput
+from evalgate.core.errors import BadInput, StoreLocked
 from evalgate.core.registry import load_reference
 from evalgate.store.dialect import POSTGRESQL, Connection, dialect, is_server_url
 from evalgate.store.migrations import COMPACT_TABLE, MIGRATIONS, apply
@@ -50,6 +52,7 @@ DuckCon = duckdb.DuckDBPyConnection
 """A DuckDB connection (the file and memory databases' own code; the repositories see ``Connection``)."""
 
 MEMORY = ":memory:"
+_HELD_OPEN = "Could not set lock on file"  # DuckDB's IOException when another process has the file open
 """The path of a database held in memory."""
 
 _COPIES = itertools.count(1)  # numbers the databases ``Database.copy`` and ``_compact`` attach
@@ -306,12 +309,51 @@ class Database:
         return copy
 
     def _open(self) -> DuckCon:
-        try:
-            return duckdb.connect(MEMORY) if self.memory else instance.attach(self.path)
-        except duckdb.Error as e:
-            raise BadInput(f"cannot open the store {self.path}: {type(e).__name__}: {e}. If the file is damaged, "
-                           "restore it from a backup (the access log and the generation cache live in it), or set "
-                           "EVALGATE_HOME to another directory to start a new store there") from e
+        """A connection to the database (the caller holds ``<db>.lock``). A file that another process holds open
+        (DuckDB's own lock, taken by any process that opens the file, a read-only notebook or the ``duckdb`` shell
+        included) is waited for as the store's lock is, at most ``lock_timeout`` seconds.
+
+        Raises:
+            StoreLocked: another process kept the file open for longer (the message names it).
+            BadInput: the file cannot be opened (not a DuckDB file, damaged, unreadable).
+        """
+        if self.memory:
+            return duckdb.connect(MEMORY)
+        deadline = None if self.lock_timeout is None else time.monotonic() + self.lock_timeout
+        pause = 0.02
+        while True:
+            try:
+                return instance.attach(self.path)
+            except duckdb.IOException as e:
+                if _HELD_OPEN not in str(e):
+                    raise self._unopenable(e) from e
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    raise self._held_open(e) from None
+                time.sleep(pause if left is None else min(pause, left))
+                pause = min(pause * 2, 0.5)
+            except duckdb.Error as e:
+                raise self._unopenable(e) from e
+
+    def _unopenable(self, e: duckdb.Error) -> BadInput:
+        """The error for a file DuckDB cannot open for another reason than another process holding it."""
+        return BadInput(f"cannot open the store {self.path}: {type(e).__name__}: {e}. If the file is damaged, "
+                        "restore it from a backup (the access log and the generation cache live in it), or set "
+                        "EVALGATE_HOME to another directory to start a new store there")
+
+    def _held_open(self, e: duckdb.Error) -> StoreLocked:
+        """The error for a file another process kept open for ``lock_timeout`` seconds: its holders from
+        /proc/locks (DuckDB's lock is a POSIX one), else the pid DuckDB's message names."""
+        holders = file_lock_holders(self.path, kinds=("POSIX",))
+        if not holders and (pid := re.search(r"\(PID (\d+)\)", str(e))):
+            holders = [{"pid": int(pid.group(1))}]
+        return locked(self.location, self.lock_timeout or 0, holders,
+                      "the database file itself, which another process has open (DuckDB lets no process write a "
+                      "file that another has open, even read-only)",
+                      "Close the file in that process (a notebook's duckdb.connect(...).close(), or quit the duckdb "
+                      "shell); to read the store while evalgate works, use evalgate's commands (evalgate audit, "
+                      "evalgate runs) or a copy of the file. The file is not damaged: keep this store "
+                      "(docs/STORE.md, 'The store's lock')")
 
     @contextmanager
     def _transaction(self, con: DuckCon) -> Iterator[DuckCon]:

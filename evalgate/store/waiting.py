@@ -70,11 +70,13 @@ def _process(pid: int) -> dict[str, Any]:
     return out
 
 
-def file_lock_holders(lock: Path, proc_locks: Path = Path("/proc/locks")) -> list[dict[str, Any]]:
-    """The processes holding ``lock`` (a file locked with ``flock``, as ``filelock`` locks ``<db>.lock``), from
-    Linux's ``/proc/locks`` matched by device and inode: ``[{"pid", "user", "program", "since"}]``, ``since`` the
-    process's start (UTC). Empty where the system has no ``/proc/locks`` or the holder is not visible here (another
-    machine on a network file system, another PID namespace)."""
+def file_lock_holders(lock: Path, proc_locks: Path = Path("/proc/locks"),
+                      kinds: tuple[str, ...] = ("FLOCK",)) -> list[dict[str, Any]]:
+    """The processes holding ``lock`` (a file locked with ``flock``, as ``filelock`` locks ``<db>.lock``; with
+    ``kinds=("POSIX",)`` the ``fcntl`` locks DuckDB takes on its database file), from Linux's ``/proc/locks`` matched
+    by device and inode: ``[{"pid", "user", "program", "since"}]``, ``since`` the process's start (UTC). Empty where
+    the system has no ``/proc/locks`` or the holder is not visible here (another machine on a network file system,
+    another PID namespace)."""
     try:
         st = os.stat(lock)
         text = proc_locks.read_text()
@@ -86,7 +88,7 @@ def file_lock_holders(lock: Path, proc_locks: Path = Path("/proc/locks")) -> lis
         fields = line.split()
         if "->" in fields:  # a waiter ("1: -> FLOCK ..."), not a holder
             continue
-        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == wanted and fields[4].isdigit():
+        if len(fields) >= 6 and fields[1] in kinds and fields[5] == wanted and fields[4].isdigit():
             pid = int(fields[4])
             if pid > 0 and pid != os.getpid() and pid not in pids:
                 pids.append(pid)

@@ -142,6 +142,39 @@ def test_a_process_holding_the_files_lock_makes_a_gate_exit_2_naming_it_and_kill
     assert _reads(store) == (3, 3)  # the baseline and both seeds' picks on each private split
 
 
+DUCKDB_READER = """
+import os, sys, time, duckdb
+con = duckdb.connect(sys.argv[1], read_only=True)
+print("held", os.getpid(), flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.file_only("DuckDB's own lock on the database file")
+def test_a_notebook_holding_the_file_open_is_waited_for_and_named_not_called_damaged(
+        home: Path, holder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An auditor's notebook that opened the store's file read-only holds DuckDB's own (POSIX) lock on it, not
+    ``<db>.lock``: a command waits for it as for the store's lock and exits 2 naming the process (it said 'cannot
+    open the store ... If the file is damaged, restore it from a backup, or set EVALGATE_HOME to another
+    directory to start a new store there' at once: a new store is new budgets); once the notebook closes the file
+    the same store works, its log as it was."""
+    Store()  # the store's file exists
+    db = home / "home" / "evalgate.duckdb"
+    reader, pid = holder(DUCKDB_READER, str(db))
+    monkeypatch.setenv("EVALGATE_LOCK_TIMEOUT", str(WAIT))
+    t0 = time.monotonic()
+    code, out, err = cli_parts("audit", "--json")
+    assert time.monotonic() - t0 >= WAIT, (out, err)
+    error = json.loads(out)["error"]
+    assert code == 2 and f"waited {WAIT:g} s for the database file itself" in error, (out, err)
+    assert f"held by pid {pid} (user " in error and "program '" in error  # /proc/locks named it
+    assert "damaged" in error and "not damaged" in error and "start a new store" not in error
+    _kill(reader)
+    code, out, err = cli_parts("audit", "--json")
+    assert code == 0 and json.loads(out)["chain"]["ok"], (out, err)
+
+
 @pytest.mark.integration  # a real server
 @pytest.mark.timeout(120)
 @pytest.mark.server_only("a server transaction holding a table lock against a migration")
