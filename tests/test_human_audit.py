@@ -234,6 +234,8 @@ def test_a_file_that_scores_one_sample_twice_by_one_rater_is_refused_naming_both
     "Carol", " carol ", "CAROL", "\uff43\uff41\uff52\uff4f\uff4c",  # case, white space, fullwidth
     "c\u0430rol", "\u0441arol", "car\u043el",  # Cyrillic a, es, o: 'carol' to a reader
     "ca\u200brol",  # a zero-width space inside
+    "ca\u034frol", "carol\ufe0f", "carol\u3164",  # session 18: combining grapheme joiner, variation selector,
+    # and a trailing Hangul filler (drawn blank): a reader sees 'carol'
 ])
 def test_one_rater_written_two_ways_is_one_rater(tmp_path: Path, alias: str) -> None:
     """Session 16's adversary: rater names were taken as written, so one person importing as 'carol' and as

@@ -6,7 +6,17 @@ from __future__ import annotations
 import functools
 import unicodedata
 
+import regex
+
 _BASE = ("LATIN", "COMMON")  # the scripts the fixed words are written in: letters, digits, brackets, punctuation
+_UNSEEN = regex.compile(r"[\p{Cf}\p{Default_Ignorable_Code_Point}]+")
+"""What a reader does not see: format characters (Unicode category Cf) and every default-ignorable code point
+(Unicode's Default_Ignorable_Code_Point property, which renderers draw as nothing: the combining grapheme joiner
+U+034F, the variation selectors U+FE00-FE0F and U+E0100-E01EF, Khmer's inherent vowels U+17B4-17B5, Mongolian's
+free variation selectors), none of them Cf."""
+_BLANK = str.maketrans(dict.fromkeys("\u115f\u1160\u2800", " "))
+"""Letters that fonts draw as blank space, read as a space: the Hangul fillers (U+3164 and U+FFA0, which NFKC
+makes U+1160, U+115F) and the braille blank U+2800."""
 
 
 @functools.lru_cache(maxsize=8192)
@@ -32,13 +42,17 @@ def _alias(c: str) -> str:
 
 
 def as_read(text: str) -> str:
-    """``text`` as a reader sees it: NFKC (fullwidth ``［［１０］］`` is ``[[10]]``), invisible format characters
-    removed (zero-width spaces and joiners, word joiners, bidirectional marks: Unicode category Cf), and each letter
-    of another script that looks like a Latin or common character written as that one (``look_alike``: a Cyrillic
-    ``[[А]]`` is ``[[A]]``; the table's prototype of a capital may be another letter: Greek ``Ι`` is ``l``, so fold
-    case first where case does not matter). Case and white space are kept. Text in another script reads differently
-    from its original, so compare only texts that both went through this function."""
-    folded = "".join(c for c in unicodedata.normalize("NFKC", text) if unicodedata.category(c) != "Cf")
+    """``text`` as a reader sees it: NFKC (fullwidth ``［［１０］］`` is ``[[10]]``), what is drawn as nothing removed
+    (``_UNSEEN``: zero-width spaces and joiners, word joiners, bidirectional marks, the combining grapheme joiner,
+    variation selectors), letters drawn as blank space written as a space (``_BLANK``: the Hangul fillers, the
+    braille blank), and each letter of another script that looks like a Latin or common character written as that
+    one (``look_alike``: a Cyrillic ``[[А]]`` is ``[[A]]``; the table's prototype of a capital may be another letter:
+    Greek ``Ι`` is ``l``, so fold case first where case does not matter). Case and white space are kept. Text in
+    another script reads differently from its original, so compare only texts that both went through this
+    function."""
+    if text.isascii():
+        return text  # NFKC keeps ASCII, which holds nothing unseen or blank
+    folded = _UNSEEN.sub("", unicodedata.normalize("NFKC", text).translate(_BLANK))
     if folded.isascii():
         return folded
     return "".join(c if c.isascii() else look_alike(c) for c in folded)

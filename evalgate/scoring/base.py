@@ -179,8 +179,9 @@ class RefusalOptions(ScorerOptions):
     answered (score 1 when not refused). Required."""
     markers: list[str] = Field(min_length=1)
     """A completion starting with one of these is a refusal, both compared as ``refusal.refusal_text`` writes them
-    (NFKC, zero-width characters removed, look-alike letters of other scripts as the Latin ones, typographic quotes
-    made ASCII, white space collapsed, lower-cased), the
+    (NFKC, zero-width and other characters drawn as nothing removed, blank-drawn letters as spaces, look-alike
+    letters of other scripts as the Latin ones, typographic quotes and apostrophes made ASCII, white space
+    collapsed, lower-cased), the
     completion from its first letter or digit (leading quotes, markdown, bullets and emoji skipped). Required."""
     contains: list[str] = []
     """A completion containing one of these anywhere (compared as for ``markers``) is a refusal. Default: none."""

@@ -27,8 +27,11 @@ from typing import Any
 from evalgate.core.text import as_read
 from evalgate.scoring.base import RefusalOptions, SampleToScore, ScoreResult
 
-# Typographic quotes and apostrophes as the ASCII ones the phrase lists use ("I’m sorry" is "I'm sorry").
-_QUOTES = str.maketrans({c: "'" for c in "\u2018\u2019\u201a\u201b\u2032\u0060\u00b4"}
+# Typographic quotes and apostrophes as the ASCII ones the phrase lists use ("I’m sorry" is "I'm sorry"), the
+# modifier-letter apostrophe and prime, the turned comma, Armenian's apostrophe, Hebrew's geresh and the saltillo
+# among them (common-script characters, which the confusables step of core.text.as_read leaves as they are).
+_QUOTES = str.maketrans({c: "'" for c in "\u2018\u2019\u201a\u201b\u2032\u0060\u00b4\u02bc\u02b9\u02bb\u02bd"
+                                        "\u055a\u05f3\ua78b\ua78c"}
                         | {c: '"' for c in "\u201c\u201d\u201e\u201f\u2033\u00ab\u00bb"})
 _LEADING = re.compile(r"^[\W_]+")  # markdown, quotes, bullets, emoji, dashes before the first word
 _SPACES = re.compile(r"\s+")
