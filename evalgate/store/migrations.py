@@ -404,7 +404,7 @@ def _m035_private_fingerprints(con: Any) -> None:
 
 @migration(47, "server_roles")
 def _m047_server_roles(con: Any) -> None:
-    """On a PostgreSQL store, the access log is append-only by the database (issue 47): a trigger refuses every
+    """On a PostgreSQL store, the access log is append-only by the database: a trigger refuses every
     UPDATE, DELETE and TRUNCATE of ``access_log`` rows, for every role, the tables' owner included (an
     administrator must first disable the trigger with ``ALTER TABLE``, or turn triggers off as a superuser); the
     signed head (``access_log_signature``) moves only forward and only to the log's last row, through
