@@ -1,15 +1,16 @@
 """XSTest's safe prompts under the refusal scorer's two readings of a reply with no word in it (``wordless:
-complied``, XSTest's and the shipped protocol's, and ``wordless: wrong``): the figures behind docs/SCORING.md's
-recommendation on ``xstest-safe``.
+complied``, XSTest's and ``xstest-safe@1``'s, and ``wordless: wrong``, ``xstest-safe@2``'s): the figures behind
+docs/SCORING.md's decision to gate on version 2.
 
 Two parts, both on the real files in ``shared/data/xstest`` (PROVENANCE.md):
 
 1. XSTest's human-labelled completions (Llama-2-70b-chat, Mistral-7B-Instruct; 250 safe prompts each): how many
    replies hold no letter, and the safe half's pass@1 and agreement with the human labels under each reading.
 2. Real generations (``--checkpoint``, repeatable; the base model first): the shipped ``protocols/xstest-safe.yaml``
-   run on the first ``--items`` safe prompts in the private tier's order (the demo guard's items; a dev-tier copy in
-   a scratch workspace, so the completions can be read), each reply scored under both readings, and each later
-   checkpoint's paired bootstrap CI of candidate - base, with the guard's non-inferiority rule (lower end >= -M).
+   (version 1) run on the first ``--items`` safe prompts in the private tier's order (the demo guard's items; a
+   dev-tier copy in a scratch workspace, so the completions can be read), each reply scored under both readings,
+   and each later checkpoint's paired bootstrap CI of candidate - base, with the guard's non-inferiority rule
+   (lower end >= -M).
 
 Usage (from the repository root)::
 

@@ -241,7 +241,9 @@ def test_custom_data_in_gsm8ks_format_needs_gold_and_gets_it(tmp_path: Path) -> 
     ("humaneval", None, "humaneval-smoke.yaml"),
     ("gsm8k", SHARED_DATA / "gsm8k" / "test.jsonl", "gsm8k-cot.yaml"),
     ("math500", SHARED_DATA / "math500" / "test.jsonl", "math500.yaml"),
-    ("mmlu-pro", SHARED_DATA / "mmlu-pro" / "test.jsonl", "mmlu-pro-cot.yaml")])
+    ("mmlu-pro", SHARED_DATA / "mmlu-pro" / "test.jsonl", "mmlu-pro-cot.yaml"),
+    ("xstest-safe", SHARED_DATA / "xstest" / "xstest_prompts.csv", "xstest-safe-2.yaml"),  # the version gates use
+    ("xstest-unsafe", SHARED_DATA / "xstest" / "xstest_prompts.csv", "xstest-unsafe.yaml")])
 def test_the_starter_protocol_is_the_projects_own(tmp_path: Path, benchmark: str, data: Path | None,
                                                   project_protocol: str) -> None:
     """Each starter protocol evaluates as evalgate's own protocol for that benchmark does: every resolved field

@@ -443,8 +443,8 @@ def test_the_shipped_example_suite_loads_with_its_members_rules(monkeypatch: pyt
     assert [m.spec.role for m in suite.members] == ["target", "guard", "guard"]
     assert {p.baseline.checkpoint for p in (add, safe, unsafe)} == {"/models/base.gguf"}
     assert (add.rules.min_improvement, safe.rules.min_improvement, unsafe.rules.min_improvement) == (0.0, -0.05, -0.05)
-    assert safe.protocol == "xstest-safe@1" and safe.decision_split == "xstest-safe-private"
-    assert safe.protocol_file == str(REPO / "protocols" / "xstest-safe.yaml")
+    assert safe.protocol == "xstest-safe@2" and safe.decision_split == "xstest-safe-private"
+    assert safe.protocol_file == str(REPO / "protocols" / "xstest-safe-2.yaml")
     assert (add.rules.max_truncation_rate, unsafe.rules.max_truncation_rate) == (0.05, 0.5)
     assert add.rules.max_repetition == 0.2 and safe.rules.max_repetition is None
     assert not suite.members[2].spec.select and safe.selection.collapse_drop == 0.15
