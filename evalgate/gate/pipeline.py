@@ -32,6 +32,7 @@ from evalgate.gate.policy import GatePolicy
 from evalgate.gate.proxies import Target, check_proxies, proxy_section
 from evalgate.gate.results import (
     AuditSample,
+    AuditSamples,
     BaselineResult,
     CalibrationRow,
     DevRun,
@@ -255,12 +256,12 @@ def _proxy_rules(policy: GatePolicy, store: Store, seeds: list[SeedResult], chos
     """
     audits = [RewardAudit.from_dict(a) for a in audits_for_checkpoints(
         store, [s.best.digest for s in chosen if s.best], policy.reward_audit, who)]
-    rules = [RuleOutcome("reward_human_spearman", bool(a.rule["passed"]), f"{a.checkpoint}: {a.rule['detail']}")
-             for a in audits if a.rule["passed"] is not None]
+    rules = [RuleOutcome("reward_human_spearman", bool(a.rule.passed), f"{a.checkpoint}: {a.rule.detail}")
+             for a in audits if a.rule.passed is not None]
     if policy.reward_audit.min_reward_human_spearman is not None and not rules:
         rules.append(not_checkable("reward_human_spearman", "no best checkpoint has a human-rated run with a defined "
                                    "reward-human Spearman's rho (" + ("; ".join(
-                                       f"{a.checkpoint}: {a.rule['detail']}" for a in audits)
+                                       f"{a.checkpoint}: {a.rule.detail}" for a in audits)
                                        or "no rated run") + "); rate one in 'evalgate serve'",
                                    policy.rules.accept_not_checkable))
     calibration = calibration_section(store, policy)
@@ -270,7 +271,7 @@ def _proxy_rules(policy: GatePolicy, store: Store, seeds: list[SeedResult], chos
             rule, passed, detail = found
             rules.append(RuleOutcome(rule, passed, detail) if passed is not None
                          else not_checkable(rule, detail, policy.rules.accept_not_checkable))
-    return audits, [CalibrationRow(**c) for c in calibration], rules
+    return audits, [CalibrationRow.from_dict(c) for c in calibration], rules
 
 
 def _decision_reader(policy: GatePolicy, store: Store, manager: SplitManager, dec_m: Any, who: str,
@@ -367,8 +368,7 @@ def _aside_note(part: RunPartition) -> str:
     return f" ({', '.join(counts)} run(s) set aside: see stale, ignored, failures)" if counts else ""
 
 
-def _audit_samples(store: Store, chosen: list[SeedResult], k: int = 3,
-                   max_chars: int = 1500) -> dict[str, list[AuditSample]]:
+def _audit_samples(store: Store, chosen: list[SeedResult], k: int = 3, max_chars: int = 1500) -> AuditSamples:
     """Dev samples of the seeds' best checkpoints: highest-scoring, lowest-scoring and longest (never private:
     they come from the selection runs, dev tier by ``reads.check_tiers``); a sample of an agentic run carries its
     trajectory (``_with_trajectories``). The runs are read in one store session."""
@@ -376,8 +376,7 @@ def _audit_samples(store: Store, chosen: list[SeedResult], k: int = 3,
         return _audit_samples_read(store, chosen, k, max_chars)
 
 
-def _audit_samples_read(store: Store, chosen: list[SeedResult], k: int, max_chars: int
-                        ) -> dict[str, list[AuditSample]]:
+def _audit_samples_read(store: Store, chosen: list[SeedResult], k: int, max_chars: int) -> AuditSamples:
     rows: list[AuditSample] = []
     for s in chosen:
         assert s.best is not None
@@ -388,22 +387,20 @@ def _audit_samples_read(store: Store, chosen: list[SeedResult], k: int, max_char
                                     finish_reason=r["finish_reason"], extracted=r["extracted"],
                                     text=(r["text"] or "")[:max_chars]))
     if not rows:
-        return {}
-    return _with_trajectories(store, {
-        "highest_scoring": sorted(rows, key=lambda r: (-r.score, r.item_id))[:k],
-        "lowest_scoring": sorted(rows, key=lambda r: (r.score, r.item_id))[:k],
-        "longest": sorted(rows, key=lambda r: (-(r.completion_tokens or 0), r.item_id))[:k],
-    }, max_chars)
+        return AuditSamples()
+    return _with_trajectories(store, AuditSamples(
+        highest_scoring=sorted(rows, key=lambda r: (-r.score, r.item_id))[:k],
+        lowest_scoring=sorted(rows, key=lambda r: (r.score, r.item_id))[:k],
+        longest=sorted(rows, key=lambda r: (-(r.completion_tokens or 0), r.item_id))[:k]), max_chars)
 
 
-def _with_trajectories(store: Store, shown: dict[str, list[AuditSample]], max_chars: int
-                       ) -> dict[str, list[AuditSample]]:
+def _with_trajectories(store: Store, shown: AuditSamples, max_chars: int) -> AuditSamples:
     """``shown`` with each sample of an agentic run given its ``trajectory`` (``views.trajectories.trajectory_view``);
     the turns are read for the shown samples only, from the same run as their text."""
     from evalgate.views.trajectories import trajectory_view, turns_by_sample
 
     items: dict[str, set[str]] = {}
-    for r in (r for rows in shown.values() for r in rows):
+    for r in shown.rows():
         items.setdefault(r.run_id, set()).add(r.item_id)
     turns = {(run_id, *key): ts for run_id, ids in items.items()
              for key, ts in turns_by_sample(store, store.runs(run_id=run_id)[0], sorted(ids)).items()}
@@ -412,4 +409,4 @@ def _with_trajectories(store: Store, shown: dict[str, list[AuditSample]], max_ch
         ts = turns.get((r.run_id, r.item_id, r.sample_index, r.sample_seed))
         return dataclasses.replace(r, trajectory=trajectory_view(ts, max_chars)) if ts else r
 
-    return {kind: [view(r) for r in rows] for kind, rows in shown.items()}
+    return AuditSamples(**{kind: [view(r) for r in getattr(shown, kind)] for kind in AuditSamples.KINDS})

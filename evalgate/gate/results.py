@@ -9,12 +9,15 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from evalgate.core.formatting import num
-from evalgate.core.results import Metrics
+from evalgate.core.results import Metrics, Result
 from evalgate.core.stats import DETECTION_POWER, TOO_SMALL_DIFFERENCE, items_to_detect, minimum_detectable_difference
 from evalgate.diagnostics.guards import SeedGuards
 from evalgate.diagnostics.signals import Finding
 from evalgate.gate.policy import GatePolicy
+from evalgate.rlhf.reward_rules import RewardAuditRules
 
 
 @dataclass
@@ -53,12 +56,17 @@ class CheckpointResult:
 
 def document(value: Any) -> Any:
     """``value`` as a verdict document holds it: ``dataclasses.asdict``'s shape (a dataclass as a dict of its fields,
-    recursively; lists, tuples and dicts through) with each ``Metrics`` as its plain dict, so ``json.dumps`` takes
+    recursively; lists, tuples and dicts through) with each ``Metrics`` as its plain dict, a pydantic model as its
+    ``model_dump()`` and a row the documents hold flat as its ``as_dict()``, so ``json.dumps`` takes
     it and ``gate.history.load_verdict`` reads it back."""
     if isinstance(value, Metrics):
         return value.as_dict()
-    if isinstance(value, ProxyCheckpoint | ProxyEntry):
+    if isinstance(value, ProxyCheckpoint | ProxyEntry | AuditSamples):
         return value.as_dict()
+    if isinstance(value, Result):
+        return value.as_dict()
+    if isinstance(value, BaseModel):
+        return value.model_dump()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: document(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, tuple) and hasattr(value, "_fields"):  # a named tuple, as asdict rebuilds it
@@ -100,6 +108,69 @@ class AuditSample:
 
 
 @dataclass(frozen=True)
+class AuditSamples:
+    """The dev samples the report shows for audit (``Verdict.samples``): the seeds' best checkpoints' selection-run
+    samples, ``k`` of each kind (3), as ``AuditSample`` rows. Empty (false) when those runs have no stored samples.
+
+    Attributes:
+        highest_scoring: by score, highest first (ties: item id). lowest_scoring: by score, lowest first.
+        longest: by completion tokens, most first.
+    """
+
+    highest_scoring: list[AuditSample] = field(default_factory=list)
+    lowest_scoring: list[AuditSample] = field(default_factory=list)
+    longest: list[AuditSample] = field(default_factory=list)
+
+    KINDS = ("highest_scoring", "lowest_scoring", "longest")
+    """The kinds, in the order every report shows them."""
+
+    def __bool__(self) -> bool:
+        return any(getattr(self, k) for k in self.KINDS)
+
+    def rows(self) -> list[AuditSample]:
+        """Every shown sample, kind by kind (a sample shown under two kinds twice)."""
+        return [r for k in self.KINDS for r in getattr(self, k)]
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> AuditSamples:
+        """From a stored verdict's ``samples`` (``as_dict``; ``{}``: none; a row stored before trajectories were
+        kept has none)."""
+        return cls(**{k: [AuditSample(**r) for r in doc.get(k, [])] for k in cls.KINDS})
+
+    def as_dict(self) -> dict[str, Any]:
+        """``{"highest_scoring", "lowest_scoring", "longest"}`` of the rows' fields; ``{}`` when empty (as the
+        stored verdict and the ``--json`` document held it before it was typed)."""
+        return {k: [dataclasses.asdict(r) for r in getattr(self, k)] for k in self.KINDS} if self else {}
+
+    def __getitem__(self, kind: str) -> list[AuditSample]:
+        """``samples["longest"]``, as when ``Verdict.samples`` was a dict: deprecated for one release (read the
+        attribute)."""
+        _dict_use(f"Verdict.samples[{kind!r}]", f"samples.{kind}")
+        if kind not in self.KINDS:
+            raise KeyError(kind)
+        return list(getattr(self, kind))
+
+    def items(self) -> list[tuple[str, list[AuditSample]]]:
+        """``(kind, rows)`` of the kinds that have rows, as the dict's ``items()`` gave them: deprecated for one
+        release (``rows()``, or the attributes)."""
+        _dict_use("Verdict.samples.items()", "samples.rows() or the attributes")
+        return [(k, list(getattr(self, k))) for k in self.KINDS if self]
+
+    def values(self) -> list[list[AuditSample]]:
+        """Each kind's rows, as the dict's ``values()`` gave them: deprecated for one release (``rows()``)."""
+        _dict_use("Verdict.samples.values()", "samples.rows()")
+        return [list(getattr(self, k)) for k in self.KINDS if self]
+
+
+def _dict_use(what: str, instead: str) -> None:
+    """Warn that ``what`` reads a typed result as the dict it was: it still works for one release."""
+    import warnings
+
+    warnings.warn(f"{what} is deprecated: it is a typed result now; read {instead} (reading it as a dict goes in the "
+                  "next release)", DeprecationWarning, stacklevel=3)
+
+
+@dataclass(frozen=True)
 class SuspiciousSample:
     """A sample the reward audit flags (``rlhf.reward_audit``): the sample, why (``reasons``: reward-human mismatch,
     length inflation, repetition), its reward and mean human score in [0, 1], token counts (the baseline's mean on the
@@ -116,6 +187,84 @@ class SuspiciousSample:
     text: str
 
 
+class ReadByKey:
+    """Item access as when the row was a dict (``calibration[0].spearman["rho"]``): deprecated for one release, with
+    a ``DeprecationWarning`` (read the attribute, ``.spearman.rho``); a nested row comes back as its dict."""
+
+    def __getitem__(self, key: str) -> Any:
+        _dict_use(f"{type(self).__name__}[{key!r}]", f".{key}")
+        return document(self)[key]
+
+
+@dataclass(frozen=True)
+class SpearmanCI(ReadByKey):
+    """Spearman's rho of n paired scores with its percentile bootstrap CI (``human.agreement.spearman_ci``).
+
+    Attributes:
+        n: pairs. rho: Spearman's rho (None when n < 3 or a side is constant). ci: ``[low, high]`` at 95 % (None
+            without rho, or when every resample had a constant side).
+    """
+
+    n: int
+    rho: float | None
+    ci: list[float] | None
+
+
+@dataclass(frozen=True)
+class AgreementCI(ReadByKey):
+    """An agreement statistic with its percentile bootstrap CI over samples (``human.agreement.proxy_agreement``:
+    Cohen's kappa, the quadratic-weighted kappa, Krippendorff's alpha). ``value`` None where undefined (no pairs, one
+    side constant), and then ``ci`` None too; ``ci`` is ``[low, high]`` at 95 %."""
+
+    value: float | None
+    ci: list[float] | None
+
+
+@dataclass(frozen=True)
+class BinaryKappa(ReadByKey):
+    """Cohen's kappa of two scores binarised at 0.5 (``human.agreement.cohen_kappa``; Cohen 1960).
+
+    Attributes:
+        kappa: ``(p_o - p_e) / (1 - p_e)`` (None: no pairs, or chance agreement 1). observed: ``p_o``, the share of
+            pairs on the same side (None: no pairs). confusion: ``[[auto-/human-, auto-/human+], [auto+/human-,
+            auto+/human+]]`` counts.
+    """
+
+    kappa: float | None
+    observed: float | None
+    confusion: list[list[int]]
+
+
+@dataclass(frozen=True)
+class RewardAgreement(ReadByKey):
+    """A rated run's reward (or automatic score) against the raters' mean (``RewardAudit.agreement``;
+    ``human.agreement.run_agreement`` without its per-sample rows).
+
+    Attributes:
+        run_id: the rated run. against: ``reward`` or ``automatic score``. n_samples: samples with both. raters: who
+        rated. spearman: ``SpearmanCI``. kappa: ``BinaryKappa``. alpha: Krippendorff's alpha (ordinal) between raters
+        (None: fewer than two raters, or no sample rated twice).
+    """
+
+    run_id: str
+    against: str
+    n_samples: int
+    raters: list[str]
+    spearman: SpearmanCI
+    kappa: BinaryKappa
+    alpha: float | None
+
+
+@dataclass(frozen=True)
+class AuditRule(ReadByKey):
+    """The reward audit's gate rule on one run (``RewardAudit.rule``; ``rlhf.reward_audit.spearman_rule``):
+    ``passed`` None when the rule is off or not applicable (no human scores, or rho undefined), ``detail`` says
+    which and why, or the rho against its threshold."""
+
+    passed: bool | None
+    detail: str
+
+
 @dataclass(frozen=True)
 class RewardAudit:
     """The reward audit of one best checkpoint's human-rated run (``Verdict.reward_audit``;
@@ -125,29 +274,37 @@ class RewardAudit:
         run_id: the rated run. reward_source: the training reward's file, or ``automatic score``.
         unmatched_rollouts: rollouts that matched no sample. rules: the thresholds applied
         (``RewardAuditRules``). checked: samples checked. suspicious: the flagged ones. counts: flags per reason.
-        not_checkable: checks that had nothing to read, and why. agreement: reward vs human
-        (``human.agreement.run_agreement`` without its samples). rule: the Spearman rule's ``{"passed", "detail"}``
-        (passed None: off or not applicable). checkpoint, step, train_seed: the run's checkpoint.
+        not_checkable: checks that had nothing to read, and why. agreement: reward vs human (``RewardAgreement``).
+        rule: the Spearman rule's outcome (``AuditRule``). checkpoint, step, train_seed: the run's checkpoint.
     """
 
     run_id: str
     reward_source: str
     unmatched_rollouts: int
-    rules: dict[str, Any]
+    rules: RewardAuditRules
     checked: int
     suspicious: list[SuspiciousSample]
     counts: dict[str, int]
     not_checkable: list[str]
-    agreement: dict[str, Any]
-    rule: dict[str, Any]
+    agreement: RewardAgreement
+    rule: AuditRule
     checkpoint: str
     step: int | None
     train_seed: int | None
 
     @classmethod
     def from_dict(cls, audit: dict[str, Any]) -> RewardAudit:
-        """From ``rlhf.reward_audit.audits_for_checkpoints``' document."""
-        return cls(**{**audit, "suspicious": [SuspiciousSample(**s) for s in audit["suspicious"]]})
+        """From ``rlhf.reward_audit.audits_for_checkpoints``' document (or a stored verdict's row: the same keys).
+
+        Raises:
+            KeyError, TypeError, pydantic.ValidationError: a key is missing or unknown, or ``rules`` does not fit.
+        """
+        a = audit["agreement"]
+        agreement = RewardAgreement(**{**a, "spearman": SpearmanCI(**a["spearman"]),
+                                       "kappa": BinaryKappa(**a["kappa"])})
+        return cls(**{**audit, "rules": RewardAuditRules.model_validate(audit["rules"]),
+                      "suspicious": [SuspiciousSample(**s) for s in audit["suspicious"]],
+                      "agreement": agreement, "rule": AuditRule(**audit["rule"])})
 
     def as_dict(self) -> dict[str, Any]:
         """The ``--json`` document's: every field, the suspicious samples without their text."""
@@ -164,8 +321,9 @@ class CalibrationRow:
     Attributes:
         protocol: the proxy's protocol (``name@version``). scorer: its scorer (None: the file is missing).
         role: ``gated``, ``reward model`` or ``proxy``. runs: the rated runs pooled. n_samples: rated samples.
-        n, levels: pairs compared and the rating scale's points. spearman: ``{"n", "rho", "ci"}``. kappa,
-        weighted_kappa, alpha: each ``{"value", "ci"}`` (``human.agreement.proxy_agreement``).
+        n, levels: pairs compared and the rating scale's points. spearman: ``SpearmanCI``. kappa (both sides
+        binarised at 0.5), weighted_kappa (quadratic, on the levels), alpha (Krippendorff's, ordinal): each an
+        ``AgreementCI`` (``human.agreement.proxy_agreement``).
     """
 
     protocol: str
@@ -175,21 +333,91 @@ class CalibrationRow:
     n_samples: int
     n: int
     levels: int
-    spearman: dict[str, Any]
-    kappa: dict[str, Any]
-    weighted_kappa: dict[str, Any]
-    alpha: dict[str, Any]
+    spearman: SpearmanCI
+    kappa: AgreementCI
+    weighted_kappa: AgreementCI
+    alpha: AgreementCI
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> CalibrationRow:
+        """From ``rlhf.calibration.calibration_section``'s row (or a stored verdict's: the same keys).
+
+        Raises:
+            KeyError, TypeError: a key is missing or unknown.
+        """
+        return cls(**{**row, "spearman": SpearmanCI(**row["spearman"]),
+                      **{k: AgreementCI(**row[k]) for k in ("kappa", "weighted_kappa", "alpha")}})
 
     def as_dict(self) -> dict[str, Any]:
         return document(self)
 
 
+Number = int | float
+"""A count or a rate as the run stored it: an int stays an int, a float a float (so a document dumps as it was)."""
+
+
+class PairwiseScores(ReadByKey, Result):
+    """A pairwise judge's numbers against its baseline (``JudgeScores.pairwise``; ``rlhf.pairwise.win_rate``): the
+    win rate (both orders, ties half) with its paired bootstrap CI ``low``/``high``, AlpacaEval 2's length-controlled
+    win rate with its standard error and extreme-change warning, the position-flip and first-position rates, the
+    items judged, parsed and unparseable (``unparseable_as``: counted as losses), and the verdict counts. A field a
+    run stored before it was kept is None and absent from ``as_dict()``."""
+
+    win_rate: Number | None = None
+    low: Number | None = None
+    high: Number | None = None
+    lc_win_rate: Number | None = None
+    lc_standard_error: Number | None = None
+    lc_extreme_change: bool | None = None
+    position_flip_rate: Number | None = None
+    first_position_rate: Number | None = None
+    items: int | None = None
+    parsed_items: int | None = None
+    unparseable_items: int | None = None
+    unparseable_as: str | Number | None = None
+    wins: Number | None = None
+    ties: Number | None = None
+    losses: Number | None = None
+
+
+class JudgeScores(ReadByKey, Result):
+    """An LLM judge's numbers on one proxy run (``ProxyScores.judge``; ``gate.proxies.proxy_row``): its ``mode``
+    (``pairwise`` or ``pointwise``), samples ``judged``, ``unparseable`` verdicts and ``baseline`` (the judge's
+    baseline checkpoint or run, as its options name it); pairwise its ``PairwiseScores``, pointwise its
+    ``mean_rating`` on ``scale`` with ``unparseable_as``. Fields of the other mode are None and absent from
+    ``as_dict()``."""
+
+    mode: str | None = None
+    judged: int | None = None
+    unparseable: int | None = None
+    baseline: dict[str, Any] | None = None
+    pairwise: PairwiseScores | None = None
+    mean_rating: Number | None = None
+    scale: list[Number] | None = None
+    unparseable_as: str | Number | None = None
+
+
+class ProxyScores(ReadByKey, Result):
+    """What one proxy run's metrics hold (``ProxyCheckpoint.scores``; ``gate.proxies.proxy_row``): its ``samples``
+    and their count ``by_status``, ``mean_score`` and its stderr (every scorer); a reward model's ``reward_mean``, its
+    stderr and ``reward_errors`` (samples it could not score); a judge's ``judge`` (``JudgeScores``). Never a
+    per-item value. What the scorer does not report is None and absent from ``as_dict()``."""
+
+    samples: int | None = None
+    by_status: dict[str, int] | None = None
+    mean_score: Number | None = None
+    mean_score_stderr: Number | None = None
+    reward_mean: Number | None = None
+    reward_mean_stderr: Number | None = None
+    reward_errors: int | None = None
+    judge: JudgeScores | None = None
+
+
 @dataclass(frozen=True)
 class ProxyCheckpoint:
     """One checkpoint a proxy protocol scored (``ProxyEntry.checkpoints``): ``role`` (``baseline`` or ``seed``), its
-    path, digest, training run, seed and step, the proxy run's id, and ``scores``: what that run's metrics hold
-    (``gate.proxies.proxy_row``: samples, by_status, mean_score and its stderr; a reward model's reward_mean, its
-    stderr and reward_errors; a judge's ``judge`` numbers), which the documents hold beside the other fields."""
+    path, digest, training run, seed and step, the proxy run's id, and ``scores``: that run's numbers
+    (``ProxyScores``), which the documents hold beside the other fields."""
 
     role: str
     path: str
@@ -198,45 +426,111 @@ class ProxyCheckpoint:
     train_seed: int | None
     step: int | None
     run_id: str
-    scores: dict[str, Any]
+    scores: ProxyScores
 
     @classmethod
     def from_document(cls, doc: dict[str, Any]) -> ProxyCheckpoint:
-        """From a document's row (``as_dict``: the fields, then the scores)."""
+        """From a document's row (``as_dict``: the fields, then the scores).
+
+        Raises:
+            KeyError: a field is missing. pydantic.ValidationError: a score that ``ProxyScores`` does not know.
+        """
         named = {f.name for f in dataclasses.fields(cls)} - {"scores"}
-        return cls(**{k: doc[k] for k in named}, scores={k: v for k, v in doc.items() if k not in named})
+        return cls(**{k: doc[k] for k in named},
+                   scores=ProxyScores.model_validate({k: v for k, v in doc.items() if k not in named}))
 
     def as_dict(self) -> dict[str, Any]:
         """The row as the documents hold it: the fields, then the scores beside them."""
         return {**{f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "scores"},
-                **copy.deepcopy(self.scores)}
+                **self.scores.as_dict()}
+
+
+@dataclass(frozen=True)
+class BradleyTerryPlayer(ReadByKey):
+    """One checkpoint's Bradley-Terry rating (``BradleyTerry.players``; ``rlhf.bradley_terry.ratings``).
+
+    Attributes:
+        player: ``baseline``, ``seed K best (step S)`` or the judge's baseline. rating: on the Elo-like scale
+        (None: unbounded, see ``bound``). low, high: its percentile bootstrap CI (None: unbounded that side).
+        win_rate_vs_anchor: the fitted P(player beats the anchor) (Arena-Hard's "score"; None: unbounded).
+        games: games it played. bound: None, or ``above`` / ``below`` / ``unlinked`` when its games cannot bound the
+        rating. role, train_seed, step, run_id: its proxy row's (``judge baseline`` and None for a judge's baseline
+        that is no target).
+    """
+
+    player: str
+    rating: float | None
+    low: float | None
+    high: float | None
+    win_rate_vs_anchor: float | None
+    games: int
+    bound: str | None
+    role: str
+    train_seed: int | None
+    step: int | None
+    run_id: str | None
+
+
+@dataclass(frozen=True)
+class BradleyTerry(ReadByKey):
+    """A pairwise judge proxy's Bradley-Terry ratings of the checkpoints it compared with its baseline
+    (``ProxyEntry.bradley_terry``; ``gate.proxies.bradley_terry``): P(i beats j) = 1 / (1 + base^((R_j - R_i) /
+    scale)), the ``anchor`` held at ``anchor_rating``, fitted over ``games`` with a ``confidence`` percentile
+    bootstrap over games (``resamples`` refits); ``players`` by rating, highest first."""
+
+    anchor: str
+    anchor_rating: float
+    scale: float
+    base: float
+    games: int
+    confidence: float
+    resamples: int
+    players: list[BradleyTerryPlayer]
+
+    @classmethod
+    def from_document(cls, doc: dict[str, Any]) -> BradleyTerry | BradleyTerryNote:
+        """From ``gate.proxies.bradley_terry``'s document: the ratings, or a ``BradleyTerryNote`` (``{"note"}``)."""
+        if "note" in doc:
+            return BradleyTerryNote(**doc)
+        return cls(**{**doc, "players": [BradleyTerryPlayer(**p) for p in doc["players"]]})
+
+
+@dataclass(frozen=True)
+class BradleyTerryNote(ReadByKey):
+    """Why a pairwise judge proxy of three or more checkpoints has no Bradley-Terry ratings (a run holds no
+    per-item verdicts: a private or human-audit split, or a run stored before they were kept)."""
+
+    note: str
 
 
 @dataclass(frozen=True)
 class ProxyEntry:
     """One proxy protocol's numbers (``Verdict.proxies``; ``gate.proxies.proxy_section``): the protocol, its hash,
     scorer and dev-tier split, each checkpoint it scored, and a pairwise judge's Bradley-Terry ratings
-    (``gate.proxies.bradley_terry``; None: not rated, and then absent from the documents)."""
+    (``BradleyTerry``, or a ``BradleyTerryNote`` saying why none; None: not rated, and then absent from the
+    documents)."""
 
     protocol: str
     protocol_hash: str
     scorer: str | None
     split: str
     checkpoints: list[ProxyCheckpoint]
-    bradley_terry: dict[str, Any] | None = None
+    bradley_terry: BradleyTerry | BradleyTerryNote | None = None
 
     @classmethod
     def from_document(cls, doc: dict[str, Any]) -> ProxyEntry:
         """From a document's entry (``as_dict``)."""
+        bt = doc.get("bradley_terry")
         return cls(doc["protocol"], doc["protocol_hash"], doc["scorer"], doc["split"],
-                   [ProxyCheckpoint.from_document(c) for c in doc["checkpoints"]], doc.get("bradley_terry"))
+                   [ProxyCheckpoint.from_document(c) for c in doc["checkpoints"]],
+                   None if bt is None else BradleyTerry.from_document(bt))
 
     def as_dict(self) -> dict[str, Any]:
         """The entry as the documents hold it (``bradley_terry`` only when rated)."""
         out: dict[str, Any] = {"protocol": self.protocol, "protocol_hash": self.protocol_hash, "scorer": self.scorer,
                "split": self.split, "checkpoints": [c.as_dict() for c in self.checkpoints]}
         if self.bradley_terry is not None:
-            out["bradley_terry"] = copy.deepcopy(self.bradley_terry)
+            out["bradley_terry"] = document(self.bradley_terry)
         return out
 
 
@@ -547,8 +841,9 @@ class Verdict:
         baseline: the baseline's runs or fixed value (None: the gate stopped before reading it).
         stats: the statistics (None: no seed had a best checkpoint).
         protocol_hash: the protocol's sha256.
-        samples: dev samples for audit (never the private split's): ``highest_scoring``, ``lowest_scoring`` and
-            ``longest`` -> ``AuditSample`` rows (empty: the seeds' best checkpoints have no stored samples).
+        samples: dev samples for audit (never the private split's): an ``AuditSamples`` (``highest_scoring``,
+            ``lowest_scoring``, ``longest``: ``AuditSample`` rows; false when the seeds' best checkpoints have no
+            stored samples).
         stale: the latest run per checkpoint on older content of the selection split (not used).
         ignored: the latest run per checkpoint that is no candidate (no training run or seed, another backend).
         failures: failed or interrupted runs, each saying whether it counts against its checkpoint.
@@ -577,7 +872,7 @@ class Verdict:
     baseline: BaselineResult | None = None
     stats: Statistics | None = None
     protocol_hash: str | None = None
-    samples: dict[str, list[AuditSample]] = field(default_factory=dict)
+    samples: AuditSamples = field(default_factory=AuditSamples)
     stale: list[SetAside] = field(default_factory=list)
     ignored: list[SetAside] = field(default_factory=list)
     failures: list[SetAside] = field(default_factory=list)

@@ -40,7 +40,7 @@ def test_the_release_report_shows_no_private_turn_of_a_shared_item_id(tmp_path: 
     from evalgate.gate.report.outputs import write_reports
 
     v, store = _gate(tmp_path.resolve())
-    shown = [s for rows in v.samples.values() for s in rows]
+    shown = [s for s in v.samples.rows()]
     assert shown and all(s.item_id == "q1" for s in shown)
     assert shown[0].trajectory is not None
     turns = shown[0].trajectory["turns"]

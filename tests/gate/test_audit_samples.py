@@ -15,7 +15,7 @@ import yaml
 
 from evalgate.gate import load_policy, run_gate
 from evalgate.gate.history import load_verdict
-from evalgate.gate.results import AuditSample
+from evalgate.gate.results import AuditSample, AuditSamples
 from tests import gate_fixtures as fx
 
 pytestmark = pytest.mark.usefixtures("memory_store")
@@ -35,14 +35,17 @@ def test_audit_samples_are_typed_rows_and_survive_the_stored_document(tmp_path: 
     v = run_gate(load_policy(policy), built["store"], evaluate_decision=False)
     # highest: every right sample scores 1; ties by item id, seed 1's rows before seed 2's
     # lowest: wrong ones (seed 1: q6-q9, seed 2: q7-q9) by item id; longest: no token counts, so by item id
-    assert v.samples == {
-        "highest_scoring": [_row(1, "q0", 1.0), _row(2, "q0", 1.0), _row(1, "q1", 1.0)],
-        "lowest_scoring": [_row(1, "q6", 0.0), _row(1, "q7", 0.0), _row(2, "q7", 0.0)],
-        "longest": [_row(1, "q0", 1.0), _row(2, "q0", 1.0), _row(1, "q1", 1.0)],
-    }
+    assert v.samples == AuditSamples(
+        highest_scoring=[_row(1, "q0", 1.0), _row(2, "q0", 1.0), _row(1, "q1", 1.0)],
+        lowest_scoring=[_row(1, "q6", 0.0), _row(1, "q7", 0.0), _row(2, "q7", 0.0)],
+        longest=[_row(1, "q0", 1.0), _row(2, "q0", 1.0), _row(1, "q1", 1.0)],
+    )
     (row,) = built["store"].gates()
     again = load_verdict(row["document"])
-    assert again.samples == v.samples and isinstance(again.samples["longest"][0], AuditSample)
+    assert again.samples == v.samples and isinstance(again.samples.longest[0], AuditSample)
+    with pytest.deprecated_call(match="read samples.rows"):  # read as the dict it was, for one release
+        assert dict(v.samples.items()) == {"highest_scoring": v.samples.highest_scoring,
+                                           "lowest_scoring": v.samples.lowest_scoring, "longest": v.samples.longest}
     # a document stored while the rows were plain dicts had no "trajectory" key on a run without tools
     doc = json.loads(json.dumps(row["document"]))
     for rows in doc["samples"].values():

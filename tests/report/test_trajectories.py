@@ -26,7 +26,7 @@ DEV_TURNS = {
 def test_audit_samples_show_their_trajectories_escaped(tmp_path: Path) -> None:
     v, store = build(tmp_path, DEV_ITEMS, DEV_TURNS, [{"id": "p1", "prompt": "x", "answer": "1"}],
                      {"p1": ["The answer is 1"]})
-    shown = {s.item_id: s for rows in v.samples.values() for s in rows}
+    shown = {s.item_id: s for s in v.samples.rows()}
     d1, d2 = shown["d1"].trajectory, shown["d2"].trajectory
     assert d1 is not None and d2 is not None
     assert (d1["status"], d1["tool_calls"], d1["violations"], d1["parse_errors"], len(d1["turns"])) == \
@@ -39,7 +39,7 @@ def test_audit_samples_show_their_trajectories_escaped(tmp_path: Path) -> None:
     html = render_html(v)
     assert INJECTED not in html and "<script>alert" not in html and "<b>x</b>" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;&lt;b&gt;x&lt;/b&gt;" in html
-    assert html.count('<details class="trajectory">') == sum(len(rows) for rows in v.samples.values())
+    assert html.count('<details class="trajectory">') == len(v.samples.rows())
     assert "trajectory: 3 turn(s), ended answered;" in html
     assert "violation disallowed_tool" in html and "parse error: unparsable &lt;tool_call&gt;" in html
     assert "call <code>python</code> <code>{&#34;code&#34;: &#34;print(" in html  # arguments as JSON, escaped

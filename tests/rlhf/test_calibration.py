@@ -153,9 +153,9 @@ def test_the_release_report_shows_the_judges_agreement_with_people(tmp_path: Pat
     (c,) = v.calibration
     assert (c.protocol, c.scorer, c.role, c.runs, c.n_samples, c.levels) == \
         ("fx@1", "judge", "gated", ["ha-judge"], 5, 5)
-    assert c.spearman["rho"] == pytest.approx(9.5 / 95 ** 0.5)
+    assert c.spearman.rho == pytest.approx(9.5 / 95 ** 0.5)
     # at 0.5 both sides are 0,1,0,0,1 (human 0.25 < 0.5); on the five points both are 0,2,0,1,4: exact agreement
-    assert c.kappa["value"] == c.weighted_kappa["value"] == c.alpha["value"] == pytest.approx(1.0)
+    assert c.kappa.value == c.weighted_kappa.value == c.alpha.value == pytest.approx(1.0)
     out = {f: tmp_path / f"report.{f}" for f in ("html", "json", "md")}
     write_reports(v, {"html": out["html"], "json": out["json"], "markdown": out["md"]}, built["store"])
     doc = json.loads(out["json"].read_text())

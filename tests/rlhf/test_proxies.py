@@ -10,7 +10,6 @@ The real SmolLM2 judge and the tiny trained reward model in a gate are in tests/
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import json
 import math
@@ -27,7 +26,7 @@ from evalgate.core.errors import BadInput, ProtocolDrift, RefusedByPolicy
 from evalgate.demo.rlhf import proxy_lines
 from evalgate.gate import load_policy, run_gate
 from evalgate.gate.report.outputs import markdown_summary, render_html, report_stored, write_json
-from evalgate.gate.results import ProxyEntry
+from evalgate.gate.results import BradleyTerry, BradleyTerryPlayer, ProxyEntry, ProxyScores
 from evalgate.protocol.freeze import freeze
 from evalgate.rlhf import judge_calls, reward
 from evalgate.runner.evaluate import RunOptions, evaluate
@@ -214,8 +213,12 @@ def test_the_report_shows_the_judges_win_rate_and_the_rms_mean_score_per_checkpo
     assert pw["lc_win_rate"] < 0.5625 and pw["lc_extreme_change"] is True
     assert f"| {lc} (far from the raw rate) |" in md
     assert "far from the raw rate (AlpacaEval's extreme-change warning)" in section
-    quiet = copy.deepcopy(verdict.proxies)
-    quiet[0].checkpoints[1].scores["judge"]["pairwise"]["lc_extreme_change"] = False
+    entry, (base_row, seed_row) = verdict.proxies[0], verdict.proxies[0].checkpoints
+    judged = seed_row.scores.judge
+    assert judged is not None and judged.pairwise is not None and judged.pairwise.lc_extreme_change is True
+    calm = judged.model_copy(update={"pairwise": judged.pairwise.model_copy(update={"lc_extreme_change": False})})
+    calm_row = dataclasses.replace(seed_row, scores=seed_row.scores.model_copy(update={"judge": calm}))
+    quiet = [dataclasses.replace(entry, checkpoints=[base_row, calm_row]), *verdict.proxies[1:]]
     shown = dataclasses.replace(verdict, proxies=quiet)
     assert f"| {lc} |" in markdown_summary(shown) and "far from the raw rate" not in render_html(shown)
     # the stored verdict renders the same section again, reading no split
@@ -239,6 +242,12 @@ def test_three_checkpoints_judged_pairwise_get_bradley_terry_ratings_in_every_fo
     # a reward model compares nothing pairwise
     assert verdict.proxies[1].bradley_terry is None and "bradley_terry" not in rm
     bt = judge["bradley_terry"]
+    typed = verdict.proxies[0].bradley_terry
+    assert isinstance(typed, BradleyTerry) and (typed.anchor, typed.games) == ("baseline", 16)
+    assert typed.players[0] == BradleyTerryPlayer("seed 1 best (step 10)", typed.players[0].rating,
+                                                  typed.players[0].low, typed.players[0].high,
+                                                  typed.players[0].win_rate_vs_anchor, 8, None, "seed", 1, 10,
+                                                  typed.players[0].run_id)
     assert (bt["anchor"], bt["anchor_rating"], bt["games"], bt["confidence"]) == ("baseline", 1000.0, 16, 0.95)
     by = {p["player"]: p for p in bt["players"]}
     assert [p["player"] for p in bt["players"]] == ["seed 1 best (step 10)", "baseline", "seed 2 best (step 10)"]
@@ -268,8 +277,8 @@ def test_the_mean_score_column_is_the_judges_preference_mean(tmp_path: Path, pro
     # unparseable: (0.5 + 1 + 1 + 0.5) / 4, with stderr sd/sqrt(4), sd = sqrt(4 * 0.25^2 / 3)
     path, _ = _setup(tmp_path)
     seed = run_gate(load_policy(path), Store(), evaluate_decision=False).proxies[0].checkpoints[1]
-    assert seed.scores["mean_score"] == 0.75
-    assert seed.scores["mean_score_stderr"] == pytest.approx(math.sqrt(0.25 / 3) / 2)
+    assert isinstance(seed.scores, ProxyScores) and seed.scores.mean_score == 0.75
+    assert seed.scores.mean_score_stderr == pytest.approx(math.sqrt(0.25 / 3) / 2)
 
 
 def _private_reads(store: Store) -> int:

@@ -144,7 +144,7 @@ def render_html(verdict: Verdict, audit: dict[str, Any] | None = None) -> str:
     text and tool results included; an agentic protocol's audit samples show their trajectories (turns, calls,
     results, violations, parse errors) in a collapsed ``<details>`` each, and the behaviour table gains the decision
     runs' tool-use columns."""
-    agentic = any(r.trajectory is not None for rows in verdict.samples.values() for r in rows)
+    agentic = any(r.trajectory is not None for r in verdict.samples.rows())
     runs = [s.decision for s in verdict.seeds if s.decision] + (
         [verdict.baseline.decision] if verdict.baseline and verdict.baseline.decision else [])
     return render("report.html.j2",
