@@ -45,7 +45,7 @@ def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], ba
                      progress=not as_json)
     ws = workspace(actor)
     summary = ws.sweep(protocol_path, checkpoints, splits, run, ray=ray_address, chunk=chunk)
-    run_ids = [u["run_id"] for u in summary.units if u["run_id"]]
+    run_ids = [u.run_id for u in summary.units if u.run_id]
     export_and_say(run_ids, trackers, actor, ws.store)
     if as_json:
         dump(summary.as_dict())
@@ -63,9 +63,8 @@ def _print_sweep(summary: SweepSummary, runs: list[dict[str, Any]]) -> None:
     click.echo(f"sweep of {len(summary.units)} units ({summary.where}): {counts}; {summary.tokens} tokens in "
                f"{seconds:.1f} s")
     for u in summary.units:
-        line = f"  [{u['status']}] {u['checkpoint']} x {u['split']}"
-        click.echo(line + (f": run {u['run_id']}" if u["run_id"] else "") + (f" ({u['error']})" if u["error"]
-                                                                              else ""))
+        line = f"  [{u.status}] {u.checkpoint} x {u.split}"
+        click.echo(line + (f": run {u.run_id}" if u.run_id else "") + (f" ({u.error})" if u.error else ""))
     for path in summary.ignored:
         click.echo(f"  ignored: {path}")
     if runs:

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
+import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -26,6 +28,25 @@ class Result(StrictModel):
     def as_dict(self) -> dict[str, Any]:
         """The result as plain dicts, lists and values (the ``--json`` document), without the unset fields."""
         return self.model_dump(exclude_unset=True)
+
+
+def dict_read(what: str, instead: str) -> None:
+    """Warn (``DeprecationWarning``, at the caller's caller) that ``what`` reads a typed result as the dict it was
+    before it was typed: it still works for one release; ``instead`` says what to read."""
+    warnings.warn(f"{what} is deprecated: it is a typed result now; read {instead} (reading it as a dict goes in the "
+                  "next release)", DeprecationWarning, stacklevel=3)
+
+
+class ReadByKey:
+    """A typed row (a dataclass or a ``Result``) that still reads by key as the dict it was (``row["rho"]``) for one
+    release, with a ``DeprecationWarning`` (read the attribute, ``row.rho``): the key of its ``as_dict()``, or of
+    ``dataclasses.asdict`` without one; a nested row comes back as its dict."""
+
+    def __getitem__(self, key: str) -> Any:
+        dict_read(f"{type(self).__name__}[{key!r}]", f".{key}")
+        as_dict = getattr(self, "as_dict", None)
+        doc = as_dict() if as_dict is not None else dataclasses.asdict(self)  # type: ignore[call-overload]
+        return doc[key]
 
 
 class Estimate(NamedTuple):

@@ -39,7 +39,7 @@ def evaluate_missing(policy_path: str | Path, checkpoints: str, actor: str | Non
     failed = summary.failed
     if failed:
         err = EvalgateError(f"--evaluate-missing: {len(failed)} of {len(summary.units)} selection runs failed ("
-                            + "; ".join(f"{u['checkpoint']}: {u['error']}" for u in failed[:3])
+                            + "; ".join(f"{u.checkpoint}: {u.error}" for u in failed[:3])
                             + "); fix them and rerun (completed runs are kept and skipped)")
         err.exit_code = summary.exit_code
         raise err

@@ -12,7 +12,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from evalgate.core.formatting import num
-from evalgate.core.results import Metrics, Result
+from evalgate.core.results import Metrics, ReadByKey, Result, dict_read
 from evalgate.core.stats import DETECTION_POWER, TOO_SMALL_DIFFERENCE, items_to_detect, minimum_detectable_difference
 from evalgate.diagnostics.guards import SeedGuards
 from evalgate.diagnostics.signals import Finding
@@ -145,7 +145,7 @@ class AuditSamples:
     def __getitem__(self, kind: str) -> list[AuditSample]:
         """``samples["longest"]``, as when ``Verdict.samples`` was a dict: deprecated for one release (read the
         attribute)."""
-        _dict_use(f"Verdict.samples[{kind!r}]", f"samples.{kind}")
+        dict_read(f"Verdict.samples[{kind!r}]", f"samples.{kind}")
         if kind not in self.KINDS:
             raise KeyError(kind)
         return list(getattr(self, kind))
@@ -153,21 +153,13 @@ class AuditSamples:
     def items(self) -> list[tuple[str, list[AuditSample]]]:
         """``(kind, rows)`` of the kinds that have rows, as the dict's ``items()`` gave them: deprecated for one
         release (``rows()``, or the attributes)."""
-        _dict_use("Verdict.samples.items()", "samples.rows() or the attributes")
+        dict_read("Verdict.samples.items()", "samples.rows() or the attributes")
         return [(k, list(getattr(self, k))) for k in self.KINDS if self]
 
     def values(self) -> list[list[AuditSample]]:
         """Each kind's rows, as the dict's ``values()`` gave them: deprecated for one release (``rows()``)."""
-        _dict_use("Verdict.samples.values()", "samples.rows()")
+        dict_read("Verdict.samples.values()", "samples.rows()")
         return [list(getattr(self, k)) for k in self.KINDS if self]
-
-
-def _dict_use(what: str, instead: str) -> None:
-    """Warn that ``what`` reads a typed result as the dict it was: it still works for one release."""
-    import warnings
-
-    warnings.warn(f"{what} is deprecated: it is a typed result now; read {instead} (reading it as a dict goes in the "
-                  "next release)", DeprecationWarning, stacklevel=3)
 
 
 @dataclass(frozen=True)
@@ -185,15 +177,6 @@ class SuspiciousSample:
     baseline_tokens: float | None
     repetition: float | None
     text: str
-
-
-class ReadByKey:
-    """Item access as when the row was a dict (``calibration[0].spearman["rho"]``): deprecated for one release, with
-    a ``DeprecationWarning`` (read the attribute, ``.spearman.rho``); a nested row comes back as its dict."""
-
-    def __getitem__(self, key: str) -> Any:
-        _dict_use(f"{type(self).__name__}[{key!r}]", f".{key}")
-        return document(self)[key]
 
 
 @dataclass(frozen=True)

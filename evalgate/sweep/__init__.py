@@ -16,15 +16,16 @@ from typing import Any
 
 from evalgate.core.errors import BadInput
 from evalgate.core.progress import progress_bars
+from evalgate.core.results import ReadByKey
 from evalgate.protocol.spec import load_protocol, verify
 from evalgate.runner.plan import RunOptions
 from evalgate.splits.guard import SplitManager
 from evalgate.store import Store
 from evalgate.sweep.discover import discover_checkpoints
 from evalgate.sweep.steps import OnStored
-from evalgate.sweep.units import Board, Unit, plan_units
+from evalgate.sweep.units import Board, Unit, UnitSummary, plan_units
 
-__all__ = ["SweepOptions", "SweepSummary", "Unit", "discover_checkpoints", "run_sweep", "sweep"]
+__all__ = ["SweepOptions", "SweepSummary", "Unit", "UnitSummary", "discover_checkpoints", "run_sweep", "sweep"]
 
 
 @dataclass
@@ -49,15 +50,16 @@ class SweepOptions:
 
 
 @dataclass(frozen=True)
-class SweepSummary:
-    """What a sweep did (``evalgate sweep --json`` prints ``as_dict()``).
+class SweepSummary(ReadByKey):
+    """What a sweep did (``evalgate sweep --json`` prints ``as_dict()``; read by key as that document, for one
+    release, with a ``DeprecationWarning``).
 
     Attributes:
         protocol: ``{"name", "version", "sha256"}`` of the protocol.
         splits: the split names, in the order given.
         where: ``local`` or the Ray address.
-        units: ``Unit.summary()`` of each (checkpoint, split) unit, checkpoint-major: checkpoint, split, status
-            (``done``, ``skipped``, ``failed``), run_id, error, tokens, ...
+        units: each (checkpoint, split) unit's ``UnitSummary`` (``Unit.summary()``), checkpoint-major: checkpoint,
+            split, status (``done``, ``skipped``, ``failed``), run_id, error, tokens, ...
         counts: units by status.
         ignored: paths the glob matched that are no checkpoint.
         tokens: new completion tokens over all units.
@@ -69,7 +71,7 @@ class SweepSummary:
     protocol: dict[str, str]
     splits: list[str]
     where: str
-    units: list[dict[str, Any]]
+    units: list[UnitSummary]
     counts: dict[str, int]
     ignored: list[Any]
     tokens: int
@@ -77,21 +79,23 @@ class SweepSummary:
     exit_code: int
 
     @property
-    def failed(self) -> list[dict[str, Any]]:
+    def failed(self) -> list[UnitSummary]:
         """The units that failed."""
-        return [u for u in self.units if u["status"] == "failed"]
+        return [u for u in self.units if u.status == "failed"]
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON document (``evalgate sweep --json``)."""
-        return {"protocol": self.protocol, "splits": self.splits, "where": self.where, "units": self.units,
+        return {"protocol": self.protocol, "splits": self.splits, "where": self.where,
+                "units": [u.as_dict() for u in self.units],
                 "counts": self.counts, "ignored": self.ignored, "tokens": self.tokens, "wall_s": self.wall_s,
                 "exit_code": self.exit_code}
 
 
 def sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], options: SweepOptions | None,
-          store: Store) -> dict[str, Any]:
-    """``run_sweep(...).as_dict()``: the sweep summary as the JSON document ``evalgate sweep --json`` prints."""
-    return run_sweep(protocol_path, checkpoints, splits, options, store).as_dict()
+          store: Store) -> SweepSummary:
+    """``run_sweep``: the ``SweepSummary`` (it was its ``as_dict()`` document; ``sweep(...)["units"]`` still reads
+    for one release, with a ``DeprecationWarning``)."""
+    return run_sweep(protocol_path, checkpoints, splits, options, store)
 
 
 def run_sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], options: SweepOptions | None,

@@ -3,6 +3,7 @@ progress bar over them."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from dataclasses import dataclass, field
@@ -11,6 +12,7 @@ from typing import Any, Literal
 from evalgate.backends.base import check_backend
 from evalgate.backends.settings import generation_settings, settings_sha256
 from evalgate.checkpoints.resolve import Checkpoint
+from evalgate.core.results import ReadByKey
 from evalgate.protocol.spec import LoadedProtocol
 from evalgate.runner.plan import RunOptions
 from evalgate.scoring.base import scorer_request
@@ -61,14 +63,43 @@ class Unit:
         """``<checkpoint path> x <split>``, for messages."""
         return f"{self.checkpoint.path} x {self.split}"
 
-    def summary(self) -> dict[str, Any]:
-        """The unit as JSON data (one entry of ``evalgate sweep --json``'s ``units``)."""
+    def summary(self) -> UnitSummary:
+        """What the unit did (one of ``SweepSummary.units``; its ``as_dict()`` one entry of ``evalgate sweep
+        --json``'s ``units``)."""
         c = self.checkpoint
-        return {"checkpoint": str(c.path), "digest": c.digest, "train_run": c.train_run, "train_seed": c.train_seed,
-                "step": c.step, "split": self.split, "status": self.status, "run_id": self.run_id,
-                "error": self.error, "generated": self.generated, "tokens": self.tokens,
-                "generate_s": round(self.generate_s, 3), "wall_s": round(self.wall_s, 3), "attempts": self.attempts,
-                "resent": self.resent, "node_id": self.node_id}
+        return UnitSummary(str(c.path), c.digest, c.train_run, c.train_seed, c.step, self.split, self.status,
+                           self.run_id, self.error, self.generated, self.tokens, round(self.generate_s, 3),
+                           round(self.wall_s, 3), self.attempts, self.resent, self.node_id)
+
+
+@dataclass(frozen=True)
+class UnitSummary(ReadByKey):
+    """One unit of a finished sweep (``SweepSummary.units``): the checkpoint (path, digest, training run, seed,
+    step), the split, how it ended (``status``: ``done``, ``skipped``, ``failed`` or ``interrupted``; ``run_id``,
+    ``error``), samples ``generated`` and completion ``tokens``, seconds generating and in all (``generate_s``,
+    ``wall_s``, to the millisecond), and on Ray the workers tried (``attempts``), requests ``resent`` and the last
+    worker's ``node_id`` (None locally). Read by key as the dict it was for one release (``DeprecationWarning``)."""
+
+    checkpoint: str
+    digest: str
+    train_run: str | None
+    train_seed: int | None
+    step: int | None
+    split: str
+    status: UnitStatus
+    run_id: str | None
+    error: str | None
+    generated: int
+    tokens: int
+    generate_s: float
+    wall_s: float
+    attempts: int
+    resent: int
+    node_id: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """The unit as ``evalgate sweep --json``'s ``units`` hold it (every field)."""
+        return dataclasses.asdict(self)
 
 
 def plan_units(protocol: LoadedProtocol, checkpoints: list[Checkpoint], splits: list[str], options: RunOptions,

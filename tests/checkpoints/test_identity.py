@@ -259,7 +259,7 @@ def test_a_store_of_sha256_runs_stays_a_cache_hit_and_sweep_skips_it(tmp_path: P
     assert again["checkpoint"]["digest"] == legacy and again["checkpoint"]["digest_algorithm"] == "sha256"
     assert (again["counts"]["generated"], again["counts"]["cached"]) == (0, 1)
     swept = sweep(proto, str(tmp_path / "seed-*" / "checkpoint-*"), ["sums"], SweepOptions(run=opts), store)
-    assert swept["counts"] == {"skipped": 1}
+    assert swept.counts == {"skipped": 1}
 
     files = _model(d, weights=b"\x09\x02\x03\x04")
     new = evaluate(proto, d, "sums", opts, store)

@@ -249,7 +249,8 @@ def test_the_commands_print_the_typed_results_of_the_workspace(tmp_path: Path, r
     assert isinstance(swept, evalgate.SweepSummary) and swept.counts == {"done": 1, "skipped": 1}
     doc = json.loads(cli("sweep", "--protocol", str(replay["protocol"]), "--checkpoints",
                             str(replay["ck10"].parent / "checkpoint-*"), "--split", "shape-dev", *rb, "--json").stdout)
-    assert [u["run_id"] for u in doc["units"]] == [u["run_id"] for u in swept.units] and list(doc) == SWEEP_KEYS
+    assert [u["run_id"] for u in doc["units"]] == [u.run_id for u in swept.units] and list(doc) == SWEEP_KEYS
+    assert list(doc["units"][0]) == list(swept.units[0].as_dict()) == UNIT_KEYS  # the typed unit dumps the same keys
 
     built = fx.build(tmp_path / "fx", seeds=(1, 2))
     policy = tmp_path / "gate.yaml"

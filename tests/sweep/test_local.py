@@ -16,7 +16,7 @@ from evalgate.cli import main
 from evalgate.core.errors import BadInput
 from evalgate.runner.evaluate import RunOptions
 from evalgate.store import Store
-from evalgate.sweep import SweepOptions, discover_checkpoints, sweep
+from evalgate.sweep import SweepOptions, UnitSummary, discover_checkpoints, sweep
 from evalgate.sweep import local as local_mod
 from tests.conftest import REPO
 from tests.sweep.sweep_fixtures import addition_protocol, addition_split, make_checkpoints
@@ -106,10 +106,18 @@ def test_ctrl_c_marks_the_running_unit_interrupted_and_a_rerun_generates_only_th
     (first,) = store.runs()
     assert first["status"] == "interrupted" and "Ctrl-C" in first["error"]
 
-    doc = sweep(proto, pattern, ["dev-a"], SweepOptions(run=RunOptions(progress=False)), Store())
-    (unit,) = doc["units"]
-    assert unit["status"] == "done" and unit["generated"] == 2  # 3 items, 1 stored before Ctrl-C
-    done = next(r for r in store.runs() if r["run_id"] == unit["run_id"])
+    summary = sweep(proto, pattern, ["dev-a"], SweepOptions(run=RunOptions(progress=False)), Store())
+    (unit,) = summary.units
+    assert isinstance(unit, UnitSummary) and (unit.split, unit.step, unit.attempts, unit.node_id) == (
+        "dev-a", 10, 0, None)  # run here: no Ray worker tried
+    assert unit.status == "done" and unit.generated == 2  # 3 items, 1 stored before Ctrl-C
+    assert summary.counts == {"done": 1} and summary.failed == [] and summary.exit_code == 0
+    # the document it returned before it was typed still reads by key, for one release
+    with pytest.deprecated_call(match=r"SweepSummary\['units'\] is deprecated"):
+        assert summary["units"] == [unit.as_dict()] and summary["units"][0]["generated"] == 2
+    with pytest.deprecated_call(match=r"UnitSummary\['run_id'\]"):
+        assert unit["run_id"] == unit.run_id
+    done = next(r for r in store.runs() if r["run_id"] == unit.run_id)
     assert done["counts"]["cached"] == 1 and done["counts"]["samples_from"][first["run_id"]] == 1
 
 
