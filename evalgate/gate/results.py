@@ -767,6 +767,23 @@ class BrokenChain:
     accepted_because: str
 
 
+@dataclass(frozen=True)
+class DecisionSize(ReadByKey):
+    """How much the decision split can tell (``Verdict.decision_size()``): its item count, the smallest paired
+    difference it detects at the policy's confidence with ``power`` 80 % (``mde``, worst case sd 1;
+    ``stats.minimum_detectable_difference``), whether that is too small for the gate's statistics
+    (``stats.TOO_SMALL_DIFFERENCE``), the items that would detect it, and the sentence every report format shows."""
+
+    split: str
+    items: int
+    confidence: float
+    power: float
+    mde: float
+    too_small: bool
+    items_needed: int
+    detail: str
+
+
 VERDICT_VERSION = 2
 """The stored verdict document's format: 2 since it carries ``version`` (documents stored before read as 1)."""
 
@@ -902,14 +919,14 @@ class Verdict:
                     f"{self.policy.decision_split} decides pass/fail for every seed's best together, never which "
                     "seed ships (picking on it would tune on it)")
 
-    def decision_size(self) -> dict[str, Any] | None:
+    def decision_size(self) -> DecisionSize | None:
         """How much the decision split can tell: its item count, the smallest paired difference it detects at the
         policy's confidence with 80 % power (``stats.minimum_detectable_difference``, worst case sd 1), and whether
         that is too small for the statistics (``stats.TOO_SMALL_DIFFERENCE``; flagged in every report format, the
         verdict unchanged). None when nothing was decided on it.
 
         Returns:
-            ``{"split", "items", "confidence", "power", "mde", "too_small", "items_needed", "detail"}``.
+            The ``DecisionSize`` (its ``as_dict()`` the ``--json`` document's ``decision_split_size``).
         """
         if self.stats is None or self.stats.items < 1:
             return None
@@ -925,8 +942,7 @@ class Verdict:
             detail = (f"WARNING: {detail}: TOO SMALL for the gate's statistics (a difference under "
                       f"{TOO_SMALL_DIFFERENCE} goes unseen, and its CI can be [0, 0]); add items to the private split "
                       f"(at least {need})")
-        return {"split": p.decision_split, "items": n, "confidence": conf, "power": DETECTION_POWER,
-                "mde": mde, "too_small": small, "items_needed": need, "detail": detail}
+        return DecisionSize(p.decision_split, n, conf, DETECTION_POWER, mde, small, need, detail)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready verdict (no per-item outputs of any split)."""
@@ -947,7 +963,8 @@ class Verdict:
             "reused_from": dataclasses.asdict(self.reused_from) if self.reused_from else None,
             "ship": self.ship().as_dict(), "rereads": list(self.rereads),
             "broken_chain": dataclasses.asdict(self.broken_chain) if self.broken_chain else None,
-            "decision_split_size": self.decision_size(), "decision_not_read": self.decision_not_read,
+            "decision_split_size": dataclasses.asdict(size) if (size := self.decision_size()) else None,
+            "decision_not_read": self.decision_not_read,
         }
 
     def _seed_dict(self, s: SeedResult) -> dict[str, Any]:

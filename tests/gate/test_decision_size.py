@@ -15,6 +15,7 @@ import yaml
 
 from evalgate.core.stats import items_to_detect, minimum_detectable_difference
 from evalgate.gate import load_policy, run_gate
+from evalgate.gate.results import DecisionSize
 from evalgate.splits import load_manifest, write_split
 from evalgate.store import Store
 from tests import gate_fixtures as fx
@@ -90,6 +91,11 @@ def test_a_large_enough_split_states_its_figure_without_a_flag(tmp_path: Path) -
     v, _ = _gate(tmp_path, 40)
     size = v.as_dict()["decision_split_size"]
     assert (size["items"], size["too_small"]) == (40, False)
+    typed = v.decision_size()  # the same figures, typed: 95% confidence and 80% power, as the detail says
+    assert isinstance(typed, DecisionSize) and (typed.split, typed.items, typed.confidence, typed.power,
+                                                typed.too_small) == ("fx-private", 40, 0.95, 0.8, False)
+    assert typed.mde == size["mde"] and list(size) == ["split", "items", "confidence", "power", "mde", "too_small",
+                                                       "items_needed", "detail"]
     assert size["mde"] == pytest.approx((Z975 + Z80) / math.sqrt(40), abs=1e-5)  # 0.443
     assert size["detail"].startswith("decision split fx-private: 40 items; ") and "0.443" in size["detail"]
     assert "decision_split_size" not in [c.get("name") for c in ET.fromstring(

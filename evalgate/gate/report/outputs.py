@@ -183,12 +183,12 @@ def junit_xml(verdict: Verdict) -> str:
         props["access_log_chain"] = _broken_text(verdict)
     size = verdict.decision_size()
     if size:
-        props["decision_split_size"] = size["detail"]
+        props["decision_split_size"] = size.detail
     if verdict.decision_not_read:
         props["decision_not_read"] = verdict.decision_not_read
     _properties(suite, props)
     warnings = [("access_log_chain", _broken_text(verdict))] if verdict.broken_chain else []
-    warnings += [("decision_split_size", size["detail"])] if size and size["too_small"] else []
+    warnings += [("decision_split_size", size.detail)] if size and size.too_small else []
     for name, text in warnings:  # not rules, but never silent: a test case each, with the warning as output
         case = ET.SubElement(suite, "testcase", classname=f"evalgate.{verdict.policy.name}", name=name)
         ET.SubElement(case, "system-err").text = text
