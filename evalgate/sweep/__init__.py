@@ -19,6 +19,7 @@ from evalgate.core.progress import progress_bars
 from evalgate.core.results import ReadByKey
 from evalgate.protocol.spec import load_protocol, verify
 from evalgate.runner.plan import RunOptions
+from evalgate.runner.record import ProtocolRef
 from evalgate.splits.guard import SplitManager
 from evalgate.store import Store
 from evalgate.sweep.discover import discover_checkpoints
@@ -55,7 +56,8 @@ class SweepSummary(ReadByKey):
     release, with a ``DeprecationWarning``).
 
     Attributes:
-        protocol: ``{"name", "version", "sha256"}`` of the protocol.
+        protocol: the protocol's name, version and sha256 (a ``ProtocolRef``; its ``path`` unset, and absent from
+            ``as_dict()``).
         splits: the split names, in the order given.
         where: ``local`` or the Ray address.
         units: each (checkpoint, split) unit's ``UnitSummary`` (``Unit.summary()``), checkpoint-major: checkpoint,
@@ -68,7 +70,7 @@ class SweepSummary(ReadByKey):
             bad input, 3 engine or internal).
     """
 
-    protocol: dict[str, str]
+    protocol: ProtocolRef
     splits: list[str]
     where: str
     units: list[UnitSummary]
@@ -85,7 +87,7 @@ class SweepSummary(ReadByKey):
 
     def as_dict(self) -> dict[str, Any]:
         """The JSON document (``evalgate sweep --json``)."""
-        return {"protocol": self.protocol, "splits": self.splits, "where": self.where,
+        return {"protocol": self.protocol.model_dump(exclude_unset=True), "splits": self.splits, "where": self.where,
                 "units": [u.as_dict() for u in self.units],
                 "counts": self.counts, "ignored": self.ignored, "tokens": self.tokens, "wall_s": self.wall_s,
                 "exit_code": self.exit_code}
@@ -145,7 +147,7 @@ def run_sweep(protocol_path: str | Path, checkpoints: str, splits: list[str], op
             board.close()
     statuses = [u.status for u in units]
     return SweepSummary(
-        protocol={"name": protocol.spec.name, "version": protocol.spec.version, "sha256": protocol.sha256},
+        protocol=ProtocolRef(name=protocol.spec.name, version=protocol.spec.version, sha256=protocol.sha256),
         splits=list(splits), where=opts.ray or "local", units=[u.summary() for u in units],
         counts={s: statuses.count(s) for s in sorted(set(statuses))}, ignored=ignored,
         tokens=sum(u.tokens for u in units), wall_s=round(time.perf_counter() - t0, 3),

@@ -251,6 +251,8 @@ def test_the_commands_print_the_typed_results_of_the_workspace(tmp_path: Path, r
                             str(replay["ck10"].parent / "checkpoint-*"), "--split", "shape-dev", *rb, "--json").stdout)
     assert [u["run_id"] for u in doc["units"]] == [u.run_id for u in swept.units] and list(doc) == SWEEP_KEYS
     assert list(doc["units"][0]) == list(swept.units[0].as_dict()) == UNIT_KEYS  # the typed unit dumps the same keys
+    assert list(doc["protocol"]) == ["name", "version", "sha256"] and swept.protocol.path is None  # no path key
+    assert (doc["protocol"]["name"], doc["protocol"]["sha256"]) == (swept.protocol.name, swept.protocol.sha256)
 
     built = fx.build(tmp_path / "fx", seeds=(1, 2))
     policy = tmp_path / "gate.yaml"
