@@ -3,12 +3,17 @@ GGUF's digest, reproducibly; for a trust decision the cached directory is checke
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
 import sys
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from filelock import FileLock
 
@@ -63,6 +68,7 @@ def convert_gguf(gguf: Path, digest: str, verify: bool = False, *, env: Environm
         if not verify and (out / "config.json").is_file():
             return out
         try:
+            import gguf as gguf_py  # noqa: F401
             import torch  # noqa: F401
             from safetensors.torch import save_file  # noqa: F401
             from transformers import AutoModelForCausalLM  # noqa: F401
@@ -101,6 +107,41 @@ def convert_gguf(gguf: Path, digest: str, verify: bool = False, *, env: Environm
     return out
 
 
+_PARSING = threading.Lock()
+"""Held while ``parsed_once`` has gguf's functions replaced: one conversion at a time in a process."""
+
+
+@contextmanager
+def parsed_once() -> Iterator[None]:
+    """While the block runs, each GGUF file is parsed once and gguf-py's tensor-name map built once per
+    (architecture, layer count): transformers' GGUF loading (5.x) builds a ``gguf.GGUFReader`` for the tokenizer's
+    config, the model's config and the weights (three parses of the file's metadata, 2.5 s of CPU each for
+    SmolLM2-135M's 49,152-token vocabulary) and calls ``gguf.get_tensor_name_map`` again for every submodule of the
+    model (397 times, 6 s). Both are pure for the same arguments (the reader maps the file read-only), so the
+    block shares one result: the same converted bytes for a third of the CPU (``bench/gguf_convert.py``).
+
+    The two names are replaced on the ``gguf`` module, where transformers imports them from when it loads a GGUF,
+    and restored on exit; a lock keeps two threads from converting at once."""
+    import gguf as gguf_py
+
+    lib: Any = gguf_py  # its names are replaced for the block
+    with _PARSING:
+        reader, name_map = lib.GGUFReader, lib.get_tensor_name_map
+        readers: dict[tuple[str, str], Any] = {}
+
+        def shared_reader(path: str | os.PathLike[str], mode: str = "r") -> Any:
+            key = (os.fspath(path), mode)
+            if key not in readers:
+                readers[key] = reader(path, mode)
+            return readers[key]
+
+        lib.GGUFReader, lib.get_tensor_name_map = shared_reader, functools.cache(name_map)
+        try:
+            yield
+        finally:
+            lib.GGUFReader, lib.get_tensor_name_map = reader, name_map
+
+
 def _write_conversion(gguf: Path, digest: str, tmp: Path) -> None:
     """Write the HF directory converted from ``gguf`` into the empty directory ``tmp`` (see ``convert_gguf``)."""
     from safetensors.torch import save_file
@@ -108,7 +149,7 @@ def _write_conversion(gguf: Path, digest: str, tmp: Path) -> None:
 
     from evalgate.core.progress import gguf_conversion_bars
 
-    with gguf_conversion_bars():  # its bar follows transformers' switch (off under evalgate run --json)
+    with gguf_conversion_bars(), parsed_once():  # its bar follows transformers' switch (off under run --json)
         tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     state = {k: v.contiguous() for k, v in model.state_dict().items()}

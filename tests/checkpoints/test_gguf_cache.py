@@ -105,15 +105,56 @@ def test_folder_differences_by_hand(tmp_path: Path) -> None:
     assert folder_differences(a, b) == "z missing; sub/y differs"
 
 
+def test_parsed_once_shares_a_files_reader_and_the_name_map_inside_and_restores_them_after(tmp_path: Path) -> None:
+    import gguf
+    import numpy as np
+
+    files = []
+    for name in ("a.gguf", "b.gguf"):
+        w = gguf.GGUFWriter(str(tmp_path / name), "llama")
+        w.add_block_count(2)
+        w.add_tensor("token_embd.weight", np.arange(8, dtype=np.float32).reshape(2, 4))
+        w.write_header_to_file()
+        w.write_kv_data_to_file()
+        w.write_tensors_to_file()
+        w.close()
+        files.append(str(tmp_path / name))
+    reader, name_map = gguf.GGUFReader, gguf.get_tensor_name_map
+    with gguf_mod.parsed_once():
+        a = gguf.GGUFReader(files[0])
+        assert gguf.GGUFReader(files[0]) is a and gguf.GGUFReader(files[1]) is not a
+        assert a.get_tensor(0).data.tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]  # a real reader of that file
+        m = gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2)
+        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 2) is m
+        assert gguf.get_tensor_name_map(gguf.MODEL_ARCH.LLAMA, 3) is not m
+        assert m.get_name("model.layers.1.self_attn.q_proj") == "blk.1.attn_q"  # gguf's own map
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
+    assert gguf.GGUFReader(files[0]) is not gguf.GGUFReader(files[0])  # outside: parsed anew each time
+    with pytest.raises(RuntimeError), gguf_mod.parsed_once():
+        raise RuntimeError("a failed conversion")
+    assert (gguf.GGUFReader, gguf.get_tensor_name_map) == (reader, name_map)
+
+
 # -- the real SmolLM2 GGUF (a conversion is about 10 s of CPU, minutes on a loaded machine) ------------------------
 @pytest.fixture(scope="module")
-def two_paths(smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path]]:
+def two_paths(smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[Path], list[str]]:
     """The real GGUF converted from two paths to the same bytes (a hard link, else a copy, in two folders), each into
     a models directory of its own: (the folder above both, [the two converted folders]). Converted once for the
-    module's two tests (three conversions in all, where each test converting its own took four)."""
+    module's two tests (three conversions in all, where each test converting its own took four); and the names of the
+    GGUF files transformers parsed during the two conversions."""
+    import gguf
+
     root = tmp_path_factory.mktemp("two-paths")
     outs = []
+    parses: list[str] = []
+
+    class CountedReader(gguf.GGUFReader):  # what transformers constructs, counted (``parsed_once`` shares it)
+        def __init__(self, path: str | os.PathLike[str], mode: str = "r") -> None:
+            parses.append(Path(path).name)
+            super().__init__(path, mode)
+
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gguf, "GGUFReader", CountedReader)
         mp.setenv("EVALGATE_HOME", str(root / "home"))  # before the tests' own homes: one of its own
         for where in ("one", "two/deeper"):
             folder = root / where
@@ -125,15 +166,18 @@ def two_paths(smollm2_gguf: Path, tmp_path_factory: pytest.TempPathFactory) -> t
                 shutil.copyfile(smollm2_gguf, copy)
             mp.setenv("EVALGATE_MODELS", str(root / f"models-{where.replace('/', '-')}"))
             outs.append(resolve_checkpoint(copy).model_dir)
-    return root, outs
+    return root, outs, parses
 
 
 @pytest.mark.timeout(900)
-def test_the_real_conversion_is_the_same_from_two_paths_and_names_neither(two_paths: tuple[Path, list[Path]],
-                                                                         smollm2_gguf: Path) -> None:
+def test_the_real_conversion_is_the_same_from_two_paths_and_names_neither(
+        two_paths: tuple[Path, list[Path], list[str]], smollm2_gguf: Path) -> None:
     """Before: config.json held ``_name_or_path`` (the GGUF's folder) and SOURCE the GGUF's path, so two machines
     (or a wheel installed in two venvs) converted the same file to different bytes."""
-    root, outs = two_paths
+    root, outs, parses = two_paths
+    # each conversion parsed its file once (transformers' own path parses it three times: the tokenizer's config,
+    # the model's config, the weights; ``parsed_once``)
+    assert parses == ["copy-one.gguf", "copy-two-deeper.gguf"], parses
     assert outs[0] != outs[1] and outs[0].name == outs[1].name
     assert folder_differences(outs[0], outs[1]) == ""
     for f in outs[0].iterdir():
@@ -145,7 +189,7 @@ def test_the_real_conversion_is_the_same_from_two_paths_and_names_neither(two_pa
 
 @pytest.mark.timeout(900)
 def test_a_tampered_real_conversion_is_replaced_on_a_trust_decision(home: Path, smollm2_gguf: Path,
-                                                                    two_paths: tuple[Path, list[Path]],
+                                                                    two_paths: tuple[Path, list[Path], list[str]],
                                                                     monkeypatch: pytest.MonkeyPatch,
                                                                     capsys: pytest.CaptureFixture[str]) -> None:
     """Issue 42's edit (``rms_norm_eps`` 1e-5 -> 0.5 changes every output) made to the cached folder: a dev run

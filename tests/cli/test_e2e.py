@@ -1,4 +1,6 @@
-"""End to end with the real SmolLM2-135M-Instruct model, through the real CLI in subprocesses."""
+"""End to end with the real SmolLM2-135M-Instruct model, through the CLI: the run that loads the model in a real
+subprocess (``python -m evalgate.cli``, as a user types it), the other commands in this process
+(``tests/helpers/cli.py``)."""
 
 import json
 import os
@@ -12,14 +14,15 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from tests.helpers.cli import cli
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # model runs in subprocesses: 15 minutes, not the default 5
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # a model run in a subprocess: 15 minutes, not the default 5
 
 
-def evalgate(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def evalgate(*args: str) -> subprocess.CompletedProcess:
     r = subprocess.run([sys.executable, "-m", "evalgate.cli", *args], capture_output=True, text=True,
                        env=os.environ.copy(), cwd=REPO, timeout=900)
-    if check and r.returncode not in (0, 1):
+    if r.returncode not in (0, 1):
         raise AssertionError(f"evalgate {args} exited {r.returncode}: {r.stderr}")
     return r
 
@@ -28,14 +31,14 @@ def test_run_then_gate_on_two_smoke_items(home: Path, smollm2_gguf: Path, smollm
                                           humaneval_records: list[dict]) -> None:
     data = home / "two.jsonl"
     data.write_text("".join(json.dumps({"id": r["task_id"], **r}) + "\n" for r in humaneval_records[:2]))
-    assert evalgate("splits", "add", "he-two", "--tier", "smoke", "--file", str(data)).returncode == 0
+    assert cli("splits", "add", "he-two", "--tier", "smoke", "--file", data).exit_code == 0
     proto = yaml.safe_load((REPO / "protocols" / "humaneval-smoke.yaml").read_text())
     proto.update(name="he-e2e", version="1")
     proto["sampling"].update(max_tokens=24, n=2)
     proto["pass_at_k"] = [1, 2]
     ppath = home / "he-e2e.yaml"
     ppath.write_text(yaml.safe_dump(proto))
-    assert evalgate("protocol", "freeze", str(ppath)).returncode == 0
+    assert cli("protocol", "freeze", ppath).exit_code == 0
 
     r = evalgate("run", "--protocol", str(ppath), "--checkpoint", str(smollm2_gguf), "--split", "he-two",
                  "--json", "--train-run", "smoke-test", "--step", "0")
@@ -62,8 +65,8 @@ def test_run_then_gate_on_two_smoke_items(home: Path, smollm2_gguf: Path, smollm
     assert ("he-two", "smoke", "evaluation", "test-actor", False, doc["run_id"]) in reads
 
     # an identical rerun comes from the cache, without loading the model, and is logged as a cached read
-    r2 = json.loads(evalgate("run", "--protocol", str(ppath), "--checkpoint", str(smollm2_gguf), "--split",
-                             "he-two", "--json").stdout)
+    r2 = json.loads(cli("run", "--protocol", ppath, "--checkpoint", smollm2_gguf, "--split", "he-two",
+                        "--json").stdout)
     assert r2["counts"]["cached"] == 4 and r2["backend"]["model_loaded"] is False
     assert r2["metrics"] == doc["metrics"]
 
@@ -71,9 +74,9 @@ def test_run_then_gate_on_two_smoke_items(home: Path, smollm2_gguf: Path, smollm
     policy = home / "gate.yaml"
     policy.write_text(yaml.safe_dump({"name": "e2e", "protocol": "he-e2e@1", "selection_split": "he-two",
                                       "decision_split": "he-two", "baseline": {"value": 0.0}}))
-    g = evalgate("gate", "--policy", str(policy), check=False)
-    assert g.returncode == 2 and "selected on a dev split only" in g.stderr
+    g = cli("gate", "--policy", policy)
+    assert g.exit_code == 2 and "selected on a dev split only" in g.stderr
 
-    a = json.loads(evalgate("audit", "--json").stdout)
+    a = json.loads(cli("audit", "--json").stdout)
     assert a["splits"]["he-two"]["reads"] == 2  # two runs; the refused gate read nothing
     assert a["splits"]["he-two"]["cached_reads"] == 1 and a["chain"]["ok"]

@@ -1,9 +1,7 @@
-"""GSM8K end to end with the real SmolLM2-135M-Instruct model on two smoke items, through the real CLI."""
+"""GSM8K end to end with the real SmolLM2-135M-Instruct model on two smoke items, through the CLI in this process
+(``tests/helpers/cli.py``: the commands' behaviour, not a fresh interpreter's, is what is tested here)."""
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import duckdb
@@ -11,25 +9,21 @@ import pytest
 import yaml
 
 from tests.conftest import REPO, SHARED_DATA
+from tests.helpers.cli import cli
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # model runs in subprocesses: 15 minutes, not the default 5
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # model runs: 15 minutes, not the default 5
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
-
-
-def evalgate(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "evalgate.cli", *args], capture_output=True, text=True,
-                          env=os.environ.copy(), cwd=REPO, timeout=900)
 
 
 @pytest.mark.skipif(not GSM8K.is_file(), reason=f"GSM8K test set not found at {GSM8K} (shared data lives "
                     "beside the repository; see DESIGN.md 'Real inputs')")
 def test_gsm8k_run_on_two_smoke_items_records_answers_and_failure_reasons(home: Path, smollm2_gguf: Path,
                                                                           smollm2_dir: Path) -> None:
-    assert evalgate("splits", "import", "gsm8k", "--from", str(GSM8K)).returncode == 0
+    assert cli("splits", "import", "gsm8k", "--from", GSM8K).exit_code == 0
     smoke = [json.loads(x) for x in (home / "splits" / "gsm8k-smoke.jsonl").read_text().splitlines()]
     two = home / "two.jsonl"
     two.write_text("".join(json.dumps(it) + "\n" for it in smoke[:2]))
-    assert evalgate("splits", "add", "gsm8k-two", "--tier", "smoke", "--file", str(two)).returncode == 0
+    assert cli("splits", "add", "gsm8k-two", "--tier", "smoke", "--file", two).exit_code == 0
 
     # the shipped zero-shot protocol with a tiny max_tokens (CPU time), and a variant whose response prefix
     # starts the final answer so that short completions end with one (finish_reason stop, scored)
@@ -41,13 +35,13 @@ def test_gsm8k_run_on_two_smoke_items_records_answers_and_failure_reasons(home: 
             proto["prompt"]["response_prefix"] = prefix
             proto["sampling"]["stop"] = ["\n"]
         (home / f"{name}.yaml").write_text(yaml.safe_dump(proto))
-        assert evalgate("protocol", "freeze", str(home / f"{name}.yaml")).returncode == 0
+        assert cli("protocol", "freeze", home / f"{name}.yaml").exit_code == 0
 
     docs = []
     for name in ("gsm8k-e2e", "gsm8k-e2e-prefix"):
-        r = evalgate("run", "--protocol", str(home / f"{name}.yaml"), "--checkpoint", str(smollm2_gguf),
-                     "--split", "gsm8k-two", "--json")
-        assert r.returncode == 0, r.stderr
+        r = cli("run", "--protocol", home / f"{name}.yaml", "--checkpoint", smollm2_gguf, "--split", "gsm8k-two",
+                "--json")
+        assert r.exit_code == 0, r.stderr
         docs.append(json.loads(r.stdout))
     for doc in docs:
         assert doc["counts"]["samples"] == 2 and sum(doc["counts"]["by_status"].values()) == 2

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from tests.conftest import REPO
+from tests.helpers.cli import cli
 
 
 def run_into_closed_pipe(*args: str) -> subprocess.CompletedProcess:
@@ -52,8 +53,7 @@ def test_json_run_draws_no_progress_bar_even_while_converting_a_gguf(home, tmp_p
     ppath.write_text(yaml.safe_dump(proto))
     env = {**os.environ, "EVALGATE_MODELS": str(tmp_path / "models")}  # empty: the GGUF is converted in this run
     for cmd in (["splits", "add", "one", "--tier", "smoke", "--file", str(data)], ["protocol", "freeze", str(ppath)]):
-        assert subprocess.run([sys.executable, "-m", "evalgate.cli", *cmd], env=env, cwd=REPO,
-                              capture_output=True, timeout=300).returncode == 0
+        assert cli(*cmd).exit_code == 0  # set-up in this process; the runs below are the subprocesses tested
     args = ["--protocol", str(ppath), "--checkpoint", str(smollm2_gguf), "--split", "one"]
 
     quiet = evalgate_run(env, *args, "--json")
