@@ -393,6 +393,9 @@ class ReplayOptions(BackendOptions):
     file: str = Field(json_schema_extra=CHANGES_OUTPUTS)
     """JSONL file of recorded turns: ``{"item_id", "turn", "text"}`` a line, optionally ``"sample_index"`` (else
     every sample of the item), ``"tool_calls"`` (OpenAI-style structured calls) and ``"finish_reason"``. Required."""
+    delay_s: float = Field(0.0, ge=0.0, le=3600.0)
+    """Seconds each request takes before it is answered (a slow engine's pace, in wall time, not CPU: the tests
+    that stop a run half-way, such as a killed Ray worker or driver, need requests still in flight). Default 0."""
 
 
 BACKENDS.register("replay", BackendEntry(ReplayOptions, "evalgate.backends.replay:ReplayBackend", extra="test",

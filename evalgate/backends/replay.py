@@ -3,11 +3,12 @@
 Each request is answered from the record of its item, sample index and turn (``GenerationRequest.turn``); a
 record without ``sample_index`` answers every sample of its item. Completion tokens are counted as
 whitespace-separated words. ``requests_seen`` lists every ``(item_id, sample_index, turn)`` answered, so tests can
-check which turns a run generated.
+check which turns a run generated. ``delay_s`` makes each request take that long (a slow engine's pace).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,8 @@ class ReplayBackend:
                  on_result: Callable[[GenerationResult], None] | None = None) -> list[GenerationResult]:
         out = []
         for req in requests:
+            if self.options.delay_s:
+                time.sleep(self.options.delay_s)
             res = GenerationResult(req, tuple(self._completion(req.key, j, req.turn) for j in req.sample_indices))
             if on_result:
                 on_result(res)

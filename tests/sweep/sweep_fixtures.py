@@ -1,5 +1,5 @@
-"""Shared pieces of the sweep tests: checkpoint folders made from the real SmolLM2 directory, a sampled addition
-protocol and a small split."""
+"""Shared pieces of the sweep tests: checkpoint folders made from a model directory, a sampled addition protocol, a
+small split and replay options answering it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from evalgate.runner.plan import RunOptions
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO
@@ -48,3 +49,12 @@ def addition_split(name: str, items: int, first: int = 0, tier: str = "dev") -> 
     splits holding the same items share their generations in the cache."""
     write_split(name, tier, [{"id": f"a{i}", "question": f"What is {i + 10} + {2 * i}?", "answer": str(3 * i + 10)}
                              for i in range(first, first + items)], {"source": "test"})
+
+
+def replay_options(home: Path, items: int, delay_s: float, first: int = 0) -> RunOptions:
+    """Run options for the ``replay`` backend answering ``addition_split``'s items ``a<first>``.. (the right sum for
+    even ``i``, a wrong one for odd ``i``), each request taking ``delay_s`` wall seconds in the engine."""
+    path = home / "replay.jsonl"
+    path.write_text("".join(json.dumps({"item_id": f"a{i}", "turn": 0, "text": str(3 * i + 10 + i % 2)}) + "\n"
+                            for i in range(first, first + items)))
+    return RunOptions(backend="replay", backend_options={"file": str(path), "delay_s": delay_s}, progress=False)

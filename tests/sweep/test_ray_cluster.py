@@ -1,7 +1,9 @@
 """``evalgate sweep --ray`` on a real local Ray cluster (2 CPUs on 127.0.0.1, one cluster for the module): the stored
-samples equal the sequential sweep's (the tiny random checkpoint); with the real SmolLM2 model, whose decoding is
-slow enough to be interrupted mid-unit: a worker killed mid-unit is replaced and sent only what it had not
-returned; a driver killed mid-sweep loses nothing stored, and the rerun generates only the rest."""
+samples equal the sequential sweep's (the hf engine on the tiny random checkpoint, in the workers); with the
+``replay`` backend answering each request after ``DELAY_S`` wall seconds (a slow engine whose workers need no torch),
+so that a unit can be stopped half-way: a worker killed mid-unit is replaced and sent only what it had not
+returned; a driver killed mid-sweep loses nothing stored, and the rerun generates only the rest; Ctrl-C interrupts
+the running units."""
 
 from __future__ import annotations
 
@@ -20,9 +22,14 @@ from evalgate.runner.evaluate import RunOptions
 from evalgate.store import Store
 from evalgate.sweep import SweepOptions, Unit, sweep
 from tests.conftest import REPO
-from tests.sweep.sweep_fixtures import addition_protocol, addition_split, make_checkpoints
+from tests.sweep.sweep_fixtures import addition_protocol, addition_split, make_checkpoints, replay_options
 
-pytestmark = pytest.mark.slow
+pytestmark = pytest.mark.integration  # a Ray cluster and its worker processes (seconds), no real model
+
+DELAY_S = 2.0
+"""Wall seconds each replayed request takes in a worker: the interrupting side (the driver's ``on_stored`` hook, or
+this test polling the store) acts within a second or two of the first stored request even on a loaded machine,
+while the requests after it are still being answered, ``DELAY_S`` apart."""
 
 
 @pytest.fixture(scope="module")
@@ -73,30 +80,33 @@ def test_ray_sweep_stores_the_samples_of_the_sequential_sweep(home: Path, tiny_c
     assert again["counts"] == {"skipped": 2}
 
 
-def test_a_killed_worker_is_replaced_and_sent_only_what_it_had_not_returned(home: Path, smollm2_dir: Path,
+def test_a_killed_worker_is_replaced_and_sent_only_what_it_had_not_returned(home: Path, tiny_checkpoint: Path,
                                                                             ray_cluster: Any) -> None:
-    make_checkpoints(home / "runs", smollm2_dir, [10])
+    make_checkpoints(home / "runs", tiny_checkpoint, [10])
     proto = addition_protocol(home, max_tokens=8, n=1)
-    # five requests: the worker is killed after the first is stored, and must not have returned the four others by
-    # then (with three, a loaded driver storing the first could let the worker finish the last two)
+    # five requests, DELAY_S apart: the worker is killed after the first is stored, and must not have returned the
+    # four others by then (4 x DELAY_S later; with three, a loaded driver storing the first could let the worker
+    # finish the last two)
     addition_split("dev-a", 5)
     killed: list[int] = []
 
     def kill_worker(unit: Unit, stored: int) -> None:
-        if not killed:  # after the first request is stored, while the worker generates the next ones
+        if not killed:  # after the first request is stored, while the worker answers the next ones
             killed.append(unit.worker_pid or 0)
             os.kill(unit.worker_pid or 0, signal.SIGKILL)
 
     store = Store()
     doc = sweep(proto, str(home / "runs/*/*/checkpoint-*"), ["dev-a"],
-                SweepOptions(run=RunOptions(progress=False), ray="auto", chunk=1, on_stored=kill_worker), store)
+                SweepOptions(run=replay_options(home, 5, DELAY_S), ray="auto", chunk=1, on_stored=kill_worker), store)
     (unit,) = doc["units"]
     assert unit["status"] == "done" and unit["attempts"] == 2
     assert 1 <= unit["resent"] <= 4  # the requests not returned before the kill; at least the first was stored
     assert unit["generated"] == 5
     gens = _generations(store)
     assert len(gens) == 5 and len(set(gens)) == 5 and {g[3] for g in gens} == {unit["run_id"]}
-    assert [s["item_id"] for s in store.samples(unit["run_id"])] == ["a0", "a1", "a2", "a3", "a4"]
+    samples = store.samples(unit["run_id"])
+    assert [s["item_id"] for s in samples] == ["a0", "a1", "a2", "a3", "a4"]
+    assert [s["text"] for s in samples] == ["10", "14", "16", "20", "22"]  # replayed, each item's own answer
     rows = [r for r in store.access_rows() if r["run_id"] == unit["run_id"]]
     assert [r["outcome"] for r in rows] == ["read", "read"]
     assert f"(worker pid {killed[0]})" in rows[0]["detail"]
@@ -104,19 +114,22 @@ def test_a_killed_worker_is_replaced_and_sent_only_what_it_had_not_returned(home
     assert f"(worker pid {killed[0]})" not in rows[1]["detail"]
 
 
-def test_a_killed_driver_loses_nothing_stored_and_the_rerun_generates_only_the_rest(home: Path, smollm2_dir: Path,
+def test_a_killed_driver_loses_nothing_stored_and_the_rerun_generates_only_the_rest(home: Path, tiny_checkpoint: Path,
                                                                                     ray_cluster: Any) -> None:
-    make_checkpoints(home / "runs", smollm2_dir, [10, 20])
+    make_checkpoints(home / "runs", tiny_checkpoint, [10, 20])
     proto = addition_protocol(home, max_tokens=8, n=1)
     addition_split("dev-a", 3)
+    run = replay_options(home, 3, DELAY_S)
     pattern = str(home / "runs/*/*/checkpoint-*")
     address = ray_cluster.get_runtime_context().gcs_address
     driver = subprocess.Popen([sys.executable, "-m", "evalgate.cli", "sweep", "--protocol", str(proto),
                                "--checkpoints", pattern, "--split", "dev-a", "--ray", address, "--ray-chunk", "1",
-                               "--json"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                               "--backend", "replay", "--backend-option", f"file={run.backend_options['file']}",
+                               "--backend-option", f"delay_s={DELAY_S}", "--json"],
+                              cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     store = Store()
     deadline = time.monotonic() + 300
-    while not _generations(store):
+    while not _generations(store):  # polled while the units' 6 requests take 3 x DELAY_S
         assert driver.poll() is None, f"the driver ended before it stored anything: {driver.communicate()}"
         assert time.monotonic() < deadline, "the driver stored nothing in 300 s"
         time.sleep(0.2)
@@ -125,7 +138,7 @@ def test_a_killed_driver_loses_nothing_stored_and_the_rerun_generates_only_the_r
     before = len(_generations(store))
     assert before < 6, "the driver finished before it was killed"
 
-    doc = sweep(proto, pattern, ["dev-a"], SweepOptions(run=RunOptions(progress=False), ray="auto"), store)
+    doc = sweep(proto, pattern, ["dev-a"], SweepOptions(run=run, ray="auto"), store)
     assert doc["counts"] == {"done": 2}
     assert sum(u["generated"] for u in doc["units"]) == 6 - before
     gens = _generations(store)
@@ -134,9 +147,9 @@ def test_a_killed_driver_loses_nothing_stored_and_the_rerun_generates_only_the_r
     assert killed_runs and {r["status"] for r in killed_runs} == {"interrupted"}
 
 
-def test_ctrl_c_kills_the_running_units_workers_and_marks_their_runs_interrupted(home: Path, smollm2_dir: Path,
+def test_ctrl_c_kills_the_running_units_workers_and_marks_their_runs_interrupted(home: Path, tiny_checkpoint: Path,
                                                                                   ray_cluster: Any) -> None:
-    make_checkpoints(home / "runs", smollm2_dir, [10, 20])
+    make_checkpoints(home / "runs", tiny_checkpoint, [10, 20])
     proto = addition_protocol(home, max_tokens=8, n=1)
     addition_split("dev-a", 3)
     sent: list[int] = []
@@ -149,7 +162,7 @@ def test_ctrl_c_kills_the_running_units_workers_and_marks_their_runs_interrupted
     store = Store()
     with pytest.raises(KeyboardInterrupt):
         sweep(proto, str(home / "runs/*/*/checkpoint-*"), ["dev-a"],
-              SweepOptions(run=RunOptions(progress=False), ray="auto", chunk=1, on_stored=ctrl_c), store)
+              SweepOptions(run=replay_options(home, 3, DELAY_S), ray="auto", chunk=1, on_stored=ctrl_c), store)
     runs = store.runs()
     assert 1 <= len(runs) <= 2  # the units that had started (2 CPUs: up to one each)
     # the other unit may have finished all 3 items before the signal was handled (a quiet machine): it stays
