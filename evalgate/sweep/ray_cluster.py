@@ -12,7 +12,6 @@ requests not yet returned (up to ``max_retries`` times per unit), and the resend
 from __future__ import annotations
 
 import functools
-import os
 import signal
 import threading
 import time
@@ -22,7 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from evalgate.backends.base import BackendOptions, GenerationRequest, GenerationResult, backend_entry, get_backend
+from evalgate.backends.base import BackendOptions, GenerationRequest, GenerationResult, backend_entry
 from evalgate.core.errors import BadInput, EngineError, MissingExtra
 from evalgate.core.version import install_hint
 from evalgate.runner.evaluate import marking_stops
@@ -32,6 +31,7 @@ from evalgate.runner.record import start
 from evalgate.store import Store
 from evalgate.sweep.steps import Observed, OnStored, fail, finish_unit, prepare_unit
 from evalgate.sweep.units import Board, Unit
+from evalgate.sweep.worker import GenerationWorker
 
 
 def connect(address: str) -> Any:
@@ -59,28 +59,6 @@ def unit_resources(options: RunOptions, backend_options: BackendOptions) -> dict
     """The Ray resources one unit's actor asks for: the backend entry's ``resources`` (vllm ``num_gpus`` =
     ``tensor_parallel_size``; hf on a GPU one GPU; otherwise, hf on cpu or openai, one CPU)."""
     return backend_entry(options.backend).resources(backend_options)
-
-
-class GenerationWorker:
-    """The body of a unit's Ray actor: loads the engine on first use and generates the chunks it is sent. It holds
-    the prompts only in memory and writes nothing."""
-
-    def __init__(self, backend: str, model_dir: str, options: BackendOptions):
-        self.spec = (backend, model_dir, options)
-        self.engine: Any = None
-
-    def where(self) -> tuple[str, int]:
-        """(Ray node id, process id) of this worker."""
-        import ray
-
-        return ray.get_runtime_context().get_node_id(), os.getpid()
-
-    def generate(self, requests: list[GenerationRequest]) -> tuple[list[GenerationResult], dict[str, Any]]:
-        """Completions for ``requests`` and the engine's ``info()``."""
-        if self.engine is None:
-            name, model_dir, options = self.spec
-            self.engine = get_backend(name, model_dir, options)
-        return self.engine.generate(requests), self.engine.info()
 
 
 class Cancellation:

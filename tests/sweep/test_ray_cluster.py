@@ -20,7 +20,7 @@ import pytest
 
 from evalgate.runner.evaluate import RunOptions
 from evalgate.store import Store
-from evalgate.sweep import SweepOptions, Unit, sweep
+from evalgate.sweep import SweepOptions, SweepSummary, Unit, sweep
 from tests.conftest import REPO
 from tests.sweep.sweep_fixtures import addition_protocol, addition_split, make_checkpoints, replay_options
 
@@ -41,11 +41,12 @@ def ray_cluster() -> Iterator[Any]:
     ray.shutdown()
 
 
-def _samples(store: Store, doc: dict[str, Any]) -> dict[tuple[str, str, int], tuple[Any, ...]]:
+def _samples(store: Store, doc: SweepSummary) -> dict[tuple[str, str, int], tuple[Any, ...]]:
     out = {}
-    for u in doc["units"]:
-        for s in store.samples(u["run_id"]):
-            out[(u["digest"], s["item_id"], s["sample_index"])] = (s["seed"], s["text"], s["completion_tokens"],
+    for u in doc.units:
+        assert u.run_id is not None
+        for s in store.samples(u.run_id):
+            out[(u.digest, s["item_id"], s["sample_index"])] = (s["seed"], s["text"], s["completion_tokens"],
                                                                   s["finish_reason"], s["score"], s["status"])
     return out
 
@@ -66,18 +67,18 @@ def test_ray_sweep_stores_the_samples_of_the_sequential_sweep(home: Path, tiny_c
 
     local = sweep(proto, pattern, ["dev-a"], SweepOptions(run=quiet), local_store)
     on_ray = sweep(proto, pattern, ["dev-a"], SweepOptions(run=quiet, ray="auto", chunk=1), ray_store)
-    assert local["counts"] == on_ray["counts"] == {"done": 2}
+    assert local.counts == on_ray.counts == {"done": 2}
     assert len(_samples(local_store, local)) == 4
     assert _samples(ray_store, on_ray) == _samples(local_store, local)
 
     node = ray_cluster.get_runtime_context().get_node_id()
     reads = [r for r in ray_store.access_rows() if r["outcome"] == "read"]
     assert len(reads) == 2 and all(f"sent in memory to ray node {node}" in r["detail"] for r in reads)
-    assert {r["run_id"] for r in reads} == {u["run_id"] for u in on_ray["units"]}
-    assert all(u["attempts"] == 1 and u["node_id"] == node for u in on_ray["units"])
+    assert {r["run_id"] for r in reads} == {u.run_id for u in on_ray.units}
+    assert all(u.attempts == 1 and u.node_id == node for u in on_ray.units)
 
     again = sweep(proto, pattern, ["dev-a"], SweepOptions(run=quiet, ray="auto"), ray_store)
-    assert again["counts"] == {"skipped": 2}
+    assert again.counts == {"skipped": 2}
 
 
 def test_a_killed_worker_is_replaced_and_sent_only_what_it_had_not_returned(home: Path, tiny_checkpoint: Path,
@@ -98,19 +99,20 @@ def test_a_killed_worker_is_replaced_and_sent_only_what_it_had_not_returned(home
     store = Store()
     doc = sweep(proto, str(home / "runs/*/*/checkpoint-*"), ["dev-a"],
                 SweepOptions(run=replay_options(home, 5, DELAY_S), ray="auto", chunk=1, on_stored=kill_worker), store)
-    (unit,) = doc["units"]
-    assert unit["status"] == "done" and unit["attempts"] == 2
-    assert 1 <= unit["resent"] <= 4  # the requests not returned before the kill; at least the first was stored
-    assert unit["generated"] == 5
+    (unit,) = doc.units
+    assert unit.status == "done" and unit.attempts == 2
+    assert 1 <= unit.resent <= 4  # the requests not returned before the kill; at least the first was stored
+    assert unit.generated == 5
     gens = _generations(store)
-    assert len(gens) == 5 and len(set(gens)) == 5 and {g[3] for g in gens} == {unit["run_id"]}
-    samples = store.samples(unit["run_id"])
+    assert len(gens) == 5 and len(set(gens)) == 5 and {g[3] for g in gens} == {unit.run_id}
+    assert unit.run_id is not None
+    samples = store.samples(unit.run_id)
     assert [s["item_id"] for s in samples] == ["a0", "a1", "a2", "a3", "a4"]
     assert [s["text"] for s in samples] == ["10", "14", "16", "20", "22"]  # replayed, each item's own answer
-    rows = [r for r in store.access_rows() if r["run_id"] == unit["run_id"]]
+    rows = [r for r in store.access_rows() if r["run_id"] == unit.run_id]
     assert [r["outcome"] for r in rows] == ["read", "read"]
     assert f"(worker pid {killed[0]})" in rows[0]["detail"]
-    assert rows[1]["detail"].startswith(f"resent {unit['resent']} requests after a worker died")
+    assert rows[1]["detail"].startswith(f"resent {unit.resent} requests after a worker died")
     assert f"(worker pid {killed[0]})" not in rows[1]["detail"]
 
 
@@ -139,11 +141,11 @@ def test_a_killed_driver_loses_nothing_stored_and_the_rerun_generates_only_the_r
     assert before < 6, "the driver finished before it was killed"
 
     doc = sweep(proto, pattern, ["dev-a"], SweepOptions(run=run, ray="auto"), store)
-    assert doc["counts"] == {"done": 2}
-    assert sum(u["generated"] for u in doc["units"]) == 6 - before
+    assert doc.counts == {"done": 2}
+    assert sum(u.generated for u in doc.units) == 6 - before
     gens = _generations(store)
     assert len(gens) == 6 and len({g[:3] for g in gens}) == 6
-    killed_runs = [r for r in store.runs() if r["run_id"] not in {u["run_id"] for u in doc["units"]}]
+    killed_runs = [r for r in store.runs() if r["run_id"] not in {u.run_id for u in doc.units}]
     assert killed_runs and {r["status"] for r in killed_runs} == {"interrupted"}
 
 
