@@ -160,8 +160,9 @@ test: setup
 #   slow         the tests that load the real model (tests/conftest.py marks every test using a model fixture)
 #   vllm_engine  the tests that start vLLM's engine (.venv-vllm, `make test-vllm`)
 #   integration  the tests that need seconds of real machinery without the real model: programs in the sandbox,
-#                headless Chromium, a uvicorn server, tracker writers, several processes at once, a CLI subprocess per
-#                check, a Trainer run or a CI workflow on the tiny checkpoint, the docs build
+#                headless Chromium, a uvicorn server, a PostgreSQL server (the store suite's [postgresql] ids: a
+#                server per worker, a migrated schema per test), tracker writers, several processes at once, a CLI
+#                subprocess per check, a Trainer run or a CI workflow on the tiny checkpoint, the docs build
 # -n auto: one pytest-xdist worker per core (each test has its own home, splits and key directories); --dist
 # loadfile: a file's tests run on one worker, so what a family of tests imports or caches once (transformers and a
 # tokenizer, math-verify's grammar, matplotlib, a fixture's store) is paid by one worker, not both (user CPU 90-107 s

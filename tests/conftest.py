@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.helpers.store_suite import SERVER_HALF_INTEGRATION, StoreBackend, backends_of, file_targets
+from tests.helpers.store_suite import StoreBackend, backends_of, file_targets
 
 if TYPE_CHECKING:
     from evalgate.store import Database, Store
@@ -118,12 +118,11 @@ def postgres_url(postgres_server: PostgresServer) -> str:
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """A test using ``store_backend`` runs once per backend (``BACKENDS``), or only on the one its ``file_only`` /
-    ``server_only`` marker names; the ``postgresql`` half of ``SERVER_HALF_INTEGRATION``'s modules is marked
-    ``integration``."""
+    ``server_only`` marker names; its ``postgresql`` id is marked ``integration`` (a server per worker and a
+    migrated schema per test: ``make test`` runs it, ``make test-fast`` does not)."""
     if "store_backend" in metafunc.fixturenames:
-        slow_half = metafunc.definition.nodeid.split("::")[0] in SERVER_HALF_INTEGRATION
         metafunc.parametrize("store_backend", [
-            pytest.param(b, marks=pytest.mark.integration) if slow_half and b == "postgresql" else b
+            pytest.param(b, marks=pytest.mark.integration) if b == "postgresql" else b
             for b in backends_of(metafunc.definition)], indirect=True)
 
 

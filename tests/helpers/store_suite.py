@@ -48,11 +48,6 @@ STORE_SUITE = (
 """Every module of tests/store and tests/accesslog (the guard test checks none is missing), then the repositories'
 tests elsewhere; paths from the repository root, as docs/STORE.md lists them."""
 
-SERVER_HALF_INTEGRATION = STORE_SUITE[STORE_SUITE.index("tests/splits/test_budget_content.py"):]
-"""The repositories' tests outside tests/store and tests/accesslog: their ``[postgresql]`` half is marked
-``integration`` (``make test`` runs it, ``make test-fast`` does not): it doubled these modules' fast-lane CPU
-(docs/BENCHMARKS.md, "The store test suite on both backends")."""
-
 ONLY = {"file_only": "duckdb-file", "server_only": "postgresql"}
 """The markers of a test that is one backend's by nature, and that backend: ``@pytest.mark.file_only("why")``
 (DuckDB's file, its lock, ATTACH, the memory database), ``@pytest.mark.server_only("why")`` (roles, triggers,
