@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from evalgate.gate.report.outputs import GateReport
     from evalgate.gate.report.suite import SuiteReport
     from evalgate.gate.results import Verdict
-    from evalgate.protocol.spec import LoadedProtocol
+    from evalgate.protocol.spec import LoadedProtocol, ProtocolLock
     from evalgate.runner.plan import RunOptions
     from evalgate.runner.record import RunRecord
     from evalgate.store import Database, Store
@@ -198,11 +198,12 @@ class Workspace:
         """``options`` with the workspace's actor where they name none (a copy: the caller's are left as given)."""
         return options if options.actor is not None else replace(options, actor=self.actor)
 
-    def freeze(self, protocol: str | Path) -> dict[str, Any]:
+    def freeze(self, protocol: str | Path) -> ProtocolLock:
         """Write the protocol's ``.lock`` and register it in the store (``evalgate protocol freeze``).
 
         Returns:
-            The lock document (name, version, sha256, ...).
+            The ``ProtocolLock`` (name, version, sha256, frozen_at, resolved, versions; ``as_dict()`` the lock
+            document).
         """
         from evalgate.protocol.freeze import freeze
 

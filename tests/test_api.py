@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 import tests.gate_fixtures as fx
+from evalgate.protocol.spec import ProtocolLock, load_protocol
 from tests.conftest import REPO
 
 
@@ -157,7 +158,12 @@ def test_notebook_path_on_the_replay_backend(tmp_path: Path, no_env: Path, monke
     ws = evalgate.Workspace(tmp_path / "ws", actor="alice", key=tmp_path / "keys" / "private.key")
     proto = tmp_path / "nb.yaml"
     proto.write_text(yaml.safe_dump(_PROTOCOL))
-    assert ws.freeze(proto)["name"] == "nb"
+    lock = ws.freeze(proto)
+    assert isinstance(lock, ProtocolLock) and (lock.name, lock.version, lock.format) == ("nb", "1", 2)
+    assert lock.sha256 == load_protocol(proto).sha256 and lock.as_dict() == json.loads((tmp_path / "nb.yaml.lock")
+                                                                                       .read_text())
+    with pytest.deprecated_call(match=r"ProtocolLock\['name'\] is deprecated"):
+        assert lock["name"] == "nb"  # the dict it returned still reads by key, for one release
     items = [{"id": f"q{i}", "question": f"{i}+{i}?", "answer": str(2 * i)} for i in range(4)]
     write_split("nb-dev", "dev", items, {"source": "test"}, env=ws.env)
     replay = tmp_path / "replay.jsonl"  # q0, q1, q2 right; q3 wrong

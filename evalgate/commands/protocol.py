@@ -23,11 +23,11 @@ def protocol() -> None:
 @handle_errors
 def protocol_freeze(path: Path, as_json: bool) -> None:
     """Hash PATH and write PATH.lock; refuse changed content under a version already used."""
-    doc = workspace().freeze(path)
+    lock = workspace().freeze(path)
     if as_json:
-        _dump(doc)
+        _dump(lock.as_dict())
     else:
-        click.echo(f"froze {doc['name']}@{doc['version']} sha256 {doc['sha256']} -> {path}.lock")
+        click.echo(f"froze {lock.name}@{lock.version} sha256 {lock.sha256} -> {path}.lock")
 
 
 @protocol.command("verify")

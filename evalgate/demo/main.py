@@ -145,7 +145,7 @@ def _dev(d: DemoRun) -> None:
     guard_split(d.data, env=d.ws.env)
     for path in (PROTOCOL, GUARD_PROTOCOL):
         lock = freeze(path, store)
-        print(f"protocol {lock['name']}@{lock['version']} frozen, sha256 {lock['sha256'][:16]}", file=sys.stderr)
+        print(f"protocol {lock.name}@{lock.version} frozen, sha256 {lock.sha256[:16]}", file=sys.stderr)
     base = evaluate(PROTOCOL, d.gguf, "addition-dev", RunOptions(purpose="checkpoint-selection"), store)["metrics"]
     print(f"  base model: pass@1 {pm(base['pass@1'], base.get('pass@1_stderr'))} on addition-dev", file=sys.stderr)
     for seed, paths in d.checkpoints.items():

@@ -116,7 +116,7 @@ def prepare(home: Path, addition: Path, gguf: Path, store: Any, dev_items: int) 
         path = out / f"{name}.yaml"
         path.write_text(yaml.safe_dump(doc, sort_keys=False))
         lock = freeze(path, store)
-        print(f"protocol {lock['name']}@{lock['version']} frozen, sha256 {lock['sha256'][:16]}", file=sys.stderr)
+        print(f"protocol {lock.name}@{lock.version} frozen, sha256 {lock.sha256[:16]}", file=sys.stderr)
     return out.resolve()
 
 

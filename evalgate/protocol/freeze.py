@@ -11,6 +11,7 @@ from evalgate.core.errors import BadInput
 from evalgate.core.fileio import atomic_write
 from evalgate.protocol.spec import (
     LoadedProtocol,
+    ProtocolLock,
     diff_resolved,
     format_diff,
     load_protocol,
@@ -22,7 +23,7 @@ from evalgate.protocol.spec import (
 from evalgate.store import ProtocolRepo, handed_down
 
 
-def freeze(path: str | Path, store: ProtocolRepo | Callable[[], ProtocolRepo] | None = None) -> dict[str, Any]:
+def freeze(path: str | Path, store: ProtocolRepo | Callable[[], ProtocolRepo] | None = None) -> ProtocolLock:
     """Hash a protocol, record ``name@version -> sha256`` in the store, and write ``<path>.lock`` atomically.
 
     The lock keeps every version it ever froze (``versions``, appended to): changed content under any
@@ -41,7 +42,7 @@ def freeze(path: str | Path, store: ProtocolRepo | Callable[[], ProtocolRepo] | 
             the store of the process's ``EVALGATE_*`` variables.
 
     Returns:
-        The lock document.
+        The lock (``ProtocolLock``; its ``as_dict()`` the ``.lock`` file's document).
 
     Raises:
         BadInput: invalid protocol, or changed content under a version the lock file or the store already holds
@@ -56,10 +57,10 @@ def freeze(path: str | Path, store: ProtocolRepo | Callable[[], ProtocolRepo] | 
     repo = store() if callable(store) else handed_down(store, "freeze")
     repo.record_protocol(lp.spec.name, lp.spec.version, lp.sha256, lp.resolved)
     if old is not None and old["sha256"] == lp.sha256:
-        return old
+        return ProtocolLock.model_validate(old)
     doc = lock_document(lp, versions)
     atomic_write(lp.lock_path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-    return doc
+    return ProtocolLock.model_validate(doc)
 
 
 def _used_version_message(lp: LoadedProtocol, used: dict[str, str], old: dict[str, Any] | None,

@@ -24,11 +24,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import ConfigDict, Field, ValidationError, model_validator
 
 from evalgate.core.errors import BadInput, ProtocolDrift
 from evalgate.core.fileio import iter_jsonl, read_text
 from evalgate.core.models import StrictModel
+from evalgate.core.results import ReadByKey, Result
 from evalgate.core.userfiles import SIMPLE_NAME, FieldProblem, format_validation_error, load_yaml_mapping, yaml_line
 from evalgate.scoring.extract import RULES
 
@@ -754,6 +755,43 @@ def format_diff(rows: list[tuple[str, Any, Any]], left: str = "a", right: str = 
         return s if len(s) <= 120 else s[:117] + "..."
 
     return "\n".join(f"  {f}: {left}={short(a)} {right}={short(b)}" for f, a, b in rows)
+
+
+class LockedVersion(ReadByKey, Result):
+    """One version a lock froze (``ProtocolLock.versions``)."""
+
+    name: str
+    """The protocol's name."""
+    version: str
+    """Its version."""
+    sha256: str
+    """The hash that version names for good."""
+    frozen_at: str
+    """When it was first frozen (ISO time, UTC)."""
+
+
+class ProtocolLock(ReadByKey, Result):
+    """A protocol's lock as ``freeze`` leaves it (``Workspace.freeze``; ``evalgate protocol freeze --json`` prints
+    ``as_dict()``, the ``.lock`` file's document). A format-1 lock, kept as it is when its content is frozen again,
+    has no ``format`` and no ``versions``: None here, absent from ``as_dict()``. A key this evalgate does not know
+    is left out (the file keeps it). Read by key as the dict it was, for one release (``DeprecationWarning``)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    format: int | None = None
+    """The lock file's format (``LOCK_FORMAT``, 2); None: a format-1 lock."""
+    name: str
+    """The protocol's name."""
+    version: str
+    """The version frozen now (the lock's current one)."""
+    sha256: str
+    """Its hash: sha256 of the resolved protocol's canonical JSON."""
+    frozen_at: str | None = None
+    """When the current version was first frozen (ISO time, UTC)."""
+    resolved: dict[str, Any]
+    """The resolved protocol (templates inlined): the "locked" side of every drift diff."""
+    versions: list[LockedVersion] | None = None
+    """Every version the lock froze, oldest first (None: a format-1 lock)."""
 
 
 def lock_document(lp: LoadedProtocol, versions: Sequence[dict[str, str]] = ()) -> dict[str, Any]:

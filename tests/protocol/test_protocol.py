@@ -9,7 +9,7 @@ from pydantic import BaseModel
 
 from evalgate.core.errors import BadInput, ProtocolDrift
 from evalgate.protocol.freeze import freeze
-from evalgate.protocol.spec import Protocol, load_protocol, verify
+from evalgate.protocol.spec import LockedVersion, Protocol, load_protocol, verify
 from evalgate.store import Store
 
 BASE = {
@@ -167,7 +167,7 @@ def test_refreeze_changed_content_under_used_version_is_refused(tmp_path: Path) 
         freeze(p, Store)
     doc["version"] = "2"
     write(tmp_path, doc)
-    assert freeze(p, Store)["version"] == "2"
+    assert freeze(p, Store).version == "2"
 
 
 def test_a_fresh_store_cannot_refreeze_a_locked_version_with_other_content(tmp_path: Path,
@@ -193,7 +193,7 @@ def test_a_fresh_store_cannot_refreeze_a_locked_version_with_other_content(tmp_p
     assert Store().protocol_hash("t", "1") is None  # refused before the fresh store recorded anything
     doc["version"] = "2"
     write(tmp_path, doc)
-    assert freeze(p, Store)["version"] == "2" and Store().protocol_hash("t", "2") is not None
+    assert freeze(p, Store).version == "2" and Store().protocol_hash("t", "2") is not None
 
 
 def line_of(path: Path, text: str) -> int:
@@ -350,25 +350,26 @@ def test_the_lock_keeps_every_version_and_refuses_a_used_one_from_the_lock_alone
     write(tmp_path, doc)
     v2 = freeze(p, Store)
     lock = json.loads((tmp_path / "p.yaml.lock").read_text())
-    assert [(e["version"], e["sha256"]) for e in lock["versions"]] == [("1", v1["sha256"]), ("2", v2["sha256"])]
-    assert lock["versions"][0]["frozen_at"] == v1["frozen_at"]
+    assert [(e["version"], e["sha256"]) for e in lock["versions"]] == [("1", v1.sha256), ("2", v2.sha256)]
+    assert lock["versions"][0]["frozen_at"] == v1.frozen_at
+    assert v2.as_dict() == lock  # what freeze returns is the lock file's document, typed
     lock_before = (tmp_path / "p.yaml.lock").read_bytes()
     doc["version"] = "1"
     write(tmp_path, doc)
     monkeypatch.setenv("EVALGATE_HOME", str(tmp_path / "fresh-home"))
     r = CliRunner().invoke(main, ["protocol", "freeze", str(p)])
     assert r.exit_code == 2, r.output
-    assert f"t@1 was frozen before in {tmp_path / 'p.yaml.lock'} with hash {v1['sha256'][:12]}" in r.stderr
+    assert f"t@1 was frozen before in {tmp_path / 'p.yaml.lock'} with hash {v1.sha256[:12]}" in r.stderr
     assert "e.g. '3'" in r.stderr
     assert (tmp_path / "p.yaml.lock").read_bytes() == lock_before
     assert Store().protocol_hash("t", "1") is None
     doc["version"] = "3"
     write(tmp_path, doc)
-    assert [e["version"] for e in freeze(p, Store)["versions"]] == ["1", "2", "3"]
+    assert [e.version for e in freeze(p, Store).versions or []] == ["1", "2", "3"]
     write(tmp_path, BASE)  # the first content again under its own version: allowed, nothing forgotten
     back = freeze(p, Store)
-    assert (back["version"], back["sha256"], back["frozen_at"]) == ("1", v1["sha256"], v1["frozen_at"])
-    assert [e["version"] for e in back["versions"]] == ["1", "2", "3"]
+    assert (back.version, back.sha256, back.frozen_at) == ("1", v1.sha256, v1.frozen_at)
+    assert [e.version for e in back.versions or []] == ["1", "2", "3"]
 
 
 def test_a_lock_written_before_versions_is_read_and_migrated(tmp_path: Path,
@@ -381,7 +382,9 @@ def test_a_lock_written_before_versions_is_read_and_migrated(tmp_path: Path,
            "resolved": lp.resolved}
     (tmp_path / "p.yaml.lock").write_text(json.dumps(old))
     verify(load_protocol(p))
-    assert freeze(p, Store) == old  # unchanged content: a no-op, the old lock kept as is
+    kept = freeze(p, Store)  # unchanged content: a no-op, the old lock kept as is
+    assert kept.as_dict() == old and list(kept.as_dict()) == list(old)
+    assert (kept.format, kept.versions, kept.frozen_at) == (None, None, "2026-01-02T03:04:05+00:00")  # format 1
     doc = json.loads(json.dumps(BASE))
     doc["sampling"]["max_tokens"] = 64
     write(tmp_path, doc)
@@ -391,10 +394,10 @@ def test_a_lock_written_before_versions_is_read_and_migrated(tmp_path: Path,
     doc["version"] = "2"
     write(tmp_path, doc)
     new = freeze(p, Store)
-    assert new["format"] == 2
-    assert new["versions"] == [{"name": "t", "version": "1", "sha256": lp.sha256,
-                                "frozen_at": "2026-01-02T03:04:05+00:00"},
-                               {"name": "t", "version": "2", "sha256": new["sha256"], "frozen_at": new["frozen_at"]}]
+    assert new.format == 2 and new.frozen_at is not None
+    assert new.versions == [LockedVersion(name="t", version="1", sha256=lp.sha256,
+                                          frozen_at="2026-01-02T03:04:05+00:00"),
+                            LockedVersion(name="t", version="2", sha256=new.sha256, frozen_at=new.frozen_at)]
     doc["version"] = "1"
     write(tmp_path, doc)
     with pytest.raises(BadInput, match="t@1 was frozen before"):
@@ -405,7 +408,7 @@ def test_a_lock_whose_versions_disagree_is_inconsistent(tmp_path: Path) -> None:
     from evalgate.protocol.spec import lock_problem
 
     p = write(tmp_path, BASE)
-    lock = freeze(p, Store)
+    lock = freeze(p, Store).as_dict()
     assert lock_problem(lock) is None
     other = {**lock["versions"][0], "sha256": "0" * 64}
     assert "two hashes" in str(lock_problem({**lock, "versions": [*lock["versions"], other]}))
