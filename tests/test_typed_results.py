@@ -12,7 +12,7 @@ import pytest
 
 import evalgate
 from evalgate.splits import SplitManager, write_split
-from evalgate.views.audit import AuditSummary, ContaminationBudget, ReadBudget
+from evalgate.views.audit import AuditSummary, ChainCheck, ContaminationBudget, ReadBudget
 from evalgate.views.samples import ChangedSample, Comparison, RunSide, Sample, Samples
 from tests.helpers.cli import cli
 from tests.test_samples import ITEMS, add_run
@@ -110,7 +110,13 @@ def test_an_audit_summary_is_typed_and_leaves_out_the_parts_a_split_does_not_hav
     # the private tier's defaults: 4 hard reads and 4 contamination checks per 30 days
     assert priv.budget == ReadBudget(max_reads=4, window_days=30, hard=True, used=0, left=4)
     assert priv.contamination_budget == ContaminationBudget(max_checks=4, window_days=30, used=0, left=4)
-    assert got.chain["ok"] and got.broken_manifests == [] and got.since is None
+    assert got.broken_manifests == [] and got.since is None
+    # the chain is typed: three reads logged and signed as they were appended, the head the last of them
+    chain = got.chain
+    assert isinstance(chain, ChainCheck) and (chain.ok, chain.first_bad_seq, chain.reason) == (True, None, None)
+    assert chain.head.seq == chain.rows >= 3 and chain.signature.ok and chain.signature.checked
+    with pytest.deprecated_call(match=r"ChainCheck\['ok'\] is deprecated"):
+        assert got.chain["ok"] is True  # read by key as the dict it was, for one release
 
     doc = got.as_dict()
     assert list(doc) == ["generated_at", "since", "splits_dir", "splits", "chain", "broken_manifests"]
@@ -118,6 +124,8 @@ def test_an_audit_summary_is_typed_and_leaves_out_the_parts_a_split_does_not_hav
     assert list(doc["splits"]["pub"]) == [*ENTRY_KEYS, "content_names", "same_content_as", "budget"]
     assert list(doc["splits"]["pub"]["budget"]) == ["max_reads", "window_days", "hard", "used", "left"]
     assert list(doc["splits"]["priv"])[-2:] == ["budget", "contamination_budget"]
+    assert list(doc["chain"]) == ["ok", "rows", "first_bad_seq", "reason", "head", "signature"]
+    assert list(doc["chain"]["signature"]) == ["ok", "checked", "seq", "reason", "public_key", "first_bad_seq"]
     shown = cli_json("audit")
     assert {k: v for k, v in shown.items() if k != "generated_at"} == json.loads(json.dumps(
         {k: v for k, v in doc.items() if k != "generated_at"}))

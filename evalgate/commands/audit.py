@@ -82,11 +82,10 @@ def _print_audit(doc: AuditSummary) -> None:
         click.echo(f"budget of {', '.join(unknown)} unknown: no manifest in {doc.splits_dir} (EVALGATE_SPLITS, "
                    "default ./splits); run from the project directory or set EVALGATE_SPLITS")
     c = doc.chain
-    sig = c["signature"]
-    click.echo(f"access log: {c['rows']} rows, chain "
-               + (f"intact, head signed (head {c['head']['seq']}:{c['head']['hash']})" if c["ok"]
-                  else f"BROKEN at row {c['first_bad_seq']}: {c['reason']}" if c["first_bad_seq"]
-                  else f"NOT VERIFIED: signed head: {sig['reason']}"))
+    click.echo(f"access log: {c.rows} rows, chain "
+               + (f"intact, head signed (head {c.head.seq}:{c.head.hash})" if c.ok
+                  else f"BROKEN at row {c.first_bad_seq}: {c.reason}" if c.first_bad_seq
+                  else f"NOT VERIFIED: signed head: {c.signature.reason}"))
 
 
 @audit_cmd.command("log")

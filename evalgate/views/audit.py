@@ -13,7 +13,7 @@ from typing import Any
 
 from evalgate.access.log import verify as verify_chain
 from evalgate.core.errors import BadInput
-from evalgate.core.results import Result
+from evalgate.core.results import ReadByKey, Result
 from evalgate.splits.discovery import scan_manifests
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import Policy
@@ -96,6 +96,49 @@ class SplitAudit(Result):
     """The contamination-check budget (present where the policy sets one: the sealed tiers)."""
 
 
+class ChainHead(ReadByKey, Result):
+    """The access log's last row: its ``seq`` (0: an empty log) and ``hash`` (its row hash; the genesis hash of an
+    empty log). ``--expect-head SEQ:HASH`` pins it."""
+
+    seq: int
+    hash: str
+
+
+class SignatureCheck(ReadByKey, Result):
+    """The newest signed head checked against the signing key outside the store (``access.log``'s signature check).
+    """
+
+    ok: bool
+    """The signed head verifies and every row up to the last is under it."""
+    checked: bool
+    """A key was found to check with (False: ``ok`` is False unless the log is empty)."""
+    seq: int | None
+    """The signed row (None: no signed head)."""
+    reason: str | None
+    """Why it does not hold, and what to do (None: it holds)."""
+    public_key: str | None
+    """The checking key's public half, hex (None: no key)."""
+    first_bad_seq: int | None
+    """The first row the signature does not cover (None: it holds)."""
+
+
+class ChainCheck(ReadByKey, Result):
+    """The access log's hash chain and signed head (``access.log.verify``)."""
+
+    ok: bool
+    """The chain is intact and its signed head holds."""
+    rows: int
+    """Rows in the log."""
+    first_bad_seq: int | None
+    """The first row whose seq, prev_hash or row_hash does not match (None: the rows chain)."""
+    reason: str | None
+    """Why that row breaks the chain (None: it does not break)."""
+    head: ChainHead
+    """The last row."""
+    signature: SignatureCheck
+    """The signed head's check."""
+
+
 class AuditSummary(Result):
     """Who read which split, how often and for what (``audit_summary``, ``Workspace.audit``; ``evalgate audit
     --json`` prints ``as_dict()``)."""
@@ -108,9 +151,9 @@ class AuditSummary(Result):
     """The absolute directory the manifests (tiers, budgets) were read from."""
     splits: dict[str, SplitAudit]
     """Split name -> its entry, sorted by name."""
-    chain: dict[str, Any]
-    """The access log's hash chain and signed head (``access.log.verify``: ``ok``, ``rows``, ``first_bad_seq``,
-    ``reason``, ``head``, ``signature``)."""
+    chain: ChainCheck
+    """The access log's hash chain and signed head (``access.log.verify``'s result, typed: ``ok``, ``rows``,
+    ``first_bad_seq``, ``reason``, ``head``, ``signature``)."""
     broken_manifests: list[str]
     """The error of each split manifest that does not load (its split shows only its logged rows)."""
 
