@@ -57,10 +57,10 @@ def freeze(path: str | Path, store: ProtocolRepo | Callable[[], ProtocolRepo] | 
     repo = store() if callable(store) else handed_down(store, "freeze")
     repo.record_protocol(lp.spec.name, lp.spec.version, lp.sha256, lp.resolved)
     if old is not None and old["sha256"] == lp.sha256:
-        return ProtocolLock.model_validate(old)
+        return ProtocolLock.of(old)
     doc = lock_document(lp, versions)
     atomic_write(lp.lock_path, json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
-    return ProtocolLock.model_validate(doc)
+    return ProtocolLock.of(doc)
 
 
 def _used_version_message(lp: LoadedProtocol, used: dict[str, str], old: dict[str, Any] | None,

@@ -24,7 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
 from evalgate.core.errors import BadInput, ProtocolDrift
 from evalgate.core.fileio import iter_jsonl, read_text
@@ -773,10 +773,8 @@ class LockedVersion(ReadByKey, Result):
 class ProtocolLock(ReadByKey, Result):
     """A protocol's lock as ``freeze`` leaves it (``Workspace.freeze``; ``evalgate protocol freeze --json`` prints
     ``as_dict()``, the ``.lock`` file's document). A format-1 lock, kept as it is when its content is frozen again,
-    has no ``format`` and no ``versions``: None here, absent from ``as_dict()``. A key this evalgate does not know
-    is left out (the file keeps it). Read by key as the dict it was, for one release (``DeprecationWarning``)."""
-
-    model_config = ConfigDict(extra="ignore")
+    has no ``format`` and no ``versions``: None here, absent from ``as_dict()``. Read by key as the dict it was, for
+    one release (``DeprecationWarning``)."""
 
     format: int | None = None
     """The lock file's format (``LOCK_FORMAT``, 2); None: a format-1 lock."""
@@ -792,6 +790,13 @@ class ProtocolLock(ReadByKey, Result):
     """The resolved protocol (templates inlined): the "locked" side of every drift diff."""
     versions: list[LockedVersion] | None = None
     """Every version the lock froze, oldest first (None: a format-1 lock)."""
+
+    @classmethod
+    def of(cls, doc: dict[str, Any]) -> ProtocolLock:
+        """The lock of a lock document (``lock_document``'s, or a lock file's that ``lock_problem`` found
+        consistent): a key this evalgate does not know is left out of the value (the file keeps it), so a freeze
+        that worked before still works."""
+        return cls.model_validate({k: v for k, v in doc.items() if k in cls.model_fields})
 
 
 def lock_document(lp: LoadedProtocol, versions: Sequence[dict[str, str]] = ()) -> dict[str, Any]:

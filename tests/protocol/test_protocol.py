@@ -404,6 +404,19 @@ def test_a_lock_written_before_versions_is_read_and_migrated(tmp_path: Path,
         freeze(p, Store)
 
 
+def test_a_lock_with_a_key_this_version_does_not_know_still_freezes(tmp_path: Path) -> None:
+    """A consistent lock holding a key evalgate never wrote (added by hand, or by a later version) freezes as before:
+    the file is left as it is and the typed lock leaves the key out."""
+    p = write(tmp_path, BASE)
+    lp = load_protocol(p)
+    old = {"name": "t", "version": "1", "sha256": lp.sha256, "frozen_at": "2026-01-02T03:04:05+00:00",
+           "resolved": lp.resolved, "reviewed_by": "carol"}
+    (tmp_path / "p.yaml.lock").write_text(json.dumps(old))
+    kept = freeze(p, Store)
+    assert kept.as_dict() == {k: v for k, v in old.items() if k != "reviewed_by"}
+    assert json.loads((tmp_path / "p.yaml.lock").read_text()) == old
+
+
 def test_a_lock_whose_versions_disagree_is_inconsistent(tmp_path: Path) -> None:
     from evalgate.protocol.spec import lock_problem
 
