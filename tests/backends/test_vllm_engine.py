@@ -136,7 +136,8 @@ def test_gsm8k_greedy_run_in_a_subprocess_prints_only_json_on_stdout(home: Path,
     """The CLI as a user runs it: vLLM's engine core is a child process that logs to the file descriptor it
     inherits; stdout must still hold exactly one JSON document."""
     proto = _protocol(home, "gsm8k-cot.yaml", "gsm-vllm", {"max_tokens": 24})
-    env = {k: v for k, v in os.environ.items() if k != "VLLM_LOGGING_STREAM"}  # vLLM's default: stdout
+    # vLLM's defaults, as a user's shell has them: its log to stdout, the engine core a child process
+    env = {k: v for k, v in os.environ.items() if k not in ("VLLM_LOGGING_STREAM", "VLLM_ENABLE_V1_MULTIPROCESSING")}
     r = subprocess.run([sys.executable, "-m", "evalgate.cli", "run", "--protocol", str(proto), "--checkpoint",
                         str(smollm2_dir), "--split", gsm_two, "--backend", "vllm", *CLI_OPTIONS, "--json"],
                        capture_output=True, text=True, env=env, cwd=REPO, timeout=900)
@@ -145,6 +146,7 @@ def test_gsm8k_greedy_run_in_a_subprocess_prints_only_json_on_stdout(home: Path,
     assert doc["status"] == "complete" and doc["counts"]["samples"] == 2
     assert doc["effective_params"]["temperature"] == 0
     assert "INFO" in r.stderr  # the engine's log went to stderr, not away
+    assert "(EngineCore pid=" in r.stderr  # from the engine core's own process, as vLLM starts it by default
 
 
 @pytest.mark.skipif(not GSM8K.is_file(), reason=f"GSM8K test set not found at {GSM8K}")

@@ -1,7 +1,8 @@
 """The vLLM lane's module marks: its tests run in .venv-vllm (`make test-vllm`) and are skipped, saying why, where
 vLLM's engine does not import. Importing this sets a small CPU KV cache (GiB; on CPU vLLM's default reserves 90 % of
-the memory) and, under pytest-xdist, each worker's cores for vLLM's CPU threads (``bind_worker_cores``), unless
-the environment sets them."""
+the memory), runs vLLM's engine core in the process that starts the engine (``VLLM_ENABLE_V1_MULTIPROCESSING=0``,
+below) and, under pytest-xdist, gives each worker its cores for vLLM's CPU threads (``bind_worker_cores``), unless the
+environment sets them."""
 
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ except Exception as e:  # noqa: BLE001 - any failure to import the engine is a r
     ENGINE_MISSING = f"{type(e).__name__}: {e}"
 
 os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+# vLLM's default starts an engine as two more spawned processes (EngineCore, then its Worker), each importing torch
+# and vLLM again: about 20 of an eager engine's 32 s of CPU here (docs/BENCHMARKS.md). With 0 the engine core and
+# its worker run in the process that starts the engine (vllm.envs; vLLM's InprocClient and UniProcExecutor), which
+# has imported vLLM already. The samples are the same (bench/vllm_engine_start.py checks it); the test of a CLI run
+# in a subprocess keeps vLLM's default, as users run it.
+os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
 
 
 def bind_worker_cores(env: MutableMapping[str, str] | None = None, cores: list[int] | None = None) -> None:
