@@ -264,6 +264,17 @@ class VLLMOptions(BackendOptions):
     """Weight and activation dtype; ``auto`` is the checkpoint's. Default: auto."""
     enforce_eager: bool = False
     """Disable CUDA graphs (faster start, slower decoding; the same kernels). Default: false."""
+    block_size: int | None = Field(None, ge=1, json_schema_extra=CHANGES_OUTPUTS)
+    """KV cache block size in tokens. vLLM's prefix cache shares whole blocks, so a log-likelihood context shorter
+    than a block is computed once per option; vLLM's CPU build needs a multiple of 32. Default: none, vLLM's (16 on
+    GPU, 128 on vLLM's CPU build)."""
+
+    def output_settings(self) -> dict[str, Any]:
+        """As the base, without ``block_size`` while it is unset, so runs cached before the option keep their key."""
+        out = super().output_settings()
+        if out.get("block_size") is None:
+            out.pop("block_size", None)
+        return out
 
 
 class OpenAIOptions(BackendOptions):

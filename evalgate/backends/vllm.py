@@ -27,8 +27,9 @@ Decisions (and why):
 - **Log-likelihoods** (``loglikelihood``): each (context, continuation) row goes in whole as a token prompt with
   ``SamplingParams(max_tokens=1, prompt_logprobs=1)``; vLLM returns, per prompt position, the log-probability of the
   prompt's token there (from the raw logits) and its rank, so a continuation's log-likelihood is the sum over its
-  tokens and it is greedy when every rank is 1. One ``LLM.generate`` call over every row (in this process: with
-  ``data_parallel_size`` > 1 it is refused).
+  tokens and it is greedy when every rank is 1. The first row of each context goes first, then the others reading
+  the prefix cache (``prompt_logprob_rows``: whole blocks of a context are computed once, as ``hf`` computes a
+  context once); in this process only (with ``data_parallel_size`` > 1 it is refused).
 
 The translations protocol -> engine arguments (``engine_kwargs``, ``sampling_params_kwargs``) and engine output
 -> evalgate completion (``completion_from_output``) are plain functions, tested against vLLM's real classes.
@@ -115,6 +116,8 @@ def engine_kwargs(model_dir: str, options: VLLMOptions) -> dict[str, Any]:
                           "enforce_eager": options.enforce_eager}
     if options.max_model_len is not None:
         kw["max_model_len"] = options.max_model_len
+    if options.block_size is not None:
+        kw["block_size"] = options.block_size
     return kw
 
 
@@ -150,6 +153,49 @@ def continuation_logprob(prompt_logprobs: Any, ids: Sequence[int], n: int) -> tu
         total += entry.logprob
         greedy = greedy and entry.rank == 1
     return total, greedy
+
+
+def prompt_logprob_rows(llm: Any, prompts: list[list[int]], scored_from: list[int], first: list[bool]
+                        ) -> list[Any]:
+    """Each prompt's ``RequestOutput`` from ``llm`` with its prompt log-probabilities (1 per position) valid at
+    every position ``>= scored_from[i]``, the rows sharing a context computing it once where the prefix cache allows.
+
+    vLLM computes prompt log-probabilities only at the positions it computes, so by default a request asking for
+    them does not read the prefix cache (vLLM's ``SamplingParams.skip_reading_prefix_cache``, set whenever
+    ``prompt_logprobs`` is). Here the rows marked ``first`` (one per context) go first, then the others with the cache
+    read: a row's output says how many of its prompt tokens came from the cache (``num_cached_tokens``, whole blocks),
+    and position ``p``'s log-probability comes from the logits at ``p - 1``, so a row is valid when ``num_cached_tokens
+    <= scored_from[i] - 1``; the other rows (the cache reached into their continuation) are run again with the cache
+    skipped. A vLLM whose ``SamplingParams`` lacks the field gets one call with the cache skipped.
+
+    Args:
+        llm: a ``vllm.LLM``.
+        prompts: token ids per row.
+        scored_from: per row, the first position whose log-probability is read (the continuation's start).
+        first: per row, whether it goes in the first round (the first row of each context).
+
+    Returns:
+        One ``RequestOutput`` per row, in order.
+    """
+    def run(idx: list[int], reuse: bool) -> list[Any]:
+        kw = {"skip_reading_prefix_cache": False} if reuse else {}
+        params = SamplingParams(n=1, max_tokens=1, temperature=0.0, prompt_logprobs=1, detokenize=False, **kw)
+        return list(llm.generate(to_engine_prompts([prompts[i] for i in idx]), params, use_tqdm=False)) if idx else []
+
+    everything = list(range(len(prompts)))
+    if "skip_reading_prefix_cache" not in getattr(SamplingParams, "__struct_fields__", ()):
+        return run(everything, False)
+    outs: list[Any] = [None] * len(prompts)
+    redo = []
+    for idx in ([i for i in everything if first[i]], [i for i in everything if not first[i]]):
+        for i, out in zip(idx, run(idx, True), strict=True):
+            if (out.num_cached_tokens or 0) <= scored_from[i] - 1:
+                outs[i] = out
+            else:
+                redo.append(i)
+    for i, out in zip(redo, run(redo, False), strict=True):
+        outs[i] = out
+    return outs
 
 
 def to_engine_prompts(prompts: list[list[int]]) -> list[Any]:
@@ -295,7 +341,7 @@ class VLLMBackend:
     Args:
         model_dir: HF checkpoint directory.
         options: validated ``VLLMOptions`` (tensor_parallel_size, data_parallel_size, gpu_memory_utilization,
-            max_model_len, dtype, enforce_eager; see their docstrings); None: every default.
+            max_model_len, dtype, enforce_eager, block_size; see their docstrings); None: every default.
         tokenizer: the checkpoint's tokenizer if the run already loaded it (``get_backend`` hands it over), used
             only to encode a request that comes without ``prompt_ids``.
     """
@@ -394,7 +440,7 @@ class VLLMBackend:
 
     def loglikelihood(self, requests: Sequence[LoglikelihoodRequest],
                       on_result: Callable[[LoglikelihoodResult], None] | None = None) -> list[LoglikelihoodResult]:
-        """Each request's continuations scored after its context, in one engine call (see the module docstring).
+        """Each request's continuations scored after its context (``prompt_logprob_rows``; see the module docstring).
 
         Raises:
             BadInput: ``data_parallel_size`` > 1.
@@ -403,16 +449,16 @@ class VLLMBackend:
         if self.data_parallel_size != 1:
             raise BadInput("the vllm backend scores log-likelihoods in this process only: set data_parallel_size=1")
         rows = [(ri, list(r.context_ids) + list(c), len(c)) for ri, r in enumerate(requests) for c in r.continuations]
+        first = [k == 0 or rows[k - 1][0] != ri for k, (ri, _, _) in enumerate(rows)]
         if not self._weights_checked:
             from evalgate.checkpoints.model import check_finite_weights
 
             check_finite_weights(Path(self.model_dir))
             self._weights_checked = True
-        params = SamplingParams(n=1, max_tokens=1, temperature=0.0, prompt_logprobs=1, detokenize=False)
         try:
             llm, started = shared_engine(self.kwargs)
             g0 = time.perf_counter()
-            outs = llm.generate(to_engine_prompts([ids for _, ids, _ in rows]), params, use_tqdm=False)
+            outs = prompt_logprob_rows(llm, [ids for _, ids, _ in rows], [len(ids) - n for _, ids, n in rows], first)
             gen = time.perf_counter() - g0
         except Exception as e:  # noqa: BLE001 - any engine failure becomes an EngineError with context
             raise EngineError(f"vLLM failed: {type(e).__name__}: {e}") from e

@@ -150,6 +150,8 @@ def test_generation_settings_hold_what_changes_outputs_and_nothing_else() -> Non
     vl = generation_settings("vllm", VLLMOptions(data_parallel_size=4, gpu_memory_utilization=0.5))
     assert vl == {"backend": "vllm", "versions": {"vllm": _version("vllm"), "torch": _version("torch")},
                   "tensor_parallel_size": 1, "max_model_len": None, "dtype": "auto"}
+    # a KV block size, once set, is part of the key (the attention sums over blocks); unset, the key is as before it
+    assert generation_settings("vllm", VLLMOptions(block_size=32))["block_size"] == 32
     # JSON-able, so it can be part of a cache key
     import json
 

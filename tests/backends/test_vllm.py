@@ -78,6 +78,13 @@ def test_engine_kwargs_keep_generation_config_out(tmp_path: Path, tiny_checkpoin
     assert diff(kw["generation_config"]) == {}
 
 
+def test_block_size_reaches_vllms_engine_arguments(tiny_checkpoint: Path) -> None:
+    from vllm.engine.arg_utils import EngineArgs
+
+    assert "block_size" not in vb.engine_kwargs(str(tiny_checkpoint), VLLMOptions())  # unset: vLLM's own default
+    assert EngineArgs(**vb.engine_kwargs(str(tiny_checkpoint), VLLMOptions(block_size=32))).block_size == 32
+
+
 def test_bad_options_are_refused_before_the_engine() -> None:
     with pytest.raises(BadInput, match="gpu_memory_utilization=1.5"):
         check_backend("vllm", {"gpu_memory_utilization": 1.5})

