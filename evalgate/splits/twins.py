@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from evalgate.access import log as accesslog
 from evalgate.core.enums import Tier
 from evalgate.core.environment import Environment
 from evalgate.core.errors import EvalgateError, RefusedByPolicy
+from evalgate.core.text import as_read
 from evalgate.keys.sealing import Sealer, load_key
 from evalgate.splits.data import dump_jsonl, read_unlogged, sha256_hex
 from evalgate.splits.discovery import list_manifests
@@ -47,20 +49,31 @@ short answer such as ``42`` may be)."""
 
 
 def _norm(v: Any) -> str:
+    """A field value as compared: JSON for a non-string, read as a reader sees it (``core.text.as_read``: NFKC,
+    what is drawn as nothing removed, look-alike letters of other scripts as the Latin ones), case folded, white
+    space runs made one space."""
+    text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
+    return " ".join(as_read(text.casefold()).casefold().split())
+
+
+def _norm_before_18(v: Any) -> str:
+    """``_norm`` as the fingerprints of stores before session 18 were made (NFKC, case, white space only): a
+    private content recorded then is still found (``ItemPrints.earlier``). Equal to ``_norm`` on ASCII text."""
     text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
     return " ".join(unicodedata.normalize("NFKC", text).lower().split())
 
 
 def _item_text(item: dict[str, Any]) -> str:
-    """An item's content without its id, normalised (NFKC, case, whitespace) to catch re-formatted copies."""
+    """An item's content without its id, normalised (``_norm``) to catch re-formatted copies."""
     return _text_and_values(item)[0]
 
 
-def _text_and_values(item: dict[str, Any]) -> tuple[str, set[str]]:
+def _text_and_values(item: dict[str, Any], how: Callable[[Any], str] | None = None) -> tuple[str, set[str]]:
     """An item's normalised text (``_item_text``) and its normalised field values (its id left out) of at least
     ``MIN_VALUE_CHARS`` characters: a copy with a column added (``pad: 1``) or a field renamed (``question`` ->
-    ``problem``) still holds those. Each value is normalised once."""
-    norm = {k: _norm(item[k]) for k in sorted(item) if k != "id"}
+    ``problem``) still holds those. Each value is normalised once (``how``, default ``_norm``)."""
+    how = how or _norm
+    norm = {k: how(item[k]) for k in sorted(item) if k != "id"}
     return "\x1f".join(f"{k}={v}" for k, v in norm.items()), {v for v in norm.values() if len(v) >= MIN_VALUE_CHARS}
 
 
@@ -74,6 +87,8 @@ class ItemPrints:
         ids: each item's id.
         texts: each item's normalised text (``_item_text``).
         values: each item's long field values (``_text_and_values``).
+        earlier: each item's text and long values under the normalisation before session 18
+            (``_norm_before_18``) where it differs: compared, never recorded.
     """
 
     content_sha256: str
@@ -81,6 +96,7 @@ class ItemPrints:
     ids: list[str]
     texts: list[str]
     values: list[frozenset[str]]
+    earlier: list[frozenset[str]]
 
     def by_kind(self) -> dict[str, list[str]]:
         """``{"id": [...], "text": [...], "value": [...]}``, every digest once per item (as the store keeps them)."""
@@ -92,13 +108,16 @@ def item_prints(items: list[dict[str, Any]], sealer: Sealer | None) -> ItemPrint
     per item, some 40 ms for 1,300 items here); None without a key."""
     if sealer is None:
         return None
-    p, ids, texts, values = sealer.item_print, [], [], []
+    p, ids, texts, values, earlier = sealer.item_print, [], [], [], []
     for it in items:
         text, long_values = _text_and_values(it)
         ids.append(p("id", str(it["id"])))
         texts.append(p("text", text))
         values.append(frozenset(p("value", v) for v in long_values))
-    return ItemPrints(sha256_hex(dump_jsonl(items)), sealer.fingerprint, ids, texts, values)
+        old_text, old_values = _text_and_values(it, _norm_before_18)
+        earlier.append(frozenset(([p("text", old_text)] if old_text != text else [])
+                                 + [p("value", v) for v in old_values - long_values]))
+    return ItemPrints(sha256_hex(dump_jsonl(items)), sealer.fingerprint, ids, texts, values, earlier)
 
 
 def key_sealer(env: Environment) -> Sealer | None:
@@ -238,11 +257,12 @@ def _twin(name: str, tier: str, items: list[dict[str, Any]], repo: PrivateConten
     prints = prints or item_prints(items, sealer)
     assert prints is not None  # a sealer was given
     found: list[Twin] = []
-    for theirs, got in repo.private_print_matches(prints.key_fingerprint, [d for ds in prints.by_kind().values()
-                                                                            for d in ds]).items():
+    digests = [d for ds in prints.by_kind().values() for d in ds] + [d for ds in prints.earlier for d in ds]
+    for theirs, got in repo.private_print_matches(prints.key_fingerprint, digests).items():
         if theirs not in names:
             continue
-        same = [t in got or bool(v & got) for t, v in zip(prints.texts, prints.values, strict=True)]
+        same = [t in got or bool(v & got) or bool(e & got)
+                for t, v, e in zip(prints.texts, prints.values, prints.earlier, strict=True)]
         shared = sum(1 for i, t in zip(prints.ids, same, strict=True) if i in got or t)
         if any(same) or (shared and shared >= NEAR_DUPLICATE_SHARE * len(items)):
             found.append(twin(theirs, shared, sum(same)))

@@ -59,6 +59,45 @@ def test_renamed_field_padding_and_a_column_added_are_refused_after_the_manifest
 
 
 @pytest.mark.usefixtures("memory_store")
+def test_a_copy_written_with_unseen_or_look_alike_characters_is_refused(home: Path) -> None:
+    """Session 18's adversary: the private items re-added as a dev split with one zero-width space in each
+    question, or every Latin ``a`` written as a Cyrillic ``а`` (both read as the same questions), were added: the
+    comparison normalised NFKC, case and white space only. It now reads them as ``core.text.as_read`` does."""
+    _add_then_remove(home)
+    variants = {
+        "zero-width": [{"id": f"z{i}", "question": q.replace("times", "ti\u200bmes")} for i, q in enumerate(QUESTIONS)],
+        "joiner": [{"id": f"j{i}", "question": q.replace("plus", "pl\u034fus")} for i, q in enumerate(QUESTIONS)],
+        "cyrillic": [{"id": f"c{i}", "question": q.replace("a", "\u0430")} for i, q in enumerate(QUESTIONS)],
+        "selector": [{"id": f"s{i}", "question": q + "\ufe0f"} for i, q in enumerate(QUESTIONS)],
+    }
+    for name, items in variants.items():
+        with pytest.raises(RefusedByPolicy, match="10 of the 10 items .* repeat private split held-out"):
+            add_split(name, "dev", _write(home / f"{name}.jsonl", items), store=Store())
+        assert not (splits_dir() / f"{name}.yaml").exists()
+    other = [{"id": f"o{i}", "question": f"Сколько будет {i} умножить на 37?"} for i in range(10)]  # Russian: new
+    add_split("russian", "dev", _write(home / "russian.jsonl", other), store=Store())
+
+
+@pytest.mark.usefixtures("memory_store")
+def test_a_non_latin_private_split_fingerprinted_before_session_18_is_still_found(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A store's fingerprints of a private split in Cyrillic made under the earlier normalisation (NFKC, case,
+    white space), which the look-alike step changes: a verbatim copy under new ids is still refused, through the
+    earlier normalisation's prints of the new items."""
+    import evalgate.splits.twins as twins
+
+    russian = [{"id": f"r{i}", "question": f"Сколько будет {i} умножить на 37 плюс {i * i}?"} for i in range(10)]
+    with monkeypatch.context() as m:
+        m.setattr(twins, "_norm", twins._norm_before_18)  # the store as an earlier evalgate recorded it
+        add_split("russian-held", "private", _write(home / "ru.jsonl", russian), store=Store())
+    (splits_dir() / "russian-held.yaml").rename(home / "russian-held.yaml")  # compared by its prints alone
+    assert twins._norm(russian[0]["question"]) != twins._norm_before_18(russian[0]["question"])
+    copy = [{"id": f"k{i}", "question": it["question"]} for i, it in enumerate(russian)]
+    with pytest.raises(RefusedByPolicy, match="10 of the 10 items .* repeat private split russian-held"):
+        add_split("ru-copy", "dev", _write(home / "ru-copy.jsonl", copy), store=Store())
+
+
+@pytest.mark.usefixtures("memory_store")
 def test_a_refusal_says_whether_text_or_ids_alone_matched(home: Path) -> None:
     """Fresh-user finding: two unrelated rows numbered by --row-ids (ids 0 and 1) were refused as a copy of a
     private split numbered the same way, 'same id or same text', with no hint that only the ids matched."""
