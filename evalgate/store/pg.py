@@ -17,6 +17,7 @@ Each process and thread keeps one connection per server URL; the migrations run 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import threading
@@ -280,7 +281,8 @@ class PostgresDatabase(Database):
     def _bounded(self, con: PgConnection) -> PgConnection:
         """``con`` with this store's ``lock_timeout`` as its own (a connection is shared by the stores of one URL
         in a thread; each sets its limit before use where it differs)."""
-        ms = f"{round((self.lock_timeout or 0) * 1000)}ms"
+        # whole milliseconds, at least 1: PostgreSQL reads 0 as no limit, which a wait of 0.0004 s rounded to
+        ms = f"{max(1, math.ceil(self.lock_timeout * 1000)) if self.lock_timeout else 0}ms"
         if con.lock_timeout != ms:
             try:
                 con.raw.execute("SELECT set_config('lock_timeout', %s, false)", [ms])

@@ -19,6 +19,10 @@ from typing import Any
 from evalgate.core.environment import Environment
 from evalgate.core.errors import BadInput, StoreLocked
 
+MAX_LOCK_TIMEOUT = 2_147_483.0
+"""The longest limit a client may be given, in seconds (about 24.8 days): PostgreSQL's ``lock_timeout`` is a
+32-bit count of milliseconds. Longer is refused (``0`` waits without limit)."""
+
 DEFAULT_LOCK_TIMEOUT = 300.0
 """Seconds a client waits for the store's lock unless ``EVALGATE_LOCK_TIMEOUT`` says otherwise: room for more than a
 hundred of the longest holds measured (``bench/store_gate_1m.py``: 1.8 s, storing a run of 5,428 samples on a
@@ -30,7 +34,7 @@ def lock_timeout(env: Environment | None) -> float | None:
     ``DEFAULT_LOCK_TIMEOUT``; None (from ``0``) waits without limit.
 
     Raises:
-        BadInput: the value is not a number of seconds >= 0.
+        BadInput: the value is not a number of seconds from 0 to ``MAX_LOCK_TIMEOUT``.
     """
     value = env.lock_timeout if env is not None else None
     if value is None or value == "":
@@ -43,6 +47,10 @@ def lock_timeout(env: Environment | None) -> float | None:
         raise BadInput(f"EVALGATE_LOCK_TIMEOUT={value!r} is not a number of seconds: give how long a command waits "
                        f"for the store's lock (e.g. 300; 0 waits without limit), or unset it for "
                        f"{DEFAULT_LOCK_TIMEOUT:g} s")
+    if seconds > MAX_LOCK_TIMEOUT:
+        raise BadInput(f"EVALGATE_LOCK_TIMEOUT={value!r} is longer than a client can wait for the store's lock "
+                       f"(at most {MAX_LOCK_TIMEOUT:.0f} s, about 24.8 days: PostgreSQL counts it in 32-bit "
+                       "milliseconds); give fewer seconds, or 0 to wait without limit")
     return seconds or None
 
 

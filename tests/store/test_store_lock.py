@@ -142,6 +142,22 @@ def test_a_process_holding_the_files_lock_makes_a_gate_exit_2_naming_it_and_kill
     assert _reads(store) == (3, 3)  # the baseline and both seeds' picks on each private split
 
 
+@pytest.mark.timeout(60)
+@pytest.mark.server_only("PostgreSQL's lock_timeout, a whole number of milliseconds where 0 is no limit")
+def test_a_sub_millisecond_lock_timeout_still_bounds_the_wait_on_a_server(
+        postgres_url: str, home: Path, holder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session 18's adversary: EVALGATE_LOCK_TIMEOUT=0.0004 was rounded to PostgreSQL's '0ms', which is no limit:
+    the command waited for ever behind the holder (the pytest timeout fails this test then). It waits 1 ms."""
+    from evalgate.store.pg import LOCK_KEY
+
+    Store(postgres_url)  # migrated before the lock is taken
+    _, pid = holder(PG_HOLDER, postgres_url, str(LOCK_KEY))
+    monkeypatch.setenv("EVALGATE_STORE", postgres_url)
+    monkeypatch.setenv("EVALGATE_LOCK_TIMEOUT", "0.0004")
+    code, out, err = cli_parts("audit", "--json")
+    assert code == 2 and f"held by pid {pid} (role " in json.loads(out)["error"], (out, err)
+
+
 DUCKDB_READER = """
 import os, sys, time, duckdb
 con = duckdb.connect(sys.argv[1], read_only=True)
@@ -223,6 +239,12 @@ def test_the_lock_timeout_is_the_variables_else_the_default_and_0_waits_without_
     for bad in ("soon", "-1", "nan", "inf"):
         with pytest.raises(BadInput, match=f"EVALGATE_LOCK_TIMEOUT='{bad}' is not a number of seconds"):
             lock_timeout(Environment.from_env({"EVALGATE_LOCK_TIMEOUT": bad}))
+    # PostgreSQL's lock_timeout is a 32-bit count of milliseconds: 2**31 - 1 ms is 2,147,483.647 s; 1e12 s was a
+    # 'Value exceeds integer range' from the server, exit 3 (session 18's adversary)
+    assert lock_timeout(Environment.from_env({"EVALGATE_LOCK_TIMEOUT": "2147483"})) == 2_147_483.0
+    for long in ("2147484", "1e12"):
+        with pytest.raises(BadInput, match=f"EVALGATE_LOCK_TIMEOUT='{long}' is longer than a client can wait"):
+            lock_timeout(Environment.from_env({"EVALGATE_LOCK_TIMEOUT": long}))
     assert Environment(lock_timeout=7).variables()["EVALGATE_LOCK_TIMEOUT"] == "7"  # a child process waits as long
 
 
