@@ -560,7 +560,8 @@ def _grant(db: PostgresDatabase, con: PgConnection, members: Mapping[str, Sequen
     con.execute(f"GRANT USAGE ON SCHEMA {schema} TO {auditor}, {evaluator}")
     con.execute(f"GRANT SELECT ON ALL TABLES IN SCHEMA {schema} TO {auditor}, {evaluator}")
     con.execute(f"GRANT INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA {schema} TO {evaluator}")
-    con.execute(f"REVOKE UPDATE, DELETE ON access_log, sealed_key FROM {evaluator}")
+    con.execute(f"REVOKE UPDATE, DELETE ON access_log, sealed_key, private_contents, private_fingerprints "
+                f"FROM {evaluator}")
     con.execute(f"REVOKE INSERT, UPDATE, DELETE ON access_log_signature, schema_migrations FROM {evaluator}")
     con.execute(f"GRANT EXECUTE ON FUNCTION {_SIGN_HEAD} TO {evaluator}")
     con.execute(f"""

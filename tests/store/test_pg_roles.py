@@ -93,6 +93,29 @@ def test_an_evaluator_cannot_forget_or_change_the_stores_sealing_key(urls: dict[
         assert con.execute("SELECT fingerprint FROM sealed_key").fetchall() == [("fp-of-the-owners-key",)]
 
 
+@pytest.mark.parametrize("sql", ["DELETE FROM private_fingerprints", "DELETE FROM private_contents",
+                                 "UPDATE private_fingerprints SET digest='other'",
+                                 "UPDATE private_contents SET content_sha256='other'", "TRUNCATE private_fingerprints"])
+def test_an_evaluator_cannot_erase_the_record_of_a_private_split(urls: dict[str, str], sql: str) -> None:
+    """Session 18's adversary: the evaluator role could DELETE the store's record of the private contents it has
+    seen and their items' keyed fingerprints, after which a copy of a private split whose manifest left the disk
+    was no longer refused under another name or tier (splits.twins). evalgate only ever appends them: only the
+    owner changes them."""
+    def rows() -> tuple[list[Any], list[Any]]:
+        with Store(urls["owner"]).connect() as con:
+            return (con.execute("SELECT * FROM private_contents ORDER BY split").fetchall(),
+                    con.execute("SELECT * FROM private_fingerprints ORDER BY digest").fetchall())
+
+    from evalgate.splits.twins import remember_private
+
+    remember_private(Store(urls["owner"]), "p", ITEMS, "added")  # as splits add records the fixture's private split
+    before = rows()
+    assert [r[0] for r in before[0]] == ["p"] and before[1]
+    with pytest.raises(RefusedByPolicy):
+        _sql(urls["eve"], sql)
+    assert rows() == before
+
+
 def test_an_evaluator_appends_reads_and_signs_the_new_head_only(urls: dict[str, str], as_: Any) -> None:
     store = as_("eve")
     old = store.access_log_signature()
