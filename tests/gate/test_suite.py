@@ -43,6 +43,8 @@ from evalgate.splits import load_manifest, write_split
 from evalgate.splits.manifest import DEFAULT_POLICIES
 from evalgate.store import Store
 
+pytestmark = pytest.mark.usefixtures("memory_store")  # DuckDB in memory: no test here needs a file or a second process
+
 ITEMS = {"ta": [{"id": f"q{i}", "question": f"{i}+{i}", "answer": str(2 * i)} for i in range(10)],
          "gu": [{"id": f"q{i}", "question": f"{i}*{i}", "answer": str(i * i)} for i in range(10)]}
 # (two splits of the same content are one budget under two names: the members' contents differ)
@@ -539,7 +541,8 @@ main(["gate", "--policy", sys.argv[1]])
 
 
 @pytest.mark.integration  # a real process and a real SIGTERM
-def test_a_suite_killed_by_sigterm_mid_way_leaves_every_member_fully_charged(tmp_path: Path, home: Path) -> None:
+def test_a_suite_killed_by_sigterm_mid_way_leaves_every_member_fully_charged(tmp_path: Path, home: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """``evalgate gate`` on a suite in its own process, SIGTERM'd (what Slurm and Kubernetes send) while it reads the
     guard's second decision run: it exits 143, and each member's split holds all 3 of its reads (the reservation
     was one transaction), not some; no verdict is stored."""
@@ -548,6 +551,7 @@ def test_a_suite_killed_by_sigterm_mid_way_leaves_every_member_fully_charged(tmp
     from tests.conftest import REPO
     from tests.helpers.processes import signal_at_marker
 
+    monkeypatch.delenv("EVALGATE_STORE")  # the home's DuckDB file: the child process must share the store
     store = build(tmp_path / "runs", GUARD_OK)
     path = write(tmp_path / "s.yaml", suite_dict(tmp_path / "runs"))
     marker = tmp_path / "marker"
