@@ -241,7 +241,13 @@ def run_watched(program: str, marker: str, count: int, flag: Path | None = None,
     return box["res"], pids, status
 
 
-def gone(marker: str, within_s: float = 3.0) -> bool:
+def gone(marker: str, within_s: float = 30.0) -> bool:
+    """Whether every live process holding ``marker`` has ended within ``within_s`` seconds (polled every 50 ms).
+
+    The sandbox's kill is one SIGKILL to bubblewrap's group; its PID namespace then dies with it (the namespace's
+    init gets SIGKILL through --die-with-parent, and the kernel kills and reaps every process left inside), which on
+    a loaded 2-core machine (make test's two lanes at once) took more than 3 s for a fork bomb's 16 processes. A
+    process that escaped is never gone, so a long bound loses nothing; a short one failed a sound kill."""
     deadline = time.monotonic() + within_s
     while host_pids(marker):
         if time.monotonic() > deadline:
