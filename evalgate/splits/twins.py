@@ -56,9 +56,10 @@ def _norm(v: Any) -> str:
     return " ".join(as_read(text.casefold()).casefold().split())
 
 
-def _norm_before_18(v: Any) -> str:
-    """``_norm`` as the fingerprints of stores before session 18 were made (NFKC, case, white space only): a
-    private content recorded then is still found (``ItemPrints.earlier``). Equal to ``_norm`` on ASCII text."""
+def _norm_nfkc_only(v: Any) -> str:
+    """``_norm`` as fingerprints were made before look-alike characters were folded (NFKC, case, white space
+    only): a private content a store recorded then is still found (``ItemPrints.earlier``). Equal to ``_norm`` on
+    ASCII text."""
     text = v if isinstance(v, str) else json.dumps(v, sort_keys=True, ensure_ascii=False)
     return " ".join(unicodedata.normalize("NFKC", text).lower().split())
 
@@ -87,8 +88,8 @@ class ItemPrints:
         ids: each item's id.
         texts: each item's normalised text (``_item_text``).
         values: each item's long field values (``_text_and_values``).
-        earlier: each item's text and long values under the normalisation before session 18
-            (``_norm_before_18``) where it differs: compared, never recorded.
+        earlier: each item's text and long values under the normalisation before look-alikes were folded
+            (``_norm_nfkc_only``) where it differs: compared, never recorded.
     """
 
     content_sha256: str
@@ -114,7 +115,7 @@ def item_prints(items: list[dict[str, Any]], sealer: Sealer | None) -> ItemPrint
         ids.append(p("id", str(it["id"])))
         texts.append(p("text", text))
         values.append(frozenset(p("value", v) for v in long_values))
-        old_text, old_values = _text_and_values(it, _norm_before_18)
+        old_text, old_values = _text_and_values(it, _norm_nfkc_only)
         earlier.append(frozenset(([p("text", old_text)] if old_text != text else [])
                                  + [p("value", v) for v in old_values - long_values]))
     return ItemPrints(sha256_hex(dump_jsonl(items)), sealer.fingerprint, ids, texts, values, earlier)

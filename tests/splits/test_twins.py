@@ -88,10 +88,10 @@ def test_a_non_latin_private_split_fingerprinted_before_session_18_is_still_foun
 
     russian = [{"id": f"r{i}", "question": f"Сколько будет {i} умножить на 37 плюс {i * i}?"} for i in range(10)]
     with monkeypatch.context() as m:
-        m.setattr(twins, "_norm", twins._norm_before_18)  # the store as an earlier evalgate recorded it
+        m.setattr(twins, "_norm", twins._norm_nfkc_only)  # the store as an earlier evalgate recorded it
         add_split("russian-held", "private", _write(home / "ru.jsonl", russian), store=Store())
     (splits_dir() / "russian-held.yaml").rename(home / "russian-held.yaml")  # compared by its prints alone
-    assert twins._norm(russian[0]["question"]) != twins._norm_before_18(russian[0]["question"])
+    assert twins._norm(russian[0]["question"]) != twins._norm_nfkc_only(russian[0]["question"])
     copy = [{"id": f"k{i}", "question": it["question"]} for i, it in enumerate(russian)]
     with pytest.raises(RefusedByPolicy, match="10 of the 10 items .* repeat private split russian-held"):
         add_split("ru-copy", "dev", _write(home / "ru-copy.jsonl", copy), store=Store())
