@@ -7,7 +7,9 @@ The model, penalty and cross-validation follow tatsu-lab/alpaca_eval ``metrics/g
 
 from __future__ import annotations
 
+import functools
 import math
+import warnings
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import Any
@@ -25,6 +27,10 @@ RANDOM_STATE = 123
 """liblinear's seed in AlpacaEval's fit."""
 LC_RESAMPLES = 200
 """Item bootstrap resamples for evalgate's standard error of the LC win rate."""
+MAX_ITER, TOL = 100, 1e-4
+"""``LogisticRegression``'s ``max_iter`` and ``tol`` defaults, which AlpacaEval's fit keeps."""
+L1R_LR = 6
+"""liblinear's solver number of L1-regularised logistic regression (``L1R_LR`` in liblinear's ``linear.h``)."""
 EXTREME_ABS, EXTREME_REL = 0.10, 4
 """AlpacaEval's ``get_is_extreme_changes`` defaults (``abs_diff=10`` percentage points, ``rel_diff=4``)."""
 
@@ -71,6 +77,15 @@ def _duplicated(x: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, n
 
 def _fit(x: np.ndarray, p: np.ndarray, c: float) -> tuple[float, float]:
     """L1 (liblinear) logistic regression at ``c``, no free intercept; returns (phi, theta)."""
+    liblinear = _liblinear()
+    if liblinear is None:
+        return _fit_sklearn(x, p, c)
+    phi, theta = _train(liblinear, *_duplicated(x, p), c, _seeds(1)[0])
+    return float(phi), float(theta)
+
+
+def _fit_sklearn(x: np.ndarray, p: np.ndarray, c: float) -> tuple[float, float]:
+    """``_fit`` through ``LogisticRegression``, scikit-learn's public API."""
     from sklearn.linear_model import LogisticRegression
 
     design, y, w = _duplicated(x, p)
@@ -81,7 +96,32 @@ def _fit(x: np.ndarray, p: np.ndarray, c: float) -> tuple[float, float]:
 
 def _cv_c(x: np.ndarray, p: np.ndarray) -> float:
     """C picked by ``LogisticRegressionCV`` over ``CS`` values, ``GroupKFold(CV_SPLITS)`` keeping an item's two
-    rows in one fold, scored by the soft log loss."""
+    rows in one fold, scored by the soft log loss: the fits, scores and pick of ``LogisticRegressionCV.fit``
+    (``_log_reg_scoring_path`` per fold, the C of the highest score summed over folds, the first on a tie) with
+    liblinear called directly (``_liblinear``)."""
+    liblinear = _liblinear()
+    return _cv_c_sklearn(x, p) if liblinear is None else _cv_c_with(liblinear, x, p)
+
+
+def _cv_c_with(liblinear: Any, x: np.ndarray, p: np.ndarray) -> float:
+    from scipy.special import expit
+    from sklearn.model_selection import GroupKFold
+
+    design, y, w = _duplicated(x, p)
+    groups = np.r_[np.arange(len(p)), np.arange(len(p))]
+    true_prob = np.r_[p, 1 - p]
+    cs, seeds = np.logspace(-4, 4, CS), _seeds(CS)  # each fold's path draws its Cs' seeds from one RandomState
+    scores = []
+    for fit_rows, test_rows in GroupKFold(n_splits=CV_SPLITS).split(design, y, groups):
+        fold = design[fit_rows], y[fit_rows], w[fit_rows]
+        test = design[test_rows]
+        scores.append([-_soft_log_loss(y[test_rows], expit(test @ _train(liblinear, *fold, c, seed) + 0.0),
+                                       true_prob[test_rows]) for c, seed in zip(cs, seeds, strict=True)])
+    return float(cs[int(np.argmax(np.asarray(scores).sum(axis=0)))])
+
+
+def _cv_c_sklearn(x: np.ndarray, p: np.ndarray) -> float:
+    """``_cv_c`` through ``LogisticRegressionCV``, scikit-learn's public API."""
     import sklearn
     from sklearn.linear_model import LogisticRegressionCV
     from sklearn.metrics import make_scorer
@@ -98,6 +138,53 @@ def _cv_c(x: np.ndarray, p: np.ndarray) -> float:
         model.set_fit_request(sample_weight=True)
         model.fit(design, y, sample_weight=w, groups=groups, true_prob=true_prob)
     return float(np.ravel(model.C_)[0])
+
+
+@functools.cache
+def _seeds(k: int) -> tuple[int, ...]:
+    """The seeds scikit-learn's ``_fit_liblinear`` hands liblinear: ``randint(INT_MAX)`` drawn from
+    ``check_random_state(RANDOM_STATE)``, one draw per fit (``LogisticRegression`` makes the state afresh for each
+    fit, ``LogisticRegressionCV`` once per fold for its ``k`` Cs)."""
+    state = np.random.RandomState(RANDOM_STATE)
+    return tuple(int(state.randint(np.iinfo("i").max)) for _ in range(k))
+
+
+def _train(liblinear: Any, design: np.ndarray, y: np.ndarray, w: np.ndarray, c: float,
+           seed: int) -> np.ndarray:
+    """liblinear's L1 logistic regression on C-contiguous float64 ``design`` ``(m, 2)``, labels ``y`` in {0, 1}
+    and weights ``w`` ``(m,)``, with the arguments ``_fit_liblinear`` passes for ``LogisticRegression(C=c,
+    solver="liblinear", fit_intercept=False)``; returns the coefficients ``(2,)``; warns as it does when
+    liblinear stops at ``MAX_ITER``."""
+    from sklearn.exceptions import ConvergenceWarning
+
+    liblinear.set_verbosity_wrap(0)
+    coef, n_iter = liblinear.train_wrap(design, y, False, L1R_LR, TOL, -1.0, c, np.ones(2), MAX_ITER, seed, 0.1, w)
+    if max(n_iter) >= MAX_ITER:
+        warnings.warn("Liblinear failed to converge, increase the number of iterations.", ConvergenceWarning,
+                      stacklevel=2)
+    return np.asarray(coef[0])
+
+
+@functools.cache
+def _liblinear() -> Any | None:
+    """scikit-learn's own liblinear wrapper (``sklearn.svm._liblinear``, private: ``train_wrap``), when on a
+    check table its fit and cross-validated C equal ``LogisticRegression``'s and ``LogisticRegressionCV``'s
+    exactly; None otherwise, and the public estimators run. ``LogisticRegression.fit`` costs ~0.8 ms a call on a
+    few dozen rows, ~30 times liblinear's own work (bench/lc_winrate.py)."""
+    try:
+        from sklearn.svm import _liblinear as liblinear
+
+        p = np.array([1, 0.5, 0, 1, 0.75, 1, 0, 0.25, 1, 1, 0.5, 0])
+        x = np.tanh(np.array([1.2, 0.3, -0.8, 2.0, -0.1, 0.9, -1.5, 0.2, 0.4, 1.1, -0.6, -0.3]))
+        design, y, w = _duplicated(x, p)
+        with _checked_inputs(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            same_fit = all(tuple(_train(liblinear, design, y, w, c, _seeds(1)[0])) == _fit_sklearn(x, p, c)
+                           for c in (0.01, 1.0, 100.0))
+            same_cv = same_fit and _cv_c_with(liblinear, x, p) == _cv_c_sklearn(x, p)
+    except Exception:  # noqa: BLE001 - any change of the private entry point means: use the public API
+        return None
+    return liblinear if same_cv else None
 
 
 def length_controlled_win_rate(preferences: Sequence[float], len_diff: Sequence[float],

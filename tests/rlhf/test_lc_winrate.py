@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from evalgate.rlhf import lc_winrate
 from evalgate.rlhf.lc_winrate import is_extreme_change, length_controlled_win_rate
 
 DATA = Path(__file__).parent / "alpacaeval_data"
@@ -104,3 +105,91 @@ def test_bad_input_is_one_clear_error():
         length_controlled_win_rate([1.5, 0], [1, 2])
     with pytest.raises(ValueError, match="same non-empty"):
         length_controlled_win_rate([1, 0], [1])
+
+
+def _tables(count: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Random (tanh length feature, preferences) tables of 5-60 items: half on AlpacaEval's preference grid (ties,
+    so labels weighted 0), half uniform, one in ten with no length term."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(count):
+        n = int(rng.integers(5, 61))
+        p = rng.choice([0, 0.25, 0.5, 0.75, 1], n) if k % 2 else rng.uniform(0, 1, n)
+        d = rng.normal(0, 300, n) * (k % 10 != 0)
+        out.append((np.tanh(d / d.std(ddof=1)) if d.any() else np.zeros(n), p))
+    return out
+
+
+def test_direct_liblinear_is_what_runs_with_the_installed_scikit_learn():
+    """The fast path passed its check against the public estimators here; a scikit-learn whose private wrapper
+    changed would silently run the slow path, and this says so."""
+    assert lc_winrate._liblinear() is not None
+
+
+def test_direct_fits_equal_logistic_regression_exactly():
+    """Each fit through liblinear's wrapper is LogisticRegression's fit, coefficient for coefficient (the same
+    liblinear call with the same seed), at every C of the grid, on tables with zero-weight rows."""
+    with lc_winrate._checked_inputs():
+        for x, p in _tables(12, seed=3):
+            for c in np.logspace(-4, 4, 10):
+                assert lc_winrate._fit(x, p, c) == lc_winrate._fit_sklearn(x, p, c)
+
+
+def test_direct_cross_validation_picks_logistic_regression_cvs_c():
+    with lc_winrate._checked_inputs():
+        for x, p in _tables(15, seed=4):
+            assert lc_winrate._cv_c(x, p) == lc_winrate._cv_c_sklearn(x, p)
+
+
+@pytest.mark.parametrize("name", ["alpacaeval_mixtral_concise", "hand8", "small4"])
+def test_whole_result_and_bootstrap_error_equal_the_public_estimators(name, monkeypatch):
+    """Same seed, same draws: the document (LC rate, C, coefficients, bootstrap standard error) is the one the
+    public estimators give."""
+    prefs, diffs = _evalgate_side(TABLES[name])
+    fast = length_controlled_win_rate(prefs, diffs, resamples=40, seed=5)
+    monkeypatch.setattr(lc_winrate, "_liblinear", lambda: None)
+    assert length_controlled_win_rate(prefs, diffs, resamples=40, seed=5) == fast
+
+
+def test_direct_fit_warns_at_max_iter_as_logistic_regression_does(monkeypatch):
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.linear_model import LogisticRegression
+
+    x, p = _tables(1, seed=6)[0]
+    design, y, w = lc_winrate._duplicated(x, p)
+    with pytest.warns(ConvergenceWarning, match="failed to converge") as public:
+        model = LogisticRegression(C=100.0, solver="liblinear", fit_intercept=False, random_state=123, max_iter=1,
+                                   **lc_winrate._l1(False)).fit(design, y, sample_weight=w)
+    monkeypatch.setattr(lc_winrate, "MAX_ITER", 1)
+    with pytest.warns(ConvergenceWarning, match="failed to converge") as direct:
+        assert lc_winrate._fit(x, p, 100.0) == tuple(model.coef_[0])
+    assert [str(r.message) for r in direct] == [str(r.message) for r in public]
+
+
+def test_a_changed_private_wrapper_falls_back_to_the_public_estimators(monkeypatch):
+    """A scikit-learn whose ``train_wrap`` takes other arguments (or returns other numbers) fails the check and
+    the public estimators run: same result, no error."""
+    import types
+
+    import sklearn.svm
+
+    def other_arguments(*args):
+        raise TypeError("train_wrap() takes exactly 13 positional arguments (12 given)")
+
+    def other_numbers(*args):
+        return np.zeros((1, 2)), np.ones(1, dtype=np.int32)
+
+    prefs, diffs = _evalgate_side(TABLES["hand8"])
+    expected = length_controlled_win_rate(prefs, diffs, resamples=10)
+    for broken in (other_arguments, other_numbers):
+        # the package's attribute, which the fast path imports; scikit-learn's estimators keep the real module
+        monkeypatch.setattr(sklearn.svm, "_liblinear",
+                            types.SimpleNamespace(train_wrap=broken, set_verbosity_wrap=lambda level: None))
+        lc_winrate._liblinear.cache_clear()
+        try:
+            assert lc_winrate._liblinear() is None
+            assert length_controlled_win_rate(prefs, diffs, resamples=10) == expected
+        finally:
+            lc_winrate._liblinear.cache_clear()
+    monkeypatch.undo()
+    assert lc_winrate._liblinear() is not None
