@@ -10,6 +10,7 @@ import ast
 from pathlib import Path
 
 from evalgate.core.compat import MOVED, new_name
+from tests.helpers import source
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY_POINT_GROUPS = {"evalgate.report_writers"}  # a plugin group, named like the old module
@@ -17,9 +18,11 @@ SKIP = {ROOT / "evalgate" / "core" / "compat.py", Path(__file__).resolve(), ROOT
 
 
 def _old_paths_in(path: Path, root: Path = ROOT) -> list[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found = []
-    for node in ast.walk(tree):
+    tree = source.tree(path)
+    candidates: list[ast.stmt | ast.expr] = [*source.nodes(tree, ast.Import), *source.nodes(tree, ast.ImportFrom),
+                                             *source.nodes(tree, ast.Constant)]
+    for node in candidates:
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -36,7 +39,7 @@ def _old_paths_in(path: Path, root: Path = ROOT) -> list[str]:
 def test_no_file_uses_an_old_module_path() -> None:
     bad: list[str] = []
     for top in ("evalgate", "tests", "bench", "tools"):
-        for path in sorted((ROOT / top).rglob("*.py")):
+        for path in source.trees(top):
             if path not in SKIP:
                 bad += _old_paths_in(path)
     assert not bad, "old module paths (see evalgate/core/compat.py MOVED for the new ones):\n" + "\n".join(bad)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import source
+
 ROOT = Path(__file__).resolve().parents[1] / "evalgate"
 
 DEFAULTING = {"write_split", "load_key", "key_file", "sealer", "splits_dir", "actor_name", "read_unlogged",
@@ -32,18 +34,23 @@ FROM_ENV = {
 
 
 def _modules() -> dict[str, ast.Module]:
-    return {str(p.relative_to(ROOT)): ast.parse(p.read_text(encoding="utf-8")) for p in sorted(ROOT.rglob("*.py"))}
+    return {str(p.relative_to(ROOT)): tree for p, tree in source.trees("evalgate").items()}
+
+
+def _calls(tree: ast.Module) -> list[tuple[ast.Call, str]]:
+    """Each call in ``tree`` with its callee as written (``ast.unparse`` of ``func``)."""
+    return [(node, source.unparsed(node.func)) for node in source.nodes(tree, ast.Call)]
 
 
 def test_no_module_has_or_reads_an_active_environment() -> None:
     found = []
     for name, tree in _modules().items():
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and node.module == "evalgate.core.environment":
-                found += [f"{name}: imports {a.name}" for a in node.names if a.name in ("active", "activate")]
-            elif (isinstance(node, ast.Name) and node.id == "_ACTIVE") or (
-                    isinstance(node, ast.Call) and ast.unparse(node.func) in ("active", "environment.active")):
-                found.append(f"{name}:{node.lineno}: {ast.unparse(node)}")
+        for imp in source.nodes(tree, ast.ImportFrom):
+            if imp.module == "evalgate.core.environment":
+                found += [f"{name}: imports {a.name}" for a in imp.names if a.name in ("active", "activate")]
+        found += [f"{name}:{n.lineno}: _ACTIVE" for n in source.nodes(tree, ast.Name) if n.id == "_ACTIVE"]
+        found += [f"{name}:{call.lineno}: {ast.unparse(call)}" for call, fn in _calls(tree)
+                  if fn in ("active", "environment.active")]
     assert found == []
     import evalgate.core.environment as environment
 
@@ -51,8 +58,8 @@ def test_no_module_has_or_reads_an_active_environment() -> None:
 
 
 def test_the_process_environment_is_read_only_where_listed() -> None:
-    calls = sorted({name for name, tree in _modules().items() for node in ast.walk(tree)
-                    if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("Environment.from_env")})
+    calls = sorted({name for name, tree in _modules().items() for _, fn in _calls(tree)
+                    if fn.endswith("Environment.from_env")})
     assert calls == sorted(FROM_ENV)
 
 
@@ -63,10 +70,8 @@ def test_library_calls_hand_their_environment_down() -> None:
     store's environment."""
     missing = []
     for name, tree in _modules().items():
-        for node in ast.walk(tree):
-            if not isinstance(node, ast.Call):
-                continue
-            fn = ast.unparse(node.func).rsplit(".", 1)[-1]
+        for node, callee in _calls(tree):
+            fn = callee.rsplit(".", 1)[-1]
             if fn in DEFAULTING and not any(k.arg == "env" for k in node.keywords):
                 missing.append(f"{name}: {ast.unparse(node)}")
     assert missing == ["checkpoints/identity.py: DigestCache()", "checkpoints/identity.py: DigestCache()",

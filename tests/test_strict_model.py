@@ -8,18 +8,19 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from tests.helpers import source
+
 ROOT = Path(__file__).resolve().parents[1] / "evalgate"
 
 
-def _bases(path: Path) -> list[tuple[str, int, str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    return [(node.name, node.lineno, ast.unparse(base)) for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
+def _bases(tree: ast.Module) -> list[tuple[str, int, str]]:
+    return [(node.name, node.lineno, source.unparsed(base)) for node in source.nodes(tree, ast.ClassDef)
             for base in node.bases]
 
 
 def test_only_strict_model_subclasses_pydantic_base_model() -> None:
-    direct = [f"{p.relative_to(ROOT.parent)}:{line} {name}" for p in sorted(ROOT.rglob("*.py"))
-              for name, line, base in _bases(p) if base in ("BaseModel", "pydantic.BaseModel")]
+    direct = [f"{p.relative_to(ROOT.parent)}:{line} {name}" for p, tree in source.trees("evalgate").items()
+              for name, line, base in _bases(tree) if base in ("BaseModel", "pydantic.BaseModel")]
     assert direct == ["evalgate/core/models.py:8 StrictModel"]
 
 

@@ -13,6 +13,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.helpers import source
+
 ROOT = Path(__file__).resolve().parents[1] / "evalgate"
 TIER_NAMES = {"smoke", "dev", "public", "private", "human-audit"}  # docs/SPLITS.md's five tiers
 EXEMPT = {"core/enums.py"}
@@ -30,12 +32,10 @@ def _names(node: ast.AST) -> list[ast.Constant]:
 def bare_tier_literals(tree: ast.Module) -> list[int]:
     """Line numbers of the tier names this module compares or passes as ``tier=`` as bare strings."""
     hits: list[ast.Constant] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Compare):
-            for operand in (node.left, *node.comparators):
-                hits += _names(operand)
-        elif isinstance(node, ast.keyword) and node.arg == "tier":
-            hits += _names(node.value)
+    for compare in source.nodes(tree, ast.Compare):
+        for operand in (compare.left, *compare.comparators):
+            hits += _names(operand)
+    hits += [c for kw in source.nodes(tree, ast.keyword) if kw.arg == "tier" for c in _names(kw.value)]
     for stmt in tree.body:  # TIERS = ("smoke", ...), SHARED_TIERS = (...)
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(
             stmt, ast.AnnAssign) else []
@@ -55,11 +55,11 @@ def test_the_guard_counts_what_it_says() -> None:
 
 def test_no_bare_tier_name_is_compared_outside_the_enum() -> None:
     found = {}
-    for path in sorted(ROOT.rglob("*.py")):
+    for path, tree in source.trees("evalgate").items():
         rel = path.relative_to(ROOT).as_posix()
         if rel in EXEMPT:
             continue
-        lines = bare_tier_literals(ast.parse(path.read_text(), str(path)))
+        lines = bare_tier_literals(tree)
         if lines:
             found[rel] = lines
     assert found == {}, f"compare tier names through evalgate.core.enums.Tier (Tier.PRIVATE, ...): {found}"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "evalgate"
@@ -20,16 +21,26 @@ FRONT_DOOR = {"__init__.py", "cli.py", "workspace.py"}
 """The root modules that belong at the root: the public API, the command line and the workspace."""
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(PKG.parent).with_suffix("").parts)
+def parse(path: Path) -> ast.Module:
+    """The syntax tree of the Python file ``path``."""
+    return ast.parse(path.read_text(encoding="utf-8"))
+
+
+def module_name(path: Path, pkg: Path = PKG) -> str:
+    parts = list(path.relative_to(pkg.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
 def imports(tree: ast.AST, mod: str, is_pkg: bool, known: set[str]) -> set[str]:
+    """The modules of ``known`` that module ``mod`` imports anywhere in ``tree`` (itself left out)."""
+    return _imports(ast.walk(tree), mod, is_pkg, known)
+
+
+def _imports(nodes: Iterable[ast.AST], mod: str, is_pkg: bool, known: set[str]) -> set[str]:
     out: set[str] = set()
-    for node in ast.walk(tree):
+    for node in nodes:
         names: list[str] = []
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
@@ -83,12 +94,23 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def module_graph(pkg: Path = PKG) -> dict[str, set[str]]:
-    """Module -> the evalgate modules it imports (anywhere in its body), for every module under ``pkg``."""
+def shape(pkg: Path = PKG,
+          parse: Callable[[Path], ast.Module] = parse) -> tuple[dict[str, set[str]], list[tuple[int, str]]]:
+    """Read every module under ``pkg`` once: the module graph (module -> the evalgate modules it imports anywhere in
+    its body) and each function's length in lines with ``file:line name``. ``parse`` reads one file (a caller that
+    holds parsed trees hands its own); no tree is kept."""
     files = sorted(pkg.rglob("*.py"))
-    known = {module_name(f) for f in files}
-    return {module_name(f): imports(ast.parse(f.read_text()), module_name(f), f.name == "__init__.py", known)
-            for f in files}
+    known = {module_name(f, pkg) for f in files}
+    graph: dict[str, set[str]] = {}
+    funcs: list[tuple[int, str]] = []
+    for f in files:
+        nodes = list(ast.walk(parse(f)))
+        graph[module_name(f, pkg)] = _imports(nodes, module_name(f, pkg), f.name == "__init__.py", known)
+        for node in nodes:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                funcs.append((n, f"{f.relative_to(pkg.parent)}:{node.lineno} {node.name}"))
+    return graph, funcs
 
 
 def package_of(mod: str) -> str:
@@ -121,19 +143,14 @@ def loose_modules(pkg: Path = PKG) -> list[str]:
     return sorted(f.name for f in pkg.glob("*.py") if f.name not in FRONT_DOOR)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def main(argv: list[str] | None = None, pkg: Path = PKG, parse: Callable[[Path], ast.Module] = parse) -> int:
+    """Print the shape of the package ``pkg`` (:func:`shape`); the exit status: 1 with ``--check`` and a package
+    cycle or a loose root module, else 0."""
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("--top", type=int, default=5)
     ap.add_argument("--check", action="store_true", help="exit 1 on a package cycle or a loose root module")
-    args = ap.parse_args()
-    graph = module_graph()
-    funcs: list[tuple[int, str]] = []
-    for f in sorted(PKG.rglob("*.py")):
-        tree = ast.parse(f.read_text())
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                n = (node.end_lineno or node.lineno) - node.lineno + 1
-                funcs.append((n, f"{f.relative_to(PKG.parent)}:{node.lineno} {node.name}"))
+    args = ap.parse_args(argv)
+    graph, funcs = shape(pkg, parse)
     print(f"longest functions (lines, of {len(funcs)}):")
     for n, where in sorted(funcs, reverse=True)[: args.top]:
         print(f"  {n:4d}  {where}")
@@ -149,13 +166,12 @@ def main() -> None:
         for a in c:
             for b in sorted(pgraph[a] & set(c)):
                 print(f"    {a} -> {b}: " + "; ".join(package_edges(graph, a, b)[:3]))
-    loose = loose_modules()
+    loose = loose_modules(pkg)
     print(f"loose root modules (beyond {', '.join(sorted(FRONT_DOOR))}): {len(loose)}")
     for name in loose:
         print(f"  evalgate/{name}")
-    if args.check and (pcycles or loose):
-        raise SystemExit(1)
+    return 1 if args.check and (pcycles or loose) else 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

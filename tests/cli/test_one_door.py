@@ -6,22 +6,23 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.helpers import source
 from tests.helpers.cli import cli
 
 COMMANDS = Path(__file__).resolve().parents[2] / "evalgate" / "commands"
 
 
 def _calls(tree: ast.AST) -> set[str]:
-    return {ast.unparse(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    return {source.unparsed(node.func) for node in source.nodes(tree, ast.Call)}
 
 
 def _defines_commands(tree: ast.AST) -> bool:
-    return any(isinstance(d, ast.Call) and ast.unparse(d.func).endswith(("command", "group"))
-               for node in ast.walk(tree) if isinstance(node, ast.FunctionDef) for d in node.decorator_list)
+    return any(isinstance(d, ast.Call) and source.unparsed(d.func).endswith(("command", "group"))
+               for node in source.nodes(tree, ast.FunctionDef) for d in node.decorator_list)
 
 
 def test_every_command_module_goes_through_the_workspace() -> None:
-    modules = {p.stem: ast.parse(p.read_text(encoding="utf-8")) for p in sorted(COMMANDS.glob("*.py"))}
+    modules = {p.stem: source.tree(p) for p in sorted(COMMANDS.glob("*.py"))}
     with_commands = sorted(name for name, tree in modules.items() if _defines_commands(tree))
     assert len(with_commands) == 17, with_commands  # all but __init__ (the handler) and options (click options)
     assert [name for name in with_commands if "workspace" not in _calls(modules[name])] == []
@@ -67,7 +68,7 @@ REPOSITORIES = {"Store", "AccessLogRepo", "RunRepo", "ProtocolRepo", "GateRepo",
 def process_stores(tree: ast.AST) -> list[int]:
     """Lines where code makes the process's store itself: a store or repository built with no database and no
     environment (``Store()``, ``AccessLogRepo()``; ``Store(env=...)`` is handed an environment)."""
-    return sorted(n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    return sorted(n.lineno for n in source.nodes(tree, ast.Call) if isinstance(n.func, ast.Name)
                   and n.func.id in REPOSITORIES and not n.args and not n.keywords)
 
 
@@ -84,9 +85,9 @@ def test_no_function_makes_the_process_store_as_a_default() -> None:
     keeps the old default for one release with a DeprecationWarning (issue 43: 3 ``store or Store()`` and 7
     repository defaults -> 0)."""
     root = COMMANDS.parent
-    found = {str(p.relative_to(root.parent)): lines for p in sorted(root.rglob("*.py"))
-             if (lines := process_stores(ast.parse(p.read_text(encoding="utf-8"))))}
-    handed = ast.parse((root / "store" / "__init__.py").read_text(encoding="utf-8"))
-    fn = next(n for n in ast.walk(handed) if isinstance(n, ast.FunctionDef) and n.name == "handed_down")
+    found = {str(p.relative_to(root.parent)): lines for p, tree in source.trees("evalgate").items()
+             if (lines := process_stores(tree))}
+    handed = source.tree(root / "store" / "__init__.py")
+    fn = next(n for n in source.nodes(handed, ast.FunctionDef) if n.name == "handed_down")
     assert len(process_stores(fn)) == 1  # the one place: the deprecated default
     assert found == {"evalgate/store/__init__.py": process_stores(fn)}
