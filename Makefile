@@ -142,7 +142,9 @@ demo-full: setup-main setup-sandbox
 # a worker waits (polling, sleeping, on a lock) or ends before the other: run one after the other, the cores
 # idled (docs/BENCHMARKS.md, "Both lanes at once"). Its output goes to a file,
 # printed when the main lane is done; make test fails if either lane fails, and the last line gives both lanes'
-# exits and the wall of the two. TESTS: a selection for the main lane (default: all of testpaths).
+# exits and the wall of the two. TESTS: a selection for the main lane (default: all of testpaths). -m "not
+# store_memory": the store suite's [duckdb-memory] ids are the fast lane's stand-ins for their [duckdb-file] ones,
+# which this lane runs, with the [postgresql] ones (docs/STORE.md, "The store test suite").
 TESTS ?=
 test: setup
 	@start=$$SECONDS; vlog=$$(mktemp); \
@@ -150,19 +152,25 @@ test: setup
 	vpid=$$!; trap 'kill $$vpid 2>/dev/null' INT TERM; \
 	echo "vLLM lane, started beside the main lane (its output follows the main lane's): $(VLLM_PYTEST)"; \
 	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/pytest -q -n auto --dist loadfile --no-loadscope-reorder -p no:logging \
-	  --durations=25 $(TESTS); main=$$?; \
+	  --durations=25 -m "not store_memory" $(TESTS); main=$$?; \
 	echo "main lane: exit $$main after $$((SECONDS - start)) s; the vLLM lane:"; \
 	wait $$vpid; vllm=$$?; cat "$$vlog"; rm -f "$$vlog"; \
 	echo "make test: main lane exit $$main, vLLM lane exit $$vllm, both lanes in $$((SECONDS - start)) s"; \
 	[ $$main = 0 ] && [ $$vllm = 0 ]
 
-# everyday edits (target: under a minute). It leaves out three markers (pyproject.toml), which `make test` runs:
+# everyday edits (target: under a minute). It leaves out three markers (pyproject.toml), which `make test` runs,
 #   slow         the tests that load the real model (tests/conftest.py marks every test using a model fixture)
 #   vllm_engine  the tests that start vLLM's engine (.venv-vllm, `make test-vllm`)
 #   integration  the tests that need seconds of real machinery without the real model: programs in the sandbox,
 #                headless Chromium, a uvicorn server, a PostgreSQL server (the store suite's [postgresql] ids: a
 #                server per worker, a migrated schema per test), tracker writers, several processes at once, a CLI
 #                subprocess per check, a Trainer run or a CI workflow on the tiny checkpoint, the docs build
+# and one it runs in another form (pyproject.toml):
+#   store_file   a store-suite test's [duckdb-file] id where the test also has a [duckdb-memory] id (the suite's
+#                modules outside tests/store: the access log, budgets, samples, ratings, stored gates), which runs
+#                here instead: the same test on an in-memory DuckDB, without the file's ATTACH, checkpoint and
+#                DETACH per transaction (about 40 % of those modules' CPU; docs/BENCHMARKS.md); make test runs the
+#                file ids and the [postgresql] ones, not the memory ids
 # -n auto: one pytest-xdist worker per core (each test has its own home, splits and key directories); --dist
 # loadfile: a file's tests run on one worker, so what a family of tests imports or caches once (transformers and a
 # tokenizer, math-verify's grammar, matplotlib, a fixture's store) is paid by one worker, not both (user CPU 90-107 s
@@ -173,7 +181,7 @@ test: setup
 # rewrote every test module again on every run (~4 s of CPU a worker); now the first run caches them
 test-fast: setup
 	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/pytest -q -n auto --dist loadfile -p no:logging --durations=10 \
-	  -m "not slow and not vllm_engine and not integration"
+	  -m "not slow and not vllm_engine and not integration and not store_file"
 
 # the vLLM backend's tests, in the engine's environment (one engine per worker, shared by its in-process tests).
 # vLLM's CPU build: two pytest-xdist workers, a file each at a time (the engine tests on one, log-likelihood parity

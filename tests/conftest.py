@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.helpers.store_suite import StoreBackend, backends_of, file_targets
+from tests.helpers.store_suite import MEMORY, StoreBackend, backends_of, file_targets
 
 if TYPE_CHECKING:
     from evalgate.store import Database, Store
@@ -117,22 +117,27 @@ def postgres_url(postgres_server: PostgresServer) -> str:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A test using ``store_backend`` runs once per backend (``BACKENDS``), or only on the one its ``file_only`` /
-    ``server_only`` marker names; its ``postgresql`` id is marked ``integration`` (a server per worker and a
-    migrated schema per test: ``make test`` runs it, ``make test-fast`` does not)."""
+    """A test using ``store_backend`` runs once per backend (``BACKENDS``, and ``MEMORY`` in a module of
+    ``MEMORY_TWINS``), or only on the one its ``file_only`` / ``server_only`` marker names; its ``postgresql`` id is
+    marked ``integration`` (a server per worker and a migrated schema per test: ``make test`` runs it, ``make
+    test-fast`` does not); a test with a ``duckdb-memory`` id has that id marked ``store_memory`` and its
+    ``duckdb-file`` id ``store_file``: ``make test-fast`` runs the first, ``make test`` the second."""
     if "store_backend" in metafunc.fixturenames:
-        metafunc.parametrize("store_backend", [
-            pytest.param(b, marks=pytest.mark.integration) if b == "postgresql" else b
-            for b in backends_of(metafunc.definition)], indirect=True)
+        backends = backends_of(metafunc.definition)
+        marks = {"postgresql": [pytest.mark.integration], MEMORY: [pytest.mark.store_memory],
+                 "duckdb-file": [pytest.mark.store_file] if MEMORY in backends else []}
+        metafunc.parametrize("store_backend", [pytest.param(b, marks=marks[b]) for b in backends], indirect=True)
 
 
 @pytest.fixture
-def store_backend(request: pytest.FixtureRequest, home: Path, monkeypatch: pytest.MonkeyPatch) -> StoreBackend:
+def store_backend(request: pytest.FixtureRequest, home: Path,
+                  monkeypatch: pytest.MonkeyPatch) -> Iterator[StoreBackend]:
     """The backend a test of the store suite (``tests/helpers/store_suite.py``) runs on, once each: ``duckdb-file``
-    (the home's own store file) and ``postgresql`` (an empty schema of its own on this worker's server,
-    ``postgres_url``, named in ``EVALGATE_STORE`` for the test's duration as ``memory_store``'s is, so every
-    ``Store()`` made without a path, the library's and an in-process CLI command's, uses it). A test marked
-    ``file_only(reason)`` or ``server_only(reason)`` is one backend's by nature: it runs on that one only
+    (the home's own store file), ``postgresql`` (an empty schema of its own on this worker's server,
+    ``postgres_url``) and, in a module of ``MEMORY_TWINS``, ``duckdb-memory`` (a copy of
+    ``migrated_memory_database``, as ``memory_store``'s); the last two named in ``EVALGATE_STORE`` for the test's
+    duration, so every ``Store()`` made without a path, the library's and an in-process CLI command's, uses it. A
+    test marked ``file_only(reason)`` or ``server_only(reason)`` is one backend's by nature: it runs on that one only
     (``pytest_generate_tests``), makes its own stores, and the environment is left as ``home`` made it. Modules take
     it with ``pytestmark = pytest.mark.usefixtures("store_backend")``."""
     own = len(backends_of(request.node)) == 1
@@ -141,8 +146,24 @@ def store_backend(request: pytest.FixtureRequest, home: Path, monkeypatch: pytes
         target = server.create_schema()
         if not own:
             monkeypatch.setenv("EVALGATE_STORE", target)
-        return StoreBackend(request.param, target, server.create_schema, server)
-    return StoreBackend(request.param, str(home / "home" / "evalgate.duckdb"), file_targets(str(home)))
+        yield StoreBackend(request.param, target, server.create_schema, server)
+    elif request.param == MEMORY:
+        from evalgate.store.db import memory_url
+
+        template: Database = request.getfixturevalue("migrated_memory_database")
+        made: list[Database] = []
+
+        def fresh() -> str:
+            made.append(template.copy())
+            return memory_url(made[-1])
+
+        target = fresh()
+        monkeypatch.setenv("EVALGATE_STORE", target)
+        yield StoreBackend(request.param, target, fresh)
+        for db in made:
+            db.close()
+    else:
+        yield StoreBackend(request.param, str(home / "home" / "evalgate.duckdb"), file_targets(str(home)))
 
 
 @pytest.fixture

@@ -155,6 +155,8 @@ def test_compare_refuses_runs_of_different_protocols_or_splits(home: Path) -> No
     assert len(store.access_rows()) == before  # refused before anything was read
 
 
+@pytest.mark.not_in_memory("the tiny checkpoint makes it integration, which make test runs on the file; a "
+                           "memory id would run in neither lane")
 def test_samples_of_a_real_run_show_the_rendered_prompt_and_the_completion(home: Path, tiny_checkpoint: Path) -> None:
     write_split("add-two", "dev", addition_items("dev", 2), {"source": "test"})
     proto = addition_protocol(home, max_tokens=3)

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import sys
+import weakref
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -303,8 +304,22 @@ def _check_since_head(store: AccessLogRepo) -> tuple[tuple[int, str] | None, dic
     return bad, (rows[-1] if rows else last) if bad is None else None
 
 
-_warned_broken: set[str] = set()  # stores (``Store.location``) whose broken chain this process has already reported
+_warned_broken: set[str] = set()  # stores (``_first_warning``) whose broken chain this process has already reported
 _warned_unsigned: set[str] = set()  # stores this process appended to without signing
+
+
+def _first_warning(warned: set[str], store: AccessLogRepo) -> bool:
+    """Whether ``store`` is not yet in ``warned``, and add it: a file or a server by its location; a memory database
+    (every one's location is ``:memory:``) by itself, while it lives (one warned about must not silence another)."""
+    key = store.location
+    if getattr(store.db, "memory", False):
+        key = f"{key}{id(store.db)}"
+        if key not in warned:
+            weakref.finalize(store.db, warned.discard, key)
+    if key in warned:
+        return False
+    warned.add(key)
+    return True
 
 
 def _signer(store: AccessLogRepo, last: ChainLink | None) -> tuple[Any | None, str | None]:
@@ -397,14 +412,12 @@ def append_many(store: AccessLogRepo, rows: list[dict[str, Any]],
             signature = (head_seq, head_hash, logsign.public_hex(key), logsign.sign(key, head_seq, head_hash))
         if not store.append(full_rows, limit if full_rows else None, signature):
             return None
-        if bad is None and why_unsigned and store.location not in _warned_unsigned:
-            _warned_unsigned.add(store.location)
+        if bad is None and why_unsigned and _first_warning(_warned_unsigned, store):
             print(f"warning: the access log in {store.location} is appended to without a new signed head: "
                   f"{why_unsigned}. "
                   "'evalgate audit verify' and 'evalgate gate' fail until that is resolved (see 'evalgate audit "
                   "verify').", file=sys.stderr)
-        if bad is not None and store.location not in _warned_broken:
-            _warned_broken.add(store.location)
+        if bad is not None and _first_warning(_warned_broken, store):
             print(f"warning: the access log in {store.location} is already broken at row {bad[0]} ({bad[1]}); new "
                   "entries are still appended and chained, but the log no longer proves who read what. Run "
                   f"'evalgate audit verify' to see the first bad row, and {_broken_advice(bad[1])}.",

@@ -519,11 +519,14 @@ def open_database(target: str | Path, migrations: Sequence[tuple[int, str, Calla
     Raises:
         BadInput: the file or the server cannot be used (``Database``, ``PostgresDatabase``), or no memory database
             of this process has the name; MissingExtra: psycopg is not installed.
+        ValueError: ``migrations`` differ from those of the memory database named (it was migrated when made).
     """
     if str(target).startswith(MEMORY_NAME):
         if (named := _NAMED.get(str(target))) is None:
             raise BadInput(f"no memory database named {target} in this process (a memory store lives in the process "
                            "that made it); unset EVALGATE_STORE, or give a PostgreSQL URL to share a store")
+        if migrations is not None and [m[:2] for m in migrations] != [m[:2] for m in named._migrations]:
+            raise ValueError(f"{target} was migrated when it was made; it cannot be opened with other migrations")
         return named
     if is_server_url(target):
         postgres: Callable[..., Database] = load_reference("evalgate.store.pg:PostgresDatabase")

@@ -199,6 +199,7 @@ except RefusedByPolicy:
 
 
 @pytest.mark.integration
+@pytest.mark.not_in_memory("eight processes share the store; a memory one lives in one process")
 def test_eight_concurrent_reader_processes(home: Path) -> None:
     write_split("free", "dev", ITEMS, {"source": "test"})
     write_split("budgeted", "dev", ITEMS, {"source": "test"}, policy=Policy(max_reads=3, hard=True))
@@ -261,6 +262,8 @@ def test_audit_reports_reads_by_split_actor_purpose_day_budget_and_refusals(home
     assert bad.exit_code == 2 and "not an ISO date" in bad.stderr
 
 
+@pytest.mark.not_in_memory("opens the test's store with the migrations before 6; a memory database is named, and "
+                           "migrated, once")
 def test_a_store_from_before_migration_6_is_checked_in_full_once_then_incrementally(
         store_backend: StoreBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     from evalgate.access import log as accesslog

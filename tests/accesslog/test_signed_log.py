@@ -110,6 +110,7 @@ def _new_key_pem() -> bytes:
                                                       serialization.NoEncryption())
 
 
+@pytest.mark.not_in_memory("reads the bytes the store keeps at rest")
 def test_the_signing_key_lives_outside_the_store_and_another_key_fails(
         home: Path, tmp_path: Path, store_backend: StoreBackend, monkeypatch: pytest.MonkeyPatch) -> None:
     write_split("s", "dev", ITEMS, {"source": "test"})

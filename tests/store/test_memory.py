@@ -140,3 +140,37 @@ def test_the_last_access_log_row_is_found_after_a_delete_in_a_busy_memory_databa
     assert last is not None and last.seq == 2
     accesslog.append(store, row("next"))
     assert [(r["seq"], r["split"]) for r in store.access_rows()] == [(1, "kept"), (2, "after"), (3, "next")]
+
+
+def test_each_memory_store_is_warned_about_its_own_broken_log(capsys: pytest.CaptureFixture[str]) -> None:
+    """Every memory database's location is ``:memory:``: the warning given once per store per process was given
+    once for all of them, so a second memory store's broken log was extended without a word."""
+    def broken() -> Store:
+        store = Store(Database(":memory:"))
+        row = accesslog.entry(actor="a", split="s", tier="dev", purpose="tuning", outcome="read")
+        accesslog.append_many(store, [dict(row), dict(row)])
+        with store.connect() as con:
+            con.execute("DELETE FROM access_log WHERE seq = 1")
+        return store
+
+    first, second = broken(), broken()
+    row = accesslog.entry(actor="a", split="s", tier="dev", purpose="tuning", outcome="read")
+    capsys.readouterr()
+    accesslog.append(first, dict(row))
+    assert capsys.readouterr().err.count("is already broken at row 2") == 1
+    accesslog.append(first, dict(row))  # once per store
+    assert capsys.readouterr().err == ""
+    accesslog.append(second, dict(row))
+    assert capsys.readouterr().err.count("is already broken at row 2") == 1
+
+
+def test_a_named_memory_database_is_not_opened_with_other_migrations() -> None:
+    """``open_database`` gives the named memory database itself, migrated when it was made: asked for a store with
+    fewer migrations (a test of an older schema), it refuses rather than hand over a fully migrated one."""
+    from evalgate.store.db import memory_url, open_database
+
+    db = Database(":memory:")
+    name = memory_url(db)
+    assert open_database(name) is db and open_database(name, MIGRATIONS) is db
+    with pytest.raises(ValueError, match="cannot be opened with other migrations"):
+        open_database(name, MIGRATIONS[:5])
