@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from evalgate.rlhf.bradley_terry import fit, ratings
@@ -122,3 +123,38 @@ def test_bad_games_are_refused() -> None:
         fit([("A", "B", 1.0)], anchor="C")
     with pytest.raises(ValueError, match="outcome"):
         fit([("A", "B", 2.0)], anchor="B")
+
+
+def _random_games(seed: int) -> list[tuple[str, str, float]]:
+    """Five players, sparse and lopsided: resamples often leave a player unbounded or unlinked."""
+    rng = np.random.default_rng(seed)
+    players = ["base", "p1", "p2", "p3", "p4"]
+    games = []
+    for _ in range(40):
+        a, b = rng.choice(5, 2, replace=False)
+        games.append((players[a], players[b], float(rng.choice([0.0, 0.5, 1.0], p=[0.2, 0.2, 0.6]))))
+    return games
+
+
+@pytest.mark.parametrize("games", [
+    _battles(ROUND_ROBIN),
+    [("A", "base", 1.0)] * 6 + [("A", "base", 0.0)] * 2 + [("B", "base", 1.0)] * 4 + [("B", "base", 0.0)] * 4
+    + [("A", "B", 1.0)] * 3 + [("A", "B", 0.0)],
+    _battles([("base", "s1", "model_b", 3), ("base", "s1", "model_a", 1), ("base", "s2", "model_b", 4),
+              ("x", "y", "model_a", 1)]),
+    _random_games(0), _random_games(1)], ids=["round_robin", "seeded", "unbounded", "random0", "random1"])
+def test_all_resamples_at_once_equal_one_fit_per_resample(games) -> None:
+    """The bootstrap's fits together (``_fit_many``) against ``_fit_arrays`` on each resample alone: the same
+    players unbounded above, below or unlinked, the finite logits equal to 1e-7 (the float64 likelihood stops
+    changing within ~3e-8 of its maximum, so two summation orders stop up to that far apart)."""
+    from evalgate.rlhf.bradley_terry import _fit_arrays, _fit_many, _table
+
+    players, i, j, y, w = _table(games)
+    a = players.index("base")
+    counts = np.random.default_rng(2).multinomial(int(w.sum()), w / w.sum(), size=300) * 1.0
+    one_by_one = np.array([_fit_arrays(len(players), a, i, j, y, c) for c in counts])
+    together = _fit_many(len(players), a, i, j, y, counts)
+    assert np.array_equal(np.isnan(together), np.isnan(one_by_one))
+    assert np.array_equal(together[np.isinf(together)], one_by_one[np.isinf(one_by_one)])
+    finite = np.isfinite(one_by_one)
+    assert finite.sum() > 300 and np.abs(together[finite] - one_by_one[finite]).max() < 1e-7
