@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -63,19 +65,20 @@ def runs_cmd(status: str | None, split: str | None, protocol_name: str | None, t
         return
     rows = rows[-limit:]
     if as_json:
-        _dump(rows)
+        _dump([r.as_dict() for r in rows])
         return
     if not rows:
         click.echo("no runs" + (f" matching {where}" if where else ""))
         return
     for r in rows:
-        m, c = r["metrics"] or {}, r["counts"] or {}
+        m: Mapping[str, Any] = r.metrics or {}
+        c = r.counts or {}
         score = next((f"{k} {pm(m[k], m.get(k + '_stderr'))}" for k in ("pass@1", "mean_score") if k in m), "-")
-        train = "" if r["train_run"] is None and r["train_seed"] is None else \
-            f" [{r['train_run'] or '?'} seed {'?' if r['train_seed'] is None else r['train_seed']}]"
-        ckpt = Path(r["checkpoint_path"]).name + (f" (step {r['step']})" if r["step"] is not None else "") + train
+        train = "" if r.train_run is None and r.train_seed is None else \
+            f" [{r.train_run or '?'} seed {'?' if r.train_seed is None else r.train_seed}]"
+        ckpt = Path(r.checkpoint_path).name + (f" (step {r.step})" if r.step is not None else "") + train
         cached = f"{c['cached']}/{c['samples']} cached" if c and "cached" in c else ""
-        click.echo(f"{r['run_id']}  {r['status']:<11} {r['protocol_name']}@{r['protocol_version']}  "
-                   f"{r['split']} ({r['tier']})  {ckpt}  seed {r['sampling_seed']}  {score}  {cached}".rstrip())
-        if r["status"] in ("failed", "interrupted") and r["error"]:
-            click.echo(f"    {r['error'][:200]}")
+        click.echo(f"{r.run_id}  {r.status:<11} {r.protocol_name}@{r.protocol_version}  "
+                   f"{r.split} ({r.tier})  {ckpt}  seed {r.sampling_seed}  {score}  {cached}".rstrip())
+        if r.status in ("failed", "interrupted") and r.error:
+            click.echo(f"    {r.error[:200]}")

@@ -13,6 +13,7 @@ from evalgate.commands.options import backend_options_of, run_options
 from evalgate.trackers.cli import export_and_say, tracker_options
 
 if TYPE_CHECKING:
+    from evalgate.store import RunRow
     from evalgate.sweep import SweepSummary
 
 
@@ -54,7 +55,7 @@ def sweep_cmd(protocol_path: Path, checkpoints: str, splits: tuple[str, ...], ba
     sys.exit(summary.exit_code)
 
 
-def _print_sweep(summary: SweepSummary, runs: list[dict[str, Any]]) -> None:
+def _print_sweep(summary: SweepSummary, runs: list[RunRow]) -> None:
     """The sweep's text output: units by status, tokens and time; a line per unit; the paths ignored; then the
     scores of its runs (made now or found complete in the store) as a table."""
     from evalgate.views.runs import results_table

@@ -38,15 +38,22 @@ def dict_read(what: str, instead: str) -> None:
 
 
 class ReadByKey:
-    """A typed row (a dataclass or a ``Result``) that still reads by key as the dict it was (``row["rho"]``) for one
-    release, with a ``DeprecationWarning`` (read the attribute, ``row.rho``): the key of its ``as_dict()``, or of
-    ``dataclasses.asdict`` without one; a nested row comes back as its dict."""
+    """A typed row (a dataclass or a ``Result``) that still reads by key as the dict it was (``row["rho"]``,
+    ``row.get("rho")``) for one release, with a ``DeprecationWarning`` (read the attribute, ``row.rho``): the key of
+    its ``as_dict()``, or of ``dataclasses.asdict`` without one; a nested row comes back as its dict."""
 
     def __getitem__(self, key: str) -> Any:
         dict_read(f"{type(self).__name__}[{key!r}]", f".{key}")
+        return self._doc()[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``row.get(key, default)`` as on the dict it was (deprecated: read the attribute)."""
+        dict_read(f"{type(self).__name__}.get({key!r})", f".{key}")
+        return self._doc().get(key, default)
+
+    def _doc(self) -> dict[str, Any]:
         as_dict = getattr(self, "as_dict", None)
-        doc = as_dict() if as_dict is not None else dataclasses.asdict(self)  # type: ignore[call-overload]
-        return doc[key]
+        return as_dict() if as_dict is not None else dataclasses.asdict(self)  # type: ignore[call-overload]
 
 
 class Estimate(NamedTuple):

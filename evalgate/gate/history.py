@@ -29,7 +29,7 @@ from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.core.results import Metrics
 from evalgate.gate.policy import GatePolicy
 from evalgate.gate.results import ReusedDecision, Verdict, document
-from evalgate.store import GateRepo, Store
+from evalgate.store import GateRepo, GateRow, RunRow, Store
 
 
 def _sha256(doc: Any) -> str:
@@ -43,7 +43,7 @@ def policy_sha256(policy: GatePolicy) -> str:
 
 
 def gate_inputs(policy: GatePolicy, protocol_hash: str | None, selection_sha256: str, decision_sha256: str,
-                candidate_runs: list[dict[str, Any]], baseline_digest: str | None) -> dict[str, Any]:
+                candidate_runs: list[RunRow], baseline_digest: str | None) -> dict[str, Any]:
     """What a gate's decision depends on, as a JSON-ready dict (hashed by ``inputs_sha256``).
 
     Args:
@@ -56,8 +56,8 @@ def gate_inputs(policy: GatePolicy, protocol_hash: str | None, selection_sha256:
     return {"policy_sha256": policy_sha256(policy), "protocol_hash": protocol_hash,
             "selection_split": policy.selection_split, "selection_sha256": selection_sha256,
             "decision_split": policy.decision_split, "decision_sha256": decision_sha256, "backend": policy.backend,
-            "candidate_runs": sorted(r["run_id"] for r in candidate_runs),
-            "checkpoint_digests": sorted({r["checkpoint_digest"] for r in candidate_runs}),
+            "candidate_runs": sorted(r.run_id for r in candidate_runs),
+            "checkpoint_digests": sorted({r.checkpoint_digest for r in candidate_runs}),
             "baseline_digest": baseline_digest}
 
 
@@ -67,14 +67,14 @@ def inputs_sha256(inputs: dict[str, Any]) -> str:
 
 
 def reusable(store: Store, inputs: dict[str, Any],
-             digests: list[str | None]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+             digests: list[str | None]) -> tuple[GateRow, list[RunRow]] | None:
     """The latest stored gate with the same inputs whose decision runs cover the checkpoints to decide
     (``digests``: a training log that changed since may have changed a seed's best), with its decision runs (store
     rows, in its order), when every one of them is still a complete run in the store; else None."""
     for row in reversed(store.gates(inputs_sha256=inputs_sha256(inputs))):
-        if not set(digests) <= {d["checkpoint_digest"] for d in row["decision_runs"]}:
+        if not set(digests) <= {d["checkpoint_digest"] for d in row.decision_runs}:
             continue
-        runs = [store.runs(run_id=d["run_id"], status="complete") for d in row["decision_runs"]]
+        runs = [store.runs(run_id=d["run_id"], status="complete") for d in row.decision_runs]
         if all(runs):
             return row, [r[0] for r in runs]
     return None
@@ -110,10 +110,10 @@ def record(store: GateRepo, verdict: Verdict, inputs: dict[str, Any], actor: str
     return verdict.gate_id
 
 
-def verdict_sha256(row: dict[str, Any]) -> str:
+def verdict_sha256(row: GateRow) -> str:
     """sha256 of a stored gate as ``report`` renders it: its id, verdict and whole document (a ``gates`` row as the
     store returns it)."""
-    return _sha256({"gate_id": row["gate_id"], "verdict": row["verdict"], "document": row["document"]})
+    return _sha256({"gate_id": row.gate_id, "verdict": row.verdict, "document": row.document})
 
 
 VERDICT_DETAIL = "verdict sha256 {sha256} of gate {gate_id} ({verdict})"
@@ -122,7 +122,7 @@ VERDICT_DETAIL = "verdict sha256 {sha256} of gate {gate_id} ({verdict})"
 _VERDICT_SHA256 = re.compile(r"verdict sha256 ([0-9a-f]{64}) of gate (\S+) ")
 
 
-def check_recorded(store: Store, row: dict[str, Any]) -> None:
+def check_recorded(store: Store, row: GateRow) -> None:
     """Check a stored gate before it is rendered again (``evalgate report``): the access log's chain and signed
     head hold (``access.log.verify``) and its ``result`` row for the gate records this very verdict. The gates table
     is not signed, so a failing gate's verdict set to PASS in the store must not render, or exit, as a pass.
@@ -135,7 +135,7 @@ def check_recorded(store: Store, row: dict[str, Any]) -> None:
     from evalgate.access import log as accesslog
 
     chain = accesslog.verify(store)
-    gate = row["gate_id"]
+    gate = row.gate_id
     if not chain["ok"] and chain["reason"] is None and not chain["signature"]["checked"]:
         raise RefusedByPolicy(f"gate {gate}: its stored verdict cannot be checked here, so it is not rendered: "
                               f"{chain['signature']['reason']}. A stored verdict renders only once the signed access "
@@ -156,14 +156,14 @@ def check_recorded(store: Store, row: dict[str, Any]) -> None:
                               "restore it from a good copy and find out who edited it")
 
 
-def reused_decision(row: dict[str, Any]) -> ReusedDecision:
+def reused_decision(row: GateRow) -> ReusedDecision:
     """The ``ReusedDecision`` a verdict carries when it took ``row``'s decision runs."""
-    created = row["created_at"]
-    return ReusedDecision(row["gate_id"], created.isoformat(timespec="seconds") if isinstance(created, datetime)
+    created = row.created_at
+    return ReusedDecision(row.gate_id, created.isoformat(timespec="seconds") if isinstance(created, datetime)
                           else str(created))
 
 
-def stored_row(store: GateRepo, gate_id: str) -> dict[str, Any]:
+def stored_row(store: GateRepo, gate_id: str) -> GateRow:
     """A stored gate's ``gates`` row (a single gate's or a suite's, ``gate.suite_results``), JSON decoded.
 
     Raises:
@@ -171,14 +171,14 @@ def stored_row(store: GateRepo, gate_id: str) -> dict[str, Any]:
     """
     rows = store.gates(gate_id=gate_id)
     if not rows:
-        latest = [r["gate_id"] for r in store.gates()[-5:]]
+        latest = [r.gate_id for r in store.gates()[-5:]]
         raise BadInput(f"no stored gate {gate_id!r}; "
                        + (f"the latest are {', '.join(latest)}" if latest else "no gate has been stored yet: run "
                           "'evalgate gate --policy FILE' first"))
     return rows[0]
 
 
-def stored_verdict(store: GateRepo, gate_id: str) -> tuple[dict[str, Any], Verdict]:
+def stored_verdict(store: GateRepo, gate_id: str) -> tuple[GateRow, Verdict]:
     """A stored gate's row and its ``Verdict`` (rebuilt from the document; no split is read).
 
     Raises:
@@ -186,10 +186,10 @@ def stored_verdict(store: GateRepo, gate_id: str) -> tuple[dict[str, Any], Verdi
             gates of their own).
     """
     row = stored_row(store, gate_id)
-    if (row["document"] or {}).get("kind") == "suite":
+    if (row.document or {}).get("kind") == "suite":
         raise BadInput(f"gate {gate_id} is a suite's verdict, not a single gate's: render it with 'evalgate report "
                        f"{gate_id}' (Workspace.report)")
-    return row, load_verdict(row["document"])
+    return row, load_verdict(row.document)
 
 
 # -- the verdict document ----------------------------------------------------------------------------------------

@@ -35,6 +35,7 @@ from evalgate.gate.results import (
     AuditSamples,
     BaselineResult,
     CalibrationRow,
+    DecisionRun,
     DevRun,
     ReusedDecision,
     RewardAudit,
@@ -58,20 +59,20 @@ from evalgate.runner.grant import revoke
 from evalgate.scoring import metrics
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import RELEASE_GATE, actor_name
-from evalgate.store import RunRepo, Store
+from evalgate.store import RunRepo, RunRow, SampleScore, Store
 
 
-def item_values(rows: list[dict[str, Any]], metric: str) -> dict[str, float]:
-    """Per-item metric values from sample rows (``item_id``, ``status``, ``score``); see
+def item_values(rows: list[SampleScore], metric: str) -> dict[str, float]:
+    """Per-item metric values from a run's sample scores (``Store.sample_scores``); see
     ``evalgate.scoring.metrics.get_metric`` for the definitions.
 
     Raises:
         BadInput: an item with fewer than k samples for pass@k.
     """
-    return metrics.item_values(metrics.group_by_item(rows), metric)
+    return metrics.item_values(metrics.group_by_item(r.as_dict() for r in rows), metric)
 
 
-def _select(policy: GatePolicy, runs: list[dict[str, Any]]) -> list[SeedResult]:
+def _select(policy: GatePolicy, runs: list[RunRow]) -> list[SeedResult]:
     """Best/last/failed per seed, with the guards' trips and the training-log diagnostics attached."""
     prelim = select_checkpoints(runs, policy.metric, policy.selection.collapse_drop)
     logs = guards.train_logs(policy, prelim)
@@ -86,17 +87,17 @@ def _select(policy: GatePolicy, runs: list[dict[str, Any]]) -> list[SeedResult]:
     return seeds
 
 
-def _baseline(policy: GatePolicy, reader: reads.DecisionReader, sel_runs: list[dict[str, Any]], sel_sha256: str,
+def _baseline(policy: GatePolicy, reader: reads.DecisionReader, sel_runs: list[RunRow], sel_sha256: str,
               who: str, digest: str | None) -> BaselineResult:
     bl = policy.baseline
     if bl.checkpoint is None:
         return BaselineResult(value=bl.value)
     decision = reader.read(bl.checkpoint, None, digest)
-    dev_runs = [r for r in sel_runs if r["status"] == "complete" and r["checkpoint_digest"] == decision.digest
-                and r["split_sha256"] == sel_sha256 and r["backend"] == policy.backend]
+    dev_runs = [r for r in sel_runs if r.status == "complete" and r.checkpoint_digest == decision.digest
+                and r.split_sha256 == sel_sha256 and r.backend == policy.backend]
     dev = None
     if dev_runs:
-        dev = DevRun(dev_runs[-1]["run_id"], Metrics(dev_runs[-1]["metrics"]))
+        dev = DevRun(dev_runs[-1].run_id, Metrics(dev_runs[-1].metrics))
     elif reader.evaluate_decision:
         doc = reads.evaluate_for_gate(policy.protocol_file or "", bl.checkpoint, policy.selection_split,
                                       reads.SELECTION_PURPOSE, who, reader.store, backend=policy.backend,
@@ -106,7 +107,7 @@ def _baseline(policy: GatePolicy, reader: reads.DecisionReader, sel_runs: list[d
 
 
 def _stored_runs(policy: GatePolicy, store: RunRepo, decision_sha256: str,
-                 evaluate_decision: bool) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                 evaluate_decision: bool) -> tuple[list[RunRow], list[RunRow]]:
     """The protocol's runs on the selection split (of ``policy.train_run`` when set), and, when decision runs are
     reused, the complete ones on the decision split's current content under the policy's backend."""
     name, version = policy.protocol.split("@", 1)
@@ -219,7 +220,7 @@ def run_gate(policy: GatePolicy, store: Store, actor: str | None = None,
     verdict = Verdict(all(r.passed for r in rules), policy, rules, seeds, baseline, stats, protocol_hash, samples,
                       stale=part.stale, ignored=part.ignored, failures=part.failures, reused_from=reused,
                       reward_audit=audits, calibration=calibration, proxies=proxies,
-                      rereads=[r["run_id"] for r in reader.shown.values()], broken_chain=broken)
+                      rereads=[r.run_id for r in reader.shown.values()], broken_chain=broken)
     _record(store, manager, dec_m, verdict, inputs, who)
     return verdict
 
@@ -234,7 +235,7 @@ def _record(store: Store, manager: SplitManager, dec_m: Any, verdict: Verdict, i
         row = store.gates(gate_id=gate_id)[0]
         manager.log_event(dec_m, who, RELEASE_GATE, Outcome.RESULT.value, protocol_hash=verdict.protocol_hash,
                           detail=history.VERDICT_DETAIL.format(sha256=history.verdict_sha256(row), gate_id=gate_id,
-                                                               verdict=row["verdict"]))
+                                                               verdict=row.verdict))
 
 
 def _proxy_targets(policy: GatePolicy, chosen: list[SeedResult], base_digest: str | None) -> list[Target]:
@@ -275,7 +276,7 @@ def _proxy_rules(policy: GatePolicy, store: Store, seeds: list[SeedResult], chos
 
 
 def _decision_reader(policy: GatePolicy, store: Store, manager: SplitManager, dec_m: Any, who: str,
-                     inputs: dict[str, Any], chosen: list[SeedResult], dec_runs: list[dict[str, Any]],
+                     inputs: dict[str, Any], chosen: list[SeedResult], dec_runs: list[RunRow],
                      evaluate_decision: bool, protocol_hash: str | None
                      ) -> tuple[reads.DecisionReader, ReusedDecision | None]:
     """The reader of the decision runs: an unchanged earlier gate's, when the log recorded each one's result and the
@@ -303,7 +304,7 @@ def _decision_reader(policy: GatePolicy, store: Store, manager: SplitManager, de
 
 
 def decision_plan(policy: GatePolicy, store: Store, manager: SplitManager, dec_m: Any, who: str,
-                  targets: list[tuple[str, str | None]], dec_runs: list[dict[str, Any]], evaluate_decision: bool,
+                  targets: list[tuple[str, str | None]], dec_runs: list[RunRow], evaluate_decision: bool,
                   protocol_hash: str | None) -> tuple[reads.DecisionReader, reads.Reservation | None]:
     """The reader of new decision reads of ``targets`` (baseline first, then each seed's best) and its planned
     reservation (``reads.plan_reserve``; None: no target), not yet logged: the caller commits it
@@ -313,12 +314,13 @@ def decision_plan(policy: GatePolicy, store: Store, manager: SplitManager, dec_m
     if not targets:
         return reader, None
     shown = _shown_before(policy, store, manager, dec_m, who, targets, evaluate_decision, protocol_hash)
-    runs_of = [None if evaluate_decision or i in shown else reader.prior(path, digest)["run_id"]
+    runs_of = [None if evaluate_decision or i in shown else reader.prior(path, digest).run_id
                for i, (path, digest) in enumerate(targets)]
     plan = reads.plan_reserve(policy, manager, dec_m, who, [(p, d, r) for (p, d), r in zip(targets, runs_of,
                                                                                              strict=True)],
-                              evaluate_decision, protocol_hash, {i: run["run_id"] for i, run in shown.items()})
-    reader.shown = {run["checkpoint_digest"]: run for run in shown.values()}
+                              evaluate_decision, protocol_hash, {i: run.run_id for i, run in shown.items()})
+    reader.shown = {run.checkpoint_digest: DecisionRun(run.run_id, Metrics(run.metrics), run.checkpoint_digest)
+                    for run in shown.values()}
     reader.evaluate_decision = evaluate_decision
     reader.manager, reader.manifest = manager, dec_m
     return reader, plan
@@ -326,7 +328,7 @@ def decision_plan(policy: GatePolicy, store: Store, manager: SplitManager, dec_m
 
 def _shown_before(policy: GatePolicy, store: Store, manager: SplitManager, dec_m: Any, who: str,
                   targets: list[tuple[str, str | None]], evaluate_decision: bool,
-                  protocol_hash: str | None) -> dict[int, dict[str, Any]]:
+                  protocol_hash: str | None) -> dict[int, RunRow]:
     """Per target index, the stored decision run a read would show again (``reads.shown_before``): same checkpoint
     digest, protocol hash, split content and backend (and, when evaluating, the generation settings the decision
     run would have), already shown by a logged read, its result the one the log recorded
@@ -381,11 +383,11 @@ def _audit_samples_read(store: Store, chosen: list[SeedResult], k: int, max_char
     for s in chosen:
         assert s.best is not None
         for r in store.samples(s.best.run_id):
-            rows.append(AuditSample(seed=s.train_seed, step=s.best.step, run_id=s.best.run_id, item_id=r["item_id"],
-                                    sample_index=r["sample_index"], sample_seed=r["seed"], score=r["score"],
-                                    status=r["status"], completion_tokens=r["completion_tokens"],
-                                    finish_reason=r["finish_reason"], extracted=r["extracted"],
-                                    text=(r["text"] or "")[:max_chars]))
+            rows.append(AuditSample(seed=s.train_seed, step=s.best.step, run_id=s.best.run_id, item_id=r.item_id,
+                                    sample_index=r.sample_index, sample_seed=r.seed, score=r.score,
+                                    status=r.status, completion_tokens=r.completion_tokens,
+                                    finish_reason=r.finish_reason, extracted=r.extracted,
+                                    text=(r.text or "")[:max_chars]))
     if not rows:
         return AuditSamples()
     return _with_trajectories(store, AuditSamples(

@@ -26,7 +26,7 @@ from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.gate.results import ProxyEntry
 from evalgate.splits.guard import SplitManager
-from evalgate.store import Store
+from evalgate.store import RunRow, Store
 
 if TYPE_CHECKING:
     from evalgate.gate.policy import GatePolicy, ProxyProtocol
@@ -126,13 +126,13 @@ def proxy_row(metrics: dict[str, Any], counts: dict[str, Any] | None = None) -> 
 
 
 def _stored(store: Store, c: CheckedProxy, digest: str | None, backend: str,
-            settings: str | None) -> dict[str, Any] | None:
+            settings: str | None) -> RunRow | None:
     """The newest complete run of checkpoint ``digest`` under the proxy's protocol on its split's content."""
     if digest is None:
         return None
     runs = store.runs(checkpoint_digest=digest, protocol_hash=c.protocol.sha256, split_sha256=c.manifest.content_sha256,
                       backend=backend, status="complete")
-    runs = [r for r in runs if settings is None or r.get("settings_sha256") == settings]
+    runs = [r for r in runs if settings is None or r.settings_sha256 == settings]
     return runs[-1] if runs else None
 
 
@@ -168,9 +168,9 @@ def proxy_section(policy: GatePolicy, checked: list[CheckedProxy], targets: list
             run = _stored(store, c, t.digest, policy.backend, settings)
             if run is not None:
                 manager.log_read(m, actor, PROXY_PURPOSE, cached=True, checkpoint_digest=t.digest,
-                                 protocol_hash=c.protocol.sha256, run_id=run["run_id"],
+                                 protocol_hash=c.protocol.sha256, run_id=run.run_id,
                                  detail=f"gate {policy.name}: proxy {c.protocol.ref}, stored run")
-                run_id, metrics, counts = run["run_id"], run["metrics"] or {}, run["counts"] or {}
+                run_id, metrics, counts = run.run_id, run.metrics.as_dict() if run.metrics else {}, run.counts or {}
             elif evaluate:
                 doc = evaluate_for_gate(str(c.protocol.path), t.path, m.name, PROXY_PURPOSE, actor, store,
                                         {"train_run": t.train_run, "train_seed": t.train_seed, "step": t.step},

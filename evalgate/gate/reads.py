@@ -20,7 +20,7 @@ from evalgate.scoring import metrics
 from evalgate.scoring.base import SCORERS
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import RELEASE_GATE
-from evalgate.store import AccessLogRepo, Store
+from evalgate.store import AccessLogRepo, RunRow, Store
 
 SELECTION_PURPOSE = "gate-selection"
 REREAD = Outcome.REREAD.value
@@ -72,8 +72,8 @@ def decision_settings_sha256(backend: str, request: str = "generate") -> str:
     return settings_sha256(generation_settings(backend, check_backend(backend, {}), request))
 
 
-def shown_before(store: AccessLogRepo, names: tuple[str, ...], runs: list[dict[str, Any]], digest: str | None,
-                 protocol_hash: str | None, settings: str | None) -> dict[str, Any] | None:
+def shown_before(store: AccessLogRepo, names: tuple[str, ...], runs: list[RunRow], digest: str | None,
+                 protocol_hash: str | None, settings: str | None) -> RunRow | None:
     """The stored decision run that a read of checkpoint ``digest`` would show again, if any: a complete run among
     ``runs`` (the decision split's content under the policy's backend) with the same checkpoint digest, protocol
     hash and, when ``settings`` is given, generation settings hash, whose result an earlier logged read of the split
@@ -84,18 +84,18 @@ def shown_before(store: AccessLogRepo, names: tuple[str, ...], runs: list[dict[s
     """
     if digest is None:
         return None
-    cands = [r for r in runs if r["status"] == "complete" and r["checkpoint_digest"] == digest
-             and r["protocol_hash"] == protocol_hash and (settings is None or r.get("settings_sha256") == settings)]
+    cands = [r for r in runs if r.status == "complete" and r.checkpoint_digest == digest
+             and r.protocol_hash == protocol_hash and (settings is None or r.settings_sha256 == settings)]
     if not cands:
         return None
     with store.session():
         seen = {r["run_id"] for n in names for r in store.access_rows(n) if r["outcome"] in _SHOWN and r["run_id"]}
-    shown = [r for r in cands if r["run_id"] in seen]
+    shown = [r for r in cands if r.run_id in seen]
     return shown[-1] if shown else None
 
 
 def stored_result_holds(store: Store, manager: SplitManager, manifest: Any, actor: str, policy: GatePolicy,
-                        run: dict[str, Any]) -> bool:
+                        run: RunRow) -> bool:
     """Whether the stored decision run ``run`` may be shown again without a read (reused, or re-read): the access
     log, hash-chained and signed, recorded its result when it completed, and the store still holds that result
     (metrics and per-sample scores, ``RunRepo.result_sha256``). The store beside the log is not signed, so a result
@@ -108,19 +108,19 @@ def stored_result_holds(store: Store, manager: SplitManager, manifest: Any, acto
     Raises:
         RefusedByPolicy: the stored result is not the recorded one (logged as refused; nothing read or spent).
     """
-    recorded = manager.recorded_result(manifest, run["run_id"])
+    recorded = manager.recorded_result(manifest, run.run_id)
     if recorded is None:
         return False
-    now = store.result_sha256(run["run_id"])
+    now = store.result_sha256(run.run_id)
     if now == recorded:
         return True
     manager.refuse(manifest.name, RELEASE_GATE, actor,
-                   f"gate {policy.name}: run {run['run_id']}'s stored result (its metrics and per-sample scores, "
+                   f"gate {policy.name}: run {run.run_id}'s stored result (its metrics and per-sample scores, "
                    f"sha256 {now[:12]}) is not the one the access log recorded when the run completed "
                    f"({recorded[:12]}): the store was edited after the run, so its decision cannot be shown again; "
                    "nothing was read or "
                    "spent. Restore the store from a good copy and find out who edited it ('evalgate audit log "
-                   f"--split {manifest.name}')", checkpoint_digest=run["checkpoint_digest"])
+                   f"--split {manifest.name}')", checkpoint_digest=run.checkpoint_digest)
 
 
 def check_tiers(policy: GatePolicy, manager: SplitManager) -> tuple[Any, Any]:
@@ -323,7 +323,7 @@ def check_identities(policy: GatePolicy, manager: SplitManager, actor: str,
                 f"{policy.selection_split}), then gate"), checkpoint_digest=digest)
 
 
-def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], resolve: bool,
+def baseline_digest(policy: GatePolicy, decision_runs: list[RunRow], resolve: bool,
                     store: Store, progress: bool = False) -> str | None:
     """The baseline checkpoint's digest (it is no training candidate), or None for a fixed value (``store``: its
     ``recorded_checkpoint``, so a baseline known by a sha256 identity keeps it, as its evaluation will, and its
@@ -338,8 +338,8 @@ def baseline_digest(policy: GatePolicy, decision_runs: list[dict[str, Any]], res
 
         with progress_bars(progress):
             return resolve_checkpoint(path, recorded=store.recorded_checkpoint, verify=True, env=store.env).digest
-    prior = [r for r in decision_runs if r["checkpoint_path"] == path]
-    return prior[-1]["checkpoint_digest"] if prior else None
+    prior = [r for r in decision_runs if r.checkpoint_path == path]
+    return prior[-1].checkpoint_digest if prior else None
 
 
 def evaluate_for_gate(protocol_file: str, path: str, split: str, purpose: str, actor: str, store: Store,
@@ -365,25 +365,25 @@ class DecisionReader:
     read reserved); without one, takes the latest stored run of the checkpoint among ``prior_runs`` (benchmarks'
     release-gate runs, or the decision runs of an unchanged earlier gate), logging nothing more."""
 
-    def __init__(self, policy: GatePolicy, store: Store, actor: str, prior_runs: list[dict[str, Any]],
+    def __init__(self, policy: GatePolicy, store: Store, actor: str, prior_runs: list[RunRow],
                  grant: ReleaseGrant | None = None):
         self.policy, self.store, self.actor, self.prior_runs, self.grant = policy, store, actor, prior_runs, grant
         self.evaluate_decision = grant is not None
-        self.shown: dict[str, dict[str, Any]] = {}  # checkpoint digest -> the stored run a re-read shows again
+        self.shown: dict[str, DecisionRun] = {}  # checkpoint digest -> the stored run a re-read shows again
         self.progress = False  # evaluations say what they read and show sample counts on stderr
         # the decision split's guard: a stored run taken for a charged read has its result checked or recorded
         self.manager: SplitManager | None = None
         self.manifest: Any = None
         self.base_decision: DecisionRun | None = None  # the baseline's decision run once read (a suite shares it)
 
-    def prior(self, path: str, digest: str | None) -> dict[str, Any]:
+    def prior(self, path: str, digest: str | None) -> RunRow:
         """The latest stored run of the checkpoint (by digest when known, else by path).
 
         Raises:
             BadInput: the store holds none.
         """
-        prior = [r for r in self.prior_runs if (r["checkpoint_digest"] == digest if digest is not None
-                                                else r["checkpoint_path"] == path)]
+        prior = [r for r in self.prior_runs if (r.checkpoint_digest == digest if digest is not None
+                                                else r.checkpoint_path == path)]
         if not prior:
             raise BadInput(f"no decision run of {path} on {self.policy.decision_split} in the store")
         return prior[-1]
@@ -398,8 +398,7 @@ class DecisionReader:
         """
         p = self.policy
         if digest is not None and digest in self.shown:  # a re-read: the stored result, nothing evaluated
-            run = self.shown[digest]
-            return DecisionRun(run["run_id"], Metrics(run["metrics"]), run["checkpoint_digest"])
+            return self.shown[digest]
         if self.grant is not None:
             doc = evaluate_for_gate(p.protocol_file or "", path, p.decision_split, RELEASE_GATE, self.actor,
                                     self.store, seed_info, p.backend, self.grant, self.progress)
@@ -408,6 +407,6 @@ class DecisionReader:
         m = self.manager
         with self.store.session():  # store-only from here: the log's record and the stored result, one opening
             if m is not None and not stored_result_holds(self.store, m, self.manifest, self.actor, p, run):
-                m.log_result(self.manifest, self.actor, run["run_id"], run["checkpoint_digest"],
-                             run["protocol_hash"], self.store.result_sha256(run["run_id"]))  # what this read showed
-        return DecisionRun(run["run_id"], Metrics(run["metrics"]), run["checkpoint_digest"])
+                m.log_result(self.manifest, self.actor, run.run_id, run.checkpoint_digest,
+                             run.protocol_hash, self.store.result_sha256(run.run_id))  # what this read showed
+        return DecisionRun(run.run_id, Metrics(run.metrics), run.checkpoint_digest)

@@ -9,6 +9,7 @@ checkpoint); **best** = the highest metric among the rest (ties: the earlier ste
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from evalgate.core.errors import RefusedByPolicy
 from evalgate.core.results import Metrics
 from evalgate.diagnostics.signals import Finding
 from evalgate.gate.results import CheckpointResult, SeedResult, SetAside
+from evalgate.store import RunRow
 
 BEHAVIOUR_METRICS = ("mean_completion_tokens", "truncation_rate", "mean_repetition")
 # errors that say nothing about the checkpoint: a missing engine or library, a bad flag or option, a refused read,
@@ -47,13 +49,13 @@ def weights_finite(path: str | Path) -> bool | None:
     return True
 
 
-def _checkpoint(run: dict[str, Any], metric: str) -> CheckpointResult:
-    m = run.get("metrics") or {}
-    return CheckpointResult(digest=run["checkpoint_digest"], path=run["checkpoint_path"], step=run["step"],
-                            train_run=run["train_run"], run_id=run["run_id"], status=run["status"],
+def _checkpoint(run: RunRow, metric: str) -> CheckpointResult:
+    m: Mapping[str, Any] = run.metrics or {}
+    return CheckpointResult(digest=run.checkpoint_digest, path=run.checkpoint_path, step=run.step,
+                            train_run=run.train_run, run_id=run.run_id, status=run.status,
                             value=m.get(metric), stderr=m.get(f"{metric}_stderr"),
-                            metrics=Metrics({k: m.get(k) for k in BEHAVIOUR_METRICS}), error=run.get("error"),
-                            provenance=run.get("checkpoint_provenance"))
+                            metrics=Metrics({k: m.get(k) for k in BEHAVIOUR_METRICS}), error=run.error,
+                            provenance=run.checkpoint_provenance)
 
 
 def _mark_failed(cks: list[CheckpointResult], metric: str, collapse_drop: float | None,
@@ -84,12 +86,12 @@ SeedKey = tuple[str | None, int | None]
 """A training seed's key: (training run, training seed); one run's seed 1 is not another run's."""
 
 
-def seed_key(run: dict[str, Any]) -> SeedKey:
+def seed_key(run: RunRow) -> SeedKey:
     """The (train_run, train_seed) key of a store row."""
-    return run["train_run"], run["train_seed"]
+    return run.train_run, run.train_seed
 
 
-def select_checkpoints(runs: list[dict[str, Any]], metric: str, collapse_drop: float | None,
+def select_checkpoints(runs: list[RunRow], metric: str, collapse_drop: float | None,
                        guard_steps: dict[SeedKey, list[Finding]] | None = None,
                        bad_weights: set[str] | None = None) -> list[SeedResult]:
     """Best, last and failed checkpoints per training seed.
@@ -107,9 +109,9 @@ def select_checkpoints(runs: list[dict[str, Any]], metric: str, collapse_drop: f
         One ``SeedResult`` per (training run, training seed), by run then seed; its checkpoints by step; best is
         None when every checkpoint failed. Two runs' checkpoints are never one seed's curve.
     """
-    latest: dict[str, dict[str, Any]] = {}
+    latest: dict[str, RunRow] = {}
     for r in runs:
-        latest[r["checkpoint_digest"]] = r
+        latest[r.checkpoint_digest] = r
     by_seed: dict[SeedKey, list[CheckpointResult]] = {}
     for r in latest.values():
         by_seed.setdefault(seed_key(r), []).append(_checkpoint(r, metric))
@@ -124,7 +126,7 @@ def select_checkpoints(runs: list[dict[str, Any]], metric: str, collapse_drop: f
     return out
 
 
-def check_one_training_run(usable: list[dict[str, Any]], train_run: str | None) -> None:
+def check_one_training_run(usable: list[RunRow], train_run: str | None) -> None:
     """Refuse candidates that span several training runs when the policy names none (before any read).
 
     Seed 1 of one run and seed 1 of another are different models; gating them together would put one run's best
@@ -141,9 +143,9 @@ def check_one_training_run(usable: list[dict[str, Any]], train_run: str | None) 
     """
     if train_run is not None:
         return
-    seeds: dict[str, set[int]] = {}
+    seeds: dict[str, set[Any]] = {}
     for r in usable:
-        seeds.setdefault(str(r["train_run"]), set()).add(r["train_seed"])
+        seeds.setdefault(str(r.train_run), set()).add(r.train_seed)
     if len(seeds) > 1:
         runs = ", ".join(f"{name} (seed{'s' if len(s) > 1 else ''} {', '.join(map(str, sorted(s)))})"
                          for name, s in sorted(seeds.items()))
@@ -152,19 +154,19 @@ def check_one_training_run(usable: list[dict[str, Any]], train_run: str | None) 
                               "--train-run NAME') to the run to gate; nothing was read")
 
 
-def outside_checkpoint(run: dict[str, Any]) -> bool:
+def outside_checkpoint(run: RunRow) -> bool:
     """True when a run that did not complete failed for a reason outside its checkpoint: interrupted (Ctrl-C, a
     killed process), or an error of a kind in ``OUTSIDE_CHECKPOINT`` (the stored error starts ``"<Class>: "``), or
     out of memory."""
-    if run["status"] == "interrupted":
+    if run.status == "interrupted":
         return True
-    error = run.get("error") or ""
+    error = run.error or ""
     return error.split(":", 1)[0].strip() in OUTSIDE_CHECKPOINT or "out of memory" in error.lower()
 
 
-def _set_aside(run: dict[str, Any], reason: str) -> SetAside:
-    return SetAside(run["run_id"], run["checkpoint_digest"], run["checkpoint_path"], run["train_run"],
-                    run["train_seed"], run["step"], run["status"], reason)
+def _set_aside(run: RunRow, reason: str) -> SetAside:
+    return SetAside(run.run_id, run.checkpoint_digest, run.checkpoint_path, run.train_run,
+                    run.train_seed, run.step, run.status, reason)
 
 
 @dataclass
@@ -177,23 +179,23 @@ class RunPartition:
         stale, ignored, failures: see ``Verdict``.
     """
 
-    usable: list[dict[str, Any]] = field(default_factory=list)
+    usable: list[RunRow] = field(default_factory=list)
     stale: list[SetAside] = field(default_factory=list)
     ignored: list[SetAside] = field(default_factory=list)
     failures: list[SetAside] = field(default_factory=list)
 
 
-def _not_candidate(run: dict[str, Any], backend: str) -> str | None:
-    if run["train_run"] is None or run["train_seed"] is None:
-        missing = " and ".join(k.replace("_", " ") for k in ("train_run", "train_seed") if run[k] is None)
+def _not_candidate(run: RunRow, backend: str) -> str | None:
+    if run.train_run is None or run.train_seed is None:
+        missing = " and ".join(k.replace("_", " ") for k in ("train_run", "train_seed") if getattr(run, k) is None)
         return (f"no {missing} recorded: only checkpoints of a training run and seed are candidates (pass "
                 "--train-run/--train-seed to 'evalgate run', or use the checkpoint as the policy's baseline)")
-    if run["backend"] != backend:
-        return f"backend {run['backend']}, the policy compares {backend} runs (outputs differ by engine)"
+    if run.backend != backend:
+        return f"backend {run.backend}, the policy compares {backend} runs (outputs differ by engine)"
     return None
 
 
-def partition_runs(runs: list[dict[str, Any]], split_sha256: str, backend: str,
+def partition_runs(runs: list[RunRow], split_sha256: str, backend: str,
                    exclude_digest: str | None = None) -> RunPartition:
     """Sort the selection split's runs into the ones selection uses and the ones it sets aside.
 
@@ -211,35 +213,35 @@ def partition_runs(runs: list[dict[str, Any]], split_sha256: str, backend: str,
             that reason, its plain baseline runs nowhere.
     """
     out = RunPartition()
-    as_base = [r for r in runs if r["checkpoint_digest"] == exclude_digest and r["status"] == "complete"
-               and r["train_run"] is not None and r["train_seed"] is not None]
+    as_base = [r for r in runs if r.checkpoint_digest == exclude_digest and r.status == "complete"
+               and r.train_run is not None and r.train_seed is not None]
     for r in as_base[-1:]:  # its latest run, as for the other ignored checkpoints
         out.ignored.append(_set_aside(r, "this checkpoint is the policy's baseline (same weight digest "
                                              f"{str(exclude_digest)[:12]}): candidates are compared with it, so it is "
                                              "no candidate; set another baseline to gate it"))
-    runs = [r for r in runs if r["checkpoint_digest"] != exclude_digest and r["status"] != "running"]
-    complete: dict[str, dict[str, Any]] = {}
-    latest_ignored: dict[str, tuple[dict[str, Any], str]] = {}
-    latest_stale: dict[str, dict[str, Any]] = {}
+    runs = [r for r in runs if r.checkpoint_digest != exclude_digest and r.status != "running"]
+    complete: dict[str, RunRow] = {}
+    latest_ignored: dict[str, tuple[RunRow, str]] = {}
+    latest_stale: dict[str, RunRow] = {}
     for r in runs:
-        if r["status"] != "complete":
+        if r.status != "complete":
             continue  # listed under failures
         why = _not_candidate(r, backend)
         if why is not None:
-            latest_ignored[r["checkpoint_digest"]] = (r, why)
-        elif r["split_sha256"] != split_sha256:
-            latest_stale[r["checkpoint_digest"]] = r
+            latest_ignored[r.checkpoint_digest] = (r, why)
+        elif r.split_sha256 != split_sha256:
+            latest_stale[r.checkpoint_digest] = r
         else:
-            complete[r["checkpoint_digest"]] = r
-    blaming: dict[str, dict[str, Any]] = {}
+            complete[r.checkpoint_digest] = r
+    blaming: dict[str, RunRow] = {}
     for r in runs:
-        if r["status"] == "complete":
+        if r.status == "complete":
             continue
-        d = r["checkpoint_digest"]
-        error = f"{r['status']}: {r.get('error') or 'no error recorded'}"
+        d = r.checkpoint_digest
+        error = f"{r.status}: {r.error or 'no error recorded'}"
         if d in complete:
             why = "a complete run of this checkpoint is used"
-        elif _not_candidate(r, backend) or r["split_sha256"] != split_sha256:
+        elif _not_candidate(r, backend) or r.split_sha256 != split_sha256:
             why = "not a candidate run (see ignored and stale)"
         elif outside_checkpoint(r):
             why = "failed outside the checkpoint: not counted against it; evaluate it again to make it a candidate"
@@ -251,7 +253,7 @@ def partition_runs(runs: list[dict[str, Any]], split_sha256: str, backend: str,
     for d, r in latest_stale.items():
         fate = ("a run on the current content is used" if d in complete else
                 "the checkpoint has no run on the current content: missing; re-evaluate it with 'evalgate run'")
-        out.stale.append(_set_aside(r, f"run on split content sha256 {r['split_sha256'][:12]}, current is "
+        out.stale.append(_set_aside(r, f"run on split content sha256 {r.split_sha256[:12]}, current is "
                                        f"{split_sha256[:12]}; {fate}"))
     keep = {id(r) for r in [*complete.values(), *blaming.values()]}
     out.usable = [r for r in runs if id(r) in keep]

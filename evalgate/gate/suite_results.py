@@ -20,7 +20,7 @@ from evalgate.gate.results import Ship, Verdict
 from evalgate.gate.select import SeedKey
 from evalgate.gate.suite import Suite, SuiteMember, SuitePolicy
 from evalgate.gate.suite_decide import Pick
-from evalgate.store import Store
+from evalgate.store import GateRow, Store
 
 
 @dataclass
@@ -149,9 +149,9 @@ SUITE_KIND = "suite"
 """The stored suite verdict document's ``kind`` (a single gate's document has none)."""
 
 
-def is_suite_row(row: dict[str, Any]) -> bool:
+def is_suite_row(row: GateRow) -> bool:
     """Whether a ``gates`` row holds a suite's verdict (``record``) rather than a single gate's."""
-    doc = row.get("document")
+    doc = row.document
     return isinstance(doc, dict) and doc.get("kind") == SUITE_KIND
 
 
@@ -166,7 +166,7 @@ def _document(v: SuiteVerdict) -> dict[str, Any]:
             "any_target_improved": v.any_target_improved}
 
 
-def record(store: Store, v: SuiteVerdict, actor: str) -> dict[str, Any]:
+def record(store: Store, v: SuiteVerdict, actor: str) -> GateRow:
     """Store the suite's verdict as a ``gates`` row (after its members' own; ``v.gate_id`` is set here) and return
     the row as the store gives it back (for the access log's ``result`` row, ``history.VERDICT_DETAIL``)."""
     v.gate_id = f"suite-{datetime.now(UTC).strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:8]}"
@@ -182,7 +182,7 @@ def record(store: Store, v: SuiteVerdict, actor: str) -> dict[str, Any]:
     return store.gates(gate_id=v.gate_id)[0]
 
 
-def stored_suite(store: Store, row: dict[str, Any]) -> SuiteVerdict:
+def stored_suite(store: Store, row: GateRow) -> SuiteVerdict:
     """The ``SuiteVerdict`` of a stored suite row, its members' verdicts rebuilt from their own stored gates (no
     split read). The suite's row and every member's must be the verdicts the access log recorded
     (``history.check_recorded``).
@@ -192,7 +192,7 @@ def stored_suite(store: Store, row: dict[str, Any]) -> SuiteVerdict:
         RefusedByPolicy: as ``history.check_recorded``, for the suite or a member.
     """
     history.check_recorded(store, row)
-    doc = row["document"]
+    doc = row.document
     members = []
     for m in doc["members"]:
         member_row, verdict = history.stored_verdict(store, m["gate_id"])
@@ -203,9 +203,9 @@ def stored_suite(store: Store, row: dict[str, Any]) -> SuiteVerdict:
         policy = SuitePolicy.model_validate(doc["policy"])
         picks = [history.from_json(Pick, p) for p in doc["picks"]]
     except (TypeError, ValueError, KeyError) as e:
-        raise BadInput(f"the stored suite {row['gate_id']} cannot be read by this evalgate version ({e}); run the "
+        raise BadInput(f"the stored suite {row.gate_id} cannot be read by this evalgate version ({e}); run the "
                        "suite again") from e
     suite = Suite(policy, Path(doc["path"]), [SuiteMember(spec, x.verdict.policy)
                                               for spec, x in zip(policy.members, members, strict=True)])
     return SuiteVerdict(suite, members, {p.key: p for p in picks}, list(doc["failing"]), doc["any_target_improved"],
-                        gate_id=row["gate_id"])
+                        gate_id=row.gate_id)

@@ -30,7 +30,15 @@ from evalgate.core.errors import BadInput, EvalgateError
 from evalgate.core.results import Metrics
 from evalgate.gate import pipeline
 from evalgate.gate.policy import GatePolicy
-from evalgate.gate.results import BaselineResult, CheckpointResult, ReusedDecision, RuleOutcome, SeedResult, Verdict
+from evalgate.gate.results import (
+    BaselineResult,
+    CheckpointResult,
+    DecisionRun,
+    ReusedDecision,
+    RuleOutcome,
+    SeedResult,
+    Verdict,
+)
 from evalgate.gate.select import RunPartition, SeedKey, check_one_training_run, partition_runs
 from evalgate.gate.suite import Suite, SuiteMember
 from evalgate.gate.suite_decide import (
@@ -46,7 +54,7 @@ from evalgate.gate.suite_results import record as record_suite
 from evalgate.runner.grant import revoke
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
-from evalgate.store import Store
+from evalgate.store import RunRow, Store
 
 
 @dataclass
@@ -57,8 +65,8 @@ class _Member:
     sel_m: Any = None
     dec_m: Any = None
     broken: Any = None
-    sel_runs: list[dict[str, Any]] = field(default_factory=list)
-    dec_runs: list[dict[str, Any]] = field(default_factory=list)
+    sel_runs: list[RunRow] = field(default_factory=list)
+    dec_runs: list[RunRow] = field(default_factory=list)
     base_digest: str | None = None
     part: RunPartition = field(default_factory=RunPartition)
     protocol_hash: str | None = None
@@ -103,14 +111,14 @@ def _baseline_dev(m: _Member, store: Store, who: str, evaluate_decision: bool, p
     p = m.policy
     if p.baseline.checkpoint is None:
         return p.baseline.value
-    runs = [r for r in m.sel_runs if r["status"] == "complete" and r["checkpoint_digest"] == m.base_digest
-            and r["split_sha256"] == m.sel_m.content_sha256 and r["backend"] == p.backend]
+    runs = [r for r in m.sel_runs if r.status == "complete" and r.checkpoint_digest == m.base_digest
+            and r.split_sha256 == m.sel_m.content_sha256 and r.backend == p.backend]
     if not runs and evaluate_decision:
         reads.evaluate_for_gate(p.protocol_file or "", p.baseline.checkpoint, p.selection_split,
                                 reads.SELECTION_PURPOSE, who, store, backend=p.backend, progress=progress)
         m.sel_runs, _ = pipeline._stored_runs(p, store, m.dec_m.content_sha256, True)
         return _baseline_dev(m, store, who, False, progress)
-    value = (runs[-1].get("metrics") or {}).get(p.metric) if runs else None
+    value = runs[-1].metrics.get(p.metric) if runs and runs[-1].metrics else None
     return float(value) if isinstance(value, int | float) else None
 
 
@@ -223,7 +231,7 @@ def _stored(v: SuiteVerdict, store: Store, manager: SplitManager, members: list[
     row = record_suite(store, v, who)
     manager.log_event(members[0].dec_m, who, reads.RELEASE_GATE, Outcome.RESULT.value,
                       detail=history.VERDICT_DETAIL.format(sha256=history.verdict_sha256(row), gate_id=v.gate_id,
-                                                           verdict=row["verdict"]))
+                                                           verdict=row.verdict))
     return v
 
 
@@ -393,7 +401,7 @@ def _show_shared(members: list[_Member], readers: list[reads.DecisionReader], j:
             if run is None:
                 raise EvalgateError(f"suite member {m.sm.name} was to be shown member {members[j].sm.name}'s read "
                                     f"of checkpoint {digest}, which that member did not make")
-            reader.shown[digest] = {"run_id": run.run_id, "metrics": run.metrics, "checkpoint_digest": digest}
+            reader.shown[digest] = DecisionRun(run.run_id, run.metrics, digest)
             manager.log_event(m.dec_m, who, reads.RELEASE_GATE, reads.REREAD, cached=True, run_id=run.run_id,
                               protocol_hash=m.protocol_hash, checkpoint_digest=digest,
                               detail=f"gate {m.policy.name} shows the read member {members[j].sm.name} of the suite "
@@ -454,7 +462,7 @@ def _member_verdict(m: _Member, store: Store, manager: SplitManager, who: str, r
                           pipeline._audit_samples(store, [s for s in chosen if s.best and s.best.run_id]),
                           stale=m.part.stale, ignored=m.part.ignored, failures=m.part.failures, reused_from=reused,
                           reward_audit=audits, calibration=calibration,
-                          rereads=[r["run_id"] for r in reader.shown.values()], broken_chain=m.broken)
+                          rereads=[r.run_id for r in reader.shown.values()], broken_chain=m.broken)
     pipeline._record(store, manager, m.dec_m, verdict, m.inputs(), who)
     pv = _p_value(m, store, chosen, baseline) if stats else None
     return m.result(verdict, pv)

@@ -213,7 +213,7 @@ def run_agreement(store: Store, run_id: str, rewards: dict[tuple[str, int], floa
         for r in store.ratings(b["batch_id"]):
             if r["score"] is not None:
                 per_rater[r["rater"]][(r["item_id"], r["sample_index"])] = (r["score"] - b["scale_min"]) / span
-    auto = {(s["item_id"], s["sample_index"]): s["score"] for s in store.sample_scores(run_id)}
+    auto = {(s.item_id, s.sample_index): s.score for s in store.sample_scores(run_id)}
     if rewards is not None:
         auto = {k: v for k, v in rewards.items() if k in auto}
     human: dict[tuple[str, int], list[float]] = defaultdict(list)
@@ -240,9 +240,10 @@ def agreement_by_checkpoint(store: Store, resamples: int = 2000) -> list[dict[st
             continue
         seen.add(b["run_id"])
         run = store.runs(run_id=b["run_id"])
-        r = run[0] if run else {}
+        r = run[0] if run else None
         out.append({**run_agreement(store, b["run_id"], resamples=resamples),
-                    "checkpoint": {k: r.get(k) for k in ("checkpoint_digest", "checkpoint_path", "train_run",
-                                                         "train_seed", "step")},
-                    "protocol": f"{r.get('protocol_name')}@{r.get('protocol_version')}", "split": b["split"]})
+                    "checkpoint": {k: getattr(r, k, None) for k in ("checkpoint_digest", "checkpoint_path",
+                                                                    "train_run", "train_seed", "step")},
+                    "protocol": f"{getattr(r, 'protocol_name', None)}@{getattr(r, 'protocol_version', None)}",
+                    "split": b["split"]})
     return out

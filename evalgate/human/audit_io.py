@@ -24,7 +24,7 @@ from evalgate.core.models import StrictModel
 from evalgate.human.rating import rater_name
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
-from evalgate.store import Store
+from evalgate.store import SampleRow, Store
 
 EXPORT_PURPOSE = "human-audit-export"
 IMPORT_PURPOSE = "human-audit-import"
@@ -101,11 +101,11 @@ def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: 
     """
     manager = SplitManager(store)
     _human_audit_manifest(manager, split, EXPORT_PURPOSE, actor_name(actor, env=store.env))
-    samples: list[dict[str, Any]] = []
+    samples: list[SampleRow] = []
     batch: dict[str, Any] = {}
     if run_id is not None:
         runs = store.runs(run_id=run_id)
-        if not runs or runs[0]["split"] != split:
+        if not runs or runs[0].split != split:
             raise BadInput(f"run {run_id} is not a run on split {split}; list runs with 'evalgate audit' or the "
                            "run's JSON output")
         from evalgate.human.rating import create_batch, question_fields
@@ -120,7 +120,7 @@ def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: 
     if run_id is None:
         records = [AuditRecord(split=split, item_id=i, item=it) for i, it in items.items()]
     else:
-        text = {(s["item_id"], s["sample_index"]): s.get("text") for s in samples}
+        text = {(s.item_id, s.sample_index): s.text for s in samples}
         records = [AuditRecord(split=split, item_id=b["item_id"], batch_id=batch["batch_id"],
                                sample_key=b["sample_key"], scale=batch["scale"],
                                item={k: v for k, v in it.items() if k in shown},
@@ -206,7 +206,7 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
             continue
         if r.run_id is not None:
             if r.run_id not in auto:
-                auto[r.run_id] = {(s["item_id"], s["sample_index"]): s["score"] for s in store.samples(r.run_id)}
+                auto[r.run_id] = {(s.item_id, s.sample_index): s.score for s in store.samples(r.run_id)}
             if r.sample_index is None or (r.item_id, r.sample_index) not in auto[r.run_id]:
                 raise BadInput(f"{p}:{i}: run {r.run_id} has no sample {r.item_id!r} #{r.sample_index}")
             auto_score = auto[r.run_id][(r.item_id, r.sample_index)]
@@ -273,7 +273,7 @@ def _blind_rating(store: Store, p: Path, line: int, r: AuditRecord, auto: dict[s
         raise BadInput(f"{p}:{line}: human_score {r.human_score:g} is not a whole number on this batch's scale "
                        f"{b['scale_min']}..{b['scale_max']}")
     if b["run_id"] not in auto:
-        auto[b["run_id"]] = {(s["item_id"], s["sample_index"]): s["score"] for s in store.samples(b["run_id"])}
+        auto[b["run_id"]] = {(s.item_id, s.sample_index): s.score for s in store.samples(b["run_id"])}
     return {"sample_key": r.sample_key, "rater": r.rater or default_rater, "score": score, "note": r.note,
             "auto_score": auto[b["run_id"]].get(items[r.sample_key])}, b
 

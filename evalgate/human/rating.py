@@ -35,7 +35,7 @@ from evalgate.core.fileio import read_text
 from evalgate.core.text import name_key
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
-from evalgate.store import Store
+from evalgate.store import RunRow, SampleScore, Store
 
 RATING_PURPOSE = "human-audit-rating"
 """The access-log purpose of a rater's view of a sample."""
@@ -202,16 +202,16 @@ def parse_scale(text: str) -> tuple[int, int]:
     return a, b
 
 
-def _pick(samples: list[dict[str, Any]], n: int, stratify: str | None, rng: random.Random) -> list[dict[str, Any]]:
+def _pick(samples: list[SampleScore], n: int, stratify: str | None, rng: random.Random) -> list[SampleScore]:
     """``n`` samples at random; with ``stratify="score"``, the same share of each automatic-score value (largest
     remainders; every value present gets at least one when ``n`` allows)."""
     if n >= len(samples):
         return list(samples)
     if stratify is None:
         return rng.sample(samples, n)
-    strata: dict[float, list[dict[str, Any]]] = defaultdict(list)
+    strata: dict[float, list[SampleScore]] = defaultdict(list)
     for s in samples:
-        strata[s["score"]].append(s)
+        strata[s.score].append(s)
     keys = sorted(strata)
     exact = {k: n * len(strata[k]) / len(samples) for k in keys}
     take = {k: min(len(strata[k]), max(1 if n >= len(keys) else 0, int(exact[k]))) for k in keys}
@@ -264,32 +264,32 @@ def create_batch(run_id: str, samples: int = 50, stratify: str | None = None, ru
     if not runs:
         raise BadInput(f"unknown run {run_id!r}; list runs with 'evalgate runs'")
     run = runs[0]
-    if run["status"] != "complete":
-        raise BadInput(f"run {run_id} is {run['status']}; a batch needs a complete run's samples")
+    if run.status != "complete":
+        raise BadInput(f"run {run_id} is {run.status}; a batch needs a complete run's samples")
     question_fields(store, run)  # the page shows what the protocol renders: refuse a batch it could not show
     manager = SplitManager(store)
     # the tier the run was made under, as well as its split's manifest today: a split name re-added under another
     # tier (its manifest deleted, then 'splits add NAME --tier human-audit') must not open its private runs to raters;
     # and the tiers the signed access log logged the run under, since its row is not signed (``RunRepo.run_tiers``)
-    if run["tier"] != Tier.HUMAN_AUDIT or manager.manifest(run["split"]).tier != Tier.HUMAN_AUDIT \
+    if run.tier != Tier.HUMAN_AUDIT or manager.manifest(run.split).tier != Tier.HUMAN_AUDIT \
             or set(store.run_tiers(run_id)) != {Tier.HUMAN_AUDIT}:
-        manager.refuse(run["split"], BATCH_PURPOSE, who,
-                       f"run {run_id} is on split {run['split']} (tier {run['tier']}); people rate samples of "
+        manager.refuse(run.split, BATCH_PURPOSE, who,
+                       f"run {run_id} is on split {run.split} (tier {run.tier}); people rate samples of "
                        "human-audit splits only: run the checkpoint on a human-audit split first", RefusedByPolicy)
     scored = store.sample_scores(run_id)
     if not scored:
         raise BadInput(f"run {run_id} has no samples to rate")
     selection_seed = seed if seed is not None else secrets.randbits(62)
     picked = _pick(scored, samples, stratify, random.Random(selection_seed))
-    picked.sort(key=lambda s: (s["item_id"], s["sample_index"]))
+    picked.sort(key=lambda s: (s.item_id, s.sample_index))
     batch_id = f"b-{store.clock():%Y%m%d}-{secrets.token_hex(4)}"
     store.create_batch(
-        {"batch_id": batch_id, "run_id": run_id, "split": run["split"], "rubric": rubric, "scale_min": lo,
+        {"batch_id": batch_id, "run_id": run_id, "split": run.split, "rubric": rubric, "scale_min": lo,
          "scale_max": hi, "stratify": stratify, "selection_seed": selection_seed, "created_by": who,
          "created_at": store.clock(), "show_gold": show_gold},
-        [{"sample_key": secrets.token_hex(8), "position": i, "item_id": s["item_id"],
-          "sample_index": s["sample_index"]} for i, s in enumerate(picked)])
-    return {"batch_id": batch_id, "run_id": run_id, "split": run["split"], "samples": len(picked),
+        [{"sample_key": secrets.token_hex(8), "position": i, "item_id": s.item_id,
+          "sample_index": s.sample_index} for i, s in enumerate(picked)])
+    return {"batch_id": batch_id, "run_id": run_id, "split": run.split, "samples": len(picked),
             "scale": [lo, hi], "stratify": stratify, "selection_seed": selection_seed, "show_gold": show_gold}
 
 
@@ -332,7 +332,7 @@ def queue(store: Store, batch_id: str, rater: str) -> dict[str, Any]:
     return {"seed": seed, "next": nxt, "scored": len(scored), "skipped": len(skipped - scored), "total": len(items)}
 
 
-def question_fields(store: Store, run: dict[str, Any]) -> list[str]:
+def question_fields(store: Store, run: RunRow) -> list[str]:
     """The item fields ``run``'s protocol renders into the prompt (``protocol.rendered_fields``): the question a
     rater reads.
 
@@ -341,11 +341,11 @@ def question_fields(store: Store, run: dict[str, Any]) -> list[str]:
     """
     from evalgate.protocol.spec import rendered_fields
 
-    ref = f"{run['protocol_name']}@{run['protocol_version']}"
-    found = store.protocol_resolved(run["protocol_name"], run["protocol_version"])
-    if found is None or found[0] != run["protocol_hash"]:
-        raise BadInput(f"run {run['run_id']}: this store holds no protocol {ref} with the run's hash "
-                       f"{run['protocol_hash'][:12]}, so the page cannot tell the question from the gold answer; "
+    ref = f"{run.protocol_name}@{run.protocol_version}"
+    found = store.protocol_resolved(run.protocol_name, run.protocol_version)
+    if found is None or found[0] != run.protocol_hash:
+        raise BadInput(f"run {run.run_id}: this store holds no protocol {ref} with the run's hash "
+                       f"{run.protocol_hash[:12]}, so the page cannot tell the question from the gold answer; "
                        "rate a run made with this store")
     return rendered_fields(found[1])
 
@@ -376,10 +376,10 @@ def view_sample(store: Store, b: dict[str, Any], rater: str, sample_key: str) ->
                                       detail=f"batch {b['batch_id']} sample {sample_key}")
     item = next((it for it in opened.items if str(it["id"]) == target["item_id"]), {})
     sample = next((s for s in store.samples(b["run_id"])
-                   if s["item_id"] == target["item_id"] and s["sample_index"] == target["sample_index"]), {})
+                   if s.item_id == target["item_id"] and s.sample_index == target["sample_index"]), None)
     gold = {k: v for k, v in item.items() if k != "id" and k not in shown}
     return {"sample_key": sample_key, "question": {k: v for k, v in item.items() if k in shown},
-            "gold": gold if b.get("show_gold") else None, "completion": sample.get("text") or ""}
+            "gold": gold if b.get("show_gold") else None, "completion": (sample.text if sample else None) or ""}
 
 
 def issue_form_token(store: Store, rater: str) -> str:
@@ -427,7 +427,7 @@ def submit(store: Store, rater: str, batch_id: str, form_token: str, sample_key:
         raise BadInput(f"the note has {len(note)} characters, more than the {NOTE_MAX_CHARS} allowed; shorten it")
     if not form_token:
         raise RefusedByPolicy("the form carries no form token; reload the page and submit again")
-    auto = {(s["item_id"], s["sample_index"]): s["score"] for s in store.sample_scores(b["run_id"])}
+    auto = {(s.item_id, s.sample_index): s.score for s in store.sample_scores(b["run_id"])}
     target = next((i for i in store.batch_items(batch_id) if i["sample_key"] == sample_key), None)
     human = None
     if target is not None:

@@ -36,8 +36,8 @@ def audit_agreement(store: Store, protocol: str, resamples: int = 2000) -> dict[
     runs, auto, human, levels = [], [], [], 0
     for b in store.batches():
         run = store.runs(run_id=b["run_id"])
-        if not run or (run[0]["protocol_name"], run[0]["protocol_version"]) != (name, version) \
-                or run[0]["tier"] != Tier.HUMAN_AUDIT:
+        if not run or (run[0].protocol_name, run[0].protocol_version) != (name, version) \
+                or run[0].tier != Tier.HUMAN_AUDIT:
             continue
         levels = max(levels, int(b["scale_max"] - b["scale_min"]) + 1)
         if b["run_id"] in runs:

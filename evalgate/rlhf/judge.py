@@ -29,6 +29,7 @@ from evalgate.rlhf.judge_calls import JudgeCalls, JudgePrompt, judge_path
 from evalgate.rlhf.judge_options import JudgeBaseline, JudgeModel, JudgeOptions, JudgeSampling
 from evalgate.rlhf.pairwise import PairJudgement, item_preference, per_item_table, win_rate
 from evalgate.scoring.base import SampleToScore, ScoreResult
+from evalgate.store.rows import RunRow
 
 __all__ = ["JudgeBaseline", "JudgeModel", "JudgeOptions", "JudgeSampling", "JudgeScorer", "Verdict",
            "baseline_texts", "judge_metrics", "parse_verdict", "render"]
@@ -184,7 +185,7 @@ def _side(v: Verdict) -> str | None:
     return v.value if isinstance(v.value, str) else None
 
 
-def _baseline_run(store: Any, baseline: JudgeBaseline, manifest: Any, protocol: Any, seed: int) -> dict[str, Any]:
+def _baseline_run(store: Any, baseline: JudgeBaseline, manifest: Any, protocol: Any, seed: int) -> RunRow:
     """The stored run whose completions are the baseline (see ``JudgeBaseline``) on ``manifest``'s content, under
     ``protocol`` (a ``LoadedProtocol``), the one of sampling seed ``seed`` where there are several.
 
@@ -194,9 +195,9 @@ def _baseline_run(store: Any, baseline: JudgeBaseline, manifest: Any, protocol: 
     split, content = manifest.name, manifest.content_sha256
     if baseline.run_id is not None:
         rows = store.runs(run_id=baseline.run_id)
-        if not rows or rows[0]["status"] != "complete" or rows[0]["split_sha256"] != content:
-            found = "not found" if not rows else (f"{rows[0]['status']} on split {rows[0]['split']}"
-                                                  f" (content {str(rows[0]['split_sha256'])[:12]})")
+        if not rows or rows[0].status != "complete" or rows[0].split_sha256 != content:
+            found = "not found" if not rows else (f"{rows[0].status} on split {rows[0].split}"
+                                                  f" (content {str(rows[0].split_sha256)[:12]})")
             raise BadInput(f"judge baseline run {baseline.run_id} is {found}; a pairwise judge needs a complete run "
                            f"on split {split}'s content ({content[:12]}): set scorer.options.baseline.run_id to one")
         return rows[0]
@@ -206,7 +207,7 @@ def _baseline_run(store: Any, baseline: JudgeBaseline, manifest: Any, protocol: 
         raise BadInput(f"no complete run of the judge's baseline checkpoint {baseline.checkpoint} under protocol "
                        f"{protocol.ref} on split {split}: run the baseline first (evalgate run --protocol "
                        f"{protocol.path} --checkpoint <baseline> --split {split})")
-    same_seed = [r for r in rows if r["sampling_seed"] == seed]
+    same_seed = [r for r in rows if r.sampling_seed == seed]
     return (same_seed or rows)[-1]
 
 
@@ -226,15 +227,15 @@ def baseline_texts(plan: Any, samples: Sequence[SampleToScore], baseline: JudgeB
         return {s.key: s.text for s in samples}
     store = plan.store
     row = _baseline_run(store, baseline, plan.manifest, plan.protocol, plan.seed)
-    prompts = {r["item_id"]: r for r in store.run_prompts(row["run_id"])}
+    prompts = {r["item_id"]: r for r in store.run_prompts(row.run_id)}
     keys = [_key(s) for s in samples]
-    want = {(iid, j, sample_seed(row["sampling_seed"], iid, j)): (iid, j, seed) for iid, j, seed in keys}
+    want = {(iid, j, sample_seed(row.sampling_seed, iid, j)): (iid, j, seed) for iid, j, seed in keys}
     have = [k for k in want if k[0] in prompts]
-    got = store.cached_generations(row["checkpoint_digest"], row["protocol_hash"], have,
-                                   {k[0]: prompts[k[0]]["prompt_sha256"] for k in have}, row["settings_sha256"] or "")
+    got = store.cached_generations(row.checkpoint_digest, row.protocol_hash, have,
+                                   {k[0]: prompts[k[0]]["prompt_sha256"] for k in have}, row.settings_sha256 or "")
     lacking = sorted(want[k][0] for k in want if k not in got)
     if lacking:
-        raise BadInput(f"judge baseline run {row['run_id']} holds no completion of {len(lacking)} item(s) of this "
+        raise BadInput(f"judge baseline run {row.run_id} holds no completion of {len(lacking)} item(s) of this "
                        f"run ({', '.join(lacking[:3])}{' ...' if len(lacking) > 3 else ''}); run the baseline on "
                        f"the same split with sampling.n >= this protocol's")
     formats = plan.protocol.spec.reasoning.strip

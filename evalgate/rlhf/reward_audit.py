@@ -27,7 +27,7 @@ from evalgate.human.agreement import run_agreement
 from evalgate.rlhf.reward_rules import RewardAuditRules
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
-from evalgate.store import Store
+from evalgate.store import SampleRow, Store
 
 PURPOSE = "reward-audit"
 
@@ -50,7 +50,7 @@ def read_rollouts(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
-def match_rewards(rollouts: list[dict[str, Any]], samples: list[dict[str, Any]],
+def match_rewards(rollouts: list[dict[str, Any]], samples: list[SampleRow],
                   prompts: dict[str, str]) -> tuple[dict[tuple[str, int], float], int]:
     """Per-sample reward: the mean reward of the rollouts matched to each sample.
 
@@ -62,9 +62,9 @@ def match_rewards(rollouts: list[dict[str, Any]], samples: list[dict[str, Any]],
         (``(item_id, sample_index) -> reward``, number of rollouts that matched nothing).
     """
     by_prompt = {text.strip(): item for item, text in prompts.items()}
-    by_item: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_item: dict[str, list[SampleRow]] = defaultdict(list)
     for s in samples:
-        by_item[s["item_id"]].append(s)
+        by_item[s.item_id].append(s)
     got: dict[tuple[str, int], list[float]] = defaultdict(list)
     unmatched = 0
     for r in rollouts:
@@ -72,12 +72,12 @@ def match_rewards(rollouts: list[dict[str, Any]], samples: list[dict[str, Any]],
         item = str(item) if item is not None else by_prompt.get(str(r.get("prompt", "")).strip())
         cands = by_item.get(item or "", [])
         if "sample_index" in r:
-            cands = [s for s in cands if s["sample_index"] == r["sample_index"]]
+            cands = [s for s in cands if s.sample_index == r["sample_index"]]
         elif "completion" in r:
-            cands = [s for s in cands if (s.get("text") or "") == r["completion"]]
+            cands = [s for s in cands if (s.text or "") == r["completion"]]
         unmatched += not cands
         for s in cands:
-            got[(s["item_id"], s["sample_index"])].append(float(r["reward"]))
+            got[(s.item_id, s.sample_index)].append(float(r["reward"]))
     return {k: sum(v) / len(v) for k, v in got.items()}, unmatched
 
 
@@ -112,8 +112,8 @@ def reward_audit(store: Store, run_id: str, rules: RewardAuditRules | None = Non
         raise BadInput(f"unknown run {run_id!r}; list runs with 'evalgate runs'")
     run, who = runs[0], actor_name(actor, env=store.env)
     manager = SplitManager(store)
-    manifest, _ = manager.check(run["split"], PURPOSE, who, checkpoint_digest=run["checkpoint_digest"],
-                                protocol_hash=run["protocol_hash"])
+    manifest, _ = manager.check(run.split, PURPOSE, who, checkpoint_digest=run.checkpoint_digest,
+                                protocol_hash=run.protocol_hash)
     samples = store.samples(run_id)
     base_tokens: dict[str, float] = {}
     if baseline_run is not None:
@@ -122,10 +122,10 @@ def reward_audit(store: Store, run_id: str, rules: RewardAuditRules | None = Non
             raise BadInput(f"baseline run {baseline_run!r} has no samples; pass a complete run of the baseline")
         per: dict[str, list[int]] = defaultdict(list)
         for s in base:
-            per[s["item_id"]].append(s.get("completion_tokens") or 0)
+            per[s.item_id].append(s.completion_tokens or 0)
         base_tokens = {k: sum(v) / len(v) for k, v in per.items()}
-    manager.log_read(manifest, who, PURPOSE, cached=True, checkpoint_digest=run["checkpoint_digest"],
-                     protocol_hash=run["protocol_hash"], run_id=run_id)
+    manager.log_read(manifest, who, PURPOSE, cached=True, checkpoint_digest=run.checkpoint_digest,
+                     protocol_hash=run.protocol_hash, run_id=run_id)
     rewards, unmatched, source = None, 0, "automatic score"
     if rollouts is not None:
         prompts = {r["item_id"]: r["text"] for r in store.run_prompts(run_id)}
@@ -133,13 +133,13 @@ def reward_audit(store: Store, run_id: str, rules: RewardAuditRules | None = Non
         source = f"training reward ({Path(rollouts).name}, {len(rewards)} samples matched)"
     agreement = run_agreement(store, run_id, rewards=rewards)
     human = {(s["item_id"], s["sample_index"]): s["human"] for s in agreement["samples"]}
-    reward_of = rewards if rewards is not None else {(s["item_id"], s["sample_index"]): s["score"] for s in samples}
+    reward_of = rewards if rewards is not None else {(s.item_id, s.sample_index): s.score for s in samples}
     suspicious, counts = [], {"reward-human mismatch": 0, "length inflation": 0, "repetition": 0}
     for s in samples:
-        key = (s["item_id"], s["sample_index"])
+        key = (s.item_id, s.sample_index)
         reward, h = reward_of.get(key), human.get(key)
-        tokens, base_t = s.get("completion_tokens"), base_tokens.get(s["item_id"])
-        rep = (s.get("behavior") or {}).get("repetition")
+        tokens, base_t = s.completion_tokens, base_tokens.get(s.item_id)
+        rep = (s.behavior or {}).get("repetition")
         reasons = [name for name, hit in (
             ("reward-human mismatch", reward is not None and h is not None and reward > rules.reward_min
              and h < rules.human_max),
@@ -148,14 +148,14 @@ def reward_audit(store: Store, run_id: str, rules: RewardAuditRules | None = Non
         for r in reasons:
             counts[r] += 1
         if reasons:
-            suspicious.append({"item_id": s["item_id"], "sample_index": s["sample_index"], "reasons": reasons,
+            suspicious.append({"item_id": s.item_id, "sample_index": s.sample_index, "reasons": reasons,
                                "reward": reward, "human": h, "completion_tokens": tokens, "baseline_tokens": base_t,
-                               "repetition": rep, "text": (s.get("text") or "")[:max_chars]})
+                               "repetition": rep, "text": (s.text or "")[:max_chars]})
     not_checkable = [why for why, missing in (
         ("reward-human mismatch: no human scores for this run (rate a batch in 'evalgate serve')", not human),
         ("length inflation: no baseline run given", baseline_run is None),
         ("repetition: the samples hold no repetition ratio", all(
-            (s.get("behavior") or {}).get("repetition") is None for s in samples))) if missing]
+            (s.behavior or {}).get("repetition") is None for s in samples))) if missing]
     return {"run_id": run_id, "reward_source": source, "unmatched_rollouts": unmatched,
             "rules": rules.model_dump(), "checked": len(samples), "suspicious": suspicious, "counts": counts,
             "not_checkable": not_checkable, "agreement": {k: v for k, v in agreement.items() if k != "samples"},
@@ -189,10 +189,10 @@ def audits_for_checkpoints(store: Store, digests: list[str], rules: RewardAuditR
     want, out, seen = set(digests), [], set()
     for b in store.batches():
         run = store.runs(run_id=b["run_id"])
-        if b["run_id"] in seen or not run or run[0]["checkpoint_digest"] not in want:
+        if b["run_id"] in seen or not run or run[0].checkpoint_digest not in want:
             continue
         seen.add(b["run_id"])
         out.append({**reward_audit(store, b["run_id"], rules, actor=actor),
-                    "checkpoint": run[0]["checkpoint_path"], "step": run[0]["step"],
-                    "train_seed": run[0]["train_seed"]})
+                    "checkpoint": run[0].checkpoint_path, "step": run[0].step,
+                    "train_seed": run[0].train_seed})
     return out

@@ -26,9 +26,9 @@ def rm_scores(store: RunRepo, protocol: str, split: str) -> dict[str, float]:
     name, _, version = protocol.partition("@")
     out: dict[str, float] = {}
     for r in store.runs(protocol_name=name, protocol_version=version, split=split, status="complete"):
-        value = (r.get("metrics") or {}).get("reward_mean")
+        value = r.metrics.get("reward_mean") if r.metrics else None
         if value is not None:
-            out[r["checkpoint_digest"]] = float(value)  # runs come oldest first: the newest wins
+            out[r.checkpoint_digest] = float(value)  # runs come oldest first: the newest wins
     return out
 
 

@@ -22,6 +22,7 @@ from evalgate.runner.plan import RunPlan
 from evalgate.runner.prompts import versions
 from evalgate.runner.score import Scored
 from evalgate.scoring.base import SCORERS
+from evalgate.store.rows import RunRow
 
 # How per-sample seeds derive from the sampling seed (``backends.base.sample_seed``), recorded with every run.
 PER_SAMPLE_SEED = "sha256(f'{seed}:{item_id}:{sample_index}')[:8] & (2**63-1)"
@@ -220,8 +221,10 @@ class RunRecord(_Record):
                 "settings_sha256": self.backend.get("generation_settings_sha256"), "record_version": self.version}
 
     @classmethod
-    def from_row(cls, row: dict[str, Any]) -> RunRecord:
-        """The record of a stored ``runs`` row (``Store.runs``; JSON columns decoded)."""
+    def from_row(cls, row: RunRow | dict[str, Any]) -> RunRecord:
+        """The record of a stored ``runs`` row (a ``Store.runs`` row, or its columns as a dict, JSON decoded)."""
+        if isinstance(row, RunRow):
+            row = row.as_dict()
         return cls(
             run_id=row["run_id"], status=row["status"],
             protocol=ProtocolRef(name=row["protocol_name"], version=row["protocol_version"],

@@ -10,6 +10,7 @@ the repositories over it.
     access.py   AccessLogRepo: the hash-chained access log and its heads; the budget rule (``Counted``)
     ratings.py  RatingRepo: human scores, raters, rating batches, form tokens
     gates.py    GateRepo: gate verdicts
+    rows.py     the typed rows the readers return (RunRow, SampleRow, SampleScore, GateRow)
     frames.py   FrameRepo: a query's result as Arrow / pandas / polars (``evalgate.views.frames``)
     codec.py    the sealing rule (which columns a sealed tier's rows encrypt) and its codec
 
@@ -39,12 +40,14 @@ from evalgate.store.db import MEMORY, Connection, Database, Repository, default_
 from evalgate.store.frames import FrameRepo
 from evalgate.store.gates import GateRepo
 from evalgate.store.ratings import RatingRepo
+from evalgate.store.rows import GateRow, Row, RunRow, SampleRow, SampleScore
 from evalgate.store.runs import ProtocolRepo, RunRepo
 
 __all__ = ["CONTAMINATION_CHECK", "CONTAMINATION_CHECKS", "MEMORY", "READS", "TRAJECTORY_COLUMNS", "AccessLogRepo",
            "BudgetLimit", "ChainLink", "Connection", "Counted", "Database", "FrameRepo", "GateRepo", "GenerationCache",
-           "PrivateContent", "PrivateContentRepo", "ProtocolRepo", "RatingRepo", "Repository", "RunRepo",
-           "SignedHead", "Store", "VerifiedHead", "default_database", "handed_down"]
+           "GateRow", "PrivateContent", "PrivateContentRepo", "ProtocolRepo", "RatingRepo", "Repository", "Row",
+           "RunRepo", "RunRow", "SampleRow", "SampleScore", "SignedHead", "Store", "VerifiedHead", "default_database",
+           "handed_down"]
 
 R = TypeVar("R", bound=Repository)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from evalgate.store.db import Repository, matching, records
+from evalgate.store.rows import GateRow
 from evalgate.store.runs import json_values
 
 GATE_JSON_COLUMNS = ("inputs", "decision_runs", "reasons", "document")
@@ -27,8 +28,8 @@ class GateRepo(Repository):
         with self.connect() as con:
             return records(con, "SELECT * FROM gates ORDER BY created_at DESC, gate_id LIMIT ?", [limit])
 
-    def gates(self, **where: Any) -> list[dict[str, Any]]:
+    def gates(self, **where: Any) -> list[GateRow]:
         """Gate verdicts matching column equalities (e.g. ``gate_id=...``, ``inputs_sha256=...``), oldest first,
-        JSON columns decoded."""
+        as ``GateRow``s (JSON columns decoded)."""
         with self.connect() as con:
-            return matching(con, "gates", where, "created_at", GATE_JSON_COLUMNS)
+            return GateRow.from_dicts(matching(con, "gates", where, "created_at", GATE_JSON_COLUMNS))

@@ -13,6 +13,7 @@ from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.keys.sealing import is_sealed
 from evalgate.store.codec import open_errors, open_read, run_codec
 from evalgate.store.db import Repository, insert_values, matching, records
+from evalgate.store.rows import RunRow, SampleRow, SampleScore
 
 RUN_JSON_COLUMNS = ("backend_info", "effective_params", "metrics", "counts", "versions", "warnings",
                     "checkpoint_provenance")
@@ -136,14 +137,16 @@ class RunRepo(Repository):
                              "its stored generations are reused by the next identical run", run_id])
         return dead
 
-    def runs(self, **where: Any) -> list[dict[str, Any]]:
+    def runs(self, **where: Any) -> list[RunRow]:
         """Runs matching column equalities (e.g. ``protocol_name=..., split=..., status='complete'``), oldest
-        first, JSON columns decoded."""
+        first, as ``RunRow``s (JSON columns decoded)."""
         with self.connect() as con:
-            return open_errors(matching(con, "runs", where, "started_at", RUN_JSON_COLUMNS), self.env)
+            rows = matching(con, "runs", where, "started_at", RUN_JSON_COLUMNS)
+        return RunRow.from_dicts(open_errors(rows, self.env))
 
-    def samples(self, run_id: str) -> list[dict[str, Any]]:
-        """A run's samples joined with their cached generations and prompts, sealed values decrypted.
+    def samples(self, run_id: str) -> list[SampleRow]:
+        """A run's samples joined with their cached generations and prompts (``SampleRow``s), sealed values
+        decrypted.
 
         A run on the private tier (``run_tiers``: its row or the access log says so) is refused: its per-item
         outputs are never shown (the gate reads only ``sample_scores``). Readers of other tiers check and
@@ -175,7 +178,7 @@ class RunRepo(Repository):
                                [run_id, logged_only, run_id]).fetchall()
         return {tier: split for _, tier, split in rows if tier is not None}
 
-    def _samples(self, run_id: str, sealed: bool = True) -> list[dict[str, Any]]:
+    def _samples(self, run_id: str, sealed: bool = True) -> list[SampleRow]:
         """``samples`` for every tier (the sealing tests check that an authorised reader can decrypt).
 
         ``sealed`` False (a run of an open tier): a sealed value among the joined rows is refused, never opened. An
@@ -203,7 +206,7 @@ class RunRepo(Repository):
                                   "rows); nothing is shown. Check the access log with 'evalgate audit verify'")
         for r in rows:
             r["behavior"] = json.loads(r["behavior"]) if r["behavior"] else {}
-        return open_read("samples", rows, self.env)
+        return SampleRow.from_dicts(open_read("samples", rows, self.env))
 
     def result_sha256(self, run_id: str) -> str:
         """sha256 of what a gate takes from a stored run: its metrics and every sample's item id, index, score and
@@ -212,13 +215,13 @@ class RunRepo(Repository):
         with self.connect() as con:
             row = con.execute("SELECT metrics FROM runs WHERE run_id=?", [run_id]).fetchone()
         metrics = json.loads(row[0]) if row and isinstance(row[0], str) else (row[0] if row else None)
-        doc = {"metrics": metrics, "samples": self.sample_scores(run_id)}
+        doc = {"metrics": metrics, "samples": [s.as_dict() for s in self.sample_scores(run_id)]}
         return hashlib.sha256(json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
-    def sample_scores(self, run_id: str) -> list[dict[str, Any]]:
-        """A run's per-sample scores only (item_id, sample_index, score, status): what paired statistics need,
-        without joining the completions."""
+    def sample_scores(self, run_id: str) -> list[SampleScore]:
+        """A run's per-sample scores only (``SampleScore``: item_id, sample_index, score, status): what paired
+        statistics need, without joining the completions."""
         with self.connect() as con:
             cur = con.execute("SELECT item_id, sample_index, score, status FROM samples WHERE run_id=? "
                               "ORDER BY item_id, sample_index", [run_id])
-            return [{"item_id": r[0], "sample_index": r[1], "score": r[2], "status": r[3]} for r in cur.fetchall()]
+            return [SampleScore(*r) for r in cur.fetchall()]

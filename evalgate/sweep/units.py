@@ -130,7 +130,7 @@ def plan_units(protocol: LoadedProtocol, checkpoints: list[Checkpoint], splits: 
                                 split_sha256=manifests[split].content_sha256, sampling_seed=seed,
                                 backend=options.backend, settings_sha256=settings, status="complete")
             if stored:
-                unit.status, unit.run_id = "skipped", stored[-1]["run_id"]
+                unit.status, unit.run_id = "skipped", stored[-1].run_id
             units.append(unit)
     return units
 

@@ -25,6 +25,7 @@ from typing import Any
 from evalgate.access import log as accesslog
 from evalgate.core.enums import Tier
 from evalgate.core.errors import BadInput, RefusedByPolicy
+from evalgate.store.rows import RunRow
 from evalgate.trackers.base import EvalPoint, GateSummary, RunKey, Tracker, TrackerConfig, finite_metrics
 
 EXPORT_PURPOSE = "export-tracker"
@@ -57,16 +58,16 @@ def open_trackers(names: list[str] | tuple[str, ...], config: TrackerConfig | No
     return out
 
 
-def _point(run: dict[str, Any]) -> EvalPoint | str:
+def _point(run: RunRow) -> EvalPoint | str:
     """The run's eval point, or why it has none."""
-    if run.get("status") != "complete":
-        return f"run {run['run_id']} is {run.get('status')}, not complete"
-    if run.get("step") is None:
-        return (f"run {run['run_id']} ({run['checkpoint_path']}) has no training step (pass --step, or name the "
+    if run.status != "complete":
+        return f"run {run.run_id} is {run.status}, not complete"
+    if run.step is None:
+        return (f"run {run.run_id} ({run.checkpoint_path}) has no training step (pass --step, or name the "
                 "directory checkpoint-N)")
-    train_run = run.get("train_run") or Path(str(run["checkpoint_path"])).parent.name or "run"
-    key = RunKey(train_run, run.get("train_seed"))
-    return EvalPoint(key, int(run["step"]), run["split"], finite_metrics(run.get("metrics")), run["run_id"])
+    train_run = run.train_run or Path(str(run.checkpoint_path)).parent.name or "run"
+    key = RunKey(train_run, run.train_seed)
+    return EvalPoint(key, int(run.step), run.split, finite_metrics(dict(run.metrics or {})), run.run_id)
 
 
 def export_runs(run_ids: list[str], trackers: list[Tracker], store: Any, actor: str | None = None,
@@ -109,16 +110,16 @@ def export_runs(run_ids: list[str], trackers: list[Tracker], store: Any, actor: 
     return {"exported": exported, "skipped": skipped, "written": [w for t in trackers for w in t.close()]}
 
 
-def _admit(manager: Any, run: dict[str, Any], actor: str, names: str) -> None:
+def _admit(manager: Any, run: RunRow, actor: str, names: str) -> None:
     """Check and log the export of ``run``'s metrics as a read of its split (a private run: refused, logged)."""
-    split, digest, phash = run["split"], run["checkpoint_digest"], run["protocol_hash"]
-    if run["tier"] == Tier.PRIVATE:
+    split, digest, phash = run.split, run.checkpoint_digest, run.protocol_hash
+    if run.tier == Tier.PRIVATE:
         manager.refuse(split, EXPORT_PURPOSE, actor,
-                       f"run {run['run_id']} is on split {split} (tier private): private-tier numbers go to a tracker "
+                       f"run {run.run_id} is on split {split} (tier private): private-tier numbers go to a tracker "
                        "only as a gate's verdict ('evalgate gate --report-to ...')", checkpoint_digest=digest,
                        protocol_hash=phash)
     m, _ = manager.check(split, EXPORT_PURPOSE, actor, None, digest, phash)
-    manager.log_read(m, actor, EXPORT_PURPOSE, True, digest, phash, run["run_id"], detail=f"metrics to {names}")
+    manager.log_read(m, actor, EXPORT_PURPOSE, True, digest, phash, run.run_id, detail=f"metrics to {names}")
 
 
 def gate_summary(doc: dict[str, Any]) -> GateSummary:

@@ -280,8 +280,8 @@ def preflight(protocol_path: str | Path, checkpoint: str | Path, split: str, sam
     while not per_item or min(len(v) for v in per_item.values()) < k:
         doc = evaluate(protocol_path, checkpoint, split, replace(opts, seed=base_seed + r), store)
         run_ids.append(doc["run_id"])
-        for row in sorted(store.samples(doc["run_id"]), key=lambda r: (str(r["item_id"]), r["sample_index"])):
-            per_item.setdefault(str(row["item_id"]), []).append((float(row["score"] or 0.0), row["finish_reason"]))
+        for row in sorted(store.samples(doc["run_id"]), key=lambda r: (str(r.item_id), r.sample_index)):
+            per_item.setdefault(str(row.item_id), []).append((float(row.score or 0.0), row.finish_reason))
         r += 1
     # the run above logged this read; the baselines score the same items
     items = read_unlogged(load_manifest(split, store.env.splits), env=store.env)

@@ -67,8 +67,8 @@ def samples_frame(run_ids: str | list[str], kind: Kind = "arrow", actor: str | N
     with store.session():  # one connection for the checks, the logged reads and the query
         runs = [stored_run(store, r) for r in ids]
         for run in runs:
-            if run.get("status") != "complete":
-                raise BadInput(f"run {run['run_id']} is {run.get('status')}, not complete: it has no scored samples")
+            if run.status != "complete":
+                raise BadInput(f"run {run.run_id} is {run.status}, not complete: it has no scored samples")
         for run in runs:  # every run is checked and logged before any row is returned
             admit_view(store, run, SAMPLES_PURPOSE, who)
         return query_frame(SAMPLES_SQL, [ids], kind, store)

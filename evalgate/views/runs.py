@@ -8,6 +8,7 @@ Only run metadata and aggregate metrics are shown (no per-item output), as ``eva
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,12 +16,12 @@ from typing import Any
 from evalgate.checkpoints.identity import digest_hex
 from evalgate.core.errors import BadInput
 from evalgate.core.formatting import num, pm, table
-from evalgate.store import RunRepo
+from evalgate.store import RunRepo, RunRow
 
 
 def select_runs(store: RunRepo, *, status: str | None = None, split: str | None = None,
                 protocol_name: str | None = None, train_run: str | None = None, train_seed: int | None = None,
-                checkpoint: str | None = None) -> list[dict[str, Any]]:
+                checkpoint: str | None = None) -> list[RunRow]:
     """Stored runs, oldest first, matching every filter given.
 
     Args:
@@ -49,9 +50,9 @@ def select_runs(store: RunRepo, *, status: str | None = None, split: str | None 
     return rows
 
 
-def _checkpoint_matches(run: dict[str, Any], given: str) -> bool:
-    path = run["checkpoint_path"] or ""
-    if len(given) >= 8 and (run["checkpoint_digest"].startswith(given) or digest_hex(run["checkpoint_digest"])
+def _checkpoint_matches(run: RunRow, given: str) -> bool:
+    path = run.checkpoint_path or ""
+    if len(given) >= 8 and (run.checkpoint_digest.startswith(given) or digest_hex(run.checkpoint_digest)
                             .startswith(given)):
         return True
     if Path(given).exists() and Path(path).exists():
@@ -108,7 +109,7 @@ class StepTable:
         return "\n".join(lines)
 
 
-def by_step(runs: list[dict[str, Any]], metric: str = "pass@1") -> list[StepTable]:
+def by_step(runs: list[RunRow], metric: str = "pass@1") -> list[StepTable]:
     """One table per (training run, protocol, split) over the complete runs that have a training run, training
     seed and step; a checkpoint evaluated more than once shows its latest run.
 
@@ -125,15 +126,16 @@ def by_step(runs: list[dict[str, Any]], metric: str = "pass@1") -> list[StepTabl
     tables: dict[tuple[str, str, str], StepTable] = {}
     seen_metrics: set[str] = set()
     for r in runs:
-        m = r["metrics"] or {}
+        m: Mapping[str, Any] = r.metrics or {}
         seen_metrics.update(k for k in m if not k.endswith("_stderr"))
-        if r["status"] != "complete" or None in (r["train_run"], r["train_seed"], r["step"]) or metric not in m:
+        if r.status != "complete" or r.train_run is None or r.train_seed is None or r.step is None \
+                or metric not in m:
             continue
-        ref = f"{r['protocol_name']}@{r['protocol_version']}"
-        t = tables.setdefault((r["train_run"], ref, r["split"]), StepTable(r["train_run"], ref, r["split"], metric))
-        row = t.cells.setdefault(r["step"], {})
-        t.repeats += r["train_seed"] in row
-        row[r["train_seed"]] = (float(m[metric]), float(m.get(f"{metric}_stderr", math.nan)), r["run_id"])
+        ref = f"{r.protocol_name}@{r.protocol_version}"
+        t = tables.setdefault((r.train_run, ref, r.split), StepTable(r.train_run, ref, r.split, metric))
+        row = t.cells.setdefault(r.step, {})
+        t.repeats += r.train_seed in row
+        row[r.train_seed] = (float(m[metric]), float(m.get(f"{metric}_stderr", math.nan)), r.run_id)
     if runs and not tables and metric not in seen_metrics:
         raise BadInput(f"no run has metric {metric!r}; the runs have: {', '.join(sorted(seen_metrics)) or 'none'}")
     for t in tables.values():
@@ -141,20 +143,20 @@ def by_step(runs: list[dict[str, Any]], metric: str = "pass@1") -> list[StepTabl
     return [tables[k] for k in sorted(tables)]
 
 
-def runs_by_id(run_ids: list[str], store: RunRepo) -> list[dict[str, Any]]:
+def runs_by_id(run_ids: list[str], store: RunRepo) -> list[RunRow]:
     """The stored runs ``run_ids`` in ``store``, in that order (``Store.runs`` rows; an unknown id is left out)."""
     return [r for rid in run_ids for r in store.runs(run_id=rid)]
 
 
-def score_metrics(runs: list[dict[str, Any]]) -> list[str]:
+def score_metrics(runs: list[RunRow]) -> list[str]:
     """The score metrics of ``runs`` a results table shows: every ``pass@k`` any of them reports, by k; else
     ``mean_score``."""
-    ks = sorted({int(k[5:]) for r in runs for k in (r.get("metrics") or {})
+    ks = sorted({int(k[5:]) for r in runs for k in (r.metrics or {})
                  if k.startswith("pass@") and not k.endswith("_stderr") and k[5:].isdigit()})
     return [f"pass@{k}" for k in ks] or ["mean_score"]
 
 
-def results_table(runs: list[dict[str, Any]], labels: list[str] | None = None) -> str:
+def results_table(runs: list[RunRow], labels: list[str] | None = None) -> str:
     """Runs' scores for a person (``evalgate sweep`` and ``evalgate compare`` end with it): one line per run with
     its checkpoint (the last two parts of its path), training step and seed, split, each score metric as
     ``value ± stderr`` (``evalgate.core.formatting.pm``) and n, the items the metric averages over.
@@ -166,9 +168,10 @@ def results_table(runs: list[dict[str, Any]], labels: list[str] | None = None) -
     names = score_metrics(runs)
     header = ["run", "checkpoint", "step", "seed", "split", *(f"{m} ± stderr" for m in names), "n"]
     rows = []
-    for label, r in zip(labels or [r["run_id"] for r in runs], runs, strict=True):
-        m, c = r.get("metrics") or {}, r.get("counts") or {}
-        ckpt = "/".join(Path(r["checkpoint_path"] or "?").parts[-2:])
-        rows.append([label, ckpt, num(r["step"]), num(r["train_seed"]), r["split"],
-                     *(pm(m.get(k), m.get(f"{k}_stderr")) for k in names), num(r.get("items") or c.get("items"))])
+    for label, r in zip(labels or [r.run_id for r in runs], runs, strict=True):
+        m: Mapping[str, Any] = r.metrics or {}
+        c = r.counts or {}
+        ckpt = "/".join(Path(r.checkpoint_path or "?").parts[-2:])
+        rows.append([label, ckpt, num(r.step), num(r.train_seed), r.split,
+                     *(pm(m.get(k), m.get(f"{k}_stderr")) for k in names), num(r.items or c.get("items"))])
     return table(header, rows, right=[2, 3, *range(5, len(header))])

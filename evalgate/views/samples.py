@@ -20,7 +20,7 @@ from evalgate.core.results import Result
 from evalgate.scoring.base import STATUSES, score_statuses
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
-from evalgate.store import Store
+from evalgate.store import RunRow, Store
 
 # What a stored sample's status can be: the scorers' statuses, plus the agent loop's ``tool_violation`` (a sample
 # ended by a tool violation under ``tools.violation: end``, ``evalgate.runner.agent.metrics``).
@@ -161,8 +161,8 @@ class Comparison(Result):
     """The changed pairs, in item and sample-index order."""
 
 
-def stored_run(store: Store, run_id: str) -> dict[str, Any]:
-    """The stored run ``run_id`` (its ``runs`` row as a dict: ``run_id``, ``split``, ``tier``, ``status``,
+def stored_run(store: Store, run_id: str) -> RunRow:
+    """The stored run ``run_id`` (its ``runs`` row: ``run_id``, ``split``, ``tier``, ``status``,
     ``checkpoint_digest``, ``protocol_hash``, ...). Reads no split.
 
     Raises:
@@ -174,7 +174,7 @@ def stored_run(store: Store, run_id: str) -> dict[str, Any]:
     return rows[0]
 
 
-def admit_view(store: Store, run: dict[str, Any], purpose: str, actor: str) -> None:
+def admit_view(store: Store, run: RunRow, purpose: str, actor: str) -> None:
     """Check and log a view of ``run``'s per-item results as a read of its split: call it before showing any
     sample of a stored run (``run_samples``, ``compare_runs``, ``frames.samples_frame``).
 
@@ -190,9 +190,9 @@ def admit_view(store: Store, run: dict[str, Any], purpose: str, actor: str) -> N
         BadInput: the run's split has no manifest any more.
     """
     manager = SplitManager(store)
-    split, tier = run["split"], run["tier"]
+    split, tier = run.split, run.tier
     # the tier the signed access log logged the run under outranks its unsigned row (``RunRepo.run_tiers``)
-    logged = store.run_tiers(run["run_id"])
+    logged = store.run_tiers(run.run_id)
     guarded = [t for t in GUARDED_TIERS if t in logged]
     if guarded:
         tier = guarded[0]
@@ -200,11 +200,11 @@ def admit_view(store: Store, run: dict[str, Any], purpose: str, actor: str) -> N
     if tier in GUARDED_TIERS:
         how = ("per-item outputs of the private tier are never shown; use 'evalgate runs' for the run's metrics"
                if tier == Tier.PRIVATE else
-               f"raters see its samples through 'evalgate splits export-audit {split} --run {run['run_id']}' "
+               f"raters see its samples through 'evalgate splits export-audit {split} --run {run.run_id}' "
                "(a logged read)")
-        manager.refuse(split, purpose, actor, f"run {run['run_id']} is on split {split} (tier {tier}): {how}")
-    m, _ = manager.check(split, purpose, actor, None, run["checkpoint_digest"], run["protocol_hash"])
-    manager.log_read(m, actor, purpose, True, run["checkpoint_digest"], run["protocol_hash"], run["run_id"])
+        manager.refuse(split, purpose, actor, f"run {run.run_id} is on split {split} (tier {tier}): {how}")
+    m, _ = manager.check(split, purpose, actor, None, run.checkpoint_digest, run.protocol_hash)
+    manager.log_read(m, actor, purpose, True, run.checkpoint_digest, run.protocol_hash, run.run_id)
 
 
 def run_samples(run_id: str, item: str | None = None, status: str | None = None, limit: int | None = None,
@@ -233,22 +233,22 @@ def run_samples(run_id: str, item: str | None = None, status: str | None = None,
     if limit is not None and limit < 1:
         raise BadInput(f"--limit {limit}: give a positive number of samples")
     run = stored_run(store, run_id)
-    if run.get("status") != "complete":  # before the read: an unfinished run has no scored samples to show
-        raise BadInput(f"run {run_id} is {run.get('status')}, not complete: its samples are scored and stored when "
+    if run.status != "complete":  # before the read: an unfinished run has no scored samples to show
+        raise BadInput(f"run {run_id} is {run.status}, not complete: its samples are scored and stored when "
                        "the run completes. Rerun the same 'evalgate run' command (what it generated is reused), "
                        "then look again")
     admit_view(store, run, SAMPLES_PURPOSE, actor_name(actor, env=store.env))
     rows = store.samples(run_id)
-    if item is not None and not any(r["item_id"] == item for r in rows):
-        raise BadInput(f"run {run_id} has no item {item!r} ({len({r['item_id'] for r in rows})} items)")
-    picked = [r for r in rows if (item is None or r["item_id"] == item) and (status is None or r["status"] == status)]
-    shown = [Sample(item_id=r["item_id"], sample_index=r["sample_index"], status=r["status"], score=r["score"],
-                    extracted=r.get("extracted"), detail=r.get("detail"), prompt=r.get("prompt"),
-                    completion=r.get("text"), finish_reason=r.get("finish_reason"),
-                    completion_tokens=r.get("completion_tokens"), cached=bool(r["cached"])) for r in picked[:limit]]
-    return Samples(run_id=run_id, split=run["split"], tier=run["tier"],
-                   protocol=f"{run['protocol_name']}@{run['protocol_version']}",
-                   checkpoint_path=run["checkpoint_path"], counts=dict(Counter(r["status"] for r in rows)),
+    if item is not None and not any(r.item_id == item for r in rows):
+        raise BadInput(f"run {run_id} has no item {item!r} ({len({r.item_id for r in rows})} items)")
+    picked = [r for r in rows if (item is None or r.item_id == item) and (status is None or r.status == status)]
+    shown = [Sample(item_id=r.item_id, sample_index=r.sample_index, status=r.status, score=r.score,
+                    extracted=r.extracted, detail=r.detail, prompt=r.prompt, completion=r.text,
+                    finish_reason=r.finish_reason, completion_tokens=r.completion_tokens, cached=bool(r.cached))
+             for r in picked[:limit]]
+    return Samples(run_id=run_id, split=run.split, tier=run.tier,
+                   protocol=f"{run.protocol_name}@{run.protocol_version}",
+                   checkpoint_path=run.checkpoint_path, counts=dict(Counter(r.status for r in rows)),
                    total=len(picked), shown=len(shown), samples=shown)
 
 
@@ -297,36 +297,37 @@ def compare_runs(run_a: str, run_b: str, actor: str | None = None, *, store: Sto
         raise BadInput(f"compare needs two different runs, got {run_a} twice")
     a, b = stored_run(store, run_a), stored_run(store, run_b)
     for r in (a, b):
-        if r["status"] != "complete":
-            raise BadInput(f"run {r['run_id']} is {r['status']}, not complete: it has no scored samples to compare")
+        if r.status != "complete":
+            raise BadInput(f"run {r.run_id} is {r.status}, not complete: it has no scored samples to compare")
     for key, what in (("protocol_hash", "protocol hashes"), ("split", "splits"), ("split_sha256", "split contents")):
-        if a[key] != b[key]:
+        va, vb = getattr(a, key), getattr(b, key)
+        if va != vb:
             names = "" if key == "split" else (  # hashes need the names beside them; split names say it already
-                f"; protocols {a['protocol_name']}@{a['protocol_version']} vs {b['protocol_name']}@"
-                f"{b['protocol_version']}, splits {a['split']} vs {b['split']}")
+                f"; protocols {a.protocol_name}@{a.protocol_version} vs {b.protocol_name}@"
+                f"{b.protocol_version}, splits {a.split} vs {b.split}")
             raise BadInput(
-                f"runs {run_a} and {run_b} have different {what} ({str(a[key])[:16]} vs {str(b[key])[:16]}{names}): "
+                f"runs {run_a} and {run_b} have different {what} ({str(va)[:16]} vs {str(vb)[:16]}{names}): "
                 "their samples are not paired outcomes of one evaluation. Compare runs of one protocol on one "
                 "split's current content")
     who = actor_name(actor, env=store.env)
     admit_view(store, a, COMPARE_PURPOSE, who)
     admit_view(store, b, COMPARE_PURPOSE, who)
-    sa = {(r["item_id"], r["sample_index"]): r for r in store.sample_scores(run_a)}
-    sb = {(r["item_id"], r["sample_index"]): r for r in store.sample_scores(run_b)}
+    sa = {(r.item_id, r.sample_index): r for r in store.sample_scores(run_a)}
+    sb = {(r.item_id, r.sample_index): r for r in store.sample_scores(run_b)}
     keys = sorted(sa.keys() & sb.keys())
-    cells = Counter((sa[k]["status"] == "correct", sb[k]["status"] == "correct") for k in keys)
-    rows = [ChangedSample(item_id=k[0], sample_index=k[1], a_status=sa[k]["status"], b_status=sb[k]["status"],
-                          a_score=sa[k]["score"], b_score=sb[k]["score"])
-            for k in keys if sa[k]["status"] != sb[k]["status"]]
+    cells = Counter((sa[k].status == "correct", sb[k].status == "correct") for k in keys)
+    rows = [ChangedSample(item_id=k[0], sample_index=k[1], a_status=sa[k].status, b_status=sb[k].status,
+                          a_score=sa[k].score, b_score=sb[k].score)
+            for k in keys if sa[k].status != sb[k].status]
     only_a, only_b = cells[(True, False)], cells[(False, True)]
 
-    def side(r: dict[str, Any]) -> RunSide:
-        return RunSide(run_id=r["run_id"], checkpoint_path=r["checkpoint_path"], train_run=r["train_run"],
-                       train_seed=r["train_seed"], step=r["step"], metrics=r["metrics"] or {})
+    def side(r: RunRow) -> RunSide:
+        return RunSide(run_id=r.run_id, checkpoint_path=r.checkpoint_path, train_run=r.train_run,
+                       train_seed=r.train_seed, step=r.step, metrics=dict(r.metrics or {}))
 
     return Comparison(
-        a=side(a), b=side(b), split=a["split"], tier=a["tier"],
-        protocol=f"{a['protocol_name']}@{a['protocol_version']}", pairs=len(keys),
+        a=side(a), b=side(b), split=a.split, tier=a.tier,
+        protocol=f"{a.protocol_name}@{a.protocol_version}", pairs=len(keys),
         unpaired=len(sa.keys() ^ sb.keys()), both_correct=cells[(True, True)],
         both_not_correct=cells[(False, False)], a_only_correct=only_a, b_only_correct=only_b, changed=len(rows),
         transitions=dict(Counter(f"{r.a_status} -> {r.b_status}" for r in rows).most_common()),

@@ -10,7 +10,7 @@ from typing import Any
 
 from evalgate.core.errors import BadInput
 from evalgate.keys.sealing import SEALED_TIERS
-from evalgate.store import Store
+from evalgate.store import RunRow, Store
 
 TRAJECTORIES_PURPOSE = "inspect-trajectories"
 """The access-log purpose of ``evalgate trajectories``: a view of a run's per-item outputs, as ``evalgate samples``."""
@@ -44,7 +44,7 @@ def run_trajectories(store: Store, run_id: str, item: str | None = None,
     by_sample = turns_by_sample(store, run, [item] if item is not None else None)
     if not by_sample:
         raise BadInput(f"run {run_id} has no stored trajectories{f' for item {item!r}' if item else ''}: its "
-                       f"protocol ({run['protocol_name']}@{run['protocol_version']}) offers no tools, or the item "
+                       f"protocol ({run.protocol_name}@{run.protocol_version}) offers no tools, or the item "
                        "is not in it")
     return [{"item_id": k[0], "sample_index": k[1], "seed": k[2], "status": status(turns), "turns": turns}
             for k, turns in sorted(by_sample.items())]
@@ -55,7 +55,7 @@ def status(turns: list[dict[str, Any]]) -> str:
     return turns[-1]["ended"] or "incomplete"
 
 
-def turns_by_sample(store: Store, run: dict[str, Any], items: list[str] | None = None
+def turns_by_sample(store: Store, run: RunRow, items: list[str] | None = None
                     ) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
     """The stored turns of a run (a ``Store.runs`` row: its checkpoint, protocol and generation settings), of
     ``items`` only when given, by sample key (item id, sample index, sample seed), each in turn order; empty for a
@@ -63,11 +63,11 @@ def turns_by_sample(store: Store, run: dict[str, Any], items: list[str] | None =
     share ids is never mixed in. A sealed tier's turns come back in clear (the key is needed); a run of an open tier
     (by the access log, ``RunRepo.run_tiers``) gets no sealed turn: one is refused (RefusedByPolicy), its
     rows were edited to reach another run's."""
-    settings = (run["backend_info"] or {}).get("generation_settings_sha256") or ""
+    settings = (run.backend_info or {}).get("generation_settings_sha256") or ""
     by_sample: dict[tuple[str, int, int], list[dict[str, Any]]] = defaultdict(list)
-    sealed = bool(set(store.run_tiers(run["run_id"], logged_only=True)) & set(SEALED_TIERS))
-    for r in store.trajectory_turns(run["checkpoint_digest"], run["protocol_hash"], settings, items,
-                                    split_sha256=run["split_sha256"], sealed=sealed):
+    sealed = bool(set(store.run_tiers(run.run_id, logged_only=True)) & set(SEALED_TIERS))
+    for r in store.trajectory_turns(run.checkpoint_digest, run.protocol_hash, settings, items,
+                                    split_sha256=run.split_sha256, sealed=sealed):
         by_sample[(r["item_id"], r["sample_index"], r["seed"])].append(r)
     return dict(by_sample)
 

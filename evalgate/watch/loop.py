@@ -247,8 +247,9 @@ class Watcher:
                                    split=self.opts.split, backend=self.opts.run.backend, sampling_seed=self.seed,
                                    status="complete")
             if done:
-                doc, cs.resumed = done[-1], True
-                self.say(f"{path.name} ({rs.run_dir}): already evaluated (run {doc['run_id']}); not evaluated again")
+                doc, cs.resumed = done[-1].as_dict(), True  # the runs row as the run document has its fields
+                self.say(f"{path.name} ({rs.run_dir}): already evaluated (run {doc['run_id']}); not evaluated "
+                         "again")
             else:
                 self.say(f"evaluating {path} on {self.opts.split}")
                 self._interruptible = True

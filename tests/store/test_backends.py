@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from evalgate.store import Store
+from evalgate.store import SampleScore, Store
 from evalgate.store.db import open_database
 from evalgate.store.dialect import POSTGRESQL, dialect
 from evalgate.store.migrations import MIGRATIONS
@@ -82,14 +82,13 @@ def test_runs_samples_and_generations_read_back_as_written(backend_store: Store)
     store.finish_run({"run_id": "r1", "metrics": {"pass@1": 0.625, "pass@1_stderr": math.nan}, "counts": {"ok": 2}},
                      samples)
     (run,) = store.runs(split="s")
-    assert run["status"] == "complete" and run["sampling_seed"] == 2**63 - 1
-    assert run["effective_params"] == {"temperature": 0.5, "stop": ["?", "%"]}
-    assert run["metrics"]["pass@1"] == 0.625 and math.isnan(run["metrics"]["pass@1_stderr"])
-    assert run["started_at"].utcoffset().total_seconds() == 0 and run["finished_at"] >= run["started_at"]
-    assert store.sample_scores("r1") == [{"item_id": "q1", "sample_index": 0, "score": 1.0, "status": "ok"},
-                                         {"item_id": "q2", "sample_index": 1, "score": 0.25, "status": "ok"}]
+    assert run.status == "complete" and run.sampling_seed == 2**63 - 1
+    assert run.effective_params == {"temperature": 0.5, "stop": ["?", "%"]}
+    assert run.metrics is not None and run.metrics["pass@1"] == 0.625 and math.isnan(run.metrics["pass@1_stderr"])
+    assert run.started_at.utcoffset().total_seconds() == 0 and run.finished_at >= run.started_at
+    assert store.sample_scores("r1") == [SampleScore("q1", 0, 1.0, "ok"), SampleScore("q2", 1, 0.25, "ok")]
     got = store.samples("r1")
-    assert [(s["seed"], s["extracted"], s["detail"], s["cached"], s["behavior"], s["text"], s["prompt"])
+    assert [(s.seed, s.extracted, s.detail, s.cached, s.behavior, s.text, s.prompt)
             for s in got] == [(MAX_SEED, "50%", "why?", False, {"len": 3}, "it is 50% ? yes", "what's 50%?"),
                               (0, None, None, True, {}, None, None)]
     assert store.recorded_checkpoint("/ck/a") == "d1"

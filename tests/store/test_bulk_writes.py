@@ -14,7 +14,7 @@ import yaml
 
 from evalgate.gate import load_policy, run_gate
 from evalgate.gate.report.outputs import write_reports
-from evalgate.store import Store
+from evalgate.store import SampleScore, Store
 from evalgate.store.db import insert_values, open_database
 from tests import gate_fixtures as fx
 
@@ -75,5 +75,5 @@ def test_a_gate_over_bulk_written_runs_has_the_same_verdict_and_statistics_on_ea
     assert st["paired_stderr"] == pytest.approx(math.sqrt((9 * 0.0625 + 0.5625) / 9) / math.sqrt(10))
     assert v.passed and Path(files["report"]).stat().st_size > 0
     assert backend_store.sample_scores("dec-1") == [
-        {"item_id": f"q{i}", "sample_index": 0, "score": float(s), "status": "correct" if s else "incorrect"}
+        SampleScore(f"q{i}", 0, float(s), "correct" if s else "incorrect")
         for i, s in sorted(enumerate(fx.X[1]), key=lambda p: f"q{p[0]}")]

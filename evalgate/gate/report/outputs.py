@@ -127,7 +127,7 @@ def judge_section(store: RunRepo, verdict: Verdict) -> list[dict[str, Any]]:
         if s.best is None:
             continue
         rows = store.runs(run_id=s.best.run_id)
-        judge = ((rows[0].get("metrics") or {}).get("judge") if rows else None)
+        judge = rows[0].metrics.get("judge") if rows and rows[0].metrics else None
         decision = s.decision.metrics.get("judge") if s.decision else None
         if judge or decision:
             out.append({"train_seed": s.train_seed, "step": s.best.step, "run_id": s.best.run_id,

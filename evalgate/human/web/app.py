@@ -301,10 +301,10 @@ def _run_view(st: Store, r: rating.Rater, run_id: str) -> Response:
     if not runs:
         raise BadInput(f"unknown run {run_id!r}")
     manager = SplitManager(st)
-    manifest, _ = manager.check(runs[0]["split"], "dashboard", r.name, protocol_hash=runs[0]["protocol_hash"],
-                                checkpoint_digest=runs[0]["checkpoint_digest"])
+    manifest, _ = manager.check(runs[0].split, "dashboard", r.name, protocol_hash=runs[0].protocol_hash,
+                                checkpoint_digest=runs[0].checkpoint_digest)
     manager.log_read(manifest, r.name, "dashboard", cached=True, run_id=run_id,
-                     checkpoint_digest=runs[0]["checkpoint_digest"], protocol_hash=runs[0]["protocol_hash"])
+                     checkpoint_digest=runs[0].checkpoint_digest, protocol_hash=runs[0].protocol_hash)
     return _page("run.html.j2", rater=r, run=runs[0], samples=st.samples(run_id))
 
 

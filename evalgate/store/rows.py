@@ -1,0 +1,175 @@
+"""The typed rows the store's readers return: one frozen dataclass per table (or join) a reader gives back, its
+fields the columns in table order. Each row still reads by key as the dict it was for one release
+(``core.results.ReadByKey``, with a ``DeprecationWarning``); ``as_dict()`` is that dict, what ``--json`` prints.
+
+Frozen dataclasses rather than pydantic models: a run's samples are thousands of rows and the cache reads are on
+every run's path, and the store has already typed the values (bench/store_rows.py measures the difference).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, ClassVar, TypeVar
+
+from evalgate.core.results import Metrics, ReadByKey
+
+T = TypeVar("T", bound="Row")
+
+
+class Row(ReadByKey):
+    """A stored row: frozen, its fields the columns in order; ``as_dict()`` the dict a reader returned before it
+    was typed (a ``Metrics`` as its plain dict)."""
+
+    COLUMNS: ClassVar[tuple[str, ...]] = ()
+    """The field names in order (filled in for each row type below)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The row as column -> value, in column order (JSON columns as decoded data)."""
+        return {c: _plain(getattr(self, c)) for c in self.COLUMNS}
+
+    @classmethod
+    def from_dicts(cls: type[T], rows: list[dict[str, Any]]) -> list[T]:
+        """Typed rows of ``rows`` (column -> value dicts with exactly this row type's columns, in order, as one
+        query gives them), without a dataclass ``__init__`` per row: each row's values are its ``__dict__``, a
+        fifth of the cost (bench/store_rows.py).
+
+        Raises:
+            TypeError: a row whose columns are not this row type's.
+        """
+        out = []
+        new, columns = object.__new__, cls.COLUMNS
+        for r in rows:
+            if len(r) != len(columns) or tuple(r) != columns:
+                raise TypeError(f"{cls.__name__} has the columns {', '.join(columns)}; a row has "
+                                f"{', '.join(r)}")
+            row = new(cls)
+            row.__dict__.update(r)
+            out.append(row)
+        return out
+
+
+def _plain(value: Any) -> Any:
+    return value.as_dict() if isinstance(value, Metrics) else value
+
+
+def _columns(cls: type[T]) -> type[T]:
+    cls.COLUMNS = tuple(f.name for f in fields(cls))  # type: ignore[arg-type]
+    return cls
+
+
+@_columns
+@dataclass(frozen=True)
+class RunRow(Row):
+    """A stored run (``runs``; ``Store.runs``): JSON columns decoded, ``metrics`` a ``Metrics`` (None until
+    complete). ``runner.record.RunRecord.from_row`` gives the nested run record of one."""
+
+    run_id: str
+    status: str
+    """``running``, ``complete``, ``failed`` or ``interrupted``."""
+    protocol_name: str
+    protocol_version: str
+    protocol_hash: str
+    checkpoint_digest: str
+    checkpoint_path: str
+    train_run: str | None
+    train_seed: int | None
+    step: int | None
+    split: str
+    tier: str
+    split_sha256: str
+    sampling_seed: int
+    backend: str
+    backend_info: dict[str, Any] | None
+    effective_params: dict[str, Any] | None
+    actor: str | None
+    purpose: str | None
+    started_at: datetime
+    finished_at: datetime | None
+    wall_s: float | None
+    metrics: Metrics | None
+    counts: dict[str, Any] | None
+    error: str | None
+    """Why a failed or interrupted run ended (opened for a key holder, else marked unreadable)."""
+    host: str | None
+    pid: int | None
+    protocol_path: str | None
+    checkpoint_kind: str | None
+    items: int | None
+    versions: dict[str, str] | None
+    warnings: list[str] | None
+    settings_sha256: str | None
+    checkpoint_provenance: dict[str, str] | None
+    record_version: int | None
+
+    def __post_init__(self) -> None:
+        if self.metrics is not None and not isinstance(self.metrics, Metrics):
+            object.__setattr__(self, "metrics", Metrics(self.metrics))
+
+    @classmethod
+    def from_dicts(cls, rows: list[dict[str, Any]]) -> list[RunRow]:
+        """As ``Row.from_dicts``, ``metrics`` held as a ``Metrics``."""
+        out = super().from_dicts(rows)
+        for r in out:
+            if r.metrics is not None:
+                r.__dict__["metrics"] = Metrics(r.metrics)
+        return out
+
+
+@_columns
+@dataclass(frozen=True)
+class SampleScore(Row):
+    """One sample's score (``Store.sample_scores``): what paired statistics need."""
+
+    item_id: str
+    sample_index: int
+    score: float
+    status: str
+
+
+@_columns
+@dataclass(frozen=True)
+class SampleRow(Row):
+    """One scored sample with its generation and prompt (``Store.samples``; a sample whose generation is no longer
+    cached has None there)."""
+
+    run_id: str
+    item_id: str
+    sample_index: int
+    seed: int
+    """The per-sample sampling seed."""
+    score: float
+    status: str
+    extracted: str | None
+    detail: str | None
+    cached: bool
+    behavior: dict[str, Any]
+    text: str | None
+    """The completion."""
+    completion_tokens: int | None
+    prompt_tokens: int | None
+    finish_reason: str | None
+    prompt: str | None
+    """The rendered prompt."""
+
+
+@_columns
+@dataclass(frozen=True)
+class GateRow(Row):
+    """A stored gate verdict (``gates``; ``Store.gates``: JSON columns decoded)."""
+
+    gate_id: str
+    name: str
+    policy_sha256: str
+    protocol_hash: str | None
+    inputs_sha256: str
+    inputs: Any
+    decision_runs: list[dict[str, Any]]
+    verdict: str
+    reason: str
+    reasons: list[Any]
+    document: Any
+    """The verdict document (``Verdict.as_dict()``), decoded."""
+    reused_from: str | None
+    created_at: datetime
+    actor: str
