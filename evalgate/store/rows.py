@@ -30,17 +30,17 @@ class Row(ReadByKey):
 
     @classmethod
     def from_dicts(cls: type[T], rows: list[dict[str, Any]]) -> list[T]:
-        """Typed rows of ``rows`` (column -> value dicts with exactly this row type's columns, in order, as one
-        query gives them), without a dataclass ``__init__`` per row: each row's values are its ``__dict__``, a
-        fifth of the cost (bench/store_rows.py).
+        """Typed rows of ``rows`` (column -> value dicts with exactly this row type's columns, in any order),
+        without a dataclass ``__init__`` per row: each row's values are its ``__dict__``, a fifth of the cost
+        (bench/store_rows.py).
 
         Raises:
             TypeError: a row whose columns are not this row type's.
         """
         out = []
-        new, columns = object.__new__, cls.COLUMNS
+        new, columns, names = object.__new__, cls.COLUMNS, set(cls.COLUMNS)
         for r in rows:
-            if len(r) != len(columns) or tuple(r) != columns:
+            if len(r) != len(columns) or (tuple(r) != columns and r.keys() != names):
                 raise TypeError(f"{cls.__name__} has the columns {', '.join(columns)}; a row has "
                                 f"{', '.join(r)}")
             row = new(cls)

@@ -33,6 +33,7 @@ STORE_SUITE = (
     "tests/store/test_pg_statistics.py",
     "tests/store/test_pg_team.py",
     "tests/store/test_postgres.py",
+    "tests/store/test_rows.py",
     "tests/store/test_run_prompts.py",
     "tests/store/test_sealed.py",
     "tests/store/test_session.py",
