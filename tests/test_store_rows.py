@@ -3,6 +3,9 @@ filter that keeps evalgate's own code off the deprecated key reads (the rows rea
 
 from __future__ import annotations
 
+import builtins
+import warnings
+
 import pytest
 
 from evalgate.store import SampleScore
@@ -20,12 +23,18 @@ def test_a_row_is_built_from_its_columns_in_any_order_and_no_others() -> None:
         SampleScore.from_dicts([{"item_id": "q1", "sample_index": 0, "score": 1.0, "state": "correct"}])
 
 
-def test_evalgates_own_code_reading_a_row_by_key_fails_the_suite() -> None:
-    """The suite's warnings filter (pyproject.toml) turns a key read made in an ``evalgate.*`` module into an
-    error, so none of evalgate's own callers is left reading the deprecated way; a test's own read only warns."""
+def test_evalgates_own_code_reading_a_row_by_key_fails_the_suite(pytestconfig: pytest.Config) -> None:
+    """The suite's warnings filters (pyproject.toml, applied here as pytest applies them) turn a key read made in an
+    ``evalgate.*`` module into an error, so none of evalgate's own callers is left reading the deprecated way; a
+    test's own read only warns."""
     row = SampleScore("q1", 0, 1.0, "correct")
     code = compile("row['status']", "<module>", "eval")
-    with pytest.raises(DeprecationWarning, match=r"SampleScore\['status'\] is deprecated.*typed result now"):
-        eval(code, {"__name__": "evalgate.views.example", "row": row})  # noqa: S307
-    with pytest.warns(DeprecationWarning):
-        assert eval(code, {"__name__": "tests.example", "row": row}) == "correct"  # noqa: S307
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")
+        for entry in pytestconfig.getini("filterwarnings"):
+            action, message, category, module = (entry.split(":") + ["", "", ""])[:4]
+            warnings.filterwarnings(action, message, getattr(builtins, category or "Warning"), module)
+        with pytest.raises(DeprecationWarning, match=r"SampleScore\['status'\] is deprecated.*typed result now"):
+            eval(code, {"__name__": "evalgate.views.example", "row": row})  # noqa: S307
+        with pytest.warns(DeprecationWarning):
+            assert eval(code, {"__name__": "tests.example", "row": row}) == "correct"  # noqa: S307
