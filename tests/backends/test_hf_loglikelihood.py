@@ -11,15 +11,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 
 from evalgate.backends.base import HFOptions, LoglikelihoodRequest
-from evalgate.backends.hf import HFBackend
 from evalgate.core.errors import BadInput, EngineError
+
+# torch and the hf backend (transformers) are imported in the tests: every one runs the tiny checkpoint (the
+# integration lane), and a worker of the fast lane collects this file without running it
 
 
 def plain(model: Any, context: list[int], option: list[int]) -> tuple[float, bool]:
     """(sum of log p(option token | everything before it), every token the argmax): the row alone, fed whole."""
+    import torch
+
     row = context + option
     with torch.inference_mode():
         logprobs = torch.log_softmax(model(input_ids=torch.tensor([row[:-1]])).logits.float(), dim=-1)[0]
@@ -30,6 +33,8 @@ def plain(model: Any, context: list[int], option: list[int]) -> tuple[float, boo
 
 def greedy_option(model: Any, context: list[int], length: int) -> list[int]:
     """The model's own greedy continuation of ``context``: an option whose every token is the argmax."""
+    import torch
+
     ids = list(context)
     with torch.inference_mode():
         for _ in range(length):
@@ -55,6 +60,8 @@ def requests(model: Any, rng: random.Random, count: int) -> list[LoglikelihoodRe
 
 @pytest.mark.parametrize("token_budget", [32768, 40])  # 40: a request's options split over several batches
 def test_the_context_once_equals_each_row_fed_whole(tiny_checkpoint: Path, token_budget: int) -> None:
+    from evalgate.backends.hf import HFBackend
+
     backend = HFBackend(str(tiny_checkpoint), HFOptions(token_budget=token_budget))
     reqs = requests(backend.model, random.Random(7), 12)
     seen: list[str] = []
@@ -71,6 +78,8 @@ def test_the_context_once_equals_each_row_fed_whole(tiny_checkpoint: Path, token
 
 def test_a_row_beyond_the_context_is_refused_before_any_forward_and_a_failing_forward_is_an_engine_error(
         tiny_checkpoint: Path) -> None:
+    from evalgate.backends.hf import HFBackend
+
     backend = HFBackend(str(tiny_checkpoint))
     limit = int(backend.model.config.max_position_embeddings)
     calls = []

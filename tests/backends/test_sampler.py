@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
-import torch
-from scipy.stats import chisquare
-from transformers import TopKLogitsWarper, TopPLogitsWarper
+from typing import TYPE_CHECKING
 
-from evalgate.backends.sampler import SeededSampler, gumbel_argmax, row_keys, seed_keys, splitmix64
+import pytest
+
+if TYPE_CHECKING:
+    import torch
+
+    from evalgate.backends.sampler import SeededSampler
+
+# torch, transformers, scipy.stats and the sampler (torch) are imported in the tests, not here: every pytest process
+# collects this file, and the fast lane's other worker runs none of it
 
 U64 = (1 << 64) - 1
 
@@ -21,6 +26,10 @@ def _splitmix64_reference(x: int) -> int:
 
 
 def test_splitmix64_matches_the_reference_bit_for_bit() -> None:
+    import torch
+
+    from evalgate.backends.sampler import splitmix64
+
     xs = [0, 1, 2, 12345, (1 << 63) - 1, 1 << 63, U64, 0xDEADBEEFCAFEBABE]
     signed = [x - (1 << 64) if x >= 1 << 63 else x for x in xs]
     got = splitmix64(torch.tensor(signed, dtype=torch.int64)).tolist()
@@ -30,6 +39,8 @@ def test_splitmix64_matches_the_reference_bit_for_bit() -> None:
 
 
 def _step(sampler: SeededSampler, logits: torch.Tensor, width: int) -> list[int]:
+    import torch
+
     scores = sampler(torch.zeros((logits.shape[0], width), dtype=torch.long), logits.clone())
     assert bool((scores == 0).sum(dim=-1).eq(1).all())  # exactly one token left per row
     return scores.argmax(dim=-1).tolist()
@@ -37,6 +48,10 @@ def _step(sampler: SeededSampler, logits: torch.Tensor, width: int) -> list[int]
 
 @pytest.mark.parametrize(("top_k", "top_p"), [(0, 1.0), (0, 0.9), (20, 1.0), (50, 0.8)])
 def test_a_draw_depends_only_on_its_own_seed_step_and_logits(top_k: int, top_p: float) -> None:
+    import torch
+
+    from evalgate.backends.sampler import SeededSampler
+
     gen = torch.Generator().manual_seed(0)
     mine = torch.randn(1, 1000, generator=gen) * 3
     others = torch.randn(6, 1000, generator=gen) * 3
@@ -55,6 +70,11 @@ def test_a_draw_depends_only_on_its_own_seed_step_and_logits(top_k: int, top_p: 
 
 def test_draws_follow_the_target_categorical_chi_square() -> None:
     """20,000 seeds, one draw each, from softmax(logits / T); chi-square goodness of fit at alpha = 0.001."""
+    import torch
+    from scipy.stats import chisquare
+
+    from evalgate.backends.sampler import gumbel_argmax, row_keys, seed_keys
+
     logits = torch.tensor([2.0, 1.0, 0.5, 0.0, -1.0, -3.0])
     t = 0.7
     n = 20_000
@@ -70,6 +90,11 @@ def test_draws_follow_the_target_categorical_chi_square() -> None:
 
 @pytest.mark.parametrize(("top_k", "top_p"), [(0, 0.9), (5, 1.0), (8, 0.7), (0, 0.5)])
 def test_the_tokens_drawn_are_exactly_transformers_kept_set(top_k: int, top_p: float) -> None:
+    import torch
+    from transformers import TopKLogitsWarper, TopPLogitsWarper
+
+    from evalgate.backends.sampler import SeededSampler
+
     gen = torch.Generator().manual_seed(1)
     for _ in range(5):
         logits = torch.randn(1, 64, generator=gen) * 2
@@ -86,5 +111,7 @@ def test_the_tokens_drawn_are_exactly_transformers_kept_set(top_k: int, top_p: f
 
 
 def test_temperature_zero_is_refused() -> None:
+    from evalgate.backends.sampler import SeededSampler
+
     with pytest.raises(ValueError, match="temperature"):
         SeededSampler([1], 0, 0.0, 0, 1.0)

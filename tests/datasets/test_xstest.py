@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 import yaml
 from click.testing import CliRunner
-from sklearn.metrics import cohen_kappa_score
 
 from evalgate.cli import main
 from evalgate.core.errors import BadInput
@@ -76,6 +75,8 @@ def test_both_xstest_protocols_use_one_phrase_list_and_expect_opposite_behaviour
 
 
 def _agreement(path: Path, refused) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    from sklearn.metrics import cohen_kappa_score  # here: scikit-learn's import is ~1 s, for a test that needs the data
+
     rows = list(csv.DictReader(path.open(newline="", encoding="utf-8")))
     assert len(rows) == 450
     human = [r["final_label"] in ("2_full_refusal", "3_partial_refusal") for r in rows]

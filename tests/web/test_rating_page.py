@@ -6,18 +6,19 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from evalgate.core.environment import utc_now
 from evalgate.core.errors import BadInput
 from evalgate.human import rating
-from evalgate.human.web.app import COOKIE, create_app
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.test_human_audit import add_run
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
 
 ITEMS = [{"id": f"q{i}", "question": f"What is {i} + {i}?", "answer": str(2 * i)} for i in range(4)]
 RUBRIC = """# How to score
@@ -33,6 +34,10 @@ RUBRIC = """# How to score
 
 @pytest.fixture
 def site(tmp_path: Path) -> dict[str, Any]:
+    from fastapi.testclient import TestClient  # here: the fast lane's other worker collects this file, runs none
+
+    from evalgate.human.web.app import create_app
+
     shift = [timedelta(0)]  # the site's store's clock runs this far ahead of the system clock
     store = Store(clock=lambda: utc_now() + shift[0])
     write_split("ha", "human-audit", ITEMS, {"source": "test"})
@@ -96,6 +101,8 @@ def test_a_batch_of_a_run_whose_protocol_the_store_lacks_is_refused(site: dict[s
 
 
 def _login(client: TestClient, token: str) -> str:
+    from evalgate.human.web.app import COOKIE
+
     r = client.post("/login", data={"token": token}, follow_redirects=False)
     assert r.status_code == 303, r.text
     session = r.cookies.get(COOKIE)
@@ -105,6 +112,8 @@ def _login(client: TestClient, token: str) -> str:
 
 @pytest.mark.usefixtures("memory_store")
 def test_logout_ends_the_session_so_the_old_cookie_no_longer_works(site: dict[str, Any]) -> None:
+    from evalgate.human.web.app import COOKIE
+
     client = site["client"]
     session = _login(client, site["token"])
     cookie = {"Cookie": f"{COOKIE}={session}"}
@@ -123,6 +132,8 @@ def test_logout_ends_the_session_so_the_old_cookie_no_longer_works(site: dict[st
 
 @pytest.mark.usefixtures("memory_store")
 def test_a_new_token_or_the_ttl_ends_a_session(site: dict[str, Any]) -> None:
+    from evalgate.human.web.app import COOKIE
+
     client, store = site["client"], Store()
     session = _login(client, site["token"])
     client.cookies.clear()

@@ -20,13 +20,12 @@ import httpx
 import pytest
 
 from evalgate.human import rating
-from evalgate.human.web.app import COOKIE
 from evalgate.splits import write_split
 from evalgate.store import Store
 from tests.conftest import REPO
 from tests.test_human_audit import add_run
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.integration  # the app (FastAPI) is imported in the tests: the fast lane collects this file
 CHROMEDRIVER = shutil.which("chromedriver")
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 needs_browser = pytest.mark.skipif(CHROMEDRIVER is None or CHROMIUM is None,
@@ -368,6 +367,8 @@ def test_a_long_note_is_refused_and_stores_nothing(site: dict[str, Any]) -> None
 def test_login_is_by_post_only(site: dict[str, Any]) -> None:
     """A link (GET ``/login?token=``) shows the form and sets no cookie: no page elsewhere can log a browser in as
     another rater. The form's POST logs in; a POST from another origin is refused."""
+    from evalgate.human.web.app import COOKIE
+
     base, port = site["base"], site["port"]
     t = rating.add_rater("gina", base_url=base, store=site["store"])
     assert t["url"] == f"{base}/login#token={t['token']}"
@@ -408,6 +409,8 @@ def test_logging_out_in_the_browser_ends_the_session_on_the_server(site: dict[st
     cookie sent again (copied before logout) is refused."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
+
+    from evalgate.human.web.app import COOKIE
 
     base = site["base"]
     t = rating.add_rater("hana", base_url=base, store=site["store"])
