@@ -207,12 +207,12 @@ def run_agreement(store: Store, run_id: str, rewards: dict[tuple[str, int], floa
     """
     per_rater: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
     for b in store.batches():
-        if b["run_id"] != run_id:
+        if b.run_id != run_id:
             continue
-        span = b["scale_max"] - b["scale_min"]
-        for r in store.ratings(b["batch_id"]):
-            if r["score"] is not None:
-                per_rater[r["rater"]][(r["item_id"], r["sample_index"])] = (r["score"] - b["scale_min"]) / span
+        span = b.scale_max - b.scale_min
+        for r in store.ratings(b.batch_id):
+            if r.score is not None:
+                per_rater[r.rater][(r.item_id, r.sample_index)] = (r.score - b.scale_min) / span
     auto = {(s.item_id, s.sample_index): s.score for s in store.sample_scores(run_id)}
     if rewards is not None:
         auto = {k: v for k, v in rewards.items() if k in auto}
@@ -236,14 +236,14 @@ def agreement_by_checkpoint(store: Store, resamples: int = 2000) -> list[dict[st
     run, seed, step), protocol and split; runs in the order their first batch was made."""
     out, seen = [], set()
     for b in store.batches():
-        if b["run_id"] in seen:
+        if b.run_id in seen:
             continue
-        seen.add(b["run_id"])
-        run = store.runs(run_id=b["run_id"])
+        seen.add(b.run_id)
+        run = store.runs(run_id=b.run_id)
         r = run[0] if run else None
-        out.append({**run_agreement(store, b["run_id"], resamples=resamples),
+        out.append({**run_agreement(store, b.run_id, resamples=resamples),
                     "checkpoint": {k: getattr(r, k, None) for k in ("checkpoint_digest", "checkpoint_path",
                                                                     "train_run", "train_seed", "step")},
                     "protocol": f"{getattr(r, 'protocol_name', None)}@{getattr(r, 'protocol_version', None)}",
-                    "split": b["split"]})
+                    "split": b.split})
     return out

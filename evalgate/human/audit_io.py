@@ -24,7 +24,7 @@ from evalgate.core.models import StrictModel
 from evalgate.human.rating import rater_name
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
-from evalgate.store import SampleRow, Store
+from evalgate.store import BatchRow, SampleRow, Store
 
 EXPORT_PURPOSE = "human-audit-export"
 IMPORT_PURPOSE = "human-audit-import"
@@ -121,12 +121,12 @@ def export_audit(split: str, out: str | Path, run_id: str | None = None, actor: 
         records = [AuditRecord(split=split, item_id=i, item=it) for i, it in items.items()]
     else:
         text = {(s.item_id, s.sample_index): s.text for s in samples}
-        records = [AuditRecord(split=split, item_id=b["item_id"], batch_id=batch["batch_id"],
-                               sample_key=b["sample_key"], scale=batch["scale"],
+        records = [AuditRecord(split=split, item_id=b.item_id, batch_id=batch["batch_id"],
+                               sample_key=b.sample_key, scale=batch["scale"],
                                item={k: v for k, v in it.items() if k in shown},
-                               completion=text.get((b["item_id"], b["sample_index"])),
+                               completion=text.get((b.item_id, b.sample_index)),
                                gold={k: v for k, v in it.items() if k not in shown} if show_gold else None)
-                   for b, it in ((b, items.get(b["item_id"], {})) for b in store.batch_items(batch["batch_id"]))]
+                   for b, it in ((b, items.get(b.item_id, {})) for b in store.batch_items(batch["batch_id"]))]
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, "".join(r.model_dump_json(exclude={"run_id", "sample_index", "auto_score"}) + "\n"
@@ -199,10 +199,10 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
         auto_score = None
         if r.batch_id is not None or r.sample_key is not None:
             rating, b = _blind_rating(store, p, i, r, auto, default_rater)
-            rated.setdefault(b["batch_id"], []).append(rating)
+            rated.setdefault(b.batch_id, []).append(rating)
             if rating["auto_score"] is not None:
-                span = b["scale_max"] - b["scale_min"]
-                pairs.append(((rating["score"] - b["scale_min"]) / span, rating["auto_score"]))
+                span = b.scale_max - b.scale_min
+                pairs.append(((rating["score"] - b.scale_min) / span, rating["auto_score"]))
             continue
         if r.run_id is not None:
             if r.run_id not in auto:
@@ -220,7 +220,7 @@ def import_audit(path: str | Path, rater: str | None = None, actor: str | None =
     sha = hashlib.sha256(raw).hexdigest()
     for batch_id, ratings in rated.items():
         b = store.batches(batch_id)[0]
-        store.import_ratings(batch_id, ratings, {"split": b["split"], "run_id": b["run_id"], "source_sha256": sha,
+        store.import_ratings(batch_id, ratings, {"split": b.split, "run_id": b.run_id, "source_sha256": sha,
                                                  "imported_by": who})
     return {"imported": len(rows) + sum(map(len, rated.values())), "skipped_unscored": skipped,
             "splits": sorted(item_ids), "batches": {k: len(v) for k, v in rated.items()},
@@ -249,7 +249,7 @@ def _no_second_score(p: Path, records: list[tuple[int, AuditRecord]], default_ra
 
 
 def _blind_rating(store: Store, p: Path, line: int, r: AuditRecord, auto: dict[str, dict[tuple[str, int], float]],
-                  default_rater: str) -> tuple[dict[str, Any], dict[str, Any]]:
+                  default_rater: str) -> tuple[dict[str, Any], BatchRow]:
     """A blind record's rating (``Store.import_ratings`` row) and its batch, checked: the batch exists on the
     record's split, the sample key is one of its samples and names the record's item, the score is a whole number
     on the batch's scale.
@@ -263,19 +263,19 @@ def _blind_rating(store: Store, p: Path, line: int, r: AuditRecord, auto: dict[s
                        "import the file 'evalgate splits export-audit --run' wrote, unchanged but for human_score, "
                        "rater and note")
     b = found[0]
-    if b["split"] != r.split:
-        raise BadInput(f"{p}:{line}: batch {b['batch_id']} is on split {b['split']}, not {r.split}")
-    items = {it["sample_key"]: (it["item_id"], it["sample_index"]) for it in store.batch_items(b["batch_id"])}
+    if b.split != r.split:
+        raise BadInput(f"{p}:{line}: batch {b.batch_id} is on split {b.split}, not {r.split}")
+    items = {it.sample_key: (it.item_id, it.sample_index) for it in store.batch_items(b.batch_id)}
     if items.get(r.sample_key, (None,))[0] != r.item_id:
-        raise BadInput(f"{p}:{line}: sample_key {r.sample_key!r} is not item {r.item_id!r} of batch {b['batch_id']}")
+        raise BadInput(f"{p}:{line}: sample_key {r.sample_key!r} is not item {r.item_id!r} of batch {b.batch_id}")
     score = float(r.human_score or 0.0)
-    if not score.is_integer() or not b["scale_min"] <= score <= b["scale_max"]:
+    if not score.is_integer() or not b.scale_min <= score <= b.scale_max:
         raise BadInput(f"{p}:{line}: human_score {r.human_score:g} is not a whole number on this batch's scale "
-                       f"{b['scale_min']}..{b['scale_max']}")
-    if b["run_id"] not in auto:
-        auto[b["run_id"]] = {(s.item_id, s.sample_index): s.score for s in store.samples(b["run_id"])}
+                       f"{b.scale_min}..{b.scale_max}")
+    if b.run_id not in auto:
+        auto[b.run_id] = {(s.item_id, s.sample_index): s.score for s in store.samples(b.run_id)}
     return {"sample_key": r.sample_key, "rater": r.rater or default_rater, "score": score, "note": r.note,
-            "auto_score": auto[b["run_id"]].get(items[r.sample_key])}, b
+            "auto_score": auto[b.run_id].get(items[r.sample_key])}, b
 
 
 def agreement(pairs: list[tuple[float, float]]) -> dict[str, Any]:

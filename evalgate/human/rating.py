@@ -35,7 +35,7 @@ from evalgate.core.fileio import read_text
 from evalgate.core.text import name_key
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import actor_name
-from evalgate.store import RunRow, SampleScore, Store
+from evalgate.store import BatchItem, BatchRow, RaterRow, RunRow, SampleScore, Store
 
 RATING_PURPOSE = "human-audit-rating"
 """The access-log purpose of a rater's view of a sample."""
@@ -145,12 +145,12 @@ def authenticate(store: Store, token: str | None, admin: bool = False) -> Rater:
     return _role_checked(found, admin)
 
 
-def _role_checked(found: dict[str, Any], admin: bool) -> Rater:
+def _role_checked(found: RaterRow, admin: bool) -> Rater:
     """The rater ``found`` (``name``, ``role``), refused (403) for an admin page unless an admin."""
-    if admin and found["role"] != "admin":
-        raise NotAuthorized(f"rater {found['name']} is not an admin; this page needs an admin token "
+    if admin and found.role != "admin":
+        raise NotAuthorized(f"rater {found.name} is not an admin; this page needs an admin token "
                             "('evalgate audit add-rater NAME --admin')", status=403)
-    return Rater(found["name"], found["role"])
+    return Rater(found.name, found.role)
 
 
 def start_session(store: Store, token: str) -> str:
@@ -293,7 +293,7 @@ def create_batch(run_id: str, samples: int = 50, stratify: str | None = None, ru
             "scale": [lo, hi], "stratify": stratify, "selection_seed": selection_seed, "show_gold": show_gold}
 
 
-def batch(store: Store, batch_id: str) -> dict[str, Any]:
+def batch(store: Store, batch_id: str) -> BatchRow:
     """One batch's row.
 
     Raises:
@@ -305,7 +305,7 @@ def batch(store: Store, batch_id: str) -> dict[str, Any]:
     return rows[0]
 
 
-def rater_order(store: Store, batch_id: str, rater: str) -> tuple[int, list[dict[str, Any]]]:
+def rater_order(store: Store, batch_id: str, rater: str) -> tuple[int, list[BatchItem]]:
     """The rater's shuffle seed for the batch (recorded on first use) and the batch's samples in that order."""
     seed = store.rater_seed(batch_id, rater, secrets.randbits(62))
     items = store.batch_items(batch_id)
@@ -323,10 +323,10 @@ def queue(store: Store, batch_id: str, rater: str) -> dict[str, Any]:
         ``{"seed", "next": batch item or None, "scored", "skipped", "total"}``; only this rater's ratings count.
     """
     seed, items = rater_order(store, batch_id, rater)
-    mine = {(r["item_id"], r["sample_index"]): r for r in store.ratings(batch_id, rater)}
-    scored = {k for k, r in mine.items() if r["score"] is not None}
-    skipped = {k for k, r in mine.items() if r["score"] is None}
-    key = lambda it: (it["item_id"], it["sample_index"])  # noqa: E731
+    mine = {(r.item_id, r.sample_index): r for r in store.ratings(batch_id, rater)}
+    scored = {k for k, r in mine.items() if r.score is not None}
+    skipped = {k for k, r in mine.items() if r.score is None}
+    key = lambda it: (it.item_id, it.sample_index)  # noqa: E731
     nxt = next((it for it in items if key(it) not in mine), None) or next(
         (it for it in items if key(it) in skipped), None)
     return {"seed": seed, "next": nxt, "scored": len(scored), "skipped": len(skipped - scored), "total": len(items)}
@@ -350,7 +350,7 @@ def question_fields(store: Store, run: RunRow) -> list[str]:
     return rendered_fields(found[1])
 
 
-def view_sample(store: Store, b: dict[str, Any], rater: str, sample_key: str) -> dict[str, Any]:
+def view_sample(store: Store, b: BatchRow, rater: str, sample_key: str) -> dict[str, Any]:
     """The blind view of one sample: the question (the item fields the run's protocol renders), the gold answer
     where the batch shows it (``show_gold``: every other field but ``id``), and the completion, after logging the
     read.
@@ -368,18 +368,18 @@ def view_sample(store: Store, b: dict[str, Any], rater: str, sample_key: str) ->
             be read (logged as refused).
         RefusedByPolicy: the split's policy refuses the read (logged).
     """
-    target = next((i for i in store.batch_items(b["batch_id"]) if i["sample_key"] == sample_key), None)
+    target = next((i for i in store.batch_items(b.batch_id) if i.sample_key == sample_key), None)
     if target is None:
-        raise BadInput(f"sample {sample_key!r} is not in batch {b['batch_id']}")
-    shown = set(question_fields(store, store.runs(run_id=b["run_id"])[0]))
-    opened = SplitManager(store).open(b["split"], RATING_PURPOSE, rater,
-                                      detail=f"batch {b['batch_id']} sample {sample_key}")
-    item = next((it for it in opened.items if str(it["id"]) == target["item_id"]), {})
-    sample = next((s for s in store.samples(b["run_id"])
-                   if s.item_id == target["item_id"] and s.sample_index == target["sample_index"]), None)
+        raise BadInput(f"sample {sample_key!r} is not in batch {b.batch_id}")
+    shown = set(question_fields(store, store.runs(run_id=b.run_id)[0]))
+    opened = SplitManager(store).open(b.split, RATING_PURPOSE, rater,
+                                      detail=f"batch {b.batch_id} sample {sample_key}")
+    item = next((it for it in opened.items if str(it["id"]) == target.item_id), {})
+    sample = next((s for s in store.samples(b.run_id)
+                   if s.item_id == target.item_id and s.sample_index == target.sample_index), None)
     gold = {k: v for k, v in item.items() if k != "id" and k not in shown}
     return {"sample_key": sample_key, "question": {k: v for k, v in item.items() if k in shown},
-            "gold": gold if b.get("show_gold") else None, "completion": (sample.text if sample else None) or ""}
+            "gold": gold if b.show_gold else None, "completion": (sample.text if sample else None) or ""}
 
 
 def issue_form_token(store: Store, rater: str) -> str:
@@ -389,7 +389,7 @@ def issue_form_token(store: Store, rater: str) -> str:
     return token
 
 
-def parse_score(text: str | None, b: dict[str, Any]) -> float | None:
+def parse_score(text: str | None, b: BatchRow) -> float | None:
     """A submitted score: None for a skip (``skip``), else an integer on the batch's scale.
 
     Raises:
@@ -399,10 +399,10 @@ def parse_score(text: str | None, b: dict[str, Any]) -> float | None:
     if raw == "skip":
         return None
     if not raw.lstrip("-").isdigit():
-        raise BadInput(f"score {raw!r} is not a whole number; give {b['scale_min']}..{b['scale_max']} or skip")
+        raise BadInput(f"score {raw!r} is not a whole number; give {b.scale_min}..{b.scale_max} or skip")
     value = int(raw)
-    if not b["scale_min"] <= value <= b["scale_max"]:
-        raise BadInput(f"score {value} is outside this batch's scale {b['scale_min']}..{b['scale_max']}; nothing "
+    if not b.scale_min <= value <= b.scale_max:
+        raise BadInput(f"score {value} is outside this batch's scale {b.scale_min}..{b.scale_max}; nothing "
                        "was stored")
     return float(value)
 
@@ -427,12 +427,12 @@ def submit(store: Store, rater: str, batch_id: str, form_token: str, sample_key:
         raise BadInput(f"the note has {len(note)} characters, more than the {NOTE_MAX_CHARS} allowed; shorten it")
     if not form_token:
         raise RefusedByPolicy("the form carries no form token; reload the page and submit again")
-    auto = {(s.item_id, s.sample_index): s.score for s in store.sample_scores(b["run_id"])}
-    target = next((i for i in store.batch_items(batch_id) if i["sample_key"] == sample_key), None)
+    auto = {(s.item_id, s.sample_index): s.score for s in store.sample_scores(b.run_id)}
+    target = next((i for i in store.batch_items(batch_id) if i.sample_key == sample_key), None)
     human = None
     if target is not None:
-        human = {"split": b["split"], "run_id": b["run_id"], "rater": rater,
-                 "auto_score": auto.get((target["item_id"], target["sample_index"])),
+        human = {"split": b.split, "run_id": b.run_id, "rater": rater,
+                 "auto_score": auto.get((target.item_id, target.sample_index)),
                  "source_sha256": f"batch:{batch_id}", "imported_by": rater}
     action = store.submit_rating(form_token_sha256=token_sha256(form_token), purpose=FORM_PURPOSE, ttl=FORM_TOKEN_TTL,
                                  batch_id=batch_id,

@@ -35,15 +35,15 @@ def audit_agreement(store: Store, protocol: str, resamples: int = 2000) -> dict[
     name, _, version = protocol.partition("@")
     runs, auto, human, levels = [], [], [], 0
     for b in store.batches():
-        run = store.runs(run_id=b["run_id"])
+        run = store.runs(run_id=b.run_id)
         if not run or (run[0].protocol_name, run[0].protocol_version) != (name, version) \
                 or run[0].tier != Tier.HUMAN_AUDIT:
             continue
-        levels = max(levels, int(b["scale_max"] - b["scale_min"]) + 1)
-        if b["run_id"] in runs:
+        levels = max(levels, int(b.scale_max - b.scale_min) + 1)
+        if b.run_id in runs:
             continue
-        runs.append(b["run_id"])
-        for s in run_agreement(store, b["run_id"], resamples=resamples)["samples"]:
+        runs.append(b.run_id)
+        for s in run_agreement(store, b.run_id, resamples=resamples)["samples"]:
             auto.append(s["auto"])
             human.append(s["human"])
     return {"runs": runs, "n_samples": len(auto), **proxy_agreement(auto, human, levels or 5, resamples=resamples)}

@@ -188,11 +188,11 @@ def audits_for_checkpoints(store: Store, digests: list[str], rules: RewardAuditR
     report's "Reward audit" section shows for the gate's best checkpoints."""
     want, out, seen = set(digests), [], set()
     for b in store.batches():
-        run = store.runs(run_id=b["run_id"])
-        if b["run_id"] in seen or not run or run[0].checkpoint_digest not in want:
+        run = store.runs(run_id=b.run_id)
+        if b.run_id in seen or not run or run[0].checkpoint_digest not in want:
             continue
-        seen.add(b["run_id"])
-        out.append({**reward_audit(store, b["run_id"], rules, actor=actor),
+        seen.add(b.run_id)
+        out.append({**reward_audit(store, b.run_id, rules, actor=actor),
                     "checkpoint": run[0].checkpoint_path, "step": run[0].step,
                     "train_seed": run[0].train_seed})
     return out

@@ -10,7 +10,7 @@ the repositories over it.
     access.py   AccessLogRepo: the hash-chained access log and its heads; the budget rule (``Counted``)
     ratings.py  RatingRepo: human scores, raters, rating batches, form tokens
     gates.py    GateRepo: gate verdicts
-    rows.py     the typed rows the readers return (RunRow, SampleRow, SampleScore, GateRow)
+    rows.py     the typed rows the readers return (runs, samples, gates, human scores, ratings)
     frames.py   FrameRepo: a query's result as Arrow / pandas / polars (``evalgate.views.frames``)
     codec.py    the sealing rule (which columns a sealed tier's rows encrypt) and its codec
 
@@ -40,13 +40,26 @@ from evalgate.store.db import MEMORY, Connection, Database, Repository, default_
 from evalgate.store.frames import FrameRepo
 from evalgate.store.gates import GateRepo
 from evalgate.store.ratings import RatingRepo
-from evalgate.store.rows import GateRow, Row, RunRow, SampleRow, SampleScore
+from evalgate.store.rows import (
+    BatchItem,
+    BatchRow,
+    GateRow,
+    HumanScore,
+    RaterRow,
+    RatingEvent,
+    RatingRow,
+    Row,
+    RunRow,
+    SampleRow,
+    SampleScore,
+)
 from evalgate.store.runs import ProtocolRepo, RunRepo
 
 __all__ = ["CONTAMINATION_CHECK", "CONTAMINATION_CHECKS", "MEMORY", "READS", "TRAJECTORY_COLUMNS", "AccessLogRepo",
-           "BudgetLimit", "ChainLink", "Connection", "Counted", "Database", "FrameRepo", "GateRepo", "GenerationCache",
-           "GateRow", "PrivateContent", "PrivateContentRepo", "ProtocolRepo", "RatingRepo", "Repository", "Row",
-           "RunRepo", "RunRow", "SampleRow", "SampleScore", "SignedHead", "Store", "VerifiedHead", "default_database",
+           "BatchItem", "BatchRow", "BudgetLimit", "ChainLink", "Connection", "Counted", "Database", "FrameRepo",
+           "GateRepo", "GateRow", "GenerationCache", "HumanScore", "PrivateContent", "PrivateContentRepo",
+           "ProtocolRepo", "RaterRow", "RatingEvent", "RatingRepo", "RatingRow", "Repository", "Row", "RunRepo",
+           "RunRow", "SampleRow", "SampleScore", "SignedHead", "Store", "VerifiedHead", "default_database",
            "handed_down"]
 
 R = TypeVar("R", bound=Repository)

@@ -16,6 +16,7 @@ from typing import Any
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.store.codec import note_codec, open_read
 from evalgate.store.db import Repository, insert_values, records, upsert
+from evalgate.store.rows import BatchItem, BatchRow, HumanScore, RaterRow, RatingEvent, RatingRow
 
 _HUMAN_SCORE_COLUMNS = ("split", "item_id", "run_id", "sample_index", "rater", "score", "auto_score", "note",
                         "source_sha256", "imported_by", "imported_at")
@@ -45,7 +46,7 @@ class RatingRepo(Repository):
             con.executemany(upsert("human_scores", cols, HUMAN_SCORES_KEY),
                             [list(codec.row("human_scores", {c: r[c] for c in cols}).values()) for r in rows])
 
-    def human_scores(self, split: str, run_id: str | None = None) -> list[dict[str, Any]]:
+    def human_scores(self, split: str, run_id: str | None = None) -> list[HumanScore]:
         """Human scores of a split (optionally of one run), ordered by item, run, sample index and rater."""
         sql, args = "SELECT * FROM human_scores WHERE split=?", [split]
         if run_id is not None:
@@ -53,7 +54,7 @@ class RatingRepo(Repository):
             args.append(run_id)
         with self.connect() as con:
             rows = records(con, sql + " ORDER BY item_id, run_id, sample_index, rater", args)
-        return open_read("human_scores", rows, self.env)
+        return HumanScore.from_dicts(open_read("human_scores", rows, self.env))
 
     def put_rater(self, name: str, token_sha256: str, role: str, created_by: str) -> bool:
         """Add a rater or give an existing one a new token (the old token stops working at once).
@@ -76,14 +77,14 @@ class RatingRepo(Repository):
         with self.connect() as con:
             con.execute("INSERT INTO rater_sessions VALUES (?, ?, ?, NULL)", [session_sha256, rater, self.clock()])
 
-    def session_rater(self, session_sha256: str, started_after: datetime) -> dict[str, Any] | None:
+    def session_rater(self, session_sha256: str, started_after: datetime) -> RaterRow | None:
         """The rater (``name``, ``role``) of the session with this sha256 if it has not ended and started after
         ``started_after`` (the caller's time-to-live, ``rating.SESSION_TTL``), else None."""
         with self.connect() as con:
             r = con.execute("SELECT r.name, r.role FROM rater_sessions s JOIN raters r ON r.name=s.rater WHERE "
                             "s.session_sha256=? AND s.ended_at IS NULL AND s.created_at > ?",
                             [session_sha256, started_after]).fetchone()
-        return {"name": r[0], "role": r[1]} if r else None
+        return RaterRow(r[0], r[1]) if r else None
 
     def end_session(self, session_sha256: str) -> bool:
         """End a session (logout); returns whether one was open."""
@@ -99,11 +100,11 @@ class RatingRepo(Repository):
                                "SELECT rater FROM audit_ratings").fetchall()
         return sorted(str(r[0]) for r in rows if r[0] is not None)
 
-    def rater_by_token(self, token_sha256: str) -> dict[str, Any] | None:
+    def rater_by_token(self, token_sha256: str) -> RaterRow | None:
         """The rater (``name``, ``role``) holding the token with this sha256, or None."""
         with self.connect() as con:
             r = con.execute("SELECT name, role FROM raters WHERE token_sha256=?", [token_sha256]).fetchone()
-        return {"name": r[0], "role": r[1]} if r else None
+        return RaterRow(r[0], r[1]) if r else None
 
     def create_batch(self, batch: dict[str, Any], items: Sequence[dict[str, Any]]) -> None:
         """Insert a rating batch (``audit_batches`` columns) and its samples (``audit_batch_items`` columns) in one
@@ -115,18 +116,20 @@ class RatingRepo(Repository):
                           [[batch["batch_id"], i["sample_key"], i["position"], i["item_id"], i["sample_index"]]
                            for i in items])
 
-    def batches(self, batch_id: str | None = None) -> list[dict[str, Any]]:
+    def batches(self, batch_id: str | None = None) -> list[BatchRow]:
         """Rating batches (all, or the one with ``batch_id``), oldest first, with ``n_items``."""
         with self.connect() as con:
-            return records(con, "SELECT b.*, (SELECT count(*) FROM audit_batch_items i WHERE i.batch_id=b.batch_id) "
+            rows = records(con, "SELECT b.*, (SELECT count(*) FROM audit_batch_items i WHERE i.batch_id=b.batch_id) "
                            "AS n_items FROM audit_batches b WHERE ? IS NULL OR b.batch_id=? ORDER BY b.created_at",
                            [batch_id, batch_id])
+        return BatchRow.from_dicts(rows)
 
-    def batch_items(self, batch_id: str) -> list[dict[str, Any]]:
+    def batch_items(self, batch_id: str) -> list[BatchItem]:
         """A batch's samples (sample_key, position, item_id, sample_index) in position order."""
         with self.connect() as con:
-            return records(con, "SELECT sample_key, position, item_id, sample_index FROM audit_batch_items "
-                           "WHERE batch_id=? ORDER BY position", [batch_id])
+            cur = con.execute("SELECT sample_key, position, item_id, sample_index FROM audit_batch_items "
+                              "WHERE batch_id=? ORDER BY position", [batch_id])
+            return [BatchItem(*r) for r in cur.fetchall()]
 
     def rater_seed(self, batch_id: str, rater: str, new_seed: int) -> int:
         """The rater's shuffle seed for a batch; ``new_seed`` is recorded (and returned) on the first call."""
@@ -138,17 +141,19 @@ class RatingRepo(Repository):
             con.execute("INSERT INTO audit_rater_seeds VALUES (?, ?, ?, ?)", [batch_id, rater, new_seed, self.clock()])
         return new_seed
 
-    def ratings(self, batch_id: str | None = None, rater: str | None = None) -> list[dict[str, Any]]:
+    def ratings(self, batch_id: str | None = None, rater: str | None = None) -> list[RatingRow]:
         """Current ratings (one per batch, rater and sample), optionally of one batch and one rater."""
         with self.connect() as con:
-            return records(con, "SELECT * FROM audit_ratings WHERE (? IS NULL OR batch_id=?) AND (? IS NULL OR "
+            rows = records(con, "SELECT * FROM audit_ratings WHERE (? IS NULL OR batch_id=?) AND (? IS NULL OR "
                            "rater=?) ORDER BY batch_id, rater, item_id, sample_index",
                            [batch_id, batch_id, rater, rater])
+        return RatingRow.from_dicts(rows)
 
-    def rating_events(self, batch_id: str) -> list[dict[str, Any]]:
+    def rating_events(self, batch_id: str) -> list[RatingEvent]:
         """Every submission to a batch (``action`` ``scored``, ``replaced`` or ``skipped``), in time order."""
         with self.connect() as con:
-            return records(con, "SELECT * FROM audit_rating_events WHERE batch_id=? ORDER BY ts", [batch_id])
+            rows = records(con, "SELECT * FROM audit_rating_events WHERE batch_id=? ORDER BY ts", [batch_id])
+        return RatingEvent.from_dicts(rows)
 
     def issue_form_token(self, token_sha256: str, rater: str, purpose: str, ttl: timedelta) -> None:
         """Record a one-time form token issued to ``rater`` for ``purpose``, and drop tokens issued more than

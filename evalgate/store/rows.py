@@ -173,3 +173,98 @@ class GateRow(Row):
     reused_from: str | None
     created_at: datetime
     actor: str
+
+
+@_columns
+@dataclass(frozen=True)
+class HumanScore(Row):
+    """A person's score of one sample (``human_scores``; ``Store.human_scores``): imported from a file or mirrored
+    from a rating, next to the sample's automatic score. ``note`` opened for a key holder."""
+
+    split: str
+    item_id: str
+    run_id: str
+    sample_index: int
+    rater: str
+    score: float
+    auto_score: float | None
+    note: str | None
+    source_sha256: str
+    """The imported file's sha256, or ``batch:<id>`` for a rating."""
+    imported_by: str
+    imported_at: datetime
+
+
+@_columns
+@dataclass(frozen=True)
+class BatchRow(Row):
+    """A rating batch (``audit_batches``, with ``n_items``, its samples; ``Store.batches``)."""
+
+    batch_id: str
+    run_id: str
+    split: str
+    rubric: str
+    scale_min: int
+    scale_max: int
+    stratify: str | None
+    selection_seed: int
+    created_by: str
+    created_at: datetime
+    show_gold: bool | None
+    n_items: int
+
+
+@_columns
+@dataclass(frozen=True)
+class BatchItem(Row):
+    """One sample of a rating batch (``Store.batch_items``): its blind key, position, item and sample index."""
+
+    sample_key: str
+    position: int
+    item_id: str
+    sample_index: int
+
+
+@_columns
+@dataclass(frozen=True)
+class RatingRow(Row):
+    """A rater's current rating of one sample of a batch (``audit_ratings``; ``Store.ratings``): ``score`` None
+    and ``skipped`` for a skip; ``submissions`` counts every form sent for it."""
+
+    batch_id: str
+    rater: str
+    item_id: str
+    sample_index: int
+    score: float | None
+    skipped: bool
+    note: str | None
+    rated_at: datetime
+    submissions: int
+
+
+@_columns
+@dataclass(frozen=True)
+class RatingEvent(Row):
+    """One submission to a batch (``audit_rating_events``; ``Store.rating_events``): ``action`` ``scored``,
+    ``replaced`` or ``skipped``, with the score it replaced."""
+
+    batch_id: str
+    rater: str
+    item_id: str
+    sample_index: int
+    score: float | None
+    skipped: bool
+    note: str | None
+    previous_score: float | None
+    action: str
+    ts: datetime
+
+
+@_columns
+@dataclass(frozen=True)
+class RaterRow(Row):
+    """A rater as a token or a browser session names one (``Store.rater_by_token``, ``Store.session_rater``)."""
+
+    name: str
+    role: str
+    """``rater`` or ``admin``."""

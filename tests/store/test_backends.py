@@ -129,7 +129,7 @@ def test_a_human_score_given_twice_keeps_the_last(backend_store: Store) -> None:
            "imported_at": datetime(2026, 1, 1, tzinfo=UTC)}
     backend_store.put_human_scores([row, {**row, "score": 4.0}])
     backend_store.put_human_scores([{**row, "score": 3.0, "rater": "bob"}])
-    assert [(r["rater"], r["score"]) for r in backend_store.human_scores("ha")] == [("ann", 4.0), ("bob", 3.0)]
+    assert [(r.rater, r.score) for r in backend_store.human_scores("ha")] == [("ann", 4.0), ("bob", 3.0)]
 
 
 @pytest.mark.server_only("a PostgreSQL URL selects the server store")

@@ -1,16 +1,30 @@
-"""The store's readers return typed rows (``evalgate.store.rows``): runs, samples, sample scores and gates; each row
-still reads by key for one release with a ``DeprecationWarning``, and ``evalgate runs --json`` prints what it did."""
+"""The store's readers return typed rows (``evalgate.store.rows``): runs, samples, sample scores, gates, human scores
+and ratings; each row still reads by key for one release with a ``DeprecationWarning``, and ``evalgate runs --json``
+prints what it did."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
+from datetime import timedelta
 
 import pytest
 
 from evalgate.core.results import Metrics
-from evalgate.store import GateRow, RunRow, SampleRow, SampleScore, Store
+from evalgate.store import (
+    BatchItem,
+    BatchRow,
+    GateRow,
+    HumanScore,
+    RaterRow,
+    RatingEvent,
+    RatingRow,
+    RunRow,
+    SampleRow,
+    SampleScore,
+    Store,
+)
 from tests.helpers.cli import cli_parts
 
 pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
@@ -44,6 +58,12 @@ def test_each_row_type_has_its_tables_columns_in_table_order(backend_store: Stor
     assert SampleRow.COLUMNS == columns("samples") + ("text", "completion_tokens", "prompt_tokens", "finish_reason",
                                                       "prompt")
     assert SampleScore.COLUMNS == ("item_id", "sample_index", "score", "status")
+    assert HumanScore.COLUMNS == columns("human_scores")
+    assert BatchRow.COLUMNS == columns("audit_batches") + ("n_items",)
+    assert BatchItem.COLUMNS == ("sample_key", "position", "item_id", "sample_index")
+    assert RatingRow.COLUMNS == columns("audit_ratings")
+    assert RatingEvent.COLUMNS == columns("audit_rating_events")
+    assert RaterRow.COLUMNS == ("name", "role")
 
 
 def test_a_run_and_its_samples_read_back_typed(backend_store: Store) -> None:
@@ -124,3 +144,45 @@ def test_a_gate_row_reads_back_typed_with_its_json_decoded(backend_store: Store)
     assert (g.verdict, g.reason, g.actor, g.reused_from) == ("FAIL", "no seed improved", "ci", None)
     assert g.inputs == {"backend": "hf"} and g.decision_runs == [{"run_id": "r1", "checkpoint_digest": "d1"}]
     assert g.document["verdict"] == "FAIL" and math.isnan(g.document["stderr"])
+
+
+def test_a_batch_its_items_ratings_events_and_raters_read_back_typed(backend_store: Store) -> None:
+    st = backend_store
+    _stored_run(st)
+    t0 = st.clock()
+    st.create_batch({"batch_id": "b1", "run_id": "r1", "split": "dev", "rubric": "correct?", "scale_min": 1,
+                     "scale_max": 5, "stratify": None, "selection_seed": 3, "created_by": "lead", "created_at": t0,
+                     "show_gold": False},
+                    [{"sample_key": "k2", "position": 0, "item_id": "q2", "sample_index": 0},
+                     {"sample_key": "k1", "position": 1, "item_id": "q1", "sample_index": 0}])
+    (b,) = st.batches("b1")
+    assert isinstance(b, BatchRow)
+    assert (b.batch_id, b.run_id, b.scale_min, b.scale_max, b.selection_seed, b.show_gold, b.n_items) == (
+        "b1", "r1", 1, 5, 3, False, 2)
+    assert st.batch_items("b1") == [BatchItem("k2", 0, "q2", 0), BatchItem("k1", 1, "q1", 0)]
+
+    assert st.put_rater("ann", "t" * 64, "rater", "lead") is False
+    assert st.rater_by_token("t" * 64) == RaterRow("ann", "rater") and st.rater_by_token("u" * 64) is None
+    st.start_session("s" * 64, "ann")
+    assert st.session_rater("s" * 64, t0 - timedelta(hours=1)) == RaterRow("ann", "rater")
+
+    mirror = {"split": "dev", "run_id": "r1", "rater": "ann", "auto_score": 1.0, "source_sha256": "batch:b1",
+              "imported_by": "ann"}
+    for token, score in (("f1", 4.0), ("f2", 2.0), ("f3", None)):  # scored, replaced, a skip that keeps the 2
+        st.issue_form_token(token * 32, "ann", "rate", timedelta(hours=1))
+        st.submit_rating(form_token_sha256=token * 32, purpose="rate", ttl=timedelta(hours=1), batch_id="b1",
+                         rater="ann", sample_key="k1", score=score, note=None,
+                         human_score=mirror if score is not None else None)
+    (r,) = st.ratings("b1", "ann")
+    assert isinstance(r, RatingRow)
+    assert (r.item_id, r.sample_index, r.score, r.skipped, r.note, r.submissions) == ("q1", 0, 2.0, False, None, 2)
+    events = st.rating_events("b1")
+    assert all(isinstance(e, RatingEvent) for e in events)
+    assert [(e.action, e.score, e.previous_score, e.skipped) for e in events] == [
+        ("scored", 4.0, None, False), ("replaced", 2.0, 4.0, False), ("skipped", None, 2.0, True)]
+    (h,) = st.human_scores("dev", "r1")
+    assert isinstance(h, HumanScore)
+    assert (h.item_id, h.sample_index, h.rater, h.score, h.auto_score, h.source_sha256, h.imported_by) == (
+        "q1", 0, "ann", 2.0, 1.0, "batch:b1", "ann")
+    with pytest.warns(DeprecationWarning, match=r"BatchRow\['n_items'\]"):
+        assert b["n_items"] == 2

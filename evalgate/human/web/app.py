@@ -257,7 +257,7 @@ def _rating_routes(srv: _Served) -> APIRouter:
     @router.get("/")
     def home(request: Request) -> Response:
         def show(r: rating.Rater) -> Response:
-            rows = [{**b, **rating.queue(st, b["batch_id"], r.name)} for b in st.batches()]
+            rows = [{**b.as_dict(), **rating.queue(st, b.batch_id, r.name)} for b in st.batches()]
             return _page("home.html.j2", rater=r, batches=rows)
         return srv.guarded(request, False, show)
 
@@ -268,10 +268,10 @@ def _rating_routes(srv: _Served) -> APIRouter:
             q = rating.queue(st, batch_id, r.name)
             if q["next"] is None:
                 return _page("done.html.j2", rater=r, batch=b, q=q)
-            view = rating.view_sample(st, b, r.name, q["next"]["sample_key"])
+            view = rating.view_sample(st, b, r.name, q["next"].sample_key)
             return _page("rate.html.j2", rater=r, batch=b, q=q, view=view, notice=notice[:200],
                          note_max=rating.NOTE_MAX_CHARS, form_token=rating.issue_form_token(st, r.name),
-                         scores=list(range(b["scale_min"], b["scale_max"] + 1)))
+                         scores=list(range(b.scale_min, b.scale_max + 1)))
         return srv.guarded(request, False, show)
 
     @router.post("/batch/{batch_id}/rate")
