@@ -20,7 +20,7 @@ from typing import Any
 
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.keys import signing as logsign
-from evalgate.store import AccessLogRepo, BudgetLimit, ChainLink
+from evalgate.store import AccessLogRepo, BudgetLimit, ChainLink, SignedHead, VerifiedHead
 
 GENESIS_HASH = "0" * 64
 """The ``prev_hash`` of the first row."""
@@ -282,9 +282,10 @@ def sign_head(store: AccessLogRepo, expect_head: tuple[int, str] | None = None) 
         return verify(store, expect_head)
 
 
-def _check_since_head(store: AccessLogRepo) -> tuple[tuple[int, str] | None, dict[str, Any] | None]:
-    """The incremental check ``append`` runs: ``(first_bad, last_good_row)``. See the module docstring."""
-    recorded = store.access_log_head()
+def _check_since_head(store: AccessLogRepo, recorded: VerifiedHead | None
+                      ) -> tuple[tuple[int, str] | None, dict[str, Any] | None]:
+    """The incremental check ``append`` runs from the ``recorded`` head (``store.access_log_head()``):
+    ``(first_bad, last_good_row)``. See the module docstring."""
     if recorded and recorded.broken_seq is not None:
         return (recorded.broken_seq, recorded.broken_reason or ""), None
     seq, digest = (recorded.seq, recorded.row_hash) if recorded else (0, GENESIS_HASH)
@@ -322,15 +323,15 @@ def _first_warning(warned: set[str], store: AccessLogRepo) -> bool:
     return True
 
 
-def _signer(store: AccessLogRepo, last: ChainLink | None) -> tuple[Any | None, str | None]:
-    """The key that signs the head after an append, or ``(None, why not)``.
+def _signer(store: AccessLogRepo, last: ChainLink | None, sig: SignedHead | None) -> tuple[Any | None, str | None]:
+    """The key that signs the head after an append, or ``(None, why not)``; ``last`` is the log's last row and
+    ``sig`` its newest signed head (``store.access_log_signature()``).
 
     An append signs only when the log it extends is empty (and was never signed) or ends at the validly signed
     head: signing the head of a log that was rewritten after its last signature would vouch for the rewrite. The
     key is created at a store's first append only (``keys.signing``): a command run without the key on a store that
     another key signs makes no key file of its own. Without a key the row is still appended, unsigned.
     """
-    sig = store.access_log_signature()
     fresh = last is None and (sig is None or sig.seq == 0)  # only a store's first append makes a key
     try:
         key = logsign.signing_key(store.env, create=fresh)
@@ -394,10 +395,11 @@ def append_many(store: AccessLogRepo, rows: list[dict[str, Any]],
         The stored rows with seq, ts, prev_hash and row_hash; None when ``limit`` refused them (nothing stored).
     """
     with store.session(), store.connect():  # one transaction: the check, the rows, the signed and verified heads
-        bad, verified = _check_since_head(store)
+        recorded, sig = store.access_log_heads()
+        bad, verified = _check_since_head(store, recorded)
         # an intact chain's check read every row from the verified head on: its last row is the log's last
         last = ChainLink(verified["seq"], verified["row_hash"]) if verified else store.access_log_last()
-        key, why_unsigned = _signer(store, last)
+        key, why_unsigned = _signer(store, last, sig)
         seq, prev = (last.seq + 1, last.row_hash) if last else (1, GENESIS_HASH)
         ts, full_rows = store.clock(), []
         for row in rows:

@@ -209,14 +209,24 @@ class AccessLogRepo(Repository):
             r = con.execute("SELECT seq, row_hash, broken_seq, broken_reason FROM access_log_head").fetchone()
         return VerifiedHead(*r) if r else None
 
+    def access_log_heads(self) -> tuple[VerifiedHead | None, SignedHead | None]:
+        """``access_log_head()`` and ``access_log_signature()`` read in one statement (an append needs both)."""
+        with self.connect() as con:
+            r = con.execute("SELECT h.seq, h.row_hash, h.broken_seq, h.broken_reason, s.seq, s.row_hash, "
+                            "s.public_key, s.signature, s.signed_at FROM (SELECT 1) AS one "
+                            "LEFT JOIN access_log_head h ON TRUE LEFT JOIN access_log_signature s ON TRUE").fetchone()
+        assert r is not None  # the one row of (SELECT 1)
+        return (VerifiedHead(*r[:4]) if r[0] is not None else None,
+                SignedHead(*r[4:]) if r[4] is not None else None)
+
     def set_access_log_head(self, seq: int, row_hash: str) -> None:
         """Record that the chain up to row ``seq`` (hash ``row_hash``) was verified intact (nothing for a role that
         may not write it: ``_may_record``)."""
         with self.connect() as con:
             if not _may_record(con):
                 return
-            con.execute("DELETE FROM access_log_head")
-            con.execute("INSERT INTO access_log_head VALUES (?, ?, NULL, NULL, ?)", [seq, row_hash, self.clock()])
+            _replace_row(con, "access_log_head", ("seq", "row_hash", "broken_seq", "broken_reason", "checked_at"),
+                         [seq, row_hash, None, None, self.clock()])
 
     def mark_access_log_broken(self, seq: int, reason: str) -> None:
         """Record the first bad row found (kept until a full verify finds the chain intact; nothing for a role that
@@ -249,9 +259,18 @@ class AccessLogRepo(Repository):
             con.execute("SELECT evalgate_sign_head(?, ?, ?, ?, ?)", [seq, row_hash, public_key, signature,
                                                                      self.clock()])
             return
-        con.execute("DELETE FROM access_log_signature")
-        con.execute("INSERT INTO access_log_signature VALUES (?, ?, ?, ?, ?)",
-                    [seq, row_hash, public_key, signature, self.clock()])
+        _replace_row(con, "access_log_signature", ("seq", "row_hash", "public_key", "signature", "signed_at"),
+                     [seq, row_hash, public_key, signature, self.clock()])
+
+
+def _replace_row(con: Connection, table: str, columns: Sequence[str], values: Sequence[Any]) -> None:
+    """Make ``values`` the one row of ``table`` (a head: empty before its first write): ``UPDATE`` every row, and
+    ``INSERT`` only where there was none; one statement per append where ``DELETE`` then ``INSERT`` took two
+    (bench/accesslog_statements.py)."""
+    sets = ", ".join(f"{c}=?" for c in columns)
+    if con.execute(f"UPDATE {table} SET {sets} RETURNING 1", list(values)).fetchone() is None:
+        con.execute(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+                    list(values))
 
 
 def _may_record(con: Connection) -> bool:

@@ -257,3 +257,26 @@ def test_a_backdated_and_rehashed_read_fails(home: Path) -> None:
     assert rewrite_log(backdate) == 3
     code, out = verify()
     assert code == 1 and "row 3 no longer has its signed hash" in out
+
+
+def test_the_heads_read_together_are_the_heads_read_one_by_one(home: Path) -> None:
+    """An append reads the verified and the signed head in one statement (``access_log_heads``) and moves each with
+    one ``UPDATE``, inserting it only where there was none: empty before the first read; after three reads both at
+    row 3, one row each; a head recorded without a signature reads as such."""
+    store = Store()
+    assert store.access_log_heads() == (None, None)
+    write_split("s", "dev", ITEMS, {"source": "test"})
+    for purpose in ("a1", "a2", "a3"):
+        SplitManager(Store()).open("s", "tuning", purpose)
+    verified, signed = store.access_log_heads()
+    assert (verified, signed) == (store.access_log_head(), store.access_log_signature())
+    last = store.access_rows()[-1]
+    assert verified is not None and (verified.seq, verified.row_hash, verified.broken_seq) == (3, last["row_hash"],
+                                                                                               None)
+    assert signed is not None and (signed.seq, signed.row_hash) == (3, last["row_hash"])
+    with store.connect() as con:
+        assert [con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+                for t in ("access_log_head", "access_log_signature")] == [1, 1]
+    with admin_edit(store) as con:
+        con.execute("DELETE FROM access_log_signature")
+    assert store.access_log_heads() == (store.access_log_head(), None)
