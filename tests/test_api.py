@@ -202,7 +202,7 @@ def test_notebook_path_on_the_replay_backend(tmp_path: Path, no_env: Path, monke
         "checkpoint", "digest", "train_seed", "step", "why"]  # the document's keys before ship() was typed
     with pytest.warns(DeprecationWarning, match=r"read ship\(\).step"):
         assert ship["step"] == 20  # the dict-style read of before still works for one release
-    assert verdict.gate_id and ws.store.gates(gate_id=verdict.gate_id)[0]["verdict"] == "PASS"
+    assert verdict.gate_id and ws.store.gates(gate_id=verdict.gate_id)[0].verdict == "PASS"
     assert not (no_env / "splits").exists() and not (no_env / ".evalgate").exists()
 
 

@@ -66,13 +66,13 @@ def test_export_samples_import_scores_and_agreement(tmp_path: Path) -> None:
     assert doc["agreement"]["mean_abs_diff"] == pytest.approx(1 / 3)
     assert doc["agreement"]["exact_agreement"] == pytest.approx(2 / 3)
     rows = store.human_scores("ha", "run1")
-    assert [(x["item_id"], x["rater"], x["score"], x["auto_score"]) for x in rows] == [
+    assert [(x.item_id, x.rater, x.score, x.auto_score) for x in rows] == [
         ("q0", "carol", 1.0, 1.0), ("q1", "carol", 1.0, 0.0), ("q2", "carol", 1.0, 1.0)]
     (batch,) = store.batches()  # the scores are that batch's ratings by carol, as if rated in 'evalgate serve'
-    assert (batch["run_id"], batch["scale_min"], batch["scale_max"]) == ("run1", 0, 1)
-    assert [(x["rater"], x["item_id"], x["score"]) for x in store.ratings(batch["batch_id"])] == [
+    assert (batch.run_id, batch.scale_min, batch.scale_max) == ("run1", 0, 1)
+    assert [(x.rater, x.item_id, x.score) for x in store.ratings(batch.batch_id)] == [
         ("carol", "q0", 1.0), ("carol", "q1", 1.0), ("carol", "q2", 1.0)]
-    assert doc["batches"] == {batch["batch_id"]: 3}
+    assert doc["batches"] == {batch.batch_id: 3}
     assert [(x["purpose"], x["outcome"]) for x in store.access_rows("ha")] == [
         ("human-audit-export", "read"), ("human-audit-import", "read")]
 
@@ -87,7 +87,7 @@ def test_item_export_reimport_replaces_and_unscored_are_skipped(tmp_path: Path) 
     assert (res["imported"], res["skipped_unscored"], res["agreement"]["n"]) == (2, 1, 0)
     fill(out, {"q0": 5.0, "q1": None, "q2": 2.0})
     import_audit(out, rater="dan", store=store)
-    assert [(x["item_id"], x["run_id"], x["sample_index"], x["score"]) for x in store.human_scores("ha")] == [
+    assert [(x.item_id, x.run_id, x.sample_index, x.score) for x in store.human_scores("ha")] == [
         ("q0", "", -1, 5.0), ("q2", "", -1, 2.0)]
 
 
@@ -213,7 +213,7 @@ def test_a_file_that_scores_one_sample_twice_by_one_rater_is_refused_naming_both
     with pytest.raises(BadInput, match=r"twice.jsonl:4: rater 'carol' already scored this sample on line 1 "
                                        r"\(item 'q0'\)"):
         import_audit(twice, store=store)
-    assert store.ratings(store.batches()[0]["batch_id"]) == [] and store.human_scores("ha", "run1") == []
+    assert store.ratings(store.batches()[0].batch_id) == [] and store.human_scores("ha", "run1") == []
     assert len(store.access_rows("ha")) == rows  # refused before the split is read
     items = tmp_path / "items.jsonl"
     export_audit("ha", items, store=store)
@@ -226,7 +226,7 @@ def test_a_file_that_scores_one_sample_twice_by_one_rater_is_refused_naming_both
     both = tmp_path / "both.jsonl"
     both.write_text("".join(json.dumps(r) + "\n" for r in [*recs, {**recs[0], "rater": "dan"}]))
     assert import_audit(both, store=store)["imported"] == 4
-    assert sorted((x["rater"], x["item_id"]) for x in store.ratings(store.batches()[0]["batch_id"])) == [
+    assert sorted((x.rater, x.item_id) for x in store.ratings(store.batches()[0].batch_id)) == [
         ("carol", "q0"), ("carol", "q1"), ("carol", "q2"), ("dan", "q0")]
 
 
@@ -257,8 +257,8 @@ def test_one_rater_written_two_ways_is_one_rater(tmp_path: Path, alias: str) -> 
     import_audit(again, store=store)  # a re-import replaces that rater's earlier score: still one rating of q0
     fill(out, {"q0": None, "q1": 1.0, "q2": None}, rater=alias)
     import_audit(out, store=store)
-    ratings = store.ratings(store.batches()[0]["batch_id"])
-    assert sorted((x["rater"], x["item_id"], x["score"]) for x in ratings) == [("carol", "q0", 0.0),
+    ratings = store.ratings(store.batches()[0].batch_id)
+    assert sorted((x.rater, x.item_id, x.score) for x in ratings) == [("carol", "q0", 0.0),
                                                                                ("carol", "q1", 1.0)]
     assert run_agreement(store, "run1")["raters"] == ["carol"]
     # within one file: the two spellings score q0 twice as one rater, refused naming both lines
@@ -281,7 +281,7 @@ def test_a_rater_name_that_is_no_name_is_refused(tmp_path: Path) -> None:
             import_audit(out, store=store)
     fill(out, {"q0": 1.0, "q1": None, "q2": None}, rater="  Ann   Lee ")
     import_audit(out, store=store)
-    assert [x["rater"] for x in store.human_scores("ha")] == ["Ann Lee"]
+    assert [x.rater for x in store.human_scores("ha")] == ["Ann Lee"]
 
 
 def test_add_rater_refuses_a_name_that_reads_as_another_raters() -> None:

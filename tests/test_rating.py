@@ -33,10 +33,10 @@ def store() -> Store:
 def test_stratified_batch_draws_each_score_in_proportion(store: Store) -> None:
     b = rating.create_batch("run1", samples=5, stratify="score", store=store, seed=0)
     items = store.batch_items(b["batch_id"])
-    zeros = sum(1 for it in items if it["item_id"] in ("q3", "q7"))
+    zeros = sum(1 for it in items if it.item_id in ("q3", "q7"))
     assert (len(items), zeros) == (5, 1)  # 5 x 2/10 = 1 zero, 5 x 8/10 = 4 ones
     two = store.batch_items(rating.create_batch("run1", samples=2, stratify="score", store=store)["batch_id"])
-    assert sorted(it["item_id"] in ("q3", "q7") for it in two) == [False, True]  # each value at least once
+    assert sorted(it.item_id in ("q3", "q7") for it in two) == [False, True]  # each value at least once
     assert rating.create_batch("run1", samples=50, store=store)["samples"] == 10  # all of them, no more
 
 
@@ -74,28 +74,28 @@ def test_batch_refuses_a_private_run_whose_split_name_was_re_added_as_human_audi
 
 def test_resubmission_replaces_and_is_logged_and_a_skip_keeps_the_score(store: Store) -> None:
     b = rating.create_batch("run1", samples=3, store=store, seed=1)["batch_id"]
-    key = store.batch_items(b)[0]["sample_key"]
+    key = store.batch_items(b)[0].sample_key
     for score in ("2", "4", "skip"):
         rating.submit(store, "ann", b, rating.issue_form_token(store, "ann"), key, score)
     (row,) = store.ratings(b, "ann")
-    assert (row["score"], row["submissions"]) == (4.0, 2)
-    assert [(e["action"], e["score"], e["previous_score"]) for e in store.rating_events(b)] == [
+    assert (row.score, row.submissions) == (4.0, 2)
+    assert [(e.action, e.score, e.previous_score) for e in store.rating_events(b)] == [
         ("scored", 2.0, None), ("replaced", 4.0, 2.0), ("skipped", None, 4.0)]
-    (human,) = [h for h in store.human_scores("ha", "run1") if h["rater"] == "ann"]
-    assert (human["score"], human["auto_score"], human["source_sha256"]) == (4.0, 1.0, f"batch:{b}")
+    (human,) = [h for h in store.human_scores("ha", "run1") if h.rater == "ann"]
+    assert (human.score, human.auto_score, human.source_sha256) == (4.0, 1.0, f"batch:{b}")
     with pytest.raises(RefusedByPolicy, match="not issued to you"):  # another rater's form token
         rating.submit(store, "ann", b, rating.issue_form_token(store, "bea"), key, "3")
-    assert store.ratings(b, "ann")[0]["score"] == 4.0
+    assert store.ratings(b, "ann")[0].score == 4.0
 
 
 def test_queue_order_is_the_recorded_per_rater_shuffle(store: Store) -> None:
     b = rating.create_batch("run1", samples=10, store=store, seed=2)["batch_id"]
     q = rating.queue(store, b, "ann")
-    expected = [it["sample_key"] for it in store.batch_items(b)]
+    expected = [it.sample_key for it in store.batch_items(b)]
     random.Random(q["seed"]).shuffle(expected)
-    assert q["next"]["sample_key"] == expected[0] and (q["scored"], q["total"]) == (0, 10)
+    assert q["next"].sample_key == expected[0] and (q["scored"], q["total"]) == (0, 10)
     rating.submit(store, "ann", b, rating.issue_form_token(store, "ann"), expected[0], "skip")
-    assert rating.queue(store, b, "ann")["next"]["sample_key"] == expected[1]  # skipped ones come last
+    assert rating.queue(store, b, "ann")["next"].sample_key == expected[1]  # skipped ones come last
     assert rating.queue(store, b, "ann")["seed"] == q["seed"]
 
 
@@ -130,14 +130,14 @@ def test_a_raters_note_is_sealed_at_rest(store: Store) -> None:
     """A note may quote the human-audit item: stored encrypted in every table it reaches (issue 13), read back in
     clear through ``human_scores`` with the key."""
     b = rating.create_batch("run1", samples=1, store=store, seed=1)["batch_id"]
-    key = store.batch_items(b)[0]["sample_key"]
+    key = store.batch_items(b)[0].sample_key
     note = "the answer quotes zebra-quartz-7301"
     rating.submit(store, "ann", b, rating.issue_form_token(store, "ann"), key, "4", note)
     with store.connect() as con:  # the stored values (the file's bytes: tests/splits/test_private_plaintext.py)
         stored = [r[0] for t in ("audit_ratings", "audit_rating_events", "human_scores")
                   for r in con.execute(f"SELECT note::VARCHAR FROM {t}").fetchall()]
     assert len(stored) == 3 and not any("zebra" in (v or "") for v in stored)
-    assert [h["note"] for h in store.human_scores("ha", "run1") if h["rater"] == "ann"] == [note]
+    assert [h.note for h in store.human_scores("ha", "run1") if h.rater == "ann"] == [note]
 
 
 def test_serve_refuses_a_port_outside_1_65535() -> None:
@@ -165,16 +165,16 @@ def test_a_form_token_expires_after_the_ttl_and_old_tokens_are_pruned(store: Sto
     from evalgate.human.rating import FORM_TOKEN_TTL
 
     b = rating.create_batch("run1", samples=3, store=store, seed=1)["batch_id"]
-    key = store.batch_items(b)[0]["sample_key"]
+    key = store.batch_items(b)[0].sample_key
     stale, spent = rating.issue_form_token(store, "ann"), rating.issue_form_token(store, "ann")
     rating.submit(store, "ann", b, spent, key, "4")
     with store.connect() as con:  # both issued a minute past the TTL ago: one never used, one spent
         con.execute("UPDATE form_tokens SET issued_at = issued_at - ?", [FORM_TOKEN_TTL + timedelta(minutes=1)])
     with pytest.raises(RefusedByPolicy, match="has expired"):
         rating.submit(store, "ann", b, stale, key, "2")
-    assert store.ratings(b, "ann")[0]["score"] == 4.0 and len(store.rating_events(b)) == 1  # nothing written
+    assert store.ratings(b, "ann")[0].score == 4.0 and len(store.rating_events(b)) == 1  # nothing written
     fresh = rating.issue_form_token(store, "ann")  # issuing prunes the two expired rows
     with store.connect() as con:
         assert con.execute("SELECT count(*) FROM form_tokens").fetchone() == (1,)
     rating.submit(store, "ann", b, fresh, key, "2")  # a fresh token still works
-    assert store.ratings(b, "ann")[0]["score"] == 2.0
+    assert store.ratings(b, "ann")[0].score == 2.0

@@ -55,7 +55,7 @@ def put_run(store: Store, run_id: str, digest: str, tokens: dict[str, int],
 
 def rate(st: Store, run_id: str) -> None:
     b = rating.create_batch(run_id, samples=5, store=st)["batch_id"]
-    keys = {it["item_id"]: it["sample_key"] for it in st.batch_items(b)}
+    keys = {it.item_id: it.sample_key for it in st.batch_items(b)}
     for item, score in HUMAN.items():
         rating.submit(st, "ann", b, rating.issue_form_token(st, "ann"), keys[item], str(score))
 

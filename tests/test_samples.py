@@ -250,7 +250,7 @@ def test_a_private_run_stays_private_when_its_unsigned_run_row_is_edited(home: P
     rater's) decrypted and showed the private prompts and completions, logged as a dev read. The signed access log
     recorded the run's read of the private split: that decides, whatever the row says now."""
     store, run_id = _released_private_run(home, tmp_path)
-    assert any("SECRET-" in (s.get("text") or "") for s in store._samples(run_id))  # the completions are there
+    assert any("SECRET-" in (s.text or "") for s in store._samples(run_id))  # the completions are there
     with store.connect() as con:
         con.execute(f"{edit} WHERE run_id=?", [run_id])
     before = len(store.access_rows())
@@ -302,7 +302,7 @@ def test_a_dev_runs_row_pointed_at_a_private_runs_outputs_shows_none_of_them(hom
     assert [s.completion for s in run_samples(dev_run, store=store).samples] == ["dev answer"] * 2
     with store.connect() as con:
         con.execute("UPDATE runs SET checkpoint_digest=?, protocol_hash=?, settings_sha256=? WHERE run_id=?",
-                    [p["checkpoint_digest"], p["protocol_hash"], p["settings_sha256"], dev_run])
+                    [p.checkpoint_digest, p.protocol_hash, p.settings_sha256, dev_run])
         con.execute("DELETE FROM run_prompts WHERE run_id=?", [dev_run])
         if tier:
             con.execute("UPDATE runs SET tier=? WHERE run_id=?", [tier, dev_run])

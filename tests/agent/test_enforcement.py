@@ -156,9 +156,9 @@ def test_end_mode_ends_the_sample_with_status_tool_violation(tmp_path: Path) -> 
     turns = _turns(store, doc)
     assert len(turns["a"]) == 1 and turns["a"][0]["ended"] == "tool_violation"
     assert [c["name"] for c in turns["a"][0]["calls"]] == ["python"]  # the calculator call after it never ran
-    samples = {s["item_id"]: s for s in store.samples(doc["run_id"])}
-    assert samples["a"]["status"] == "tool_violation" and samples["a"]["score"] == 0.0
-    assert samples["b"]["score"] == 1.0
+    samples = {s.item_id: s for s in store.samples(doc["run_id"])}
+    assert samples["a"].status == "tool_violation" and samples["a"].score == 0.0
+    assert samples["b"].score == 1.0
     assert doc["metrics"]["tools"]["by_status"] == {"answered": 1, "tool_violation": 1}
 
 
@@ -353,10 +353,10 @@ def test_turns_still_being_written_when_the_engine_fails_are_stored(tmp_path: Pa
              replay)
     store = Store()
     (run,) = store.runs()
-    turns = store.trajectory_turns(run["checkpoint_digest"], run["protocol_hash"],
-                                   run["backend_info"]["generation_settings_sha256"])
+    turns = store.trajectory_turns(run.checkpoint_digest, run.protocol_hash,
+                                   run.backend_info["generation_settings_sha256"])
     assert sorted((t["item_id"], t["turn"]) for t in turns) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
-    assert sum(slow_writes) == 4 and run["status"] == "failed"
+    assert sum(slow_writes) == 4 and run.status == "failed"
 
 
 @pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
@@ -375,7 +375,7 @@ def test_a_failed_turn_write_fails_the_run_instead_of_hanging(tmp_path: Path,
     with pytest.raises(RefusedByPolicy, match="store refused the turns"):
         _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "2"}], replay)
     (run,) = Store().runs()
-    assert run["status"] == "failed"
+    assert run.status == "failed"
 
 
 @pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory

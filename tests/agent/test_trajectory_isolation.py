@@ -33,7 +33,7 @@ def _gate(root: Path) -> tuple[Any, Store]:
 
 
 def _run(store: Store, split: str) -> str:
-    return next(r["run_id"] for r in store.runs() if r["split"] == split and r["checkpoint_digest"][0] == "c")
+    return next(r.run_id for r in store.runs() if r.split == split and r.checkpoint_digest[0] == "c")
 
 
 def test_the_release_report_shows_no_private_turn_of_a_shared_item_id(tmp_path: Path) -> None:
@@ -72,6 +72,6 @@ def test_a_dev_runs_row_pointed_at_the_private_runs_turns_shows_none_of_them(tmp
     dev, private = _run(store, "ag-dev"), _run(store, "ag-private")
     (p,) = store.runs(run_id=private)
     with store.connect() as con:
-        con.execute("UPDATE runs SET split_sha256=? WHERE run_id=?", [p["split_sha256"], dev])
+        con.execute("UPDATE runs SET split_sha256=? WHERE run_id=?", [p.split_sha256, dev])
     r = CliRunner().invoke(main, ["trajectories", dev, "--json", "--actor", "mallory"])
     assert r.exit_code == 2 and SECRET not in r.output and "store was edited" in r.output, r.output

@@ -266,7 +266,7 @@ def test_a_store_of_sha256_runs_stays_a_cache_hit_and_sweep_skips_it(tmp_path: P
     assert new["checkpoint"]["digest"] == _by_hand(files, "blake3")
     assert new["checkpoint"]["digest_algorithm"] == "blake3" and new["counts"]["generated"] == 1
     stored = store.runs(run_id=new["run_id"])[0]
-    assert stored["checkpoint_digest"] == new["checkpoint"]["digest"]
+    assert stored.checkpoint_digest == new["checkpoint"]["digest"]
     hashed = _counting(monkeypatch)
     assert evaluate(proto, d, "sums", opts, store)["counts"]["generated"] == 0
     # blake3 recorded: each file read once (blake3: the cache is off), no sha256 computed to compare
@@ -305,8 +305,8 @@ def test_runs_are_found_by_a_digest_prefix_with_or_without_the_algorithm(tmp_pat
     store = Store()
     for run_id, digest in (("new", "blake3:" + "ab12" * 16), ("old", "ab12" * 15 + "cdef")):
         fx.add_run(store, run_id, digest, tmp_path / run_id, "fx-dev", "dev", None, None, fx.B, split_sha256="s")
-    assert [r["run_id"] for r in select_runs(store, checkpoint="blake3:ab12ab")] == ["new"]
-    assert [r["run_id"] for r in select_runs(store, checkpoint="ab12ab12")] == ["new", "old"]
+    assert [r.run_id for r in select_runs(store, checkpoint="blake3:ab12ab")] == ["new"]
+    assert [r.run_id for r in select_runs(store, checkpoint="ab12ab12")] == ["new", "old"]
 
 
 def test_a_gguf_keeps_its_sha256_identity_and_conversion_and_a_new_one_gets_blake3(

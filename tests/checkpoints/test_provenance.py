@@ -95,8 +95,8 @@ def test_provenance_is_stored_with_the_run(tmp_path: Path) -> None:
     store = Store(path)
     store.create_run(rec.row())
     r1, r2 = store.runs()
-    assert r1["checkpoint_provenance"] is None and RunRecord.from_row(r1).checkpoint.provenance is None
-    assert r2["checkpoint_provenance"] == prov and RunRecord.from_row(r2) == rec
+    assert r1.checkpoint_provenance is None and RunRecord.from_row(r1).checkpoint.provenance is None
+    assert r2.checkpoint_provenance == prov and RunRecord.from_row(r2) == rec
 
 
 def test_a_step_folder_and_trainer_state_that_disagree_are_said_and_the_folder_wins(tmp_path: Path) -> None:

@@ -41,13 +41,13 @@ def test_audit_samples_are_typed_rows_and_survive_the_stored_document(tmp_path: 
         longest=[_row(1, "q0", 1.0), _row(2, "q0", 1.0), _row(1, "q1", 1.0)],
     )
     (row,) = built["store"].gates()
-    again = load_verdict(row["document"])
+    again = load_verdict(row.document)
     assert again.samples == v.samples and isinstance(again.samples.longest[0], AuditSample)
     with pytest.deprecated_call(match="read samples.rows"):  # read as the dict it was, for one release
         assert dict(v.samples.items()) == {"highest_scoring": v.samples.highest_scoring,
                                            "lowest_scoring": v.samples.lowest_scoring, "longest": v.samples.longest}
     # a document stored while the rows were plain dicts had no "trajectory" key on a run without tools
-    doc = json.loads(json.dumps(row["document"]))
+    doc = json.loads(json.dumps(row.document))
     for rows in doc["samples"].values():
         for r in rows:
             del r["trajectory"]

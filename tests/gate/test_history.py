@@ -59,10 +59,10 @@ def test_an_unchanged_gate_reuses_its_decision_and_spends_nothing(tmp_path: Path
     assert new[1]["detail"].startswith("verdict sha256 ") and f"of gate {again.gate_id} (PASS)" in new[1]["detail"]
     assert again.as_dict()["stats"] == first.as_dict()["stats"] and again.passed and first.passed
     stored = store.gates()
-    assert [g["gate_id"] for g in stored] == [first.gate_id, again.gate_id]
-    assert stored[1]["reused_from"] == first.gate_id and stored[1]["reason"] == "pass"
-    assert {d["run_id"] for d in stored[0]["decision_runs"]} == {"dec-base", "dec-1", "dec-2"}
-    assert stored[0]["inputs"]["candidate_runs"] == sorted(f"dev-{s}-{t}" for s in (1, 2) for t in fx.STEPS)
+    assert [g.gate_id for g in stored] == [first.gate_id, again.gate_id]
+    assert stored[1].reused_from == first.gate_id and stored[1].reason == "pass"
+    assert {d["run_id"] for d in stored[0].decision_runs} == {"dec-base", "dec-1", "dec-2"}
+    assert stored[0].inputs["candidate_runs"] == sorted(f"dev-{s}-{t}" for s in (1, 2) for t in fx.STEPS)
 
 
 def test_a_changed_input_decides_afresh(tmp_path: Path, built: dict[str, Any]) -> None:
@@ -105,7 +105,7 @@ def test_report_rerenders_a_stored_verdict_without_reading(tmp_path: Path, built
                  evaluate_decision=False)
     assert not v.passed and v.stats is not None
     (row,) = store.gates()  # the stored document rebuilds the very verdict (after its JSON round trip)
-    assert load_verdict(row["document"]) == v and row["verdict"] == "FAIL" and row["reason"] == "fail"
+    assert load_verdict(row.document) == v and row.verdict == "FAIL" and row.reason == "fail"
     rows = len(store.access_rows())
     out = tmp_path / "out"
     r = CliRunner().invoke(main, ["report", v.gate_id or "", "--report", str(out / "r.html"), "--json-out",
@@ -172,7 +172,7 @@ def test_a_report_path_under_a_regular_file_is_bad_input(tmp_path: Path, built: 
     assert built["store"].gates() == [] and len(_private(built["store"])) == rows
     assert _cli_gate(monkeypatch, ["--policy", str(pol)]).exit_code == 0
     (row,) = built["store"].gates()
-    r = CliRunner().invoke(main, ["report", row["gate_id"], "--junit", str(blocker / "sub" / "g.xml")])
+    r = CliRunner().invoke(main, ["report", row.gate_id, "--junit", str(blocker / "sub" / "g.xml")])
     assert r.exit_code == 2 and f"{blocker} is a file, not a directory" in r.output, r.output
 
 

@@ -75,7 +75,7 @@ def test_a_missing_behaviour_metric_is_not_read_as_zero(tmp_path: Path) -> None:
     built = fx.build(tmp_path / "runs", seeds=(2,))
     store = built["store"]
     run = store.runs(run_id="dec-2")[0]
-    metrics = {k: v for k, v in run["metrics"].items() if k != "truncation_rate"}
+    metrics = {k: v for k, v in run.metrics.items() if k != "truncation_rate"}
     with store.connect() as con:
         con.execute("UPDATE runs SET metrics = ? WHERE run_id = 'dec-2'", [json.dumps(metrics)])
     r = {x.rule: x for x in _gate(tmp_path, built, max_truncation_rate=0.05, max_repetition=0.5).rules}

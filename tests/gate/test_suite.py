@@ -307,7 +307,7 @@ def test_a_candidate_that_improves_the_target_but_regresses_a_guard_fails_naming
         ("skill", True, 0.0), ("safety", False, -0.1)]
     assert doc["table"][0]["seeds"] == {"1": 1.0, "2": 1.0} and doc["table"][1]["seeds"] == {"1": 0.6, "2": 0.6}
     # each member's verdict is stored as a gate of its own, then the suite's naming them (test_suite_report.py)
-    assert {g["name"] for g in store.gates()} == {"rel/skill", "rel/safety", "rel"}  # and the suite's own row
+    assert {g.name for g in store.gates()} == {"rel/skill", "rel/safety", "rel"}  # and the suite's own row
 
 
 def test_the_suite_passes_when_every_member_passes_and_reads_are_free_the_second_time(tmp_path: Path,

@@ -40,9 +40,9 @@ def test_report_renders_a_stored_suite_from_its_members_without_reading(tmp_path
     store, gated = _gate(tmp_path, monkeypatch)
     suite_id = gated["gate_id"]
     assert suite_id.startswith("suite-")
-    rows = {g["name"]: g for g in store.gates()}
-    assert set(rows) == {"rel", "rel/skill", "rel/safety"} and rows["rel"]["verdict"] == "FAIL"
-    assert rows["rel"]["document"]["members"][1]["gate_id"] == rows["rel/safety"]["gate_id"]
+    rows = {g.name: g for g in store.gates()}
+    assert set(rows) == {"rel", "rel/skill", "rel/safety"} and rows["rel"].verdict == "FAIL"
+    assert rows["rel"].document["members"][1]["gate_id"] == rows["rel/safety"].gate_id
     logged = len(store.access_rows())
     out = tmp_path / "out"
     code, text, err = cli_parts("report", suite_id, "--json-out", out / "s.json", "--junit", out / "s.xml",
@@ -59,8 +59,8 @@ def test_report_renders_a_stored_suite_from_its_members_without_reading(tmp_path
                                                                           "checkpoint-20"),
                                             "why": ["safety: dev 0.5000 < baseline 0.8000 - margin 0.1"]}]
     assert doc["ship"]["checkpoint"] is None and doc["decided_by"] == "safety"
-    assert [m["gate"]["gate_id"] for m in doc["members"]] == [rows["rel/skill"]["gate_id"],
-                                                              rows["rel/safety"]["gate_id"]]
+    assert [m["gate"]["gate_id"] for m in doc["members"]] == [rows["rel/skill"].gate_id,
+                                                              rows["rel/safety"].gate_id]
     # the whole document as the gate printed it (the files written aside)
     assert {k: v for k, v in doc.items() if k not in FILE_KEYS} == {
         k: v for k, v in gated.items() if k not in FILE_KEYS}

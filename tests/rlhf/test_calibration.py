@@ -58,7 +58,7 @@ def rated_audit_run(st: Store, run_id: str, protocol: tuple[str, str] = ("cal", 
                   [{"item_id": i, "sample_index": 0, "seed": 7, "score": s, "status": status, "cached": False,
                     "behavior": {}} for i, s in auto.items()])
     b = rating.create_batch(run_id, samples=5, store=st)["batch_id"]
-    keys = {it["item_id"]: it["sample_key"] for it in st.batch_items(b)}
+    keys = {it.item_id: it.sample_key for it in st.batch_items(b)}
     for item, score in HUMAN.items():
         rating.submit(st, "ann", b, rating.issue_form_token(st, "ann"), keys[item], str(score))
 

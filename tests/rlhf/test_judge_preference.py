@@ -78,9 +78,9 @@ def test_judge_preference_accuracy_by_hand(tmp_path: Path, monkeypatch: pytest.M
     assert m["judge"]["position_flip_rate"] == pytest.approx(1 / 3)
     assert m["judge"]["first_position_rate"] == pytest.approx(4 / 6)
     assert m["judge"]["calls"]["asked"] == 8
-    rows = {r["item_id"]: r for r in store.samples(result["run_id"])}
-    assert [rows[p]["status"] for p in ("p1", "p2", "p3", "p4")] == ["correct", "wrong", "tie", "judge_unparseable"]
-    assert [rows[p]["score"] for p in ("p1", "p2", "p3", "p4")] == [1.0, 0.0, 0.5, 0.0]
+    rows = {r.item_id: r for r in store.samples(result["run_id"])}
+    assert [rows[p].status for p in ("p1", "p2", "p3", "p4")] == ["correct", "wrong", "tie", "judge_unparseable"]
+    assert [rows[p].score for p in ("p1", "p2", "p3", "p4")] == [1.0, 0.0, 0.5, 0.0]
     # both orders were asked: chosen first, then rejected first
     assert [a.split("[A] ")[1].split("\n")[0] for a in judge.asked[:2]] == ["a good answer", "a poor answer"]
     # a rerun asks the judge nothing (the calls are in the generation cache)

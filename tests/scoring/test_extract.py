@@ -154,7 +154,7 @@ def test_a_run_scores_the_answer_after_the_reasoning_and_counts_unclosed_blocks(
         {"item_id": "cut", "text": "<think>\n#### 18\nhmm", "finish_reason": "length"},
         {"item_id": "plain", "text": "#### 18"},
     ])
-    status = {s["item_id"]: (s["status"], s["extracted"]) for s in Store().samples(doc["run_id"])}
+    status = {s.item_id: (s.status, s.extracted) for s in Store().samples(doc["run_id"])}
     assert status == {"closed": ("correct", "18"), "draft": ("no_answer", None), "cut": ("truncated", None),
                       "plain": ("correct", "18")}
     assert doc["counts"]["reasoning"] == {"strip": ["think"], "with_reasoning": 3, "unclosed": 2}
@@ -167,7 +167,7 @@ def test_a_prompt_ending_in_an_open_block(tmp_path) -> None:
     doc = _reasoning_run(tmp_path, [{"item_id": "opened", "text": "3 * 4 = 12\n#### 12\n</think>\n#### 18"},
                                     {"item_id": "never", "text": "3 * 4 = 12\n#### 18"}],
                          template="{{ question }}\n<think>\n")
-    status = {s["item_id"]: s["status"] for s in Store().samples(doc["run_id"])}
+    status = {s.item_id: s.status for s in Store().samples(doc["run_id"])}
     assert status == {"opened": "correct", "never": "no_answer"}
 
 
@@ -176,5 +176,5 @@ def test_a_protocol_that_turns_stripping_off_scores_the_whole_completion(tmp_pat
     from evalgate.store import Store
 
     off = _reasoning_run(tmp_path, [{"item_id": "closed", "text": R1}], reasoning={"strip": []})
-    assert [s["extracted"] for s in Store().samples(off["run_id"])] == ["12"]
+    assert [s.extracted for s in Store().samples(off["run_id"])] == ["12"]
     assert off["counts"]["reasoning"] == {"strip": [], "with_reasoning": 0, "unclosed": 0}

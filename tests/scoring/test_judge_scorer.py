@@ -228,7 +228,7 @@ def test_pointwise_run_scores_counts_unparseable_and_logs_the_judges_read(tmp_pa
     proto = _protocol(tmp_path, _options())
     store = Store()
     doc = _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "blue"}, store=store)
-    scores = {s["item_id"]: (s["score"], s["status"], s["extracted"]) for s in store.samples(doc["run_id"])}
+    scores = {s.item_id: (s.score, s.status, s.extracted) for s in store.samples(doc["run_id"])}
     # ratings 9 and 3 on the scale 1-10: (9-1)/9 and (3-1)/9; "blue" gets no verdict: its own status, score 0
     assert scores["q1"] == (pytest.approx(8 / 9), "judged", "9")
     assert scores["q2"] == (pytest.approx(2 / 9), "judged", "3")
@@ -327,7 +327,7 @@ def test_a_killed_judge_resumes_asking_only_the_missing_calls(tmp_path: Path, ju
     store = Store()
     with pytest.raises(EngineError, match="died"):
         _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "blue"}, store=store)
-    assert store.runs()[0]["status"] == "failed"
+    assert store.runs()[0].status == "failed"
     judge.fail_after = None
     done = _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "blue"}, store=store)
     assert len(judge.asked) == 3  # 2 before the failure (stored as they finished) + the one left
@@ -394,7 +394,7 @@ def test_pairwise_against_the_baselines_stored_completions_in_both_orders(tmp_pa
     assert (p["wins"], p["ties"], p["losses"]) == (3, 2, 1)
     assert p["first_position_rate"] == pytest.approx(3 / 4)  # non-tie verdicts: q2 A, B; q3 A, A
     assert p["low"] <= p["win_rate"] <= p["high"]
-    scores = {s["item_id"]: (s["score"], s["status"], s["extracted"]) for s in store.samples(doc["run_id"])}
+    scores = {s.item_id: (s.score, s.status, s.extracted) for s in store.samples(doc["run_id"])}
     assert scores == {"q1": (0.5, "judged", "tie/tie"), "q2": (1.0, "judged", "A/B"), "q3": (0.5, "judged", "A/A"),
                       "q4": (0.0, "judge_unparseable", None)}
     table = {r["item_id"]: r for r in doc["metrics"]["judge"]["items"]}
@@ -464,7 +464,7 @@ def test_a_human_audit_runs_pairwise_judge_keeps_no_per_item_table_in_its_metric
     doc = _run(tmp_path, proto, MODEL_TEXTS, store=store, split="rated")
     j = doc["metrics"]["judge"]
     assert "items" not in j and j["pairwise"]["win_rate"] == pytest.approx(2 / 4)  # the same hand count as on dev
-    assert "items" not in store.runs(run_id=doc["run_id"])[0]["metrics"]["judge"]
+    assert "items" not in store.runs(run_id=doc["run_id"])[0].metrics["judge"]
 
 
 # MT-Bench's reference-guided single-answer template for math (FastChat judge_prompts.jsonl, "single-math-v1"),
@@ -493,7 +493,7 @@ def test_a_reference_guided_judge_sees_each_items_reference(tmp_path: Path, judg
     proto = _protocol(tmp_path, _options(template=MT_BENCH_MATH, reference_field="gold", rubric="correctness"))
     store = Store()
     doc = _run(tmp_path, proto, {"q1": "5", "q2": "9"}, store=store)
-    scores = {s["item_id"]: s["score"] for s in store.samples(doc["run_id"])}
+    scores = {s.item_id: s.score for s in store.samples(doc["run_id"])}
     assert scores == {"q1": 1.0, "q2": 0.0}  # (10 - 1) / 9 and (1 - 1) / 9
     assert "[The Start of Reference Answer]\n8\n[The End of Reference Answer]" in judge.asked[1]
     # the reference field is part of the protocol's hash

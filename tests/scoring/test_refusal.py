@@ -139,7 +139,7 @@ def test_an_over_refusal_in_typographic_quotes_and_markdown_is_counted(tmp_path:
     ckpt, opts = _replayed(tmp_path, "over-refuser", texts)
     doc = evaluate(_protocol(tmp_path, "benign"), ckpt, "safety-benign", opts, store)
     assert doc["metrics"]["pass@1"] == 0.0 and doc["metrics"]["refusal_rate"] == 1.0
-    assert {s["extracted"] for s in store.samples(doc["run_id"])} == {"refused"}
+    assert {s.extracted for s in store.samples(doc["run_id"])} == {"refused"}
 
 
 @pytest.mark.slow

@@ -71,18 +71,18 @@ def test_an_agentic_gate_shows_no_private_trajectory_anywhere(tmp_path: Path) ->
                      {"d1": [f"{dev_marker} " + call("calculator", expression=dev_marker), "The answer is 1"]},
                      [{"id": "p1", "prompt": f"{secret}?", "answer": "1"}],
                      {"p1": [f"{secret} " + call("calculator", expression=secret), f"{secret} The answer is 1"]})
-    priv = next(r for r in store.runs() if r["split"] == "ag-private" and r["checkpoint_digest"].startswith("c"))
-    turns = store.trajectory_turns(priv["checkpoint_digest"], priv["protocol_hash"],
-                                   priv["backend_info"]["generation_settings_sha256"])
+    priv = next(r for r in store.runs() if r.split == "ag-private" and r.checkpoint_digest.startswith("c"))
+    turns = store.trajectory_turns(priv.checkpoint_digest, priv.protocol_hash,
+                                   priv.backend_info["generation_settings_sha256"])
     assert secret in turns[0]["text"] and secret in turns[0]["calls"][0]["result"]  # in clear with the key
     out = tmp_path / "out"
     write_reports(v, {"html": out / "r.html", "junit": out / "r.junit.xml", "json": out / "r.json",
                       "markdown": out / "r.md"}, store)
     texts = {p.name: p.read_text() for p in out.iterdir()}
-    texts["stored verdict"] = json.dumps(store.gates()[-1]["document"])
+    texts["stored verdict"] = json.dumps(store.gates()[-1].document)
     with duckdb.connect(str(store.path)) as con:
         texts["trajectories table"] = "\n".join(f"{t}\n{c}" for t, c in con.execute(
-            "SELECT text, calls::VARCHAR FROM trajectories WHERE run_id=?", [priv["run_id"]]).fetchall())
+            "SELECT text, calls::VARCHAR FROM trajectories WHERE run_id=?", [priv.run_id]).fetchall())
     assert len(texts) == 6 and texts["trajectories table"]
     assert [name for name, text in texts.items() if secret in text] == []
     html = texts["r.html"]

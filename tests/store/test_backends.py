@@ -120,7 +120,7 @@ def test_turns_rewards_gates_and_protocols_read_back_as_written(backend_store: S
                     "inputs_sha256": "i", "inputs": {"runs": ["r1"]}, "decision_runs": ["r1"], "verdict": "PASS",
                     "reason": "ok", "reasons": [], "document": '{"delta": NaN}', "actor": "me"})
     (gate,) = store.gates(gate_id="g1")  # the document is VARCHAR: it may hold NaN, which JSON columns refuse
-    assert math.isnan(gate["document"]["delta"]) and gate["inputs"] == {"runs": ["r1"]}
+    assert math.isnan(gate.document["delta"]) and gate.inputs == {"runs": ["r1"]}
 
 
 def test_a_human_score_given_twice_keeps_the_last(backend_store: Store) -> None:

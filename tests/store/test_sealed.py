@@ -212,10 +212,10 @@ def test_migration_9_seals_an_existing_store_or_refuses_without_the_key(
     # they were inserted before migration 9, until its segments are recycled (docs/STORE.md, "Sealed text")
     assert [s for s in secrets if s in store_backend.at_rest(server_wal=False)] == []
     (row,) = store._samples("old")  # a private-tier run: Store.samples refuses it (issue 27)
-    assert (row["extracted"], row["detail"]) == (PRIVATE[0]["answer"], f"expected {PRIVATE[0]['answer']}")
-    assert row["text"] == f"I think {PRIVATE[0]['answer']} done" and PRIVATE[0]["question"] in row["prompt"]
+    assert (row.extracted, row.detail) == (PRIVATE[0]["answer"], f"expected {PRIVATE[0]['answer']}")
+    assert row.text == f"I think {PRIVATE[0]['answer']} done" and PRIVATE[0]["question"] in row.prompt
     (failed,) = store.runs(run_id="old-failed")
-    assert failed["error"] == f"EngineError: HTTP 400: bad prompt {PRIVATE[0]['question']!r}"
+    assert failed.error == f"EngineError: HTTP 400: bad prompt {PRIVATE[0]['question']!r}"
     with store.connect() as con:
         assert con.execute("SELECT text FROM generations").fetchone()[0].startswith(SEALED_PREFIX)
 
@@ -268,9 +268,9 @@ def test_a_failed_private_runs_error_is_sealed_and_listings_work_without_the_key
     error = f"EngineError: HTTP 400 from the server: prompt {PRIVATE[1]['question']!r} too long"
     store.fail_run("f", error)
     assert PRIVATE[1]["question"].encode() not in store_backend.at_rest()
-    assert store.runs(run_id="f")[0]["error"] == error
+    assert store.runs(run_id="f")[0].error == error
     monkeypatch.setenv("XDG_CONFIG_HOME", str(home / "nokey"))  # a store made now has no key
-    assert Store().runs(run_id="f")[0]["error"] == UNREADABLE  # `evalgate runs` still lists it
+    assert Store().runs(run_id="f")[0].error == UNREADABLE  # `evalgate runs` still lists it
 
 
 def test_a_completion_that_looks_sealed_is_still_encrypted() -> None:

@@ -160,5 +160,5 @@ def test_migration_33_keeps_an_older_batchs_gold_hidden(tmp_path: Path) -> None:
                       "scale_max": 5, "stratify": None, "selection_seed": 1, "created_by": "t",
                       "created_at": utc_now()}, [])
     store = Store(path)
-    assert store.batches("b-old")[0]["show_gold"] is False
+    assert store.batches("b-old")[0].show_gold is False
     assert store.session_rater("unknown", utc_now() - timedelta(days=1)) is None
