@@ -265,6 +265,53 @@ class NearDupIndex:
             inter = np.intersect1d(a, seg, assume_unique=True).size
             into[key] = max(into.get(key, 0.0), inter / (a.size + seg.size - inter))
 
+    def best_many(self, segments: list[list[bytes]], into: dict[tuple[int, str], float]) -> None:
+        """``best`` for each segment in turn, the shingles of all of them computed at once: one numpy pass over
+        the segments' bytes instead of a dozen numpy calls per segment (a corpus line), which cost more than the
+        shingling itself. The same shingles, size bounds and union filter as ``best``, so the same results."""
+        import numpy as np
+
+        if not self.sets:
+            return
+        if len(segments) > 1 << 20:  # a segment's index and a shingle share one uint64 key: 24 + 40 bits
+            for i in range(0, len(segments), 1 << 20):
+                self.best_many(segments[i:i + (1 << 20)], into)
+            return
+        joined = [b" ".join(t) for t in segments]
+        whole = [i for i, j in enumerate(joined) if len(j) >= SHINGLE_BYTES]
+        for i, j in enumerate(joined):
+            if len(j) < SHINGLE_BYTES:  # one shingle of its own length (or none): rare, done as best does
+                self.best(segments[i], into)
+        if not whole:
+            return
+        lengths = np.fromiter((len(joined[i]) for i in whole), dtype=np.int64, count=len(whole))
+        b = np.frombuffer(b"".join(joined[i] for i in whole), dtype=np.uint8).astype(np.uint64)
+        k = SHINGLE_BYTES
+        code = np.zeros(b.size - k + 1, dtype=np.uint64)
+        for i in range(k):
+            code = (code << np.uint64(8)) | b[i:b.size - k + 1 + i]
+        # the windows inside one segment: segment s owns start positions [start_s, start_s + length_s - k]
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        windows = lengths - k + 1
+        owner = np.repeat(np.arange(len(whole), dtype=np.uint64), windows)
+        pos = np.arange(owner.size, dtype=np.int64) + np.repeat(starts - np.concatenate(([0], np.cumsum(windows)[:-1])),
+                                                                windows)
+        keys = np.sort((owner << np.uint64(SHINGLE_BYTES * 8)) | code[pos])  # by segment, then shingle
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]  # (np.unique hashes: slower on a chunk)
+        seg_of = (keys >> np.uint64(SHINGLE_BYTES * 8)).astype(np.int64)
+        codes = keys & np.uint64((1 << (SHINGLE_BYTES * 8)) - 1)
+        sizes = np.bincount(seg_of, minlength=len(whole))
+        at = np.minimum(np.searchsorted(self.union, codes), self.union.size - 1)
+        in_union = np.bincount(seg_of, weights=self.union[at] == codes, minlength=len(whole))
+        bounds = np.concatenate(([0], np.cumsum(sizes)))
+        ok = (self.min_size <= sizes) & (sizes <= self.max_size) & (in_union >= self.threshold * sizes)
+        for s in np.flatnonzero(ok).tolist():
+            seg = codes[bounds[s]:bounds[s + 1]]
+            for key in self.lsh.query(self._minhash(seg)):
+                a = self.sets[key]
+                inter = np.intersect1d(a, seg, assume_unique=True).size
+                into[key] = max(into.get(key, 0.0), inter / (a.size + seg.size - inter))
+
 
 # -- scanning ----------------------------------------------------------------------------------------------------
 class NgramTable:
@@ -423,6 +470,7 @@ class Scanner:
         segment_hits: set[tuple[int, int]] = set()
         if chunk.kind == "jsonl":
             records: list[bytes] = []
+            strings: list[list[bytes]] = []  # every string's tokens, for the near-duplicate check
             total = 0
             for i, line in enumerate(chunk.data.split(b"\n"), chunk.first_line):
                 if not line.strip():
@@ -438,11 +486,12 @@ class Scanner:
                 if self.table.segments:
                     segment_hits.update(filter(None, map(self.table.segment, segments)))
                 if self.near:
-                    for seg in segments:
-                        self.near.best(seg, near)
+                    strings.extend(segments)
                 total += sum(map(len, segments))
                 records.extend(chain.from_iterable(segments))
                 records.append(b"")  # a token in no field: no n-gram spans two records
+            if self.near:
+                self.near.best_many(strings, near)
             ids = self.table.ids(records)
             return ChunkResult(self.table.find(ids) | segment_hits, ids[:0], ids[:0], total, near)
         if self.table.segments:
@@ -451,9 +500,8 @@ class Scanner:
         ids = self.table.ids(tokens(chunk.data))
         if self.near:
             lo = self.near.min_size
-            for line in chunk.data.split(b"\n"):
-                if len(line) >= lo or not line.isascii():  # normalising ASCII never lengthens a line
-                    self.near.best(tokens(line), near)
+            self.near.best_many([tokens(line) for line in chunk.data.split(b"\n")
+                                 if len(line) >= lo or not line.isascii()], near)  # normalising ASCII never lengthens
         k = self.table.n - 1
         return ChunkResult(self.table.find(ids) | segment_hits, ids[:k], ids[max(0, ids.size - k):], ids.size, near)
 

@@ -249,6 +249,31 @@ def test_gsm8k_edited_copy_is_flagged_as_a_near_duplicate(gsm8k_case: Gsm8kCase)
                 assert "exact" in it.fields["question"].flagged_by
 
 
+def test_a_chunk_s_lines_at_once_find_what_each_line_alone_finds() -> None:
+    """``NearDupIndex.best_many`` (the shingles of every line of a chunk in one pass) against ``best`` line by line:
+    the same similarities on real lines (MATH-500 filler, GSM8K questions verbatim and lightly edited, a question
+    inside a longer line) and on the edges: lines shorter than a shingle, empty, one word, non-ASCII."""
+    if not (GSM8K.is_file() and MATH500.is_file()):
+        pytest.skip(f"needs {GSM8K} and {MATH500} (../shared/data beside the repository)")
+    from evalgate.splits.contamination import NearDupIndex
+
+    questions = [it["question"] for it in gsm8k_items(GSM8K)[0][:100]]
+    filler = [ln for rec in map(json.loads, MATH500.read_text().splitlines())
+              for ln in (rec["problem"] + "\n" + rec["solution"]).splitlines() if ln.strip()][:600]
+    lines = [*filler, *questions[:5], *map(light_edit, questions[5:20]), f"{filler[0]} {questions[20]}",
+             "", "a", "abcd", "abcde", "café", "ünïcödé wörds", questions[21].upper()]
+    index = NearDupIndex({(i, "question"): tokens(q) for i, q in enumerate(questions)}, DEFAULT_JACCARD)
+    segments = [tokens(ln) for ln in lines]
+    alone: dict = {}
+    for seg in segments:
+        index.best(seg, alone)
+    together: dict = {}
+    index.best_many(segments, together)
+    assert together == alone
+    assert {(i, "question") for i in [*range(5), 20, 21]} <= set(alone)  # verbatim copies found, at 1.0
+    assert all(alone[(i, "question")] == 1.0 for i in [*range(5), 21])
+
+
 def test_gsm8k_cli_protocol_fields_and_no_item_text_in_the_private_output(gsm8k_case: Gsm8kCase) -> None:
     c = gsm8k_case
     protocol = REPO / "protocols" / "gsm8k-cot.yaml"
