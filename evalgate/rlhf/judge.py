@@ -227,19 +227,19 @@ def baseline_texts(plan: Any, samples: Sequence[SampleToScore], baseline: JudgeB
         return {s.key: s.text for s in samples}
     store = plan.store
     row = _baseline_run(store, baseline, plan.manifest, plan.protocol, plan.seed)
-    prompts = {r["item_id"]: r for r in store.run_prompts(row.run_id)}
+    prompts = {r.item_id: r for r in store.run_prompts(row.run_id)}
     keys = [_key(s) for s in samples]
     want = {(iid, j, sample_seed(row.sampling_seed, iid, j)): (iid, j, seed) for iid, j, seed in keys}
     have = [k for k in want if k[0] in prompts]
     got = store.cached_generations(row.checkpoint_digest, row.protocol_hash, have,
-                                   {k[0]: prompts[k[0]]["prompt_sha256"] for k in have}, row.settings_sha256 or "")
+                                   {k[0]: prompts[k[0]].prompt_sha256 for k in have}, row.settings_sha256 or "")
     lacking = sorted(want[k][0] for k in want if k not in got)
     if lacking:
         raise BadInput(f"judge baseline run {row.run_id} holds no completion of {len(lacking)} item(s) of this "
                        f"run ({', '.join(lacking[:3])}{' ...' if len(lacking) > 3 else ''}); run the baseline on "
                        f"the same split with sampling.n >= this protocol's")
     formats = plan.protocol.spec.reasoning.strip
-    return {want[k]: strip_reasoning(g["text"], formats, prompt_opens(prompts[k[0]]["text"], formats)).answer
+    return {want[k]: strip_reasoning(g["text"], formats, prompt_opens(prompts[k[0]].text, formats)).answer
             for k, g in got.items()}
 
 

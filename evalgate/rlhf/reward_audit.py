@@ -128,7 +128,7 @@ def reward_audit(store: Store, run_id: str, rules: RewardAuditRules | None = Non
                      protocol_hash=run.protocol_hash, run_id=run_id)
     rewards, unmatched, source = None, 0, "automatic score"
     if rollouts is not None:
-        prompts = {r["item_id"]: r["text"] for r in store.run_prompts(run_id)}
+        prompts = {r.item_id: r.text for r in store.run_prompts(run_id)}
         rewards, unmatched = match_rewards(read_rollouts(rollouts), samples, prompts)
         source = f"training reward ({Path(rollouts).name}, {len(rewards)} samples matched)"
     agreement = run_agreement(store, run_id, rewards=rewards)

@@ -49,6 +49,7 @@ from evalgate.store.rows import (
     RatingEvent,
     RatingRow,
     Row,
+    RunPrompt,
     RunRow,
     SampleRow,
     SampleScore,
@@ -58,8 +59,8 @@ from evalgate.store.runs import ProtocolRepo, RunRepo
 __all__ = ["CONTAMINATION_CHECK", "CONTAMINATION_CHECKS", "MEMORY", "READS", "TRAJECTORY_COLUMNS", "AccessLogRepo",
            "BatchItem", "BatchRow", "BudgetLimit", "ChainLink", "Connection", "Counted", "Database", "FrameRepo",
            "GateRepo", "GateRow", "GenerationCache", "HumanScore", "PrivateContent", "PrivateContentRepo",
-           "ProtocolRepo", "RaterRow", "RatingEvent", "RatingRepo", "RatingRow", "Repository", "Row", "RunRepo",
-           "RunRow", "SampleRow", "SampleScore", "SignedHead", "Store", "VerifiedHead", "default_database",
+           "ProtocolRepo", "RaterRow", "RatingEvent", "RatingRepo", "RatingRow", "Repository", "Row", "RunPrompt",
+           "RunRepo", "RunRow", "SampleRow", "SampleScore", "SignedHead", "Store", "VerifiedHead", "default_database",
            "handed_down"]
 
 R = TypeVar("R", bound=Repository)

@@ -16,6 +16,7 @@ from evalgate.keys.sealing import is_sealed
 from evalgate.store.codec import open_read, run_codec
 from evalgate.store.db import Repository, insert_values, records
 from evalgate.store.dialect import POSTGRESQL, dialect
+from evalgate.store.rows import RunPrompt
 
 TRAJECTORY_COLUMNS = ("item_id", "sample_index", "seed", "turn", "turn_seed", "prompt_sha256", "text",
                       "prompt_tokens", "completion_tokens", "finish_reason", "calls", "parse_error", "violation",
@@ -51,13 +52,13 @@ class GenerationCache(Repository):
                           [[run_id, r["item_id"], r["prompt_sha256"], r["prompt_tokens"], r["bos_count"],
                             r["bos_added"], r["system_merged"]] for r in rows])
 
-    def run_prompts(self, run_id: str) -> list[dict[str, Any]]:
-        """A run's rendered prompts by item id, with the prompt text (column ``text``)."""
+    def run_prompts(self, run_id: str) -> list[RunPrompt]:
+        """A run's rendered prompts (``RunPrompt``s) in item id order, with the prompt text (``text``)."""
         with self.connect() as con:
             rows = records(con, """SELECT rp.*, p.text FROM run_prompts rp
                                    JOIN prompts p ON p.sha256=rp.prompt_sha256
                                    WHERE rp.run_id=? ORDER BY rp.item_id""", [run_id])
-        return open_read("run_prompts", rows, self.env)
+        return RunPrompt.from_dicts(open_read("run_prompts", rows, self.env))
 
     def reusable_prompts(self, checkpoint_digest: str, protocol_hash: str, split_sha256: str,
                          renderer: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:

@@ -268,3 +268,22 @@ class RaterRow(Row):
     name: str
     role: str
     """``rater`` or ``admin``."""
+
+
+@_columns
+@dataclass(frozen=True)
+class RunPrompt(Row):
+    """A run's rendered prompt of one item (``run_prompts`` with the prompt's ``text``; ``Store.run_prompts``)."""
+
+    run_id: str
+    item_id: str
+    prompt_sha256: str
+    prompt_tokens: int | None
+    bos_count: int | None
+    """BOS tokens in the rendered prompt."""
+    bos_added: bool | None
+    """Whether the tokenizer added a BOS token of its own."""
+    system_merged: bool
+    """Whether the system prompt was merged into the first user turn (a template without a system role)."""
+    text: str
+    """The rendered prompt (opened for a key holder on a sealed tier)."""

@@ -4,6 +4,7 @@ be stopped half-way) and the real CLI in a subprocess."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -76,8 +77,8 @@ def test_cache_hits_and_misses_for_each_key_part(home: Path, tiny_checkpoint: Pa
     assert again["backend"]["prompts_from_run"] == first["run_id"]
     assert again["backend"]["tokenizer"] == first["backend"]["tokenizer"]
     assert _texts(store, again["run_id"]) == texts
-    strip = [{k: v for k, v in r.items() if k != "run_id"} for r in store.run_prompts(first["run_id"])]
-    assert [{k: v for k, v in r.items() if k != "run_id"} for r in store.run_prompts(again["run_id"])] == strip
+    strip = [dataclasses.replace(r, run_id="") for r in store.run_prompts(first["run_id"])]
+    assert [dataclasses.replace(r, run_id="") for r in store.run_prompts(again["run_id"])] == strip
 
     # each key part misses on its own
     seed = evaluate(proto, tiny_checkpoint, "he-one", RunOptions(seed=99, progress=False), store)

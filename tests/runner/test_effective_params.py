@@ -140,12 +140,12 @@ def test_run_records_effective_values_prompts_and_special_tokens(tiny_checkpoint
 
     store = Store()
     [row] = store.run_prompts(doc["run_id"])
-    assert row["item_id"] == "a" and row["bos_count"] == 3 and row["bos_added"] is False
-    assert row["text"].endswith("<|im_start|>user\nQ: What is 2+2?<|im_end|>\n<|im_start|>assistant\n")
+    assert row.item_id == "a" and row.bos_count == 3 and row.bos_added is False
+    assert row.text.endswith("<|im_start|>user\nQ: What is 2+2?<|im_end|>\n<|im_start|>assistant\n")
     assert store.runs(run_id=doc["run_id"])[0]["backend_info"]["tokenizer"] == backend["tokenizer"]
     # a cached rerun records its prompts too, without loading the model
     again = evaluate(p, poisoned, "t-smoke", RunOptions(progress=False), store=Store())
-    assert again["counts"]["cached"] == 1 and store.run_prompts(again["run_id"])[0]["text"] == row["text"]
+    assert again["counts"]["cached"] == 1 and store.run_prompts(again["run_id"])[0].text == row.text
 
 
 def test_sample_is_stable_under_reordering_and_rebatching(clean: HFBackend) -> None:
@@ -174,7 +174,7 @@ def test_system_text_reaches_the_model_when_the_template_rejects_the_system_role
     doc = evaluate(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False), store=Store())
     assert sent == ["<|im_start|>user\nReply in French.\n\nQ: What is 2+2?<|im_end|>\n"
                     "<|im_start|>assistant\n"]
-    assert Store().run_prompts(doc["run_id"])[0]["system_merged"] is True
+    assert Store().run_prompts(doc["run_id"])[0].system_merged is True
 
     p = setup_run(tmp_path, {"chat_template": "nosys.jinja", "system_prompt": "Reply in French.",
                              "system_role": "fail"}, version="2")

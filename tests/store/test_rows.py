@@ -20,6 +20,7 @@ from evalgate.store import (
     RaterRow,
     RatingEvent,
     RatingRow,
+    RunPrompt,
     RunRow,
     SampleRow,
     SampleScore,
@@ -64,6 +65,7 @@ def test_each_row_type_has_its_tables_columns_in_table_order(backend_store: Stor
     assert RatingRow.COLUMNS == columns("audit_ratings")
     assert RatingEvent.COLUMNS == columns("audit_rating_events")
     assert RaterRow.COLUMNS == ("name", "role")
+    assert RunPrompt.COLUMNS == columns("run_prompts") + ("text",)
 
 
 def test_a_run_and_its_samples_read_back_typed(backend_store: Store) -> None:

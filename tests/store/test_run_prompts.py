@@ -3,7 +3,7 @@ the rendered prompt's hash is part of the generation cache key."""
 
 import pytest
 
-from evalgate.store import Store
+from evalgate.store import RunPrompt, Store
 from evalgate.store.db import open_database
 from tests.helpers.store_suite import StoreBackend
 
@@ -19,8 +19,8 @@ def test_migration_4_adds_run_prompts_and_texts_are_stored_once(store_backend: S
     store.put_run_prompts("r1", rows, {"h1": "same prompt"})
     store.put_run_prompts("r2", rows[:1], {"h1": "same prompt"})
     got = store.run_prompts("r1")
-    assert [(r["item_id"], r["text"], r["system_merged"]) for r in got] == [("a", "same prompt", True),
-                                                                            ("b", "same prompt", False)]
+    assert got == [RunPrompt("r1", "a", "h1", 12, 1, True, True, "same prompt"),
+                   RunPrompt("r1", "b", "h1", 12, 1, True, False, "same prompt")]
     with store.connect() as con:
         assert con.execute("SELECT name FROM schema_migrations WHERE version=4").fetchone() == ("run_prompts",)
         cols = [r[0] for r in con.execute("SELECT column_name FROM information_schema.columns WHERE "

@@ -97,8 +97,8 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path, 
     rows = Store()._samples(run_id)  # private-tier samples: only the store's own reader decrypts them
     assert [r["item_id"] for r in rows] == ["zq-1", "zq-2"]
     assert PRIVATE[0]["question"] in rows[0]["prompt"] and rows[0]["text"] is not None
-    (rp,) = [x for x in Store().run_prompts(run_id) if x["item_id"] == "zq-1"]
-    assert rp["prompt_sha256"] == sealer().digest(rp["text"]) != hashlib.sha256(rp["text"].encode()).hexdigest()
+    (rp,) = [x for x in Store().run_prompts(run_id) if x.item_id == "zq-1"]
+    assert rp.prompt_sha256 == sealer().digest(rp.text) != hashlib.sha256(rp.text.encode()).hexdigest()
 
     # the same gate again reuses its stored decision (nothing read); a changed policy decides afresh
     same = cli("gate", "--policy", str(policy), "--json")
