@@ -120,14 +120,14 @@ def test_smollm2_judges_through_a_real_openai_compatible_server(tmp_path: Path, 
     ckpt, opts = _replayed(tmp_path, MODEL, "model")
     doc = evaluate(_pairwise(tmp_path, served, point["run_id"]), ckpt, "chat-two", opts, store)
     # the server runs the same weights greedily: the same verdicts as through hf
-    assert {s["extracted"] for s in store.samples(doc["run_id"])} == {"A/A"}
+    assert {s.extracted for s in store.samples(doc["run_id"])} == {"A/A"}
     assert doc["metrics"]["judge"]["pairwise"]["position_flip_rate"] == 1.0
 
     # the same judge from the server alone (no local copy): the server applies SmolLM2's chat template to the
     # judge's message, as the local copy did, so it is asked the same prompts and gives the same verdicts
     alone = {k: v for k, v in served.items() if k not in ("checkpoint", "digest")}
     doc = evaluate(_pairwise(tmp_path, alone, point["run_id"], version="2"), ckpt, "chat-two", opts, store)
-    assert {s["extracted"] for s in store.samples(doc["run_id"])} == {"A/A"}
+    assert {s.extracted for s in store.samples(doc["run_id"])} == {"A/A"}
     calls = doc["metrics"]["judge"]["calls"]
     assert calls["identity"] == f"served:{smollm2_dir}" and calls["chat_template"] == "the server's"
     assert calls["asked"] == 4 and calls["engine"]["prompt_as"].startswith("chat messages")
