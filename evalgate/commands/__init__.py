@@ -34,10 +34,17 @@ def workspace(actor: str | None = None) -> Workspace:
     return Workspace.from_env(actor)
 
 
+def _json_value(value: Any) -> Any:
+    """A value ``json`` cannot write: a typed result or row (anything with ``as_dict()``: a store row, ``Metrics``, a
+    ``Result``) as its document, anything else (a datetime, a path) as its ``str``."""
+    as_dict = getattr(value, "as_dict", None)
+    return as_dict() if callable(as_dict) else str(value)
+
+
 def dump(doc: Any) -> None:
-    """Print ``doc`` as one indented JSON document on stdout (non-JSON values through ``str``); inside
-    ``json_stdout``, on the real stdout saved there."""
-    click.echo(json.dumps(doc, indent=2, default=str), file=_JSON_OUT[-1] if _JSON_OUT else None)
+    """Print ``doc`` as one indented JSON document on stdout (a typed row or result as its ``as_dict()``, other
+    non-JSON values through ``str``); inside ``json_stdout``, on the real stdout saved there."""
+    click.echo(json.dumps(doc, indent=2, default=_json_value), file=_JSON_OUT[-1] if _JSON_OUT else None)
 
 
 @contextmanager

@@ -69,3 +69,25 @@ def test_json_run_draws_no_progress_bar_even_while_converting_a_gguf(home, tmp_p
     assert loud.returncode == 0, loud.stderr
     assert "\r" not in loud.stderr and "Loading weights" not in loud.stderr
     assert any(ln.startswith("generate: 100%|") and "1/1" in ln for ln in loud.stderr.splitlines()), loud.stderr
+
+
+def test_dump_writes_a_typed_row_as_its_document_and_other_values_as_text(capsys) -> None:
+    """A typed store row reaching ``dump`` inside a document prints as the dict it was (``as_dict()``), not as its
+    ``repr`` through ``str``; a datetime still prints as its text."""
+    import json
+    from datetime import datetime
+
+    from evalgate.commands import dump
+    from evalgate.store.rows import GateRow
+
+    when = datetime(2026, 12, 6, 20, 50, 0)
+    row = GateRow(gate_id="g1", name="demo", policy_sha256="p" * 64, protocol_hash=None, inputs_sha256="i" * 64,
+                  inputs={"seeds": [0]}, decision_runs=[], verdict="PASS", reason="ok", reasons=["ok"],
+                  document={"passed": True}, reused_from=None, created_at=when, actor="ci")
+    dump({"gates": [row], "at": when})
+    doc = json.loads(capsys.readouterr().out)
+    assert doc == {"gates": [{"gate_id": "g1", "name": "demo", "policy_sha256": "p" * 64, "protocol_hash": None,
+                              "inputs_sha256": "i" * 64, "inputs": {"seeds": [0]}, "decision_runs": [],
+                              "verdict": "PASS", "reason": "ok", "reasons": ["ok"], "document": {"passed": True},
+                              "reused_from": None, "created_at": "2026-12-06 20:50:00", "actor": "ci"}],
+                   "at": "2026-12-06 20:50:00"}
