@@ -1,12 +1,16 @@
-"""Benchmark: one release-report chart laid out by ``evalgate.core.html.fit_axes`` against ``layout="constrained"``
-(issue 31, the fast lane; also every report: a gate with training logs draws up to seven charts, diagnose one per
-fired signal).
+"""Benchmark: one release-report chart three ways (issue 31, then issue 43; the fast lane and every report: a gate
+with training logs draws up to seven charts, diagnose one per fired signal): laid out by ``layout="constrained"``
+on a new pyplot figure; laid out by ``evalgate.core.html.fit_axes`` on a new pyplot figure (``report.charts``
+before session 20); and by ``fit_axes`` on the figure ``evalgate.core.html.chart_axes`` held from the chart before
+(``report.charts`` now).
 
-Both sides build the same figure as ``report.charts`` does (5.2 x 2.6 in, three seeds' lines of 80 points, a
-marker line, grid, title, x label, legend at "best") and write it to SVG through ``evalgate.core.html.svg``,
-alternating;
-the y values run to six digits so the tick labels are wide. Prints the median milliseconds of each and their ratio,
-with the load averages, and the axes' share of the figure each layout left (fit_axes should leave about as much).
+Every side builds the same figure as ``report.charts`` does (5.2 x 2.6 in, three seeds' lines of 80 points, a
+marker line, grid, title, x label, legend at "best") and writes it to SVG through ``evalgate.core.html.svg``,
+the sides alternating; the charts alternate between two series (six-digit y values, so wide tick labels, and
+values near 0.01), so a held figure draws a different chart each time, as in a report. The held side's SVG is
+asserted equal, byte for byte, to the new-figure fit_axes side's. Prints the median milliseconds (wall and CPU) of
+each, the ratios, a seven-chart report's CPU milliseconds either way (the first chart on a new figure), the load
+averages, and the axes' share of the figure each layout left.
 
 Usage: python bench/charts.py [--reps 15]
 """
@@ -23,6 +27,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+SERIES = ([120000 + 37 * i for i in range(80)], [0.01 + 0.0002 * i for i in range(80)])
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -33,39 +39,56 @@ def main() -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from evalgate.core.html import fit_axes, svg
+    from evalgate.core.html import chart_axes, fit_axes, svg
 
     plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "evalgate"})
 
-    def chart(layout: str) -> float:
-        fig, ax = plt.subplots(figsize=(5.2, 2.6), layout="constrained" if layout == "constrained" else None)
+    def draw(fig, ax, ys: list[float], layout: str) -> tuple[str, float]:  # noqa: ANN001
         for s in range(3):
-            ax.plot(range(0, 400, 5), [1000 * s + 120000 + 37 * i for i in range(80)], linewidth=1.2,
-                    label=f"seed {s}")
+            ax.plot(range(0, 400, 5), [y * (1 + 0.01 * s) for y in ys], linewidth=1.2, label=f"seed {s}")
         ax.axvline(100, linestyle=":")
         ax.set_xlabel("training step")
         ax.set_title("completion length")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-        if layout == "fit_axes":
+        if layout != "constrained":
             fit_axes(fig, ax)
-        svg(fig)
+        text = str(svg(fig))
         pos = ax.get_position()
+        return text, pos.width * pos.height
+
+    def chart(side: str, ys: list[float]) -> tuple[str, float]:
+        if side == "held":
+            with chart_axes("bench", (5.2, 2.6)) as (fig, ax):
+                return draw(fig, ax, ys, side)
+        fig, ax = plt.subplots(figsize=(5.2, 2.6), layout="constrained" if side == "constrained" else None)
+        out = draw(fig, ax, ys, side)
         plt.close(fig)
-        return pos.width * pos.height
+        return out
 
     load = os.getloadavg()
-    times: dict[str, list[float]] = {"constrained": [], "fit_axes": []}
+    sides = ("constrained", "fit_axes", "held")
+    wall: dict[str, list[float]] = {k: [] for k in sides}
+    cpu: dict[str, list[float]] = {k: [] for k in sides}
     area: dict[str, float] = {}
-    for rep in range(args.reps):
-        for side in (("constrained", "fit_axes") if rep % 2 else ("fit_axes", "constrained")):
-            t = time.perf_counter()
-            area[side] = chart(side)
-            times[side].append(time.perf_counter() - t)
-    c, f = statistics.median(times["constrained"]), statistics.median(times["fit_axes"])
-    print(json.dumps({"constrained_ms": round(c * 1e3, 1), "fit_axes_ms": round(f * 1e3, 1),
-                      "ratio_fit_to_constrained": round(f / c, 3),
-                      "axes_area_share": {k: round(v, 3) for k, v in area.items()}, "reps": args.reps,
+    for rep in range(2 * args.reps):
+        ys = SERIES[rep % 2]
+        svgs = {}
+        for side in (sides if rep % 2 else sides[::-1]):
+            t, c = time.perf_counter(), time.process_time()
+            svgs[side], area[side] = chart(side, ys)
+            wall[side].append(time.perf_counter() - t)
+            cpu[side].append(time.process_time() - c)
+        assert svgs["held"] == svgs["fit_axes"], "a held figure drew other bytes than a new one"
+    ms = {k: {"wall_ms": round(statistics.median(wall[k]) * 1e3, 1),
+              "cpu_ms": round(statistics.median(cpu[k]) * 1e3, 1)} for k in sides}
+    new, held = statistics.median(cpu["fit_axes"]), statistics.median(cpu["held"])
+    print(json.dumps({"median": ms,
+                      "cpu_ratio_fit_to_constrained": round(new / statistics.median(cpu["constrained"]), 3),
+                      "cpu_ratio_held_to_fit": round(held / new, 3),
+                      "report_of_7_cpu_ms": {"new_figures": round(7 * new * 1e3, 1),
+                                             "held": round((new + 6 * held) * 1e3, 1)},
+                      "axes_area_share": {k: round(v, 3) for k, v in area.items()}, "charts_per_side": 2 * args.reps,
                       "load_before": load, "load_after": os.getloadavg()}))
 
 

@@ -218,3 +218,60 @@ def test_fit_axes_keeps_every_border_text_inside_the_figure_and_wastes_little(ca
     FigureCanvasAgg(ref).draw()
     fit, con = ax.get_position(), ref_ax.get_position()
     assert fit.width * fit.height >= 0.85 * con.width * con.height, (fit, con)
+
+
+def _held_chart(kind: str, ys: list[float], title: str, seeds: int = 3, xmax: float | None = None
+                ) -> tuple[object, str]:
+    """A chart on ``chart_axes(kind, ...)`` (x limits set when ``xmax``): (the figure it was drawn on, its SVG)."""
+    from evalgate.core.html import chart_axes, fit_axes
+
+    with chart_axes(kind, (4.2, 2.1), dpi=72) as (fig, ax):
+        for s in range(seeds):
+            ax.plot(range(0, 10 * len(ys), 10), [y * (1 + 0.1 * s) for y in ys], label=f"seed {s}")
+        ax.axvline(50, linestyle=":")
+        if title:
+            ax.set_title(title, fontsize=8)
+        if xmax is not None:
+            ax.set_xlim(0, xmax)
+        ax.set_xlabel("step", fontsize=7)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=6, loc="best")
+        fit_axes(fig, ax)
+        return fig, str(svg(fig))
+
+
+def test_chart_axes_hands_a_kind_its_figure_back_only_when_nothing_else_could_see_it(monkeypatch) -> None:
+    """The figure of a chart is held for the next chart of its kind, size and dpi in the same thread; a different
+    kind, a chart inside another's ``with``, a chart that raised, changed rcParams or another thread get a new one;
+    and what a held figure draws is the same bytes a new figure draws (nothing of the chart before remains)."""
+    import threading
+
+    import matplotlib
+
+    from evalgate.core import html
+    from evalgate.core.html import chart_axes
+
+    big = [120000 + 37 * i for i in range(40)]  # wide tick labels, three seeds
+    small = [1e-5 * (1 + 0.01 * i) for i in range(12)]  # an offset text, one seed
+    first, a = _held_chart("t1", big, "completion length", xmax=1000)
+    kept = first.axes[0]  # type: ignore[attr-defined]
+    assert not kept.lines and kept.get_legend() is None and kept.get_title() == ""  # the data not kept
+    again, b = _held_chart("t1", small, "", seeds=1)
+    assert again is first
+    assert _held_chart("t2", big, "completion length")[0] is not first
+    with chart_axes("t1", (4.2, 2.1), dpi=72) as (outer, _):
+        assert outer is first and _held_chart("t1", big, "x")[0] is not outer
+    with pytest.raises(RuntimeError), chart_axes("t1", (4.2, 2.1), dpi=72) as (raised, _):
+        raise RuntimeError("mid-chart")
+    assert _held_chart("t1", big, "x")[0] is not raised
+    held = _held_chart("t1", big, "x")[0]
+    with matplotlib.rc_context({"font.size": 14}):
+        assert _held_chart("t1", big, "x")[0] is not held
+    other: list[object] = []
+    thread = threading.Thread(target=lambda: other.append(_held_chart("t1", big, "x")[0]))
+    thread.start()
+    thread.join()
+    assert other[0] is not _held_chart("t1", big, "x")[0]
+    monkeypatch.setattr(html, "_take", lambda key, rc: None)  # every chart on a new figure
+    new_a, new_b = _held_chart("t1", big, "completion length", xmax=1000)[1], _held_chart("t1", small, "", seeds=1)[1]
+    assert (a, b) == (new_a, new_b) and a != b

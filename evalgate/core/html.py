@@ -1,7 +1,8 @@
 """Every HTML page evalgate writes goes through here: one jinja2 environment over ``evalgate/core/templates/``
 (autoescape
 on, undefined names an error) with the filters the pages share, one matplotlib-figure-to-inline-SVG helper and one
-margin fitter for a chart's axes (``fit_axes``).
+margin fitter for a chart's axes (``fit_axes``), and ``chart_axes``, the one-axes figure a page's chart is drawn on
+(reused from chart to chart in a thread: creating the axes and its ticks is a third of a chart's cost).
 
 Pages: ``report.html.j2`` (the release report, ``evalgate.gate.report.outputs``), ``watch.html.j2`` (``evalgate
 watch``'s live
@@ -14,6 +15,9 @@ from __future__ import annotations
 
 import io
 import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import jinja2
@@ -22,7 +26,7 @@ from markupsafe import Markup
 from evalgate.core.formatting import DIGITS, num
 from evalgate.core.formatting import short_digest as short
 
-__all__ = ["ENV", "fit_axes", "fmt", "render", "short_digest", "svg"]
+__all__ = ["ENV", "chart_axes", "fit_axes", "fmt", "render", "short_digest", "svg"]
 
 
 def fmt(v: Any, digits: int = DIGITS) -> str:
@@ -124,3 +128,72 @@ def fit_axes(fig: Any, ax: Any, pad: float = 5.0) -> None:
     right = pad + last_w / 2
     w, h = (v * 72 for v in fig.get_size_inches())
     fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h)
+
+
+_HELD = threading.local()
+
+
+def _held() -> dict[tuple[Any, ...], tuple[Any, Any, dict[str, Any]]]:
+    """This thread's figures between charts: (kind, figsize, dpi) -> (Figure, Axes, the rcParams it was made
+    under)."""
+    if not hasattr(_HELD, "charts"):
+        _HELD.charts = {}
+    return _HELD.charts  # type: ignore[no-any-return]
+
+
+def _take(key: tuple[Any, ...], rc: dict[str, Any]) -> tuple[Any, Any] | None:
+    """The figure and axes left by the last chart of ``key`` in this thread, made under the same rcParams, taken
+    out of the pool (a chart drawn inside another's ``with`` gets its own); None when there is none."""
+    held = _held().pop(key, None)
+    return held[:2] if held is not None and held[2] == rc else None
+
+
+def _clear(ax: Any) -> None:
+    """Back to what a new axes holds, its ticks kept: every line, collection, patch, text, image and the legend
+    removed, titles and axis labels emptied, the colour cycle restarted, the limits left to autoscale, and the
+    figure's margins back to rcParams' (the axes' size sets how many ticks the locator picks)."""
+    import matplotlib
+
+    for artist in (*ax.lines, *ax.collections, *ax.patches, *ax.texts, *ax.images, *ax.artists, *ax.tables):
+        artist.remove()
+    if ax.get_legend() is not None:
+        ax.get_legend().remove()
+    for loc in ("left", "center", "right"):
+        ax.set_title("", loc=loc)
+    ax.set_xlabel("")
+    ax.set_ylabel("")
+    ax.set_prop_cycle(None)
+    ax.relim()
+    ax.autoscale()
+    rc = matplotlib.rcParams
+    ax.get_figure().subplots_adjust(left=rc["figure.subplot.left"], right=rc["figure.subplot.right"],
+                                    bottom=rc["figure.subplot.bottom"], top=rc["figure.subplot.top"],
+                                    wspace=rc["figure.subplot.wspace"], hspace=rc["figure.subplot.hspace"])
+
+
+@contextmanager
+def chart_axes(kind: str, figsize: tuple[float, float], dpi: float | None = None) -> Iterator[tuple[Any, Any]]:
+    """A matplotlib ``Figure`` (no pyplot) of ``figsize`` inches at ``dpi`` (rcParams' ``figure.dpi`` when None)
+    with one axes, for one chart of ``kind``: yields ``(fig, ax)``; write it with ``svg`` inside the ``with``.
+
+    On leaving, the axes is cleared (``_clear``: no data kept) and held for the next chart of the same ``kind``,
+    size and dpi in this thread, as long as rcParams stay as they were: an axes' ticks cost more to create than the
+    rest of the chart to draw (bench/charts.py). A chart that raises is dropped, not held. What ``_clear`` does not
+    reset stays from chart to chart: styles set on the axes itself (``tick_params``, ``grid``, label font sizes),
+    so a ``kind``'s drawing code sets the same ones every time; the output is then the same bytes a new figure
+    gives (tests/test_html.py).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    key = (kind, tuple(figsize), dpi)
+    rc: dict[str, Any] = dict(matplotlib.rcParams.items())
+    held = _take(key, rc)
+    if held is None:
+        fig = Figure(figsize=figsize, dpi=dpi)
+        held = fig, fig.add_subplot()
+    yield held
+    _clear(held[1])
+    _held()[key] = (*held, rc)

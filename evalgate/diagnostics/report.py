@@ -7,7 +7,7 @@ from pathlib import Path
 
 from markupsafe import Markup
 
-from evalgate.core.html import fit_axes, render, svg
+from evalgate.core.html import chart_axes, fit_axes, render, svg
 from evalgate.diagnostics.diagnose import Diagnosis, summary
 from evalgate.diagnostics.signals import PARTS, SIGNAL_SERIES
 
@@ -25,29 +25,23 @@ def plot_signal(signal: str, diags: list[Diagnosis]) -> Markup | None:
     canon = SIGNAL_SERIES.get(signal)
     if canon is None or not any(d.log.series.get(canon) for d in diags):
         return None
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib.figure import Figure
-
-    fig = Figure(figsize=(4.2, 2.1), dpi=72)
-    ax = fig.add_subplot()
-    for i, d in enumerate(diags):
-        pts = d.log.series.get(canon) or []
-        if not pts:
-            continue
-        color = f"C{i % 10}"
-        xs, ys = zip(*_thin(pts), strict=True)
-        f = next((x for x in d.findings if x.signal == signal and x.fired and x.step is not None), None)
-        ax.plot(xs, ys, color=color, linewidth=1, label=f"{d.label}: {f.status} @{f.step}" if f else d.label)
-        if f is not None and f.step is not None:
-            ax.axvline(f.step, color=color, linestyle="--", linewidth=1)
-    ax.set_title(f"{signal} ({d.log.used.get(canon, canon)})", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.set_xlabel("step", fontsize=7)
-    ax.legend(fontsize=6, loc="best")
-    fit_axes(fig, ax)
-    return svg(fig)
+    with chart_axes("diagnose", (4.2, 2.1), dpi=72) as (fig, ax):
+        for i, d in enumerate(diags):
+            pts = d.log.series.get(canon) or []
+            if not pts:
+                continue
+            color = f"C{i % 10}"
+            xs, ys = zip(*_thin(pts), strict=True)
+            f = next((x for x in d.findings if x.signal == signal and x.fired and x.step is not None), None)
+            ax.plot(xs, ys, color=color, linewidth=1, label=f"{d.label}: {f.status} @{f.step}" if f else d.label)
+            if f is not None and f.step is not None:
+                ax.axvline(f.step, color=color, linestyle="--", linewidth=1)
+        ax.set_title(f"{signal} ({d.log.used.get(canon, canon)})", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.set_xlabel("step", fontsize=7)
+        ax.legend(fontsize=6, loc="best")
+        fit_axes(fig, ax)
+        return svg(fig)
 
 
 def render_html(diags: list[Diagnosis], title: str = "evalgate diagnose") -> str:

@@ -155,3 +155,24 @@ def test_html_report_shows_the_judges_rates_and_per_item_table(tmp_path: Path) -
     assert rows == ["q1", "q2", "q3", "q4"]  # the selection run's table only: the decision run keeps none
     assert section.count("fx-private (decision)") == 1
     assert json.loads(Path(doc["json_out"]).read_text())["access"]["judge"][0]["run_id"] == "dev-1-30"
+
+
+def test_report_charts_on_held_figures_are_the_bytes_new_figures_give(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """``charts`` and the diagnostics plots draw each chart on the figure the chart before left
+    (``evalgate.core.html.chart_axes``): the fixture's report (dev metric with best, failed and baseline marks, five
+    training series, the fired signals' plots) comes out byte for byte as when every chart has a new figure."""
+    from evalgate.core import html
+    from evalgate.gate.report.outputs import charts, diagnostics_section
+
+    v = _verdict(tmp_path)
+
+    def drawn() -> list[str]:
+        return [str(c["svg"]) for c in charts(v)] + [str(p["svg"]) for p in diagnostics_section(v)["plots"]]
+
+    drawn()  # the held figures now carry the last chart of each kind
+    held = drawn()
+    monkeypatch.setattr(html, "_take", lambda key, rc: None)
+    new = drawn()
+    assert len(new) >= 7 and len(set(new)) == len(new)  # dev metric, reward, KL, ... and at least one plot
+    assert held == new

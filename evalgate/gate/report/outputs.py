@@ -21,9 +21,9 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from evalgate.core.environment import utc_now
 from evalgate.core.errors import BadInput, EvalgateError, ProtocolDrift, RefusedByPolicy, Terminated
 from evalgate.core.fileio import atomic_write, replace_set, signals_held
-from evalgate.core.html import fit_axes, render, svg
+from evalgate.core.html import chart_axes, fit_axes, render, svg
 from evalgate.core.html import fmt as _fmt
-from evalgate.gate import Verdict, load_policy, run_gate
+from evalgate.gate import SeedResult, Verdict, load_policy, run_gate
 from evalgate.store import RunRepo, Store
 
 if TYPE_CHECKING:
@@ -50,12 +50,10 @@ def charts(verdict: Verdict) -> list[dict[str, str]]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams.update({"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "evalgate"})
+    matplotlib.rcParams.update({"svg.fonttype": "none", "font.size": 9, "svg.hashsalt": "evalgate"})
     out = []
     for title, key in CHARTS:
-        series = []
+        series: list[tuple[SeedResult, list[tuple[int, float]]]] = []
         for s in verdict.seeds:
             if key is None:
                 pts = [(c.step, c.value) for c in s.checkpoints
@@ -66,34 +64,40 @@ def charts(verdict: Verdict) -> list[dict[str, str]]:
                 series.append((s, pts))
         if not series:
             continue
-        fig, ax = plt.subplots(figsize=(5.2, 2.6))
-        for s, pts in series:
-            (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o" if key is None else None,
-                              markersize=3, linewidth=1.2, label=f"seed {s.train_seed}")
-            if key is None:
-                best = s.best
-                if best and best.step is not None and best.value is not None:
-                    ax.plot([best.step], [best.value], marker="*", markersize=12,
-                            color=line.get_color(), linestyle="none")
-                for c in s.failed:
-                    if c.step is not None and isinstance(c.value, float) and math.isfinite(c.value):
-                        ax.plot([c.step], [c.value], marker="x", markersize=8, color="#cf222e",
-                                linestyle="none")
-            for d in s.diagnostics:
-                if d.step is not None and (key is not None or d.signal == "reward_hacking"):
-                    ax.axvline(d.step, color=line.get_color(), linestyle=":", linewidth=1)
-        if key is None and verdict.baseline and verdict.baseline.dev:
-            v = verdict.baseline.dev.metrics.get(verdict.policy.metric)
-            if isinstance(v, float):
-                ax.axhline(v, color="#57606a", linestyle="--", linewidth=1, label="baseline")
-        ax.set_xlabel("training step")
-        ax.set_title(f"{verdict.policy.metric} on {verdict.policy.selection_split}" if key is None else title)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7, loc="best")
-        fit_axes(fig, ax)
-        out.append({"title": title, "svg": svg(fig)})
-        plt.close(fig)
+        with chart_axes("report", (5.2, 2.6)) as (fig, ax):
+            _draw(ax, verdict, title, key, series)
+            fit_axes(fig, ax)
+            out.append({"title": title, "svg": svg(fig)})
     return out
+
+
+def _draw(ax: Any, verdict: Verdict, title: str, key: str | None,
+          series: list[tuple[SeedResult, list[tuple[int, float]]]]) -> None:
+    """One chart of ``charts`` on ``ax``: a line per seed (``series``), the dev metric's best and failed checkpoints
+    and the baseline, each seed's diagnostics as dotted verticals, the title, axis label, grid and legend."""
+    for s, pts in series:
+        (line,) = ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o" if key is None else None,
+                          markersize=3, linewidth=1.2, label=f"seed {s.train_seed}")
+        if key is None:
+            best = s.best
+            if best and best.step is not None and best.value is not None:
+                ax.plot([best.step], [best.value], marker="*", markersize=12,
+                        color=line.get_color(), linestyle="none")
+            for c in s.failed:
+                if c.step is not None and isinstance(c.value, float) and math.isfinite(c.value):
+                    ax.plot([c.step], [c.value], marker="x", markersize=8, color="#cf222e",
+                            linestyle="none")
+        for d in s.diagnostics:
+            if d.step is not None and (key is not None or d.signal == "reward_hacking"):
+                ax.axvline(d.step, color=line.get_color(), linestyle=":", linewidth=1)
+    if key is None and verdict.baseline and verdict.baseline.dev:
+        v = verdict.baseline.dev.metrics.get(verdict.policy.metric)
+        if isinstance(v, float):
+            ax.axhline(v, color="#57606a", linestyle="--", linewidth=1, label="baseline")
+    ax.set_xlabel("training step")
+    ax.set_title(f"{verdict.policy.metric} on {verdict.policy.selection_split}" if key is None else title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
 
 
 def diagnostics_section(verdict: Verdict) -> dict[str, Any]:
