@@ -128,7 +128,7 @@ def main() -> None:
         store = Store()
         ratings = store.ratings(batch)
         events = store.rating_events(batch)
-        reads = [r for r in store.access_rows("ha") if r["purpose"] == "human-audit-rating"]
+        reads = [r for r in store.access_rows("ha") if r.purpose == "human-audit-rating"]
         expected = args.raters * args.scores
         pct = {k: {f"p{q}": round(float(np.percentile(v, q)) * 1000, 1) for q in (50, 95)} | {
             "max": round(max(v) * 1000, 1)} for k, v in lat.items() if v}

@@ -37,9 +37,9 @@ def test_runs_and_samples_frames(built: dict[str, Any]) -> None:
     assert df.height == 40 and set(df["tier"].unique()) == {"dev"}
     curve = df.group_by("step").agg(pl.col("score").mean()).sort("step")
     assert curve.rows() == [(10, 0.3), (20, 0.5), (30, 0.6), (40, 0.5)]
-    reads = [r for r in store.access_rows("fx-dev") if r["purpose"] == "inspect-samples"]
-    assert sorted(r["run_id"] for r in reads) == sorted(ids) and {r["actor"] for r in reads} == {"analyst"}
-    assert {(r["outcome"], r["cached"]) for r in reads} == {("read", True)}  # exactly as evalgate samples logs
+    reads = [r for r in store.access_rows("fx-dev") if r.purpose == "inspect-samples"]
+    assert sorted(r.run_id for r in reads) == sorted(ids) and {r.actor for r in reads} == {"analyst"}
+    assert {(r.outcome, r.cached) for r in reads} == {("read", True)}  # exactly as evalgate samples logs
     pdf = samples_frame("dev-1-30", "pandas", store=store)
     assert list(pdf["item_id"])[:3] == ["q0", "q1", "q2"] and pdf["score"].sum() == 6.0
 
@@ -48,7 +48,7 @@ def test_private_samples_are_refused_and_logged(built: dict[str, Any]) -> None:
     store = built["store"]
     with pytest.raises(RefusedByPolicy, match="never shown"):
         samples_frame(["dev-1-10", "dec-1"], store=store)
-    assert [r["outcome"] for r in store.access_rows("fx-private") if r["purpose"] == "inspect-samples"] == ["refused"]
+    assert [r.outcome for r in store.access_rows("fx-private") if r.purpose == "inspect-samples"] == ["refused"]
     with pytest.raises(BadInput, match="no run 'nope'"):
         samples_frame("nope", store=store)
     with pytest.raises(BadInput, match="frame kind"):

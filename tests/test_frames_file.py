@@ -40,13 +40,13 @@ def test_samples_frame_logs_a_signed_row_in_the_file_before_it_queries(tmp_path:
     real_frame = store.frame
 
     def spy(sql: str, params: list[Any] | None, kind: str) -> Any:  # what the log held when the query ran
-        seen_at_query.append([r for r in store.access_rows() if r["purpose"] == "inspect-samples"])
+        seen_at_query.append([r for r in store.access_rows() if r.purpose == "inspect-samples"])
         return real_frame(sql, params, kind)
 
     monkeypatch.setattr(store, "frame", spy)
     frame = samples_frame("dev-1", "arrow", actor="analyst", store=store)
     assert frame.num_rows == 10 and sum(frame.column("score").to_pylist()) == 4.0
-    assert [(r["actor"], r["outcome"], r["run_id"]) for r in seen_at_query[0]] == [("analyst", "read", "dev-1")]
+    assert [(r.actor, r.outcome, r.run_id) for r in seen_at_query[0]] == [("analyst", "read", "dev-1")]
     assert _file_rows(store.path) == [("analyst", "read", "dev-1", True)]
     checked = accesslog.verify(store)
     assert checked["ok"] and checked["signature"]["ok"] and checked["signature"]["checked"]

@@ -73,7 +73,7 @@ def test_export_samples_import_scores_and_agreement(tmp_path: Path) -> None:
     assert [(x.rater, x.item_id, x.score) for x in store.ratings(batch.batch_id)] == [
         ("carol", "q0", 1.0), ("carol", "q1", 1.0), ("carol", "q2", 1.0)]
     assert doc["batches"] == {batch.batch_id: 3}
-    assert [(x["purpose"], x["outcome"]) for x in store.access_rows("ha")] == [
+    assert [(x.purpose, x.outcome) for x in store.access_rows("ha")] == [
         ("human-audit-export", "read"), ("human-audit-import", "read")]
 
 
@@ -135,9 +135,9 @@ def test_exporting_a_private_split_is_refused_and_logged(home: Path, tmp_path: P
     assert r.exit_code == 2 and "tier private" in r.output
     assert not (tmp_path / "o.jsonl").exists()
     rows = Store().access_rows("priv")
-    assert [(x["actor"], x["purpose"], x["outcome"], x["tier"]) for x in rows] == \
+    assert [(x.actor, x.purpose, x.outcome, x.tier) for x in rows] == \
         [("mallory", "human-audit-export", "refused", "private")]
-    assert "human scoring works on human-audit splits" in rows[0]["detail"]
+    assert "human scoring works on human-audit splits" in rows[0].detail
 
 
 def test_a_runs_export_shows_the_gold_answer_only_with_show_gold(tmp_path: Path) -> None:

@@ -96,7 +96,7 @@ def test_two_workspaces_in_two_threads_keep_their_own_settings(tmp_path: Path) -
         write_split("s", "dev", items[: 2 if who == "ann" else 3], {"source": who}, env=ws.env)
         barrier.wait()
         opened = SplitManager(ws.store).open("s", "evaluation", ws.actor)
-        seen[who] = (len(opened.items), ws.store.access_rows("s")[-1]["actor"], ws.store.env.splits)
+        seen[who] = (len(opened.items), ws.store.access_rows("s")[-1].actor, ws.store.env.splits)
 
     threads = [threading.Thread(target=work, args=(who,)) for who in spaces]
     for t in threads:

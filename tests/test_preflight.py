@@ -82,8 +82,8 @@ def test_preflight_cli_on_a_real_checkpoint(tmp_path: Path, tiny_checkpoint: Pat
     assert "greedily" in doc["notes"][0]
     assert doc["verdicts"][0]["name"] == "truncation" and 0.0 <= doc["truncated"] <= 1.0  # finish reasons read
     assert "<svg" in report.read_text()
-    reads = [r for r in Store().access_rows("addition-train") if r["outcome"] == "read"]
-    assert [r["purpose"] for r in reads] == ["preflight"]
+    reads = [r for r in Store().access_rows("addition-train") if r.outcome == "read"]
+    assert [r.purpose for r in reads] == ["preflight"]
     res = CliRunner().invoke(main, [*args, "--max-zero-variance", "1.0"])
     assert res.exit_code == 0, res.output
 

@@ -290,7 +290,7 @@ def test_run_with_a_template_that_ignores_add_generation_prompt_is_refused_befor
     assert r.exit_code == 2, r.output
     assert message in r.output
     store = Store()
-    assert [row for row in store.access_rows("gen-split") if row["outcome"] != "added"] == []
+    assert [row for row in store.access_rows("gen-split") if row.outcome != "added"] == []
     assert store.runs() == []
 
 

@@ -45,7 +45,7 @@ def test_batch_refuses_other_tiers_and_bad_flags(store: Store) -> None:
     add_run(store, "rund", "d", {"q0": 1.0})
     with pytest.raises(RefusedByPolicy, match="human-audit splits only"):
         rating.create_batch("rund", store=store)
-    assert [(r["purpose"], r["outcome"]) for r in store.access_rows("d")][-1] == ("human-audit-batch", "refused")
+    assert [(r.purpose, r.outcome) for r in store.access_rows("d")][-1] == ("human-audit-batch", "refused")
     for kwargs, msg in (({"scale": "0-10"}, "within 0..9"), ({"scale": "5"}, "MIN-MAX"),
                         ({"stratify": "length"}, "only stratification"), ({"samples": 0}, "at least 1")):
         with pytest.raises(BadInput, match=msg):

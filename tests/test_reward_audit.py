@@ -92,7 +92,7 @@ def test_the_chapters_rule_with_rollout_rewards(store: Store, tmp_path: Path) ->
     # 1.5, 4, 1.5, 3; centred products sum 2.25, both sums of squares 4.5: rho = 0.5 < 0.6
     assert res["agreement"]["spearman"]["rho"] == pytest.approx(0.5)
     assert res["rule"]["passed"] is False and "rho 0.500" in res["rule"]["detail"]
-    assert [(r["actor"], r["purpose"], r["run_id"]) for r in store.access_rows("ha")][-1] == (
+    assert [(r.actor, r.purpose, r.run_id) for r in store.access_rows("ha")][-1] == (
         "test-actor", "reward-audit", "cand")
 
 

@@ -41,7 +41,7 @@ def add_run(store: Store, run_id: str, split: str, statuses: list[str], protocol
 
 
 def rows(store: Store) -> list[tuple[str, str, str, str | None]]:
-    return [(r["split"], r["purpose"], r["outcome"], r["run_id"]) for r in store.access_rows()]
+    return [(r.split, r.purpose, r.outcome, r.run_id) for r in store.access_rows()]
 
 
 def test_samples_filter_by_status_item_and_limit_and_each_view_is_a_logged_read(home: Path) -> None:
@@ -62,7 +62,7 @@ def test_samples_filter_by_status_item_and_limit_and_each_view_is_a_logged_read(
     assert code == 0 and "q2#0  truncated  score 0" in out and "statuses: correct 1, truncated 1, wrong 2" in out
     # four views, four cached reads of the split, each naming the run
     assert rows(store)[before:] == [("fx-dev", "inspect-samples", "read", "r1")] * 4
-    assert all(r["cached"] for r in store.access_rows()[before:])
+    assert all(r.cached for r in store.access_rows()[before:])
 
     for bad in (["--status", "incorrect"], ["--item", "q9"]):
         code, _, err = cli_parts("samples", "r1", *bad)
@@ -82,12 +82,12 @@ def test_samples_of_a_private_or_human_audit_run_are_refused_and_the_refusal_log
     assert json.loads(out)["exit_code"] == 2 and "tier " + tier in err
     assert ("export-audit" in err) == (tier == "human-audit")
     new = store.access_rows()[before:]
-    assert [(r["split"], r["purpose"], r["outcome"]) for r in new] == [("fx-guarded", "inspect-samples", "refused")]
-    assert "g1" in new[0]["detail"]
+    assert [(r.split, r.purpose, r.outcome) for r in new] == [("fx-guarded", "inspect-samples", "refused")]
+    assert "g1" in new[0].detail
     # compare shows per-item statuses too: refused the same way
     add_run(store, "g2", "fx-guarded", ["wrong", "wrong"])
     assert cli_parts("compare", "g1", "g2")[0] == 2
-    assert [r["outcome"] for r in store.access_rows()[before:]] == ["refused", "refused"]
+    assert [r.outcome for r in store.access_rows()[before:]] == ["refused", "refused"]
 
 
 def test_a_private_runs_samples_are_never_shown_to_any_caller(home: Path) -> None:
@@ -98,7 +98,7 @@ def test_a_private_runs_samples_are_never_shown_to_any_caller(home: Path) -> Non
     add_run(store, "p1", "fx-private", ["correct", "wrong"])
     with pytest.raises(RefusedByPolicy, match="per-item outputs of the private tier are never shown"):
         run_samples("p1", store=store)
-    assert [(r["purpose"], r["outcome"]) for r in store.access_rows()[-1:]] == [("inspect-samples", "refused")]
+    assert [(r.purpose, r.outcome) for r in store.access_rows()[-1:]] == [("inspect-samples", "refused")]
 
 
 def test_exact_mcnemar_matches_the_binomial_tail_by_hand() -> None:
@@ -126,7 +126,7 @@ def test_compare_pairs_samples_and_counts_the_changes(home: Path) -> None:
     assert doc["changed"] == 7  # q7: truncated -> wrong changed status, both not correct
     assert doc["transitions"] == {"wrong -> correct": 5, "correct -> wrong": 1, "truncated -> wrong": 1}
     assert [r["item_id"] for r in doc["rows"]] == ["q0", "q1", "q2", "q3", "q4", "q5", "q7"]
-    assert [(r["purpose"], r["run_id"]) for r in store.access_rows()[-2:]] == [("compare-runs", "a"),
+    assert [(r.purpose, r.run_id) for r in store.access_rows()[-2:]] == [("compare-runs", "a"),
                                                                               ("compare-runs", "b")]
     code, out, _ = cli_parts("compare", "a", "b")
     assert code == 0 and "p = 0.2188" in out and "q0#0: correct -> wrong" in out
@@ -258,7 +258,7 @@ def test_a_private_run_stays_private_when_its_unsigned_run_row_is_edited(home: P
         run_samples(run_id, store=store)
     with pytest.raises(RefusedByPolicy, match="private"):
         store.samples(run_id)
-    assert [(r["split"], r["outcome"]) for r in store.access_rows()[before:]] == [("p", "refused")]
+    assert [(r.split, r.outcome) for r in store.access_rows()[before:]] == [("p", "refused")]
 
 
 def test_a_private_run_edited_into_a_human_audit_run_gets_no_rating_batch(home: Path, tmp_path: Path) -> None:
@@ -272,7 +272,7 @@ def test_a_private_run_edited_into_a_human_audit_run_gets_no_rating_batch(home: 
         con.execute("UPDATE runs SET tier='human-audit', split='h' WHERE run_id=?", [run_id])
     with pytest.raises(RefusedByPolicy, match="human-audit splits only"):
         rating.create_batch(run_id, samples=2, store=store)
-    assert store.batches() == [] and store.access_rows()[-1]["outcome"] == "refused"
+    assert store.batches() == [] and store.access_rows()[-1].outcome == "refused"
 
 
 @pytest.mark.parametrize("tier", [None, "human-audit"])

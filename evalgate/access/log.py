@@ -14,13 +14,13 @@ import json
 import os
 import sys
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from evalgate.core.errors import BadInput, RefusedByPolicy
 from evalgate.keys import signing as logsign
-from evalgate.store import AccessLogRepo, BudgetLimit, ChainLink, SignedHead, VerifiedHead
+from evalgate.store import AccessLogRepo, AccessRow, BudgetLimit, ChainLink, SignedHead, VerifiedHead
 
 GENESIS_HASH = "0" * 64
 """The ``prev_hash`` of the first row."""
@@ -60,26 +60,28 @@ def entry(*, actor: str, split: str, tier: str, purpose: str, outcome: str, cach
             "protocol_hash": protocol_hash, "run_id": run_id, "detail": detail}
 
 
-def row_hash(prev_hash: str, row: dict[str, Any]) -> str:
-    """sha256 of ``prev_hash`` and the canonical JSON of the row's ``ACCESS_FIELDS`` (ts as ISO text).
+def row_hash(prev_hash: str, row: Mapping[str, Any] | AccessRow) -> str:
+    """sha256 of ``prev_hash`` and the canonical JSON of the row's ``ACCESS_FIELDS`` (ts as ISO text), for a row
+    being appended (its fields as a mapping) or a stored one (an ``AccessRow``): the same text either way.
 
     Each row commits to its predecessor, so an edited, deleted or inserted row breaks every later hash.
     """
-    payload = {k: (row[k].isoformat() if isinstance(row[k], datetime) else row[k]) for k in ACCESS_FIELDS}
+    values = row.__dict__ if isinstance(row, AccessRow) else row
+    payload = {k: (v.isoformat() if isinstance(v := values[k], datetime) else v) for k in ACCESS_FIELDS}
     text = prev_hash + json.dumps(payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _first_bad(rows: list[dict[str, Any]], prev: str, expected_seq: int) -> tuple[int, str] | None:
+def _first_bad(rows: list[AccessRow], prev: str, expected_seq: int) -> tuple[int, str] | None:
     """``(seq, reason)`` of the first row that does not continue the chain from ``(expected_seq - 1, prev)``."""
     for r in rows:
-        if r["seq"] != expected_seq:
-            return r["seq"], f"sequence jumps from {expected_seq - 1} to {r['seq']} (a row was deleted or inserted)"
-        if r["prev_hash"] != prev:
-            return r["seq"], "prev_hash does not match the previous row (a row was deleted, inserted or re-hashed)"
-        if row_hash(prev, r) != r["row_hash"]:
-            return r["seq"], "row content does not match its hash (the row was edited)"
-        prev, expected_seq = r["row_hash"], expected_seq + 1
+        if r.seq != expected_seq:
+            return r.seq, f"sequence jumps from {expected_seq - 1} to {r.seq} (a row was deleted or inserted)"
+        if r.prev_hash != prev:
+            return r.seq, "prev_hash does not match the previous row (a row was deleted, inserted or re-hashed)"
+        if row_hash(prev, r) != r.row_hash:
+            return r.seq, "row content does not match its hash (the row was edited)"
+        prev, expected_seq = r.row_hash, expected_seq + 1
     return None
 
 
@@ -99,7 +101,7 @@ def parse_head(text: str, where: str = "--expect-head") -> tuple[int, str]:
     return int(seq), digest
 
 
-def _expected_mismatch(rows: list[dict[str, Any]], want: tuple[int, str]) -> tuple[int, str] | None:
+def _expected_mismatch(rows: list[AccessRow], want: tuple[int, str]) -> tuple[int, str] | None:
     """``(seq, reason)`` when the chain does not hold head ``want``. The empty head ``(0, GENESIS_HASH)`` matches
     only an empty log: a head pinned before anything was read must not vouch for a store that holds reads."""
     seq, digest = want
@@ -109,7 +111,7 @@ def _expected_mismatch(rows: list[dict[str, Any]], want: tuple[int, str]) -> tup
                        f"{len(rows)} rows: an empty head matches only an empty log; pin the head printed after the "
                        "first read")
         return None
-    got = rows[seq - 1]["row_hash"] if seq <= len(rows) else None
+    got = rows[seq - 1].row_hash if seq <= len(rows) else None
     if got == digest:
         return None
     return (min(seq, len(rows) + 1),
@@ -117,7 +119,7 @@ def _expected_mismatch(rows: list[dict[str, Any]], want: tuple[int, str]) -> tup
             else f"row {seq} no longer has the recorded hash {digest[:12]} (the log was rewritten)")
 
 
-def _signature_check(store: AccessLogRepo, rows: list[dict[str, Any]]) -> dict[str, Any]:
+def _signature_check(store: AccessLogRepo, rows: list[AccessRow]) -> dict[str, Any]:
     """Check the newest signed head against the key outside the store (``keys.signing.signing_key``).
 
     Returns:
@@ -147,7 +149,7 @@ def _signature_check(store: AccessLogRepo, rows: list[dict[str, Any]]) -> dict[s
                          + (f" (it names key {sig.public_key[:16]}, this is {out['public_key'][:16]}: use the key "
                             "that signs this store, or the signature was forged)" if other
                             else " (the signed head or its signature was rewritten)"))
-    elif sig.seq > len(rows) or rows[sig.seq - 1]["row_hash"] != sig.row_hash:
+    elif sig.seq > len(rows) or rows[sig.seq - 1].row_hash != sig.row_hash:
         out["reason"] = (f"the signed head row {sig.seq} is missing (rows after {len(rows)} were deleted)"
                          if sig.seq > len(rows) else
                          f"row {sig.seq} no longer has its signed hash {sig.row_hash[:12]} (the log was "
@@ -198,8 +200,8 @@ def inspect(store: AccessLogRepo, expect_head: tuple[int, str] | None = None) ->
     with store.session():
         rows = store.access_rows()
         recorded = store.access_log_head()
-        head: dict[str, Any] = {"seq": rows[-1]["seq"] if rows else 0,
-                                "hash": rows[-1]["row_hash"] if rows else GENESIS_HASH}
+        head: dict[str, Any] = {"seq": rows[-1].seq if rows else 0,
+                                "hash": rows[-1].row_hash if rows else GENESIS_HASH}
         bad = _first_bad(rows, GENESIS_HASH, 1)
         recorded_head = (recorded.seq, recorded.row_hash) if recorded and recorded.seq > 0 else None
         for want in (expect_head, recorded_head):
@@ -277,26 +279,26 @@ def sign_head(store: AccessLogRepo, expect_head: tuple[int, str] | None = None) 
                            "for an edited log")
         key = logsign.signing_key(store.env, create=True)
         if rows:
-            seq, digest = rows[-1]["seq"], rows[-1]["row_hash"]
+            seq, digest = rows[-1].seq, rows[-1].row_hash
             store.set_access_log_signature(seq, digest, logsign.public_hex(key), logsign.sign(key, seq, digest))
         return verify(store, expect_head)
 
 
 def _check_since_head(store: AccessLogRepo, recorded: VerifiedHead | None
-                      ) -> tuple[tuple[int, str] | None, dict[str, Any] | None]:
+                      ) -> tuple[tuple[int, str] | None, AccessRow | None]:
     """The incremental check ``append`` runs from the ``recorded`` head (``store.access_log_head()``):
     ``(first_bad, last_good_row)``. See the module docstring."""
     if recorded and recorded.broken_seq is not None:
         return (recorded.broken_seq, recorded.broken_reason or ""), None
     seq, digest = (recorded.seq, recorded.row_hash) if recorded else (0, GENESIS_HASH)
     rows = store.access_rows(from_seq=max(seq, 1))
-    last: dict[str, Any] | None = None
+    last: AccessRow | None = None
     if seq > 0:
-        if not rows or rows[0]["seq"] != seq or rows[0]["row_hash"] != digest:
+        if not rows or rows[0].seq != seq or rows[0].row_hash != digest:
             return (seq, f"the verified head row {seq} is missing or was re-hashed (rows were deleted or "
                          "rewritten)"), None
         last = rows.pop(0)
-        if row_hash(last["prev_hash"], last) != digest:
+        if row_hash(last.prev_hash, last) != digest:
             return (seq, "row content does not match its hash (the row was edited)"), None
         if store.access_log_count(up_to_seq=seq) != seq:
             return (seq, f"the log holds {store.access_log_count(up_to_seq=seq)} rows up to row {seq} (rows were "
@@ -398,7 +400,7 @@ def append_many(store: AccessLogRepo, rows: list[dict[str, Any]],
         recorded, sig = store.access_log_heads()
         bad, verified = _check_since_head(store, recorded)
         # an intact chain's check read every row from the verified head on: its last row is the log's last
-        last = ChainLink(verified["seq"], verified["row_hash"]) if verified else store.access_log_last()
+        last = ChainLink(verified.seq, verified.row_hash) if verified else store.access_log_last()
         key, why_unsigned = _signer(store, last, sig)
         seq, prev = (last.seq + 1, last.row_hash) if last else (1, GENESIS_HASH)
         ts, full_rows = store.clock(), []
@@ -425,7 +427,7 @@ def append_many(store: AccessLogRepo, rows: list[dict[str, Any]],
                   f"'evalgate audit verify' to see the first bad row, and {_broken_advice(bad[1])}.",
                   file=sys.stderr)
         first = full_rows[0]["seq"] if full_rows else seq
-        if bad is None and full_rows and (verified["seq"] if verified else 0) == first - 1:
+        if bad is None and full_rows and (verified.seq if verified else 0) == first - 1:
             store.set_access_log_head(full_rows[-1]["seq"], full_rows[-1]["row_hash"])
         elif bad is not None:
             store.mark_access_log_broken(*bad)

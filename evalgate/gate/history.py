@@ -145,8 +145,8 @@ def check_recorded(store: Store, row: GateRow) -> None:
         why = chain["reason"] or chain["signature"]["reason"]
         raise RefusedByPolicy(f"gate {gate}: the access log does not hold ({why}), so its stored verdict cannot be "
                               "checked against it; see 'evalgate audit verify'")
-    recorded = [m.group(1) for r in store.access_rows() if r["outcome"] == Outcome.RESULT.value
-                and (m := _VERDICT_SHA256.search(r["detail"] or "")) and m.group(2) == gate]
+    recorded = [m.group(1) for r in store.access_rows() if r.outcome == Outcome.RESULT.value
+                and (m := _VERDICT_SHA256.search(r.detail or "")) and m.group(2) == gate]
     if not recorded:
         raise RefusedByPolicy(f"gate {gate}: the access log records no verdict for it (it was stored before gates "
                               "recorded theirs, or not by 'evalgate gate'); run the gate again")

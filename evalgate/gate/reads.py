@@ -89,7 +89,7 @@ def shown_before(store: AccessLogRepo, names: tuple[str, ...], runs: list[RunRow
     if not cands:
         return None
     with store.session():
-        seen = {r["run_id"] for n in names for r in store.access_rows(n) if r["outcome"] in _SHOWN and r["run_id"]}
+        seen = {r.run_id for n in names for r in store.access_rows(n) if r.outcome in _SHOWN and r.run_id}
     shown = [r for r in cands if r.run_id in seen]
     return shown[-1] if shown else None
 

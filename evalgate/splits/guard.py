@@ -402,8 +402,8 @@ class SplitManager:
         split's content, or None when it recorded none."""
         with self.store.session():
             found = [m.group(1) for n in self.owner(manifest).names for r in self.store.access_rows(n)
-                     if r["outcome"] == Outcome.RESULT.value and r["run_id"] == run_id
-                     and (m := _RESULT_SHA256.search(r["detail"] or ""))]
+                     if r.outcome == Outcome.RESULT.value and r.run_id == run_id
+                     and (m := _RESULT_SHA256.search(r.detail or ""))]
         return found[-1] if found else None
 
     def _log(self, m: Manifest, actor: str, purpose: str, outcome: str, cached: bool, checkpoint_digest: str | None,

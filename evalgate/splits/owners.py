@@ -62,9 +62,9 @@ def content_owner(m: Manifest, store: AccessLogRepo, directory: Path | None = No
     group[m.name] = m
     prefix = m.content_sha256[:12]
     for r in store.access_content_changes():
-        if r["split"] in on_disk and on_disk[r["split"]].tier == m.tier and prefix in re.findall(
-                r"\b[0-9a-f]{12}\b", r["detail"] or ""):
-            group.setdefault(r["split"], on_disk[r["split"]])
+        if r.split in on_disk and on_disk[r.split].tier == m.tier and prefix in re.findall(
+                r"\b[0-9a-f]{12}\b", r.detail or ""):
+            group.setdefault(r.split, on_disk[r.split])
     if len(group) == 1:
         return ContentOwner(m, (m.name,))
     first = store.access_first_seq(sorted(group))

@@ -41,6 +41,7 @@ from evalgate.store.frames import FrameRepo
 from evalgate.store.gates import GateRepo
 from evalgate.store.ratings import RatingRepo
 from evalgate.store.rows import (
+    AccessRow,
     BatchItem,
     BatchRow,
     GateRow,
@@ -57,8 +58,8 @@ from evalgate.store.rows import (
 from evalgate.store.runs import ProtocolRepo, RunRepo
 
 __all__ = ["CONTAMINATION_CHECK", "CONTAMINATION_CHECKS", "MEMORY", "READS", "TRAJECTORY_COLUMNS", "AccessLogRepo",
-           "BatchItem", "BatchRow", "BudgetLimit", "ChainLink", "Connection", "Counted", "Database", "FrameRepo",
-           "GateRepo", "GateRow", "GenerationCache", "HumanScore", "PrivateContent", "PrivateContentRepo",
+           "AccessRow", "BatchItem", "BatchRow", "BudgetLimit", "ChainLink", "Connection", "Counted", "Database",
+           "FrameRepo", "GateRepo", "GateRow", "GenerationCache", "HumanScore", "PrivateContent", "PrivateContentRepo",
            "ProtocolRepo", "RaterRow", "RatingEvent", "RatingRepo", "RatingRow", "Repository", "Row", "RunPrompt",
            "RunRepo", "RunRow", "SampleRow", "SampleScore", "SignedHead", "Store", "VerifiedHead", "default_database",
            "handed_down"]

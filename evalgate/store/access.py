@@ -15,8 +15,9 @@ from datetime import datetime
 from typing import Any
 
 from evalgate.core.enums import Outcome
-from evalgate.store.db import Connection, Repository, insert_values, records
+from evalgate.store.db import Connection, Repository, insert_values
 from evalgate.store.dialect import POSTGRESQL, dialect
+from evalgate.store.rows import AccessRow
 
 CONTAMINATION_CHECK = "contamination-check"
 """The purpose of ``evalgate splits contamination``'s reads: allowed on every tier, counted by a budget of its own
@@ -174,12 +175,12 @@ class AccessLogRepo(Repository):
                               " GROUP BY split", list(splits))
             return {r[0]: int(r[1]) for r in cur.fetchall()}
 
-    def access_content_changes(self) -> list[dict[str, Any]]:
-        """The access-log rows that record a split's data being added or replaced (outcome ``added`` or
-        ``replaced``; their detail names the content hashes), in sequence order."""
+    def access_content_changes(self) -> list[AccessRow]:
+        """The access-log rows (``AccessRow``s) that record a split's data being added or replaced (outcome
+        ``added`` or ``replaced``; their detail names the content hashes), in sequence order."""
         with self.connect() as con:
-            return records(con, "SELECT * FROM access_log WHERE outcome IN (?, ?) ORDER BY seq",
-                           [Outcome.ADDED.value, Outcome.REPLACED.value])
+            return AccessRow.from_cursor(con.execute("SELECT * FROM access_log WHERE outcome IN (?, ?) ORDER BY seq",
+                                                     [Outcome.ADDED.value, Outcome.REPLACED.value]))
 
     def access_log_count(self, up_to_seq: int) -> int:
         """Number of access-log rows with ``seq <= up_to_seq``."""
@@ -188,8 +189,9 @@ class AccessLogRepo(Repository):
         return int(r[0]) if r else 0
 
     def access_rows(self, split: str | None = None, since: datetime | None = None,
-                    from_seq: int | None = None) -> list[dict[str, Any]]:
-        """Access-log rows in sequence order, optionally for one split, from a time on, from a ``seq`` on."""
+                    from_seq: int | None = None) -> list[AccessRow]:
+        """Access-log rows (``AccessRow``s) in sequence order, optionally for one split, from a time on (``ts >=
+        since``), from a ``seq`` on."""
         sql, args = "SELECT * FROM access_log WHERE TRUE", list[Any]()
         if split:
             sql += " AND split=?"
@@ -201,7 +203,7 @@ class AccessLogRepo(Repository):
             sql += " AND seq>=?"
             args.append(from_seq)
         with self.connect() as con:
-            return records(con, sql + " ORDER BY seq", args)
+            return AccessRow.from_cursor(con.execute(sql + " ORDER BY seq", args))
 
     def access_log_head(self) -> VerifiedHead | None:
         """The last verified head and the first bad row found; None before the first check."""

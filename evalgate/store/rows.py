@@ -48,6 +48,27 @@ class Row(ReadByKey):
             out.append(row)
         return out
 
+    @classmethod
+    def from_cursor(cls: type[T], cur: Any) -> list[T]:
+        """Typed rows of a cursor's result (``execute(...)`` on a store connection) whose columns are exactly this
+        row type's, in any order: each tuple becomes a row's ``__dict__`` directly, with no dict per row in between
+        (what ``from_dicts`` builds on; for a reader on a hot path: ``Store.access_rows``, read on every append).
+
+        Raises:
+            TypeError: the result's columns are not this row type's.
+        """
+        columns = tuple(d[0] for d in cur.description)
+        if len(columns) != len(cls.COLUMNS) or (columns != cls.COLUMNS and set(columns) != set(cls.COLUMNS)):
+            raise TypeError(f"{cls.__name__} has the columns {', '.join(cls.COLUMNS)}; the result has "
+                            f"{', '.join(columns)}")
+        out = []
+        new = object.__new__
+        for values in cur.fetchall():
+            row = new(cls)
+            row.__dict__.update(zip(columns, values, strict=True))
+            out.append(row)
+        return out
+
 
 def _plain(value: Any) -> Any:
     return value.as_dict() if isinstance(value, Metrics) else value
@@ -287,3 +308,32 @@ class RunPrompt(Row):
     """Whether the system prompt was merged into the first user turn (a template without a system role)."""
     text: str
     """The rendered prompt (opened for a key holder on a sealed tier)."""
+
+
+@_columns
+@dataclass(frozen=True)
+class AccessRow(Row):
+    """One access-log row (``access_log``; ``Store.access_rows``, ``Store.access_content_changes``): who read,
+    was refused, or changed which split, for what, chained to the row before it. ``row_hash`` is the sha256 of
+    ``prev_hash`` and every field before it (``evalgate.access.log.row_hash``)."""
+
+    seq: int
+    """The row's place in the chain, from 1."""
+    ts: datetime
+    actor: str
+    ci: str | None
+    """The CI system the read ran under (``github_actions`` ...), None outside CI."""
+    split: str
+    tier: str
+    purpose: str
+    outcome: str
+    """``read``, ``override``, ``refused``, ``re-read``, ``reserved-read``, ``added``, ``replaced``, ``result`` ..."""
+    cached: bool
+    """The read was served from the generation cache."""
+    checkpoint_digest: str | None
+    protocol_hash: str | None
+    run_id: str | None
+    detail: str | None
+    """Free text: a refusal's or an override's reason, a data change's content hashes."""
+    prev_hash: str
+    row_hash: str

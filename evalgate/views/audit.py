@@ -18,7 +18,7 @@ from evalgate.splits.discovery import scan_manifests
 from evalgate.splits.guard import SplitManager
 from evalgate.splits.manifest import Policy
 from evalgate.splits.owners import ContentOwner
-from evalgate.store import AccessLogRepo, Store
+from evalgate.store import AccessLogRepo, AccessRow, Store
 
 
 class ReadBudget(Result):
@@ -189,14 +189,14 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
     manager = SplitManager(store)
     owners = {name: manager.owner(m) for name, m in manifests.items()}
     names = set(owners[split].names) if split in owners else {split} if split else None
-    by_split: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_split: dict[str, list[AccessRow]] = defaultdict(list)
     for r in store.access_rows(None, since):
-        if names is None or r["split"] in names:
-            by_split[r["split"]].append(r)
+        if names is None or r.split in names:
+            by_split[r.split].append(r)
     out: dict[str, SplitAudit] = {}
     for name in sorted(set(by_split) | ({split} if split else set(manifests))):
         own = owners.get(name)
-        rs = sorted((r for n in (own.names if own else (name,)) for r in by_split.get(n, [])), key=lambda r: r["seq"])
+        rs = sorted((r for n in (own.names if own else (name,)) for r in by_split.get(n, [])), key=lambda r: r.seq)
         fields = _split_fields(rs, manifests[name].tier if name in manifests else None)
         if tier is not None and fields["tier"] != tier:
             continue
@@ -208,26 +208,26 @@ def audit_summary(store: Store, split: str | None = None, since: datetime | None
                         splits=out, chain=chain, broken_manifests=[e.message for e in broken])
 
 
-def _split_fields(rs: list[dict[str, Any]], m_tier: str | None) -> dict[str, Any]:
+def _split_fields(rs: list[AccessRow], m_tier: str | None) -> dict[str, Any]:
     """A split's counts from its rows ``rs`` (in sequence order; ``m_tier``: its manifest's tier, None when it has
     no manifest)."""
-    reads = [r for r in rs if r["outcome"] in ("read", "override")]
-    refused = [r for r in rs if r["outcome"] == "refused"]
-    first, last = min((r["ts"] for r in reads), default=None), max((r["ts"] for r in reads), default=None)
+    reads = [r for r in rs if r.outcome in ("read", "override")]
+    refused = [r for r in rs if r.outcome == "refused"]
+    first, last = min((r.ts for r in reads), default=None), max((r.ts for r in reads), default=None)
     return {
-        "tier": m_tier or (rs[-1]["tier"] if rs else None),
-        "reads": len(reads), "cached_reads": sum(1 for r in reads if r["cached"]),
-        "overrides": sum(1 for r in rs if r["outcome"] == "override"),
+        "tier": m_tier or (rs[-1].tier if rs else None),
+        "reads": len(reads), "cached_reads": sum(1 for r in reads if r.cached),
+        "overrides": sum(1 for r in rs if r.outcome == "override"),
         "refusals": len(refused),
-        "judge_reads": sum(1 for r in rs if r["outcome"] == "judge-read"),
-        "by_actor": dict(Counter(r["actor"] for r in reads)),
-        "by_purpose": dict(Counter(r["purpose"] for r in reads)),
-        "by_day": dict(sorted(Counter(r["ts"].date().isoformat() for r in reads).items())),
-        "refusals_by_actor": dict(Counter(r["actor"] for r in refused)),
-        "ci_reads": sum(1 for r in reads if r["ci"]),
+        "judge_reads": sum(1 for r in rs if r.outcome == "judge-read"),
+        "by_actor": dict(Counter(r.actor for r in reads)),
+        "by_purpose": dict(Counter(r.purpose for r in reads)),
+        "by_day": dict(sorted(Counter(r.ts.date().isoformat() for r in reads).items())),
+        "refusals_by_actor": dict(Counter(r.actor for r in refused)),
+        "ci_reads": sum(1 for r in reads if r.ci),
         "first_read": first.isoformat(timespec="seconds") if first is not None else None,
         "last_read": last.isoformat(timespec="seconds") if last is not None else None,
-        "tiers_seen": sorted({r["tier"] for r in rs} | ({m_tier} if m_tier else set())),
+        "tiers_seen": sorted({r.tier for r in rs} | ({m_tier} if m_tier else set())),
         "manifest": m_tier is not None,
     }
 
@@ -308,9 +308,9 @@ def log_rows(store: AccessLogRepo, split: str | None = None, since: datetime | N
         _refuse_unknown_split(store, split, (m.name for m in scan_manifests(store.env.splits)[0]))
     out = []
     for r in store.access_rows(split, since):
-        if refused and r["outcome"] != "refused":
+        if refused and r.outcome != "refused":
             continue
-        row = {k: r[k] for k in LOG_FIELDS}
-        row["ts"] = r["ts"].isoformat(timespec="seconds")
+        row = {k: getattr(r, k) for k in LOG_FIELDS}
+        row["ts"] = r.ts.isoformat(timespec="seconds")
         out.append(row)
     return out

@@ -91,7 +91,7 @@ def test_reading_into_a_broken_log_warns_once_and_is_still_logged(five_rows: Sto
     assert err.startswith("warning:") and "broken at row 6" in err and "'evalgate audit verify'" in err
     mgr.open("s", "tuning", "a8")
     assert capsys.readouterr().err == ""  # once per process
-    assert [r["actor"] for r in Store().access_rows()][-2:] == ["a7", "a8"]  # the reads were not refused
+    assert [r.actor for r in Store().access_rows()][-2:] == ["a7", "a8"]  # the reads were not refused
 
 
 def test_append_sees_deleted_old_rows_but_old_edits_only_after_a_full_verify(
@@ -135,9 +135,9 @@ def test_inserted_row_is_named(five_rows: Store) -> None:
 def test_inserted_row_with_a_valid_hash_is_caught_at_the_next_row(five_rows: Store) -> None:
     sql(*[f"UPDATE access_log SET seq={s + 1} WHERE seq={s}" for s in (5, 4, 3)])
     row2 = Store().access_rows()[1]
-    forged = {**row2, "seq": 3, "actor": "mallory"}
-    forged["prev_hash"] = row2["row_hash"]
-    forged["row_hash"] = access_row_hash(row2["row_hash"], forged)
+    forged = {**row2.as_dict(), "seq": 3, "actor": "mallory"}
+    forged["prev_hash"] = row2.row_hash
+    forged["row_hash"] = access_row_hash(row2.row_hash, forged)
     cols = list(forged)
     sql(f"INSERT INTO access_log ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
         params=[forged[c] for c in cols])
@@ -221,11 +221,11 @@ def test_eight_concurrent_reader_processes(home: Path) -> None:
         assert p.wait(timeout=120) == 0, p.stderr.read() if p.stderr else ""
     store = Store()
     free = store.access_rows("free")
-    assert len(free) == 8 and sorted(r["actor"] for r in free) == [f"reader-{i}" for i in range(8)]
-    budgeted = [r["outcome"] for r in store.access_rows("budgeted")]
+    assert len(free) == 8 and sorted(r.actor for r in free) == [f"reader-{i}" for i in range(8)]
+    budgeted = [r.outcome for r in store.access_rows("budgeted")]
     assert sorted(budgeted) == ["read"] * 3 + ["refused"] * 5  # the hard budget holds under the race
     rows = store.access_rows()
-    assert [r["seq"] for r in rows] == list(range(1, 17))
+    assert [r.seq for r in rows] == list(range(1, 17))
     assert CliRunner().invoke(main, ["audit", "verify"]).exit_code == 0
 
 

@@ -84,13 +84,13 @@ def test_a_rehashed_log_with_a_rewritten_head_fails_verify_and_the_gate(
     store = built["store"]
     pol = _policy_file(tmp_path)
     assert _cli_gate(monkeypatch, ["--policy", str(pol)]).exit_code == 0
-    reads = [r for r in store.access_rows("fx-private") if r["outcome"] == "read"]
+    reads = [r for r in store.access_rows("fx-private") if r.outcome == "read"]
     assert len(reads) == 3 and verify()[0] == 0
     # The private reads deleted, the chain re-hashed, the stored head rewritten: the chain alone is consistent
     # again, and the budget is refunded.
     left = rewrite_log(lambda r: not (r["split"] == "fx-private" and r["outcome"] == "read"))
     assert left == len(store.access_rows()) and not [r for r in store.access_rows("fx-private")
-                                                     if r["outcome"] == "read"]
+                                                     if r.outcome == "read"]
     code, out = verify()
     assert code == 1 and "signed head" in out
     with pytest.raises(RefusedByPolicy, match="signed head"):
@@ -176,8 +176,8 @@ def test_an_unsigned_row_appended_with_a_valid_hash_fails(home: Path) -> None:
     rewrite_log(lambda r: True)  # nothing removed, only re-hashed: the same hashes
     assert verify()[0] == 0
     last = Store().access_rows()[-1]
-    forged = {**last, "seq": 2, "actor": "mallory", "prev_hash": last["row_hash"]}
-    forged["row_hash"] = row_hash(last["row_hash"], forged)
+    forged = {**last.as_dict(), "seq": 2, "actor": "mallory", "prev_hash": last.row_hash}
+    forged["row_hash"] = row_hash(last.row_hash, forged)
     with admin_edit(Store()) as con:
         con.execute(f"INSERT INTO access_log ({', '.join(COLS)}) VALUES ({', '.join('?' * len(COLS))})",
                     [forged[c] for c in COLS])
@@ -271,9 +271,9 @@ def test_the_heads_read_together_are_the_heads_read_one_by_one(home: Path) -> No
     verified, signed = store.access_log_heads()
     assert (verified, signed) == (store.access_log_head(), store.access_log_signature())
     last = store.access_rows()[-1]
-    assert verified is not None and (verified.seq, verified.row_hash, verified.broken_seq) == (3, last["row_hash"],
+    assert verified is not None and (verified.seq, verified.row_hash, verified.broken_seq) == (3, last.row_hash,
                                                                                                None)
-    assert signed is not None and (signed.seq, signed.row_hash) == (3, last["row_hash"])
+    assert signed is not None and (signed.seq, signed.row_hash) == (3, last.row_hash)
     with store.connect() as con:
         assert [con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
                 for t in ("access_log_head", "access_log_signature")] == [1, 1]

@@ -60,7 +60,7 @@ def test_evalgate_trajectories_shows_one_split_logs_the_read_and_refuses_the_pri
     assert [(x["item_id"], len(x["turns"])) for x in records] == [("q1", 2)] and SECRET not in r.output
     r = CliRunner().invoke(main, ["trajectories", private, "--actor", "mallory"])
     assert r.exit_code == 2 and SECRET not in r.output and "never shown" in r.output
-    rows = [(x["split"], x["purpose"], x["outcome"]) for x in store.access_rows() if x["actor"] == "mallory"]
+    rows = [(x.split, x.purpose, x.outcome) for x in store.access_rows() if x.actor == "mallory"]
     assert rows == [("ag-dev", "inspect-trajectories", "read"), ("ag-private", "inspect-trajectories", "refused")]
 
 

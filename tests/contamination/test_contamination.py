@@ -107,7 +107,7 @@ def test_cli_reports_per_item_exits_1_when_flagged_and_logs_the_read(tmp_path: P
                                      "--threshold", "0.9"])
     assert text.exit_code == 0 and "0 of 2 items have a field at or above 0.9 13-gram overlap" in text.output
     rows = Store().access_rows("qa")
-    assert [(r["purpose"], r["outcome"]) for r in rows] == [("contamination-check", "read")] * 2
+    assert [(r.purpose, r.outcome) for r in rows] == [("contamination-check", "read")] * 2
 
 
 def test_a_hash_collision_is_not_reported_as_a_match(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -146,7 +146,7 @@ def test_every_tier_can_be_checked_and_the_check_spends_no_budget(tmp_path: Path
             assert [it.id for it in rep.flagged] == ["high"] and rep.warnings == []
     store = Store()
     rows = store.access_rows()
-    assert {(r["split"], r["purpose"], r["outcome"]) for r in rows} == {
+    assert {(r.split, r.purpose, r.outcome) for r in rows} == {
         (f"qa-{t}", "contamination-check", "read") for t in TIERS}
     assert len(rows) == sum(reads.values())
     summary = audit_summary(store).as_dict()["splits"]
@@ -167,7 +167,7 @@ def test_other_readers_cannot_borrow_the_contamination_check_purpose() -> None:
     for split in ("priv", "pub"):  # e.g. `evalgate run --purpose contamination-check`
         with pytest.raises(RefusedByPolicy, match="reserved for 'evalgate splits contamination'"):
             mgr.open(split, "contamination-check", "mallory")
-    assert [(r["split"], r["outcome"]) for r in Store().access_rows()] == [("priv", "refused"), ("pub", "refused")]
+    assert [(r.split, r.outcome) for r in Store().access_rows()] == [("priv", "refused"), ("pub", "refused")]
 
 
 # -- the case: GSM8K questions pasted into a 5,000-line corpus ------------------------------------------------

@@ -70,8 +70,8 @@ def test_sealed_checks_have_a_budget_of_their_own_refused_beyond_and_shown_in_au
     code, out, err = contamination("--split", "sealed", "--corpus", str(corpus))
     assert code == 2 and "budget of 4 contamination checks per 30 days (4 used)" in err
     rows = Store().access_rows("sealed")
-    assert [r["outcome"] for r in rows] == ["read"] * 4 + ["refused"]
-    assert {r["purpose"] for r in rows} == {"contamination-check"}
+    assert [r.outcome for r in rows] == ["read"] * 4 + ["refused"]
+    assert {r.purpose for r in rows} == {"contamination-check"}
     entry = audit_summary(Store()).as_dict()["splits"]["sealed"]
     assert entry["contamination_budget"] == {"max_checks": 4, "window_days": 30, "used": 4, "left": 0}
     assert entry.get("budget", {}).get("used", 0) == 0  # the read budget is not what was spent
@@ -99,7 +99,7 @@ def test_a_sealed_check_refuses_word_level_probes(tmp_path: Path, flags: list[st
     corpus = _corpus(tmp_path / "c.txt", "goats")
     code, _, err = contamination("--split", "priv", "--corpus", str(corpus), *flags)
     assert code == 2 and "--ngram >= 8" in err
-    assert [r["outcome"] for r in Store().access_rows("priv")] == ["refused"]
+    assert [r.outcome for r in Store().access_rows("priv")] == ["refused"]
 
 
 # -- short items (issue 28 item 6) ----------------------------------------------------------------------------------

@@ -14,14 +14,15 @@ import yaml
 
 from evalgate.gate import load_policy, run_gate
 from evalgate.gate.report.outputs import write_reports
+from evalgate.store import AccessRow
 from tests import gate_fixtures as fx
 from tests.rlhf.test_calibration import gate_verdict
 
 pytestmark = pytest.mark.usefixtures("memory_store")
 
 
-def _private_rows(store) -> list[dict]:
-    return [r for r in store.access_rows("fx-private") if r["purpose"] == "release-gate"]
+def _private_rows(store) -> list[AccessRow]:
+    return [r for r in store.access_rows("fx-private") if r.purpose == "release-gate"]
 
 
 def test_an_uncalibrated_proxy_fails_with_no_private_read(tmp_path: Path) -> None:
@@ -31,7 +32,7 @@ def test_an_uncalibrated_proxy_fails_with_no_private_read(tmp_path: Path) -> Non
     assert not v.passed and not rules["proxy_calibrated"].passed
     assert "not calibrated" in rules["proxy_calibrated"].detail
     rows = _private_rows(built["store"])
-    assert [r["outcome"] for r in rows] == ["result"]  # the verdict's uncounted row only: nothing read or reserved
+    assert [r.outcome for r in rows] == ["result"]  # the verdict's uncounted row only: nothing read or reserved
     assert v.stats is None and all(s.decision is None for s in v.seeds)
     assert v.decision_not_read is not None and "proxy_calibrated" in v.decision_not_read
     assert "min_improvement" not in rules  # a decision-split rule is not applied without its read
@@ -44,7 +45,7 @@ def test_a_training_log_fault_fails_before_the_private_split(tmp_path: Path) -> 
     p.write_text(yaml.safe_dump(fx.policy_dict(built["baseline"], min_improvement=0.0)))
     v = run_gate(load_policy(p), built["store"], evaluate_decision=False)
     assert [r.rule for r in v.rules if not r.passed] == ["reward_hacking"]
-    assert [r["outcome"] for r in _private_rows(built["store"])] == ["result"]
+    assert [r.outcome for r in _private_rows(built["store"])] == ["result"]
     out = tmp_path / "out"
     write_reports(v, {"html": out / "r.html", "json": out / "r.json", "junit": out / "r.xml",
                       "markdown": out / "r.md"}, built["store"])
@@ -63,4 +64,4 @@ def test_a_gate_whose_early_rules_pass_reads_as_before(tmp_path: Path) -> None:
     p.write_text(yaml.safe_dump(fx.policy_dict(built["baseline"], min_improvement=0.0, reward_hacking=False)))
     v = run_gate(load_policy(p), built["store"], evaluate_decision=False)
     assert v.decision_not_read is None and v.stats is not None
-    assert sum(r["outcome"] == "read" for r in _private_rows(built["store"])) == 3  # baseline + 2 seeds' best
+    assert sum(r.outcome == "read" for r in _private_rows(built["store"])) == 3  # baseline + 2 seeds' best

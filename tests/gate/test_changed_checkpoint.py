@@ -75,7 +75,7 @@ def test_the_gate_refuses_a_changed_checkpoint_behind_a_poisoned_digest_cache(
     assert again.exit_code == 2, again.output  # before issue 42: the first verdict again, from re-reads
     assert "is not the checkpoint its runs evaluated" in again.output
     new = store.access_rows("cc-private")[rows:]
-    assert [r["outcome"] for r in new] == ["refused"]
+    assert [r.outcome for r in new] == ["refused"]
 
     public = evaluate(proto, ck, "cc-public", opts, store=Store())  # a public run hashes the bytes: a new identity
     assert public["checkpoint"]["digest"] != old

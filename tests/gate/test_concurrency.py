@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -20,13 +19,13 @@ from evalgate.cli import main
 from evalgate.gate import load_policy, run_gate
 from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import DEFAULT_POLICIES
-from evalgate.store import Store
+from evalgate.store import AccessRow, Store
 from evalgate.views.audit import verify_chain
 from tests.gate.test_real import REPO, _variant, tiny_addition
 
 
-def _counted(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [r for r in rows if r["outcome"] in ("read", "override")]
+def _counted(rows: list[AccessRow]) -> list[AccessRow]:
+    return [r for r in rows if r.outcome in ("read", "override")]
 
 
 @pytest.mark.integration  # four gate processes at once
@@ -72,15 +71,15 @@ def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Pat
             assert "the gate needs 1 read of private split cc-private" in err and "only 0 of 3" in err, err
             assert "nothing was read or spent" in err and out.splitlines()[-1] == "ship: none (refused: no verdict)"
     new = store.access_rows("cc-private")[before:]
-    by_actor = {f"actor-{i}": [r for r in new if r["actor"] == f"actor-{i}"] for i in range(1, 5)}
+    by_actor = {f"actor-{i}": [r for r in new if r.actor == f"actor-{i}"] for i in range(1, 5)}
     win = f"actor-{winners[0] + 1}"
     # the winner: 1 read reserved (counted) before reading, its baseline run logged under the reservation (not
     # counted) and its stored result recorded when it completed (not counted), seed 1's best shown again as a free
     # re-read, and its verdict recorded when stored (not counted)
     won = by_actor.pop(win)
-    assert sorted(r["outcome"] for r in won) == ["re-read", "read", "reserved-read", "result", "result"], won
-    assert {r["outcome"]: r["checkpoint_digest"] for r in won}["re-read"] == first.seeds[0].best.digest  # type: ignore[union-attr]
-    assert {a: [r["outcome"] for r in rows] for a, rows in by_actor.items()} == {a: ["refused"] for a in by_actor}
+    assert sorted(r.outcome for r in won) == ["re-read", "read", "reserved-read", "result", "result"], won
+    assert {r.outcome: r.checkpoint_digest for r in won}["re-read"] == first.seeds[0].best.digest  # type: ignore[union-attr]
+    assert {a: [r.outcome for r in rows] for a, rows in by_actor.items()} == {a: ["refused"] for a in by_actor}
     assert len(_counted(store.access_rows("cc-private"))) == 3
     text = outs[winners[0]][0].splitlines()
     # the CLI writes numbers through evalgate.core.formatting: three decimals
@@ -93,5 +92,5 @@ def test_four_gates_at_once_one_decides_three_refused_spending_nothing(home: Pat
     again = CliRunner().invoke(main, ["gate", "--policy", str(policy("g0", tiny_checkpoint))])
     assert again.exit_code in (0, 1), again.output
     assert f"  reused decision of gate {first.gate_id} from " in again.output
-    assert [r["outcome"] for r in store.access_rows("cc-private")[rows:]] == ["reused", "result"]
+    assert [r.outcome for r in store.access_rows("cc-private")[rows:]] == ["reused", "result"]
     assert verify_chain(store)["ok"]

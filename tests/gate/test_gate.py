@@ -116,7 +116,7 @@ def test_private_budget_is_checked_before_reading(tmp_path: Path) -> None:
         SplitManager(store).log_read(m, "t", "release-gate", cached=True)
     with pytest.raises(RefusedByPolicy, match="needs 2 reads .* only 1 of 4"):
         run_gate(pol, store)
-    assert store.access_rows("fx-private")[-1]["outcome"] == "refused"
+    assert store.access_rows("fx-private")[-1].outcome == "refused"
 
 
 def test_policy_validation(tmp_path: Path) -> None:
@@ -255,7 +255,7 @@ def test_a_gate_the_whole_budget_cannot_cover_says_so(tmp_path: Path) -> None:
         run_gate(pol, store)
     assert "baseline: {value: ...}" in str(e.value)
     rows = store.access_rows("fx-private")
-    assert [r["outcome"] for r in rows] == ["refused"]
+    assert [r.outcome for r in rows] == ["refused"]
 
 
 def test_a_metric_the_protocols_scorer_does_not_produce_is_refused_before_any_read(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import evalgate.gate.report.outputs as report_mod
 from evalgate.cli import main
 from evalgate.gate import load_policy, run_gate
 from evalgate.gate.history import load_verdict
-from evalgate.store import Store
+from evalgate.store import AccessRow, Store
 from tests import gate_fixtures as fx
 
 pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
@@ -33,8 +33,8 @@ def _policy_file(tmp_path: Path, d: dict[str, Any], name: str = "gate.yaml") -> 
     return p
 
 
-def _private(store: Store, outcome: str | None = None) -> list[dict[str, Any]]:
-    return [r for r in store.access_rows("fx-private") if outcome is None or r["outcome"] == outcome]
+def _private(store: Store, outcome: str | None = None) -> list[AccessRow]:
+    return [r for r in store.access_rows("fx-private") if outcome is None or r.outcome == outcome]
 
 
 @pytest.fixture
@@ -55,8 +55,8 @@ def test_an_unchanged_gate_reuses_its_decision_and_spends_nothing(tmp_path: Path
     assert len(_private(store, "read")) == 3  # nothing spent
     new = _private(store)[rows_before:]
     # the reuse, then the new verdict's uncounted result row (what 'evalgate report' checks it against)
-    assert [r["outcome"] for r in new] == ["reused", "result"] and first.gate_id in new[0]["detail"]
-    assert new[1]["detail"].startswith("verdict sha256 ") and f"of gate {again.gate_id} (PASS)" in new[1]["detail"]
+    assert [r.outcome for r in new] == ["reused", "result"] and first.gate_id in new[0].detail
+    assert new[1].detail.startswith("verdict sha256 ") and f"of gate {again.gate_id} (PASS)" in new[1].detail
     assert again.as_dict()["stats"] == first.as_dict()["stats"] and again.passed and first.passed
     stored = store.gates()
     assert [g.gate_id for g in stored] == [first.gate_id, again.gate_id]
@@ -94,7 +94,7 @@ def test_a_reservation_is_all_or_nothing(tmp_path: Path, built: dict[str, Any]) 
     with pytest.raises(RefusedByPolicy, match="needs 3 reads of private split fx-private .* only 2 of 4"):
         run_gate(load_policy(_policy_file(tmp_path, fx.policy_dict(built["baseline"], **PASSING))), store,
                  evaluate_decision=False)
-    assert len(_private(store, "read")) == 2 and [r["outcome"] for r in _private(store)][-1] == "refused"
+    assert len(_private(store, "read")) == 2 and [r.outcome for r in _private(store)][-1] == "refused"
     assert store.gates() == []
 
 
@@ -210,7 +210,7 @@ def test_a_gate_that_decides_nothing_still_writes_its_reports(tmp_path: Path, bu
                                                                        "drift.yaml")), *files])
     assert r.exit_code == 1 and r.output.splitlines()[-1] == "ship: none (drift: no verdict)"
     assert json.loads((out / "g.json").read_text())["reason"] == "drift"
-    assert not [x for x in _private(built["store"]) if x["outcome"] in ("read", "refused")]
+    assert not [x for x in _private(built["store"]) if x.outcome in ("read", "refused")]
 
 
 def test_a_training_log_that_changes_a_best_checkpoint_decides_afresh(tmp_path: Path, built: dict[str, Any]) -> None:
@@ -231,7 +231,7 @@ def test_a_training_log_that_changes_a_best_checkpoint_decides_afresh(tmp_path: 
     assert second.reused_from is None and second.seeds[1].best is not None and second.seeds[1].best.step == 10
     assert second.seeds[1].decision is not None and second.seeds[1].decision.run_id == "dec-2-10"
     assert len(_private(store, "read")) == 3  # 2 + 1: seed 2's new best is new; seed 1's is shown again, uncharged
-    assert [r["run_id"] for r in _private(store, "re-read")] == ["dec-1"]
+    assert [r.run_id for r in _private(store, "re-read")] == ["dec-1"]
 
 
 def test_report_refuses_a_stored_verdict_edited_to_pass(tmp_path: Path, built: dict[str, Any]) -> None:

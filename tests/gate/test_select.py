@@ -81,7 +81,7 @@ def test_failures_outside_the_checkpoint_do_not_change_the_pick(tmp_path: Path) 
 
 def test_only_checkpoints_of_a_training_run_and_seed_are_candidates(tmp_path: Path) -> None:
     built = fx.build(tmp_path / "runs", seeds=(1,))
-    before = len([r for r in built["store"].access_rows("fx-private") if r["outcome"] not in ("refused", "result")])
+    before = len([r for r in built["store"].access_rows("fx-private") if r.outcome not in ("refused", "result")])
     # a fixed-value baseline: the base model's dev run (no training seed) is no longer the baseline's
     g = _gate(tmp_path, built, baseline={"value": 0.4}, rules={"min_seeds": 1, "reward_hacking": False})
     assert [s["train_seed"] for s in g["doc"]["seeds"]] == [1]
@@ -90,7 +90,7 @@ def test_only_checkpoints_of_a_training_run_and_seed_are_candidates(tmp_path: Pa
     assert "train seed recorded: only checkpoints of a training run and seed" in ign["reason"]
     assert g["doc"]["rules"][0]["detail"].startswith("1 seed(s) with a non-failed best checkpoint (1)")
     # one private read: seed 1's best; the base model costs none (the read's uncharged ``result`` row aside)
-    after = [r for r in built["store"].access_rows("fx-private") if r["outcome"] not in ("refused", "result")]
+    after = [r for r in built["store"].access_rows("fx-private") if r.outcome not in ("refused", "result")]
     assert len(after) - before == 1
 
 

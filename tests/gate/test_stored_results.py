@@ -54,4 +54,4 @@ def test_an_edited_private_result_is_refused_not_reused_or_re_read(home: Path, t
         assert again.exit_code == 2, again.output  # was 0: PASS, nothing evaluated
         assert f"run {candidate['run_id']}" in again.output and "edited" in again.output
     new = store.access_rows("sr-private")[rows:]
-    assert [r["outcome"] for r in new] == ["refused", "refused"] and all(not r["cached"] for r in new)
+    assert [r.outcome for r in new] == ["refused", "refused"] and all(not r.cached for r in new)

@@ -130,7 +130,7 @@ def write(path: Path, doc: dict[str, Any]) -> Path:
 
 
 def _counted(store: Store, split: str) -> int:
-    return sum(1 for r in store.access_rows(split) if r["outcome"] in ("read", "override"))
+    return sum(1 for r in store.access_rows(split) if r.outcome in ("read", "override"))
 
 
 # -- pure logic ----------------------------------------------------------------------------------------------------
@@ -339,9 +339,9 @@ def test_a_member_whose_budget_is_spent_refuses_the_whole_suite_charging_no_memb
     assert "nothing was read or spent on any member" in e.value.message
     for split in ("ta-private", "gu-private"):
         new = store.access_rows(split)[before[split]:]
-        assert [r["outcome"] for r in new] == ["refused"], new  # logged on each member's split, nothing charged
+        assert [r.outcome for r in new] == ["refused"], new  # logged on each member's split, nothing charged
         assert _counted(store, split) == 0
-    assert "suite rel is refused as a whole: the budget of gu-private" in store.access_rows("ta-private")[-1]["detail"]
+    assert "suite rel is refused as a whole: the budget of gu-private" in store.access_rows("ta-private")[-1].detail
     assert store.gates() == []
 
 
@@ -473,8 +473,8 @@ def test_trackers_get_one_summary_per_member_and_no_private_value(tmp_path: Path
     safety = tb_scalars(tb / "rel_safety")
     assert safety["gate/passed"] == [(20, 0.0)] and safety["gate/rule/min_improvement"] == [(20, 0.0)]
     assert all(k.startswith("gate/") for k in safety)
-    exported = [r for r in store.access_rows("gu-private") if r["purpose"] == "export-tracker"]
-    assert [r["outcome"] for r in exported] == ["exported"]
+    exported = [r for r in store.access_rows("gu-private") if r.purpose == "export-tracker"]
+    assert [r.outcome for r in exported] == ["exported"]
 
 
 def test_two_members_on_one_split_and_protocol_share_its_reads(tmp_path: Path, home: Path) -> None:
@@ -491,8 +491,8 @@ def test_two_members_on_one_split_and_protocol_share_its_reads(tmp_path: Path, h
     skill, _, mean = v.members
     assert sorted(mean.verdict.rereads) == ["ta-dec-1", "ta-dec-2", "ta-dec-base"]
     assert mean.verdict.stats.difference.diff == pytest.approx(0.8)  # mean_score of 0/1 scores: as pass@1
-    shared = [r for r in store.access_rows("ta-private") if r["outcome"] == "re-read"]
-    assert len(shared) == 3 and all("shows the read member skill of the suite made" in r["detail"] for r in shared)
+    shared = [r for r in store.access_rows("ta-private") if r.outcome == "re-read"]
+    assert len(shared) == 3 and all("shows the read member skill of the suite made" in r.detail for r in shared)
 
 
 def test_a_member_failing_a_rule_on_non_private_data_fails_the_suite_before_any_private_read(tmp_path: Path,
@@ -508,7 +508,7 @@ def test_a_member_failing_a_rule_on_non_private_data_fails_the_suite_before_any_
     assert (_counted(store, "ta-private"), _counted(store, "gu-private")) == (0, 0)
     assert all("failed on data that is not private" in (m.verdict.decision_not_read or "") for m in v.members)
     assert [r["failed_rules"] for r in v.table()] == [[], ["min_seeds"]]
-    assert not any(r["outcome"] == "reserved" for r in store.access_rows("ta-private"))
+    assert not any(r.outcome == "reserved" for r in store.access_rows("ta-private"))
     junit = ET.fromstring(suite_junit(v))
     (suite,) = junit.findall("testsuite")
     assert (suite.get("failures"), suite.get("skipped")) == ("1", "1")
@@ -582,8 +582,8 @@ def test_a_read_one_member_makes_for_others_is_shown_by_that_member_even_when_a_
     _, _, mean, again = v.members
     assert sorted(mean.verdict.rereads) == ["ta-dec-1", "ta-dec-2"]
     assert sorted(again.verdict.rereads) == ["ta-dec-1", "ta-dec-2", "ta-dec-base"]
-    shown = {(r["run_id"], r["detail"].split(" shows the read member ")[1].split(" ")[0])
-             for r in store.access_rows("ta-private") if r["outcome"] == "re-read" and "rel/again" in r["detail"]}
+    shown = {(r.run_id, r.detail.split(" shows the read member ")[1].split(" ")[0])
+             for r in store.access_rows("ta-private") if r.outcome == "re-read" and "rel/again" in r.detail}
     assert shown == {("ta-dec-1", "skill"), ("ta-dec-2", "skill"), ("ta-dec-base", "mean")}
 
 

@@ -49,7 +49,7 @@ def fine_tune(smollm2_gguf: Path) -> Path:
 
 
 def _counted(split: str) -> int:
-    return sum(1 for r in Store().access_rows(split) if r["outcome"] in ("read", "override"))
+    return sum(1 for r in Store().access_rows(split) if r.outcome in ("read", "override"))
 
 
 def _suite(path: Path, base: Path, min_seeds: int) -> Path:
@@ -106,7 +106,7 @@ def test_the_fine_tune_improves_addition_but_lowers_refusal_so_the_suite_fails_n
     assert (_counted("add-private"), _counted("xstest-unsafe-demo")) == (2, 2)
     for split in ("add-private", "xstest-unsafe-demo"):
         new = Store().access_rows(split)[before[split]:]
-        assert [r["outcome"] for r in new] == ["refused"], new
+        assert [r.outcome for r in new] == ["refused"], new
     private_runs = Store().runs(split="add-private") + Store().runs(split="xstest-unsafe-demo")
     assert {r["train_seed"] for r in private_runs} == {None, 1}
     assert load_manifest("xstest-unsafe-demo").count == 20

@@ -225,8 +225,8 @@ def test_the_report_shows_the_judges_win_rate_and_the_rms_mean_score_per_checkpo
     again = report_stored(verdict.gate_id or "", store, {"markdown": tmp_path / "again.md"}).verdict
     assert again.proxies == verdict.proxies
     # the stored proxy runs were shown through logged reads of their dev split, one per checkpoint and proxy
-    rows = [r for r in store.access_rows("add-proxy") if r["purpose"] == "gate-proxy"]
-    assert len(rows) == 4 and all(r["outcome"] == "read" and r["cached"] for r in rows)
+    rows = [r for r in store.access_rows("add-proxy") if r.purpose == "gate-proxy"]
+    assert len(rows) == 4 and all(r.outcome == "read" and r.cached for r in rows)
 
 
 def test_three_checkpoints_judged_pairwise_get_bradley_terry_ratings_in_every_format(tmp_path: Path,
@@ -282,8 +282,8 @@ def test_the_mean_score_column_is_the_judges_preference_mean(tmp_path: Path, pro
 
 
 def _private_reads(store: Store) -> int:
-    return sum(1 for r in store.access_rows("add-private") if r["purpose"] == RELEASE_GATE
-               and r["outcome"] == "read")
+    return sum(1 for r in store.access_rows("add-private") if r.purpose == RELEASE_GATE
+               and r.outcome == "read")
 
 
 def test_the_markdown_table_shows_a_pointwise_judges_judged_count_and_mean_rating() -> None:

@@ -94,5 +94,5 @@ def test_the_demos_rlhf_leg_judges_and_scores_the_seeds_best_against_the_base_mo
     proxy_rows = store.access_rows("addition-proxy")
     assert {r["purpose"] for r in proxy_rows if r["outcome"] != "added"} == {"gate-proxy"}
     assert sum(r["outcome"] == "judge-read" for r in proxy_rows) == 2
-    private = [r for r in store.access_rows("addition-private") if r["outcome"] == "read"]
+    private = [r for r in store.access_rows("addition-private") if r.outcome == "read"]
     assert len(private) == 2 and {r["purpose"] for r in private} == {"release-gate"}

@@ -62,7 +62,7 @@ def test_splits_add_of_gsm8ks_own_rows_is_refused_at_run_before_generation(home:
     assert err.count("error:") == 1 and "item '0' (record 1)" in err and "#### 18" in err
     assert json.loads(rows[0])["answer"].endswith("#### 18")
     store = Store()
-    assert store.runs() == [] and [r["outcome"] for r in store.access_rows()] == ["added"]  # nothing read
+    assert store.runs() == [] and [r.outcome for r in store.access_rows()] == ["added"]  # nothing read
 
 
 def test_the_item_check_leaves_gsm8k_imported_by_its_dataset_alone(home: Path, tiny_checkpoint: Path) -> None:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("memory_store")  # no file, lock or process
 
 
 def refused_rows(store: Store) -> list[tuple[str, str, str]]:
-    return [(r["split"], r["purpose"], r["detail"]) for r in store.access_rows() if r["outcome"] == "refused"]
+    return [(r.split, r.purpose, r.detail) for r in store.access_rows() if r.outcome == "refused"]
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def test_release_gate_purpose_from_python_is_refused_and_logged(private: Path, t
                                                                  progress=False), store)
     ((split, purpose, detail),) = refused_rows(store)
     assert (split, purpose) == ("add-private", "release-gate") and "reserved for 'evalgate gate'" in detail
-    assert store.runs() == [] and not [r for r in store.access_rows() if r["outcome"] != "refused"]
+    assert store.runs() == [] and not [r for r in store.access_rows() if r.outcome != "refused"]
 
 
 def test_an_issued_grant_admits_its_split_for_its_reads_only(private: Path, tiny_checkpoint: Path) -> None:
@@ -56,7 +56,7 @@ def test_an_issued_grant_admits_its_split_for_its_reads_only(private: Path, tiny
                                                                  progress=False), store)
     # the completed release-gate run records its result (an uncounted 'result' row, docs/AUDIT.md); the budget
     # counted only the reserved read
-    assert [r["outcome"] for r in store.access_rows()] == ["read", "refused", "reserved-read", "result", "refused"]
+    assert [r.outcome for r in store.access_rows()] == ["read", "refused", "reserved-read", "result", "refused"]
 
 
 def test_an_item_without_the_scorers_field_is_refused_before_generation(home: Path, tiny_checkpoint: Path,

@@ -103,7 +103,7 @@ def test_smollm2_judges_through_hf_pointwise_then_pairwise(tmp_path: Path, smoll
                                           "verdicts": {"A": "A", "B": "B", "C": "tie"}, "baseline": {"run_id": "r"}})
     assert parse_verdict(strict, known).value is None
     assert parse_verdict(strict.model_copy(update={"parse": LENIENT}), known).value == "A"
-    rows = [r for r in store.access_rows("chat-two") if r["outcome"] == "judge-read"]
+    rows = [r for r in store.access_rows("chat-two") if r.outcome == "judge-read"]
     assert len(rows) == 2 and all(judge["digest"] in r["detail"] for r in rows)
 
 

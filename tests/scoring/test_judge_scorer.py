@@ -243,9 +243,9 @@ def test_pointwise_run_scores_counts_unparseable_and_logs_the_judges_read(tmp_pa
     # the judge saw the chat-templated prompt with the completion in it
     assert judge.asked[0] == f"<user>{POINTWISE.format(question='What is 2+3?', answer='5', rubric='helpfulness')}" \
                              "</user><assistant>"
-    rows = [r for r in store.access_rows("chat") if r["run_id"] == doc["run_id"]]
-    assert [(r["outcome"], r["cached"]) for r in rows] == [("read", False), ("judge-read", False)]
-    assert JUDGE_DIGEST in rows[1]["detail"] and "3 calls, 3 not cached" in rows[1]["detail"]
+    rows = [r for r in store.access_rows("chat") if r.run_id == doc["run_id"]]
+    assert [(r.outcome, r.cached) for r in rows] == [("read", False), ("judge-read", False)]
+    assert JUDGE_DIGEST in rows[1].detail and "3 calls, 3 not cached" in rows[1].detail
 
 
 def _quoting_judge(prompt: str) -> str:
@@ -310,8 +310,8 @@ def test_a_rerun_does_not_ask_the_judge_again(tmp_path: Path, judge: Any) -> Non
     assert calls["cache_key"] == first["metrics"]["judge"]["calls"]["cache_key"]
     assert "engine" not in calls and "engine" in first["metrics"]["judge"]["calls"]  # never loaded on the rerun
     assert again["metrics"]["mean_score"] == first["metrics"]["mean_score"]
-    judge_rows = [r for r in store.access_rows("chat") if r["outcome"] == "judge-read"]
-    assert [r["cached"] for r in judge_rows] == [False, True]
+    judge_rows = [r for r in store.access_rows("chat") if r.outcome == "judge-read"]
+    assert [r.cached for r in judge_rows] == [False, True]
     # calls are cached by (judge, judge prompt): another checkpoint writing the same answers to q1 and q2 shows
     # the judge the same prompts; only q3's new answer is asked
     other = _run(tmp_path, proto, {"q1": "5", "q2": "8", "q3": "5"}, digest="blake3:" + "e" * 64, store=store)

@@ -31,11 +31,11 @@ def test_existing_split_needs_replace_and_keeps_its_tier(home: Path) -> None:
     add_split("secret", "private", b, replace=True, actor="carol", store=Store())
     assert load_manifest("secret").count == 1
     rows = Store().access_rows("secret")
-    assert [(r["outcome"], r["actor"], r["purpose"]) for r in rows] == [
+    assert [(r.outcome, r.actor, r.purpose) for r in rows] == [
         ("added", "test-actor", "add-split"), ("refused", "test-actor", "add-split"),
         ("refused", "test-actor", "replace-data"), ("replaced", "carol", "replace-data")]
-    assert "tier never changes" in rows[2]["detail"]
-    assert "(2 items) -> " in rows[3]["detail"] and "(1 items)" in rows[3]["detail"]
+    assert "tier never changes" in rows[2].detail
+    assert "(2 items) -> " in rows[3].detail and "(1 items)" in rows[3].detail
 
 
 def test_empty_file_and_bad_policy_are_bad_input(home: Path) -> None:
@@ -62,12 +62,12 @@ def test_renaming_private_content_does_not_reset_its_budget(home: Path) -> None:
                     + "".join(json.dumps({"id": f"new{i}", "q": f"new {i}"}) + "\n" for i in range(4)))
     with pytest.raises(RefusedByPolicy, match="6 of the 10 items"):
         add_split("renamed", "private", near, actor="mallory", store=Store())
-    flagged = [r for r in Store().access_rows("held-out") if r["outcome"] == "refused"]
-    assert [(r["actor"], r["purpose"]) for r in flagged] == [("mallory", "add-split")] * 3
-    assert [r["outcome"] for r in Store().access_rows("other-name")] == ["refused"]
+    flagged = [r for r in Store().access_rows("held-out") if r.outcome == "refused"]
+    assert [(r.actor, r.purpose) for r in flagged] == [("mallory", "add-split")] * 3
+    assert [r.outcome for r in Store().access_rows("other-name")] == ["refused"]
     # Unrelated content is added, and the addition is logged.
     add_split("fresh", "private", _jsonl(home / "fresh.jsonl", ["f1", "f2"]), store=Store())
-    assert [(r["outcome"], r["purpose"]) for r in Store().access_rows("fresh")] == [("added", "add-split")]
+    assert [(r.outcome, r.purpose) for r in Store().access_rows("fresh")] == [("added", "add-split")]
     assert verify_chain(Store())["ok"]
 
 
@@ -121,7 +121,7 @@ def test_padding_a_private_copy_with_new_items_is_still_refused(home: Path) -> N
         with pytest.raises(RefusedByPolicy, match=f"{shared} of .* repeat private split held-out"):
             add_split(name, "dev", file, actor="mallory", store=Store())
         assert not (splits_dir() / f"{name}.yaml").exists()
-        assert [r["outcome"] for r in Store().access_rows(name)] == ["refused"]
+        assert [r.outcome for r in Store().access_rows(name)] == ["refused"]
     # 4 of 10 ids shared with other texts (unrelated data numbered alike): added
     alike = home / "alike.jsonl"
     alike.write_text("".join(json.dumps({"id": f"p{i}", "q": f"other {i}"}) + "\n" for i in range(4))
@@ -144,8 +144,8 @@ def test_a_tiered_import_of_private_items_is_refused_before_anything_is_written(
     with pytest.raises(RefusedByPolicy, match="repeat private split bench-private"):
         import_tiered("leak", renamed, {"source": "plugin data"}, store=Store())
     assert sorted(p.name for p in splits_dir().iterdir()) == before
-    refused = [r for r in Store().access_rows("bench-private") if r["outcome"] == "refused"]
-    assert len(refused) == 1 and "plugin data" in refused[0]["detail"]
+    refused = [r for r in Store().access_rows("bench-private") if r.outcome == "refused"]
+    assert len(refused) == 1 and "plugin data" in refused[0].detail
     import_tiered("bench", items, {"source": "bench.jsonl"}, store=Store())  # the same data again: the same four splits
     # 40 = 8 smoke + 32 dealt round-robin dev/public/private: 11, 11, 10
     assert load_manifest("bench-private").count == 10 and sorted(p.name for p in splits_dir().iterdir()) == before
@@ -200,8 +200,8 @@ def test_a_private_split_whose_manifest_left_the_disk_still_refuses_its_copies(h
                                                   "its manifest is no longer in"):
             add_split(name, tier, plus_one, actor="mallory", store=Store())
         assert not (splits_dir() / f"{name}.yaml").exists()
-        assert [r["outcome"] for r in Store().access_rows(name)] == ["refused"] * (2 if name == "D" else 1)
-    assert [(r["outcome"], r["actor"]) for r in Store().access_rows("P")] == [
+        assert [r.outcome for r in Store().access_rows(name)] == ["refused"] * (2 if name == "D" else 1)
+    assert [(r.outcome, r.actor) for r in Store().access_rows("P")] == [
         ("added", "test-actor"), ("refused", "test-actor"), ("refused", "mallory"), ("refused", "mallory")]
     # the same name under another tier is no way round it either (the manifest that would refuse a tier change
     # is gone); the private split itself may be added again under its name (its access-log rows are still its own)
@@ -228,7 +228,7 @@ def test_the_old_items_of_a_replaced_private_split_stay_private(home: Path) -> N
         add_split("D", "dev", one, store=Store())
     assert not (splits_dir() / "D.yaml").exists()
     add_split("P", "private", old_file, replace=True, store=Store())
-    assert load_manifest("P").count == 6 and [r["outcome"] for r in Store().access_rows("P")] == [
+    assert load_manifest("P").count == 6 and [r.outcome for r in Store().access_rows("P")] == [
         "added", "replaced", "refused", "refused", "replaced"]
 
 

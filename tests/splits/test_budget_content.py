@@ -56,7 +56,7 @@ def _cli_gate(monkeypatch: pytest.MonkeyPatch, args: list[str]) -> Any:
 
 def _counted(store: Store) -> int:
     """Reads of the private content that a budget counts, under any name."""
-    return sum(1 for r in store.access_rows() if r["tier"] == "private" and r["outcome"] in ("read", "override"))
+    return sum(1 for r in store.access_rows() if r.tier == "private" and r.outcome in ("read", "override"))
 
 
 def _copy_manifest(src: str, dst: str) -> Path:
@@ -95,7 +95,7 @@ def test_a_manifest_copied_under_a_new_name_gets_no_fresh_budget(tmp_path: Path,
         _gate(_policy(tmp_path, built, decision_split="fx-private-copy"), store)
     assert _counted(store) == 4 and store.gates() == []
     # the refusal is logged under the original, whose audit says so; the copy's audit names the original
-    assert store.access_rows()[-1]["split"] == "fx-private" and "fx-private-copy" in store.access_rows()[-1]["detail"]
+    assert store.access_rows()[-1].split == "fx-private" and "fx-private-copy" in store.access_rows()[-1].detail
     assert _audit("fx-private")["budget"] == {"max_reads": 4, "window_days": 30, "hard": True, "used": 4, "left": 0}
     copy = _audit("fx-private-copy")
     assert copy["same_content_as"] == "fx-private" and copy["budget"]["used"] == 4
@@ -109,8 +109,8 @@ def test_reads_through_a_copy_are_the_originals_and_deleting_the_copy_refunds_no
     _attacker_runs(store, tmp_path, "fx-private-copy")
     v = _gate(_policy(tmp_path, built, decision_split="fx-private-copy"), store)
     assert v.passed and _counted(store) == 2
-    reads = [r for r in store.access_rows() if r["outcome"] == "read" and r["tier"] == "private"]
-    assert {r["split"] for r in reads} == {"fx-private"} and all("fx-private-copy" in r["detail"] for r in reads)
+    reads = [r for r in store.access_rows() if r.outcome == "read" and r.tier == "private"]
+    assert {r.split for r in reads} == {"fx-private"} and all("fx-private-copy" in r.detail for r in reads)
     r = CliRunner().invoke(main, ["audit", "--split", "fx-private"])
     assert "2/4 per 30d (2 left)" in r.output and "also named:  fx-private-copy" in r.output
     (splits_dir() / "fx-private-copy.yaml").unlink()
@@ -159,7 +159,7 @@ def test_public_soft_budget_and_human_audit_rows_belong_to_the_content() -> None
     with pytest.raises(RefusedByPolicy, match="split pub .*used its budget of 20 reads"):
         SplitManager(store).open("pub-copy", "trend", "t")
     SplitManager(store).open("ha-copy", "look", "t")
-    assert [r["split"] for r in store.access_rows() if r["outcome"] == "read"][-1] == "ha"
+    assert [r.split for r in store.access_rows() if r.outcome == "read"][-1] == "ha"
     assert _audit("ha")["reads"] == 1 and _audit("ha-copy")["same_content_as"] == "ha"
 
 
@@ -212,7 +212,7 @@ def test_deleting_the_gates_read_rows_refunds_nothing_and_the_gate_refuses(
     assert "hash chain is broken" in r.output and "--accept-broken-chain" in r.output
     assert r.output.splitlines()[-1] == "ship: none (refused: no verdict)"
     new = store.access_rows()[before:]
-    assert [x["outcome"] for x in new] == ["refused"]  # nothing read, nothing spent
+    assert [x.outcome for x in new] == ["refused"]  # nothing read, nothing spent
     assert json.loads((out / "g.json").read_text())["reason"] == "refused"
 
 
@@ -237,8 +237,8 @@ def test_a_gate_on_a_broken_chain_goes_on_only_when_accepted_and_every_report_sa
     props = {p.get("name"): p.get("value") for p in suite.iter("property")}
     assert "BROKEN" in props["access_log_chain"] and "incident 42" in props["access_log_chain"]
     assert any(c.get("name") == "access_log_chain" for c in suite.iter("testcase"))
-    (row,) = [x for x in store.access_rows() if x["outcome"] == "broken-chain-accepted"]
-    assert "incident 42" in row["detail"] and row["split"] == "fx-private"
+    (row,) = [x for x in store.access_rows() if x.outcome == "broken-chain-accepted"]
+    assert "incident 42" in row.detail and row.split == "fx-private"
     text = _cli_gate(monkeypatch, ["--policy", str(_policy(tmp_path, built, "g3.yaml", bootstrap_seed=2,
                                                            accept_broken_chain="policy says so"))])
     assert text.exit_code == 0 and "WARNING: access log chain BROKEN" in text.output
@@ -255,8 +255,8 @@ def test_an_identical_gate_and_a_changed_threshold_spend_nothing_a_new_checkpoin
     # a changed rule threshold: decided afresh; both decision runs were shown before, so both are re-reads
     changed = _gate(_policy(tmp_path, built, "t.yaml", rules={**PASSING, "max_truncation_rate": 0.5}), store)
     assert changed.reused_from is None and sorted(changed.rereads) == ["dec-1", "dec-2"] and _counted(store) == 2
-    rereads = [r for r in store.access_rows() if r["outcome"] == "re-read"]
-    assert len(rereads) == 2 and all("not charged" in r["detail"] for r in rereads)
+    rereads = [r for r in store.access_rows() if r.outcome == "re-read"]
+    assert len(rereads) == 2 and all("not charged" in r.detail for r in rereads)
     # a new best checkpoint for seed 1 (step 50, dev 0.8 > 0.6) with a decision run never shown: 1 read charged
     ck = tmp_path / "runs" / "fx-run-seed1" / "checkpoint-50"
     ck.mkdir()
@@ -318,7 +318,7 @@ def test_a_grant_from_a_finished_gate_reads_nothing(tmp_path: Path, built: dict[
     assert grant is not None and grant.reads == 2
     with pytest.raises(RefusedByPolicy, match="not issued by a gate's decision, or that decision has ended"):
         check_release_purpose("release-gate", grant, "fx-private", SplitManager(store), "mallory")
-    assert store.access_rows()[-1]["outcome"] == "refused"
+    assert store.access_rows()[-1].outcome == "refused"
 
 
 def test_library_reads_of_private_items_and_samples_are_refused_and_logged(built: dict[str, Any]) -> None:
@@ -330,7 +330,7 @@ def test_library_reads_of_private_items_and_samples_are_refused_and_logged(built
     before = len(store.access_rows())
     with pytest.raises(RefusedByPolicy, match="tier private: its items are read only through SplitManager"):
         read_items(m, store=store)
-    assert [(r["split"], r["outcome"]) for r in store.access_rows()[before:]] == [("fx-private", "refused")]
+    assert [(r.split, r.outcome) for r in store.access_rows()[before:]] == [("fx-private", "refused")]
     with pytest.raises(RefusedByPolicy, match="only after SplitManager.check admits it"):
         SplitManager(store).read(m)
     with pytest.raises(RefusedByPolicy, match="per-item outputs are never shown"):
@@ -339,5 +339,5 @@ def test_library_reads_of_private_items_and_samples_are_refused_and_logged(built
         run_samples("dec-1", store=store, grant=object())  # type: ignore[call-arg]
     with pytest.raises(RefusedByPolicy, match="never shown"):
         run_samples("dec-1", store=store)
-    assert fx.PRIVATE_MARKER not in json.dumps(store.access_rows(), default=str)
+    assert fx.PRIVATE_MARKER not in json.dumps([r.as_dict() for r in store.access_rows()], default=str)
     assert len(read_items(load_manifest("fx-dev"))) == len(fx.ITEMS)  # free tiers read as before

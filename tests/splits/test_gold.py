@@ -74,7 +74,7 @@ def test_without_gold_a_gsm8k_file_is_kept_as_written_with_a_note(home: Path, tm
                                "--gold", "gsm8k")
     assert code == 2 and err.count("error:") == 1 and "item '1': no '#### <number>'" in err, (out, err)
     assert not (home / "splits" / "gsm-bad.yaml").exists()
-    assert [r["split"] for r in Store().access_rows()] == ["gsm-raw"]
+    assert [r.split for r in Store().access_rows()] == ["gsm-raw"]
 
 
 @pytest.mark.skipif(not MATH500.is_file(), reason=f"MATH-500's test.jsonl not found at {MATH500}")

@@ -39,7 +39,7 @@ def split(name: str, tier: str, policy: Policy | None = None) -> str:
 
 
 def outcomes(store: Store, name: str) -> list[str]:
-    return [r["outcome"] for r in store.access_rows(name)]
+    return [r.outcome for r in store.access_rows(name)]
 
 
 @pytest.mark.usefixtures("memory_store")
@@ -52,7 +52,7 @@ def test_free_tiers_read_freely_and_log_every_read_with_its_purpose(tier: str) -
         opened = mgr.open("s", purpose, "alice")
         assert len(opened.items) == 3 and opened.warnings == []
     rows = store.access_rows("s")
-    assert [(r["purpose"], r["outcome"], r["tier"], r["actor"]) for r in rows] == [
+    assert [(r.purpose, r.outcome, r.tier, r.actor) for r in rows] == [
         ("debug", "read", tier, "alice"), ("tuning", "read", tier, "alice"), ("anything", "read", tier, "alice")]
 
 
@@ -72,8 +72,8 @@ def test_public_soft_budget_warns_from_80_percent_refuses_beyond_and_logs_overri
     mgr.log_read(m, "bob", "trend", cached=False, override_reason="re-run after the tokenizer fix")
     rows = store.access_rows("pub")
     assert outcomes(store, "pub") == ["read"] * 20 + ["refused", "override"]
-    assert rows[-1]["detail"] == "re-run after the tokenizer fix" and rows[-1]["actor"] == "bob"
-    assert "budget of 20" in rows[-2]["detail"]
+    assert rows[-1].detail == "re-run after the tokenizer fix" and rows[-1].actor == "bob"
+    assert "budget of 20" in rows[-2].detail
     assert verify_chain(store)["ok"]
 
 
@@ -209,7 +209,7 @@ def test_ci_runs_are_marked(monkeypatch: pytest.MonkeyPatch) -> None:
     assert ci_marker() == "ci"
     monkeypatch.setenv("CI", "false")
     assert ci_marker() is None
-    assert [r["ci"] for r in store.access_rows("s")] == [None, "github_actions"]
+    assert [r.ci for r in store.access_rows("s")] == [None, "github_actions"]
 
 
 @pytest.mark.usefixtures("memory_store")
@@ -241,7 +241,7 @@ def test_a_changed_data_file_is_refused_and_the_refusal_logged() -> None:
     f.write_bytes(f.read_bytes().replace(b"what is 1", b"what is 7"))
     with pytest.raises(BadInput, match="changed since its manifest was written"):
         SplitManager(store).open("s", "tuning", "alice")
-    assert [(r["outcome"], r["actor"]) for r in store.access_rows("s")] == [("refused", "alice")]
+    assert [(r.outcome, r.actor) for r in store.access_rows("s")] == [("refused", "alice")]
 
 
 @pytest.mark.usefixtures("memory_store")

@@ -64,9 +64,9 @@ def test_every_read_and_refusal_is_logged_in_a_valid_chain(home: Path) -> None:
     with pytest.raises(RefusedByPolicy):
         mgr.open("humaneval-private", "tuning", "bob")
     rows = store.access_rows()
-    assert [(r["split"], r["outcome"]) for r in rows[:4]] == [  # the import: every addition is logged
+    assert [(r.split, r.outcome) for r in rows[:4]] == [  # the import: every addition is logged
         (f"humaneval-{t}", "added") for t in ("smoke", "dev", "public", "private")]
-    assert [(r["split"], r["actor"], r["outcome"]) for r in rows[4:]] == [
+    assert [(r.split, r.actor, r.outcome) for r in rows[4:]] == [
         ("humaneval-smoke", "alice", "read"), ("humaneval-private", "bob", "refused")]
     assert verify_chain(store)["ok"]
 

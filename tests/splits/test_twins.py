@@ -157,7 +157,7 @@ def test_evalgate_init_from_a_removed_private_splits_items_is_refused(home: Path
     with pytest.raises(RefusedByPolicy, match="repeat private split held-out"):
         init_project(InitOptions(benchmark="custom", name="fresh", source=copy, directory=tmp_path / "repo"))
     assert not (tmp_path / "repo").exists()
-    assert [r["outcome"] for r in Store().access_rows("held-out")] == ["added", "refused"]
+    assert [r.outcome for r in Store().access_rows("held-out")] == ["added", "refused"]
 
 
 def _old_store(path: Path) -> None:

@@ -39,7 +39,7 @@ def test_entry_points_called_without_a_store_warn_and_use_the_process_store(back
     with pytest.warns(DeprecationWarning, match="^read_items called without a store"), \
             pytest.raises(RefusedByPolicy, match="tier private"):
         read_items(load_manifest("hd-private"))
-    assert [r["outcome"] for r in backend_store.access_rows("hd-private")] == ["refused"]
+    assert [r.outcome for r in backend_store.access_rows("hd-private")] == ["refused"]
     pytest.importorskip("pyarrow")
     with pytest.warns(DeprecationWarning, match="^access_log_frame called without a store") as seen:
         frame = access_log_frame("arrow")

@@ -139,7 +139,7 @@ def test_the_last_access_log_row_is_found_after_a_delete_in_a_busy_memory_databa
     last = store.access_log_last()
     assert last is not None and last.seq == 2
     accesslog.append(store, row("next"))
-    assert [(r["seq"], r["split"]) for r in store.access_rows()] == [(1, "kept"), (2, "after"), (3, "next")]
+    assert [(r.seq, r.split) for r in store.access_rows()] == [(1, "kept"), (2, "after"), (3, "next")]
 
 
 def test_each_memory_store_is_warned_about_its_own_broken_log(capsys: pytest.CaptureFixture[str]) -> None:

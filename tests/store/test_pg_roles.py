@@ -135,11 +135,11 @@ def test_only_the_gate_role_logs_a_release_gate_read(urls: dict[str, str], as_: 
     with pytest.raises(RefusedByPolicy, match="release-gate"):
         SplitManager(as_("eve")).open("p", "release-gate", "eve")
     SplitManager(as_("gail")).open("p", "release-gate", "gail")
-    rows = [(r["actor"], r["outcome"]) for r in Store(urls["owner"]).access_rows("p")]
+    rows = [(r.actor, r.outcome) for r in Store(urls["owner"]).access_rows("p")]
     assert rows == [("gail", "read")]
     with pytest.raises(RefusedByPolicy):  # a refusal is logged whoever asks
         SplitManager(as_("eve")).open("p", "tuning", "eve")
-    assert [(r["actor"], r["outcome"]) for r in Store(urls["owner"]).access_rows("p")][-1] == ("eve", "refused")
+    assert [(r.actor, r.outcome) for r in Store(urls["owner"]).access_rows("p")][-1] == ("eve", "refused")
 
 
 @pytest.mark.parametrize("sql", ["INSERT INTO access_log SELECT * FROM access_log WHERE seq=1",
@@ -147,7 +147,7 @@ def test_only_the_gate_role_logs_a_release_gate_read(urls: dict[str, str], as_: 
                                  "SELECT evalgate_sign_head(1, 'x', 'k', 's', now())"])
 def test_an_auditor_reads_everything_and_changes_nothing(urls: dict[str, str], sql: str) -> None:
     auditor = Store(urls["audrey"])
-    assert [r["actor"] for r in auditor.access_rows()] == ["a1", "a2", "a3"]
+    assert [r.actor for r in auditor.access_rows()] == ["a1", "a2", "a3"]
     assert auditor.access_log_signature() == Store(urls["owner"]).access_log_signature()
     with pytest.raises(RefusedByPolicy):
         _sql(urls["audrey"], sql)

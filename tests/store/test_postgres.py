@@ -111,13 +111,13 @@ def test_eight_clients_racing_spend_exactly_each_budget(home: Path, postgres_url
     for p in procs:
         assert p.wait(timeout=300) == 0, p.stderr.read() if p.stderr else ""
     for i in range(splits):
-        got = Counter((r["purpose"], r["outcome"]) for r in store.access_rows(f"priv{i}")
-                      if r["actor"].startswith("client-"))
+        got = Counter((r.purpose, r.outcome) for r in store.access_rows(f"priv{i}")
+                      if r.actor.startswith("client-"))
         assert got == {("release-gate", "read"): 3, ("release-gate", "refused"): 5,
                        (CONTAMINATION_CHECK, "read"): 2, (CONTAMINATION_CHECK, "refused"): 6}, f"priv{i}"
     rows = store.access_rows()
     assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1))  # one chain, no gap, no seq taken twice
-    assert sum(r["actor"].startswith("client-") for r in rows) == splits * 16
+    assert sum(r.actor.startswith("client-") for r in rows) == splits * 16
     code, out, err = cli_parts("audit", "verify")
     assert code == 0 and f"chain intact ({len(rows)} rows)" in out, out + err
 
@@ -140,8 +140,8 @@ def test_a_client_killed_mid_append_leaves_no_row_no_spent_budget_and_no_lock(
     with pytest.raises(RefusedByPolicy, match="budget"):
         mgr.open("priv0", "release-gate", "a4")
     rows = store.access_rows()
-    assert rows[:len(before)] == before and "victim" not in {r["actor"] for r in rows}
-    assert [(r["actor"], r["outcome"]) for r in rows[len(before):]] == [("a1", "read"), ("a2", "read"),
+    assert rows[:len(before)] == before and "victim" not in {r.actor for r in rows}
+    assert [(r.actor, r.outcome) for r in rows[len(before):]] == [("a1", "read"), ("a2", "read"),
                                                                          ("a3", "read"), ("a4", "refused")]
     code, out, err = cli_parts("audit", "verify")
     assert code == 0 and f"chain intact ({len(before) + 4} rows)" in out, out + err

@@ -5,14 +5,17 @@ prints what it did."""
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 from datetime import timedelta
 
 import pytest
 
+from evalgate.access import log as accesslog
 from evalgate.core.results import Metrics
 from evalgate.store import (
+    AccessRow,
     BatchItem,
     BatchRow,
     GateRow,
@@ -66,6 +69,7 @@ def test_each_row_type_has_its_tables_columns_in_table_order(backend_store: Stor
     assert RatingEvent.COLUMNS == columns("audit_rating_events")
     assert RaterRow.COLUMNS == ("name", "role")
     assert RunPrompt.COLUMNS == columns("run_prompts") + ("text",)
+    assert AccessRow.COLUMNS == columns("access_log")
 
 
 def test_a_run_and_its_samples_read_back_typed(backend_store: Store) -> None:
@@ -188,3 +192,42 @@ def test_a_batch_its_items_ratings_events_and_raters_read_back_typed(backend_sto
         "q1", 0, "ann", 2.0, 1.0, "batch:b1", "ann")
     with pytest.warns(DeprecationWarning, match=r"BatchRow\['n_items'\]"):
         assert b["n_items"] == 2
+
+
+def test_access_rows_read_back_typed_and_a_stored_rows_hash_computed_by_hand_still_verifies(
+        backend_store: Store, monkeypatch: pytest.MonkeyPatch) -> None:
+    for var in ("GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "CIRCLECI", "JENKINS_URL", "TF_BUILD", "CI"):
+        monkeypatch.delenv(var, raising=False)
+    accesslog.append(backend_store, accesslog.entry(actor="ann", split="dev", tier="dev", purpose="tuning",
+                                                    outcome="read", checkpoint_digest="d1", run_id="r1",
+                                                    detail="why \u00e9"))
+    accesslog.append(backend_store, accesslog.entry(actor="bob", split="dev", tier="dev", purpose="add-split",
+                                                    outcome="added", detail="abc"))
+    first, second = backend_store.access_rows()
+    assert isinstance(first, AccessRow)
+    assert (first.seq, first.actor, first.ci, first.split, first.tier, first.purpose, first.outcome, first.cached,
+            first.checkpoint_digest, first.protocol_hash, first.run_id, first.detail, first.prev_hash) == (
+        1, "ann", None, "dev", "dev", "tuning", "read", False, "d1", None, "r1", "why \u00e9", "0" * 64)
+    assert second.seq == 2 and second.prev_hash == first.row_hash
+    # the hash input, written out by hand: the genesis hash, then the fields but the two hashes as sorted,
+    # compact JSON (ts as ISO text, non-ASCII as is); the stored row's hash is still that text's sha256
+    text = ("0" * 64 + '{"actor":"ann","cached":false,"checkpoint_digest":"d1","ci":null,"detail":"why \u00e9",'
+            '"outcome":"read","protocol_hash":null,"purpose":"tuning","run_id":"r1","seq":1,"split":"dev",'
+            f'"tier":"dev","ts":"{first.ts.isoformat()}"}}')
+    assert first.row_hash == hashlib.sha256(text.encode("utf-8")).hexdigest()
+    assert accesslog.row_hash("0" * 64, first) == accesslog.row_hash("0" * 64, first.as_dict()) == first.row_hash
+    assert accesslog.verify(backend_store)["ok"] is True
+    assert backend_store.access_rows("dev", from_seq=2) == [second]
+    assert backend_store.access_content_changes() == [second]
+    assert list(first.as_dict()) == list(AccessRow.COLUMNS) and first.as_dict()["detail"] == "why \u00e9"
+    with pytest.warns(DeprecationWarning, match=r"AccessRow\['outcome'\] is deprecated.*read \.outcome"):
+        assert first["outcome"] == "read"
+
+
+def test_rows_from_a_cursor_refuse_other_columns(backend_store: Store) -> None:
+    with backend_store.connect() as con:
+        assert RaterRow.from_cursor(con.execute("SELECT 'r' AS role, 'ann' AS name")) == [RaterRow("ann", "r")]
+        with pytest.raises(TypeError, match="RaterRow has the columns name, role; the result has name, rank"):
+            RaterRow.from_cursor(con.execute("SELECT 'ann' AS name, 1 AS rank"))
+        with pytest.raises(TypeError, match="the result has name$"):
+            RaterRow.from_cursor(con.execute("SELECT 'ann' AS name"))

@@ -160,7 +160,7 @@ def test_human_audit_run_without_key_is_refused_and_logged(home: Path, tiny_chec
     assert r.exit_code == 2 and "encrypted at rest" in r.output, r.output
     assert Store().runs() == []
     log = Store().access_rows("ha")
-    assert log[-1]["outcome"] == "refused" and "no key was found" in log[-1]["detail"]
+    assert log[-1].outcome == "refused" and "no key was found" in log[-1].detail
 
 
 def _store_at_migration_8(target: str) -> None:

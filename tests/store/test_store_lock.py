@@ -73,7 +73,7 @@ def holder() -> Iterator[Any]:
 
 def _reads(store: Store) -> tuple[int, int]:
     """The counted reads of the suite's two private splits."""
-    return tuple(sum(1 for r in store.access_rows(split) if r["outcome"] in ("read", "override"))  # type: ignore
+    return tuple(sum(1 for r in store.access_rows(split) if r.outcome in ("read", "override"))  # type: ignore
                  for split in ("ta-private", "gu-private"))
 
 
@@ -312,7 +312,7 @@ def test_an_administrator_can_keep_the_auditor_off_the_lock_and_evalgate_still_w
     gate = url.replace(f"{SUPERUSER}@", "gail@")
     monkeypatch.setenv("EVALGATE_STORE", gate)
     SplitManager(Store(gate)).open("s", "tuning", "gail")  # a transaction and a session under the lock
-    assert [r["actor"] for r in Store(url).access_rows("s")] == ["gail"]
+    assert [r.actor for r in Store(url).access_rows("s")] == ["gail"]
 
 
 @pytest.mark.integration  # a server of its own, stopped (SIGSTOP) and resumed

@@ -150,7 +150,7 @@ def test_tampered_chain_refused_then_copied_when_told(file_store: Store, postgre
     assert json.loads(out)["accepted_broken_chain"] == "restore drill" and "accepted: restore drill" in err
     server = Store(open_database(postgres_url))
     last = server.access_rows()[-1]
-    assert (last["purpose"], last["outcome"], last["split"]) == ("store-migrate", "broken-chain-accepted", "*")
+    assert (last.purpose, last.outcome, last.split) == ("store-migrate", "broken-chain-accepted", "*")
     assert "restore drill" in last["detail"] and str(file_store.location) in last["detail"]
     assert not verify(server)["ok"]  # the copy stays broken as its source is: the accepted row was not signed
 

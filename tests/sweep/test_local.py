@@ -188,6 +188,6 @@ def test_a_split_the_tier_never_lets_a_sweep_read_is_refused_and_logged_before_p
     protocol = load_protocol(addition_protocol(home, max_tokens=4, n=1))
     with pytest.raises(RefusedByPolicy, match="private-a \\(tier private\\) may be read only for purpose release-gate"):
         plan_units(protocol, [], ["dev-a", "private-a"], RunOptions(purpose="sweep", actor="ann"), Store())
-    rows = [(r["actor"], r["purpose"], r["outcome"]) for r in Store().access_rows("private-a")]
+    rows = [(r.actor, r.purpose, r.outcome) for r in Store().access_rows("private-a")]
     assert rows[-1] == ("ann", "sweep", "refused")
     assert plan_units(protocol, [], ["dev-a"], RunOptions(purpose="sweep"), Store()) == []

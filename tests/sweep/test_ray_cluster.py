@@ -72,9 +72,9 @@ def test_ray_sweep_stores_the_samples_of_the_sequential_sweep(home: Path, tiny_c
     assert _samples(ray_store, on_ray) == _samples(local_store, local)
 
     node = ray_cluster.get_runtime_context().get_node_id()
-    reads = [r for r in ray_store.access_rows() if r["outcome"] == "read"]
-    assert len(reads) == 2 and all(f"sent in memory to ray node {node}" in r["detail"] for r in reads)
-    assert {r["run_id"] for r in reads} == {u.run_id for u in on_ray.units}
+    reads = [r for r in ray_store.access_rows() if r.outcome == "read"]
+    assert len(reads) == 2 and all(f"sent in memory to ray node {node}" in r.detail for r in reads)
+    assert {r.run_id for r in reads} == {u.run_id for u in on_ray.units}
     assert all(u.attempts == 1 and u.node_id == node for u in on_ray.units)
 
     again = sweep(proto, pattern, ["dev-a"], SweepOptions(run=quiet, ray="auto"), ray_store)
@@ -109,11 +109,11 @@ def test_a_killed_worker_is_replaced_and_sent_only_what_it_had_not_returned(home
     samples = store.samples(unit.run_id)
     assert [s["item_id"] for s in samples] == ["a0", "a1", "a2", "a3", "a4"]
     assert [s["text"] for s in samples] == ["10", "14", "16", "20", "22"]  # replayed, each item's own answer
-    rows = [r for r in store.access_rows() if r["run_id"] == unit.run_id]
-    assert [r["outcome"] for r in rows] == ["read", "read"]
-    assert f"(worker pid {killed[0]})" in rows[0]["detail"]
-    assert rows[1]["detail"].startswith(f"resent {unit.resent} requests after a worker died")
-    assert f"(worker pid {killed[0]})" not in rows[1]["detail"]
+    rows = [r for r in store.access_rows() if r.run_id == unit.run_id]
+    assert [r.outcome for r in rows] == ["read", "read"]
+    assert f"(worker pid {killed[0]})" in rows[0].detail
+    assert rows[1].detail.startswith(f"resent {unit.resent} requests after a worker died")
+    assert f"(worker pid {killed[0]})" not in rows[1].detail
 
 
 def test_a_killed_driver_loses_nothing_stored_and_the_rerun_generates_only_the_rest(home: Path, tiny_checkpoint: Path,

@@ -331,7 +331,7 @@ def test_a_private_split_is_refused_at_start_and_logged(tmp_path: Path) -> None:
     with pytest.raises(RefusedByPolicy, match="addition-private \\(tier private\\) may be read only for purpose "
                                               "release-gate, not 'watch'"):
         _watcher([tmp_path / "run"], tmp_path, "addition-private")
-    assert [(r["purpose"], r["outcome"]) for r in Store().access_rows("addition-private")][-1] == ("watch", "refused")
+    assert [(r.purpose, r.outcome) for r in Store().access_rows("addition-private")][-1] == ("watch", "refused")
     assert not (tmp_path / "status").exists()
 
 

@@ -193,9 +193,9 @@ def test_rater_scores_three_samples_with_the_keyboard(site: dict[str, Any], brow
     assert got == {by_key[k]: float(v) for k, v in zip(shown, keys, strict=True)}
     assert len(set(shown)) == 3
     reads = [r for r in store.access_rows("ha")[earlier:]
-             if r["actor"] == "alice" and r["purpose"] == "human-audit-rating"]
-    assert [r["outcome"] for r in reads] == ["read"] * 4  # three scored pages and the fourth now shown
-    assert all(r["detail"].startswith(f"batch {b1} sample ") for r in reads)
+             if r.actor == "alice" and r.purpose == "human-audit-rating"]
+    assert [r.outcome for r in reads] == ["read"] * 4  # three scored pages and the fourth now shown
+    assert all(r.detail.startswith(f"batch {b1} sample ") for r in reads)
     seeds = {r["rater"]: r["seed"] for r in _seed_rows(store, b1)}
     assert "alice" in seeds  # the shuffle seed is recorded
 
@@ -287,7 +287,7 @@ def test_dashboard_pages_read_the_store(site: dict[str, Any]) -> None:
     samples = _get(f"{base}/dashboard/runs/run1", headers=boss).text
     assert "answer to q0" in samples
     last = store.access_rows("ha")[n:]
-    assert [(r["actor"], r["purpose"], r["outcome"], r["run_id"]) for r in last] == [
+    assert [(r.actor, r.purpose, r.outcome, r.run_id) for r in last] == [
         ("boss", "dashboard", "read", "run1")]
     alice = {"Authorization": f"Bearer {site['tokens']['alice']['token']}"}
     page = _get(f"{base}/batch/{site['b1']}", headers=alice)  # a rater's page shows a sample: a read of this
