@@ -193,17 +193,17 @@ def proxy_agreement(auto: Values, human: Values, levels: int, confidence: float 
                (("kappa", binary), ("weighted_kappa", weighted), ("alpha", alpha))}}
 
 
-def run_agreement(store: Store, run_id: str, rewards: dict[tuple[str, int], float] | None = None,
-                  resamples: int = 2000) -> dict[str, Any]:
-    """Human vs automatic score (or reward), and between raters, for one run's web ratings.
+def rated_samples(store: Store, run_id: str, rewards: dict[tuple[str, int], float] | None = None
+                  ) -> tuple[dict[str, dict[tuple[str, int], float]], list[dict[str, Any]]]:
+    """One run's web-rated samples: each rater's scores, and the samples both rated and scored (or rewarded).
 
     Args:
         rewards: ``(item_id, sample_index) -> training reward``; where given, it replaces the automatic score
             (samples without a reward are left out).
 
     Returns:
-        ``{"run_id", "against": "reward" | "automatic score", "n_samples", "raters", "spearman", "kappa",
-        "alpha", "samples": [{"item_id", "sample_index", "auto", "human", "n_raters"}]}``.
+        ``(per rater {(item_id, sample_index): score in [0, 1] by the batch's scale}, [{"item_id", "sample_index",
+        "auto", "human" (the raters' mean), "n_raters"}] sorted by item and sample)``.
     """
     per_rater: dict[str, dict[tuple[str, int], float]] = defaultdict(dict)
     for b in store.batches():
@@ -221,14 +221,28 @@ def run_agreement(store: Store, run_id: str, rewards: dict[tuple[str, int], floa
         for k, v in scores.items():
             human[k].append(v)
     keys = sorted(k for k in human if k in auto)
-    a = [float(auto[k]) for k in keys]
-    h = [float(np.mean(human[k])) for k in keys]
+    return per_rater, [{"item_id": k[0], "sample_index": k[1], "auto": float(auto[k]),
+                        "human": float(np.mean(human[k])), "n_raters": len(human[k])} for k in keys]
+
+
+def run_agreement(store: Store, run_id: str, rewards: dict[tuple[str, int], float] | None = None,
+                  resamples: int = 2000) -> dict[str, Any]:
+    """Human vs automatic score (or reward), and between raters, for one run's web ratings (``rated_samples``).
+
+    Args:
+        rewards: ``(item_id, sample_index) -> training reward``; where given, it replaces the automatic score
+            (samples without a reward are left out).
+
+    Returns:
+        ``{"run_id", "against": "reward" | "automatic score", "n_samples", "raters", "spearman", "kappa",
+        "alpha", "samples": [{"item_id", "sample_index", "auto", "human", "n_raters"}]}``.
+    """
+    per_rater, samples = rated_samples(store, run_id, rewards)
+    a, h = [s["auto"] for s in samples], [s["human"] for s in samples]
     return {"run_id": run_id, "against": "reward" if rewards is not None else "automatic score",
-            "n_samples": len(keys), "raters": sorted(per_rater),
+            "n_samples": len(samples), "raters": sorted(per_rater),
             "spearman": spearman_ci(a, h, resamples=resamples), "kappa": cohen_kappa(a, h),
-            "alpha": krippendorff_alpha(per_rater),
-            "samples": [{"item_id": k[0], "sample_index": k[1], "auto": x, "human": y, "n_raters": len(human[k])}
-                        for k, x, y in zip(keys, a, h, strict=True)]}
+            "alpha": krippendorff_alpha(per_rater), "samples": samples}
 
 
 def agreement_by_checkpoint(store: Store, resamples: int = 2000) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from evalgate.core.enums import Tier
-from evalgate.human.agreement import proxy_agreement, run_agreement
+from evalgate.human.agreement import proxy_agreement, rated_samples
 from evalgate.store import Store
 
 RULE = "proxy_calibrated"
@@ -43,7 +43,7 @@ def audit_agreement(store: Store, protocol: str, resamples: int = 2000) -> dict[
         if b.run_id in runs:
             continue
         runs.append(b.run_id)
-        for s in run_agreement(store, b.run_id, resamples=resamples)["samples"]:
+        for s in rated_samples(store, b.run_id)[1]:
             auto.append(s["auto"])
             human.append(s["human"])
     return {"runs": runs, "n_samples": len(auto), **proxy_agreement(auto, human, levels or 5, resamples=resamples)}

@@ -113,6 +113,42 @@ def test_the_rule_passes_or_fails_on_the_audit_tier_rho(tmp_path: Path, home: Pa
     assert calibration_rule(st, _policy(tmp_path, None))[1] is False  # no threshold: an uncalibrated proxy
 
 
+def test_audit_agreement_pools_two_runs_and_bootstraps_only_the_pooled_samples(
+        home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two rated human-audit runs of one protocol are pooled (10 samples); rho and its percentile CI are those of
+    scipy's spearmanr on the pooled pairs and on each seeded resample of them (the constant resamples dropped), and
+    the only bootstrap computed is the pooled one (each run's own was computed and thrown away before)."""
+    import numpy as np
+    from scipy.stats import spearmanr
+
+    from evalgate.human import agreement
+    from evalgate.rlhf.calibration import audit_agreement
+
+    st = Store()
+    write_split("ha", "human-audit", ITEMS, {"source": "test"})
+    rated_audit_run(st, "ha-rm")
+    rated_audit_run(st, "ha-judge", auto=JUDGE_AUTO)
+    calls: list[int] = []
+    real = agreement.spearman_ci
+
+    def counted(*args: Any, **kwargs: Any) -> dict:
+        calls.append(len(args[0]))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(agreement, "spearman_ci", counted)
+    found = audit_agreement(st, "cal@1", resamples=300)
+    assert calls == [10]
+    assert (found["runs"], found["n_samples"]) == (["ha-rm", "ha-judge"], 10)
+    human = [(HUMAN[f"q{i}"] - 1) / 4 for i in range(5)] * 2
+    auto = [AUTO[f"q{i}"] for i in range(5)] + [JUDGE_AUTO[f"q{i}"] for i in range(5)]
+    a, h = np.array(auto), np.array(human)  # in the order the runs' batches were made, each run's items in order
+    assert found["spearman"]["rho"] == pytest.approx(spearmanr(a, h).statistic, abs=1e-12)
+    idx = np.random.default_rng(0).integers(0, 10, size=(300, 10))
+    stats = [spearmanr(a[r], h[r]).statistic for r in idx if np.ptp(a[r]) > 0 and np.ptp(h[r]) > 0]
+    assert found["spearman"]["ci"] == pytest.approx([np.quantile(stats, 0.025), np.quantile(stats, 0.975)],
+                                                    abs=1e-12)
+
+
 def test_a_verified_scorer_is_not_a_proxy(tmp_path: Path, built: dict) -> None:
     rule = gate(tmp_path, built, 0.9, scorer="exact", options="{}")["proxy_calibrated"]
     assert rule.passed and "exact is not a proxy" in rule.detail
