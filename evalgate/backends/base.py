@@ -578,7 +578,8 @@ def get_backend(name: str, model_dir: str, options: BackendOptions | None = None
         model_dir: the checkpoint directory.
         options: the options from ``check_backend``; None: every default.
         tokenizer: the checkpoint's tokenizer if the run already loaded it (so it is not loaded twice); None: the
-            backend loads it from ``model_dir``.
+            backend loads it from ``model_dir``. Shared with the run and later runs (``load_tokenizer``): a backend
+            reads it and does not change it.
 
     Raises:
         BadInput: unknown backend name (lists the known ones), or options of another backend.
