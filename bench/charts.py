@@ -1,14 +1,16 @@
 """Benchmark: one release-report chart three ways (issue 31, then issue 43; the fast lane and every report: a gate
 with training logs draws up to seven charts, diagnose one per fired signal): laid out by ``layout="constrained"``
-on a new pyplot figure; laid out by ``evalgate.core.html.fit_axes`` on a new pyplot figure (``report.charts``
-before session 20); and by ``fit_axes`` on the figure ``evalgate.core.html.chart_axes`` held from the chart before
+on a new pyplot figure; laid out by ``fit_axes`` as it was before session 20 (``_fit_axes_before``, a copy: every
+text measured anew, matplotlib's search for the title's place left on) on a new pyplot figure (``report.charts``
+before session 20); and by ``evalgate.core.html.fit_axes`` (text sizes remembered, the title search skipped where
+it would change nothing) on the figure ``evalgate.core.html.chart_axes`` held from the chart before
 (``report.charts`` now).
 
 Every side builds the same figure as ``report.charts`` does (5.2 x 2.6 in, three seeds' lines of 80 points, a
 marker line, grid, title, x label, legend at "best") and writes it to SVG through ``evalgate.core.html.svg``,
 the sides alternating; the charts alternate between two series (six-digit y values, so wide tick labels, and
 values near 0.01), so a held figure draws a different chart each time, as in a report. The held side's SVG is
-asserted equal, byte for byte, to the new-figure fit_axes side's. Prints the median milliseconds (wall and CPU) of
+asserted equal, byte for byte, to the fit_axes side's. Prints the median milliseconds (wall and CPU) of
 each, the ratios, a seven-chart report's CPU milliseconds either way (the first chart on a new figure), the load
 averages, and the axes' share of the figure each layout left.
 
@@ -28,6 +30,42 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 SERIES = ([120000 + 37 * i for i in range(80)], [0.01 + 0.0002 * i for i in range(80)])
+
+
+def _fit_axes_before(fig, ax, pad: float = 5.0) -> None:  # noqa: ANN001
+    """``evalgate.core.html.fit_axes`` at 41ff9cc (session 19), the baseline."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    from evalgate.core.html import _tick_labels
+
+    def points(text: str, prop) -> tuple[float, float]:  # noqa: ANN001
+        if not text:
+            return 0.0, 0.0
+        w, h, _ = renderer.get_text_width_height_descent(text, prop, ismath="$" in text)
+        return w * 72 / renderer.dpi, h * 72 / renderer.dpi
+
+    rc = matplotlib.rcParams
+    renderer = RendererAgg(1, 1, fig.dpi)
+    ylabels, yprop = _tick_labels(ax.yaxis)
+    xlabels, xprop = _tick_labels(ax.xaxis)
+    ytick = rc["ytick.major.size"] + rc["ytick.major.pad"]
+    xtick = rc["xtick.major.size"] + rc["xtick.major.pad"]
+    label_w = max((points(t, yprop)[0] for t in ylabels), default=0.0)
+    tick_h = max((points(t, xprop)[1] for t in xlabels), default=0.0)
+    last_w = points(xlabels[-1], xprop)[0] if xlabels else 0.0
+    ylab_w = points(ax.yaxis.label.get_text(), ax.yaxis.label.get_fontproperties())[1]
+    xlab_h = points(ax.xaxis.label.get_text(), ax.xaxis.label.get_fontproperties())[1]
+    title_h = points(ax.title.get_text(), ax.title.get_fontproperties())[1]
+    offset_h = max(points(a.get_major_formatter().get_offset(), a.offsetText.get_fontproperties())[1]
+                   for a in (ax.yaxis, ax.xaxis))
+    labelpad = rc["axes.labelpad"]
+    left = pad + label_w + ytick + (ylab_w + labelpad if ylab_w else 0.0)
+    bottom = pad + tick_h + xtick + (xlab_h + labelpad if xlab_h else 0.0)
+    top = pad + max(title_h + rc["axes.titlepad"] if title_h else 0.0, offset_h + labelpad)
+    right = pad + last_w / 2
+    w, h = (v * 72 for v in fig.get_size_inches())
+    fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h)
 
 
 def main() -> None:
@@ -51,7 +89,9 @@ def main() -> None:
         ax.set_title("completion length")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="best")
-        if layout != "constrained":
+        if layout == "fit_axes":
+            _fit_axes_before(fig, ax)
+        elif layout == "held":
             fit_axes(fig, ax)
         text = str(svg(fig))
         pos = ax.get_position()

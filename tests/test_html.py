@@ -275,3 +275,44 @@ def test_chart_axes_hands_a_kind_its_figure_back_only_when_nothing_else_could_se
     monkeypatch.setattr(html, "_take", lambda key, rc: None)  # every chart on a new figure
     new_a, new_b = _held_chart("t1", big, "completion length", xmax=1000)[1], _held_chart("t1", small, "", seeds=1)[1]
     assert (a, b) == (new_a, new_b) and a != b
+
+
+@pytest.mark.parametrize("case", sorted(_FIT_CASES))
+def test_fit_axes_skips_the_title_search_only_where_matplotlib_would_leave_the_title_where_it_is(case: str) -> None:
+    """``fit_axes`` tells matplotlib's draw not to search for the title's place (``_autotitlepos``) where there is no
+    y offset text to dodge; the SVG is then the bytes matplotlib's own search gives."""
+    from evalgate.core.html import fit_axes
+
+    fig, ax = _fit_figure(case, None)
+    fit_axes(fig, ax)
+    skipped = ax._autotitlepos is False
+    assert skipped == (case != "offset text")
+    fast = str(svg(fig))
+    ax._autotitlepos = True
+    assert str(svg(fig)) == fast
+
+
+def test_fit_axes_remembered_text_sizes_follow_the_font_its_size_and_the_rcparams() -> None:
+    """``fit_axes`` measures a text once per font, size, dpi and font rcParams: each answer equals a new Agg
+    renderer's measurement of it, after the same ``FontProperties`` object changed size and under another
+    ``font.sans-serif``."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import RendererAgg
+    from matplotlib.font_manager import FontProperties
+
+    from evalgate.core.html import _text_points, _text_rc
+
+    def agg(text: str, prop: FontProperties) -> tuple[float, float, float]:
+        w, h, d = RendererAgg(1, 1, 72).get_text_width_height_descent(text, prop, ismath=False)
+        return w, h, d  # at 72 dpi a pixel is a point
+
+    prop = FontProperties(family="sans-serif", size=9)
+    small = _text_points("training step", prop, 72, _text_rc())
+    assert small == pytest.approx(agg("training step", prop))
+    prop.set_size(18)
+    big = _text_points("training step", prop, 72, _text_rc())
+    assert big == pytest.approx(agg("training step", prop)) and big[0] > 1.5 * small[0]
+    with matplotlib.rc_context({"font.sans-serif": ["DejaVu Sans Mono"]}):
+        mono = _text_points("training step", prop, 72, _text_rc())
+        assert mono == pytest.approx(agg("training step", prop)) and mono != big
+    assert _text_points("", prop, 72, _text_rc()) == (0.0, 0.0, 0.0)

@@ -13,12 +13,13 @@ The rating web app (``evalgate.human.web``) keeps its own environment: its pages
 
 from __future__ import annotations
 
+import functools
 import io
 import re
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, cast
 
 import jinja2
 from markupsafe import Markup
@@ -75,12 +76,35 @@ def svg(fig: Any) -> Markup:
     return inline_svg(buf.getvalue())
 
 
-def _text_points(renderer: Any, text: str, prop: Any) -> tuple[float, float]:
-    """Width and height of ``text`` in points, as ``renderer`` (Agg) lays it out with font ``prop``."""
+# the rcParams that change which font a FontProperties resolves to, or how its text is laid out
+_TEXT_RC = ("font.family", "font.serif", "font.sans-serif", "font.cursive", "font.fantasy", "font.monospace",
+            "text.hinting", "text.hinting_factor", "text.kerning_factor", "mathtext.fontset")
+
+
+def _text_rc() -> tuple[str, ...]:
+    """The values of ``_TEXT_RC`` now."""
+    import matplotlib
+
+    rc = cast("dict[str, Any]", matplotlib.rcParams)
+    return tuple(str(rc[k]) for k in _TEXT_RC)
+
+
+def _text_points(text: str, prop: Any, dpi: float, rc: tuple[str, ...]) -> tuple[float, float, float]:
+    """Width, height and descent of ``text`` in points, as matplotlib's Agg renderer at ``dpi`` lays it out with
+    font ``prop`` under rcParams ``rc`` (``_text_rc()``); 0s for "". Remembered across charts (4,096 texts): a
+    report's tick labels and axis labels recur."""
     if not text:
-        return 0.0, 0.0
-    w, h, _ = renderer.get_text_width_height_descent(text, prop, ismath="$" in text)
-    return w * 72 / renderer.dpi, h * 72 / renderer.dpi
+        return 0.0, 0.0, 0.0
+    return _measured(text, prop.copy(), dpi, rc)  # a copy: the key must not change under the cache
+
+
+@functools.lru_cache(maxsize=4096)
+def _measured(text: str, prop: Any, dpi: float, rc: tuple[str, ...]) -> tuple[float, float, float]:
+    """``_text_points``, measured (``rc`` is part of the key only)."""
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    w, h, d = RendererAgg(1, 1, dpi).get_text_width_height_descent(text, prop, ismath="$" in text)
+    return w * 72 / dpi, h * 72 / dpi, d * 72 / dpi
 
 
 def _tick_labels(axis: Any) -> tuple[list[str], Any]:
@@ -94,7 +118,9 @@ def _tick_labels(axis: Any) -> tuple[list[str], Any]:
 
 def fit_axes(fig: Any, ax: Any, pad: float = 5.0) -> None:
     """Set ``fig``'s margins (``subplots_adjust``) so that ``ax``'s tick labels, axis labels, offset text and
-    title fit inside the figure with ``pad`` points to spare, measured with matplotlib's Agg text layout.
+    title fit inside the figure with ``pad`` points to spare, measured with matplotlib's Agg text layout; and,
+    where the title cannot collide with anything (``_title_stays_put``), spare the draw its search for the title's
+    place.
 
     What ``layout="constrained"`` gives a one-axes figure whose legend is inside the axes, for half the cost:
     constrained layout draws the whole figure once more to measure it (about 70 of a chart's 145 ms here,
@@ -102,24 +128,23 @@ def fit_axes(fig: Any, ax: Any, pad: float = 5.0) -> None:
     rcParams: tick length and pad (``xtick.major.size``/``pad``), ``axes.labelpad``, ``axes.titlepad``.
     """
     import matplotlib
-    from matplotlib.backends.backend_agg import RendererAgg
 
     rc = matplotlib.rcParams
-    renderer = RendererAgg(1, 1, fig.dpi)  # measures text; draws nothing
+    text = functools.partial(_text_points, dpi=fig.dpi, rc=_text_rc())
     ylabels, yprop = _tick_labels(ax.yaxis)
     xlabels, xprop = _tick_labels(ax.xaxis)
     ytick = rc["ytick.major.size"] + rc["ytick.major.pad"]
     xtick = rc["xtick.major.size"] + rc["xtick.major.pad"]
-    label_w = max((_text_points(renderer, t, yprop)[0] for t in ylabels), default=0.0)
-    tick_h = max((_text_points(renderer, t, xprop)[1] for t in xlabels), default=0.0)
-    last_w = _text_points(renderer, xlabels[-1], xprop)[0] if xlabels else 0.0
+    label_w = max((text(t, yprop)[0] for t in ylabels), default=0.0)
+    tick_h = max((text(t, xprop)[1] for t in xlabels), default=0.0)
+    last_w = text(xlabels[-1], xprop)[0] if xlabels else 0.0
     ylab = ax.yaxis.label  # drawn rotated: its text height is its width on the page
-    ylab_w = _text_points(renderer, ylab.get_text(), ylab.get_fontproperties())[1]
+    ylab_w = text(ylab.get_text(), ylab.get_fontproperties())[1]
     xlab = ax.xaxis.label
-    xlab_h = _text_points(renderer, xlab.get_text(), xlab.get_fontproperties())[1]
+    xlab_h = text(xlab.get_text(), xlab.get_fontproperties())[1]
     title = ax.title
-    title_h = _text_points(renderer, title.get_text(), title.get_fontproperties())[1]
-    offset_h = max(_text_points(renderer, a.get_major_formatter().get_offset(), a.offsetText.get_fontproperties())[1]
+    _, title_h, title_descent = text(title.get_text(), title.get_fontproperties())
+    offset_h = max(text(a.get_major_formatter().get_offset(), a.offsetText.get_fontproperties())[1]
                    for a in (ax.yaxis, ax.xaxis))
     labelpad = rc["axes.labelpad"]
     left = pad + label_w + ytick + (ylab_w + labelpad if ylab_w else 0.0)
@@ -128,6 +153,26 @@ def fit_axes(fig: Any, ax: Any, pad: float = 5.0) -> None:
     right = pad + last_w / 2
     w, h = (v * 72 for v in fig.get_size_inches())
     fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h)
+    if _title_stays_put(fig, ax, title_descent):
+        ax._autotitlepos = False  # what set_title(y=1.0) sets: matplotlib's draw then skips the search
+
+
+def _title_stays_put(fig: Any, ax: Any, descent: float) -> bool:
+    """Whether matplotlib's draw would leave ``ax``'s title where it is (``Axes._update_title_position``): one axes
+    (no twin, no child), x ticks and label at the bottom, no y offset text (after the margins are set, as the draw
+    will see it) and the title's ``descent`` (points) inside ``axes.titlepad`` with a point to spare. The draw's
+    check measures the whole y axis once more (about a tenth of a chart, bench/charts.py); this one reuses what
+    ``fit_axes`` measured."""
+    import matplotlib
+
+    if len(fig.axes) != 1 or ax.child_axes or ax.get_title("left") or ax.get_title("right"):
+        return False
+    if ax.xaxis.get_ticks_position() != "bottom" or ax.xaxis.get_label_position() != "bottom":
+        return False
+    _tick_labels(ax.yaxis)  # the y formatter's offset text as the draw will see it, at the margins just set
+    if ax.yaxis.get_major_formatter().get_offset():
+        return False
+    return bool(matplotlib.rcParams["axes.titlepad"] >= descent + 1)
 
 
 _HELD = threading.local()
@@ -162,6 +207,7 @@ def _clear(ax: Any) -> None:
         ax.set_title("", loc=loc)
     ax.set_xlabel("")
     ax.set_ylabel("")
+    ax._autotitlepos = matplotlib.rcParams["axes.titley"] is None  # as Axes.clear sets it (fit_axes may not)
     ax.set_prop_cycle(None)
     ax.relim()
     ax.autoscale()
