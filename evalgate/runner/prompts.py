@@ -3,6 +3,7 @@ package versions a run records."""
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import platform
 from collections.abc import Callable
@@ -30,8 +31,11 @@ from evalgate.store import GenerationCache
 PROMPT_RECORD_FIELDS = ("item_id", "prompt_sha256", "system_merged", "prompt_tokens", "bos_count", "bos_added")
 
 
+@functools.cache
 def package_version(pkg: str) -> str | None:
-    """An installed package's version from its metadata (no import), None if it is not installed."""
+    """An installed package's version from its metadata (no import), None if it is not installed. Read once per
+    process: a package upgraded under a running process (a long ``evalgate watch``) does not change the code that
+    process imported, and each lookup scans ``sys.path`` again (bench/run_versions.py)."""
     try:
         return importlib.metadata.version(pkg)
     except importlib.metadata.PackageNotFoundError:
@@ -141,14 +145,15 @@ def recorded_prompts(store: GenerationCache, protocol: LoadedProtocol, ckpt: Che
     if found is None:
         return None
     run, records = found
-    by_id = {r.item_id: r for r in records}
+    by_id = {r["item_id"]: r for r in records}
     if set(by_id) != {str(it["id"]) for it in items}:
         return None
     rendered = {}
     for it in items:
         r = by_id[str(it["id"])]
         prefix = render_response_prefix(protocol, it)
-        rendered[r.item_id] = RenderedPrompt(r.item_id, r.text, prefix, r.prompt_sha256, r.system_merged)
-    info = run.backend_info
-    return RunPrompts(rendered, {}, [{k: getattr(r, k) for k in PROMPT_RECORD_FIELDS} for r in records],
-                      info.get("chat_template_sha256"), info.get("tokenizer"), renderer, None, run.run_id)
+        rendered[r["item_id"]] = RenderedPrompt(r["item_id"], r["text"], prefix, r["prompt_sha256"],
+                                                r["system_merged"])
+    info = run["backend_info"]
+    return RunPrompts(rendered, {}, [{k: r[k] for k in PROMPT_RECORD_FIELDS} for r in records],
+                      info.get("chat_template_sha256"), info.get("tokenizer"), renderer, None, run["run_id"])

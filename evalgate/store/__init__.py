@@ -46,7 +46,6 @@ from evalgate.store.rows import (
     BatchRow,
     GateRow,
     HumanScore,
-    PromptRun,
     RaterRow,
     RatingEvent,
     RatingRow,
@@ -61,9 +60,9 @@ from evalgate.store.runs import ProtocolRepo, RunRepo
 __all__ = ["CONTAMINATION_CHECK", "CONTAMINATION_CHECKS", "MEMORY", "READS", "TRAJECTORY_COLUMNS", "AccessLogRepo",
            "AccessRow", "BatchItem", "BatchRow", "BudgetLimit", "ChainLink", "Connection", "Counted", "Database",
            "FrameRepo", "GateRepo", "GateRow", "GenerationCache", "HumanScore", "PrivateContent", "PrivateContentRepo",
-           "PromptRun", "ProtocolRepo", "RaterRow", "RatingEvent", "RatingRepo", "RatingRow", "Repository", "Row",
-           "RunPrompt", "RunRepo", "RunRow", "SampleRow", "SampleScore", "SignedHead", "Store", "VerifiedHead",
-           "default_database", "handed_down"]
+           "ProtocolRepo", "RaterRow", "RatingEvent", "RatingRepo", "RatingRow", "Repository", "Row", "RunPrompt",
+           "RunRepo", "RunRow", "SampleRow", "SampleScore", "SignedHead", "Store", "VerifiedHead", "default_database",
+           "handed_down"]
 
 R = TypeVar("R", bound=Repository)
 
