@@ -52,7 +52,7 @@ STORE_SUITE = (
 tests elsewhere; paths from the repository root, as docs/STORE.md lists them."""
 
 MEMORY = "duckdb-memory"
-"""The id of a test's run on an in-memory DuckDB (``Database(":memory:")``, a copy of a migrated one per test): in
+"""The id of a test's run on an in-memory DuckDB (``Database(":memory:")``, an empty migrated one per test): in
 ``MEMORY_TWINS``' modules every test that runs on both backends runs there too, marked ``store_memory``, and its
 ``[duckdb-file]`` id is marked ``store_file``; ``make test-fast`` runs the memory id in place of the file one
 (about half its CPU: the file's ATTACH, DETACH and checkpoint per transaction), ``make test`` the file and the

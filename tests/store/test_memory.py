@@ -11,6 +11,7 @@ import pytest
 from evalgate.access import log as accesslog
 from evalgate.store import AccessLogRepo, Database, ProtocolRepo, Store
 from evalgate.store.migrations import MIGRATIONS
+from tests.helpers.memory_stores import MemoryStores
 
 pytestmark = [pytest.mark.usefixtures("store_backend"),  # the store suite (docs/STORE.md)
               pytest.mark.file_only("DuckDB's in-memory database and the memory_store fixture")]
@@ -174,3 +175,96 @@ def test_a_named_memory_database_is_not_opened_with_other_migrations() -> None:
     assert open_database(name) is db and open_database(name, MIGRATIONS) is db
     with pytest.raises(ValueError, match="cannot be opened with other migrations"):
         open_database(name, MIGRATIONS[:5])
+
+
+_VALUE = {"BIGINT": "1", "BOOLEAN": "true", "DOUBLE": "0.5", "INTEGER": "1", "JSON": "'{}'",
+          "TIMESTAMP WITH TIME ZONE": "now()", "UBIGINT": "1", "VARCHAR": "'x'"}
+"""A literal of each column type the store's tables use (a type not listed fails the test that needs it)."""
+
+
+def _fill_every_table(db: Database) -> list[str]:
+    """Insert one row into every table of ``db`` but ``schema_migrations``, by hand from its columns; the tables."""
+    with db.transaction() as con:
+        columns: dict[str, list[str]] = {}
+        for table, col_type in con.execute("SELECT table_name, data_type FROM duckdb_columns() WHERE database_name "
+                                           "= current_database() ORDER BY table_name, column_index").fetchall():
+            columns.setdefault(table, []).append(_VALUE[col_type])
+        del columns["schema_migrations"]
+        for table, values in columns.items():
+            con.execute(f'INSERT INTO "{table}" VALUES ({", ".join(values)})')
+    return sorted(columns)
+
+
+def _rows(db: Database) -> dict[str, int]:
+    """The number of rows of every table of ``db``, counted."""
+    with db.transaction() as con:
+        tables = [r[0] for r in con.execute("SELECT table_name FROM duckdb_tables() WHERE database_name = "
+                                            "current_database()").fetchall()]
+        return {t: con.execute(f'SELECT count(*) FROM "{t}"').fetchone()[0] for t in tables}  # type: ignore[index]
+
+
+def test_a_released_memory_store_comes_back_empty_as_the_template(memory_stores: MemoryStores) -> None:
+    """``memory_stores`` reuses a test's database for the next: every row the test wrote (its access log, signed
+    head, sealed key, ratings ... one in each of the 25 tables), committed or left in an open transaction, is gone;
+    the next test gets a new ``Database`` object on the same database (no copy made), its schema the template's."""
+    template = memory_stores.template
+    empty = {t: 0 for t in _rows(template)} | {"schema_migrations": len(MIGRATIONS)}
+    assert len(empty) == 26 and _rows(template) == empty
+    first = memory_stores.acquire()
+    assert _fill_every_table(first) == sorted(set(empty) - {"schema_migrations"})
+    assert set(_rows(first).values()) == {1, len(MIGRATIONS)}
+    first.close()  # a test may close its store itself; release closes it again
+    memory_stores.release(first)
+    made = memory_stores.made
+    second = memory_stores.acquire()
+    assert second is not first and memory_stores.made == made  # the same database, a new object on it
+    assert _rows(second) == empty and _schema(second) == _schema(template)
+    ProtocolRepo(second).record_protocol("p", "1", "h" * 64, {})
+    con = second.transaction().__enter__()  # a test that fails inside a transaction and never leaves it
+    con.execute("INSERT INTO protocols VALUES ('q', '1', 'h', '{}', now())")
+    memory_stores.release(second)
+    third = memory_stores.acquire()
+    assert memory_stores.made == made and _rows(third) == empty
+    assert ProtocolRepo(third).protocol_hash("p", "1") is None
+    memory_stores.release(third)
+
+
+@pytest.mark.parametrize("change", ["CREATE TABLE extra (k INTEGER)", "ALTER TABLE runs ADD COLUMN extra INTEGER",
+                                    "DROP TABLE gates", "CREATE INDEX i ON runs (split)",
+                                    "CREATE VIEW v AS SELECT 1", "CREATE SEQUENCE s",
+                                    "DELETE FROM schema_migrations WHERE version = 1"])
+def test_a_memory_store_whose_schema_a_test_changed_is_not_given_again(memory_stores: MemoryStores,
+                                                                       change: str) -> None:
+    db = memory_stores.acquire()
+    with db.transaction() as con:
+        con.execute(change)
+    made = memory_stores.made
+    memory_stores.release(db)
+    again = memory_stores.acquire()
+    assert memory_stores.made == made + 1  # a new copy of the template
+    assert _rows(again) == _rows(memory_stores.template) and _schema(again) == _schema(memory_stores.template)
+    memory_stores.release(again)
+
+
+def test_each_test_store_is_warned_about_its_own_broken_log(memory_stores: MemoryStores,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """The once-per-store warnings are keyed by the ``Database`` object: a reused database under a new object
+    warns the next test again."""
+    row = accesslog.entry(actor="a", split="s", tier="dev", purpose="tuning", outcome="read")
+
+    def broken(db: Database) -> Store:
+        store = Store(db)
+        accesslog.append_many(store, [dict(row), dict(row)])
+        with store.connect() as con:
+            con.execute("DELETE FROM access_log WHERE seq = 1")
+        return store
+
+    first = memory_stores.acquire()
+    capsys.readouterr()
+    accesslog.append(broken(first), dict(row))
+    assert capsys.readouterr().err.count("is already broken at row 2") == 1
+    memory_stores.release(first)
+    second = memory_stores.acquire()
+    accesslog.append(broken(second), dict(row))
+    assert capsys.readouterr().err.count("is already broken at row 2") == 1
+    memory_stores.release(second)
