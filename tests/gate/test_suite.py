@@ -62,6 +62,7 @@ def _scores(value: float) -> list[int]:
 
 def _add_run(store: Store, proto: str, run_id: str, digest: str, path: Path, split: str, tier: str,
              seed: int | None, step: int | None, scores: list[int]) -> None:
+    """One complete run of ``scores`` (1 = correct) on the split's current content, as the runner records it."""
     store.create_run({
         "run_id": run_id, "protocol_name": proto, "protocol_version": "1", "protocol_hash": proto * 32,
         "checkpoint_digest": digest, "checkpoint_path": str(path), "train_run": "sr" if seed else None,
@@ -89,7 +90,7 @@ def build(root: Path, guard_private: list[int], guard_budget: int | None = None)
                if p == "gu" and guard_budget is not None else None)
         write_split(f"{p}-private", "private", ITEMS[p], {"source": "test"}, policy=pol)
     store = Store()
-    with store.session():
+    with store.session(), store.connect():  # the 20 runs in one transaction, each run's two joining it
         for p in ("ta", "gu"):
             store.record_protocol(p, "1", p * 32, {"prompt": {"template": "{{ question }}", "response_prefix": None}})
         base = root / "base"
