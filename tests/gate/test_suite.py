@@ -213,7 +213,7 @@ def test_members_inherit_the_suites_fields_and_override_them(tmp_path: Path) -> 
     assert reused.rules.min_improvement == -0.05 and reused.train_run == "sr"
 
 
-@pytest.mark.parametrize(("change", "message"), [
+BAD_SUITES = [
     (lambda d: d["members"][1].update(role="sentinel"), "members.1.role"),
     (lambda d: d["members"][1].update(name="skill"), "member name skill appears twice"),
     (lambda d: d["members"][1].pop("decision_split"), "member safety: no decision_split"),
@@ -235,21 +235,41 @@ def test_members_inherit_the_suites_fields_and_override_them(tmp_path: Path) -> 
     (lambda d: d["rules"].update(confidence=1.0), "rules.confidence: Input should be less than 1"),
     (lambda d: d["members"][1].update(rules={"confidence": 0.0}), "members.1.rules.confidence: Input should be "
                                                                    "greater than 0"),
-])
-def test_a_bad_suite_is_one_clear_error_before_anything_is_read(tmp_path: Path, home: Path, change: Any,
-                                                                message: str) -> None:
+]
+"""Suite files that must be refused, each with what the error says."""
+
+
+@pytest.mark.parametrize(("change", "message"), BAD_SUITES)
+def test_a_bad_suite_is_one_clear_error(tmp_path: Path, home: Path, change: Any, message: str) -> None:
     from tests.helpers.cli import cli_parts
 
-    store = build(tmp_path / "runs", GUARD_OK)
     d = suite_dict(tmp_path / "runs")
     change(d)
     path = write(tmp_path / "suite.yaml", d)
     with pytest.raises(BadInput, match=message.replace("(", r"\(").replace(")", r"\)")):
         load_suite(path)
-    rows = len(store.access_rows())
     code, out, err = cli_parts("gate", "--policy", path)
     assert code == 2 and message in err and out.splitlines()[-1] == "ship: none (invalid: no verdict)", (out, err)
-    assert len(Store().access_rows()) == rows  # nothing read, nothing logged
+
+
+def test_no_bad_suite_reads_or_logs_anything_from_a_store_holding_every_run_it_names(tmp_path: Path,
+                                                                                      home: Path) -> None:
+    """Each of ``BAD_SUITES`` through the CLI against one store with every split and run the suite names (built
+    once: no case changes it), then the good suite, whose reads show that there was something to read."""
+    from tests.helpers.cli import cli_parts
+
+    store = build(tmp_path / "runs", GUARD_OK)
+    rows = len(store.access_rows())
+    for i, (change, message) in enumerate(BAD_SUITES):
+        d = suite_dict(tmp_path / "runs")
+        change(d)
+        code, _, err = cli_parts("gate", "--policy", write(tmp_path / f"suite-{i}.yaml", d))
+        assert code == 2 and message in err, (message, err)
+        assert len(Store().access_rows()) == rows, message  # nothing read, nothing logged
+    run_suite(load_suite(write(tmp_path / "good.yaml", suite_dict(tmp_path / "runs"))), store,
+              evaluate_decision=False)
+    assert (_counted(store, "ta-private"), _counted(store, "gu-private")) == (3, 3)
+    assert len(Store().access_rows()) > rows
 
 
 def test_a_member_metric_its_scorer_does_not_produce_refuses_the_suite_before_any_read(tmp_path: Path,
