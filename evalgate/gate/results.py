@@ -54,11 +54,18 @@ class CheckpointResult:
         return document(self)
 
 
+_ATOMS: tuple[type, ...] = (str, int, float, type(None))
+"""Immutable leaves ``document`` returns as they are (``copy.deepcopy`` returns them too, slower: most of a
+verdict's thousands of values are these)."""
+
+
 def document(value: Any) -> Any:
     """``value`` as a verdict document holds it: ``dataclasses.asdict``'s shape (a dataclass as a dict of its fields,
     recursively; lists, tuples and dicts through) with each ``Metrics`` as its plain dict, a pydantic model as its
     ``model_dump()`` and a row the documents hold flat as its ``as_dict()``, so ``json.dumps`` takes
     it and ``gate.history.load_verdict`` reads it back."""
+    if isinstance(value, _ATOMS):
+        return value
     if isinstance(value, Metrics):
         return value.as_dict()
     if isinstance(value, ProxyCheckpoint | ProxyEntry | AuditSamples):
