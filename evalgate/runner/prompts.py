@@ -145,15 +145,14 @@ def recorded_prompts(store: GenerationCache, protocol: LoadedProtocol, ckpt: Che
     if found is None:
         return None
     run, records = found
-    by_id = {r["item_id"]: r for r in records}
+    by_id = {r.item_id: r for r in records}
     if set(by_id) != {str(it["id"]) for it in items}:
         return None
     rendered = {}
     for it in items:
         r = by_id[str(it["id"])]
         prefix = render_response_prefix(protocol, it)
-        rendered[r["item_id"]] = RenderedPrompt(r["item_id"], r["text"], prefix, r["prompt_sha256"],
-                                                r["system_merged"])
-    info = run["backend_info"]
-    return RunPrompts(rendered, {}, [{k: r[k] for k in PROMPT_RECORD_FIELDS} for r in records],
-                      info.get("chat_template_sha256"), info.get("tokenizer"), renderer, None, run["run_id"])
+        rendered[r.item_id] = RenderedPrompt(r.item_id, r.text, prefix, r.prompt_sha256, r.system_merged)
+    info = run.backend_info
+    return RunPrompts(rendered, {}, [{k: getattr(r, k) for k in PROMPT_RECORD_FIELDS} for r in records],
+                      info.get("chat_template_sha256"), info.get("tokenizer"), renderer, None, run.run_id)

@@ -46,6 +46,7 @@ from evalgate.store.rows import (
     BatchRow,
     GateRow,
     HumanScore,
+    PromptRun,
     RaterRow,
     RatingEvent,
     RatingRow,
@@ -60,9 +61,9 @@ from evalgate.store.runs import ProtocolRepo, RunRepo
 __all__ = ["CONTAMINATION_CHECK", "CONTAMINATION_CHECKS", "MEMORY", "READS", "TRAJECTORY_COLUMNS", "AccessLogRepo",
            "AccessRow", "BatchItem", "BatchRow", "BudgetLimit", "ChainLink", "Connection", "Counted", "Database",
            "FrameRepo", "GateRepo", "GateRow", "GenerationCache", "HumanScore", "PrivateContent", "PrivateContentRepo",
-           "ProtocolRepo", "RaterRow", "RatingEvent", "RatingRepo", "RatingRow", "Repository", "Row", "RunPrompt",
-           "RunRepo", "RunRow", "SampleRow", "SampleScore", "SignedHead", "Store", "VerifiedHead", "default_database",
-           "handed_down"]
+           "PromptRun", "ProtocolRepo", "RaterRow", "RatingEvent", "RatingRepo", "RatingRow", "Repository", "Row",
+           "RunPrompt", "RunRepo", "RunRow", "SampleRow", "SampleScore", "SignedHead", "Store", "VerifiedHead",
+           "default_database", "handed_down"]
 
 R = TypeVar("R", bound=Repository)
 

@@ -16,7 +16,7 @@ from evalgate.keys.sealing import is_sealed
 from evalgate.store.codec import open_read, run_codec
 from evalgate.store.db import Repository, insert_values, records
 from evalgate.store.dialect import POSTGRESQL, dialect
-from evalgate.store.rows import RunPrompt
+from evalgate.store.rows import PromptRun, RunPrompt
 
 TRAJECTORY_COLUMNS = ("item_id", "sample_index", "seed", "turn", "turn_seed", "prompt_sha256", "text",
                       "prompt_tokens", "completion_tokens", "finish_reason", "calls", "parse_error", "violation",
@@ -61,7 +61,7 @@ class GenerationCache(Repository):
         return RunPrompt.from_dicts(open_read("run_prompts", rows, self.env))
 
     def reusable_prompts(self, checkpoint_digest: str, protocol_hash: str, split_sha256: str,
-                         renderer: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+                         renderer: dict[str, Any]) -> tuple[PromptRun, list[RunPrompt]] | None:
         """The newest complete run whose prompts were rendered from the same inputs, and its prompt records.
 
         Same inputs: checkpoint digest (covers the tokenizer and the model's chat template), protocol hash
@@ -70,8 +70,8 @@ class GenerationCache(Repository):
         loading the tokenizer to render the prompts again.
 
         Returns:
-            ``(run, records)``: the run's ``run_id`` and decoded ``backend_info``, and its ``run_prompts`` rows
-            with ``text``; None when no such run recorded its prompts.
+            ``(run, prompts)``: the run (a ``PromptRun``: its ``run_id`` and decoded ``backend_info``) and its
+            prompts (``RunPrompt``s, as ``run_prompts`` gives them); None when no such run recorded its prompts.
         """
         with self.connect() as con:
             rows = con.execute("""SELECT run_id, backend_info FROM runs
@@ -86,7 +86,7 @@ class GenerationCache(Repository):
                 found = open_read("run_prompts", records(con, """SELECT rp.*, p.text FROM run_prompts rp
                                   JOIN prompts p ON p.sha256=rp.prompt_sha256 WHERE rp.run_id=?""", [run_id]), self.env)
                 if found:
-                    return {"run_id": run_id, "backend_info": info}, found
+                    return PromptRun(run_id, info), RunPrompt.from_dicts(found)
         return None
 
     def cached_generations(self, checkpoint_digest: str, protocol_hash: str, keys: Sequence[SampleKey],

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from evalgate.store.db import Repository, matching, records
@@ -22,11 +23,16 @@ class GateRepo(Repository):
             con.execute(f"INSERT INTO gates ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
                         json_values(row))
 
-    def recent_gates(self, limit: int = 200) -> list[dict[str, Any]]:
-        """The newest ``limit`` gate verdicts, newest ``created_at`` first, columns as stored (JSON undecoded): the
-        web dashboard's table."""
+    def recent_gates(self, limit: int = 200) -> list[GateRow]:
+        """The newest ``limit`` gate verdicts, newest ``created_at`` first, as ``GateRow``s (JSON columns decoded,
+        as ``gates`` gives them): the web dashboard's table."""
         with self.connect() as con:
-            return records(con, "SELECT * FROM gates ORDER BY created_at DESC, gate_id LIMIT ?", [limit])
+            rows = records(con, "SELECT * FROM gates ORDER BY created_at DESC, gate_id LIMIT ?", [limit])
+        for r in rows:
+            for k in GATE_JSON_COLUMNS:
+                if isinstance(r[k], str):
+                    r[k] = json.loads(r[k])
+        return GateRow.from_dicts(rows)
 
     def gates(self, **where: Any) -> list[GateRow]:
         """Gate verdicts matching column equalities (e.g. ``gate_id=...``, ``inputs_sha256=...``), oldest first,

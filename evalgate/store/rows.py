@@ -337,3 +337,13 @@ class AccessRow(Row):
     """Free text: a refusal's or an override's reason, a data change's content hashes."""
     prev_hash: str
     row_hash: str
+
+
+@_columns
+@dataclass(frozen=True)
+class PromptRun(Row):
+    """The earlier run whose recorded prompts a rerun takes (``Store.reusable_prompts``)."""
+
+    run_id: str
+    backend_info: dict[str, Any]
+    """Its ``backend_info``, decoded (``renderer``, ``chat_template_sha256``, ``tokenizer`` ...)."""

@@ -150,6 +150,9 @@ def test_a_gate_row_reads_back_typed_with_its_json_decoded(backend_store: Store)
     assert (g.verdict, g.reason, g.actor, g.reused_from) == ("FAIL", "no seed improved", "ci", None)
     assert g.inputs == {"backend": "hf"} and g.decision_runs == [{"run_id": "r1", "checkpoint_digest": "d1"}]
     assert g.document["verdict"] == "FAIL" and math.isnan(g.document["stderr"])
+    (recent,) = backend_store.recent_gates()  # the dashboard's reader: the same row, its JSON decoded too
+    assert isinstance(recent, GateRow) and recent.inputs == {"backend": "hf"} and recent.reasons == [
+        "no seed improved"] and math.isnan(recent.document["stderr"]) and recent.gate_id == "g1"
 
 
 def test_a_batch_its_items_ratings_events_and_raters_read_back_typed(backend_store: Store) -> None:

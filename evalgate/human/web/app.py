@@ -20,6 +20,7 @@ Pages: ``/`` (the rater's batches and progress), ``/batch/{id}`` (the rating que
 from __future__ import annotations
 
 import functools
+import json
 import threading
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -37,7 +38,7 @@ from starlette.concurrency import run_in_threadpool
 from evalgate.core.errors import BadInput, EvalgateError, RefusedByPolicy
 from evalgate.core.formatting import num, short_digest
 from evalgate.human import rating
-from evalgate.store import Store
+from evalgate.store import GateRow, Store
 
 COOKIE = "evalgate_token"
 MAX_FORM_BYTES = 64 * 1024  # a rating form: tokens, score and a note of NOTE_MAX_CHARS characters, URL-encoded
@@ -334,7 +335,8 @@ def _admin_routes(srv: _Served) -> APIRouter:
 
     @router.get("/dashboard/gates")
     def gates_page(request: Request) -> Response:
-        return srv.guarded(request, True, lambda r: _page("gates.html.j2", rater=r, rows=st.recent_gates()))
+        return srv.guarded(request, True, lambda r: _page("gates.html.j2", rater=r,
+                                                          rows=[_gate_cells(g) for g in st.recent_gates()]))
 
     @router.get("/dashboard/access")
     def access_page(request: Request, split: str = "") -> Response:
@@ -347,6 +349,11 @@ def _admin_routes(srv: _Served) -> APIRouter:
         return srv.guarded(request, True, show)
 
     return router
+
+
+def _gate_cells(gate: GateRow) -> dict[str, Any]:
+    """A gate verdict's row of the dashboard's table: column -> value, JSON columns as the JSON text stored."""
+    return {k: json.dumps(v) if isinstance(v, dict | list) else v for k, v in gate.as_dict().items()}
 
 
 def create_app(store: Store, url: str = "http://127.0.0.1:8765") -> FastAPI:
