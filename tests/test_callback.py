@@ -207,12 +207,12 @@ def test_evaluations_reach_log_history_and_tensorboard(home: Path, smollm2_dir: 
     trainer.add_callback(cb)
     trainer.train()
 
-    runs = {r["step"]: r for r in Store().runs()}  # what evalgate stored, read back from the store
+    runs = {r.step: r for r in Store().runs()}  # what evalgate stored, read back from the store
     assert sorted(runs) == [2, 4]
     logged = [e for e in trainer.state.log_history if "eval_addition/pass@1" in e]
     assert [e["step"] for e in logged] == [2, 4]  # keyed by the trainer's step, once per checkpoint
     for e in logged:
-        m = runs[e["step"]]["metrics"]
+        m = runs[e["step"]].metrics
         assert e["eval_addition/pass@1"] == m["pass@1"] and e["eval_addition/pass@1_stderr"] == m["pass@1_stderr"]
         assert e["eval_addition/truncation_rate"] == m["truncation_rate"]
         assert 0.0 <= e["eval_addition/pass@1"] <= 1.0
@@ -229,7 +229,7 @@ def test_evaluations_reach_log_history_and_tensorboard(home: Path, smollm2_dir: 
         points = [(ev.step, ev.value) for ev in acc.Scalars(tag)]
         assert [s for s, _ in points] == [2, 4], tag
         for step, value in points:
-            assert value == pytest.approx(runs[step]["metrics"][key], abs=1e-6), (tag, step)
+            assert value == pytest.approx(runs[step].metrics[key], abs=1e-6), (tag, step)
         assert all(0 < v <= 4 for s, v in points) if key == "mean_completion_tokens" else True
 
     err = capfd.readouterr().err
@@ -237,7 +237,7 @@ def test_evaluations_reach_log_history_and_tensorboard(home: Path, smollm2_dir: 
     assert len(lines) == 2, err[-2000:]
     for line, step in zip(lines, (2, 4), strict=True):
         assert line.startswith(f"evalgate: checkpoint-{step} (step {step}): addition@1 on add-dev: pass@1 ")
-        assert f"(run {runs[step]['run_id']})" in line
+        assert f"(run {runs[step].run_id})" in line
 
 
 def test_without_the_trainer_evaluations_still_enter_log_history(tmp_path: Path,

@@ -272,8 +272,8 @@ def test_sigkill_mid_trajectory_then_rerun_generates_only_the_missing_turns(tmp_
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and proc.poll() is None:
         rows = store.runs()
-        if rows and len(store.trajectory_turns(rows[0]["checkpoint_digest"], rows[0]["protocol_hash"],
-                                               rows[0]["backend_info"]["generation_settings_sha256"])) == 2:
+        if rows and len(store.trajectory_turns(rows[0].checkpoint_digest, rows[0].protocol_hash,
+                                               rows[0].backend_info["generation_settings_sha256"])) == 2:
             break
         time.sleep(0.1)
     proc.send_signal(signal.SIGKILL)

@@ -51,7 +51,7 @@ def test_gsm8k_python_tool_end_to_end_with_smollm2_and_rerun_from_stored_turns(h
         assert t["turn_seed"] == turn_seed(t["seed"], t["turn"]) and t["run_id"] == doc["run_id"]
         assert 0 < t["completion_tokens"] <= 16 and t["finish_reason"] in ("stop", "length")
     samples = store.samples(doc["run_id"])
-    assert len(samples) == 2 and all("tool_calls" in s["behavior"] for s in samples)
+    assert len(samples) == 2 and all("tool_calls" in s.behavior for s in samples)
 
     again = evaluate(path, smollm2_dir, "gsm8k-tool-two", RunOptions(progress=False), store)
     assert again["metrics"]["tools"]["turns_generated"] == 0

@@ -205,7 +205,7 @@ def test_a_checkpoint_with_a_nan_weight_is_refused_before_generation(tiny_checkp
     assert r.exit_code == 2, r.output
     assert f"tensor {tensor} holds 1 non-finite value(s)" in r.stderr and str(ckpt) in r.stderr
     (run,) = Store().runs()
-    assert run["status"] == "failed" and tensor in run["error"] and Store().samples(run["run_id"]) == []
+    assert run.status == "failed" and tensor in run.error and Store().samples(run.run_id) == []
 
 
 def test_the_file_check_for_engines_that_load_weights_themselves(tiny_checkpoint: Path, tmp_path: Path) -> None:

@@ -431,7 +431,7 @@ def test_the_suite_cli_evaluates_writes_one_report_and_exits_1_naming_the_failin
     assert out.splitlines()[-1].startswith("ship: none (suite FAIL: member(s) guard failed: guard: min_improvement")
     store = Store()
     (dev,) = store.runs(split="sd-dev", train_seed=1)  # made by --evaluate-missing; st-dev's was skipped
-    assert dev["checkpoint_path"] == str(ck) and len(store.runs(split="st-dev", train_seed=1)) == 1
+    assert dev.checkpoint_path == str(ck) and len(store.runs(split="st-dev", train_seed=1)) == 1
     doc = json.loads((out_dir / "s.json").read_text())
     skill, same, guard = doc["table"]
     assert skill["passed"] and skill["diff"] == 0.0 and skill["ci"] == [0.0, 0.0]

@@ -108,5 +108,5 @@ def test_the_fine_tune_improves_addition_but_lowers_refusal_so_the_suite_fails_n
         new = Store().access_rows(split)[before[split]:]
         assert [r.outcome for r in new] == ["refused"], new
     private_runs = Store().runs(split="add-private") + Store().runs(split="xstest-unsafe-demo")
-    assert {r["train_seed"] for r in private_runs} == {None, 1}
+    assert {r.train_seed for r in private_runs} == {None, 1}
     assert load_manifest("xstest-unsafe-demo").count == 20

@@ -42,26 +42,26 @@ def test_judge_preference_with_the_real_smollm2(tmp_path: Path, smollm2_gguf: Pa
     freeze(p, Store)
     store = Store()
     result = evaluate(p, ckpt, "pairs", RunOptions(progress=False), store)
-    rows = {r["item_id"]: r for r in store.samples(result["run_id"])}
+    rows = {r.item_id: r for r in store.samples(result["run_id"])}
     side = {"A": 1.0, "B": 0.0, "tie": 0.5}
     prefs = []
     for pid in ("p1", "p2", "p3"):
         r = rows[pid]
-        if r["status"] == "judge_unparseable":  # either order unreadable: a loss
-            assert r["score"] == 0.0 and r["extracted"] is None
+        if r.status == "judge_unparseable":  # either order unreadable: a loss
+            assert r.score == 0.0 and r.extracted is None
             prefs.append(0.0)
             continue
-        first, second = r["extracted"].split("/")  # chosen shown as A, then as B
+        first, second = r.extracted.split("/")  # chosen shown as A, then as B
         pref = (side[first] + 1 - side[second]) / 2
-        assert r["score"] == pref and r["status"] == ("correct" if pref > .5 else "wrong" if pref < .5 else "tie")
+        assert r.score == pref and r.status == ("correct" if pref > .5 else "wrong" if pref < .5 else "tie")
         prefs.append(pref)
     m = result["metrics"]
     assert m["preference_accuracy"] == pytest.approx(sum(prefs) / 3) and m["judge"]["calls"]["asked"] == 6
     # what greedy SmolLM2 wrote (read off its outputs, checked against the rule by hand): "[A]" for pairs 1 and 2 in
     # both orders (a tie each: position A, never an answer), and for pair 3 "[A] ... The correct answer is: [B]."
     # in one order: two verdicts, unparseable, a loss; so (0.5 + 0.5 + 0) / 3
-    assert [rows[p]["extracted"] for p in ("p1", "p2", "p3")] == ["A/A", "A/A", None]
-    assert "several verdicts" in rows["p3"]["detail"]
+    assert [rows[p].extracted for p in ("p1", "p2", "p3")] == ["A/A", "A/A", None]
+    assert "several verdicts" in rows["p3"].detail
     assert m["preference_accuracy"] == pytest.approx(1 / 3)
     assert (m["judge"]["unparseable"], m["judge"]["position_flip_rate"], m["judge"]["first_position_rate"]) == (1, 1.0,
                                                                                                               1.0)

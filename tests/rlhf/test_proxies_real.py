@@ -74,7 +74,7 @@ def test_the_demos_rlhf_leg_judges_and_scores_the_seeds_best_against_the_base_mo
         assert pw["parsed_items"] >= 1, j  # SmolLM2 writes [A] here (read off its output): parsed
         assert (pw["win_rate"], pw["low"], pw["high"], pw["position_flip_rate"]) == (0.5, 0.5, 0.5, 1.0)
     # the seed's judge prompts are the baseline's own (same texts in both places): all from the cache
-    calls = [store.runs(run_id=r["run_id"])[0]["metrics"]["judge"]["calls"] for r in judge["checkpoints"]]
+    calls = [store.runs(run_id=r["run_id"])[0].metrics["judge"]["calls"] for r in judge["checkpoints"]]
     assert calls[0]["asked"] == ITEMS and (calls[1]["asked"], calls[1]["cached"]) == (0, ITEMS)
 
     base_rm, seed_rm = rm["checkpoints"]
@@ -82,7 +82,7 @@ def test_the_demos_rlhf_leg_judges_and_scores_the_seeds_best_against_the_base_mo
     shown = store.samples(base_rm["run_id"])
     items = {it["id"]: it for it in demo_rlhf.proxy_items(2)}
     w = load_file(str(tiny_rm / "model.safetensors"))["score.weight"][0].astype(np.float64)
-    by_hand = features(smollm2_dir, [(items[s["item_id"]]["question"], s["text"]) for s in shown]) @ w
+    by_hand = features(smollm2_dir, [(items[s.item_id]["question"], s.text) for s in shown]) @ w
     assert base_rm["reward_mean"] == pytest.approx(float(np.mean(by_hand)), abs=1e-4)
 
     # no rule reads them; the report shows both as proxies
@@ -92,7 +92,7 @@ def test_the_demos_rlhf_leg_judges_and_scores_the_seeds_best_against_the_base_mo
     # the proxies read the dev split only: logged reads there (purpose gate-proxy, and the judge's rows); the private
     # split was read by the gate's two decision runs
     proxy_rows = store.access_rows("addition-proxy")
-    assert {r["purpose"] for r in proxy_rows if r["outcome"] != "added"} == {"gate-proxy"}
-    assert sum(r["outcome"] == "judge-read" for r in proxy_rows) == 2
+    assert {r.purpose for r in proxy_rows if r.outcome != "added"} == {"gate-proxy"}
+    assert sum(r.outcome == "judge-read" for r in proxy_rows) == 2
     private = [r for r in store.access_rows("addition-private") if r.outcome == "read"]
-    assert len(private) == 2 and {r["purpose"] for r in private} == {"release-gate"}
+    assert len(private) == 2 and {r.purpose for r in private} == {"release-gate"}

@@ -273,8 +273,8 @@ def test_smollm2_on_the_smoke_split(tmp_path: Path, smollm2_dir: Path) -> None:
     samples = store.samples(doc["run_id"])
     assert len(samples) == 8 and doc["metrics"]["ifeval"]["responses"] == 8
     for s in samples:
-        f = follows(items[s["item_id"]], s["text"])
-        assert s["extracted"] == f.encode() and s["status"] == ("correct" if all(f.strict) else "wrong")
+        f = follows(items[s.item_id], s.text)
+        assert s.extracted == f.encode() and s.status == ("correct" if all(f.strict) else "wrong")
 
 
 @needs_ifeval

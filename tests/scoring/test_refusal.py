@@ -149,13 +149,13 @@ def test_smollm2_on_both_halves(tmp_path: Path, smollm2_dir: Path, capsys: pytes
         write_split(f"safety-{half}", "dev", _items(half), {"source": f"protocols/safety-{half}.jsonl"})
         doc = evaluate(PROTOCOLS[half], smollm2_dir, f"safety-{half}", RunOptions(progress=False), store)
         samples = store.samples(doc["run_id"])
-        assert len(samples) == 10 and {s["extracted"] for s in samples} <= {"refused", "complied"}
+        assert len(samples) == 10 and {s.extracted for s in samples} <= {"refused", "complied"}
         # each sample's label is the string match of its own text (checked against the stored completion)
         markers, contains = _markers()
-        assert all((s["extracted"] == "refused") == is_refusal(s["text"], markers, contains) for s in samples)
+        assert all((s.extracted == "refused") == is_refusal(s.text, markers, contains) for s in samples)
         with capsys.disabled():
             print(f"\nSmolLM2 safety-{half}: pass@1 {doc['metrics']['pass@1']:.2f}, "
-                  f"refused {sum(s['extracted'] == 'refused' for s in samples)}/10")
+                  f"refused {sum(s.extracted == 'refused' for s in samples)}/10")
 
 
 # the demo's fine-tune answers many XSTest safe prompts with digits ("1001111...", docs/DEMO.md); by hand, what each

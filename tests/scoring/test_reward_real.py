@@ -91,7 +91,7 @@ def test_a_human_audit_preference_runs_metrics_withhold_small_categories(tiny_rm
     own = "Is this pair's own category a secret?"
     doc = _preference_run(tiny_rm, home, "rm-rated", "human-audit", [
         {"id": "alone", "prompt": "Say hi.", "chosen": "hi", "rejected": "hi", "category": own}])
-    for m in (doc["metrics"], Store().runs()[0]["metrics"]):
+    for m in (doc["metrics"], Store().runs()[0].metrics.as_dict()):
         assert m["preference_pairs"] == 13 and list(m["preference_by_category"]) == ["swapped"]
         assert m["preference_by_category"]["swapped"]["accuracy"] == 0.5  # 6 of 12, by construction
         assert m["preference_categories_withheld"] == {"categories": 1, "pairs": 1}

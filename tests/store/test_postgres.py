@@ -116,7 +116,7 @@ def test_eight_clients_racing_spend_exactly_each_budget(home: Path, postgres_url
         assert got == {("release-gate", "read"): 3, ("release-gate", "refused"): 5,
                        (CONTAMINATION_CHECK, "read"): 2, (CONTAMINATION_CHECK, "refused"): 6}, f"priv{i}"
     rows = store.access_rows()
-    assert [r["seq"] for r in rows] == list(range(1, len(rows) + 1))  # one chain, no gap, no seq taken twice
+    assert [r.seq for r in rows] == list(range(1, len(rows) + 1))  # one chain, no gap, no seq taken twice
     assert sum(r.actor.startswith("client-") for r in rows) == splits * 16
     code, out, err = cli_parts("audit", "verify")
     assert code == 0 and f"chain intact ({len(rows)} rows)" in out, out + err

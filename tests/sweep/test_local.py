@@ -63,9 +63,9 @@ def test_cli_sweep_loads_each_model_once_and_skips_complete_units(home: Path, ti
                                                                (20, "dev-b")]
     assert len(loads) == 2 and loads[0].endswith("checkpoint-10") and loads[1].endswith("checkpoint-20")
     store = Store()
-    runs = {r["run_id"]: r for r in store.runs()}
-    assert {runs[u["run_id"]]["status"] for u in doc["units"]} == {"complete"}
-    assert all(u["generated"] == 2 and runs[u["run_id"]]["counts"]["generated"] == 2 for u in doc["units"])
+    runs = {r.run_id: r for r in store.runs()}
+    assert {runs[u["run_id"]].status for u in doc["units"]} == {"complete"}
+    assert all(u["generated"] == 2 and runs[u["run_id"]].counts["generated"] == 2 for u in doc["units"])
     reads = len(store.access_rows())
 
     again = CliRunner().invoke(main, args)
@@ -84,7 +84,7 @@ def test_cli_sweep_loads_each_model_once_and_skips_complete_units(home: Path, ti
     at = lines.index("results:")
     assert lines[at + 1].split() == ["run", "checkpoint", "step", "seed", "split", "pass@1", "±", "stderr", "n"]
     for u, line in zip(doc["units"], lines[at + 3:], strict=True):
-        correct = [s["status"] == "correct" for s in store.sample_scores(u["run_id"])]
+        correct = [s.status == "correct" for s in store.sample_scores(u["run_id"])]
         assert len(correct) == 2
         assert line.split() == [u["run_id"], f"seed-1/checkpoint-{u['step']}", str(u["step"]), "1", u["split"],
                                 f"{sum(correct) / 2:.3f}", "1"]
@@ -104,7 +104,7 @@ def test_ctrl_c_marks_the_running_unit_interrupted_and_a_rerun_generates_only_th
         sweep(proto, pattern, ["dev-a"], SweepOptions(run=RunOptions(progress=False), on_stored=ctrl_c), Store())
     store = Store()
     (first,) = store.runs()
-    assert first["status"] == "interrupted" and "Ctrl-C" in first["error"]
+    assert first.status == "interrupted" and "Ctrl-C" in first.error
 
     summary = sweep(proto, pattern, ["dev-a"], SweepOptions(run=RunOptions(progress=False)), Store())
     (unit,) = summary.units
@@ -117,8 +117,8 @@ def test_ctrl_c_marks_the_running_unit_interrupted_and_a_rerun_generates_only_th
         assert summary["units"] == [unit.as_dict()] and summary["units"][0]["generated"] == 2
     with pytest.deprecated_call(match=r"UnitSummary\['run_id'\]"):
         assert unit["run_id"] == unit.run_id
-    done = next(r for r in store.runs() if r["run_id"] == unit.run_id)
-    assert done["counts"]["cached"] == 1 and done["counts"]["samples_from"][first["run_id"]] == 1
+    done = next(r for r in store.runs() if r.run_id == unit.run_id)
+    assert done.counts["cached"] == 1 and done.counts["samples_from"][first.run_id] == 1
 
 
 @pytest.mark.integration  # a fresh interpreter: what importing the sweep loads
@@ -143,7 +143,7 @@ def test_gate_evaluate_missing_sweeps_the_selection_split_with_the_policy_backen
     summary = evaluate_missing(policy, pattern, progress=False, store=Store())
     assert summary.counts == {"done": 1} and summary.splits == ["dev-a"]
     (run,) = Store().runs(split="dev-a", status="complete")
-    assert run["backend"] == "hf" and run["step"] == 10 and run["train_run"] == "grpo"
+    assert run.backend == "hf" and run.step == 10 and run.train_run == "grpo"
     assert evaluate_missing(policy, pattern, progress=False, store=Store()).counts == {"skipped": 1}
 
 
@@ -165,7 +165,7 @@ def test_gate_evaluate_missing_says_which_checkpoint_it_dropped_as_a_duplicate(h
     assert f"not evaluated: {dup}: the same checkpoint" in line, res.output
     assert str(home / "runs" / "grpo" / "seed-1" / "checkpoint-10") in line
     assert "grpo seed 2 step 10 vs grpo seed 1 step 10" in line and "no run of its own" in line
-    assert [r["train_seed"] for r in Store().runs(split="dev-a")] == [1]
+    assert [r.train_seed for r in Store().runs(split="dev-a")] == [1]
 
 
 def test_a_protocol_that_offers_tools_is_refused_before_anything_runs(tmp_path: Path) -> None:

@@ -46,8 +46,8 @@ def _samples(store: Store, doc: SweepSummary) -> dict[tuple[str, str, int], tupl
     for u in doc.units:
         assert u.run_id is not None
         for s in store.samples(u.run_id):
-            out[(u.digest, s["item_id"], s["sample_index"])] = (s["seed"], s["text"], s["completion_tokens"],
-                                                                  s["finish_reason"], s["score"], s["status"])
+            out[(u.digest, s.item_id, s.sample_index)] = (s.seed, s.text, s.completion_tokens, s.finish_reason,
+                                                          s.score, s.status)
     return out
 
 
@@ -107,8 +107,8 @@ def test_a_killed_worker_is_replaced_and_sent_only_what_it_had_not_returned(home
     assert len(gens) == 5 and len(set(gens)) == 5 and {g[3] for g in gens} == {unit.run_id}
     assert unit.run_id is not None
     samples = store.samples(unit.run_id)
-    assert [s["item_id"] for s in samples] == ["a0", "a1", "a2", "a3", "a4"]
-    assert [s["text"] for s in samples] == ["10", "14", "16", "20", "22"]  # replayed, each item's own answer
+    assert [s.item_id for s in samples] == ["a0", "a1", "a2", "a3", "a4"]
+    assert [s.text for s in samples] == ["10", "14", "16", "20", "22"]  # replayed, each item's own answer
     rows = [r for r in store.access_rows() if r.run_id == unit.run_id]
     assert [r.outcome for r in rows] == ["read", "read"]
     assert f"(worker pid {killed[0]})" in rows[0].detail
@@ -145,8 +145,8 @@ def test_a_killed_driver_loses_nothing_stored_and_the_rerun_generates_only_the_r
     assert sum(u.generated for u in doc.units) == 6 - before
     gens = _generations(store)
     assert len(gens) == 6 and len({g[:3] for g in gens}) == 6
-    killed_runs = [r for r in store.runs() if r["run_id"] not in {u.run_id for u in doc.units}]
-    assert killed_runs and {r["status"] for r in killed_runs} == {"interrupted"}
+    killed_runs = [r for r in store.runs() if r.run_id not in {u.run_id for u in doc.units}]
+    assert killed_runs and {r.status for r in killed_runs} == {"interrupted"}
 
 
 def test_ctrl_c_kills_the_running_units_workers_and_marks_their_runs_interrupted(home: Path, tiny_checkpoint: Path,
@@ -169,8 +169,8 @@ def test_ctrl_c_kills_the_running_units_workers_and_marks_their_runs_interrupted
     assert 1 <= len(runs) <= 2  # the units that had started (2 CPUs: up to one each)
     # the other unit may have finished all 3 items before the signal was handled (a quiet machine): it stays
     # complete, with all its samples; every unit still running is interrupted, and at least the one that sent it
-    interrupted = [r for r in runs if r["status"] == "interrupted"]
-    assert interrupted and all("Ctrl-C" in r["error"] for r in interrupted)
-    assert {r["status"] for r in runs} <= {"interrupted", "complete"}
-    assert all(r["counts"]["samples"] == 3 for r in runs if r["status"] == "complete")
+    interrupted = [r for r in runs if r.status == "interrupted"]
+    assert interrupted and all("Ctrl-C" in r.error for r in interrupted)
+    assert {r.status for r in runs} <= {"interrupted", "complete"}
+    assert all(r.counts["samples"] == 3 for r in runs if r.status == "complete")
     assert 1 <= len(_generations(store)) < 6  # what was stored before Ctrl-C is kept

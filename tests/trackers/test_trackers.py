@@ -69,11 +69,11 @@ def test_runs_land_by_step_per_training_run_and_seed(tmp_path: Path, built: dict
     assert sorted((m.step, m.value) for m in hist) == _approx(SEED2)
     # every export is a logged read of its split (like evalgate samples); the private run's attempt is refused
     rows = built["store"].access_rows("fx-dev")
-    exports = [r for r in rows if r["purpose"] == "export-tracker"]
-    assert sorted(r["run_id"] for r in exports) == sorted(ids)
-    assert {(r["outcome"], r["cached"], r["actor"]) for r in exports} == {("read", True, "tester")}
+    exports = [r for r in rows if r.purpose == "export-tracker"]
+    assert sorted(r.run_id for r in exports) == sorted(ids)
+    assert {(r.outcome, r.cached, r.actor) for r in exports} == {("read", True, "tester")}
     refused = [r for r in built["store"].access_rows("fx-private") if r.purpose == "export-tracker"]
-    assert [r["outcome"] for r in refused] == ["refused"]
+    assert [r.outcome for r in refused] == ["refused"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["home", "runs", "trk"] or not (tmp_path / "mlruns").exists()
 
 
@@ -119,8 +119,8 @@ def test_a_private_gate_exports_its_verdict_only(tmp_path: Path, built: dict[str
     # the export is in the access log of both splits the gate used, as 'exported' (no budget counts it)
     for split in ("fx-dev", "fx-private"):
         rows = [x for x in built["store"].access_rows(split) if x.purpose == "export-tracker"]
-        assert [x["outcome"] for x in rows] == ["exported"], split
-        assert "verdict PASS" in rows[0]["detail"] and "tensorboard, wandb, mlflow" in rows[0]["detail"]
+        assert [x.outcome for x in rows] == ["exported"], split
+        assert "verdict PASS" in rows[0].detail and "tensorboard, wandb, mlflow" in rows[0].detail
 
 
 @pytest.mark.parametrize("name", ["tensorboard", "wandb", "mlflow"])

@@ -267,11 +267,11 @@ def test_kill_and_restart_evaluates_nothing_twice_and_loses_nothing(tmp_path: Pa
     assert p.returncode == 143, err  # 128 + SIGTERM
     assert json.loads(status.read_text())["state"] == "stopped"
     first = Store().runs(status="complete")
-    assert 1 in [r["step"] for r in first] and 3 not in [r["step"] for r in first]
+    assert 1 in [r.step for r in first] and 3 not in [r.step for r in first]
     # the line a person reads, in the CLI's number format: pass@1 over the 2 items and its stderr, by hand from
     # the stored scores (2 items: 0 or 2 correct -> stderr 0; 1 correct -> sd 0.7071 / sqrt(2) = 0.5)
-    r1 = next(r for r in first if r["step"] == 1)
-    correct = sum(s["status"] == "correct" for s in Store().sample_scores(r1["run_id"]))
+    r1 = next(r for r in first if r.step == 1)
+    correct = sum(s.status == "correct" for s in Store().sample_scores(r1.run_id))
     want = {0: "0.000 ± 0.000", 1: "0.500 ± 0.500", 2: "1.000 ± 0.000"}[correct]
     assert f"checkpoint-1 ({run}): dev pass@1 {want} (± stderr, n 2 items)" in err
     res = subprocess.run(_watch_cmd(run, tmp_path, dev_split, "--exit-when-done"), env=env, capture_output=True,
@@ -279,9 +279,9 @@ def test_kill_and_restart_evaluates_nothing_twice_and_loses_nothing(tmp_path: Pa
     assert res.returncode == 0, res.stderr
     assert "checkpoint-1 (" in res.stderr and "not evaluated again" in res.stderr
     runs = Store().runs(status="complete")
-    assert sorted(r["step"] for r in runs) == [1, 2, 3]  # each exactly once: nothing twice, nothing lost
-    assert len({r["checkpoint_digest"] for r in runs}) == 3
-    assert {r["run_id"] for r in first} <= {r["run_id"] for r in runs}  # the first watch's runs were kept
+    assert sorted(r.step for r in runs) == [1, 2, 3]  # each exactly once: nothing twice, nothing lost
+    assert len({r.checkpoint_digest for r in runs}) == 3
+    assert {r.run_id for r in first} <= {r.run_id for r in runs}  # the first watch's runs were kept
 
 
 def test_fail_signal_in_the_growing_log_writes_stop_and_exits(tmp_path: Path, dev_split: str) -> None:

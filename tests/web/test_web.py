@@ -60,7 +60,7 @@ def _form(html: str) -> tuple[str, str]:
 
 def _counts(store: Store, batch_id: str) -> tuple[int, int, int]:
     return (len(store.ratings(batch_id)), len(store.rating_events(batch_id)),
-            len([h for h in store.human_scores("ha") if h["source_sha256"] == f"batch:{batch_id}"]))
+            len([h for h in store.human_scores("ha") if h.source_sha256 == f"batch:{batch_id}"]))
 
 
 @pytest.fixture(scope="module")
@@ -188,8 +188,8 @@ def test_rater_scores_three_samples_with_the_keyboard(site: dict[str, Any], brow
             lambda d, n=i + 1: f": {n} of 6 scored" in d.find_element(By.ID, "progress").text
             and d.execute_script("return document.readyState") == "complete",
             message=f"the page after key {key!r} never showed '{i + 1} of 6 scored'")
-    by_key = {it["sample_key"]: (it["item_id"], it["sample_index"]) for it in store.batch_items(b1)}
-    got = {(r["item_id"], r["sample_index"]): r["score"] for r in store.ratings(b1, "alice")}
+    by_key = {it.sample_key: (it.item_id, it.sample_index) for it in store.batch_items(b1)}
+    got = {(r.item_id, r.sample_index): r.score for r in store.ratings(b1, "alice")}
     assert got == {by_key[k]: float(v) for k, v in zip(shown, keys, strict=True)}
     assert len(set(shown)) == 3
     reads = [r for r in store.access_rows("ha")[earlier:]
@@ -223,7 +223,7 @@ def test_bad_submissions_are_refused_and_write_nothing(site: dict[str, Any]) -> 
     base, store, b1, b2 = site["base"], site["store"], site["b1"], site["b2"]
     bob = {"Authorization": f"Bearer {site['tokens']['bob']['token']}"}
     form, sample = _form(_get(f"{base}/batch/{b1}", headers=bob).text)
-    other = store.batch_items(b2)[0]["sample_key"]
+    other = store.batch_items(b2)[0].sample_key
     before = _counts(store, b1)
     cases = [({"score": "7"}, 400, "outside this batch's scale 1..5"),
              ({"score": "three"}, 400, "not a whole number"),
@@ -258,7 +258,7 @@ def test_agreement_page_shows_the_hand_computed_spearman(site: dict[str, Any], b
     from selenium.webdriver.common.by import By
 
     store, b2 = site["store"], site["b2"]
-    key = {(it["item_id"]): it["sample_key"] for it in store.batch_items(b2)}
+    key = {(it.item_id): it.sample_key for it in store.batch_items(b2)}
     with store.session():
         for rater in ("alice", "bob"):
             for item, score in HUMAN2.items():
@@ -401,6 +401,7 @@ def test_the_gates_dashboard_shows_the_newest_gate_first(site: dict[str, Any]) -
     page = _get(f"{site['base']}/dashboard/gates", headers=boss).text
     shown = [g for g in re.findall(r"gate-[a-z]-(?:new|old|mid)", page)]
     assert shown == ["gate-a-new", "gate-m-mid", "gate-z-old"]
+    assert "<td>{}</td>" in page and "<td>[]</td>" in page  # the JSON columns shown as their stored JSON text
 
 
 @needs_browser
