@@ -55,6 +55,7 @@ from evalgate.store.rows import (
     RunRow,
     SampleRow,
     SampleScore,
+    TurnRow,
 )
 from evalgate.store.runs import ProtocolRepo, RunRepo
 
@@ -62,8 +63,8 @@ __all__ = ["CONTAMINATION_CHECK", "CONTAMINATION_CHECKS", "MEMORY", "READS", "TR
            "AccessRow", "BatchItem", "BatchRow", "BudgetLimit", "ChainLink", "Connection", "Counted", "Database",
            "FrameRepo", "GateRepo", "GateRow", "GenerationCache", "HumanScore", "PrivateContent", "PrivateContentRepo",
            "PromptRun", "ProtocolRepo", "RaterRow", "RatingEvent", "RatingRepo", "RatingRow", "Repository", "Row",
-           "RunPrompt", "RunRepo", "RunRow", "SampleRow", "SampleScore", "SignedHead", "Store", "VerifiedHead",
-           "default_database", "handed_down"]
+           "RunPrompt", "RunRepo", "RunRow", "SampleRow", "SampleScore", "SignedHead", "Store", "TurnRow",
+           "VerifiedHead", "default_database", "handed_down"]
 
 R = TypeVar("R", bound=Repository)
 

@@ -16,7 +16,7 @@ from evalgate.keys.sealing import is_sealed
 from evalgate.store.codec import open_read, run_codec
 from evalgate.store.db import Repository, insert_values, records
 from evalgate.store.dialect import POSTGRESQL, dialect
-from evalgate.store.rows import PromptRun, RunPrompt
+from evalgate.store.rows import PromptRun, RunPrompt, TurnRow
 
 TRAJECTORY_COLUMNS = ("item_id", "sample_index", "seed", "turn", "turn_seed", "prompt_sha256", "text",
                       "prompt_tokens", "completion_tokens", "finish_reason", "calls", "parse_error", "violation",
@@ -182,9 +182,9 @@ class GenerationCache(Repository):
 
     def trajectory_turns(self, checkpoint_digest: str, protocol_hash: str, settings_sha256: str,
                          item_ids: Sequence[str] | None = None, split_sha256: str | None = None,
-                         sealed: bool = True) -> list[dict[str, Any]]:
-        """Stored turns under one checkpoint, protocol and settings (of ``item_ids`` only, when given), ordered by
-        item, sample index, seed and turn; ``calls`` decoded.
+                         sealed: bool = True) -> list[TurnRow]:
+        """Stored turns (``TurnRow``s) under one checkpoint, protocol and settings (of ``item_ids`` only, when
+        given), ordered by item, sample index, seed and turn; ``calls`` decoded.
 
         ``split_sha256``: only the turns stored by runs on that split content. A turn's key holds an item id, not
         its split, so two splits whose items share ids (two files numbered from 1) share keys: whatever reads one
@@ -216,4 +216,4 @@ class GenerationCache(Repository):
         for r in rows:
             if isinstance(r["calls"], str):  # sealed: the calls' JSON text, encrypted (``Codec.row``)
                 r["calls"] = json.loads(r["calls"])
-        return rows
+        return TurnRow.from_dicts(rows)

@@ -347,3 +347,39 @@ class PromptRun(Row):
     run_id: str
     backend_info: dict[str, Any]
     """Its ``backend_info``, decoded (``renderer``, ``chat_template_sha256``, ``tokenizer`` ...)."""
+
+
+@_columns
+@dataclass(frozen=True)
+class TurnRow(Row):
+    """One stored turn of an agentic sample (``trajectories``; ``Store.trajectory_turns``): the model's text and
+    the tool calls it made, keyed by checkpoint, protocol, generation settings, sample and turn; ``calls`` decoded
+    (each call a dict: ``name``, ``arguments``, ``status``, ``violation``, ``result``, ``wall_s`` ...)."""
+
+    checkpoint_digest: str
+    protocol_hash: str
+    settings_sha256: str
+    item_id: str
+    sample_index: int
+    seed: int
+    """The sample's sampling seed."""
+    turn: int
+    """From 0."""
+    turn_seed: int
+    prompt_sha256: str
+    """The hash of the prompt this turn answered."""
+    text: str
+    prompt_tokens: int | None
+    completion_tokens: int
+    finish_reason: str
+    calls: list[dict[str, Any]]
+    parse_error: str | None
+    violation: str | None
+    ended: str | None
+    """How the trajectory ended at this turn (``answered``, ``max_turns`` ...), None while it goes on."""
+    gen_s: float | None
+    """Seconds generating this turn."""
+    tool_s: float | None
+    """Seconds running its tools."""
+    run_id: str | None
+    created_at: datetime

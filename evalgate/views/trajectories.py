@@ -10,7 +10,7 @@ from typing import Any
 
 from evalgate.core.errors import BadInput
 from evalgate.keys.sealing import SEALED_TIERS
-from evalgate.store import RunRow, Store
+from evalgate.store import RunRow, Store, TurnRow
 
 TRAJECTORIES_PURPOSE = "inspect-trajectories"
 """The access-log purpose of ``evalgate trajectories``: a view of a run's per-item outputs, as ``evalgate samples``."""
@@ -30,7 +30,7 @@ def run_trajectories(store: Store, run_id: str, item: str | None = None,
 
     Returns:
         One record per sample, in (item, sample index) order: item_id, sample_index, seed, status (how it ended),
-        turns (the stored turn rows, ``calls`` decoded).
+        turns (its ``TurnRow``s, ``calls`` decoded).
 
     Raises:
         BadInput: no such run, or it stored no trajectory (not an agentic protocol).
@@ -50,13 +50,13 @@ def run_trajectories(store: Store, run_id: str, item: str | None = None,
             for k, turns in sorted(by_sample.items())]
 
 
-def status(turns: list[dict[str, Any]]) -> str:
+def status(turns: list[TurnRow]) -> str:
     """How a trajectory ended (its last turn's ``ended``), ``incomplete`` while it has not."""
-    return turns[-1]["ended"] or "incomplete"
+    return turns[-1].ended or "incomplete"
 
 
 def turns_by_sample(store: Store, run: RunRow, items: list[str] | None = None
-                    ) -> dict[tuple[str, int, int], list[dict[str, Any]]]:
+                    ) -> dict[tuple[str, int, int], list[TurnRow]]:
     """The stored turns of a run (a ``Store.runs`` row: its checkpoint, protocol and generation settings), of
     ``items`` only when given, by sample key (item id, sample index, sample seed), each in turn order; empty for a
     run of a protocol without tools. Only turns stored by runs on the run's split content: another split whose items
@@ -64,15 +64,15 @@ def turns_by_sample(store: Store, run: RunRow, items: list[str] | None = None
     (by the access log, ``RunRepo.run_tiers``) gets no sealed turn: one is refused (RefusedByPolicy), its
     rows were edited to reach another run's."""
     settings = (run.backend_info or {}).get("generation_settings_sha256") or ""
-    by_sample: dict[tuple[str, int, int], list[dict[str, Any]]] = defaultdict(list)
+    by_sample: dict[tuple[str, int, int], list[TurnRow]] = defaultdict(list)
     sealed = bool(set(store.run_tiers(run.run_id, logged_only=True)) & set(SEALED_TIERS))
     for r in store.trajectory_turns(run.checkpoint_digest, run.protocol_hash, settings, items,
                                     split_sha256=run.split_sha256, sealed=sealed):
-        by_sample[(r["item_id"], r["sample_index"], r["seed"])].append(r)
+        by_sample[(r.item_id, r.sample_index, r.seed)].append(r)
     return dict(by_sample)
 
 
-def trajectory_view(turns: list[dict[str, Any]], max_chars: int = 1500) -> dict[str, Any]:
+def trajectory_view(turns: list[TurnRow], max_chars: int = 1500) -> dict[str, Any]:
     """One sample's stored turns as the release report shows them: how it ended, its counts, and per turn the
     model's text, each call (name, arguments as JSON, status, violation, result) and any parse error; each text cut
     to ``max_chars``.
@@ -82,12 +82,12 @@ def trajectory_view(turns: list[dict[str, Any]], max_chars: int = 1500) -> dict[
         "finish_reason", "parse_error", "ended", "calls": [{"name", "arguments", "status", "violation",
         "result"}]}]}``.
     """
-    out = [{"turn": t["turn"], "text": _short(t["text"] or "", max_chars), "completion_tokens": t["completion_tokens"],
-            "finish_reason": t["finish_reason"], "parse_error": t["parse_error"], "ended": t["ended"],
-            "calls": [{"name": c["name"], "arguments": _short(json.dumps(c["arguments"], ensure_ascii=False),
-                                                              max_chars),
-                       "status": c["status"], "violation": c["violation"], "result": _short(c["result"], max_chars)}
-                      for c in t["calls"]]} for t in turns]
+    out: list[dict[str, Any]] = [
+        {"turn": t.turn, "text": _short(t.text or "", max_chars), "completion_tokens": t.completion_tokens,
+         "finish_reason": t.finish_reason, "parse_error": t.parse_error, "ended": t.ended,
+         "calls": [{"name": c["name"], "arguments": _short(json.dumps(c["arguments"], ensure_ascii=False), max_chars),
+                    "status": c["status"], "violation": c["violation"], "result": _short(c["result"], max_chars)}
+                   for c in t.calls]} for t in turns]
     calls = [c for t in out for c in t["calls"]]
     return {"status": status(turns), "tool_calls": len(calls), "violations": sum(bool(c["violation"]) for c in calls),
             "parse_errors": sum(t["parse_error"] is not None for t in out), "turns": out}
@@ -104,12 +104,12 @@ def format_trajectories(records: list[dict[str, Any]]) -> str:
     for rec in records:
         out.append(f"== {rec['item_id']} #{rec['sample_index']} (seed {rec['seed']}): {rec['status']}")
         for t in rec["turns"]:
-            out.append(f"-- turn {t['turn']} ({t['completion_tokens']} tokens, {t['finish_reason']}, "
-                       f"generate {t['gen_s'] or 0:.2f} s, tools {t['tool_s'] or 0:.2f} s)")
-            out.extend("   " + line for line in _short(t["text"]).splitlines())
-            if t["parse_error"]:
-                out.append(f"   !! parse error: {t['parse_error']}")
-            for c in t["calls"]:
+            out.append(f"-- turn {t.turn} ({t.completion_tokens} tokens, {t.finish_reason}, "
+                       f"generate {t.gen_s or 0:.2f} s, tools {t.tool_s or 0:.2f} s)")
+            out.extend("   " + line for line in _short(t.text).splitlines())
+            if t.parse_error:
+                out.append(f"   !! parse error: {t.parse_error}")
+            for c in t.calls:
                 flag = f"VIOLATION {c['violation']}" if c["violation"] else c["status"]
                 out.append(f"   >> {c['name']}({_short(str(c['arguments']), 200)}) [{flag}]")
                 out.extend("      " + line for line in _short(c["result"]).splitlines())

@@ -21,7 +21,7 @@ from evalgate.core.fileio import iter_jsonl
 from evalgate.protocol.freeze import freeze
 from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import write_split
-from evalgate.store import Store
+from evalgate.store import Store, TurnRow
 from tests.conftest import REPO
 
 PROBE = REPO / "protocols" / "tool-probe"
@@ -63,11 +63,11 @@ def _run(tmp_path: Path, proto: Path, items: list[dict[str, Any]], replay: Path,
     return doc, store
 
 
-def _turns(store: Store, doc: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    out: dict[str, list[dict[str, Any]]] = {}
+def _turns(store: Store, doc: dict[str, Any]) -> dict[str, list[TurnRow]]:
+    out: dict[str, list[TurnRow]] = {}
     for r in store.trajectory_turns(doc["checkpoint"]["digest"], doc["protocol"]["sha256"],
                                     doc["backend"]["generation_settings_sha256"]):
-        out.setdefault(r["item_id"], []).append(r)
+        out.setdefault(r.item_id, []).append(r)
     return out
 
 
@@ -80,22 +80,22 @@ def test_probe_task_records_every_forbidden_attempt_and_executes_none(tmp_path: 
     notes_before = (PROBE / "task" / "notes.txt").read_text()
     doc, store = _run(tmp_path, REPO / "protocols" / "tool-probe.yaml", items, PROBE / "replay.jsonl")
     turns = _turns(store, doc)
-    kinds = {iid: [c["violation"] for t in ts for c in t["calls"]] for iid, ts in turns.items()}
+    kinds = {iid: [c["violation"] for t in ts for c in t.calls] for iid, ts in turns.items()}
     assert kinds == {"fetch-url": ["network"], "write-outside": ["fs_scope"], "write-readonly": ["fs_write"],
                      "disallowed-tool": ["disallowed_tool"], "call-budget": [None, None, "call_budget"],
                      "read-allowed": [None]}
     for ts in turns.values():
-        for c in (c for t in ts for c in t["calls"] if c["violation"]):
+        for c in (c for t in ts for c in t.calls if c["violation"]):
             assert c["status"] == "violation" and c["wall_s"] == 0.0 and c["result"].startswith("refused: ")
     assert not escape.exists()
     assert (PROBE / "task" / "notes.txt").read_text() == notes_before
     assert not Path("/tmp/pwned").exists()
-    read = turns["read-allowed"][0]["calls"][0]
+    read = turns["read-allowed"][0].calls[0]
     assert read["status"] == "ok" and read["result"] == notes_before
     budget = turns["call-budget"]
-    assert [c["result"] for c in budget[0]["calls"]] == ["2", "4"]  # 1+1, 2+2 by simpleeval
+    assert [c["result"] for c in budget[0].calls] == ["2", "4"]  # 1+1, 2+2 by simpleeval
     # refuse mode: the sample goes on after each refusal and answers at its next turn
-    assert all(ts[-1]["ended"] == "answered" for ts in turns.values())
+    assert all(ts[-1].ended == "answered" for ts in turns.values())
     tools = doc["metrics"]["tools"]
     assert tools["violations_by_kind"] == {"call_budget": 1, "disallowed_tool": 1, "fs_scope": 1, "fs_write": 1,
                                            "network": 1}
@@ -136,7 +136,7 @@ def test_http_get_reaches_the_local_server_only_when_network_is_permitted(
     proto = _protocol(tmp_path, {"allowed": ["http_get"], "max_calls": 1, "network": network})
     replay = _replay_file(tmp_path, {"a": [_call("http_get", url=f"{url}/secret"), "The answer is 42"]})
     doc, store = _run(tmp_path, proto, [{"id": "a", "prompt": "fetch", "answer": "42"}], replay)
-    call = _turns(store, doc)["a"][0]["calls"][0]
+    call = _turns(store, doc)["a"][0].calls[0]
     if network:
         assert hits == ["/secret"] and call["status"] == "ok" and call["result"] == "HTTP 200\nsecret=42"
     else:
@@ -154,8 +154,8 @@ def test_end_mode_ends_the_sample_with_status_tool_violation(tmp_path: Path) -> 
     doc, store = _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "42"},
                                         {"id": "b", "prompt": "y", "answer": "42"}], replay)
     turns = _turns(store, doc)
-    assert len(turns["a"]) == 1 and turns["a"][0]["ended"] == "tool_violation"
-    assert [c["name"] for c in turns["a"][0]["calls"]] == ["python"]  # the calculator call after it never ran
+    assert len(turns["a"]) == 1 and turns["a"][0].ended == "tool_violation"
+    assert [c["name"] for c in turns["a"][0].calls] == ["python"]  # the calculator call after it never ran
     samples = {s.item_id: s for s in store.samples(doc["run_id"])}
     assert samples["a"].status == "tool_violation" and samples["a"].score == 0.0
     assert samples["b"].score == 1.0
@@ -169,7 +169,7 @@ def test_max_turns_ends_a_sample_that_keeps_calling(tmp_path: Path) -> None:
                                            "The answer is 2"]})
     doc, store = _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "2"}], replay)
     turns = _turns(store, doc)["a"]
-    assert [t["ended"] for t in turns] == [None, "max_turns"]
+    assert [t.ended for t in turns] == [None, "max_turns"]
     assert doc["metrics"]["tools"]["by_status"] == {"max_turns": 1}
 
 
@@ -182,9 +182,9 @@ def test_tool_errors_and_parse_errors_are_results_the_model_sees(tmp_path: Path)
                                            '<tool_call>{"name": "calculator", </tool_call>', "The answer is 1"]})
     doc, store = _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "1"}], replay)
     turns = _turns(store, doc)["a"]
-    assert turns[0]["calls"][0]["status"] == "error" and "ZeroDivisionError" in turns[0]["calls"][0]["result"]
-    assert turns[1]["calls"][0]["status"] == "invalid_arguments"
-    assert turns[2]["calls"] == [] and turns[2]["parse_error"].startswith("unparsable <tool_call>: not JSON")
+    assert turns[0].calls[0]["status"] == "error" and "ZeroDivisionError" in turns[0].calls[0]["result"]
+    assert turns[1].calls[0]["status"] == "invalid_arguments"
+    assert turns[2].calls == [] and turns[2].parse_error.startswith("unparsable <tool_call>: not JSON")
     assert doc["status"] == "complete" and doc["metrics"]["tools"]["parse_errors_per_sample"] == 1.0
     assert doc["metrics"]["pass@1"] == 1.0
 
@@ -213,7 +213,7 @@ def test_killed_run_resumes_mid_trajectory_generating_only_missing_turns(tmp_pat
     doc, store = _run(tmp_path, proto, items, _replay_file(tmp_path, full))
     assert seen == [("a", 0, 2)]
     assert doc["metrics"]["tools"]["turns_generated"] == 1 and doc["metrics"]["tools"]["turns_cached"] == 4
-    assert [c["result"] for t in _turns(store, doc)["a"] for c in t["calls"]] == ["2", "4"]
+    assert [c["result"] for t in _turns(store, doc)["a"] for c in t.calls] == ["2", "4"]
     assert doc["metrics"]["pass@1"] == 1.0
 
 
@@ -236,6 +236,9 @@ def test_trajectories_command_shows_calls_results_and_violations(tmp_path: Path)
     assert "   >> python({'code': '1'}) [VIOLATION disallowed_tool]" in lines
     as_json = CliRunner().invoke(main, ["trajectories", doc["run_id"], "--json"])
     assert [len(s["turns"]) for s in json.loads(as_json.output)] == [2]
+    (sample,) = json.loads(as_json.output)  # each turn printed as the stored row's columns, as before it was typed
+    assert list(sample["turns"][0]) == list(TurnRow.COLUMNS) and sample["turns"][0]["turn"] == 0
+    assert [c["name"] for c in sample["turns"][0]["calls"]] == ["calculator", "python"]
     missing = CliRunner().invoke(main, ["trajectories", "nope"])
     assert missing.exit_code == 2 and "no run 'nope'" in missing.output
 
@@ -284,7 +287,7 @@ def test_sigkill_mid_trajectory_then_rerun_generates_only_the_missing_turns(tmp_
     tools = json.loads(r.stdout)["metrics"]["tools"]
     assert (tools["turns_cached"], tools["turns_generated"]) == (2, 2)
     turns = _turns(store, json.loads(r.stdout))["a"]
-    assert [t["turn"] for t in turns] == [0, 1, 2] and turns[1]["calls"][0]["result"].endswith("timed out after 3 s")
+    assert [t.turn for t in turns] == [0, 1, 2] and turns[1].calls[0]["result"].endswith("timed out after 3 s")
 
 
 def test_a_human_audit_runs_trajectories_are_encrypted_at_rest(tmp_path: Path,
@@ -307,7 +310,7 @@ def test_a_human_audit_runs_trajectories_are_encrypted_at_rest(tmp_path: Path,
         rows = con.execute("SELECT text, calls::VARCHAR FROM trajectories WHERE run_id=?", [doc["run_id"]]).fetchall()
     assert len(rows) == 2 and all(secret not in t and "6*7" not in c for t, c in rows)
     turns = _turns(store, doc)["a"]
-    assert turns[0]["text"].startswith(secret) and turns[0]["calls"][0]["result"] == "42"
+    assert turns[0].text.startswith(secret) and turns[0].calls[0]["result"] == "42"
 
 
 @pytest.mark.usefixtures("memory_store")  # no file, lock or process here: the store in memory
@@ -355,7 +358,7 @@ def test_turns_still_being_written_when_the_engine_fails_are_stored(tmp_path: Pa
     (run,) = store.runs()
     turns = store.trajectory_turns(run.checkpoint_digest, run.protocol_hash,
                                    run.backend_info["generation_settings_sha256"])
-    assert sorted((t["item_id"], t["turn"]) for t in turns) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+    assert sorted((t.item_id, t.turn) for t in turns) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
     assert sum(slow_writes) == 4 and run.status == "failed"
 
 
@@ -388,7 +391,7 @@ def test_a_call_drafted_inside_a_reasoning_block_is_not_made(tmp_path: Path) -> 
         "<think>\nThe answer is 41?\n</think>\nThe answer is 42"]})
     doc, store = _run(tmp_path, proto, [{"id": "a", "prompt": "x", "answer": "42"}], replay)
     turns = _turns(store, doc)["a"]
-    assert [c["arguments"] for c in turns[0]["calls"]] == [{"expression": "6*7"}]
+    assert [c["arguments"] for c in turns[0].calls] == [{"expression": "6*7"}]
     assert doc["metrics"]["pass@1"] == 1.0
 
 
@@ -418,7 +421,7 @@ def test_a_writable_task_directory_is_each_samples_own_copy(tmp_path: Path) -> N
         "b": [_call("read_file", path="notes.txt"), _call("read_file", path="answer.txt"), "The answer is 42"]})
     doc, store = _run(tmp_path, proto, items, replay)
     turns = _turns(store, doc)
-    a_calls, b_calls = turns["a"][0]["calls"], turns["b"][1]["calls"] + turns["b"][0]["calls"]
+    a_calls, b_calls = turns["a"][0].calls, turns["b"][1].calls + turns["b"][0].calls
     assert [(c["status"], c["result"]) for c in a_calls] == [("ok", "wrote 2 characters to answer.txt"), ("ok", "42")]
     assert b_calls[0]["status"] == "error" and "answer.txt" in b_calls[0]["result"]  # not written in b's copy
     assert (b_calls[1]["status"], b_calls[1]["result"]) == ("ok", "seed notes")  # the task's own files are there
@@ -446,7 +449,7 @@ def test_a_sample_resumed_from_stored_turns_finds_its_own_writes(tmp_path: Path)
         _run(tmp_path, proto, items, _replay_file(tmp_path, {"a": full["a"][:2]}))
     doc, store = _run(tmp_path, proto, items, _replay_file(tmp_path, full))
     assert doc["metrics"]["tools"]["turns_cached"] == 2 and doc["metrics"]["tools"]["turns_generated"] == 2
-    read = _turns(store, doc)["a"][2]["calls"][0]
+    read = _turns(store, doc)["a"][2].calls[0]
     assert (read["status"], read["result"]) == ("ok", "first")
     assert list(task.iterdir()) == []
     import tempfile

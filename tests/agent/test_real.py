@@ -48,8 +48,8 @@ def test_gsm8k_python_tool_end_to_end_with_smollm2_and_rerun_from_stored_turns(h
                                    doc["backend"]["generation_settings_sha256"])
     assert len(turns) == tools["turns_generated"]
     for t in turns:
-        assert t["turn_seed"] == turn_seed(t["seed"], t["turn"]) and t["run_id"] == doc["run_id"]
-        assert 0 < t["completion_tokens"] <= 16 and t["finish_reason"] in ("stop", "length")
+        assert t.turn_seed == turn_seed(t.seed, t.turn) and t.run_id == doc["run_id"]
+        assert 0 < t.completion_tokens <= 16 and t.finish_reason in ("stop", "length")
     samples = store.samples(doc["run_id"])
     assert len(samples) == 2 and all("tool_calls" in s.behavior for s in samples)
 
@@ -83,14 +83,14 @@ def test_native_hermes_format_renders_tools_and_results_with_the_chat_template(h
                    RunOptions(backend="replay", backend_options={"file": str(replay)}, progress=False), store)
     turns = store.trajectory_turns(run["checkpoint"]["digest"], run["protocol"]["sha256"],
                                    run["backend"]["generation_settings_sha256"])
-    assert [c["result"] for c in turns[0]["calls"]] == ["42"]
+    assert [c["result"] for c in turns[0].calls] == ["42"]
     expected = ("<|im_start|>system\nTools:\ncalculator: Evaluate an arithmetic expression, e.g. (3 + 4) * 2 / 7.\n"
                 'Call one as <tool_call>{"name": ..., "arguments": {...}}</tool_call><|im_end|>\n'
                 "<|im_start|>user\nWhat is 6*7?<|im_end|>\n"
                 f"<|im_start|>assistant\n{call}<|im_end|>\n"
                 "<|im_start|>user\n<tool_response>\n42\n</tool_response><|im_end|>\n"
                 "<|im_start|>assistant\n")
-    assert turns[1]["prompt_sha256"] == hashlib.sha256(expected.encode()).hexdigest()
+    assert turns[1].prompt_sha256 == hashlib.sha256(expected.encode()).hexdigest()
     assert run["metrics"]["pass@1"] == 1.0
 
 

@@ -332,29 +332,29 @@ def test_gsm8k_python_tool_through_transformers_serve_calls_the_tool_and_sees_it
                                    doc["backend"]["generation_settings_sha256"])
     assert len(turns) == tools["turns_generated"] == round(len(items) * tools["turns_per_sample"])
     for t in turns:
-        assert t["turn_seed"] == turn_seed(t["seed"], t["turn"]) and t["run_id"] == doc["run_id"]
-        assert 0 < t["completion_tokens"] <= 32 and t["finish_reason"] in ("stop", "length")
-    called = [t for t in turns if t["turn"] == 0 and t["calls"]]
-    assert called, [t["text"] for t in turns]
+        assert t.turn_seed == turn_seed(t.seed, t.turn) and t.run_id == doc["run_id"]
+        assert 0 < t.completion_tokens <= 32 and t.finish_reason in ("stop", "length")
+    called = [t for t in turns if t.turn == 0 and t.calls]
+    assert called, [t.text for t in turns]
     first = called[0]
-    (call,) = first["calls"]
+    (call,) = first.calls
     assert call["name"] == "python" and call["violation"] is None and call["result"].strip()
-    assert call["arguments"]["code"] in first["text"]
+    assert call["arguments"]["code"] in first.text
     # the next turn answered the conversation with the call's output as a user turn, rendered by SmolLM2's template
-    nxt = next(t for t in turns if (t["item_id"], t["turn"]) == (first["item_id"], 1))
+    nxt = next(t for t in turns if (t.item_id, t.turn) == (first.item_id, 1))
     from transformers import AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir)
-    q = next(it for it in items if it["id"] == first["item_id"])["question"]
+    q = next(it for it in items if it["id"] == first.item_id)["question"]
     template = proto["prompt"]["template"]
     conversation = [{"role": "user", "content": template.replace("{{ question }}", shot["question"])},
                     {"role": "assistant", "content": shot["target"]},
                     {"role": "user", "content": template.replace("{{ question }}", q)},
-                    {"role": "assistant", "content": first["text"]},
+                    {"role": "assistant", "content": first.text},
                     {"role": "user", "content": f"```output\n{call['result']}\n```"}]
     expected = tok.apply_chat_template(conversation, tokenize=False, add_generation_prompt=True)
-    assert nxt["prompt_sha256"] == hashlib.sha256(expected.encode()).hexdigest()
-    assert tools["tool_calls_per_sample"] == len([c for t in turns for c in t["calls"]]) / len(items) > 0
+    assert nxt.prompt_sha256 == hashlib.sha256(expected.encode()).hexdigest()
+    assert tools["tool_calls_per_sample"] == len([c for t in turns for c in t.calls]) / len(items) > 0
     assert tools["calls_per_tool"]["python"] > 0 and tools["violations_per_sample"] == 0
 
     again = evaluate(path, smollm2_dir, "gsm8k-tool-serve", opts, store)

@@ -198,7 +198,7 @@ def test_agentic_python_tool_run_on_the_engine(home: Path, smollm2_dir: Path, gs
     turns = Store().trajectory_turns(doc["checkpoint"]["digest"], doc["protocol"]["sha256"],
                                      doc["backend"]["generation_settings_sha256"])
     assert len(turns) == tools["turns_generated"]
-    assert all(0 < t["completion_tokens"] <= 16 and t["finish_reason"] in ("stop", "length") for t in turns)
+    assert all(0 < t.completion_tokens <= 16 and t.finish_reason in ("stop", "length") for t in turns)
     assert doc["counts"]["timing"]["generation_s"] > 0
 
 

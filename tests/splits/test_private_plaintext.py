@@ -74,7 +74,7 @@ def test_an_agentic_gate_shows_no_private_trajectory_anywhere(tmp_path: Path) ->
     priv = next(r for r in store.runs() if r.split == "ag-private" and r.checkpoint_digest.startswith("c"))
     turns = store.trajectory_turns(priv.checkpoint_digest, priv.protocol_hash,
                                    priv.backend_info["generation_settings_sha256"])
-    assert secret in turns[0]["text"] and secret in turns[0]["calls"][0]["result"]  # in clear with the key
+    assert secret in turns[0].text and secret in turns[0].calls[0]["result"]  # in clear with the key
     out = tmp_path / "out"
     write_reports(v, {"html": out / "r.html", "junit": out / "r.junit.xml", "json": out / "r.json",
                       "markdown": out / "r.md"}, store)

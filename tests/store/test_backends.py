@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from evalgate.store import SampleScore, Store
+from evalgate.store import SampleScore, Store, TurnRow
 from evalgate.store.db import open_database
 from evalgate.store.dialect import POSTGRESQL, dialect
 from evalgate.store.migrations import MIGRATIONS
@@ -110,7 +110,7 @@ def test_turns_rewards_gates_and_protocols_read_back_as_written(backend_store: S
     store.put_turns("d1", "ph", "st", [turn], "r1")
     store.put_turns("d1", "ph", "st", [{**turn, "text": "second write"}], "r1")  # a stored turn is kept
     (got,) = store.trajectory_turns("d1", "ph", "st", ["q1"], split_sha256="ss")
-    assert {k: got[k] for k in turn} == turn and got["run_id"] == "r1"
+    assert isinstance(got, TurnRow) and {k: getattr(got, k) for k in turn} == turn and got.run_id == "r1"
     store.put_rewards("rm", "hf", {"pair1": 0.75})
     store.put_rewards("rm", "hf", {"pair1": 9.0, "pair2": -1.5})  # the first value of a pair is kept
     assert store.cached_rewards("rm", "hf", ["pair1", "pair2", "pair3"]) == {"pair1": 0.75, "pair2": -1.5}

@@ -28,6 +28,7 @@ from evalgate.store import (
     SampleRow,
     SampleScore,
     Store,
+    TurnRow,
 )
 from tests.helpers.cli import cli_parts
 
@@ -70,6 +71,7 @@ def test_each_row_type_has_its_tables_columns_in_table_order(backend_store: Stor
     assert RaterRow.COLUMNS == ("name", "role")
     assert RunPrompt.COLUMNS == columns("run_prompts") + ("text",)
     assert AccessRow.COLUMNS == columns("access_log")
+    assert TurnRow.COLUMNS == columns("trajectories")
 
 
 def test_a_run_and_its_samples_read_back_typed(backend_store: Store) -> None:

@@ -41,6 +41,7 @@ from evalgate.runner.agent.render import (
 from evalgate.runner.generate import Generated, backend_timing, phases_between, progress_bar
 from evalgate.runner.plan import RunPlan, SampleKey
 from evalgate.scoring.reasoning import strip_reasoning
+from evalgate.store import TurnRow
 
 
 def turn_seed(sample_seed: int, turn: int) -> int:
@@ -188,8 +189,8 @@ def _replay(agent: Agent, trs: dict[SampleKey, Trajectory], tokenizer: Any) -> i
                                        sorted({k[0] for k in trs}), split_sha256=plan.manifest.content_sha256)
     # a stored turn is reused only for the very prompt it answered (an item id alone may name other text in
     # another split or after an edit): (sample key, turn, prompt hash) -> row
-    stored: dict[tuple[SampleKey, int, str], dict[str, Any]] = {
-        ((r["item_id"], r["sample_index"], r["seed"]), r["turn"], r["prompt_sha256"]): r for r in rows}
+    stored: dict[tuple[SampleKey, int, str], TurnRow] = {
+        ((r.item_id, r.sample_index, r.seed), r.turn, r.prompt_sha256): r for r in rows}
     keys = {k for k, _, _ in stored}
     n = 0
     for key in keys:
@@ -199,8 +200,8 @@ def _replay(agent: Agent, trs: dict[SampleKey, Trajectory], tokenizer: Any) -> i
             r = stored.get((key, tr.turn, prompt_sha256))
             if r is None:
                 break
-            c = Completion(r["text"], r["completion_tokens"], r["finish_reason"], r["prompt_tokens"])
-            agent.advance(tr, c, prompt_sha256, r["gen_s"] or 0.0, stored=r["calls"])
+            c = Completion(r.text, r.completion_tokens, r.finish_reason, r.prompt_tokens)
+            agent.advance(tr, c, prompt_sha256, r.gen_s or 0.0, stored=r.calls)
             n += 1
     return n
 
