@@ -440,7 +440,9 @@ def _check_templates(path: Path, spec: Protocol, template: str, chat: str,
                            "starting with '_' reaches Python's internals (a template could read the process "
                            "environment, where the private key may be, or run code); templates are rendered in "
                            "jinja2's sandbox, which refuses them; use the item's fields")
-    compiled = env.from_string(template)
+    if not fewshot:
+        return
+    compiled = env.from_string(template)  # parsed above: compiled only to render the exemplars
     for i, shot in enumerate(fewshot, 1):
         try:
             compiled.render(**shot)
@@ -517,7 +519,7 @@ def _check_tools(path: Path, text: str, spec: Protocol) -> tuple[tuple[dict[str,
             raise BadInput(f"{path}:{line or '?'}: {'.'.join(map(str, where))}: {e}") from e
         params = impl.parameters if ts.parameters is None else ts.parameters
         try:
-            jsonschema.Draft202012Validator.check_schema(params)
+            _check_schema(params)
         except jsonschema.SchemaError as e:
             line = yaml_line(text, (*where, "parameters", *e.path))
             raise BadInput(f"{path}:{line or '?'}: {'.'.join(map(str, where))}.parameters: not a valid JSON Schema: "
@@ -529,6 +531,25 @@ def _check_tools(path: Path, text: str, spec: Protocol) -> tuple[tuple[dict[str,
         out.append({"name": ts.name, "description": ts.description or impl.description, "parameters": params,
                     "implementation": impl.name})
     return tuple(out), task_dir
+
+
+_SCHEMAS_CHECKED: set[str] = set()
+"""The ``repr`` of every tool parameter schema found valid in this process."""
+
+
+def _check_schema(params: Any) -> None:
+    """``jsonschema.Draft202012Validator.check_schema`` once per distinct schema (a pure function of it, about 2 ms;
+    every agentic protocol offers the registry's same tools).
+
+    Raises:
+        jsonschema.SchemaError: not a valid JSON Schema.
+    """
+    import jsonschema
+
+    key = repr(params)
+    if key not in _SCHEMAS_CHECKED:
+        jsonschema.Draft202012Validator.check_schema(params)
+        _SCHEMAS_CHECKED.add(key)
 
 
 def _dir_digest(root: Path) -> str:

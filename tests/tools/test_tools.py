@@ -257,6 +257,33 @@ def test_bad_tools_sections_are_refused_at_load_with_file_and_line(tmp_path: Pat
     assert f"{p}{expect}" in str(e.value) if expect.startswith(":") else expect in str(e.value)
 
 
+def test_a_tool_schema_is_checked_once_per_process_and_a_bad_one_every_time(tmp_path: Path,
+                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    import jsonschema
+
+    from evalgate.protocol import spec
+
+    real, checked = jsonschema.Draft202012Validator.check_schema, []
+
+    def counted(schema: dict) -> None:
+        checked.append(schema)
+        real(schema)
+
+    monkeypatch.setattr(spec, "_SCHEMAS_CHECKED", set())
+    monkeypatch.setattr(jsonschema.Draft202012Validator, "check_schema", counted)
+    schema = {"type": "object", "properties": {"expression": {"type": "string"}}, "required": ["expression"]}
+    good = {"offered": [{"name": "calc", "implementation": "calculator", "parameters": schema}]}
+    for d in ("a", "b"):
+        (tmp_path / d).mkdir()
+        assert load_protocol(_write(tmp_path / d, good)).tools[0]["parameters"] == schema
+    assert checked == [schema]
+    bad = {"offered": [{"name": "calc", "implementation": "calculator", "parameters": {"type": "objekt"}}]}
+    for _ in range(2):
+        with pytest.raises(BadInput, match="tools.offered.0.parameters: not a valid JSON Schema"):
+            load_protocol(_write(tmp_path, bad))
+    assert len(checked) == 3
+
+
 def test_committed_protocols_load() -> None:
     from tests.conftest import REPO
 
