@@ -162,15 +162,15 @@ def test_samples_of_a_real_run_show_the_rendered_prompt_and_the_completion(home:
     proto = addition_protocol(home, max_tokens=3)
     store = Store()
     doc = evaluate(proto, tiny_checkpoint, "add-two", RunOptions(progress=False), store)
-    stored: dict[str, Any] = {s["item_id"]: s for s in store.samples(doc["run_id"])}
+    stored: dict[str, Any] = {s.item_id: s for s in store.samples(doc["run_id"])}
     code, out, err = cli_parts("samples", doc["run_id"], "--json")
     assert code == 0, err
     shown = json.loads(out)["samples"]
     assert len(shown) == 2
     for s, item in zip(shown, addition_items("dev", 2), strict=True):
         assert item["question"] in s["prompt"] and "<|im_start|>user" in s["prompt"]  # the chat template applied
-        assert s["completion"] == stored[item["id"]]["text"] and s["finish_reason"] in ("stop", "length")
-        assert s["completion_tokens"] <= 3 and s["status"] == stored[item["id"]]["status"]
+        assert s["completion"] == stored[item["id"]].text and s["finish_reason"] in ("stop", "length")
+        assert s["completion_tokens"] <= 3 and s["status"] == stored[item["id"]].status
 
 
 def test_status_filter_knows_the_agent_loops_tool_violation(home: Path) -> None:

@@ -42,16 +42,16 @@ def test_an_edited_private_result_is_refused_not_reused_or_re_read(home: Path, t
     first = cli.invoke(main, ["gate", "--policy", str(_policy(home, "g1", proto, tiny_checkpoint)), "--json"])
     assert first.exit_code == 1, first.output  # FAIL, honestly
     store = Store()
-    candidate = next(r for r in store.runs() if r["split"] == "sr-private" and r["checkpoint_digest"] != next(
-        x["checkpoint_digest"] for x in store.runs() if x["checkpoint_path"] == str(tiny_checkpoint)))
+    candidate = next(r for r in store.runs() if r.split == "sr-private" and r.checkpoint_digest != next(
+        x.checkpoint_digest for x in store.runs() if x.checkpoint_path == str(tiny_checkpoint)))
     rows = len(store.access_rows("sr-private"))
     # the edit: every private sample of the candidate correct, in the DuckDB file; the access log untouched
     with duckdb.connect(str(store.path)) as con:
-        con.execute("UPDATE samples SET score = 1.0, status = 'correct' WHERE run_id = ?", [candidate["run_id"]])
+        con.execute("UPDATE samples SET score = 1.0, status = 'correct' WHERE run_id = ?", [candidate.run_id])
     assert verify_chain(store)["ok"]
     for name in ("g1", "g2"):  # g1 unchanged: its decision would be reused; g2, a new gate: both runs re-read
         again = cli.invoke(main, ["gate", "--policy", str(_policy(home, name, proto, tiny_checkpoint))])
         assert again.exit_code == 2, again.output  # was 0: PASS, nothing evaluated
-        assert f"run {candidate['run_id']}" in again.output and "edited" in again.output
+        assert f"run {candidate.run_id}" in again.output and "edited" in again.output
     new = store.access_rows("sr-private")[rows:]
     assert [r.outcome for r in new] == ["refused", "refused"] and all(not r.cached for r in new)

@@ -42,7 +42,7 @@ def _protocol(home: Path, name: str, n: int, max_tokens: int, temperature: float
 
 
 def _texts(store: Store, run_id: str) -> dict[tuple[str, int], str]:
-    return {(s["item_id"], s["sample_index"]): s["text"] for s in store.samples(run_id)}
+    return {(s.item_id, s.sample_index): s.text for s in store.samples(run_id)}
 
 
 def test_cache_hits_and_misses_for_each_key_part(home: Path, tiny_checkpoint: Path, humaneval_records: list[dict],

@@ -142,7 +142,7 @@ def test_run_records_effective_values_prompts_and_special_tokens(tiny_checkpoint
     [row] = store.run_prompts(doc["run_id"])
     assert row.item_id == "a" and row.bos_count == 3 and row.bos_added is False
     assert row.text.endswith("<|im_start|>user\nQ: What is 2+2?<|im_end|>\n<|im_start|>assistant\n")
-    assert store.runs(run_id=doc["run_id"])[0]["backend_info"]["tokenizer"] == backend["tokenizer"]
+    assert store.runs(run_id=doc["run_id"])[0].backend_info["tokenizer"] == backend["tokenizer"]
     # a cached rerun records its prompts too, without loading the model
     again = evaluate(p, poisoned, "t-smoke", RunOptions(progress=False), store=Store())
     assert again["counts"]["cached"] == 1 and store.run_prompts(again["run_id"])[0].text == row.text
@@ -180,7 +180,7 @@ def test_system_text_reaches_the_model_when_the_template_rejects_the_system_role
                              "system_role": "fail"}, version="2")
     with pytest.raises(BadInput, match="rejects a system role.*system_role: fail"):
         evaluate(p, tiny_checkpoint, "t-smoke", RunOptions(progress=False), store=Store())
-    assert [r["status"] for r in Store().runs()] == ["complete"]
+    assert [r.status for r in Store().runs()] == ["complete"]
 
 
 def test_token_ids_sent_to_the_model_hold_one_bos(tiny_checkpoint: Path, tmp_path: Path,

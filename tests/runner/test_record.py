@@ -36,11 +36,11 @@ def test_stored_run_equals_the_returned_document_and_run_json(home: Path, tiny_c
     doc = evaluate(proto, tiny_checkpoint, "add-one", RunOptions(progress=False), store)
     (row,) = store.runs(run_id=doc["run_id"])
     # what the issue found missing from the stored row
-    info = row["backend_info"]
+    info = row.backend_info
     assert info["engine"] == "transformers" and info["model_loaded"] is True and info["dtype"] == "float32"
     assert "sent" in info and "ignored_generation_config" in info
-    assert row["versions"]["transformers"] == importlib.metadata.version("transformers")
-    assert row["versions"]["duckdb"] == importlib.metadata.version("duckdb")
+    assert row.versions["transformers"] == importlib.metadata.version("transformers")
+    assert row.versions["duckdb"] == importlib.metadata.version("duckdb")
     # and the whole document
     assert RunRecord.from_row(row).as_dict() == doc
 

@@ -64,4 +64,4 @@ def test_another_backend_never_succeeds_from_hf_samples(home: Path, tiny_checkpo
         evaluate(proto, tiny_checkpoint, "add-one", RunOptions(
             backend="openai", backend_options={"base_url": "http://127.0.0.1:9/v1", "model": "m", "max_retries": 0},
             progress=False), store)
-    assert [r["status"] for r in store.runs()] == ["complete", "complete", "failed"]
+    assert [r.status for r in store.runs()] == ["complete", "complete", "failed"]

@@ -16,7 +16,7 @@ import pytest
 
 from evalgate.core.errors import RefusedByPolicy
 from evalgate.splits import SplitManager, write_split
-from evalgate.store import Store
+from evalgate.store import AccessRow, Store
 from evalgate.store.pg import ROLES
 from tests.helpers.cli import cli_parts
 from tests.helpers.postgres import SUPERUSER, PostgresServer
@@ -246,9 +246,9 @@ def _forged(url: str, seq_step: int, prev_hash: str | None) -> list[Any]:
     """The log's last row as a new row ``seq_step`` after it, chained to ``prev_hash`` (None: its real last hash),
     its own hash made up (the server does not recompute it)."""
     last = Store(url).access_rows()[-1]
-    row = {**last, "seq": last["seq"] + seq_step, "prev_hash": prev_hash or last["row_hash"], "row_hash": "f" * 64,
-           "actor": "mallory"}
-    return [row[k] for k in last]
+    row = {**last.as_dict(), "seq": last.seq + seq_step, "prev_hash": prev_hash or last.row_hash,
+           "row_hash": "f" * 64, "actor": "mallory"}
+    return [row[k] for k in AccessRow.COLUMNS]
 
 
 @pytest.mark.parametrize("who", ["eve", "owner"])
@@ -256,7 +256,7 @@ def _forged(url: str, seq_step: int, prev_hash: str | None) -> list[Any]:
 def test_the_server_refuses_a_row_that_does_not_chain_to_the_last(urls: dict[str, str], who: str, what: str) -> None:
     owner = Store(urls["owner"])
     rows = owner.access_rows()
-    bad = _forged(urls["owner"], 1, rows[0]["row_hash"]) if what.startswith("a fork") else \
+    bad = _forged(urls["owner"], 1, rows[0].row_hash) if what.startswith("a fork") else \
         _forged(urls["owner"], 2, None)
     with pytest.raises(RefusedByPolicy, match="does not chain to the log's last row 3"):
         _sql(urls[who], f"INSERT INTO access_log VALUES ({', '.join('?' * len(bad))})", bad)

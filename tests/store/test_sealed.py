@@ -95,8 +95,8 @@ def test_gate_leaves_no_private_text_at_rest(home: Path, tiny_checkpoint: Path, 
 
     # an authorised read decrypts; the prompt hash is the keyed digest, not a bare sha256
     rows = Store()._samples(run_id)  # private-tier samples: only the store's own reader decrypts them
-    assert [r["item_id"] for r in rows] == ["zq-1", "zq-2"]
-    assert PRIVATE[0]["question"] in rows[0]["prompt"] and rows[0]["text"] is not None
+    assert [r.item_id for r in rows] == ["zq-1", "zq-2"]
+    assert PRIVATE[0]["question"] in rows[0].prompt and rows[0].text is not None
     (rp,) = [x for x in Store().run_prompts(run_id) if x.item_id == "zq-1"]
     assert rp.prompt_sha256 == sealer().digest(rp.text) != hashlib.sha256(rp.text.encode()).hexdigest()
 
@@ -137,18 +137,18 @@ def test_human_audit_run_is_sealed_and_its_export_is_plain(home: Path, tiny_chec
     doc = evaluate(ppath, tiny_checkpoint, "ha", RunOptions(progress=False), store=Store())
     assert [s for s in _secrets(HUMAN_AUDIT) if s in store_backend.at_rest()] == []
     (row,) = Store().samples(doc["run_id"])
-    assert HUMAN_AUDIT[0]["question"] in row["prompt"]
+    assert HUMAN_AUDIT[0]["question"] in row.prompt
     # the explicit human-audit export is where these texts may be read in clear
     out = home / "audit.jsonl"
     r = cli("splits", "export-audit", "ha", "--run", doc["run_id"], "--out", out)
     assert r.exit_code == 0, r.output
     (rec,) = [json.loads(x) for x in out.read_text().splitlines()]
-    assert rec["completion"] == row["text"] and rec["item"]["question"] == HUMAN_AUDIT[0]["question"]
+    assert rec["completion"] == row.text and rec["item"]["question"] == HUMAN_AUDIT[0]["question"]
     rec.update(human_score=1.0, note=f"rater quotes: {HUMAN_AUDIT[0]['question']}")
     out.write_text(json.dumps(rec) + "\n")
     assert cli("splits", "import-audit", out).exit_code == 0
     assert HUMAN_AUDIT[0]["question"].encode() not in store_backend.at_rest()
-    assert Store().human_scores("ha")[0]["note"] == rec["note"]
+    assert Store().human_scores("ha")[0].note == rec["note"]
 
 
 def test_human_audit_run_without_key_is_refused_and_logged(home: Path, tiny_checkpoint: Path,
@@ -254,7 +254,7 @@ def test_openai_backend_completions_are_sealed(home: Path, tiny_checkpoint: Path
     assert doc["counts"]["generated"] == 1
     assert [s for s in _secrets(HUMAN_AUDIT) if s in store_backend.at_rest()] == []
     (row,) = Store().samples(doc["run_id"])
-    assert row["text"].startswith(HUMAN_AUDIT[0]["question"]) and row["extracted"] == HUMAN_AUDIT[0]["answer"]
+    assert row.text.startswith(HUMAN_AUDIT[0]["question"]) and row.extracted == HUMAN_AUDIT[0]["answer"]
 
 
 def test_a_failed_private_runs_error_is_sealed_and_listings_work_without_the_key(

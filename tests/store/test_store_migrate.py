@@ -109,7 +109,7 @@ def test_file_store_copied_to_server_reads_back_equal(file_store: Store, postgre
     assert {t: len(rows) for t, rows in before.items() if rows} == {
         "access_log": 4, "access_log_signature": 1, "access_log_head": 1, "runs": 2, "samples": 3,
         "sealed_key": 1}  # the fingerprint of the key the private run's text is sealed with
-    assert [s["seed"] for s in server.samples("r1")] == [SEED, 0]
+    assert [s.seed for s in server.samples("r1")] == [SEED, 0]
     with server.connect() as con:
         text = repr(con.execute("SELECT * FROM samples").fetchall() + con.execute("SELECT * FROM runs").fetchall())
     assert "r2" in text and SECRET not in text  # sealed at rest on the server as in the file
@@ -151,7 +151,7 @@ def test_tampered_chain_refused_then_copied_when_told(file_store: Store, postgre
     server = Store(open_database(postgres_url))
     last = server.access_rows()[-1]
     assert (last.purpose, last.outcome, last.split) == ("store-migrate", "broken-chain-accepted", "*")
-    assert "restore drill" in last["detail"] and str(file_store.location) in last["detail"]
+    assert "restore drill" in last.detail and str(file_store.location) in last.detail
     assert not verify(server)["ok"]  # the copy stays broken as its source is: the accepted row was not signed
 
 
