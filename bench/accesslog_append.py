@@ -26,13 +26,14 @@ from pathlib import Path
 # Import the checkout's evalgate, not an installed one.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from evalgate.access import log as accesslog  # noqa: E402
-from evalgate.core.environment import Environment, activate  # noqa: E402
+from evalgate.core.environment import Environment  # noqa: E402
 from evalgate.store import Store  # noqa: E402
 
 
-def filled_store(path: Path, n: int) -> Store:
-    """A store whose access log holds ``n`` chained rows (verified once, as the appends that wrote them would)."""
-    store = Store(path)
+def filled_store(path: Path, n: int, env: Environment) -> Store:
+    """A store (``env``'s keys) whose access log holds ``n`` chained rows (verified once, as the appends that wrote
+    them would)."""
+    store = Store(path, env=env)
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     rows, prev = [], accesslog.GENESIS_HASH
     for i in range(1, n + 1):
@@ -68,11 +69,12 @@ def main() -> None:
     a = ap.parse_args()
     out: dict = {"machine": platform.platform(), "cpus": os.cpu_count(), "load_before": os.getloadavg(),
                  "appends": a.appends, "baseline_appends": a.baseline_appends, "per_size": {}}
-    with tempfile.TemporaryDirectory() as d, activate(Environment.from_env().replace(
-            home=Path(d), key_file=Path(d) / "private.key", log_key_file=Path(d) / "log-signing.key")):
+    with tempfile.TemporaryDirectory() as d:
+        env = Environment.from_env().replace(home=Path(d), key_file=Path(d) / "private.key",
+                                             log_key_file=Path(d) / "log-signing.key")
         for n in a.sizes:
             t0 = time.perf_counter()
-            store = filled_store(Path(d) / f"s{n}.duckdb", n)
+            store = filled_store(Path(d) / f"s{n}.duckdb", n, env)
             fill_s = time.perf_counter() - t0
             new = rate(store, a.appends, accesslog.append)
             old = rate(store, a.baseline_appends, old_append)

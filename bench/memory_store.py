@@ -26,7 +26,7 @@ from pathlib import Path
 
 # Import the checkout's evalgate, not an installed one.
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from evalgate.core.environment import Environment, activate  # noqa: E402
+from evalgate.core.environment import Environment  # noqa: E402
 from evalgate.splits import SplitManager, write_split  # noqa: E402
 from evalgate.store import Database, Store  # noqa: E402
 
@@ -38,18 +38,17 @@ def workload(root: Path, memory: bool, reads: int) -> float:
     home = root / ("mem" if memory else "file")
     db = Database(":memory:") if memory else Database(home / "evalgate.duckdb")
     env = Environment(home=home, splits=home / "splits", key_file=root / "key", actor="bench", database=db)
-    with activate(env):
-        write_split("pub", "public", ITEMS, {"source": "bench"})
-        store = Store()
-        t = time.perf_counter()
-        mgr = SplitManager(store)
-        for i in range(reads):
-            mgr.open("pub", "trend", "bench", override_reason="bench" if i >= 20 else None)
-            store.record_protocol("p", str(i), "h" * 64, {})
-            assert store.protocol_hash("p", str(i)) == "h" * 64
-            store.runs(split="pub")
-            store.access_rows("pub")
-        return time.perf_counter() - t
+    write_split("pub", "public", ITEMS, {"source": "bench"}, env=env)
+    store = Store(db, env=env)
+    t = time.perf_counter()
+    mgr = SplitManager(store)
+    for i in range(reads):
+        mgr.open("pub", "trend", "bench", override_reason="bench" if i >= 20 else None)
+        store.record_protocol("p", str(i), "h" * 64, {})
+        assert store.protocol_hash("p", str(i)) == "h" * 64
+        store.runs(split="pub")
+        store.access_rows("pub")
+    return time.perf_counter() - t
 
 
 def main() -> None:
