@@ -170,9 +170,8 @@ def test_report_charts_on_held_figures_are_the_bytes_new_figures_give(tmp_path: 
     def drawn() -> list[str]:
         return [str(c["svg"]) for c in charts(v)] + [str(p["svg"]) for p in diagnostics_section(v)["plots"]]
 
-    drawn()  # the held figures now carry the last chart of each kind
-    held = drawn()
-    monkeypatch.setattr(html, "_take", lambda key, rc: None)
-    new = drawn()
+    with monkeypatch.context() as m:
+        m.setattr(html, "_take", lambda key, rc: None)
+        new = drawn()  # each chart on a new figure, left held
     assert len(new) >= 7 and len(set(new)) == len(new)  # dev metric, reward, KL, ... and at least one plot
-    assert held == new
+    assert drawn() == new
