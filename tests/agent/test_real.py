@@ -19,6 +19,7 @@ from evalgate.runner.evaluate import RunOptions, evaluate
 from evalgate.splits import load_manifest, read_items, write_split
 from evalgate.store import Store
 from tests.conftest import REPO, SHARED_DATA
+from tests.helpers.http_server import serve_in_thread
 
 GSM8K = SHARED_DATA / "gsm8k" / "test.jsonl"
 TEMPLATE = Path(__file__).parent / "agent_data" / "hermes_tools.jinja"
@@ -98,7 +99,6 @@ def test_openai_format_sends_tools_and_reads_tool_calls_over_http(home: Path, ti
     """tools.format: openai through the openai backend against a scripted OpenAI-compatible server on 127.0.0.1:
     the offered tools go out as ``tools``, the answer's ``tool_calls`` are run, and the next request carries the
     assistant's tool_calls and the ``tool`` message with the result under its tool_call_id."""
-    import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     bodies: list[dict] = []
@@ -126,7 +126,7 @@ def test_openai_format_sends_tools_and_reads_tool_calls_over_http(home: Path, ti
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Server)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     try:
         doc = {"name": "oai-tools", "version": "1", "prompt": {"chat_template": "none", "template": "{{ prompt }}"},
                "sampling": {"max_tokens": 32}, "scorer": {"name": "exact", "options": {"answer_field": "answer"}},

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -21,6 +20,7 @@ from evalgate.backends.base import EffectiveParams, GenerationRequest, OpenAIOpt
 from evalgate.backends.openai import PROMPT_MODES, OpenAIBackend, boundary_stops, request_body
 from evalgate.core.errors import BadInput, EngineError
 from tests.conftest import REPO
+from tests.helpers.http_server import serve_in_thread
 
 GREEDY = EffectiveParams(temperature=0.0, top_p=1.0, top_k=0, max_tokens=12, stop=("\n```",), repetition_penalty=1.0)
 
@@ -123,8 +123,7 @@ class Scripted(BaseHTTPRequestHandler):
 def scripted() -> Iterator[str]:
     Scripted.script, Scripted.seen = [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Scripted)
-    t = threading.Thread(target=server.serve_forever, daemon=True)
-    t.start()
+    serve_in_thread(server)
     yield f"http://127.0.0.1:{server.server_address[1]}/v1"
     server.shutdown()
     server.server_close()
@@ -216,7 +215,7 @@ def test_server_that_refuses_ids_gets_text_only_where_its_tokenization_equals_th
     the template wrote, or here one the run recorded) is refused, never sent as something else."""
     Scripted.script, Scripted.seen = [], []
     server = ThreadingHTTPServer(("127.0.0.1", 0), Picky)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     try:
         b = _backend(url, tiny_checkpoint)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -29,6 +28,7 @@ from evalgate.store.db import open_database
 from evalgate.store.migrations import MIGRATIONS
 from tests.conftest import REPO
 from tests.helpers.cli import cli
+from tests.helpers.http_server import serve_in_thread
 from tests.helpers.store_suite import StoreBackend
 
 pytestmark = pytest.mark.usefixtures("store_backend")  # the store suite: a DuckDB file, a PostgreSQL server
@@ -243,7 +243,7 @@ def test_openai_backend_completions_are_sealed(home: Path, tiny_checkpoint: Path
     write_split("ha", "human-audit", HUMAN_AUDIT, {"source": "test"})
     ppath = _protocol(home)
     server = ThreadingHTTPServer(("127.0.0.1", 0), _Parrot)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
         doc = evaluate(ppath, tiny_checkpoint, "ha", RunOptions(backend="openai", backend_options={"base_url": url},
