@@ -35,6 +35,7 @@ def _trainer(out: Path):  # noqa: ANN202 - a transformers.Trainer
     return Trainer(model=model, args=args, train_dataset=data, data_collator=_collate(0))
 
 
+@pytest.mark.integration
 def test_training_shows_a_bar_and_no_log_dictionaries(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     plain = _trainer(tmp_path / "plain")
     plain.train()

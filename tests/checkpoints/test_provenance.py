@@ -34,6 +34,7 @@ def test_layouts(tmp_path: Path, rel: str, run: str | None, seed: int | None, st
         assert src["train_seed"] == f"folder name {Path(rel).parent.name!r}"
 
 
+@pytest.mark.integration
 def test_seed_from_trainer_saved_arguments(tmp_path: Path) -> None:
     """The HF Trainer (and TRL's trainers: their configs subclass TrainingArguments) saves training_args.bin."""
     torch = pytest.importorskip("torch")

@@ -73,6 +73,7 @@ def test_jsonl_half_line_and_bad_middle_line(tmp_path: Path) -> None:
         read_jsonl(p)
 
 
+@pytest.mark.integration
 def test_tensorboard_cut_mid_record(tmp_path: Path) -> None:
     tb = pytest.importorskip("torch.utils.tensorboard", reason="torch's SummaryWriter needs the tensorboard package")
     w = tb.SummaryWriter(str(tmp_path / "runs"))
@@ -201,6 +202,7 @@ LOGS = SHARED_DATA / "trainlogs"
 
 @pytest.mark.skipif(not LOGS.is_dir(), reason=f"real trainer logs not present at {LOGS} (../shared/data is on "
                                                "developer machines and CI)")
+@pytest.mark.real_data
 def test_real_grpo_logs_map_known_keys() -> None:
     log = read_path(LOGS / "chaos-economy-grpo" / "trainer_state.json")
     assert log.format == "trainer_state" and len(log.series["reward"]) == 50

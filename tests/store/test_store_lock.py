@@ -120,6 +120,7 @@ def test_an_auditor_holding_the_servers_lock_makes_a_gate_exit_2_naming_it_and_k
     assert _reads(Store(postgres_url)) == (3, 3)  # the baseline and both seeds' picks on each private split
 
 
+@pytest.mark.integration  # a second process holding the lock while this one waits
 @pytest.mark.timeout(120)
 @pytest.mark.file_only("a process holding the file's <db>.lock")
 def test_a_process_holding_the_files_lock_makes_a_gate_exit_2_naming_it_and_killing_it_frees_it(
@@ -167,6 +168,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.integration  # a second process holding the lock while this one waits
 @pytest.mark.timeout(120)
 @pytest.mark.file_only("DuckDB's own lock on the database file")
 def test_a_notebook_holding_the_file_open_is_waited_for_and_named_not_called_damaged(
