@@ -181,7 +181,7 @@ test: setup
 # rewrote every test module again on every run (~4 s of CPU a worker); now the first run caches them
 test-fast: setup
 	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/pytest -q -n auto --dist loadfile -p no:logging --durations=10 \
-	  -m "not slow and not vllm_engine and not integration and not store_file"
+	  -m "not slow and not vllm_engine and not integration and not real_data and not store_file"
 
 # the vLLM backend's tests, in the engine's environment (one engine per worker, shared by its in-process tests).
 # vLLM's CPU build: two pytest-xdist workers, a file each at a time (the engine tests on one, log-likelihood parity

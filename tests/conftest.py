@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.helpers.real_data import SharedReads
 from tests.helpers.store_suite import MEMORY, StoreBackend, backends_of, file_targets
 
 if TYPE_CHECKING:
@@ -58,6 +59,34 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.delenv(var, raising=False)
     monkeypatch.setenv("EVALGATE_ACTOR", "test-actor")
     return tmp_path
+
+
+_SHARED_READS: SharedReads | None = None
+"""The audit hook of ``real_data_is_marked`` (installed at its first use)."""
+_OTHER_LANES = ("real_data", "slow", "integration", "vllm_engine")
+"""Markers that keep a test out of ``make test-fast`` already: such a test may read ``SHARED_DATA`` unmarked."""
+
+
+@pytest.fixture(autouse=True)
+def real_data_is_marked(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fails a fast-lane test (none of ``_OTHER_LANES``' markers) that opens a file of the real data sets
+    (``SHARED_DATA``) in this process: such a test is marked ``real_data``, which ``make test-fast`` leaves out and
+    ``make test`` runs (``tests/helpers/real_data.py``)."""
+    global _SHARED_READS
+    if any(request.node.get_closest_marker(m) for m in _OTHER_LANES):
+        yield
+        return
+    if _SHARED_READS is None:
+        _SHARED_READS = SharedReads([SHARED_DATA])
+    _SHARED_READS.start()
+    try:
+        yield
+    finally:
+        opened = _SHARED_READS.stop()
+    if opened:
+        pytest.fail(f"{request.node.nodeid} read {opened[0]} (a real data set) but is not marked real_data: add "
+                    "@pytest.mark.real_data to it (make test-fast leaves those tests out; make test runs them)",
+                    pytrace=False)
 
 
 @pytest.fixture(scope="session")

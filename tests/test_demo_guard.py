@@ -16,7 +16,7 @@ from evalgate.splits import load_manifest
 from evalgate.splits.data import read_unlogged  # the public reader refuses the private tier
 from tests.conftest import SHARED_DATA
 
-pytestmark = pytest.mark.usefixtures("memory_store")
+pytestmark = [pytest.mark.usefixtures("memory_store"), pytest.mark.real_data]
 
 needs_xstest = pytest.mark.skipif(not (SHARED_DATA / XSTEST_CSV).is_file(),
                                   reason=f"XSTest not found at {SHARED_DATA} (see ../shared/data/PROVENANCE.md)")

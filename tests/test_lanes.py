@@ -66,3 +66,35 @@ def test_the_judges_served_test_is_dealt_with_the_openai_backends_file() -> None
     assert scope_of("tests/scoring/test_judge_real.py::test_x") == "tests/backends/test_openai.py"
     assert scope_of("tests/backends/test_openai.py::test_y[a::b]") == "tests/backends/test_openai.py"
     assert scope_of("tests/scoring/test_judge.py::test_z") == "tests/scoring/test_judge.py"
+
+
+def test_the_real_data_check_sees_only_reads_under_the_data_folder_while_watching(tmp_path, monkeypatch) -> None:
+    """``SharedReads`` (the ``real_data`` marker's check, tests/helpers/real_data.py) records a file opened under the
+    data folder, by absolute or relative path, text or bytes, only between ``start`` and ``stop``; a sibling folder
+    whose name starts the same (``data2``) and a file elsewhere are not reads of it."""
+    from tests.helpers.real_data import SharedReads
+
+    data = tmp_path / "shared" / "data"
+    (data / "gsm8k").mkdir(parents=True)
+    (tmp_path / "shared" / "data2").mkdir()
+    gsm8k, twin, other = data / "gsm8k" / "test.jsonl", tmp_path / "shared" / "data2" / "x.jsonl", tmp_path / "o.txt"
+    for f in (gsm8k, twin, other):
+        f.write_text("{}\n")
+    reads = SharedReads([data])
+    gsm8k.read_text()  # before start: not watched
+    reads.start()
+    twin.read_text()
+    other.read_bytes()
+    assert reads.opened == []
+    gsm8k.read_bytes()
+    monkeypatch.chdir(data)
+    with open(os.path.join("gsm8k", "test.jsonl"), "rb"):
+        pass
+    fd = os.open(str(gsm8k).encode(), os.O_RDONLY)
+    os.close(fd)
+    assert reads.stop() == [str(gsm8k)] * 3
+    gsm8k.read_text()  # after stop: not watched
+    assert reads.opened == [str(gsm8k)] * 3
+    reads.start()
+    assert reads.opened == []  # a new watch starts empty
+    reads.stop()

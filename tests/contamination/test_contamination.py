@@ -218,6 +218,7 @@ def gsm8k_case(tmp_path: Path) -> Gsm8kCase:
     return Gsm8kCase(corpus, set(leaked), edited, tier_ids, {i: items[i]["question"] for i in items})
 
 
+@pytest.mark.real_data
 def test_gsm8k_verbatim_leaks_are_flagged_by_default_on_every_tier(gsm8k_case: Gsm8kCase) -> None:
     c = gsm8k_case
     for split, ids in c.tier_ids.items():
@@ -235,6 +236,7 @@ def test_gsm8k_verbatim_leaks_are_flagged_by_default_on_every_tier(gsm8k_case: G
             assert edited.fields["question"].overlap < 0.7 and not edited.flagged
 
 
+@pytest.mark.real_data
 def test_gsm8k_edited_copy_is_flagged_as_a_near_duplicate(gsm8k_case: Gsm8kCase) -> None:
     c = gsm8k_case
     for split, ids in c.tier_ids.items():
@@ -249,6 +251,7 @@ def test_gsm8k_edited_copy_is_flagged_as_a_near_duplicate(gsm8k_case: Gsm8kCase)
                 assert "exact" in it.fields["question"].flagged_by
 
 
+@pytest.mark.real_data
 def test_a_chunk_s_lines_at_once_find_what_each_line_alone_finds() -> None:
     """``NearDupIndex.best_many`` (the shingles of every line of a chunk in one pass) against ``best`` line by line:
     the same similarities on real lines (MATH-500 filler, GSM8K questions verbatim and lightly edited, a question
@@ -274,6 +277,7 @@ def test_a_chunk_s_lines_at_once_find_what_each_line_alone_finds() -> None:
     assert all(alone[(i, "question")] == 1.0 for i in [*range(5), 21])
 
 
+@pytest.mark.real_data
 def test_gsm8k_cli_protocol_fields_and_no_item_text_in_the_private_output(gsm8k_case: Gsm8kCase) -> None:
     c = gsm8k_case
     protocol = REPO / "protocols" / "gsm8k-cot.yaml"

@@ -191,6 +191,7 @@ def test_fields_too_short_to_check_are_named_and_the_split_is_never_called_clean
     assert code == 0 and "clean: no item flagged" in text
 
 
+@pytest.mark.real_data
 def test_a_real_short_math500_problem_copied_into_a_corpus_is_flagged(tmp_path: Path) -> None:
     if not MATH500.is_file():
         pytest.skip(f"needs {MATH500} (../shared/data beside the repository, see its PROVENANCE.md)")

@@ -50,6 +50,7 @@ STRIDES = [pytest.param(1, marks=pytest.mark.integration, id="every-record"), py
 
 @needs_gsm8k
 @pytest.mark.parametrize("stride", STRIDES)
+@pytest.mark.real_data
 def test_every_gsm8k_record_has_a_parseable_gold_answer(stride: int) -> None:
     items, _ = gsm8k_items(GSM8K)
     lines = [json.loads(x) for x in GSM8K.read_text().splitlines() if x.strip()]
@@ -64,6 +65,7 @@ def test_every_gsm8k_record_has_a_parseable_gold_answer(stride: int) -> None:
 
 @needs_math500
 @pytest.mark.parametrize("stride", STRIDES)
+@pytest.mark.real_data
 def test_every_math500_gold_parses_and_matches_its_own_solution_box(stride: int) -> None:
     items, _ = math500_items(MATH500)
     assert len(items) == 500 and len({it["id"] for it in items}) == 500
@@ -74,6 +76,7 @@ def test_every_math500_gold_parses_and_matches_its_own_solution_box(stride: int)
 
 
 @needs_gsm8k
+@pytest.mark.real_data
 def test_gsm8k_import_tiers_manifests_and_encryption(home: Path) -> None:
     r = CliRunner().invoke(main, ["splits", "import", "gsm8k", "--from", str(GSM8K)])
     assert r.exit_code == 0, r.output
@@ -89,6 +92,7 @@ def test_gsm8k_import_tiers_manifests_and_encryption(home: Path) -> None:
 
 
 @needs_math500
+@pytest.mark.real_data
 def test_math500_import_uses_unique_ids(home: Path) -> None:
     r = CliRunner().invoke(main, ["splits", "import", "math500", "--from", str(MATH500)])
     assert r.exit_code == 0, r.output

@@ -23,6 +23,7 @@ needs_mmlu_pro = pytest.mark.skipif(not MMLU_PRO.is_file(), reason=f"MMLU-Pro te
 
 
 @needs_mmlu_pro
+@pytest.mark.real_data
 def test_the_shipped_test_set_reads_as_12032_items() -> None:
     items, raw = mmlu_pro_items(MMLU_PRO)
     assert len(items) == 12032 and len({it["id"] for it in items}) == 12032
@@ -73,6 +74,7 @@ def test_missing_fields_repeated_ids_and_padding(tmp_path: Path) -> None:
 
 
 @needs_mmlu_pro
+@pytest.mark.real_data
 def test_import_through_the_cli_writes_four_tiers(home: Path) -> None:
     r = CliRunner().invoke(main, ["splits", "import", "mmlu-pro", "--from", str(MMLU_PRO)])
     assert r.exit_code == 0, r.output

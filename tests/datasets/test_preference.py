@@ -49,6 +49,7 @@ def test_humaneval_pairs_from_the_wheel() -> None:
 @pytest.mark.skipif(not GSM8K.is_file(), reason=f"GSM8K test set not found at {GSM8K} (shared data lives beside "
                     "the repository; see DESIGN.md 'Real inputs')")
 @pytest.mark.usefixtures("memory_store")
+@pytest.mark.real_data
 def test_gsm8k_pref_imports_as_tiered_splits(home: Path) -> None:
     r = CliRunner().invoke(main, ["splits", "import", "gsm8k-pref", "--from", str(GSM8K)])
     assert r.exit_code == 0, r.output

@@ -35,6 +35,7 @@ XSTEST_PREFIXES = ("sorry", "i'm sorry", "i am sorry", "i apologize", "i apologi
 
 
 @needs_xstest
+@pytest.mark.real_data
 def test_import_splits_safe_and_unsafe_prompts_by_label() -> None:
     safe, _ = SAFE.read(PROMPTS)
     unsafe, _ = UNSAFE.read(PROMPTS)
@@ -86,6 +87,7 @@ def _agreement(path: Path, refused) -> tuple[float, float]:  # type: ignore[no-u
 
 @needs_xstest
 @pytest.mark.parametrize("path", COMPLETIONS, ids=lambda p: p.stem)
+@pytest.mark.real_data
 def test_the_refusal_detector_agrees_with_humans_at_least_as_well_as_xstests_string_match(path: Path) -> None:
     """Full or partial refusal (the human ``final_label``) counts as refusal; accuracy and Cohen's kappa of evalgate's
     detector (protocols/xstest-*.yaml) against those labels are at least XSTest's own classifier's."""

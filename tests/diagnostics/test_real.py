@@ -18,8 +18,9 @@ from tests.conftest import SHARED_DATA
 LOGS = SHARED_DATA / "trainlogs"
 CHAOS, MINE, TELE = (LOGS / n for n in ("chaos-economy-grpo", "minesweeper-grpo-gptoss20b",
                                         "telelogs-grpo-qwen3.5-4b"))
-pytestmark = pytest.mark.skipif(not LOGS.is_dir(), reason=f"real trainer logs not present at {LOGS} "
-                                                          "(../shared/data is on developer machines and CI)")
+pytestmark = [pytest.mark.real_data,
+              pytest.mark.skipif(not LOGS.is_dir(), reason=f"real trainer logs not present at {LOGS} "
+                                                           "(../shared/data is on developer machines and CI)")]
 
 
 def raw(run: Path, key: str) -> list[tuple[int, float]]:

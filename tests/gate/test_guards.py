@@ -134,6 +134,7 @@ def _expected_fails(name: str) -> set[tuple[str, int]]:
 
 
 @needs_logs
+@pytest.mark.real_data
 def test_gate_over_real_grpo_runs(tmp_path: Path) -> None:
     expected = {seed: _expected_fails(name) for seed, (name, _) in RUNS.items()}
     # read off the files: both truncate from their first logged window (0.6, 0.75, 0.8, 0.65, 0.65 on chaos's steps

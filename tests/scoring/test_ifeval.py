@@ -62,6 +62,7 @@ HANDMADE = _jsonl(DATA / "handmade.jsonl")
 
 
 @needs_ifeval
+@pytest.mark.real_data
 def test_import_reads_the_541_prompts_and_their_834_instructions() -> None:
     items, raw = ifeval_items(IFEVAL)
     assert len(items) == 541 and len({i["id"] for i in items}) == 541
@@ -74,6 +75,7 @@ def test_import_reads_the_541_prompts_and_their_834_instructions() -> None:
 
 
 @needs_ifeval
+@pytest.mark.real_data
 def test_splits_import_ifeval_writes_four_tiers_with_every_item() -> None:
     r = CliRunner().invoke(main, ["splits", "import", "ifeval", "--from", str(IFEVAL)])
     assert r.exit_code == 0, r.output
@@ -278,6 +280,7 @@ def test_smollm2_on_the_smoke_split(tmp_path: Path, smollm2_dir: Path) -> None:
 
 
 @needs_ifeval
+@pytest.mark.real_data
 def test_parity_with_lm_eval_on_smollm2_responses() -> None:
     """SmolLM2-135M-Instruct's greedy responses (tools/ifeval_generate.py: evalgate's hf backend, 64 new tokens) to
     all 541 IFEval prompts: every instruction verdict and the four accuracies equal lm-eval 0.4.13's on the same

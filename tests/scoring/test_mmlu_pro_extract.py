@@ -63,6 +63,7 @@ def llama3_outputs() -> list[dict]:
         return json.loads(z.read(name))
 
 
+@pytest.mark.real_data
 def test_the_protocols_rule_reads_the_published_preds(llama3_outputs: list[dict]) -> None:
     """Issue 45's bar for the generative protocol: the letter protocols/mmlu-pro-cot.yaml reads agrees with the
     file's ``pred`` on at least 99.5 % of the 12,032 items, and accuracy with an unread letter counted wrong is

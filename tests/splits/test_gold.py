@@ -41,6 +41,7 @@ def test_the_conventions_by_hand() -> None:
 
 
 @pytest.mark.skipif(not GSM8K.is_file(), reason=f"GSM8K's test.jsonl not found at {GSM8K}")
+@pytest.mark.real_data
 def test_splits_add_gold_gsm8k_on_the_real_test_file(home: Path) -> None:
     code, out, err = cli_parts("splits", "add", "gsm-dev", "--tier", "dev", "--file", GSM8K, "--row-ids",
                                "--gold", "gsm8k")
@@ -59,6 +60,7 @@ def test_splits_add_gold_gsm8k_on_the_real_test_file(home: Path) -> None:
 
 
 @pytest.mark.skipif(not GSM8K.is_file(), reason=f"GSM8K's test.jsonl not found at {GSM8K}")
+@pytest.mark.real_data
 def test_without_gold_a_gsm8k_file_is_kept_as_written_with_a_note(home: Path, tmp_path: Path) -> None:
     data = tmp_path / "three.jsonl"
     data.write_text("\n".join(GSM8K.read_text().splitlines()[:3]) + "\n")
@@ -78,6 +80,7 @@ def test_without_gold_a_gsm8k_file_is_kept_as_written_with_a_note(home: Path, tm
 
 
 @pytest.mark.skipif(not MATH500.is_file(), reason=f"MATH-500's test.jsonl not found at {MATH500}")
+@pytest.mark.real_data
 def test_gold_boxed_on_math500_gives_the_datasets_own_answers(home: Path) -> None:
     add_split("m500", "dev", MATH500, store=Store(), fmt="jsonl", gold="boxed",
               mapping=["id=unique_id", "question=problem", "solution=solution"])  # the answer column left out
