@@ -6,7 +6,6 @@ import math
 
 import numpy as np
 import pytest
-from scipy import stats as sps
 
 from evalgate.core.stats import mean_stderr, paired_bootstrap_diff, stderr_mean_of_means
 
@@ -21,6 +20,8 @@ def test_stderr_of_unweighted_mean_of_two_subsets() -> None:
 
 
 def test_paired_bootstrap_matches_scipy() -> None:
+    from scipy import stats as sps
+
     rng = np.random.default_rng(7)
     base = rng.integers(0, 2, 200).astype(float)
     cand = np.where(rng.random(200) < 0.2, 1.0, base)

@@ -11,7 +11,6 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from evalgate.core.errors import BadInput
 from evalgate.protocol.spec import load_protocol
@@ -186,6 +185,8 @@ def test_a_sealed_splits_metrics_name_no_category_of_fewer_than_ten_pairs(scorer
 
 
 def test_accuracy_ci_agrees_with_scipys_percentile_bootstrap() -> None:
+    from scipy import stats
+
     outcomes = [1.0] * 14 + [0.0] * 6
     ours = accuracy_ci(outcomes)
     ref = stats.bootstrap((np.array(outcomes),), np.mean, n_resamples=10_000, method="percentile",
