@@ -178,10 +178,16 @@ test: setup
 # -p no:logging: pytest's log capture wraps every test phase (~1-2% of the lane); no test reads caplog, and a failing
 # test's warnings still show in its captured stderr.
 # PYTHONDONTWRITEBYTECODE is cleared: where the environment sets it, each worker compiled evalgate and pytest
-# rewrote every test module again on every run (~4 s of CPU a worker); now the first run caches them
+# rewrote every test module again on every run (~4 s of CPU a worker); now the first run caches them.
+# --basetemp in /dev/shm (a tmpfs) where there is one: the tests' tmp_path folders, files, fsyncs and symlinks cost
+# the kernel half the system CPU they cost on this VM's disk (sys 6.4-8.7 s against 9.3-16.3 s in five alternated
+# pairs, docs/BENCHMARKS.md); the folder is removed when pytest ends, or is interrupted. `make test` keeps the
+# default (its tests write GBs).
+FAST = not slow and not vllm_engine and not integration and not real_data and not store_file
 test-fast: setup
+	bt=$$(mktemp -d -p /dev/shm evalgate-test-fast.XXXXXX 2>/dev/null || mktemp -d) && trap 'rm -rf "$$bt"' EXIT && \
 	PYTHONDONTWRITEBYTECODE= $(VENV)/bin/pytest -q -n auto --dist loadfile -p no:logging --durations=10 \
-	  -m "not slow and not vllm_engine and not integration and not real_data and not store_file"
+	  -m "$(FAST)" --basetemp="$$bt/t"
 
 # the vLLM backend's tests, in the engine's environment (one engine per worker, shared by its in-process tests).
 # vLLM's CPU build: two pytest-xdist workers, a file each at a time (the engine tests on one, log-likelihood parity
