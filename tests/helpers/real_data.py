@@ -37,7 +37,10 @@ class SharedReads:
             return
         path = args[0]
         if isinstance(path, str | bytes | os.PathLike):
-            name = os.path.abspath(os.fsdecode(path))
+            try:  # an exception here would be raised by the test's own open()
+                name = os.path.abspath(os.fsdecode(path))
+            except (OSError, ValueError):  # the working directory was removed, a NUL in the name
+                return
             if name.startswith(self._prefixes):
                 self.opened.append(name)
 
